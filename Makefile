@@ -1,0 +1,62 @@
+# vsr — the front door.  CMake does the building underneath.
+#
+#   make         build build/vsr and build/fakellm (optimised, with debug info)
+#   make run     install what is missing, build, and run the demo (two fake backends + vsr)
+#   make test    install what is missing, then the sanitizer build: unit tests (ctest),
+#                a short fuzzing pass over every parser, and the end-to-end suite (pytest)
+#   make bench   install what is missing, build, and benchmark vsr against its backend
+#   make fuzz    fuzz every parser for FUZZ_SECONDS each (default 60)
+
+MAKEFLAGS += --no-print-directory
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PYTHON ?= /usr/bin/python3
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+
+.PHONY: all build run test unit e2e fuzz fuzz-smoke bench deps clean
+
+all: build
+
+build:
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVSR_TESTS=OFF >/dev/null
+	@cmake --build build -j $(JOBS)
+
+build-asan/vsr: FORCE
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVSR_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+
+deps:
+	@scripts/setup-deps
+
+run: deps build
+	@scripts/run-demo
+
+unit: build-asan/vsr
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+fuzz-build:
+	@cmake -S . -B build-fuzz -DVSR_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+fuzz-smoke: fuzz-build
+	@scripts/fuzz-all $(FUZZ_SMOKE_SECONDS)
+
+fuzz: deps fuzz-build
+	@scripts/fuzz-all $(FUZZ_SECONDS)
+
+e2e: build-asan/vsr
+	VSR_BIN=$(CURDIR)/build-asan/vsr FAKELLM_BIN=$(CURDIR)/build-asan/fakellm \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/e2e
+
+test: deps
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory e2e
+
+bench: deps build
+	@bench/run
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+FORCE:

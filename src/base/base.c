@@ -1,0 +1,276 @@
+/* base.c — allocation, slices, errors, clocks, logging, misc helpers. */
+#include "base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *vsr_strerror(int code)
+{
+    switch (code) {
+    case VSR_OK: return "ok";
+    case VSR_AGAIN: return "again";
+    case VSR_DECLINED: return "declined";
+    case VSR_PAUSED: return "paused";
+    case VSR_ERR: return "error";
+    case VSR_ERR_NOMEM: return "out of memory";
+    case VSR_ERR_INVALID: return "invalid input";
+    case VSR_ERR_TOO_BIG: return "limit exceeded";
+    case VSR_ERR_IO: return "i/o error";
+    case VSR_ERR_NOT_FOUND: return "not found";
+    default: return "unknown error";
+    }
+}
+
+void vsr__bug(const char *file, int line, const char *expr)
+{
+    fprintf(stderr, "vsr: BUG at %s:%d: %s\n", file, line, expr);
+    abort();
+}
+
+static VSR_NORETURN void oom(size_t n)
+{
+    fprintf(stderr, "vsr: out of memory allocating %zu bytes\n", n);
+    abort();
+}
+
+void *vsr_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        oom(n);
+    return p;
+}
+
+void *vsr_calloc(size_t count, size_t n)
+{
+    void *p = calloc(count ? count : 1, n ? n : 1);
+    if (p == NULL)
+        oom(count * n);
+    return p;
+}
+
+void *vsr_realloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        oom(n);
+    return q;
+}
+
+char *vsr_strndup(const char *s, size_t n)
+{
+    char *d = vsr_malloc(n + 1);
+    if (n)
+        memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+char *vsr_strdup(const char *s)
+{
+    return vsr_strndup(s, strlen(s));
+}
+
+void vsr_free(void *p)
+{
+    free(p);
+}
+
+/* ---- slices ---- */
+
+static inline int lower(int c)
+{
+    return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
+
+int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b)
+{
+    if (a.len != b.len)
+        return 0;
+    for (size_t i = 0; i < a.len; i++)
+        if (lower((unsigned char)a.p[i]) != lower((unsigned char)b.p[i]))
+            return 0;
+    return 1;
+}
+
+int vsr_slice_case_eq_cstr(vsr_slice_t a, const char *b)
+{
+    return vsr_slice_case_eq(a, vsr_slice_cstr(b));
+}
+
+int vsr_slice_starts_with(vsr_slice_t s, vsr_slice_t prefix)
+{
+    return s.len >= prefix.len && (prefix.len == 0 || memcmp(s.p, prefix.p, prefix.len) == 0);
+}
+
+vsr_slice_t vsr_slice_trim(vsr_slice_t s)
+{
+    while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
+        s.p++;
+        s.len--;
+    }
+    while (s.len && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t'))
+        s.len--;
+    return s;
+}
+
+vsr_slice_t vsr_slice_split(vsr_slice_t s, char sep, vsr_slice_t *rest)
+{
+    const char *hit = s.len ? memchr(s.p, sep, s.len) : NULL;
+    if (hit == NULL) {
+        if (rest)
+            *rest = VSR_SLICE_NULL;
+        return s;
+    }
+    if (rest)
+        *rest = vsr_slice(hit + 1, s.len - (size_t)(hit + 1 - s.p));
+    return vsr_slice(s.p, (size_t)(hit - s.p));
+}
+
+int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s.len == 0)
+        return VSR_ERR_INVALID;
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned d = (unsigned char)s.p[i] - '0';
+        if (d > 9)
+            return VSR_ERR_INVALID;
+        if (v > (max - d) / 10)
+            return VSR_ERR_TOO_BIG;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return VSR_OK;
+}
+
+/* ---- clocks ---- */
+
+uint64_t vsr_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t vsr_now_ms(void)
+{
+    return vsr_now_us() / 1000u;
+}
+
+double vsr_wall_time(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- logging ---- */
+
+vsr_log_level_t vsr_log_min_level = VSR_LOG_INFO;
+
+void vsr_log(vsr_log_level_t lvl, const char *module, const char *fmt, ...)
+{
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    char line[2048];
+    if (lvl < vsr_log_min_level)
+        return;
+    double now = vsr_wall_time();
+    time_t secs = (time_t)now;
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ %s [%s] ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (int)((now - (double)secs) * 1000), names[lvl], module);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : VSR_MIN((size_t)m, sizeof(line) - (size_t)n - 2));
+    line[len++] = '\n';
+    /* one write(2) per line keeps lines from different threads whole */
+    ssize_t w = write(STDERR_FILENO, line, len);
+    (void)w;
+}
+
+/* ---- misc ---- */
+
+void vsr_uuid4(char out[37])
+{
+    static __thread uint64_t s[2];
+    static const char hex[] = "0123456789abcdef";
+    if (s[0] == 0 && s[1] == 0) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || read(fd, s, sizeof(s)) != (ssize_t)sizeof(s)) {
+            s[0] = vsr_now_us() ^ (uint64_t)(uintptr_t)&s;
+            s[1] = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+        }
+        if (fd >= 0)
+            close(fd);
+        s[0] |= 1;
+    }
+    unsigned char b[16];
+    for (int k = 0; k < 2; k++) {
+        /* xorshift128+ */
+        uint64_t x = s[0], y = s[1];
+        s[0] = y;
+        x ^= x << 23;
+        s[1] = x ^ y ^ (x >> 17) ^ (y >> 26);
+        uint64_t r = s[1] + y;
+        memcpy(b + 8 * k, &r, 8);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    int j = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[j++] = '-';
+        out[j++] = hex[b[i] >> 4];
+        out[j++] = hex[b[i] & 15];
+    }
+    out[j] = '\0';
+}
+
+int vsr_parse_duration_ms(vsr_slice_t s, uint64_t *out_ms)
+{
+    size_t i = 0;
+    double v = 0, frac = 0.1;
+    int digits = 0, dot = 0;
+    while (i < s.len && ((s.p[i] >= '0' && s.p[i] <= '9') || s.p[i] == '.')) {
+        if (s.p[i] == '.') {
+            if (dot++)
+                return VSR_ERR_INVALID;
+        } else if (dot) {
+            v += (s.p[i] - '0') * frac;
+            frac /= 10;
+            digits++;
+        } else {
+            v = v * 10 + (s.p[i] - '0');
+            digits++;
+        }
+        i++;
+    }
+    if (!digits || v > 1e12)
+        return VSR_ERR_INVALID;
+    vsr_slice_t unit = vsr_slice(s.p + i, s.len - i);
+    double mult;
+    if (vsr_slice_eq_cstr(unit, "ms"))
+        mult = 1;
+    else if (vsr_slice_eq_cstr(unit, "s"))
+        mult = 1000;
+    else if (vsr_slice_eq_cstr(unit, "m"))
+        mult = 60000;
+    else if (vsr_slice_eq_cstr(unit, "h"))
+        mult = 3600000;
+    else if (vsr_slice_eq_cstr(unit, "us"))
+        mult = 0.001;
+    else
+        return VSR_ERR_INVALID;
+    *out_ms = (uint64_t)(v * mult + 0.5);
+    return VSR_OK;
+}

@@ -1,0 +1,206 @@
+/*
+ * base — the ground floor every other module stands on: return codes, byte
+ * slices, bounded growable buffers, a per-request pool (arena), clocks,
+ * logging and assertions.  Depends on libc only.
+ *
+ * Memory policy: allocation failure is fatal (vsr_malloc and friends abort
+ * with a message).  Linux overcommits, so a NULL from malloc means the
+ * process is already lost; failing loudly beats half-handled NULLs.
+ * Every buffer that grows with input carries a cap chosen by its owner.
+ */
+#ifndef VSR_BASE_H
+#define VSR_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+
+/* ---- return codes ------------------------------------------------------
+ * 0 is success; positive codes are "not an error, but not done"; negative
+ * codes are errors.  Functions document which of these they return. */
+enum {
+    VSR_OK = 0,
+    VSR_AGAIN = 1,      /* need more input / would block */
+    VSR_DECLINED = 2,   /* not mine: the next handler decides */
+    VSR_PAUSED = 3,     /* a callback asked the producer to stop here */
+    VSR_ERR = -1,       /* generic failure */
+    VSR_ERR_NOMEM = -2,
+    VSR_ERR_INVALID = -3,  /* malformed input */
+    VSR_ERR_TOO_BIG = -4,  /* a limit was exceeded */
+    VSR_ERR_IO = -5,
+    VSR_ERR_NOT_FOUND = -6,
+};
+
+const char *vsr_strerror(int code);
+
+#define VSR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define VSR_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VSR_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define VSR_UNUSED(x) ((void)(x))
+
+#if defined(__GNUC__)
+#define VSR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define VSR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define VSR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define VSR_NORETURN __attribute__((noreturn))
+#else
+#define VSR_LIKELY(x) (x)
+#define VSR_UNLIKELY(x) (x)
+#define VSR_PRINTF(a, b)
+#define VSR_NORETURN
+#endif
+
+/* ---- assertions --------------------------------------------------------
+ * VSR_BUG_ON is always on: for invariants whose violation would corrupt
+ * memory.  VSR_ASSERT compiles out with NDEBUG: cheap debug checks. */
+VSR_NORETURN void vsr__bug(const char *file, int line, const char *expr);
+#define VSR_BUG_ON(cond) \
+    do { if (VSR_UNLIKELY(cond)) vsr__bug(__FILE__, __LINE__, #cond); } while (0)
+#ifdef NDEBUG
+#define VSR_ASSERT(cond) ((void)0)
+#else
+#define VSR_ASSERT(cond) VSR_BUG_ON(!(cond))
+#endif
+
+/* ---- allocation (aborts on failure, see the memory policy above) ------- */
+void *vsr_malloc(size_t n);
+void *vsr_calloc(size_t count, size_t n);
+void *vsr_realloc(void *p, size_t n);
+char *vsr_strndup(const char *s, size_t n);
+char *vsr_strdup(const char *s);
+void vsr_free(void *p); /* accepts NULL */
+
+/* ---- slices: pointer + length, never NUL-terminated by contract -------- */
+typedef struct {
+    const char *p;
+    size_t len;
+} vsr_slice_t;
+
+#define VSR_SLICE_LIT(s) ((vsr_slice_t){(s), sizeof(s) - 1})
+#define VSR_SLICE_NULL ((vsr_slice_t){NULL, 0})
+#define VSR_SLICE_FMT "%.*s"
+#define VSR_SLICE_ARG(s) (int)(s).len, (s).p
+
+static inline vsr_slice_t vsr_slice(const char *p, size_t len)
+{
+    vsr_slice_t s = {p, len};
+    return s;
+}
+static inline vsr_slice_t vsr_slice_cstr(const char *s)
+{
+    return vsr_slice(s, s ? strlen(s) : 0);
+}
+static inline int vsr_slice_eq(vsr_slice_t a, vsr_slice_t b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+static inline int vsr_slice_eq_cstr(vsr_slice_t a, const char *b)
+{
+    return vsr_slice_eq(a, vsr_slice_cstr(b));
+}
+/* ASCII case-insensitive equality (header names, tokens). */
+int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b);
+int vsr_slice_case_eq_cstr(vsr_slice_t a, const char *b);
+int vsr_slice_starts_with(vsr_slice_t s, vsr_slice_t prefix);
+vsr_slice_t vsr_slice_trim(vsr_slice_t s); /* strips SP and HTAB both ends */
+/* Splits off the part before the first `sep`; *rest gets what follows it
+ * (NULL slice when `sep` is absent).  Returns the head. */
+vsr_slice_t vsr_slice_split(vsr_slice_t s, char sep, vsr_slice_t *rest);
+/* Strict unsigned decimal: digits only, no sign, no overflow past max. */
+int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out);
+
+/* ---- buffers: growable bytes with a hard cap ---------------------------
+ * `cap` bounds the length; appending past it returns VSR_ERR_TOO_BIG and
+ * leaves the buffer unchanged.  cap 0 means SIZE_MAX (only for data whose
+ * size vsr itself controls). */
+typedef struct {
+    char *data;
+    size_t len;
+    size_t alloc;
+    size_t cap;
+} vsr_buf_t;
+
+void vsr_buf_init(vsr_buf_t *b, size_t cap);
+void vsr_buf_free(vsr_buf_t *b);
+void vsr_buf_reset(vsr_buf_t *b); /* len = 0, keeps memory */
+int vsr_buf_reserve(vsr_buf_t *b, size_t extra); /* VSR_OK | VSR_ERR_TOO_BIG */
+int vsr_buf_append(vsr_buf_t *b, const void *p, size_t n);
+int vsr_buf_append_slice(vsr_buf_t *b, vsr_slice_t s);
+int vsr_buf_append_cstr(vsr_buf_t *b, const char *s);
+int vsr_buf_printf(vsr_buf_t *b, const char *fmt, ...) VSR_PRINTF(2, 3);
+/* Drops the first n bytes (n <= len). */
+void vsr_buf_consume(vsr_buf_t *b, size_t n);
+static inline vsr_slice_t vsr_buf_slice(const vsr_buf_t *b)
+{
+    return vsr_slice(b->data, b->len);
+}
+/* Appends s as a JSON string literal (with quotes), escaping as RFC 8259. */
+int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s);
+
+/* ---- pool: a per-request arena -----------------------------------------
+ * Everything allocated from a pool dies with vsr_pool_clear/free.  Cleanup
+ * hooks run in reverse order of registration before the memory goes. */
+typedef struct vsr_pool_chunk_s vsr_pool_chunk_t;
+typedef struct vsr_pool_cleanup_s vsr_pool_cleanup_t;
+typedef struct {
+    vsr_pool_chunk_t *chunks;
+    vsr_pool_cleanup_t *cleanups;
+    char *cur;
+    char *end;
+} vsr_pool_t;
+
+void vsr_pool_init(vsr_pool_t *pool);
+void *vsr_pool_alloc(vsr_pool_t *pool, size_t n); /* 16-byte aligned */
+char *vsr_pool_strndup(vsr_pool_t *pool, const char *s, size_t n); /* NUL-terminated */
+vsr_slice_t vsr_pool_dup_slice(vsr_pool_t *pool, vsr_slice_t s);
+void vsr_pool_on_clear(vsr_pool_t *pool, void (*fn)(void *), void *arg);
+void vsr_pool_clear(vsr_pool_t *pool); /* runs cleanups, keeps the first chunk */
+void vsr_pool_free(vsr_pool_t *pool);
+
+/* ---- rbuf: refcounted receive buffers ----------------------------------
+ * A socket read lands in an rbuf; body slices handed to the other side of
+ * the proxy keep it alive with a reference until their write completes, so
+ * relayed bytes are never copied.  Refcounts are not atomic: an rbuf lives on
+ * one worker thread.  Free rbufs are kept on a per-thread list. */
+#define VSR_RBUF_SIZE (64 * 1024)
+typedef struct vsr_rbuf_s {
+    struct vsr_rbuf_s *_next_free;
+    uint32_t refs;
+    char data[VSR_RBUF_SIZE];
+} vsr_rbuf_t;
+
+vsr_rbuf_t *vsr_rbuf_get(void); /* refs = 1 */
+static inline void vsr_rbuf_ref(vsr_rbuf_t *b)
+{
+    b->refs++;
+}
+void vsr_rbuf_unref(vsr_rbuf_t *b); /* accepts NULL */
+void vsr_rbuf_trim_cache(void);     /* frees this thread's cached rbufs */
+
+/* ---- clocks ------------------------------------------------------------ */
+uint64_t vsr_now_ms(void);  /* monotonic */
+uint64_t vsr_now_us(void);  /* monotonic */
+double vsr_wall_time(void); /* seconds since the epoch, for logs */
+
+/* ---- logging -------------------------------------------------------------
+ * One line per call to stderr, prefixed with time, level and module.  Never
+ * pass prompts, completions or credentials. */
+typedef enum { VSR_LOG_DEBUG, VSR_LOG_INFO, VSR_LOG_WARN, VSR_LOG_ERROR } vsr_log_level_t;
+extern vsr_log_level_t vsr_log_min_level;
+void vsr_log(vsr_log_level_t lvl, const char *module, const char *fmt, ...) VSR_PRINTF(3, 4);
+#define vsr_log_debug(mod, ...) \
+    do { if (vsr_log_min_level <= VSR_LOG_DEBUG) vsr_log(VSR_LOG_DEBUG, mod, __VA_ARGS__); } while (0)
+#define vsr_log_info(mod, ...) vsr_log(VSR_LOG_INFO, mod, __VA_ARGS__)
+#define vsr_log_warn(mod, ...) vsr_log(VSR_LOG_WARN, mod, __VA_ARGS__)
+#define vsr_log_error(mod, ...) vsr_log(VSR_LOG_ERROR, mod, __VA_ARGS__)
+
+/* ---- misc ---------------------------------------------------------------- */
+/* Writes a random RFC 4122 version-4 UUID (36 chars + NUL) into out. */
+void vsr_uuid4(char out[37]);
+/* Parses "300s", "1.5s", "250ms", "2m", "1h", "10us" into milliseconds.
+ * VSR_OK or VSR_ERR_INVALID. */
+int vsr_parse_duration_ms(vsr_slice_t s, uint64_t *out_ms);
+
+#endif /* VSR_BASE_H */

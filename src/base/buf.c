@@ -1,0 +1,131 @@
+/* buf.c — bounded growable byte buffers. */
+#include "base.h"
+
+#include <stdio.h>
+
+void vsr_buf_init(vsr_buf_t *b, size_t cap)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->alloc = 0;
+    b->cap = cap ? cap : SIZE_MAX;
+}
+
+void vsr_buf_free(vsr_buf_t *b)
+{
+    vsr_free(b->data);
+    b->data = NULL;
+    b->len = b->alloc = 0;
+}
+
+void vsr_buf_reset(vsr_buf_t *b)
+{
+    b->len = 0;
+}
+
+int vsr_buf_reserve(vsr_buf_t *b, size_t extra)
+{
+    if (extra > b->cap - b->len)
+        return VSR_ERR_TOO_BIG;
+    size_t need = b->len + extra;
+    if (need + 1 <= b->alloc)
+        return VSR_OK;
+    size_t n = b->alloc ? b->alloc : 256;
+    while (n < need + 1)
+        n = n > SIZE_MAX / 2 ? need + 1 : n * 2;
+    b->data = vsr_realloc(b->data, n);
+    b->alloc = n;
+    return VSR_OK;
+}
+
+int vsr_buf_append(vsr_buf_t *b, const void *p, size_t n)
+{
+    if (vsr_buf_reserve(b, n) != VSR_OK)
+        return VSR_ERR_TOO_BIG;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0'; /* convenience for debugging; not part of the contract */
+    return VSR_OK;
+}
+
+int vsr_buf_append_slice(vsr_buf_t *b, vsr_slice_t s)
+{
+    return vsr_buf_append(b, s.p, s.len);
+}
+
+int vsr_buf_append_cstr(vsr_buf_t *b, const char *s)
+{
+    return vsr_buf_append(b, s, strlen(s));
+}
+
+int vsr_buf_printf(vsr_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    char small[256];
+    va_start(ap, fmt);
+    int n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return VSR_ERR;
+    if ((size_t)n < sizeof(small))
+        return vsr_buf_append(b, small, (size_t)n);
+    if (vsr_buf_reserve(b, (size_t)n) != VSR_OK)
+        return VSR_ERR_TOO_BIG;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return VSR_OK;
+}
+
+void vsr_buf_consume(vsr_buf_t *b, size_t n)
+{
+    VSR_BUG_ON(n > b->len);
+    if (n == b->len) {
+        b->len = 0;
+        return;
+    }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}
+
+int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (vsr_buf_reserve(b, s.len + 2) != VSR_OK)
+        return VSR_ERR_TOO_BIG;
+    if (vsr_buf_append(b, "\"", 1) != VSR_OK)
+        return VSR_ERR_TOO_BIG;
+    size_t start = 0;
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.p[i];
+        const char *esc = NULL;
+        char u[6];
+        size_t elen = 2;
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        default:
+            if (c < 0x20) {
+                u[0] = '\\', u[1] = 'u', u[2] = '0', u[3] = '0', u[4] = hex[c >> 4], u[5] = hex[c & 15];
+                esc = u;
+                elen = 6;
+            }
+        }
+        if (esc) {
+            if (vsr_buf_append(b, s.p + start, i - start) != VSR_OK ||
+                vsr_buf_append(b, esc, elen) != VSR_OK)
+                return VSR_ERR_TOO_BIG;
+            start = i + 1;
+        }
+    }
+    if (vsr_buf_append(b, s.p + start, s.len - start) != VSR_OK)
+        return VSR_ERR_TOO_BIG;
+    return vsr_buf_append(b, "\"", 1);
+}

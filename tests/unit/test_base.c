@@ -1,0 +1,162 @@
+/* test_base.c — slices, bounded buffers, the pool, durations, uuids. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "base/base.h"
+
+static void test_slices(void **state)
+{
+    (void)state;
+    vsr_slice_t s = VSR_SLICE_LIT("Content-Length");
+    assert_true(vsr_slice_case_eq_cstr(s, "content-length"));
+    assert_false(vsr_slice_eq_cstr(s, "content-length"));
+    assert_false(vsr_slice_case_eq_cstr(s, "content-lengt"));
+    vsr_slice_t t = vsr_slice_trim(VSR_SLICE_LIT(" \t a b \t"));
+    assert_true(vsr_slice_eq_cstr(t, "a b"));
+    vsr_slice_t rest;
+    vsr_slice_t head = vsr_slice_split(VSR_SLICE_LIT("/v1/x?q=1"), '?', &rest);
+    assert_true(vsr_slice_eq_cstr(head, "/v1/x"));
+    assert_true(vsr_slice_eq_cstr(rest, "q=1"));
+    head = vsr_slice_split(VSR_SLICE_LIT("/v1"), '?', &rest);
+    assert_true(vsr_slice_eq_cstr(head, "/v1"));
+    assert_null(rest.p);
+    uint64_t v;
+    assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("18446744073709551615"), UINT64_MAX, &v), VSR_OK);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("18446744073709551616"), UINT64_MAX, &v), VSR_ERR_TOO_BIG);
+    assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("12a"), UINT64_MAX, &v), VSR_ERR_INVALID);
+    assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT(""), UINT64_MAX, &v), VSR_ERR_INVALID);
+    assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("+1"), UINT64_MAX, &v), VSR_ERR_INVALID);
+    assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("65536"), 65535, &v), VSR_ERR_TOO_BIG);
+}
+
+static void test_buf_cap(void **state)
+{
+    (void)state;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 10);
+    assert_int_equal(vsr_buf_append_cstr(&b, "0123456789"), VSR_OK);
+    assert_int_equal(vsr_buf_append_cstr(&b, "x"), VSR_ERR_TOO_BIG);
+    assert_int_equal(b.len, 10);
+    vsr_buf_consume(&b, 4);
+    assert_memory_equal(b.data, "456789", 6);
+    assert_int_equal(vsr_buf_printf(&b, "%d", 1234), VSR_OK);
+    assert_int_equal(vsr_buf_printf(&b, "%d", 5), VSR_ERR_TOO_BIG);
+    vsr_buf_free(&b);
+
+    vsr_buf_init(&b, 0);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(vsr_buf_printf(&b, "%04d", i), VSR_OK);
+    assert_int_equal(b.len, 4000);
+    assert_memory_equal(b.data + 3996, "0999", 4);
+    vsr_buf_free(&b);
+}
+
+static void test_json_string_escape(void **state)
+{
+    (void)state;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_json_string(&b, vsr_slice("a\"b\\c\n\x01\xc3\xa9", 9));
+    assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"");
+    vsr_buf_free(&b);
+}
+
+static int cleaned;
+static void on_clear(void *arg)
+{
+    cleaned += *(int *)arg;
+}
+
+static void test_pool(void **state)
+{
+    (void)state;
+    vsr_pool_t p;
+    vsr_pool_init(&p);
+    char *prev = NULL;
+    for (int i = 0; i < 2000; i++) {
+        char *s = vsr_pool_alloc(&p, (size_t)(i % 50) + 1);
+        assert_true(((uintptr_t)s & 15) == 0);
+        memset(s, 'x', (size_t)(i % 50) + 1);
+        assert_ptr_not_equal(s, prev);
+        prev = s;
+    }
+    char *big = vsr_pool_alloc(&p, 100000);
+    memset(big, 1, 100000);
+    static int one = 1, ten = 10;
+    vsr_pool_on_clear(&p, on_clear, &one);
+    vsr_pool_on_clear(&p, on_clear, &ten);
+    vsr_slice_t d = vsr_pool_dup_slice(&p, VSR_SLICE_LIT("hello"));
+    assert_true(vsr_slice_eq_cstr(d, "hello"));
+    assert_int_equal(d.p[5], '\0');
+    cleaned = 0;
+    vsr_pool_clear(&p);
+    assert_int_equal(cleaned, 11);
+    assert_non_null(vsr_pool_alloc(&p, 10));
+    vsr_pool_free(&p);
+    assert_int_equal(cleaned, 11);
+}
+
+static void test_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int rc;
+        uint64_t ms;
+    } cases[] = {
+        {"300s", VSR_OK, 300000}, {"1.5s", VSR_OK, 1500}, {"250ms", VSR_OK, 250}, {"2m", VSR_OK, 120000},
+        {"1h", VSR_OK, 3600000},  {"0s", VSR_OK, 0},      {"1500us", VSR_OK, 2},  {"10", VSR_ERR_INVALID, 0},
+        {"s", VSR_ERR_INVALID, 0}, {"1.2.3s", VSR_ERR_INVALID, 0}, {"-1s", VSR_ERR_INVALID, 0},
+        {"1d", VSR_ERR_INVALID, 0}, {"", VSR_ERR_INVALID, 0},
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(cases); i++) {
+        uint64_t ms = 12345;
+        int rc = vsr_parse_duration_ms(vsr_slice_cstr(cases[i].in), &ms);
+        assert_int_equal(rc, cases[i].rc);
+        if (rc == VSR_OK)
+            assert_true(ms == cases[i].ms);
+    }
+}
+
+static void test_uuid(void **state)
+{
+    (void)state;
+    char a[37], b[37];
+    vsr_uuid4(a);
+    vsr_uuid4(b);
+    assert_int_equal(strlen(a), 36);
+    assert_string_not_equal(a, b);
+    assert_int_equal(a[14], '4');
+    assert_true(strchr("89ab", a[19]) != NULL);
+    assert_int_equal(a[8], '-');
+    assert_int_equal(a[23], '-');
+}
+
+static void test_rbuf(void **state)
+{
+    (void)state;
+    vsr_rbuf_t *r = vsr_rbuf_get();
+    assert_int_equal(r->refs, 1);
+    vsr_rbuf_ref(r);
+    vsr_rbuf_unref(r);
+    assert_int_equal(r->refs, 1);
+    vsr_rbuf_unref(r);
+    vsr_rbuf_t *again = vsr_rbuf_get(); /* comes back from the cache */
+    assert_ptr_equal(again, r);
+    vsr_rbuf_unref(again);
+    vsr_rbuf_trim_cache();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
+        cmocka_unit_test(test_pool),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_rbuf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
