@@ -1,0 +1,951 @@
+/*
+ * The endpoints.  Response bodies are written by hand into the worker's
+ * scratch buffer (jansson is used only to parse request bodies): that keeps
+ * the fast path free of per-request allocations apart from jansson's own.
+ */
+#include "fakellm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#define FL_CL_CHUNKED (-1)
+#define FL_CL_NONE (-2) /* delimited by closing the connection */
+
+typedef enum {
+    R_CHAT,
+    R_COMPLETIONS,
+    R_RESPONSES,
+    R_MODELS,
+    R_HEALTH,
+    R_STATS,
+    R_CONTROL_HEALTH,
+    R_ECHO,
+} route_t;
+
+typedef struct {
+    int status; /* 0: answer normally */
+    const char *retry_after;
+    size_t retry_after_len;
+    int64_t delay_ms;
+    fl_reset_t reset;
+    int64_t drop_after;
+    int hang;
+    int64_t chunks, chunk_delay_ms, chunk_size;
+    const char *text;
+    size_t text_len;
+    const char *body;
+    size_t body_len;
+    int has_text, has_body;
+    char *owned[16]; /* serialised JSON values from the body's "fakellm" object */
+    int nowned;
+} knobs_t;
+
+typedef struct {
+    fl_conn_t *c;
+    const char *base; /* request start */
+    const char *body;
+    size_t body_len;
+    int is_head;
+} req_ctx_t;
+
+/* ---- response head ------------------------------------------------------ */
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Status";
+    }
+}
+
+void fl_put_head(fl_buf_t *o, int status, const char *ctype, int64_t content_length,
+                 const char *retry_after, size_t retry_after_len, int keep_alive, int minor)
+{
+    fl_buf_reserve(o, 256 + fl_cfg.backend_hdr.len + retry_after_len);
+    fl_buf_adds(o, "HTTP/1.1 ");
+    fl_buf_addu(o, (uint64_t)status);
+    fl_buf_addc(o, ' ');
+    fl_buf_adds(o, reason(status));
+    fl_buf_adds(o, "\r\ncontent-type: ");
+    fl_buf_adds(o, ctype);
+    fl_buf_adds(o, "\r\n");
+    if (content_length >= 0) {
+        fl_buf_adds(o, "content-length: ");
+        fl_buf_addu(o, (uint64_t)content_length);
+        fl_buf_adds(o, "\r\n");
+    } else if (content_length == FL_CL_CHUNKED) {
+        fl_buf_adds(o, "transfer-encoding: chunked\r\n");
+    }
+    if (!strcmp(ctype, "text/event-stream"))
+        fl_buf_adds(o, "cache-control: no-cache\r\n");
+    fl_buf_add(o, fl_cfg.backend_hdr.p, fl_cfg.backend_hdr.len);
+    if (retry_after) {
+        fl_buf_adds(o, "retry-after: ");
+        fl_buf_add(o, retry_after, retry_after_len);
+        fl_buf_adds(o, "\r\n");
+    }
+    if (!keep_alive)
+        fl_buf_adds(o, "connection: close\r\n");
+    else if (minor == 0)
+        fl_buf_adds(o, "connection: keep-alive\r\n");
+    fl_buf_adds(o, "\r\n");
+}
+
+/* ---- JSON fragments ----------------------------------------------------- */
+
+static int hdr_name_eq(const char *base, const fl_hdr_t *a, const fl_hdr_t *b)
+{
+    return a->name_len == b->name_len &&
+           strncasecmp(base + a->name_off, base + b->name_off, a->name_len) == 0;
+}
+
+/* "request":{"method":..,"path":..,"version":..,"headers":{..},"body":..} */
+static void render_request(fl_buf_t *b, const req_ctx_t *x)
+{
+    const fl_req_t *r = &x->c->req;
+    const char *base = x->base;
+    fl_buf_adds(b, "\"request\":{\"method\":");
+    fl_json_str(b, base + r->method_off, r->method_len);
+    fl_buf_adds(b, ",\"path\":");
+    fl_json_str(b, base + r->target_off, r->target_len);
+    fl_buf_adds(b, r->minor ? ",\"version\":\"HTTP/1.1\"" : ",\"version\":\"HTTP/1.0\"");
+    fl_buf_adds(b, ",\"headers\":{");
+    int first = 1;
+    for (int i = 0; i < r->nhdrs; i++) {
+        const fl_hdr_t *h = &r->hdrs[i];
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = hdr_name_eq(base, &r->hdrs[j], h);
+        if (seen)
+            continue;
+        if (!first)
+            fl_buf_addc(b, ',');
+        first = 0;
+        /* field names are tokens: nothing in them needs escaping */
+        fl_buf_reserve(b, h->name_len + 3);
+        b->p[b->len++] = '"';
+        for (uint32_t k = 0; k < h->name_len; k++) {
+            char ch = base[h->name_off + k];
+            b->p[b->len++] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
+        }
+        b->p[b->len++] = '"';
+        b->p[b->len++] = ':';
+        fl_buf_addc(b, '"');
+        fl_json_esc(b, base + h->value_off, h->value_len);
+        for (int j = i + 1; j < r->nhdrs; j++) {
+            if (hdr_name_eq(base, &r->hdrs[j], h)) {
+                fl_buf_add(b, ", ", 2);
+                fl_json_esc(b, base + r->hdrs[j].value_off, r->hdrs[j].value_len);
+            }
+        }
+        fl_buf_addc(b, '"');
+    }
+    fl_buf_adds(b, "},\"body\":");
+    if (fl_json_str(b, x->body, x->body_len)) {
+        /* not valid UTF-8: the string above is lossy, so also give the bytes */
+        fl_buf_adds(b, ",\"body_base64\":\"");
+        fl_base64(b, x->body, x->body_len);
+        fl_buf_addc(b, '"');
+    }
+    fl_buf_addc(b, '}');
+}
+
+/* "fakellm":{"backend":NAME,"request":{...}} */
+static void render_fakellm(fl_buf_t *b, const req_ctx_t *x)
+{
+    fl_buf_adds(b, "\"fakellm\":{\"backend\":");
+    fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+    fl_buf_addc(b, ',');
+    render_request(b, x);
+    fl_buf_addc(b, '}');
+}
+
+static void render_error(fl_buf_t *b, const char *msg, size_t msglen, const char *type, int code)
+{
+    fl_buf_adds(b, "{\"error\":{\"message\":");
+    fl_json_str(b, msg, msglen);
+    fl_buf_adds(b, ",\"type\":\"");
+    fl_buf_adds(b, type);
+    fl_buf_adds(b, "\",\"code\":");
+    fl_buf_addu(b, (uint64_t)code);
+    fl_buf_adds(b, "}}");
+}
+
+static void add_model_default(fl_buf_t *b)
+{
+    fl_buf_addc(b, '"');
+    fl_json_esc(b, fl_cfg.name, strlen(fl_cfg.name));
+    fl_buf_adds(b, "-model\"");
+}
+
+static uint64_t count_words(const char *s, size_t n)
+{
+    uint64_t w = 0;
+    int in = 0;
+    for (size_t i = 0; i < n; i++) {
+        int sp = s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r';
+        if (!sp && !in)
+            w++;
+        in = !sp;
+    }
+    return w;
+}
+
+static void add_usage(fl_buf_t *b, fl_api_t api, uint64_t prompt, uint64_t completion)
+{
+    if (api == API_RESPONSES)
+        fl_buf_adds(b, "\"usage\":{\"input_tokens\":");
+    else
+        fl_buf_adds(b, "\"usage\":{\"prompt_tokens\":");
+    fl_buf_addu(b, prompt);
+    fl_buf_adds(b, api == API_RESPONSES ? ",\"output_tokens\":" : ",\"completion_tokens\":");
+    fl_buf_addu(b, completion);
+    fl_buf_adds(b, ",\"total_tokens\":");
+    fl_buf_addu(b, prompt + completion);
+    fl_buf_addc(b, '}');
+}
+
+static void add_id(fl_buf_t *b, fl_api_t api, fl_worker_t *w, uint64_t seq)
+{
+    fl_buf_adds(b, api == API_CHAT ? "chatcmpl-fakellm-" : api == API_COMPLETIONS ? "cmpl-fakellm-"
+                                                                               : "resp_fakellm_");
+    fl_buf_addu(b, (uint64_t)w->index);
+    fl_buf_addc(b, api == API_RESPONSES ? '_' : '-');
+    fl_buf_addu(b, seq);
+}
+
+/* Opens a Responses-API object up to its "output" array; the caller adds the
+ * items and closes it. */
+static void responses_object(fl_buf_t *b, const char *id, size_t idlen, int64_t created,
+                             const char *model, size_t modellen, const char *status)
+{
+    fl_buf_adds(b, "{\"id\":\"");
+    fl_buf_add(b, id, idlen);
+    fl_buf_adds(b, "\",\"object\":\"response\",\"created_at\":");
+    fl_buf_addi(b, created);
+    fl_buf_adds(b, ",\"status\":\"");
+    fl_buf_adds(b, status);
+    fl_buf_adds(b, "\",\"model\":");
+    fl_buf_add(b, model, modellen);
+    fl_buf_adds(b, ",\"output\":[");
+}
+
+static void responses_message_open(fl_buf_t *b, const char *id, size_t idlen)
+{
+    fl_buf_adds(b, "{\"type\":\"message\",\"id\":\"msg_");
+    fl_buf_add(b, id, idlen);
+    fl_buf_adds(b, "\",\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":"
+                   "\"output_text\",\"text\":\"");
+}
+
+static void responses_message_close(fl_buf_t *b)
+{
+    fl_buf_adds(b, "\",\"annotations\":[]}]}");
+}
+
+/* ---- knobs -------------------------------------------------------------- */
+
+static int parse_int(const char *v, size_t n, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t x = 0;
+    if (n == 0 || n > 12)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (v[i] - '0');
+    }
+    if (x < lo || x > hi)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int val_is(const char *v, size_t n, const char *lit)
+{
+    return strlen(lit) == n && strncasecmp(v, lit, n) == 0;
+}
+
+static int key_is(const char *k, size_t n, const char *lit)
+{
+    if (strlen(lit) != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char a = k[i] == '_' ? '-' : k[i];
+        if (a >= 'A' && a <= 'Z')
+            a = (char)(a + 32);
+        if (a != lit[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* Apply one knob; on error writes a message into err and returns -1. */
+static int apply_knob(knobs_t *k, const char *key, size_t klen, const char *v, size_t vlen,
+                      fl_buf_t *err)
+{
+    int64_t x;
+    const char *what = NULL;
+    if (key_is(key, klen, "chunks")) {
+        if (parse_int(v, vlen, 0, 1000000000, &x) == 0)
+            k->chunks = x;
+        else
+            what = "an integer 0..1000000000";
+    } else if (key_is(key, klen, "chunk-delay-ms")) {
+        if (parse_int(v, vlen, 0, FL_MAX_DELAY_MS, &x) == 0)
+            k->chunk_delay_ms = x;
+        else
+            what = "milliseconds 0..3600000";
+    } else if (key_is(key, klen, "chunk-size")) {
+        if (parse_int(v, vlen, 0, FL_MAX_CHUNK_SIZE, &x) == 0)
+            k->chunk_size = x;
+        else
+            what = "bytes 0..16777216";
+    } else if (key_is(key, klen, "delay-ms")) {
+        if (parse_int(v, vlen, 0, FL_MAX_DELAY_MS, &x) == 0)
+            k->delay_ms = x;
+        else
+            what = "milliseconds 0..3600000";
+    } else if (key_is(key, klen, "status")) {
+        if (parse_int(v, vlen, 0, 599, &x) == 0 && (x == 0 || x >= 200))
+            k->status = (int)x;
+        else
+            what = "a status 200..599 (0: none)";
+    } else if (key_is(key, klen, "drop-after")) {
+        if (val_is(v, vlen, "none"))
+            k->drop_after = -1;
+        else if (parse_int(v, vlen, 0, 1000000000, &x) == 0)
+            k->drop_after = x;
+        else
+            what = "a chunk count or \"none\"";
+    } else if (key_is(key, klen, "hang")) {
+        if (val_is(v, vlen, "1") || val_is(v, vlen, "true") || val_is(v, vlen, "yes"))
+            k->hang = 1;
+        else if (val_is(v, vlen, "0") || val_is(v, vlen, "false") || val_is(v, vlen, "no"))
+            k->hang = 0;
+        else
+            what = "1 or 0";
+    } else if (key_is(key, klen, "reset")) {
+        if (val_is(v, vlen, "before-headers"))
+            k->reset = RESET_BEFORE_HEADERS;
+        else if (val_is(v, vlen, "after-headers"))
+            k->reset = RESET_AFTER_HEADERS;
+        else if (val_is(v, vlen, "none"))
+            k->reset = RESET_NONE;
+        else
+            what = "before-headers, after-headers or none";
+    } else if (key_is(key, klen, "retry-after")) {
+        for (size_t i = 0; i < vlen && !what; i++)
+            if (((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f)
+                what = "a header value without control characters";
+        if (!what) {
+            k->retry_after = v;
+            k->retry_after_len = vlen;
+        }
+    } else if (key_is(key, klen, "text")) {
+        k->text = v;
+        k->text_len = vlen;
+        k->has_text = 1;
+    } else if (key_is(key, klen, "body")) {
+        k->body = v;
+        k->body_len = vlen;
+        k->has_body = 1;
+    } else {
+        fl_buf_adds(err, "unknown fakellm knob '");
+        fl_buf_add(err, key, klen);
+        fl_buf_adds(err, "'");
+        return -1;
+    }
+    if (what) {
+        fl_buf_adds(err, "invalid value for fakellm knob '");
+        fl_buf_add(err, key, klen);
+        fl_buf_adds(err, "': expected ");
+        fl_buf_adds(err, what);
+        return -1;
+    }
+    return 0;
+}
+
+static void knobs_init(knobs_t *k, int process_wide)
+{
+    memset(k, 0, sizeof *k);
+    k->drop_after = -1;
+    k->chunks = fl_cfg.chunks;
+    k->chunk_delay_ms = fl_cfg.chunk_delay_ms;
+    k->chunk_size = fl_cfg.chunk_size;
+    if (fl_cfg.text) {
+        k->text = fl_cfg.text;
+        k->text_len = strlen(fl_cfg.text);
+        k->has_text = 1;
+    }
+    if (!process_wide)
+        return;
+    k->status = fl_cfg.status;
+    if (fl_cfg.retry_after) {
+        k->retry_after = fl_cfg.retry_after;
+        k->retry_after_len = strlen(fl_cfg.retry_after);
+    }
+    k->delay_ms = fl_cfg.delay_ms;
+    k->reset = fl_cfg.reset_before_headers ? RESET_BEFORE_HEADERS : RESET_NONE;
+    k->drop_after = fl_cfg.drop_after;
+    k->hang = fl_cfg.hang;
+}
+
+static void knobs_free(knobs_t *k)
+{
+    for (int i = 0; i < k->nowned; i++)
+        free(k->owned[i]);
+}
+
+static int body_knobs(knobs_t *k, json_t *obj, fl_buf_t *err)
+{
+    const char *key;
+    json_t *val;
+    if (!json_is_object(obj)) {
+        fl_buf_adds(err, "\"fakellm\" in the body must be an object");
+        return -1;
+    }
+    json_object_foreach(obj, key, val) {
+        const char *v;
+        size_t vlen;
+        if (json_is_string(val)) {
+            v = json_string_value(val);
+            vlen = json_string_length(val);
+        } else {
+            if (k->nowned == (int)(sizeof k->owned / sizeof k->owned[0])) {
+                fl_buf_adds(err, "too many fakellm knobs");
+                return -1;
+            }
+            char *s = json_dumps(val, JSON_ENCODE_ANY | JSON_COMPACT);
+            if (!s)
+                abort();
+            k->owned[k->nowned++] = s;
+            v = s;
+            vlen = strlen(s);
+        }
+        if (apply_knob(k, key, strlen(key), v, vlen, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int header_knobs(knobs_t *k, const req_ctx_t *x, fl_buf_t *err)
+{
+    static const char pfx[] = "x-fakellm-";
+    const fl_req_t *r = &x->c->req;
+    for (int i = 0; i < r->nhdrs; i++) {
+        const fl_hdr_t *h = &r->hdrs[i];
+        const char *name = x->base + h->name_off;
+        if (h->name_len <= sizeof pfx - 1 || strncasecmp(name, pfx, sizeof pfx - 1) != 0)
+            continue;
+        if (apply_knob(k, name + sizeof pfx - 1, h->name_len - (sizeof pfx - 1),
+                       x->base + h->value_off, h->value_len, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static route_t classify(const char *m, size_t ml, const char *t, size_t tl)
+{
+    const char *q = memchr(t, '?', tl);
+    size_t pl = q ? (size_t)(q - t) : tl;
+#define IS(meth, path) (ml == strlen(meth) && !memcmp(m, meth, ml) && pl == strlen(path) && !memcmp(t, path, pl))
+    if (IS("POST", "/v1/chat/completions"))
+        return R_CHAT;
+    if (IS("POST", "/v1/completions"))
+        return R_COMPLETIONS;
+    if (IS("POST", "/v1/responses"))
+        return R_RESPONSES;
+    if (IS("GET", "/v1/models"))
+        return R_MODELS;
+    if (IS("GET", "/health") || IS("HEAD", "/health"))
+        return R_HEALTH;
+    if (IS("GET", "/stats"))
+        return R_STATS;
+    if (IS("GET", "/_fakellm/health-status") || IS("POST", "/_fakellm/health-status") ||
+        IS("PUT", "/_fakellm/health-status"))
+        return R_CONTROL_HEALTH;
+#undef IS
+    return R_ECHO;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+/* Queue head + body (the body is in the worker scratch buffer). */
+static void send_json(const req_ctx_t *x, int status, const fl_buf_t *body, const knobs_t *k,
+                      int64_t delay_ms, fl_reset_t reset)
+{
+    fl_conn_t *c = x->c;
+    fl_buf_t *p = &c->pending;
+    p->len = 0;
+    fl_put_head(p, status, "application/json", (int64_t)body->len, k ? k->retry_after : NULL,
+                k ? k->retry_after_len : 0, c->keep_alive, c->req.minor);
+    if (reset == RESET_AFTER_HEADERS) {
+        fl_conn_queue(c, ACT_SEND_THEN_RST, delay_ms);
+        return;
+    }
+    if (!x->is_head)
+        fl_buf_add(p, body->p, body->len);
+    fl_conn_queue(c, ACT_SEND, delay_ms);
+}
+
+void fl_api_reject(fl_conn_t *c, int status, const char *msg)
+{
+    atomic_fetch_add(&fl_stats.requests, 1);
+    fl_buf_t *b = &c->w->scratch;
+    b->len = 0;
+    render_error(b, msg, strlen(msg), "invalid_request_error", status);
+    fl_put_head(&c->out, status, "application/json", (int64_t)b->len, NULL, 0, 0, 1);
+    fl_buf_add(&c->out, b->p, b->len);
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+static const char filler_pat[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+
+static void add_filler(fl_buf_t *b, int64_t n)
+{
+    fl_buf_reserve(b, (size_t)n);
+    while (n > 0) {
+        size_t k = (size_t)n < sizeof filler_pat - 1 ? (size_t)n : sizeof filler_pat - 1;
+        memcpy(b->p + b->len, filler_pat, k);
+        b->len += k;
+        n -= (int64_t)k;
+    }
+}
+
+static void add_token(fl_buf_t *b, const fl_stream_t *s, int64_t i)
+{
+    fl_buf_adds(b, "tok");
+    fl_buf_addi(b, i);
+    fl_buf_addc(b, ' ');
+    add_filler(b, s->chunk_size);
+}
+
+/* Frame one SSE event from scratch into out. */
+static void emit(fl_conn_t *c, const fl_buf_t *ev)
+{
+    if (c->st.chunked_te) {
+        fl_buf_reserve(&c->out, ev->len + 24);
+        fl_buf_addhex(&c->out, ev->len);
+        fl_buf_add(&c->out, "\r\n", 2);
+        fl_buf_add(&c->out, ev->p, ev->len);
+        fl_buf_add(&c->out, "\r\n", 2);
+    } else {
+        fl_buf_add(&c->out, ev->p, ev->len);
+    }
+}
+
+static void chunk_prefix(fl_buf_t *b, const fl_stream_t *s)
+{
+    fl_buf_adds(b, "data: {\"id\":\"");
+    fl_buf_add(b, s->id.p, s->id.len);
+    fl_buf_adds(b, s->api == API_CHAT ? "\",\"object\":\"chat.completion.chunk\",\"created\":"
+                                      : "\",\"object\":\"text_completion\",\"created\":");
+    fl_buf_addi(b, s->created);
+    fl_buf_adds(b, ",\"model\":");
+    fl_buf_add(b, s->model.p, s->model.len);
+}
+
+static void fakellm_tail(fl_buf_t *b, fl_stream_t *s, int64_t chunk, int first)
+{
+    fl_buf_adds(b, ",\"fakellm\":{\"backend\":");
+    fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+    if (chunk >= 0) {
+        fl_buf_adds(b, ",\"chunk\":");
+        fl_buf_addi(b, chunk);
+    }
+    if (first) {
+        fl_buf_addc(b, ',');
+        fl_buf_add(b, s->echo.p, s->echo.len);
+    }
+    fl_buf_addc(b, '}');
+}
+
+int fl_api_stream_next(fl_conn_t *c)
+{
+    fl_stream_t *s = &c->st;
+    fl_buf_t *b = &c->w->scratch;
+    int first = s->next == 0 && s->echo.len > 0;
+    b->len = 0;
+
+    if (s->api == API_RESPONSES) {
+        if (first) {
+            fl_buf_adds(b, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":");
+            responses_object(b, s->id.p, s->id.len, s->created, s->model.p, s->model.len,
+                             "in_progress");
+            fl_buf_adds(b, "]}");
+            fakellm_tail(b, s, -1, 1);
+            fl_buf_adds(b, "}\n\n");
+            emit(c, b);
+            b->len = 0;
+            s->echo.len = 0;
+        }
+        if (s->next < s->n) {
+            fl_buf_adds(b, "event: response.output_text.delta\ndata: {\"type\":"
+                           "\"response.output_text.delta\",\"item_id\":\"msg_");
+            fl_buf_add(b, s->id.p, s->id.len);
+            fl_buf_adds(b, "\",\"output_index\":0,\"content_index\":0,\"delta\":\"");
+            add_token(b, s, s->next);
+            fl_buf_addc(b, '"');
+            fakellm_tail(b, s, s->next, 0);
+            fl_buf_adds(b, "}\n\n");
+            emit(c, b);
+            s->next++;
+            return 0;
+        }
+        fl_buf_adds(b, "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":");
+        responses_object(b, s->id.p, s->id.len, s->created, s->model.p, s->model.len, "completed");
+        responses_message_open(b, s->id.p, s->id.len);
+        for (int64_t i = 0; i < s->n; i++)
+            add_token(b, s, i);
+        responses_message_close(b);
+        fl_buf_adds(b, "],");
+        add_usage(b, API_RESPONSES, s->prompt_tokens, (uint64_t)s->n);
+        fl_buf_addc(b, '}');
+        fakellm_tail(b, s, s->n, 0);
+        fl_buf_adds(b, "}\n\n");
+        emit(c, b);
+    } else if (s->next < s->n) {
+        chunk_prefix(b, s);
+        if (s->api == API_CHAT) {
+            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+            add_token(b, s, s->next);
+            fl_buf_adds(b, "\"},\"finish_reason\":null}]");
+        } else {
+            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":\"");
+            add_token(b, s, s->next);
+            fl_buf_adds(b, "\",\"logprobs\":null,\"finish_reason\":null}]");
+        }
+        fakellm_tail(b, s, s->next, first);
+        fl_buf_adds(b, "}\n\n");
+        emit(c, b);
+        s->echo.len = 0;
+        s->next++;
+        return 0;
+    } else {
+        chunk_prefix(b, s);
+        if (s->api == API_CHAT)
+            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]");
+        else
+            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,"
+                           "\"finish_reason\":\"stop\"}]");
+        fakellm_tail(b, s, s->n, first);
+        fl_buf_adds(b, "}\n\n");
+        emit(c, b);
+        if (s->include_usage) {
+            b->len = 0;
+            chunk_prefix(b, s);
+            fl_buf_adds(b, ",\"choices\":[],");
+            add_usage(b, s->api, s->prompt_tokens, (uint64_t)s->n);
+            fakellm_tail(b, s, -1, 0);
+            fl_buf_adds(b, "}\n\n");
+            emit(c, b);
+        }
+        b->len = 0;
+        fl_buf_adds(b, "data: [DONE]\n\n");
+        emit(c, b);
+    }
+    if (s->chunked_te)
+        fl_buf_add(&c->out, "0\r\n\r\n", 5);
+    return 1;
+}
+
+static void start_stream(const req_ctx_t *x, fl_api_t api, const knobs_t *k, const char *model,
+                         size_t model_len, int include_usage)
+{
+    fl_conn_t *c = x->c;
+    fl_stream_t *s = &c->st;
+    s->api = api;
+    s->n = k->chunks;
+    s->next = 0;
+    s->delay_ms = k->chunk_delay_ms;
+    s->chunk_size = k->chunk_size;
+    s->drop_after = k->drop_after;
+    s->include_usage = include_usage;
+    s->chunked_te = c->req.minor == 1;
+    s->wait_write = 0;
+    s->created = (int64_t)time(NULL);
+    s->prompt_tokens = (x->body_len + 3) / 4;
+    s->id.len = 0;
+    add_id(&s->id, api, c->w, ++c->w->seq);
+    s->model.len = 0;
+    if (model)
+        fl_json_str(&s->model, model, model_len);
+    else
+        add_model_default(&s->model);
+    s->echo.len = 0;
+    render_request(&s->echo, x);
+    if (!s->chunked_te)
+        c->keep_alive = 0; /* HTTP/1.0: the end of the stream is the close */
+
+    fl_buf_t *p = &c->pending;
+    p->len = 0;
+    fl_put_head(p, 200, "text/event-stream", s->chunked_te ? FL_CL_CHUNKED : FL_CL_NONE,
+                k->retry_after, k->retry_after_len, c->keep_alive, c->req.minor);
+    fl_conn_queue(c, k->reset == RESET_AFTER_HEADERS ? ACT_SEND_THEN_RST : ACT_STREAM, k->delay_ms);
+}
+
+/* ---- bodies ------------------------------------------------------------- */
+
+static void body_completion(fl_buf_t *b, const req_ctx_t *x, fl_api_t api, const knobs_t *k,
+                            const char *model, size_t model_len)
+{
+    fl_worker_t *w = x->c->w;
+    const char *text = k->has_text ? k->text : fl_cfg.default_text.p;
+    size_t text_len = k->has_text ? k->text_len : fl_cfg.default_text.len;
+    uint64_t prompt = (x->body_len + 3) / 4, completion = count_words(text, text_len);
+    fl_buf_t *mb = &x->c->st.model; /* free between streams: reuse as scratch */
+    mb->len = 0;
+    if (model)
+        fl_json_str(mb, model, model_len);
+    else
+        add_model_default(mb);
+    fl_buf_t *idb = &x->c->st.id;
+    idb->len = 0;
+    add_id(idb, api, w, ++w->seq);
+
+    if (api == API_RESPONSES) {
+        responses_object(b, idb->p, idb->len, (int64_t)time(NULL), mb->p, mb->len, "completed");
+        responses_message_open(b, idb->p, idb->len);
+        fl_json_esc(b, text, text_len);
+        responses_message_close(b);
+        fl_buf_adds(b, "],");
+        add_usage(b, api, prompt, completion);
+    } else {
+        fl_buf_adds(b, "{\"id\":\"");
+        fl_buf_add(b, idb->p, idb->len);
+        fl_buf_adds(b, api == API_CHAT ? "\",\"object\":\"chat.completion\",\"created\":"
+                                       : "\",\"object\":\"text_completion\",\"created\":");
+        fl_buf_addi(b, (int64_t)time(NULL));
+        fl_buf_adds(b, ",\"model\":");
+        fl_buf_add(b, mb->p, mb->len);
+        if (api == API_CHAT) {
+            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+            fl_json_str(b, text, text_len);
+            fl_buf_adds(b, "},\"finish_reason\":\"stop\"}],");
+        } else {
+            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":");
+            fl_json_str(b, text, text_len);
+            fl_buf_adds(b, ",\"logprobs\":null,\"finish_reason\":\"stop\"}],");
+        }
+        add_usage(b, api, prompt, completion);
+    }
+    fl_buf_addc(b, ',');
+    render_fakellm(b, x);
+    fl_buf_addc(b, '}');
+}
+
+static void body_stats(fl_buf_t *b)
+{
+    fl_buf_adds(b, "{\"requests\":");
+    fl_buf_addu(b, atomic_load(&fl_stats.requests));
+    fl_buf_adds(b, ",\"health\":");
+    fl_buf_addu(b, atomic_load(&fl_stats.health));
+    fl_buf_adds(b, ",\"connections_accepted\":");
+    fl_buf_addu(b, atomic_load(&fl_stats.accepted));
+    fl_buf_adds(b, ",\"connections_open\":");
+    fl_buf_addi(b, atomic_load(&fl_stats.open));
+    fl_buf_adds(b, ",\"backend\":");
+    fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+    fl_buf_addc(b, '}');
+}
+
+static void control_health(const req_ctx_t *x, fl_buf_t *b)
+{
+    int status = 200;
+    if (x->base[x->c->req.method_off] != 'G') {
+        int64_t v;
+        size_t n = x->body_len;
+        while (n && (x->body[n - 1] == '\n' || x->body[n - 1] == '\r' || x->body[n - 1] == ' '))
+            n--;
+        if (parse_int(x->body, n, 200, 599, &v) < 0) {
+            static const char m[] = "body must be a status code 200..599";
+            render_error(b, m, sizeof m - 1, "invalid_request_error", 400);
+            send_json(x, 400, b, NULL, 0, RESET_NONE);
+            return;
+        }
+        atomic_store(&fl_stats.health_status, (int)v);
+    }
+    status = atomic_load(&fl_stats.health_status);
+    fl_buf_adds(b, "{\"health_status\":");
+    fl_buf_addu(b, (uint64_t)status);
+    fl_buf_adds(b, ",\"backend\":");
+    fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+    fl_buf_addc(b, '}');
+    send_json(x, 200, b, NULL, 0, RESET_NONE);
+}
+
+void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body_len)
+{
+    fl_req_t *r = &c->req;
+    req_ctx_t x = {.c = c, .base = base, .body = body, .body_len = body_len};
+    x.is_head = r->method_len == 4 && !memcmp(base + r->method_off, "HEAD", 4);
+    route_t route = classify(base + r->method_off, r->method_len, base + r->target_off, r->target_len);
+    fl_buf_t *b = &c->w->scratch;
+    b->len = 0;
+
+    if (route == R_STATS) {
+        body_stats(b);
+        send_json(&x, 200, b, NULL, 0, RESET_NONE);
+        return;
+    }
+    if (route == R_CONTROL_HEALTH) {
+        control_health(&x, b);
+        return;
+    }
+    int counted = route != R_HEALTH;
+    if (counted)
+        atomic_fetch_add(&fl_stats.requests, 1);
+    else
+        atomic_fetch_add(&fl_stats.health, 1);
+
+    knobs_t k;
+    knobs_init(&k, counted);
+    if (counted && fl_cfg.fail_first > 0 &&
+        atomic_fetch_add(&fl_stats.fail_seq, 1) < (uint64_t)fl_cfg.fail_first)
+        k.status = fl_cfg.fail_status;
+
+    fl_buf_t err = {0};
+    json_t *root = NULL;
+    const char *model = NULL;
+    size_t model_len = 0;
+    int stream = 0, include_usage = 0, bad_json = 0;
+    fl_api_t api = route == R_CHAT ? API_CHAT : route == R_COMPLETIONS ? API_COMPLETIONS : API_RESPONSES;
+    int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES;
+
+    if (inference) {
+        json_error_t jerr;
+        root = body_len ? json_loadb(body, body_len, JSON_ALLOW_NUL, &jerr) : NULL;
+        if (!root || !json_is_object(root)) {
+            bad_json = 1;
+            if (!body_len)
+                fl_buf_adds(&err, "request body is empty; expected a JSON object");
+            else if (!root)
+                fl_buf_addf(&err, "invalid JSON body: %s (line %d, column %d)", jerr.text, jerr.line,
+                            jerr.column);
+            else
+                fl_buf_adds(&err, "request body must be a JSON object");
+        } else {
+            json_t *m = json_object_get(root, "model");
+            if (json_is_string(m)) {
+                model = json_string_value(m);
+                model_len = json_string_length(m);
+            }
+            stream = json_is_true(json_object_get(root, "stream"));
+            include_usage = json_is_true(
+                json_object_get(json_object_get(root, "stream_options"), "include_usage"));
+            json_t *fk = json_object_get(root, "fakellm");
+            if (fk && body_knobs(&k, fk, &err) < 0)
+                goto knob_error;
+        }
+    }
+    if (header_knobs(&k, &x, &err) < 0)
+        goto knob_error;
+
+    if (k.hang) {
+        fl_conn_hang(c);
+        goto done;
+    }
+    if (k.reset == RESET_BEFORE_HEADERS) {
+        fl_conn_queue(c, ACT_RST, k.delay_ms);
+        goto done;
+    }
+    if (k.status) {
+        if (k.has_body) {
+            fl_buf_add(b, k.body, k.body_len);
+        } else {
+            char msg[48];
+            int n = snprintf(msg, sizeof msg, "fakellm injected %d", k.status);
+            render_error(b, msg, (size_t)n, "server_error", k.status);
+        }
+        send_json(&x, k.status, b, &k, k.delay_ms, k.reset);
+        goto done;
+    }
+    if (bad_json) {
+        render_error(b, err.p, err.len, "invalid_request_error", 400);
+        send_json(&x, 400, b, &k, k.delay_ms, k.reset);
+        goto done;
+    }
+    if (stream && inference && !k.has_body) {
+        start_stream(&x, api, &k, model, model_len, include_usage);
+        goto done;
+    }
+    if (k.has_body) {
+        fl_buf_add(b, k.body, k.body_len);
+        send_json(&x, 200, b, &k, k.delay_ms, k.reset);
+        goto done;
+    }
+    switch (route) {
+    case R_CHAT:
+    case R_COMPLETIONS:
+    case R_RESPONSES:
+        body_completion(b, &x, api, &k, model, model_len);
+        break;
+    case R_MODELS:
+        fl_buf_adds(b, "{\"object\":\"list\",\"data\":[{\"id\":");
+        add_model_default(b);
+        fl_buf_adds(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"fakellm\"}],");
+        render_fakellm(b, &x);
+        fl_buf_addc(b, '}');
+        break;
+    case R_HEALTH: {
+        int hs = atomic_load(&fl_stats.health_status);
+        fl_buf_adds(b, hs == 200 ? "{\"status\":\"ok\",\"backend\":" : "{\"status\":\"unhealthy\",\"backend\":");
+        fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+        fl_buf_addc(b, '}');
+        send_json(&x, hs, b, &k, k.delay_ms, k.reset);
+        goto done;
+    }
+    default:
+        fl_buf_addc(b, '{');
+        render_fakellm(b, &x);
+        fl_buf_addc(b, '}');
+        break;
+    }
+    send_json(&x, 200, b, &k, k.delay_ms, k.reset);
+    goto done;
+
+knob_error:
+    b->len = 0;
+    render_error(b, err.p, err.len, "invalid_request_error", 400);
+    send_json(&x, 400, b, NULL, 0, RESET_NONE);
+done:
+    if (b->cap > (4u << 20))
+        fl_buf_free(b);
+    if (root)
+        json_decref(root);
+    knobs_free(&k);
+    fl_buf_free(&err);
+}

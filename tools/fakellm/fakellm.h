@@ -1,0 +1,266 @@
+/*
+ * fakellm — a fake OpenAI-compatible model backend for vsr's end-to-end
+ * tests, demo and benchmarks.
+ *
+ * It is deliberately independent of vsr (nothing from src/ is included):
+ * its HTTP/1.1 request parser is its own, so it can act as an oracle for
+ * what vsr actually puts on the wire.  Structure:
+ *
+ *   buf.c     growable byte buffers, JSON string escaping, base64
+ *   http.c    incremental HTTP/1.1 request parser (strict)
+ *   server.c  per-thread libuv loop: connections, write queue, faults,
+ *             delays and streams
+ *   api.c     the endpoints: routing, knobs, response bodies
+ *   main.c    command line, listening sockets, threads, signals
+ *
+ * See docs/fakellm.md for the user-facing contract.
+ */
+#ifndef FAKELLM_H
+#define FAKELLM_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#define FL_MAX_BODY ((uint64_t)64 << 20)   /* larger request bodies get 413 */
+#define FL_MAX_HEAD (64u << 10)            /* request line + header fields; 431 */
+#define FL_MAX_HEADERS 128                 /* header field lines; 431 */
+#define FL_MAX_CHUNK_SIZE ((int64_t)16 << 20)
+#define FL_MAX_DELAY_MS ((int64_t)3600 * 1000)
+
+/* ---- buffers (buf.c) --------------------------------------------------- */
+
+/* A growable byte buffer.  Allocation failure aborts (a fake backend that
+ * ran out of memory has nothing sensible left to do). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} fl_buf_t;
+
+void *fl_xmalloc(size_t n);
+void *fl_xrealloc(void *p, size_t n);
+/* Ensure room for `extra` more bytes, growing geometrically. */
+void fl_buf_reserve(fl_buf_t *b, size_t extra);
+/* Ensure cap >= `cap` exactly (used for a known request body size, so a
+ * 64 MiB body does not round up to a 128 MiB allocation). */
+void fl_buf_reserve_exact(fl_buf_t *b, size_t cap);
+void fl_buf_add(fl_buf_t *b, const void *p, size_t n);
+void fl_buf_adds(fl_buf_t *b, const char *s);
+void fl_buf_addc(fl_buf_t *b, char c);
+void fl_buf_addu(fl_buf_t *b, uint64_t v);
+void fl_buf_addi(fl_buf_t *b, int64_t v);
+void fl_buf_addhex(fl_buf_t *b, uint64_t v);
+void fl_buf_addf(fl_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fl_buf_free(fl_buf_t *b);
+/* Release the storage of an empty buffer that grew beyond `keep` bytes, so
+ * one huge request does not pin memory on a long-lived connection. */
+void fl_buf_shrink(fl_buf_t *b, size_t keep);
+
+/* Append the JSON string escape of s[0..n) without quotes.  Invalid UTF-8
+ * bytes become U+FFFD; returns 1 if that happened (the text was lossy). */
+int fl_json_esc(fl_buf_t *b, const char *s, size_t n);
+/* Same, with the surrounding quotes. */
+int fl_json_str(fl_buf_t *b, const char *s, size_t n);
+void fl_base64(fl_buf_t *b, const void *p, size_t n);
+
+/* ---- HTTP/1.1 request parser (http.c) ---------------------------------- */
+
+typedef struct {
+    uint32_t name_off, name_len, value_off, value_len; /* relative to request start */
+} fl_hdr_t;
+
+typedef enum {
+    FL_P_HEAD,         /* reading the request line and header fields */
+    FL_P_BODY_CL,      /* header done; waiting for Content-Length bytes */
+    FL_P_BODY_CHUNKED, /* header done; decoding a chunked body */
+    FL_P_DONE,         /* a complete request is available */
+    FL_P_ERROR,        /* malformed or over a limit: see err_status */
+} fl_phase_t;
+
+typedef enum {
+    CK_SIZE,
+    CK_EXT,
+    CK_SIZE_LF,
+    CK_DATA,
+    CK_DATA_CR,
+    CK_DATA_LF,
+    CK_TRAILER_START,
+    CK_TRAILER,
+    CK_TRAILER_LF,
+    CK_FINAL_LF,
+} fl_chunk_state_t;
+
+typedef struct {
+    fl_phase_t phase;
+    size_t scan;      /* HEAD: bytes already searched for the blank line;
+                         BODY_CHUNKED: offset of the next undecoded byte */
+    size_t head_len;  /* bytes of request line + fields + blank line (incl. leading CRLFs) */
+    size_t total_len; /* DONE: bytes of the whole message */
+    uint32_t method_off, method_len, target_off, target_len;
+    int minor; /* HTTP/1.<minor> */
+    fl_hdr_t hdrs[FL_MAX_HEADERS];
+    int nhdrs;
+    uint64_t content_length;
+    int has_cl, chunked, keep_alive, expect_continue;
+    fl_chunk_state_t ck_state;
+    uint64_t ck_rem;
+    unsigned ck_digits;
+    size_t ck_linelen; /* bytes in the current extension / trailer line */
+    size_t trailer_bytes;
+    int err_status;      /* FL_P_ERROR: 400, 413, 431, 501 or 505 */
+    const char *err_msg; /* FL_P_ERROR: static text */
+} fl_req_t;
+
+void fl_req_reset(fl_req_t *r);
+/* Advance the parser over buf[0..len), the bytes of the current request
+ * received so far (buf may move between calls; offsets are relative).  A
+ * chunked body is decoded into `body` (Content-Length bodies stay in buf at
+ * head_len).  Returns the new phase. */
+fl_phase_t fl_req_parse(fl_req_t *r, const char *buf, size_t len, fl_buf_t *body);
+
+/* ---- process-wide configuration and counters --------------------------- */
+
+typedef struct {
+    const char *host;
+    int port;
+    const char *name;
+    int threads;
+    const char *port_file;
+    /* process-wide faults: apply to every request except /health, /stats and
+     * the /_fakellm/ control paths */
+    int status;              /* 0 = none */
+    const char *retry_after; /* NULL = none */
+    int64_t delay_ms;
+    int reset_before_headers;
+    int64_t drop_after; /* -1 = none */
+    int hang;
+    int64_t fail_first;
+    int fail_status;
+    int64_t chunks, chunk_delay_ms, chunk_size;
+    const char *text; /* NULL = "Hello from NAME" */
+    int health_status;
+
+    /* derived */
+    fl_buf_t name_json;    /* NAME as a quoted JSON string */
+    fl_buf_t backend_hdr;  /* "x-fakellm-backend: NAME\r\n" */
+    fl_buf_t default_text; /* "Hello from NAME" */
+} fl_config_t;
+
+extern fl_config_t fl_cfg;
+
+typedef struct {
+    atomic_uint_fast64_t requests;    /* every request except /health, /stats, control */
+    atomic_uint_fast64_t health;      /* GET /health */
+    atomic_uint_fast64_t accepted;    /* connections accepted */
+    atomic_int_fast64_t open;         /* connections currently open */
+    atomic_uint_fast64_t fail_seq;    /* for --fail-first */
+    atomic_int health_status;         /* settable via /_fakellm/health-status */
+} fl_stats_t;
+
+extern fl_stats_t fl_stats;
+
+/* ---- server (server.c) / endpoints (api.c) ----------------------------- */
+
+typedef enum { API_CHAT, API_COMPLETIONS, API_RESPONSES } fl_api_t;
+
+typedef enum { RESET_NONE, RESET_BEFORE_HEADERS, RESET_AFTER_HEADERS } fl_reset_t;
+
+/* What happens when a delay ends (or at once when there is no delay). */
+typedef enum {
+    ACT_SEND,          /* conn->pending holds a whole response */
+    ACT_SEND_THEN_RST, /* conn->pending holds a head only; then RST */
+    ACT_RST,           /* RST without answering */
+    ACT_STREAM,        /* conn->pending holds the head; then run conn->st */
+} fl_action_t;
+
+typedef struct {
+    fl_api_t api;
+    int64_t n;          /* content events */
+    int64_t next;       /* content events produced so far */
+    int64_t delay_ms;
+    int64_t chunk_size;
+    int64_t drop_after; /* -1 = none; else RST after min(drop_after, n) events */
+    int include_usage;
+    int chunked_te; /* HTTP/1.1: chunked framing; HTTP/1.0: raw, close at end */
+    int wait_write; /* paused until the write queue drains */
+    int64_t created;
+    uint64_t prompt_tokens;
+    fl_buf_t id;    /* response id (plain ASCII) */
+    fl_buf_t model; /* quoted JSON string */
+    fl_buf_t echo;  /* "request":{...} fragment for the first event */
+} fl_stream_t;
+
+typedef struct fl_worker fl_worker_t;
+
+typedef enum {
+    CS_IDLE,              /* reading and answering requests in order */
+    CS_DELAY,             /* an answer is prepared; waiting for its delay */
+    CS_STREAM,            /* an SSE stream is being produced */
+    CS_HANG,              /* never answering; waiting for the client to go */
+    CS_RST_DRAIN,         /* waiting for sent bytes to be acked, then RST */
+    CS_CLOSE_AFTER_WRITE, /* last answer queued; shut down once written */
+    CS_LINGER,            /* write side shut; discarding input until EOF */
+    CS_CLOSED,
+} fl_conn_state_t;
+
+typedef struct fl_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* delays, stream pacing, RST drain, linger: one at a time */
+    uv_write_t wreq;
+    uv_shutdown_t sreq;
+    fl_worker_t *w;
+    struct fl_conn *prev, *next;
+    int handles; /* open libuv handles; freed when it drops to 0 */
+    fl_conn_state_t state;
+    fl_action_t action;
+    int writing, reading, peer_eof, processing, keep_alive, continue_sent;
+    int drain_polls;
+    fl_buf_t in;     /* received bytes; the current request starts at in_off */
+    size_t in_off;
+    fl_req_t req;
+    fl_buf_t cbody;  /* decoded chunked body */
+    fl_buf_t out;    /* queued output not yet handed to libuv */
+    fl_buf_t wbuf;   /* output being written */
+    fl_buf_t pending;/* an answer waiting for its delay */
+    fl_stream_t st;
+} fl_conn_t;
+
+struct fl_worker {
+    int index;
+    int fd; /* the listening socket, bound by main */
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_async_t stop;
+    fl_conn_t *conns;
+    uint64_t seq;
+    fl_buf_t scratch; /* response bodies are rendered here, then copied */
+};
+
+/* server.c: init runs on the main thread (the loop and its handles exist
+ * before any signal can ask for a stop), run on the worker's own thread. */
+void fl_worker_init(fl_worker_t *w);
+void fl_worker_run(fl_worker_t *w);
+void fl_worker_stop(fl_worker_t *w); /* thread-safe */
+void fl_conn_queue(fl_conn_t *c, fl_action_t action, int64_t delay_ms);
+void fl_conn_hang(fl_conn_t *c);
+
+/* api.c: answer the complete request now in c->req; called by the server
+ * with the request bytes at base (= c->in.p + c->in_off).  It renders the
+ * answer into c->pending (plus c->st for a stream) and calls fl_conn_queue,
+ * or fl_conn_hang. */
+void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body_len);
+/* Answer a request the parser rejected (and close the connection). */
+void fl_api_reject(fl_conn_t *c, int status, const char *msg);
+/* Render the next piece of a stream into c->out: the first call produces
+ * content event 0 (with the request echo), ... ; returns 1 when the stream
+ * is complete (the tail has been produced). */
+int fl_api_stream_next(fl_conn_t *c);
+/* The response head.  content_length >= 0: that length; -1: chunked
+ * transfer coding; -2: neither (the body ends when the connection closes). */
+void fl_put_head(fl_buf_t *o, int status, const char *ctype, int64_t content_length,
+                 const char *retry_after, size_t retry_after_len, int keep_alive, int minor);
+
+#endif
