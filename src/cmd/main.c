@@ -1,0 +1,194 @@
+/*
+ * main.c — the command line and the composition root: the only place that
+ * wires configuration, gateway and upstream together.
+ *
+ *   vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]
+ *   vsr config validate FILE
+ *   vsr version
+ *
+ * Exit codes: 0 success, 1 runtime failure (e.g. a port in use), 2 usage or
+ * configuration error (nothing was started).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/base.h"
+#include "config/config.h"
+#include "gateway/gateway.h"
+
+#define VSR_VERSION "0.1.0"
+#define DEFAULT_CONFIG "config/config.yaml"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
+            "       vsr config validate FILE\n"
+            "       vsr version\n"
+            "\n"
+            "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
+            "    --config FILE  the v0.3 configuration document (default " DEFAULT_CONFIG ")\n"
+            "    --workers N    worker threads, each with its own event loop (default: cores)\n"
+            "    --gateway MODE standalone (the only mode so far)\n"
+            "    --log-level L  debug, info, warn or error (default info)\n"
+            "  config validate  check a configuration document; exit 0 when valid, 2 when not\n");
+}
+
+static int load_config(const char *path, vsr_config_t **out)
+{
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1 << 20);
+    int rc = vsr_config_load_file(path, out, &err);
+    if (rc != VSR_OK)
+        fprintf(stderr, "%s", err.len ? err.data : "configuration error\n");
+    vsr_buf_free(&err);
+    return rc;
+}
+
+static int cmd_config(int argc, char **argv)
+{
+    if (argc != 3 || strcmp(argv[1], "validate") != 0) {
+        usage(stderr);
+        return 2;
+    }
+    vsr_config_t *cfg = NULL;
+    if (load_config(argv[2], &cfg) != VSR_OK)
+        return 2;
+    vsr_config_warn_unimplemented(cfg);
+    printf("%s: valid (%zu listener%s, %zu model%s)\n", argv[2], cfg->n_listeners, cfg->n_listeners == 1 ? "" : "s",
+           cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    vsr_config_free(cfg);
+    return 0;
+}
+
+typedef struct {
+    uv_signal_t sigint, sigterm;
+    vsr_gateway_t *gw;
+} serve_t;
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    serve_t *sv = s->data;
+    vsr_log_info("vsr", "%s received, stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    vsr_gateway_stop(sv->gw);
+    sv->gw = NULL;
+    uv_close((uv_handle_t *)&sv->sigint, NULL);
+    uv_close((uv_handle_t *)&sv->sigterm, NULL);
+}
+
+static int parse_level(const char *s)
+{
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    const char *path = DEFAULT_CONFIG;
+    long workers = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--config") == 0 && v) {
+            path = v;
+            i++;
+        } else if (strcmp(a, "--workers") == 0 && v) {
+            char *end;
+            workers = strtol(v, &end, 10);
+            if (*end || workers < 1 || workers > 1024) {
+                fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--gateway") == 0 && v) {
+            if (strcmp(v, "standalone") != 0) {
+                fprintf(stderr, "vsr: --gateway %s is not supported yet (only standalone)\n", v);
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--log-level") == 0 && v) {
+            int lvl = parse_level(v);
+            if (lvl < 0) {
+                fprintf(stderr, "vsr: --log-level takes debug, info, warn or error\n");
+                return 2;
+            }
+            vsr_log_min_level = (vsr_log_level_t)lvl;
+            i++;
+        } else {
+            fprintf(stderr, "vsr: unknown or incomplete option \"%s\"\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+
+    vsr_config_t *cfg = NULL;
+    if (load_config(path, &cfg) != VSR_OK)
+        return 2;
+    vsr_config_warn_unimplemented(cfg);
+
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_t *loop = uv_default_loop();
+    serve_t sv;
+    memset(&sv, 0, sizeof(sv));
+    /* signal handlers first, so a signal during start-up is not lost */
+    uv_signal_init(loop, &sv.sigint);
+    uv_signal_init(loop, &sv.sigterm);
+    sv.sigint.data = sv.sigterm.data = &sv;
+    uv_signal_start(&sv.sigint, on_signal, SIGINT);
+    uv_signal_start(&sv.sigterm, on_signal, SIGTERM);
+
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1 << 16);
+    sv.gw = vsr_gateway_start(cfg, (unsigned)workers, &err);
+    if (sv.gw == NULL) {
+        fprintf(stderr, "vsr: %s", err.len ? err.data : "cannot start\n");
+        vsr_buf_free(&err);
+        uv_close((uv_handle_t *)&sv.sigint, NULL);
+        uv_close((uv_handle_t *)&sv.sigterm, NULL);
+        uv_run(loop, UV_RUN_DEFAULT);
+        uv_loop_close(loop);
+        vsr_config_free(cfg);
+        return 1;
+    }
+    vsr_buf_free(&err);
+    for (size_t i = 0; i < cfg->n_listeners; i++)
+        vsr_log_info("vsr", "listener %s on %s:%u", cfg->listeners[i].name, cfg->listeners[i].address,
+                     (unsigned)cfg->listeners[i].port);
+    vsr_log_info("vsr", "vsr %s serving %s with %u workers", VSR_VERSION, path, vsr_gateway_workers(sv.gw));
+
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    vsr_config_free(cfg);
+    vsr_log_info("vsr", "stopped");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "serve") == 0)
+        return cmd_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "config") == 0)
+        return cmd_config(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("vsr %s\n", VSR_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "vsr: unknown command \"%s\"\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,28 @@
+/*
+ * gateway — the standalone frontend: N worker threads, each with its own
+ * libuv loop, its own SO_REUSEPORT listening socket per listener and its own
+ * upstream pools.  A connection, and every request on it, stays on the worker
+ * that accepted it.  Serves /health and /ready, the OpenAI-compatible /v1
+ * endpoints, and forwards any other path to the default model's backend.
+ *
+ * Only cmd/ includes this header.
+ */
+#ifndef VSR_GATEWAY_H
+#define VSR_GATEWAY_H
+
+#include "base/base.h"
+#include "config/config.h"
+
+typedef struct vsr_gateway_s vsr_gateway_t;
+
+/* Starts `workers` threads (0 → the number of usable cores) serving every
+ * listener of cfg (borrowed: it must outlive the gateway).  Returns once all
+ * listeners are bound on every worker, or NULL with a message appended to err
+ * (nothing left running) when any of them fails. */
+vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, unsigned workers, vsr_buf_t *err);
+/* Closes the listeners and every connection, stops and joins the workers,
+ * and frees the gateway.  Call from the thread that started it. */
+void vsr_gateway_stop(vsr_gateway_t *gw);
+unsigned vsr_gateway_workers(const vsr_gateway_t *gw);
+
+#endif /* VSR_GATEWAY_H */

@@ -1,0 +1,98 @@
+/*
+ * upstream — the client side of the proxy: per-worker clusters (one per
+ * provider model) and endpoints (its backend_refs), weighted endpoint choice,
+ * keep-alive connection pools, and one HTTP/1.1 exchange per call with
+ * connect, first-byte and idle timeouts.
+ *
+ * Threading: a vsr_upstream_t belongs to one worker loop; every function
+ * here must be called on that loop's thread.
+ *
+ * Ownership: the config is borrowed and must outlive the upstream.  A call
+ * copies the request head at start; the body pieces are borrowed until the
+ * call ends (on_complete, on_error, or vsr_upstream_call_cancel()).
+ */
+#ifndef VSR_UPSTREAM_H
+#define VSR_UPSTREAM_H
+
+#include <uv.h>
+
+#include "base/base.h"
+#include "config/config.h"
+#include "http/http.h"
+
+typedef struct vsr_upstream_s vsr_upstream_t;
+typedef struct vsr_upstream_call_s vsr_upstream_call_t;
+
+/* Why a call failed.  Failures before the response head are answered by the
+ * caller with a local reply; failures after it abort the client stream. */
+typedef enum {
+    VSR_UPSTREAM_E_CONNECT = 1, /* could not connect (refused, unreachable, connect timeout) */
+    VSR_UPSTREAM_E_RESET,       /* the connection ended before the response head */
+    VSR_UPSTREAM_E_PROTOCOL,    /* the response was not valid HTTP/1.x */
+    VSR_UPSTREAM_E_TIMEOUT,     /* no response head within the first-byte budget */
+    VSR_UPSTREAM_E_IDLE,        /* after the head: nothing received for idle_timeout */
+    VSR_UPSTREAM_E_ABORTED,     /* after the head: the connection ended mid-body */
+} vsr_upstream_error_t;
+
+/* Envoy's wording of a failure ("connection failure", "connection
+ * termination", "protocol error", ...), for local replies and logs. */
+const char *vsr_upstream_error_reason(vsr_upstream_error_t e);
+
+typedef struct {
+    /* The response head, hop-by-hop fields not yet removed; valid during the
+     * callback only.  1xx interim responses are not reported. */
+    void (*on_head)(void *ud, const vsr_http_head_t *head);
+    /* Decoded body bytes (chunk framing removed), borrowed from `owner`:
+     * take a reference (vsr_rbuf_ref) to keep them past the callback. */
+    void (*on_body)(void *ud, const char *p, size_t n, vsr_rbuf_t *owner);
+    void (*on_complete)(void *ud);
+    /* The call is over; detail is a short static string or NULL. */
+    void (*on_error)(void *ud, vsr_upstream_error_t err, const char *detail);
+} vsr_upstream_callbacks_t;
+
+typedef struct {
+    vsr_slice_t method;
+    vsr_slice_t path;             /* origin-form target, query included */
+    int rewrite_prefix;           /* a leading "/v1" is replaced by the endpoint's path_prefix */
+    const vsr_http_header_t *headers; /* end-to-end fields to forward: no host, content-length or hop-by-hop */
+    size_t n_headers;
+    const vsr_slice_t *body;      /* body pieces, sent in order */
+    size_t n_body;
+    int send_length;              /* send content-length even when the body is empty */
+    int head_request;             /* the method is HEAD: the response has no body */
+    uint64_t connect_timeout_ms;  /* 0 → VSR_DEFAULT_CONNECT_TIMEOUT_MS */
+    uint64_t first_byte_timeout_ms; /* time to the response head; 0 = none */
+    uint64_t idle_timeout_ms;     /* between body reads after the head; 0 = none */
+} vsr_upstream_request_t;
+
+/* Builds the clusters of cfg on loop.  Endpoint host names are resolved here,
+ * once (blocking getaddrinfo); literal addresses need no lookup.  Returns
+ * NULL and appends a message to err when a host cannot be resolved. */
+vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_buf_t *err);
+/* Closes every pooled connection.  Calls in flight must have been cancelled.
+ * The memory goes once the loop has run the close callbacks. */
+void vsr_upstream_free(vsr_upstream_t *up);
+
+/* Starts a call to one endpoint of `model` (weighted round robin).  Never
+ * NULL; failures are reported through on_error, never from inside this
+ * function (at the earliest on the next loop iteration). */
+vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model_conf_t *model,
+                                             const vsr_upstream_request_t *req,
+                                             const vsr_upstream_callbacks_t *cb, void *ud);
+/* Flow control: stop / restart reading the response (backpressure). */
+void vsr_upstream_call_pause(vsr_upstream_call_t *call);
+void vsr_upstream_call_resume(vsr_upstream_call_t *call);
+/* Ends the call early: no further callbacks; its connection is closed. */
+void vsr_upstream_call_cancel(vsr_upstream_call_t *call);
+/* The endpoint serving the call ("host:port"), for logs and headers. */
+const vsr_backend_conf_t *vsr_upstream_call_backend(const vsr_upstream_call_t *call);
+
+/* Counters of this worker's upstream, for tests and metrics. */
+typedef struct {
+    uint64_t connections_opened;
+    uint64_t connections_reused;
+    uint64_t calls;
+} vsr_upstream_stats_t;
+void vsr_upstream_get_stats(const vsr_upstream_t *up, vsr_upstream_stats_t *out);
+
+#endif /* VSR_UPSTREAM_H */
