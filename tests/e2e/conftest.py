@@ -1,0 +1,224 @@
+"""Fixtures for the end-to-end suite: the real vsr binary and real fakellm
+backends on ephemeral loopback ports.  Every process a test starts is stopped
+by the fixture, and must exit cleanly with no sanitizer report."""
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+import httpx
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+VSR_BIN = os.environ.get("VSR_BIN", str(ROOT / "build-asan" / "vsr"))
+FAKELLM_BIN = os.environ.get("FAKELLM_BIN", str(ROOT / "build-asan" / "fakellm"))
+
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
+ENV = dict(os.environ,
+           ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=66",
+           UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout=10.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Proc:
+    def __init__(self, args, logdir, name):
+        self.name = name
+        self.log_path = logdir / f"{name}.log"
+        self.log = open(self.log_path, "wb")
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=ENV,
+                                  stdin=subprocess.DEVNULL)
+        self.rc = None
+
+    def output(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+                raise AssertionError(f"{self.name} did not exit within {timeout}s of {sig.name}")
+        self.rc = self.p.returncode
+        self.log.close()
+        return self.rc
+
+    def assert_clean_exit(self):
+        out = self.output() if not self.log.closed else self.log_path.read_text(errors="replace")
+        for mark in SANITIZER_MARKS:
+            assert mark not in out, f"{self.name}: sanitizer report:\n{out[-6000:]}"
+        assert self.rc == 0, f"{self.name} exited {self.rc}:\n{out[-3000:]}"
+
+
+class Backend:
+    def __init__(self, proc, port, name):
+        self.proc, self.port, self.name = proc, port, name
+        self.url = f"http://127.0.0.1:{port}"
+        self.endpoint = f"127.0.0.1:{port}"
+
+    def stats(self):
+        return httpx.get(self.url + "/stats", timeout=5).json()
+
+
+@pytest.fixture
+def fakellm(tmp_path):
+    started = []
+
+    def start(name=None, args=()):
+        port_file = tmp_path / f"fakellm-{len(started)}.port"
+        name = name or f"backend-{len(started)}"
+        proc = Proc([FAKELLM_BIN, "--host", "127.0.0.1", "--port", "0", "--name", name,
+                     "--port-file", str(port_file), *args], tmp_path, name)
+        started.append(proc)
+        wait_until(lambda: port_file.exists() or proc.p.poll() is not None, what=f"{name} port file")
+        assert proc.p.poll() is None, proc.output()
+        return Backend(proc, int(port_file.read_text().strip()), name)
+
+    yield start
+    for proc in started:
+        proc.stop()
+    for proc in started:
+        proc.assert_clean_exit()
+
+
+def model_yaml(name, backends, provider_model_id=None):
+    """backends: list of endpoint strings or dicts of backend_ref fields."""
+    lines = [f"    - name: {name}"]
+    if provider_model_id:
+        lines.append(f"      provider_model_id: {provider_model_id}")
+    lines.append("      backend_refs:")
+    for i, b in enumerate(backends):
+        if isinstance(b, str):
+            b = {"endpoint": b}
+        b = dict(b)
+        b.setdefault("name", f"b{i}")
+        first = True
+        for k, v in b.items():
+            lines.append(f"        {'- ' if first else '  '}{k}: {v}")
+            first = False
+    return "\n".join(lines)
+
+
+def config_yaml(port, models, default=None, listener_extra=""):
+    text = f"""version: v0.3
+listeners:
+  - name: main
+    address: 127.0.0.1
+    port: {port}
+{listener_extra}
+providers:
+"""
+    if default:
+        text += f"  defaults:\n    model: {default}\n"
+    text += "  models:\n" + "\n".join(models) + "\n"
+    return text
+
+
+class Vsr:
+    def __init__(self, proc, port, config_path):
+        self.proc, self.port, self.config_path = proc, port, config_path
+        self.url = f"http://127.0.0.1:{port}"
+
+    def client(self, **kw):
+        return httpx.Client(base_url=self.url, timeout=kw.pop("timeout", 30), **kw)
+
+    def post_chat(self, body, headers=None, **kw):
+        with self.client() as c:
+            return c.post("/v1/chat/completions", json=body, headers=headers or {}, **kw)
+
+
+@pytest.fixture
+def vsr(tmp_path):
+    started = []
+
+    def start(config_text, workers=2, port=None, wait_ready=True, extra_args=()):
+        path = tmp_path / f"config-{len(started)}.yaml"
+        path.write_text(config_text)
+        proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", str(workers), *extra_args],
+                    tmp_path, f"vsr-{len(started)}")
+        started.append(proc)
+        v = Vsr(proc, port, path)
+        if wait_ready:
+            def ready():
+                assert proc.p.poll() is None, proc.output()
+                try:
+                    return httpx.get(v.url + "/ready", timeout=1).status_code == 200
+                except httpx.TransportError:
+                    return False
+            wait_until(ready, what="vsr /ready")
+        return v
+
+    yield start
+    for proc in started:
+        if proc.p.poll() is None:
+            proc.stop()
+            proc.assert_clean_exit()
+
+
+@pytest.fixture
+def stack(vsr, fakellm):
+    """vsr in front of two backends of model `m1` (provider id `m1-upstream`)
+    and one backend of model `m2`, with m1 the default."""
+    a, b, c = fakellm("a"), fakellm("b"), fakellm("c")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m1", [a.endpoint, b.endpoint], "m1-upstream"),
+                             model_yaml("m2", [c.endpoint])], default="m1")
+    v = vsr(cfg, port=port)
+    v.backends = (a, b, c)
+    return v
+
+
+def echo(resp):
+    """The request the backend received, as fakellm echoes it."""
+    return resp.json()["fakellm"]["request"]
+
+
+def sse_events(text):
+    return [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
+
+
+def raw_request(port, data, read_timeout=5.0):
+    """Sends raw bytes and reads until the server closes (or the timeout);
+    returns (bytes received, closed_by_server)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(read_timeout)
+    s.sendall(data)
+    chunks, closed = [], False
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                closed = True
+                break
+            chunks.append(d)
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    s.close()
+    return b"".join(chunks), closed
+
+
+def json_body(resp_bytes):
+    head, _, body = resp_bytes.partition(b"\r\n\r\n")
+    return head.decode(), json.loads(body) if body else None

@@ -1,0 +1,98 @@
+"""Errors vsr generates: OpenAI-style JSON with the right status."""
+import httpx
+
+from conftest import config_yaml, free_port, model_yaml, raw_request
+
+
+def err(r):
+    return r.json()["error"]
+
+
+def test_unknown_model(stack):
+    r = stack.post_chat({"model": "gpt-x\"y", "messages": []})
+    assert r.status_code == 400
+    assert r.json() == {"error": {"message": 'model "gpt-x"y" is not available',
+                                  "type": "invalid_request_error", "code": 400}}
+    assert r.headers["content-type"] == "application/json"
+
+
+def test_malformed_json(stack):
+    for bad in (b'{"model": "m1",', b"not json", b"[1,2]", b"", b'{"model":"m1"} x'):
+        r = httpx.post(stack.url + "/v1/chat/completions", content=bad)
+        assert r.status_code == 400, bad
+        assert err(r)["message"] == "malformed JSON body"
+        assert err(r)["type"] == "invalid_request_error"
+
+
+def test_messages_validation(stack):
+    r = stack.post_chat({"model": "m1"})
+    assert r.status_code == 400 and err(r)["message"] == "messages field is required"
+    r = stack.post_chat({"model": "m1", "messages": "hi"})
+    assert r.status_code == 400 and err(r)["message"] == "messages field must be an array"
+
+
+def test_unknown_v1_path_and_wrong_method(stack):
+    r = httpx.post(stack.url + "/v1/nope", json={})
+    assert r.status_code == 404 and err(r)["message"] == "endpoint not found"
+    r = httpx.get(stack.url + "/v1/chat/completions")
+    assert r.status_code == 405 and err(r)["message"] == "method not allowed"
+    assert r.headers["allow"] == "POST"
+    r = httpx.post(stack.url + "/v1/models")
+    assert r.status_code == 405
+
+
+def test_trailing_slash_and_query_ignored_in_matching(stack):
+    r = httpx.post(stack.url + "/v1/chat/completions/?x=1", json={"model": "m2", "messages": []})
+    assert r.status_code == 200
+
+
+def test_body_too_large(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m", [be.endpoint])],
+                      listener_extra="    max_request_body_bytes: 1000")
+    v = vsr(cfg, port=port)
+    r = httpx.post(v.url + "/v1/chat/completions", content=b"x" * 1001)
+    assert r.status_code == 413
+    assert r.json() == {"error": {"message": "The request body is too large.",
+                                  "type": "invalid_request_error", "code": "request_too_large"}}
+    # declared length over the limit: answered from the head alone, connection closed
+    data, closed = raw_request(port, b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                                     b"content-length: 5000000000\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 413 ") and closed
+    # chunked over the limit
+    def gen():
+        for _ in range(20):
+            yield b"y" * 100
+    r = httpx.post(v.url + "/v1/chat/completions", content=gen())
+    assert r.status_code == 413
+    assert be.stats()["requests"] == 0
+    r = httpx.post(v.url + "/v1/chat/completions", content=b'{"model":"m","messages":[]}')
+    assert r.status_code == 200
+
+
+def test_upstream_down_is_503_json(vsr):
+    dead = free_port()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [f"127.0.0.1:{dead}"])]), port=port)
+    r = v.post_chat({"model": "m", "messages": []})
+    assert r.status_code == 503
+    e = err(r)
+    assert e["message"].startswith("upstream connect error or disconnect/reset before headers.")
+    assert "connection failure" in e["message"]
+    assert e["code"] == 503
+
+
+def test_reset_before_headers_is_503(stack):
+    r = stack.post_chat({"model": "m2", "messages": []}, headers={"x-fakellm-reset": "before-headers"})
+    assert r.status_code == 503
+    assert "reset before headers" in err(r)["message"]
+
+
+def test_first_byte_timeout_is_504(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], listener_extra="    timeout: 1s"), port=port)
+    r = v.post_chat({"model": "m", "messages": []}, headers={"x-fakellm-hang": "1"})
+    assert r.status_code == 504
+    assert err(r)["message"] == "upstream request timeout"

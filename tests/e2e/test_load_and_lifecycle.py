@@ -1,0 +1,100 @@
+"""Many clients at once, start-up and shut-down."""
+import http.client
+import json
+import signal
+import subprocess
+import threading
+
+from conftest import VSR_BIN, config_yaml, free_port, model_yaml
+
+
+def test_200_concurrent_keepalive_clients(stack):
+    failures = []
+    body = json.dumps({"model": "m1", "messages": [{"role": "user", "content": "x"}]})
+
+    def client():
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+            for _ in range(50):
+                c.request("POST", "/v1/chat/completions", body, {"content-type": "application/json"})
+                r = c.getresponse()
+                data = r.read()
+                if r.status != 200 or b"chat.completion" not in data:
+                    failures.append((r.status, data[:100]))
+            c.close()
+        except Exception as e:  # noqa: BLE001 - every failure counts
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    a, b, _ = stack.backends
+    assert a.stats()["requests"] + b.stats()["requests"] == 200 * 50
+
+
+def test_sigterm_exits_zero_without_sanitizer_report(stack):
+    # traffic first, including an open idle connection, then SIGTERM
+    c = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=10)
+    c.request("GET", "/v1/models")
+    c.getresponse().read()
+    rc = stack.proc.stop(signal.SIGTERM)
+    stack.proc.assert_clean_exit()
+    assert rc == 0
+    c.close()
+
+
+def test_sigint_exits_zero(stack):
+    assert stack.proc.stop(signal.SIGINT) == 0
+    stack.proc.assert_clean_exit()
+
+
+def run_vsr(*args, timeout=20):
+    return subprocess.run([VSR_BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_config_validate(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text(config_yaml(free_port(), [model_yaml("m", ["127.0.0.1:9"])]))
+    r = run_vsr("config", "validate", str(good))
+    assert r.returncode == 0, r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: v0.3\nlisteners:\n  - name: x\n    port: nope\nproviders:\n  models: []\n")
+    r = run_vsr("config", "validate", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}:4:11:" in r.stderr
+
+
+def test_bad_config_fails_before_any_port_opens(tmp_path):
+    port = free_port()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(config_yaml(port, [model_yaml("m", ["127.0.0.1:9"])]) + "surprise: 1\n")
+    r = run_vsr("serve", "--config", str(bad))
+    assert r.returncode == 2
+    assert "surprise" in r.stderr and f"{bad}:" in r.stderr
+
+
+def test_unimplemented_keys_warned_once(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m", [be.endpoint])]) + "routing:\n  decisions: []\n"
+    v = vsr(cfg, port=port)
+    out = v.proc.output()
+    assert out.count("not implemented yet") == 1
+    assert "routing" in out
+
+
+def test_port_in_use_exits_1(tmp_path):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    port = s.getsockname()[1]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_yaml(port, [model_yaml("m", ["127.0.0.1:9"])]))
+    r = run_vsr("serve", "--config", str(cfg), "--workers", "2")
+    s.close()
+    assert r.returncode == 1
+    assert "cannot listen" in r.stderr
