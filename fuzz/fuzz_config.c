@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "config/config.h"
 
@@ -19,6 +20,123 @@ static void check(int cond, const char *what)
     }
 }
 
+static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *name)
+{
+#define FIND(arr, n)                              \
+    for (size_t i = 0; i < (n); i++)              \
+        if (strcmp((arr)[i].name, name) == 0)     \
+            return 1;                             \
+    return 0
+    if (strcmp(type, "keyword") == 0) {
+        FIND(r->signals.keywords, r->signals.n_keywords);
+    } else if (strcmp(type, "context") == 0) {
+        FIND(r->signals.context, r->signals.n_context);
+    } else if (strcmp(type, "structure") == 0) {
+        FIND(r->signals.structure, r->signals.n_structure);
+    } else if (strcmp(type, "conversation") == 0) {
+        FIND(r->signals.conversation, r->signals.n_conversation);
+    } else if (strcmp(type, "language") == 0) {
+        FIND(r->signals.language, r->signals.n_language);
+    } else if (strcmp(type, "authz") == 0) {
+        FIND(r->signals.role_bindings, r->signals.n_role_bindings);
+    }
+#undef FIND
+    return 0;
+}
+
+static void check_rule(const vsr_recipe_conf_t *r, const vsr_rule_conf_t *n, int depth, int root)
+{
+    check(depth <= 33, "rule depth");
+    check(n->line >= 1 && n->col >= 1, "rule position");
+    switch (n->kind) {
+    case VSR_RULE_LEAF:
+        check(n->type != NULL && n->name != NULL && n->n_children == 0, "leaf");
+        check(has_signal(r, n->type, n->name), "leaf resolves in its recipe");
+        return;
+    case VSR_RULE_NOT:
+        check(n->n_children == 1, "NOT has one child");
+        break;
+    case VSR_RULE_OR:
+        check(n->n_children >= 1, "OR has children");
+        break;
+    case VSR_RULE_AND:
+        check(n->n_children >= 1 || root, "only a root AND may be empty");
+        break;
+    default:
+        check(0, "rule kind");
+    }
+    for (size_t i = 0; i < n->n_children; i++)
+        check_rule(r, &n->children[i], depth + 1, 0);
+}
+
+static int restricted(const char *h)
+{
+    return strncasecmp(h, "x-envoy-", 8) == 0 || strcasecmp(h, "host") == 0;
+}
+
+static void check_plugin(const vsr_plugin_conf_t *p)
+{
+    check(p->type != NULL, "plugin type");
+    switch (p->kind) {
+    case VSR_PLUGIN_SYSTEM_PROMPT:
+        check(p->enabled == p->u.system_prompt.enabled, "system_prompt enabled");
+        check(!p->enabled || p->u.system_prompt.system_prompt != NULL, "system prompt text");
+        break;
+    case VSR_PLUGIN_HEADER_MUTATION:
+        for (size_t i = 0; i < p->u.header_mutation.n_add; i++)
+            check(!restricted(p->u.header_mutation.add[i].name), "restricted header added");
+        for (size_t i = 0; i < p->u.header_mutation.n_update; i++)
+            check(!restricted(p->u.header_mutation.update[i].name), "restricted header updated");
+        for (size_t i = 0; i < p->u.header_mutation.delete_.n; i++)
+            check(!restricted(p->u.header_mutation.delete_.items[i]), "restricted header deleted");
+        break;
+    case VSR_PLUGIN_FAST_RESPONSE:
+        check(!p->enabled || p->u.fast_response.message != NULL, "fast response message");
+        break;
+    case VSR_PLUGIN_REQUEST_PARAMS:
+        break;
+    case VSR_PLUGIN_UNSUPPORTED:
+        check(!p->enabled, "an unsupported plugin is kept only when disabled");
+        break;
+    default:
+        check(0, "plugin kind");
+    }
+}
+
+static void check_fallback(const vsr_fallback_conf_t *f)
+{
+    check(f->present && f->version == 1, "fallback version");
+    check(f->total_timeout_ms == 0 || f->per_attempt_timeout_ms <= f->total_timeout_ms, "per-attempt <= total");
+    check(!f->enabled || f->max_attempts >= 1, "attempts when enabled");
+    for (size_t i = 0; i < f->n_retryable_status_codes; i++)
+        check(f->retryable_status_codes[i] >= 100 && f->retryable_status_codes[i] <= 599, "fallback codes");
+}
+
+static void check_recipe(const vsr_config_t *c, const vsr_recipe_conf_t *r)
+{
+    check(r->name != NULL, "recipe name");
+    check(vsr_config_find_recipe(c, vsr_slice_cstr(r->name)) == r, "find_recipe");
+    vsr_fallback_conf_t eff;
+    vsr_config_effective_fallback(c, r, NULL, &eff);
+    check_fallback(&eff);
+    for (size_t i = 0; i < r->n_decisions; i++) {
+        const vsr_decision_conf_t *d = &r->decisions[i];
+        check(d->name != NULL, "decision name");
+        if (d->rules != NULL)
+            check_rule(r, d->rules, 0, 1);
+        for (size_t j = 0; j < d->n_model_refs; j++) {
+            check(vsr_config_find_model(c, vsr_slice_cstr(d->model_refs[j].model)) != NULL, "modelRef resolves");
+            check(d->model_refs[j].lora_name == NULL || d->model_refs[j].lora_name[0] != '\0', "lora name");
+        }
+        check(d->algorithm == NULL || strcmp(d->algorithm, "static") == 0, "algorithm");
+        for (size_t j = 0; j < d->n_plugins; j++)
+            check_plugin(&d->plugins[j]);
+        check(!d->has_reliability || d->reliability.retry_count <= 5, "decision retry_count");
+        vsr_config_effective_fallback(c, r, d, &eff);
+        check_fallback(&eff);
+    }
+}
+
 static void check_config(const vsr_config_t *c)
 {
     check(c->version != NULL && strcmp(c->version, "v0.3") == 0, "version");
@@ -28,21 +146,46 @@ static void check_config(const vsr_config_t *c)
         check(l->name != NULL && l->name[0] != '\0', "listener name");
         check(l->address != NULL && l->port != 0, "listener address");
         check(l->timeout_ms > 0 && l->max_body_bytes > 0 && l->max_connections > 0, "listener limits");
+        check((l->tls_cert_file == NULL) == (l->tls_key_file == NULL), "tls pair");
+        for (size_t j = 0; j < l->identity_trusted_peers.n; j++)
+            check(strchr(l->identity_trusted_peers.items[j], '/') != NULL, "canonical trusted peer");
     }
     check(c->n_models >= 1, "models");
     for (size_t i = 0; i < c->n_models; i++) {
         const vsr_model_conf_t *m = &c->models[i];
         check(m->name != NULL && m->provider_model_id != NULL, "model names");
+        check(m->api_format != NULL && strcmp(m->api_format, "openai") == 0, "api_format");
         check(vsr_config_find_model(c, vsr_slice_cstr(m->name)) != NULL, "find_model");
         check(m->n_backends >= 1, "backends");
+        check(!m->has_reliability || (m->reliability.retry_count <= 5 && m->reliability.max_ejection_percent <= 100),
+              "reliability ranges");
         for (size_t j = 0; j < m->n_backends; j++) {
             const vsr_backend_conf_t *b = &m->backends[j];
             check(b->name != NULL && b->host != NULL && b->authority != NULL && b->path_prefix != NULL,
                   "backend strings");
             check(b->port != 0 && b->weight >= 1 && !b->tls, "backend values");
+            check(b->api_key == NULL || b->resolved_api_key == b->api_key, "literal key");
+            check(b->api_key_env == NULL || (b->resolved_api_key != NULL && b->resolved_api_key[0] != '\0'),
+                  "key from the environment");
         }
     }
     check(vsr_config_default_model(c) != NULL, "default model");
+    check(c->n_recipes >= 1 && strcmp(c->recipes[0].name, "default") == 0, "recipe default");
+    for (size_t i = 0; i < c->n_recipes; i++)
+        check_recipe(c, &c->recipes[i]);
+    for (size_t i = 0; i < c->n_entrypoints; i++) {
+        const vsr_entrypoint_conf_t *e = &c->entrypoints[i];
+        check(e->model_names.n >= 1 && e->recipe != NULL && e->resolved != NULL, "entrypoint");
+        check(strcmp(e->resolved->name, e->recipe) == 0, "entrypoint resolves");
+    }
+    check(c->auto_model_names.n >= 1, "auto names");
+    for (size_t i = 0; i < c->auto_model_names.n; i++) {
+        const char *a = c->auto_model_names.items[i];
+        size_t len = strlen(a);
+        check(len > 0 && a[0] != ' ' && a[len - 1] != ' ', "trimmed auto names");
+    }
+    check(c->management_address != NULL && c->authz_user_id_header != NULL && c->authz_user_groups_header != NULL,
+          "global defaults");
     for (size_t i = 0; i < c->n_unimplemented; i++)
         check(c->unimplemented[i] != NULL, "unimplemented");
 }

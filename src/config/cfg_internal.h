@@ -12,12 +12,16 @@
  *                 missing, duplicate and mistyped keys on the way.
  *
  * The v0.3 schema itself (which tables exist, which keys they hold) lives in
- * config.c; host/port/URL syntax in cfg_net.c.
+ * config.c (document, listeners, providers, global), cfg_routing.c (routing,
+ * recipes, decisions, plugins, entrypoints), cfg_signals.c (signal families)
+ * and cfg_policy.c (reliability and fallback); the checks that span the document are in cfg_check.c;
+ * host/port/URL/CIDR syntax in cfg_net.c.
  */
 #ifndef VSR_CFG_INTERNAL_H
 #define VSR_CFG_INTERNAL_H
 
 #include "base/base.h"
+#include "config/config.h"
 
 /* ---- diagnostics ---------------------------------------------------------- */
 
@@ -87,6 +91,10 @@ enum {
     CFG_REQUIRED = 1u << 0,      /* missing → error */
     CFG_NONEMPTY = 1u << 1,      /* lists: [] → error */
     CFG_UNIMPLEMENTED = 1u << 2, /* part of v0.3, accepted, recorded, not decoded yet */
+    CFG_HAS = 1u << 3,           /* after a successful decode, set the int at has_offset to 1 */
+    CFG_NULL_OK = 1u << 4,       /* a null value means "absent" (optional blocks and lists) */
+    CFG_ZERO_OK = 1u << 5,       /* durations: 0 is allowed (it disables something) */
+    CFG_NOCASE = 1u << 6,        /* choices match ASCII case-insensitively */
 };
 
 struct cfg_field_s {
@@ -99,13 +107,18 @@ struct cfg_field_s {
     int64_t min, max;        /* integer fields: inclusive range */
     const cfg_spec_t *spec;  /* nested objects, lists of objects */
     const char *alias_of;    /* older spelling of the field `alias_of`: same slot, setting both is an error */
+    size_t has_offset;       /* CFG_HAS: the presence flag (int) */
+    double dmin, dmax;       /* float fields: inclusive range */
+    const char *const *choices; /* strings/choices: the allowed values, NULL-terminated */
 };
 
 /* The hooks get the object's mapping node, and `seen`: for each field of the
  * table (by index; aliases share their target's index) the value node given
- * in the document, or NULL.  vsr__cfg_seen() looks one up by key. */
+ * in the document, or NULL.  vsr__cfg_seen() looks one up by key.  The
+ * dotted path of the object ("routing.decisions[]") is the decoder's: keys
+ * are appended as the decoder descends, so one table serves every place the
+ * object appears (routing.decisions[] and recipes[].routing.decisions[]). */
 struct cfg_spec_s {
-    const char *path;  /* dotted path for unimplemented keys: "" (top), "listeners[]", "providers.defaults" */
     size_t size;       /* sizeof the C object, for lists of them */
     const cfg_field_t *fields;
     size_t n_fields;
@@ -116,12 +129,30 @@ struct cfg_spec_s {
 };
 
 #define CFG_MAX_FIELDS 32
+#define CFG_MAX_PATH 512
+
+/* Where a decoded value came from, for checks that run after the whole
+ * document is decoded (references between sections): keyed by the address
+ * of the decoded C member. */
+typedef struct {
+    const void *key;
+    uint32_t line, col;
+} cfg_mark_t;
 
 struct cfg_decoder_s {
     vsr_pool_t *pool;     /* the result's memory: decoded strings and arrays */
     cfg_diag_t *dg;
     char **unimpl;        /* unimplemented paths, document order, each once */
     size_t n_unimpl, cap_unimpl;
+    char path[CFG_MAX_PATH]; /* dotted path of the value being decoded */
+    const cfg_node_t *key;   /* the key node of the field being decoded (NULL outside fields) */
+    size_t path_len;
+    cfg_mark_t *marks;    /* see vsr__cfg_mark */
+    size_t n_marks, cap_marks;
+    int marks_sorted;
+    char **warnings;      /* logged only when the load succeeds */
+    size_t n_warnings, cap_warnings;
+    void *user;           /* the config being built (config_box_t) */
 };
 
 /* Decodes mapping `node` into obj (spec->size bytes, zeroed by the caller). */
@@ -130,22 +161,85 @@ const cfg_node_t *vsr__cfg_seen(const cfg_spec_t *spec, const cfg_node_t *const 
 
 /* Reports at node: "FILE:LINE:COL: message". */
 void vsr__cfg_node_error(cfg_decoder_t *d, const cfg_node_t *node, const char *fmt, ...) VSR_PRINTF(3, 4);
+/* Same, at a position kept with vsr__cfg_mark. */
+void vsr__cfg_mark_error(cfg_decoder_t *d, const cfg_mark_t *at, const char *fmt, ...) VSR_PRINTF(3, 4);
+/* Queues a warning, logged once the document has loaded. */
+void vsr__cfg_warn(cfg_decoder_t *d, const char *fmt, ...) VSR_PRINTF(2, 3);
+
+/* The decoder's current path: push a segment (".key" is added with the dot
+ * only when the path is not empty; "[]" as is), pop back to a saved length. */
+size_t vsr__cfg_path_push(cfg_decoder_t *d, const char *seg);
+void vsr__cfg_path_pop(cfg_decoder_t *d, size_t saved);
+/* A fallback block: decoded as an object, and listed as accepted but not
+ * implemented yet (cross-model fallback is not executed yet). */
+int vsr__cfg_fallback_unimplemented(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+
+/* Records "<path>.key" as accepted-but-unimplemented (once). */
+void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key);
+/* An empty value configures nothing: null, [] or {}. */
+int vsr__cfg_is_empty(const cfg_node_t *v);
+
+/* Remembers where the value stored at `key` came from; vsr__cfg_mark_find
+ * returns it (NULL when never marked). */
+void vsr__cfg_mark(cfg_decoder_t *d, const void *key, const cfg_node_t *node);
+const cfg_mark_t *vsr__cfg_mark_find(cfg_decoder_t *d, const void *key);
 /* The text of a string scalar (non-empty, no control characters), or NULL
  * after reporting what was wrong. */
 const char *vsr__cfg_get_string(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val);
 char *vsr__cfg_strdup(cfg_decoder_t *d, const char *s);
 
 /* Generic field decoders. */
-int vsr__cfg_string(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* char * */
+int vsr__cfg_string(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* char *, one of f->choices if set */
+int vsr__cfg_choice(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* int: index in f->choices */
 int vsr__cfg_uint(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);     /* uintN_t, [min, max] */
+int vsr__cfg_int(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);      /* int64_t, [min, max] */
+int vsr__cfg_double(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* double, [dmin, dmax] */
+int vsr__cfg_bool(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);     /* int 0/1 */
 int vsr__cfg_duration_ms(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj); /* uint64_t ms */
 int vsr__cfg_object(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* f->spec at obj+offset */
 int vsr__cfg_list(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);     /* array of f->spec + count */
+int vsr__cfg_strlist(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);  /* vsr_strlist_conf_t */
+/* A list of HTTP status codes (100..599): uint32_t * at offset, size_t count at count_offset. */
+int vsr__cfg_status_codes(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* Free text with no effect (descriptions): any string, checked, not stored. */
+int vsr__cfg_accept_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* Lenient text: any string scalar, including "" (stored as ""). */
+const char *vsr__cfg_get_text(cfg_decoder_t *d, const cfg_node_t *val);
+/* Is s an HTTP header field name (RFC 9110 token)? */
+int vsr__cfg_is_token(const char *s);
 
 /* Reports every later duplicate among keys[0..n) (NULL keys are skipped) as
  * "duplicate <what> "k" (first defined at L:C)" at nodes[i]. */
 void vsr__cfg_check_unique(cfg_decoder_t *d, const char *what, const char *const *keys, const cfg_node_t *const *nodes,
                            size_t n);
+/* A sorted name → position index, for lookups that must stay O(log n) when
+ * a document (or its aliases) makes lists huge. */
+typedef struct {
+    const char *name;
+    size_t index;
+} cfg_name_t;
+
+typedef struct {
+    cfg_name_t *v;
+    size_t n, cap;
+} cfg_index_t;
+
+void vsr__cfg_index_add(cfg_index_t *ix, const char *name, size_t index); /* NULL names are skipped */
+void vsr__cfg_index_sort(cfg_index_t *ix);
+/* The entry with the lowest index among those named `name`, or NULL; *count
+ * (may be NULL) gets how many entries have that name. */
+const cfg_name_t *vsr__cfg_index_find(const cfg_index_t *ix, const char *name, size_t *count);
+void vsr__cfg_index_free(cfg_index_t *ix);
+
+/* Same, with positions from vsr__cfg_mark: marks[i] is the mark key of keys[i]. */
+void vsr__cfg_check_unique_marked(cfg_decoder_t *d, const char *what, const char *const *keys,
+                                  const void *const *marks, size_t n);
+
+/* A known v0.3 block that vsr does not implement: accepted while it
+ * configures nothing (null, [], {}, or mappings of those), otherwise
+ * "<path> is not supported yet" at its key. */
+int vsr__cfg_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+int vsr__cfg_deep_empty(const cfg_node_t *v);
 
 /* ---- host, port and URL syntax (cfg_net.c) --------------------------------- */
 
@@ -173,5 +267,57 @@ int vsr__cfg_canonical_ip(const char *s, char *out, size_t outlen);
 /* The Host header for an upstream: host ([v6] bracketed), plus ":port" when
  * port is not the scheme's default. */
 char *vsr__cfg_authority(vsr_pool_t *pool, vsr_slice_t host, int ipv6, uint16_t port, int tls);
+
+/* "a.b.c.d/n", "v6/n", or a bare address (a single host) → the canonical
+ * network "addr/n" with the host bits cleared, in out. */
+int vsr__cfg_canonical_cidr(const char *s, char *out, size_t outlen, const char **why);
+
+/* ---- the config under construction ----------------------------------------- */
+
+/* The allocation behind a vsr_config_t: everything it points to lives in
+ * `pool`, so freeing is one call whatever the document held.  The other
+ * members are scratch used while decoding: sections that the C model
+ * arranges differently from the YAML land here first. */
+typedef struct {
+    vsr_config_t conf; /* first: vsr_config_free converts back */
+    vsr_pool_t pool;
+    vsr_recipe_conf_t routing;           /* the top-level routing block (recipe "default") */
+    vsr_recipe_conf_t *recipe_list;      /* recipes[] */
+    size_t n_recipe_list;
+    char *auto_model_name;               /* global.router.auto_model_name */
+    vsr_strlist_conf_t auto_model_names; /* global.router.auto_model_names as written */
+    int has_auto_model_names;
+    int has_management;                  /* global.services.management_api given */
+    int has_management_enabled;
+    int management_remote_exposure;
+    uint32_t default_retryable_codes[3]; /* the fallback default, for vsr_config_effective_fallback */
+} config_box_t;
+
+/* ---- sections (each file's entry points) ------------------------------------- */
+
+extern const cfg_spec_t vsr__cfg_model_reliability_spec;    /* providers.models[].reliability */
+extern const cfg_spec_t vsr__cfg_decision_reliability_spec; /* routing.decisions[].reliability */
+extern const cfg_spec_t vsr__cfg_fallback_spec;             /* global.router.fallback */
+extern const cfg_spec_t vsr__cfg_scoped_fallback_spec;      /* recipe and decision fallback (no circuit_breaker) */
+extern const cfg_spec_t vsr__cfg_routing_spec;              /* the top-level routing block */
+extern const cfg_spec_t vsr__cfg_recipe_spec;               /* recipes[] */
+extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
+
+/* routing.signals (cfg_signals.c): decodes the family map into the
+ * vsr_signals_conf_t at obj + f->offset. */
+int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* A rule leaf's condition type: 1 implemented, 0 known but not supported yet, -1 unknown. */
+int vsr__cfg_condition_type(const char *type);
+/* Reports every rule leaf of r's decisions that names no signal declared in
+ * r; `where` names the recipe in messages ("routing"). */
+void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);
+
+/* The fallback defaults of ref §1.7 into *out (every has_ flag set). */
+void vsr__cfg_fallback_defaults(const config_box_t *box, vsr_fallback_conf_t *out);
+/* Applies the fields `layer` sets over *base. */
+void vsr__cfg_fallback_merge(vsr_fallback_conf_t *base, const vsr_fallback_conf_t *layer);
+
+/* The checks that need the whole document, run by the document's finish hook. */
+void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box);
 
 #endif /* VSR_CFG_INTERNAL_H */

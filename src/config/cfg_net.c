@@ -175,3 +175,49 @@ char *vsr__cfg_authority(vsr_pool_t *pool, vsr_slice_t host, int ipv6, uint16_t 
     VSR_BUG_ON(n < 0 || (size_t)n >= sizeof(buf));
     return vsr_pool_strndup(pool, buf, (size_t)n);
 }
+
+int vsr__cfg_canonical_cidr(const char *s, char *out, size_t outlen, const char **why)
+{
+    char addr[INET6_ADDRSTRLEN + 1];
+    unsigned char bin[16];
+    const char *slash = strchr(s, '/');
+    size_t alen = slash ? (size_t)(slash - s) : strlen(s);
+    if (alen == 0 || alen >= sizeof(addr)) {
+        *why = "expected an IPv4 or IPv6 network such as \"10.0.0.0/8\" or \"fd00::/8\"";
+        return VSR_ERR_INVALID;
+    }
+    memcpy(addr, s, alen);
+    addr[alen] = '\0';
+    int family, bits;
+    if (inet_pton(AF_INET, addr, bin) == 1) {
+        family = AF_INET;
+        bits = 32;
+    } else if (inet_pton(AF_INET6, addr, bin) == 1) {
+        family = AF_INET6;
+        bits = 128;
+    } else {
+        *why = "expected an IPv4 or IPv6 network such as \"10.0.0.0/8\" or \"fd00::/8\"";
+        return VSR_ERR_INVALID;
+    }
+    uint64_t prefix = (uint64_t)bits;
+    if (slash != NULL && vsr_slice_to_u64(vsr_slice_cstr(slash + 1), (uint64_t)bits, &prefix) != VSR_OK) {
+        *why = family == AF_INET ? "the prefix length must be an integer from 0 to 32"
+                                 : "the prefix length must be an integer from 0 to 128";
+        return VSR_ERR_INVALID;
+    }
+    /* clear the host bits: "10.1.2.3/8" names the network 10.0.0.0/8 */
+    for (int i = 0; i < bits / 8; i++) {
+        int keep = (int)prefix - 8 * i;
+        if (keep >= 8)
+            continue;
+        bin[i] &= keep <= 0 ? 0 : (unsigned char)(0xffu << (8 - keep));
+    }
+    char text[INET6_ADDRSTRLEN];
+    if (inet_ntop(family, bin, text, sizeof(text)) == NULL) {
+        *why = "invalid address";
+        return VSR_ERR_INVALID;
+    }
+    int n = snprintf(out, outlen, "%s/%u", text, (unsigned)prefix);
+    VSR_BUG_ON(n < 0 || (size_t)n >= outlen);
+    return VSR_OK;
+}

@@ -1,16 +1,20 @@
 /*
- * config.c — the v0.3 schema as field tables, the checks that span fields
- * and objects, and the public entry points of config.h.
+ * config.c — the v0.3 schema as field tables for the document, listeners,
+ * providers and global; the public entry points of config.h.  (Routing,
+ * recipes and entrypoints: cfg_routing.c; reliability and fallback:
+ * cfg_policy.c; checks across sections: cfg_check.c.)
  *
  * Reading a table top to bottom tells which keys an object has, which are
  * required, and which belong to v0.3 but are not implemented yet.  Growing
  * the model means adding rows (and, for new value kinds, a decoder
  * function), not new control flow.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,17 +23,14 @@
 
 #define MAX_FILE_BYTES (16u * 1024 * 1024)
 #define MAX_BACKEND_WEIGHT 1000000
+#define INET6_ADDRSTRLEN_MAX 46
 
 /* Rows for keys vsr accepts and reports but does not act on yet. */
 #define UNIMPLEMENTED(k) {.key = (k), .flags = CFG_UNIMPLEMENTED}
 #define UNIMPLEMENTED_ALIAS(k, target) {.key = (k), .flags = CFG_UNIMPLEMENTED, .alias_of = (target)}
 
-/* The allocation behind a vsr_config_t: everything it points to lives in
- * `pool`, so freeing is one call whatever the document held. */
-typedef struct {
-    vsr_config_t conf; /* first: vsr_config_free converts back */
-    vsr_pool_t pool;
-} config_box_t;
+#define BOX_OFF(m) offsetof(config_box_t, m)
+#define CONF_OFF(m) offsetof(config_box_t, conf.m)
 
 /* ---- providers.models[].backend_refs[] -------------------------------------- */
 
@@ -93,22 +94,111 @@ static int decode_protocol(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     return 0;
 }
 
+static int decode_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (!vsr__cfg_is_token(s)) {
+        vsr__cfg_node_error(d, val, "invalid header name %s", vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+/* Header-safe text: no CR, LF or other controls; "" allowed (HAS: present). */
+static int decode_header_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_text(d, val);
+    if (s == NULL)
+        return -1;
+    for (size_t i = 0; i < val->len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            vsr__cfg_node_error(d, val, "%s must not contain control characters", f->key);
+            return -1;
+        }
+    }
+    *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, s, val->len);
+    return 0;
+}
+
+/* extra_headers: {Name: value, ...} */
+static int decode_extra_headers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_backend_conf_t *b = obj;
+    if (val->kind != CFG_NODE_MAP) {
+        vsr__cfg_node_error(d, val, "expected a mapping of header names to values, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    b->extra_headers = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(vsr_kv_conf_t)) : NULL;
+    b->n_extra_headers = 0;
+    int rc = 0;
+    cfg_field_t nf = {.key = "extra_headers"}, vf = {.key = "an extra header value"};
+    for (size_t i = 0; i < val->n; i++) {
+        vsr_kv_conf_t kv = {NULL, NULL};
+        if (decode_header_name(d, &nf, val->items[2 * i], &kv) != 0 ||
+            decode_header_text(d, &vf, val->items[2 * i + 1], &kv.value) != 0) {
+            rc = -1;
+            continue;
+        }
+        b->extra_headers[b->n_extra_headers++] = kv;
+    }
+    return rc;
+}
+
+static int decode_env_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    int ok = !isdigit((unsigned char)s[0]);
+    for (const char *p = s; *p && ok; p++)
+        ok = isalnum((unsigned char)*p) || *p == '_';
+    if (!ok) {
+        vsr__cfg_node_error(d, val, "invalid environment variable name %s", vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+static int decode_chat_path(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    int ok = s[0] == '/';
+    for (size_t i = 0; ok && i < val->len; i++)
+        ok = (unsigned char)s[i] > 0x20 && (unsigned char)s[i] < 0x7f && s[i] != '?' && s[i] != '#';
+    if (!ok) {
+        vsr__cfg_node_error(d, val, "chat_path must be a path starting with '/', without spaces, query or fragment");
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+#define BE_OFF(m) offsetof(vsr_backend_conf_t, m)
+
 static const cfg_field_t backend_fields[] = {
-    {.key = "name", .decode = vsr__cfg_string, .offset = offsetof(vsr_backend_conf_t, name)},
+    {.key = "name", .decode = vsr__cfg_string, .offset = BE_OFF(name)},
     {.key = "endpoint", .decode = decode_endpoint},
     {.key = "base_url", .decode = decode_base_url},
     {.key = "protocol", .decode = decode_protocol},
-    {.key = "weight", .decode = vsr__cfg_uint, .offset = offsetof(vsr_backend_conf_t, weight),
-     .size = sizeof(uint32_t), .min = 1, .max = MAX_BACKEND_WEIGHT},
-    UNIMPLEMENTED("type"),
-    UNIMPLEMENTED("provider"),
-    UNIMPLEMENTED("auth_header"),
-    UNIMPLEMENTED("auth_prefix"),
-    UNIMPLEMENTED("api_key"),
-    UNIMPLEMENTED("api_key_env"),
-    UNIMPLEMENTED("extra_headers"),
-    UNIMPLEMENTED("api_version"),
-    UNIMPLEMENTED("chat_path"),
+    {.key = "weight", .decode = vsr__cfg_uint, .offset = BE_OFF(weight), .size = sizeof(uint32_t), .min = 1,
+     .max = MAX_BACKEND_WEIGHT},
+    {.key = "type", .decode = vsr__cfg_string, .offset = BE_OFF(type)},
+    {.key = "provider", .decode = vsr__cfg_string, .offset = BE_OFF(provider)},
+    {.key = "auth_header", .decode = decode_header_name, .offset = BE_OFF(auth_header)},
+    {.key = "auth_prefix", .decode = decode_header_text, .flags = CFG_HAS, .offset = BE_OFF(auth_prefix),
+     .has_offset = BE_OFF(has_auth_prefix)},
+    {.key = "api_key", .decode = decode_header_text, .offset = BE_OFF(api_key)},
+    {.key = "api_key_env", .decode = decode_env_name, .offset = BE_OFF(api_key_env)},
+    {.key = "extra_headers", .decode = decode_extra_headers, .flags = CFG_NULL_OK},
+    {.key = "api_version", .decode = vsr__cfg_string, .offset = BE_OFF(api_version)},
+    {.key = "chat_path", .decode = decode_chat_path, .offset = BE_OFF(chat_path)},
 };
 
 static void init_backend(cfg_decoder_t *d, void *obj)
@@ -118,6 +208,44 @@ static void init_backend(cfg_decoder_t *d, void *obj)
 }
 
 static const cfg_spec_t backend_spec;
+
+/* The key is resolved once, at load: a missing variable is a configuration
+ * error now rather than an unauthenticated request later. */
+static void resolve_credentials(cfg_decoder_t *d, vsr_backend_conf_t *b, const cfg_node_t *const *seen)
+{
+    const cfg_node_t *key = vsr__cfg_seen(&backend_spec, seen, "api_key");
+    const cfg_node_t *env = vsr__cfg_seen(&backend_spec, seen, "api_key_env");
+    if (key != NULL && env != NULL) {
+        const cfg_node_t *later = env->line > key->line || (env->line == key->line && env->col > key->col) ? env : key;
+        vsr__cfg_node_error(d, later, "set either api_key or api_key_env, not both");
+        return;
+    }
+    if (b->api_key != NULL) {
+        if (b->api_key[0] == '\0')
+            vsr__cfg_node_error(d, key, "api_key must not be empty");
+        b->resolved_api_key = b->api_key;
+        return;
+    }
+    if (b->api_key_env == NULL)
+        return;
+    const char *v = getenv(b->api_key_env);
+    if (v == NULL) {
+        vsr__cfg_node_error(d, env, "environment variable %s is not set", b->api_key_env);
+        return;
+    }
+    if (v[0] == '\0') {
+        vsr__cfg_node_error(d, env, "environment variable %s is empty", b->api_key_env);
+        return;
+    }
+    for (const char *p = v; *p; p++) {
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f) {
+            /* the value goes into a header: never print it */
+            vsr__cfg_node_error(d, env, "environment variable %s contains control characters", b->api_key_env);
+            return;
+        }
+    }
+    b->resolved_api_key = vsr__cfg_strdup(d, v);
+}
 
 static void finish_backend(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                            size_t index)
@@ -153,6 +281,7 @@ static void finish_backend(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
      * check here that they agree. */
     if (endpoint)
         b->tls = protocol && protocol->type == CFG_STR && strcmp(protocol->str, "https") == 0;
+    resolve_credentials(d, b, seen);
     if (b->host == NULL) /* endpoint/base_url was invalid, already reported */
         return;
     if (b->port == 0)
@@ -163,7 +292,6 @@ static void finish_backend(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
 }
 
 static const cfg_spec_t backend_spec = {
-    .path = "providers.models[].backend_refs[]",
     .size = sizeof(vsr_backend_conf_t),
     .fields = backend_fields,
     .n_fields = VSR_ARRAY_LEN(backend_fields),
@@ -173,16 +301,36 @@ static const cfg_spec_t backend_spec = {
 
 /* ---- providers.models[] --------------------------------------------------------- */
 
+static int decode_api_format(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "anthropic") == 0) {
+        vsr__cfg_node_error(d, val, "api_format \"anthropic\" is not supported yet");
+        return -1;
+    }
+    if (strcmp(s, "openai") != 0) {
+        vsr__cfg_node_error(d, val, "api_format must be \"openai\" or \"anthropic\", got %s",
+                            vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
 static const cfg_field_t model_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_model_conf_t, name)},
     {.key = "provider_model_id", .decode = vsr__cfg_string, .offset = offsetof(vsr_model_conf_t, provider_model_id)},
     {.key = "backend_refs", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
      .offset = offsetof(vsr_model_conf_t, backends), .count_offset = offsetof(vsr_model_conf_t, n_backends),
      .spec = &backend_spec},
-    UNIMPLEMENTED("api_format"),
+    {.key = "api_format", .decode = decode_api_format, .offset = offsetof(vsr_model_conf_t, api_format)},
+    {.key = "reliability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS,
+     .offset = offsetof(vsr_model_conf_t, reliability), .spec = &vsr__cfg_model_reliability_spec,
+     .has_offset = offsetof(vsr_model_conf_t, has_reliability)},
     UNIMPLEMENTED("reasoning"),
     UNIMPLEMENTED("reasoning_family"),
-    UNIMPLEMENTED("reliability"),
     UNIMPLEMENTED("pricing"),
     UNIMPLEMENTED("external_model_ids"),
     UNIMPLEMENTED("catalog"),
@@ -206,6 +354,10 @@ static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
     vsr_model_conf_t *m = obj;
     if (m->provider_model_id == NULL && m->name != NULL)
         m->provider_model_id = vsr__cfg_strdup(d, m->name);
+    if (m->api_format == NULL)
+        m->api_format = vsr__cfg_strdup(d, "openai");
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    vsr__cfg_mark(d, &m->name, name ? name : map);
 
     const cfg_node_t *refs = vsr__cfg_seen(&model_spec, seen, "backend_refs");
     if (m->n_backends < 2)
@@ -222,7 +374,6 @@ static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
 }
 
 static const cfg_spec_t model_spec = {
-    .path = "providers.models[]",
     .size = sizeof(vsr_model_conf_t),
     .fields = model_fields,
     .n_fields = VSR_ARRAY_LEN(model_fields),
@@ -242,7 +393,6 @@ static const cfg_field_t defaults_fields[] = {
 };
 
 static const cfg_spec_t defaults_spec = {
-    .path = "providers.defaults",
     .size = sizeof(vsr_config_t),
     .fields = defaults_fields,
     .n_fields = VSR_ARRAY_LEN(defaults_fields),
@@ -284,7 +434,6 @@ static void finish_providers(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
 }
 
 static const cfg_spec_t providers_spec = {
-    .path = "providers",
     .size = sizeof(vsr_config_t),
     .fields = providers_fields,
     .n_fields = VSR_ARRAY_LEN(providers_fields),
@@ -310,6 +459,92 @@ static int decode_address(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
     return 0;
 }
 
+/* Read by the listener at startup: checked now, so a typo fails the load
+ * rather than the serving. */
+static int decode_readable_file(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    const char *q = vsr__cfg_quote(d->pool, s, val->len);
+    /* stat first: a device or FIFO is refused without being opened (opening
+     * some devices has effects, and a FIFO would block) */
+    struct stat st;
+    if (stat(s, &st) != 0) {
+        vsr__cfg_node_error(d, val, "cannot read %s %s: %s", f->key, q, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        vsr__cfg_node_error(d, val, "%s %s is not a regular file", f->key, q);
+        return -1;
+    }
+    int fd = open(s, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        vsr__cfg_node_error(d, val, "cannot read %s %s: %s", f->key, q, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+static const cfg_field_t tls_fields[] = {
+    {.key = "cert_file", .decode = decode_readable_file, .flags = CFG_REQUIRED,
+     .offset = offsetof(vsr_listener_conf_t, tls_cert_file)},
+    {.key = "key_file", .decode = decode_readable_file, .flags = CFG_REQUIRED,
+     .offset = offsetof(vsr_listener_conf_t, tls_key_file)},
+};
+
+/* Downstream TLS is decoded and checked (both files readable), then refused:
+ * serving plain HTTP on a listener the document says is HTTPS would be a
+ * silent downgrade. */
+static int decode_tls(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    int rc = vsr__cfg_object(d, f, val, obj);
+    if (rc == 0 && val->kind == CFG_NODE_MAP)
+        vsr__cfg_node_error(d, val, "listeners[].tls: downstream TLS is not supported yet");
+    return rc == 0 && val->kind == CFG_NODE_MAP ? -1 : rc;
+}
+
+static const cfg_spec_t tls_spec = {
+    .size = sizeof(vsr_listener_conf_t),
+    .fields = tls_fields,
+    .n_fields = VSR_ARRAY_LEN(tls_fields),
+};
+
+/* Stored as canonical networks ("10.0.0.0/8"), so readers parse one form. */
+static int decode_trusted_peers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_strlist(d, f, val, obj) != 0)
+        return -1;
+    vsr_strlist_conf_t *l = (vsr_strlist_conf_t *)((char *)obj + f->offset);
+    int rc = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        char canon[INET6_ADDRSTRLEN_MAX + 8];
+        const char *why;
+        if (vsr__cfg_canonical_cidr(l->items[i], canon, sizeof(canon), &why) != VSR_OK) {
+            vsr__cfg_node_error(d, val->items[i], "invalid trusted peer %s: %s",
+                                vsr__cfg_quote(d->pool, l->items[i], strlen(l->items[i])), why);
+            rc = -1;
+            continue;
+        }
+        l->items[i] = vsr__cfg_strdup(d, canon);
+    }
+    return rc;
+}
+
+static const cfg_field_t identity_fields[] = {
+    {.key = "trust_headers", .decode = vsr__cfg_bool, .offset = offsetof(vsr_listener_conf_t, identity_trust_headers)},
+    {.key = "trusted_peers", .decode = decode_trusted_peers, .flags = CFG_NULL_OK,
+     .offset = offsetof(vsr_listener_conf_t, identity_trusted_peers)},
+};
+
+static const cfg_spec_t identity_spec = {
+    .size = sizeof(vsr_listener_conf_t),
+    .fields = identity_fields,
+    .n_fields = VSR_ARRAY_LEN(identity_fields),
+};
+
 static const cfg_field_t listener_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_listener_conf_t, name)},
     {.key = "address", .decode = decode_address, .offset = offsetof(vsr_listener_conf_t, address)},
@@ -321,10 +556,11 @@ static const cfg_field_t listener_fields[] = {
      .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
     {.key = "max_connections", .decode = vsr__cfg_uint, .offset = offsetof(vsr_listener_conf_t, max_connections),
      .size = sizeof(uint32_t), .min = 1, .max = UINT32_MAX},
-    UNIMPLEMENTED("api_keys"),
-    UNIMPLEMENTED("models"),
-    UNIMPLEMENTED("tls"),
-    UNIMPLEMENTED("identity"),
+    {.key = "api_keys", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK,
+     .offset = offsetof(vsr_listener_conf_t, api_keys)},
+    {.key = "models", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = offsetof(vsr_listener_conf_t, models)},
+    {.key = "tls", .decode = decode_tls, .flags = CFG_NULL_OK, .spec = &tls_spec},
+    {.key = "identity", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &identity_spec},
 };
 
 static void init_listener(cfg_decoder_t *d, void *obj)
@@ -337,7 +573,6 @@ static void init_listener(cfg_decoder_t *d, void *obj)
 }
 
 static const cfg_spec_t listener_spec = {
-    .path = "listeners[]",
     .size = sizeof(vsr_listener_conf_t),
     .fields = listener_fields,
     .n_fields = VSR_ARRAY_LEN(listener_fields),
@@ -361,18 +596,275 @@ static int decode_version(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
     return 0;
 }
 
-static const cfg_field_t document_fields[] = {
-    {.key = "version", .decode = decode_version, .flags = CFG_REQUIRED, .offset = offsetof(vsr_config_t, version)},
-    {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
-     .offset = offsetof(vsr_config_t, listeners), .count_offset = offsetof(vsr_config_t, n_listeners),
-     .spec = &listener_spec},
-    {.key = "providers", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &providers_spec},
-    UNIMPLEMENTED("evaluation"),
-    UNIMPLEMENTED("routing"),
-    UNIMPLEMENTED("entrypoints"),
-    UNIMPLEMENTED("recipes"),
-    UNIMPLEMENTED("global"),
+/* ---- global ------------------------------------------------------------------------- */
+
+/* The global tables decode into the config_box_t (the document object), so
+ * scratch members sit next to the config's. */
+
+/* vsr reads its configuration from a file (it has no other source). */
+static int decode_config_source(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "file") != 0) {
+        vsr__cfg_node_error(d, val, "config_source %s is not supported yet (vsr reads \"file\")",
+                            vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    return 0;
+}
+
+/* Entries are trimmed; blank ones and repeats are dropped (as the
+ * reference does), so only strings are checked here. */
+static int decode_auto_model_names(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    config_box_t *box = obj;
+    if (val->kind != CFG_NODE_SEQ) {
+        vsr__cfg_node_error(d, val, "expected a list of strings, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    char **trimmed = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(char *)) : NULL;
+    cfg_index_t ix = {0};
+    int rc = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *it = val->items[i];
+        trimmed[i] = NULL;
+        const char *s = vsr__cfg_get_text(d, it);
+        if (s == NULL) {
+            rc = -1;
+            continue;
+        }
+        vsr_slice_t t = vsr_slice_trim(vsr_slice(s, it->len));
+        int clean = 1;
+        for (size_t j = 0; j < t.len; j++)
+            clean &= (unsigned char)t.p[j] >= 0x20 && t.p[j] != 0x7f;
+        if (!clean) {
+            vsr__cfg_node_error(d, it, "auto_model_names must not contain control characters");
+            rc = -1;
+            continue;
+        }
+        if (t.len == 0)
+            continue;
+        trimmed[i] = vsr_pool_strndup(d->pool, t.p, t.len);
+        vsr__cfg_index_add(&ix, trimmed[i], i);
+    }
+    /* keep the first of equal names, in document order */
+    vsr__cfg_index_sort(&ix);
+    for (size_t i = 1; i < ix.n; i++)
+        if (strcmp(ix.v[i].name, ix.v[i - 1].name) == 0)
+            trimmed[ix.v[i].index] = NULL;
+    vsr__cfg_index_free(&ix);
+    vsr_strlist_conf_t *l = &box->auto_model_names;
+    l->items = trimmed;
+    l->n = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        if (trimmed[i] == NULL)
+            continue;
+        l->items[l->n] = trimmed[i];
+        vsr__cfg_mark(d, &l->items[l->n], val->items[i]);
+        l->n++;
+    }
+    box->has_auto_model_names = 1;
+    return rc;
+}
+
+static const cfg_field_t skip_processing_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(skip_processing_enabled)},
 };
+
+static const cfg_spec_t skip_processing_spec = {
+    .size = sizeof(config_box_t),
+    .fields = skip_processing_fields,
+    .n_fields = VSR_ARRAY_LEN(skip_processing_fields),
+};
+
+static const cfg_field_t router_fields[] = {
+    {.key = "config_source", .decode = decode_config_source},
+    UNIMPLEMENTED("strategy"),
+    {.key = "auto_model_name", .decode = vsr__cfg_string, .offset = BOX_OFF(auto_model_name)},
+    {.key = "auto_model_names", .decode = decode_auto_model_names, .flags = CFG_NULL_OK},
+    {.key = "include_config_models_in_list", .decode = vsr__cfg_bool,
+     .offset = CONF_OFF(include_config_models_in_list)},
+    {.key = "clear_route_cache", .decode = vsr__cfg_bool, .offset = CONF_OFF(clear_route_cache)},
+    UNIMPLEMENTED("streamed_body"),
+    {.key = "skip_processing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &skip_processing_spec},
+    UNIMPLEMENTED("model_selection"),
+    UNIMPLEMENTED("learning"),
+    {.key = "fallback", .decode = vsr__cfg_fallback_unimplemented, .flags = CFG_NULL_OK, .offset = CONF_OFF(global_fallback),
+     .spec = &vsr__cfg_fallback_spec},
+};
+
+static const cfg_spec_t router_spec = {
+    .size = sizeof(config_box_t),
+    .fields = router_fields,
+    .n_fields = VSR_ARRAY_LEN(router_fields),
+};
+
+static const cfg_field_t response_api_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(response_api_enabled)},
+    UNIMPLEMENTED("store_backend"),
+    UNIMPLEMENTED("ttl_seconds"),
+    UNIMPLEMENTED("max_responses"),
+};
+
+static const cfg_spec_t response_api_spec = {
+    .size = sizeof(config_box_t),
+    .fields = response_api_fields,
+    .n_fields = VSR_ARRAY_LEN(response_api_fields),
+};
+
+static const cfg_field_t authz_identity_fields[] = {
+    {.key = "user_id_header", .decode = decode_header_name, .offset = CONF_OFF(authz_user_id_header)},
+    {.key = "user_groups_header", .decode = decode_header_name, .offset = CONF_OFF(authz_user_groups_header)},
+};
+
+static const cfg_spec_t authz_identity_spec = {
+    .size = sizeof(config_box_t),
+    .fields = authz_identity_fields,
+    .n_fields = VSR_ARRAY_LEN(authz_identity_fields),
+};
+
+static const cfg_field_t authz_fields[] = {
+    {.key = "fail_open", .decode = vsr__cfg_bool, .offset = CONF_OFF(authz_fail_open)},
+    {.key = "identity", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &authz_identity_spec},
+    /* external authorization services */
+    {.key = "providers", .decode = vsr__cfg_unsupported},
+};
+
+static const cfg_spec_t authz_spec = {
+    .size = sizeof(config_box_t),
+    .fields = authz_fields,
+    .n_fields = VSR_ARRAY_LEN(authz_fields),
+};
+
+static const cfg_field_t ratelimit_fields[] = {
+    UNIMPLEMENTED("fail_open"),
+    /* limits that vsr would not enforce: refused rather than ignored */
+    {.key = "providers", .decode = vsr__cfg_unsupported},
+};
+
+static const cfg_spec_t ratelimit_spec = {
+    .size = sizeof(config_box_t),
+    .fields = ratelimit_fields,
+    .n_fields = VSR_ARRAY_LEN(ratelimit_fields),
+};
+
+static int decode_management_address(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    char canon[64];
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (vsr__cfg_canonical_ip(s, canon, sizeof(canon)) != VSR_OK) {
+        vsr__cfg_node_error(d, val, "bind_address must be an IPv4 or IPv6 address, got %s",
+                            vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    vsr__cfg_mark(d, (char *)obj + f->offset, val);
+    return 0;
+}
+
+/* Authentication of the management API: only "disabled" (the reference's
+ * default) is available, and then the API must stay on loopback. */
+static int decode_management_auth(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_is_empty(val))
+        return 0;
+    const cfg_node_t *mode = vsr__cfg_map_get(val, "mode");
+    if (val->kind == CFG_NODE_MAP && val->n == 1 && mode != NULL && mode->kind == CFG_NODE_SCALAR &&
+        mode->type == CFG_STR && strcmp(mode->str, "disabled") == 0)
+        return 0;
+    vsr__cfg_node_error(d, d->key ? d->key : val, "%s is not supported yet (only mode: disabled)", d->path);
+    return -1;
+}
+
+static const cfg_field_t management_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = CONF_OFF(management_enabled),
+     .has_offset = BOX_OFF(has_management_enabled)},
+    {.key = "bind_address", .decode = decode_management_address, .offset = CONF_OFF(management_address)},
+    {.key = "port", .decode = vsr__cfg_uint, .offset = CONF_OFF(management_port), .size = sizeof(uint16_t), .min = 1,
+     .max = 65535},
+    {.key = "remote_exposure", .decode = vsr__cfg_bool, .offset = BOX_OFF(management_remote_exposure)},
+    {.key = "auth", .decode = decode_management_auth},
+};
+
+static void finish_management(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                              size_t index)
+{
+    config_box_t *box = obj;
+    const cfg_node_t *port = vsr__cfg_map_get(map, "port");
+    vsr__cfg_mark(d, &box->conf.management_port, port ? port : map);
+}
+
+static const cfg_spec_t management_spec = {
+    .size = sizeof(config_box_t),
+    .fields = management_fields,
+    .n_fields = VSR_ARRAY_LEN(management_fields),
+    .finish = finish_management,
+};
+
+static const cfg_field_t services_fields[] = {
+    UNIMPLEMENTED("api"),
+    {.key = "response_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &response_api_spec},
+    UNIMPLEMENTED("observability"),
+    {.key = "authz", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &authz_spec},
+    {.key = "ratelimit", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &ratelimit_spec},
+    {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
+     .has_offset = BOX_OFF(has_management)},
+    UNIMPLEMENTED("router_replay"),
+};
+
+static const cfg_spec_t services_spec = {
+    .size = sizeof(config_box_t),
+    .fields = services_fields,
+    .n_fields = VSR_ARRAY_LEN(services_fields),
+};
+
+static const cfg_field_t global_fields[] = {
+    {.key = "router", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_spec},
+    {.key = "services", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &services_spec},
+    UNIMPLEMENTED("stores"),
+    UNIMPLEMENTED("integrations"),
+    UNIMPLEMENTED("model_catalog"),
+};
+
+static const cfg_spec_t global_spec = {
+    .size = sizeof(config_box_t),
+    .fields = global_fields,
+    .n_fields = VSR_ARRAY_LEN(global_fields),
+};
+
+/* ---- the document ---------------------------------------------------------------------- */
+
+static const cfg_field_t document_fields[] = {
+    {.key = "version", .decode = decode_version, .flags = CFG_REQUIRED, .offset = CONF_OFF(version)},
+    {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = CONF_OFF(listeners),
+     .count_offset = CONF_OFF(n_listeners), .spec = &listener_spec},
+    {.key = "providers", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &providers_spec},
+    {.key = "routing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = BOX_OFF(routing),
+     .spec = &vsr__cfg_routing_spec},
+    {.key = "entrypoints", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = CONF_OFF(entrypoints),
+     .count_offset = CONF_OFF(n_entrypoints), .spec = &vsr__cfg_entrypoint_spec},
+    {.key = "recipes", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = BOX_OFF(recipe_list),
+     .count_offset = BOX_OFF(n_recipe_list), .spec = &vsr__cfg_recipe_spec},
+    {.key = "global", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &global_spec},
+    UNIMPLEMENTED("evaluation"),
+};
+
+static void init_document(cfg_decoder_t *d, void *obj)
+{
+    config_box_t *box = obj;
+    vsr_config_t *c = &box->conf;
+    c->management_address = vsr__cfg_strdup(d, "127.0.0.1");
+    c->management_port = 8080;
+    c->authz_user_id_header = vsr__cfg_strdup(d, "x-authz-user-id");
+    c->authz_user_groups_header = vsr__cfg_strdup(d, "x-authz-user-groups");
+    box->default_retryable_codes[0] = 502;
+    box->default_retryable_codes[1] = 503;
+    box->default_retryable_codes[2] = 504;
+}
 
 static const cfg_spec_t document_spec;
 
@@ -407,16 +899,23 @@ static void check_listeners(cfg_decoder_t *d, const vsr_config_t *c, const cfg_n
 static void finish_document(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                             size_t index)
 {
-    vsr_config_t *c = obj;
+    config_box_t *box = obj;
+    vsr_config_t *c = &box->conf;
+    const cfg_node_t *listeners = vsr__cfg_seen(&document_spec, seen, "listeners");
     if (c->n_listeners > 1)
-        check_listeners(d, c, vsr__cfg_seen(&document_spec, seen, "listeners"));
+        check_listeners(d, c, listeners);
+    for (size_t i = 0; listeners && listeners->kind == CFG_NODE_SEQ && i < c->n_listeners && i < listeners->n; i++) {
+        const cfg_node_t *port = vsr__cfg_map_get(listeners->items[i], "port");
+        vsr__cfg_mark(d, &c->listeners[i].port, port ? port : listeners->items[i]);
+    }
+    vsr__cfg_check_document(d, box);
 }
 
 static const cfg_spec_t document_spec = {
-    .path = "",
-    .size = sizeof(vsr_config_t),
+    .size = sizeof(config_box_t),
     .fields = document_fields,
     .n_fields = VSR_ARRAY_LEN(document_fields),
+    .init = init_document,
     .finish = finish_document,
 };
 
@@ -429,7 +928,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     vsr_pool_init(&tree_pool);
     config_box_t *box = vsr_calloc(1, sizeof(*box));
     vsr_pool_init(&box->pool);
-    cfg_decoder_t d = {.pool = &box->pool, .dg = &dg};
+    cfg_decoder_t d = {.pool = &box->pool, .dg = &dg, .user = box};
 
     cfg_node_t *root = NULL;
     if (vsr__cfg_parse_yaml(&tree_pool, &dg, yaml ? yaml : "", yaml ? len : 0, &root) == VSR_OK) {
@@ -441,13 +940,20 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
             vsr__cfg_decode_object(&d, &document_spec, root, &box->conf, 0);
     }
     vsr_pool_free(&tree_pool);
+    vsr_free(d.marks);
 
     if (dg.n_errors > 0) {
         vsr_free(d.unimpl);
+        vsr_free(d.warnings);
         vsr_pool_free(&box->pool);
         vsr_free(box);
         return VSR_ERR_INVALID;
     }
+    /* only now: a document that fails says what is wrong, not what would
+     * have been adjusted */
+    for (size_t i = 0; i < d.n_warnings; i++)
+        vsr_log_warn("config", "%s", d.warnings[i]);
+    vsr_free(d.warnings);
     vsr_config_t *c = &box->conf;
     c->path = vsr__cfg_strdup(&d, path);
     c->n_unimplemented = d.n_unimpl;
@@ -532,6 +1038,25 @@ void vsr_config_free(vsr_config_t *c)
     config_box_t *box = (config_box_t *)c;
     vsr_pool_free(&box->pool);
     vsr_free(box);
+}
+
+const vsr_recipe_conf_t *vsr_config_find_recipe(const vsr_config_t *c, vsr_slice_t name)
+{
+    for (size_t i = 0; i < c->n_recipes; i++)
+        if (c->recipes[i].name != NULL && vsr_slice_eq_cstr(name, c->recipes[i].name))
+            return &c->recipes[i];
+    return NULL;
+}
+
+void vsr_config_effective_fallback(const vsr_config_t *c, const vsr_recipe_conf_t *recipe,
+                                   const vsr_decision_conf_t *decision, vsr_fallback_conf_t *out)
+{
+    vsr__cfg_fallback_defaults((const config_box_t *)c, out);
+    vsr__cfg_fallback_merge(out, &c->global_fallback);
+    if (recipe != NULL)
+        vsr__cfg_fallback_merge(out, &recipe->fallback);
+    if (decision != NULL)
+        vsr__cfg_fallback_merge(out, &decision->fallback);
 }
 
 const vsr_model_conf_t *vsr_config_find_model(const vsr_config_t *c, vsr_slice_t name)

@@ -20,6 +20,250 @@
 #define VSR_DEFAULT_MAX_CONNECTIONS 50000u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
 
+
+/* ==== The whole v0.3 document model ======================================
+ * Everything below is decoded from the document by config/ (one field table
+ * per object) and read-only afterwards.  Strings are NUL-terminated and owned
+ * by the config.  `has_X` flags say whether an optional field was present
+ * (needed where absent and zero differ, e.g. for merges).  Lists are a pointer
+ * plus a count.  "not supported yet" = a capability check: decoding succeeds
+ * only when the feature is absent (or explicitly disabled), otherwise an error
+ * "<path>: <what> is not supported yet" at the node. */
+
+typedef struct {
+    char *name;
+    char *value;
+} vsr_kv_conf_t;
+
+typedef struct {
+    char **items;
+    size_t n;
+} vsr_strlist_conf_t;
+
+/* providers.models[].reliability and routing.decisions[].reliability (ref §1.5/§1.6) */
+typedef struct {
+    char *lb_policy;                 /* "round_robin" (default) | "least_request" */
+    uint32_t retry_count;            int has_retry_count;      /* 0..5 */
+    char *retry_on;                  /* comma tokens, validated against ref §5.3 */
+    uint32_t *retriable_status_codes; size_t n_retriable_status_codes; /* 100..599 */
+    uint64_t per_try_timeout_ms;     int has_per_try_timeout;
+    uint64_t total_timeout_ms;       int has_total_timeout;    /* 0 disables */
+    uint64_t idle_timeout_ms;        int has_idle_timeout;
+    uint64_t first_byte_timeout_ms;  int has_first_byte_timeout;
+    uint64_t connect_timeout_ms;     int has_connect_timeout;  /* default 10s */
+    uint64_t retry_back_off_base_ms; int has_retry_back_off_base; /* 25ms */
+    uint64_t retry_back_off_max_ms;  int has_retry_back_off_max;  /* 10 x base, >= base */
+    uint64_t retry_after_max_ms;     int has_retry_after_max;
+    uint32_t retry_budget_percent;   int has_retry_budget_percent; /* 0..100 */
+    uint32_t retry_budget_min_concurrency; int has_retry_budget_min_concurrency;
+    uint32_t consecutive_5xx;        int has_consecutive_5xx;
+    uint64_t base_ejection_time_ms;  int has_base_ejection_time; /* 30s */
+    uint32_t max_ejection_percent;   int has_max_ejection_percent; /* 0..100, 50 */
+    char *health_check_path;         /* must start with '/' */
+    uint64_t health_check_interval_ms; int has_health_check_interval; /* 10s */
+    uint64_t health_check_timeout_ms;  int has_health_check_timeout;  /* 2s */
+} vsr_reliability_conf_t;
+
+/* global.router.fallback, recipes[].routing.fallback, decisions[].fallback (ref §1.7) */
+typedef struct {
+    int present;
+    uint32_t version;                int has_version;          /* only 1 */
+    int enabled;                     int has_enabled;          /* tri-state */
+    uint32_t max_attempts;           int has_max_attempts;     /* default 3 */
+    uint64_t total_timeout_ms;       int has_total_timeout;    /* 30s */
+    uint64_t per_attempt_timeout_ms; int has_per_attempt_timeout; /* 10s, <= total */
+    uint32_t *retryable_status_codes; size_t n_retryable_status_codes; int has_retryable_status_codes;
+    uint32_t cb_consecutive_failures; int has_cb_consecutive_failures; /* circuit_breaker.* */
+    uint64_t cb_cooldown_period_ms;   int has_cb_cooldown_period;
+    uint32_t cb_half_open_probes;     int has_cb_half_open_probes;
+} vsr_fallback_conf_t;
+
+/* ---- signals (routing.signals.<family>[], ref §1.9) ---- */
+
+typedef enum {
+    VSR_KW_OP_OR = 0, VSR_KW_OP_AND, VSR_KW_OP_NOR,
+} vsr_kw_operator_t;
+
+typedef enum {
+    VSR_KW_EXACT = 0, /* method "" : word-boundary match */
+    VSR_KW_REGEX, VSR_KW_BM25, VSR_KW_NGRAM, VSR_KW_FUZZY,
+} vsr_kw_method_t;
+
+typedef struct {
+    char *name;
+    vsr_kw_operator_t op;          /* `operator`, default OR */
+    vsr_strlist_conf_t keywords;   /* non-empty; for regex each must compile (PCRE2) */
+    int case_sensitive;            /* default false */
+    vsr_kw_method_t method;
+    double bm25_threshold;         /* 0.1 */
+    double ngram_threshold;        /* 0.4 */
+    uint32_t ngram_arity;          /* 3 */
+    int fuzzy_match;               /* default false; method fuzzy implies it */
+    uint32_t fuzzy_threshold;      /* edit distance, default 2 */
+} vsr_sig_keyword_conf_t;
+
+typedef struct {
+    char *name;
+    uint64_t min_tokens;           /* K/M suffixes: "32K" = 32000, "1M" = 1000000; integers too */
+    uint64_t max_tokens;           int has_max_tokens; /* absent = unbounded */
+} vsr_sig_context_conf_t;
+
+typedef struct {
+    double gt, gte, lt, lte;
+    int has_gt, has_gte, has_lt, has_lte;
+} vsr_predicate_conf_t;
+
+typedef struct {
+    char *name;
+    char *feature_type;            /* count | exists | density | sequence */
+    char *source_type;             /* regex | keyword_set | sequence | text_bytes */
+    char *pattern;                 /* regex */
+    vsr_strlist_conf_t keywords;   /* keyword_set */
+    vsr_strlist_conf_t *sequences; size_t n_sequences; /* sequence: lists of keywords in order */
+    int case_sensitive;
+    vsr_predicate_conf_t predicate;
+} vsr_sig_structure_conf_t;
+
+typedef struct {
+    char *name;
+    char *feature_type;            /* count | exists */
+    char *source_type;             /* message | tool_definition | assistant_tool_call | active_tool_loop | image_content | tool_choice_required | tool_choice_none */
+    char *role;                    /* message: user | assistant | system | developer | tool | non_user; NULL = any */
+    vsr_predicate_conf_t predicate;
+} vsr_sig_conversation_conf_t;
+
+typedef struct {
+    char *name;                    /* ISO 639-1 code, e.g. "en", "zh" */
+    double threshold;              /* 0 -> 0.3 */
+} vsr_sig_language_conf_t;
+
+typedef struct {
+    char *kind;                    /* User | Group */
+    char *name;
+} vsr_subject_conf_t;
+
+typedef struct {
+    char *name;
+    char *role;
+    vsr_subject_conf_t *subjects; size_t n_subjects;
+} vsr_sig_authz_conf_t;
+
+typedef struct {
+    vsr_sig_keyword_conf_t *keywords;           size_t n_keywords;
+    vsr_sig_context_conf_t *context;            size_t n_context;
+    vsr_sig_structure_conf_t *structure;        size_t n_structure;
+    vsr_sig_conversation_conf_t *conversation;  size_t n_conversation;
+    vsr_sig_language_conf_t *language;          size_t n_language;
+    vsr_sig_authz_conf_t *role_bindings;        size_t n_role_bindings;
+    /* model-backed families (embeddings, domains, fact_check, user_feedbacks,
+     * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
+     * metadata, classifiers, safety, hallucination, input_modality) and
+     * routing.projections: not supported yet (capability check at load). */
+} vsr_signals_conf_t;
+
+/* ---- decisions (ref §1.11) ---- */
+
+typedef enum { VSR_RULE_LEAF = 0, VSR_RULE_AND, VSR_RULE_OR, VSR_RULE_NOT } vsr_rule_kind_t;
+
+typedef struct vsr_rule_conf_s {
+    vsr_rule_kind_t kind;
+    char *type;                    /* leaf: condition type (keyword, context, structure, conversation, language, authz) */
+    char *name;                    /* leaf: signal name, resolved within the same recipe */
+    struct vsr_rule_conf_s *children; size_t n_children; /* composite; NOT has exactly one */
+    uint32_t line, col;            /* for messages */
+} vsr_rule_conf_t;
+
+typedef struct {
+    char *model;                   /* a providers.models[].name; a ref naming a card's LoRA is stored
+                                    * as {model: <card = provider model>, lora_name: <LoRA>} */
+    int use_reasoning;             int has_use_reasoning;
+    char *reasoning_effort;
+    char *lora_name;
+    double weight;                 int has_weight;
+} vsr_model_ref_conf_t;
+
+typedef enum {
+    VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
+    /* a catalogue type vsr does not implement, kept only because its entry
+     * says configuration.enabled: false (enabled is then always 0; the
+     * configuration is not decoded) */
+    VSR_PLUGIN_UNSUPPORTED,
+} vsr_plugin_kind_t;
+
+typedef struct {
+    int enabled;                   /* default true */
+    int insert;                    /* mode: insert (1) | replace (0, default) */
+    char *system_prompt;
+} vsr_plugin_system_prompt_conf_t;
+
+typedef struct {
+    vsr_kv_conf_t *add;    size_t n_add;    /* the five x-envoy reliability headers are dropped at load with a warning */
+    vsr_kv_conf_t *update; size_t n_update;
+    vsr_strlist_conf_t delete_;             /* `delete` */
+} vsr_plugin_header_mutation_conf_t;
+
+typedef struct {
+    char *message;
+} vsr_plugin_fast_response_conf_t;
+
+typedef struct {
+    vsr_strlist_conf_t blocked_params;
+    uint64_t max_tokens_limit;     int has_max_tokens_limit;
+    uint64_t max_n;                int has_max_n;
+    int strip_unknown;
+    vsr_strlist_conf_t allowed_params; /* extra allow-list entries for strip_unknown */
+    uint64_t default_max_tokens;   int has_default_max_tokens;
+} vsr_plugin_request_params_conf_t;
+
+typedef struct {
+    vsr_plugin_kind_t kind;
+    char *type;                    /* the catalogue type, aliases normalised (semantic-cache -> response_cache) */
+    int enabled;                   /* `configuration.enabled`, default true; disabled entries are kept but skipped */
+    union {
+        vsr_plugin_system_prompt_conf_t system_prompt;
+        vsr_plugin_header_mutation_conf_t header_mutation;
+        vsr_plugin_fast_response_conf_t fast_response;
+        vsr_plugin_request_params_conf_t request_params;
+    } u;
+} vsr_plugin_conf_t;
+
+typedef struct {
+    char *name;                    /* unique per recipe */
+    char *description;
+    int64_t priority;              /* default 0 */
+    int64_t tier;                  /* default 0 */
+    vsr_rule_conf_t *rules;        /* NULL = always matches with confidence 0 */
+    vsr_model_ref_conf_t *model_refs; size_t n_model_refs;
+    char *algorithm;               /* "static" or NULL; any other catalogue type: not supported yet */
+    vsr_plugin_conf_t *plugins; size_t n_plugins;
+    vsr_reliability_conf_t reliability; int has_reliability;
+    vsr_fallback_conf_t fallback;
+} vsr_decision_conf_t;
+
+typedef struct {
+    char *name;
+    char *description;
+    char *param_size;
+    vsr_strlist_conf_t loras;      /* loras[].name: LoRA adapters served by the model of the same name */
+} vsr_model_card_conf_t;
+
+/* A recipe: the top-level `routing` block is the recipe named "default". */
+typedef struct {
+    char *name;
+    char *description;
+    int strategy_confidence;       /* strategy: confidence (1) | priority (0, default); recipes inherit routing.strategy unless set */
+    int has_strategy;              /* the recipe's own routing block set strategy (else it is inherited) */
+    vsr_signals_conf_t signals;
+    vsr_decision_conf_t *decisions; size_t n_decisions;
+    vsr_fallback_conf_t fallback;
+} vsr_recipe_conf_t;
+
+typedef struct {
+    vsr_strlist_conf_t model_names;
+    char *recipe;                  /* a recipe name, or "default" */
+    const vsr_recipe_conf_t *resolved;
+} vsr_entrypoint_conf_t;
+
 typedef struct {
     char *name;               /* required, unique */
     char *address;            /* default "0.0.0.0" */
@@ -27,6 +271,12 @@ typedef struct {
     uint64_t timeout_ms;      /* `timeout`, default 300s: client idle + upstream budget */
     uint64_t max_body_bytes;  /* vsr extension `max_request_body_bytes`, default 500 MiB */
     uint32_t max_connections; /* vsr extension `max_connections`, default 50,000 */
+    vsr_strlist_conf_t api_keys;       /* empty = no authentication */
+    vsr_strlist_conf_t models;         /* allow-list of request `model` values; empty = any */
+    char *tls_cert_file;               /* tls.cert_file; NULL = plain HTTP */
+    char *tls_key_file;                /* tls.key_file */
+    int identity_trust_headers;        /* identity.trust_headers, default false */
+    vsr_strlist_conf_t identity_trusted_peers; /* identity.trusted_peers: CIDRs, validated */
 } vsr_listener_conf_t;
 
 typedef struct {
@@ -38,6 +288,16 @@ typedef struct {
     int has_base_url;    /* the ref was given as base_url (then path_prefix replaces "/v1") */
     char *path_prefix;   /* from base_url's path, "" when none; replaces the leading "/v1" */
     uint32_t weight;     /* default 1, >= 1 */
+    char *type;          /* e.g. "chat" */
+    char *provider;      /* vllm, openai, anthropic, ... */
+    char *auth_header;   /* NULL = "Authorization" when a key is set */
+    char *auth_prefix;   int has_auth_prefix; /* present-aware: explicit "" means none; default "Bearer" */
+    char *api_key;       /* literal key */
+    char *api_key_env;   /* environment variable holding the key, read at load (missing var = error) */
+    char *resolved_api_key; /* api_key, or the value of api_key_env; NULL when none */
+    vsr_kv_conf_t *extra_headers; size_t n_extra_headers;
+    char *api_version;
+    char *chat_path;
 } vsr_backend_conf_t;
 
 typedef struct {
@@ -45,6 +305,8 @@ typedef struct {
     char *provider_model_id;   /* sent upstream as `model`; defaults to name */
     vsr_backend_conf_t *backends;
     size_t n_backends;         /* >= 1 */
+    char *api_format;          /* "openai" (default); "anthropic": not supported yet */
+    vsr_reliability_conf_t reliability; int has_reliability;
 } vsr_model_conf_t;
 
 typedef struct {
@@ -55,6 +317,31 @@ typedef struct {
     char *default_model;   /* providers.defaults.model (alias default_model); NULL when absent */
     vsr_model_conf_t *models;
     size_t n_models;
+
+    /* routing: recipes[0] is "default" (the top-level `routing` block, present
+     * even when the block is absent), then recipes[] in document order. */
+    vsr_recipe_conf_t *recipes;
+    size_t n_recipes;
+    vsr_model_card_conf_t *model_cards; size_t n_model_cards;
+    vsr_entrypoint_conf_t *entrypoints; size_t n_entrypoints;
+
+    /* global.router */
+    vsr_strlist_conf_t auto_model_names; /* effective list: default ["vllm-sr/auto","auto", auto_model_name ("MoM")];
+                                          * an explicit auto_model_names replaces it; names trimmed */
+    int include_config_models_in_list;   /* default false */
+    int clear_route_cache;               /* default false */
+    int skip_processing_enabled;         /* skip_processing.enabled, default false */
+    vsr_fallback_conf_t global_fallback;
+    /* global.services */
+    char *management_address;            /* management_api.bind_address, default 127.0.0.1 */
+    uint16_t management_port;            /* management_api.port, default 8080 */
+    int management_enabled;              /* management_api.enabled; default true when the management_api
+                                          * block is present, false when it is absent */
+    int response_api_enabled;            /* services.response_api.enabled, default false */
+    char *authz_user_id_header;          /* default x-authz-user-id */
+    char *authz_user_groups_header;      /* default x-authz-user-groups */
+    int authz_fail_open;
+
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */
     char **unimplemented;
@@ -69,6 +356,17 @@ int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err);
 /* Same, from memory; `name` stands in for FILE in messages. */
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err);
 void vsr_config_free(vsr_config_t *c); /* accepts NULL */
+
+/* The recipe named `name` ("default" = the top-level routing block), or NULL. */
+const vsr_recipe_conf_t *vsr_config_find_recipe(const vsr_config_t *c, vsr_slice_t name);
+
+/* The fallback policy in force for a decision (ref §1.7): the defaults, then
+ * global.router.fallback, then the recipe's routing.fallback, then the
+ * decision's fallback, later layers replacing the fields they set.  recipe
+ * and decision may be NULL.  In *out every has_ flag is set and `present` is
+ * 1; its arrays point into the config (read-only). */
+void vsr_config_effective_fallback(const vsr_config_t *c, const vsr_recipe_conf_t *recipe,
+                                   const vsr_decision_conf_t *decision, vsr_fallback_conf_t *out);
 
 /* The provider model whose `name` equals `name`, or NULL. */
 const vsr_model_conf_t *vsr_config_find_model(const vsr_config_t *c, vsr_slice_t name);

@@ -71,126 +71,611 @@ static void expect_backend_error(const char *item, const char *expected)
 
 /* ---- valid documents ----------------------------------------------------- */
 
-static void test_reference_example(void **state)
+static vsr_config_t *load_file_ok(const char *path)
 {
     vsr_buf_t err;
     vsr_buf_init(&err, 1 << 20);
     vsr_config_t *c = NULL;
-    int rc = vsr_config_load_file("tests/unit/configs/reference-v0.3-http.yaml", &c, &err);
+    int rc = vsr_config_load_file(path, &c, &err);
     if (rc != VSR_OK)
         fprintf(stderr, "%.*s", (int)err.len, err.data);
     assert_int_equal(rc, VSR_OK);
-    assert_string_equal(c->path, "tests/unit/configs/reference-v0.3-http.yaml");
+    assert_int_equal(err.len, 0);
+    vsr_buf_free(&err);
+    return c;
+}
+
+static void expect_file_errors(const char *path, const char *expected)
+{
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1 << 20);
+    vsr_config_t *c = (vsr_config_t *)0x1;
+    assert_int_equal(vsr_config_load_file(path, &c, &err), VSR_ERR_INVALID);
+    assert_null(c);
+    vsr_buf_append(&err, "", 1);
+    assert_string_equal(err.data, expected);
+    vsr_buf_free(&err);
+}
+
+static const vsr_decision_conf_t *find_decision(const vsr_recipe_conf_t *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_decisions; i++)
+        if (strcmp(r->decisions[i].name, name) == 0)
+            return &r->decisions[i];
+    fail_msg("no decision %s", name);
+    return NULL;
+}
+
+static void assert_leaf(const vsr_rule_conf_t *r, const char *type, const char *name)
+{
+    assert_int_equal(r->kind, VSR_RULE_LEAF);
+    assert_string_equal(r->type, type);
+    assert_string_equal(r->name, name);
+    assert_int_equal(r->n_children, 0);
+}
+
+/* The reference's §1.2 example, minus what vsr does not support yet (see the
+ * file's header): every section lands in the typed model. */
+static void test_reference_example(void **state)
+{
+    setenv("LARGE_API_KEY", "sk-large-from-env", 1);
+    vsr_config_t *c = load_file_ok("tests/unit/configs/reference-v0.3-openai.yaml");
+    assert_string_equal(c->path, "tests/unit/configs/reference-v0.3-openai.yaml");
     assert_string_equal(c->version, "v0.3");
 
+    /* listeners */
     assert_int_equal(c->n_listeners, 1);
-    assert_string_equal(c->listeners[0].name, "http-8899");
-    assert_string_equal(c->listeners[0].address, "0.0.0.0");
-    assert_int_equal(c->listeners[0].port, 8899);
-    assert_int_equal(c->listeners[0].timeout_ms, 300000);
+    const vsr_listener_conf_t *l = &c->listeners[0];
+    assert_string_equal(l->name, "http-8899");
+    assert_string_equal(l->address, "0.0.0.0");
+    assert_int_equal(l->port, 8899);
+    assert_int_equal(l->timeout_ms, 300000);
+    assert_int_equal(l->api_keys.n, 1);
+    assert_string_equal(l->api_keys.items[0], "sk-client-1");
+    assert_int_equal(l->models.n, 2);
+    assert_string_equal(l->models.items[0], "vllm-sr/auto");
+    assert_string_equal(l->models.items[1], "general-small");
+    assert_null(l->tls_cert_file);
 
+    /* providers */
     assert_string_equal(c->default_model, "general-small");
-    assert_int_equal(c->n_models, 3);
+    assert_int_equal(c->n_models, 2);
     const vsr_model_conf_t *m = &c->models[0];
     assert_string_equal(m->name, "general-small");
     assert_string_equal(m->provider_model_id, "general-small-instruct");
+    assert_string_equal(m->api_format, "openai");
+    assert_int_equal(m->has_reliability, 1);
+    const vsr_reliability_conf_t *rel = &m->reliability;
+    assert_string_equal(rel->lb_policy, "least_request");
+    assert_int_equal(rel->has_retry_count, 1);
+    assert_int_equal(rel->retry_count, 2);
+    assert_string_equal(rel->retry_on, "connect-failure,refused-stream,gateway-error");
+    assert_int_equal(rel->per_try_timeout_ms, 30000);
+    assert_int_equal(rel->consecutive_5xx, 5);
+    assert_int_equal(rel->base_ejection_time_ms, 30000);
+    assert_int_equal(rel->max_ejection_percent, 50);
+    assert_string_equal(rel->health_check_path, "/health");
+    assert_int_equal(rel->health_check_interval_ms, 10000);
+    assert_int_equal(rel->health_check_timeout_ms, 2000);
+    assert_int_equal(rel->has_total_timeout, 0);
+    assert_int_equal(rel->has_connect_timeout, 0);
     assert_int_equal(m->n_backends, 2);
     assert_string_equal(m->backends[0].name, "small-primary");
-    assert_string_equal(m->backends[0].host, "127.0.0.1");
-    assert_int_equal(m->backends[0].port, 18000);
     assert_string_equal(m->backends[0].authority, "127.0.0.1:18000");
+    assert_string_equal(m->backends[0].provider, "vllm");
     assert_int_equal(m->backends[0].weight, 80);
-    assert_int_equal(m->backends[1].weight, 20);
+    assert_null(m->backends[0].resolved_api_key);
     assert_string_equal(m->backends[1].name, "small-secondary");
-
+    assert_int_equal(m->backends[1].weight, 20);
     m = &c->models[1];
     assert_string_equal(m->name, "general-large");
-    assert_int_equal(m->n_backends, 1);
-    assert_string_equal(m->backends[0].host, "llm.example.com");
-    assert_int_equal(m->backends[0].port, 80);
-    assert_int_equal(m->backends[0].tls, 0);
-    assert_string_equal(m->backends[0].authority, "llm.example.com");
-    assert_string_equal(m->backends[0].path_prefix, "/v1");
-    assert_int_equal(m->backends[0].weight, 1);
-
-    assert_string_equal(c->models[2].provider_model_id, "claude-compatible-1");
+    assert_int_equal(m->has_reliability, 0);
+    const vsr_backend_conf_t *b = &m->backends[0];
+    assert_string_equal(b->host, "llm.example.com");
+    assert_int_equal(b->port, 80);
+    assert_string_equal(b->path_prefix, "/v1");
+    assert_string_equal(b->provider, "openai");
+    assert_string_equal(b->auth_header, "Authorization");
+    assert_int_equal(b->has_auth_prefix, 1);
+    assert_string_equal(b->auth_prefix, "Bearer");
+    assert_string_equal(b->api_key_env, "LARGE_API_KEY");
+    assert_null(b->api_key);
+    assert_string_equal(b->resolved_api_key, "sk-large-from-env");
+    assert_int_equal(b->n_extra_headers, 1);
+    assert_string_equal(b->extra_headers[0].name, "X-Tenant");
+    assert_string_equal(b->extra_headers[0].value, "demo");
     assert_ptr_equal(vsr_config_default_model(c), &c->models[0]);
 
+    /* routing = recipe "default" */
+    assert_int_equal(c->n_recipes, 2);
+    const vsr_recipe_conf_t *r = &c->recipes[0];
+    assert_string_equal(r->name, "default");
+    assert_ptr_equal(vsr_config_find_recipe(c, vsr_slice_cstr("default")), r);
+    assert_int_equal(r->strategy_confidence, 0);
+    assert_int_equal(c->n_model_cards, 3);
+    assert_string_equal(c->model_cards[0].name, "general-small");
+    assert_string_equal(c->model_cards[0].param_size, "8B");
+    assert_string_equal(c->model_cards[1].description, "strong general model");
+    assert_string_equal(c->model_cards[2].name, "claude-compatible");
+    assert_null(c->model_cards[2].param_size);
+    assert_int_equal(r->signals.n_keywords, 2);
+    assert_string_equal(r->signals.keywords[0].name, "code_keywords");
+    assert_int_equal(r->signals.keywords[0].op, VSR_KW_OP_OR);
+    assert_int_equal(r->signals.keywords[0].keywords.n, 3);
+    assert_string_equal(r->signals.keywords[0].keywords.items[2], "compile");
+    assert_int_equal(r->signals.keywords[0].method, VSR_KW_EXACT);
+    assert_int_equal(r->signals.keywords[0].case_sensitive, 0);
+    assert_string_equal(r->signals.keywords[1].keywords.items[1], "asap");
+    assert_int_equal(r->signals.n_context, 1);
+    assert_string_equal(r->signals.context[0].name, "long_context");
+    assert_int_equal(r->signals.context[0].min_tokens, 32000);
+    assert_int_equal(r->signals.context[0].has_max_tokens, 1);
+    assert_int_equal(r->signals.context[0].max_tokens, 256000);
+    assert_int_equal(r->signals.n_structure + r->signals.n_conversation + r->signals.n_language +
+                         r->signals.n_role_bindings,
+                     0);
+
+    assert_int_equal(r->n_decisions, 2);
+    const vsr_decision_conf_t *dec = &r->decisions[0];
+    assert_string_equal(dec->name, "code_route");
+    assert_int_equal(dec->priority, 30);
+    assert_int_equal(dec->tier, 0);
+    /* AND(keyword code_keywords, NOT(context long_context)) */
+    const vsr_rule_conf_t *rule = dec->rules;
+    assert_non_null(rule);
+    assert_int_equal(rule->kind, VSR_RULE_AND);
+    assert_int_equal(rule->n_children, 2);
+    assert_leaf(&rule->children[0], "keyword", "code_keywords");
+    assert_int_equal(rule->children[0].line, 77);
+    assert_int_equal(rule->children[0].col, 13);
+    assert_int_equal(rule->children[1].kind, VSR_RULE_NOT);
+    assert_int_equal(rule->children[1].n_children, 1);
+    assert_leaf(&rule->children[1].children[0], "context", "long_context");
+    assert_int_equal(dec->n_model_refs, 2);
+    assert_string_equal(dec->model_refs[0].model, "general-large");
+    assert_int_equal(dec->model_refs[0].has_use_reasoning, 1);
+    assert_int_equal(dec->model_refs[0].use_reasoning, 0);
+    assert_null(dec->model_refs[0].lora_name);
+    assert_int_equal(dec->model_refs[0].has_weight, 0);
+    assert_string_equal(dec->model_refs[1].model, "general-small");
+    assert_string_equal(dec->algorithm, "static");
+    assert_int_equal(dec->has_reliability, 1);
+    assert_int_equal(dec->reliability.total_timeout_ms, 120000);
+    assert_int_equal(dec->reliability.retry_count, 1);
+    assert_string_equal(dec->reliability.retry_on, "5xx");
+    assert_null(dec->reliability.lb_policy);
+    assert_int_equal(dec->fallback.present, 1);
+    assert_int_equal(dec->fallback.has_enabled, 1);
+    assert_int_equal(dec->fallback.enabled, 1);
+    assert_int_equal(dec->fallback.max_attempts, 2);
+    assert_int_equal(dec->fallback.has_total_timeout, 0);
+    assert_int_equal(dec->n_plugins, 2);
+    const vsr_plugin_conf_t *p = &dec->plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_SYSTEM_PROMPT);
+    assert_string_equal(p->type, "system_prompt");
+    assert_int_equal(p->enabled, 1);
+    assert_int_equal(p->u.system_prompt.enabled, 1);
+    assert_int_equal(p->u.system_prompt.insert, 1);
+    assert_string_equal(p->u.system_prompt.system_prompt, "You are a careful senior engineer.");
+    p = &dec->plugins[1];
+    assert_int_equal(p->kind, VSR_PLUGIN_HEADER_MUTATION);
+    assert_int_equal(p->enabled, 1);
+    assert_int_equal(p->u.header_mutation.n_add, 1);
+    assert_string_equal(p->u.header_mutation.add[0].name, "x-route-source");
+    assert_string_equal(p->u.header_mutation.add[0].value, "demo");
+    assert_int_equal(p->u.header_mutation.n_update, 0);
+    assert_int_equal(p->u.header_mutation.delete_.n, 0);
+    dec = &r->decisions[1];
+    assert_string_equal(dec->name, "urgent_route");
+    assert_int_equal(dec->priority, 20);
+    assert_int_equal(dec->rules->kind, VSR_RULE_AND);
+    assert_int_equal(dec->rules->n_children, 1);
+    assert_leaf(&dec->rules->children[0], "keyword", "urgent_keywords");
+    assert_null(dec->algorithm);
+    assert_int_equal(dec->n_plugins, 0);
+    assert_int_equal(dec->fallback.present, 0);
+
+    /* recipes and entrypoints */
+    r = &c->recipes[1];
+    assert_string_equal(r->name, "support");
+    assert_ptr_equal(vsr_config_find_recipe(c, vsr_slice_cstr("support")), r);
+    assert_null(vsr_config_find_recipe(c, vsr_slice_cstr("supp")));
+    assert_int_equal(r->has_strategy, 0);
+    assert_int_equal(r->signals.n_keywords, 1);
+    assert_string_equal(r->signals.keywords[0].name, "refund_keywords");
+    assert_int_equal(r->n_decisions, 1);
+    assert_string_equal(r->decisions[0].name, "billing_route");
+    assert_leaf(&r->decisions[0].rules->children[0], "keyword", "refund_keywords");
+    assert_string_equal(r->decisions[0].model_refs[0].model, "general-small");
+    assert_int_equal(c->n_entrypoints, 1);
+    assert_int_equal(c->entrypoints[0].model_names.n, 1);
+    assert_string_equal(c->entrypoints[0].model_names.items[0], "vllm-sr/support");
+    assert_string_equal(c->entrypoints[0].recipe, "support");
+    assert_ptr_equal(c->entrypoints[0].resolved, &c->recipes[1]);
+
+    /* global */
+    assert_int_equal(c->auto_model_names.n, 3);
+    assert_string_equal(c->auto_model_names.items[0], "vllm-sr/auto");
+    assert_string_equal(c->auto_model_names.items[1], "auto");
+    assert_string_equal(c->auto_model_names.items[2], "MoM");
+    assert_int_equal(c->include_config_models_in_list, 1);
+    assert_int_equal(c->clear_route_cache, 0);
+    assert_int_equal(c->skip_processing_enabled, 0);
+    const vsr_fallback_conf_t *fb = &c->global_fallback;
+    assert_int_equal(fb->present, 1);
+    assert_int_equal(fb->version, 1);
+    assert_int_equal(fb->has_enabled, 1);
+    assert_int_equal(fb->enabled, 0);
+    assert_int_equal(fb->max_attempts, 3);
+    assert_int_equal(fb->total_timeout_ms, 30000);
+    assert_int_equal(fb->per_attempt_timeout_ms, 10000);
+    assert_int_equal(fb->n_retryable_status_codes, 3);
+    assert_int_equal(fb->retryable_status_codes[0], 502);
+    assert_int_equal(fb->retryable_status_codes[2], 504);
+    assert_int_equal(fb->cb_consecutive_failures, 3);
+    assert_int_equal(fb->cb_cooldown_period_ms, 30000);
+    assert_int_equal(fb->cb_half_open_probes, 1);
+    assert_int_equal(c->management_enabled, 0);
+    assert_string_equal(c->authz_user_id_header, "x-authz-user-id");
+    assert_string_equal(c->authz_user_groups_header, "x-authz-user-groups");
+    assert_int_equal(c->response_api_enabled, 0);
+
+    /* the decision's effective fallback: global, then the decision's own */
+    vsr_fallback_conf_t eff;
+    vsr_config_effective_fallback(c, &c->recipes[0], &c->recipes[0].decisions[0], &eff);
+    assert_int_equal(eff.enabled, 1);
+    assert_int_equal(eff.max_attempts, 2);
+    assert_int_equal(eff.total_timeout_ms, 30000);
+    assert_int_equal(eff.n_retryable_status_codes, 3);
+
+    /* fallback blocks are decoded, and listed until cross-model fallback runs */
     static const char *const want[] = {
-        "listeners[].api_keys",
-        "listeners[].models",
         "providers.defaults.reasoning_effort",
-        "providers.models[].api_format",
         "providers.models[].reasoning",
-        "providers.models[].reliability",
         "providers.models[].pricing",
-        "providers.models[].backend_refs[].provider",
-        "providers.models[].backend_refs[].auth_header",
-        "providers.models[].backend_refs[].auth_prefix",
-        "providers.models[].backend_refs[].api_key_env",
-        "providers.models[].backend_refs[].extra_headers",
-        "routing",
-        "recipes",
-        "entrypoints",
-        "global",
+        "routing.decisions[].fallback",
+        "global.router.fallback",
     };
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
         assert_string_equal(c->unimplemented[i], want[i]);
     vsr_config_free(c);
-    vsr_buf_free(&err);
+    unsetenv("LARGE_API_KEY");
 }
 
-/* The example verbatim has one https base_url: exactly that one error. */
-static void test_reference_example_verbatim_needs_tls(void **state)
+/* The example as published: exactly the two capability errors. */
+static void test_reference_example_verbatim(void **state)
 {
-    vsr_buf_t err;
-    vsr_buf_init(&err, 1 << 20);
-    vsr_config_t *c = NULL;
-    int rc = vsr_config_load_file("tests/unit/configs/reference-v0.3.yaml", &c, &err);
-    assert_int_equal(rc, VSR_ERR_INVALID);
-    assert_null(c);
-    vsr_buf_append(&err, "", 1);
-    assert_string_equal(err.data, "tests/unit/configs/reference-v0.3.yaml:48:21: upstream TLS is not supported yet\n");
-    vsr_buf_free(&err);
+    setenv("LARGE_API_KEY", "k", 1);
+    expect_file_errors("tests/unit/configs/reference-v0.3.yaml",
+                       "tests/unit/configs/reference-v0.3.yaml:48:21: upstream TLS is not supported yet\n"
+                       "tests/unit/configs/reference-v0.3.yaml:56:19: api_format \"anthropic\" is not supported yet\n");
+    expect_file_errors("tests/unit/configs/reference-v0.3-http.yaml",
+                       "tests/unit/configs/reference-v0.3-http.yaml:58:19: api_format \"anthropic\" is not supported "
+                       "yet\n");
+    /* the key comes from the environment at load: without it, an error there */
+    unsetenv("LARGE_API_KEY");
+    expect_file_errors("tests/unit/configs/reference-v0.3-openai.yaml",
+                       "tests/unit/configs/reference-v0.3-openai.yaml:56:24: environment variable LARGE_API_KEY is "
+                       "not set\n");
+}
+
+/* The parity corpus configuration (ref §6.1) as vsr runs it. */
+static void test_corpus(void **state)
+{
+    vsr_config_t *c = load_file_ok("tests/unit/configs/corpus.yaml");
+    assert_string_equal(vsr_config_default_model(c)->name, "general-small");
+    const vsr_model_conf_t *large = vsr_config_find_model(c, vsr_slice_cstr("general-large"));
+    assert_non_null(large);
+    assert_string_equal(large->backends[0].resolved_api_key, "sk-parity-corpus-upstream");
+    assert_string_equal(large->backends[0].extra_headers[0].value, "parity-corpus");
+    assert_string_equal(large->backends[0].path_prefix, "/v1");
+    assert_null(vsr_config_find_model(c, vsr_slice_cstr("claude-compatible")));
+
+    const vsr_recipe_conf_t *r = vsr_config_find_recipe(c, vsr_slice_cstr("default"));
+    assert_int_equal(r->n_decisions, 2);
+    const vsr_decision_conf_t *code = find_decision(r, "code_route");
+    assert_int_equal(code->priority, 30);
+    assert_int_equal(code->rules->kind, VSR_RULE_OR);
+    assert_leaf(&code->rules->children[0], "keyword", "code_keywords");
+    assert_string_equal(code->model_refs[0].model, "general-large");
+    assert_int_equal(code->n_plugins, 2);
+    assert_int_equal(code->plugins[0].kind, VSR_PLUGIN_SYSTEM_PROMPT);
+    assert_int_equal(code->plugins[0].u.system_prompt.insert, 1);
+    assert_int_equal(code->plugins[1].kind, VSR_PLUGIN_HEADER_MUTATION);
+    assert_string_equal(code->plugins[1].u.header_mutation.add[0].name, "x-route-source");
+    assert_string_equal(code->plugins[1].u.header_mutation.add[0].value, "parity-corpus");
+    const vsr_decision_conf_t *urgent = find_decision(r, "urgent_route");
+    assert_int_equal(urgent->priority, 20);
+    assert_string_equal(urgent->model_refs[0].model, "general-small");
+    assert_int_equal(r->signals.keywords[1].keywords.n, 3);
+
+    const vsr_recipe_conf_t *support = vsr_config_find_recipe(c, vsr_slice_cstr("support"));
+    assert_non_null(support);
+    assert_string_equal(support->description, "Customer support (billing) routing.");
+    assert_string_equal(find_decision(support, "billing_route")->model_refs[0].model, "general-small");
+    assert_int_equal(c->n_entrypoints, 1);
+    assert_string_equal(c->entrypoints[0].model_names.items[0], "vllm-sr/support");
+    assert_ptr_equal(c->entrypoints[0].resolved, support);
+    assert_int_equal(c->skip_processing_enabled, 0);
+    assert_int_equal(c->response_api_enabled, 0);
+    assert_int_equal(c->auto_model_names.n, 3);
+    assert_int_equal(c->n_unimplemented, 0);
+    vsr_config_free(c);
 }
 
 static void test_full_fixture(void **state)
 {
-    vsr_buf_t err;
-    vsr_buf_init(&err, 1 << 20);
-    vsr_config_t *c = NULL;
-    assert_int_equal(vsr_config_load_file("tests/unit/configs/full.yaml", &c, &err), VSR_OK);
+    setenv("VSR_TEST_UPSTREAM_KEY", "sk-from-env", 1);
+    vsr_config_t *c = load_file_ok("tests/unit/configs/full.yaml");
+    unsetenv("VSR_TEST_UPSTREAM_KEY");
+
+    /* listeners */
     assert_int_equal(c->n_listeners, 2);
     const vsr_listener_conf_t *l = &c->listeners[0];
     assert_int_equal(l->timeout_ms, 1500);
     assert_int_equal(l->max_body_bytes, 1048576);
     assert_int_equal(l->max_connections, 1000);
+    assert_int_equal(l->api_keys.n, 2);
+    assert_string_equal(l->api_keys.items[1], "sk-b");
+    assert_string_equal(l->models.items[1], "small");
+    assert_null(l->tls_cert_file); /* downstream TLS is refused for now: see test_listener_tls_and_identity */
+    assert_int_equal(l->identity_trust_headers, 1);
+    assert_int_equal(l->identity_trusted_peers.n, 3);
+    /* canonical networks: host bits cleared, bare addresses are one host */
+    assert_string_equal(l->identity_trusted_peers.items[0], "10.0.0.0/8");
+    assert_string_equal(l->identity_trusted_peers.items[1], "192.168.0.7/32");
+    assert_string_equal(l->identity_trusted_peers.items[2], "fd00::/16");
     l = &c->listeners[1];
     assert_string_equal(l->address, "::1");
     assert_int_equal(l->port, 8899); /* same port, other address: fine */
     assert_int_equal(l->timeout_ms, 120000);
     assert_int_equal(l->max_body_bytes, VSR_DEFAULT_MAX_BODY_BYTES);
+    assert_int_equal(l->api_keys.n, 0);
+    assert_null(l->tls_cert_file);
+    assert_int_equal(l->identity_trust_headers, 0);
 
+    /* providers */
     assert_string_equal(c->default_model, "large");
     assert_ptr_equal(vsr_config_default_model(c), &c->models[1]);
     const vsr_model_conf_t *m = &c->models[0];
     assert_string_equal(m->provider_model_id, "small-instruct-v2");
-    assert_string_equal(m->backends[0].name, "primary");
-    assert_int_equal(m->backends[0].weight, 3);
-    assert_string_equal(m->backends[1].name, "backend-2");
-    assert_string_equal(m->backends[1].host, "fd00::2");
-    assert_string_equal(m->backends[1].authority, "[fd00::2]:18000");
+    const vsr_reliability_conf_t *rel = &m->reliability;
+    assert_int_equal(m->has_reliability, 1);
+    assert_string_equal(rel->lb_policy, "least_request");
+    assert_int_equal(rel->retry_count, 5);
+    assert_string_equal(rel->retry_on, "5xx,reset,retriable-status-codes");
+    assert_int_equal(rel->n_retriable_status_codes, 2);
+    assert_int_equal(rel->retriable_status_codes[1], 429);
+    assert_int_equal(rel->per_try_timeout_ms, 3000);
+    assert_int_equal(rel->has_total_timeout, 1);
+    assert_int_equal(rel->total_timeout_ms, 0);
+    assert_int_equal(rel->idle_timeout_ms, 45000);
+    assert_int_equal(rel->first_byte_timeout_ms, 2000);
+    assert_int_equal(rel->connect_timeout_ms, 500);
+    assert_int_equal(rel->retry_back_off_base_ms, 50);
+    assert_int_equal(rel->retry_back_off_max_ms, 1000);
+    assert_int_equal(rel->retry_after_max_ms, 20000);
+    assert_int_equal(rel->retry_budget_percent, 40);
+    assert_int_equal(rel->retry_budget_min_concurrency, 7);
+    assert_int_equal(rel->consecutive_5xx, 4);
+    assert_int_equal(rel->base_ejection_time_ms, 15000);
+    assert_int_equal(rel->max_ejection_percent, 100);
+    assert_string_equal(rel->health_check_path, "/healthz");
+    assert_int_equal(rel->health_check_interval_ms, 5000);
+    assert_int_equal(rel->health_check_timeout_ms, 1000);
+    const vsr_backend_conf_t *b = &m->backends[0];
+    assert_string_equal(b->name, "primary");
+    assert_int_equal(b->weight, 3);
+    assert_string_equal(b->type, "chat");
+    assert_string_equal(b->provider, "vllm");
+    assert_string_equal(b->api_key, "sk-literal");
+    assert_string_equal(b->resolved_api_key, "sk-literal");
+    /* present-aware: an explicit "" means no prefix */
+    assert_int_equal(b->has_auth_prefix, 1);
+    assert_string_equal(b->auth_prefix, "");
+    assert_null(b->auth_header);
+    assert_string_equal(b->chat_path, "/v2/chat");
+    b = &m->backends[1];
+    assert_string_equal(b->name, "backend-2");
+    assert_string_equal(b->host, "fd00::2");
+    assert_string_equal(b->authority, "[fd00::2]:18000");
+    assert_string_equal(b->auth_header, "api-key");
+    assert_int_equal(b->has_auth_prefix, 0);
+    assert_null(b->auth_prefix);
+    assert_string_equal(b->api_key_env, "VSR_TEST_UPSTREAM_KEY");
+    assert_string_equal(b->resolved_api_key, "sk-from-env");
+    assert_string_equal(b->api_version, "2024-06-01");
+    assert_int_equal(b->n_extra_headers, 2);
+    assert_string_equal(b->extra_headers[0].name, "X-Tenant");
+    assert_string_equal(b->extra_headers[0].value, "t1");
+    assert_string_equal(b->extra_headers[1].value, "");
     m = &c->models[1];
-    assert_string_equal(m->provider_model_id, "large");
-    assert_string_equal(m->backends[0].name, "gateway");
-    assert_string_equal(m->backends[0].host, "gateway.internal");
-    assert_int_equal(m->backends[0].port, 8080);
-    assert_string_equal(m->backends[0].authority, "gateway.internal:8080");
+    assert_string_equal(m->api_format, "openai"); /* the default */
+    assert_int_equal(m->has_reliability, 0);
     assert_string_equal(m->backends[0].path_prefix, "/openai/v1");
-    assert_int_equal(c->n_unimplemented, 0);
+
+    /* model cards */
+    assert_int_equal(c->n_model_cards, 2);
+    assert_int_equal(c->model_cards[0].loras.n, 2);
+    assert_string_equal(c->model_cards[0].loras.items[1], "small-math");
+    assert_int_equal(c->model_cards[1].loras.n, 0);
+
+    /* signals */
+    const vsr_recipe_conf_t *r = &c->recipes[0];
+    assert_int_equal(r->strategy_confidence, 1);
+    assert_int_equal(r->has_strategy, 1);
+    const vsr_sig_keyword_conf_t *kw = &r->signals.keywords[0];
+    assert_int_equal(kw->op, VSR_KW_OP_NOR);
+    assert_int_equal(kw->case_sensitive, 1);
+    assert_int_equal(kw->method, VSR_KW_FUZZY);
+    assert_int_equal(kw->fuzzy_match, 1); /* implied by the method */
+    assert_int_equal(kw->fuzzy_threshold, 1);
+    assert_true(kw->bm25_threshold == 0.1 && kw->ngram_threshold == 0.4 && kw->ngram_arity == 3);
+    kw = &r->signals.keywords[1];
+    assert_int_equal(kw->op, VSR_KW_OP_OR);
+    assert_int_equal(kw->method, VSR_KW_BM25);
+    assert_int_equal(kw->fuzzy_match, 0);
+    assert_int_equal(kw->fuzzy_threshold, 2);
+    assert_true(kw->bm25_threshold == 0.25 && kw->ngram_threshold == 0.5 && kw->ngram_arity == 4);
+    assert_int_equal(r->signals.context[0].min_tokens, 1500);
+    assert_int_equal(r->signals.context[0].max_tokens, 1000000);
+    assert_int_equal(r->signals.context[1].min_tokens, 0);
+    assert_int_equal(r->signals.context[1].max_tokens, 4096);
+    const vsr_sig_structure_conf_t *st = &r->signals.structure[0];
+    assert_string_equal(st->feature_type, "density");
+    assert_string_equal(st->source_type, "regex");
+    assert_string_equal(st->pattern, "^- ");
+    assert_int_equal(st->case_sensitive, 1);
+    assert_true(st->predicate.has_gte && st->predicate.gte == 0.5);
+    assert_true(st->predicate.has_lt && st->predicate.lt == 3);
+    assert_false(st->predicate.has_gt || st->predicate.has_lte);
+    st = &r->signals.structure[1];
+    assert_string_equal(st->source_type, "sequence");
+    assert_int_equal(st->n_sequences, 2);
+    assert_string_equal(st->sequences[1].items[1], "step 2");
+    const vsr_sig_conversation_conf_t *cv = &r->signals.conversation[0];
+    assert_string_equal(cv->feature_type, "count");
+    assert_string_equal(cv->source_type, "message");
+    assert_string_equal(cv->role, "user");
+    assert_true(cv->predicate.has_gt && cv->predicate.gt == 2);
+    cv = &r->signals.conversation[1];
+    assert_string_equal(cv->source_type, "tool_definition");
+    assert_null(cv->role);
+    assert_true(r->signals.language[0].threshold == 0.6);
+    assert_true(r->signals.language[1].threshold == 0.3); /* 0 / absent reads as 0.3 */
+    const vsr_sig_authz_conf_t *rb = &r->signals.role_bindings[0];
+    assert_string_equal(rb->role, "admin");
+    assert_int_equal(rb->n_subjects, 2);
+    assert_string_equal(rb->subjects[0].kind, "User"); /* normalised */
+    assert_string_equal(rb->subjects[0].name, "alice");
+    assert_string_equal(rb->subjects[1].kind, "Group");
+
+    /* the decision with every rule shape */
+    const vsr_decision_conf_t *dec = find_decision(r, "complex");
+    assert_string_equal(dec->description, "every rule shape");
+    assert_int_equal(dec->priority, -5);
+    assert_int_equal(dec->tier, 2);
+    const vsr_rule_conf_t *rule = dec->rules;
+    assert_int_equal(rule->kind, VSR_RULE_OR);
+    assert_int_equal(rule->n_children, 5);
+    assert_leaf(&rule->children[0], "keyword", "kw");
+    assert_int_equal(rule->children[1].kind, VSR_RULE_AND); /* no operator = AND */
+    assert_leaf(&rule->children[1].children[0], "context", "long");
+    assert_int_equal(rule->children[1].children[1].kind, VSR_RULE_NOT);
+    assert_leaf(&rule->children[1].children[1].children[0], "structure", "bullets");
+    assert_leaf(&rule->children[2], "conversation", "multi_turn");
+    assert_leaf(&rule->children[3], "language", "zh");
+    assert_leaf(&rule->children[4], "authz", "admins");
+    assert_int_equal(dec->n_model_refs, 3);
+    assert_string_equal(dec->model_refs[0].model, "small");
+    assert_string_equal(dec->model_refs[0].lora_name, "small-sql");
+    assert_true(dec->model_refs[0].has_weight && dec->model_refs[0].weight == 0.7);
+    /* a LoRA named as the model: normalised to base model + lora_name */
+    assert_string_equal(dec->model_refs[1].model, "small");
+    assert_string_equal(dec->model_refs[1].lora_name, "small-math");
+    assert_int_equal(dec->model_refs[2].use_reasoning, 1);
+    assert_string_equal(dec->model_refs[2].reasoning_effort, "high");
+    assert_string_equal(dec->reliability.retry_on, "gateway-error");
+    assert_int_equal(dec->reliability.per_try_timeout_ms, 20000);
+    assert_int_equal(dec->reliability.n_retriable_status_codes, 1);
+    assert_int_equal(dec->n_plugins, 5);
+    const vsr_plugin_conf_t *p = &dec->plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_SYSTEM_PROMPT);
+    assert_int_equal(p->u.system_prompt.insert, 0); /* replace is the default */
+    assert_string_equal(p->u.system_prompt.system_prompt, "Line one.\nLine two.\n");
+    p = &dec->plugins[1];
+    assert_string_equal(p->u.header_mutation.update[0].name, "x-b");
+    assert_string_equal(p->u.header_mutation.update[0].value, "");
+    assert_string_equal(p->u.header_mutation.delete_.items[0], "x-c");
+    p = &dec->plugins[2];
+    assert_int_equal(p->kind, VSR_PLUGIN_FAST_RESPONSE);
+    assert_int_equal(p->enabled, 0);
+    assert_string_equal(p->u.fast_response.message, "Blocked.");
+    p = &dec->plugins[3];
+    assert_int_equal(p->kind, VSR_PLUGIN_REQUEST_PARAMS);
+    const vsr_plugin_request_params_conf_t *rp = &p->u.request_params;
+    assert_string_equal(rp->blocked_params.items[0], "logit_bias");
+    assert_true(rp->has_max_tokens_limit && rp->max_tokens_limit == 2048);
+    assert_true(rp->has_max_n && rp->max_n == 2);
+    assert_int_equal(rp->strip_unknown, 1);
+    assert_string_equal(rp->allowed_params.items[0], "user");
+    assert_true(rp->has_default_max_tokens && rp->default_max_tokens == 512);
+    /* a disabled entry of a type vsr lacks is kept, switched off */
+    p = &dec->plugins[4];
+    assert_int_equal(p->kind, VSR_PLUGIN_UNSUPPORTED);
+    assert_string_equal(p->type, "response_cache");
+    assert_int_equal(p->enabled, 0);
+    dec = find_decision(r, "catch_all");
+    assert_null(dec->rules);
+    assert_int_equal(dec->n_model_refs, 0);
+
+    /* recipes: strategy inherited unless set */
+    assert_int_equal(c->n_recipes, 3);
+    assert_string_equal(c->recipes[1].name, "support");
+    assert_int_equal(c->recipes[1].has_strategy, 0);
+    assert_int_equal(c->recipes[1].strategy_confidence, 1);
+    assert_leaf(c->recipes[1].decisions[0].rules, "keyword", "refund");
+    assert_int_equal(c->recipes[1].fallback.total_timeout_ms, 20000);
+    assert_string_equal(c->recipes[2].name, "fast");
+    assert_int_equal(c->recipes[2].has_strategy, 1);
+    assert_int_equal(c->recipes[2].strategy_confidence, 0);
+    assert_ptr_equal(c->entrypoints[0].resolved, &c->recipes[1]);
+    assert_string_equal(c->entrypoints[0].model_names.items[1], "support");
+    assert_ptr_equal(c->entrypoints[1].resolved, &c->recipes[0]);
+
+    /* global */
+    assert_int_equal(c->auto_model_names.n, 3);
+    assert_string_equal(c->auto_model_names.items[2], "Router"); /* trimmed */
+    assert_int_equal(c->include_config_models_in_list, 1);
+    assert_int_equal(c->clear_route_cache, 1);
+    assert_int_equal(c->skip_processing_enabled, 1);
+    const vsr_fallback_conf_t *fb = &c->global_fallback;
+    assert_int_equal(fb->has_version, 0);
+    assert_int_equal(fb->enabled, 1);
+    assert_int_equal(fb->max_attempts, 2);
+    assert_int_equal(fb->total_timeout_ms, 40000);
+    assert_int_equal(fb->per_attempt_timeout_ms, 15000);
+    assert_int_equal(fb->retryable_status_codes[0], 429);
+    assert_int_equal(fb->cb_consecutive_failures, 5);
+    assert_int_equal(fb->has_cb_cooldown_period, 1);
+    assert_int_equal(fb->cb_cooldown_period_ms, 0);
+    assert_int_equal(fb->cb_half_open_probes, 2);
+    assert_int_equal(c->response_api_enabled, 1);
+    assert_int_equal(c->authz_fail_open, 1);
+    assert_string_equal(c->authz_user_id_header, "x-user");
+    assert_string_equal(c->authz_user_groups_header, "x-groups");
+    assert_int_equal(c->management_enabled, 1);
+    assert_string_equal(c->management_address, "::1");
+    assert_int_equal(c->management_port, 9090);
+
+    /* layers: defaults <- global <- recipe <- decision */
+    vsr_fallback_conf_t eff;
+    vsr_config_effective_fallback(c, NULL, NULL, &eff);
+    assert_int_equal(eff.version, 1);
+    assert_int_equal(eff.total_timeout_ms, 40000);
+    vsr_config_effective_fallback(c, &c->recipes[1], &c->recipes[1].decisions[0], &eff);
+    assert_int_equal(eff.total_timeout_ms, 20000);
+    assert_int_equal(eff.per_attempt_timeout_ms, 15000);
+    assert_int_equal(eff.max_attempts, 2);
+    vsr_config_effective_fallback(c, &c->recipes[0], find_decision(&c->recipes[0], "complex"), &eff);
+    assert_int_equal(eff.max_attempts, 4);
+    assert_int_equal(eff.per_attempt_timeout_ms, 5000);
+    assert_int_equal(eff.total_timeout_ms, 40000);
+    assert_int_equal(eff.cb_consecutive_failures, 5);
+    assert_int_equal(eff.has_cb_half_open_probes, 1);
+
+    static const char *const want[] = {
+        "routing.decisions[].modelRefs[].use_reasoning",
+        "routing.decisions[].modelRefs[].reasoning_effort",
+        "routing.decisions[].fallback",
+        "recipes[].routing.fallback",
+        "global.router.fallback",
+    };
+    assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < c->n_unimplemented; i++)
+        assert_string_equal(c->unimplemented[i], want[i]);
     vsr_config_free(c);
-    vsr_buf_free(&err);
 }
 
 static void test_defaults(void **state)
@@ -272,10 +757,13 @@ static void test_unimplemented_paths(void **state)
 {
     vsr_config_t *c = load_ok(
         HEAD
-        "global: {router: {strategy: priority}}\n"
+        "global:\n"
+        "  router: {strategy: priority, streamed_body: {enabled: true}, learning: {}}\n"
+        "  services: {observability: {tracing: {enabled: true}}, ratelimit: {fail_open: true}}\n"
+        "  stores: {response_cache: {backend_type: memory}}\n"
+        "  model_catalog: {embeddings: {}}\n"
         "listeners:\n"
-        "  - {name: a, port: 1, tls: {cert_file: c, key_file: k}, api_keys: []}\n"
-        "  - {name: b, port: 2, tls: {cert_file: c, key_file: k}, identity: {trust_headers: true}}\n"
+        "  - {name: a, port: 1, api_keys: []}\n"
         "providers:\n"
         "  defaults: {default_reasoning_effort: high, reasoning_families: {q: {type: x, parameter: y}}}\n"
         "  models:\n"
@@ -283,26 +771,43 @@ static void test_unimplemented_paths(void **state)
         "      catalog: c1\n"
         "      external_model_ids: {openai: x}\n"
         "      deployment: {}\n"
-        "      backend_refs: [{endpoint: a, type: chat, api_key: k, chat_path: /c, api_version: v}]\n"
+        "      backend_refs: [{endpoint: a}]\n"
         "evaluation: {records: [{model: m}]}\n"
         "routing:\n"
+        "  model_bindings: {m: m}\n"
+        "  modelCards: [{name: m, tags: [fast], quality_score: 0.5}]\n"
+        "  decisions:\n"
+        "    - name: d\n"
+        "      annotations: {owner: me}\n"
+        "      algorithm: {type: static, on_error: skip}\n"
+        "      modelRefs: [{model: m, reasoning_description: x}]\n"
+        "recipes:\n"
+        "  - name: r\n"
+        "    routing: {decisions: [{name: d, emits: [{kind: retention}], modelRefs: [{model: m, use_reasoning: true}]}]}\n"
         "entrypoints: []\n");
     static const char *const want[] = {
-        "global",
-        "listeners[].tls",
-        "listeners[].identity",
+        "global.router.strategy",
+        "global.router.streamed_body",
+        "global.services.observability",
+        "global.services.ratelimit.fail_open",
+        "global.stores",
+        "global.model_catalog",
         "providers.defaults.default_reasoning_effort",
         "providers.defaults.reasoning_families",
         "providers.models[].catalog",
         "providers.models[].external_model_ids",
-        "providers.models[].backend_refs[].type",
-        "providers.models[].backend_refs[].api_key",
-        "providers.models[].backend_refs[].chat_path",
-        "providers.models[].backend_refs[].api_version",
         "evaluation",
+        "routing.model_bindings",
+        "routing.modelCards[].tags",
+        "routing.modelCards[].quality_score",
+        "routing.decisions[].annotations",
+        "routing.decisions[].algorithm.on_error",
+        "routing.decisions[].modelRefs[].reasoning_description",
+        "recipes[].routing.decisions[].emits",
+        "recipes[].routing.decisions[].modelRefs[].use_reasoning",
     };
-    /* empty values (api_keys: [], deployment: {}, routing: null) configure
-     * nothing and are not reported; listeners[].tls appears once */
+    /* empty values (api_keys: [], deployment: {}, learning: {}, entrypoints:
+     * []) configure nothing and are not reported */
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
         assert_string_equal(c->unimplemented[i], want[i]);
@@ -707,11 +1212,11 @@ static void test_document_shape(void **state)
 
 static void test_alias_errors(void **state)
 {
-    expect_errors(HEAD LISTENERS PROVIDERS "routing: *nope\n", "t.yaml:10:10: undefined alias \"nope\"\n");
-    expect_errors(HEAD LISTENERS PROVIDERS "routing: &r {a: [*r]}\n",
-                  "t.yaml:10:18: alias \"r\" refers to a node that contains it\n");
+    expect_errors(HEAD LISTENERS PROVIDERS "evaluation: *nope\n", "t.yaml:10:13: undefined alias \"nope\"\n");
+    expect_errors(HEAD LISTENERS PROVIDERS "evaluation: &r {a: [*r]}\n",
+                  "t.yaml:10:21: alias \"r\" refers to a node that contains it\n");
     /* exponential expansion is refused, not computed */
-    expect_errors(HEAD LISTENERS PROVIDERS "global:\n"
+    expect_errors(HEAD LISTENERS PROVIDERS "evaluation:\n"
                                            "  a: &a [x, x, x, x, x, x, x, x, x, x]\n"
                                            "  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
                                            "  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
@@ -726,9 +1231,10 @@ static void test_tag_errors(void **state)
     expect_errors(HEAD LISTENERS "    max_connections: !!int many\n" PROVIDERS,
                   "t.yaml:5:22: \"many\" is not a valid \"!!int\" value\n"
                   "t.yaml:5:22: expected an integer, got a string\n");
-    expect_errors(HEAD LISTENERS PROVIDERS "routing: !custom {a: 1}\n", "t.yaml:10:10: unsupported tag \"!custom\"\n");
-    expect_errors(HEAD LISTENERS PROVIDERS "routing: !!binary aGVsbG8=\n",
-                  "t.yaml:10:10: unsupported tag \"!!binary\"\n");
+    expect_errors(HEAD LISTENERS PROVIDERS "evaluation: !custom {a: 1}\n",
+                  "t.yaml:10:13: unsupported tag \"!custom\"\n");
+    expect_errors(HEAD LISTENERS PROVIDERS "evaluation: !!binary aGVsbG8=\n",
+                  "t.yaml:10:13: unsupported tag \"!!binary\"\n");
 }
 
 /* ---- files ------------------------------------------------------------------------- */
@@ -776,11 +1282,874 @@ static void test_file_error_names_file(void **state)
     vsr_buf_free(&want);
 }
 
+/* ---- the routing model: capability checks --------------------------------- */
+
+/* HEAD LISTENERS PROVIDERS take lines 1-9 (one model "m"); text starts on line 10. */
+#define DOC HEAD LISTENERS PROVIDERS
+
+static void test_capability_errors(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *error;
+    } rows[] = {
+        {"routing:\n"
+         "  signals:\n"
+         "    embeddings:\n"
+         "      - {name: e, threshold: 0.8, candidates: [x]}\n",
+         "t.yaml:12:5: signal family \"embeddings\" is not supported yet (model-backed signals need the model "
+         "runtime)\n"},
+        {"routing: {signals: {events: [{name: e}]}}\n",
+         "t.yaml:10:21: signal family \"events\" is not supported yet\n"},
+        {"routing:\n"
+         "  decisions:\n"
+         "    - name: d\n"
+         "      algorithm: {type: confidence, confidence: {threshold: 0.5}}\n",
+         "t.yaml:13:25: algorithm type \"confidence\" is not supported yet\n"},
+        {"routing:\n"
+         "  decisions:\n"
+         "    - name: d\n"
+         "      plugins:\n"
+         "        - type: rag\n"
+         "          configuration: {enabled: true, top_k: 3}\n",
+         "t.yaml:14:17: plugin \"rag\" is not supported yet\n"},
+        {"routing:\n"
+         "  decisions:\n"
+         "    - name: d\n"
+         "      plugins: [{type: semantic-cache}]\n",
+         "t.yaml:13:24: plugin \"semantic-cache\" (response_cache) is not supported yet\n"},
+        {"routing:\n"
+         "  projections:\n"
+         "    partitions: [{name: p, members: [a, b]}]\n",
+         "t.yaml:11:3: routing.projections is not supported yet\n"},
+        {"recipes:\n"
+         "  - name: r\n"
+         "    routing: {projections: {scores: [{name: s}]}}\n",
+         "t.yaml:12:15: recipes[].routing.projections is not supported yet\n"},
+        {"routing: {data_policy: {allowed_regions: [eu]}}\n",
+         "t.yaml:10:11: routing.data_policy is not supported yet\n"},
+        {"routing: {candidate_requirements: {capabilities: [vision]}}\n",
+         "t.yaml:10:11: routing.candidate_requirements is not supported yet\n"},
+        {"routing: {decisions: [{name: d, candidateIterations: [{var: x, models: [m]}]}]}\n",
+         "t.yaml:10:33: routing.decisions[].candidateIterations is not supported yet\n"},
+        {"routing: {decisions: [{name: d, action: {type: route, destination: x}}]}\n",
+         "t.yaml:10:33: routing.decisions[].action is not supported yet\n"},
+        {"routing: {decisions: [{name: d, rules: {type: embedding, name: e}}]}\n",
+         "t.yaml:10:47: condition type \"embedding\" is not supported yet\n"},
+        {"routing:\n"
+         "  signals:\n"
+         "    conversation:\n"
+         "      - {name: c, feature: {type: exists, source: {type: flow_tool_state}}}\n",
+         "t.yaml:13:58: conversation source type \"flow_tool_state\" is not supported yet\n"},
+        {"entrypoints: [{model_names: [x], rules: [{name: r, recipe: default}]}]\n",
+         "t.yaml:10:34: entrypoints[].rules is not supported yet\n"},
+        {"global: {services: {authz: {providers: [{type: opa}]}}}\n",
+         "t.yaml:10:29: global.services.authz.providers is not supported yet\n"},
+        {"global: {services: {ratelimit: {providers: [{type: local-limiter}]}}}\n",
+         "t.yaml:10:33: global.services.ratelimit.providers is not supported yet\n"},
+        {"global: {services: {management_api: {auth: {mode: bearer, tokens: [t]}}}}\n",
+         "t.yaml:10:38: global.services.management_api.auth is not supported yet (only mode: disabled)\n"},
+        {"global: {router: {config_source: kubernetes}}\n",
+         "t.yaml:10:34: config_source \"kubernetes\" is not supported yet (vsr reads \"file\")\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char yaml[2048];
+        snprintf(yaml, sizeof(yaml), DOC "%s", rows[i].text);
+        expect_errors(yaml, rows[i].error);
+    }
+    /* api_format on the provider model */
+    expect_errors(HEAD LISTENERS PROVIDERS "      api_format: anthropic\n",
+                  "t.yaml:10:19: api_format \"anthropic\" is not supported yet\n");
+}
+
+/* What is absent, empty or switched off enables nothing: accepted. */
+static void test_capability_absent_is_fine(void **state)
+{
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  projections: {partitions: [], scores: [], mappings: []}\n"
+                              "  data_policy: {}\n"
+                              "  signals:\n"
+                              "    embeddings: []\n"
+                              "    pii:\n"
+                              "    keywords: [{name: k, keywords: [x]}]\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      candidateIterations: []\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins:\n"
+                              "        - {type: rag, configuration: {enabled: false, top_k: 3}}\n"
+                              "        - {type: response-cache, configuration: {enabled: false}}\n"
+                              "        - {type: semantic_cache, configuration: {enabled: false}}\n"
+                              "        - {type: tools, configuration: {enabled: false}}\n"
+                              "global: {services: {authz: {providers: []}, management_api: {enabled: false, auth: {mode: disabled}}}}\n"
+                              "entrypoints: [{model_names: [e], recipe: default, rules: []}]\n");
+    const vsr_decision_conf_t *d = &c->recipes[0].decisions[0];
+    assert_int_equal(d->n_plugins, 4);
+    static const char *const types[] = {"rag", "response_cache", "response_cache", "tools"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
+        assert_int_equal(d->plugins[i].enabled, 0);
+        assert_string_equal(d->plugins[i].type, types[i]);
+    }
+    assert_int_equal(c->n_unimplemented, 0);
+    vsr_config_free(c);
+}
+
+static void test_unknown_names(void **state)
+{
+    expect_errors(DOC "routing: {signals: {keyword: [{name: k, keywords: [x]}]}}\n",
+                  "t.yaml:10:21: unknown signal family \"keyword\"\n");
+    expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: jailbreak}]}]}\n",
+                  "t.yaml:10:50: unknown plugin type \"jailbreak\"\n");
+    /* unknown even when disabled */
+    expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: pii, configuration: {enabled: false}}]}]}\n",
+                  "t.yaml:10:50: unknown plugin type \"pii\"\n");
+    expect_errors(DOC "routing: {decisions: [{name: d, algorithm: {type: elo}}]}\n",
+                  "t.yaml:10:51: unknown algorithm type \"elo\"\n");
+    expect_errors(DOC "routing: {decisions: [{name: d, rules: {type: keywords, name: k}}]}\n",
+                  "t.yaml:10:47: unknown condition type \"keywords\"\n");
+    expect_errors(DOC "routing: {decisions: [{name: d, algorithm: {type: static, remom: {breadth_schedule: [2]}}}]}\n",
+                  "t.yaml:10:59: algorithm.remom only applies to type \"remom\"\n");
+    expect_errors(DOC "routing: {decisions: [{name: d, algorithm: {kind: static}}]}\n",
+                  "t.yaml:10:44: missing required key \"type\"\n");
+    expect_errors(DOC "routing: {modelCard: []}\n", "t.yaml:10:11: unknown key \"modelCard\"\n");
+    expect_errors(DOC "recipes: [{name: r, routing: {modelCards: [{name: m}]}}]\n",
+                  "t.yaml:10:31: modelCards are global: declare them in the top-level routing block, not in a "
+                  "recipe\n");
+    expect_errors(DOC "global: {store: {}}\n", "t.yaml:10:10: unknown key \"store\"\n");
+    expect_errors(DOC "routing: {strategy: fastest}\n",
+                  "t.yaml:10:21: strategy must be \"priority\" or \"confidence\", got \"fastest\"\n");
+}
+
+/* ---- rule trees ------------------------------------------------------------ */
+
+static void test_rule_shapes(void **state)
+{
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals: {keywords: [{name: a, keywords: [a]}, {name: b, keywords: [b]}]}\n"
+                              "  decisions:\n"
+                              "    - {name: empty_map, rules: {}}\n"
+                              "    - {name: empty_and, rules: {operator: and}}\n"
+                              "    - {name: leaf_root, rules: {type: keyword, name: a}}\n"
+                              "    - {name: lower_or, rules: {operator: or, conditions: [{type: keyword, name: a}]}}\n"
+                              "    - {name: no_rules}\n"
+                              "    - {name: null_rules, rules: null}\n");
+    const vsr_recipe_conf_t *r = &c->recipes[0];
+    assert_null(find_decision(r, "empty_map")->rules);
+    const vsr_rule_conf_t *e = find_decision(r, "empty_and")->rules;
+    assert_non_null(e);
+    assert_int_equal(e->kind, VSR_RULE_AND);
+    assert_int_equal(e->n_children, 0);
+    assert_leaf(find_decision(r, "leaf_root")->rules, "keyword", "a");
+    assert_int_equal(find_decision(r, "lower_or")->rules->kind, VSR_RULE_OR);
+    assert_null(find_decision(r, "no_rules")->rules);
+    assert_null(find_decision(r, "null_rules")->rules);
+    vsr_config_free(c);
+
+#define RULE_DOC(rules)                                            \
+    DOC "routing:\n"                                               \
+        "  signals: {keywords: [{name: a, keywords: [a]}]}\n"      \
+        "  decisions:\n"                                           \
+        "    - name: d\n"                                          \
+        "      rules: " rules "\n"
+    /* the rules value starts at line 14, column 14 */
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {RULE_DOC("{operator: NOT, conditions: [{type: keyword, name: a}, {type: keyword, name: a}]}"),
+         "t.yaml:14:25: NOT needs exactly one condition, got 2\n"},
+        {RULE_DOC("{operator: NOT}"), "t.yaml:14:25: NOT needs exactly one condition, got 0\n"},
+        {RULE_DOC("{operator: OR}"), "t.yaml:14:25: OR needs at least one condition\n"},
+        {RULE_DOC("{operator: XOR, conditions: [{type: keyword, name: a}]}"),
+         "t.yaml:14:25: unsupported operator \"XOR\" (expected AND, OR or NOT)\n"},
+        {RULE_DOC("{operator: AND, conditions: [{type: keyword, name: a}, {operator: AND}]}"),
+         "t.yaml:14:80: AND needs at least one condition\n"},
+        {RULE_DOC("{operator: AND, conditions: [{}]}"),
+         "t.yaml:14:43: a combination needs an operator and at least one condition\n"},
+        {RULE_DOC("{type: keyword, name: a, operator: AND}"),
+         "t.yaml:14:14: a condition is either a leaf (type, name) or a combination (operator, conditions), not "
+         "both\n"},
+        {RULE_DOC("{operator: AND, conditions: [{name: a}]}"),
+         "t.yaml:14:43: a leaf condition needs a type (name, label, predicate and on_error only apply to leaf "
+         "conditions)\n"},
+        {RULE_DOC("{type: keyword}"), "t.yaml:14:14: missing required key \"name\"\n"},
+        {RULE_DOC("{type: keyword, name: a, label: x}"),
+         "t.yaml:14:39: label only applies to classifier conditions\n"},
+        {RULE_DOC("{operator: AND, conditions: [{type: keyword, name: a, on_unknown: no_match}]}"),
+         "t.yaml:14:68: on_unknown only applies to the root of rules\n"},
+        {RULE_DOC("{operator: AND, conditions: [], on_unknown: maybe}"),
+         "t.yaml:14:58: on_unknown must be \"no_match\" or \"fail_request\", got \"maybe\"\n"},
+        {RULE_DOC("{operator: AND, conditions: {type: keyword, name: a}}"),
+         "t.yaml:14:42: expected a list of conditions, got a mapping\n"},
+        {RULE_DOC("{operator: AND, conditions: [a]}"),
+         "t.yaml:14:43: expected a condition (a mapping), got a string\n"},
+        {RULE_DOC("{operator: 1, conditions: [{type: keyword, name: a}]}"),
+         "t.yaml:14:25: expected an operator (AND, OR or NOT), got an integer\n"},
+        {RULE_DOC("{type: keyword, name: a, color: red}"), "t.yaml:14:39: unknown key \"color\"\n"},
+        {RULE_DOC("[{type: keyword, name: a}]"), "t.yaml:14:14: expected a condition (a mapping), got a list\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+
+    /* nesting is bounded (the decoder recurses) */
+    vsr_buf_t doc, want;
+    vsr_buf_init(&doc, 0);
+    vsr_buf_init(&want, 0);
+    vsr_buf_append_cstr(&doc, DOC "routing:\n  signals: {keywords: [{name: a, keywords: [a]}]}\n  decisions:\n"
+                                  "    - name: d\n      rules: ");
+    for (int i = 0; i < 40; i++)
+        vsr_buf_append_cstr(&doc, "{operator: NOT, conditions: [");
+    vsr_buf_append_cstr(&doc, "{type: keyword, name: a}");
+    for (int i = 0; i < 40; i++)
+        vsr_buf_append_cstr(&doc, "]}");
+    vsr_buf_append(&doc, "\n", 2);
+    /* depth 33 starts at column 14 + 33 * 29 */
+    vsr_buf_printf(&want, "t.yaml:14:%d: rules are nested more than 32 levels deep\n", 14 + 33 * 29);
+    vsr_buf_append(&want, "", 1);
+    expect_errors(doc.data, want.data);
+    vsr_buf_free(&doc);
+    vsr_buf_free(&want);
+#undef RULE_DOC
+}
+
+/* ---- named references ----------------------------------------------------------- */
+
+static void test_signal_references(void **state)
+{
+    /* recipes do not inherit the top-level signals */
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals: {keywords: [{name: code, keywords: [x]}], context: [{name: long, min_tokens: 8K}]}\n"
+                  "  decisions:\n"
+                  "    - name: d\n"
+                  "      rules: {operator: OR, conditions: [{type: keyword, name: code}, {type: context, name: code}]}\n"
+                  "recipes:\n"
+                  "  - name: r\n"
+                  "    routing:\n"
+                  "      decisions: [{name: d, rules: {type: keyword, name: code}}]\n",
+                  "t.yaml:14:71: context signal \"code\" is not declared in routing.signals.context\n"
+                  "t.yaml:18:36: keyword signal \"code\" is not declared in recipe \"r\": routing.signals.keywords\n");
+    /* names are unique per family and recipe; the same name in another
+     * family or recipe is fine */
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals:\n"
+                  "    keywords: [{name: x, keywords: [a]}, {name: x, keywords: [b]}]\n"
+                  "    language: [{name: x}]\n"
+                  "  decisions: [{name: d}, {name: e}, {name: d}]\n"
+                  "recipes:\n"
+                  "  - {name: r, routing: {signals: {keywords: [{name: x, keywords: [a]}]}, decisions: [{name: d}]}}\n",
+                  "t.yaml:12:49: duplicate keywords signal name \"x\" (first defined at 12:23)\n"
+                  "t.yaml:14:44: duplicate decision name \"d\" (first defined at 14:22)\n");
+}
+
+static void test_model_references(void **state)
+{
+#define REF_DOC(cards, refs)                                                 \
+    HEAD LISTENERS                                                           \
+    "providers:\n"                                                           \
+    "  models:\n"                                                            \
+    "    - {name: base, backend_refs: [{endpoint: h}]}\n"                    \
+    "routing:\n"                                                             \
+    "  modelCards: " cards "\n"                                              \
+    "  decisions: [{name: d, modelRefs: " refs "}]\n"
+    /* line 10 is the decisions line: its refs start at column 36 */
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {REF_DOC("[]", "[{model: nope}]"),
+         "t.yaml:10:45: model \"nope\" is not defined in providers.models (nor as a LoRA in routing.modelCards)\n"},
+        {REF_DOC("[{name: base, loras: [{name: sql}]}]", "[{model: base, lora_name: math}]"),
+         "t.yaml:10:62: lora_name \"math\" is not a LoRA of model \"base\" (routing.modelCards[].loras)\n"},
+        {REF_DOC("[]", "[{model: base, lora_name: math}]"),
+         "t.yaml:10:62: lora_name \"math\" is not a LoRA of model \"base\" (routing.modelCards[].loras)\n"},
+        {REF_DOC("[{name: other, loras: [{name: sql}]}]", "[{model: sql}]"),
+         "t.yaml:10:45: model \"sql\" is a LoRA of model card \"other\", which is not defined in providers.models\n"},
+        {REF_DOC("[{name: base, loras: [{name: sql}]}, {name: b2, loras: [{name: sql}]}]", "[{model: sql}]"),
+         "t.yaml:10:45: model \"sql\" is a LoRA of 2 model cards; name the base model and set lora_name\n"},
+        {REF_DOC("[{name: base, loras: [{name: sql}]}]", "[{model: sql, lora_name: other}]"),
+         "t.yaml:10:61: lora_name \"other\" conflicts with model \"sql\", itself a LoRA of \"base\"\n"},
+        {REF_DOC("[{name: base, loras: [{name: sql}, {name: sql}]}]", "[]"),
+         "t.yaml:9:57: duplicate LoRA name \"sql\" (first defined at 9:44)\n"},
+        {REF_DOC("[{name: base}, {name: base}]", "[]"),
+         "t.yaml:9:37: duplicate model card name \"base\" (first defined at 9:23)\n"},
+        {REF_DOC("[]", "[{lora_name: x}]"), "t.yaml:10:37: missing required key \"model\"\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+    /* LoRA by name and with lora_name both resolve */
+    vsr_config_t *c = load_ok(REF_DOC("[{name: base, loras: [{name: sql}]}]",
+                                      "[{model: sql}, {model: base, lora_name: sql}, {model: sql, lora_name: sql}]"));
+    for (size_t i = 0; i < 3; i++) {
+        assert_string_equal(c->recipes[0].decisions[0].model_refs[i].model, "base");
+        assert_string_equal(c->recipes[0].decisions[0].model_refs[i].lora_name, "sql");
+    }
+    vsr_config_free(c);
+#undef REF_DOC
+}
+
+static void test_recipe_and_entrypoint_references(void **state)
+{
+    expect_errors(DOC
+                  "recipes:\n"
+                  "  - {name: default}\n"
+                  "  - {name: a}\n"
+                  "  - {name: a}\n"
+                  "entrypoints:\n"
+                  "  - {model_names: [x], recipe: b}\n"
+                  "  - {model_names: [y]}\n",
+                  "t.yaml:16:5: missing required key \"recipe\"\n"
+                  "t.yaml:11:12: recipe name \"default\" is reserved: it names the top-level routing block\n"
+                  "t.yaml:13:12: duplicate recipe name \"a\" (first defined at 12:12)\n"
+                  "t.yaml:15:32: recipe \"b\" is not defined (recipes[].name, or \"default\" for the top-level "
+                  "routing)\n");
+    expect_errors(DOC "entrypoints: [{model_names: [], recipe: default}]\n",
+                  "t.yaml:10:29: model_names must not be empty\n");
+    expect_errors(DOC "entrypoints: [{model_names: [1], recipe: default}]\n",
+                  "t.yaml:10:30: expected a string, got an integer\n");
+}
+
+/* Auto names, entrypoint names and provider model names share one namespace. */
+static void test_client_name_collisions(void **state)
+{
+    expect_errors(HEAD LISTENERS
+                  "providers:\n"
+                  "  models:\n"
+                  "    - {name: auto, backend_refs: [{endpoint: h}]}\n"
+                  "    - {name: m, backend_refs: [{endpoint: h}]}\n"
+                  "entrypoints:\n"
+                  "  - {model_names: [e1, m], recipe: default}\n"
+                  "  - {model_names: [e1, MoM], recipe: default}\n",
+                  "t.yaml:7:14: model name \"auto\" is already an auto model name (a default of "
+                  "global.router.auto_model_names)\n"
+                  "t.yaml:10:24: model name \"m\" is already a provider model name (at 8:14)\n"
+                  "t.yaml:11:20: model name \"e1\" is already published by an entrypoint (at 10:20)\n"
+                  "t.yaml:11:24: model name \"MoM\" is already an auto model name (a default of "
+                  "global.router.auto_model_names)\n");
+    expect_errors(DOC
+                  "entrypoints: [{model_names: [r/auto], recipe: default}]\n"
+                  "global: {router: {auto_model_names: [\" r/auto \"]}}\n",
+                  "t.yaml:11:38: model name \"r/auto\" is already published by an entrypoint (at 10:30)\n");
+    /* with an explicit list, the default names are free again */
+    vsr_config_t *c = load_ok(DOC
+                              "entrypoints: [{model_names: [auto, MoM], recipe: default}]\n"
+                              "global: {router: {auto_model_names: [vllm-sr/auto]}}\n");
+    assert_int_equal(c->auto_model_names.n, 1);
+    vsr_config_free(c);
+}
+
+static void test_auto_model_names(void **state)
+{
+    static const struct {
+        const char *global;
+        const char *want[4];
+    } rows[] = {
+        {"", {"vllm-sr/auto", "auto", "MoM"}},
+        {"global: {router: {auto_model_name: custom-auto}}\n", {"vllm-sr/auto", "auto", "custom-auto"}},
+        {"global: {router: {auto_model_name: auto}}\n", {"vllm-sr/auto", "auto"}},
+        {"global: {router: {auto_model_names: [\" a \", \"\", b, a, \"  \"]}}\n", {"a", "b"}},
+        /* an explicit list replaces auto_model_name too */
+        {"global: {router: {auto_model_names: [x], auto_model_name: y}}\n", {"x"}},
+        /* nothing usable listed: the defaults */
+        {"global: {router: {auto_model_names: []}}\n", {"vllm-sr/auto", "auto", "MoM"}},
+        {"global: {router: {auto_model_names: [\" \"]}}\n", {"vllm-sr/auto", "auto", "MoM"}},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof(yaml), DOC "%s", rows[i].global);
+        vsr_config_t *c = load_ok(yaml);
+        size_t n = 0;
+        while (n < 4 && rows[i].want[n])
+            n++;
+        assert_int_equal(c->auto_model_names.n, n);
+        for (size_t j = 0; j < n; j++)
+            assert_string_equal(c->auto_model_names.items[j], rows[i].want[j]);
+        vsr_config_free(c);
+    }
+    expect_errors(DOC "global: {router: {auto_model_names: [\"a\\nb\"]}}\n",
+                  "t.yaml:10:38: auto_model_names must not contain control characters\n");
+}
+
+/* ---- plugins ------------------------------------------------------------------------ */
+
+static void test_plugin_errors(void **state)
+{
+#define PLUGIN_DOC(p) DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n        - " p "\n"
+    /* the plugin item starts at line 14, column 11 */
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {PLUGIN_DOC("{type: system_prompt}"), "t.yaml:14:11: missing required key \"system_prompt\"\n"},
+        {PLUGIN_DOC("{type: system_prompt, configuration: {mode: append, system_prompt: x}}"),
+         "t.yaml:14:55: mode must be \"replace\" or \"insert\", got \"append\"\n"},
+        {PLUGIN_DOC("{type: system_prompt, configuration: {system_prompt: \"\"}}"),
+         "t.yaml:14:64: system_prompt must not be empty\n"},
+        {PLUGIN_DOC("{type: fast_response, configuration: {}}"), "t.yaml:14:48: missing required key \"message\"\n"},
+        {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: \"bad name\", value: x}]}}"),
+         "t.yaml:14:64: invalid header name \"bad name\"\n"},
+        {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: x-a, value: \"a\\r\\nb\"}]}}"),
+         "t.yaml:14:76: a header value must not contain control characters\n"},
+        {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: x-a}]}}"),
+         "t.yaml:14:57: missing required key \"value\"\n"},
+        {PLUGIN_DOC("{type: header_mutation, configuration: {remove: [x-a]}}"),
+         "t.yaml:14:51: unknown key \"remove\"\n"},
+        {PLUGIN_DOC("{type: request_params, configuration: {max_tokens_limit: 100, default_max_tokens: 200}}"),
+         "t.yaml:14:93: default_max_tokens (200) exceeds max_tokens_limit (100)\n"},
+        {PLUGIN_DOC("{type: request_params, configuration: {max_n: 0}}"),
+         "t.yaml:14:57: max_n must be at least 1, got 0\n"},
+        {PLUGIN_DOC("{configuration: {}}"), "t.yaml:14:11: missing required key \"type\"\n"},
+        {PLUGIN_DOC("{type: system_prompt, configuration: {enabled: \"no\", system_prompt: x}}"),
+         "t.yaml:14:58: expected a boolean (true or false), got a string\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+    /* disabled: still checked, but system_prompt is not required */
+    vsr_config_t *c = load_ok(PLUGIN_DOC("{type: system_prompt, configuration: {enabled: false}}"));
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].enabled, 0);
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].u.system_prompt.enabled, 0);
+    vsr_config_free(c);
+#undef PLUGIN_DOC
+}
+
+/* Runs fn with fd 2 sent to a temporary file; returns what was written (malloc'd). */
+static char *capture_stderr(void (*fn)(void *), void *arg)
+{
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    dup2(fileno(tmp), 2);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    long n = ftell(tmp) >= 0 ? (fseek(tmp, 0, SEEK_END), ftell(tmp)) : 0;
+    rewind(tmp);
+    char *out = calloc(1, (size_t)n + 1);
+    assert_int_equal(fread(out, 1, (size_t)n, tmp), (size_t)n);
+    fclose(tmp);
+    return out;
+}
+
+static void load_into(void *arg)
+{
+    vsr_config_t **c = arg;
+    *c = load_ok(DOC
+                 "routing:\n"
+                 "  decisions:\n"
+                 "    - name: d\n"
+                 "      plugins:\n"
+                 "        - type: header_mutation\n"
+                 "          configuration:\n"
+                 "            add:\n"
+                 "              - {name: X-Envoy-Max-Retries, value: \"3\"}\n"
+                 "              - {name: x-keep, value: \"1\"}\n"
+                 "              - {name: x-envoy-upstream-rq-timeout-ms, value: \"100\"}\n"
+                 "            update:\n"
+                 "              - {name: x-envoy-upstream-rq-per-try-timeout-ms, value: \"5\"}\n"
+                 "              - {name: x-envoy-retry-on, value: 5xx}\n"
+                 "              - {name: host, value: evil}\n"
+                 "            delete: [x-envoy-retriable-status-codes, x-drop, x-envoy-force-trace]\n");
+}
+
+/* The reliability headers are dropped at load with a warning, not an error. */
+static void test_header_mutation_drops_reliability_headers(void **state)
+{
+    vsr_config_t *c = NULL;
+    char *log = capture_stderr(load_into, &c);
+    const vsr_plugin_header_mutation_conf_t *h = &c->recipes[0].decisions[0].plugins[0].u.header_mutation;
+    assert_int_equal(h->n_add, 1);
+    assert_string_equal(h->add[0].name, "x-keep");
+    assert_int_equal(h->n_update, 0);
+    assert_int_equal(h->delete_.n, 1);
+    assert_string_equal(h->delete_.items[0], "x-drop");
+    static const char *const lines[] = {
+        "[config] t.yaml:17:24: header_mutation: dropped \"X-Envoy-Max-Retries\": the x-envoy reliability headers "
+        "come from the decision's reliability block\n",
+        "[config] t.yaml:19:24: header_mutation: dropped \"x-envoy-upstream-rq-timeout-ms\": the x-envoy reliability "
+        "headers come from the decision's reliability block\n",
+        "[config] t.yaml:21:24: header_mutation: dropped \"x-envoy-upstream-rq-per-try-timeout-ms\"",
+        "[config] t.yaml:22:24: header_mutation: dropped \"x-envoy-retry-on\"",
+        "[config] t.yaml:23:24: header_mutation: dropped \"host\": host and x-envoy-* headers cannot be mutated",
+        "[config] t.yaml:24:22: header_mutation: dropped \"x-envoy-retriable-status-codes\": the x-envoy reliability",
+        "[config] t.yaml:24:62: header_mutation: dropped \"x-envoy-force-trace\": host and x-envoy-*",
+    };
+    const char *p = log;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        const char *at = strstr(p, lines[i]);
+        if (at == NULL)
+            fail_msg("missing warning %zu (%s) in:\n%s", i, lines[i], log);
+        assert_non_null(strstr(log, " warn "));
+        p = at + strlen(lines[i]);
+    }
+    free(log);
+    vsr_config_free(c);
+
+    /* a failing document logs nothing of what it would have dropped */
+    static const char *const doc = DOC "routing: {decisions: [{name: d, plugins: [{type: header_mutation, "
+                                       "configuration: {add: [{name: x-envoy-max-retries, value: \"1\"}]}}]}]}\n"
+                                       "bogus: 1\n";
+    expect_errors(doc, "t.yaml:11:1: unknown key \"bogus\"\n");
+}
+
+/* ---- reliability and fallback ---------------------------------------------------------- */
+
+static void test_reliability_errors(void **state)
+{
+#define REL_DOC(r) DOC "      reliability: {" r "}\n"
+    /* the mapping starts at line 10, column 20 */
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {REL_DOC("retry_count: 6"), "t.yaml:10:34: retry_count must be between 0 and 5, got 6\n"},
+        {REL_DOC("retry_budget_percent: 101"), "t.yaml:10:43: retry_budget_percent must be between 0 and 100, got 101\n"},
+        {REL_DOC("max_ejection_percent: -1"), "t.yaml:10:43: max_ejection_percent must be between 0 and 100, got -1\n"},
+        {REL_DOC("retry_back_off_base: 100ms, retry_back_off_max: 50ms"),
+         "t.yaml:10:69: retry_back_off_max (50ms) must not be less than retry_back_off_base (100ms)\n"},
+        {REL_DOC("retry_back_off_max: 10ms"),
+         "t.yaml:10:41: retry_back_off_max (10ms) must not be less than retry_back_off_base (25ms)\n"},
+        {REL_DOC("health_check_path: health"), "t.yaml:10:40: health_check_path must start with '/', got \"health\"\n"},
+        {REL_DOC("retry_on: \"5xx,,reset\""),
+         "t.yaml:10:31: retry_on has an empty token (write tokens separated by commas)\n"},
+        {REL_DOC("retry_on: \"5xx,timeout\""),
+         "t.yaml:10:31: unknown retry_on token \"timeout\" (expected 5xx, gateway-error, reset, reset-before-request, "
+         "connect-failure, refused-stream, retriable-4xx, retriable-status-codes or envoy-ratelimited)\n"},
+        {REL_DOC("lb_policy: random"),
+         "t.yaml:10:32: lb_policy must be \"round_robin\" or \"least_request\", got \"random\"\n"},
+        {REL_DOC("retriable_status_codes: [503, 600, x]"),
+         "t.yaml:10:51: retriable_status_codes: a status code must be between 100 and 599, got 600\n"
+         "t.yaml:10:56: expected an HTTP status code, got a string\n"},
+        {REL_DOC("per_try_timeout: 0s"), "t.yaml:10:38: per_try_timeout must be greater than 0\n"},
+        {REL_DOC("connect_timeout: 0"), "t.yaml:10:38: connect_timeout must be between 1 and 1000000000 seconds, got 0\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+    /* 0s disables the total and idle timeouts */
+    vsr_config_t *c = load_ok(REL_DOC("total_timeout: 0s, idle_timeout: 0"));
+    assert_true(c->models[0].reliability.has_total_timeout && c->models[0].reliability.total_timeout_ms == 0);
+    assert_true(c->models[0].reliability.has_idle_timeout && c->models[0].reliability.idle_timeout_ms == 0);
+    vsr_config_free(c);
+    /* the decision level has the subset of ref §1.6 */
+    expect_errors(DOC "routing: {decisions: [{name: d, reliability: {lb_policy: round_robin}}]}\n",
+                  "t.yaml:10:47: unknown key \"lb_policy\"\n");
+#undef REL_DOC
+}
+
+static void test_fallback_errors(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *error;
+    } rows[] = {
+        {"global: {router: {fallback: {version: 2}}}\n",
+         "t.yaml:10:39: unsupported fallback version 2 (only version 1 exists)\n"},
+        {"global: {router: {fallback: {total_timeout: 5s, per_attempt_timeout: 6s}}}\n",
+         "t.yaml:10:70: fallback per_attempt_timeout (6000ms) must not exceed total_timeout (5000ms)\n"},
+        /* against the inherited total: the default 30s */
+        {"global: {router: {fallback: {per_attempt_timeout: 31s}}}\n",
+         "t.yaml:10:51: fallback per_attempt_timeout (31000ms) must not exceed total_timeout (30000ms)\n"},
+        /* a decision lowering the total below the global per-attempt timeout */
+        {"routing: {decisions: [{name: d, fallback: {total_timeout: 5s}}]}\n",
+         "t.yaml:10:59: fallback per_attempt_timeout (10000ms) must not exceed total_timeout (5000ms)\n"},
+        {"routing: {fallback: {enabled: true, max_attempts: 0}}\n",
+         "t.yaml:10:51: fallback max_attempts must be at least 1 when fallback is enabled\n"},
+        {"global: {router: {fallback: {max_attempts: 0}}}\nrouting: {decisions: [{name: d, fallback: {enabled: true}}]}\n",
+         "t.yaml:11:53: fallback max_attempts must be at least 1 when fallback is enabled\n"},
+        {"routing: {decisions: [{name: d, fallback: {circuit_breaker: {half_open_probes: 2}}}]}\n",
+         "t.yaml:10:61: circuit_breaker is global: set it in global.router.fallback\n"},
+        {"recipes: [{name: r, routing: {fallback: {circuit_breaker: {}}}}]\n",
+         "t.yaml:10:59: circuit_breaker is global: set it in global.router.fallback\n"},
+        {"global: {router: {fallback: {retryable_status_codes: [99]}}}\n",
+         "t.yaml:10:55: retryable_status_codes: a status code must be between 100 and 599, got 99\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof(yaml), DOC "%s", rows[i].text);
+        expect_errors(yaml, rows[i].error);
+    }
+    /* enabled: false is kept (tri-state), and disabled needs no attempts */
+    vsr_config_t *c = load_ok(DOC "routing: {decisions: [{name: d, fallback: {enabled: false, max_attempts: 0}}]}\n"
+                                  "global: {router: {fallback: {enabled: true}}}\n");
+    const vsr_fallback_conf_t *f = &c->recipes[0].decisions[0].fallback;
+    assert_true(f->present && f->has_enabled && !f->enabled);
+    vsr_fallback_conf_t eff;
+    vsr_config_effective_fallback(c, &c->recipes[0], &c->recipes[0].decisions[0], &eff);
+    assert_int_equal(eff.enabled, 0);
+    assert_int_equal(eff.max_attempts, 0);
+    vsr_config_effective_fallback(c, &c->recipes[0], NULL, &eff);
+    assert_int_equal(eff.enabled, 1);
+    assert_int_equal(eff.max_attempts, 3);
+    assert_int_equal(eff.n_retryable_status_codes, 3);
+    assert_int_equal(eff.retryable_status_codes[1], 503);
+    vsr_config_free(c);
+}
+
+/* ---- providers: credentials ------------------------------------------------------------ */
+
+static void test_credentials(void **state)
+{
+    setenv("VSR_TEST_EMPTY_KEY", "", 1);
+    setenv("VSR_TEST_CRLF_KEY", "a\r\nX-Injected: 1", 1);
+    unsetenv("VSR_TEST_MISSING_KEY");
+    static const struct {
+        const char *item;
+        const char *error;
+    } rows[] = {
+        {"{endpoint: h, api_key_env: VSR_TEST_MISSING_KEY}",
+         "t.yaml:9:38: environment variable VSR_TEST_MISSING_KEY is not set\n"},
+        {"{endpoint: h, api_key_env: VSR_TEST_EMPTY_KEY}",
+         "t.yaml:9:38: environment variable VSR_TEST_EMPTY_KEY is empty\n"},
+        {"{endpoint: h, api_key_env: VSR_TEST_CRLF_KEY}",
+         "t.yaml:9:38: environment variable VSR_TEST_CRLF_KEY contains control characters\n"},
+        {"{endpoint: h, api_key_env: \"1BAD\"}", "t.yaml:9:38: invalid environment variable name \"1BAD\"\n"},
+        {"{endpoint: h, api_key: k, api_key_env: HOME}", "t.yaml:9:50: set either api_key or api_key_env, not both\n"},
+        {"{endpoint: h, api_key: \"\"}", "t.yaml:9:34: api_key must not be empty\n"},
+        {"{endpoint: h, auth_header: \"x y\"}", "t.yaml:9:38: invalid header name \"x y\"\n"},
+        {"{endpoint: h, auth_prefix: \"a\\nb\"}", "t.yaml:9:38: auth_prefix must not contain control characters\n"},
+        {"{endpoint: h, extra_headers: {\"a:b\": c}}", "t.yaml:9:41: invalid header name \"a:b\"\n"},
+        {"{endpoint: h, extra_headers: {x: 1}}",
+         "t.yaml:9:44: expected a string, got an integer\n"},
+        {"{endpoint: h, extra_headers: [x]}",
+         "t.yaml:9:40: expected a mapping of header names to values, got a list\n"},
+        {"{endpoint: h, chat_path: chat}",
+         "t.yaml:9:36: chat_path must be a path starting with '/', without spaces, query or fragment\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_backend_error(rows[i].item, rows[i].error);
+    unsetenv("VSR_TEST_EMPTY_KEY");
+    unsetenv("VSR_TEST_CRLF_KEY");
+    /* api_format: only openai and anthropic exist */
+    expect_errors(HEAD LISTENERS PROVIDERS "      api_format: gemini\n",
+                  "t.yaml:10:19: api_format must be \"openai\" or \"anthropic\", got \"gemini\"\n");
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+
+static void test_token_counts(void **state)
+{
+    static const struct {
+        const char *value;
+        uint64_t tokens;
+    } ok[] = {
+        {"32K", 32000}, {"32k", 32000}, {"1M", 1000000}, {"1.5K", 1500}, {"\"256K\"", 256000}, {"4096", 4096},
+        {"0", 0},       {"2.5m", 2500000}, {"\" 8K \"", 8000},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml), DOC "routing: {signals: {context: [{name: c, min_tokens: %s}]}}\n", ok[i].value);
+        vsr_config_t *c = load_ok(yaml);
+        assert_int_equal(c->recipes[0].signals.context[0].min_tokens, ok[i].tokens);
+        assert_int_equal(c->recipes[0].signals.context[0].has_max_tokens, 0);
+        vsr_config_free(c);
+    }
+    static const struct {
+        const char *sig;
+        const char *error;
+    } bad[] = {
+        {"{name: c, min_tokens: 32KB}", "t.yaml:10:53: invalid token count \"32KB\" (use e.g. 4096, \"32K\" or \"1M\")\n"},
+        {"{name: c, min_tokens: K}", "t.yaml:10:53: invalid token count \"K\" (use e.g. 4096, \"32K\" or \"1M\")\n"},
+        {"{name: c, min_tokens: -1}", "t.yaml:10:53: min_tokens must be between 0 and 1000000000000, got -1\n"},
+        {"{name: c, min_tokens: true}", "t.yaml:10:53: expected a token count (e.g. 4096 or \"32K\"), got a boolean\n"},
+        {"{name: c, max_tokens: 0}",
+         "t.yaml:10:53: max_tokens must be greater than 0 (leave it out for no upper bound)\n"},
+        {"{name: c, min_tokens: 8K, max_tokens: 4K}", "t.yaml:10:69: max_tokens (4000) is less than min_tokens (8000)\n"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml), DOC "routing: {signals: {context: [%s]}}\n", bad[i].sig);
+        expect_errors(yaml, bad[i].error);
+    }
+}
+
+static void test_signal_errors(void **state)
+{
+    static const struct {
+        const char *signals;
+        const char *error;
+    } rows[] = {
+        /* keywords: regexes are not compiled here (the signals module does) */
+        {"keywords: [{name: k, keywords: []}]", "t.yaml:10:52: keywords must not be empty\n"},
+        {"keywords: [{name: k, keywords: [x], operator: XOR}]",
+         "t.yaml:10:67: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"},
+        {"keywords: [{name: k, keywords: [x], method: exact}]",
+         "t.yaml:10:65: method must be \"\", \"regex\", \"bm25\", \"ngram\" or \"fuzzy\", got \"exact\"\n"},
+        {"keywords: [{name: k, keywords: [x], ngram_threshold: 1.5}]",
+         "t.yaml:10:74: ngram_threshold must be between 0 and 1, got 1.5\n"},
+        {"keywords: [{name: k, keywords: [x], bm25_threshold: .nan}]",
+         "t.yaml:10:73: bm25_threshold must be a finite number, got .nan\n"},
+        {"structure: [{name: s, feature: {type: count, source: {type: regex}}}]",
+         "t.yaml:10:74: source type \"regex\" needs a non-empty pattern\n"},
+        {"structure: [{name: s, feature: {type: count, source: {type: text_bytes, pattern: x}}}]",
+         "t.yaml:10:102: pattern only applies to source type \"regex\"\n"},
+        {"structure: [{name: s, feature: {type: width, source: {type: text_bytes}}}]",
+         "t.yaml:10:59: type must be \"count\", \"exists\", \"density\" or \"sequence\", got \"width\"\n"},
+        {"structure: [{name: s}]", "t.yaml:10:33: missing required key \"feature\"\n"},
+        {"structure: [{name: s, feature: {type: sequence, source: {type: sequence, sequences: [[]]}}}]",
+         "t.yaml:10:106: sequences must not be empty\n"},
+        {"conversation: [{name: c, feature: {type: count, source: {type: tool_definition, role: user}}}]",
+         "t.yaml:10:107: role only applies to source type \"message\"\n"},
+        {"conversation: [{name: c, feature: {type: count, source: {type: message, role: bot}}}]",
+         "t.yaml:10:99: role must be \"user\", \"assistant\", \"system\", \"developer\", \"tool\" or \"non_user\", "
+         "got \"bot\"\n"},
+        {"language: [{name: en, threshold: 2}]", "t.yaml:10:54: threshold must be between 0 and 1, got 2\n"},
+        {"role_bindings: [{name: r, role: admin, subjects: []}]", "t.yaml:10:70: subjects must not be empty\n"},
+        {"role_bindings: [{name: r, subjects: [{kind: Team, name: x}]}]",
+         "t.yaml:10:65: kind must be \"User\" or \"Group\", got \"Team\"\n"
+         "t.yaml:10:37: missing required key \"role\"\n"},
+        {"keywords: {name: k}", "t.yaml:10:31: expected a list, got a mapping\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof(yaml), DOC "routing: {signals: {%s}}\n", rows[i].signals);
+        expect_errors(yaml, rows[i].error);
+    }
+    expect_errors(DOC "routing: {signals: [keywords]}\n",
+                  "t.yaml:10:20: expected a mapping of signal families, got a list\n");
+}
+
+/* ---- listeners: tls and identity --------------------------------------------------------- */
+
+static void test_listener_tls_and_identity(void **state)
+{
+#define L_DOC(extra) HEAD "listeners:\n  - {name: l, port: 1, " extra "}\n" PROVIDERS
+    /* the extra keys start at line 3, column 25 */
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem}"), "t.yaml:3:29: missing required key \"key_file\"\n"},
+        {L_DOC("tls: {cert_file: tests/unit/configs/nope.pem, key_file: tests/unit/configs/tls-key.pem}"),
+         "t.yaml:3:41: cannot read cert_file \"tests/unit/configs/nope.pem\": No such file or directory\n"},
+        {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: tests/unit/configs}"),
+         "t.yaml:3:84: key_file \"tests/unit/configs\" is not a regular file\n"},
+        {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: tests/unit/configs/tls-key.pem}"),
+         "t.yaml:3:29: listeners[].tls: downstream TLS is not supported yet\n"},
+        {L_DOC("identity: {trusted_peers: [10.0.0.0/33]}"),
+         "t.yaml:3:51: invalid trusted peer \"10.0.0.0/33\": the prefix length must be an integer from 0 to 32\n"},
+        {L_DOC("identity: {trusted_peers: [\"::/129\"]}"),
+         "t.yaml:3:51: invalid trusted peer \"::/129\": the prefix length must be an integer from 0 to 128\n"},
+        {L_DOC("identity: {trusted_peers: [example.com/8]}"),
+         "t.yaml:3:51: invalid trusted peer \"example.com/8\": expected an IPv4 or IPv6 network such as "
+         "\"10.0.0.0/8\" or \"fd00::/8\"\n"},
+        {L_DOC("identity: {trusted_peers: [\"10.0.0.0/\"]}"),
+         "t.yaml:3:51: invalid trusted peer \"10.0.0.0/\": the prefix length must be an integer from 0 to 32\n"},
+        {L_DOC("identity: {trust_headers: yes}"), "t.yaml:3:50: expected a boolean (true or false), got a string\n"},
+        {L_DOC("api_keys: [\"\"]"), "t.yaml:3:35: api_keys must not be empty\n"},
+        {L_DOC("models: [1]"), "t.yaml:3:33: expected a string, got an integer\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+    vsr_config_t *c = load_ok(L_DOC("identity: {trusted_peers: [\"0.0.0.0/0\", \"::ffff:10.1.1.1/104\", \"2001:db8::/0\"]}"));
+    const vsr_strlist_conf_t *p = &c->listeners[0].identity_trusted_peers;
+    assert_string_equal(p->items[0], "0.0.0.0/0");
+    assert_string_equal(p->items[1], "::ffff:10.0.0.0/104");
+    assert_string_equal(p->items[2], "::/0");
+    vsr_config_free(c);
+#undef L_DOC
+}
+
+/* ---- global.services ---------------------------------------------------------------------- */
+
+static void test_management_api(void **state)
+{
+    vsr_config_t *c = load_ok(DOC);
+    assert_int_equal(c->management_enabled, 0); /* absent: off */
+    assert_string_equal(c->management_address, "127.0.0.1");
+    assert_int_equal(c->management_port, 8080);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {management_api: {port: 9000}}}\n");
+    assert_int_equal(c->management_enabled, 1); /* present: on */
+    assert_int_equal(c->management_port, 9000);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {management_api: {enabled: false}}}\n");
+    assert_int_equal(c->management_enabled, 0);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {management_api: {bind_address: 0.0.0.0, port: 9000, remote_exposure: true}}}\n");
+    assert_int_equal(c->management_enabled, 1);
+    vsr_config_free(c);
+    /* the listener of LISTENERS binds 0.0.0.0:8080 */
+    expect_errors(DOC "global: {services: {management_api: {}}}\n",
+                  "t.yaml:10:37: management_api port 8080 is also used by listener \"l\" (at 4:11)\n");
+    expect_errors(DOC "global: {services: {management_api: {bind_address: 10.0.0.1, port: 9000}}}\n",
+                  "t.yaml:10:52: the management API has no authentication: binding it to 10.0.0.1 needs "
+                  "remote_exposure: true\n");
+    expect_errors(DOC "global: {services: {management_api: {bind_address: localhost}}}\n",
+                  "t.yaml:10:52: bind_address must be an IPv4 or IPv6 address, got \"localhost\"\n");
+    /* disabled: no port conflict */
+    c = load_ok(DOC "global: {services: {management_api: {enabled: false, port: 8080}}}\n");
+    vsr_config_free(c);
+    expect_errors(DOC "global: {services: {authz: {identity: {user_id_header: \"x user\"}}}}\n",
+                  "t.yaml:10:56: invalid header name \"x user\"\n");
+}
+
+/* ---- errors in several sections are all reported --------------------------------------- */
+
+static void test_routing_errors_all_reported(void **state)
+{
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals:\n"
+                  "    keywords: [{name: k, keywords: [x], operator: XOR}]\n"
+                  "    embeddings: [{name: e}]\n"
+                  "  decisions:\n"
+                  "    - name: d\n"
+                  "      priority: high\n"
+                  "      rules: {type: keyword, name: missing}\n"
+                  "      modelRefs: [{model: ghost}]\n"
+                  "      algorithm: {type: ratings}\n"
+                  "      plugins: [{type: memory}]\n"
+                  "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
+                  "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
+                  "t.yaml:13:5: signal family \"embeddings\" is not supported yet (model-backed signals need the model "
+                  "runtime)\n"
+                  "t.yaml:16:17: expected an integer, got a string\n"
+                  "t.yaml:19:25: algorithm type \"ratings\" is not supported yet\n"
+                  "t.yaml:20:24: plugin \"memory\" is not supported yet\n"
+                  "t.yaml:17:14: keyword signal \"missing\" is not declared in routing.signals.keywords\n"
+                  "t.yaml:18:27: model \"ghost\" is not defined in providers.models (nor as a LoRA in "
+                  "routing.modelCards)\n"
+                  "t.yaml:21:42: recipe \"nowhere\" is not defined (recipes[].name, or \"default\" for the top-level "
+                  "routing)\n"
+                  "t.yaml:21:30: model name \"m\" is already a provider model name (at 7:13)\n");
+}
+
+static void test_strategy_inheritance(void **state)
+{
+    vsr_config_t *c = load_ok(DOC
+                              "routing: {strategy: confidence}\n"
+                              "recipes:\n"
+                              "  - {name: a}\n"
+                              "  - {name: b, routing: {strategy: priority}}\n"
+                              "  - {name: c, routing: {strategy: confidence}}\n");
+    assert_int_equal(c->n_recipes, 4);
+    assert_int_equal(c->recipes[0].strategy_confidence, 1);
+    assert_int_equal(c->recipes[1].strategy_confidence, 1);
+    assert_int_equal(c->recipes[1].has_strategy, 0);
+    assert_int_equal(c->recipes[2].strategy_confidence, 0);
+    assert_int_equal(c->recipes[3].strategy_confidence, 1);
+    vsr_config_free(c);
+    /* no routing block: still recipe "default", empty */
+    c = load_ok(DOC);
+    assert_int_equal(c->n_recipes, 1);
+    assert_string_equal(c->recipes[0].name, "default");
+    assert_int_equal(c->recipes[0].n_decisions, 0);
+    assert_int_equal(c->recipes[0].strategy_confidence, 0);
+    assert_int_equal(c->n_entrypoints, 0);
+    vsr_config_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_example),
-        cmocka_unit_test(test_reference_example_verbatim_needs_tls),
+        cmocka_unit_test(test_reference_example_verbatim),
+        cmocka_unit_test(test_corpus),
         cmocka_unit_test(test_full_fixture),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_durations),
@@ -806,6 +2175,26 @@ int main(void)
         cmocka_unit_test(test_tag_errors),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_file_error_names_file),
+        cmocka_unit_test(test_capability_errors),
+        cmocka_unit_test(test_capability_absent_is_fine),
+        cmocka_unit_test(test_unknown_names),
+        cmocka_unit_test(test_rule_shapes),
+        cmocka_unit_test(test_signal_references),
+        cmocka_unit_test(test_model_references),
+        cmocka_unit_test(test_recipe_and_entrypoint_references),
+        cmocka_unit_test(test_client_name_collisions),
+        cmocka_unit_test(test_auto_model_names),
+        cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_header_mutation_drops_reliability_headers),
+        cmocka_unit_test(test_reliability_errors),
+        cmocka_unit_test(test_fallback_errors),
+        cmocka_unit_test(test_credentials),
+        cmocka_unit_test(test_token_counts),
+        cmocka_unit_test(test_signal_errors),
+        cmocka_unit_test(test_listener_tls_and_identity),
+        cmocka_unit_test(test_management_api),
+        cmocka_unit_test(test_routing_errors_all_reported),
+        cmocka_unit_test(test_strategy_inheritance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,914 @@
+/*
+ * cfg_routing.c — the routing half of v0.3: the top-level `routing` block
+ * (recipe "default"), `recipes[]`, their signals (ref §1.9), decisions and
+ * rule trees (ref §1.11), decision plugins (ref §2), and `entrypoints[]`
+ * (ref §1.12).
+ *
+ * Capability checks live here too: a known feature that vsr does not
+ * implement yet fails at its node with "... is not supported yet" when the
+ * document enables it, and is accepted when it is absent, empty or (for
+ * plugins) explicitly disabled.  Unknown names (a misspelt family, plugin,
+ * algorithm or condition type) are plain errors.
+ *
+ * Checks inside one recipe (a rule leaf names a declared signal, decision
+ * and signal names are unique) run when the recipe is decoded; checks
+ * against other sections (models, cards, recipes) run in cfg_check.c.  The
+ * signal families themselves are in cfg_signals.c.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config/cfg_internal.h"
+
+#define MAX_RULE_DEPTH 32
+
+static const char *quote_str(cfg_decoder_t *d, const char *s)
+{
+    return vsr__cfg_quote(d->pool, s, strlen(s));
+}
+
+/* Prose that may span lines (system prompts, messages): non-empty, no NUL. */
+static int decode_prose(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_text(d, val);
+    if (s == NULL)
+        return -1;
+    if (val->len == 0) {
+        vsr__cfg_node_error(d, val, "%s must not be empty", f->key);
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, s, val->len);
+    return 0;
+}
+
+/* ==== rule trees ================================================================ */
+
+/* Fills *out from node n.  Returns 0, -1 (reported), or 1 for the empty root
+ * (no rule: the decision always matches). */
+static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *out, int depth, int root)
+{
+    if (n->kind != CFG_NODE_MAP) {
+        vsr__cfg_node_error(d, n, "expected a condition (a mapping), got %s", vsr__cfg_node_what(n));
+        return -1;
+    }
+    if (depth > MAX_RULE_DEPTH) {
+        vsr__cfg_node_error(d, n, "rules are nested more than %d levels deep", MAX_RULE_DEPTH);
+        return -1;
+    }
+    const cfg_node_t *type = NULL, *name = NULL, *op = NULL, *conds = NULL, *classifier_key = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        const cfg_node_t *k = n->items[2 * i], *v = n->items[2 * i + 1];
+        vsr_slice_t key = vsr_slice(k->str, k->len);
+        if (k->kind != CFG_NODE_SCALAR || k->type != CFG_STR) {
+            vsr__cfg_node_error(d, k, "expected a string key, got %s", vsr__cfg_node_what(k));
+            rc = -1;
+        } else if (vsr_slice_eq_cstr(key, "type")) {
+            type = v;
+        } else if (vsr_slice_eq_cstr(key, "name")) {
+            name = v;
+        } else if (vsr_slice_eq_cstr(key, "operator")) {
+            op = v;
+        } else if (vsr_slice_eq_cstr(key, "conditions")) {
+            conds = v;
+        } else if (vsr_slice_eq_cstr(key, "label") || vsr_slice_eq_cstr(key, "predicate") ||
+                   vsr_slice_eq_cstr(key, "on_error")) {
+            if (classifier_key == NULL)
+                classifier_key = k;
+        } else if (vsr_slice_eq_cstr(key, "on_unknown")) {
+            static const char *const policies[] = {"no_match", "fail_request", NULL};
+            cfg_field_t f = {.key = "on_unknown", .choices = policies};
+            int ignored;
+            if (!root) {
+                vsr__cfg_node_error(d, k, "on_unknown only applies to the root of rules");
+                rc = -1;
+            } else if (vsr__cfg_choice(d, &f, v, &ignored) != 0) {
+                rc = -1;
+            }
+            /* rule-based signals are always computed, so either policy
+             * behaves as documented without further work */
+        } else {
+            vsr__cfg_node_error(d, k, "unknown key %s", vsr__cfg_quote(d->pool, k->str, k->len));
+            rc = -1;
+        }
+    }
+    out->line = n->line;
+    out->col = n->col;
+
+    if (type != NULL) {
+        out->kind = VSR_RULE_LEAF;
+        if (op != NULL || conds != NULL) {
+            vsr__cfg_node_error(d, n, "a condition is either a leaf (type, name) or a combination (operator, "
+                                      "conditions), not both");
+            return -1;
+        }
+        cfg_field_t tf = {.key = "type"}, nf = {.key = "name"};
+        const char *t = vsr__cfg_get_string(d, &tf, type);
+        if (t == NULL)
+            return -1;
+        int status = vsr__cfg_condition_type(t);
+        if (status < 0) {
+            vsr__cfg_node_error(d, type, "unknown condition type %s", vsr__cfg_quote(d->pool, t, type->len));
+            return -1;
+        }
+        if (status == 0) {
+            vsr__cfg_node_error(d, type, "condition type \"%s\" is not supported yet", t);
+            return -1;
+        }
+        if (classifier_key != NULL) {
+            vsr__cfg_node_error(d, classifier_key, "%s only applies to classifier conditions", classifier_key->str);
+            return -1;
+        }
+        if (name == NULL) {
+            vsr__cfg_node_error(d, n, "missing required key \"name\"");
+            return -1;
+        }
+        const char *nm = vsr__cfg_get_string(d, &nf, name);
+        if (nm == NULL)
+            return -1;
+        out->type = vsr__cfg_strdup(d, t);
+        out->name = vsr__cfg_strdup(d, nm);
+        return rc;
+    }
+    if (name != NULL || classifier_key != NULL) {
+        vsr__cfg_node_error(d, n, "a leaf condition needs a type (name, label, predicate and on_error only apply to "
+                                  "leaf conditions)");
+        return -1;
+    }
+    if (op == NULL && conds == NULL) {
+        if (root)
+            return rc == 0 ? 1 : rc;
+        vsr__cfg_node_error(d, n, "a combination needs an operator and at least one condition");
+        return -1;
+    }
+
+    /* operators are matched case-insensitively and trimmed; absent = AND */
+    vsr_rule_kind_t kind = VSR_RULE_AND;
+    if (op != NULL) {
+        if (op->kind != CFG_NODE_SCALAR || op->type != CFG_STR) {
+            vsr__cfg_node_error(d, op, "expected an operator (AND, OR or NOT), got %s", vsr__cfg_node_what(op));
+            return -1;
+        }
+        vsr_slice_t o = vsr_slice_trim(vsr_slice(op->str, op->len));
+        if (vsr_slice_case_eq_cstr(o, "AND")) {
+            kind = VSR_RULE_AND;
+        } else if (vsr_slice_case_eq_cstr(o, "OR")) {
+            kind = VSR_RULE_OR;
+        } else if (vsr_slice_case_eq_cstr(o, "NOT")) {
+            kind = VSR_RULE_NOT;
+        } else {
+            vsr__cfg_node_error(d, op, "unsupported operator %s (expected AND, OR or NOT)",
+                                vsr__cfg_quote(d->pool, op->str, op->len));
+            return -1;
+        }
+    }
+    out->kind = kind;
+    size_t n_children = 0;
+    if (conds != NULL && !(conds->kind == CFG_NODE_SCALAR && conds->type == CFG_NULL)) {
+        if (conds->kind != CFG_NODE_SEQ) {
+            vsr__cfg_node_error(d, conds, "expected a list of conditions, got %s", vsr__cfg_node_what(conds));
+            return -1;
+        }
+        n_children = conds->n;
+    }
+    const cfg_node_t *at = op ? op : n;
+    static const char *const names[] = {"", "AND", "OR", "NOT"};
+    if (kind == VSR_RULE_NOT && n_children != 1) {
+        vsr__cfg_node_error(d, at, "NOT needs exactly one condition, got %zu", n_children);
+        return -1;
+    }
+    /* only a root AND may be empty: it matches everything; an empty OR never
+     * matches, which is never what was meant */
+    if (n_children == 0 && !(root && kind == VSR_RULE_AND)) {
+        vsr__cfg_node_error(d, at, "%s needs at least one condition", names[kind]);
+        return -1;
+    }
+    if (n_children > 0) {
+        out->children = vsr_pool_alloc(d->pool, n_children * sizeof(*out->children));
+        memset(out->children, 0, n_children * sizeof(*out->children));
+        out->n_children = n_children;
+    }
+    for (size_t i = 0; i < n_children; i++)
+        if (decode_rule(d, conds->items[i], &out->children[i], depth + 1, 0) != 0)
+            rc = -1;
+    return rc;
+}
+
+static int decode_rules(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_decision_conf_t *dec = obj;
+    vsr_rule_conf_t *r = vsr_pool_alloc(d->pool, sizeof(*r));
+    memset(r, 0, sizeof(*r));
+    int rc = decode_rule(d, val, r, 0, 1);
+    dec->rules = rc == 0 ? r : NULL;
+    return rc < 0 ? -1 : 0;
+}
+
+/* ==== modelRefs ================================================================== */
+
+#define MR_OFF(m) offsetof(vsr_model_ref_conf_t, m)
+
+static const cfg_field_t model_ref_fields[] = {
+    {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = MR_OFF(model)},
+    {.key = "use_reasoning", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = MR_OFF(use_reasoning),
+     .has_offset = MR_OFF(has_use_reasoning)},
+    {.key = "reasoning_effort", .decode = vsr__cfg_string, .offset = MR_OFF(reasoning_effort)},
+    {.key = "reasoning_description", .flags = CFG_UNIMPLEMENTED},
+    {.key = "lora_name", .decode = vsr__cfg_string, .offset = MR_OFF(lora_name)},
+    {.key = "weight", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = MR_OFF(weight),
+     .has_offset = MR_OFF(has_weight), .dmin = 0, .dmax = 1e9},
+};
+
+static void finish_model_ref(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                             size_t index)
+{
+    vsr_model_ref_conf_t *r = obj;
+    const cfg_node_t *model = vsr__cfg_map_get(map, "model"), *lora = vsr__cfg_map_get(map, "lora_name");
+    if (model != NULL)
+        vsr__cfg_mark(d, &r->model, model);
+    if (lora != NULL)
+        vsr__cfg_mark(d, &r->lora_name, lora);
+    /* reasoning needs the model's reasoning family (providers.models[].
+     * reasoning), which vsr does not apply yet: accepted and reported */
+    if (r->use_reasoning)
+        vsr__cfg_record_unimplemented(d, "use_reasoning");
+    if (r->reasoning_effort != NULL)
+        vsr__cfg_record_unimplemented(d, "reasoning_effort");
+}
+
+static const cfg_spec_t model_ref_spec = {
+    .size = sizeof(vsr_model_ref_conf_t),
+    .fields = model_ref_fields,
+    .n_fields = VSR_ARRAY_LEN(model_ref_fields),
+    .finish = finish_model_ref,
+};
+
+/* ==== algorithm ===================================================================== */
+
+/* ref §1.11 (the newest catalogue): the type and its own config block */
+static const struct {
+    const char *type, *block;
+} algorithms[] = {
+    {"static", NULL},           {"automix", "automix"},   {"confidence", "confidence"},
+    {"fusion", "fusion"},       {"hybrid", "hybrid"},     {"kmeans", NULL},
+    {"knn", NULL},              {"latency_aware", "latency_aware"}, {"mlp", NULL},
+    {"multi_factor", "multi_factor"}, {"ratings", "ratings"}, {"remom", "remom"},
+    {"router_dc", "router_dc"}, {"svm", NULL},            {"workflows", "workflows"},
+    {"prompt", "prompt"},
+};
+
+static int algorithm_block(vsr_slice_t key)
+{
+    for (size_t i = 0; i < VSR_ARRAY_LEN(algorithms); i++)
+        if (algorithms[i].block && vsr_slice_eq_cstr(key, algorithms[i].block))
+            return (int)i;
+    return -1;
+}
+
+static int decode_algorithm(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_decision_conf_t *dec = obj;
+    if (val->kind != CFG_NODE_MAP) {
+        vsr__cfg_node_error(d, val, "expected a mapping, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    const cfg_node_t *type = vsr__cfg_map_get(val, "type");
+    if (type == NULL) {
+        vsr__cfg_node_error(d, val, "missing required key \"type\"");
+        return -1;
+    }
+    cfg_field_t tf = {.key = "type"};
+    const char *t = vsr__cfg_get_string(d, &tf, type);
+    if (t == NULL)
+        return -1;
+    int ti = -1;
+    for (size_t i = 0; i < VSR_ARRAY_LEN(algorithms); i++)
+        if (strcmp(t, algorithms[i].type) == 0)
+            ti = (int)i;
+    if (ti < 0) {
+        vsr__cfg_node_error(d, type, "unknown algorithm type %s", vsr__cfg_quote(d->pool, t, type->len));
+        return -1;
+    }
+    if (ti != 0) {
+        vsr__cfg_node_error(d, type, "algorithm type \"%s\" is not supported yet", algorithms[ti].type);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *k = val->items[2 * i], *v = val->items[2 * i + 1];
+        if (k->kind != CFG_NODE_SCALAR || k->type != CFG_STR) {
+            vsr__cfg_node_error(d, k, "expected a string key, got %s", vsr__cfg_node_what(k));
+            rc = -1;
+            continue;
+        }
+        vsr_slice_t key = vsr_slice(k->str, k->len);
+        int bi = algorithm_block(key);
+        if (vsr_slice_eq_cstr(key, "type")) {
+            continue;
+        } else if (vsr_slice_eq_cstr(key, "on_error") || vsr_slice_eq_cstr(key, "budget")) {
+            /* a static choice makes no call that could fail or overspend */
+            if (!vsr__cfg_is_empty(v))
+                vsr__cfg_record_unimplemented(d, k->str);
+        } else if (bi >= 0) {
+            vsr__cfg_node_error(d, k, "algorithm.%s only applies to type \"%s\"", algorithms[bi].block,
+                                algorithms[bi].type);
+            rc = -1;
+        } else {
+            vsr__cfg_node_error(d, k, "unknown key %s", vsr__cfg_quote(d->pool, k->str, k->len));
+            rc = -1;
+        }
+    }
+    dec->algorithm = vsr__cfg_strdup(d, "static");
+    return rc;
+}
+
+/* ==== plugins ======================================================================== */
+
+#define PL_OFF(m) offsetof(vsr_plugin_conf_t, m)
+
+/* ref §2 (the newest catalogue plus image_gen of the older one) */
+static const struct {
+    const char *type;
+    vsr_plugin_kind_t kind; /* 0: known, not implemented */
+} plugin_types[] = {
+    {"system_prompt", VSR_PLUGIN_SYSTEM_PROMPT},
+    {"header_mutation", VSR_PLUGIN_HEADER_MUTATION},
+    {"fast_response", VSR_PLUGIN_FAST_RESPONSE},
+    {"request_params", VSR_PLUGIN_REQUEST_PARAMS},
+    {"response_cache", 0},
+    {"memory", 0},
+    {"rag", 0},
+    {"context_compression", 0},
+    {"tools", 0},
+    {"tool_selection", 0},
+    {"hallucination", 0},
+    {"response_jailbreak", 0},
+    {"router_replay", 0},
+    {"image_gen", 0},
+    {"shadow_dispatch", 0},
+};
+
+static const struct {
+    const char *alias, *type;
+} plugin_aliases[] = {
+    {"semantic-cache", "response_cache"},
+    {"semantic_cache", "response_cache"},
+    {"response-cache", "response_cache"},
+};
+
+static int decode_plugin_type(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_plugin_conf_t *p = obj;
+    const char *t = vsr__cfg_get_string(d, f, val);
+    if (t == NULL)
+        return -1;
+    for (size_t i = 0; i < VSR_ARRAY_LEN(plugin_aliases); i++)
+        if (strcmp(t, plugin_aliases[i].alias) == 0)
+            t = plugin_aliases[i].type;
+    for (size_t i = 0; i < VSR_ARRAY_LEN(plugin_types); i++) {
+        if (strcmp(t, plugin_types[i].type) == 0) {
+            p->type = vsr__cfg_strdup(d, plugin_types[i].type);
+            p->kind = plugin_types[i].kind;
+            return 0;
+        }
+    }
+    vsr__cfg_node_error(d, val, "unknown plugin type %s", vsr__cfg_quote(d->pool, val->str, val->len));
+    return -1;
+}
+
+/* ---- header_mutation ---- */
+
+/* Header values: any text but CR, LF and other controls (HTAB is fine). */
+static int decode_header_value(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_text(d, val);
+    if (s == NULL)
+        return -1;
+    for (size_t i = 0; i < val->len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            vsr__cfg_node_error(d, val, "a header value must not contain control characters");
+            return -1;
+        }
+    }
+    *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, s, val->len);
+    return 0;
+}
+
+static int decode_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (!vsr__cfg_is_token(s)) {
+        vsr__cfg_node_error(d, val, "invalid header name %s", vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+static const cfg_field_t header_kv_fields[] = {
+    {.key = "name", .decode = decode_header_name, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kv_conf_t, name)},
+    {.key = "value", .decode = decode_header_value, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kv_conf_t, value)},
+};
+
+static const cfg_spec_t header_kv_spec = {
+    .size = sizeof(vsr_kv_conf_t),
+    .fields = header_kv_fields,
+    .n_fields = VSR_ARRAY_LEN(header_kv_fields),
+};
+
+static int decode_header_names(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_strlist(d, f, val, obj) != 0)
+        return -1;
+    vsr_strlist_conf_t *l = (vsr_strlist_conf_t *)((char *)obj + f->offset);
+    int rc = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (!vsr__cfg_is_token(l->items[i])) {
+            vsr__cfg_node_error(d, val->items[i], "invalid header name %s", quote_str(d, l->items[i]));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+/* The five headers through which the reference hands a decision's
+ * reliability to Envoy (ref §1.6); they belong to the reliability block. */
+static const char *const reliability_headers[] = {
+    "x-envoy-upstream-rq-timeout-ms", "x-envoy-upstream-rq-per-try-timeout-ms", "x-envoy-max-retries",
+    "x-envoy-retry-on", "x-envoy-retriable-status-codes",
+};
+
+/* NULL when the header may be mutated, else why it may not. */
+static const char *restricted_header(const char *name)
+{
+    vsr_slice_t n = vsr_slice_cstr(name);
+    for (size_t i = 0; i < VSR_ARRAY_LEN(reliability_headers); i++)
+        if (vsr_slice_case_eq_cstr(n, reliability_headers[i]))
+            return "the x-envoy reliability headers come from the decision's reliability block";
+    if (vsr_slice_case_eq_cstr(n, "host") ||
+        (n.len > 8 && vsr_slice_case_eq_cstr(vsr_slice(n.p, 8), "x-envoy-")))
+        return "host and x-envoy-* headers cannot be mutated (ref §5.1)";
+    return NULL;
+}
+
+static void warn_dropped(cfg_decoder_t *d, const cfg_node_t *at, const char *name, const char *why)
+{
+    vsr__cfg_warn(d, "%s:%u:%u: header_mutation: dropped %s: %s", d->dg->file, at->line, at->col, quote_str(d, name),
+                  why);
+}
+
+/* `list` is the add/update node; its items parallel kv[] (lists keep failed
+ * items as zeroed entries, and a failure means no warning is ever shown). */
+static void drop_restricted_kv(cfg_decoder_t *d, const cfg_node_t *list, vsr_kv_conf_t *kv, size_t *n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < *n; i++) {
+        const char *why = kv[i].name ? restricted_header(kv[i].name) : NULL;
+        if (why == NULL) {
+            kv[o++] = kv[i];
+            continue;
+        }
+        const cfg_node_t *at = list && list->kind == CFG_NODE_SEQ && i < list->n ? list->items[i] : NULL;
+        const cfg_node_t *name = at ? vsr__cfg_map_get(at, "name") : NULL;
+        warn_dropped(d, name ? name : at ? at : list, kv[i].name, why);
+    }
+    *n = o;
+}
+
+static void finish_header_mutation(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                   size_t index)
+{
+    vsr_plugin_header_mutation_conf_t *h = &((vsr_plugin_conf_t *)obj)->u.header_mutation;
+    drop_restricted_kv(d, vsr__cfg_map_get(map, "add"), h->add, &h->n_add);
+    drop_restricted_kv(d, vsr__cfg_map_get(map, "update"), h->update, &h->n_update);
+    const cfg_node_t *del = vsr__cfg_map_get(map, "delete");
+    size_t o = 0;
+    for (size_t i = 0; i < h->delete_.n; i++) {
+        const char *why = restricted_header(h->delete_.items[i]);
+        if (why == NULL) {
+            h->delete_.items[o++] = h->delete_.items[i];
+            continue;
+        }
+        const cfg_node_t *at = del && del->kind == CFG_NODE_SEQ && del->n == h->delete_.n ? del->items[i] : del;
+        warn_dropped(d, at ? at : map, h->delete_.items[i], why);
+    }
+    h->delete_.n = o;
+}
+
+#define HM_OFF(m) offsetof(vsr_plugin_conf_t, u.header_mutation.m)
+
+static const cfg_field_t header_mutation_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "add", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = HM_OFF(add), .count_offset = HM_OFF(n_add),
+     .spec = &header_kv_spec},
+    {.key = "update", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = HM_OFF(update),
+     .count_offset = HM_OFF(n_update), .spec = &header_kv_spec},
+    {.key = "delete", .decode = decode_header_names, .flags = CFG_NULL_OK, .offset = HM_OFF(delete_)},
+};
+
+static const cfg_spec_t header_mutation_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = header_mutation_fields,
+    .n_fields = VSR_ARRAY_LEN(header_mutation_fields),
+    .finish = finish_header_mutation,
+};
+
+/* ---- system_prompt ---- */
+
+static const char *const prompt_modes[] = {"replace", "insert", NULL}; /* index = insert */
+
+static const cfg_field_t system_prompt_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "mode", .decode = vsr__cfg_choice, .offset = PL_OFF(u.system_prompt.insert), .choices = prompt_modes},
+    {.key = "system_prompt", .decode = decode_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
+};
+
+static void finish_system_prompt(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                 size_t index)
+{
+    vsr_plugin_conf_t *p = obj;
+    p->u.system_prompt.enabled = p->enabled;
+    if (p->enabled && p->u.system_prompt.system_prompt == NULL && vsr__cfg_map_get(map, "system_prompt") == NULL)
+        vsr__cfg_node_error(d, map, "missing required key \"system_prompt\"");
+}
+
+static const cfg_spec_t system_prompt_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = system_prompt_fields,
+    .n_fields = VSR_ARRAY_LEN(system_prompt_fields),
+    .finish = finish_system_prompt,
+};
+
+/* ---- fast_response ---- */
+
+static const cfg_field_t fast_response_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "message", .decode = decode_prose, .offset = PL_OFF(u.fast_response.message)},
+};
+
+static void finish_fast_response(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                 size_t index)
+{
+    vsr_plugin_conf_t *p = obj;
+    if (p->enabled && p->u.fast_response.message == NULL && vsr__cfg_map_get(map, "message") == NULL)
+        vsr__cfg_node_error(d, map, "missing required key \"message\"");
+}
+
+static const cfg_spec_t fast_response_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = fast_response_fields,
+    .n_fields = VSR_ARRAY_LEN(fast_response_fields),
+    .finish = finish_fast_response,
+};
+
+/* ---- request_params ---- */
+
+#define RP_OFF(m) offsetof(vsr_plugin_conf_t, u.request_params.m)
+
+static const cfg_field_t request_params_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "blocked_params", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = RP_OFF(blocked_params)},
+    {.key = "max_tokens_limit", .decode = vsr__cfg_uint, .flags = CFG_HAS, .offset = RP_OFF(max_tokens_limit),
+     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX, .has_offset = RP_OFF(has_max_tokens_limit)},
+    {.key = "max_n", .decode = vsr__cfg_uint, .flags = CFG_HAS, .offset = RP_OFF(max_n), .size = sizeof(uint64_t),
+     .min = 1, .max = INT64_MAX, .has_offset = RP_OFF(has_max_n)},
+    {.key = "strip_unknown", .decode = vsr__cfg_bool, .offset = RP_OFF(strip_unknown)},
+    {.key = "allowed_params", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = RP_OFF(allowed_params)},
+    {.key = "default_max_tokens", .decode = vsr__cfg_uint, .flags = CFG_HAS, .offset = RP_OFF(default_max_tokens),
+     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX, .has_offset = RP_OFF(has_default_max_tokens)},
+};
+
+static void finish_request_params(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                  size_t index)
+{
+    vsr_plugin_request_params_conf_t *r = &((vsr_plugin_conf_t *)obj)->u.request_params;
+    const cfg_node_t *dflt = vsr__cfg_map_get(map, "default_max_tokens");
+    if (r->has_default_max_tokens && r->has_max_tokens_limit && r->default_max_tokens > r->max_tokens_limit && dflt)
+        vsr__cfg_node_error(d, dflt, "default_max_tokens (%llu) exceeds max_tokens_limit (%llu)",
+                            (unsigned long long)r->default_max_tokens, (unsigned long long)r->max_tokens_limit);
+}
+
+static const cfg_spec_t request_params_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = request_params_fields,
+    .n_fields = VSR_ARRAY_LEN(request_params_fields),
+    .finish = finish_request_params,
+};
+
+/* ---- the plugin entry ---- */
+
+static int decode_plugin_configuration(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    return 0; /* decoded by finish_plugin, once the type is known */
+}
+
+static const cfg_field_t plugin_fields[] = {
+    {.key = "type", .decode = decode_plugin_type, .flags = CFG_REQUIRED},
+    {.key = "configuration", .decode = decode_plugin_configuration},
+};
+
+static const cfg_spec_t plugin_spec;
+
+static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                          size_t index)
+{
+    vsr_plugin_conf_t *p = obj;
+    const cfg_node_t *type = vsr__cfg_seen(&plugin_spec, seen, "type");
+    const cfg_node_t *conf = vsr__cfg_seen(&plugin_spec, seen, "configuration");
+    if (p->type == NULL)
+        return; /* the type was wrong: reported */
+    p->enabled = 1;
+    if (p->kind == 0) {
+        /* an entry switched off is harmless whatever it would do */
+        const cfg_node_t *en = vsr__cfg_map_get(conf, "enabled");
+        if (en != NULL && en->kind == CFG_NODE_SCALAR && en->type == CFG_BOOL && (en->str[0] | 0x20) == 'f') {
+            p->kind = VSR_PLUGIN_UNSUPPORTED;
+            p->enabled = 0;
+            return;
+        }
+        if (strcmp(type->str, p->type) != 0)
+            vsr__cfg_node_error(d, type, "plugin \"%s\" (%s) is not supported yet", type->str, p->type);
+        else
+            vsr__cfg_node_error(d, type, "plugin \"%s\" is not supported yet", p->type);
+        return;
+    }
+    const cfg_spec_t *spec = p->kind == VSR_PLUGIN_SYSTEM_PROMPT     ? &system_prompt_spec
+                             : p->kind == VSR_PLUGIN_HEADER_MUTATION ? &header_mutation_spec
+                             : p->kind == VSR_PLUGIN_FAST_RESPONSE   ? &fast_response_spec
+                                                                     : &request_params_spec;
+    /* no configuration: its required keys are reported at the entry */
+    cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};
+    if (conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL))
+        conf = &empty;
+    size_t saved = vsr__cfg_path_push(d, "configuration");
+    vsr__cfg_decode_object(d, spec, conf, p, 0);
+    vsr__cfg_path_pop(d, saved);
+}
+
+static const cfg_spec_t plugin_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = plugin_fields,
+    .n_fields = VSR_ARRAY_LEN(plugin_fields),
+    .finish = finish_plugin,
+};
+
+/* ==== decisions ======================================================================== */
+
+#define DEC_OFF(m) offsetof(vsr_decision_conf_t, m)
+
+static const cfg_field_t decision_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = DEC_OFF(name)},
+    {.key = "description", .decode = decode_prose, .offset = DEC_OFF(description)},
+    {.key = "priority", .decode = vsr__cfg_int, .offset = DEC_OFF(priority), .min = INT64_MIN, .max = INT64_MAX},
+    {.key = "tier", .decode = vsr__cfg_int, .offset = DEC_OFF(tier), .min = 0, .max = INT64_MAX},
+    {.key = "rules", .decode = decode_rules, .flags = CFG_NULL_OK},
+    {.key = "modelRefs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DEC_OFF(model_refs),
+     .count_offset = DEC_OFF(n_model_refs), .spec = &model_ref_spec},
+    {.key = "candidateIterations", .decode = vsr__cfg_unsupported},
+    {.key = "algorithm", .decode = decode_algorithm, .flags = CFG_NULL_OK},
+    {.key = "plugins", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DEC_OFF(plugins),
+     .count_offset = DEC_OFF(n_plugins), .spec = &plugin_spec},
+    {.key = "reliability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .offset = DEC_OFF(reliability),
+     .spec = &vsr__cfg_decision_reliability_spec, .has_offset = DEC_OFF(has_reliability)},
+    {.key = "fallback", .decode = vsr__cfg_fallback_unimplemented, .flags = CFG_NULL_OK, .offset = DEC_OFF(fallback),
+     .spec = &vsr__cfg_scoped_fallback_spec},
+    {.key = "action", .decode = vsr__cfg_unsupported},
+    {.key = "output_contract", .flags = CFG_UNIMPLEMENTED},
+    {.key = "output_contract_spec", .flags = CFG_UNIMPLEMENTED},
+    {.key = "annotations", .flags = CFG_UNIMPLEMENTED},
+    {.key = "adaptations", .flags = CFG_UNIMPLEMENTED},
+    {.key = "emits", .flags = CFG_UNIMPLEMENTED},
+};
+
+static const cfg_spec_t decision_spec = {
+    .size = sizeof(vsr_decision_conf_t),
+    .fields = decision_fields,
+    .n_fields = VSR_ARRAY_LEN(decision_fields),
+};
+
+/* ==== recipes ========================================================================== */
+
+#define RC_OFF(m) offsetof(vsr_recipe_conf_t, m)
+
+static const char *const strategies[] = {"priority", "confidence", NULL}; /* index = strategy_confidence */
+
+/* Decision names are unique per recipe; leaves resolve.  `decisions` is the
+ * recipe's decisions list node (NULL when absent). */
+static void check_recipe(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where, const cfg_node_t *decisions)
+{
+    if (r->n_decisions > 1 && decisions != NULL && decisions->kind == CFG_NODE_SEQ && decisions->n == r->n_decisions) {
+        const char **keys = vsr_malloc(r->n_decisions * sizeof(*keys));
+        const cfg_node_t **nodes = vsr_malloc(r->n_decisions * sizeof(*nodes));
+        for (size_t i = 0; i < r->n_decisions; i++) {
+            const cfg_node_t *name = vsr__cfg_map_get(decisions->items[i], "name");
+            keys[i] = r->decisions[i].name;
+            nodes[i] = name ? name : decisions->items[i];
+        }
+        vsr__cfg_check_unique(d, "decision name", keys, nodes, r->n_decisions);
+        vsr_free(keys);
+        vsr_free(nodes);
+    }
+    vsr__cfg_resolve_leaves(d, r, where);
+}
+
+/* routing.modelCards[] */
+
+typedef struct {
+    char *name;
+} lora_t;
+
+typedef struct {
+    lora_t *items;
+    size_t n;
+} lora_list_t;
+
+static const cfg_field_t lora_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(lora_t, name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+};
+
+static const cfg_spec_t lora_spec = {
+    .size = sizeof(lora_t),
+    .fields = lora_fields,
+    .n_fields = VSR_ARRAY_LEN(lora_fields),
+};
+
+static int decode_loras(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_model_card_conf_t *card = obj;
+    cfg_field_t lf = {.key = "loras", .spec = &lora_spec, .offset = offsetof(lora_list_t, items),
+                      .count_offset = offsetof(lora_list_t, n)};
+    lora_list_t tmp = {NULL, 0};
+    int rc = vsr__cfg_list(d, &lf, val, &tmp);
+    lora_t *loras = tmp.items;
+    size_t n = tmp.n;
+    card->loras.items = n ? vsr_pool_alloc(d->pool, n * sizeof(char *)) : NULL;
+    card->loras.n = 0;
+    const char **keys = n ? vsr_malloc(n * sizeof(*keys)) : NULL;
+    const cfg_node_t **nodes = n ? vsr_malloc(n * sizeof(*nodes)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = loras[i].name;
+        const cfg_node_t *nm = vsr__cfg_map_get(val->items[i], "name");
+        nodes[i] = nm ? nm : val->items[i];
+        if (loras[i].name != NULL)
+            card->loras.items[card->loras.n++] = loras[i].name;
+    }
+    vsr__cfg_check_unique(d, "LoRA name", keys, nodes, n);
+    vsr_free(keys);
+    vsr_free(nodes);
+    return rc;
+}
+
+#define CARD_OFF(m) offsetof(vsr_model_card_conf_t, m)
+
+static const cfg_field_t card_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CARD_OFF(name)},
+    {.key = "description", .decode = decode_prose, .offset = CARD_OFF(description)},
+    {.key = "param_size", .decode = vsr__cfg_string, .offset = CARD_OFF(param_size)},
+    {.key = "loras", .decode = decode_loras, .flags = CFG_NULL_OK},
+    {.key = "display_name", .flags = CFG_UNIMPLEMENTED},
+    {.key = "publisher", .flags = CFG_UNIMPLEMENTED},
+    {.key = "context_window_size", .flags = CFG_UNIMPLEMENTED},
+    {.key = "max_output_tokens", .flags = CFG_UNIMPLEMENTED},
+    {.key = "capabilities", .flags = CFG_UNIMPLEMENTED},
+    {.key = "modalities", .flags = CFG_UNIMPLEMENTED},
+    {.key = "modality", .flags = CFG_UNIMPLEMENTED},
+    {.key = "tags", .flags = CFG_UNIMPLEMENTED},
+    {.key = "quality_score", .flags = CFG_UNIMPLEMENTED},
+};
+
+static void finish_card(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                        size_t index)
+{
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    vsr__cfg_mark(d, obj, name ? name : map);
+}
+
+static const cfg_spec_t card_spec = {
+    .size = sizeof(vsr_model_card_conf_t),
+    .fields = card_fields,
+    .n_fields = VSR_ARRAY_LEN(card_fields),
+    .finish = finish_card,
+};
+
+static int decode_model_cards(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    config_box_t *box = d->user;
+    cfg_field_t lf = {.key = "modelCards", .spec = &card_spec, .offset = offsetof(vsr_config_t, model_cards),
+                      .count_offset = offsetof(vsr_config_t, n_model_cards)};
+    return vsr__cfg_list(d, &lf, val, &box->conf);
+}
+
+/* Cards describe models, which are global: one list for every recipe. */
+static int decode_recipe_model_cards(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_is_empty(val))
+        return 0;
+    vsr__cfg_node_error(d, d->key ? d->key : val,
+                        "modelCards are global: declare them in the top-level routing block, not in a recipe");
+    return -1;
+}
+
+#define ROUTING_COMMON_FIELDS                                                                                         \
+    {.key = "strategy", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = RC_OFF(strategy_confidence),          \
+     .choices = strategies, .has_offset = RC_OFF(has_strategy)},                                                       \
+        {.key = "signals", .decode = vsr__cfg_decode_signals, .flags = CFG_NULL_OK, .offset = RC_OFF(signals)},                \
+        {.key = "projections", .decode = vsr__cfg_unsupported},                                                         \
+        {.key = "decisions", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = RC_OFF(decisions),              \
+         .count_offset = RC_OFF(n_decisions), .spec = &decision_spec},                                                 \
+        {.key = "fallback", .decode = vsr__cfg_fallback_unimplemented, .flags = CFG_NULL_OK, .offset = RC_OFF(fallback),              \
+         .spec = &vsr__cfg_scoped_fallback_spec},                                                                      \
+        {.key = "data_policy", .decode = vsr__cfg_unsupported},                                                         \
+        {.key = "candidate_requirements", .decode = vsr__cfg_unsupported}
+
+static const cfg_field_t routing_fields[] = {
+    ROUTING_COMMON_FIELDS,
+    {.key = "modelCards", .decode = decode_model_cards, .flags = CFG_NULL_OK},
+    {.key = "model_bindings", .flags = CFG_UNIMPLEMENTED},
+};
+
+static void finish_routing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                           size_t index)
+{
+    check_recipe(d, obj, "routing", vsr__cfg_map_get(map, "decisions"));
+}
+
+const cfg_spec_t vsr__cfg_routing_spec = {
+    .size = sizeof(vsr_recipe_conf_t),
+    .fields = routing_fields,
+    .n_fields = VSR_ARRAY_LEN(routing_fields),
+    .finish = finish_routing,
+};
+
+static const cfg_field_t recipe_routing_fields[] = {
+    ROUTING_COMMON_FIELDS,
+    {.key = "modelCards", .decode = decode_recipe_model_cards},
+};
+
+static const cfg_spec_t recipe_routing_spec = {
+    .size = sizeof(vsr_recipe_conf_t),
+    .fields = recipe_routing_fields,
+    .n_fields = VSR_ARRAY_LEN(recipe_routing_fields),
+};
+
+static const cfg_field_t recipe_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = RC_OFF(name)},
+    {.key = "description", .decode = decode_prose, .offset = RC_OFF(description)},
+    {.key = "routing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &recipe_routing_spec},
+};
+
+static void finish_recipe(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                          size_t index)
+{
+    vsr_recipe_conf_t *r = obj;
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    vsr__cfg_mark(d, r, name ? name : map);
+    char where[160];
+    snprintf(where, sizeof(where), "recipe %s: routing", r->name ? quote_str(d, r->name) : "?");
+    check_recipe(d, r, where, vsr__cfg_map_get(vsr__cfg_map_get(map, "routing"), "decisions"));
+}
+
+const cfg_spec_t vsr__cfg_recipe_spec = {
+    .size = sizeof(vsr_recipe_conf_t),
+    .fields = recipe_fields,
+    .n_fields = VSR_ARRAY_LEN(recipe_fields),
+    .finish = finish_recipe,
+};
+
+/* ==== entrypoints ======================================================================== */
+
+#define EP_OFF(m) offsetof(vsr_entrypoint_conf_t, m)
+
+static const cfg_field_t entrypoint_fields[] = {
+    {.key = "model_names", .decode = vsr__cfg_strlist, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+     .offset = EP_OFF(model_names)},
+    {.key = "recipe", .decode = vsr__cfg_string, .offset = EP_OFF(recipe)},
+    /* newest: conditional rules (path/header matches) choosing a recipe */
+    {.key = "rules", .decode = vsr__cfg_unsupported},
+};
+
+static void finish_entrypoint(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                              size_t index)
+{
+    vsr_entrypoint_conf_t *e = obj;
+    const cfg_node_t *recipe = vsr__cfg_map_get(map, "recipe"), *names = vsr__cfg_map_get(map, "model_names");
+    const cfg_node_t *rules = vsr__cfg_map_get(map, "rules");
+    if (recipe != NULL)
+        vsr__cfg_mark(d, &e->recipe, recipe);
+    else if (rules == NULL || vsr__cfg_is_empty(rules))
+        vsr__cfg_node_error(d, map, "missing required key \"recipe\"");
+    if (names != NULL && names->kind == CFG_NODE_SEQ && names->n == e->model_names.n)
+        for (size_t i = 0; i < e->model_names.n; i++)
+            vsr__cfg_mark(d, &e->model_names.items[i], names->items[i]);
+}
+
+const cfg_spec_t vsr__cfg_entrypoint_spec = {
+    .size = sizeof(vsr_entrypoint_conf_t),
+    .fields = entrypoint_fields,
+    .n_fields = VSR_ARRAY_LEN(entrypoint_fields),
+    .finish = finish_entrypoint,
+};

@@ -1,0 +1,591 @@
+/*
+ * cfg_signals.c — routing.signals (ref §1.9): the family catalogue, one
+ * table per implemented family (keywords, context, structure, conversation,
+ * language, role_bindings), the capability check for the model-backed ones,
+ * and the resolution of rule leaves against a recipe's declared signals.
+ *
+ * Regexes (keyword method regex, structure patterns) are only decoded here:
+ * the signals module compiles them and reports what does not compile.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config/cfg_internal.h"
+
+#define DEFAULT_LANGUAGE_THRESHOLD 0.3
+
+static const char *quote_str(cfg_decoder_t *d, const char *s)
+{
+    return vsr__cfg_quote(d->pool, s, strlen(s));
+}
+
+typedef struct {
+    const char *family; /* YAML key under routing.signals */
+    const char *cond;   /* rule leaf `type` */
+    int implemented;
+    int model_backed;
+} family_t;
+
+/* ref §1.9; the newest catalogue's families are all known, so a document
+ * using one gets "not supported yet" rather than "unknown" */
+static const family_t families[] = {
+    {"keywords", "keyword", 1, 0},        {"context", "context", 1, 0},
+    {"structure", "structure", 1, 0},     {"conversation", "conversation", 1, 0},
+    {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
+    {"embeddings", "embedding", 0, 1},    {"domains", "domain", 0, 1},
+    {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
+    {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
+    {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
+    {"jailbreak", "jailbreak", 0, 1},     {"pii", "pii", 0, 1},
+    {"kb", "kb", 0, 1},                   {"events", "event", 0, 0},
+    {"metadata", "metadata", 0, 0},       {"classifiers", "classifier", 0, 1},
+    {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
+    {"input_modality", "input_modality", 0, 1},
+    /* outputs of routing.projections */
+    {NULL, "projection", 0, 0},
+};
+
+static const family_t *family_by_key(const char *key, size_t len)
+{
+    for (size_t i = 0; i < VSR_ARRAY_LEN(families); i++)
+        if (families[i].family && vsr_slice_eq_cstr(vsr_slice(key, len), families[i].family))
+            return &families[i];
+    return NULL;
+}
+
+static const family_t *family_by_cond(const char *cond)
+{
+    for (size_t i = 0; i < VSR_ARRAY_LEN(families); i++)
+        if (strcmp(families[i].cond, cond) == 0)
+            return &families[i];
+    return NULL;
+}
+
+/* ---- predicates {gt, gte, lt, lte} ---- */
+
+#define P_OFF(m) offsetof(vsr_predicate_conf_t, m)
+#define PREDICATE_FIELD(k)                                                                                      \
+    {.key = #k, .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = P_OFF(k), .has_offset = P_OFF(has_##k), \
+     .dmin = -1e300, .dmax = 1e300}
+
+static const cfg_field_t predicate_fields[] = {
+    PREDICATE_FIELD(gt), PREDICATE_FIELD(gte), PREDICATE_FIELD(lt), PREDICATE_FIELD(lte),
+};
+
+static const cfg_spec_t predicate_spec = {
+    .size = sizeof(vsr_predicate_conf_t),
+    .fields = predicate_fields,
+    .n_fields = VSR_ARRAY_LEN(predicate_fields),
+};
+
+/* ---- keywords ---- */
+
+#define KW_OFF(m) offsetof(vsr_sig_keyword_conf_t, m)
+
+static const char *const kw_operators[] = {"OR", "AND", "NOR", NULL}; /* = vsr_kw_operator_t */
+
+/* method "" (the default, word-boundary matching) is written as an empty string */
+static int decode_kw_method(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    static const char *const methods[] = {"", "regex", "bm25", "ngram", "fuzzy", NULL}; /* = vsr_kw_method_t */
+    const char *s = vsr__cfg_get_text(d, val);
+    if (s == NULL)
+        return -1;
+    for (int i = 0; methods[i]; i++) {
+        if (strcmp(s, methods[i]) == 0) {
+            ((vsr_sig_keyword_conf_t *)obj)->method = (vsr_kw_method_t)i;
+            return 0;
+        }
+    }
+    vsr__cfg_node_error(d, val, "method must be \"\", \"regex\", \"bm25\", \"ngram\" or \"fuzzy\", got %s",
+                        vsr__cfg_quote(d->pool, s, val->len));
+    return -1;
+}
+
+static const cfg_field_t keyword_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = KW_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "operator", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = KW_OFF(op), .choices = kw_operators},
+    {.key = "keywords", .decode = vsr__cfg_strlist, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = KW_OFF(keywords)},
+    {.key = "case_sensitive", .decode = vsr__cfg_bool, .offset = KW_OFF(case_sensitive)},
+    {.key = "method", .decode = decode_kw_method},
+    {.key = "bm25_threshold", .decode = vsr__cfg_double, .offset = KW_OFF(bm25_threshold), .dmin = 0, .dmax = 1e9},
+    {.key = "ngram_threshold", .decode = vsr__cfg_double, .offset = KW_OFF(ngram_threshold), .dmin = 0, .dmax = 1},
+    {.key = "ngram_arity", .decode = vsr__cfg_uint, .offset = KW_OFF(ngram_arity), .size = sizeof(uint32_t), .min = 1,
+     .max = 16},
+    {.key = "fuzzy_match", .decode = vsr__cfg_bool, .offset = KW_OFF(fuzzy_match)},
+    {.key = "fuzzy_threshold", .decode = vsr__cfg_uint, .offset = KW_OFF(fuzzy_threshold), .size = sizeof(uint32_t),
+     .min = 0, .max = 16},
+};
+
+static void init_keyword(cfg_decoder_t *d, void *obj)
+{
+    vsr_sig_keyword_conf_t *k = obj;
+    k->bm25_threshold = 0.1;
+    k->ngram_threshold = 0.4;
+    k->ngram_arity = 3;
+    k->fuzzy_threshold = 2;
+}
+
+static void finish_keyword(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                           size_t index)
+{
+    vsr_sig_keyword_conf_t *k = obj;
+    if (k->method == VSR_KW_FUZZY)
+        k->fuzzy_match = 1;
+}
+
+static const cfg_spec_t keyword_spec = {
+    .size = sizeof(vsr_sig_keyword_conf_t),
+    .fields = keyword_fields,
+    .n_fields = VSR_ARRAY_LEN(keyword_fields),
+    .init = init_keyword,
+    .finish = finish_keyword,
+};
+
+/* ---- context ---- */
+
+#define MAX_TOKEN_COUNT 1000000000000ull
+
+/* An integer, or a string with an optional K (x1000) or M (x1000000) suffix,
+ * case-insensitive, decimals allowed ("1.5K") — the reference's TokenCount. */
+static int decode_token_count(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    uint64_t v;
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_INT) {
+        if (!val->ival_ok || val->ival < 0 || (uint64_t)val->ival > MAX_TOKEN_COUNT) {
+            vsr__cfg_node_error(d, val, "%s must be between 0 and %llu, got %s", f->key, MAX_TOKEN_COUNT, val->str);
+            return -1;
+        }
+        v = (uint64_t)val->ival;
+    } else if (val->kind == CFG_NODE_SCALAR && (val->type == CFG_STR || val->type == CFG_FLOAT)) {
+        vsr_slice_t s = vsr_slice_trim(vsr_slice(val->str, val->len));
+        double mult = 1;
+        if (s.len > 0 && (s.p[s.len - 1] == 'k' || s.p[s.len - 1] == 'K'))
+            mult = 1e3, s.len--;
+        else if (s.len > 0 && (s.p[s.len - 1] == 'm' || s.p[s.len - 1] == 'M'))
+            mult = 1e6, s.len--;
+        char num[32];
+        int ok = s.len > 0 && s.len < sizeof(num);
+        for (size_t i = 0; ok && i < s.len; i++)
+            ok = (s.p[i] >= '0' && s.p[i] <= '9') || (s.p[i] == '.' && memchr(s.p, '.', i) == NULL);
+        double x = 0;
+        if (ok) {
+            memcpy(num, s.p, s.len);
+            num[s.len] = '\0';
+            x = strtod(num, NULL) * mult;
+            ok = x <= (double)MAX_TOKEN_COUNT;
+        }
+        if (!ok) {
+            vsr__cfg_node_error(d, val, "invalid token count %s (use e.g. 4096, \"32K\" or \"1M\")",
+                                vsr__cfg_quote(d->pool, val->str, val->len));
+            return -1;
+        }
+        v = (uint64_t)x; /* truncated, as the reference does */
+    } else {
+        vsr__cfg_node_error(d, val, "expected a token count (e.g. 4096 or \"32K\"), got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    *(uint64_t *)((char *)obj + f->offset) = v;
+    return 0;
+}
+
+#define CTX_OFF(m) offsetof(vsr_sig_context_conf_t, m)
+
+static const cfg_field_t context_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CTX_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "min_tokens", .decode = decode_token_count, .offset = CTX_OFF(min_tokens)},
+    {.key = "max_tokens", .decode = decode_token_count, .flags = CFG_HAS, .offset = CTX_OFF(max_tokens),
+     .has_offset = CTX_OFF(has_max_tokens)},
+};
+
+static void finish_context(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                           size_t index)
+{
+    vsr_sig_context_conf_t *c = obj;
+    const cfg_node_t *max = vsr__cfg_map_get(map, "max_tokens");
+    if (!c->has_max_tokens || max == NULL)
+        return;
+    /* the reference reads 0 as "no bound" in places: say so rather than guess */
+    if (c->max_tokens == 0)
+        vsr__cfg_node_error(d, max, "max_tokens must be greater than 0 (leave it out for no upper bound)");
+    else if (c->max_tokens < c->min_tokens)
+        vsr__cfg_node_error(d, max, "max_tokens (%llu) is less than min_tokens (%llu)",
+                            (unsigned long long)c->max_tokens, (unsigned long long)c->min_tokens);
+}
+
+static const cfg_spec_t context_spec = {
+    .size = sizeof(vsr_sig_context_conf_t),
+    .fields = context_fields,
+    .n_fields = VSR_ARRAY_LEN(context_fields),
+    .finish = finish_context,
+};
+
+/* ---- structure ---- */
+
+#define ST_OFF(m) offsetof(vsr_sig_structure_conf_t, m)
+
+static const char *const structure_features[] = {"count", "exists", "density", "sequence", NULL};
+static const char *const structure_sources[] = {"regex", "keyword_set", "sequence", "text_bytes", NULL};
+
+/* source.sequences: a list of keyword lists */
+static int decode_sequences(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_sig_structure_conf_t *s = obj;
+    if (val->kind != CFG_NODE_SEQ) {
+        vsr__cfg_node_error(d, val, "expected a list of keyword lists, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    s->sequences = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(*s->sequences)) : NULL;
+    s->n_sequences = val->n;
+    int rc = 0;
+    cfg_field_t item = {.key = "sequences", .flags = CFG_NONEMPTY};
+    for (size_t i = 0; i < val->n; i++) {
+        memset(&s->sequences[i], 0, sizeof(s->sequences[i]));
+        if (vsr__cfg_strlist(d, &item, val->items[i], &s->sequences[i]) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+static const cfg_field_t structure_source_fields[] = {
+    {.key = "type", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = ST_OFF(source_type),
+     .choices = structure_sources},
+    {.key = "pattern", .decode = vsr__cfg_string, .offset = ST_OFF(pattern)},
+    {.key = "keywords", .decode = vsr__cfg_strlist, .offset = ST_OFF(keywords)},
+    {.key = "sequences", .decode = decode_sequences},
+    {.key = "case_sensitive", .decode = vsr__cfg_bool, .offset = ST_OFF(case_sensitive)},
+};
+
+/* What each source type needs, and nothing it does not use. */
+static void finish_structure_source(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                    size_t index)
+{
+    vsr_sig_structure_conf_t *s = obj;
+    if (s->source_type == NULL)
+        return;
+    static const struct {
+        const char *key, *source;
+    } uses[] = {{"pattern", "regex"}, {"keywords", "keyword_set"}, {"sequences", "sequence"}};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(uses); i++) {
+        const cfg_node_t *v = vsr__cfg_map_get(map, uses[i].key);
+        int wanted = strcmp(s->source_type, uses[i].source) == 0;
+        if (v != NULL && !wanted)
+            vsr__cfg_node_error(d, v, "%s only applies to source type \"%s\"", uses[i].key, uses[i].source);
+        else if (wanted && (v == NULL || vsr__cfg_is_empty(v)))
+            vsr__cfg_node_error(d, map, "source type \"%s\" needs a non-empty %s", uses[i].source, uses[i].key);
+    }
+}
+
+static const cfg_spec_t structure_source_spec = {
+    .size = sizeof(vsr_sig_structure_conf_t),
+    .fields = structure_source_fields,
+    .n_fields = VSR_ARRAY_LEN(structure_source_fields),
+    .finish = finish_structure_source,
+};
+
+static const cfg_field_t structure_feature_fields[] = {
+    {.key = "type", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = ST_OFF(feature_type),
+     .choices = structure_features},
+    {.key = "source", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &structure_source_spec},
+};
+
+static const cfg_spec_t structure_feature_spec = {
+    .size = sizeof(vsr_sig_structure_conf_t),
+    .fields = structure_feature_fields,
+    .n_fields = VSR_ARRAY_LEN(structure_feature_fields),
+};
+
+static const cfg_field_t structure_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = ST_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "feature", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &structure_feature_spec},
+    {.key = "predicate", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = ST_OFF(predicate),
+     .spec = &predicate_spec},
+};
+
+static const cfg_spec_t structure_spec = {
+    .size = sizeof(vsr_sig_structure_conf_t),
+    .fields = structure_fields,
+    .n_fields = VSR_ARRAY_LEN(structure_fields),
+};
+
+/* ---- conversation ---- */
+
+#define CV_OFF(m) offsetof(vsr_sig_conversation_conf_t, m)
+
+static const char *const conversation_features[] = {"count", "exists", NULL};
+static const char *const conversation_roles[] = {"user", "assistant", "system", "developer", "tool", "non_user", NULL};
+
+static int decode_conversation_source(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    static const char *const sources[] = {"message", "tool_definition", "assistant_tool_call", "active_tool_loop",
+                                          "image_content", "tool_choice_required", "tool_choice_none", NULL};
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "flow_tool_state") == 0) {
+        vsr__cfg_node_error(d, val, "conversation source type \"flow_tool_state\" is not supported yet");
+        return -1;
+    }
+    cfg_field_t choice = *f;
+    choice.choices = sources;
+    return vsr__cfg_string(d, &choice, val, obj);
+}
+
+static const cfg_field_t conversation_source_fields[] = {
+    {.key = "type", .decode = decode_conversation_source, .flags = CFG_REQUIRED, .offset = CV_OFF(source_type)},
+    {.key = "role", .decode = vsr__cfg_string, .offset = CV_OFF(role), .choices = conversation_roles},
+};
+
+static void finish_conversation_source(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
+                                       const cfg_node_t *const *seen, size_t index)
+{
+    vsr_sig_conversation_conf_t *c = obj;
+    const cfg_node_t *role = vsr__cfg_map_get(map, "role");
+    if (role != NULL && c->source_type != NULL && strcmp(c->source_type, "message") != 0)
+        vsr__cfg_node_error(d, role, "role only applies to source type \"message\"");
+}
+
+static const cfg_spec_t conversation_source_spec = {
+    .size = sizeof(vsr_sig_conversation_conf_t),
+    .fields = conversation_source_fields,
+    .n_fields = VSR_ARRAY_LEN(conversation_source_fields),
+    .finish = finish_conversation_source,
+};
+
+static const cfg_field_t conversation_feature_fields[] = {
+    {.key = "type", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CV_OFF(feature_type),
+     .choices = conversation_features},
+    {.key = "source", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &conversation_source_spec},
+};
+
+static const cfg_spec_t conversation_feature_spec = {
+    .size = sizeof(vsr_sig_conversation_conf_t),
+    .fields = conversation_feature_fields,
+    .n_fields = VSR_ARRAY_LEN(conversation_feature_fields),
+};
+
+static const cfg_field_t conversation_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CV_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "feature", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &conversation_feature_spec},
+    {.key = "predicate", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = CV_OFF(predicate),
+     .spec = &predicate_spec},
+};
+
+static const cfg_spec_t conversation_spec = {
+    .size = sizeof(vsr_sig_conversation_conf_t),
+    .fields = conversation_fields,
+    .n_fields = VSR_ARRAY_LEN(conversation_fields),
+};
+
+/* ---- language ---- */
+
+static const cfg_field_t language_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_sig_language_conf_t, name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = offsetof(vsr_sig_language_conf_t, threshold), .dmin = 0,
+     .dmax = 1},
+};
+
+static void finish_language(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                            size_t index)
+{
+    vsr_sig_language_conf_t *l = obj;
+    if (l->threshold == 0)
+        l->threshold = DEFAULT_LANGUAGE_THRESHOLD;
+}
+
+static const cfg_spec_t language_spec = {
+    .size = sizeof(vsr_sig_language_conf_t),
+    .fields = language_fields,
+    .n_fields = VSR_ARRAY_LEN(language_fields),
+    .finish = finish_language,
+};
+
+/* ---- role_bindings ---- */
+
+static const char *const subject_kinds[] = {"User", "Group", NULL};
+
+static const cfg_field_t subject_fields[] = {
+    {.key = "kind", .decode = vsr__cfg_string, .flags = CFG_REQUIRED | CFG_NOCASE,
+     .offset = offsetof(vsr_subject_conf_t, kind), .choices = subject_kinds},
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_subject_conf_t, name)},
+};
+
+static const cfg_spec_t subject_spec = {
+    .size = sizeof(vsr_subject_conf_t),
+    .fields = subject_fields,
+    .n_fields = VSR_ARRAY_LEN(subject_fields),
+};
+
+static const cfg_field_t role_binding_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_sig_authz_conf_t, name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "role", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_sig_authz_conf_t, role)},
+    {.key = "subjects", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+     .offset = offsetof(vsr_sig_authz_conf_t, subjects), .count_offset = offsetof(vsr_sig_authz_conf_t, n_subjects),
+     .spec = &subject_spec},
+};
+
+static const cfg_spec_t role_binding_spec = {
+    .size = sizeof(vsr_sig_authz_conf_t),
+    .fields = role_binding_fields,
+    .n_fields = VSR_ARRAY_LEN(role_binding_fields),
+};
+
+/* ---- the signals map ---- */
+
+typedef struct {
+    const char *family;
+    const cfg_spec_t *spec;
+    size_t offset, count_offset; /* in vsr_signals_conf_t */
+} family_table_t;
+
+#define SIG_OFF(m) offsetof(vsr_signals_conf_t, m)
+
+static const family_table_t family_tables[] = {
+    {"keywords", &keyword_spec, SIG_OFF(keywords), SIG_OFF(n_keywords)},
+    {"context", &context_spec, SIG_OFF(context), SIG_OFF(n_context)},
+    {"structure", &structure_spec, SIG_OFF(structure), SIG_OFF(n_structure)},
+    {"conversation", &conversation_spec, SIG_OFF(conversation), SIG_OFF(n_conversation)},
+    {"language", &language_spec, SIG_OFF(language), SIG_OFF(n_language)},
+    {"role_bindings", &role_binding_spec, SIG_OFF(role_bindings), SIG_OFF(n_role_bindings)},
+};
+
+static const family_table_t *family_table(const char *family)
+{
+    for (size_t i = 0; i < VSR_ARRAY_LEN(family_tables); i++)
+        if (strcmp(family_tables[i].family, family) == 0)
+            return &family_tables[i];
+    return NULL;
+}
+
+/* Every signal struct starts with `char *name`. */
+static const char *signal_name(const family_table_t *t, const vsr_signals_conf_t *s, size_t i)
+{
+    const char *items = *(char *const *)((const char *)s + t->offset);
+    return *(char *const *)(items + i * t->spec->size);
+}
+
+static size_t signal_count(const family_table_t *t, const vsr_signals_conf_t *s)
+{
+    return *(const size_t *)((const char *)s + t->count_offset);
+}
+
+static void check_signal_names(cfg_decoder_t *d, const family_table_t *t, const vsr_signals_conf_t *s,
+                               const cfg_node_t *list)
+{
+    size_t n = signal_count(t, s);
+    if (n < 2 || list->kind != CFG_NODE_SEQ || list->n != n)
+        return;
+    const char **keys = vsr_malloc(n * sizeof(*keys));
+    const cfg_node_t **nodes = vsr_malloc(n * sizeof(*nodes));
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = signal_name(t, s, i);
+        const cfg_node_t *name = vsr__cfg_map_get(list->items[i], "name");
+        nodes[i] = name ? name : list->items[i];
+    }
+    char what[64];
+    snprintf(what, sizeof(what), "%s signal name", t->family);
+    vsr__cfg_check_unique(d, what, keys, nodes, n);
+    vsr_free(keys);
+    vsr_free(nodes);
+}
+
+int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_signals_conf_t *s = (vsr_signals_conf_t *)((char *)obj + f->offset);
+    if (val->kind != CFG_NODE_MAP) {
+        vsr__cfg_node_error(d, val, "expected a mapping of signal families, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    unsigned before = d->dg->n_errors;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *k = val->items[2 * i], *v = val->items[2 * i + 1];
+        if (k->kind != CFG_NODE_SCALAR || k->type != CFG_STR) {
+            vsr__cfg_node_error(d, k, "expected a string key, got %s", vsr__cfg_node_what(k));
+            continue;
+        }
+        const family_t *fam = family_by_key(k->str, k->len);
+        if (fam == NULL) {
+            vsr__cfg_node_error(d, k, "unknown signal family %s", vsr__cfg_quote(d->pool, k->str, k->len));
+            continue;
+        }
+        if (!fam->implemented) {
+            if (!vsr__cfg_deep_empty(v))
+                vsr__cfg_node_error(d, k, "signal family \"%s\" is not supported yet%s", fam->family,
+                                    fam->model_backed ? " (model-backed signals need the model runtime)" : "");
+            continue;
+        }
+        if (v->kind == CFG_NODE_SCALAR && v->type == CFG_NULL)
+            continue;
+        const family_table_t *t = family_table(fam->family);
+        cfg_field_t lf = {.key = fam->family, .spec = t->spec, .offset = t->offset, .count_offset = t->count_offset};
+        size_t saved = vsr__cfg_path_push(d, fam->family);
+        vsr__cfg_list(d, &lf, v, s);
+        vsr__cfg_path_pop(d, saved);
+        check_signal_names(d, t, s, v);
+    }
+    return d->dg->n_errors == before ? 0 : -1;
+}
+
+int vsr__cfg_condition_type(const char *type)
+{
+    const family_t *fam = family_by_cond(type);
+    return fam == NULL ? -1 : fam->implemented;
+}
+
+/* ---- rule leaves --------------------------------------------------------------- */
+
+typedef struct {
+    cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
+    int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */
+} signal_index_t;
+
+/* Every leaf resolves to a declared signal of the same recipe: recipes
+ * have their own signal namespace. */
+static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_rule_conf_t *n, const char *where)
+{
+    if (n->kind != VSR_RULE_LEAF) {
+        for (size_t i = 0; i < n->n_children; i++)
+            resolve_leaf(d, ix, &n->children[i], where);
+        return;
+    }
+    if (n->type == NULL || n->name == NULL)
+        return;
+    const family_t *fam = family_by_cond(n->type);
+    const family_table_t *t = fam && fam->family ? family_table(fam->family) : NULL;
+    if (t == NULL)
+        return;
+    size_t ti = (size_t)(t - family_tables);
+    /* a signal that failed to decode may be the one meant: reported already */
+    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], n->name, NULL) != NULL)
+        return;
+    vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s", n->type,
+                   quote_str(d, n->name), where, fam->family);
+}
+
+void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where)
+{
+    signal_index_t ix;
+    memset(&ix, 0, sizeof(ix));
+    for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++) {
+        size_t count = signal_count(&family_tables[t], &r->signals);
+        ix.complete[t] = 1;
+        for (size_t i = 0; i < count; i++) {
+            const char *name = signal_name(&family_tables[t], &r->signals, i);
+            ix.complete[t] &= name != NULL;
+            vsr__cfg_index_add(&ix.names[t], name, i);
+        }
+        vsr__cfg_index_sort(&ix.names[t]);
+    }
+    for (size_t i = 0; i < r->n_decisions; i++)
+        if (r->decisions[i].rules != NULL)
+            resolve_leaf(d, &ix, r->decisions[i].rules, where);
+    for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++)
+        vsr__cfg_index_free(&ix.names[t]);
+}
