@@ -86,4 +86,110 @@ int vsr_json_bool(const vsr_json_t *j, uint32_t t);
 /* Number token as double (strtod semantics on the token's bytes). */
 int vsr_json_number(const vsr_json_t *j, uint32_t t, double *out);
 
+
+/* ==== Edits: rewriting a body by byte ranges ===============================
+ * A rewritten request body is the client's bytes with a few ranges replaced,
+ * so it is produced as pieces (slices of the source and of new text) without
+ * re-serialising anything.  Edits must not overlap; an insertion is an edit
+ * with start == end.
+ *
+ * Overlap: two ranges overlap when they share a byte; an insertion overlaps
+ * a range only when it falls strictly inside it (an insertion at either end
+ * of a replaced range is fine and lands before / after its text).
+ *
+ * The structural helpers compose: any mix of member removals, member and
+ * element insertions and value replacements on non-overlapping targets (in
+ * any order, through one vsr_json_edits_t) yields valid JSON.  Removals of
+ * neighbouring members are merged into one range per run, commas included;
+ * insertions into a container carry their own separator (a separate
+ * one-byte edit), dropped again if later removals empty the container.
+ * The edit array is kept sorted by position (ties in insertion order):
+ * adding an edit costs O(log n) plus a move of the edits after it, so add
+ * many edits in document order (or use vsr_json_edit_remove_members). */
+typedef struct {
+    uint32_t start, end;  /* source range [start, end) replaced by text */
+    vsr_slice_t text;     /* borrowed: must outlive the pieces */
+    uint32_t seq;         /* private: insertion order, for ties at one offset */
+} vsr_json_edit_t;
+
+typedef struct {
+    vsr_json_edit_t *e;
+    size_t n, cap;
+} vsr_json_edits_t;
+
+void vsr_json_edits_init(vsr_json_edits_t *ed);
+void vsr_json_edits_free(vsr_json_edits_t *ed);
+/* VSR_OK, or VSR_ERR_INVALID when the range overlaps an earlier edit's range
+ * (insertions at the same offset are kept in the order they were added). */
+int vsr_json_edits_add(vsr_json_edits_t *ed, uint32_t start, uint32_t end, vsr_slice_t text);
+/* Replaces the value token t. */
+int vsr_json_edit_replace(vsr_json_edits_t *ed, const vsr_json_t *j, uint32_t t, vsr_slice_t text);
+/* Removes member (key token k and its value) from object obj, with the one
+ * comma that separates it from a neighbour, so the result stays valid JSON.
+ * Removing a member that is already removed is a no-op (VSR_OK), so two
+ * plugins may both drop a parameter.  VSR_ERR_INVALID when k is not a key of
+ * obj or the member overlaps another edit (e.g. its value was replaced). */
+int vsr_json_edit_remove_member(vsr_json_edits_t *ed, const vsr_json_t *j, uint32_t obj, uint32_t k);
+/* The same for n keys of obj at once (any order): O(members + edits) for the
+ * whole batch instead of per key, for stripping many parameters.  All or
+ * nothing: on VSR_ERR_INVALID no edit was added. */
+int vsr_json_edit_remove_members(vsr_json_edits_t *ed, const vsr_json_t *j, uint32_t obj, const uint32_t *keys,
+                                 size_t n);
+/* Inserts `member` (e.g. "\"model\":\"x\"") as the first member of object obj,
+ * adding the comma when the object is not empty. */
+int vsr_json_edit_insert_member(vsr_json_edits_t *ed, const vsr_json_t *j, uint32_t obj, vsr_slice_t member);
+/* Inserts `value` as the first element of array arr (comma added as needed). */
+int vsr_json_edit_insert_element(vsr_json_edits_t *ed, const vsr_json_t *j, uint32_t arr, vsr_slice_t value);
+/* 1 when [start, end) overlaps an edit already added (same rule as
+ * vsr_json_edits_add), else 0.  Lets a plugin see that an earlier one already
+ * removed or rewrote a member. */
+int vsr_json_edits_overlaps(const vsr_json_edits_t *ed, uint32_t start, uint32_t end);
+/* The edited body as pieces, allocated from pool; *n_out pieces.  With no
+ * edits this is one piece: the source itself.  ed may be NULL (no edits).
+ * Every edit must lie within the source (end <= len). */
+vsr_slice_t *vsr_json_edits_apply(const vsr_json_edits_t *ed, const char *src, size_t len, vsr_pool_t *pool,
+                                  size_t *n_out, uint64_t *total_len);
+
+/* ==== The OpenAI request view ==============================================
+ * What routing reads of a chat/completions/responses body, extracted once:
+ * messages with roles and their text (string content, or the text parts of a
+ * content array joined with "\n"), and request-shape facts. */
+typedef enum {
+    VSR_ROLE_OTHER = 0, VSR_ROLE_SYSTEM, VSR_ROLE_DEVELOPER, VSR_ROLE_USER, VSR_ROLE_ASSISTANT, VSR_ROLE_TOOL,
+} vsr_role_t;
+
+typedef struct {
+    vsr_role_t role;
+    uint32_t tok;             /* the message object token (0 when synthesised from a prompt string) */
+    uint32_t content_tok;     /* its "content" value token, 0 when absent */
+    vsr_slice_t text;         /* unescaped text (zero copy when possible; else in the pool) */
+    unsigned has_image : 1;   /* an image_url / input_image part */
+    unsigned has_tool_calls : 1; /* assistant "tool_calls" non-empty */
+} vsr_chat_message_t;
+
+typedef enum { VSR_API_CHAT = 0, VSR_API_COMPLETIONS, VSR_API_RESPONSES } vsr_api_kind_t;
+
+typedef struct {
+    vsr_api_kind_t api;
+    vsr_chat_message_t *messages; /* chat: "messages"; completions: "prompt" (string or first of a list) as one user message;
+                                   * responses: "input" string as one user message, or its message items; "instructions" as system */
+    size_t n_messages;
+    int last_user;            /* index of the latest user message, -1 when none */
+    uint32_t messages_tok;    /* the "messages" array token (chat), 0 otherwise */
+    size_t n_tools;           /* entries of "tools" */
+    vsr_slice_t tool_choice;  /* "auto" / "none" / "required" when a string; empty otherwise ("required" also for an object) */
+    int stream;               /* "stream": true */
+    uint64_t text_bytes;      /* bytes of all messages' text, for the context token estimate */
+} vsr_chat_view_t;
+
+/* Builds the view of a parsed body (top-level object).  Allocations come from
+ * pool.  VSR_OK, or VSR_ERR_INVALID with *why set ("messages field is
+ * required", "messages field must be an array", ...) for a body the API
+ * cannot accept (*why is NULL on success; why may be NULL).  For chat,
+ * messages[i] is always element i of "messages" (a non-object element is an
+ * OTHER message without text).  The finer rules (content parts, prompt
+ * arrays, responses items) are listed at the top of chatview.c. */
+int vsr_chat_view_build(const vsr_json_t *j, vsr_api_kind_t api, vsr_pool_t *pool, vsr_chat_view_t *out,
+                        const char **why);
+
 #endif /* VSR_JSON_H */
