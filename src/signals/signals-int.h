@@ -1,0 +1,223 @@
+/*
+ * signals-int.h — what the signal types share inside the module: the
+ * registry entry, the compiled object, the per-request memo, the literal
+ * matcher (one Aho-Corasick pass for every literal keyword of a recipe),
+ * regex and Unicode helpers.
+ */
+#ifndef VSR_SIGNALS_INT_H
+#define VSR_SIGNALS_INT_H
+
+#include "signals/signals.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#define VSR__NO_PAT UINT32_MAX
+
+/* ---- Unicode (text.c) ----------------------------------------------------
+ * Classification and case mapping follow the C.UTF-8 locale's tables (the
+ * same letters/digits and simple lower-case mapping as Go's unicode package
+ * for practical purposes); without that locale only ASCII is classified. */
+
+/* Decodes one rune at p (len > 0); invalid or truncated sequences decode as
+ * U+FFFD with *adv = 1, as Go's range-over-string does. */
+uint32_t vsr__utf8_decode(const char *p, size_t len, size_t *adv);
+/* The rune that ends at byte `pos` of s (pos > 0). */
+uint32_t vsr__utf8_prev(const char *s, size_t pos);
+size_t vsr__utf8_encode(uint32_t cp, char *out); /* out has room for 4 */
+int vsr__is_alnum(uint32_t cp);                  /* Unicode letter or digit */
+int vsr__is_space(uint32_t cp);
+/* Han, Hiragana, Katakana or Hangul (the reference's isCJK). */
+int vsr__is_cjk(uint32_t cp);
+int vsr__has_cjk(const char *s, size_t len);
+/* Simple lower-case mapping; a non-ASCII rune whose lower case is ASCII
+ * (KELVIN SIGN, dotted capital I) is kept as is, so folding never changes
+ * which bytes are ASCII word characters. */
+uint32_t vsr__to_lower(uint32_t cp);
+static inline int vsr__is_word_ascii(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+/* Lower-cases UTF-8 text (invalid bytes are copied).  The result is
+ * NUL-terminated and comes from pool, or from vsr_malloc when pool is NULL. */
+char *vsr__fold(const char *s, size_t len, size_t *out_len, vsr_pool_t *pool);
+/* Decodes s into runes (out has room for len runes), lower-cased if asked. */
+size_t vsr__runes(const char *s, size_t len, int lower, uint32_t *out);
+uint64_t vsr__hash_runes(const uint32_t *r, size_t n);
+
+/* ---- regex (regex.c): PCRE2 in UTF mode, Go/RE2-like options ---------- */
+/* NULL on failure with the reason and offset written to msg. */
+pcre2_code *vsr__re_compile(const char *pat, int caseless, vsr_buf_t *msg);
+/* 1 when re matches somewhere in s, else 0. */
+int vsr__re_match(const pcre2_code *re, const char *s, size_t len, pcre2_match_data *md);
+/* Number of non-overlapping matches, counted as Go's FindAllStringIndex. */
+size_t vsr__re_count(const pcre2_code *re, const char *s, size_t len, pcre2_match_data *md);
+
+/* ---- the literal matcher (literal.c) -----------------------------------
+ * Every literal keyword of a recipe (keyword signals of the exact and fuzzy
+ * methods, structure keyword_set sources) is a pattern; all case-insensitive
+ * patterns go into one automaton run over the folded text, all
+ * case-sensitive ones into another run over the raw text, so a request costs
+ * at most two passes whatever the number of keywords. */
+typedef enum {
+    VSR__BOUND_NONE = 0,
+    VSR__BOUND_ASCII,   /* keyword signals: Go's \b, [0-9A-Za-z_] are word characters */
+    VSR__BOUND_UNICODE, /* structure keyword_set: a letter/digit that is not CJK blocks */
+} vsr__bound_t;
+
+typedef struct {
+    char *bytes;       /* folded when ci */
+    size_t len;
+    uint8_t ci;
+    uint8_t bound;     /* vsr__bound_t */
+    uint8_t left, right; /* which sides are checked */
+    uint8_t counted;   /* 1: occurrences are counted (structure), 0: presence bit */
+    uint32_t slot;     /* index into the memo's bits (presence) or counts (counted) */
+} vsr__pat_t;
+
+typedef struct vsr__ac_s vsr__ac_t;
+vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, int ci);
+void vsr__ac_free(vsr__ac_t *ac);
+/* Scans buf (raw text for the case-sensitive automaton, folded text for the
+ * other), setting presence bits and counting occurrences.  last_end has one
+ * entry per counted slot, all zero before the first scan of a buffer. */
+void vsr__ac_scan(const vsr__ac_t *ac, const vsr__pat_t *pats, const char *buf, size_t len, uint64_t *bits,
+                  uint32_t *counts, uint32_t *last_end);
+
+/* ---- the compiled object ---------------------------------------------- */
+typedef struct vsr__sig_type_s vsr__sig_type_t;
+
+typedef struct {
+    const vsr__sig_type_t *type;
+    char *name;
+    void *state;
+} vsr__sig_t;
+
+struct vsr_signals_s {
+    vsr__sig_t *sigs;
+    size_t n;
+    vsr__pat_t *pats;
+    uint32_t n_pats, cap_pats;
+    uint32_t n_bits, n_counts; /* slots */
+    vsr__ac_t *ac_cs, *ac_ci;
+};
+
+/* Registers a literal pattern while compiling; returns its id, or
+ * VSR__NO_PAT for an empty keyword (which callers treat specially).
+ * bound VSR__BOUND_ASCII checks a side only when the keyword's byte on that
+ * side is an ASCII word character; VSR__BOUND_UNICODE checks both sides;
+ * keywords containing CJK get no boundary at all. */
+uint32_t vsr__add_pattern(vsr_signals_t *s, const char *kw, int ci, vsr__bound_t bound, int counted);
+
+/* ---- per-request memo ----------------------------------------------------
+ * Work several signals share for one request, computed on first use. */
+typedef struct {
+    const vsr_signals_t *owner;
+    const char *text_p;
+    size_t text_len;
+    const vsr_chat_view_t *chat;
+
+    int scanned;
+    uint64_t *bits;     /* presence, one bit per uncounted pattern slot */
+    uint32_t *counts;   /* occurrences per counted slot */
+
+    const char *low;    /* the routing text lower-cased (may alias the text when nothing changes) */
+    size_t low_len;
+    int low_done;
+
+    uint32_t *runes[2]; /* [0] as is, [1] lower-cased */
+    size_t n_runes;
+    int runes_done[2];
+
+    /* unique lower-cased words (letter/digit runs) for fuzzy matching */
+    uint32_t *word_off, *word_len;
+    size_t n_words;
+    int words_done;
+
+    pcre2_match_data *md;
+    pcre2_general_context *gctx;
+
+    int lang_done;
+    int lang_found;
+    char lang_code[16];  /* full detector code, lower-case ("zh-hant") */
+    double lang_conf;
+} vsr__memo_t;
+
+typedef struct {
+    const vsr_signals_t *s;
+    const vsr_signal_input_t *in;
+    vsr__memo_t *m;
+    vsr_pool_t *pool;
+} vsr__ctx_t;
+
+void vsr__memo_scan(vsr__ctx_t *c);
+static inline int vsr__memo_bit(const vsr__memo_t *m, uint32_t slot)
+{
+    return (int)((m->bits[slot >> 6] >> (slot & 63)) & 1u);
+}
+const char *vsr__memo_low(vsr__ctx_t *c, size_t *len);
+const uint32_t *vsr__memo_runes(vsr__ctx_t *c, int lower, size_t *n);
+void vsr__memo_words(vsr__ctx_t *c);
+pcre2_match_data *vsr__memo_md(vsr__ctx_t *c);
+
+/* ---- registry ------------------------------------------------------------- */
+struct vsr__sig_type_s {
+    const char *cond_type;  /* rule leaf `type` */
+    const char *family;     /* for x-vsr-matched-<family> */
+    const char *yaml;       /* routing.signals.<yaml> */
+    size_t list_off, count_off, elem_size; /* where the family lives in vsr_signals_conf_t */
+    /* Compiles one signal into *state; on error appends "path: message\n" lines. */
+    int (*compile)(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+    vsr_signal_result_t (*eval)(vsr__ctx_t *c, const void *state);
+    void (*free)(void *state);
+};
+
+int vsr__keyword_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__keyword_eval(vsr__ctx_t *c, const void *state);
+void vsr__keyword_free(void *state);
+
+int vsr__context_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__context_eval(vsr__ctx_t *c, const void *state);
+void vsr__context_free(void *state);
+
+int vsr__structure_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__structure_eval(vsr__ctx_t *c, const void *state);
+void vsr__structure_free(void *state);
+
+int vsr__conversation_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__conversation_eval(vsr__ctx_t *c, const void *state);
+void vsr__conversation_free(void *state);
+
+int vsr__language_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__language_eval(vsr__ctx_t *c, const void *state);
+void vsr__language_free(void *state);
+
+int vsr__authz_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__authz_eval(vsr__ctx_t *c, const void *state);
+void vsr__authz_free(void *state);
+
+/* ---- keyword similarity methods (kw_ngram.c, kw_bm25.c) -------------------
+ * Both mark which keywords of a signal matched (matched[i] = 1). */
+typedef struct vsr__ngram_s vsr__ngram_t;
+vsr__ngram_t *vsr__ngram_build(char *const *keywords, size_t n, int case_sensitive, uint32_t arity, double threshold);
+void vsr__ngram_free(vsr__ngram_t *g);
+void vsr__ngram_match(const vsr__ngram_t *g, vsr__ctx_t *c, uint8_t *matched);
+
+typedef struct vsr__bm25_s vsr__bm25_t;
+vsr__bm25_t *vsr__bm25_build(char *const *keywords, size_t n, int case_sensitive, double threshold);
+void vsr__bm25_free(vsr__bm25_t *b);
+void vsr__bm25_match(const vsr__bm25_t *b, vsr__ctx_t *c, uint8_t *matched);
+
+/* ---- the language detector (cld2_shim.cc) --------------------------------
+ * Detects the language of UTF-8 text.  Returns 1 with the detector's code
+ * (e.g. "en", "zh-Hant") in code, its percent of the text (0..100) and whether
+ * the detector calls the result reliable; 0 when nothing was recognised. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+int vsr__cld2_detect(const char *text, size_t len, char *code, size_t code_cap, int *percent, int *reliable);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VSR_SIGNALS_INT_H */

@@ -1,0 +1,390 @@
+/* signals.c — the registry of signal types, compilation of a recipe's
+ * signals, evaluation dispatch and the per-request memo. */
+#include <stddef.h>
+
+#include <stdio.h>
+
+#include "signals/signals-int.h"
+
+#define FAMILY(list, count, type) \
+    offsetof(vsr_signals_conf_t, list), offsetof(vsr_signals_conf_t, count), sizeof(type)
+
+/* Every signal conf struct starts with its name; compile reads it generically. */
+_Static_assert(offsetof(vsr_sig_keyword_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_context_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_structure_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_conversation_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_language_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
+
+static const vsr__sig_type_t sig_types[] = {
+    {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
+     vsr__keyword_compile, vsr__keyword_eval, vsr__keyword_free},
+    {"context", "context", "context", FAMILY(context, n_context, vsr_sig_context_conf_t),
+     vsr__context_compile, vsr__context_eval, vsr__context_free},
+    {"structure", "structure", "structure", FAMILY(structure, n_structure, vsr_sig_structure_conf_t),
+     vsr__structure_compile, vsr__structure_eval, vsr__structure_free},
+    {"conversation", "conversation", "conversation", FAMILY(conversation, n_conversation, vsr_sig_conversation_conf_t),
+     vsr__conversation_compile, vsr__conversation_eval, vsr__conversation_free},
+    {"language", "language", "language", FAMILY(language, n_language, vsr_sig_language_conf_t),
+     vsr__language_compile, vsr__language_eval, vsr__language_free},
+    {"authz", "authz", "role_bindings", FAMILY(role_bindings, n_role_bindings, vsr_sig_authz_conf_t),
+     vsr__authz_compile, vsr__authz_eval, vsr__authz_free},
+};
+
+uint32_t vsr__add_pattern(vsr_signals_t *s, const char *kw, int ci, vsr__bound_t bound, int counted)
+{
+    size_t len = strlen(kw);
+    if (len == 0)
+        return VSR__NO_PAT;
+    if (s->n_pats == s->cap_pats) {
+        s->cap_pats = s->cap_pats ? s->cap_pats * 2 : 16;
+        s->pats = vsr_realloc(s->pats, s->cap_pats * sizeof(*s->pats));
+    }
+    vsr__pat_t *p = &s->pats[s->n_pats];
+    memset(p, 0, sizeof(*p));
+    if (ci) {
+        p->bytes = vsr__fold(kw, len, &p->len, NULL);
+    } else {
+        p->bytes = vsr_strndup(kw, len);
+        p->len = len;
+    }
+    p->ci = (uint8_t)(ci != 0);
+    p->counted = (uint8_t)(counted != 0);
+    p->bound = (uint8_t)bound;
+    if (vsr__has_cjk(kw, len))
+        p->bound = VSR__BOUND_NONE;
+    if (p->bound == VSR__BOUND_ASCII) {
+        p->left = (uint8_t)vsr__is_word_ascii((unsigned char)p->bytes[0]);
+        p->right = (uint8_t)vsr__is_word_ascii((unsigned char)p->bytes[p->len - 1]);
+    } else if (p->bound == VSR__BOUND_UNICODE) {
+        p->left = p->right = 1;
+    }
+    p->slot = counted ? s->n_counts++ : s->n_bits++;
+    return s->n_pats++;
+}
+
+static void build_matchers(vsr_signals_t *s)
+{
+    uint32_t *ci = vsr_malloc((s->n_pats + 1) * sizeof(uint32_t));
+    uint32_t *cs = vsr_malloc((s->n_pats + 1) * sizeof(uint32_t));
+    size_t nci = 0, ncs = 0;
+    for (uint32_t i = 0; i < s->n_pats; i++) {
+        if (s->pats[i].ci)
+            ci[nci++] = i;
+        else
+            cs[ncs++] = i;
+    }
+    if (nci)
+        s->ac_ci = vsr__ac_build(s->pats, ci, nci, 1);
+    if (ncs)
+        s->ac_cs = vsr__ac_build(s->pats, cs, ncs, 0);
+    vsr_free(ci);
+    vsr_free(cs);
+}
+
+vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *err)
+{
+    vsr_signals_t *s = vsr_calloc(1, sizeof(*s));
+    const vsr_signals_conf_t *conf = &recipe->signals;
+    size_t total = 0;
+    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
+        total += *(const size_t *)((const char *)conf + sig_types[t].count_off);
+    s->sigs = vsr_calloc(total ? total : 1, sizeof(*s->sigs));
+
+    int failed = 0;
+    char path[256];
+    const char *prefix = (!recipe->name || strcmp(recipe->name, "default") == 0) ? "routing" : NULL;
+    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++) {
+        const vsr__sig_type_t *ty = &sig_types[t];
+        const char *list = *(const char *const *)((const char *)conf + ty->list_off);
+        size_t count = *(const size_t *)((const char *)conf + ty->count_off);
+        for (size_t i = 0; i < count; i++) {
+            const void *c = list + i * ty->elem_size;
+            const char *name = *(char *const *)c;
+            if (prefix)
+                snprintf(path, sizeof(path), "%s.signals.%s[%zu]", prefix, ty->yaml, i);
+            else
+                snprintf(path, sizeof(path), "recipes.%s.signals.%s[%zu]", recipe->name, ty->yaml, i);
+            if (!name || !*name) {
+                vsr_buf_printf(err, "%s: signal name is required\n", path);
+                failed = 1;
+                continue;
+            }
+            if (vsr_signals_find(s, ty->cond_type, name) >= 0) {
+                vsr_buf_printf(err, "%s: duplicate %s signal name \"%s\"\n", path, ty->cond_type, name);
+                failed = 1;
+                continue;
+            }
+            void *state = NULL;
+            if (ty->compile(s, c, path, &state, err) != VSR_OK) {
+                failed = 1;
+                continue;
+            }
+            vsr__sig_t *sig = &s->sigs[s->n++];
+            sig->type = ty;
+            sig->name = vsr_strdup(name);
+            sig->state = state;
+        }
+    }
+    if (failed) {
+        vsr_signals_free(s);
+        return NULL;
+    }
+    build_matchers(s);
+    return s;
+}
+
+void vsr_signals_free(vsr_signals_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        s->sigs[i].type->free(s->sigs[i].state);
+        vsr_free(s->sigs[i].name);
+    }
+    vsr_free(s->sigs);
+    for (uint32_t i = 0; i < s->n_pats; i++)
+        vsr_free(s->pats[i].bytes);
+    vsr_free(s->pats);
+    vsr__ac_free(s->ac_ci);
+    vsr__ac_free(s->ac_cs);
+    vsr_free(s);
+}
+
+size_t vsr_signals_count(const vsr_signals_t *s)
+{
+    return s ? s->n : 0;
+}
+
+int vsr_signals_find(const vsr_signals_t *s, const char *cond_type, const char *name)
+{
+    if (!s || !cond_type || !name)
+        return -1;
+    for (size_t i = 0; i < s->n; i++) {
+        if (strcmp(s->sigs[i].type->cond_type, cond_type) == 0 && strcmp(s->sigs[i].name, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+const char *vsr_signals_name(const vsr_signals_t *s, int i)
+{
+    VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
+    return s->sigs[i].name;
+}
+
+const char *vsr_signals_family(const vsr_signals_t *s, int i)
+{
+    VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
+    return s->sigs[i].type->family;
+}
+
+uint64_t vsr_signals_token_estimate(const vsr_chat_view_t *chat)
+{
+    if (!chat)
+        return 0;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < chat->n_messages; i++)
+        sum += chat->messages[i].text.len;
+    uint64_t bytes = VSR_MAX(sum, chat->text_bytes);
+    return bytes / 4 + (bytes % 4 != 0);
+}
+
+/* ---- the memo ---- */
+
+static vsr__memo_t *memo_new(vsr__ctx_t *c)
+{
+    vsr__memo_t *m = vsr_pool_alloc(c->pool, sizeof(*m));
+    memset(m, 0, sizeof(*m));
+    m->owner = c->s;
+    m->text_p = c->in->text.p;
+    m->text_len = c->in->text.len;
+    m->chat = c->in->chat;
+    return m;
+}
+
+static vsr__memo_t *memo_get(vsr__ctx_t *c)
+{
+    vsr_signals_memo_t *pub = c->in->memo;
+    if (pub) {
+        vsr__memo_t *m = pub->_state;
+        if (m && m->owner == c->s && m->text_p == c->in->text.p && m->text_len == c->in->text.len &&
+            m->chat == c->in->chat)
+            return m;
+        m = memo_new(c);
+        pub->_state = m;
+        return m;
+    }
+    return memo_new(c);
+}
+
+static int ascii_only(const char *s, size_t len)
+{
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull)
+            return 0;
+    }
+    for (; i < len; i++) {
+        if ((unsigned char)s[i] >= 0x80)
+            return 0;
+    }
+    return 1;
+}
+
+void vsr__memo_scan(vsr__ctx_t *c)
+{
+    vsr__memo_t *m = c->m;
+    if (m->scanned)
+        return;
+    m->scanned = 1;
+    size_t nw = (c->s->n_bits + 63) / 64;
+    m->bits = vsr_pool_alloc(c->pool, (nw ? nw : 1) * sizeof(uint64_t));
+    memset(m->bits, 0, (nw ? nw : 1) * sizeof(uint64_t));
+    size_t nc = c->s->n_counts ? c->s->n_counts : 1;
+    m->counts = vsr_pool_alloc(c->pool, nc * sizeof(uint32_t));
+    memset(m->counts, 0, nc * sizeof(uint32_t));
+    const char *text = c->in->text.p;
+    size_t len = c->in->text.len;
+    if (!text || len == 0)
+        return;
+    uint32_t *last_end = NULL;
+    if (c->s->n_counts) {
+        last_end = vsr_pool_alloc(c->pool, nc * sizeof(uint32_t));
+        memset(last_end, 0, nc * sizeof(uint32_t));
+    }
+    if (c->s->ac_cs)
+        vsr__ac_scan(c->s->ac_cs, c->s->pats, text, len, m->bits, m->counts, last_end);
+    if (c->s->ac_ci) {
+        /* ASCII text needs no folded copy: the automaton merges ASCII cases */
+        const char *buf = text;
+        size_t blen = len;
+        if (!ascii_only(text, len))
+            buf = vsr__memo_low(c, &blen);
+        vsr__ac_scan(c->s->ac_ci, c->s->pats, buf, blen, m->bits, m->counts, last_end);
+    }
+}
+
+const char *vsr__memo_low(vsr__ctx_t *c, size_t *len)
+{
+    vsr__memo_t *m = c->m;
+    if (!m->low_done) {
+        m->low_done = 1;
+        if (c->in->text.len == 0) {
+            m->low = "";
+            m->low_len = 0;
+        } else {
+            m->low = vsr__fold(c->in->text.p, c->in->text.len, &m->low_len, c->pool);
+        }
+    }
+    *len = m->low_len;
+    return m->low;
+}
+
+const uint32_t *vsr__memo_runes(vsr__ctx_t *c, int lower, size_t *n)
+{
+    vsr__memo_t *m = c->m;
+    lower = lower != 0;
+    if (!m->runes_done[lower]) {
+        m->runes_done[lower] = 1;
+        size_t len = c->in->text.len;
+        m->runes[lower] = vsr_pool_alloc(c->pool, (len ? len : 1) * sizeof(uint32_t));
+        m->n_runes = len ? vsr__runes(c->in->text.p, len, lower, m->runes[lower]) : 0;
+    }
+    *n = m->n_runes;
+    return m->runes[lower];
+}
+
+/* Unique lower-cased words (runs of letters and digits, as the reference's
+ * extractLowerWords), so fuzzy matching costs unique words x keywords. */
+void vsr__memo_words(vsr__ctx_t *c)
+{
+    vsr__memo_t *m = c->m;
+    if (m->words_done)
+        return;
+    m->words_done = 1;
+    size_t n;
+    const uint32_t *r = vsr__memo_runes(c, 1, &n);
+    size_t max_words = n / 2 + 1;
+    m->word_off = vsr_pool_alloc(c->pool, max_words * sizeof(uint32_t));
+    m->word_len = vsr_pool_alloc(c->pool, max_words * sizeof(uint32_t));
+    size_t tcap = 16;
+    while (tcap < max_words * 2)
+        tcap *= 2;
+    uint32_t *table = vsr_pool_alloc(c->pool, tcap * sizeof(uint32_t)); /* word index + 1, 0 = empty */
+    memset(table, 0, tcap * sizeof(uint32_t));
+    size_t i = 0;
+    while (i < n) {
+        if (!vsr__is_alnum(r[i])) {
+            i++;
+            continue;
+        }
+        size_t st = i;
+        while (i < n && vsr__is_alnum(r[i]))
+            i++;
+        size_t wl = i - st;
+        uint64_t h = vsr__hash_runes(r + st, wl);
+        size_t slot = (size_t)h & (tcap - 1);
+        int dup = 0;
+        while (table[slot]) {
+            uint32_t w = table[slot] - 1;
+            if (m->word_len[w] == wl && memcmp(r + m->word_off[w], r + st, wl * sizeof(uint32_t)) == 0) {
+                dup = 1;
+                break;
+            }
+            slot = (slot + 1) & (tcap - 1);
+        }
+        if (dup)
+            continue;
+        m->word_off[m->n_words] = (uint32_t)st;
+        m->word_len[m->n_words] = (uint32_t)wl;
+        table[slot] = (uint32_t)++m->n_words;
+    }
+}
+
+static void *pool_malloc(size_t n, void *data)
+{
+    return vsr_pool_alloc(data, n);
+}
+
+static void pool_free(void *p, void *data)
+{
+    VSR_UNUSED(p);
+    VSR_UNUSED(data);
+}
+
+pcre2_match_data *vsr__memo_md(vsr__ctx_t *c)
+{
+    vsr__memo_t *m = c->m;
+    if (!m->md) {
+        m->gctx = pcre2_general_context_create(pool_malloc, pool_free, c->pool);
+        VSR_BUG_ON(!m->gctx);
+        m->md = pcre2_match_data_create(1, m->gctx);
+        VSR_BUG_ON(!m->md);
+    }
+    return m->md;
+}
+
+vsr_signal_result_t vsr_signals_eval(const vsr_signals_t *s, int i, const vsr_signal_input_t *in)
+{
+    VSR_BUG_ON(!s || !in || i < 0 || (size_t)i >= s->n);
+    vsr_pool_t local;
+    vsr__ctx_t c = {.s = s, .in = in, .pool = in->pool};
+    if (!c.pool) {
+        vsr_pool_init(&local);
+        c.pool = &local;
+        /* a memo cannot outlive this call's pool */
+        vsr_signal_input_t copy = *in;
+        copy.memo = NULL;
+        c.in = &copy;
+        c.m = memo_get(&c);
+        vsr_signal_result_t r = s->sigs[i].type->eval(&c, s->sigs[i].state);
+        vsr_pool_free(&local);
+        return r;
+    }
+    c.m = memo_get(&c);
+    return s->sigs[i].type->eval(&c, s->sigs[i].state);
+}

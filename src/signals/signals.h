@@ -1,0 +1,81 @@
+/*
+ * signals — rule-based routing signals (ref §1.9), one file per type, each
+ * registered by condition type with a compile step (once per recipe per
+ * configuration snapshot) and an evaluator (per request, only for signals the
+ * recipe's decisions reference).
+ *
+ * Types: keyword (methods exact/regex/fuzzy/ngram/bm25), context, structure,
+ * conversation, language, authz (role_bindings).  Rule-based signals yield
+ * confidence 1.0 when they match (language: the detector's confidence;
+ * structure with a predicate: the reference's sigmoid of the distance to the
+ * bound, 0.5..1).  docs/signals.md has the exact semantics of each type.
+ *
+ * Threading: a compiled vsr_signals_t is immutable and may be evaluated from
+ * several threads at once (per-request scratch, e.g. PCRE2 match data, comes
+ * from the caller's pool; nothing is thread-local).
+ */
+#ifndef VSR_SIGNALS_H
+#define VSR_SIGNALS_H
+
+#include "base/base.h"
+#include "config/config.h"
+#include "json/json.h"
+
+typedef struct vsr_signals_s vsr_signals_t;
+
+/* Per-request memo: work that several signals of one request share (the one
+ * pass over the routing text that matches every literal keyword of the
+ * recipe, the lower-cased text, the detected language) is done on first use
+ * and reused by the next evaluations.  Zero one per request, point
+ * vsr_signal_input_t.memo at it and keep the same text and pool for the whole
+ * request; its storage comes from the pool.  memo NULL = no sharing (same
+ * results, each evaluation redoes the shared work).  A memo serves one
+ * request on one thread. */
+typedef struct {
+    void *_state; /* private */
+} vsr_signals_memo_t;
+
+/* What a signal sees of a request. */
+typedef struct {
+    const vsr_chat_view_t *chat;   /* messages; chat->last_user is the routing text's message */
+    vsr_slice_t text;              /* the routing text: the latest user message's text (empty when none) */
+    /* identity (only from trusted headers; present = a user id was given) */
+    int identity_present;
+    vsr_slice_t user_id;
+    const vsr_slice_t *groups;
+    size_t n_groups;
+    vsr_pool_t *pool;              /* request-scoped scratch (NULL: a temporary pool per evaluation) */
+    vsr_signals_memo_t *memo;      /* optional, see vsr_signals_memo_t */
+} vsr_signal_input_t;
+
+typedef struct {
+    int matched;
+    double confidence;             /* 1.0 for rule-based matches; 0 when not matched */
+    double value;                  /* the measured quantity, for traces: token count, count, detected-language confidence... */
+} vsr_signal_result_t;
+
+/* Compiles every signal a recipe declares (keyword sets and regexes are
+ * compiled here, once).  NULL with one "path: message" line per problem
+ * appended to err (e.g. a regex that does not compile). */
+vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *err);
+void vsr_signals_free(vsr_signals_t *s); /* accepts NULL */
+
+size_t vsr_signals_count(const vsr_signals_t *s);
+/* Index of signal (condition type, name), or -1.  Condition types are the
+ * rule leaf `type` values: keyword, context, structure, conversation,
+ * language, authz. */
+int vsr_signals_find(const vsr_signals_t *s, const char *cond_type, const char *name);
+const char *vsr_signals_name(const vsr_signals_t *s, int i);
+/* The family of signal i as named in x-vsr-matched-<family>: keywords,
+ * context, structure, conversation, language, authz (the YAML family
+ * role_bindings reports as "authz", as the reference's header does). */
+const char *vsr_signals_family(const vsr_signals_t *s, int i);
+/* Evaluates signal i for one request. */
+vsr_signal_result_t vsr_signals_eval(const vsr_signals_t *s, int i, const vsr_signal_input_t *in);
+
+/* The context token estimate of the reference: ceil(bytes / 4) over all
+ * messages' text (the larger of chat->text_bytes and the sum of the
+ * messages' text lengths). */
+uint64_t vsr_signals_token_estimate(const vsr_chat_view_t *chat);
+
+#endif /* VSR_SIGNALS_H */
