@@ -24,6 +24,10 @@ typedef enum {
     R_HEALTH,
     R_STATS,
     R_CONTROL_HEALTH,
+    R_CONTROL_LOG,
+    R_CONTROL_KEYS,
+    R_CONTROL_METHOD,  /* a control path with the wrong method: 405 */
+    R_CONTROL_UNKNOWN, /* any other path under /_fakellm/: 404 */
     R_ECHO,
 } route_t;
 
@@ -41,6 +45,11 @@ typedef struct {
     const char *body;
     size_t body_len;
     int has_text, has_body;
+    int64_t stall_after; /* -1 = none */
+    int64_t stall_ms;    /* -1 = not given */
+    const char *key;     /* NULL = none */
+    size_t key_len;
+    int64_t fail_count;  /* -1 = no budget: faults apply every time */
     char *owned[16]; /* serialised JSON values from the body's "fakellm" object */
     int nowned;
 } knobs_t;
@@ -379,6 +388,33 @@ static int apply_knob(knobs_t *k, const char *key, size_t klen, const char *v, s
         k->body = v;
         k->body_len = vlen;
         k->has_body = 1;
+    } else if (key_is(key, klen, "stall-after")) {
+        if (val_is(v, vlen, "none"))
+            k->stall_after = -1;
+        else if (parse_int(v, vlen, 0, 1000000000, &x) == 0)
+            k->stall_after = x;
+        else
+            what = "a chunk count or \"none\"";
+    } else if (key_is(key, klen, "stall-ms")) {
+        if (parse_int(v, vlen, 0, FL_MAX_DELAY_MS, &x) == 0)
+            k->stall_ms = x;
+        else
+            what = "milliseconds 0..3600000";
+    } else if (key_is(key, klen, "key")) {
+        if (vlen == 0 || vlen > FL_KEY_MAX)
+            what = "1..128 bytes";
+        for (size_t i = 0; i < vlen && !what; i++)
+            if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+                what = "text without control characters";
+        if (!what) {
+            k->key = v;
+            k->key_len = vlen;
+        }
+    } else if (key_is(key, klen, "fail-count")) {
+        if (parse_int(v, vlen, 0, 1000000000, &x) == 0)
+            k->fail_count = x;
+        else
+            what = "an integer 0..1000000000";
     } else {
         fl_buf_adds(err, "unknown fakellm knob '");
         fl_buf_add(err, key, klen);
@@ -399,6 +435,9 @@ static void knobs_init(knobs_t *k, int process_wide)
 {
     memset(k, 0, sizeof *k);
     k->drop_after = -1;
+    k->stall_after = -1;
+    k->stall_ms = -1;
+    k->fail_count = -1;
     k->chunks = fl_cfg.chunks;
     k->chunk_delay_ms = fl_cfg.chunk_delay_ms;
     k->chunk_size = fl_cfg.chunk_size;
@@ -418,6 +457,39 @@ static void knobs_init(knobs_t *k, int process_wide)
     k->reset = fl_cfg.reset_before_headers ? RESET_BEFORE_HEADERS : RESET_NONE;
     k->drop_after = fl_cfg.drop_after;
     k->hang = fl_cfg.hang;
+}
+
+/* Knobs that only make sense together, checked once body and headers are
+ * merged. */
+static int knobs_check(const knobs_t *k, fl_buf_t *err)
+{
+    if (k->stall_after >= 0 && k->stall_ms < 0) {
+        fl_buf_adds(err, "fakellm knob 'stall-after' needs 'stall-ms'");
+        return -1;
+    }
+    if (k->fail_count >= 0 && !k->key) {
+        fl_buf_adds(err, "fakellm knob 'fail-count' needs 'key'");
+        return -1;
+    }
+    return 0;
+}
+
+/* The key's fault budget is spent: answer as if no fault had been asked
+ * for, process-wide ones included.  Content knobs (chunks, chunk-delay-ms,
+ * chunk-size, text) stay: they shape a normal answer. */
+static void knobs_drop_faults(knobs_t *k)
+{
+    k->status = 0;
+    k->retry_after = NULL;
+    k->retry_after_len = 0;
+    k->delay_ms = 0;
+    k->reset = RESET_NONE;
+    k->drop_after = -1;
+    k->hang = 0;
+    k->stall_after = -1;
+    k->body = NULL;
+    k->body_len = 0;
+    k->has_body = 0;
 }
 
 static void knobs_free(knobs_t *k)
@@ -496,7 +568,17 @@ static route_t classify(const char *m, size_t ml, const char *t, size_t tl)
     if (IS("GET", "/_fakellm/health-status") || IS("POST", "/_fakellm/health-status") ||
         IS("PUT", "/_fakellm/health-status"))
         return R_CONTROL_HEALTH;
+    if (IS("GET", "/_fakellm/log") || IS("DELETE", "/_fakellm/log"))
+        return R_CONTROL_LOG;
+    if (IS("DELETE", "/_fakellm/keys"))
+        return R_CONTROL_KEYS;
 #undef IS
+#define PATH_IS(path) (pl == strlen(path) && !memcmp(t, path, pl))
+    if (PATH_IS("/_fakellm/health-status") || PATH_IS("/_fakellm/log") || PATH_IS("/_fakellm/keys"))
+        return R_CONTROL_METHOD;
+#undef PATH_IS
+    if (pl >= 10 && !memcmp(t, "/_fakellm/", 10))
+        return R_CONTROL_UNKNOWN;
     return R_ECHO;
 }
 
@@ -523,6 +605,15 @@ static void send_json(const req_ctx_t *x, int status, const fl_buf_t *body, cons
 void fl_api_reject(fl_conn_t *c, int status, const char *msg)
 {
     atomic_fetch_add(&fl_stats.requests, 1);
+    /* whatever of the request line was parsed before the error */
+    const fl_req_t *r = &c->req;
+    const char *base = c->in.p + c->in_off;
+    fl_call_t call = {.thread = c->w->index, .outcome = OUT_STATUS, .status = status};
+    if (r->method_len)
+        call.method = (fl_str_t){base + r->method_off, r->method_len};
+    if (r->target_len)
+        call.path = (fl_str_t){base + r->target_off, r->target_len};
+    fl_log_append(&call);
     fl_buf_t *b = &c->w->scratch;
     b->len = 0;
     render_error(b, msg, strlen(msg), "invalid_request_error", status);
@@ -693,6 +784,9 @@ static void start_stream(const req_ctx_t *x, fl_api_t api, const knobs_t *k, con
     s->delay_ms = k->chunk_delay_ms;
     s->chunk_size = k->chunk_size;
     s->drop_after = k->drop_after;
+    s->stall_after = k->stall_after;
+    s->stall_ms = k->stall_ms;
+    s->stalled = 0;
     s->include_usage = include_usage;
     s->chunked_te = c->req.minor == 1;
     s->wait_write = 0;
@@ -807,6 +901,145 @@ static void control_health(const req_ctx_t *x, fl_buf_t *b)
     send_json(x, 200, b, NULL, 0, RESET_NONE);
 }
 
+static int hexdig(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The query of GET /_fakellm/log: only `key=K` (percent-encoded, `+` for a
+ * space) is understood; anything else is an error rather than ignored. */
+static const char *log_query(const char *q, size_t n, char *out, fl_str_t *key)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t s = i;
+        while (i < n && q[i] != '&')
+            i++;
+        size_t e = i++;
+        if (e == s)
+            continue;
+        const char *eq = memchr(q + s, '=', e - s);
+        if (!eq || eq - (q + s) != 3 || memcmp(q + s, "key", 3) != 0)
+            return "unknown query parameter; expected key=K";
+        size_t len = 0;
+        for (const char *p = eq + 1; p < q + e; p++) {
+            char ch = *p;
+            if (ch == '+') {
+                ch = ' ';
+            } else if (ch == '%') {
+                int hi = p + 2 < q + e ? hexdig(p[1]) : -1, lo = hi >= 0 ? hexdig(p[2]) : -1;
+                if (lo < 0)
+                    return "malformed percent-encoding in key";
+                ch = (char)(hi * 16 + lo);
+                p += 2;
+            }
+            if (len == FL_KEY_MAX)
+                return "key is longer than 128 bytes";
+            out[len++] = ch;
+        }
+        if (len == 0)
+            return "key must not be empty";
+        key->p = out;
+        key->len = len;
+    }
+    return NULL;
+}
+
+static void control_log(const req_ctx_t *x, fl_buf_t *b)
+{
+    const fl_req_t *r = &x->c->req;
+    if (x->base[r->method_off] == 'D') {
+        uint64_t n = fl_log_clear();
+        fl_buf_adds(b, "{\"cleared\":");
+        fl_buf_addu(b, n);
+        fl_buf_adds(b, ",\"backend\":");
+        fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+        fl_buf_addc(b, '}');
+        send_json(x, 200, b, NULL, 0, RESET_NONE);
+        return;
+    }
+    const char *t = x->base + r->target_off;
+    const char *q = memchr(t, '?', r->target_len);
+    char keybuf[FL_KEY_MAX];
+    fl_str_t key = {NULL, 0};
+    if (q) {
+        const char *msg = log_query(q + 1, r->target_len - (size_t)(q + 1 - t), keybuf, &key);
+        if (msg) {
+            render_error(b, msg, strlen(msg), "invalid_request_error", 400);
+            send_json(x, 400, b, NULL, 0, RESET_NONE);
+            return;
+        }
+    }
+    fl_log_render(b, key);
+    send_json(x, 200, b, NULL, 0, RESET_NONE);
+}
+
+static void control_keys(const req_ctx_t *x, fl_buf_t *b)
+{
+    uint64_t n = fl_keys_clear();
+    fl_buf_adds(b, "{\"cleared\":");
+    fl_buf_addu(b, n);
+    fl_buf_adds(b, ",\"backend\":");
+    fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
+    fl_buf_addc(b, '}');
+    send_json(x, 200, b, NULL, 0, RESET_NONE);
+}
+
+static fl_str_t find_header(const req_ctx_t *x, const char *name)
+{
+    const fl_req_t *r = &x->c->req;
+    size_t n = strlen(name);
+    for (int i = 0; i < r->nhdrs; i++) {
+        const fl_hdr_t *h = &r->hdrs[i];
+        if (h->name_len == n && strncasecmp(x->base + h->name_off, name, n) == 0)
+            return (fl_str_t){x->base + h->value_off, h->value_len};
+    }
+    return (fl_str_t){NULL, 0};
+}
+
+static void call_init(fl_call_t *call, const req_ctx_t *x, route_t route, const knobs_t *k,
+                      const char *model, size_t model_len)
+{
+    const fl_req_t *r = &x->c->req;
+    memset(call, 0, sizeof *call);
+    call->thread = x->c->w->index;
+    call->method = (fl_str_t){x->base + r->method_off, r->method_len};
+    call->path = (fl_str_t){x->base + r->target_off, r->target_len};
+    call->request_id = find_header(x, "x-request-id");
+    call->model = (fl_str_t){model, model_len};
+    call->key = (fl_str_t){k->key, k->key_len};
+    call->health = route == R_HEALTH;
+}
+
+/* What the handler below is going to do, in its order of precedence. */
+static void decide_outcome(fl_call_t *call, const knobs_t *k, int bad_json, int stream)
+{
+    int streaming = stream && !k->status && !bad_json && !k->has_body;
+    if (k->hang)
+        call->outcome = OUT_HANG;
+    else if (k->reset != RESET_NONE)
+        call->outcome = OUT_RESET;
+    else if (k->status || bad_json) {
+        call->outcome = OUT_STATUS;
+        call->status = k->status ? k->status : 400;
+    } else if (streaming && k->drop_after >= 0)
+        call->outcome = OUT_DROP;
+    else if (streaming && k->stall_after >= 0)
+        call->outcome = OUT_STALL;
+    else if (k->delay_ms > 0)
+        call->outcome = OUT_DELAY;
+    else if (call->health)
+        call->outcome = OUT_HEALTH;
+    else
+        call->outcome = OUT_OK;
+}
+
 void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body_len)
 {
     fl_req_t *r = &c->req;
@@ -825,6 +1058,23 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
         control_health(&x, b);
         return;
     }
+    if (route == R_CONTROL_LOG) {
+        control_log(&x, b);
+        return;
+    }
+    if (route == R_CONTROL_KEYS) {
+        control_keys(&x, b);
+        return;
+    }
+    if (route == R_CONTROL_METHOD || route == R_CONTROL_UNKNOWN) {
+        static const char m405[] = "method not allowed on this fakellm control path";
+        static const char m404[] = "unknown fakellm control path";
+        int st = route == R_CONTROL_METHOD ? 405 : 404;
+        const char *m = st == 405 ? m405 : m404;
+        render_error(b, m, strlen(m), "invalid_request_error", st);
+        send_json(&x, st, b, NULL, 0, RESET_NONE);
+        return;
+    }
     int counted = route != R_HEALTH;
     if (counted)
         atomic_fetch_add(&fl_stats.requests, 1);
@@ -832,6 +1082,7 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
         atomic_fetch_add(&fl_stats.health, 1);
 
     knobs_t k;
+    fl_call_t call;
     knobs_init(&k, counted);
     if (counted && fl_cfg.fail_first > 0 &&
         atomic_fetch_add(&fl_stats.fail_seq, 1) < (uint64_t)fl_cfg.fail_first)
@@ -871,8 +1122,21 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
                 goto knob_error;
         }
     }
-    if (header_knobs(&k, &x, &err) < 0)
+    if (header_knobs(&k, &x, &err) < 0 || knobs_check(&k, &err) < 0)
         goto knob_error;
+
+    /* Counting the attempt, spending the budget and logging happen under
+     * one lock, so the log shows each key's attempts in seq order. */
+    call_init(&call, &x, route, &k, model, model_len);
+    fl_log_lock();
+    if (k.key) {
+        call.attempt = fl_keys_attempt_locked(k.key, k.key_len);
+        if (k.fail_count >= 0 && call.attempt > (uint64_t)k.fail_count)
+            knobs_drop_faults(&k);
+    }
+    decide_outcome(&call, &k, bad_json, stream && inference);
+    fl_log_append_locked(&call);
+    fl_log_unlock();
 
     if (k.hang) {
         fl_conn_hang(c);
@@ -938,6 +1202,11 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     goto done;
 
 knob_error:
+    /* logged, but not counted as an attempt of its key (attempt 0) */
+    call_init(&call, &x, route, &k, model, model_len);
+    call.outcome = OUT_STATUS;
+    call.status = 400;
+    fl_log_append(&call);
     b->len = 0;
     render_error(b, err.p, err.len, "invalid_request_error", 400);
     send_json(&x, 400, b, NULL, 0, RESET_NONE);

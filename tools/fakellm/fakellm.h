@@ -11,6 +11,8 @@
  *   server.c  per-thread libuv loop: connections, write queue, faults,
  *             delays and streams
  *   api.c     the endpoints: routing, knobs, response bodies
+ *   calllog.c the call log (a ring of fixed records) and the per-key
+ *             attempt counters behind x-fakellm-key / -fail-count
  *   main.c    command line, listening sockets, threads, signals
  *
  * See docs/fakellm.md for the user-facing contract.
@@ -162,6 +164,66 @@ typedef struct {
 
 extern fl_stats_t fl_stats;
 
+/* ---- call log and per-key attempts (calllog.c) -------------------------- */
+
+#define FL_LOG_CAP 10000      /* entries kept; older ones are overwritten */
+#define FL_LOG_METHOD_MAX 16  /* longer fields are truncated in the log ... */
+#define FL_LOG_PATH_MAX 256
+#define FL_LOG_STR_MAX 128    /* ... model and request id */
+#define FL_KEY_MAX 128        /* x-fakellm-key: longer keys are refused (400) */
+#define FL_KEYS_CAP 4096      /* keys remembered; the least recently used goes */
+
+typedef enum {
+    OUT_OK,
+    OUT_STATUS, /* an error status was answered (injected or 400) */
+    OUT_RESET,
+    OUT_DROP,
+    OUT_HANG,
+    OUT_DELAY,
+    OUT_STALL,
+    OUT_HEALTH,
+} fl_outcome_t;
+
+/* A borrowed string; p == NULL means absent (rendered as null). */
+typedef struct {
+    const char *p;
+    size_t len;
+} fl_str_t;
+
+/* One request as the log sees it.  The strings are copied (truncated) into
+ * the ring, so they only need to live for the call. */
+typedef struct {
+    int thread;
+    fl_str_t method, path, model, request_id, key;
+    uint64_t attempt; /* 0: the request carried no key */
+    fl_outcome_t outcome;
+    int status; /* OUT_STATUS */
+    int health; /* a /health request */
+} fl_call_t;
+
+/* One mutex covers both the log and the key table, so that seq order, time
+ * order and each key's attempt order agree even across threads.  Between
+ * lock and unlock the caller may count an attempt, decide what to do with
+ * it and append the entry; nothing in there blocks or does I/O. */
+void fl_log_init(void); /* main thread, before the workers start */
+void fl_log_free(void);
+void fl_log_lock(void);
+void fl_log_unlock(void);
+/* Count one more request carrying `key` (1..FL_KEY_MAX bytes) and return
+ * how many there have been, this one included.  Locked. */
+uint64_t fl_keys_attempt_locked(const char *key, size_t len);
+/* Append an entry; fills in seq and time.  Locked. */
+void fl_log_append_locked(const fl_call_t *call);
+/* Lock, append, unlock: for entries that count no attempt. */
+void fl_log_append(const fl_call_t *call);
+/* Render {"backend":..,"capacity":..,"overwritten":..,"entries":[...]}; with
+ * key.p != NULL only the entries carrying exactly that key. */
+void fl_log_render(fl_buf_t *b, fl_str_t key);
+/* Empty the log (seq keeps counting); returns the entries removed. */
+uint64_t fl_log_clear(void);
+/* Forget every key and its count; returns how many there were. */
+uint64_t fl_keys_clear(void);
+
 /* ---- server (server.c) / endpoints (api.c) ----------------------------- */
 
 typedef enum { API_CHAT, API_COMPLETIONS, API_RESPONSES } fl_api_t;
@@ -183,6 +245,9 @@ typedef struct {
     int64_t delay_ms;
     int64_t chunk_size;
     int64_t drop_after; /* -1 = none; else RST after min(drop_after, n) events */
+    int64_t stall_after; /* -1 = none; else pause after min(stall_after, n) events */
+    int64_t stall_ms;
+    int stalled;         /* the pause has been taken */
     int include_usage;
     int chunked_te; /* HTTP/1.1: chunked framing; HTTP/1.0: raw, close at end */
     int wait_write; /* paused until the write queue drains */

@@ -278,6 +278,7 @@ int main(int argc, char **argv)
         fl_cfg.name = defname;
     }
     derive_config();
+    fl_log_init();
 
     /* SIGPIPE: writes to a vanished client must fail with EPIPE, not kill us.
      * SIGINT/SIGTERM are taken synchronously by this thread (sigwait), so the
@@ -325,5 +326,6 @@ int main(int argc, char **argv)
     fl_buf_free(&fl_cfg.name_json);
     fl_buf_free(&fl_cfg.backend_hdr);
     fl_buf_free(&fl_cfg.default_text);
+    fl_log_free();
     return 0;
 }

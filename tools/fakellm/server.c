@@ -334,10 +334,25 @@ static int drop_due(const fl_stream_t *s)
     return s->drop_after >= 0 && s->next >= (s->drop_after < s->n ? s->drop_after : s->n);
 }
 
+/* The stall replaces the normal gap after min(stall_after, n) content
+ * events (so with stall_after 0 the head goes out alone), and comes before
+ * a drop due at the same point. */
+static int stall_due(const fl_stream_t *s)
+{
+    return s->stall_after >= 0 && !s->stalled &&
+           s->next >= (s->stall_after < s->n ? s->stall_after : s->n);
+}
+
 static void stream_pump(fl_conn_t *c)
 {
     fl_stream_t *s = &c->st;
     while (c->state == CS_STREAM) {
+        if (stall_due(s)) {
+            s->stalled = 1;
+            flush(c);
+            uv_timer_start(&c->timer, stream_timer_cb, (uint64_t)s->stall_ms, 0);
+            return;
+        }
         if (drop_due(s)) {
             begin_rst(c);
             return;
@@ -348,7 +363,7 @@ static void stream_pump(fl_conn_t *c)
             return;
         }
         flush(c);
-        if (drop_due(s))
+        if (stall_due(s) || drop_due(s))
             continue;
         if (s->delay_ms > 0) {
             uv_timer_start(&c->timer, stream_timer_cb, (uint64_t)s->delay_ms, 0);
