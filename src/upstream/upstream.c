@@ -16,6 +16,8 @@
 #include <netdb.h>
 #include <stdio.h>
 
+#include "upstream/upstream-int.h"
+
 #define POOL_IDLE_TIMEOUT_MS 60000
 #define POOL_MAX_IDLE 256
 
@@ -23,26 +25,31 @@ typedef struct uconn_s uconn_t;
 
 typedef struct {
     const vsr_backend_conf_t *conf;
-    struct sockaddr_storage addr;
-    int64_t cur_weight; /* smooth weighted round robin */
-    uconn_t *idle;      /* LIFO: the most recently used connection is the warmest */
+    const struct sockaddr_storage *addr; /* shared */
+    vsr_endpoint_state_t *state;         /* shared */
+    uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
 } endpoint_t;
 
 typedef struct {
     const vsr_model_conf_t *conf;
+    shared_cluster_t *sc;
     endpoint_t *eps;
     size_t n_eps;
-    int64_t total_weight;
+    vsr_endpoint_state_t **states; /* for the balancer */
+    uint32_t *weights;
+    int64_t *cur;                  /* smooth weighted round robin, this worker's */
 } cluster_t;
 
 struct vsr_upstream_s {
     uv_loop_t *loop;
     const vsr_config_t *cfg;
+    vsr_upstream_shared_t *sh;
     cluster_t *clusters;
     size_t n_clusters;
     vsr_upstream_stats_t stats;
-    unsigned live_conns;
+    vsr_rng_t rng;
+    unsigned live; /* connections and calls whose handles are not closed yet */
     int freeing;
 };
 
@@ -55,6 +62,7 @@ struct uconn_s {
     uv_write_t write_req;
     vsr_upstream_t *up;
     endpoint_t *ep;
+    cluster_t *cl;
     uconn_t *next_idle;
     vsr_upstream_call_t *call;
     vsr_http_parser_t parser;
@@ -66,29 +74,40 @@ struct uconn_s {
     unsigned interim : 1;    /* the message being parsed is a 1xx */
     unsigned completed : 1;  /* the call's response ended inside this read */
     unsigned reusable : 1;
+    unsigned counted_pending : 1;
 };
 
 struct vsr_upstream_call_s {
     vsr_upstream_t *up;
+    cluster_t *cl;
     endpoint_t *ep;
+    int ep_idx;
     uconn_t *uc;
     const vsr_upstream_callbacks_t *cb;
     void *ud;
-    vsr_buf_t head;     /* the serialized request head, kept for a retry */
-    uv_buf_t *bufs;     /* head + body pieces */
+    vsr_upstream_request_t req;  /* headers and body borrowed until the end */
+    vsr_policy_t pol;
+    vsr_buf_t head;              /* the serialized request head of the current attempt */
+    uv_buf_t *bufs;              /* head + body pieces */
     unsigned n_bufs;
-    int head_request;
-    uint64_t connect_timeout_ms;
-    uint64_t first_byte_timeout_ms;
-    uint64_t idle_timeout_ms;
-    int pending_err;    /* a failure to report from the timer (never synchronously) */
+    uv_timer_t timer;            /* back-off waits and deferred failures */
+    uint64_t deadline_ms;        /* absolute, 0 = none */
+    uint64_t attempt_start_ms;
+    uint64_t tried;              /* endpoints tried (bit i) */
+    unsigned attempt;            /* 1-based, current */
+    int pending_err;             /* a failure to report from the timer (never synchronously) */
     const char *pending_detail;
+    uint64_t retry_after_ms;     /* from the last response's Retry-After */
+    unsigned ended : 1;
+    unsigned holds_active : 1;   /* counted in the endpoint's active requests */
+    unsigned counted_retry : 1;  /* counted in the cluster's active retries */
     unsigned got_head : 1;
     unsigned got_bytes : 1;
     unsigned written : 1;
     unsigned write_failed : 1;
-    unsigned retried : 1;
+    unsigned stale_retried : 1;
     unsigned paused : 1;
+    unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
 };
 
 /* ---- errors ---- */
@@ -102,13 +121,14 @@ const char *vsr_upstream_error_reason(vsr_upstream_error_t e)
     case VSR_UPSTREAM_E_TIMEOUT: return "upstream request timeout";
     case VSR_UPSTREAM_E_IDLE: return "stream idle timeout";
     case VSR_UPSTREAM_E_ABORTED: return "upstream reset mid-response";
+    case VSR_UPSTREAM_E_OVERFLOW: return "overflow";
     }
     return "unknown";
 }
 
-/* ---- construction ---- */
+/* ---- shared state ---- */
 
-static int resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vsr_buf_t *err)
+int vsr__upstream_resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vsr_buf_t *err)
 {
     memset(out, 0, sizeof(*out));
     struct sockaddr_in *v4 = (struct sockaddr_in *)out;
@@ -131,8 +151,7 @@ static int resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vs
     snprintf(port, sizeof(port), "%u", (unsigned)b->port);
     int rc = getaddrinfo(b->host, port, &hints, &res);
     if (rc != 0 || res == NULL) {
-        vsr_buf_printf(err, "backend %s: cannot resolve host \"%s\": %s\n", b->name, b->host,
-                       gai_strerror(rc));
+        vsr_buf_printf(err, "backend %s: cannot resolve host \"%s\": %s\n", b->name, b->host, gai_strerror(rc));
         return VSR_ERR;
     }
     memcpy(out, res->ai_addr, res->ai_addrlen);
@@ -140,26 +159,83 @@ static int resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vs
     return VSR_OK;
 }
 
-vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_buf_t *err)
+vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_t *err)
+{
+    vsr_upstream_shared_t *sh = vsr_calloc(1, sizeof(*sh));
+    sh->cfg = cfg;
+    sh->n_clusters = cfg->n_models;
+    sh->clusters = vsr_calloc(cfg->n_models ? cfg->n_models : 1, sizeof(shared_cluster_t));
+    int ok = 1;
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        shared_cluster_t *sc = &sh->clusters[i];
+        const vsr_model_conf_t *m = &cfg->models[i];
+        sc->conf = m;
+        sc->eps = vsr_calloc(m->n_backends, sizeof(vsr_endpoint_state_t));
+        sc->ep_ptrs = vsr_calloc(m->n_backends, sizeof(vsr_endpoint_state_t *));
+        sc->addrs = vsr_calloc(m->n_backends, sizeof(struct sockaddr_storage));
+        for (size_t j = 0; j < m->n_backends; j++) {
+            vsr__endpoint_state_init(&sc->eps[j]);
+            sc->ep_ptrs[j] = &sc->eps[j];
+            if (vsr__upstream_resolve(&m->backends[j], &sc->addrs[j], err) != VSR_OK)
+                ok = 0;
+        }
+        const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
+        int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
+        sc->max_requests = enhanced ? 4096 : 1024;
+        sc->max_pending = 1024;
+    }
+    if (!ok) {
+        vsr_upstream_shared_free(sh);
+        return NULL;
+    }
+    return sh;
+}
+
+void vsr_upstream_shared_free(vsr_upstream_shared_t *sh)
+{
+    if (sh == NULL)
+        return;
+    for (size_t i = 0; i < sh->n_clusters; i++) {
+        vsr_free(sh->clusters[i].eps);
+        vsr_free(sh->clusters[i].ep_ptrs);
+        vsr_free(sh->clusters[i].addrs);
+    }
+    vsr_free(sh->clusters);
+    vsr_free(sh->checks);
+    vsr_free(sh);
+}
+
+int vsr_upstream_endpoint_available(vsr_upstream_shared_t *sh, size_t model, size_t backend)
+{
+    vsr_endpoint_state_t *e = &sh->clusters[model].eps[backend];
+    return atomic_load(&e->healthy) && !vsr__outlier_ejected(e, vsr_now_ms());
+}
+
+/* ---- a worker's clusters ---- */
+
+vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_upstream_shared_t *sh)
 {
     vsr_upstream_t *up = vsr_calloc(1, sizeof(*up));
     up->loop = loop;
     up->cfg = cfg;
+    up->sh = sh;
+    vsr__rng_seed(&up->rng, vsr_now_us() ^ (uint64_t)(uintptr_t)up);
     up->n_clusters = cfg->n_models;
-    up->clusters = vsr_calloc(cfg->n_models, sizeof(cluster_t));
+    up->clusters = vsr_calloc(cfg->n_models ? cfg->n_models : 1, sizeof(cluster_t));
     for (size_t i = 0; i < cfg->n_models; i++) {
         cluster_t *cl = &up->clusters[i];
         cl->conf = &cfg->models[i];
+        cl->sc = &sh->clusters[i];
         cl->n_eps = cl->conf->n_backends;
         cl->eps = vsr_calloc(cl->n_eps, sizeof(endpoint_t));
+        cl->weights = vsr_calloc(cl->n_eps, sizeof(uint32_t));
+        cl->cur = vsr_calloc(cl->n_eps, sizeof(int64_t));
+        cl->states = cl->sc->ep_ptrs;
         for (size_t j = 0; j < cl->n_eps; j++) {
             cl->eps[j].conf = &cl->conf->backends[j];
-            cl->total_weight += cl->conf->backends[j].weight;
-            if (resolve(cl->eps[j].conf, &cl->eps[j].addr, err) != VSR_OK) {
-                up->freeing = 1;
-                vsr_upstream_free(up);
-                return NULL;
-            }
+            cl->eps[j].addr = &cl->sc->addrs[j];
+            cl->eps[j].state = &cl->sc->eps[j];
+            cl->weights[j] = cl->conf->backends[j].weight;
         }
     }
     return up;
@@ -167,8 +243,11 @@ vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_b
 
 static void upstream_release(vsr_upstream_t *up)
 {
-    for (size_t i = 0; i < up->n_clusters; i++)
+    for (size_t i = 0; i < up->n_clusters; i++) {
         vsr_free(up->clusters[i].eps);
+        vsr_free(up->clusters[i].weights);
+        vsr_free(up->clusters[i].cur);
+    }
     vsr_free(up->clusters);
     vsr_free(up);
 }
@@ -187,7 +266,14 @@ void vsr_upstream_free(vsr_upstream_t *up)
                 uconn_close(ep->idle); /* unlinks itself */
         }
     }
-    if (up->live_conns == 0)
+    if (up->live == 0)
+        upstream_release(up);
+}
+
+static void live_put(vsr_upstream_t *up)
+{
+    up->live--;
+    if (up->freeing && up->live == 0)
         upstream_release(up);
 }
 
@@ -196,27 +282,12 @@ void vsr_upstream_get_stats(const vsr_upstream_t *up, vsr_upstream_stats_t *out)
     *out = up->stats;
 }
 
-/* ---- endpoint choice: smooth weighted round robin (as nginx) ---- */
-
 static cluster_t *find_cluster(vsr_upstream_t *up, const vsr_model_conf_t *model)
 {
     for (size_t i = 0; i < up->n_clusters; i++)
         if (up->clusters[i].conf == model)
             return &up->clusters[i];
     return NULL;
-}
-
-static endpoint_t *pick_endpoint(cluster_t *cl)
-{
-    endpoint_t *best = NULL;
-    for (size_t i = 0; i < cl->n_eps; i++) {
-        endpoint_t *ep = &cl->eps[i];
-        ep->cur_weight += ep->conf->weight;
-        if (best == NULL || ep->cur_weight > best->cur_weight)
-            best = ep;
-    }
-    best->cur_weight -= cl->total_weight;
-    return best;
 }
 
 /* ---- connection life ---- */
@@ -229,9 +300,7 @@ static void uconn_close_cb(uv_handle_t *h)
     vsr_upstream_t *up = uc->up;
     vsr_http_parser_free(&uc->parser);
     vsr_free(uc);
-    up->live_conns--;
-    if (up->freeing && up->live_conns == 0)
-        upstream_release(up);
+    live_put(up);
 }
 
 static void idle_unlink(uconn_t *uc)
@@ -247,12 +316,21 @@ static void idle_unlink(uconn_t *uc)
     uc->next_idle = NULL;
 }
 
+static void uncount_pending(uconn_t *uc)
+{
+    if (uc->counted_pending) {
+        uc->counted_pending = 0;
+        atomic_fetch_sub(&uc->cl->sc->pending, 1);
+    }
+}
+
 static void uconn_close(uconn_t *uc)
 {
     if (uc->state == UC_CLOSING)
         return;
     if (uc->state == UC_IDLE)
         idle_unlink(uc);
+    uncount_pending(uc);
     uc->state = UC_CLOSING;
     uc->call = NULL;
     uc->pending_closes = 2;
@@ -266,10 +344,11 @@ static int on_resp_complete(void *ud);
 
 static const vsr_http_callbacks_t resp_callbacks = {on_resp_head, on_resp_body, on_resp_complete};
 
-static uconn_t *uconn_new(vsr_upstream_t *up, endpoint_t *ep)
+static uconn_t *uconn_new(vsr_upstream_t *up, cluster_t *cl, endpoint_t *ep)
 {
     uconn_t *uc = vsr_calloc(1, sizeof(*uc));
     uc->up = up;
+    uc->cl = cl;
     uc->ep = ep;
     uc->state = UC_CONNECTING;
     uv_tcp_init(up->loop, &uc->tcp);
@@ -279,41 +358,17 @@ static uconn_t *uconn_new(vsr_upstream_t *up, endpoint_t *ep)
     uc->connect_req.data = uc;
     uc->write_req.data = uc;
     vsr_http_parser_init(&uc->parser, VSR_HTTP_RESPONSE, NULL, &resp_callbacks, uc);
-    up->live_conns++;
+    up->live++;
     up->stats.connections_opened++;
     return uc;
 }
 
-/* ---- finishing a call ---- */
-
-static void call_free(vsr_upstream_call_t *call)
-{
-    vsr_buf_free(&call->head);
-    vsr_free(call->bufs);
-    vsr_free(call);
-}
-
-/* Detaches the call from its connection (closing the connection), frees it
- * and reports err.  Safe from any callback. */
-static void call_fail(vsr_upstream_call_t *call, vsr_upstream_error_t err, const char *detail)
-{
-    const vsr_upstream_callbacks_t *cb = call->cb;
-    void *ud = call->ud;
-    if (call->uc) {
-        call->uc->call = NULL;
-        uconn_close(call->uc);
-    }
-    call_free(call);
-    if (cb && cb->on_error)
-        cb->on_error(ud, err, detail);
-}
-
-static void timer_cb(uv_timer_t *t);
+static void uc_timer_cb(uv_timer_t *t);
 
 static void arm(uconn_t *uc, uint64_t ms)
 {
     if (ms)
-        uv_timer_start(&uc->timer, timer_cb, ms, 0);
+        uv_timer_start(&uc->timer, uc_timer_cb, ms, 0);
     else
         uv_timer_stop(&uc->timer);
 }
@@ -333,11 +388,164 @@ static void uconn_make_idle(uconn_t *uc)
     arm(uc, POOL_IDLE_TIMEOUT_MS);
 }
 
-/* ---- sending ---- */
+/* ---- the call's end ---- */
+
+static void call_close_cb(uv_handle_t *h)
+{
+    vsr_upstream_call_t *call = h->data;
+    vsr_upstream_t *up = call->up;
+    vsr_free(call);
+    live_put(up);
+}
+
+static void release_attempt(vsr_upstream_call_t *call)
+{
+    if (call->holds_active) {
+        call->holds_active = 0;
+        atomic_fetch_sub(&call->ep->state->active, 1);
+    }
+}
+
+/* Ends the call: counters released, connection detached (and closed unless
+ * `keep`), memory gone once the call's timer has closed.  The caller runs the
+ * final callback afterwards, so that callback may start the next call. */
+static void call_end(vsr_upstream_call_t *call)
+{
+    VSR_BUG_ON(call->ended);
+    call->ended = 1;
+    release_attempt(call);
+    if (call->counted_retry)
+        atomic_fetch_sub(&call->cl->sc->active_retries, 1);
+    atomic_fetch_sub(&call->cl->sc->active_requests, 1);
+    if (call->uc) {
+        call->uc->call = NULL;
+        uconn_close(call->uc);
+        call->uc = NULL;
+    }
+    vsr_buf_free(&call->head);
+    vsr_free(call->bufs);
+    call->bufs = NULL;
+    uv_close((uv_handle_t *)&call->timer, call_close_cb);
+}
+
+static void fail_later(vsr_upstream_call_t *call, vsr_upstream_error_t err, const char *detail);
+
+static void call_fail(vsr_upstream_call_t *call, vsr_upstream_error_t err, const char *detail)
+{
+    if (call->starting) {
+        fail_later(call, err, detail); /* never report from inside call_start */
+        return;
+    }
+    const vsr_upstream_callbacks_t *cb = call->cb;
+    void *ud = call->ud;
+    int retried = call->attempt > 1;
+    call_end(call);
+    if (cb && cb->on_error)
+        cb->on_error(ud, err, detail, retried);
+}
+
+static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_error_t err)
+{
+    vsr_upstream_report_t *r = call->req.report;
+    if (r == NULL)
+        return;
+    if (r->n_attempts < VSR_UPSTREAM_MAX_ATTEMPTS) {
+        vsr_upstream_attempt_t *a = &r->attempts[r->n_attempts];
+        a->backend = call->ep->conf;
+        a->status = status;
+        a->error = err;
+        a->duration_ms = vsr_now_ms() - call->attempt_start_ms;
+    }
+    r->n_attempts++;
+}
+
+/* ---- attempts ---- */
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-static int call_connect(vsr_upstream_call_t *call);
+static void attempt_start(vsr_upstream_call_t *call);
+static int build_head(vsr_upstream_call_t *call);
+
+static void call_timer_cb(uv_timer_t *t)
+{
+    vsr_upstream_call_t *call = t->data;
+    if (call->ended)
+        return;
+    if (call->pending_err) {
+        call_fail(call, (vsr_upstream_error_t)call->pending_err, call->pending_detail);
+        return;
+    }
+    attempt_start(call); /* the back-off is over */
+}
+
+/* Fails the call from the loop, never from inside the caller's stack. */
+static void fail_later(vsr_upstream_call_t *call, vsr_upstream_error_t err, const char *detail)
+{
+    call->pending_err = err;
+    call->pending_detail = detail;
+    uv_timer_start(&call->timer, call_timer_cb, 0, 0);
+}
+
+static uint64_t remaining_ms(const vsr_upstream_call_t *call, uint64_t now)
+{
+    if (call->deadline_ms == 0)
+        return 0;
+    return call->deadline_ms > now ? call->deadline_ms - now : 1;
+}
+
+static uint64_t min_nonzero(uint64_t a, uint64_t b)
+{
+    return a == 0 ? b : b == 0 ? a : VSR_MIN(a, b);
+}
+
+/* An attempt ended before its response was delivered: record it, then retry
+ * (after the back-off, on another endpoint when there is one) or fail. */
+static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int status, vsr_upstream_error_t err,
+                           const char *detail)
+{
+    uint64_t now = vsr_now_ms();
+    cluster_t *cl = call->cl;
+    const vsr_reliability_conf_t *rel = cl->conf->has_reliability ? &cl->conf->reliability : NULL;
+    int is_5xx = o != VSR_OUTCOME_STATUS || status >= 500;
+    if (rel)
+        vsr__outlier_record(call->ep->state, is_5xx, rel, cl->states, cl->n_eps, now);
+    record_attempt(call, status, o == VSR_OUTCOME_STATUS ? 0 : err);
+    release_attempt(call);
+    if (call->uc) {
+        call->uc->call = NULL;
+        uconn_close(call->uc);
+        call->uc = NULL;
+    }
+    int deadline_passed = call->deadline_ms && now >= call->deadline_ms;
+    int retry = !deadline_passed && call->attempt <= call->pol.retry_count &&
+                vsr__policy_retriable(&call->pol, o, status);
+    if (retry && !call->counted_retry) {
+        uint32_t active = atomic_load(&cl->sc->active_requests);
+        uint32_t retries = atomic_load(&cl->sc->active_retries);
+        retry = vsr__budget_allows(active, retries, &call->pol);
+        if (retry) {
+            call->counted_retry = 1;
+            atomic_fetch_add(&cl->sc->active_retries, 1);
+        }
+    }
+    if (!retry) {
+        if (deadline_passed)
+            call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
+        else
+            call_fail(call, err, detail);
+        return;
+    }
+    if (call->req.report)
+        call->req.report->retries++;
+    /* the backend's Retry-After, when honoured, replaces the back-off */
+    uint64_t wait = call->retry_after_ms ? call->retry_after_ms : vsr__backoff_ms(&call->pol, call->attempt, &call->up->rng);
+    call->retry_after_ms = 0;
+    if (call->deadline_ms && now + wait >= call->deadline_ms) {
+        call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
+        return;
+    }
+    uv_timer_start(&call->timer, call_timer_cb, wait, 0);
+}
 
 static void write_cb(uv_write_t *w, int status)
 {
@@ -358,7 +566,7 @@ static void call_send(vsr_upstream_call_t *call)
 {
     uconn_t *uc = call->uc;
     uc->state = UC_ACTIVE;
-    vsr_http_parser_set_head_request(&uc->parser, call->head_request);
+    vsr_http_parser_set_head_request(&uc->parser, call->req.head_request);
     call->bufs[0] = uv_buf_init(call->head.data, (unsigned)call->head.len);
     uc->writing = 1;
     int rc = uv_write(&uc->write_req, (uv_stream_t *)&uc->tcp, call->bufs, call->n_bufs, write_cb);
@@ -368,7 +576,8 @@ static void call_send(vsr_upstream_call_t *call)
     }
     if (!call->paused)
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
-    arm(uc, call->first_byte_timeout_ms);
+    uint64_t now = vsr_now_ms();
+    arm(uc, min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms), remaining_ms(call, now)));
 }
 
 static void connect_cb(uv_connect_t *req, int status)
@@ -376,35 +585,120 @@ static void connect_cb(uv_connect_t *req, int status)
     uconn_t *uc = req->data;
     if (uc->state == UC_CLOSING || status == UV_ECANCELED)
         return;
+    uncount_pending(uc);
     vsr_upstream_call_t *call = uc->call;
     if (status < 0) {
-        call_fail(call, VSR_UPSTREAM_E_CONNECT, uv_strerror(status));
+        attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, uv_strerror(status));
         return;
     }
     uv_tcp_nodelay(&uc->tcp, 1);
     call_send(call);
 }
 
-/* Opens a fresh connection for the call.  VSR_OK or a libuv error code. */
-static int call_connect(vsr_upstream_call_t *call)
+/* Opens a fresh connection for the call's current attempt. */
+static void call_connect(vsr_upstream_call_t *call)
 {
-    uconn_t *uc = uconn_new(call->up, call->ep);
+    cluster_t *cl = call->cl;
+    if (atomic_fetch_add(&cl->sc->pending, 1) >= cl->sc->max_pending) {
+        atomic_fetch_sub(&cl->sc->pending, 1);
+        call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "pending overflow");
+        return;
+    }
+    uconn_t *uc = uconn_new(call->up, cl, call->ep);
+    uc->counted_pending = 1;
     uc->call = call;
     call->uc = uc;
-    int rc = uv_tcp_connect(&uc->connect_req, &uc->tcp, (const struct sockaddr *)&call->ep->addr, connect_cb);
+    int rc = uv_tcp_connect(&uc->connect_req, &uc->tcp, (const struct sockaddr *)call->ep->addr, connect_cb);
     if (rc < 0) {
-        /* reported from the timer, never from inside call_start */
-        call->pending_err = VSR_UPSTREAM_E_CONNECT;
-        call->pending_detail = uv_strerror(rc);
-        uv_timer_start(&uc->timer, timer_cb, 0, 0);
-        return rc;
+        attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, uv_strerror(rc));
+        return;
     }
-    arm(uc, call->connect_timeout_ms);
-    return VSR_OK;
+    uint64_t now = vsr_now_ms();
+    arm(uc, min_nonzero(call->pol.connect_ms, remaining_ms(call, now)));
 }
 
-static int build_head(vsr_upstream_call_t *call, const vsr_upstream_request_t *req)
+/* One attempt: choose an endpoint (one not tried yet when there is one),
+ * build the head for it, and send on a pooled or a new connection. */
+static void attempt_start(vsr_upstream_call_t *call)
 {
+    cluster_t *cl = call->cl;
+    uint64_t now = vsr_now_ms();
+    if (call->deadline_ms && now >= call->deadline_ms) {
+        call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
+        return;
+    }
+    call->attempt++;
+    call->attempt_start_ms = now;
+    call->written = call->write_failed = call->got_bytes = 0;
+    int idx = vsr__lb_pick(cl->states, cl->weights, cl->cur, cl->n_eps, call->pol.least_request, call->tried, now,
+                           &call->up->rng);
+    VSR_BUG_ON(idx < 0);
+    call->ep_idx = idx;
+    call->ep = &cl->eps[idx];
+    if (idx < 64)
+        call->tried |= 1ull << idx;
+    call->holds_active = 1;
+    atomic_fetch_add(&call->ep->state->active, 1);
+    vsr_buf_reset(&call->head);
+    build_head(call);
+    endpoint_t *ep = call->ep;
+    if (ep->idle) {
+        uconn_t *uc = ep->idle;
+        idle_unlink(uc);
+        uc->state = UC_ACTIVE;
+        uc->reused = 1;
+        uc->call = call;
+        call->uc = uc;
+        call->up->stats.connections_reused++;
+        call_send(call);
+    } else {
+        call_connect(call);
+    }
+}
+
+static const char *auth_header_name(const vsr_backend_conf_t *b)
+{
+    return b->resolved_api_key && b->resolved_api_key[0] ? (b->auth_header ? b->auth_header : "authorization") : NULL;
+}
+
+/* True when the endpoint sets this field itself (credentials, extra_headers):
+ * the request's own field of that name is not forwarded. */
+static int endpoint_sets(const vsr_backend_conf_t *b, vsr_slice_t name)
+{
+    const char *auth = auth_header_name(b);
+    if (auth && vsr_slice_case_eq_cstr(name, auth))
+        return 1;
+    for (size_t i = 0; i < b->n_extra_headers; i++)
+        if (vsr_slice_case_eq_cstr(name, b->extra_headers[i].name))
+            return 1;
+    return 0;
+}
+
+/* Provider credentials and extra headers of the endpoint. */
+static int write_endpoint_headers(vsr_buf_t *h, const vsr_backend_conf_t *b)
+{
+    int rc = VSR_OK;
+    const char *auth = auth_header_name(b);
+    if (auth) {
+        const char *prefix = b->has_auth_prefix ? (b->auth_prefix ? b->auth_prefix : "") : "Bearer";
+        rc |= vsr_buf_append_cstr(h, auth);
+        rc |= vsr_buf_append(h, ": ", 2);
+        if (prefix[0]) {
+            rc |= vsr_buf_append_cstr(h, prefix);
+            rc |= vsr_buf_append(h, " ", 1);
+        }
+        rc |= vsr_buf_append_cstr(h, b->resolved_api_key);
+        rc |= vsr_buf_append(h, "\r\n", 2);
+    }
+    for (size_t i = 0; i < b->n_extra_headers; i++)
+        rc |= vsr_http_write_header(h, vsr_slice_cstr(b->extra_headers[i].name),
+                                    vsr_slice_cstr(b->extra_headers[i].value));
+    return rc;
+}
+
+static int build_head(vsr_upstream_call_t *call)
+{
+    const vsr_upstream_request_t *req = &call->req;
     const vsr_backend_conf_t *b = call->ep->conf;
     vsr_buf_t *h = &call->head;
     vsr_slice_t path = req->path;
@@ -414,21 +708,35 @@ static int build_head(vsr_upstream_call_t *call, const vsr_upstream_request_t *r
 
     int rc = vsr_buf_append_slice(h, req->method);
     rc |= vsr_buf_append(h, " ", 1);
-    if (req->rewrite_prefix && b->path_prefix && b->has_base_url && vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1")) &&
-        (path.len == 3 || path.p[3] == '/' || path.p[3] == '?')) {
-        rc |= vsr_buf_append_cstr(h, b->path_prefix);
-        vsr_slice_t rest = vsr_slice(path.p + 3, path.len - 3);
-        if (rest.len == 0 || rest.p[0] == '?')
-            rc |= vsr_buf_append(h, "/", 1);
+    vsr_slice_t query = VSR_SLICE_NULL;
+    vsr_slice_t route = vsr_slice_split(path, '?', &query);
+    int v1 = vsr_slice_eq_cstr(route, "/v1") || vsr_slice_starts_with(route, VSR_SLICE_LIT("/v1/"));
+    if (req->rewrite_prefix && v1 && (b->has_base_url || b->chat_path)) {
+        /* base_url's path replaces "/v1"; chat_path replaces the chat route */
+        rc |= vsr_buf_append_cstr(h, b->has_base_url ? b->path_prefix : "/v1");
+        vsr_slice_t rest = vsr_slice(route.p + 3, route.len - 3);
+        if (b->chat_path && vsr_slice_eq_cstr(rest, "/chat/completions"))
+            rest = vsr_slice_cstr(b->chat_path);
+        if (rest.len == 0)
+            rest = VSR_SLICE_LIT("/");
         rc |= vsr_buf_append_slice(h, rest);
     } else {
-        rc |= vsr_buf_append_slice(h, path);
+        rc |= vsr_buf_append_slice(h, route);
     }
+    if (query.p) {
+        rc |= vsr_buf_append(h, "?", 1);
+        rc |= vsr_buf_append_slice(h, query);
+    }
+    if (req->rewrite_prefix && b->api_version) /* Azure-style: the API version rides in the query */
+        rc |= vsr_buf_printf(h, "%capi-version=%s", query.p ? '&' : '?', b->api_version);
     rc |= vsr_buf_append_cstr(h, " HTTP/1.1\r\nhost: ");
     rc |= vsr_buf_append_cstr(h, b->authority);
     rc |= vsr_buf_append(h, "\r\n", 2);
     for (size_t i = 0; i < req->n_headers; i++)
-        rc |= vsr_http_write_header(h, req->headers[i].name, req->headers[i].value);
+        if (!req->with_credentials || !endpoint_sets(b, req->headers[i].name))
+            rc |= vsr_http_write_header(h, req->headers[i].name, req->headers[i].value);
+    if (req->with_credentials)
+        rc |= write_endpoint_headers(h, b);
     if (body_len > 0 || req->send_length)
         rc |= vsr_http_write_header_u64(h, "content-length", body_len);
     rc |= vsr_http_write_end_head(h);
@@ -443,46 +751,49 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     VSR_BUG_ON(cl == NULL || cl->n_eps == 0);
     vsr_upstream_call_t *call = vsr_calloc(1, sizeof(*call));
     call->up = up;
+    call->cl = cl;
     call->cb = cb;
     call->ud = ud;
-    call->ep = pick_endpoint(cl);
-    call->head_request = req->head_request;
-    call->connect_timeout_ms = req->connect_timeout_ms ? req->connect_timeout_ms : VSR_DEFAULT_CONNECT_TIMEOUT_MS;
-    call->first_byte_timeout_ms = req->first_byte_timeout_ms;
-    call->idle_timeout_ms = req->idle_timeout_ms;
+    call->req = *req;
+    uv_timer_init(up->loop, &call->timer);
+    call->timer.data = call;
+    up->live++;
+    vsr__policy_init(&call->pol, req->listener_timeout_ms);
+    if (model->has_reliability)
+        vsr__policy_merge(&call->pol, &model->reliability);
+    if (req->override)
+        vsr__policy_merge(&call->pol, req->override);
+    uint64_t now = vsr_now_ms();
+    call->deadline_ms = call->pol.total_ms ? now + call->pol.total_ms : 0;
     vsr_buf_init(&call->head, 0);
-    build_head(call, req);
     call->n_bufs = (unsigned)req->n_body + 1;
     call->bufs = vsr_malloc(sizeof(uv_buf_t) * call->n_bufs);
     for (size_t i = 0; i < req->n_body; i++)
         call->bufs[i + 1] = uv_buf_init((char *)req->body[i].p, (unsigned)req->body[i].len);
     up->stats.calls++;
 
-    endpoint_t *ep = call->ep;
-    if (ep->idle) {
-        uconn_t *uc = ep->idle;
-        idle_unlink(uc);
-        uc->state = UC_ACTIVE;
-        uc->reused = 1;
-        uc->call = call;
-        call->uc = uc;
-        up->stats.connections_reused++;
-        call_send(call);
-    } else {
-        call_connect(call);
+    /* circuit breaking: the cluster's requests in flight, all workers */
+    if (atomic_fetch_add(&cl->sc->active_requests, 1) >= cl->sc->max_requests) {
+        call->ep = &cl->eps[0];
+        fail_later(call, VSR_UPSTREAM_E_OVERFLOW, "request overflow");
+        return call;
     }
+    call->starting = 1;
+    attempt_start(call);
+    call->starting = 0;
     return call;
 }
 
 /* A reused connection that the peer had already closed: nothing of the
  * request can have been processed, so it is sent again, once, on a fresh
- * connection (as HTTP clients commonly do for a stale keep-alive). */
+ * connection to the same endpoint (as HTTP clients commonly do for a stale
+ * keep-alive); this is not an attempt of the retry policy. */
 static int call_retry_stale(vsr_upstream_call_t *call)
 {
     uconn_t *uc = call->uc;
-    if (!uc->reused || call->got_bytes || call->retried)
+    if (!uc->reused || call->got_bytes || call->stale_retried)
         return 0;
-    call->retried = 1;
+    call->stale_retried = 1;
     call->written = 0;
     call->write_failed = 0;
     uc->call = NULL;
@@ -502,6 +813,24 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(uc->cur_rbuf->data, VSR_RBUF_SIZE);
 }
 
+static void finish_ok(uconn_t *uc, vsr_upstream_call_t *call)
+{
+    const vsr_upstream_callbacks_t *cb = call->cb;
+    void *ud = call->ud;
+    int reusable = uc->reusable && call->written && !call->write_failed;
+    uc->completed = 0;
+    uc->reusable = 0;
+    call->uc = NULL;
+    uc->call = NULL;
+    call_end(call);
+    if (reusable)
+        uconn_make_idle(uc);
+    else
+        uconn_close(uc);
+    if (cb && cb->on_complete)
+        cb->on_complete(ud);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     uconn_t *uc = s->data;
@@ -516,13 +845,16 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         goto out;
     if (nread < 0) {
-        if (nread == UV_EOF && call->got_head && vsr_http_parser_finish(&uc->parser) == VSR_OK &&
-            uc->completed)
-            goto done;
+        if (nread == UV_EOF && call->got_head && vsr_http_parser_finish(&uc->parser) == VSR_OK && uc->completed) {
+            finish_ok(uc, call);
+            goto out;
+        }
         if (call->got_head) {
             call_fail(call, VSR_UPSTREAM_E_ABORTED, uv_strerror((int)nread));
         } else if (!call_retry_stale(call)) {
-            call_fail(call, VSR_UPSTREAM_E_RESET, nread == UV_EOF ? "connection termination" : "remote reset");
+            vsr_outcome_t o = !call->written && !call->got_bytes ? VSR_OUTCOME_RESET_BEFORE_REQUEST : VSR_OUTCOME_RESET;
+            attempt_failed(call, o, 0, VSR_UPSTREAM_E_RESET,
+                           nread == UV_EOF ? "connection termination" : "remote reset");
         }
         goto out;
     }
@@ -530,39 +862,23 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     call->got_bytes = 1;
     ssize_t used = vsr_http_parser_execute(&uc->parser, buf->base, (size_t)nread);
     if (uc->call != call)
-        goto out; /* cancelled from a callback: the connection is closing */
+        goto out; /* cancelled, or retried, from a callback: the connection is closing */
     if (used < 0) {
         if (call->got_head)
             call_fail(call, VSR_UPSTREAM_E_ABORTED, uc->parser.error_msg);
         else
-            call_fail(call, VSR_UPSTREAM_E_PROTOCOL, uc->parser.error_msg);
+            attempt_failed(call, VSR_OUTCOME_PROTOCOL, 0, VSR_UPSTREAM_E_PROTOCOL, uc->parser.error_msg);
         goto out;
     }
     if (uc->completed) {
         /* bytes past the end of the response cannot belong to anything */
         if ((size_t)used < (size_t)nread)
             uc->reusable = 0;
-        goto done;
+        finish_ok(uc, call);
+        goto out;
     }
     if (call->got_head && !call->paused)
-        arm(uc, call->idle_timeout_ms); /* progress: restart the stream-idle clock */
-    goto out;
-
-done: {
-        const vsr_upstream_callbacks_t *cb = call->cb;
-        void *ud = call->ud;
-        int reusable = uc->reusable && call->written && !call->write_failed;
-        uc->call = NULL;
-        uc->completed = 0;
-        uc->reusable = 0;
-        call_free(call);
-        if (reusable)
-            uconn_make_idle(uc);
-        else
-            uconn_close(uc);
-        if (cb && cb->on_complete)
-            cb->on_complete(ud);
-    }
+        arm(uc, call->pol.idle_ms); /* progress: restart the stream-idle clock */
 out:
     if (uc->cur_rbuf) {
         vsr_rbuf_unref(uc->cur_rbuf);
@@ -580,8 +896,23 @@ static int on_resp_head(void *ud, vsr_http_head_t *head)
         uc->interim = 1;
         return VSR_OK;
     }
+    /* a retriable answer is not delivered: the next attempt's is */
+    if (call->attempt <= call->pol.retry_count &&
+        vsr__policy_retriable(&call->pol, VSR_OUTCOME_STATUS, head->status)) {
+        vsr_slice_t ra;
+        call->retry_after_ms = 0;
+        if (call->pol.retry_after_max_ms && vsr_http_head_get(head, "retry-after", &ra))
+            vsr__retry_after_ms(ra, vsr_wall_time(), call->pol.retry_after_max_ms, &call->up->rng, &call->retry_after_ms);
+        attempt_failed(call, VSR_OUTCOME_STATUS, head->status, VSR_UPSTREAM_E_RESET, "retriable status");
+        return VSR_ERR; /* stop parsing: this connection is closing */
+    }
+    const vsr_reliability_conf_t *rel = call->cl->conf->has_reliability ? &call->cl->conf->reliability : NULL;
+    if (rel)
+        vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
+                            vsr_now_ms());
+    record_attempt(call, head->status, 0);
     call->got_head = 1;
-    arm(uc, call->paused ? 0 : call->idle_timeout_ms);
+    arm(uc, call->paused ? 0 : call->pol.idle_ms);
     if (call->cb && call->cb->on_head)
         call->cb->on_head(call->ud, head);
     return uc->call == call ? VSR_OK : VSR_ERR; /* stop parsing if cancelled */
@@ -610,7 +941,7 @@ static int on_resp_complete(void *ud)
 
 /* ---- timers ---- */
 
-static void timer_cb(uv_timer_t *t)
+static void uc_timer_cb(uv_timer_t *t)
 {
     uconn_t *uc = t->data;
     vsr_upstream_call_t *call = uc->call;
@@ -620,14 +951,14 @@ static void timer_cb(uv_timer_t *t)
         uconn_close(uc);
         return;
     }
-    if (call->pending_err) {
-        call_fail(call, (vsr_upstream_error_t)call->pending_err, call->pending_detail);
-        return;
-    }
+    uint64_t now = vsr_now_ms();
+    int total = call->deadline_ms && now >= call->deadline_ms;
     if (uc->state == UC_CONNECTING)
-        call_fail(call, VSR_UPSTREAM_E_CONNECT, "connection timeout");
+        attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "connection timeout");
+    else if (!call->got_head && total)
+        call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
     else if (!call->got_head)
-        call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "first byte timeout");
+        attempt_failed(call, VSR_OUTCOME_TIMEOUT, 0, VSR_UPSTREAM_E_TIMEOUT, "per-try timeout");
     else
         call_fail(call, VSR_UPSTREAM_E_IDLE, "stream idle timeout");
 }
@@ -655,19 +986,19 @@ void vsr_upstream_call_resume(vsr_upstream_call_t *call)
     uconn_t *uc = call->uc;
     if (uc && uc->state == UC_ACTIVE) {
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
-        arm(uc, call->got_head ? call->idle_timeout_ms : call->first_byte_timeout_ms);
+        uint64_t now = vsr_now_ms();
+        arm(uc, call->got_head ? call->pol.idle_ms
+                               : min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms),
+                                             remaining_ms(call, now)));
     }
 }
 
 void vsr_upstream_call_cancel(vsr_upstream_call_t *call)
 {
-    if (call == NULL)
+    if (call == NULL || call->ended)
         return;
-    if (call->uc) {
-        call->uc->call = NULL;
-        uconn_close(call->uc);
-    }
-    call_free(call);
+    call->cb = NULL;
+    call_end(call);
 }
 
 const vsr_backend_conf_t *vsr_upstream_call_backend(const vsr_upstream_call_t *call)

@@ -22,6 +22,10 @@
 
 typedef struct vsr_upstream_s vsr_upstream_t;
 typedef struct vsr_upstream_call_s vsr_upstream_call_t;
+/* State every worker shares: endpoint health, outlier ejection, load and
+ * the per-cluster circuit-breaker counters (atomics), and the active health
+ * checks.  One per configuration; it must outlive every worker's upstream. */
+typedef struct vsr_upstream_shared_s vsr_upstream_shared_t;
 
 /* Why a call failed.  Failures before the response head are answered by the
  * caller with a local reply; failures after it abort the client stream. */
@@ -32,7 +36,25 @@ typedef enum {
     VSR_UPSTREAM_E_TIMEOUT,     /* no response head within the first-byte budget */
     VSR_UPSTREAM_E_IDLE,        /* after the head: nothing received for idle_timeout */
     VSR_UPSTREAM_E_ABORTED,     /* after the head: the connection ended mid-body */
+    VSR_UPSTREAM_E_OVERFLOW,    /* circuit breaking: the cluster's max requests or pending reached */
 } vsr_upstream_error_t;
+
+/* One attempt of a call, for evidence (headers, access log, metrics). */
+typedef struct {
+    const vsr_backend_conf_t *backend;
+    int status;                 /* the response status, 0 when none */
+    vsr_upstream_error_t error; /* 0 when a response head arrived */
+    uint64_t duration_ms;
+} vsr_upstream_attempt_t;
+
+#define VSR_UPSTREAM_MAX_ATTEMPTS 8
+
+/* Filled in by the upstream as the call goes (caller-owned, optional). */
+typedef struct {
+    vsr_upstream_attempt_t attempts[VSR_UPSTREAM_MAX_ATTEMPTS];
+    unsigned n_attempts;        /* attempts made (may exceed the array: only the first ones are kept) */
+    unsigned retries;
+} vsr_upstream_report_t;
 
 /* Envoy's wording of a failure ("connection failure", "connection
  * termination", "protocol error", ...), for local replies and logs. */
@@ -46,36 +68,57 @@ typedef struct {
      * take a reference (vsr_rbuf_ref) to keep them past the callback. */
     void (*on_body)(void *ud, const char *p, size_t n, vsr_rbuf_t *owner);
     void (*on_complete)(void *ud);
-    /* The call is over; detail is a short static string or NULL. */
-    void (*on_error)(void *ud, vsr_upstream_error_t err, const char *detail);
+    /* The call is over; detail is a short static string or NULL; retried:
+     * attempts were retried before this failure ("retried and the latest"). */
+    void (*on_error)(void *ud, vsr_upstream_error_t err, const char *detail, int retried);
 } vsr_upstream_callbacks_t;
 
 typedef struct {
     vsr_slice_t method;
     vsr_slice_t path;             /* origin-form target, query included */
     int rewrite_prefix;           /* a leading "/v1" is replaced by the endpoint's path_prefix */
-    const vsr_http_header_t *headers; /* end-to-end fields to forward: no host, content-length or hop-by-hop */
+    const vsr_http_header_t *headers; /* end-to-end fields to forward: no host, content-length or hop-by-hop;
+                                       * borrowed until the call ends (a retry rebuilds the head) */
     size_t n_headers;
     const vsr_slice_t *body;      /* body pieces, sent in order */
     size_t n_body;
     int send_length;              /* send content-length even when the body is empty */
     int head_request;             /* the method is HEAD: the response has no body */
-    uint64_t connect_timeout_ms;  /* 0 → VSR_DEFAULT_CONNECT_TIMEOUT_MS */
-    uint64_t first_byte_timeout_ms; /* time to the response head; 0 = none */
-    uint64_t idle_timeout_ms;     /* between body reads after the head; 0 = none */
+    int with_credentials;         /* add the endpoint's credentials and extra_headers (replacing same-named fields) */
+    uint64_t listener_timeout_ms; /* the listener's timeout: default total and idle timeouts */
+    const vsr_reliability_conf_t *override; /* the decision's reliability block, merged over the model's; NULL = none */
+    vsr_upstream_report_t *report; /* optional evidence of every attempt */
 } vsr_upstream_request_t;
 
-/* Builds the clusters of cfg on loop.  Endpoint host names are resolved here,
- * once (blocking getaddrinfo); literal addresses need no lookup.  Returns
- * NULL and appends a message to err when a host cannot be resolved. */
-vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_buf_t *err);
+/* The shared state of cfg's clusters.  Host names are resolved here, once
+ * (blocking getaddrinfo); literal addresses need no lookup.  NULL with a
+ * message appended to err when a host cannot be resolved. */
+vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_t *err);
+/* Starts the active health checks (models with health_check_path) on loop:
+ * the control thread's.  Health checks send GET <path>, never an inference. */
+void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop);
+/* Stops them; the handles close on that loop's next run. */
+void vsr_upstream_health_stop(vsr_upstream_shared_t *sh);
+/* After every worker's upstream is freed and health checks stopped (and their
+ * loop has run). */
+void vsr_upstream_shared_free(vsr_upstream_shared_t *sh);
+/* Whether endpoint j of model i is healthy and not ejected now (for tests and metrics). */
+int vsr_upstream_endpoint_available(vsr_upstream_shared_t *sh, size_t model, size_t backend);
+
+/* A worker's clusters on loop, over the shared state. */
+vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_upstream_shared_t *sh);
 /* Closes every pooled connection.  Calls in flight must have been cancelled.
  * The memory goes once the loop has run the close callbacks. */
 void vsr_upstream_free(vsr_upstream_t *up);
 
-/* Starts a call to one endpoint of `model` (weighted round robin).  Never
- * NULL; failures are reported through on_error, never from inside this
- * function (at the earliest on the next loop iteration). */
+/* Starts a call to `model`'s cluster under its reliability policy (model's
+ * block, then req->override): endpoint choice by weighted round robin or
+ * least request, skipping unhealthy and ejected endpoints; connect,
+ * first-byte, per-try, total and idle timeouts; retries with back-off and
+ * Retry-After, preferring endpoints not yet tried, within the retry budget;
+ * circuit breaking.  Nothing is retried once the response head has been
+ * delivered (on_head).  Never NULL; failures are reported through on_error,
+ * never from inside this function. */
 vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model_conf_t *model,
                                              const vsr_upstream_request_t *req,
                                              const vsr_upstream_callbacks_t *cb, void *ud);

@@ -1,0 +1,190 @@
+/*
+ * health.c — active health checks (ref §1.5, §5.3): for every endpoint of a
+ * model with health_check_path, a GET of that path every
+ * health_check_interval (10 s) on the control thread's loop, bounded by
+ * health_check_timeout (2 s).  A 2xx answer is a success; anything else, a
+ * refused or reset connection, or the timeout is a failure.  Three failures
+ * in a row make the endpoint unhealthy, one success healthy again; the
+ * balancer skips unhealthy endpoints (unless more than half are).  Never an
+ * inference request: nothing billable is sent.
+ */
+#include "upstream/upstream-int.h"
+
+#include <stdio.h>
+
+struct health_check_s {
+    vsr_endpoint_state_t *state;
+    const vsr_backend_conf_t *backend;
+    const struct sockaddr_storage *addr;
+    const char *path;
+    uint64_t interval_ms;
+    uint64_t timeout_ms;
+    uv_timer_t tick;
+    uv_timer_t deadline;
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    uv_write_t write_req;
+    vsr_http_parser_t parser;
+    char request[512];
+    size_t request_len;
+    char readbuf[4096];
+    int in_flight;
+    int tcp_open;
+    int status;
+    int stopping;
+};
+
+static void close_noop(uv_handle_t *h)
+{
+    VSR_UNUSED(h);
+}
+
+static void tcp_closed(uv_handle_t *h)
+{
+    health_check_t *hc = h->data;
+    hc->tcp_open = 0;
+}
+
+static void check_done(health_check_t *hc, int ok)
+{
+    if (!hc->in_flight)
+        return;
+    hc->in_flight = 0;
+    uv_timer_stop(&hc->deadline);
+    if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
+        uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
+    if (vsr__health_record(hc->state, ok))
+        vsr_log_warn("upstream", "endpoint %s (%s:%u) is now %s", hc->backend->name, hc->backend->host,
+                     (unsigned)hc->backend->port, ok ? "healthy" : "unhealthy");
+}
+
+static int on_head(void *ud, vsr_http_head_t *head)
+{
+    health_check_t *hc = ud;
+    if (head->status < 200)
+        return VSR_OK;
+    hc->status = head->status;
+    return VSR_PAUSED;
+}
+
+static const vsr_http_callbacks_t callbacks = {on_head, NULL, NULL};
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    health_check_t *hc = h->data;
+    *buf = uv_buf_init(hc->readbuf, sizeof(hc->readbuf));
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    health_check_t *hc = s->data;
+    if (!hc->in_flight)
+        return;
+    if (nread < 0) {
+        check_done(hc, 0);
+        return;
+    }
+    if (vsr_http_parser_execute(&hc->parser, buf->base, (size_t)nread) < 0) {
+        check_done(hc, 0);
+        return;
+    }
+    if (hc->status)
+        check_done(hc, hc->status >= 200 && hc->status < 300);
+}
+
+static void write_cb(uv_write_t *w, int status)
+{
+    health_check_t *hc = w->data;
+    if (status < 0)
+        check_done(hc, 0);
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    health_check_t *hc = req->data;
+    if (status == UV_ECANCELED || !hc->in_flight)
+        return;
+    if (status < 0) {
+        check_done(hc, 0);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(hc->request, (unsigned)hc->request_len);
+    if (uv_write(&hc->write_req, (uv_stream_t *)&hc->tcp, &b, 1, write_cb) < 0 ||
+        uv_read_start((uv_stream_t *)&hc->tcp, alloc_cb, read_cb) < 0)
+        check_done(hc, 0);
+}
+
+static void deadline_cb(uv_timer_t *t)
+{
+    check_done(t->data, 0);
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    health_check_t *hc = t->data;
+    if (hc->in_flight || hc->tcp_open || hc->stopping)
+        return; /* the previous check has not finished closing */
+    hc->in_flight = 1;
+    hc->status = 0;
+    vsr_http_parser_free(&hc->parser);
+    vsr_http_parser_init(&hc->parser, VSR_HTTP_RESPONSE, NULL, &callbacks, hc);
+    uv_tcp_init(t->loop, &hc->tcp);
+    hc->tcp.data = hc;
+    hc->tcp_open = 1;
+    uv_timer_start(&hc->deadline, deadline_cb, hc->timeout_ms, 0);
+    if (uv_tcp_connect(&hc->connect_req, &hc->tcp, (const struct sockaddr *)hc->addr, connect_cb) < 0)
+        check_done(hc, 0);
+}
+
+void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sh->n_clusters; i++) {
+        const vsr_model_conf_t *m = sh->clusters[i].conf;
+        if (m->has_reliability && m->reliability.health_check_path)
+            n += m->n_backends;
+    }
+    sh->checks = vsr_calloc(n ? n : 1, sizeof(health_check_t));
+    sh->n_checks = 0;
+    for (size_t i = 0; i < sh->n_clusters; i++) {
+        shared_cluster_t *sc = &sh->clusters[i];
+        const vsr_reliability_conf_t *r = &sc->conf->reliability;
+        if (!sc->conf->has_reliability || r->health_check_path == NULL)
+            continue;
+        for (size_t j = 0; j < sc->conf->n_backends; j++) {
+            health_check_t *hc = &sh->checks[sh->n_checks++];
+            hc->state = &sc->eps[j];
+            hc->backend = &sc->conf->backends[j];
+            hc->addr = &sc->addrs[j];
+            hc->path = r->health_check_path;
+            hc->interval_ms = r->has_health_check_interval ? r->health_check_interval_ms : 10000;
+            hc->timeout_ms = r->has_health_check_timeout ? r->health_check_timeout_ms : 2000;
+            int len = snprintf(hc->request, sizeof(hc->request),
+                               "GET %s HTTP/1.1\r\nhost: %s\r\nuser-agent: vsr-health-check\r\nconnection: close\r\n\r\n",
+                               hc->path, hc->backend->authority);
+            hc->request_len = len > 0 && (size_t)len < sizeof(hc->request) ? (size_t)len : 0;
+            hc->connect_req.data = hc;
+            hc->write_req.data = hc;
+            vsr_http_parser_init(&hc->parser, VSR_HTTP_RESPONSE, NULL, &callbacks, hc);
+            uv_timer_init(loop, &hc->tick);
+            uv_timer_init(loop, &hc->deadline);
+            hc->tick.data = hc->deadline.data = hc;
+            /* the first check at once, then every interval */
+            uv_timer_start(&hc->tick, tick_cb, 0, hc->interval_ms ? hc->interval_ms : 10000);
+        }
+    }
+}
+
+void vsr_upstream_health_stop(vsr_upstream_shared_t *sh)
+{
+    for (size_t i = 0; i < sh->n_checks; i++) {
+        health_check_t *hc = &sh->checks[i];
+        hc->stopping = 1;
+        hc->in_flight = 0;
+        uv_close((uv_handle_t *)&hc->tick, close_noop);
+        uv_close((uv_handle_t *)&hc->deadline, close_noop);
+        if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
+            uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
+        vsr_http_parser_free(&hc->parser);
+    }
+}
