@@ -1,5 +1,5 @@
 /* base.c — allocation, slices, errors, clocks, logging, misc helpers. */
-#include "base.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* buf.c — bounded growable byte buffers. */
-#include "base.h"
+#include "base/base.h"
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
 /* pool.c — per-request arena with cleanup hooks. */
-#include "base.h"
+#include "base/base.h"
 
 #define POOL_CHUNK 4096
 #define POOL_ALIGN 16

@@ -1,5 +1,5 @@
 /* rbuf.c — refcounted receive buffers with a per-thread free list. */
-#include "base.h"
+#include "base/base.h"
 
 #define RBUF_CACHE_MAX 256
 

@@ -18,6 +18,8 @@
 #include "base/base.h"
 #include "config/config.h"
 #include "gateway/gateway.h"
+#include "routing/routing.h"
+#include "upstream/upstream.h"
 
 #define VSR_VERSION "0.1.0"
 #define DEFAULT_CONFIG "config/config.yaml"
@@ -37,11 +39,21 @@ static void usage(FILE *f)
             "  config validate  check a configuration document; exit 0 when valid, 2 when not\n");
 }
 
-static int load_config(const char *path, vsr_config_t **out)
+/* Loads, validates and compiles a document: the configuration and the
+ * routing engine built from it (signals compiled once here). */
+static int load_config(const char *path, vsr_config_t **out, vsr_engine_t **engine)
 {
     vsr_buf_t err;
     vsr_buf_init(&err, 1 << 20);
     int rc = vsr_config_load_file(path, out, &err);
+    if (rc == VSR_OK) {
+        *engine = vsr_engine_new(*out, 1, &err);
+        if (*engine == NULL) {
+            vsr_config_free(*out);
+            *out = NULL;
+            rc = VSR_ERR_INVALID;
+        }
+    }
     if (rc != VSR_OK)
         fprintf(stderr, "%s", err.len ? err.data : "configuration error\n");
     vsr_buf_free(&err);
@@ -55,9 +67,11 @@ static int cmd_config(int argc, char **argv)
         return 2;
     }
     vsr_config_t *cfg = NULL;
-    if (load_config(argv[2], &cfg) != VSR_OK)
+    vsr_engine_t *engine = NULL;
+    if (load_config(argv[2], &cfg, &engine) != VSR_OK)
         return 2;
     vsr_config_warn_unimplemented(cfg);
+    vsr_engine_unref(engine);
     printf("%s: valid (%zu listener%s, %zu model%s)\n", argv[2], cfg->n_listeners, cfg->n_listeners == 1 ? "" : "s",
            cfg->n_models, cfg->n_models == 1 ? "" : "s");
     vsr_config_free(cfg);
@@ -67,12 +81,14 @@ static int cmd_config(int argc, char **argv)
 typedef struct {
     uv_signal_t sigint, sigterm;
     vsr_gateway_t *gw;
+    vsr_upstream_shared_t *shared;
 } serve_t;
 
 static void on_signal(uv_signal_t *s, int signum)
 {
     serve_t *sv = s->data;
     vsr_log_info("vsr", "%s received, stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    vsr_upstream_health_stop(sv->shared);
     vsr_gateway_stop(sv->gw);
     sv->gw = NULL;
     uv_close((uv_handle_t *)&sv->sigint, NULL);
@@ -128,7 +144,8 @@ static int cmd_serve(int argc, char **argv)
     }
 
     vsr_config_t *cfg = NULL;
-    if (load_config(path, &cfg) != VSR_OK)
+    vsr_engine_t *engine = NULL;
+    if (load_config(path, &cfg, &engine) != VSR_OK)
         return 2;
     vsr_config_warn_unimplemented(cfg);
 
@@ -145,7 +162,8 @@ static int cmd_serve(int argc, char **argv)
 
     vsr_buf_t err;
     vsr_buf_init(&err, 1 << 16);
-    sv.gw = vsr_gateway_start(cfg, (unsigned)workers, &err);
+    sv.shared = vsr_upstream_shared_new(cfg, &err);
+    sv.gw = sv.shared ? vsr_gateway_start(cfg, engine, sv.shared, (unsigned)workers, &err) : NULL;
     if (sv.gw == NULL) {
         fprintf(stderr, "vsr: %s", err.len ? err.data : "cannot start\n");
         vsr_buf_free(&err);
@@ -153,9 +171,13 @@ static int cmd_serve(int argc, char **argv)
         uv_close((uv_handle_t *)&sv.sigterm, NULL);
         uv_run(loop, UV_RUN_DEFAULT);
         uv_loop_close(loop);
+        vsr_upstream_shared_free(sv.shared);
+        vsr_engine_unref(engine);
         vsr_config_free(cfg);
         return 1;
     }
+    /* the control thread: active health checks run on its loop */
+    vsr_upstream_health_start(sv.shared, loop);
     vsr_buf_free(&err);
     for (size_t i = 0; i < cfg->n_listeners; i++)
         vsr_log_info("vsr", "listener %s on %s:%u", cfg->listeners[i].name, cfg->listeners[i].address,
@@ -164,6 +186,8 @@ static int cmd_serve(int argc, char **argv)
 
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
+    vsr_upstream_shared_free(sv.shared);
+    vsr_engine_unref(engine);
     vsr_config_free(cfg);
     vsr_log_info("vsr", "stopped");
     return 0;

@@ -39,12 +39,16 @@ struct conn_s {
     unsigned close_after_write : 1;
     unsigned doomed : 1;           /* a write failed to start: closed from the timer */
     unsigned lingering : 1;        /* the last reply is out: draining input until EOF */
+    unsigned identity_trusted : 1; /* identity headers from this peer are trusted */
 };
 
 struct request_s {
     conn_t *c;
     vsr_pool_t pool;
+    vsr_session_t *sess;
     vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
+    vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
+    size_t n_hdrs;
     vsr_buf_t body;
     vsr_json_t json;
     int has_json;
@@ -56,6 +60,7 @@ struct request_s {
     size_t n_fwd;
     vsr_slice_t pieces[3];
     size_t n_pieces;
+    vsr_upstream_report_t report;
     unsigned head_sent : 1;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
@@ -250,6 +255,7 @@ static void request_free(request_t *req)
         vsr_upstream_call_cancel(req->call);
     if (req->has_json)
         vsr_json_free(&req->json);
+    vsr_session_finish(req->sess);
     vsr_buf_free(&req->body);
     vsr_pool_free(&req->pool);
     vsr_free(req);
@@ -274,19 +280,60 @@ static void request_finish(request_t *req)
 
 /* ---- proxying ---- */
 
+/* True when a field of this name is one an effect may not touch (Envoy's rules). */
+static int protected_name(vsr_slice_t name)
+{
+    return vsr_slice_case_eq_cstr(name, "host") || vsr_slice_case_eq_cstr(name, ":authority") ||
+           vsr_slice_case_eq_cstr(name, ":method") || vsr_slice_case_eq_cstr(name, ":scheme") ||
+           (name.len >= 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-"));
+}
+
+/* A field the effect removes or sets (sets replace every field of the name). */
+static int effect_names(const vsr_effect_t *eff, vsr_slice_t name)
+{
+    if (eff == NULL)
+        return 0;
+    for (size_t i = 0; i < eff->n_remove; i++)
+        if (!protected_name(eff->remove[i]) && vsr_slice_case_eq(name, eff->remove[i]))
+            return 1;
+    for (size_t i = 0; i < eff->n_set; i++)
+        if (!protected_name(eff->set[i].name) && vsr_slice_case_eq(name, eff->set[i].name))
+            return 1;
+    return 0;
+}
+
+static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h)
+{
+    vsr_header_t *out = vsr_pool_alloc(pool, sizeof(*out) * (h->num_headers + 1));
+    for (size_t i = 0; i < h->num_headers; i++) {
+        out[i].name = h->headers[i].name;
+        out[i].value = h->headers[i].value;
+    }
+    return out;
+}
+
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
     request_t *req = ud;
     conn_t *c = req->c;
+    const vsr_effect_t *eff = NULL;
+    if (req->sess)
+        eff = vsr_session_response_headers(req->sess, h->status, to_route_headers(&req->pool, h), h->num_headers);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
-        if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length"))
+        if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
+            effect_names(eff, name))
             continue;
         vsr_http_write_header(&b, name, h->headers[i].value);
     }
+    for (size_t i = 0; eff && i < eff->n_set; i++)
+        if (!protected_name(eff->set[i].name))
+            vsr_http_write_header(&b, eff->set[i].name, eff->set[i].value);
+    if (req->sess)
+        vsr_http_write_header_u64(&b, "x-vsr-upstream-attempts", req->report.n_attempts);
     if (req->is_head) {
         if (h->content_length >= 0)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
@@ -348,7 +395,7 @@ static void up_on_complete(void *ud)
         request_finish(req);
 }
 
-static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail)
+static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, int retried)
 {
     request_t *req = ud;
     conn_t *c = req->c;
@@ -367,32 +414,48 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail)
         status = 504;
         snprintf(msg, sizeof(msg), "upstream request timeout");
     } else {
-        snprintf(msg, sizeof(msg), "upstream connect error or disconnect/reset before headers. reset reason: %s",
-                 vsr_upstream_error_reason(err));
+        snprintf(msg, sizeof(msg), "upstream connect error or disconnect/reset before headers. %sreset reason: %s",
+                 retried ? "retried and the latest " : "", vsr_upstream_error_reason(err));
     }
     vsr_log_debug("gateway", "upstream failed: %s (%s)", msg, detail ? detail : "");
-    reply_error(c, status, "server_error", NULL, vsr_slice_cstr(msg), NULL, req->is_head, !req->keep_alive);
+    reply_error(c, status, "server_error", NULL, vsr_slice_cstr(msg),
+                err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
+                !req->keep_alive);
     request_finish(req);
 }
 
 static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up_on_complete, up_on_error};
 
-/* Sends the request to `model`'s backend: client fields minus hop-by-hop
- * ones, host and content-length (the upstream writes its own), and an
- * x-request-id when the client sent none. */
-static void proxy(request_t *req, const vsr_model_conf_t *model, int rewrite_prefix)
+/* Sends the request as the routing core planned it: the client's fields
+ * minus hop-by-hop ones, host and content-length (the upstream writes its
+ * own), with the effect's removals and then its sets applied, an
+ * x-request-id when there is none, and the body or its replacement. */
+static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *eff)
 {
     const vsr_http_head_t *h = req->head;
-    req->fwd = vsr_pool_alloc(&req->pool, sizeof(vsr_http_header_t) * (h->num_headers + 1));
+    size_t cap = req->n_hdrs + (eff ? eff->n_set : 0) + 1;
+    req->fwd = vsr_pool_alloc(&req->pool, sizeof(vsr_http_header_t) * cap);
     int has_id = 0;
-    for (size_t i = 0; i < h->num_headers; i++) {
-        vsr_slice_t name = h->headers[i].name;
+    for (size_t i = 0; i < req->n_hdrs; i++) {
+        vsr_slice_t name = req->hdrs[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "host") ||
-            vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect"))
+            vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect") ||
+            effect_names(eff, name))
             continue;
         if (vsr_slice_case_eq_cstr(name, "x-request-id"))
             has_id = 1;
-        req->fwd[req->n_fwd++] = h->headers[i];
+        req->fwd[req->n_fwd].name = name;
+        req->fwd[req->n_fwd].value = req->hdrs[i].value;
+        req->n_fwd++;
+    }
+    for (size_t i = 0; eff && i < eff->n_set; i++) {
+        if (protected_name(eff->set[i].name))
+            continue;
+        if (vsr_slice_case_eq_cstr(eff->set[i].name, "x-request-id"))
+            has_id = 1;
+        req->fwd[req->n_fwd].name = eff->set[i].name;
+        req->fwd[req->n_fwd].value = eff->set[i].value;
+        req->n_fwd++;
     }
     if (!has_id) {
         char *id = vsr_pool_alloc(&req->pool, 37);
@@ -401,139 +464,100 @@ static void proxy(request_t *req, const vsr_model_conf_t *model, int rewrite_pre
         req->fwd[req->n_fwd].value = vsr_slice(id, 36);
         req->n_fwd++;
     }
-    if (req->n_pieces == 0 && req->body.len > 0)
-        req->pieces[req->n_pieces++] = vsr_buf_slice(&req->body);
+    const vsr_slice_t *body = NULL;
+    size_t n_body = 0;
+    vsr_slice_t whole = vsr_buf_slice(&req->body);
+    if (eff && eff->body_replaced) {
+        body = eff->body;
+        n_body = eff->n_body;
+    } else if (whole.len > 0) {
+        body = &whole;
+        n_body = 1;
+        req->pieces[0] = whole;
+        body = req->pieces;
+    }
 
     uint64_t budget = req->c->l->conf->timeout_ms;
     vsr_upstream_request_t ur = {
         .method = h->method,
         .path = h->target,
-        .rewrite_prefix = rewrite_prefix,
+        .rewrite_prefix = plan->rewrite_prefix,
         .headers = req->fwd,
         .n_headers = req->n_fwd,
-        .body = req->pieces,
-        .n_body = req->n_pieces,
+        .body = body,
+        .n_body = n_body,
         .send_length = h->has_body || vsr_slice_eq_cstr(h->method, "POST") || vsr_slice_eq_cstr(h->method, "PUT"),
         .head_request = req->is_head,
-        .first_byte_timeout_ms = budget,
-        .idle_timeout_ms = budget,
+        .with_credentials = plan->rewrite_prefix,
+        .listener_timeout_ms = budget,
+        .override = plan->reliability,
+        .report = &req->report,
     };
-    req->call = vsr_upstream_call_start(req->c->w->up, model, &ur, &up_callbacks, req);
+    req->call = vsr_upstream_call_start(req->c->w->up, plan->model, &ur, &up_callbacks, req);
 }
 
-/* ---- the OpenAI-compatible endpoints ---- */
-
-/* Routes an inference request by its `model` field and rewrites that field
- * to the provider's model id by splicing the body: the client's bytes are
- * relayed unchanged around the one value that changes. */
-static void handle_inference(request_t *req, int is_chat)
+/* An immediate answer from the routing core. */
+static void reply_effect(request_t *req, const vsr_effect_t *eff)
 {
-    vsr_gateway_t *gw = req->c->w->gw;
-    vsr_json_t *j = &req->json;
-    req->has_json = 1;
-    if (vsr_json_parse(j, req->body.data ? req->body.data : "", req->body.len, NULL) != VSR_OK ||
-        vsr_json_type(j, 0) != VSR_JSON_OBJECT) {
-        req_error(req, 400, "malformed JSON body");
-        return;
-    }
-    uint32_t t;
-    if (is_chat) {
-        if (vsr_json_object_get(j, 0, "messages", &t) != VSR_OK) {
-            req_error(req, 400, "messages field is required");
-            return;
-        }
-        if (vsr_json_type(j, t) != VSR_JSON_ARRAY) {
-            req_error(req, 400, "messages field must be an array");
-            return;
-        }
-    }
-    const vsr_model_conf_t *model;
-    vsr_slice_t name = VSR_SLICE_NULL;
-    int have_model = vsr_json_object_get(j, 0, "model", &t) == VSR_OK;
-    if (have_model && vsr_json_type(j, t) != VSR_JSON_STRING) {
-        req_error(req, 400, "model field must be a string");
-        return;
-    }
-    if (have_model)
-        vsr_json_string(j, t, &req->pool, &name);
-    if (name.len == 0) {
-        model = vsr_config_default_model(gw->cfg);
-        if (model == NULL) {
-            req_error(req, 400, "unable to route request: no model selected and no default model configured");
-            return;
-        }
-    } else {
-        model = vsr_config_find_model(gw->cfg, name);
-        if (model == NULL) {
-            vsr_buf_t m;
-            vsr_buf_init(&m, 0);
-            vsr_buf_printf(&m, "model \"" VSR_SLICE_FMT "\" is not available", VSR_SLICE_ARG(name));
-            req_error(req, 400, m.data);
-            vsr_buf_free(&m);
-            return;
-        }
-    }
-
-    vsr_slice_t id = vsr_slice_cstr(model->provider_model_id);
-    const char *src = req->body.data;
-    if (have_model && !(vsr_slice_eq(name, id) && !j->toks[t].escaped)) {
-        vsr_buf_t lit;
-        vsr_buf_init(&lit, 0);
-        vsr_buf_append_json_string(&lit, id);
-        req->pieces[0] = vsr_slice(src, j->toks[t].start);
-        req->pieces[1] = vsr_pool_dup_slice(&req->pool, vsr_buf_slice(&lit));
-        req->pieces[2] = vsr_slice(src + j->toks[t].end, req->body.len - j->toks[t].end);
-        req->n_pieces = 3;
-        vsr_buf_free(&lit);
-    } else if (!have_model) {
-        vsr_buf_t ins;
-        vsr_buf_init(&ins, 0);
-        vsr_buf_append_cstr(&ins, "\"model\":");
-        vsr_buf_append_json_string(&ins, id);
-        if (j->toks[0].count > 0)
-            vsr_buf_append(&ins, ",", 1);
-        uint32_t open = j->toks[0].start + 1;
-        req->pieces[0] = vsr_slice(src, open);
-        req->pieces[1] = vsr_pool_dup_slice(&req->pool, vsr_buf_slice(&ins));
-        req->pieces[2] = vsr_slice(src + open, req->body.len - open);
-        req->n_pieces = 3;
-        vsr_buf_free(&ins);
-    }
-    proxy(req, model, 1);
-}
-
-static void handle_models(request_t *req)
-{
-    const vsr_config_t *cfg = req->c->w->gw->cfg;
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":[");
-    for (size_t i = 0; i < cfg->n_models; i++) {
-        if (i)
-            vsr_buf_append(&b, ",", 1);
-        vsr_buf_append_cstr(&b, "{\"id\":");
-        vsr_buf_append_json_string(&b, vsr_slice_cstr(cfg->models[i].name));
-        vsr_buf_printf(&b, ",\"object\":\"model\",\"created\":%llu,\"owned_by\":\"upstream-endpoint\"}",
-                       (unsigned long long)req->c->w->gw->started_at);
-    }
-    vsr_buf_append_cstr(&b, "]}");
-    reply(req->c, 200, "application/json", vsr_buf_slice(&b), NULL, req->is_head, !req->keep_alive);
-    vsr_buf_free(&b);
+    vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
+    for (size_t i = 0; i < eff->n_resp_headers; i++)
+        vsr_http_write_header(&b, eff->resp_headers[i].name, eff->resp_headers[i].value);
+    vsr_http_write_header_u64(&b, "content-length", eff->resp_body.len);
+    if (!req->keep_alive)
+        vsr_buf_append_cstr(&b, "connection: close\r\n");
+    vsr_http_write_end_head(&b);
+    if (!req->is_head)
+        vsr_buf_append_slice(&b, eff->resp_body);
+    conn_write_buf(req->c, &b);
+    if (!req->keep_alive)
+        req->c->close_after_write = 1;
     request_finish(req);
 }
 
-typedef enum { EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS } endpoint_kind_t;
-
-static const struct {
-    const char *path;
-    const char *method;
-    endpoint_kind_t kind;
-} endpoints[] = {
-    {"/v1/chat/completions", "POST", EP_CHAT},
-    {"/v1/completions", "POST", EP_COMPLETIONS},
-    {"/v1/responses", "POST", EP_RESPONSES},
-    {"/v1/models", "GET", EP_MODELS},
-};
+/* The management listener: probes and the routing preview. */
+static void handle_management(request_t *req, vsr_slice_t path)
+{
+    conn_t *c = req->c;
+    if (vsr_slice_eq_cstr(path, "/api/v1/routing/preview")) {
+        if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
+            reply_error(c, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
+                        "allow: POST\r\n", req->is_head, !req->keep_alive);
+            request_finish(req);
+            return;
+        }
+        vsr_json_t *j = &req->json;
+        req->has_json = 1;
+        uint32_t mt, tt;
+        vsr_slice_t model = VSR_SLICE_NULL, text = VSR_SLICE_NULL;
+        if (vsr_json_parse(j, req->body.data ? req->body.data : "", req->body.len, NULL) != VSR_OK ||
+            vsr_json_type(j, 0) != VSR_JSON_OBJECT) {
+            req_error(req, 400, "malformed JSON body");
+            return;
+        }
+        if (vsr_json_object_get(j, 0, "model", &mt) == VSR_OK && vsr_json_type(j, mt) == VSR_JSON_STRING)
+            vsr_json_string(j, mt, &req->pool, &model);
+        if (vsr_json_object_get(j, 0, "text", &tt) != VSR_OK || vsr_json_type(j, tt) != VSR_JSON_STRING) {
+            req_error(req, 400, "text field is required");
+            return;
+        }
+        vsr_json_string(j, tt, &req->pool, &text);
+        if (model.len == 0)
+            model = vsr_slice_cstr(c->w->gw->cfg->auto_model_names.n ? c->w->gw->cfg->auto_model_names.items[0] : "");
+        vsr_slice_t q = VSR_SLICE_NULL;
+        vsr_slice_split(req->head->target, '?', &q);
+        int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
+        vsr_buf_t out;
+        vsr_buf_init(&out, 0);
+        int status = vsr_engine_preview(c->w->gw->engine, model, text, trace, &out);
+        reply(c, status, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
+        vsr_buf_free(&out);
+        request_finish(req);
+        return;
+    }
+    req_error(req, 404, "endpoint not found");
+}
 
 static void dispatch(request_t *req)
 {
@@ -541,7 +565,7 @@ static void dispatch(request_t *req)
     const vsr_http_head_t *h = req->head;
     vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
     while (path.len > 1 && path.p[path.len - 1] == '/')
-        path.len--; /* trailing slashes and the query do not take part in matching */
+        path.len--;
     int get_like = vsr_slice_eq_cstr(h->method, "GET") || req->is_head;
 
     if (vsr_slice_eq_cstr(path, "/health") && get_like) {
@@ -558,36 +582,42 @@ static void dispatch(request_t *req)
         request_finish(req);
         return;
     }
-    if (vsr_slice_eq_cstr(path, "/v1") || vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/"))) {
-        for (size_t i = 0; i < VSR_ARRAY_LEN(endpoints); i++) {
-            if (!vsr_slice_eq_cstr(path, endpoints[i].path))
-                continue;
-            int method_ok = vsr_slice_eq_cstr(h->method, endpoints[i].method) ||
-                            (req->is_head && endpoints[i].kind == EP_MODELS);
-            if (!method_ok) {
-                char allow[64];
-                snprintf(allow, sizeof(allow), "allow: %s\r\n", endpoints[i].method);
-                reply_error(c, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"), allow,
-                            req->is_head, !req->keep_alive);
-                request_finish(req);
-                return;
-            }
-            if (endpoints[i].kind == EP_MODELS)
-                handle_models(req);
-            else
-                handle_inference(req, endpoints[i].kind == EP_CHAT);
-            return;
-        }
-        req_error(req, 404, "endpoint not found");
+    if (c->l->management) {
+        handle_management(req, path);
         return;
     }
-    /* Envoy's default route: anything else goes to the default model's backend as it is. */
-    const vsr_model_conf_t *model = vsr_config_default_model(c->w->gw->cfg);
-    if (model == NULL) {
-        req_error(req, 404, "endpoint not found");
+    if (!vsr__ingress_api_key_ok(c->l->conf, h)) {
+        reply(c, 401, "application/json",
+              VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
+                            "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
+              "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, !req->keep_alive);
+        request_finish(req);
         return;
     }
-    proxy(req, model, 0);
+
+    /* ingress hygiene: what a client may not send never reaches routing or a backend */
+    req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 1));
+    for (size_t i = 0; i < h->num_headers; i++) {
+        if (vsr__ingress_drop(c->l->conf, c->w->gw->cfg, c->identity_trusted, h->headers[i].name))
+            continue;
+        req->hdrs[req->n_hdrs].name = h->headers[i].name;
+        req->hdrs[req->n_hdrs].value = h->headers[i].value;
+        req->n_hdrs++;
+    }
+    vsr_session_opts_t opts = {.listener = c->l->conf, .identity_trusted = c->identity_trusted};
+    req->sess = vsr_session_open(c->w->gw->engine, &opts);
+    const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
+    if (eff->status) {
+        reply_effect(req, eff);
+        return;
+    }
+    eff = vsr_session_request_body(req->sess, req->body.data, req->body.len);
+    if (eff->status) {
+        reply_effect(req, eff);
+        return;
+    }
+    const vsr_plan_t *plan = vsr_session_plan(req->sess);
+    proxy(req, plan, eff);
 }
 
 /* ---- parsing the client's bytes ---- */
@@ -834,6 +864,13 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (l->conf->identity_trust_headers) {
+        struct sockaddr_storage peer;
+        int len = sizeof(peer);
+        memset(&peer, 0, sizeof(peer));
+        uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &len);
+        c->identity_trusted = vsr__ingress_identity_trusted(l->conf, &peer);
+    }
     conn_process(c);
 }
 

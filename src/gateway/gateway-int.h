@@ -9,6 +9,7 @@
 #include "gateway/gateway.h"
 #include "http/http.h"
 #include "json/json.h"
+#include "routing/routing.h"
 #include "upstream/upstream.h"
 
 typedef struct worker_s worker_t;
@@ -20,6 +21,7 @@ typedef struct {
     const vsr_listener_conf_t *conf;
     atomic_uint *active; /* connections on this listener, all workers together */
     int bound;
+    int management;      /* the management API listener */
 } listener_t;
 
 struct worker_s {
@@ -40,15 +42,24 @@ struct worker_s {
 
 struct vsr_gateway_s {
     const vsr_config_t *cfg;
+    vsr_engine_t *engine;          /* the routing state every session pins */
+    vsr_upstream_shared_t *shared; /* endpoint state every worker's upstream shares */
+    vsr_listener_conf_t mgmt;      /* the management listener, when enabled */
     worker_t **workers;
     unsigned n_workers;
     atomic_uint *listener_active; /* per listener */
     atomic_int ready;
-    uint64_t started_at;   /* wall-clock seconds, for /v1/models `created` */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned n_started;
 };
+
+/* ingress.c: a client field that must not pass the edge */
+int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name);
+/* 1 when the listener needs no key or the request carries a configured one */
+int vsr__ingress_api_key_ok(const vsr_listener_conf_t *l, const vsr_http_head_t *h);
+/* identity headers are trusted from this peer (identity.trust_headers, trusted_peers) */
+int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct sockaddr_storage *peer);
 
 /* conn.c */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);

@@ -82,9 +82,7 @@ static void *worker_main(void *arg)
     vsr_gateway_t *gw = w->gw;
     int rc = VSR_OK;
 
-    w->up = vsr_upstream_new(&w->loop, gw->cfg, &w->start_err);
-    if (w->up == NULL)
-        rc = VSR_ERR;
+    w->up = vsr_upstream_new(&w->loop, gw->cfg, gw->shared);
     for (size_t i = 0; rc == VSR_OK && i < w->n_listeners; i++)
         rc = bind_listener(w, &w->listeners[i]);
 
@@ -111,12 +109,14 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     uv_async_init(&w->loop, &w->stop_async, stop_cb);
     w->stop_async.data = w;
     vsr_buf_init(&w->start_err, 4096);
-    w->n_listeners = gw->cfg->n_listeners;
+    size_t n = gw->cfg->n_listeners;
+    w->n_listeners = n + (gw->cfg->management_enabled ? 1 : 0);
     w->listeners = vsr_calloc(w->n_listeners, sizeof(listener_t));
     for (size_t i = 0; i < w->n_listeners; i++) {
         w->listeners[i].w = w;
-        w->listeners[i].conf = &gw->cfg->listeners[i];
+        w->listeners[i].conf = i < n ? &gw->cfg->listeners[i] : &gw->mgmt;
         w->listeners[i].active = &gw->listener_active[i];
+        w->listeners[i].management = i >= n;
     }
     return w;
 }
@@ -150,15 +150,25 @@ static void gateway_free(vsr_gateway_t *gw)
     vsr_free(gw);
 }
 
-vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, unsigned workers, vsr_buf_t *err)
+vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
+                                 unsigned workers, vsr_buf_t *err)
 {
     if (workers == 0)
         workers = uv_available_parallelism();
     vsr_gateway_t *gw = vsr_calloc(1, sizeof(*gw));
     gw->cfg = cfg;
+    gw->engine = engine;
+    gw->shared = shared;
     gw->n_workers = workers;
-    gw->started_at = (uint64_t)vsr_wall_time();
-    gw->listener_active = vsr_calloc(cfg->n_listeners, sizeof(atomic_uint));
+    gw->mgmt = (vsr_listener_conf_t){
+        .name = (char *)"management",
+        .address = cfg->management_address ? cfg->management_address : (char *)"127.0.0.1",
+        .port = cfg->management_port,
+        .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
+        .max_body_bytes = 16u << 20,
+        .max_connections = 1024,
+    };
+    gw->listener_active = vsr_calloc(cfg->n_listeners + 1, sizeof(atomic_uint));
     gw->workers = vsr_calloc(workers, sizeof(worker_t *));
     pthread_mutex_init(&gw->mu, NULL);
     pthread_cond_init(&gw->cv, NULL);

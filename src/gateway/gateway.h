@@ -12,14 +12,19 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "routing/routing.h"
+#include "upstream/upstream.h"
 
 typedef struct vsr_gateway_s vsr_gateway_t;
 
 /* Starts `workers` threads (0 → the number of usable cores) serving every
- * listener of cfg (borrowed: it must outlive the gateway).  Returns once all
+ * listener of cfg, and the management listener when enabled, routing with
+ * engine (cfg and a reference to engine are borrowed: they must outlive the
+ * gateway).  Returns once all
  * listeners are bound on every worker, or NULL with a message appended to err
  * (nothing left running) when any of them fails. */
-vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, unsigned workers, vsr_buf_t *err);
+vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
+                                 unsigned workers, vsr_buf_t *err);
 /* Closes the listeners and every connection, stops and joins the workers,
  * and frees the gateway.  Call from the thread that started it. */
 void vsr_gateway_stop(vsr_gateway_t *gw);

@@ -119,7 +119,9 @@ def model_yaml(name, backends, provider_model_id=None):
     return "\n".join(lines)
 
 
-def config_yaml(port, models, default=None, listener_extra=""):
+def config_yaml(port, models, default=None, listener_extra="", global_extra=""):
+    """A document with one listener on `port`; its management API gets a free
+    port of its own so that parallel runs never collide on the default 8080."""
     text = f"""version: v0.3
 listeners:
   - name: main
@@ -131,6 +133,13 @@ providers:
     if default:
         text += f"  defaults:\n    model: {default}\n"
     text += "  models:\n" + "\n".join(models) + "\n"
+    text += f"""global:
+  router:
+    include_config_models_in_list: true
+  services:
+    management_api:
+      port: {free_port()}
+{global_extra}"""
     return text
 
 
@@ -182,7 +191,8 @@ def stack(vsr, fakellm):
     a, b, c = fakellm("a"), fakellm("b"), fakellm("c")
     port = free_port()
     cfg = config_yaml(port, [model_yaml("m1", [a.endpoint, b.endpoint], "m1-upstream"),
-                             model_yaml("m2", [c.endpoint])], default="m1")
+                             model_yaml("m2", [c.endpoint])], default="m1",
+                      global_extra="    response_api:\n      enabled: true\n")
     v = vsr(cfg, port=port)
     v.backends = (a, b, c)
     return v

@@ -79,11 +79,12 @@ def test_bad_config_fails_before_any_port_opens(tmp_path):
 def test_unimplemented_keys_warned_once(vsr, fakellm):
     be = fakellm()
     port = free_port()
-    cfg = config_yaml(port, [model_yaml("m", [be.endpoint])]) + "routing:\n  decisions: []\n"
+    cfg = config_yaml(port, [model_yaml("m", [be.endpoint])]) + \
+        "evaluation:\n  records:\n    - {model: m, benchmark: mmlu, metrics: {score: 0.5}}\n"
     v = vsr(cfg, port=port)
     out = v.proc.output()
     assert out.count("not implemented yet") == 1
-    assert "routing" in out
+    assert "evaluation" in out
 
 
 def test_port_in_use_exits_1(tmp_path):

@@ -41,10 +41,18 @@ def test_body_unchanged_when_model_id_is_the_name(stack):
     assert r.headers["x-fakellm-backend"] == "c"
 
 
-def test_missing_model_goes_to_default_with_model_inserted(stack):
+def test_missing_model_is_a_client_error(stack):
+    # an empty model is neither an auto alias nor a known model (reference parity)
     r = stack.post_chat({"messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == 'model "" is not available'
+
+
+def test_auto_name_without_decisions_goes_to_default_model(stack):
+    r = stack.post_chat({"model": "auto", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 200
     assert json.loads(echo(r)["body"])["model"] == "m1-upstream"
+    assert r.headers["x-vsr-selected-model"] == "m1"
 
 
 def test_upstream_headers_host_hop_by_hop_request_id(stack):
@@ -84,8 +92,9 @@ def test_models_list(stack):
     assert r.status_code == 200
     body = r.json()
     assert body["object"] == "list"
-    assert [m["id"] for m in body["data"]] == ["m1", "m2"]
+    assert [m["id"] for m in body["data"]] == ["vllm-sr/auto", "auto", "MoM", "m1", "m2"]
     assert all(m["object"] == "model" for m in body["data"])
+    assert [m["owned_by"] for m in body["data"]][3:] == ["upstream-endpoint"] * 2
 
 
 def test_non_v1_path_goes_to_default_backend_unchanged(stack):

@@ -1,0 +1,149 @@
+/*
+ * plan_bench.c — the routing core alone: a session's request phases (JSON
+ * view, model resolution, every referenced signal, the decision, plugins,
+ * the body rewrite) for a 4 KB and a 64 KB prompt against a recipe of 20
+ * keyword signals and 10 decisions, with 10 and with 100 keywords per
+ * signal.  Prints ns and heap allocations per request.
+ *
+ *   build/plan_bench [iterations]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "routing/routing.h"
+
+/* allocation counting through the linker's --wrap */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t c, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t c, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+static unsigned long allocs;
+void *__wrap_malloc(size_t n)
+{
+    allocs++;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t c, size_t n)
+{
+    allocs++;
+    return __real_calloc(c, n);
+}
+void *__wrap_realloc(void *p, size_t n)
+{
+    allocs++;
+    return __real_realloc(p, n);
+}
+
+static const char *WORDS[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+                              "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
+                              "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu"};
+
+static char *make_config(int kw_per_signal)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "version: v0.3\nlisteners:\n  - {name: l, address: 127.0.0.1, port: 18000}\n"
+                            "providers:\n  defaults: {model: m0}\n  models:\n");
+    for (int m = 0; m < 3; m++)
+        vsr_buf_printf(&b, "    - {name: m%d, provider_model_id: m%d-up, backend_refs: [{endpoint: '127.0.0.1:1'}]}\n", m, m);
+    vsr_buf_append_cstr(&b, "routing:\n  signals:\n    keywords:\n");
+    for (int s = 0; s < 20; s++) {
+        vsr_buf_printf(&b, "      - name: sig%d\n        operator: OR\n        keywords: [", s);
+        for (int k = 0; k < kw_per_signal; k++)
+            vsr_buf_printf(&b, "%s\"kw%dx%d%s\"", k ? ", " : "", s, k, WORDS[k % 26]);
+        vsr_buf_append_cstr(&b, "]\n");
+    }
+    vsr_buf_append_cstr(&b, "  decisions:\n");
+    for (int d = 0; d < 10; d++)
+        vsr_buf_printf(&b,
+                       "    - name: dec%d\n      priority: %d\n      rules: {operator: OR, conditions: "
+                       "[{type: keyword, name: sig%d}, {type: keyword, name: sig%d}]}\n"
+                       "      modelRefs: [{model: m%d}]\n",
+                       d, d, 2 * d, 2 * d + 1, d % 3);
+    vsr_buf_append_cstr(&b, "global:\n  services:\n    management_api: {port: 18001}\n");
+    return b.data;
+}
+
+static char *make_body(size_t prompt_bytes)
+{
+    vsr_buf_t p;
+    vsr_buf_init(&p, 0);
+    size_t i = 0;
+    while (p.len < prompt_bytes)
+        vsr_buf_printf(&p, "%s ", WORDS[i++ % 26]);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+                            "{\"role\":\"user\",\"content\":\"");
+    vsr_buf_append_slice(&b, vsr_buf_slice(&p));
+    vsr_buf_append_cstr(&b, " kw19x3delta\"}],\"temperature\":0.2}");
+    vsr_buf_free(&p);
+    return b.data;
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void run(vsr_engine_t *e, const vsr_config_t *cfg, size_t prompt, int iters, int kw)
+{
+    char *body = make_body(prompt);
+    size_t len = strlen(body);
+    vsr_session_opts_t o = {.listener = &cfg->listeners[0]};
+    const char *decision = "-";
+    for (int i = 0; i < iters / 10 + 1; i++) { /* warm-up */
+        vsr_session_t *s = vsr_session_open(e, &o);
+        vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), VSR_SLICE_LIT("/v1/chat/completions"), NULL, 0);
+        vsr_session_request_body(s, body, len);
+        decision = vsr_session_evidence(s)->decision ? "matched" : "none";
+        vsr_session_finish(s);
+    }
+    unsigned long a0 = allocs;
+    double t0 = now_ns();
+    for (int i = 0; i < iters; i++) {
+        vsr_session_t *s = vsr_session_open(e, &o);
+        vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), VSR_SLICE_LIT("/v1/chat/completions"), NULL, 0);
+        vsr_session_request_body(s, body, len);
+        vsr_session_finish(s);
+    }
+    double ns = (now_ns() - t0) / iters;
+    printf("| %3d keywords/signal | %6zu B prompt | %9.0f ns/request | %5.1f allocations/request | decision %s |\n",
+           kw, prompt, ns, (double)(allocs - a0) / iters, decision);
+    free(body);
+}
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 20000;
+    vsr_log_min_level = VSR_LOG_ERROR;
+    printf("plan_bench: 20 keyword signals, 10 decisions, %d iterations\n", iters);
+    for (int kw = 10; kw <= 100; kw *= 10) {
+        char *doc = make_config(kw);
+        vsr_config_t *cfg = NULL;
+        vsr_buf_t err;
+        vsr_buf_init(&err, 0);
+        if (vsr_config_load_string("bench.yaml", doc, strlen(doc), &cfg, &err) != VSR_OK) {
+            fprintf(stderr, "%s", err.data);
+            return 1;
+        }
+        vsr_engine_t *e = vsr_engine_new(cfg, 1, &err);
+        if (e == NULL) {
+            fprintf(stderr, "%s", err.data);
+            return 1;
+        }
+        run(e, cfg, 4096, iters, kw);
+        run(e, cfg, 65536, iters / 8 + 1, kw);
+        vsr_engine_unref(e);
+        vsr_config_free(cfg);
+        vsr_buf_free(&err);
+        free(doc);
+    }
+    return 0;
+}

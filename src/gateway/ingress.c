@@ -1,0 +1,170 @@
+/*
+ * ingress.c — the edge's trust boundary (ref §5.2): fields a client may not
+ * send through vsr.  They never reach routing or a backend:
+ * - the 15 proxy-control x-envoy-* fields that only a trusted proxy may set
+ *   (an Envoy-based layer behind vsr would obey them; vsr's own reliability
+ *   policy stays the one retry and timeout authority).  Edge fields such as
+ *   x-envoy-original-path pass;
+ * - vsr's internal x-vsr-* fields (only the documented client controls pass);
+ * - identity fields, unless the listener trusts identity headers.
+ */
+#include "gateway/gateway-int.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+
+static const char *const envoy_control[] = {
+    "x-envoy-internal",
+    "x-envoy-retriable-status-codes",
+    "x-envoy-retriable-header-names",
+    "x-envoy-retry-on",
+    "x-envoy-retry-grpc-on",
+    "x-envoy-max-retries",
+    "x-envoy-upstream-alt-stat-name",
+    "x-envoy-upstream-rq-timeout-ms",
+    "x-envoy-upstream-rq-per-try-timeout-ms",
+    "x-envoy-upstream-rq-timeout-alt-response",
+    "x-envoy-expected-rq-timeout-ms",
+    "x-envoy-force-trace",
+    "x-envoy-ip-tags",
+    "x-envoy-original-url",
+    "x-envoy-hedge-on-per-try-timeout",
+};
+
+/* x-vsr-* request fields a client may send (ref §4.3) */
+static const char *const vsr_client[] = {
+    "x-vsr-debug",
+    "x-vsr-skip-processing",
+    "x-vsr-cache-control",
+    "x-vsr-compression-control",
+};
+
+static const char *const identity[] = {
+    "x-authz-user-id",
+    "x-authz-user-groups",
+    "x-authz-team-id",
+    "x-authz-tenant-id",
+};
+
+static int in_list(vsr_slice_t name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (vsr_slice_case_eq_cstr(name, list[i]))
+            return 1;
+    return 0;
+}
+
+/* Constant time in the length of the longer input: no early exit on the
+ * first differing byte, so timing does not reveal how much of a key matched. */
+static int secret_eq(vsr_slice_t a, const char *b)
+{
+    size_t bl = strlen(b);
+    size_t n = VSR_MAX(a.len, bl);
+    unsigned diff = (unsigned)(a.len ^ bl);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = i < a.len ? (unsigned char)a.p[i] : 0;
+        unsigned char y = i < bl ? (unsigned char)b[i] : 0;
+        diff |= (unsigned)(x ^ y);
+    }
+    return diff == 0;
+}
+
+static int key_ok(const vsr_listener_conf_t *l, vsr_slice_t key)
+{
+    int ok = 0;
+    for (size_t i = 0; i < l->api_keys.n; i++)
+        ok |= secret_eq(key, l->api_keys.items[i]); /* every key is compared, whatever matched */
+    return ok && key.len > 0;
+}
+
+int vsr__ingress_api_key_ok(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
+{
+    if (l->api_keys.n == 0)
+        return 1;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        vsr_slice_t name = h->headers[i].name, v = vsr_slice_trim(h->headers[i].value);
+        if (vsr_slice_case_eq_cstr(name, "api-key")) {
+            if (key_ok(l, v))
+                return 1;
+        } else if (vsr_slice_case_eq_cstr(name, "authorization")) {
+            /* "Bearer" (any case), at least one space or tab, the key */
+            if (v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") && (v.p[6] == ' ' || v.p[6] == '\t') &&
+                key_ok(l, vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7))))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* CIDR match of a peer address against "addr/len" networks (canonical form). */
+static int in_network(const struct sockaddr_storage *peer, const char *cidr)
+{
+    char addr[64];
+    const char *slash = strchr(cidr, '/');
+    size_t alen = slash ? (size_t)(slash - cidr) : strlen(cidr);
+    if (alen >= sizeof(addr))
+        return 0;
+    memcpy(addr, cidr, alen);
+    addr[alen] = '\0';
+    unsigned char net[16], ip[16];
+    size_t bytes;
+    if (peer->ss_family == AF_INET) {
+        if (inet_pton(AF_INET, addr, net) != 1)
+            return 0;
+        memcpy(ip, &((const struct sockaddr_in *)peer)->sin_addr, 4);
+        bytes = 4;
+    } else if (peer->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *p6 = (const struct sockaddr_in6 *)peer;
+        if (inet_pton(AF_INET6, addr, net) == 1) {
+            memcpy(ip, &p6->sin6_addr, 16);
+            bytes = 16;
+        } else if (inet_pton(AF_INET, addr, net) == 1 && IN6_IS_ADDR_V4MAPPED(&p6->sin6_addr)) {
+            memcpy(ip, (const unsigned char *)&p6->sin6_addr + 12, 4); /* an IPv4 client on a dual-stack socket */
+            bytes = 4;
+        } else {
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    unsigned bits = slash ? (unsigned)atoi(slash + 1) : (unsigned)(bytes * 8);
+    if (bits > bytes * 8)
+        return 0;
+    for (size_t i = 0; i < bytes && bits > 0; i++) {
+        unsigned take = bits >= 8 ? 8 : bits;
+        unsigned char mask = (unsigned char)(0xffu << (8 - take));
+        if ((ip[i] & mask) != (net[i] & mask))
+            return 0;
+        bits -= take;
+    }
+    return 1;
+}
+
+int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct sockaddr_storage *peer)
+{
+    if (!l->identity_trust_headers)
+        return 0;
+    if (l->identity_trusted_peers.n == 0)
+        return 1;
+    for (size_t i = 0; i < l->identity_trusted_peers.n; i++)
+        if (in_network(peer, l->identity_trusted_peers.items[i]))
+            return 1;
+    return 0; /* judged by the TCP peer, never by X-Forwarded-For */
+}
+
+int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name)
+{
+    if (name.len > 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-"))
+        return in_list(name, envoy_control, VSR_ARRAY_LEN(envoy_control));
+    if (name.len > 6 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 6), "x-vsr-"))
+        return !in_list(name, vsr_client, VSR_ARRAY_LEN(vsr_client));
+    if (l->api_keys.n && (vsr_slice_case_eq_cstr(name, "authorization") || vsr_slice_case_eq_cstr(name, "api-key")))
+        return 1; /* the client's key was checked: it goes no further */
+    if (identity_trusted)
+        return 0;
+    if (in_list(name, identity, VSR_ARRAY_LEN(identity)))
+        return 1;
+    return (cfg->authz_user_id_header && vsr_slice_case_eq_cstr(name, cfg->authz_user_id_header)) ||
+           (cfg->authz_user_groups_header && vsr_slice_case_eq_cstr(name, cfg->authz_user_groups_header));
+}

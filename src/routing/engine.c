@@ -1,0 +1,182 @@
+/*
+ * engine.c — the routing pipeline behind the session phases.
+ *
+ * Request body phase, in the reference router's order (ref §4.4): JSON and
+ * shape validation → model-name resolution (listener allow-list → auto
+ * names → entrypoints → concrete provider model → 400) → signals (every
+ * signal the recipe's decisions reference, each once) → decision → the
+ * selected decision's plugins → the upstream request's rewrites: the model
+ * value, x-selected-model, provider credentials and extra headers.
+ */
+#include "routing/routing-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "decision/decision.h"
+#include "plugins/plugins.h"
+
+/* ---- engine ---- */
+
+static int leaf_cmp(const void *a, const void *b)
+{
+    const leaf_map_t *x = a, *y = b;
+    return x->leaf < y->leaf ? -1 : x->leaf > y->leaf;
+}
+
+static void collect_leaves(recipe_state_t *rs, const vsr_rule_conf_t *r)
+{
+    if (r == NULL)
+        return;
+    if (r->kind == VSR_RULE_LEAF) {
+        int idx = vsr_signals_find(rs->signals, r->type, r->name);
+        rs->leaves = vsr_realloc(rs->leaves, sizeof(leaf_map_t) * (rs->n_leaves + 1));
+        rs->leaves[rs->n_leaves++] = (leaf_map_t){r, idx};
+        if (idx >= 0) {
+            size_t k = 0;
+            while (k < rs->n_referenced && rs->referenced[k] != idx)
+                k++;
+            if (k == rs->n_referenced) {
+                rs->referenced = vsr_realloc(rs->referenced, sizeof(int) * (rs->n_referenced + 1));
+                rs->referenced[rs->n_referenced++] = idx;
+            }
+        }
+        return;
+    }
+    for (size_t i = 0; i < r->n_children; i++)
+        collect_leaves(rs, &r->children[i]);
+}
+
+vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_t *err)
+{
+    vsr_engine_t *e = vsr_calloc(1, sizeof(*e));
+    atomic_init(&e->refs, 1);
+    e->cfg = cfg;
+    e->version = version;
+    e->n_recipes = cfg->n_recipes;
+    e->recipes = vsr_calloc(cfg->n_recipes ? cfg->n_recipes : 1, sizeof(recipe_state_t));
+    int ok = 1;
+    for (size_t i = 0; i < cfg->n_recipes; i++) {
+        recipe_state_t *rs = &e->recipes[i];
+        rs->conf = &cfg->recipes[i];
+        rs->signals = vsr_signals_compile(rs->conf, err);
+        if (rs->signals == NULL) {
+            ok = 0;
+            continue;
+        }
+        for (size_t d = 0; d < rs->conf->n_decisions; d++)
+            collect_leaves(rs, rs->conf->decisions[d].rules);
+        if (rs->n_leaves > 1)
+            qsort(rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp);
+        for (size_t k = 0; k < rs->n_referenced; k++)
+            if (strcmp(vsr_signals_family(rs->signals, rs->referenced[k]), "role_bindings") == 0)
+                rs->needs_identity = 1;
+    }
+    if (!ok) {
+        vsr_engine_unref(e);
+        return NULL;
+    }
+    return e;
+}
+
+vsr_engine_t *vsr_engine_ref(vsr_engine_t *e)
+{
+    atomic_fetch_add(&e->refs, 1);
+    return e;
+}
+
+void vsr_engine_unref(vsr_engine_t *e)
+{
+    if (e == NULL || atomic_fetch_sub(&e->refs, 1) != 1)
+        return;
+    for (size_t i = 0; i < e->n_recipes; i++) {
+        vsr_signals_free(e->recipes[i].signals);
+        vsr_free(e->recipes[i].leaves);
+        vsr_free(e->recipes[i].referenced);
+    }
+    vsr_free(e->recipes);
+    vsr_free(e);
+}
+
+const vsr_config_t *vsr_engine_config(const vsr_engine_t *e)
+{
+    return e->cfg;
+}
+
+uint64_t vsr_engine_version(const vsr_engine_t *e)
+{
+    return e->version;
+}
+
+recipe_state_t *vsr__engine_recipe(vsr_engine_t *e, const vsr_recipe_conf_t *r)
+{
+    for (size_t i = 0; i < e->n_recipes; i++)
+        if (e->recipes[i].conf == r)
+            return &e->recipes[i];
+    return NULL;
+}
+
+/* ---- model-name resolution (ref §1.12) ---- */
+
+int vsr__resolve_model(const vsr_engine_t *e, vsr_slice_t name, resolution_t *out)
+{
+    const vsr_config_t *cfg = e->cfg;
+    memset(out, 0, sizeof(*out));
+    if (name.len == 0)
+        return VSR_ERR_NOT_FOUND; /* an empty name is neither an auto alias nor a model */
+    for (size_t i = 0; i < cfg->auto_model_names.n; i++) {
+        if (vsr_slice_eq_cstr(name, cfg->auto_model_names.items[i])) {
+            out->recipe = vsr_config_find_recipe(cfg, VSR_SLICE_LIT("default"));
+            return out->recipe ? VSR_OK : VSR_ERR_NOT_FOUND;
+        }
+    }
+    for (size_t i = 0; i < cfg->n_entrypoints; i++) {
+        const vsr_entrypoint_conf_t *ep = &cfg->entrypoints[i];
+        for (size_t k = 0; k < ep->model_names.n; k++) {
+            if (vsr_slice_eq_cstr(name, ep->model_names.items[k])) {
+                out->recipe = ep->resolved ? ep->resolved : vsr_config_find_recipe(cfg, vsr_slice_cstr(ep->recipe));
+                return out->recipe ? VSR_OK : VSR_ERR_NOT_FOUND;
+            }
+        }
+    }
+    out->model = vsr_config_find_model(cfg, name);
+    return out->model ? VSR_OK : VSR_ERR_NOT_FOUND;
+}
+
+/* ---- signals and decision for one request ---- */
+
+static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
+{
+    route_ctx_t *rc = ud;
+    recipe_state_t *rs = rc->rs;
+    leaf_map_t key = {leaf, -1};
+    leaf_map_t *hit = rs->n_leaves ? bsearch(&key, rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp) : NULL;
+    if (hit == NULL || hit->sig < 0)
+        return 0;
+    int i = hit->sig;
+    if (!rc->memo_done[i]) {
+        rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
+        rc->memo_done[i] = 1;
+    }
+    *confidence = rc->memo[i].confidence;
+    return rc->memo[i].matched;
+}
+
+void vsr__route(route_ctx_t *rc, vsr_pool_t *pool)
+{
+    recipe_state_t *rs = rc->rs;
+    size_t n = vsr_signals_count(rs->signals);
+    rc->memo = vsr_pool_alloc(pool, sizeof(vsr_signal_result_t) * (n ? n : 1));
+    rc->memo_done = vsr_pool_alloc(pool, n ? n : 1);
+    memset(rc->memo_done, 0, n ? n : 1);
+    /* every referenced signal, once, as the reference evaluates them all
+     * before the rules; unreferenced signals are never computed */
+    for (size_t k = 0; k < rs->n_referenced; k++) {
+        int i = rs->referenced[k];
+        rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
+        rc->memo_done[i] = 1;
+    }
+    rc->results = vsr_pool_alloc(pool, sizeof(vsr_decision_result_t) * (rs->conf->n_decisions + 1));
+    rc->selected = vsr_decision_select(rs->conf, leaf_cb, rc, rc->results);
+}

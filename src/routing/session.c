@@ -1,0 +1,577 @@
+/*
+ * session.c — one request's way through the routing core, phase by phase.
+ */
+#include "routing/routing-int.h"
+
+#include <stdio.h>
+
+#include "plugins/plugins.h"
+
+typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS } endpoint_t;
+
+struct vsr_session_s {
+    vsr_engine_t *e;
+    vsr_pool_t pool;
+    vsr_session_opts_t opts;
+    vsr_effect_t eff;
+    vsr_plan_t plan;
+    vsr_evidence_t ev;
+    const vsr_header_t *headers;
+    size_t n_headers;
+    endpoint_t ep;
+    int default_route; /* a path outside /v1: forwarded untouched */
+    int answered;      /* an immediate response was given */
+    int has_json;
+    vsr_json_t json;
+    vsr_json_edits_t edits;
+    vsr_chat_view_t chat;
+};
+
+/* ---- small helpers ---- */
+
+static const vsr_header_t *find_header(const vsr_header_t *h, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (vsr_slice_case_eq_cstr(h[i].name, name))
+            return &h[i];
+    return NULL;
+}
+
+static vsr_slice_t pool_printf(vsr_pool_t *pool, const char *fmt, ...) VSR_PRINTF(2, 3);
+static vsr_slice_t pool_printf(vsr_pool_t *pool, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof(tmp))
+        n = sizeof(tmp) - 1;
+    return vsr_pool_dup_slice(pool, vsr_slice(tmp, (size_t)n));
+}
+
+typedef struct {
+    vsr_header_t *v;
+    size_t n, cap;
+} hlist_t;
+
+static void hl_add(vsr_pool_t *pool, hlist_t *l, vsr_slice_t name, vsr_slice_t value)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        vsr_header_t *v = vsr_pool_alloc(pool, sizeof(*v) * cap);
+        if (l->n)
+            memcpy(v, l->v, sizeof(*v) * l->n);
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n].name = name;
+    l->v[l->n].value = value;
+    l->n++;
+}
+
+typedef struct {
+    vsr_slice_t *v;
+    size_t n, cap;
+} slist_t;
+
+static void sl_add(vsr_pool_t *pool, slist_t *l, vsr_slice_t s)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        vsr_slice_t *v = vsr_pool_alloc(pool, sizeof(*v) * cap);
+        if (l->n)
+            memcpy(v, l->v, sizeof(*v) * l->n);
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+}
+
+static void reset_effect(vsr_session_t *s)
+{
+    memset(&s->eff, 0, sizeof(s->eff));
+}
+
+/* An immediate answer with a JSON body and the router's headers. */
+static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t content_type, vsr_slice_t body,
+                                     vsr_response_path_t path, const vsr_header_t *extra, size_t n_extra)
+{
+    hlist_t h = {0};
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), content_type);
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
+    static const char *paths[] = {"", "upstream", "fast_response", "error"};
+    if (path != VSR_PATH_NONE)
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), vsr_slice_cstr(paths[path]));
+    for (size_t i = 0; i < n_extra; i++)
+        hl_add(&s->pool, &h, extra[i].name, extra[i].value);
+    reset_effect(s);
+    s->eff.status = status;
+    s->eff.resp_headers = h.v;
+    s->eff.n_resp_headers = h.n;
+    s->eff.resp_body = body;
+    s->ev.path = path;
+    s->plan.kind = VSR_PLAN_IMMEDIATE;
+    s->answered = 1;
+    return &s->eff;
+}
+
+/* {"error":{"message":M,"type":T,"code":C}}: C is the status unless `code` is given. */
+static const vsr_effect_t *error_reply(vsr_session_t *s, int status, const char *type, const char *code,
+                                       vsr_slice_t msg)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
+    vsr_buf_append_json_string(&b, msg);
+    vsr_buf_printf(&b, ",\"type\":\"%s\",\"code\":", type);
+    if (code)
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
+    else
+        vsr_buf_printf(&b, "%d", status);
+    vsr_buf_append_cstr(&b, "}}");
+    vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return immediate(s, status, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
+}
+
+static const vsr_effect_t *bad_request(vsr_session_t *s, const char *msg)
+{
+    return error_reply(s, 400, "invalid_request_error", NULL, vsr_slice_cstr(msg));
+}
+
+/* ---- session lifecycle ---- */
+
+vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
+{
+    vsr_session_t *s = vsr_calloc(1, sizeof(*s));
+    s->e = vsr_engine_ref(e);
+    vsr_pool_init(&s->pool);
+    if (opts)
+        s->opts = *opts;
+    vsr_json_edits_init(&s->edits);
+    return s;
+}
+
+void vsr_session_finish(vsr_session_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->has_json)
+        vsr_json_free(&s->json);
+    vsr_json_edits_free(&s->edits);
+    vsr_pool_free(&s->pool);
+    vsr_engine_unref(s->e);
+    vsr_free(s);
+}
+
+const vsr_plan_t *vsr_session_plan(const vsr_session_t *s)
+{
+    return &s->plan;
+}
+
+const vsr_evidence_t *vsr_session_evidence(const vsr_session_t *s)
+{
+    return &s->ev;
+}
+
+/* ---- /v1/models (ref §4.1) ---- */
+
+static int listed(const vsr_listener_conf_t *l, const char *name)
+{
+    if (l == NULL || l->models.n == 0)
+        return 1;
+    for (size_t i = 0; i < l->models.n; i++)
+        if (strcmp(l->models.items[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static void model_entry(vsr_buf_t *b, int *first, const char *id, const char *owner, const char *description,
+                        const char *resolution, int default_route, const char *recipe)
+{
+    vsr_buf_append_cstr(b, *first ? "{\"id\":" : ",{\"id\":");
+    *first = 0;
+    vsr_buf_append_json_string(b, vsr_slice_cstr(id));
+    vsr_buf_printf(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"%s\"", owner);
+    if (description) {
+        vsr_buf_append_cstr(b, ",\"description\":");
+        vsr_buf_append_json_string(b, vsr_slice_cstr(description));
+    }
+    vsr_buf_printf(b, ",\"routing\":{\"resolution\":\"%s\",\"selectable\":true,\"default_route\":%s", resolution,
+                   default_route ? "true" : "false");
+    if (recipe) {
+        vsr_buf_append_cstr(b, ",\"recipe\":");
+        vsr_buf_append_json_string(b, vsr_slice_cstr(recipe));
+    }
+    vsr_buf_append_cstr(b, "}}");
+}
+
+static const vsr_effect_t *models_list(vsr_session_t *s)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_listener_conf_t *l = s->opts.listener;
+    const vsr_model_conf_t *def = vsr_config_default_model(cfg);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    int first = 1;
+    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":[");
+    for (size_t i = 0; i < cfg->auto_model_names.n; i++)
+        if (listed(l, cfg->auto_model_names.items[i]))
+            model_entry(&b, &first, cfg->auto_model_names.items[i], "vllm-semantic-router",
+                        "Intelligent Router for Mixture-of-Models", "virtual", 1, "default");
+    for (size_t i = 0; i < cfg->n_entrypoints; i++) {
+        const vsr_entrypoint_conf_t *ep = &cfg->entrypoints[i];
+        const vsr_recipe_conf_t *r = ep->resolved;
+        for (size_t k = 0; k < ep->model_names.n; k++)
+            if (listed(l, ep->model_names.items[k]))
+                model_entry(&b, &first, ep->model_names.items[k], "vllm-semantic-router",
+                            r && r->description ? r->description : NULL, "virtual", 0, ep->recipe);
+    }
+    if (cfg->include_config_models_in_list) {
+        for (size_t i = 0; i < cfg->n_models; i++)
+            if (listed(l, cfg->models[i].name))
+                model_entry(&b, &first, cfg->models[i].name, "upstream-endpoint", NULL, "passthrough",
+                            &cfg->models[i] == def, NULL);
+    }
+    vsr_buf_append_cstr(&b, "]}");
+    vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
+}
+
+/* ---- request headers ---- */
+
+static const struct {
+    const char *path;
+    const char *method;
+    endpoint_t ep;
+} endpoints[] = {
+    {"/v1/chat/completions", "POST", EP_CHAT},
+    {"/v1/completions", "POST", EP_COMPLETIONS},
+    {"/v1/responses", "POST", EP_RESPONSES},
+    {"/v1/models", "GET", EP_MODELS},
+};
+
+const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t target,
+                                                const vsr_header_t *headers, size_t n_headers)
+{
+    reset_effect(s);
+    s->headers = headers;
+    s->n_headers = n_headers;
+    const vsr_header_t *dbg = find_header(headers, n_headers, "x-vsr-debug");
+    s->ev.debug = dbg && vsr_slice_case_eq_cstr(vsr_slice_trim(dbg->value), "true");
+
+    vsr_slice_t path = vsr_slice_split(target, '?', NULL);
+    while (path.len > 1 && path.p[path.len - 1] == '/')
+        path.len--; /* a trailing slash and the query do not take part in matching */
+    if (!(vsr_slice_eq_cstr(path, "/v1") || vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/")))) {
+        /* Envoy's default route: the default model's backend, request untouched */
+        s->default_route = 1;
+        s->plan.kind = VSR_PLAN_CALL;
+        s->plan.model = vsr_config_default_model(s->e->cfg);
+        if (s->plan.model == NULL)
+            return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
+        s->plan.route_key = vsr_slice_cstr(s->plan.model->name);
+        return &s->eff;
+    }
+    for (size_t i = 0; i < VSR_ARRAY_LEN(endpoints); i++) {
+        if (!vsr_slice_eq_cstr(path, endpoints[i].path))
+            continue;
+        if (endpoints[i].ep == EP_RESPONSES && !s->e->cfg->response_api_enabled)
+            break; /* the Responses API is served only when enabled */
+        int is_head = vsr_slice_eq_cstr(method, "HEAD");
+        if (!vsr_slice_eq_cstr(method, endpoints[i].method) && !(is_head && endpoints[i].ep == EP_MODELS)) {
+            vsr_header_t allow = {VSR_SLICE_LIT("allow"), vsr_slice_cstr(endpoints[i].method)};
+            vsr_slice_t body = VSR_SLICE_LIT(
+                "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":405}}");
+            return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
+        }
+        s->ep = endpoints[i].ep;
+        if (s->ep == EP_MODELS)
+            return models_list(s);
+        return &s->eff;
+    }
+    return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
+}
+
+/* ---- request body ---- */
+
+static void identity(vsr_session_t *s, vsr_signal_input_t *in)
+{
+    if (!s->opts.identity_trusted)
+        return;
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_header_t *uid = find_header(s->headers, s->n_headers,
+                                          cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id");
+    if (uid == NULL || vsr_slice_trim(uid->value).len == 0)
+        return;
+    in->identity_present = 1;
+    in->user_id = vsr_slice_trim(uid->value);
+    const vsr_header_t *g = find_header(s->headers, s->n_headers,
+                                        cfg->authz_user_groups_header ? cfg->authz_user_groups_header
+                                                                      : "x-authz-user-groups");
+    if (g == NULL)
+        return;
+    slist_t groups = {0};
+    vsr_slice_t rest = g->value;
+    while (rest.p) {
+        vsr_slice_t one = vsr_slice_trim(vsr_slice_split(rest, ',', &rest));
+        if (one.len)
+            sl_add(&s->pool, &groups, one);
+    }
+    in->groups = groups.v;
+    in->n_groups = groups.n;
+}
+
+static void note_signals(vsr_session_t *s, route_ctx_t *rc)
+{
+    recipe_state_t *rs = rc->rs;
+    size_t n = vsr_signals_count(rs->signals);
+    s->ev.signals = vsr_pool_alloc(&s->pool, sizeof(vsr_signal_hit_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        if (!rc->memo_done[i] || !rc->memo[i].matched)
+            continue;
+        vsr_signal_hit_t *h = &s->ev.signals[s->ev.n_signals++];
+        h->family = vsr_signals_family(rs->signals, (int)i);
+        h->name = vsr_signals_name(rs->signals, (int)i);
+        h->confidence = rc->memo[i].confidence;
+        h->value = rc->memo[i].value;
+    }
+}
+
+const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
+{
+    if (s->answered || s->default_route || s->ep == EP_NONE || s->ep == EP_MODELS) {
+        reset_effect(s);
+        return &s->eff;
+    }
+    uint64_t t0 = vsr_now_us();
+    const vsr_config_t *cfg = s->e->cfg;
+    reset_effect(s);
+
+    s->has_json = 1;
+    if (vsr_json_parse(&s->json, body ? body : "", len, NULL) != VSR_OK ||
+        vsr_json_type(&s->json, 0) != VSR_JSON_OBJECT)
+        return bad_request(s, "malformed JSON body");
+    vsr_json_t *j = &s->json;
+
+    uint32_t mt = 0;
+    vsr_slice_t name = VSR_SLICE_NULL;
+    if (vsr_json_object_get(j, 0, "model", &mt) == VSR_OK) {
+        if (vsr_json_type(j, mt) != VSR_JSON_STRING)
+            return bad_request(s, "model field must be a string");
+        vsr_json_string(j, mt, &s->pool, &name);
+    } else {
+        mt = 0;
+    }
+
+    /* listener allow-list */
+    const vsr_listener_conf_t *l = s->opts.listener;
+    if (l && l->models.n) {
+        if (name.len == 0)
+            return error_reply(s, 400, "invalid_request_error", "model_required",
+                               VSR_SLICE_LIT("model field is required on this listener"));
+        int ok = 0;
+        for (size_t i = 0; i < l->models.n && !ok; i++)
+            ok = vsr_slice_eq_cstr(name, l->models.items[i]);
+        if (!ok)
+            return error_reply(s, 403, "invalid_request_error", "model_not_allowed",
+                               pool_printf(&s->pool, "model \"%.*s\" is not allowed on this listener",
+                                           (int)VSR_MIN(name.len, 200), name.p));
+    }
+
+    const char *why = NULL;
+    vsr_api_kind_t api = s->ep == EP_CHAT ? VSR_API_CHAT : s->ep == EP_COMPLETIONS ? VSR_API_COMPLETIONS : VSR_API_RESPONSES;
+    if (vsr_chat_view_build(j, api, &s->pool, &s->chat, &why) != VSR_OK)
+        return bad_request(s, why ? why : "malformed request body");
+
+    resolution_t res;
+    if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
+        return bad_request(s, pool_printf(&s->pool, "model \"%.*s\" is not available", (int)VSR_MIN(name.len, 200),
+                                          name.p).p);
+
+    const vsr_model_conf_t *model = res.model;
+    const vsr_decision_conf_t *decision = NULL;
+    const char *upstream_id = NULL;
+    if (res.recipe) {
+        s->ev.recipe = res.recipe->name;
+        const vsr_header_t *skip = find_header(s->headers, s->n_headers, "x-vsr-skip-processing");
+        int skipping = cfg->skip_processing_enabled && skip && vsr_slice_case_eq_cstr(vsr_slice_trim(skip->value), "true");
+        if (!skipping) {
+            route_ctx_t rc;
+            memset(&rc, 0, sizeof(rc));
+            rc.rs = vsr__engine_recipe(s->e, res.recipe);
+            rc.in.chat = &s->chat;
+            rc.in.text = s->chat.last_user >= 0 ? s->chat.messages[s->chat.last_user].text : VSR_SLICE_NULL;
+            rc.in.pool = &s->pool;
+            vsr_signals_memo_t sig_memo;
+            memset(&sig_memo, 0, sizeof(sig_memo));
+            rc.in.memo = &sig_memo; /* one scan of the text serves every keyword signal */
+            identity(s, &rc.in);
+            if (rc.rs->needs_identity && !rc.in.identity_present && !cfg->authz_fail_open)
+                return error_reply(s, 403, "invalid_request_error", NULL,
+                                   VSR_SLICE_LIT("user identity is required for authorization"));
+            vsr__route(&rc, &s->pool);
+            s->ev.decision_evaluated = 1;
+            note_signals(s, &rc);
+            if (rc.selected >= 0) {
+                decision = rc.results[rc.selected].decision;
+                s->ev.decision = decision->name;
+                s->ev.confidence = rc.results[rc.selected].confidence;
+                s->ev.algorithm = decision->algorithm ? decision->algorithm : "static";
+                if (decision->n_model_refs > 0) {
+                    const vsr_model_ref_conf_t *ref = &decision->model_refs[0];
+                    model = vsr_config_find_model(cfg, vsr_slice_cstr(ref->model));
+                    if (ref->lora_name)
+                        upstream_id = ref->lora_name;
+                }
+            }
+        }
+        if (model == NULL)
+            model = cfg->default_model ? vsr_config_find_model(cfg, vsr_slice_cstr(cfg->default_model)) : NULL;
+        if (model == NULL)
+            return bad_request(s, "unable to route request: no model selected and no default model configured");
+    } else {
+        s->ev.passthrough = 1;
+    }
+    s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
+    s->ev.selected_model = model->name;
+    if (upstream_id == NULL)
+        upstream_id = model->provider_model_id;
+    s->ev.upstream_model = upstream_id;
+
+    /* plugins of the selected decision */
+    vsr_plugin_ctx_t pc;
+    vsr_plugin_ctx_init(&pc, j, &s->chat, &s->edits, &s->pool);
+    pc.stream = s->chat.stream;
+    if (decision && decision->n_plugins) {
+        const char *pwhy = NULL;
+        if (vsr_plugins_run_request(decision, &pc, &pwhy) != VSR_OK)
+            return bad_request(s, pwhy ? pwhy : "request cannot be processed");
+        s->ev.injected_system_prompt = pc.injected_system_prompt;
+        if (pc.imm_status) {
+            vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers)];
+            for (size_t i = 0; i < pc.n_imm_headers; i++) {
+                extra[i].name = pc.imm_headers[i].name;
+                extra[i].value = pc.imm_headers[i].value;
+            }
+            s->ev.routing_us = vsr_now_us() - t0;
+            return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body, VSR_PATH_FAST_RESPONSE, extra,
+                             pc.n_imm_headers);
+        }
+    }
+
+    /* the model value as the provider knows it */
+    vsr_slice_t id = vsr_slice_cstr(upstream_id);
+    if (mt && !(vsr_slice_eq(name, id) && !j->toks[mt].escaped)) {
+        vsr_buf_t lit;
+        vsr_buf_init(&lit, 0);
+        vsr_buf_append_json_string(&lit, id);
+        vsr_json_edit_replace(&s->edits, j, mt, vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&lit)));
+        vsr_buf_free(&lit);
+    }
+    if (s->edits.n) {
+        s->eff.body = vsr_json_edits_apply(&s->edits, body, len, &s->pool, &s->eff.n_body, &s->eff.body_len);
+        s->eff.body_replaced = 1;
+    }
+
+    /* the upstream request's fields: removals first, then sets */
+    slist_t rm = {0};
+    hlist_t set = {0};
+    sl_add(&s->pool, &rm, VSR_SLICE_LIT("authorization")); /* client credentials never reach a provider */
+    sl_add(&s->pool, &rm, VSR_SLICE_LIT("api-key"));
+    for (size_t i = 0; i < pc.n_remove_headers; i++)
+        sl_add(&s->pool, &rm, pc.remove_headers[i]);
+    hl_add(&s->pool, &set, VSR_SLICE_LIT("x-selected-model"), vsr_slice_cstr(model->name));
+    hl_add(&s->pool, &set, VSR_SLICE_LIT("accept-encoding"), VSR_SLICE_LIT("identity"));
+    for (size_t i = 0; i < pc.n_set_headers; i++)
+        hl_add(&s->pool, &set, pc.set_headers[i].name, pc.set_headers[i].value);
+    s->eff.remove = rm.v;
+    s->eff.n_remove = rm.n;
+    s->eff.set = set.v;
+    s->eff.n_set = set.n;
+    s->eff.clear_route_cache = cfg->clear_route_cache;
+
+    s->plan.kind = VSR_PLAN_CALL;
+    s->plan.model = model;
+    s->plan.route_key = vsr_slice_cstr(model->name);
+    s->plan.rewrite_prefix = 1;
+    s->plan.reliability = decision && decision->has_reliability ? &decision->reliability : NULL;
+    s->plan.max_hops = 1;
+    s->ev.path = VSR_PATH_UPSTREAM;
+    s->ev.routing_us = vsr_now_us() - t0;
+    return &s->eff;
+}
+
+/* ---- response ---- */
+
+static void add_family_headers(vsr_session_t *s, hlist_t *h)
+{
+    /* x-vsr-matched-<family>: the matched names of each family, comma-separated */
+    for (size_t i = 0; i < s->ev.n_signals; i++) {
+        const char *fam = s->ev.signals[i].family;
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(s->ev.signals[k].family, fam) == 0;
+        if (seen)
+            continue;
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        for (size_t k = i; k < s->ev.n_signals; k++)
+            if (strcmp(s->ev.signals[k].family, fam) == 0)
+                vsr_buf_printf(&b, "%s%s", b.len ? "," : "", s->ev.signals[k].name);
+        hl_add(&s->pool, h, pool_printf(&s->pool, "x-vsr-matched-%s", fam),
+               vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)));
+        vsr_buf_free(&b);
+    }
+}
+
+const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
+                                                 size_t n_headers)
+{
+    VSR_UNUSED(headers);
+    VSR_UNUSED(n_headers);
+    reset_effect(s);
+    if (s->default_route || s->answered || s->plan.kind != VSR_PLAN_CALL)
+        return &s->eff;
+    hlist_t h = {0};
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), VSR_SLICE_LIT("upstream"));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"), pool_printf(&s->pool, "%llu",
+                                                                             (unsigned long long)s->e->version));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-routing-latency-ms"),
+           pool_printf(&s->pool, "%.3f", (double)s->ev.routing_us / 1000.0));
+    if (status >= 200 && status < 300) {
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-model"), vsr_slice_cstr(s->ev.selected_model));
+        if (s->ev.recipe)
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe));
+        if (s->ev.decision) {
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(s->ev.decision));
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-confidence"),
+                   pool_printf(&s->pool, "%.4f", s->ev.confidence));
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-algorithm"), vsr_slice_cstr(s->ev.algorithm));
+        }
+        if (s->ev.debug && s->ev.decision_evaluated) {
+            add_family_headers(s, &h);
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-context-token-count"),
+                   pool_printf(&s->pool, "%llu", (unsigned long long)s->ev.context_tokens));
+            if (s->ev.injected_system_prompt)
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-injected-system-prompt"), VSR_SLICE_LIT("true"));
+        }
+    }
+    s->eff.set = h.v;
+    s->eff.n_set = h.n;
+    return &s->eff;
+}
+
+const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream)
+{
+    VSR_UNUSED(chunk);
+    VSR_UNUSED(len);
+    VSR_UNUSED(end_of_stream);
+    reset_effect(s);
+    return &s->eff;
+}
