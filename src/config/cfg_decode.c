@@ -400,16 +400,6 @@ int vsr__cfg_duration_ms(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
     return 0;
 }
 
-static void record_path(cfg_decoder_t *d, const char *path);
-
-int vsr__cfg_fallback_unimplemented(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    int rc = vsr__cfg_object(d, f, val, obj);
-    if (val->kind == CFG_NODE_MAP)
-        record_path(d, d->path); /* the decoder's path already names this block */
-    return rc;
-}
-
 int vsr__cfg_object(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     return vsr__cfg_decode_object(d, f->spec, val, (char *)obj + f->offset, 0);
@@ -481,11 +471,6 @@ void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key)
 {
     char path[CFG_MAX_PATH + 64];
     snprintf(path, sizeof(path), "%s%s%s", d->path, d->path_len ? "." : "", key);
-    record_path(d, path);
-}
-
-static void record_path(cfg_decoder_t *d, const char *path)
-{
     for (size_t i = 0; i < d->n_unimpl; i++)
         if (strcmp(d->unimpl[i], path) == 0)
             return;

@@ -170,10 +170,6 @@ void vsr__cfg_warn(cfg_decoder_t *d, const char *fmt, ...) VSR_PRINTF(2, 3);
  * only when the path is not empty; "[]" as is), pop back to a saved length. */
 size_t vsr__cfg_path_push(cfg_decoder_t *d, const char *seg);
 void vsr__cfg_path_pop(cfg_decoder_t *d, size_t saved);
-/* A fallback block: decoded as an object, and listed as accepted but not
- * implemented yet (cross-model fallback is not executed yet). */
-int vsr__cfg_fallback_unimplemented(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
-
 /* Records "<path>.key" as accepted-but-unimplemented (once). */
 void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key);
 /* An empty value configures nothing: null, [] or {}. */

@@ -674,7 +674,7 @@ static const cfg_field_t decision_fields[] = {
      .count_offset = DEC_OFF(n_plugins), .spec = &plugin_spec},
     {.key = "reliability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .offset = DEC_OFF(reliability),
      .spec = &vsr__cfg_decision_reliability_spec, .has_offset = DEC_OFF(has_reliability)},
-    {.key = "fallback", .decode = vsr__cfg_fallback_unimplemented, .flags = CFG_NULL_OK, .offset = DEC_OFF(fallback),
+    {.key = "fallback", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = DEC_OFF(fallback),
      .spec = &vsr__cfg_scoped_fallback_spec},
     {.key = "action", .decode = vsr__cfg_unsupported},
     {.key = "output_contract", .flags = CFG_UNIMPLEMENTED},
@@ -820,7 +820,7 @@ static int decode_recipe_model_cards(cfg_decoder_t *d, const cfg_field_t *f, con
         {.key = "projections", .decode = vsr__cfg_unsupported},                                                         \
         {.key = "decisions", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = RC_OFF(decisions),              \
          .count_offset = RC_OFF(n_decisions), .spec = &decision_spec},                                                 \
-        {.key = "fallback", .decode = vsr__cfg_fallback_unimplemented, .flags = CFG_NULL_OK, .offset = RC_OFF(fallback),              \
+        {.key = "fallback", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = RC_OFF(fallback),              \
          .spec = &vsr__cfg_scoped_fallback_spec},                                                                      \
         {.key = "data_policy", .decode = vsr__cfg_unsupported},                                                         \
         {.key = "candidate_requirements", .decode = vsr__cfg_unsupported}

@@ -691,7 +691,7 @@ static const cfg_field_t router_fields[] = {
     {.key = "skip_processing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &skip_processing_spec},
     UNIMPLEMENTED("model_selection"),
     UNIMPLEMENTED("learning"),
-    {.key = "fallback", .decode = vsr__cfg_fallback_unimplemented, .flags = CFG_NULL_OK, .offset = CONF_OFF(global_fallback),
+    {.key = "fallback", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = CONF_OFF(global_fallback),
      .spec = &vsr__cfg_fallback_spec},
 };
 

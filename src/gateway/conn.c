@@ -61,6 +61,10 @@ struct request_s {
     vsr_slice_t pieces[3];
     size_t n_pieces;
     vsr_upstream_report_t report;
+    /* cross-model fallback (ref §1.7): the policy in force, its one deadline, attempts so far */
+    vsr_fallback_conf_t fb;
+    uint64_t fb_deadline_ms;
+    unsigned fb_attempts;
     unsigned head_sent : 1;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
@@ -280,6 +284,50 @@ static void request_finish(request_t *req)
 
 /* ---- proxying ---- */
 
+static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *eff);
+
+static int breaker_allows(void *ud, const vsr_model_conf_t *m)
+{
+    request_t *req = ud;
+    return vsr_upstream_breaker_allow(req->c->w->up, m, &req->fb);
+}
+
+static int fb_listed(const request_t *req, int status)
+{
+    for (size_t i = 0; i < req->fb.n_retryable_status_codes; i++)
+        if ((int)req->fb.retryable_status_codes[i] == status)
+            return 1;
+    return 0;
+}
+
+/* The one fallback authority of a request: after a failed candidate (a
+ * retryable status, or a failure before any response head), and before any
+ * byte reached the client, the gates of ref §1.7 in order — policy enabled,
+ * outcome retryable (decided by the caller), nothing sent yet, attempts
+ * below max_attempts, the total deadline not passed — then the decision's
+ * next candidate whose circuit is not open.  Returns 1 when a new call went
+ * out (the failed one is cancelled). */
+static int try_fallback(request_t *req)
+{
+    if (req->sess == NULL || !req->fb.enabled || req->head_sent)
+        return 0;
+    if (req->fb_attempts >= req->fb.max_attempts)
+        return 0;
+    if (req->fb_deadline_ms && vsr_now_ms() >= req->fb_deadline_ms)
+        return 0;
+    const vsr_model_conf_t *failed = vsr_session_plan(req->sess)->model;
+    const vsr_effect_t *eff = vsr_session_fallback(req->sess, breaker_allows, req);
+    if (eff == NULL)
+        return 0;
+    vsr_upstream_breaker_record(req->c->w->up, failed, &req->fb, 0);
+    if (req->call) {
+        vsr_upstream_call_cancel(req->call);
+        req->call = NULL;
+    }
+    proxy(req, vsr_session_plan(req->sess), eff);
+    return 1;
+}
+
 /* True when a field of this name is one an effect may not touch (Envoy's rules). */
 static int protected_name(vsr_slice_t name)
 {
@@ -316,6 +364,13 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
     request_t *req = ud;
     conn_t *c = req->c;
+    if (req->sess && req->fb.enabled) {
+        if (fb_listed(req, h->status) && try_fallback(req))
+            return; /* the next candidate answers instead */
+        /* the circuit of the model that answered: client errors are not its failures */
+        vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb,
+                                    !(h->status >= 500 || fb_listed(req, h->status)));
+    }
     const vsr_effect_t *eff = NULL;
     if (req->sess)
         eff = vsr_session_response_headers(req->sess, h->status, to_route_headers(&req->pool, h), h->num_headers);
@@ -332,8 +387,17 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
             vsr_http_write_header(&b, eff->set[i].name, eff->set[i].value);
-    if (req->sess)
+    if (req->sess) {
         vsr_http_write_header_u64(&b, "x-vsr-upstream-attempts", req->report.n_attempts);
+        size_t n_tried;
+        const vsr_model_conf_t *const *tried = vsr_session_tried(req->sess, &n_tried);
+        if (n_tried > 1) {
+            vsr_buf_append_cstr(&b, "x-vsr-fallback-path: ");
+            for (size_t i = 0; i < n_tried; i++)
+                vsr_buf_printf(&b, "%s%s", i ? "," : "", tried[i]->name);
+            vsr_buf_append_cstr(&b, "\r\n");
+        }
+    }
     if (req->is_head) {
         if (h->content_length >= 0)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
@@ -400,6 +464,10 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     request_t *req = ud;
     conn_t *c = req->c;
     req->call = NULL;
+    /* connection failures, resets, protocol errors, timeouts and overflow are
+     * all retryable classes for fallback; the local reply is the last resort */
+    if (!req->head_sent && try_fallback(req))
+        return;
     if (req->head_sent) {
         /* Bytes already reached the client: end the stream visibly (no
          * terminating chunk, no second status) by dropping the connection. */
@@ -433,8 +501,8 @@ static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up
 static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *eff)
 {
     const vsr_http_head_t *h = req->head;
-    size_t cap = req->n_hdrs + (eff ? eff->n_set : 0) + 1;
-    req->fwd = vsr_pool_alloc(&req->pool, sizeof(vsr_http_header_t) * cap);
+    req->n_fwd = 0;
+    req->fwd = vsr_pool_alloc(&req->pool, sizeof(vsr_http_header_t) * (req->n_hdrs + (eff ? eff->n_set : 0) + 1));
     int has_id = 0;
     for (size_t i = 0; i < req->n_hdrs; i++) {
         vsr_slice_t name = req->hdrs[i].name;
@@ -478,6 +546,17 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
     }
 
     uint64_t budget = req->c->l->conf->timeout_ms;
+    uint64_t cap = 0;
+    if (req->sess && req->fb.enabled) {
+        /* each candidate's attempt: min(per_attempt_timeout, what is left of total_timeout) */
+        uint64_t now = vsr_now_ms();
+        if (req->fb_attempts == 0 && req->fb.total_timeout_ms)
+            req->fb_deadline_ms = now + req->fb.total_timeout_ms;
+        cap = req->fb.per_attempt_timeout_ms;
+        if (req->fb_deadline_ms)
+            cap = VSR_MIN(cap ? cap : UINT64_MAX, req->fb_deadline_ms > now ? req->fb_deadline_ms - now : 1);
+    }
+    req->fb_attempts++;
     vsr_upstream_request_t ur = {
         .method = h->method,
         .path = h->target,
@@ -492,6 +571,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         .listener_timeout_ms = budget,
         .override = plan->reliability,
         .report = &req->report,
+        .max_total_ms = cap,
     };
     req->call = vsr_upstream_call_start(req->c->w->up, plan->model, &ur, &up_callbacks, req);
 }
@@ -616,8 +696,20 @@ static void dispatch(request_t *req)
         reply_effect(req, eff);
         return;
     }
-    const vsr_plan_t *plan = vsr_session_plan(req->sess);
-    proxy(req, plan, eff);
+    /* a first choice whose circuit is open is skipped like any candidate (ref §1.7) */
+    /* fallback is the decision's: passthrough and default-route requests have none */
+    if (vsr_session_evidence(req->sess)->decision)
+        vsr_session_fallback_policy(req->sess, &req->fb);
+    if (req->fb.enabled && !breaker_allows(req, vsr_session_plan(req->sess)->model)) {
+        eff = vsr_session_fallback(req->sess, breaker_allows, req);
+        if (eff == NULL) {
+            reply_error(c, 503, "server_error", "circuit_open",
+                        VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head, !req->keep_alive);
+            request_finish(req);
+            return;
+        }
+    }
+    proxy(req, vsr_session_plan(req->sess), eff);
 }
 
 /* ---- parsing the client's bytes ---- */

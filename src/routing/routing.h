@@ -97,6 +97,7 @@ typedef struct {
     uint64_t routing_us;           /* time spent in the request-body phase */
     int injected_system_prompt;
     int debug;                     /* the client sent x-vsr-debug: true */
+    unsigned fallbacks;            /* candidates tried after the first */
 } vsr_evidence_t;
 
 /* ---- engine ---- */
@@ -137,6 +138,19 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
 /* Response body (a chunk, or the whole body): no response plugin yet, so no
  * change; present so adapters drive every phase. */
 const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream);
+
+/* Cross-model fallback (ref §1.7): re-aims the request at the decision's
+ * next candidate (modelRefs in order, a model already tried is never
+ * revisited; `allow` may veto one, e.g. its circuit is open) and returns the
+ * new request effect, the same shape as the body phase's; the plan and the
+ * evidence follow.  NULL when no candidate remains (or the request was not
+ * routed by a decision). */
+const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud, const vsr_model_conf_t *m),
+                                         void *ud);
+/* The fallback policy in force for this request (defaults, global, recipe, decision). */
+void vsr_session_fallback_policy(const vsr_session_t *s, vsr_fallback_conf_t *out);
+/* The models tried so far, in order. */
+const vsr_model_conf_t *const *vsr_session_tried(const vsr_session_t *s, size_t *n);
 
 const vsr_plan_t *vsr_session_plan(const vsr_session_t *s);
 const vsr_evidence_t *vsr_session_evidence(const vsr_session_t *s);

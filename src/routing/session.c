@@ -25,6 +25,21 @@ struct vsr_session_s {
     vsr_json_t json;
     vsr_json_edits_t edits;
     vsr_chat_view_t chat;
+    /* what every candidate's request shares (fallback re-aims the request) */
+    const char *body;
+    size_t body_len;
+    vsr_slice_t name;
+    uint32_t model_tok;
+    const vsr_decision_conf_t *decision;
+    const vsr_recipe_conf_t *recipe;
+    vsr_json_edit_t *saved_edits;
+    size_t n_saved_edits;
+    vsr_slice_t *plugin_rm;
+    size_t n_plugin_rm;
+    vsr_header_t *plugin_set;
+    size_t n_plugin_set;
+    const vsr_model_conf_t **tried;
+    size_t n_tried;
 };
 
 /* ---- small helpers ---- */
@@ -342,6 +357,8 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     }
 }
 
+static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *upstream_id);
+
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
 {
     if (s->answered || s->default_route || s->ep == EP_NONE || s->ep == EP_MODELS) {
@@ -438,10 +455,8 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         s->ev.passthrough = 1;
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
-    s->ev.selected_model = model->name;
     if (upstream_id == NULL)
         upstream_id = model->provider_model_id;
-    s->ev.upstream_model = upstream_id;
 
     /* plugins of the selected decision */
     vsr_plugin_ctx_t pc;
@@ -464,9 +479,48 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         }
     }
 
-    /* the model value as the provider knows it */
+    /* what every candidate's request shares: the plugins' edits and fields */
+    s->body = body;
+    s->body_len = len;
+    s->name = name;
+    s->model_tok = mt;
+    s->decision = decision;
+    s->recipe = res.recipe;
+    s->n_saved_edits = s->edits.n;
+    if (s->edits.n) {
+        s->saved_edits = vsr_pool_alloc(&s->pool, sizeof(vsr_json_edit_t) * s->edits.n);
+        memcpy(s->saved_edits, s->edits.e, sizeof(vsr_json_edit_t) * s->edits.n);
+    }
+    s->plugin_rm = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t) * (pc.n_remove_headers + 1));
+    if (pc.n_remove_headers)
+        memcpy(s->plugin_rm, pc.remove_headers, sizeof(vsr_slice_t) * pc.n_remove_headers);
+    s->n_plugin_rm = pc.n_remove_headers;
+    s->plugin_set = vsr_pool_alloc(&s->pool, sizeof(vsr_header_t) * (pc.n_set_headers + 1));
+    for (size_t i = 0; i < pc.n_set_headers; i++) {
+        s->plugin_set[i].name = pc.set_headers[i].name;
+        s->plugin_set[i].value = pc.set_headers[i].value;
+    }
+    s->n_plugin_set = pc.n_set_headers;
+    s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
+    aim(s, model, upstream_id);
+    s->ev.routing_us = vsr_now_us() - t0;
+    return &s->eff;
+}
+
+/* Points the request at one candidate model: its id in the body (the
+ * client's bytes around it, plus the plugins' edits), x-selected-model, the
+ * plan.  Used for the first choice and for every fallback candidate. */
+static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *upstream_id)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_json_t *j = &s->json;
+    reset_effect(s);
+    s->edits.n = 0;
+    for (size_t i = 0; i < s->n_saved_edits; i++)
+        vsr_json_edits_add(&s->edits, s->saved_edits[i].start, s->saved_edits[i].end, s->saved_edits[i].text);
     vsr_slice_t id = vsr_slice_cstr(upstream_id);
-    if (mt && !(vsr_slice_eq(name, id) && !j->toks[mt].escaped)) {
+    uint32_t mt = s->model_tok;
+    if (mt && !(vsr_slice_eq(s->name, id) && !j->toks[mt].escaped)) {
         vsr_buf_t lit;
         vsr_buf_init(&lit, 0);
         vsr_buf_append_json_string(&lit, id);
@@ -474,7 +528,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         vsr_buf_free(&lit);
     }
     if (s->edits.n) {
-        s->eff.body = vsr_json_edits_apply(&s->edits, body, len, &s->pool, &s->eff.n_body, &s->eff.body_len);
+        s->eff.body = vsr_json_edits_apply(&s->edits, s->body, s->body_len, &s->pool, &s->eff.n_body, &s->eff.body_len);
         s->eff.body_replaced = 1;
     }
 
@@ -483,27 +537,62 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     hlist_t set = {0};
     sl_add(&s->pool, &rm, VSR_SLICE_LIT("authorization")); /* client credentials never reach a provider */
     sl_add(&s->pool, &rm, VSR_SLICE_LIT("api-key"));
-    for (size_t i = 0; i < pc.n_remove_headers; i++)
-        sl_add(&s->pool, &rm, pc.remove_headers[i]);
+    for (size_t i = 0; i < s->n_plugin_rm; i++)
+        sl_add(&s->pool, &rm, s->plugin_rm[i]);
     hl_add(&s->pool, &set, VSR_SLICE_LIT("x-selected-model"), vsr_slice_cstr(model->name));
     hl_add(&s->pool, &set, VSR_SLICE_LIT("accept-encoding"), VSR_SLICE_LIT("identity"));
-    for (size_t i = 0; i < pc.n_set_headers; i++)
-        hl_add(&s->pool, &set, pc.set_headers[i].name, pc.set_headers[i].value);
+    for (size_t i = 0; i < s->n_plugin_set; i++)
+        hl_add(&s->pool, &set, s->plugin_set[i].name, s->plugin_set[i].value);
     s->eff.remove = rm.v;
     s->eff.n_remove = rm.n;
     s->eff.set = set.v;
     s->eff.n_set = set.n;
     s->eff.clear_route_cache = cfg->clear_route_cache;
 
+    s->tried[s->n_tried++] = model;
+    s->ev.selected_model = model->name;
+    s->ev.upstream_model = upstream_id;
     s->plan.kind = VSR_PLAN_CALL;
     s->plan.model = model;
     s->plan.route_key = vsr_slice_cstr(model->name);
     s->plan.rewrite_prefix = 1;
-    s->plan.reliability = decision && decision->has_reliability ? &decision->reliability : NULL;
+    s->plan.reliability = s->decision && s->decision->has_reliability ? &s->decision->reliability : NULL;
     s->plan.max_hops = 1;
     s->ev.path = VSR_PATH_UPSTREAM;
-    s->ev.routing_us = vsr_now_us() - t0;
-    return &s->eff;
+}
+
+const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud, const vsr_model_conf_t *m),
+                                         void *ud)
+{
+    const vsr_decision_conf_t *d = s->decision;
+    if (d == NULL || s->plan.kind != VSR_PLAN_CALL || s->n_tried == 0)
+        return NULL;
+    for (size_t i = 0; i < d->n_model_refs; i++) {
+        const vsr_model_ref_conf_t *ref = &d->model_refs[i];
+        const vsr_model_conf_t *m = vsr_config_find_model(s->e->cfg, vsr_slice_cstr(ref->model));
+        if (m == NULL)
+            continue;
+        int seen = 0;
+        for (size_t k = 0; k < s->n_tried && !seen; k++)
+            seen = s->tried[k] == m; /* a model already tried is never revisited */
+        if (seen || (allow && !allow(ud, m)))
+            continue;
+        aim(s, m, ref->lora_name ? ref->lora_name : m->provider_model_id);
+        s->ev.fallbacks++;
+        return &s->eff;
+    }
+    return NULL;
+}
+
+void vsr_session_fallback_policy(const vsr_session_t *s, vsr_fallback_conf_t *out)
+{
+    vsr_config_effective_fallback(s->e->cfg, s->recipe, s->decision, out);
+}
+
+const vsr_model_conf_t *const *vsr_session_tried(const vsr_session_t *s, size_t *n)
+{
+    *n = s->n_tried;
+    return s->tried;
 }
 
 /* ---- response ---- */

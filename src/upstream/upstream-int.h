@@ -20,6 +20,7 @@ typedef struct {
     atomic_uint pending;                /* attempts waiting for a connection */
     uint32_t max_requests;              /* 1024; 4096 once retries or ejection are enabled */
     uint32_t max_pending;               /* 1024 */
+    vsr_breaker_t breaker;              /* cross-model fallback's circuit breaker of this model */
 } shared_cluster_t;
 
 struct vsr_upstream_shared_s {

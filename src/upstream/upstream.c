@@ -183,6 +183,7 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
         int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
         sc->max_requests = enhanced ? 4096 : 1024;
         sc->max_pending = 1024;
+        vsr__breaker_init(&sc->breaker);
     }
     if (!ok) {
         vsr_upstream_shared_free(sh);
@@ -764,6 +765,8 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     if (req->override)
         vsr__policy_merge(&call->pol, req->override);
     uint64_t now = vsr_now_ms();
+    if (req->max_total_ms)
+        call->pol.total_ms = call->pol.total_ms ? VSR_MIN(call->pol.total_ms, req->max_total_ms) : req->max_total_ms;
     call->deadline_ms = call->pol.total_ms ? now + call->pol.total_ms : 0;
     vsr_buf_init(&call->head, 0);
     call->n_bufs = (unsigned)req->n_body + 1;
@@ -999,6 +1002,24 @@ void vsr_upstream_call_cancel(vsr_upstream_call_t *call)
         return;
     call->cb = NULL;
     call_end(call);
+}
+
+int vsr_upstream_breaker_allow(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f)
+{
+    cluster_t *cl = find_cluster(up, m);
+    vsr_breaker_conf_t bc;
+    vsr__breaker_conf_init(&bc, f);
+    return cl == NULL || vsr__breaker_allow(&cl->sc->breaker, &bc, vsr_now_ms());
+}
+
+void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f,
+                                 int success)
+{
+    cluster_t *cl = find_cluster(up, m);
+    vsr_breaker_conf_t bc;
+    vsr__breaker_conf_init(&bc, f);
+    if (cl)
+        vsr__breaker_record(&cl->sc->breaker, &bc, success, vsr_now_ms());
 }
 
 const vsr_backend_conf_t *vsr_upstream_call_backend(const vsr_upstream_call_t *call)

@@ -88,6 +88,7 @@ typedef struct {
     uint64_t listener_timeout_ms; /* the listener's timeout: default total and idle timeouts */
     const vsr_reliability_conf_t *override; /* the decision's reliability block, merged over the model's; NULL = none */
     vsr_upstream_report_t *report; /* optional evidence of every attempt */
+    uint64_t max_total_ms;        /* caps the total timeout (a fallback candidate's attempt budget); 0 = none */
 } vsr_upstream_request_t;
 
 /* The shared state of cfg's clusters.  Host names are resolved here, once
@@ -129,6 +130,14 @@ void vsr_upstream_call_resume(vsr_upstream_call_t *call);
 void vsr_upstream_call_cancel(vsr_upstream_call_t *call);
 /* The endpoint serving the call ("host:port"), for logs and headers. */
 const vsr_backend_conf_t *vsr_upstream_call_backend(const vsr_upstream_call_t *call);
+
+/* Cross-model fallback's circuit breaker of a model (ref §1.7), shared by
+ * every worker: may a call go to it now, and record a call's outcome
+ * (success: not a failure; client errors and cancellations are not
+ * recorded).  f: the fallback policy in force (its circuit_breaker fields). */
+int vsr_upstream_breaker_allow(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f);
+void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f,
+                                 int success);
 
 /* Counters of this worker's upstream, for tests and metrics. */
 typedef struct {

@@ -328,13 +328,10 @@ static void test_reference_example(void **state)
     assert_int_equal(eff.total_timeout_ms, 30000);
     assert_int_equal(eff.n_retryable_status_codes, 3);
 
-    /* fallback blocks are decoded, and listed until cross-model fallback runs */
     static const char *const want[] = {
         "providers.defaults.reasoning_effort",
         "providers.models[].reasoning",
         "providers.models[].pricing",
-        "routing.decisions[].fallback",
-        "global.router.fallback",
     };
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
@@ -668,9 +665,6 @@ static void test_full_fixture(void **state)
     static const char *const want[] = {
         "routing.decisions[].modelRefs[].use_reasoning",
         "routing.decisions[].modelRefs[].reasoning_effort",
-        "routing.decisions[].fallback",
-        "recipes[].routing.fallback",
-        "global.router.fallback",
     };
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
