@@ -4,7 +4,8 @@
 #   make run     install what is missing, build, and run the demo (two fake backends + vsr)
 #   make test    install what is missing, then the sanitizer build: unit tests (ctest),
 #                a short fuzzing pass over every parser, and the end-to-end suite (pytest)
-#   make bench   install what is missing, build, and benchmark vsr against its backend
+#   make bench   install what is missing, build, and benchmark: vsr against its backend, the
+#                routing core alone, and the reliability layer (overhead, failover)
 #   make fuzz    fuzz every parser for FUZZ_SECONDS each (default 60)
 
 MAKEFLAGS += --no-print-directory
@@ -55,6 +56,8 @@ test: deps
 
 bench: deps build
 	@bench/run
+	@echo; build/plan_bench 20000
+	@echo; $(PYTHON) bench/reliability.py
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -28,6 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
+            "                 [--drain-timeout SECONDS]\n"
             "       vsr config validate FILE\n"
             "       vsr version\n"
             "\n"
@@ -36,6 +37,7 @@ static void usage(FILE *f)
             "    --workers N    worker threads, each with its own event loop (default: cores)\n"
             "    --gateway MODE standalone (the only mode so far)\n"
             "    --log-level L  debug, info, warn or error (default info)\n"
+            "    --drain-timeout S  on SIGTERM/SIGINT, how long in-flight requests may take (default 30)\n"
             "  config validate  check a configuration document; exit 0 when valid, 2 when not\n");
 }
 
@@ -82,17 +84,46 @@ typedef struct {
     uv_signal_t sigint, sigterm;
     vsr_gateway_t *gw;
     vsr_upstream_shared_t *shared;
+    uint64_t drain_timeout_ms;
+    int draining;
 } serve_t;
 
-static void on_signal(uv_signal_t *s, int signum)
+static void shutdown_now(serve_t *sv)
 {
-    serve_t *sv = s->data;
-    vsr_log_info("vsr", "%s received, stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    if (sv->gw == NULL)
+        return;
     vsr_upstream_health_stop(sv->shared);
     vsr_gateway_stop(sv->gw);
     sv->gw = NULL;
     uv_close((uv_handle_t *)&sv->sigint, NULL);
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
+}
+
+static void on_drained(void *ud)
+{
+    serve_t *sv = ud;
+    vsr_log_info("vsr", "drained");
+    shutdown_now(sv);
+}
+
+/* The first SIGTERM or SIGINT drains: no new connections, in-flight requests
+ * and streams finish (within --drain-timeout), then exit 0.  A second one
+ * exits at once. */
+static void on_signal(uv_signal_t *s, int signum)
+{
+    serve_t *sv = s->data;
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (sv->gw == NULL)
+        return;
+    if (sv->draining) {
+        vsr_log_info("vsr", "%s received again, stopping now", name);
+        shutdown_now(sv);
+        return;
+    }
+    sv->draining = 1;
+    vsr_log_info("vsr", "%s received, draining (up to %llu ms; send it again to stop at once)", name,
+                 (unsigned long long)sv->drain_timeout_ms);
+    vsr_gateway_drain(sv->gw, s->loop, sv->drain_timeout_ms, on_drained, sv);
 }
 
 static int parse_level(const char *s)
@@ -108,6 +139,7 @@ static int cmd_serve(int argc, char **argv)
 {
     const char *path = DEFAULT_CONFIG;
     long workers = 0;
+    double drain_s = 30;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -119,6 +151,14 @@ static int cmd_serve(int argc, char **argv)
             workers = strtol(v, &end, 10);
             if (*end || workers < 1 || workers > 1024) {
                 fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
+                return 2;
+            }
+            i++;
+        } else if (strcmp(a, "--drain-timeout") == 0 && v) {
+            char *end;
+            drain_s = strtod(v, &end);
+            if (*end || drain_s < 0 || drain_s > 86400) {
+                fprintf(stderr, "vsr: --drain-timeout takes seconds from 0 to 86400\n");
                 return 2;
             }
             i++;
@@ -153,6 +193,7 @@ static int cmd_serve(int argc, char **argv)
     uv_loop_t *loop = uv_default_loop();
     serve_t sv;
     memset(&sv, 0, sizeof(sv));
+    sv.drain_timeout_ms = (uint64_t)(drain_s * 1000);
     /* signal handlers first, so a signal during start-up is not lost */
     uv_signal_init(loop, &sv.sigint);
     uv_signal_init(loop, &sv.sigterm);

@@ -269,7 +269,8 @@ static void request_free(request_t *req)
 static void request_finish(request_t *req)
 {
     conn_t *c = req->c;
-    int keep = req->keep_alive && !c->close_after_write;
+    int keep = req->keep_alive && !c->close_after_write && !c->w->draining;
+    vsr__gateway_drain_poke(c->w);
     c->req = NULL;
     c->busy = 0;
     request_free(req);
@@ -643,6 +644,8 @@ static void dispatch(request_t *req)
 {
     conn_t *c = req->c;
     const vsr_http_head_t *h = req->head;
+    if (c->w->draining)
+        req->keep_alive = 0; /* while draining, every reply closes its connection */
     vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--;
@@ -889,6 +892,7 @@ static void conn_close_cb(uv_handle_t *h)
     conn_t *c = h->data;
     if (--c->pending_closes > 0)
         return;
+    vsr__gateway_drain_poke(c->w);
     atomic_fetch_sub(c->l->active, 1);
     vsr_http_parser_free(&c->parser);
     vsr_buf_free(&c->pending);
@@ -964,6 +968,14 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
         c->identity_trusted = vsr__ingress_identity_trusted(l->conf, &peer);
     }
     conn_process(c);
+}
+
+int vsr__gateway_busy(worker_t *w)
+{
+    for (conn_t *c = w->conns; c; c = c->next)
+        if (c->req || (c->wq_bytes > 0 && !c->lingering))
+            return 1;
+    return 0;
 }
 
 void vsr__gateway_close_all(worker_t *w)

@@ -38,7 +38,19 @@ struct worker_s {
     char readbuf[VSR_RBUF_SIZE]; /* client reads are consumed inside read_cb */
     int start_rc;
     vsr_buf_t start_err;
+    /* commands from the control thread through stop_async */
+    atomic_int cmd;              /* CMD_DRAIN or CMD_STOP */
+    pthread_mutex_t async_mu;    /* guards async_closed against a send racing the close */
+    int async_closed;
+    /* graceful drain */
+    int draining;
+    int torn_down;
+    uint64_t drain_started_ms;
+    uv_timer_t drain_deadline;   /* the drain timeout: then whatever is left is closed */
+    uv_timer_t drain_check;      /* a zero timer: "is anything still in flight?" */
 };
+
+enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
 
 struct vsr_gateway_s {
     const vsr_config_t *cfg;
@@ -52,6 +64,12 @@ struct vsr_gateway_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned n_started;
+    /* drain: each worker reports on the control thread's loop when it is done */
+    uint64_t drain_timeout_ms;
+    uv_async_t *drained_async;
+    atomic_uint n_drained;
+    void (*on_drained)(void *ud);
+    void *drained_ud;
 };
 
 /* ingress.c: a client field that must not pass the edge */
@@ -64,6 +82,10 @@ int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct soc
 /* conn.c */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);
 void vsr__gateway_close_all(worker_t *w);
+/* 1 while some connection of the worker has a request or a reply in flight */
+int vsr__gateway_busy(worker_t *w);
+/* While draining: check soon whether the worker is done (safe from any callback). */
+void vsr__gateway_drain_poke(worker_t *w);
 void vsr__gateway_worker_cleanup(worker_t *w);
 
 #endif

@@ -64,16 +64,95 @@ static void close_noop(uv_handle_t *h)
     VSR_UNUSED(h);
 }
 
-static void stop_cb(uv_async_t *a)
+static void close_listeners(worker_t *w)
 {
-    worker_t *w = a->data;
     for (size_t i = 0; i < w->n_listeners; i++)
         if (w->listeners[i].bound && !uv_is_closing((uv_handle_t *)&w->listeners[i].tcp))
             uv_close((uv_handle_t *)&w->listeners[i].tcp, close_noop);
+}
+
+/* Closes everything the worker holds; its loop then ends. */
+static void teardown(worker_t *w)
+{
+    if (w->torn_down)
+        return;
+    w->torn_down = 1;
+    close_listeners(w);
     vsr__gateway_close_all(w);
     vsr_upstream_free(w->up);
     w->up = NULL;
+    uv_close((uv_handle_t *)&w->drain_deadline, close_noop);
+    uv_close((uv_handle_t *)&w->drain_check, close_noop);
+    pthread_mutex_lock(&w->async_mu);
+    w->async_closed = 1;
     uv_close((uv_handle_t *)&w->stop_async, close_noop);
+    pthread_mutex_unlock(&w->async_mu);
+    if (w->draining && w->gw->drained_async) {
+        atomic_fetch_add(&w->gw->n_drained, 1);
+        uv_async_send(w->gw->drained_async);
+    }
+}
+
+/* Idle keep-alive connections stay open this long into a drain, so that a
+ * load balancer probing /ready on one sees 503 (and any request they send is
+ * still served, with connection: close). */
+#define DRAIN_IDLE_GRACE_MS 1000
+
+static void drain_check_cb(uv_timer_t *t)
+{
+    worker_t *w = t->data;
+    if (vsr__gateway_busy(w))
+        return; /* the next request to finish pokes again */
+    uint64_t since = vsr_now_ms() - w->drain_started_ms;
+    uint64_t grace = VSR_MIN(DRAIN_IDLE_GRACE_MS, w->gw->drain_timeout_ms);
+    if (w->conns && since < grace) {
+        uv_timer_start(&w->drain_check, drain_check_cb, grace - since, 0);
+        return;
+    }
+    teardown(w); /* every request in flight has been answered */
+}
+
+static void drain_deadline_cb(uv_timer_t *t)
+{
+    worker_t *w = t->data;
+    vsr_log_warn("gateway", "worker %u: drain timeout, closing the connections still open", w->id);
+    teardown(w);
+}
+
+void vsr__gateway_drain_poke(worker_t *w)
+{
+    if (w->draining && !w->torn_down)
+        uv_timer_start(&w->drain_check, drain_check_cb, 0, 0);
+}
+
+static void stop_cb(uv_async_t *a)
+{
+    worker_t *w = a->data;
+    if (atomic_load(&w->cmd) == CMD_STOP || w->start_rc != VSR_OK) {
+        teardown(w);
+        return;
+    }
+    if (w->draining)
+        return;
+    /* drain: no new connection (the listening sockets close, so the kernel
+     * refuses them); requests in flight finish, each reply closes its
+     * connection; idle connections close once nothing is in flight */
+    w->draining = 1;
+    w->drain_started_ms = vsr_now_ms();
+    close_listeners(w);
+    uv_timer_start(&w->drain_deadline, drain_deadline_cb, w->gw->drain_timeout_ms, 0);
+    vsr__gateway_drain_poke(w);
+}
+
+static void send_cmd(worker_t *w, int cmd)
+{
+    pthread_mutex_lock(&w->async_mu);
+    if (!w->async_closed) {
+        if (cmd > atomic_load(&w->cmd))
+            atomic_store(&w->cmd, cmd);
+        uv_async_send(&w->stop_async);
+    }
+    pthread_mutex_unlock(&w->async_mu);
 }
 
 static void *worker_main(void *arg)
@@ -93,7 +172,7 @@ static void *worker_main(void *arg)
     pthread_mutex_unlock(&gw->mu);
 
     if (rc != VSR_OK)
-        stop_cb(&w->stop_async); /* close what was opened, then let the loop drain */
+        teardown(w); /* close what was opened, then let the loop run out */
     uv_run(&w->loop, UV_RUN_DEFAULT);
     vsr__gateway_worker_cleanup(w);
     vsr_rbuf_trim_cache();
@@ -108,6 +187,10 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     uv_loop_init(&w->loop);
     uv_async_init(&w->loop, &w->stop_async, stop_cb);
     w->stop_async.data = w;
+    uv_timer_init(&w->loop, &w->drain_deadline);
+    uv_timer_init(&w->loop, &w->drain_check);
+    w->drain_deadline.data = w->drain_check.data = w;
+    pthread_mutex_init(&w->async_mu, NULL);
     vsr_buf_init(&w->start_err, 4096);
     size_t n = gw->cfg->n_listeners;
     w->n_listeners = n + (gw->cfg->management_enabled ? 1 : 0);
@@ -126,6 +209,7 @@ static void worker_free(worker_t *w)
     int rc = uv_loop_close(&w->loop);
     VSR_BUG_ON(rc != 0);
     vsr_buf_free(&w->start_err);
+    pthread_mutex_destroy(&w->async_mu);
     vsr_free(w->listeners);
     vsr_free(w);
 }
@@ -134,7 +218,7 @@ static void stop_and_join(vsr_gateway_t *gw, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
         if (gw->workers[i]->start_rc == VSR_OK)
-            uv_async_send(&gw->workers[i]->stop_async);
+            send_cmd(gw->workers[i], CMD_STOP);
     for (unsigned i = 0; i < n; i++) {
         pthread_join(gw->workers[i]->thread, NULL);
         worker_free(gw->workers[i]);
@@ -180,6 +264,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             vsr_buf_printf(err, "cannot start worker thread %u\n", created);
             uv_close((uv_handle_t *)&w->stop_async, NULL);
+            uv_close((uv_handle_t *)&w->drain_deadline, NULL);
+            uv_close((uv_handle_t *)&w->drain_check, NULL);
             uv_run(&w->loop, UV_RUN_DEFAULT);
             worker_free(w);
             break;
@@ -207,12 +293,45 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
     return gw;
 }
 
+static void drained_cb(uv_async_t *a)
+{
+    vsr_gateway_t *gw = a->data;
+    if (atomic_load(&gw->n_drained) == gw->n_workers && gw->on_drained) {
+        void (*fn)(void *) = gw->on_drained;
+        gw->on_drained = NULL;
+        fn(gw->drained_ud);
+    }
+}
+
+void vsr_gateway_drain(vsr_gateway_t *gw, uv_loop_t *loop, uint64_t timeout_ms, void (*on_drained)(void *ud),
+                       void *ud)
+{
+    if (gw->drained_async)
+        return;
+    atomic_store(&gw->ready, 0); /* /ready answers 503 from now on */
+    gw->drain_timeout_ms = timeout_ms;
+    gw->on_drained = on_drained;
+    gw->drained_ud = ud;
+    gw->drained_async = vsr_malloc(sizeof(uv_async_t));
+    uv_async_init(loop, gw->drained_async, drained_cb);
+    gw->drained_async->data = gw;
+    for (unsigned i = 0; i < gw->n_workers; i++)
+        send_cmd(gw->workers[i], CMD_DRAIN);
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    vsr_free(h);
+}
+
 void vsr_gateway_stop(vsr_gateway_t *gw)
 {
     if (gw == NULL)
         return;
     atomic_store(&gw->ready, 0);
     stop_and_join(gw, gw->n_workers);
+    if (gw->drained_async)
+        uv_close((uv_handle_t *)gw->drained_async, free_handle);
     gateway_free(gw);
 }
 

@@ -10,6 +10,8 @@
 #ifndef VSR_GATEWAY_H
 #define VSR_GATEWAY_H
 
+#include <uv.h>
+
 #include "base/base.h"
 #include "config/config.h"
 #include "routing/routing.h"
@@ -25,8 +27,16 @@ typedef struct vsr_gateway_s vsr_gateway_t;
  * (nothing left running) when any of them fails. */
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
                                  unsigned workers, vsr_buf_t *err);
-/* Closes the listeners and every connection, stops and joins the workers,
- * and frees the gateway.  Call from the thread that started it. */
+/* Graceful drain: /ready turns 503 at once, the listening sockets close (new
+ * connections are refused), requests in flight finish (each reply closes its
+ * connection), then each worker ends; after timeout_ms whatever is left is
+ * closed.  on_drained runs on `loop` (the caller's) once every worker has
+ * ended; then call vsr_gateway_stop().  Call from the thread that started it. */
+void vsr_gateway_drain(vsr_gateway_t *gw, uv_loop_t *loop, uint64_t timeout_ms, void (*on_drained)(void *ud),
+                       void *ud);
+/* Closes the listeners and every connection at once (also in the middle of a
+ * drain), stops and joins the workers, and frees the gateway.  Call from the
+ * thread that started it. */
 void vsr_gateway_stop(vsr_gateway_t *gw);
 unsigned vsr_gateway_workers(const vsr_gateway_t *gw);
 

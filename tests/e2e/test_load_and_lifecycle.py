@@ -99,3 +99,64 @@ def test_port_in_use_exits_1(tmp_path):
     s.close()
     assert r.returncode == 1
     assert "cannot listen" in r.stderr
+
+
+def test_sigterm_drains_in_flight_streams(stack):
+    """SIGTERM: /ready turns 503 at once, new connections are refused, the
+    stream in flight completes, then the process exits 0."""
+    import json as _json
+    import socket as _socket
+    import time as _time
+    idle = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=10)
+    idle.request("GET", "/health")
+    idle.getresponse().read()
+    s = _socket.create_connection(("127.0.0.1", stack.port))
+    body = _json.dumps({"model": "m2", "stream": True, "messages": []}).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-fakellm-chunks: 10\r\n"
+              b"x-fakellm-chunk-delay-ms: 150\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    got = s.recv(65536)
+    assert got.startswith(b"HTTP/1.1 200")
+    stack.proc.p.send_signal(signal.SIGTERM)
+    _time.sleep(0.3)
+    idle.request("GET", "/ready")          # an open keep-alive connection still gets an answer
+    r = idle.getresponse()
+    assert r.status == 503
+    assert r.getheader("connection") == "close"
+    r.read()
+    try:                                   # a new connection is refused
+        _socket.create_connection(("127.0.0.1", stack.port), timeout=2).close()
+        refused = False
+    except OSError:
+        refused = True
+    assert refused
+    s.settimeout(10)
+    while not got.endswith(b"0\r\n\r\n"):  # the stream runs to its end
+        d = s.recv(65536)
+        assert d, "stream cut during drain"
+        got += d
+    assert b"data: [DONE]" in got
+    s.close()
+    stack.proc.p.wait(10)
+    stack.proc.stop()
+    stack.proc.assert_clean_exit()
+
+
+def test_second_signal_stops_at_once(stack):
+    import json as _json
+    import socket as _socket
+    import time as _time
+    s = _socket.create_connection(("127.0.0.1", stack.port))
+    body = _json.dumps({"model": "m2", "stream": True, "messages": []}).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-fakellm-chunks: 1000\r\n"
+              b"x-fakellm-chunk-delay-ms: 100\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    s.recv(65536)
+    stack.proc.p.send_signal(signal.SIGTERM)
+    _time.sleep(0.3)
+    assert stack.proc.p.poll() is None     # draining: the long stream holds it
+    t0 = _time.monotonic()
+    stack.proc.p.send_signal(signal.SIGTERM)
+    stack.proc.p.wait(10)
+    assert _time.monotonic() - t0 < 5
+    s.close()
+    stack.proc.stop()
+    stack.proc.assert_clean_exit()
