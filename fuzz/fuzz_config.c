@@ -163,7 +163,7 @@ static void check_config(const vsr_config_t *c)
             const vsr_backend_conf_t *b = &m->backends[j];
             check(b->name != NULL && b->host != NULL && b->authority != NULL && b->path_prefix != NULL,
                   "backend strings");
-            check(b->port != 0 && b->weight >= 1 && !b->tls, "backend values");
+            check(b->port != 0 && b->weight >= 1, "backend values");
             check(b->api_key == NULL || b->resolved_api_key == b->api_key, "literal key");
             check(b->api_key_env == NULL || (b->resolved_api_key != NULL && b->resolved_api_key[0] != '\0'),
                   "key from the environment");

@@ -68,10 +68,6 @@ static int decode_base_url(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     b->tls = url.tls;
     b->path_prefix = vsr_pool_strndup(d->pool, url.path.p, url.path.len);
     b->has_base_url = 1;
-    if (url.tls) {
-        vsr__cfg_node_error(d, val, "upstream TLS is not supported yet");
-        return -1;
-    }
     return 0;
 }
 
@@ -82,11 +78,7 @@ static int decode_protocol(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    if (strcmp(s, "https") == 0) {
-        vsr__cfg_node_error(d, val, "upstream TLS is not supported yet");
-        return -1;
-    }
-    if (strcmp(s, "http") != 0) {
+    if (strcmp(s, "http") != 0 && strcmp(s, "https") != 0) {
         vsr__cfg_node_error(d, val, "protocol must be \"http\" or \"https\", got %s",
                             vsr__cfg_quote(d->pool, s, val->len));
         return -1;

@@ -8,6 +8,7 @@
  * balancer skips unhealthy endpoints (unless more than half are).  Never an
  * inference request: nothing billable is sent.
  */
+#include "upstream/tls.h"
 #include "upstream/upstream-int.h"
 
 #include <stdio.h>
@@ -32,6 +33,10 @@ struct health_check_s {
     int tcp_open;
     int status;
     int stopping;
+    vsr_tls_ctx_t *tls_ctx;  /* TLS endpoints are checked over TLS */
+    vsr_tls_t *tls;
+    int tls_ready;
+    char plain[4096];
 };
 
 static void close_noop(uv_handle_t *h)
@@ -51,6 +56,8 @@ static void check_done(health_check_t *hc, int ok)
         return;
     hc->in_flight = 0;
     uv_timer_stop(&hc->deadline);
+    vsr__tls_free(hc->tls);
+    hc->tls = NULL;
     if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
         uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
     if (vsr__health_record(hc->state, ok))
@@ -75,6 +82,50 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(hc->readbuf, sizeof(hc->readbuf));
 }
 
+static void write_cb(uv_write_t *w, int status)
+{
+    health_check_t *hc = w->data;
+    if (status < 0)
+        check_done(hc, 0);
+}
+
+typedef struct {
+    uv_write_t w;
+    health_check_t *hc;
+    char data[];
+} hc_write_t;
+
+static void tls_write_cb(uv_write_t *w, int status)
+{
+    hc_write_t *hw = (hc_write_t *)w;
+    if (status < 0 && hw->hc->in_flight)
+        check_done(hw->hc, 0);
+    vsr_free(hw);
+}
+
+static int tls_flush(health_check_t *hc)
+{
+    size_t n = vsr__tls_pending_out(hc->tls);
+    if (n == 0)
+        return VSR_OK;
+    hc_write_t *hw = vsr_malloc(sizeof(*hw) + n);
+    hw->hc = hc;
+    uv_buf_t b = uv_buf_init(hw->data, (unsigned)vsr__tls_take_out(hc->tls, hw->data, n));
+    if (uv_write(&hw->w, (uv_stream_t *)&hc->tcp, &b, 1, tls_write_cb) < 0) {
+        vsr_free(hw);
+        return VSR_ERR;
+    }
+    return VSR_OK;
+}
+
+static void parse(health_check_t *hc, const char *p, size_t n)
+{
+    if (vsr_http_parser_execute(&hc->parser, p, n) < 0)
+        check_done(hc, 0);
+    else if (hc->status)
+        check_done(hc, hc->status >= 200 && hc->status < 300);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     health_check_t *hc = s->data;
@@ -84,18 +135,32 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         check_done(hc, 0);
         return;
     }
-    if (vsr_http_parser_execute(&hc->parser, buf->base, (size_t)nread) < 0) {
+    if (hc->tls == NULL) {
+        parse(hc, buf->base, (size_t)nread);
+        return;
+    }
+    if (vsr__tls_feed(hc->tls, buf->base, (size_t)nread) != VSR_OK) {
         check_done(hc, 0);
         return;
     }
-    if (hc->status)
-        check_done(hc, hc->status >= 200 && hc->status < 300);
-}
-
-static void write_cb(uv_write_t *w, int status)
-{
-    health_check_t *hc = w->data;
-    if (status < 0)
+    if (!hc->tls_ready) {
+        int rc = vsr__tls_handshake(hc->tls);
+        if (rc == VSR_ERR || tls_flush(hc) != VSR_OK) {
+            check_done(hc, 0);
+            return;
+        }
+        if (rc != VSR_OK)
+            return;
+        hc->tls_ready = 1;
+        if (vsr__tls_write(hc->tls, hc->request, hc->request_len) != VSR_OK || tls_flush(hc) != VSR_OK) {
+            check_done(hc, 0);
+            return;
+        }
+    }
+    ssize_t n;
+    while (hc->in_flight && (n = vsr__tls_read(hc->tls, hc->plain, sizeof(hc->plain))) > 0)
+        parse(hc, hc->plain, (size_t)n);
+    if (hc->in_flight && n < 0)
         check_done(hc, 0);
 }
 
@@ -106,6 +171,14 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     if (status < 0) {
         check_done(hc, 0);
+        return;
+    }
+    if (hc->tls_ctx) {
+        hc->tls = vsr__tls_new(hc->tls_ctx, hc->backend->host);
+        hc->tls_ready = 0;
+        if (vsr__tls_handshake(hc->tls) == VSR_ERR || tls_flush(hc) != VSR_OK ||
+            uv_read_start((uv_stream_t *)&hc->tcp, alloc_cb, read_cb) < 0)
+            check_done(hc, 0);
         return;
     }
     uv_buf_t b = uv_buf_init(hc->request, (unsigned)hc->request_len);
@@ -157,6 +230,7 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
             hc->backend = &sc->conf->backends[j];
             hc->addr = &sc->addrs[j];
             hc->path = r->health_check_path;
+            hc->tls_ctx = hc->backend->tls ? sh->tls_ctx : NULL;
             hc->interval_ms = r->has_health_check_interval ? r->health_check_interval_ms : 10000;
             hc->timeout_ms = r->has_health_check_timeout ? r->health_check_timeout_ms : 2000;
             int len = snprintf(hc->request, sizeof(hc->request),
@@ -186,5 +260,7 @@ void vsr_upstream_health_stop(vsr_upstream_shared_t *sh)
         if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
             uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
         vsr_http_parser_free(&hc->parser);
+        vsr__tls_free(hc->tls);
+        hc->tls = NULL;
     }
 }

@@ -29,6 +29,7 @@ struct vsr_upstream_shared_s {
     size_t n_clusters;
     health_check_t *checks;
     size_t n_checks;
+    struct vsr_tls_ctx_s *tls_ctx;       /* when some endpoint speaks TLS */
 };
 
 int vsr__upstream_resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vsr_buf_t *err);

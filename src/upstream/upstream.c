@@ -16,6 +16,7 @@
 #include <netdb.h>
 #include <stdio.h>
 
+#include "upstream/tls.h"
 #include "upstream/upstream-int.h"
 
 #define POOL_IDLE_TIMEOUT_MS 60000
@@ -75,6 +76,8 @@ struct uconn_s {
     unsigned completed : 1;  /* the call's response ended inside this read */
     unsigned reusable : 1;
     unsigned counted_pending : 1;
+    unsigned tls_ready : 1;  /* the TLS handshake is done */
+    vsr_tls_t *tls;          /* NULL for plain HTTP */
 };
 
 struct vsr_upstream_call_s {
@@ -185,6 +188,10 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
         sc->max_pending = 1024;
         vsr__breaker_init(&sc->breaker);
     }
+    for (size_t i = 0; ok && i < cfg->n_models && sh->tls_ctx == NULL; i++)
+        for (size_t j = 0; j < cfg->models[i].n_backends && sh->tls_ctx == NULL; j++)
+            if (cfg->models[i].backends[j].tls && (sh->tls_ctx = vsr__tls_ctx_new(1, err)) == NULL)
+                ok = 0;
     if (!ok) {
         vsr_upstream_shared_free(sh);
         return NULL;
@@ -203,6 +210,7 @@ void vsr_upstream_shared_free(vsr_upstream_shared_t *sh)
     }
     vsr_free(sh->clusters);
     vsr_free(sh->checks);
+    vsr__tls_ctx_free(sh->tls_ctx);
     vsr_free(sh);
 }
 
@@ -300,6 +308,7 @@ static void uconn_close_cb(uv_handle_t *h)
         return;
     vsr_upstream_t *up = uc->up;
     vsr_http_parser_free(&uc->parser);
+    vsr__tls_free(uc->tls);
     vsr_free(uc);
     live_put(up);
 }
@@ -563,17 +572,29 @@ static void write_cb(uv_write_t *w, int status)
     uc->call->written = 1;
 }
 
+static int tls_flush(uconn_t *uc, int carries_request);
+
 static void call_send(vsr_upstream_call_t *call)
 {
     uconn_t *uc = call->uc;
     uc->state = UC_ACTIVE;
     vsr_http_parser_set_head_request(&uc->parser, call->req.head_request);
     call->bufs[0] = uv_buf_init(call->head.data, (unsigned)call->head.len);
-    uc->writing = 1;
-    int rc = uv_write(&uc->write_req, (uv_stream_t *)&uc->tcp, call->bufs, call->n_bufs, write_cb);
-    if (rc < 0) {
-        uc->writing = 0;
-        call->write_failed = 1;
+    if (uc->tls) {
+        /* encrypt head and body; the ciphertext goes out in one write */
+        int ok = 1;
+        for (unsigned i = 0; i < call->n_bufs && ok; i++)
+            if (call->bufs[i].len)
+                ok = vsr__tls_write(uc->tls, call->bufs[i].base, call->bufs[i].len) == VSR_OK;
+        if (!ok || tls_flush(uc, 1) != VSR_OK)
+            call->write_failed = 1;
+    } else {
+        uc->writing = 1;
+        int rc = uv_write(&uc->write_req, (uv_stream_t *)&uc->tcp, call->bufs, call->n_bufs, write_cb);
+        if (rc < 0) {
+            uc->writing = 0;
+            call->write_failed = 1;
+        }
     }
     if (!call->paused)
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
@@ -593,6 +614,18 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     uv_tcp_nodelay(&uc->tcp, 1);
+    if (call->ep->conf->tls) {
+        uc->tls = vsr__tls_new(call->up->sh->tls_ctx, call->ep->conf->host);
+        if (uc->tls == NULL || vsr__tls_handshake(uc->tls) == VSR_ERR || tls_flush(uc, 0) != VSR_OK) {
+            attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "TLS setup failed");
+            return;
+        }
+        uc->state = UC_ACTIVE;
+        uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
+        uint64_t now = vsr_now_ms();
+        arm(uc, min_nonzero(call->pol.connect_ms, remaining_ms(call, now))); /* the handshake counts as connecting */
+        return;
+    }
     call_send(call);
 }
 
@@ -834,6 +867,50 @@ static void finish_ok(uconn_t *uc, vsr_upstream_call_t *call)
         cb->on_complete(ud);
 }
 
+/* The end of the byte stream (EOF or an error) for the call in flight. */
+static void handle_eof(uconn_t *uc, vsr_upstream_call_t *call, ssize_t nread)
+{
+    if (nread == UV_EOF && call->got_head && vsr_http_parser_finish(&uc->parser) == VSR_OK && uc->completed) {
+        finish_ok(uc, call);
+        return;
+    }
+    if (call->got_head) {
+        call_fail(call, VSR_UPSTREAM_E_ABORTED, uv_strerror((int)nread));
+    } else if (!call_retry_stale(call)) {
+        vsr_outcome_t o = !call->written && !call->got_bytes ? VSR_OUTCOME_RESET_BEFORE_REQUEST : VSR_OUTCOME_RESET;
+        attempt_failed(call, o, 0, VSR_UPSTREAM_E_RESET, nread == UV_EOF ? "connection termination" : "remote reset");
+    }
+}
+
+/* Response bytes (plaintext) for the call in flight: 0 to go on, 1 when the
+ * call ended or moved on (stop feeding). */
+static int handle_bytes(uconn_t *uc, vsr_upstream_call_t *call, const char *p, size_t n)
+{
+    call->got_bytes = 1;
+    ssize_t used = vsr_http_parser_execute(&uc->parser, p, n);
+    if (uc->call != call)
+        return 1; /* cancelled, or retried, from a callback: the connection is closing */
+    if (used < 0) {
+        if (call->got_head)
+            call_fail(call, VSR_UPSTREAM_E_ABORTED, uc->parser.error_msg);
+        else
+            attempt_failed(call, VSR_OUTCOME_PROTOCOL, 0, VSR_UPSTREAM_E_PROTOCOL, uc->parser.error_msg);
+        return 1;
+    }
+    if (uc->completed) {
+        /* bytes past the end of the response cannot belong to anything */
+        if ((size_t)used < n)
+            uc->reusable = 0;
+        finish_ok(uc, call);
+        return 1;
+    }
+    if (call->got_head && !call->paused)
+        arm(uc, call->pol.idle_ms); /* progress: restart the stream-idle clock */
+    return 0;
+}
+
+static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf);
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     uconn_t *uc = s->data;
@@ -845,48 +922,118 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             uconn_close(uc);
         goto out;
     }
+    if (uc->tls) {
+        tls_read(uc, nread, buf);
+        goto out;
+    }
     if (nread == 0)
         goto out;
     if (nread < 0) {
-        if (nread == UV_EOF && call->got_head && vsr_http_parser_finish(&uc->parser) == VSR_OK && uc->completed) {
-            finish_ok(uc, call);
-            goto out;
-        }
-        if (call->got_head) {
-            call_fail(call, VSR_UPSTREAM_E_ABORTED, uv_strerror((int)nread));
-        } else if (!call_retry_stale(call)) {
-            vsr_outcome_t o = !call->written && !call->got_bytes ? VSR_OUTCOME_RESET_BEFORE_REQUEST : VSR_OUTCOME_RESET;
-            attempt_failed(call, o, 0, VSR_UPSTREAM_E_RESET,
-                           nread == UV_EOF ? "connection termination" : "remote reset");
-        }
+        handle_eof(uc, call, nread);
         goto out;
     }
-
-    call->got_bytes = 1;
-    ssize_t used = vsr_http_parser_execute(&uc->parser, buf->base, (size_t)nread);
-    if (uc->call != call)
-        goto out; /* cancelled, or retried, from a callback: the connection is closing */
-    if (used < 0) {
-        if (call->got_head)
-            call_fail(call, VSR_UPSTREAM_E_ABORTED, uc->parser.error_msg);
-        else
-            attempt_failed(call, VSR_OUTCOME_PROTOCOL, 0, VSR_UPSTREAM_E_PROTOCOL, uc->parser.error_msg);
-        goto out;
-    }
-    if (uc->completed) {
-        /* bytes past the end of the response cannot belong to anything */
-        if ((size_t)used < (size_t)nread)
-            uc->reusable = 0;
-        finish_ok(uc, call);
-        goto out;
-    }
-    if (call->got_head && !call->paused)
-        arm(uc, call->pol.idle_ms); /* progress: restart the stream-idle clock */
+    handle_bytes(uc, call, buf->base, (size_t)nread);
 out:
     if (uc->cur_rbuf) {
         vsr_rbuf_unref(uc->cur_rbuf);
         uc->cur_rbuf = NULL;
     }
+}
+
+/* ---- TLS: ciphertext in and out of the connection ---- */
+
+typedef struct {
+    uv_write_t w;
+    uconn_t *uc;
+    int carries_request; /* this write holds the end of the request */
+    char data[];
+} tls_write_t;
+
+static void tls_write_cb(uv_write_t *w, int status)
+{
+    tls_write_t *tw = (tls_write_t *)w;
+    uconn_t *uc = tw->uc;
+    if (tw->carries_request && uc->state != UC_CLOSING && uc->call) {
+        if (status < 0)
+            uc->call->write_failed = 1;
+        else
+            uc->call->written = 1;
+    }
+    vsr_free(tw);
+}
+
+/* Sends whatever ciphertext the TLS object has ready.  VSR_OK or VSR_ERR. */
+static int tls_flush(uconn_t *uc, int carries_request)
+{
+    size_t n = vsr__tls_pending_out(uc->tls);
+    if (n == 0) {
+        if (carries_request && uc->call)
+            uc->call->written = 1;
+        return VSR_OK;
+    }
+    tls_write_t *tw = vsr_malloc(sizeof(*tw) + n);
+    tw->uc = uc;
+    tw->carries_request = carries_request;
+    size_t got = vsr__tls_take_out(uc->tls, tw->data, n);
+    uv_buf_t b = uv_buf_init(tw->data, (unsigned)got);
+    if (uv_write(&tw->w, (uv_stream_t *)&uc->tcp, &b, 1, tls_write_cb) < 0) {
+        vsr_free(tw);
+        return VSR_ERR;
+    }
+    return VSR_OK;
+}
+
+static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf)
+{
+    vsr_upstream_call_t *call = uc->call;
+    if (nread > 0 && vsr__tls_feed(uc->tls, buf->base, (size_t)nread) != VSR_OK) {
+        attempt_failed(call, VSR_OUTCOME_PROTOCOL, 0, VSR_UPSTREAM_E_PROTOCOL, "TLS input overflow");
+        return;
+    }
+    if (uc->cur_rbuf) { /* the ciphertext is consumed: its buffer goes back */
+        vsr_rbuf_unref(uc->cur_rbuf);
+        uc->cur_rbuf = NULL;
+    }
+    if (!uc->tls_ready) {
+        if (nread < 0) {
+            attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT,
+                           "TLS handshake: connection closed");
+            return;
+        }
+        int rc = vsr__tls_handshake(uc->tls);
+        if (rc == VSR_ERR || tls_flush(uc, 0) != VSR_OK) {
+            vsr_log_warn("upstream", "TLS to %s: %s", call->ep->conf->host, vsr__tls_error(uc->tls));
+            attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "TLS handshake failed");
+            return;
+        }
+        if (rc == VSR_OK) {
+            uc->tls_ready = 1;
+            call_send(call);
+        }
+        return;
+    }
+    for (;;) {
+        vsr_rbuf_t *pt = vsr_rbuf_get();
+        ssize_t n = vsr__tls_read(uc->tls, pt->data, VSR_RBUF_SIZE);
+        if (n <= 0) {
+            vsr_rbuf_unref(pt);
+            if (n == VSR_DECLINED)
+                nread = UV_EOF; /* close_notify: the end of the stream */
+            else if (n < 0)
+                nread = UV_ECONNRESET;
+            break;
+        }
+        uc->cur_rbuf = pt; /* relayed body slices reference the plaintext */
+        int stop = handle_bytes(uc, call, pt->data, (size_t)n);
+        vsr_rbuf_unref(pt);
+        uc->cur_rbuf = NULL;
+        if (stop)
+            return;
+    }
+    if (uc->call == call && tls_flush(uc, 0) != VSR_OK)
+        nread = UV_ECONNRESET;
+    if (nread < 0 && uc->call == call)
+        handle_eof(uc, call, nread);
 }
 
 static int on_resp_head(void *ud, vsr_http_head_t *head)

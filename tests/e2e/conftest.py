@@ -38,11 +38,11 @@ def wait_until(pred, timeout=10.0, what="condition"):
 
 
 class Proc:
-    def __init__(self, args, logdir, name):
+    def __init__(self, args, logdir, name, env=None):
         self.name = name
         self.log_path = logdir / f"{name}.log"
         self.log = open(self.log_path, "wb")
-        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=ENV,
+        self.p = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=dict(ENV, **(env or {})),
                                   stdin=subprocess.DEVNULL)
         self.rc = None
 
@@ -160,11 +160,11 @@ class Vsr:
 def vsr(tmp_path):
     started = []
 
-    def start(config_text, workers=2, port=None, wait_ready=True, extra_args=()):
+    def start(config_text, workers=2, port=None, wait_ready=True, extra_args=(), env=None):
         path = tmp_path / f"config-{len(started)}.yaml"
         path.write_text(config_text)
         proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", str(workers), *extra_args],
-                    tmp_path, f"vsr-{len(started)}")
+                    tmp_path, f"vsr-{len(started)}", env=env)
         started.append(proc)
         v = Vsr(proc, port, path)
         if wait_ready:

@@ -340,12 +340,11 @@ static void test_reference_example(void **state)
     unsetenv("LARGE_API_KEY");
 }
 
-/* The example as published: exactly the two capability errors. */
+/* The example as published: exactly one capability error. */
 static void test_reference_example_verbatim(void **state)
 {
     setenv("LARGE_API_KEY", "k", 1);
     expect_file_errors("tests/unit/configs/reference-v0.3.yaml",
-                       "tests/unit/configs/reference-v0.3.yaml:48:21: upstream TLS is not supported yet\n"
                        "tests/unit/configs/reference-v0.3.yaml:56:19: api_format \"anthropic\" is not supported yet\n");
     expect_file_errors("tests/unit/configs/reference-v0.3-http.yaml",
                        "tests/unit/configs/reference-v0.3-http.yaml:58:19: api_format \"anthropic\" is not supported "
@@ -872,6 +871,9 @@ static void test_endpoint_table(void **state)
         {"base_url: HTTP://H.example:80/a//", "H.example", 80, "H.example", "/a"},
         {"base_url: \"http://[::1]:8080/v1\"", "::1", 8080, "[::1]:8080", "/v1"},
         {"{base_url: \"http://h:81\", protocol: http}", "h", 81, "h:81", ""},
+        {"base_url: https://api.x.com/v1", "api.x.com", 443, "api.x.com", "/v1"},
+        {"{endpoint: h, protocol: https}", "h", 443, "h", ""},
+        {"base_url: \"https://h:8443\"", "h", 8443, "h:8443", ""},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char yaml[1024];
@@ -880,7 +882,7 @@ static void test_endpoint_table(void **state)
         const vsr_backend_conf_t *b = &c->models[0].backends[0];
         assert_string_equal(b->host, rows[i].host);
         assert_int_equal(b->port, rows[i].port);
-        assert_int_equal(b->tls, 0);
+        assert_int_equal(b->tls, strstr(rows[i].item, "https") != NULL);
         assert_string_equal(b->authority, rows[i].authority);
         assert_string_equal(b->path_prefix, rows[i].path_prefix);
         vsr_config_free(c);
@@ -920,8 +922,6 @@ static void test_endpoint_errors(void **state)
         {"base_url: \"http://h/a b\"",
          "t.yaml:9:21: invalid base_url \"http://h/a b\": the path must be printable ASCII without spaces "
          "(percent-encode the rest)\n"},
-        {"base_url: https://api.x.com/v1", "t.yaml:9:21: upstream TLS is not supported yet\n"},
-        {"{endpoint: h, protocol: https}", "t.yaml:9:35: upstream TLS is not supported yet\n"},
         {"{endpoint: h, protocol: HTTP}", "t.yaml:9:35: protocol must be \"http\" or \"https\", got \"HTTP\"\n"},
         {"{endpoint: h, base_url: \"http://h\"}", "t.yaml:9:35: set either endpoint or base_url, not both\n"},
         {"{name: x}", "t.yaml:9:11: missing required key \"endpoint\" (or \"base_url\")\n"},
@@ -1142,7 +1142,6 @@ static void test_several_errors_in_one_run(void **state)
                   "t.yaml:8:5: unknown key \"colour\"\n"
                   "t.yaml:13:7: unknown key \"weight\"\n"
                   "t.yaml:15:21: invalid endpoint \"h:99999\": port must be an integer between 1 and 65535\n"
-                  "t.yaml:16:21: upstream TLS is not supported yet\n"
                   "t.yaml:10:21: default model \"ghost\" is not defined in providers.models\n"
                   "t.yaml:6:11: duplicate listener name \"a\" (first defined at 3:11)\n");
 }

@@ -1,0 +1,45 @@
+/*
+ * tls.h — private to upstream/: a sans-IO TLS client over OpenSSL memory
+ * BIOs.  The connection code moves bytes between the socket and this object;
+ * OpenSSL never touches a file descriptor, so the event loop stays in charge.
+ *
+ * Defaults: TLS 1.2 or later, the system CA bundle (OpenSSL's default verify
+ * paths, so SSL_CERT_FILE / SSL_CERT_DIR are honoured), peer verification on,
+ * host name checked against the certificate, SNI sent for host names (not for
+ * IP literals, whose certificate IP SAN is checked instead), ALPN http/1.1.
+ */
+#ifndef VSR_UPSTREAM_TLS_H
+#define VSR_UPSTREAM_TLS_H
+
+#include "base/base.h"
+
+typedef struct vsr_tls_ctx_s vsr_tls_ctx_t; /* one per process (an SSL_CTX); thread-safe */
+typedef struct vsr_tls_s vsr_tls_t;         /* one per connection; one thread */
+
+/* verify 0 turns peer verification off (tests only).  NULL with a message in
+ * err when OpenSSL cannot be set up. */
+vsr_tls_ctx_t *vsr__tls_ctx_new(int verify, vsr_buf_t *err);
+void vsr__tls_ctx_free(vsr_tls_ctx_t *ctx);
+
+/* A client connection to `host` (a name or an IP literal) */
+vsr_tls_t *vsr__tls_new(vsr_tls_ctx_t *ctx, const char *host);
+void vsr__tls_free(vsr_tls_t *t); /* accepts NULL */
+
+/* Ciphertext received from the socket.  VSR_OK, or VSR_ERR_TOO_BIG when more
+ * than 1 MiB of it is waiting unread (the caller should read first). */
+int vsr__tls_feed(vsr_tls_t *t, const char *p, size_t n);
+/* Drives the handshake: VSR_OK when done, VSR_AGAIN while it needs the
+ * peer's bytes (send what vsr__tls_take_out() has first), VSR_ERR on failure
+ * (vsr__tls_error() says why: e.g. "certificate verify failed: ..."). */
+int vsr__tls_handshake(vsr_tls_t *t);
+/* Decrypted application data: > 0 bytes written into out, 0 when none is
+ * available yet, VSR_ERR on failure, VSR_DECLINED at the peer's close_notify. */
+ssize_t vsr__tls_read(vsr_tls_t *t, char *out, size_t cap);
+/* Encrypts application data (after the handshake).  VSR_OK or VSR_ERR. */
+int vsr__tls_write(vsr_tls_t *t, const char *p, size_t n);
+/* Ciphertext waiting for the socket: how much, and take up to cap of it. */
+size_t vsr__tls_pending_out(const vsr_tls_t *t);
+size_t vsr__tls_take_out(vsr_tls_t *t, char *out, size_t cap);
+const char *vsr__tls_error(const vsr_tls_t *t);
+
+#endif
