@@ -871,6 +871,12 @@ static void body_stats(fl_buf_t *b)
     fl_buf_addu(b, atomic_load(&fl_stats.accepted));
     fl_buf_adds(b, ",\"connections_open\":");
     fl_buf_addi(b, atomic_load(&fl_stats.open));
+    if (fl_cfg.tls) {
+        fl_buf_adds(b, ",\"tls\":true");
+        fl_tls_render_stats(b);
+    } else {
+        fl_buf_adds(b, ",\"tls\":false");
+    }
     fl_buf_adds(b, ",\"backend\":");
     fl_buf_add(b, fl_cfg.name_json.p, fl_cfg.name_json.len);
     fl_buf_addc(b, '}');

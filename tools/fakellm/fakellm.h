@@ -13,6 +13,7 @@
  *   api.c     the endpoints: routing, knobs, response bodies
  *   calllog.c the call log (a ring of fixed records) and the per-key
  *             attempt counters behind x-fakellm-key / -fail-count
+ *   tls.c     optional server-side TLS (OpenSSL over memory BIOs)
  *   main.c    command line, listening sockets, threads, signals
  *
  * See docs/fakellm.md for the user-facing contract.
@@ -144,6 +145,8 @@ typedef struct {
     int64_t chunks, chunk_delay_ms, chunk_size;
     const char *text; /* NULL = "Hello from NAME" */
     int health_status;
+    const char *tls_cert, *tls_key; /* both or neither */
+    int tls;                        /* every listener speaks TLS */
 
     /* derived */
     fl_buf_t name_json;    /* NAME as a quoted JSON string */
@@ -160,6 +163,8 @@ typedef struct {
     atomic_int_fast64_t open;         /* connections currently open */
     atomic_uint_fast64_t fail_seq;    /* for --fail-first */
     atomic_int health_status;         /* settable via /_fakellm/health-status */
+    atomic_uint_fast64_t tls_handshakes; /* TLS handshakes completed */
+    atomic_uint_fast64_t tls_errors;  /* connections ended by a TLS error */
 } fl_stats_t;
 
 extern fl_stats_t fl_stats;
@@ -224,6 +229,41 @@ uint64_t fl_log_clear(void);
 /* Forget every key and its count; returns how many there were. */
 uint64_t fl_keys_clear(void);
 
+/* ---- TLS (tls.c) -------------------------------------------------------- */
+
+/* A sans-IO server TLS session: the caller moves ciphertext between the
+ * socket and it (feed / take_out) and plaintext between it and the HTTP
+ * code (read / write).  It never blocks and never touches a descriptor. */
+typedef struct fl_tls fl_tls_t;
+
+#define FL_TLS_EOF (-1) /* fl_tls_read: the peer sent close_notify */
+#define FL_TLS_ERR (-2) /* fl_tls_read: a fatal TLS error (counted in /stats) */
+
+/* Main thread, before the workers start: the process-wide context (TLS 1.2
+ * or later, the PEM certificate chain and key, ALPN http/1.1).  Prints why
+ * and returns -1 when the files cannot be used. */
+int fl_tls_setup(const char *cert_file, const char *key_file);
+void fl_tls_teardown(void);
+fl_tls_t *fl_tls_new(void); /* aborts on allocation failure */
+void fl_tls_free(fl_tls_t *t); /* accepts NULL */
+/* Ciphertext read from the socket. */
+void fl_tls_feed(fl_tls_t *t, const char *p, size_t n);
+/* Advance the handshake over what has been fed: 1 done (also on later
+ * calls), 0 more input needed (send fl_tls_take_out first), -1 failed. */
+int fl_tls_handshake(fl_tls_t *t);
+/* Decrypted bytes into out: > 0 bytes, 0 none until more is fed,
+ * FL_TLS_EOF or FL_TLS_ERR. */
+ssize_t fl_tls_read(fl_tls_t *t, char *out, size_t cap);
+/* Encrypt all of p (after the handshake): 0, or -1 on a fatal error. */
+int fl_tls_write(fl_tls_t *t, const char *p, size_t n);
+/* Ciphertext waiting for the socket: its size, and take up to cap of it. */
+size_t fl_tls_pending_out(const fl_tls_t *t);
+size_t fl_tls_take_out(fl_tls_t *t, char *out, size_t cap);
+/* Queue a close_notify alert (nothing after a failure). */
+void fl_tls_close_notify(fl_tls_t *t);
+/* Append ,"tls_handshakes":N,"tls_errors":M,"tls_last_error":S|null */
+void fl_tls_render_stats(fl_buf_t *b);
+
 /* ---- server (server.c) / endpoints (api.c) ----------------------------- */
 
 typedef enum { API_CHAT, API_COMPLETIONS, API_RESPONSES } fl_api_t;
@@ -273,6 +313,7 @@ typedef enum {
 
 typedef struct fl_conn {
     uv_tcp_t tcp;
+    fl_tls_t *tls; /* NULL: plain HTTP */
     uv_timer_t timer; /* delays, stream pacing, RST drain, linger: one at a time */
     uv_write_t wreq;
     uv_shutdown_t sreq;
@@ -302,6 +343,7 @@ struct fl_worker {
     fl_conn_t *conns;
     uint64_t seq;
     fl_buf_t scratch; /* response bodies are rendered here, then copied */
+    fl_buf_t tls_in;  /* TLS: ciphertext is read here, then fed to OpenSSL */
 };
 
 /* server.c: init runs on the main thread (the loop and its handles exist

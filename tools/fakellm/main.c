@@ -27,6 +27,8 @@ static const char usage_text[] =
     "  --name NAME           backend name (default fakellm-PORT)\n"
     "  --threads N           event-loop threads (default 1)\n"
     "  --port-file FILE      write the bound port to FILE (atomically)\n"
+    "  --tls-cert FILE       serve HTTPS: PEM certificate (chain), with --tls-key\n"
+    "  --tls-key FILE        PEM private key of --tls-cert\n"
     "process-wide behaviour (per-request x-fakellm-* headers override):\n"
     "  --status CODE         answer every request with CODE and an error body\n"
     "  --retry-after V       add Retry-After: V to answers\n"
@@ -103,6 +105,10 @@ static void parse_args(int argc, char **argv)
             c->threads = (int)num_arg(opt, val, 1, 256);
         } else if (OPT("--port-file")) {
             c->port_file = val;
+        } else if (OPT("--tls-cert")) {
+            c->tls_cert = val;
+        } else if (OPT("--tls-key")) {
+            c->tls_key = val;
         } else if (OPT("--status")) {
             c->status = (int)num_arg(opt, val, 200, 599);
         } else if (OPT("--retry-after")) {
@@ -137,6 +143,9 @@ static void parse_args(int argc, char **argv)
     }
     if (c->port < 0)
         die_usage("%s is required", "--port");
+    if (!c->tls_cert != !c->tls_key)
+        die_usage("%s", "--tls-cert and --tls-key go together");
+    c->tls = c->tls_cert != NULL;
     if (c->retry_after)
         for (const char *p = c->retry_after; *p; p++)
             if ((unsigned char)*p < 0x20 || *p == 0x7f)
@@ -244,6 +253,8 @@ static void derive_config(void)
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
+    if (fl_cfg.tls && fl_tls_setup(fl_cfg.tls_cert, fl_cfg.tls_key) < 0)
+        return 1;
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -327,5 +338,6 @@ int main(int argc, char **argv)
     fl_buf_free(&fl_cfg.backend_hdr);
     fl_buf_free(&fl_cfg.default_text);
     fl_log_free();
+    fl_tls_teardown();
     return 0;
 }

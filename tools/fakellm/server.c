@@ -6,6 +6,12 @@
  * while that write is in flight the next answers accumulate in the other
  * buffer, so a busy keep-alive connection does one write per loop turn and
  * no allocation per request once its buffers have grown.
+ *
+ * With TLS the same state machine runs on plaintext: reads go through
+ * tls_read_cb, which feeds the ciphertext to OpenSSL and appends what it
+ * decrypts to conn->in; flush encrypts conn->out into the session's memory
+ * BIO and writes the ciphertext.  A plain connection never enters that code
+ * (its read callbacks are the plain ones, and flush tests one pointer).
  */
 #include "fakellm.h"
 
@@ -22,10 +28,12 @@
 #define KEEP_CAP (256u << 10)     /* buffers above this are released when empty */
 #define LINGER_MS 2000
 #define RST_DRAIN_MAX_POLLS 5000  /* x 1 ms: then reset regardless */
+#define TLS_IN_CHUNK (64u << 10)  /* ciphertext read buffer, one per worker */
 
 static void process_input(fl_conn_t *c);
 static void stream_pump(fl_conn_t *c);
 static void update_reading(fl_conn_t *c);
+static void flush(fl_conn_t *c);
 
 /* ---- closing ------------------------------------------------------------ */
 
@@ -39,6 +47,7 @@ static void conn_free(fl_conn_t *c)
     fl_buf_free(&c->st.id);
     fl_buf_free(&c->st.model);
     fl_buf_free(&c->st.echo);
+    fl_tls_free(c->tls);
     free(c);
 }
 
@@ -101,6 +110,14 @@ static void start_linger(fl_conn_t *c)
     c->state = CS_LINGER;
     c->in.len = 0;
     c->in_off = 0;
+    if (c->tls) {
+        /* a TLS client tells a truncation attack from the end of the
+         * answers by the close_notify alert before the FIN */
+        fl_tls_close_notify(c->tls);
+        flush(c);
+        if (c->state == CS_CLOSED)
+            return;
+    }
     if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, shutdown_cb) < 0) {
         conn_close(c, 0);
         return;
@@ -123,7 +140,7 @@ static void rst_poll(fl_conn_t *c)
 {
     uv_os_fd_t fd;
     int unacked = 0;
-    if (c->writing || c->out.len) {
+    if (c->writing || c->out.len || (c->tls && fl_tls_pending_out(c->tls))) {
         /* normally after_write() calls back; the timer bounds a client
          * that stopped reading */
         unacked = 1;
@@ -143,8 +160,42 @@ static void begin_rst(fl_conn_t *c);
 
 static void write_cb(uv_write_t *req, int status);
 
+/* TLS: everything in out is encrypted at once (OpenSSL's memory BIO takes
+ * it all), then the ciphertext, which may also hold handshake messages,
+ * session tickets or alerts produced while reading, goes out in one write.
+ * While it is in flight out collects plaintext as on a plain connection, so
+ * the back-pressure thresholds on out.len mean the same thing. */
+static void tls_flush(fl_conn_t *c)
+{
+    if (c->out.len) {
+        if (fl_tls_write(c->tls, c->out.p, c->out.len) < 0) {
+            conn_close(c, 0);
+            return;
+        }
+        c->out.len = 0;
+        fl_buf_shrink(&c->out, KEEP_CAP);
+    }
+    size_t n = fl_tls_pending_out(c->tls);
+    if (n == 0)
+        return;
+    c->wbuf.len = 0;
+    fl_buf_reserve(&c->wbuf, n);
+    c->wbuf.len = fl_tls_take_out(c->tls, c->wbuf.p, n);
+    uv_buf_t b = uv_buf_init(c->wbuf.p, (unsigned int)c->wbuf.len);
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) < 0) {
+        conn_close(c, 0);
+        return;
+    }
+    c->writing = 1;
+}
+
 static void flush(fl_conn_t *c)
 {
+    if (c->tls) {
+        if (!c->writing && c->state != CS_CLOSED)
+            tls_flush(c);
+        return;
+    }
     if (c->writing || c->out.len == 0 || c->state == CS_CLOSED)
         return;
     fl_buf_t t = c->wbuf;
@@ -204,9 +255,9 @@ static void write_cb(uv_write_t *req, int status)
 
 /* ---- reading ------------------------------------------------------------ */
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+/* Free space at the end of conn->in for the next bytes of input. */
+static void in_reserve(fl_conn_t *c)
 {
-    fl_conn_t *c = h->data;
     fl_buf_t *b = &c->in;
     if (c->req.phase == FL_P_BODY_CL) {
         /* the body size is known: make room for all of it at once */
@@ -216,7 +267,33 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
     }
     if (b->cap - b->len < IN_CHUNK / 4)
         fl_buf_reserve(b, IN_CHUNK);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+{
+    fl_conn_t *c = h->data;
+    fl_buf_t *b = &c->in;
+    in_reserve(c);
     *out = uv_buf_init(b->p + b->len, (unsigned int)(b->cap - b->len));
+}
+
+/* The client closed (or half-closed) its side. */
+static void peer_closed(fl_conn_t *c)
+{
+    c->peer_eof = 1;
+    switch (c->state) {
+    case CS_IDLE:
+        process_input(c); /* closes once the buffered requests are answered */
+        break;
+    case CS_CLOSE_AFTER_WRITE:
+        if (!c->writing && c->out.len == 0)
+            conn_close(c, 0);
+        break;
+    default:
+        /* the client went away while an answer was pending: cancel it */
+        conn_close(c, 0);
+        break;
+    }
 }
 
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -245,20 +322,92 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         conn_close(c, 0);
         return;
     }
-    c->peer_eof = 1;
     c->reading = 0; /* libuv stops reading at EOF */
-    switch (c->state) {
-    case CS_IDLE:
-        process_input(c); /* closes once the buffered requests are answered */
-        break;
-    case CS_CLOSE_AFTER_WRITE:
-        if (!c->writing && c->out.len == 0)
+    peer_closed(c);
+}
+
+/* ---- reading over TLS ----------------------------------------------------- */
+
+static void tls_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
+{
+    fl_conn_t *c = h->data;
+    fl_buf_t *b = &c->w->tls_in; /* consumed before the next read of any connection */
+    if (b->cap < TLS_IN_CHUNK)
+        fl_buf_reserve_exact(b, TLS_IN_CHUNK);
+    *out = uv_buf_init(b->p, (unsigned int)b->cap);
+}
+
+/* A fatal TLS error (a plain-HTTP request, a bad certificate on the other
+ * side, a corrupted record): nothing more can be sent but the alert OpenSSL
+ * queued, which the client should get before the FIN. */
+static void tls_failed(fl_conn_t *c)
+{
+    uv_timer_stop(&c->timer);
+    c->keep_alive = 0;
+    c->out.len = 0;
+    c->pending.len = 0;
+    c->state = CS_CLOSE_AFTER_WRITE;
+    flush(c);
+    if (c->state != CS_CLOSED && !c->writing)
+        start_linger(c);
+}
+
+static void tls_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    fl_conn_t *c = s->data;
+    if (c->state == CS_CLOSED || n == 0)
+        return;
+    if (n < 0) {
+        if (n != UV_EOF) {
             conn_close(c, 0);
-        break;
-    default:
-        /* the client went away while an answer was pending: cancel it */
-        conn_close(c, 0);
-        break;
+            return;
+        }
+        c->reading = 0;
+        peer_closed(c);
+        return;
+    }
+    if (c->state == CS_LINGER || c->state == CS_RST_DRAIN)
+        return; /* discarded, undecrypted */
+    fl_tls_feed(c->tls, buf->base, (size_t)n);
+    int hs = fl_tls_handshake(c->tls);
+    if (hs < 0) {
+        tls_failed(c);
+        return;
+    }
+    /* Decrypt everything fed so far: nothing stays buffered in OpenSSL, so
+     * pausing the socket reads pauses the input exactly as without TLS. */
+    size_t before = c->in.len;
+    int eof = 0;
+    while (hs > 0) {
+        in_reserve(c);
+        ssize_t got = fl_tls_read(c->tls, c->in.p + c->in.len, c->in.cap - c->in.len);
+        if (got > 0) {
+            c->in.len += (size_t)got;
+        } else if (got == 0) {
+            break;
+        } else if (got == FL_TLS_EOF) {
+            eof = 1;
+            break;
+        } else {
+            tls_failed(c);
+            return;
+        }
+    }
+    if (c->in.len > before) {
+        if (c->state == CS_IDLE)
+            process_input(c);
+        else
+            update_reading(c);
+        if (c->state == CS_CLOSED)
+            return;
+    }
+    flush(c); /* handshake messages, session tickets, key-update replies */
+    if (eof && c->state != CS_CLOSED && !c->peer_eof) {
+        if (c->reading) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = 0;
+        }
+        peer_closed(c);
     }
 }
 
@@ -280,7 +429,8 @@ static void update_reading(fl_conn_t *c)
         break;
     }
     if (want && !c->reading) {
-        if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+        if (uv_read_start((uv_stream_t *)&c->tcp, c->tls ? tls_alloc_cb : alloc_cb,
+                          c->tls ? tls_read_cb : read_cb) == 0)
             c->reading = 1;
     } else if (!want && c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);
@@ -511,6 +661,8 @@ static void on_connection(uv_stream_t *server, int status)
     }
     atomic_fetch_add(&fl_stats.accepted, 1);
     uv_tcp_nodelay(&c->tcp, 1);
+    if (fl_cfg.tls)
+        c->tls = fl_tls_new();
     update_reading(c);
 }
 
@@ -547,6 +699,7 @@ void fl_worker_run(fl_worker_t *w)
     uv_run(&w->loop, UV_RUN_DEFAULT);
     uv_loop_close(&w->loop);
     fl_buf_free(&w->scratch);
+    fl_buf_free(&w->tls_in);
 }
 
 void fl_worker_stop(fl_worker_t *w)
