@@ -82,7 +82,7 @@ global:
     procs = [subprocess.Popen([str(BUILD / "fakellm"), "--port", str(p), "--name", f"b{i}"], stdout=subprocess.DEVNULL)
              for i, p in enumerate(be)]
     vsr = subprocess.Popen([str(BUILD / "vsr"), "serve", "--config", str(tmp / "c.yaml"), "--workers", "1",
-                            "--log-level", "error"])
+                            "--log-level", "error", "--access-log", "off", "--metrics-listen", "off"])
     procs.append(vsr)
     try:
         for p in be:

@@ -18,6 +18,7 @@
 #include "base/base.h"
 #include "config/config.h"
 #include "gateway/gateway.h"
+#include "obs/obs.h"
 #include "routing/routing.h"
 #include "upstream/upstream.h"
 
@@ -28,7 +29,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
-            "                 [--drain-timeout SECONDS]\n"
+            "                 [--drain-timeout SECONDS] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
             "       vsr config validate FILE\n"
             "       vsr version\n"
             "\n"
@@ -38,6 +39,8 @@ static void usage(FILE *f)
             "    --gateway MODE standalone (the only mode so far)\n"
             "    --log-level L  debug, info, warn or error (default info)\n"
             "    --drain-timeout S  on SIGTERM/SIGINT, how long in-flight requests may take (default 30)\n"
+            "    --access-log P one JSON line per request to P (a file), - (standard output, default) or off\n"
+            "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
             "  config validate  check a configuration document; exit 0 when valid, 2 when not\n");
 }
 
@@ -140,6 +143,8 @@ static int cmd_serve(int argc, char **argv)
     const char *path = DEFAULT_CONFIG;
     long workers = 0;
     double drain_s = 30;
+    const char *access_log = "-";
+    const char *metrics_listen = "127.0.0.1:9190";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -153,6 +158,12 @@ static int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
                 return 2;
             }
+            i++;
+        } else if (strcmp(a, "--access-log") == 0 && v) {
+            access_log = v;
+            i++;
+        } else if (strcmp(a, "--metrics-listen") == 0 && v) {
+            metrics_listen = v;
             i++;
         } else if (strcmp(a, "--drain-timeout") == 0 && v) {
             char *end;
@@ -203,8 +214,32 @@ static int cmd_serve(int argc, char **argv)
 
     vsr_buf_t err;
     vsr_buf_init(&err, 1 << 16);
+    vsr_gateway_opts_t gopts;
+    memset(&gopts, 0, sizeof(gopts));
+    gopts.workers = workers ? (unsigned)workers : uv_available_parallelism();
+    char maddr[64] = "";
+    if (strcmp(metrics_listen, "off") != 0) {
+        const char *colon = strrchr(metrics_listen, ':');
+        long mport = colon ? strtol(colon + 1, NULL, 10) : 0;
+        if (colon == NULL || (size_t)(colon - metrics_listen) >= sizeof(maddr) || mport < 1 || mport > 65535) {
+            fprintf(stderr, "vsr: --metrics-listen takes ADDRESS:PORT or off\n");
+            vsr_engine_unref(engine);
+            vsr_config_free(cfg);
+            return 2;
+        }
+        memcpy(maddr, metrics_listen, (size_t)(colon - metrics_listen));
+        gopts.metrics_address = maddr;
+        gopts.metrics_port = (uint16_t)mport;
+    }
+    gopts.metrics = vsr_metrics_new(gopts.workers);
+    vsr_metrics_set_config_version(gopts.metrics, vsr_engine_version(engine));
+    vsr_metrics_count_activation(gopts.metrics);
+    if (strcmp(access_log, "off") != 0)
+        gopts.access_log = vsr_access_log_open(access_log, 0, &err);
     sv.shared = vsr_upstream_shared_new(cfg, &err);
-    sv.gw = sv.shared ? vsr_gateway_start(cfg, engine, sv.shared, (unsigned)workers, &err) : NULL;
+    sv.gw = sv.shared && (gopts.access_log || strcmp(access_log, "off") == 0)
+                ? vsr_gateway_start(cfg, engine, sv.shared, &gopts, &err)
+                : NULL;
     if (sv.gw == NULL) {
         fprintf(stderr, "vsr: %s", err.len ? err.data : "cannot start\n");
         vsr_buf_free(&err);
@@ -213,6 +248,8 @@ static int cmd_serve(int argc, char **argv)
         uv_run(loop, UV_RUN_DEFAULT);
         uv_loop_close(loop);
         vsr_upstream_shared_free(sv.shared);
+        vsr_access_log_close(gopts.access_log);
+        vsr_metrics_free(gopts.metrics);
         vsr_engine_unref(engine);
         vsr_config_free(cfg);
         return 1;
@@ -228,6 +265,8 @@ static int cmd_serve(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
     vsr_upstream_shared_free(sv.shared);
+    vsr_access_log_close(gopts.access_log);
+    vsr_metrics_free(gopts.metrics);
     vsr_engine_unref(engine);
     vsr_config_free(cfg);
     vsr_log_info("vsr", "stopped");

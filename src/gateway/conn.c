@@ -40,6 +40,7 @@ struct conn_s {
     unsigned doomed : 1;           /* a write failed to start: closed from the timer */
     unsigned lingering : 1;        /* the last reply is out: draining input until EOF */
     unsigned identity_trusted : 1; /* identity headers from this peer are trusted */
+    unsigned counted : 1;          /* in the active-connections gauge */
 };
 
 struct request_s {
@@ -61,6 +62,13 @@ struct request_s {
     vsr_slice_t pieces[3];
     size_t n_pieces;
     vsr_upstream_report_t report;
+    /* evidence for the access log and metrics */
+    double start_wall;
+    uint64_t start_us;
+    int resp_status;
+    const char *flags;             /* Envoy-style response flags */
+    uint64_t bytes_sent;
+    unsigned finished : 1;
     /* cross-model fallback (ref §1.7): the policy in force, its one deadline, attempts so far */
     vsr_fallback_conf_t fb;
     uint64_t fb_deadline_ms;
@@ -171,6 +179,8 @@ static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
 {
     for (unsigned i = 0; i < n; i++)
         op->bytes += bufs[i].len;
+    if (c->req)
+        c->req->bytes_sent += op->bytes;
     if (c->closing || c->doomed || uv_write(&op->w, (uv_stream_t *)&c->tcp, bufs, n, write_cb) < 0) {
         wop_put(c->w, op);
         if (!c->closing && !c->doomed) {
@@ -198,6 +208,11 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 static void reply(conn_t *c, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
                   int is_head, int close)
 {
+    if (c->req) {
+        c->req->resp_status = status;
+        if (c->req->flags == NULL)
+            c->req->flags = "LR"; /* a local reply */
+    }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, status, VSR_SLICE_NULL);
@@ -248,13 +263,92 @@ static request_t *request_new(conn_t *c)
 {
     request_t *req = vsr_calloc(1, sizeof(*req));
     req->c = c;
+    req->start_wall = vsr_wall_time();
+    req->start_us = vsr_now_us();
+    vsr_metrics_active_requests(c->w->metrics, 1);
     vsr_pool_init(&req->pool);
     vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
     return req;
 }
 
+static vsr_slice_t slice_or_empty(const char *s)
+{
+    return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
+}
+
+static vsr_slice_t header_value(const request_t *req, const char *name)
+{
+    vsr_slice_t v = VSR_SLICE_NULL;
+    if (req->head)
+        vsr_http_head_get(req->head, name, &v);
+    return v;
+}
+
+/* The request is over, one way or another: one access-log line, metrics. */
+static void request_account(request_t *req)
+{
+    conn_t *c = req->c;
+    worker_t *w = c->w;
+    const vsr_evidence_t *ev = req->sess ? vsr_session_evidence(req->sess) : NULL;
+    double total = (double)(vsr_now_us() - req->start_us) / 1e6;
+    if (!req->finished && req->flags == NULL)
+        req->flags = "DC"; /* the client went away first */
+    vsr_slice_t model = slice_or_empty(ev ? ev->selected_model : NULL);
+    vsr_slice_t decision = slice_or_empty(ev ? ev->decision : NULL);
+    const vsr_upstream_report_t *rep = &req->report;
+    unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS);
+    double upstream = 0;
+    for (unsigned i = 0; i < kept; i++) {
+        const vsr_upstream_attempt_t *a = &rep->attempts[i];
+        static const char *err_outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "timeout",
+                                            "reset", "overflow"};
+        const char *outcome = a->error ? err_outcome[a->error] : a->status >= 500 ? "5xx" : a->status >= 400 ? "4xx" : "ok";
+        vsr_metrics_attempt(w->metrics, model, outcome);
+        upstream += (double)a->duration_ms / 1000.0;
+    }
+    for (unsigned i = 0; i < rep->retries; i++)
+        vsr_metrics_retry(w->metrics, model);
+    /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
+    vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
+                        ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
+    vsr_metrics_active_requests(w->metrics, -1);
+
+    vsr_access_log_t *log = w->gw->opts.access_log;
+    if (log == NULL || req->head == NULL)
+        return;
+    char fallback[512] = "";
+    size_t n_tried = 0;
+    const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
+    for (size_t i = 0, off = 0; n_tried > 1 && i < n_tried && off < sizeof(fallback) - 1; i++)
+        off += (size_t)snprintf(fallback + off, sizeof(fallback) - off, "%s%s", i ? "," : "", tried[i]->name);
+    vsr_access_entry_t e = {
+        .start_time = req->start_wall,
+        .method = req->head->method,
+        .path = req->head->target,
+        .protocol = req->head->version_minor ? VSR_SLICE_LIT("HTTP/1.1") : VSR_SLICE_LIT("HTTP/1.0"),
+        .status = req->resp_status,
+        .response_flags = vsr_slice_cstr(req->flags ? req->flags : "-"),
+        .bytes_received = req->body.len,
+        .bytes_sent = req->bytes_sent,
+        .duration_ms = (vsr_now_us() - req->start_us) / 1000,
+        .upstream_host = kept ? vsr_slice_cstr(rep->attempts[kept - 1].backend->authority) : VSR_SLICE_NULL,
+        .request_id = header_value(req, "x-request-id"),
+        .user_agent = header_value(req, "user-agent"),
+        .recipe = slice_or_empty(ev ? ev->recipe : NULL),
+        .decision = decision,
+        .selected_model = model,
+        .served_model = kept && req->resp_status ? model : VSR_SLICE_NULL,
+        .fallback_path = vsr_slice_cstr(fallback),
+        .attempts = rep->n_attempts,
+        .config_version = vsr_engine_version(w->gw->engine),
+        .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
+    };
+    vsr_access_log_write(log, &e);
+}
+
 static void request_free(request_t *req)
 {
+    request_account(req);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
     if (req->has_json)
@@ -269,6 +363,7 @@ static void request_free(request_t *req)
 static void request_finish(request_t *req)
 {
     conn_t *c = req->c;
+    req->finished = 1;
     int keep = req->keep_alive && !c->close_after_write && !c->w->draining;
     vsr__gateway_drain_poke(c->w);
     c->req = NULL;
@@ -321,6 +416,9 @@ static int try_fallback(request_t *req)
     if (eff == NULL)
         return 0;
     vsr_upstream_breaker_record(req->c->w->up, failed, &req->fb, 0);
+    vsr_metrics_fallback(req->c->w->metrics, vsr_slice_cstr(failed->name),
+                         vsr_slice_cstr(vsr_session_plan(req->sess)->model->name));
+    req->flags = NULL; /* the next candidate's outcome is the one that counts */
     if (req->call) {
         vsr_upstream_call_cancel(req->call);
         req->call = NULL;
@@ -373,8 +471,14 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
                                     !(h->status >= 500 || fb_listed(req, h->status)));
     }
     const vsr_effect_t *eff = NULL;
+    req->resp_status = h->status;
     if (req->sess)
         eff = vsr_session_response_headers(req->sess, h->status, to_route_headers(&req->pool, h), h->num_headers);
+    vsr_slice_t ctype;
+    if (req->sess && vsr_http_head_get(h, "content-type", &ctype) &&
+        vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream")))
+        vsr_metrics_ttfb(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model),
+                         (double)(vsr_now_us() - req->start_us) / 1e6);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
@@ -465,6 +569,10 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     request_t *req = ud;
     conn_t *c = req->c;
     req->call = NULL;
+    static const char *flags[] = {"-", "UF", "UC", "UPE", "UT", "UT", "UC", "UO"};
+    req->flags = flags[err];
+    if (err == VSR_UPSTREAM_E_OVERFLOW && req->sess)
+        vsr_metrics_overflow(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model));
     /* connection failures, resets, protocol errors, timeouts and overflow are
      * all retryable classes for fallback; the local reply is the last resort */
     if (!req->head_sent && try_fallback(req))
@@ -580,6 +688,8 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
 /* An immediate answer from the routing core. */
 static void reply_effect(request_t *req, const vsr_effect_t *eff)
 {
+    req->resp_status = eff->status;
+    req->flags = "LR";
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
@@ -667,6 +777,29 @@ static void dispatch(request_t *req)
     }
     if (c->l->management) {
         handle_management(req, path);
+        return;
+    }
+    if (c->l->metrics) {
+        if (vsr_slice_eq_cstr(path, "/metrics") && get_like) {
+            vsr_gateway_t *gw = c->w->gw;
+            const vsr_config_t *cfg = gw->cfg;
+            for (size_t i = 0; i < cfg->n_models; i++) {
+                for (size_t j = 0; j < cfg->models[i].n_backends; j++) {
+                    int healthy, ejected;
+                    vsr_upstream_endpoint_state(gw->shared, i, j, &healthy, &ejected);
+                    vsr_metrics_set_endpoint_health(gw->opts.metrics, vsr_slice_cstr(cfg->models[i].name),
+                                                    vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
+                }
+            }
+            vsr_buf_t out;
+            vsr_buf_init(&out, 0);
+            vsr_metrics_render(gw->opts.metrics, &out);
+            reply(c, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
+            vsr_buf_free(&out);
+            request_finish(req);
+        } else {
+            req_error(req, 404, "endpoint not found");
+        }
         return;
     }
     if (!vsr__ingress_api_key_ok(c->l->conf, h)) {
@@ -757,6 +890,9 @@ static void parse_error(conn_t *c)
     vsr_http_parser_t *p = &c->parser;
     int status = p->error_status ? p->error_status : 400;
     if (c->req) {
+        c->req->resp_status = status;
+        c->req->flags = "LR";
+        c->req->finished = 1;
         request_free(c->req);
         c->req = NULL;
     }
@@ -892,6 +1028,8 @@ static void conn_close_cb(uv_handle_t *h)
     conn_t *c = h->data;
     if (--c->pending_closes > 0)
         return;
+    if (c->counted)
+        vsr_metrics_connections(c->w->metrics, -1);
     vsr__gateway_drain_poke(c->w);
     atomic_fetch_sub(c->l->active, 1);
     vsr_http_parser_free(&c->parser);
@@ -960,6 +1098,8 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    vsr_metrics_connections(w->metrics, 1);
+    c->counted = 1;
     if (l->conf->identity_trust_headers) {
         struct sockaddr_storage peer;
         int len = sizeof(peer);

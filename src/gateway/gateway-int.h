@@ -22,6 +22,7 @@ typedef struct {
     atomic_uint *active; /* connections on this listener, all workers together */
     int bound;
     int management;      /* the management API listener */
+    int metrics;         /* the metrics listener */
 } listener_t;
 
 struct worker_s {
@@ -31,6 +32,7 @@ struct worker_s {
     uv_loop_t loop;
     uv_async_t stop_async;
     vsr_upstream_t *up;
+    vsr_metrics_shard_t *metrics;
     listener_t *listeners;
     size_t n_listeners;
     conn_t *conns;         /* every open client connection, for shutdown */
@@ -57,6 +59,8 @@ struct vsr_gateway_s {
     vsr_engine_t *engine;          /* the routing state every session pins */
     vsr_upstream_shared_t *shared; /* endpoint state every worker's upstream shares */
     vsr_listener_conf_t mgmt;      /* the management listener, when enabled */
+    vsr_listener_conf_t metrics_listener; /* GET /metrics, when enabled */
+    vsr_gateway_opts_t opts;
     worker_t **workers;
     unsigned n_workers;
     atomic_uint *listener_active; /* per listener */

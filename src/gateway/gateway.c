@@ -192,14 +192,24 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     w->drain_deadline.data = w->drain_check.data = w;
     pthread_mutex_init(&w->async_mu, NULL);
     vsr_buf_init(&w->start_err, 4096);
+    w->metrics = vsr_metrics_shard(gw->opts.metrics, id);
     size_t n = gw->cfg->n_listeners;
-    w->n_listeners = n + (gw->cfg->management_enabled ? 1 : 0);
+    w->n_listeners = n + (gw->cfg->management_enabled ? 1 : 0) + (gw->opts.metrics_port ? 1 : 0);
     w->listeners = vsr_calloc(w->n_listeners, sizeof(listener_t));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++, k++)
+        w->listeners[k].conf = &gw->cfg->listeners[i];
+    if (gw->cfg->management_enabled) {
+        w->listeners[k].conf = &gw->mgmt;
+        w->listeners[k++].management = 1;
+    }
+    if (gw->opts.metrics_port) {
+        w->listeners[k].conf = &gw->metrics_listener;
+        w->listeners[k++].metrics = 1;
+    }
     for (size_t i = 0; i < w->n_listeners; i++) {
         w->listeners[i].w = w;
-        w->listeners[i].conf = i < n ? &gw->cfg->listeners[i] : &gw->mgmt;
         w->listeners[i].active = &gw->listener_active[i];
-        w->listeners[i].management = i >= n;
     }
     return w;
 }
@@ -235,11 +245,19 @@ static void gateway_free(vsr_gateway_t *gw)
 }
 
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
-                                 unsigned workers, vsr_buf_t *err)
+                                 const vsr_gateway_opts_t *opts, vsr_buf_t *err)
 {
-    if (workers == 0)
-        workers = uv_available_parallelism();
+    unsigned workers = opts->workers ? opts->workers : uv_available_parallelism();
     vsr_gateway_t *gw = vsr_calloc(1, sizeof(*gw));
+    gw->opts = *opts;
+    gw->metrics_listener = (vsr_listener_conf_t){
+        .name = (char *)"metrics",
+        .address = (char *)(opts->metrics_address ? opts->metrics_address : "127.0.0.1"),
+        .port = opts->metrics_port,
+        .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
+        .max_body_bytes = 1u << 16,
+        .max_connections = 256,
+    };
     gw->cfg = cfg;
     gw->engine = engine;
     gw->shared = shared;
@@ -252,7 +270,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_body_bytes = 16u << 20,
         .max_connections = 1024,
     };
-    gw->listener_active = vsr_calloc(cfg->n_listeners + 1, sizeof(atomic_uint));
+    gw->listener_active = vsr_calloc(cfg->n_listeners + 2, sizeof(atomic_uint));
     gw->workers = vsr_calloc(workers, sizeof(worker_t *));
     pthread_mutex_init(&gw->mu, NULL);
     pthread_cond_init(&gw->cv, NULL);

@@ -14,6 +14,7 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "obs/obs.h"
 #include "routing/routing.h"
 #include "upstream/upstream.h"
 
@@ -25,8 +26,16 @@ typedef struct vsr_gateway_s vsr_gateway_t;
  * gateway).  Returns once all
  * listeners are bound on every worker, or NULL with a message appended to err
  * (nothing left running) when any of them fails. */
+typedef struct {
+    unsigned workers;            /* 0 = the number of usable cores */
+    const char *metrics_address; /* the metrics listener (GET /metrics): address and port; port 0 = none */
+    uint16_t metrics_port;
+    vsr_metrics_t *metrics;      /* required: one shard per worker */
+    vsr_access_log_t *access_log; /* NULL = no access log */
+} vsr_gateway_opts_t;
+
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
-                                 unsigned workers, vsr_buf_t *err);
+                                 const vsr_gateway_opts_t *opts, vsr_buf_t *err);
 /* Graceful drain: /ready turns 503 at once, the listening sockets close (new
  * connections are refused), requests in flight finish (each reply closes its
  * connection), then each worker ends; after timeout_ms whatever is left is

@@ -157,7 +157,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             return;
         }
     }
-    ssize_t n;
+    ssize_t n = 0;
     while (hc->in_flight && (n = vsr__tls_read(hc->tls, hc->plain, sizeof(hc->plain))) > 0)
         parse(hc, hc->plain, (size_t)n);
     if (hc->in_flight && n < 0)

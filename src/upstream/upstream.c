@@ -220,6 +220,13 @@ int vsr_upstream_endpoint_available(vsr_upstream_shared_t *sh, size_t model, siz
     return atomic_load(&e->healthy) && !vsr__outlier_ejected(e, vsr_now_ms());
 }
 
+void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected)
+{
+    vsr_endpoint_state_t *e = &sh->clusters[model].eps[backend];
+    *healthy = atomic_load(&e->healthy);
+    *ejected = vsr__outlier_ejected(e, vsr_now_ms());
+}
+
 /* ---- a worker's clusters ---- */
 
 vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_upstream_shared_t *sh)

@@ -105,6 +105,8 @@ void vsr_upstream_health_stop(vsr_upstream_shared_t *sh);
 void vsr_upstream_shared_free(vsr_upstream_shared_t *sh);
 /* Whether endpoint j of model i is healthy and not ejected now (for tests and metrics). */
 int vsr_upstream_endpoint_available(vsr_upstream_shared_t *sh, size_t model, size_t backend);
+/* Its health-check state and its outlier-ejection state, separately. */
+void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected);
 
 /* A worker's clusters on loop, over the shared state. */
 vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_upstream_shared_t *sh);

@@ -163,10 +163,13 @@ def vsr(tmp_path):
     def start(config_text, workers=2, port=None, wait_ready=True, extra_args=(), env=None):
         path = tmp_path / f"config-{len(started)}.yaml"
         path.write_text(config_text)
-        proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", str(workers), *extra_args],
+        metrics_port = free_port()   # never the default 9190: parallel runs must not collide
+        proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", str(workers),
+                     "--metrics-listen", f"127.0.0.1:{metrics_port}", *extra_args],
                     tmp_path, f"vsr-{len(started)}", env=env)
         started.append(proc)
         v = Vsr(proc, port, path)
+        v.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         if wait_ready:
             def ready():
                 assert proc.p.poll() is None, proc.output()

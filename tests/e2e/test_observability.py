@@ -1,0 +1,56 @@
+"""Access log lines and Prometheus metrics, end to end."""
+import json
+
+import httpx
+
+from conftest import wait_until
+
+
+def log_lines(v):
+    out = []
+    for line in v.proc.output().splitlines():
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    return out
+
+
+def test_access_log_line_per_request(stack):
+    r = stack.post_chat({"model": "m2", "messages": [{"role": "user", "content": "secret prompt text"}]},
+                        headers={"x-request-id": "req-123", "user-agent": "ua-test", "authorization": "Bearer sk-zzz"})
+    assert r.status_code == 200
+    httpx.post(stack.url + "/v1/chat/completions", json={"model": "nope", "messages": []})
+
+    def find():
+        return [l for l in log_lines(stack) if l.get("x_request_id") == "req-123"]
+
+    def errors():
+        return [l for l in log_lines(stack) if l.get("response_code") == 400]
+    # lines are written by a writer thread: wait for both
+    wait_until(lambda: find() and errors(), what="both access-log lines")
+    (line,) = find()
+    assert line["method"] == "POST" and line["path"] == "/v1/chat/completions"
+    assert line["response_code"] == 200 and line["response_flags"] == "-"
+    assert line["selected_model"] == "m2" and line["attempts"] == 1
+    assert line["upstream_host"] == stack.backends[2].endpoint
+    assert line["user_agent"] == "ua-test"
+    assert line["bytes_received"] > 0 and line["bytes_sent"] > 0
+    raw = stack.proc.output()
+    assert "secret prompt text" not in raw and "sk-zzz" not in raw   # never prompts or credentials
+    assert errors()[-1]["response_flags"] == "LR"
+
+
+def test_metrics_endpoint(stack):
+    for _ in range(3):
+        stack.post_chat({"model": "m1", "messages": []})
+    stack.post_chat({"model": "m1", "messages": []}, headers={"x-fakellm-status": "503"})
+    text = httpx.get(stack.metrics_url).text
+    assert "# TYPE vsr_requests_total counter" in text
+    lines = {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l and not l.startswith("#")}
+    ok = sum(v for k, v in lines.items() if k.startswith("vsr_requests_total{") and 'status_class="2xx"' in k
+             and 'model="m1"' in k)
+    bad = sum(v for k, v in lines.items() if k.startswith("vsr_requests_total{") and 'status_class="5xx"' in k)
+    assert ok == 3 and bad == 1
+    assert any(k.startswith("vsr_request_duration_seconds_bucket") for k in lines)
+    assert any(k.startswith("vsr_endpoint_healthy{") for k in lines)
+    assert lines.get("vsr_config_version") == 1
+    assert httpx.get(stack.metrics_url.replace("/metrics", "/nope")).status_code == 404
