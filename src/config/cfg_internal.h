@@ -170,6 +170,11 @@ void vsr__cfg_warn(cfg_decoder_t *d, const char *fmt, ...) VSR_PRINTF(2, 3);
  * only when the path is not empty; "[]" as is), pop back to a saved length. */
 size_t vsr__cfg_path_push(cfg_decoder_t *d, const char *seg);
 void vsr__cfg_path_pop(cfg_decoder_t *d, size_t saved);
+/* A header field name (an HTTP token), and header-safe text (no CR, LF or
+ * other control bytes; "" allowed): shared by every table that holds headers. */
+int vsr__cfg_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+int vsr__cfg_header_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+
 /* Records "<path>.key" as accepted-but-unimplemented (once). */
 void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key);
 /* An empty value configures nothing: null, [] or {}. */

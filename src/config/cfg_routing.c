@@ -380,38 +380,9 @@ static int decode_plugin_type(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
 /* ---- header_mutation ---- */
 
 /* Header values: any text but CR, LF and other controls (HTAB is fine). */
-static int decode_header_value(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_text(d, val);
-    if (s == NULL)
-        return -1;
-    for (size_t i = 0; i < val->len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if ((c < 0x20 && c != '\t') || c == 0x7f) {
-            vsr__cfg_node_error(d, val, "a header value must not contain control characters");
-            return -1;
-        }
-    }
-    *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, s, val->len);
-    return 0;
-}
-
-static int decode_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    if (!vsr__cfg_is_token(s)) {
-        vsr__cfg_node_error(d, val, "invalid header name %s", vsr__cfg_quote(d->pool, s, val->len));
-        return -1;
-    }
-    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
-    return 0;
-}
-
 static const cfg_field_t header_kv_fields[] = {
-    {.key = "name", .decode = decode_header_name, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kv_conf_t, name)},
-    {.key = "value", .decode = decode_header_value, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kv_conf_t, value)},
+    {.key = "name", .decode = vsr__cfg_header_name, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kv_conf_t, name)},
+    {.key = "value", .decode = vsr__cfg_header_text, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kv_conf_t, value)},
 };
 
 static const cfg_spec_t header_kv_spec = {

@@ -86,7 +86,7 @@ static int decode_protocol(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     return 0;
 }
 
-static int decode_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+int vsr__cfg_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
@@ -100,7 +100,7 @@ static int decode_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
 }
 
 /* Header-safe text: no CR, LF or other controls; "" allowed (HAS: present). */
-static int decode_header_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+int vsr__cfg_header_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_text(d, val);
     if (s == NULL)
@@ -130,8 +130,8 @@ static int decode_extra_headers(cfg_decoder_t *d, const cfg_field_t *f, const cf
     cfg_field_t nf = {.key = "extra_headers"}, vf = {.key = "an extra header value"};
     for (size_t i = 0; i < val->n; i++) {
         vsr_kv_conf_t kv = {NULL, NULL};
-        if (decode_header_name(d, &nf, val->items[2 * i], &kv) != 0 ||
-            decode_header_text(d, &vf, val->items[2 * i + 1], &kv.value) != 0) {
+        if (vsr__cfg_header_name(d, &nf, val->items[2 * i], &kv) != 0 ||
+            vsr__cfg_header_text(d, &vf, val->items[2 * i + 1], &kv.value) != 0) {
             rc = -1;
             continue;
         }
@@ -183,10 +183,10 @@ static const cfg_field_t backend_fields[] = {
      .max = MAX_BACKEND_WEIGHT},
     {.key = "type", .decode = vsr__cfg_string, .offset = BE_OFF(type)},
     {.key = "provider", .decode = vsr__cfg_string, .offset = BE_OFF(provider)},
-    {.key = "auth_header", .decode = decode_header_name, .offset = BE_OFF(auth_header)},
-    {.key = "auth_prefix", .decode = decode_header_text, .flags = CFG_HAS, .offset = BE_OFF(auth_prefix),
+    {.key = "auth_header", .decode = vsr__cfg_header_name, .offset = BE_OFF(auth_header)},
+    {.key = "auth_prefix", .decode = vsr__cfg_header_text, .flags = CFG_HAS, .offset = BE_OFF(auth_prefix),
      .has_offset = BE_OFF(has_auth_prefix)},
-    {.key = "api_key", .decode = decode_header_text, .offset = BE_OFF(api_key)},
+    {.key = "api_key", .decode = vsr__cfg_header_text, .offset = BE_OFF(api_key)},
     {.key = "api_key_env", .decode = decode_env_name, .offset = BE_OFF(api_key_env)},
     {.key = "extra_headers", .decode = decode_extra_headers, .flags = CFG_NULL_OK},
     {.key = "api_version", .decode = vsr__cfg_string, .offset = BE_OFF(api_version)},
@@ -707,8 +707,8 @@ static const cfg_spec_t response_api_spec = {
 };
 
 static const cfg_field_t authz_identity_fields[] = {
-    {.key = "user_id_header", .decode = decode_header_name, .offset = CONF_OFF(authz_user_id_header)},
-    {.key = "user_groups_header", .decode = decode_header_name, .offset = CONF_OFF(authz_user_groups_header)},
+    {.key = "user_id_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_id_header)},
+    {.key = "user_groups_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_groups_header)},
 };
 
 static const cfg_spec_t authz_identity_spec = {

@@ -36,17 +36,6 @@ typedef struct {
     vsr_predicate_conf_t pred;
 } conv_t;
 
-static int lookup(const char *v, const char *const *names, size_t n)
-{
-    if (!v)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (strcasecmp(v, names[i]) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
 int vsr__conversation_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
 {
     static const char *const feats[] = {"count", "exists"};
@@ -55,9 +44,9 @@ int vsr__conversation_compile(vsr_signals_t *s, const void *conf, const char *pa
     static const char *const roles[] = {"", "user", "assistant", "system", "developer", "tool", "non_user"};
     const vsr_sig_conversation_conf_t *cc = conf;
     VSR_UNUSED(s);
-    int f = lookup(cc->feature_type, feats, VSR_ARRAY_LEN(feats));
-    int src = lookup(cc->source_type, srcs, VSR_ARRAY_LEN(srcs));
-    int role = cc->role ? lookup(cc->role, roles, VSR_ARRAY_LEN(roles)) : 0;
+    int f = vsr__signal_lookup(cc->feature_type, feats, VSR_ARRAY_LEN(feats));
+    int src = vsr__signal_lookup(cc->source_type, srcs, VSR_ARRAY_LEN(srcs));
+    int role = cc->role ? vsr__signal_lookup(cc->role, roles, VSR_ARRAY_LEN(roles)) : 0;
     if (f < 0) {
         vsr_buf_printf(err, "%s.feature.type: signal \"%s\": expected count or exists\n", path, cc->name);
         return VSR_ERR_INVALID;

@@ -220,4 +220,7 @@ int vsr__cld2_detect(const char *text, size_t len, char *code, size_t code_cap, 
 }
 #endif
 
+/* Index of v among names (case-insensitive), -1 when absent or v is NULL. */
+int vsr__signal_lookup(const char *v, const char *const *names, size_t n);
+
 #endif /* VSR_SIGNALS_INT_H */

@@ -60,24 +60,13 @@ void vsr__structure_free(void *state)
     vsr_free(st);
 }
 
-static int lookup(const char *v, const char *const *names, size_t n)
-{
-    if (!v)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (strcasecmp(v, names[i]) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
 int vsr__structure_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
 {
     static const char *const feats[] = {"count", "exists", "density", "sequence"};
     static const char *const srcs[] = {"regex", "keyword_set", "sequence", "text_bytes"};
     const vsr_sig_structure_conf_t *sc = conf;
-    int f = lookup(sc->feature_type, feats, VSR_ARRAY_LEN(feats));
-    int src = lookup(sc->source_type, srcs, VSR_ARRAY_LEN(srcs));
+    int f = vsr__signal_lookup(sc->feature_type, feats, VSR_ARRAY_LEN(feats));
+    int src = vsr__signal_lookup(sc->source_type, srcs, VSR_ARRAY_LEN(srcs));
     if (f < 0) {
         vsr_buf_printf(err, "%s.feature.type: signal \"%s\": expected count, exists, density or sequence\n", path,
                        sc->name);

@@ -1,6 +1,7 @@
 /* text.c — UTF-8 and Unicode helpers for the text signals. */
 #include <locale.h>
 #include <pthread.h>
+#include <strings.h>
 #include <wctype.h>
 
 #include "signals/signals-int.h"
@@ -222,4 +223,14 @@ uint64_t vsr__hash_runes(const uint32_t *r, size_t n)
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
     return h;
+}
+
+int vsr__signal_lookup(const char *v, const char *const *names, size_t n)
+{
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(v, names[i]) == 0)
+            return (int)i;
+    return -1;
 }

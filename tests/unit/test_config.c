@@ -1686,7 +1686,7 @@ static void test_plugin_errors(void **state)
         {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: \"bad name\", value: x}]}}"),
          "t.yaml:14:64: invalid header name \"bad name\"\n"},
         {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: x-a, value: \"a\\r\\nb\"}]}}"),
-         "t.yaml:14:76: a header value must not contain control characters\n"},
+         "t.yaml:14:76: value must not contain control characters\n"},
         {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: x-a}]}}"),
          "t.yaml:14:57: missing required key \"value\"\n"},
         {PLUGIN_DOC("{type: header_mutation, configuration: {remove: [x-a]}}"),
