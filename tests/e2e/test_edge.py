@@ -48,3 +48,36 @@ def test_identity_trusted_only_from_trusted_peers(vsr, fakellm):
     h = echo(httpx.post(v.url + "/v1/chat/completions", json=BODY,
                         headers={**ident, "x-forwarded-for": "10.1.2.3"}))["headers"]
     assert "x-authz-user-id" not in h
+
+
+def test_connection_limit_refuses_only_the_extra_connections(vsr, fakellm):
+    import socket
+    import time
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], listener_extra="    max_connections: 2"),
+            port=port, workers=1)
+    time.sleep(0.3)  # the fixture's readiness probe connection must be closed and uncounted first
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    time.sleep(0.2)
+    extra = socket.create_connection(("127.0.0.1", port))
+    extra.settimeout(5)
+    try:
+        extra.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        got = extra.recv(100)
+    except (ConnectionResetError, BrokenPipeError):
+        got = b""
+    assert got == b""                      # refused: closed (reset) without an answer
+    extra.close()
+    for s in held:                         # the others are unharmed
+        s.settimeout(5)
+        s.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 200")
+    held[0].close()
+    time.sleep(0.2)
+    fresh = socket.create_connection(("127.0.0.1", port))   # a slot is free again
+    fresh.settimeout(5)
+    fresh.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+    assert fresh.recv(100).startswith(b"HTTP/1.1 200")
+    fresh.close()
+    held[1].close()
