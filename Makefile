@@ -55,6 +55,7 @@ test: deps
 	@$(MAKE) --no-print-directory e2e
 
 bench: deps build
+	@scripts/setup-deps --bench
 	@bench/run
 	@echo; build/plan_bench 20000
 	@echo; $(PYTHON) bench/reliability.py
