@@ -77,6 +77,7 @@ struct uconn_s {
     unsigned reusable : 1;
     unsigned counted_pending : 1;
     unsigned tls_ready : 1;  /* the TLS handshake is done */
+    unsigned counted_conn : 1; /* in the cluster's open connections */
     vsr_tls_t *tls;          /* NULL for plain HTTP */
 };
 
@@ -186,6 +187,7 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
         int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
         sc->max_requests = enhanced ? 4096 : 1024;
         sc->max_pending = 1024;
+        sc->max_connections = 1024;
         vsr__breaker_init(&sc->breaker);
     }
     for (size_t i = 0; ok && i < cfg->n_models && sh->tls_ctx == NULL; i++)
@@ -314,6 +316,8 @@ static void uconn_close_cb(uv_handle_t *h)
     if (--uc->pending_closes > 0)
         return;
     vsr_upstream_t *up = uc->up;
+    if (uc->counted_conn)
+        atomic_fetch_sub(&uc->cl->sc->connections, 1);
     vsr_http_parser_free(&uc->parser);
     vsr__tls_free(uc->tls);
     vsr_free(uc);
@@ -640,12 +644,19 @@ static void connect_cb(uv_connect_t *req, int status)
 static void call_connect(vsr_upstream_call_t *call)
 {
     cluster_t *cl = call->cl;
+    if (atomic_fetch_add(&cl->sc->connections, 1) >= cl->sc->max_connections) {
+        atomic_fetch_sub(&cl->sc->connections, 1);
+        call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "connection overflow");
+        return;
+    }
     if (atomic_fetch_add(&cl->sc->pending, 1) >= cl->sc->max_pending) {
         atomic_fetch_sub(&cl->sc->pending, 1);
+        atomic_fetch_sub(&cl->sc->connections, 1);
         call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "pending overflow");
         return;
     }
     uconn_t *uc = uconn_new(call->up, cl, call->ep);
+    uc->counted_conn = 1;
     uc->counted_pending = 1;
     uc->call = call;
     call->uc = uc;
