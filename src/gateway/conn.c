@@ -73,7 +73,9 @@ struct request_s {
     vsr_fallback_conf_t fb;
     uint64_t fb_deadline_ms;
     unsigned fb_attempts;
-    unsigned head_sent : 1;
+    unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
+    char *held_head;               /* the response head, held to go out with the first body bytes */
+    size_t held_len;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
 };
@@ -348,6 +350,7 @@ static void request_account(request_t *req)
 
 static void request_free(request_t *req)
 {
+    vsr_free(req->held_head); /* never written: the response was abandoned */
     request_account(req);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
@@ -525,7 +528,20 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
     vsr_http_write_end_head(&b);
     req->head_sent = 1;
-    conn_write_buf(c, &b);
+    /* held: it goes out with the first body bytes or at the end, in one write */
+    req->held_head = b.data;
+    req->held_len = b.len;
+}
+
+/* Takes the held response head into a write: the write frees it when done. */
+static size_t take_held_head(request_t *req, wop_t *op, uv_buf_t *buf)
+{
+    if (req->held_head == NULL)
+        return 0;
+    op->heap = req->held_head;
+    *buf = uv_buf_init(req->held_head, (unsigned)req->held_len);
+    req->held_head = NULL;
+    return 1;
 }
 
 static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
@@ -537,15 +553,17 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     wop_t *op = wop_get(c);
     op->rb = owner;
     vsr_rbuf_ref(owner);
+    uv_buf_t bufs[4];
+    size_t nb = take_held_head(req, op, &bufs[0]);
     if (req->resp_chunked) {
         size_t hl = vsr_http_chunk_head(op->chunk, n);
-        uv_buf_t bufs[3] = {uv_buf_init(op->chunk, (unsigned)hl), uv_buf_init((char *)p, (unsigned)n),
-                            uv_buf_init((char *)VSR_HTTP_CRLF, 2)};
-        conn_write(c, op, bufs, 3);
+        bufs[nb++] = uv_buf_init(op->chunk, (unsigned)hl);
+        bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
+        bufs[nb++] = uv_buf_init((char *)VSR_HTTP_CRLF, 2);
     } else {
-        uv_buf_t ub = uv_buf_init((char *)p, (unsigned)n);
-        conn_write(c, op, &ub, 1);
+        bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
     }
+    conn_write(c, op, bufs, (unsigned)nb);
     if (!c->closing && req->call && c->wq_bytes > WQ_HIGH)
         vsr_upstream_call_pause(req->call);
 }
@@ -555,10 +573,13 @@ static void up_on_complete(void *ud)
     request_t *req = ud;
     conn_t *c = req->c;
     req->call = NULL;
-    if (req->resp_chunked) {
+    if (req->resp_chunked || req->held_head) {
         wop_t *op = wop_get(c);
-        uv_buf_t ub = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
-        conn_write(c, op, &ub, 1);
+        uv_buf_t bufs[2];
+        size_t nb = take_held_head(req, op, &bufs[0]);
+        if (req->resp_chunked)
+            bufs[nb++] = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
+        conn_write(c, op, bufs, (unsigned)nb);
     }
     if (!c->closing)
         request_finish(req);
