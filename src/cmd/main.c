@@ -144,7 +144,9 @@ static int cmd_serve(int argc, char **argv)
     long workers = 0;
     double drain_s = 30;
     const char *access_log = "-";
-    const char *metrics_listen = "127.0.0.1:9190";
+    char maddr[64] = "127.0.0.1"; /* --metrics-listen, default 127.0.0.1:9190 */
+    uint16_t mport = 9190;
+    int rc = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -163,7 +165,19 @@ static int cmd_serve(int argc, char **argv)
             access_log = v;
             i++;
         } else if (strcmp(a, "--metrics-listen") == 0 && v) {
-            metrics_listen = v;
+            if (strcmp(v, "off") == 0) {
+                mport = 0;
+            } else {
+                const char *colon = strrchr(v, ':');
+                long p = colon ? strtol(colon + 1, NULL, 10) : 0;
+                if (colon == NULL || (size_t)(colon - v) >= sizeof(maddr) || p < 1 || p > 65535) {
+                    fprintf(stderr, "vsr: --metrics-listen takes ADDRESS:PORT or off\n");
+                    return 2;
+                }
+                memcpy(maddr, v, (size_t)(colon - v));
+                maddr[colon - v] = '\0';
+                mport = (uint16_t)p;
+            }
             i++;
         } else if (strcmp(a, "--drain-timeout") == 0 && v) {
             char *end;
@@ -217,20 +231,8 @@ static int cmd_serve(int argc, char **argv)
     vsr_gateway_opts_t gopts;
     memset(&gopts, 0, sizeof(gopts));
     gopts.workers = workers ? (unsigned)workers : uv_available_parallelism();
-    char maddr[64] = "";
-    if (strcmp(metrics_listen, "off") != 0) {
-        const char *colon = strrchr(metrics_listen, ':');
-        long mport = colon ? strtol(colon + 1, NULL, 10) : 0;
-        if (colon == NULL || (size_t)(colon - metrics_listen) >= sizeof(maddr) || mport < 1 || mport > 65535) {
-            fprintf(stderr, "vsr: --metrics-listen takes ADDRESS:PORT or off\n");
-            vsr_engine_unref(engine);
-            vsr_config_free(cfg);
-            return 2;
-        }
-        memcpy(maddr, metrics_listen, (size_t)(colon - metrics_listen));
-        gopts.metrics_address = maddr;
-        gopts.metrics_port = (uint16_t)mport;
-    }
+    gopts.metrics_address = maddr;
+    gopts.metrics_port = mport;
     gopts.metrics = vsr_metrics_new(gopts.workers);
     vsr_metrics_set_config_version(gopts.metrics, vsr_engine_version(engine));
     vsr_metrics_count_activation(gopts.metrics);
@@ -242,35 +244,29 @@ static int cmd_serve(int argc, char **argv)
                 : NULL;
     if (sv.gw == NULL) {
         fprintf(stderr, "vsr: %s", err.len ? err.data : "cannot start\n");
-        vsr_buf_free(&err);
+        /* nothing runs: the signal handles close on the loop's last run below */
         uv_close((uv_handle_t *)&sv.sigint, NULL);
         uv_close((uv_handle_t *)&sv.sigterm, NULL);
-        uv_run(loop, UV_RUN_DEFAULT);
-        uv_loop_close(loop);
-        vsr_upstream_shared_free(sv.shared);
-        vsr_access_log_close(gopts.access_log);
-        vsr_metrics_free(gopts.metrics);
-        vsr_engine_unref(engine);
-        vsr_config_free(cfg);
-        return 1;
+        rc = 1;
+    } else {
+        /* the control thread: active health checks run on its loop */
+        vsr_upstream_health_start(sv.shared, loop);
+        for (size_t i = 0; i < cfg->n_listeners; i++)
+            vsr_log_info("vsr", "listener %s on %s:%u", cfg->listeners[i].name, cfg->listeners[i].address,
+                         (unsigned)cfg->listeners[i].port);
+        vsr_log_info("vsr", "vsr %s serving %s with %u workers", VSR_VERSION, path, vsr_gateway_workers(sv.gw));
     }
-    /* the control thread: active health checks run on its loop */
-    vsr_upstream_health_start(sv.shared, loop);
-    vsr_buf_free(&err);
-    for (size_t i = 0; i < cfg->n_listeners; i++)
-        vsr_log_info("vsr", "listener %s on %s:%u", cfg->listeners[i].name, cfg->listeners[i].address,
-                     (unsigned)cfg->listeners[i].port);
-    vsr_log_info("vsr", "vsr %s serving %s with %u workers", VSR_VERSION, path, vsr_gateway_workers(sv.gw));
-
-    uv_run(loop, UV_RUN_DEFAULT);
+    uv_run(loop, UV_RUN_DEFAULT); /* until the signals are closed: after drain, stop, or a failed start */
     uv_loop_close(loop);
+    if (rc == 0)
+        vsr_log_info("vsr", "stopped");
+    vsr_buf_free(&err);
     vsr_upstream_shared_free(sv.shared);
     vsr_access_log_close(gopts.access_log);
     vsr_metrics_free(gopts.metrics);
     vsr_engine_unref(engine);
     vsr_config_free(cfg);
-    vsr_log_info("vsr", "stopped");
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
