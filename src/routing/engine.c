@@ -99,11 +99,6 @@ void vsr_engine_unref(vsr_engine_t *e)
     vsr_free(e);
 }
 
-const vsr_config_t *vsr_engine_config(const vsr_engine_t *e)
-{
-    return e->cfg;
-}
-
 uint64_t vsr_engine_version(const vsr_engine_t *e)
 {
     return e->version;

@@ -108,7 +108,6 @@ typedef struct {
 vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_t *err);
 vsr_engine_t *vsr_engine_ref(vsr_engine_t *e);   /* thread-safe */
 void vsr_engine_unref(vsr_engine_t *e);          /* thread-safe; frees at zero; accepts NULL */
-const vsr_config_t *vsr_engine_config(const vsr_engine_t *e);
 uint64_t vsr_engine_version(const vsr_engine_t *e);
 
 /* ---- session ---- */

@@ -48,7 +48,6 @@ struct vsr_upstream_s {
     vsr_upstream_shared_t *sh;
     cluster_t *clusters;
     size_t n_clusters;
-    vsr_upstream_stats_t stats;
     vsr_rng_t rng;
     unsigned live; /* connections and calls whose handles are not closed yet */
     int freeing;
@@ -216,12 +215,6 @@ void vsr_upstream_shared_free(vsr_upstream_shared_t *sh)
     vsr_free(sh);
 }
 
-int vsr_upstream_endpoint_available(vsr_upstream_shared_t *sh, size_t model, size_t backend)
-{
-    vsr_endpoint_state_t *e = &sh->clusters[model].eps[backend];
-    return atomic_load(&e->healthy) && !vsr__outlier_ejected(e, vsr_now_ms());
-}
-
 void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected)
 {
     vsr_endpoint_state_t *e = &sh->clusters[model].eps[backend];
@@ -293,11 +286,6 @@ static void live_put(vsr_upstream_t *up)
     up->live--;
     if (up->freeing && up->live == 0)
         upstream_release(up);
-}
-
-void vsr_upstream_get_stats(const vsr_upstream_t *up, vsr_upstream_stats_t *out)
-{
-    *out = up->stats;
 }
 
 static cluster_t *find_cluster(vsr_upstream_t *up, const vsr_model_conf_t *model)
@@ -380,7 +368,6 @@ static uconn_t *uconn_new(vsr_upstream_t *up, cluster_t *cl, endpoint_t *ep)
     uc->write_req.data = uc;
     vsr_http_parser_init(&uc->parser, VSR_HTTP_RESPONSE, NULL, &resp_callbacks, uc);
     up->live++;
-    up->stats.connections_opened++;
     return uc;
 }
 
@@ -701,7 +688,6 @@ static void attempt_start(vsr_upstream_call_t *call)
         uc->reused = 1;
         uc->call = call;
         call->uc = uc;
-        call->up->stats.connections_reused++;
         call_send(call);
     } else {
         call_connect(call);
@@ -824,7 +810,6 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     call->bufs = vsr_malloc(sizeof(uv_buf_t) * call->n_bufs);
     for (size_t i = 0; i < req->n_body; i++)
         call->bufs[i + 1] = uv_buf_init((char *)req->body[i].p, (unsigned)req->body[i].len);
-    up->stats.calls++;
 
     /* circuit breaking: the cluster's requests in flight, all workers */
     if (atomic_fetch_add(&cl->sc->active_requests, 1) >= cl->sc->max_requests) {
@@ -1185,9 +1170,4 @@ void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, 
     vsr__breaker_conf_init(&bc, f);
     if (cl)
         vsr__breaker_record(&cl->sc->breaker, &bc, success, vsr_now_ms());
-}
-
-const vsr_backend_conf_t *vsr_upstream_call_backend(const vsr_upstream_call_t *call)
-{
-    return call->ep->conf;
 }

@@ -103,9 +103,7 @@ void vsr_upstream_health_stop(vsr_upstream_shared_t *sh);
 /* After every worker's upstream is freed and health checks stopped (and their
  * loop has run). */
 void vsr_upstream_shared_free(vsr_upstream_shared_t *sh);
-/* Whether endpoint j of model i is healthy and not ejected now (for tests and metrics). */
-int vsr_upstream_endpoint_available(vsr_upstream_shared_t *sh, size_t model, size_t backend);
-/* Its health-check state and its outlier-ejection state, separately. */
+/* Endpoint j of model i: its health-check state and its outlier-ejection state (for metrics). */
 void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected);
 
 /* A worker's clusters on loop, over the shared state. */
@@ -130,8 +128,6 @@ void vsr_upstream_call_pause(vsr_upstream_call_t *call);
 void vsr_upstream_call_resume(vsr_upstream_call_t *call);
 /* Ends the call early: no further callbacks; its connection is closed. */
 void vsr_upstream_call_cancel(vsr_upstream_call_t *call);
-/* The endpoint serving the call ("host:port"), for logs and headers. */
-const vsr_backend_conf_t *vsr_upstream_call_backend(const vsr_upstream_call_t *call);
 
 /* Cross-model fallback's circuit breaker of a model (ref §1.7), shared by
  * every worker: may a call go to it now, and record a call's outcome
@@ -141,12 +137,5 @@ int vsr_upstream_breaker_allow(vsr_upstream_t *up, const vsr_model_conf_t *m, co
 void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f,
                                  int success);
 
-/* Counters of this worker's upstream, for tests and metrics. */
-typedef struct {
-    uint64_t connections_opened;
-    uint64_t connections_reused;
-    uint64_t calls;
-} vsr_upstream_stats_t;
-void vsr_upstream_get_stats(const vsr_upstream_t *up, vsr_upstream_stats_t *out);
 
 #endif /* VSR_UPSTREAM_H */
