@@ -78,6 +78,7 @@ struct request_s {
     size_t held_len;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
+    req_trace_t trace;
 };
 
 typedef struct wop_s {
@@ -314,6 +315,10 @@ static void request_account(request_t *req)
     vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
                         ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
     vsr_metrics_active_requests(w->metrics, -1);
+    req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
+                          req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
+                          header_value(req, "x-request-id"), ev, vsr_engine_version(w->gw->engine), rep};
+    vsr__trace_end(&req->trace, w->gw->opts.tracer, &te);
 
     vsr_access_log_t *log = w->gw->opts.access_log;
     if (log == NULL || req->head == NULL)
@@ -624,6 +629,11 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
 
 static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up_on_complete, up_on_error};
 
+static void trace_attempt_headers(void *ud, unsigned index, vsr_buf_t *head)
+{
+    vsr__trace_attempt_headers(&((request_t *)ud)->trace, index, head);
+}
+
 /* Sends the request as the routing core planned it: the client's fields
  * minus hop-by-hop ones, host and content-length (the upstream writes its
  * own), with the effect's removals and then its sets applied, an
@@ -638,7 +648,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         vsr_slice_t name = req->hdrs[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "host") ||
             vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect") ||
-            effect_names(eff, name))
+            effect_names(eff, name) || vsr__trace_owns(&req->trace, name))
             continue;
         if (vsr_slice_case_eq_cstr(name, "x-request-id"))
             has_id = 1;
@@ -702,6 +712,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         .override = plan->reliability,
         .report = &req->report,
         .max_total_ms = cap,
+        .attempt_headers = req->trace.on ? trace_attempt_headers : NULL,
     };
     req->call = vsr_upstream_call_start(req->c->w->up, plan->model, &ur, &up_callbacks, req);
 }
@@ -841,6 +852,7 @@ static void dispatch(request_t *req)
         req->hdrs[req->n_hdrs].value = h->headers[i].value;
         req->n_hdrs++;
     }
+    vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
     vsr_session_opts_t opts = {.listener = c->l->conf, .identity_trusted = c->identity_trusted};
     req->sess = vsr_session_open(c->w->gw->engine, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);

@@ -152,6 +152,9 @@ struct vsr_metrics_s {
     size_t n_health, cap_health;
     ejections_t *ejections;
     size_t n_ejections, cap_ejections;
+    /* borrowed: their counters are read at scrape time */
+    vsr_access_log_t *log;
+    vsr_tracer_t *tracer;
 };
 
 /* ---- small helpers ---- */
@@ -796,6 +799,32 @@ static void render_all(vsr_metrics_t *m, vsr_buf_t *b)
     put_header(b, "vsr_config_activations_total", "Configurations activated since the start.", "counter");
     vsr_buf_printf(b, "vsr_config_activations_total %" PRIu64 "\n",
                    atomic_load_explicit(&m->activations, memory_order_relaxed));
+    put_header(b, "vsr_access_log_dropped_total", "Access log lines dropped because the writer's queue was full.",
+               "counter");
+    vsr_buf_printf(b, "vsr_access_log_dropped_total %" PRIu64 "\n", vsr_access_log_dropped(m->log));
+    if (m->tracer) {
+        vsr_tracer_stats_t ts;
+        vsr_tracer_stats(m->tracer, &ts);
+        put_header(b, "vsr_tracing_spans_exported_total", "Spans the trace collector accepted.", "counter");
+        vsr_buf_printf(b, "vsr_tracing_spans_exported_total %" PRIu64 "\n", ts.spans_exported);
+        put_header(b, "vsr_tracing_spans_dropped_total",
+                   "Spans not exported: the queue was full (queue_full), or the collector did not take their batch "
+                   "(export_failed).",
+                   "counter");
+        vsr_buf_printf(b, "vsr_tracing_spans_dropped_total{reason=\"export_failed\"} %" PRIu64 "\n", ts.spans_failed);
+        vsr_buf_printf(b, "vsr_tracing_spans_dropped_total{reason=\"queue_full\"} %" PRIu64 "\n", ts.spans_dropped);
+        put_header(b, "vsr_tracing_export_failures_total",
+                   "Span batches that failed to export: connect, write, timeout, or a non-2xx answer.", "counter");
+        vsr_buf_printf(b, "vsr_tracing_export_failures_total %" PRIu64 "\n", ts.export_failures);
+    }
+}
+
+void vsr_metrics_attach(vsr_metrics_t *m, vsr_access_log_t *log, vsr_tracer_t *tracer)
+{
+    if (m == NULL)
+        return;
+    m->log = log;
+    m->tracer = tracer;
 }
 
 void vsr_metrics_render(vsr_metrics_t *m, vsr_buf_t *out)
