@@ -79,6 +79,7 @@ struct request_s {
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
     req_trace_t trace;
+    stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
 };
 
 typedef struct wop_s {
@@ -312,6 +313,8 @@ static void request_account(request_t *req)
     for (unsigned i = 0; i < rep->retries; i++)
         vsr_metrics_retry(w->metrics, model);
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
+    if (req->usage && req->usage->has_usage)
+        vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
     vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
                         ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
     vsr_metrics_active_requests(w->metrics, -1);
@@ -349,6 +352,11 @@ static void request_account(request_t *req)
         .attempts = rep->n_attempts,
         .config_version = vsr_engine_version(w->gw->engine),
         .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
+        .streamed = req->usage != NULL,
+        .stream_events = req->usage ? req->usage->parser.events : 0,
+        .has_usage = req->usage && req->usage->has_usage,
+        .prompt_tokens = req->usage ? req->usage->prompt_tokens : 0,
+        .completion_tokens = req->usage ? req->usage->completion_tokens : 0,
     };
     vsr_access_log_write(log, &e);
 }
@@ -357,6 +365,7 @@ static void request_free(request_t *req)
 {
     vsr_free(req->held_head); /* never written: the response was abandoned */
     request_account(req);
+    vsr__usage_free(req->usage);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
     if (req->has_json)
@@ -484,9 +493,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         eff = vsr_session_response_headers(req->sess, h->status, to_route_headers(&req->pool, h), h->num_headers);
     vsr_slice_t ctype;
     if (req->sess && vsr_http_head_get(h, "content-type", &ctype) &&
-        vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream")))
+        vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream"))) {
         vsr_metrics_ttfb(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model),
                          (double)(vsr_now_us() - req->start_us) / 1e6);
+        if (req->usage == NULL && !req->is_head)
+            req->usage = vsr__usage_new();
+    }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
@@ -555,6 +567,8 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     conn_t *c = req->c;
     if (req->resp_no_body)
         return;
+    if (req->usage)
+        vsr__usage_feed(req->usage, p, n);
     wop_t *op = wop_get(c);
     op->rb = owner;
     vsr_rbuf_ref(owner);

@@ -109,6 +109,16 @@ void vsr__trace_attempt_headers(req_trace_t *t, unsigned index, vsr_buf_t *head)
 /* At the request's end: the root, routing and attempt spans, when sampled. */
 void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_end_t *e);
 
+/* stream_usage.c: what is read from a streamed response while relaying it */
+typedef struct {
+    vsr_sse_parser_t parser; /* parser.events: events relayed */
+    uint64_t prompt_tokens, completion_tokens;
+    int has_usage;           /* the stream's usage object was read */
+} stream_usage_t;
+stream_usage_t *vsr__usage_new(void);
+void vsr__usage_feed(stream_usage_t *u, const char *p, size_t n);
+void vsr__usage_free(stream_usage_t *u); /* NULL is a no-op */
+
 /* ingress.c: a client field that must not pass the edge */
 int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name);
 /* 1 when the listener needs no key or the request carries a configured one */

@@ -59,6 +59,10 @@ typedef struct {
     unsigned attempts;
     uint64_t config_version;
     double routing_ms;
+    int streamed;               /* the response was an event stream (else the three below are logged null) */
+    uint64_t stream_events;     /* SSE events read from it */
+    int has_usage;              /* its usage object was read (else the token counts are logged null) */
+    uint64_t prompt_tokens, completion_tokens;
 } vsr_access_entry_t;
 
 /* Formats e as one JSON line and queues it; never blocks.  Thread-safe.
@@ -197,6 +201,8 @@ void vsr_metrics_attempt(vsr_metrics_shard_t *s, vsr_slice_t model, const char *
 void vsr_metrics_retry(vsr_metrics_shard_t *s, vsr_slice_t model);
 void vsr_metrics_fallback(vsr_metrics_shard_t *s, vsr_slice_t from_model, vsr_slice_t to_model);
 void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model);
+/* Token counts a response reported (vsr_tokens_total{model,type}). */
+void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion);
 /* Gauges owned by the shard: add +1 / -1. */
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
