@@ -54,7 +54,7 @@ static const vsr_sse_callbacks_t cbs = {on_event};
 /* mode 0: whole; 1: byte by byte; 2: pieces from the seed */
 static int run(const char *p, size_t n, size_t max, int mode, unsigned seed, vsr_buf_t *out)
 {
-    rec_t r = {.max = max};
+    rec_t r = {.max = max ? max : 1024 * 1024}; /* 0: the parser's default */
     vsr_buf_init(&r.out, 0);
     vsr_sse_parser_t ps;
     vsr_sse_init(&ps, max, &cbs, &r);

@@ -272,6 +272,23 @@ static void test_queue_drops_counted(void **state)
     assert_int_equal(st.spans_dropped, 4);
     assert_int_equal(st.spans_exported, 0);
     assert_int_equal(st.export_failures, 0);
+    /* the same counters in the metrics text */
+    vsr_metrics_t *m = vsr_metrics_new(1);
+    vsr_metrics_attach(m, NULL, t);
+    vsr_metrics_tokens(vsr_metrics_shard(m, 0), vsr_slice_cstr("m1"), 3, 5);
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    vsr_metrics_render(m, &out);
+    vsr_buf_append(&out, "", 1);
+    assert_non_null(strstr(out.data, "\nvsr_tracing_spans_dropped_total{reason=\"queue_full\"} 4\n"));
+    assert_non_null(strstr(out.data, "\nvsr_tracing_spans_dropped_total{reason=\"export_failed\"} 0\n"));
+    assert_non_null(strstr(out.data, "\nvsr_tracing_export_failures_total 0\n"));
+    assert_non_null(strstr(out.data, "\nvsr_tracing_spans_exported_total 0\n"));
+    assert_non_null(strstr(out.data, "\nvsr_access_log_dropped_total 0\n"));
+    assert_non_null(strstr(out.data, "\nvsr_tokens_total{model=\"m1\",type=\"completion\"} 5\n"));
+    assert_non_null(strstr(out.data, "\nvsr_tokens_total{model=\"m1\",type=\"prompt\"} 3\n"));
+    vsr_buf_free(&out);
+    vsr_metrics_free(m);
     vsr_tracer_free(t); /* the flush fails fast: nothing listens */
     vsr_tracer_stats(NULL, &st);
     assert_int_equal(st.spans_dropped, 0);
