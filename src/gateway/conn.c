@@ -318,10 +318,12 @@ static void request_account(request_t *req)
     vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
                         ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
     vsr_metrics_active_requests(w->metrics, -1);
-    req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
-                          req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
-                          header_value(req, "x-request-id"), ev, vsr_engine_version(w->gw->engine), rep};
-    vsr__trace_end(&req->trace, w->gw->opts.tracer, &te);
+    if (req->trace.on) {
+        req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
+                              req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
+                              header_value(req, "x-request-id"), ev, vsr_engine_version(w->gw->engine), rep};
+        vsr__trace_end(&req->trace, w->gw->opts.tracer, &te);
+    }
 
     vsr_access_log_t *log = w->gw->opts.access_log;
     if (log == NULL || req->head == NULL)
