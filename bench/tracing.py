@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The cost of tracing: wrk against vsr with tracing off and with every
 request sampled (sampling always_on, spans exported to a local OTLP/HTTP
-collector stand-in that accepts and discards them), in interleaved rounds.
-Prints requests/s and p99 per round and the means, and the tracing counters
-of the sampled run (spans exported, dropped).
+collector stand-in: a second fakellm, which answers any POST with 200), in
+interleaved rounds.  Prints requests/s, p99 and vsr's CPU time per request
+(user + system, all threads, from /proc) per round and the means, and the
+tracing counters of the sampled run (spans exported, dropped).  CPU per
+request is the figure that survives a busy machine; requests/s does not.
 
 Environment: BENCH_ROUNDS (default 3), BENCH_SECONDS (default 4), BENCH_CONNS
 (default 64), BENCH_WORKERS (vsr workers, default 1), BUILD (default build)."""
@@ -16,10 +18,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("BUILD", ROOT / "build"))
@@ -52,20 +52,9 @@ def wait_http(url, timeout=10):
     raise SystemExit(f"bench: {url} did not come up")
 
 
-class Sink(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    posts = 0
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length", "0")))
-        Sink.posts += 1
-        self.send_response(200)
-        self.send_header("content-length", "2")
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *a):
-        pass
+def cpu_seconds(pid):
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def config(port, be_port, collector_port):
@@ -112,36 +101,42 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="vsr-bench-tracing-"))
     script = tmp / "post.lua"
     script.write_text(LUA)
-    sink = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    threading.Thread(target=sink.serve_forever, daemon=True).start()
-    be_port = free_port()
+    be_port, sink_port = free_port(), free_port()
     procs = []
     try:
-        procs.append(subprocess.Popen([str(BUILD / "fakellm"), "--host", "127.0.0.1", "--port", str(be_port),
-                                       "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_http(f"http://127.0.0.1:{be_port}/health")
+        for port in (be_port, sink_port):
+            procs.append(subprocess.Popen([str(BUILD / "fakellm"), "--host", "127.0.0.1", "--port", str(port),
+                                           "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_http(f"http://127.0.0.1:{port}/health")
         modes = {}
-        for name, cport in (("off", 0), ("sampled", sink.server_address[1])):
+        pids = {}
+        for name, cport in (("off", 0), ("sampled", sink_port)):
             port, mport = free_port(), free_port()
             cfg = tmp / f"{name}.yaml"
             cfg.write_text(config(port, be_port, cport))
             procs.append(subprocess.Popen([str(BUILD / "vsr"), "serve", "--config", str(cfg), "--workers",
                                            str(WORKERS), "--log-level", "warn", "--access-log", "off",
                                            "--metrics-listen", f"127.0.0.1:{mport}"]))
+            pids[name] = procs[-1].pid
             wait_http(f"http://127.0.0.1:{port}/health")
             modes[name] = (f"http://127.0.0.1:{port}/v1/chat/completions", f"http://127.0.0.1:{mport}/metrics")
         for url, _ in modes.values():
             wrk(url, str(script))  # warm-up, not recorded
         results = {name: [] for name in modes}
+        cpu = {name: [] for name in modes}
         print(f"wrk -t1 -c{CONNS} -d{SECONDS}s, {ROUNDS} interleaved rounds, vsr --workers {WORKERS}, "
               f"{os.cpu_count()} cores")
         for r in range(ROUNDS):
             for name, (url, _) in modes.items():
+                c0 = cpu_seconds(pids[name])
                 rps, p99, errors = wrk(url, str(script))
+                us = (cpu_seconds(pids[name]) - c0) / (rps * SECONDS) * 1e6
                 results[name].append(rps)
-                print(f"round {r + 1} {name:8s} {rps:10.0f} req/s  p99 {p99:6.2f} ms  non-2xx {errors}")
+                cpu[name].append(us)
+                print(f"round {r + 1} {name:8s} {rps:10.0f} req/s  p99 {p99:6.2f} ms  {us:6.1f} us CPU/request  "
+                      f"non-2xx {errors}")
         for name, v in results.items():
-            print(f"mean {name:8s} {statistics.mean(v):10.0f} req/s")
+            print(f"mean {name:8s} {statistics.mean(v):10.0f} req/s  {statistics.mean(cpu[name]):6.1f} us CPU/request")
         off, on = statistics.mean(results["off"]), statistics.mean(results["sampled"])
         print(f"sampled/off: {on / off:.3f}")
         time.sleep(2)  # the last batch
@@ -149,13 +144,11 @@ def main():
         for line in metrics.splitlines():
             if line.startswith("vsr_tracing_"):
                 print(line)
-        print(f"collector POSTs: {Sink.posts}")
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(timeout=20)
-        sink.shutdown()
 
 
 if __name__ == "__main__":

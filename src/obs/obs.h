@@ -221,7 +221,8 @@ void vsr_metrics_count_activation(vsr_metrics_t *m);
  * Safe while workers write (a scrape may see a counter mid-update, never a
  * torn value: counters are 64-bit aligned and written with relaxed atomics)
  * and from several threads at once.  Families with labels appear once they
- * have a series; the others always.  Series are sorted by label value. */
+ * have a series; the others always (the vsr_tracing_* ones once a tracer is
+ * attached).  Series are sorted by label value. */
 void vsr_metrics_render(vsr_metrics_t *m, vsr_buf_t *out);
 /* The access log and tracer whose counters the scrape reports (dropped
  * lines, dropped spans, export failures); either may be NULL.  Both are
