@@ -81,7 +81,8 @@ typedef struct {
     vsr_trace_parent_t tp;   /* trace id, the caller's span (zero for a new root), flags */
     uint8_t root[8];         /* vsr's span for the request */
     uint8_t attempts[VSR_UPSTREAM_MAX_ATTEMPTS][8]; /* each upstream attempt's span, by report index */
-    vsr_slice_t tracestate;  /* forwarded as received when valid (borrowed from the request head) */
+    char tracestate[512];    /* forwarded when valid: every tracestate field of the request, joined by ',' */
+    size_t tracestate_len;
     uint64_t route_start_us;
     unsigned on : 1;         /* tracing enabled: vsr, not the client, sets traceparent upstream */
     unsigned sampled : 1;

@@ -17,9 +17,25 @@ void vsr__trace_begin(req_trace_t *t, vsr_tracer_t *tracer, const vsr_http_head_
     vsr_slice_t v;
     if (vsr_http_head_get(h, "traceparent", &v) && vsr_traceparent_parse(v, &t->tp) == VSR_OK) {
         t->sampled = (t->tp.flags & VSR_TRACE_SAMPLED) != 0; /* parent-based */
-        vsr_slice_t ts;
-        if (vsr_http_head_get(h, "tracestate", &ts) && vsr_tracestate_valid(ts))
-            t->tracestate = ts;
+        /* several tracestate fields are one list (RFC 9110 §5.3); more than
+         * 512 bytes of it, the most W3C asks to propagate, is dropped whole */
+        size_t n = 0;
+        int fits = 1;
+        for (size_t i = 0; i < h->num_headers && fits; i++) {
+            if (!vsr_slice_case_eq_cstr(h->headers[i].name, "tracestate"))
+                continue;
+            vsr_slice_t ts = h->headers[i].value;
+            if (n + (n > 0) + ts.len > sizeof(t->tracestate)) {
+                fits = 0;
+                break;
+            }
+            if (n > 0)
+                t->tracestate[n++] = ',';
+            memcpy(t->tracestate + n, ts.p, ts.len);
+            n += ts.len;
+        }
+        if (fits && n > 0 && vsr_tracestate_valid(vsr_slice(t->tracestate, n)))
+            t->tracestate_len = n;
     } else {
         /* no (valid) parent: a new trace; its tracestate means nothing now */
         memset(&t->tp, 0, sizeof(t->tp));
@@ -47,9 +63,9 @@ void vsr__trace_attempt_headers(req_trace_t *t, unsigned index, vsr_buf_t *head)
     vsr_buf_append_cstr(head, "traceparent: ");
     vsr_buf_append(head, tp, VSR_TRACEPARENT_LEN);
     vsr_buf_append(head, "\r\n", 2);
-    if (t->tracestate.len) {
+    if (t->tracestate_len) {
         vsr_buf_append_cstr(head, "tracestate: ");
-        vsr_buf_append_slice(head, t->tracestate);
+        vsr_buf_append(head, t->tracestate, t->tracestate_len);
         vsr_buf_append(head, "\r\n", 2);
     }
 }

@@ -173,6 +173,19 @@ def test_retry_gives_two_attempt_spans(vsr, fakellm, collector):
     assert attr(a2, "http.response.status_code") == "200"
 
 
+def test_tracestate_fields_are_joined_and_invalid_ones_dropped(vsr, fakellm, collector):
+    v = start(vsr, fakellm, f"http://127.0.0.1:{collector.port}")
+    tp = f"00-{TID}-{PID}-01"
+    # two fields are one list; httpx sends a list of pairs as repeated fields
+    with v.client() as c:
+        r = c.post("/v1/chat/completions", json={"model": "m", "messages": []},
+                   headers=[("traceparent", tp), ("tracestate", "a=1"), ("tracestate", "b=2")])
+    assert echo(r)["headers"]["tracestate"] == "a=1,b=2"
+    r = v.post_chat({"model": "m", "messages": []}, headers={"traceparent": tp, "tracestate": "Bad Key=1"})
+    assert "tracestate" not in echo(r)["headers"]
+    assert echo(r)["headers"]["traceparent"].startswith(f"00-{TID}-")
+
+
 def test_invalid_traceparent_starts_a_new_trace(vsr, fakellm, collector):
     v = start(vsr, fakellm, f"http://127.0.0.1:{collector.port}")
     bad = f"00-{TID.upper()}-{PID}-01"       # uppercase hex is invalid
