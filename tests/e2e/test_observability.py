@@ -90,3 +90,20 @@ def test_stream_events_and_usage_logged(stack):
     assert m['vsr_tokens_total{model="m2",type="prompt"}'] == usage["prompt_tokens"]
     assert m['vsr_tokens_total{model="m2",type="completion"}'] == usage["completion_tokens"]
     assert m["vsr_access_log_dropped_total"] == 0
+
+
+def test_responses_stream_usage_logged(stack):
+    """The responses API reports usage inside response.completed."""
+    r = httpx.post(stack.url + "/v1/responses", json={"model": "m2", "stream": True, "input": "hello there"},
+                   headers={"x-request-id": "resp-usage", "x-fakellm-chunks": "3"}, timeout=30)
+    assert r.status_code == 200
+    done = [json.loads(l[len("data: "):]) for l in r.text.split("\n")
+            if l.startswith("data: ") and "response.completed" in l]
+    usage = done[0]["response"]["usage"]
+
+    def line():
+        found = [l for l in log_lines(stack) if l.get("x_request_id") == "resp-usage"]
+        return found[0] if found else None
+    wait_until(line, what="the log line")
+    assert line()["prompt_tokens"] == usage["input_tokens"]
+    assert line()["completion_tokens"] == usage["output_tokens"] == 3
