@@ -390,6 +390,62 @@ static void test_export_posts_otlp_json(void **state)
     free(c);
 }
 
+typedef struct {
+    vsr_tracer_t *t;
+    int n;
+} emitter_t;
+
+static void *emitter_main(void *arg)
+{
+    emitter_t *e = arg;
+    vsr_span_t s;
+    vsr_span_attr_t attrs[2];
+    make_span(&s, attrs);
+    for (int i = 0; i < e->n; i++)
+        vsr_tracer_emit(e->t, &s, 1);
+    return NULL;
+}
+
+/* Several workers emit at once; every span reaches the collector once. */
+static void test_concurrent_emitters(void **state)
+{
+    collector_t *c = calloc(1, sizeof(*c));
+    c->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    assert_int_equal(bind(c->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    listen(c->lfd, 4);
+    getsockname(c->lfd, (struct sockaddr *)&a, &l);
+    pthread_t th;
+    pthread_create(&th, NULL, collector_main, c);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", ntohs(a.sin_port));
+    vsr_tracer_opts_t o = {.endpoint = ep, .sampling_ratio = 1, .max_queue_spans = 100000, .max_batch_spans = 64,
+                           .batch_timeout_ms = 10};
+    vsr_tracer_t *t = vsr_tracer_new(&o, NULL);
+    enum { THREADS = 4, EACH = 500 };
+    pthread_t em[THREADS];
+    emitter_t e = {t, EACH};
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&em[i], NULL, emitter_main, &e);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(em[i], NULL);
+    vsr_tracer_stats_t st;
+    for (int i = 0; i < 1000; i++) {
+        vsr_tracer_stats(t, &st);
+        if (st.spans_exported == THREADS * EACH)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(st.spans_exported, THREADS * EACH);
+    assert_int_equal(st.spans_dropped + st.spans_failed + st.export_failures, 0);
+    assert_true(c->requests >= THREADS * EACH / 64);
+    vsr_tracer_free(t);
+    pthread_join(th, NULL);
+    close(c->lfd);
+    free(c);
+}
+
 /* ---- configuration ---- */
 
 #define DOC(tracing)                                                                                         \
@@ -479,6 +535,7 @@ int main(void)
         cmocka_unit_test(test_endpoint_parse),
         cmocka_unit_test(test_queue_drops_counted),
         cmocka_unit_test(test_export_posts_otlp_json),
+        cmocka_unit_test(test_concurrent_emitters),
         cmocka_unit_test(test_config_tracing),
         cmocka_unit_test(test_config_tracing_errors),
     };
