@@ -6,7 +6,8 @@
  * parsed as JSON; a stream vsr cannot parse is relayed all the same. */
 #include "gateway/gateway-int.h"
 
-#define MAX_EVENT (1024 * 1024) /* bytes of one event's line or data read; a longer one ends the reading */
+#define MAX_EVENT (64 * 1024) /* bytes of one event's line or data kept: a longer one ends the reading, so a
+                               * stream costs at most about twice this much memory */
 
 static int read_count(const vsr_json_t *j, uint32_t obj, const char *a, const char *b, uint64_t *out)
 {
