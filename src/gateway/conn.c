@@ -312,9 +312,9 @@ static void request_account(request_t *req)
     }
     for (unsigned i = 0; i < rep->retries; i++)
         vsr_metrics_retry(w->metrics, model);
-    /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
+    /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
     vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
                         ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
     vsr_metrics_active_requests(w->metrics, -1);
