@@ -101,7 +101,7 @@ typedef struct {
 } req_trace_end_t;
 
 /* At routing start: reads traceparent/tracestate (h), decides sampling.
- * tracer NULL leaves t off. */
+ * tracer NULL leaves t untouched: it must be zeroed (off) beforehand. */
 void vsr__trace_begin(req_trace_t *t, vsr_tracer_t *tracer, const vsr_http_head_t *h);
 /* 1 for a client field that vsr replaces upstream while tracing is on */
 int vsr__trace_owns(const req_trace_t *t, vsr_slice_t name);

@@ -9,9 +9,9 @@
 
 void vsr__trace_begin(req_trace_t *t, vsr_tracer_t *tracer, const vsr_http_head_t *h)
 {
-    memset(t, 0, sizeof(*t));
     if (tracer == NULL)
-        return;
+        return; /* t stays as the request was allocated: zeroed, off */
+    memset(t, 0, sizeof(*t));
     t->on = 1;
     t->route_start_us = vsr_now_us();
     vsr_slice_t v;
