@@ -12,7 +12,7 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PYTHON ?= /usr/bin/python3
 FUZZ_SECONDS ?= 60
-FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_SMOKE_SECONDS ?= 30
 
 .PHONY: all build run test unit e2e fuzz fuzz-smoke bench deps clean
 

@@ -238,7 +238,17 @@ static int cmd_serve(int argc, char **argv)
     vsr_metrics_count_activation(gopts.metrics);
     if (strcmp(access_log, "off") != 0)
         gopts.access_log = vsr_access_log_open(access_log, 0, &err);
-    sv.shared = vsr_upstream_shared_new(cfg, &err);
+    int tracing_ok = 1;
+    if (cfg->tracing_enabled) {
+        vsr_tracer_opts_t to = {.endpoint = cfg->tracing_endpoint, .service_name = cfg->tracing_service_name,
+                                .service_version = cfg->tracing_service_version,
+                                .environment = cfg->tracing_environment,
+                                .sampling_ratio = cfg->tracing_sampling_ratio};
+        gopts.tracer = vsr_tracer_new(&to, &err);
+        tracing_ok = gopts.tracer != NULL;
+    }
+    vsr_metrics_attach(gopts.metrics, gopts.access_log, gopts.tracer);
+    sv.shared = tracing_ok ? vsr_upstream_shared_new(cfg, &err) : NULL;
     sv.gw = sv.shared && (gopts.access_log || strcmp(access_log, "off") == 0)
                 ? vsr_gateway_start(cfg, engine, sv.shared, &gopts, &err)
                 : NULL;
@@ -263,6 +273,7 @@ static int cmd_serve(int argc, char **argv)
     vsr_buf_free(&err);
     vsr_upstream_shared_free(sv.shared);
     vsr_access_log_close(gopts.access_log);
+    vsr_tracer_free(gopts.tracer); /* flushes what is queued, bounded */
     vsr_metrics_free(gopts.metrics);
     vsr_engine_unref(engine);
     vsr_config_free(cfg);

@@ -291,7 +291,12 @@ typedef struct {
     int has_management;                  /* global.services.management_api given */
     int has_management_enabled;
     int management_remote_exposure;
-    uint32_t default_retryable_codes[3]; /* the fallback default, for vsr_config_effective_fallback */
+    uint32_t default_retryable_codes[3];
+    int tracing_sampling_type;           /* observability.tracing.sampling.type: index in its choices, -1 absent */
+    int has_tracing_rate;
+    double tracing_rate;
+    char *tracing_provider, *tracing_exporter_type;
+    int tracing_insecure; /* the fallback default, for vsr_config_effective_fallback */
 } config_box_t;
 
 /* ---- sections (each file's entry points) ------------------------------------- */

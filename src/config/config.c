@@ -797,10 +797,119 @@ static const cfg_spec_t management_spec = {
     .finish = finish_management,
 };
 
+/* global.services.observability: tracing (OTLP/HTTP JSON export).  The
+ * reference's layout: enabled, provider, exporter{type, endpoint, insecure},
+ * sampling{type, rate}, resource{service_name, service_version,
+ * deployment_environment}. */
+static const char *const tracing_providers[] = {"opentelemetry", NULL};
+static const char *const tracing_exporters[] = {"otlp", "otlp-http", "otlphttp", NULL};
+static const char *const tracing_sampling_types[] = {"always_on", "always_off", "probabilistic", NULL};
+
+static const cfg_field_t tracing_exporter_fields[] = {
+    {.key = "type", .decode = vsr__cfg_string, .offset = BOX_OFF(tracing_exporter_type), .choices = tracing_exporters},
+    {.key = "endpoint", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_endpoint)},
+    {.key = "insecure", .decode = vsr__cfg_bool, .offset = BOX_OFF(tracing_insecure)}, /* http only: nothing to skip */
+};
+
+static const cfg_spec_t tracing_exporter_spec = {
+    .size = sizeof(config_box_t),
+    .fields = tracing_exporter_fields,
+    .n_fields = VSR_ARRAY_LEN(tracing_exporter_fields),
+};
+
+static const cfg_field_t tracing_sampling_fields[] = {
+    {.key = "type", .decode = vsr__cfg_choice, .offset = BOX_OFF(tracing_sampling_type),
+     .choices = tracing_sampling_types},
+    {.key = "rate", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = BOX_OFF(tracing_rate),
+     .has_offset = BOX_OFF(has_tracing_rate), .dmin = 0, .dmax = 1},
+};
+
+static const cfg_spec_t tracing_sampling_spec = {
+    .size = sizeof(config_box_t),
+    .fields = tracing_sampling_fields,
+    .n_fields = VSR_ARRAY_LEN(tracing_sampling_fields),
+};
+
+static const cfg_field_t tracing_resource_fields[] = {
+    {.key = "service_name", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_service_name)},
+    {.key = "service_version", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_service_version)},
+    {.key = "deployment_environment", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_environment)},
+};
+
+static const cfg_spec_t tracing_resource_spec = {
+    .size = sizeof(config_box_t),
+    .fields = tracing_resource_fields,
+    .n_fields = VSR_ARRAY_LEN(tracing_resource_fields),
+};
+
+static const cfg_field_t tracing_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(tracing_enabled)},
+    {.key = "provider", .decode = vsr__cfg_string, .offset = BOX_OFF(tracing_provider), .choices = tracing_providers},
+    {.key = "exporter", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_exporter_spec},
+    {.key = "sampling", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_sampling_spec},
+    {.key = "resource", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_resource_spec},
+};
+
+static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                           size_t index)
+{
+    config_box_t *box = obj;
+    vsr_config_t *c = &box->conf;
+    switch (box->tracing_sampling_type) {
+    case 0: c->tracing_sampling_ratio = 1; break;
+    case 1: c->tracing_sampling_ratio = 0; break;
+    default: c->tracing_sampling_ratio = box->has_tracing_rate ? box->tracing_rate : 1; break;
+    }
+    if (!c->tracing_enabled)
+        return;
+    const cfg_node_t *exp = vsr__cfg_map_get(map, "exporter");
+    const cfg_node_t *ep = exp ? vsr__cfg_map_get(exp, "endpoint") : NULL;
+    if (c->tracing_endpoint == NULL || c->tracing_endpoint[0] == '\0') {
+        vsr__cfg_node_error(d, ep ? ep : map,
+                            "%s.exporter.endpoint is required when tracing is enabled (an OTLP/HTTP collector, "
+                            "e.g. http://127.0.0.1:4318)", d->path);
+        return;
+    }
+    cfg_url_t url;
+    const char *why = NULL;
+    if (vsr__cfg_parse_base_url(vsr_slice_cstr(c->tracing_endpoint), &url, &why) != VSR_OK) {
+        vsr__cfg_node_error(d, ep, "%s.exporter.endpoint: %s (vsr exports OTLP/HTTP JSON, e.g. "
+                            "http://127.0.0.1:4318)", d->path, why ? why : "not an http:// URL");
+        return;
+    }
+    if (url.tls)
+        vsr__cfg_node_error(d, ep, "%s.exporter.endpoint: https collectors are not supported; export over http:// "
+                            "to a local collector (it may forward over TLS)", d->path);
+}
+
+static void init_tracing(cfg_decoder_t *d, void *obj)
+{
+    ((config_box_t *)obj)->tracing_sampling_type = -1;
+}
+
+static const cfg_spec_t tracing_spec = {
+    .size = sizeof(config_box_t),
+    .fields = tracing_fields,
+    .n_fields = VSR_ARRAY_LEN(tracing_fields),
+    .init = init_tracing,
+    .finish = finish_tracing,
+};
+
+static const cfg_field_t observability_fields[] = {
+    {.key = "tracing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_spec},
+    UNIMPLEMENTED("metrics"),
+};
+
+static const cfg_spec_t observability_spec = {
+    .size = sizeof(config_box_t),
+    .fields = observability_fields,
+    .n_fields = VSR_ARRAY_LEN(observability_fields),
+};
+
 static const cfg_field_t services_fields[] = {
     UNIMPLEMENTED("api"),
     {.key = "response_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &response_api_spec},
-    UNIMPLEMENTED("observability"),
+    {.key = "observability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &observability_spec},
     {.key = "authz", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &authz_spec},
     {.key = "ratelimit", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &ratelimit_spec},
     {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
@@ -853,6 +962,8 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->management_port = 8080;
     c->authz_user_id_header = vsr__cfg_strdup(d, "x-authz-user-id");
     c->authz_user_groups_header = vsr__cfg_strdup(d, "x-authz-user-groups");
+    c->tracing_service_name = vsr__cfg_strdup(d, "vllm-sr");
+    c->tracing_sampling_ratio = 1;
     box->default_retryable_codes[0] = 502;
     box->default_retryable_codes[1] = 503;
     box->default_retryable_codes[2] = 504;

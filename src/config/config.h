@@ -341,6 +341,13 @@ typedef struct {
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */
     int authz_fail_open;
+    /* services.observability.tracing */
+    int tracing_enabled;                 /* enabled, default false */
+    char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON) */
+    double tracing_sampling_ratio;       /* new roots: always_on 1, always_off 0, probabilistic: rate (default 1) */
+    char *tracing_service_name;          /* resource.service_name, default "vllm-sr" */
+    char *tracing_service_version;       /* resource.service_version, NULL = none */
+    char *tracing_environment;           /* resource.deployment_environment, NULL = none */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */

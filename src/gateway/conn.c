@@ -78,6 +78,8 @@ struct request_s {
     size_t held_len;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
+    req_trace_t trace;
+    stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
 };
 
 typedef struct wop_s {
@@ -310,10 +312,18 @@ static void request_account(request_t *req)
     }
     for (unsigned i = 0; i < rep->retries; i++)
         vsr_metrics_retry(w->metrics, model);
+    if (req->usage && req->usage->has_usage)
+        vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
     vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
                         ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
     vsr_metrics_active_requests(w->metrics, -1);
+    if (req->trace.on) {
+        req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
+                              req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
+                              header_value(req, "x-request-id"), ev, vsr_engine_version(w->gw->engine), rep};
+        vsr__trace_end(&req->trace, w->gw->opts.tracer, &te);
+    }
 
     vsr_access_log_t *log = w->gw->opts.access_log;
     if (log == NULL || req->head == NULL)
@@ -344,6 +354,11 @@ static void request_account(request_t *req)
         .attempts = rep->n_attempts,
         .config_version = vsr_engine_version(w->gw->engine),
         .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
+        .streamed = req->usage != NULL,
+        .stream_events = req->usage ? req->usage->parser.events : 0,
+        .has_usage = req->usage && req->usage->has_usage,
+        .prompt_tokens = req->usage ? req->usage->prompt_tokens : 0,
+        .completion_tokens = req->usage ? req->usage->completion_tokens : 0,
     };
     vsr_access_log_write(log, &e);
 }
@@ -352,6 +367,7 @@ static void request_free(request_t *req)
 {
     vsr_free(req->held_head); /* never written: the response was abandoned */
     request_account(req);
+    vsr__usage_free(req->usage);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
     if (req->has_json)
@@ -479,9 +495,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         eff = vsr_session_response_headers(req->sess, h->status, to_route_headers(&req->pool, h), h->num_headers);
     vsr_slice_t ctype;
     if (req->sess && vsr_http_head_get(h, "content-type", &ctype) &&
-        vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream")))
+        vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream"))) {
         vsr_metrics_ttfb(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model),
                          (double)(vsr_now_us() - req->start_us) / 1e6);
+        if (req->usage == NULL && !req->is_head)
+            req->usage = vsr__usage_new();
+    }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
@@ -550,6 +569,8 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     conn_t *c = req->c;
     if (req->resp_no_body)
         return;
+    if (req->usage)
+        vsr__usage_feed(req->usage, p, n);
     wop_t *op = wop_get(c);
     op->rb = owner;
     vsr_rbuf_ref(owner);
@@ -624,6 +645,11 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
 
 static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up_on_complete, up_on_error};
 
+static void trace_attempt_headers(void *ud, unsigned index, vsr_buf_t *head)
+{
+    vsr__trace_attempt_headers(&((request_t *)ud)->trace, index, head);
+}
+
 /* Sends the request as the routing core planned it: the client's fields
  * minus hop-by-hop ones, host and content-length (the upstream writes its
  * own), with the effect's removals and then its sets applied, an
@@ -638,7 +664,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         vsr_slice_t name = req->hdrs[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "host") ||
             vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect") ||
-            effect_names(eff, name))
+            effect_names(eff, name) || vsr__trace_owns(&req->trace, name))
             continue;
         if (vsr_slice_case_eq_cstr(name, "x-request-id"))
             has_id = 1;
@@ -702,6 +728,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         .override = plan->reliability,
         .report = &req->report,
         .max_total_ms = cap,
+        .attempt_headers = req->trace.on ? trace_attempt_headers : NULL,
     };
     req->call = vsr_upstream_call_start(req->c->w->up, plan->model, &ur, &up_callbacks, req);
 }
@@ -841,6 +868,7 @@ static void dispatch(request_t *req)
         req->hdrs[req->n_hdrs].value = h->headers[i].value;
         req->n_hdrs++;
     }
+    vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
     vsr_session_opts_t opts = {.listener = c->l->conf, .identity_trusted = c->identity_trusted};
     req->sess = vsr_session_open(c->w->gw->engine, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);

@@ -76,6 +76,50 @@ struct vsr_gateway_s {
     void *drained_ud;
 };
 
+/* tracing.c: one request's W3C trace context and, at its end, its spans */
+typedef struct {
+    vsr_trace_parent_t tp;   /* trace id, the caller's span (zero for a new root), flags */
+    uint8_t root[8];         /* vsr's span for the request */
+    uint8_t attempts[VSR_UPSTREAM_MAX_ATTEMPTS][8]; /* each upstream attempt's span, by report index */
+    char tracestate[512];    /* forwarded when valid: every tracestate field of the request, joined by ',' */
+    size_t tracestate_len;
+    uint64_t route_start_us;
+    unsigned on : 1;         /* tracing enabled: vsr, not the client, sets traceparent upstream */
+    unsigned sampled : 1;
+} req_trace_t;
+
+typedef struct {
+    double start_wall;       /* the request's start, seconds since the epoch ... */
+    uint64_t start_us;       /* ... and on the monotonic clock */
+    vsr_slice_t method, target;
+    int status;
+    const char *flags;
+    vsr_slice_t request_id;
+    const vsr_evidence_t *ev; /* NULL when not routed */
+    uint64_t config_version;
+    const vsr_upstream_report_t *report;
+} req_trace_end_t;
+
+/* At routing start: reads traceparent/tracestate (h), decides sampling.
+ * tracer NULL leaves t untouched: it must be zeroed (off) beforehand. */
+void vsr__trace_begin(req_trace_t *t, vsr_tracer_t *tracer, const vsr_http_head_t *h);
+/* 1 for a client field that vsr replaces upstream while tracing is on */
+int vsr__trace_owns(const req_trace_t *t, vsr_slice_t name);
+/* An attempt's traceparent (its own span as parent) and tracestate. */
+void vsr__trace_attempt_headers(req_trace_t *t, unsigned index, vsr_buf_t *head);
+/* At the request's end: the root, routing and attempt spans, when sampled. */
+void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_end_t *e);
+
+/* stream_usage.c: what is read from a streamed response while relaying it */
+typedef struct {
+    vsr_sse_parser_t parser; /* parser.events: events relayed */
+    uint64_t prompt_tokens, completion_tokens;
+    int has_usage;           /* the stream's usage object was read */
+} stream_usage_t;
+stream_usage_t *vsr__usage_new(void);
+void vsr__usage_feed(stream_usage_t *u, const char *p, size_t n);
+void vsr__usage_free(stream_usage_t *u); /* NULL is a no-op */
+
 /* ingress.c: a client field that must not pass the edge */
 int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name);
 /* 1 when the listener needs no key or the request carries a configured one */

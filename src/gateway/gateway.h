@@ -32,6 +32,7 @@ typedef struct {
     uint16_t metrics_port;
     vsr_metrics_t *metrics;      /* required: one shard per worker */
     vsr_access_log_t *access_log; /* NULL = no access log */
+    vsr_tracer_t *tracer;        /* NULL = no tracing (traceparent passes through untouched) */
 } vsr_gateway_opts_t;
 
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,

@@ -259,6 +259,12 @@ static int format_line(vsr_buf_t *b, const vsr_access_entry_t *e)
         rc |= vsr_buf_printf(b, "%.3f", e->routing_ms > 0 ? e->routing_ms : 0.0);
     else
         rc |= vsr_buf_append(b, "null", 4);
+    rc |= put_key(b, "stream_events");
+    rc |= e->streamed ? vsr_buf_printf(b, "%" PRIu64, e->stream_events) : vsr_buf_append(b, "null", 4);
+    rc |= put_key(b, "prompt_tokens");
+    rc |= e->has_usage ? vsr_buf_printf(b, "%" PRIu64, e->prompt_tokens) : vsr_buf_append(b, "null", 4);
+    rc |= put_key(b, "completion_tokens");
+    rc |= e->has_usage ? vsr_buf_printf(b, "%" PRIu64, e->completion_tokens) : vsr_buf_append(b, "null", 4);
     rc |= vsr_buf_append(b, "}\n", 2);
     return rc;
 }

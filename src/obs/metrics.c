@@ -76,7 +76,7 @@ static const hist_spec_t routing_hist = {VSR_ARRAY_LEN(routing_bounds), routing_
 #define MAX_BUCKETS 32 /* >= every spec's n + 1 */
 
 /* The families whose series live in the shards' tables, in render order. */
-enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_COUNT };
+enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -102,6 +102,8 @@ static const family_t families[F_COUNT] = {
                      2, {"from", "to"}},
     [F_OVERFLOW] = {"vsr_upstream_overflow_total", "Requests refused by a model's connection or request limit.",
                     NULL, 1, {"model"}},
+    [F_TOKENS] = {"vsr_tokens_total", "Tokens reported by streamed responses' usage, by model and type (prompt, completion).",
+                  NULL, 2, {"model", "type"}},
 };
 
 /* ---- series and shards ---- */
@@ -152,6 +154,9 @@ struct vsr_metrics_s {
     size_t n_health, cap_health;
     ejections_t *ejections;
     size_t n_ejections, cap_ejections;
+    /* borrowed: their counters are read at scrape time */
+    vsr_access_log_t *log;
+    vsr_tracer_t *tracer;
 };
 
 /* ---- small helpers ---- */
@@ -496,6 +501,16 @@ void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model)
     count1(s, F_OVERFLOW, intern(s->m, D_MODEL, model), NULL, NULL);
 }
 
+void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion)
+{
+    if (s == NULL)
+        return;
+    const lv_t *mo = intern(s->m, D_MODEL, model);
+    add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("prompt")), NULL)->v[0], prompt);
+    add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("completion")), NULL)->v[0],
+            completion);
+}
+
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta)
 {
     if (s != NULL)
@@ -796,6 +811,32 @@ static void render_all(vsr_metrics_t *m, vsr_buf_t *b)
     put_header(b, "vsr_config_activations_total", "Configurations activated since the start.", "counter");
     vsr_buf_printf(b, "vsr_config_activations_total %" PRIu64 "\n",
                    atomic_load_explicit(&m->activations, memory_order_relaxed));
+    put_header(b, "vsr_access_log_dropped_total", "Access log lines dropped because the writer's queue was full.",
+               "counter");
+    vsr_buf_printf(b, "vsr_access_log_dropped_total %" PRIu64 "\n", vsr_access_log_dropped(m->log));
+    if (m->tracer) {
+        vsr_tracer_stats_t ts;
+        vsr_tracer_stats(m->tracer, &ts);
+        put_header(b, "vsr_tracing_spans_exported_total", "Spans the trace collector accepted.", "counter");
+        vsr_buf_printf(b, "vsr_tracing_spans_exported_total %" PRIu64 "\n", ts.spans_exported);
+        put_header(b, "vsr_tracing_spans_dropped_total",
+                   "Spans not exported: the queue was full (queue_full), or the collector did not take their batch "
+                   "(export_failed).",
+                   "counter");
+        vsr_buf_printf(b, "vsr_tracing_spans_dropped_total{reason=\"export_failed\"} %" PRIu64 "\n", ts.spans_failed);
+        vsr_buf_printf(b, "vsr_tracing_spans_dropped_total{reason=\"queue_full\"} %" PRIu64 "\n", ts.spans_dropped);
+        put_header(b, "vsr_tracing_export_failures_total",
+                   "Span batches that failed to export: connect, write, timeout, or a non-2xx answer.", "counter");
+        vsr_buf_printf(b, "vsr_tracing_export_failures_total %" PRIu64 "\n", ts.export_failures);
+    }
+}
+
+void vsr_metrics_attach(vsr_metrics_t *m, vsr_access_log_t *log, vsr_tracer_t *tracer)
+{
+    if (m == NULL)
+        return;
+    m->log = log;
+    m->tracer = tracer;
 }
 
 void vsr_metrics_render(vsr_metrics_t *m, vsr_buf_t *out)

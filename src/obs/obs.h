@@ -12,6 +12,10 @@
  * a scrape sums every worker's shard and renders Prometheus
  * text.  Label sets are bounded: status class, model, decision, outcome —
  * never request ids.
+ *
+ * Tracing: W3C traceparent/tracestate parsing and formatting, ids, the
+ * sampler, and an exporter thread that batches spans and POSTs them as
+ * OTLP/HTTP JSON.  Spans are queued, bounded, never waited for.
  */
 #ifndef VSR_OBS_H
 #define VSR_OBS_H
@@ -55,6 +59,10 @@ typedef struct {
     unsigned attempts;
     uint64_t config_version;
     double routing_ms;
+    int streamed;               /* the response was an event stream (else the three below are logged null) */
+    uint64_t stream_events;     /* SSE events read from it */
+    int has_usage;              /* its usage object was read (else the token counts are logged null) */
+    uint64_t prompt_tokens, completion_tokens;
 } vsr_access_entry_t;
 
 /* Formats e as one JSON line and queues it; never blocks.  Thread-safe.
@@ -62,6 +70,107 @@ typedef struct {
  * so are a start_time before 1970 or past 9999 and a routing_ms that is not
  * a finite number (a negative one is logged as 0.000). */
 void vsr_access_log_write(vsr_access_log_t *log, const vsr_access_entry_t *e);
+
+/* ---- tracing (W3C Trace Context, OTLP/HTTP JSON) ---- */
+
+/* A traceparent's fields. */
+typedef struct {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];  /* the parent span: the caller's */
+    uint8_t flags;       /* bit 0: sampled */
+} vsr_trace_parent_t;
+
+#define VSR_TRACE_SAMPLED 0x01
+#define VSR_TRACEPARENT_LEN 55 /* "00-" 32 hex "-" 16 hex "-" 2 hex */
+
+/* Parses a traceparent field value (W3C Trace Context, level 1): version
+ * 00 is exactly 55 bytes; a later version (01..fe) may be longer, and then
+ * byte 55 must be '-' and only the first four fields are read; version ff
+ * is invalid.  Hex is lowercase only; an all-zero trace id or span id is
+ * invalid.  VSR_OK, or VSR_ERR_INVALID (out is then undefined). */
+int vsr_traceparent_parse(vsr_slice_t v, vsr_trace_parent_t *out);
+/* Writes a version-00 traceparent (55 bytes and a NUL) to out.  Only the
+ * sampled bit of flags is kept: vsr propagates no flag it does not know. */
+void vsr_traceparent_format(const uint8_t trace_id[16], const uint8_t span_id[8], uint8_t flags, char out[56]);
+/* 1 when v is a well-formed tracestate (at most 32 list members, each
+ * key=value per the grammar, empty members allowed, at most 512 bytes):
+ * it is then forwarded unchanged; an invalid one is dropped. */
+int vsr_tracestate_valid(vsr_slice_t v);
+/* Random ids, never all zero, from a per-thread generator seeded from
+ * getrandom(2): fast, not for secrets. */
+void vsr_trace_new_trace_id(uint8_t out[16]);
+void vsr_trace_new_span_id(uint8_t out[8]);
+/* The sampling decision for a new root (no valid incoming traceparent):
+ * sampled when the trace id's low 63 bits fall below ratio * 2^63 (the
+ * TraceIdRatioBased rule, so the decision is a function of the id).  A
+ * request with a parent follows the parent's sampled flag instead. */
+int vsr_trace_sample_root(double ratio, const uint8_t trace_id[16]);
+
+typedef enum { VSR_SPAN_INTERNAL = 1, VSR_SPAN_SERVER = 2, VSR_SPAN_CLIENT = 3 } vsr_span_kind_t;
+typedef enum { VSR_SPAN_UNSET = 0, VSR_SPAN_OK = 1, VSR_SPAN_ERROR = 2 } vsr_span_status_t;
+
+typedef struct {
+    const char *key;
+    vsr_slice_t str;  /* a string value (cut to 256 bytes, made valid UTF-8) ... */
+    int64_t num;      /* ... or, when is_num, an integer */
+    int is_num;
+} vsr_span_attr_t;
+
+typedef struct {
+    const char *name;
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t parent_id[8];        /* all zero: a root span */
+    uint64_t start_ns, end_ns;   /* unix time, nanoseconds */
+    vsr_span_kind_t kind;
+    vsr_span_status_t status;
+    const vsr_span_attr_t *attrs;
+    size_t n_attrs;
+} vsr_span_t;
+
+/* Appends s as one OTLP/JSON span object (hex ids, nanoseconds as decimal
+ * strings, int attributes as strings, as the OTLP JSON mapping wants). */
+int vsr_span_to_json(vsr_buf_t *b, const vsr_span_t *s);
+
+typedef struct vsr_tracer_s vsr_tracer_t;
+
+typedef struct {
+    const char *endpoint;         /* "http://host[:port][/path]"; no path = /v1/traces; port default 4318 */
+    const char *service_name;     /* resource service.name; NULL = "vsr" */
+    const char *service_version;  /* NULL = none */
+    const char *environment;      /* resource deployment.environment; NULL = none */
+    double sampling_ratio;        /* new roots: 0..1 */
+    size_t max_queue_spans;       /* 0 = 8192 */
+    size_t max_batch_spans;       /* 0 = 512 */
+    uint64_t batch_timeout_ms;    /* 0 = 1000: a partial batch waits at most this long */
+    uint64_t export_timeout_ms;   /* 0 = 2000: connect, send and answer of one batch */
+    uint64_t shutdown_timeout_ms; /* 0 = 3000: vsr_tracer_free's flush */
+} vsr_tracer_opts_t;
+
+/* Checks an endpoint and splits it; host, port and path are NUL-terminated
+ * and cut to their sizes.  VSR_ERR_INVALID with *why set when it is not an
+ * http:// URL vsr can export to (https is refused: run a local collector). */
+int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint16_t *port, char *path,
+                              size_t path_len, const char **why);
+/* Starts the exporter thread.  NULL with a message in err on a bad endpoint
+ * or when the thread cannot start. */
+vsr_tracer_t *vsr_tracer_new(const vsr_tracer_opts_t *o, vsr_buf_t *err);
+/* Flushes what is queued (bounded by shutdown_timeout_ms; what is left is
+ * counted as dropped), stops the thread, frees.  NULL is a no-op. */
+void vsr_tracer_free(vsr_tracer_t *t);
+double vsr_tracer_ratio(const vsr_tracer_t *t);
+/* Queues the spans of one request (encoded here, on the caller's thread);
+ * never blocks: when the queue is full they are dropped and counted.
+ * Thread-safe.  t NULL is a no-op. */
+void vsr_tracer_emit(vsr_tracer_t *t, const vsr_span_t *spans, size_t n);
+
+typedef struct {
+    uint64_t spans_exported;   /* accepted by the collector (2xx) */
+    uint64_t spans_dropped;    /* queue full, or left at shutdown */
+    uint64_t spans_failed;     /* in a batch the collector did not accept */
+    uint64_t export_failures;  /* batches that failed: connect, write, timeout, non-2xx */
+} vsr_tracer_stats_t;
+void vsr_tracer_stats(const vsr_tracer_t *t, vsr_tracer_stats_t *out); /* t NULL: zeros */
 
 /* ---- metrics ---- */
 
@@ -92,6 +201,8 @@ void vsr_metrics_attempt(vsr_metrics_shard_t *s, vsr_slice_t model, const char *
 void vsr_metrics_retry(vsr_metrics_shard_t *s, vsr_slice_t model);
 void vsr_metrics_fallback(vsr_metrics_shard_t *s, vsr_slice_t from_model, vsr_slice_t to_model);
 void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model);
+/* Token counts a response reported (vsr_tokens_total{model,type}). */
+void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion);
 /* Gauges owned by the shard: add +1 / -1. */
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
@@ -110,7 +221,12 @@ void vsr_metrics_count_activation(vsr_metrics_t *m);
  * Safe while workers write (a scrape may see a counter mid-update, never a
  * torn value: counters are 64-bit aligned and written with relaxed atomics)
  * and from several threads at once.  Families with labels appear once they
- * have a series; the others always.  Series are sorted by label value. */
+ * have a series; the others always (the vsr_tracing_* ones once a tracer is
+ * attached).  Series are sorted by label value. */
 void vsr_metrics_render(vsr_metrics_t *m, vsr_buf_t *out);
+/* The access log and tracer whose counters the scrape reports (dropped
+ * lines, dropped spans, export failures); either may be NULL.  Both are
+ * borrowed and must outlive the registry's scrapes.  Call before serving. */
+void vsr_metrics_attach(vsr_metrics_t *m, vsr_access_log_t *log, vsr_tracer_t *tracer);
 
 #endif /* VSR_OBS_H */

@@ -96,6 +96,7 @@ struct vsr_upstream_call_s {
     uv_timer_t timer;            /* back-off waits and deferred failures */
     uint64_t deadline_ms;        /* absolute, 0 = none */
     uint64_t attempt_start_ms;
+    uint64_t attempt_start_us;
     uint64_t tried;              /* endpoints tried (bit i) */
     unsigned attempt;            /* 1-based, current */
     int pending_err;             /* a failure to report from the timer (never synchronously) */
@@ -463,6 +464,8 @@ static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_e
         a->status = status;
         a->error = err;
         a->duration_ms = vsr_now_ms() - call->attempt_start_ms;
+        a->start_us = call->attempt_start_us;
+        a->end_us = vsr_now_us();
     }
     r->n_attempts++;
 }
@@ -668,6 +671,7 @@ static void attempt_start(vsr_upstream_call_t *call)
     }
     call->attempt++;
     call->attempt_start_ms = now;
+    call->attempt_start_us = vsr_now_us();
     call->written = call->write_failed = call->got_bytes = 0;
     int idx = vsr__lb_pick(cl->states, cl->weights, cl->cur, cl->n_eps, call->pol.least_request, call->tried, now,
                            &call->up->rng);
@@ -773,6 +777,8 @@ static int build_head(vsr_upstream_call_t *call)
     for (size_t i = 0; i < req->n_headers; i++)
         if (!req->with_credentials || !endpoint_sets(b, req->headers[i].name))
             rc |= vsr_http_write_header(h, req->headers[i].name, req->headers[i].value);
+    if (req->attempt_headers)
+        req->attempt_headers(call->ud, req->report ? req->report->n_attempts : call->attempt - 1, h);
     if (req->with_credentials)
         rc |= write_endpoint_headers(h, b);
     if (body_len > 0 || req->send_length)

@@ -45,6 +45,7 @@ typedef struct {
     int status;                 /* the response status, 0 when none */
     vsr_upstream_error_t error; /* 0 when a response head arrived */
     uint64_t duration_ms;
+    uint64_t start_us, end_us;  /* monotonic (vsr_now_us), for trace spans */
 } vsr_upstream_attempt_t;
 
 #define VSR_UPSTREAM_MAX_ATTEMPTS 8
@@ -89,6 +90,12 @@ typedef struct {
     const vsr_reliability_conf_t *override; /* the decision's reliability block, merged over the model's; NULL = none */
     vsr_upstream_report_t *report; /* optional evidence of every attempt */
     uint64_t max_total_ms;        /* caps the total timeout (a fallback candidate's attempt budget); 0 = none */
+    /* Optional: appends fields of the attempt's own to its head, as whole
+     * "name: value\r\n" lines (a traceparent naming the attempt's span);
+     * called with the call's ud as each attempt's head is built.  index is
+     * the attempt's place in report (report->n_attempts then; without a
+     * report, the attempt number of this call from 0). */
+    void (*attempt_headers)(void *ud, unsigned index, vsr_buf_t *head);
 } vsr_upstream_request_t;
 
 /* The shared state of cfg's clusters.  Host names are resolved here, once

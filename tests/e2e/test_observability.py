@@ -54,3 +54,56 @@ def test_metrics_endpoint(stack):
     assert any(k.startswith("vsr_endpoint_healthy{") for k in lines)
     assert lines.get("vsr_config_version") == 1
     assert httpx.get(stack.metrics_url.replace("/metrics", "/nope")).status_code == 404
+
+
+def metric_lines(v):
+    return {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1])
+            for l in httpx.get(v.metrics_url).text.splitlines() if l and not l.startswith("#")}
+
+
+def test_stream_events_and_usage_logged(stack):
+    """The SSE relay reads the stream as it passes: the events counted, the
+    final usage object's token counts in the access log and in metrics."""
+    body = {"model": "m2", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "count my tokens"}]}
+    r = stack.post_chat(body, headers={"x-request-id": "sse-usage", "x-fakellm-chunks": "4"})
+    assert r.status_code == 200
+    events = [e for e in r.text.split("\n") if e.startswith("data: ")]
+    usage = json.loads(events[-2][len("data: "):])["usage"]      # before [DONE]
+    # a stream without usage, and a non-streamed answer
+    stack.post_chat({**body, "stream_options": {"include_usage": False}}, headers={"x-request-id": "sse-plain"})
+    stack.post_chat({"model": "m2", "messages": []}, headers={"x-request-id": "not-sse"})
+
+    def line(rid):
+        found = [l for l in log_lines(stack) if l.get("x_request_id") == rid]
+        return found[0] if found else None
+    wait_until(lambda: line("sse-usage") and line("sse-plain") and line("not-sse"), what="three log lines")
+    l = line("sse-usage")
+    assert l["stream_events"] == len(events)                     # every data event, [DONE] included
+    assert l["prompt_tokens"] == usage["prompt_tokens"] and l["completion_tokens"] == usage["completion_tokens"]
+    assert usage["completion_tokens"] > 0
+    p = line("sse-plain")
+    assert p["stream_events"] > 0 and p["prompt_tokens"] is None and p["completion_tokens"] is None
+    n = line("not-sse")
+    assert n["stream_events"] is None and n["prompt_tokens"] is None
+    m = metric_lines(stack)
+    assert m['vsr_tokens_total{model="m2",type="prompt"}'] == usage["prompt_tokens"]
+    assert m['vsr_tokens_total{model="m2",type="completion"}'] == usage["completion_tokens"]
+    assert m["vsr_access_log_dropped_total"] == 0
+
+
+def test_responses_stream_usage_logged(stack):
+    """The responses API reports usage inside response.completed."""
+    r = httpx.post(stack.url + "/v1/responses", json={"model": "m2", "stream": True, "input": "hello there"},
+                   headers={"x-request-id": "resp-usage", "x-fakellm-chunks": "3"}, timeout=30)
+    assert r.status_code == 200
+    done = [json.loads(l[len("data: "):]) for l in r.text.split("\n")
+            if l.startswith("data: ") and "response.completed" in l]
+    usage = done[0]["response"]["usage"]
+
+    def line():
+        found = [l for l in log_lines(stack) if l.get("x_request_id") == "resp-usage"]
+        return found[0] if found else None
+    wait_until(line, what="the log line")
+    assert line()["prompt_tokens"] == usage["input_tokens"]
+    assert line()["completion_tokens"] == usage["output_tokens"] == 3

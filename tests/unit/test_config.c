@@ -752,7 +752,7 @@ static void test_unimplemented_paths(void **state)
         HEAD
         "global:\n"
         "  router: {strategy: priority, streamed_body: {enabled: true}, learning: {}}\n"
-        "  services: {observability: {tracing: {enabled: true}}, ratelimit: {fail_open: true}}\n"
+        "  services: {observability: {metrics: {windowed_metrics: {enabled: true}}}, ratelimit: {fail_open: true}}\n"
         "  stores: {response_cache: {backend_type: memory}}\n"
         "  model_catalog: {embeddings: {}}\n"
         "listeners:\n"
@@ -781,7 +781,7 @@ static void test_unimplemented_paths(void **state)
     static const char *const want[] = {
         "global.router.strategy",
         "global.router.streamed_body",
-        "global.services.observability",
+        "global.services.observability.metrics",
         "global.services.ratelimit.fail_open",
         "global.stores",
         "global.model_catalog",

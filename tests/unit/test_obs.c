@@ -76,6 +76,7 @@ static const char *const log_keys[] = {
     "start_time", "method", "path", "protocol", "response_code", "response_flags", "bytes_received",
     "bytes_sent", "duration", "upstream_host", "x_request_id", "user_agent", "recipe", "decision",
     "selected_model", "served_model", "fallback_path", "attempts", "config_version", "routing_ms",
+    "stream_events", "prompt_tokens", "completion_tokens",
 };
 
 /* 1 when [p, p+n) is one JSON object with exactly the log's keys in order. */
@@ -156,6 +157,12 @@ static void test_access_log_format(void **state)
     /* 1.005 * 1000 is 1004.999… in doubles: still millisecond 5 */
     vsr_access_entry_t inexact = {.start_time = 1.005, .routing_ms = -0.25, .method = VSR_SLICE_LIT("GET")};
     vsr_access_log_write(log, &inexact);
+    /* a stream: its events, and the usage it reported (or nulls without one) */
+    vsr_access_entry_t st = {.streamed = 1, .stream_events = 9, .has_usage = 1, .prompt_tokens = 3,
+                             .completion_tokens = 5};
+    vsr_access_log_write(log, &st);
+    vsr_access_entry_t st2 = {.streamed = 1, .stream_events = 2, .prompt_tokens = 3};
+    vsr_access_log_write(log, &st2);
     vsr_access_log_close(log);
 
     size_t n;
@@ -166,22 +173,32 @@ static void test_access_log_format(void **state)
         "\"bytes_sent\":4567,\"duration\":89,\"upstream_host\":\"10.0.0.1:8000\",\"x_request_id\":\"req-1\","
         "\"user_agent\":\"curl/8.0\",\"recipe\":\"default\",\"decision\":\"math\",\"selected_model\":\"m1\","
         "\"served_model\":\"m2\",\"fallback_path\":\"m1,m2\",\"attempts\":2,\"config_version\":7,"
-        "\"routing_ms\":0.125}\n"
+        "\"routing_ms\":0.125,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000}\n"
+        "\"routing_ms\":0.000,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null}\n"
         "{\"start_time\":null,\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":499,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":null}\n"
+        "\"routing_ms\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:01.005Z\",\"method\":\"GET\",\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000}\n";
+        "\"routing_ms\":0.000,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null}\n"
+        "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
+        "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
+        "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
+        "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
+        "\"routing_ms\":0.000,\"stream_events\":9,\"prompt_tokens\":3,\"completion_tokens\":5}\n"
+        "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
+        "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
+        "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
+        "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
+        "\"routing_ms\":0.000,\"stream_events\":2,\"prompt_tokens\":null,\"completion_tokens\":null}\n";
     assert_string_equal(text, want);
     const char *line = text;
     for (int i = 0; i < 4; i++) {
@@ -786,7 +803,10 @@ static void test_metrics_gauges_and_globals(void **state)
         "vsr_config_version 42\n"
         "# HELP vsr_config_activations_total Configurations activated since the start.\n"
         "# TYPE vsr_config_activations_total counter\n"
-        "vsr_config_activations_total 1\n";
+        "vsr_config_activations_total 1\n"
+        "# HELP vsr_access_log_dropped_total Access log lines dropped because the writer's queue was full.\n"
+        "# TYPE vsr_access_log_dropped_total counter\n"
+        "vsr_access_log_dropped_total 0\n";
     size_t tl = strlen(t), wl = strlen(want);
     assert_true(tl >= wl);
     if (strcmp(t + tl - wl, want) != 0)
