@@ -1567,6 +1567,14 @@ void vsr__conn_flush_soon(conn_t *c)
     }
 }
 
+void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len)
+{
+    wop_t *op = wop_get(c);
+    op->rb = rb;
+    uv_buf_t ub = uv_buf_init(rb->data, (unsigned)len);
+    conn_write(c, op, &ub, 1);
+}
+
 size_t vsr__conn_queued(const conn_t *c)
 {
     return c->wq_bytes;

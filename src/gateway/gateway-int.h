@@ -128,6 +128,7 @@ void vsr__request_reset(request_t *req);  /* the stream is gone: the request end
 void vsr__request_resume(request_t *req); /* its queue drained: read the upstream again */
 /* conn.c, for h2.c: the connection */
 void vsr__conn_send(conn_t *c, vsr_buf_t *b); /* takes b's memory */
+void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len); /* takes the reference */
 size_t vsr__conn_queued(const conn_t *c);
 /* Calls vsr__h2_flush() from the loop, once the current callback is over:
  * a response handed over never ends its stream (and frees its request)

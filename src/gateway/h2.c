@@ -26,7 +26,6 @@
 #include <stdio.h>
 
 #define H2_WQ_HIGH (1024 * 1024)       /* stop framing above this many bytes queued for the socket */
-#define H2_SEND_BATCH (256 * 1024)      /* bytes gathered into one socket write */
 #define H2_MAX_STREAMS 128              /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define H2_STREAM_WINDOW (1024 * 1024)  /* SETTINGS_INITIAL_WINDOW_SIZE: request bodies */
 #define H2_CONN_WINDOW (16 * 1024 * 1024)
@@ -280,15 +279,17 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 
 /* ---- the session ---- */
 
-/* Frames out to the connection, as many as the socket's queue allows. */
+/* Frames out to the connection, as many as the socket's queue allows.  They
+ * are gathered into receive-sized buffers from the thread's cache, which the
+ * writes give back: no allocation per flush. */
 void vsr__h2_flush(h2_sess_t *s)
 {
     if (s->dead || s->in_ng || s->ended)
         return;
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
+    vsr_rbuf_t *rb = NULL;
+    size_t used = 0;
     s->in_ng++;
-    while (vsr__conn_queued(s->c) + b.len < H2_WQ_HIGH && b.len < H2_SEND_BATCH) {
+    while (vsr__conn_queued(s->c) + used < H2_WQ_HIGH) {
         const uint8_t *p;
         ssize_t n = nghttp2_session_mem_send(s->ng, &p);
         if (n < 0) {
@@ -298,12 +299,28 @@ void vsr__h2_flush(h2_sess_t *s)
         }
         if (n == 0)
             break;
-        vsr_buf_append(&b, p, (size_t)n);
+        if (rb && used + (size_t)n > VSR_RBUF_SIZE) {
+            vsr__conn_send_rbuf(s->c, rb, used);
+            rb = NULL;
+        }
+        if ((size_t)n > VSR_RBUF_SIZE) {
+            /* a header block bigger than a buffer: rare, sent from the heap */
+            vsr_buf_t big;
+            vsr_buf_init(&big, 0);
+            vsr_buf_append(&big, p, (size_t)n);
+            vsr__conn_send(s->c, &big);
+            continue;
+        }
+        if (rb == NULL) {
+            rb = vsr_rbuf_get();
+            used = 0;
+        }
+        memcpy(rb->data + used, p, (size_t)n);
+        used += (size_t)n;
     }
     s->in_ng--;
-    if (b.len)
-        vsr__conn_send(s->c, &b);
-    vsr_buf_free(&b);
+    if (rb)
+        vsr__conn_send_rbuf(s->c, rb, used);
     if (s->dead) {
         vsr__conn_end(s->c, 0);
         return;
