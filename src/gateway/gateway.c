@@ -263,6 +263,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
         .max_body_bytes = 1u << 16,
         .max_connections = 256,
+        .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
+        .max_headers = VSR_DEFAULT_MAX_HEADERS,
     };
     gw->cfg = cfg;
     gw->engine = engine;
@@ -275,6 +277,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
         .max_body_bytes = 16u << 20,
         .max_connections = 1024,
+        .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
+        .max_headers = VSR_DEFAULT_MAX_HEADERS,
     };
     gw->listener_active = vsr_calloc(cfg->n_listeners + 2, sizeof(atomic_uint));
     gw->workers = vsr_calloc(workers, sizeof(worker_t *));

@@ -165,6 +165,20 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
         }
         h->content_length = (int64_t)cl;
     }
+    if (vsr_slice_eq_cstr(n, "cookie")) {
+        /* split crumbs are joined again for HTTP/1.1 (RFC 9113 §8.2.3) */
+        for (size_t i = 0; i < h->num_headers; i++) {
+            if (!vsr_slice_eq_cstr(h->headers[i].name, "cookie"))
+                continue;
+            vsr_slice_t old = h->headers[i].value;
+            char *joined = vsr_pool_alloc(&st->pool, old.len + 2 + valuelen);
+            memcpy(joined, old.p, old.len);
+            memcpy(joined + old.len, "; ", 2);
+            memcpy(joined + old.len + 2, value, valuelen);
+            h->headers[i].value = vsr_slice(joined, old.len + 2 + valuelen);
+            return 0;
+        }
+    }
     h->headers[h->num_headers].name = copy_bytes(st, name, namelen);
     h->headers[h->num_headers].value = copy_bytes(st, value, valuelen);
     h->num_headers++;

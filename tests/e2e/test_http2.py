@@ -242,3 +242,24 @@ def test_idle_h2_connection_gets_goaway_and_closes(vsr, fakellm):
     assert c.next_frame() is None          # then the connection closes
     assert time.monotonic() - start < 10   # generous: the timeout is 1s
     c.close()
+
+
+def test_fields_http2_forbids_reset_only_their_stream(stack):
+    """Smuggling shapes over HTTP/2: upper-case names, connection-specific
+    fields, CR/LF in a value.  Each stream is reset (PROTOCOL_ERROR), no
+    backend sees it, and the connection goes on."""
+    before = sum(b.stats()["requests"] for b in stack.backends)
+    c = H2Conn(stack.port)
+    sid = 1
+    for hdrs in ([("X-Upper", "1")], [("connection", "close")], [("transfer-encoding", "chunked")],
+                 [("te", "gzip")], [("x-ok", "a\r\nb")], [("upgrade", "h2c")]):
+        stream_request(c, sid, hdrs)
+        f = c.read_until(lambda f: f[2] == sid and (f[0] == RST_STREAM or f[1] & END_STREAM))
+        assert f is not None and f[0] == RST_STREAM, hdrs
+        assert int.from_bytes(f[3][:4], "big") == 1, hdrs          # PROTOCOL_ERROR
+        sid += 2
+    c.request(sid, "GET", "/health")
+    f = c.read_until(lambda f: f[2] == sid and (f[0] == RST_STREAM or f[1] & END_STREAM))
+    assert f is not None and f[0] != RST_STREAM
+    c.close()
+    assert sum(b.stats()["requests"] for b in stack.backends) == before
