@@ -275,6 +275,10 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
         return NGHTTP2_ERR_DEFERRED;
     }
     size_t n = VSR_MIN(avail, len);
+    if (n == 0) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* the end, and nothing (more) before it */
+        return 0;
+    }
     memcpy(buf, st->out.data + st->out_off, n);
     st->out_off += n;
     if (st->out_off == st->out.len) {

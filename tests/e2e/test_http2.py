@@ -263,3 +263,24 @@ def test_fields_http2_forbids_reset_only_their_stream(stack):
     assert f is not None and f[0] != RST_STREAM
     c.close()
     assert sum(b.stats()["requests"] for b in stack.backends) == before
+
+
+def test_upstream_failing_mid_stream_resets_only_that_stream(stack):
+    """A backend that drops after the head: that stream ends with
+    RST_STREAM (INTERNAL_ERROR), never a clean end; its sibling finishes."""
+    c = H2Conn(stack.port)
+    stream_request(c, 1, [("x-fakellm-chunks", "10"), ("x-fakellm-drop-after", "3")])
+    stream_request(c, 3, [("x-fakellm-chunks", "5"), ("x-fakellm-chunk-delay-ms", "50")])
+    ends, data = {}, {1: b"", 3: b""}
+    while len(ends) < 2:
+        f = c.next_frame()
+        assert f is not None, "connection closed"
+        if f[2] in data and f[0] == DATA:
+            data[f[2]] += f[3]
+            if f[1] & END_STREAM:
+                ends[f[2]] = "end"
+        elif f[2] in data and f[0] == RST_STREAM:
+            ends[f[2]] = int.from_bytes(f[3][:4], "big")
+    assert ends == {1: 2, 3: "end"}                 # 2 = INTERNAL_ERROR
+    assert b"[DONE]" not in data[1] and b"[DONE]" in data[3]
+    c.close()
