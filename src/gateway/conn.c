@@ -248,11 +248,6 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 
 /* ---- local replies ---- */
 
-static vsr_slice_t slice_or_empty(const char *s)
-{
-    return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
-}
-
 /* A local reply on an HTTP/2 stream: the same fields, no framing ones.
  * extra_headers are this file's own "name: value\r\n" lines. */
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
@@ -261,7 +256,7 @@ static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t 
     vsr_http_header_t f[4];
     size_t n = 0;
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
-    vsr_slice_t rest = slice_or_empty(extra_headers);
+    vsr_slice_t rest = extra_headers ? vsr_slice_cstr(extra_headers) : VSR_SLICE_NULL;
     while (rest.len > 2 && n < VSR_ARRAY_LEN(f)) {
         vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
         vsr_slice_t value;
@@ -357,6 +352,11 @@ static request_t *request_new(conn_t *c)
     vsr_pool_init(&req->pool);
     vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
     return req;
+}
+
+static vsr_slice_t slice_or_empty(const char *s)
+{
+    return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
 }
 
 static vsr_slice_t header_value(const request_t *req, const char *name)
