@@ -1479,7 +1479,7 @@ static int upgrade_h2c(request_t *req)
     req->st = st;
     req->bytes_sent = 0;
     req->keep_alive = 1;
-    uv_timer_stop(&c->timer);
+    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0); /* idle as HTTP/2 from now on */
     set_reading(c, 1);
     dispatch(req);
     if (c->pending.len && !c->closing) {

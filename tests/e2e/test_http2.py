@@ -284,3 +284,27 @@ def test_upstream_failing_mid_stream_resets_only_that_stream(stack):
     assert ends == {1: 2, 3: "end"}                 # 2 = INTERNAL_ERROR
     assert b"[DONE]" not in data[1] and b"[DONE]" in data[3]
     c.close()
+
+
+def test_idle_timeout_after_upgrade(vsr, fakellm):
+    """An upgraded connection is idle as HTTP/2: GOAWAY, then closed."""
+    import socket
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m1", [be.endpoint])], listener_extra="    timeout: 1s"), port=port)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(15)
+    s.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\n"
+              b"http2-settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += s.recv(4096)
+    assert got.startswith(b"HTTP/1.1 101 ")
+    c = H2Conn(port, sock=s, timeout=15)
+    c.buf = got.split(b"\r\n\r\n", 1)[1]
+    assert c.read_until(lambda f: f[2] == 1 and f[1] & END_STREAM) is not None   # the answer, on stream 1
+    start = time.monotonic()
+    assert c.read_until(lambda f: f[0] == GOAWAY) is not None
+    assert c.next_frame() is None
+    assert time.monotonic() - start < 10
+    c.close()
