@@ -308,3 +308,42 @@ def test_idle_timeout_after_upgrade(vsr, fakellm):
     assert c.next_frame() is None
     assert time.monotonic() - start < 10
     c.close()
+
+
+def test_connection_limit_counts_h2_connections_not_streams(vsr, fakellm):
+    """max_connections: 2 — two HTTP/2 connections with streams in flight
+    fill it; a third connection is refused; the two go on, and many streams
+    on one of them do not count."""
+    import socket
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m1", [be.endpoint])], listener_extra="    max_connections: 2"),
+            port=port, workers=1)
+    time.sleep(0.3)  # the readiness probe's connection must be closed and uncounted first
+    conns = [H2Conn(port) for _ in range(2)]
+    for c in conns:
+        c.request(1, "POST", "/v1/chat/completions", body=json.dumps({**STREAM, "model": "m1"}).encode(),
+                  headers=[("content-type", "application/json"), ("x-fakellm-chunks", "10"),
+                           ("x-fakellm-chunk-delay-ms", "50")])
+        f = c.read_until(lambda f: f[0] == DATA and f[2] == 1)
+        assert f is not None and not f[1] & END_STREAM     # a stream in flight
+    extra = socket.create_connection(("127.0.0.1", port))
+    extra.settimeout(5)
+    try:
+        extra.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        got = extra.recv(100)
+    except (ConnectionResetError, BrokenPipeError):
+        got = b""
+    assert got == b""
+    extra.close()
+    for c in conns:
+        for sid in range(3, 3 + 2 * 20, 2):
+            c.request(sid, "GET", "/health")
+        done = set()
+        while len(done) < 21:
+            f = c.next_frame()
+            assert f is not None
+            assert f[0] != RST_STREAM
+            if f[1] & END_STREAM and f[0] in (DATA, HEADERS):
+                done.add(f[2])
+        c.close()
