@@ -67,7 +67,6 @@ request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head)
     check(h->num_headers <= c->lc.max_headers + 1 && h->num_headers <= VSR_HTTP_MAX_HEADERS, "field count");
     for (size_t i = 0; i < h->num_headers; i++) {
         check(h->headers[i].name.len == 0 || h->headers[i].name.p[0] != ':', "pseudo-field among fields");
-        check(i == 0 || !vsr_slice_eq_cstr(h->headers[i].name, "host"), "host only first");
     }
     request_t *req = calloc(1, sizeof(*req));
     req->c = c;

@@ -150,8 +150,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
             st->authority = copy_bytes(st, value, valuelen);
         return 0;
     }
-    /* :authority stands for host (RFC 9113 §8.3.1); a host field too is dropped */
-    if (vsr_slice_eq_cstr(n, "host"))
+    /* :authority stands for host (RFC 9113 §8.3.1); a host field beside it is dropped
+     * (pseudo-fields come first, so :authority is known by now) */
+    if (st->authority.p && vsr_slice_eq_cstr(n, "host"))
         return 0;
     if (h->num_headers + 1 >= s->lc->max_headers || h->num_headers + 1 >= VSR_HTTP_MAX_HEADERS) {
         st->reject = 431;
@@ -197,6 +198,8 @@ static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
         h->num_headers++;
     }
     h->has_body = !end_stream;
+    if (h->target.len == 0)
+        st->reject = 400; /* CONNECT (no :path): vsr is no tunnel */
     st->req = vsr__request_open(s->c, st, h);
     s->n_requests++;
     if (!st->reject && h->content_length > 0 && (uint64_t)h->content_length > s->lc->max_body_bytes)

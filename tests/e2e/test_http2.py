@@ -347,3 +347,20 @@ def test_connection_limit_counts_h2_connections_not_streams(vsr, fakellm):
             if f[1] & END_STREAM and f[0] in (DATA, HEADERS):
                 done.add(f[2])
         c.close()
+
+
+def test_connect_is_refused_and_host_kept_without_authority(stack):
+    from h2raw import END_HEADERS, encode_headers, frame
+    c = H2Conn(stack.port)
+    c.s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1,
+                      encode_headers([(":method", "CONNECT"), (":authority", "example.com:443")])))
+    f = c.read_until(lambda f: f[2] == 1 and f[0] in (HEADERS, RST_STREAM))
+    assert f is not None and f[0] == HEADERS
+    assert f[3][0] == 0x80 | 12          # HPACK static entry 12: ":status: 400"
+    # no :authority, a host field: the request keeps it (and is served)
+    c.s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 3,
+                      encode_headers([(":method", "GET"), (":scheme", "http"), (":path", "/health"),
+                                      ("host", "h.example")])))
+    f = c.read_until(lambda f: f[2] == 3 and f[0] in (HEADERS, RST_STREAM))
+    assert f is not None and f[0] == HEADERS and f[3][0] == 0x80 | 8     # ":status: 200"
+    c.close()
