@@ -40,7 +40,9 @@ struct h2_stream_s {
     vsr_slice_t authority;
     size_t head_bytes;
     int reject;                /* a limit was passed: answer this status (431, 413, 400) */
-    /* response body waiting for nghttp2 */
+    /* response body waiting for nghttp2: copied, not a reference to the
+     * upstream's receive buffer, so that a queue of small SSE events held
+     * by a closed window pins its bytes, not one 64 KiB buffer per event */
     vsr_buf_t out;
     size_t out_off;
     unsigned eof : 1;          /* the response body is complete */
