@@ -18,8 +18,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "config/cfg_internal.h"
 #include "config/config.h"
+#include "http/http.h"
 
 #define MAX_FILE_BYTES (16u * 1024 * 1024)
 #define MAX_BACKEND_WEIGHT 1000000
@@ -487,15 +494,55 @@ static const cfg_field_t tls_fields[] = {
      .offset = offsetof(vsr_listener_conf_t, tls_key_file)},
 };
 
-/* Downstream TLS is decoded and checked (both files readable), then refused:
- * serving plain HTTP on a listener the document says is HTTPS would be a
- * silent downgrade. */
+/* The listener loads these PEM files at startup; they are loaded here too,
+ * so that a certificate that is no certificate, or a key that does not
+ * belong to it, fails the load at its line rather than the serving. */
+static int check_tls_pem(cfg_decoder_t *d, const cfg_node_t *val, const vsr_listener_conf_t *l)
+{
+    const cfg_node_t *cn = vsr__cfg_map_get(val, "cert_file"), *kn = vsr__cfg_map_get(val, "key_file");
+    int rc = -1;
+    X509 *cert = NULL;
+    EVP_PKEY *key = NULL;
+    BIO *b = BIO_new_file(l->tls_cert_file, "r");
+    if (b)
+        cert = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    BIO_free(b);
+    ERR_clear_error();
+    if (cert == NULL) {
+        vsr__cfg_node_error(d, cn ? cn : val, "cert_file %s holds no PEM certificate",
+                            vsr__cfg_quote(d->pool, l->tls_cert_file, strlen(l->tls_cert_file)));
+        goto out;
+    }
+    b = BIO_new_file(l->tls_key_file, "r");
+    if (b)
+        key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+    BIO_free(b);
+    ERR_clear_error();
+    if (key == NULL) {
+        vsr__cfg_node_error(d, kn ? kn : val, "key_file %s holds no PEM private key (or it is encrypted)",
+                            vsr__cfg_quote(d->pool, l->tls_key_file, strlen(l->tls_key_file)));
+        goto out;
+    }
+    if (X509_check_private_key(cert, key) != 1) {
+        ERR_clear_error();
+        vsr__cfg_node_error(d, kn ? kn : val, "key_file %s does not match the certificate of cert_file",
+                            vsr__cfg_quote(d->pool, l->tls_key_file, strlen(l->tls_key_file)));
+        goto out;
+    }
+    rc = 0;
+out:
+    X509_free(cert);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
 static int decode_tls(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     int rc = vsr__cfg_object(d, f, val, obj);
-    if (rc == 0 && val->kind == CFG_NODE_MAP)
-        vsr__cfg_node_error(d, val, "listeners[].tls: downstream TLS is not supported yet");
-    return rc == 0 && val->kind == CFG_NODE_MAP ? -1 : rc;
+    const vsr_listener_conf_t *l = obj;
+    if (rc == 0 && val->kind == CFG_NODE_MAP && l->tls_cert_file && l->tls_key_file)
+        rc = check_tls_pem(d, val, l);
+    return rc;
 }
 
 static const cfg_spec_t tls_spec = {
@@ -546,6 +593,10 @@ static const cfg_field_t listener_fields[] = {
     /* vsr extensions */
     {.key = "max_request_body_bytes", .decode = vsr__cfg_uint, .offset = offsetof(vsr_listener_conf_t, max_body_bytes),
      .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
+    {.key = "max_header_bytes", .decode = vsr__cfg_uint, .offset = offsetof(vsr_listener_conf_t, max_header_bytes),
+     .size = sizeof(uint32_t), .min = 1024, .max = 1024 * 1024},
+    {.key = "max_headers", .decode = vsr__cfg_uint, .offset = offsetof(vsr_listener_conf_t, max_headers),
+     .size = sizeof(uint32_t), .min = 1, .max = VSR_HTTP_MAX_HEADERS - 1},
     {.key = "max_connections", .decode = vsr__cfg_uint, .offset = offsetof(vsr_listener_conf_t, max_connections),
      .size = sizeof(uint32_t), .min = 1, .max = UINT32_MAX},
     {.key = "api_keys", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK,
@@ -562,6 +613,8 @@ static void init_listener(cfg_decoder_t *d, void *obj)
     l->timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS;
     l->max_body_bytes = VSR_DEFAULT_MAX_BODY_BYTES;
     l->max_connections = VSR_DEFAULT_MAX_CONNECTIONS;
+    l->max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES;
+    l->max_headers = VSR_DEFAULT_MAX_HEADERS;
 }
 
 static const cfg_spec_t listener_spec = {

@@ -18,6 +18,8 @@
 #define VSR_DEFAULT_LISTENER_TIMEOUT_MS 300000u            /* 300s */
 #define VSR_DEFAULT_MAX_BODY_BYTES (500ull * 1024 * 1024)  /* 500 MiB */
 #define VSR_DEFAULT_MAX_CONNECTIONS 50000u
+#define VSR_DEFAULT_MAX_HEADER_BYTES (64u * 1024)          /* 64 KiB */
+#define VSR_DEFAULT_MAX_HEADERS 100u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
 
 
@@ -271,6 +273,8 @@ typedef struct {
     uint64_t timeout_ms;      /* `timeout`, default 300s: client idle + upstream budget */
     uint64_t max_body_bytes;  /* vsr extension `max_request_body_bytes`, default 500 MiB */
     uint32_t max_connections; /* vsr extension `max_connections`, default 50,000 */
+    uint32_t max_header_bytes; /* vsr extension `max_header_bytes`: request head size (→ 431), default 64 KiB */
+    uint32_t max_headers;     /* vsr extension `max_headers`: request header fields (→ 431), default 100 */
     vsr_strlist_conf_t api_keys;       /* empty = no authentication */
     vsr_strlist_conf_t models;         /* allow-list of request `model` values; empty = any */
     char *tls_cert_file;               /* tls.cert_file; NULL = plain HTTP */

@@ -19,11 +19,10 @@
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
 
-typedef struct request_s request_t;
-
 struct conn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uv_timer_t flush_timer;        /* HTTP/2: frames out once the current callback is over */
     uv_shutdown_t shutdown_req;
     worker_t *w;
     listener_t *l;
@@ -41,10 +40,16 @@ struct conn_s {
     unsigned lingering : 1;        /* the last reply is out: draining input until EOF */
     unsigned identity_trusted : 1; /* identity headers from this peer are trusted */
     unsigned counted : 1;          /* in the active-connections gauge */
+    unsigned sniff : 1;            /* no request yet: the HTTP/2 preface (prior knowledge) is recognised */
+    unsigned tls_open : 1;         /* the TLS handshake is done */
+    unsigned flush_armed : 1;
+    vsr_tls_t *tls;                /* a TLS listener's: between the socket and the protocol */
+    h2_sess_t *h2;                 /* the connection speaks HTTP/2: every request is a stream of it */
 };
 
 struct request_s {
     conn_t *c;
+    h2_stream_t *st;               /* an HTTP/2 stream's request; NULL over HTTP/1.x */
     vsr_pool_t pool;
     vsr_session_t *sess;
     vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
@@ -168,6 +173,8 @@ static void write_cb(uv_write_t *uw, int status)
     }
     if (c->req && c->req->call && c->wq_bytes < WQ_LOW)
         vsr_upstream_call_resume(c->req->call);
+    if (c->h2 && c->wq_bytes < WQ_LOW)
+        vsr__h2_flush(c->h2);
     if (c->close_after_write && c->wq_bytes == 0)
         conn_linger(c);
 }
@@ -175,6 +182,32 @@ static void write_cb(uv_write_t *uw, int status)
 static void doomed_cb(uv_timer_t *t)
 {
     conn_close(t->data);
+}
+
+static void conn_doom(conn_t *c)
+{
+    if (!c->closing && !c->doomed) {
+        c->doomed = 1;
+        uv_timer_start(&c->timer, doomed_cb, 0, 0);
+    }
+}
+
+/* Writes the ciphertext TLS has produced (handshake messages included). */
+static void tls_flush_out(conn_t *c)
+{
+    size_t n = vsr_tls_conn_pending_out(c->tls);
+    if (n == 0 || c->closing || c->doomed)
+        return;
+    wop_t *op = wop_get(c);
+    op->heap = vsr_malloc(n);
+    op->bytes = vsr_tls_conn_take_out(c->tls, op->heap, n);
+    uv_buf_t ub = uv_buf_init(op->heap, (unsigned)op->bytes);
+    if (uv_write(&op->w, (uv_stream_t *)&c->tcp, &ub, 1, write_cb) < 0) {
+        wop_put(c->w, op);
+        conn_doom(c);
+        return;
+    }
+    c->wq_bytes += op->bytes;
 }
 
 /* Queues a write.  Never closes the connection synchronously, so callers may
@@ -185,12 +218,20 @@ static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
         op->bytes += bufs[i].len;
     if (c->req)
         c->req->bytes_sent += op->bytes;
+    if (c->tls && !c->closing && !c->doomed) {
+        /* encrypted now: the plaintext's buffers are released at once */
+        for (unsigned i = 0; i < n; i++)
+            if (vsr_tls_conn_write(c->tls, bufs[i].base, bufs[i].len) != VSR_OK) {
+                conn_doom(c);
+                break;
+            }
+        wop_put(c->w, op);
+        tls_flush_out(c);
+        return;
+    }
     if (c->closing || c->doomed || uv_write(&op->w, (uv_stream_t *)&c->tcp, bufs, n, write_cb) < 0) {
         wop_put(c->w, op);
-        if (!c->closing && !c->doomed) {
-            c->doomed = 1;
-            uv_timer_start(&c->timer, doomed_cb, 0, 0);
-        }
+        conn_doom(c);
         return;
     }
     c->wq_bytes += op->bytes;
@@ -209,13 +250,41 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 
 /* ---- local replies ---- */
 
-static void reply(conn_t *c, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
-                  int is_head, int close)
+/* A local reply on an HTTP/2 stream: the same fields, no framing ones.
+ * extra_headers are this file's own "name: value\r\n" lines. */
+static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
+                     int is_head)
 {
-    if (c->req) {
-        c->req->resp_status = status;
-        if (c->req->flags == NULL)
-            c->req->flags = "LR"; /* a local reply */
+    vsr_http_header_t f[4];
+    size_t n = 0;
+    f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
+    vsr_slice_t rest = extra_headers ? vsr_slice_cstr(extra_headers) : VSR_SLICE_NULL;
+    while (rest.len > 2 && n < VSR_ARRAY_LEN(f)) {
+        vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
+        vsr_slice_t value;
+        vsr_slice_t name = vsr_slice_split(line, ':', &value);
+        value = vsr_slice_trim(value);
+        if (value.len && value.p[value.len - 1] == '\r')
+            value.len--;
+        f[n++] = (vsr_http_header_t){name, value};
+    }
+    vsr__resp_head_t rh = {.status = status, .fields = f, .n_fields = n, .content_length = (int64_t)body.len};
+    if (!is_head)
+        req->bytes_sent += body.len;
+    vsr__h2_respond(req->st, &rh, is_head ? NULL : body.p, is_head ? 0 : body.len, 0);
+}
+
+static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, vsr_slice_t body,
+                     const char *extra_headers, int is_head, int close)
+{
+    if (req) {
+        req->resp_status = status;
+        if (req->flags == NULL)
+            req->flags = "LR"; /* a local reply */
+    }
+    if (req && req->st) {
+        reply_h2(req, status, ctype, body, extra_headers, is_head);
+        return;
     }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
@@ -233,9 +302,15 @@ static void reply(conn_t *c, int status, const char *ctype, vsr_slice_t body, co
         c->close_after_write = 1;
 }
 
+static void reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
+                  int is_head, int close)
+{
+    reply_on(req->c, req, status, ctype, body, extra_headers, is_head, close);
+}
+
 /* An OpenAI-style error: {"error":{"message":M,"type":T,"code":C}} where C
  * is the numeric status, or the string `code` when given. */
-static void reply_error(conn_t *c, int status, const char *type, const char *code, vsr_slice_t msg,
+static void reply_error_on(conn_t *c, request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
                         const char *extra_headers, int is_head, int close)
 {
     vsr_buf_t b;
@@ -250,13 +325,19 @@ static void reply_error(conn_t *c, int status, const char *type, const char *cod
     else
         vsr_buf_printf(&b, "%d", status);
     vsr_buf_append_cstr(&b, "}}");
-    reply(c, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
+    reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
     vsr_buf_free(&b);
+}
+
+static void reply_error(request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
+                        const char *extra_headers, int is_head, int close)
+{
+    reply_error_on(req->c, req, status, type, code, msg, extra_headers, is_head, close);
 }
 
 static void req_error(request_t *req, int status, const char *msg)
 {
-    reply_error(req->c, status, "invalid_request_error", NULL, vsr_slice_cstr(msg),
+    reply_error(req, status, "invalid_request_error", NULL, vsr_slice_cstr(msg),
                 "x-vsr-response-path: error\r\n", req->is_head, !req->keep_alive);
     request_finish(req);
 }
@@ -337,7 +418,7 @@ static void request_account(request_t *req)
         .start_time = req->start_wall,
         .method = req->head->method,
         .path = req->head->target,
-        .protocol = req->head->version_minor ? VSR_SLICE_LIT("HTTP/1.1") : VSR_SLICE_LIT("HTTP/1.0"),
+        .protocol = req->st ? VSR_SLICE_LIT("HTTP/2") : req->head->version_minor ? VSR_SLICE_LIT("HTTP/1.1") : VSR_SLICE_LIT("HTTP/1.0"),
         .status = req->resp_status,
         .response_flags = vsr_slice_cstr(req->flags ? req->flags : "-"),
         .bytes_received = req->body.len,
@@ -383,6 +464,13 @@ static void request_finish(request_t *req)
 {
     conn_t *c = req->c;
     req->finished = 1;
+    if (req->st) {
+        /* an HTTP/2 stream: the connection goes on with its other streams */
+        vsr__h2_detach(req->st);
+        vsr__gateway_drain_poke(c->w);
+        request_free(req);
+        return;
+    }
     int keep = req->keep_alive && !c->close_after_write && !c->w->draining;
     vsr__gateway_drain_poke(c->w);
     c->req = NULL;
@@ -501,30 +589,52 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         if (req->usage == NULL && !req->is_head)
             req->usage = vsr__usage_new();
     }
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
+    /* the fields that go to the client, whatever the transport */
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 2));
+    size_t nf = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
             effect_names(eff, name))
             continue;
-        vsr_http_write_header(&b, name, h->headers[i].value);
+        f[nf++] = h->headers[i];
     }
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
-            vsr_http_write_header(&b, eff->set[i].name, eff->set[i].value);
+            f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
     if (req->sess) {
-        vsr_http_write_header_u64(&b, "x-vsr-upstream-attempts", req->report.n_attempts);
+        char *n = vsr_pool_alloc(&req->pool, 24);
+        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
+                                      vsr_slice(n, (size_t)snprintf(n, 24, "%u", req->report.n_attempts))};
         size_t n_tried;
         const vsr_model_conf_t *const *tried = vsr_session_tried(req->sess, &n_tried);
         if (n_tried > 1) {
-            vsr_buf_append_cstr(&b, "x-vsr-fallback-path: ");
+            vsr_buf_t path;
+            vsr_buf_init(&path, 0);
             for (size_t i = 0; i < n_tried; i++)
-                vsr_buf_printf(&b, "%s%s", i ? "," : "", tried[i]->name);
-            vsr_buf_append_cstr(&b, "\r\n");
+                vsr_buf_printf(&path, "%s%s", i ? "," : "", tried[i]->name);
+            f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-fallback-path"),
+                                          vsr_pool_dup_slice(&req->pool, vsr_buf_slice(&path))};
+            vsr_buf_free(&path);
         }
     }
+    req->head_sent = 1;
+    int no_body = req->is_head || !h->has_body;
+    if (req->st) {
+        vsr__resp_head_t rh = {.status = h->status, .fields = f, .n_fields = nf,
+                               .content_length = h->chunked ? -1 : h->content_length};
+        if (!req->is_head && !h->has_body && h->content_length < 0 && h->status != 204 && h->status != 304)
+            rh.content_length = 0;
+        req->resp_no_body = no_body;
+        /* ends the stream at once when no body follows */
+        vsr__h2_respond(req->st, &rh, NULL, 0, !no_body);
+        return;
+    }
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
+    for (size_t i = 0; i < nf; i++)
+        vsr_http_write_header(&b, f[i].name, f[i].value);
     if (req->is_head) {
         if (h->content_length >= 0)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
@@ -546,7 +656,6 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     if (!req->keep_alive)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
     vsr_http_write_end_head(&b);
-    req->head_sent = 1;
     /* held: it goes out with the first body bytes or at the end, in one write */
     req->held_head = b.data;
     req->held_len = b.len;
@@ -571,6 +680,13 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
         return;
     if (req->usage)
         vsr__usage_feed(req->usage, p, n);
+    if (req->st) {
+        vsr__h2_body(req->st, p, n);
+        req->bytes_sent += n;
+        if (req->call && vsr__h2_queued(req->st) > VSR__H2_QUEUE_HIGH)
+            vsr_upstream_call_pause(req->call);
+        return;
+    }
     wop_t *op = wop_get(c);
     op->rb = owner;
     vsr_rbuf_ref(owner);
@@ -594,6 +710,11 @@ static void up_on_complete(void *ud)
     request_t *req = ud;
     conn_t *c = req->c;
     req->call = NULL;
+    if (req->st) {
+        vsr__h2_end(req->st);
+        request_finish(req);
+        return;
+    }
     if (req->resp_chunked || req->held_head) {
         wop_t *op = wop_get(c);
         uv_buf_t bufs[2];
@@ -624,6 +745,13 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
          * terminating chunk, no second status) by dropping the connection. */
         vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
                       detail ? detail : "");
+        if (req->st) {
+            /* over HTTP/2 only this stream ends: RST_STREAM, its siblings go on */
+            vsr__h2_reset(req->st);
+            vsr__h2_detach(req->st);
+            request_free(req);
+            return;
+        }
         conn_close(c);
         return;
     }
@@ -637,7 +765,7 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
                  retried ? "retried and the latest " : "", vsr_upstream_error_reason(err));
     }
     vsr_log_debug("gateway", "upstream failed: %s (%s)", msg, detail ? detail : "");
-    reply_error(c, status, "server_error", NULL, vsr_slice_cstr(msg),
+    reply_error(req, status, "server_error", NULL, vsr_slice_cstr(msg),
                 err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
                 !req->keep_alive);
     request_finish(req);
@@ -738,6 +866,18 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
 {
     req->resp_status = eff->status;
     req->flags = "LR";
+    if (req->st) {
+        vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (eff->n_resp_headers + 1));
+        for (size_t i = 0; i < eff->n_resp_headers; i++)
+            f[i] = (vsr_http_header_t){eff->resp_headers[i].name, eff->resp_headers[i].value};
+        vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers,
+                               .content_length = (int64_t)eff->resp_body.len};
+        if (!req->is_head)
+            req->bytes_sent += eff->resp_body.len;
+        vsr__h2_respond(req->st, &rh, eff->resp_body.p, req->is_head ? 0 : eff->resp_body.len, 0);
+        request_finish(req);
+        return;
+    }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
@@ -761,7 +901,7 @@ static void handle_management(request_t *req, vsr_slice_t path)
     conn_t *c = req->c;
     if (vsr_slice_eq_cstr(path, "/api/v1/routing/preview")) {
         if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
-            reply_error(c, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
+            reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
                         "allow: POST\r\n", req->is_head, !req->keep_alive);
             request_finish(req);
             return;
@@ -790,7 +930,7 @@ static void handle_management(request_t *req, vsr_slice_t path)
         vsr_buf_t out;
         vsr_buf_init(&out, 0);
         int status = vsr_engine_preview(c->w->gw->engine, model, text, trace, &out);
-        reply(c, status, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
+        reply(req, status, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
         vsr_buf_free(&out);
         request_finish(req);
         return;
@@ -798,10 +938,14 @@ static void handle_management(request_t *req, vsr_slice_t path)
     req_error(req, 404, "endpoint not found");
 }
 
+static int upgrade_h2c(request_t *req);
+
 static void dispatch(request_t *req)
 {
     conn_t *c = req->c;
     const vsr_http_head_t *h = req->head;
+    if (!req->st && h->upgrade && upgrade_h2c(req))
+        return; /* answered as stream 1 of the new HTTP/2 session */
     if (c->w->draining)
         req->keep_alive = 0; /* while draining, every reply closes its connection */
     vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
@@ -810,14 +954,14 @@ static void dispatch(request_t *req)
     int get_like = vsr_slice_eq_cstr(h->method, "GET") || req->is_head;
 
     if (vsr_slice_eq_cstr(path, "/health") && get_like) {
-        reply(c, 200, "application/json", VSR_SLICE_LIT("{\"status\":\"ok\"}"), NULL, req->is_head,
+        reply(req, 200, "application/json", VSR_SLICE_LIT("{\"status\":\"ok\"}"), NULL, req->is_head,
               !req->keep_alive);
         request_finish(req);
         return;
     }
     if (vsr_slice_eq_cstr(path, "/ready") && get_like) {
         int ready = atomic_load(&c->w->gw->ready);
-        reply(c, ready ? 200 : 503, "application/json",
+        reply(req, ready ? 200 : 503, "application/json",
               ready ? VSR_SLICE_LIT("{\"status\":\"ready\"}") : VSR_SLICE_LIT("{\"status\":\"not ready\"}"), NULL,
               req->is_head, !req->keep_alive);
         request_finish(req);
@@ -842,7 +986,7 @@ static void dispatch(request_t *req)
             vsr_buf_t out;
             vsr_buf_init(&out, 0);
             vsr_metrics_render(gw->opts.metrics, &out);
-            reply(c, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
+            reply(req, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
             vsr_buf_free(&out);
             request_finish(req);
         } else {
@@ -851,7 +995,7 @@ static void dispatch(request_t *req)
         return;
     }
     if (!vsr__ingress_api_key_ok(c->l->conf, h)) {
-        reply(c, 401, "application/json",
+        reply(req, 401, "application/json",
               VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
                             "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
               "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, !req->keep_alive);
@@ -888,7 +1032,7 @@ static void dispatch(request_t *req)
     if (req->fb.enabled && !breaker_allows(req, vsr_session_plan(req->sess)->model)) {
         eff = vsr_session_fallback(req->sess, breaker_allows, req);
         if (eff == NULL) {
-            reply_error(c, 503, "server_error", "circuit_open",
+            reply_error(req, 503, "server_error", "circuit_open",
                         VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head, !req->keep_alive);
             request_finish(req);
             return;
@@ -946,7 +1090,7 @@ static void parse_error(conn_t *c)
         c->req = NULL;
     }
     if (status == 413) {
-        reply_error(c, 413, "invalid_request_error", "request_too_large",
+        reply_error_on(c, NULL, 413, "invalid_request_error", "request_too_large",
                     VSR_SLICE_LIT("The request body is too large."), NULL, 0, 1);
         return;
     }
@@ -957,7 +1101,7 @@ static void parse_error(conn_t *c)
              : status == 505 ? "HTTP version not supported"
                              : "malformed HTTP request",
              p->error_msg ? p->error_msg : "invalid");
-    reply_error(c, status, "invalid_request_error", NULL, vsr_slice_cstr(msg), NULL, 0, 1);
+    reply_error_on(c, NULL, status, "invalid_request_error", NULL, vsr_slice_cstr(msg), NULL, 0, 1);
 }
 
 /* Feeds bytes to the parser until they run out or a request is complete;
@@ -1000,6 +1144,17 @@ static void set_reading(conn_t *c, int on)
 static void idle_timer_cb(uv_timer_t *t)
 {
     conn_t *c = t->data;
+    if (c->h2) {
+        /* HTTP/2: idle means no stream in flight for the listener's timeout */
+        if (vsr__h2_active(c->h2)) {
+            uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+            return;
+        }
+        vsr__h2_goaway(c->h2);
+        if (!c->closing)
+            vsr__conn_end(c, 1);
+        return;
+    }
     if (!c->busy)
         conn_close(c); /* the client said nothing for the listener's timeout */
 }
@@ -1024,6 +1179,136 @@ static void conn_process(conn_t *c)
     set_reading(c, 1);
 }
 
+static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+#define H2_PREFACE_LEN (sizeof(H2_PREFACE) - 1)
+
+static int start_h2(conn_t *c)
+{
+    c->sniff = 0;
+    c->h2 = vsr__h2_new(c, c->l->conf);
+    if (c->h2 == NULL) {
+        conn_close(c);
+        return VSR_ERR;
+    }
+    return VSR_OK;
+}
+
+/* HTTP/2 bytes: the session takes them all; the idle timer restarts. */
+static void h2_input(conn_t *c, const char *p, size_t n)
+{
+    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    if (vsr__h2_feed(c->h2, p, n) != VSR_OK)
+        vsr__conn_end(c, 1); /* a connection error: GOAWAY is queued, then close */
+}
+
+/* Plaintext from the client (decrypted first on a TLS listener). */
+static void conn_input(conn_t *c, const char *data, size_t nread)
+{
+    if (c->h2) {
+        h2_input(c, data, nread);
+        return;
+    }
+    if (c->sniff) {
+        /* the first bytes: HTTP/2 with prior knowledge, or HTTP/1.x */
+        size_t have = c->pending.len;
+        size_t k = VSR_MIN(have + nread, H2_PREFACE_LEN);
+        int match = memcmp(c->pending.data ? c->pending.data : "", H2_PREFACE, VSR_MIN(have, k)) == 0 &&
+                    (k <= have || memcmp(data, H2_PREFACE + have, k - have) == 0);
+        if (match && k < H2_PREFACE_LEN) {
+            if (vsr_buf_append(&c->pending, data, nread) != VSR_OK)
+                conn_close(c);
+            return; /* not enough to tell yet */
+        }
+        c->sniff = 0;
+        if (match) {
+            if (start_h2(c) != VSR_OK)
+                return;
+            if (have) {
+                vsr_buf_t held = c->pending;
+                vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
+                h2_input(c, held.data, held.len);
+                vsr_buf_free(&held);
+                if (c->closing)
+                    return;
+            }
+            h2_input(c, data, nread);
+            return;
+        }
+        if (have) {
+            if (vsr_buf_append(&c->pending, data, nread) != VSR_OK) {
+                conn_close(c);
+                return;
+            }
+            conn_process(c);
+            return;
+        }
+    }
+    if (!c->busy && c->pending.len == 0) {
+        ssize_t n = feed(c, data, nread);
+        if (n < 0)
+            return;
+        if ((size_t)n < nread && vsr_buf_append(&c->pending, data + n, nread - (size_t)n) != VSR_OK) {
+            conn_close(c);
+            return;
+        }
+        if (c->busy) {
+            uv_timer_stop(&c->timer);
+            dispatch(c->req);
+        } else {
+            uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+        }
+        return;
+    }
+    /* a request is being answered: hold pipelined bytes, within bounds */
+    if (vsr_buf_append(&c->pending, data, nread) != VSR_OK) {
+        conn_close(c);
+        return;
+    }
+    if (c->pending.len >= PENDING_MAX)
+        set_reading(c, 0);
+}
+
+/* The handshake is done: ALPN h2 makes the connection HTTP/2 at once. */
+static void tls_opened(conn_t *c)
+{
+    c->tls_open = 1;
+    if (vsr_tls_conn_alpn_h2(c->tls))
+        start_h2(c);
+}
+
+/* Ciphertext from the client: decrypted and handed on, piece by piece. */
+static void tls_input(conn_t *c, const char *data, size_t nread)
+{
+    if (vsr_tls_conn_feed(c->tls, data, nread) != VSR_OK) {
+        conn_close(c);
+        return;
+    }
+    for (;;) {
+        ssize_t n = vsr_tls_conn_read(c->tls, c->w->tlsbuf, sizeof(c->w->tlsbuf));
+        if (n == 0)
+            break;
+        if (n < 0) {
+            /* a failed handshake (its alert goes out first), or close_notify */
+            if (n != VSR_DECLINED)
+                vsr_log_debug("gateway", "client TLS: %s", vsr_tls_conn_error(c->tls));
+            tls_flush_out(c);
+            conn_close(c);
+            return;
+        }
+        if (!c->tls_open) {
+            tls_opened(c);
+            if (c->closing)
+                return;
+        }
+        conn_input(c, c->w->tlsbuf, (size_t)n);
+        if (c->closing || c->lingering || c->close_after_write)
+            break;
+    }
+    if (!c->tls_open && vsr_tls_conn_handshake(c->tls) == VSR_OK)
+        tls_opened(c);
+    tls_flush_out(c);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     conn_t *c = s->data;
@@ -1045,29 +1330,10 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    if (!c->busy && c->pending.len == 0) {
-        ssize_t n = feed(c, buf->base, (size_t)nread);
-        if (n < 0)
-            return;
-        if ((size_t)n < (size_t)nread && vsr_buf_append(&c->pending, buf->base + n, (size_t)nread - (size_t)n) != VSR_OK) {
-            conn_close(c);
-            return;
-        }
-        if (c->busy) {
-            uv_timer_stop(&c->timer);
-            dispatch(c->req);
-        } else {
-            uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
-        }
-        return;
-    }
-    /* a request is being answered: hold pipelined bytes, within bounds */
-    if (vsr_buf_append(&c->pending, buf->base, (size_t)nread) != VSR_OK) {
-        conn_close(c);
-        return;
-    }
-    if (c->pending.len >= PENDING_MAX)
-        set_reading(c, 0);
+    if (c->tls)
+        tls_input(c, buf->base, (size_t)nread);
+    else
+        conn_input(c, buf->base, (size_t)nread);
 }
 
 /* ---- accept and close ---- */
@@ -1081,6 +1347,8 @@ static void conn_close_cb(uv_handle_t *h)
         vsr_metrics_connections(c->w->metrics, -1);
     vsr__gateway_drain_poke(c->w);
     atomic_fetch_sub(c->l->active, 1);
+    vsr__h2_free(c->h2);
+    vsr_tls_conn_free(c->tls);
     vsr_http_parser_free(&c->parser);
     vsr_buf_free(&c->pending);
     vsr_free(c);
@@ -1095,15 +1363,18 @@ static void conn_close(conn_t *c)
         request_free(c->req);
         c->req = NULL;
     }
+    if (c->h2)
+        vsr__h2_close(c->h2); /* its streams' requests end, their upstream calls cancelled */
     if (c->prev)
         c->prev->next = c->next;
     else
         c->w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    c->pending_closes = 2;
+    c->pending_closes = 3;
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
+    uv_close((uv_handle_t *)&c->flush_timer, conn_close_cb);
 }
 
 static void reject_close_cb(uv_handle_t *h)
@@ -1133,10 +1404,13 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
     c->l = l;
     uv_tcp_init(&w->loop, &c->tcp);
     uv_timer_init(&w->loop, &c->timer);
+    uv_timer_init(&w->loop, &c->flush_timer);
     c->tcp.data = c;
     c->timer.data = c;
+    c->flush_timer.data = c;
     vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
-    vsr_http_limits_t lim = {.max_head_size = 64 * 1024, .max_headers = 100, .max_body = l->conf->max_body_bytes};
+    vsr_http_limits_t lim = {.max_head_size = l->conf->max_header_bytes, .max_headers = l->conf->max_headers,
+                             .max_body = l->conf->max_body_bytes};
     vsr_http_parser_init(&c->parser, VSR_HTTP_REQUEST, &lim, &req_callbacks, c);
     c->next = w->conns;
     if (w->conns)
@@ -1156,13 +1430,16 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
         uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&peer, &len);
         c->identity_trusted = vsr__ingress_identity_trusted(l->conf, &peer);
     }
+    c->sniff = 1;
+    if (l->tls)
+        c->tls = vsr_tls_server_new(l->tls);
     conn_process(c);
 }
 
 int vsr__gateway_busy(worker_t *w)
 {
     for (conn_t *c = w->conns; c; c = c->next)
-        if (c->req || (c->wq_bytes > 0 && !c->lingering))
+        if (c->req || (c->wq_bytes > 0 && !c->lingering) || (c->h2 && vsr__h2_active(c->h2)))
             return 1;
     return 0;
 }
@@ -1180,4 +1457,166 @@ void vsr__gateway_worker_cleanup(worker_t *w)
         w->wop_free = op->next_free;
         vsr_free(op);
     }
+}
+
+void vsr__gateway_goaway_all(worker_t *w)
+{
+    for (conn_t *c = w->conns; c; c = c->next)
+        if (c->h2)
+            vsr__h2_goaway(c->h2);
+}
+
+/* ---- the HTTP/2 session's side of the request layer and the connection ---- */
+
+/* `Upgrade: h2c` on a request that is complete (its body is in): 101, then
+ * the response comes as stream 1 of the new session.  0 when the request is
+ * answered over HTTP/1.1 instead (ignoring Upgrade is always allowed). */
+static int upgrade_h2c(request_t *req)
+{
+    conn_t *c = req->c;
+    vsr_slice_t up, settings;
+    if (c->tls || c->h2 || c->w->draining || req->head->version_minor < 1 ||
+        !vsr_http_head_get(req->head, "upgrade", &up) || !vsr_http_head_get(req->head, "http2-settings", &settings))
+        return 0;
+    int h2c = 0;
+    while (up.len && !h2c) {
+        vsr_slice_t rest;
+        vsr_slice_t tok = vsr_slice_trim(vsr_slice_split(up, ',', &rest));
+        h2c = vsr_slice_case_eq_cstr(tok, "h2c");
+        up = rest;
+    }
+    if (!h2c)
+        return 0;
+    h2_sess_t *s = vsr__h2_new(c, c->l->conf);
+    h2_stream_t *st = NULL;
+    if (s == NULL)
+        return 0;
+    if (vsr__h2_upgrade(s, settings, req, req->is_head, &st) != VSR_OK) {
+        vsr__h2_free(s);
+        return 0;
+    }
+    static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n";
+    wop_t *op = wop_get(c);
+    uv_buf_t ub = uv_buf_init((char *)switching, sizeof(switching) - 1);
+    conn_write(c, op, &ub, 1);
+    /* the parser stays paused on this request: its head (which the request
+     * keeps) lives until the connection closes */
+    c->h2 = s;
+    c->req = NULL;
+    c->busy = 0;
+    req->st = st;
+    req->bytes_sent = 0;
+    req->keep_alive = 1;
+    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0); /* idle as HTTP/2 from now on */
+    set_reading(c, 1);
+    dispatch(req);
+    if (c->pending.len && !c->closing) {
+        /* the client's preface may already be here */
+        vsr_buf_t held = c->pending;
+        vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
+        h2_input(c, held.data, held.len);
+        vsr_buf_free(&held);
+    } else {
+        vsr__h2_flush(s);
+    }
+    return 1;
+}
+
+request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head)
+{
+    request_t *req = request_new(c);
+    req->st = st;
+    req->head = head;
+    req->keep_alive = 1;
+    req->is_head = vsr_slice_eq_cstr(head->method, "HEAD");
+    if (head->content_length > 0 && (uint64_t)head->content_length <= c->l->conf->max_body_bytes)
+        vsr_buf_reserve(&req->body, (size_t)head->content_length);
+    return req;
+}
+
+int vsr__request_body(request_t *req, const char *p, size_t n)
+{
+    return vsr_buf_append(&req->body, p, n) == VSR_OK ? VSR_OK : VSR_ERR_TOO_BIG;
+}
+
+uint64_t vsr__request_body_len(const request_t *req)
+{
+    return req->body.len;
+}
+
+void vsr__request_dispatch(request_t *req)
+{
+    dispatch(req);
+}
+
+void vsr__request_reject(request_t *req, int status)
+{
+    if (status == 413) {
+        reply_error(req, 413, "invalid_request_error", "request_too_large",
+                    VSR_SLICE_LIT("The request body is too large."), NULL, req->is_head, 0);
+    } else {
+        reply_error(req, status, "invalid_request_error", NULL,
+                    status == 431 ? VSR_SLICE_LIT("request header fields too large")
+                                  : VSR_SLICE_LIT("malformed HTTP request"),
+                    NULL, req->is_head, 0);
+    }
+    request_finish(req);
+}
+
+void vsr__request_reset(request_t *req)
+{
+    request_free(req); /* not finished: the access log says DC */
+}
+
+void vsr__request_resume(request_t *req)
+{
+    if (req->call)
+        vsr_upstream_call_resume(req->call);
+}
+
+void vsr__conn_send(conn_t *c, vsr_buf_t *b)
+{
+    conn_write_buf(c, b);
+}
+
+static void flush_timer_cb(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    c->flush_armed = 0;
+    if (c->h2 && !c->closing)
+        vsr__h2_flush(c->h2);
+}
+
+void vsr__conn_flush_soon(conn_t *c)
+{
+    if (!c->flush_armed && !c->closing) {
+        c->flush_armed = 1;
+        uv_timer_start(&c->flush_timer, flush_timer_cb, 0, 0);
+    }
+}
+
+void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len)
+{
+    wop_t *op = wop_get(c);
+    op->rb = rb;
+    uv_buf_t ub = uv_buf_init(rb->data, (unsigned)len);
+    conn_write(c, op, &ub, 1);
+}
+
+size_t vsr__conn_queued(const conn_t *c)
+{
+    return c->wq_bytes;
+}
+
+void vsr__conn_end(conn_t *c, int graceful)
+{
+    if (c->closing)
+        return;
+    if (!graceful) {
+        conn_doom(c); /* closed from the timer: never under the caller's feet */
+        return;
+    }
+    c->close_after_write = 1;
+    if (c->wq_bytes == 0)
+        conn_linger(c);
 }

@@ -14,6 +14,9 @@
 
 typedef struct worker_s worker_t;
 typedef struct conn_s conn_t;
+typedef struct request_s request_t;
+typedef struct h2_sess_s h2_sess_t;
+typedef struct h2_stream_s h2_stream_t;
 
 typedef struct {
     uv_tcp_t tcp;
@@ -23,6 +26,7 @@ typedef struct {
     int bound;
     int management;      /* the management API listener */
     int metrics;         /* the metrics listener */
+    vsr_tls_ctx_t *tls;  /* listeners[].tls: the gateway's, shared by every worker; NULL = plain */
 } listener_t;
 
 struct worker_s {
@@ -38,6 +42,7 @@ struct worker_s {
     conn_t *conns;         /* every open client connection, for shutdown */
     void *wop_free;        /* free list of write operations */
     char readbuf[VSR_RBUF_SIZE]; /* client reads are consumed inside read_cb */
+    char tlsbuf[VSR_RBUF_SIZE];  /* ... and decrypted into this one on TLS listeners */
     int start_rc;
     vsr_buf_t start_err;
     /* commands from the control thread through stop_async */
@@ -64,6 +69,7 @@ struct vsr_gateway_s {
     worker_t **workers;
     unsigned n_workers;
     atomic_uint *listener_active; /* per listener */
+    vsr_tls_ctx_t **listener_tls; /* per configured listener: its TLS context, or NULL */
     atomic_int ready;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -135,5 +141,63 @@ int vsr__gateway_busy(worker_t *w);
 /* While draining: check soon whether the worker is done (safe from any callback). */
 void vsr__gateway_drain_poke(worker_t *w);
 void vsr__gateway_worker_cleanup(worker_t *w);
+/* Draining: every HTTP/2 connection gets GOAWAY (streams in flight finish). */
+void vsr__gateway_goaway_all(worker_t *w);
+
+/* ---- transports ----
+ * The request layer (conn.c) answers through the transport its request
+ * came on: HTTP/1.1 (conn.c itself) or an HTTP/2 stream (h2.c).  A response
+ * head is given as the request layer decided it, without framing fields:
+ * the transport adds its own (HTTP/1.1: content-length or chunked,
+ * connection; HTTP/2: :status and content-length). */
+typedef struct {
+    int status;
+    const vsr_http_header_t *fields;
+    size_t n_fields;
+    int64_t content_length; /* -1 when unknown */
+} vsr__resp_head_t;
+
+/* A stream's queued response bytes: the upstream read pauses above HIGH
+ * and resumes below LOW (as the HTTP/1.1 socket queue's marks). */
+#define VSR__H2_QUEUE_HIGH (1024 * 1024)
+#define VSR__H2_QUEUE_LOW (256 * 1024)
+
+/* conn.c, for h2.c: the request layer */
+request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head); /* head: until the request ends */
+int vsr__request_body(request_t *req, const char *p, size_t n); /* VSR_ERR_TOO_BIG past the body limit */
+uint64_t vsr__request_body_len(const request_t *req);
+void vsr__request_dispatch(request_t *req);
+void vsr__request_reject(request_t *req, int status); /* 400, 413 or 431: an error reply, then done */
+void vsr__request_reset(request_t *req);  /* the stream is gone: the request ends, its upstream call cancelled */
+void vsr__request_resume(request_t *req); /* its queue drained: read the upstream again */
+/* conn.c, for h2.c: the connection */
+void vsr__conn_send(conn_t *c, vsr_buf_t *b); /* takes b's memory */
+void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len); /* takes the reference */
+size_t vsr__conn_queued(const conn_t *c);
+/* Calls vsr__h2_flush() from the loop, once the current callback is over:
+ * a response handed over never ends its stream (and frees its request)
+ * under the request layer's feet. */
+void vsr__conn_flush_soon(conn_t *c);
+void vsr__conn_end(conn_t *c, int graceful); /* the session is over: close (after the queued bytes when graceful) */
+
+/* h2.c */
+h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc);
+/* `Upgrade: h2c`: settings is the HTTP2-Settings value; req becomes stream 1's. */
+int vsr__h2_upgrade(h2_sess_t *s, vsr_slice_t settings, request_t *req, int is_head, h2_stream_t **st);
+int vsr__h2_feed(h2_sess_t *s, const char *p, size_t n); /* VSR_OK, or VSR_ERR: close the connection */
+void vsr__h2_flush(h2_sess_t *s);                         /* more may go to the socket */
+void vsr__h2_goaway(h2_sess_t *s);
+int vsr__h2_active(const h2_sess_t *s);                   /* a stream is in flight */
+void vsr__h2_close(h2_sess_t *s);                         /* the connection closes: requests are reset */
+void vsr__h2_free(h2_sess_t *s);
+/* a stream's response: the head (with the whole body when !more, or the
+ * start of it), then body pieces (copied into the stream's queue), then end;
+ * or reset (RST_STREAM) when the upstream failed mid-response */
+void vsr__h2_respond(h2_stream_t *st, const vsr__resp_head_t *rh, const char *body, size_t body_len, int more);
+void vsr__h2_body(h2_stream_t *st, const char *p, size_t n);
+void vsr__h2_end(h2_stream_t *st);
+void vsr__h2_reset(h2_stream_t *st);
+size_t vsr__h2_queued(const h2_stream_t *st);
+void vsr__h2_detach(h2_stream_t *st); /* the request is finished; the stream drains on its own */
 
 #endif

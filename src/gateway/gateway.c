@@ -140,6 +140,7 @@ static void stop_cb(uv_async_t *a)
     w->draining = 1;
     w->drain_started_ms = vsr_now_ms();
     close_listeners(w);
+    vsr__gateway_goaway_all(w); /* HTTP/2 clients learn it now and open no new stream */
     uv_timer_start(&w->drain_deadline, drain_deadline_cb, w->gw->drain_timeout_ms, 0);
     vsr__gateway_drain_poke(w);
 }
@@ -197,8 +198,10 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     w->n_listeners = n + (gw->cfg->management_enabled ? 1 : 0) + (gw->opts.metrics_port ? 1 : 0);
     w->listeners = vsr_calloc(w->n_listeners, sizeof(listener_t));
     size_t k = 0;
-    for (size_t i = 0; i < n; i++, k++)
+    for (size_t i = 0; i < n; i++, k++) {
         w->listeners[k].conf = &gw->cfg->listeners[i];
+        w->listeners[k].tls = gw->listener_tls[i];
+    }
     if (gw->cfg->management_enabled) {
         w->listeners[k].conf = &gw->mgmt;
         w->listeners[k++].management = 1;
@@ -237,6 +240,9 @@ static void stop_and_join(vsr_gateway_t *gw, unsigned n)
 
 static void gateway_free(vsr_gateway_t *gw)
 {
+    for (size_t i = 0; gw->listener_tls && i < gw->cfg->n_listeners; i++)
+        vsr_tls_server_ctx_free(gw->listener_tls[i]);
+    vsr_free(gw->listener_tls);
     pthread_mutex_destroy(&gw->mu);
     pthread_cond_destroy(&gw->cv);
     vsr_free(gw->listener_active);
@@ -257,6 +263,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
         .max_body_bytes = 1u << 16,
         .max_connections = 256,
+        .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
+        .max_headers = VSR_DEFAULT_MAX_HEADERS,
     };
     gw->cfg = cfg;
     gw->engine = engine;
@@ -269,11 +277,30 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
         .max_body_bytes = 16u << 20,
         .max_connections = 1024,
+        .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
+        .max_headers = VSR_DEFAULT_MAX_HEADERS,
     };
     gw->listener_active = vsr_calloc(cfg->n_listeners + 2, sizeof(atomic_uint));
     gw->workers = vsr_calloc(workers, sizeof(worker_t *));
     pthread_mutex_init(&gw->mu, NULL);
     pthread_cond_init(&gw->cv, NULL);
+    /* listeners[].tls: loaded once, shared by every worker (an SSL_CTX is thread-safe) */
+    gw->listener_tls = vsr_calloc(cfg->n_listeners + 1, sizeof(vsr_tls_ctx_t *));
+    for (size_t i = 0; i < cfg->n_listeners; i++) {
+        const vsr_listener_conf_t *lc = &cfg->listeners[i];
+        if (lc->tls_cert_file == NULL)
+            continue;
+        vsr_buf_t msg;
+        vsr_buf_init(&msg, 1024);
+        gw->listener_tls[i] = vsr_tls_server_ctx_new(lc->tls_cert_file, lc->tls_key_file, &msg);
+        if (gw->listener_tls[i] == NULL) {
+            vsr_buf_printf(err, "listener %s: tls: %.*s\n", lc->name, (int)msg.len, msg.data ? msg.data : "");
+            vsr_buf_free(&msg);
+            gateway_free(gw);
+            return NULL;
+        }
+        vsr_buf_free(&msg);
+    }
 
     unsigned created = 0;
     for (; created < workers; created++) {

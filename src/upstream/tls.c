@@ -419,3 +419,94 @@ const char *vsr__tls_error(const vsr_tls_t *t)
 {
     return t->err;
 }
+
+/* ---- server side ---- */
+
+/* ALPN: h2 first, then http/1.1, in the server's order of preference. */
+static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                       unsigned inlen, void *arg)
+{
+    VSR_UNUSED(ssl);
+    VSR_UNUSED(arg);
+    static const unsigned char prefs[] = "\x02h2\x08http/1.1";
+    if (SSL_select_next_proto((unsigned char **)out, outlen, prefs, sizeof(prefs) - 1, in, inlen) ==
+        OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_OK;
+    return SSL_TLSEXT_ERR_NOACK; /* no common protocol: go on without ALPN (HTTP/1.1) */
+}
+
+vsr_tls_ctx_t *vsr__tls_server_ctx_new(const char *cert_file, const char *key_file, vsr_buf_t *err)
+{
+    char msg[512];
+    ERR_clear_error();
+    SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
+    if (ssl == NULL) {
+        set_ssl_error(msg, sizeof(msg), "SSL_CTX_new");
+        goto fail;
+    }
+    if (!SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION)) {
+        set_ssl_error(msg, sizeof(msg), "cannot require TLS 1.2");
+        goto fail;
+    }
+    char what[300];
+    if (SSL_CTX_use_certificate_chain_file(ssl, cert_file) != 1) {
+        snprintf(what, sizeof(what), "cannot load certificate chain %s", cert_file);
+        set_ssl_error(msg, sizeof(msg), what);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ssl, key_file, SSL_FILETYPE_PEM) != 1) {
+        snprintf(what, sizeof(what), "cannot load private key %s", key_file);
+        set_ssl_error(msg, sizeof(msg), what);
+        goto fail;
+    }
+    if (SSL_CTX_check_private_key(ssl) != 1) {
+        set_ssl_error(msg, sizeof(msg), "the private key does not match the certificate");
+        goto fail;
+    }
+    SSL_CTX_set_alpn_select_cb(ssl, select_alpn, NULL);
+    SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+
+    vsr_tls_ctx_t *ctx = vsr_calloc(1, sizeof(*ctx));
+    ctx->ssl = ssl;
+    return ctx;
+
+fail:
+    SSL_CTX_free(ssl);
+    if (err != NULL)
+        vsr_buf_append_cstr(err, msg);
+    return NULL;
+}
+
+vsr_tls_t *vsr__tls_server_new(vsr_tls_ctx_t *ctx)
+{
+    vsr_tls_t *t = vsr_calloc(1, sizeof(*t));
+    vsr_buf_init(&t->held, TLS_MAX_HELD);
+    t->state = TLS_FAILED; /* until fully set up */
+    ERR_clear_error();
+    t->ssl = SSL_new(ctx->ssl);
+    t->in = BIO_new(BIO_s_mem());
+    t->out = BIO_new(BIO_s_mem());
+    if (t->ssl == NULL || t->in == NULL || t->out == NULL) {
+        set_ssl_error(t->err, sizeof(t->err), "cannot create a TLS connection");
+        BIO_free(t->in);
+        BIO_free(t->out);
+        SSL_free(t->ssl);
+        t->ssl = NULL;
+        return t;
+    }
+    SSL_set_bio(t->ssl, t->in, t->out);
+    SSL_set_accept_state(t->ssl);
+    t->state = TLS_HANDSHAKE;
+    return t;
+}
+
+int vsr__tls_alpn_h2(const vsr_tls_t *t)
+{
+    const unsigned char *p = NULL;
+    unsigned n = 0;
+    if (t->ssl == NULL)
+        return 0;
+    SSL_get0_alpn_selected(t->ssl, &p, &n);
+    return n == 2 && memcmp(p, "h2", 2) == 0;
+}

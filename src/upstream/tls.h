@@ -42,4 +42,13 @@ size_t vsr__tls_pending_out(const vsr_tls_t *t);
 size_t vsr__tls_take_out(vsr_tls_t *t, char *out, size_t cap);
 const char *vsr__tls_error(const vsr_tls_t *t);
 
+/* ---- server side (the gateway's listeners, through upstream.h) ----
+ * The same sans-IO object in the accepting role: TLS 1.2 or later, the
+ * certificate chain and key from PEM files, ALPN "h2" preferred over
+ * "http/1.1" when the client offers both (none when it offers neither). */
+vsr_tls_ctx_t *vsr__tls_server_ctx_new(const char *cert_file, const char *key_file, vsr_buf_t *err);
+vsr_tls_t *vsr__tls_server_new(vsr_tls_ctx_t *ctx);
+/* After the handshake: 1 when ALPN selected "h2". */
+int vsr__tls_alpn_h2(const vsr_tls_t *t);
+
 #endif

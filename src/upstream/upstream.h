@@ -144,5 +144,32 @@ int vsr_upstream_breaker_allow(vsr_upstream_t *up, const vsr_model_conf_t *m, co
 void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f,
                                  int success);
 
+/* ---- TLS for the gateway's listeners ----
+ * The upstream's sans-IO TLS (OpenSSL over memory BIOs) in the server role,
+ * so there is one TLS code base.  The caller moves ciphertext between the
+ * socket and the object.  A context is thread-safe and shared by every
+ * worker; a connection belongs to one thread.  TLS 1.2 or later; ALPN h2
+ * preferred over http/1.1. */
+typedef struct vsr_tls_ctx_s vsr_tls_ctx_t;
+typedef struct vsr_tls_s vsr_tls_t;
+
+/* Loads the certificate chain and the key (PEM).  NULL with a message
+ * appended to err when they do not load or do not match. */
+vsr_tls_ctx_t *vsr_tls_server_ctx_new(const char *cert_file, const char *key_file, vsr_buf_t *err);
+void vsr_tls_server_ctx_free(vsr_tls_ctx_t *ctx);
+vsr_tls_t *vsr_tls_server_new(vsr_tls_ctx_t *ctx);
+void vsr_tls_conn_free(vsr_tls_t *t); /* accepts NULL */
+/* Ciphertext from the socket: VSR_OK, or VSR_ERR_TOO_BIG when 1 MiB of it waits unread. */
+int vsr_tls_conn_feed(vsr_tls_t *t, const char *p, size_t n);
+/* Plaintext: > 0 bytes, 0 none yet (the handshake goes on: send what is
+ * pending out), VSR_ERR on failure, VSR_DECLINED at the peer's close_notify. */
+ssize_t vsr_tls_conn_read(vsr_tls_t *t, char *out, size_t cap);
+/* VSR_OK once the handshake is done, VSR_AGAIN before, VSR_ERR on failure. */
+int vsr_tls_conn_handshake(vsr_tls_t *t);
+int vsr_tls_conn_write(vsr_tls_t *t, const char *p, size_t n); /* VSR_OK or VSR_ERR */
+size_t vsr_tls_conn_pending_out(const vsr_tls_t *t);
+size_t vsr_tls_conn_take_out(vsr_tls_t *t, char *out, size_t cap);
+int vsr_tls_conn_alpn_h2(const vsr_tls_t *t); /* ALPN chose h2 */
+const char *vsr_tls_conn_error(const vsr_tls_t *t);
 
 #endif /* VSR_UPSTREAM_H */

@@ -415,7 +415,7 @@ static void test_full_fixture(void **state)
     assert_int_equal(l->api_keys.n, 2);
     assert_string_equal(l->api_keys.items[1], "sk-b");
     assert_string_equal(l->models.items[1], "small");
-    assert_null(l->tls_cert_file); /* downstream TLS is refused for now: see test_listener_tls_and_identity */
+    assert_null(l->tls_cert_file); /* see test_listener_tls_and_identity */
     assert_int_equal(l->identity_trust_headers, 1);
     assert_int_equal(l->identity_trusted_peers.n, 3);
     /* canonical networks: host bits cleared, bare addresses are one host */
@@ -2021,8 +2021,13 @@ static void test_listener_tls_and_identity(void **state)
          "t.yaml:3:41: cannot read cert_file \"tests/unit/configs/nope.pem\": No such file or directory\n"},
         {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: tests/unit/configs}"),
          "t.yaml:3:84: key_file \"tests/unit/configs\" is not a regular file\n"},
-        {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: tests/unit/configs/tls-key.pem}"),
-         "t.yaml:3:29: listeners[].tls: downstream TLS is not supported yet\n"},
+        {L_DOC("tls: {cert_file: tests/unit/configs/tls-not-pem.pem, key_file: tests/unit/configs/tls-key.pem}"),
+         "t.yaml:3:41: cert_file \"tests/unit/configs/tls-not-pem.pem\" holds no PEM certificate\n"},
+        {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: tests/unit/configs/tls-cert.pem}"),
+         "t.yaml:3:84: key_file \"tests/unit/configs/tls-cert.pem\" holds no PEM private key (or it is encrypted)\n"},
+        {L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: tests/unit/configs/tls-other-key.pem}"),
+         "t.yaml:3:84: key_file \"tests/unit/configs/tls-other-key.pem\" does not match the certificate of cert_file\n"},
+        {L_DOC("max_headers: 0"), "t.yaml:3:37: max_headers must be between 1 and 127, got 0\n"},
         {L_DOC("identity: {trusted_peers: [10.0.0.0/33]}"),
          "t.yaml:3:51: invalid trusted peer \"10.0.0.0/33\": the prefix length must be an integer from 0 to 32\n"},
         {L_DOC("identity: {trusted_peers: [\"::/129\"]}"),
@@ -2038,7 +2043,16 @@ static void test_listener_tls_and_identity(void **state)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         expect_errors(rows[i].doc, rows[i].error);
-    vsr_config_t *c = load_ok(L_DOC("identity: {trusted_peers: [\"0.0.0.0/0\", \"::ffff:10.1.1.1/104\", \"2001:db8::/0\"]}"));
+    vsr_config_t *c = load_ok(L_DOC("tls: {cert_file: tests/unit/configs/tls-cert.pem, key_file: "
+                                    "tests/unit/configs/tls-key.pem}, max_headers: 20, max_header_bytes: 4096"));
+    assert_string_equal(c->listeners[0].tls_cert_file, "tests/unit/configs/tls-cert.pem");
+    assert_string_equal(c->listeners[0].tls_key_file, "tests/unit/configs/tls-key.pem");
+    assert_int_equal(c->listeners[0].max_headers, 20);
+    assert_int_equal(c->listeners[0].max_header_bytes, 4096);
+    vsr_config_free(c);
+    c = load_ok(L_DOC("identity: {trusted_peers: [\"0.0.0.0/0\", \"::ffff:10.1.1.1/104\", \"2001:db8::/0\"]}"));
+    assert_int_equal(c->listeners[0].max_headers, VSR_DEFAULT_MAX_HEADERS);
+    assert_int_equal(c->listeners[0].max_header_bytes, VSR_DEFAULT_MAX_HEADER_BYTES);
     const vsr_strlist_conf_t *p = &c->listeners[0].identity_trusted_peers;
     assert_string_equal(p->items[0], "0.0.0.0/0");
     assert_string_equal(p->items[1], "::ffff:10.0.0.0/104");

@@ -1,0 +1,594 @@
+/*
+ * h2.c — HTTP/2 from clients: one nghttp2 server session per connection
+ * (prior knowledge, `Upgrade: h2c`, or ALPN "h2" over TLS), each stream one
+ * request of the same request layer as HTTP/1.1 (conn.c).
+ *
+ * Sans-IO on both sides: conn.c hands the session the bytes it read
+ * (plaintext, below TLS when there is TLS) and the session gives back the
+ * bytes to write through vsr__conn_send().  nghttp2 is never called from
+ * inside one of its own callbacks: replies decided while a frame is being
+ * received only mark the session for a flush, which runs once the receive
+ * call has returned; replies decided elsewhere (upstream callbacks) are
+ * flushed from the loop right after (vsr__conn_flush_soon).
+ *
+ * Backpressure, response side: a stream's body bytes wait in its `out`
+ * queue until nghttp2 asks for them (the client's flow-control window), and
+ * the session stops producing frames while the connection has more than
+ * H2_WQ_HIGH bytes queued for the socket.  The request layer pauses the
+ * upstream read when a stream's queue passes its high mark and resumes it
+ * when nghttp2 has drained it below the low one — as over HTTP/1.1, memory
+ * stays bounded when the client stops reading.  Request bodies are bounded
+ * by the listener's body limit (routing needs the whole document).
+ */
+#include "gateway/gateway-int.h"
+
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+
+#define H2_WQ_HIGH (1024 * 1024)       /* stop framing above this many bytes queued for the socket */
+#define H2_MAX_STREAMS 128              /* SETTINGS_MAX_CONCURRENT_STREAMS */
+#define H2_STREAM_WINDOW (1024 * 1024)  /* SETTINGS_INITIAL_WINDOW_SIZE: request bodies */
+#define H2_CONN_WINDOW (16 * 1024 * 1024)
+
+struct h2_stream_s {
+    h2_sess_t *s;
+    h2_stream_t *prev, *next;
+    int32_t id;
+    request_t *req;            /* NULL once the request is finished (or before it starts) */
+    vsr_pool_t pool;           /* the request head's bytes */
+    vsr_http_head_t head;
+    vsr_slice_t authority;
+    size_t head_bytes;
+    int reject;                /* a limit was passed: answer this status (431, 413, 400) */
+    /* response body waiting for nghttp2: copied, not a reference to the
+     * upstream's receive buffer, so that a queue of small SSE events held
+     * by a closed window pins its bytes, not one 64 KiB buffer per event */
+    vsr_buf_t out;
+    size_t out_off;
+    unsigned eof : 1;          /* the response body is complete */
+    unsigned deferred : 1;     /* nghttp2 waits for body bytes (resume_data when they come) */
+    unsigned responded : 1;    /* HEADERS submitted */
+    unsigned dispatched : 1;
+};
+
+struct h2_sess_s {
+    conn_t *c;
+    const vsr_listener_conf_t *lc;
+    nghttp2_session *ng;
+    h2_stream_t *streams;
+    size_t n_requests;         /* streams with a request in flight */
+    int in_ng;                 /* inside an nghttp2 call: no re-entry, flush later */
+    int dead;                  /* the connection is closing: nghttp2 is not called anymore */
+    int goaway;                /* GOAWAY sent: the session ends once its streams are done */
+    int ended;
+};
+
+/* ---- streams ---- */
+
+static h2_stream_t *stream_new(h2_sess_t *s, int32_t id)
+{
+    h2_stream_t *st = vsr_calloc(1, sizeof(*st));
+    st->s = s;
+    st->id = id;
+    vsr_pool_init(&st->pool);
+    vsr_buf_init(&st->out, 0);
+    st->head.content_length = -1;
+    st->head.version_minor = 1;
+    st->head.keep_alive = 1;
+    st->next = s->streams;
+    if (s->streams)
+        s->streams->prev = st;
+    s->streams = st;
+    return st;
+}
+
+static void stream_free(h2_stream_t *st)
+{
+    h2_sess_t *s = st->s;
+    if (st->req) {
+        request_t *req = st->req;
+        st->req = NULL;
+        s->n_requests--;
+        vsr__request_reset(req); /* the client is gone: the upstream call is cancelled */
+    }
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    vsr_buf_free(&st->out);
+    vsr_pool_free(&st->pool);
+    vsr_free(st);
+}
+
+static size_t queued(const h2_stream_t *st)
+{
+    return st->out.len - st->out_off;
+}
+
+/* ---- nghttp2 callbacks ---- */
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_sess_t *s = ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    h2_stream_t *st = stream_new(s, f->hd.stream_id);
+    nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
+    return 0;
+}
+
+static vsr_slice_t copy_bytes(h2_stream_t *st, const uint8_t *p, size_t n)
+{
+    return vsr_pool_dup_slice(&st->pool, vsr_slice((const char *)p, n));
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+    h2_sess_t *s = ud;
+    VSR_UNUSED(flags);
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* trailers: nothing in them is used */
+    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (st == NULL || st->reject)
+        return 0;
+    vsr_http_head_t *h = &st->head;
+    /* the same limits as an HTTP/1.1 head: field count and bytes (→ 431) */
+    st->head_bytes += namelen + valuelen + 4;
+    if (st->head_bytes > s->lc->max_header_bytes) {
+        st->reject = 431;
+        return 0;
+    }
+    vsr_slice_t n = vsr_slice((const char *)name, namelen);
+    if (namelen > 0 && name[0] == ':') {
+        /* nghttp2 has checked the pseudo-fields: known, once, before the others */
+        if (vsr_slice_eq_cstr(n, ":method"))
+            h->method = copy_bytes(st, value, valuelen);
+        else if (vsr_slice_eq_cstr(n, ":path"))
+            h->target = copy_bytes(st, value, valuelen);
+        else if (vsr_slice_eq_cstr(n, ":authority"))
+            st->authority = copy_bytes(st, value, valuelen);
+        return 0;
+    }
+    /* :authority stands for host (RFC 9113 §8.3.1); a host field beside it is dropped
+     * (pseudo-fields come first, so :authority is known by now) */
+    if (st->authority.p && vsr_slice_eq_cstr(n, "host"))
+        return 0;
+    if (h->num_headers + 1 >= s->lc->max_headers || h->num_headers + 1 >= VSR_HTTP_MAX_HEADERS) {
+        st->reject = 431;
+        return 0;
+    }
+    if (vsr_slice_eq_cstr(n, "content-length")) {
+        uint64_t cl;
+        if (vsr_slice_to_u64(vsr_slice((const char *)value, valuelen), INT64_MAX, &cl) != VSR_OK) {
+            st->reject = 400;
+            return 0;
+        }
+        h->content_length = (int64_t)cl;
+    }
+    if (vsr_slice_eq_cstr(n, "cookie")) {
+        /* split crumbs are joined again for HTTP/1.1 (RFC 9113 §8.2.3) */
+        for (size_t i = 0; i < h->num_headers; i++) {
+            if (!vsr_slice_eq_cstr(h->headers[i].name, "cookie"))
+                continue;
+            vsr_slice_t old = h->headers[i].value;
+            char *joined = vsr_pool_alloc(&st->pool, old.len + 2 + valuelen);
+            memcpy(joined, old.p, old.len);
+            memcpy(joined + old.len, "; ", 2);
+            memcpy(joined + old.len + 2, value, valuelen);
+            h->headers[i].value = vsr_slice(joined, old.len + 2 + valuelen);
+            return 0;
+        }
+    }
+    h->headers[h->num_headers].name = copy_bytes(st, name, namelen);
+    h->headers[h->num_headers].value = copy_bytes(st, value, valuelen);
+    h->num_headers++;
+    return 0;
+}
+
+/* The request head is complete: hand it to the request layer. */
+static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
+{
+    vsr_http_head_t *h = &st->head;
+    if (st->authority.p) {
+        /* host first, so header lookups find it as they would over HTTP/1.1 */
+        memmove(&h->headers[1], &h->headers[0], h->num_headers * sizeof(h->headers[0]));
+        h->headers[0].name = VSR_SLICE_LIT("host");
+        h->headers[0].value = st->authority;
+        h->num_headers++;
+    }
+    h->has_body = !end_stream;
+    if (h->target.len == 0)
+        st->reject = 400; /* CONNECT (no :path): vsr is no tunnel */
+    st->req = vsr__request_open(s->c, st, h);
+    s->n_requests++;
+    if (!st->reject && h->content_length > 0 && (uint64_t)h->content_length > s->lc->max_body_bytes)
+        st->reject = 413;
+    if (st->reject) {
+        st->dispatched = 1;
+        vsr__request_reject(st->req, st->reject);
+        return;
+    }
+    if (end_stream) {
+        st->dispatched = 1;
+        vsr__request_dispatch(st->req);
+    }
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    h2_sess_t *s = ud;
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+        return 0;
+    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (st == NULL)
+        return 0;
+    int end = (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        start_request(s, st, end);
+        return 0;
+    }
+    if (end && st->req && !st->dispatched) {
+        st->dispatched = 1;
+        if (st->head.content_length >= 0 && vsr__request_body_len(st->req) != (uint64_t)st->head.content_length)
+            vsr__request_reject(st->req, 400); /* RFC 9113 §8.1.1: malformed */
+        else
+            vsr__request_dispatch(st->req);
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *ud)
+{
+    VSR_UNUSED(flags);
+    VSR_UNUSED(ud);
+    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (st == NULL || st->req == NULL || st->dispatched)
+        return 0; /* the stream was answered already: its remaining body is dropped */
+    if (vsr__request_body(st->req, (const char *)data, len) != VSR_OK) {
+        st->dispatched = 1;
+        vsr__request_reject(st->req, 413);
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
+{
+    VSR_UNUSED(error_code);
+    VSR_UNUSED(ud);
+    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (st == NULL)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, id, NULL);
+    stream_free(st); /* a request still attached was reset by the client */
+    return 0;
+}
+
+/* nghttp2 asks for response body bytes, at most `len` (the window allows). */
+static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_t *data_flags,
+                         nghttp2_data_source *src, void *ud)
+{
+    VSR_UNUSED(ng);
+    VSR_UNUSED(id);
+    VSR_UNUSED(ud);
+    h2_stream_t *st = src->ptr;
+    size_t avail = queued(st);
+    if (avail == 0 && !st->eof) {
+        st->deferred = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    size_t n = VSR_MIN(avail, len);
+    if (n == 0) {
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* the end, and nothing (more) before it */
+        return 0;
+    }
+    memcpy(buf, st->out.data + st->out_off, n);
+    st->out_off += n;
+    if (st->out_off == st->out.len) {
+        vsr_buf_reset(&st->out);
+        st->out_off = 0;
+    } else if (st->out_off >= VSR__H2_QUEUE_LOW) {
+        vsr_buf_consume(&st->out, st->out_off); /* keeps the queue from creeping forward */
+        st->out_off = 0;
+    }
+    if (st->eof && queued(st) == 0)
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (st->req && queued(st) < VSR__H2_QUEUE_LOW)
+        vsr__request_resume(st->req);
+    return (ssize_t)n;
+}
+
+/* ---- the session ---- */
+
+/* Frames out to the connection, as many as the socket's queue allows.  They
+ * are gathered into receive-sized buffers from the thread's cache, which the
+ * writes give back: no allocation per flush. */
+void vsr__h2_flush(h2_sess_t *s)
+{
+    if (s->dead || s->in_ng || s->ended)
+        return;
+    vsr_rbuf_t *rb = NULL;
+    size_t used = 0;
+    s->in_ng++;
+    while (vsr__conn_queued(s->c) + used < H2_WQ_HIGH) {
+        const uint8_t *p;
+        ssize_t n = nghttp2_session_mem_send(s->ng, &p);
+        if (n < 0) {
+            vsr_log_debug("gateway", "h2: %s", nghttp2_strerror((int)n));
+            s->dead = 1;
+            break;
+        }
+        if (n == 0)
+            break;
+        if (rb && used + (size_t)n > VSR_RBUF_SIZE) {
+            vsr__conn_send_rbuf(s->c, rb, used);
+            rb = NULL;
+        }
+        if ((size_t)n > VSR_RBUF_SIZE) {
+            /* a header block bigger than a buffer: rare, sent from the heap */
+            vsr_buf_t big;
+            vsr_buf_init(&big, 0);
+            vsr_buf_append(&big, p, (size_t)n);
+            vsr__conn_send(s->c, &big);
+            continue;
+        }
+        if (rb == NULL) {
+            rb = vsr_rbuf_get();
+            used = 0;
+        }
+        memcpy(rb->data + used, p, (size_t)n);
+        used += (size_t)n;
+    }
+    s->in_ng--;
+    if (rb)
+        vsr__conn_send_rbuf(s->c, rb, used);
+    if (s->dead) {
+        vsr__conn_end(s->c, 0);
+        return;
+    }
+    if (!nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng)) {
+        s->ended = 1;
+        vsr__conn_end(s->c, 1); /* GOAWAY exchanged, every stream done */
+    }
+}
+
+h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc)
+{
+    h2_sess_t *s = vsr_calloc(1, sizeof(*s));
+    s->c = c;
+    s->lc = lc;
+    nghttp2_session_callbacks *cbs;
+    nghttp2_session_callbacks_new(&cbs);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    int rc = nghttp2_session_server_new(&s->ng, cbs, s);
+    nghttp2_session_callbacks_del(cbs);
+    if (rc != 0) {
+        vsr_free(s);
+        return NULL;
+    }
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, lc->max_header_bytes},
+    };
+    nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, VSR_ARRAY_LEN(iv));
+    nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0, H2_CONN_WINDOW);
+    return s;
+}
+
+/* HTTP2-Settings is base64url without padding (RFC 7540 §3.2.1). */
+static int b64url_decode(vsr_slice_t in, uint8_t *out, size_t cap, size_t *outlen)
+{
+    uint32_t acc = 0;
+    unsigned bits = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < in.len; i++) {
+        unsigned char ch = (unsigned char)in.p[i];
+        int v;
+        if (ch >= 'A' && ch <= 'Z')
+            v = ch - 'A';
+        else if (ch >= 'a' && ch <= 'z')
+            v = ch - 'a' + 26;
+        else if (ch >= '0' && ch <= '9')
+            v = ch - '0' + 52;
+        else if (ch == '-')
+            v = 62;
+        else if (ch == '_')
+            v = 63;
+        else if (ch == '=')
+            break; /* tolerated padding ends the data */
+        else
+            return VSR_ERR_INVALID;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n == cap)
+                return VSR_ERR_TOO_BIG;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *outlen = n;
+    return VSR_OK;
+}
+
+int vsr__h2_upgrade(h2_sess_t *s, vsr_slice_t settings, request_t *req, int is_head, h2_stream_t **stp)
+{
+    uint8_t payload[6 * 32];
+    size_t n = 0;
+    if (b64url_decode(settings, payload, sizeof(payload), &n) != VSR_OK || n % 6 != 0)
+        return VSR_ERR_INVALID;
+    h2_stream_t *st = stream_new(s, 1);
+    if (nghttp2_session_upgrade2(s->ng, payload, n, is_head, st) != 0) {
+        stream_free(st);
+        return VSR_ERR_INVALID;
+    }
+    st->req = req;
+    st->dispatched = 1;
+    s->n_requests++;
+    *stp = st;
+    return VSR_OK;
+}
+
+int vsr__h2_feed(h2_sess_t *s, const char *p, size_t n)
+{
+    if (s->dead)
+        return VSR_ERR;
+    s->in_ng++;
+    ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)p, n);
+    s->in_ng--;
+    if (r < 0) {
+        vsr_log_debug("gateway", "h2: %s", nghttp2_strerror((int)r));
+        /* a connection error: nghttp2 has queued GOAWAY; send it, then close */
+        vsr__h2_flush(s);
+        return VSR_ERR;
+    }
+    vsr__h2_flush(s);
+    return VSR_OK;
+}
+
+void vsr__h2_goaway(h2_sess_t *s)
+{
+    if (s->dead || s->goaway)
+        return;
+    s->goaway = 1;
+    nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    vsr__h2_flush(s);
+}
+
+int vsr__h2_active(const h2_sess_t *s)
+{
+    if (s->n_requests > 0)
+        return 1;
+    for (const h2_stream_t *st = s->streams; st; st = st->next)
+        if (queued(st) > 0 || (st->responded && !st->eof))
+            return 1;
+    return 0;
+}
+
+void vsr__h2_close(h2_sess_t *s)
+{
+    s->dead = 1;
+    while (s->streams)
+        stream_free(s->streams); /* cancels what is still in flight */
+}
+
+void vsr__h2_free(h2_sess_t *s)
+{
+    if (s == NULL)
+        return;
+    vsr__h2_close(s);
+    nghttp2_session_del(s->ng);
+    vsr_free(s);
+}
+
+/* ---- the response side, for the request layer ---- */
+
+static void after_submit(h2_sess_t *s)
+{
+    if (!s->in_ng)
+        vsr__conn_flush_soon(s->c);
+}
+
+void vsr__h2_respond(h2_stream_t *st, const vsr__resp_head_t *rh, const char *body, size_t body_len, int more)
+{
+    h2_sess_t *s = st->s;
+    if (s->dead || st->responded)
+        return;
+    st->responded = 1;
+    size_t n = rh->n_fields + 2;
+    nghttp2_nv *nv = vsr_malloc(sizeof(*nv) * n);
+    size_t k = 0;
+    char status[8], clen[24];
+    snprintf(status, sizeof(status), "%03d", rh->status % 1000);
+    nv[k++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    /* HTTP/2 field names are lower case (RFC 9113 §8.2.1): lowered copies */
+    size_t names = 0;
+    for (size_t i = 0; i < rh->n_fields; i++)
+        names += rh->fields[i].name.len;
+    char *lower = vsr_malloc(names + 1);
+    char *q = lower;
+    for (size_t i = 0; i < rh->n_fields; i++) {
+        vsr_slice_t nm = rh->fields[i].name;
+        for (size_t j = 0; j < nm.len; j++)
+            q[j] = (char)((nm.p[j] >= 'A' && nm.p[j] <= 'Z') ? nm.p[j] + 32 : nm.p[j]);
+        nv[k++] = (nghttp2_nv){(uint8_t *)q, (uint8_t *)rh->fields[i].value.p, nm.len, rh->fields[i].value.len,
+                               NGHTTP2_NV_FLAG_NONE};
+        q += nm.len;
+    }
+    if (rh->content_length >= 0) {
+        int cl = snprintf(clen, sizeof(clen), "%lld", (long long)rh->content_length);
+        nv[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)cl, NGHTTP2_NV_FLAG_NONE};
+    }
+    if (body_len)
+        vsr_buf_append(&st->out, body, body_len);
+    st->eof = !more;
+    int rc;
+    if (!more && body_len == 0) {
+        rc = nghttp2_submit_response(s->ng, st->id, nv, k, NULL);
+    } else {
+        nghttp2_data_provider dp = {.source.ptr = st, .read_callback = read_body};
+        rc = nghttp2_submit_response(s->ng, st->id, nv, k, &dp);
+    }
+    vsr_free(lower);
+    vsr_free(nv);
+    if (rc != 0)
+        vsr_log_debug("gateway", "h2: cannot submit a response: %s", nghttp2_strerror(rc));
+    after_submit(s);
+}
+
+static void wake(h2_stream_t *st)
+{
+    if (st->deferred) {
+        st->deferred = 0;
+        nghttp2_session_resume_data(st->s->ng, st->id);
+    }
+    after_submit(st->s);
+}
+
+void vsr__h2_body(h2_stream_t *st, const char *p, size_t n)
+{
+    if (st->s->dead || st->eof)
+        return;
+    vsr_buf_append(&st->out, p, n);
+    wake(st);
+}
+
+void vsr__h2_end(h2_stream_t *st)
+{
+    if (st->s->dead || st->eof)
+        return;
+    st->eof = 1;
+    wake(st);
+}
+
+void vsr__h2_reset(h2_stream_t *st)
+{
+    if (st->s->dead)
+        return;
+    st->eof = 1;
+    vsr_buf_reset(&st->out);
+    st->out_off = 0;
+    nghttp2_submit_rst_stream(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    after_submit(st->s);
+}
+
+size_t vsr__h2_queued(const h2_stream_t *st)
+{
+    return queued(st);
+}
+
+void vsr__h2_detach(h2_stream_t *st)
+{
+    if (st->req) {
+        st->req = NULL;
+        st->s->n_requests--;
+    }
+}
