@@ -46,6 +46,7 @@ struct conn_s {
 struct request_s {
     conn_t *c;
     vsr_pool_t pool;
+    vsr_engine_t *eng;             /* the configuration version pinned from the first byte to the finish */
     vsr_session_t *sess;
     vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
     vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
@@ -219,6 +220,8 @@ static void reply(conn_t *c, int status, const char *ctype, vsr_slice_t body, co
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, status, VSR_SLICE_NULL);
     vsr_buf_printf(&b, "content-type: %s\r\ncontent-length: %zu\r\n", ctype, body.len);
+    if (c->req && c->req->eng)
+        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(c->req->eng));
     if (extra_headers)
         vsr_buf_append_cstr(&b, extra_headers);
     if (close)
@@ -267,6 +270,7 @@ static request_t *request_new(conn_t *c)
     req->c = c;
     req->start_wall = vsr_wall_time();
     req->start_us = vsr_now_us();
+    req->eng = vsr__gateway_pin(c->w->gw);
     vsr_metrics_active_requests(c->w->metrics, 1);
     vsr_pool_init(&req->pool);
     vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
@@ -342,7 +346,7 @@ static void request_account(request_t *req)
         .served_model = kept && req->resp_status ? model : VSR_SLICE_NULL,
         .fallback_path = vsr_slice_cstr(fallback),
         .attempts = rep->n_attempts,
-        .config_version = vsr_engine_version(w->gw->engine),
+        .config_version = vsr_engine_version(req->eng),
         .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
     };
     vsr_access_log_write(log, &e);
@@ -357,6 +361,7 @@ static void request_free(request_t *req)
     if (req->has_json)
         vsr_json_free(&req->json);
     vsr_session_finish(req->sess);
+    vsr_engine_unref(req->eng); /* the version may drain now */
     vsr_buf_free(&req->body);
     vsr_pool_free(&req->pool);
     vsr_free(req);
@@ -495,6 +500,8 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
             vsr_http_write_header(&b, eff->set[i].name, eff->set[i].value);
+    if (!effect_names(eff, VSR_SLICE_LIT("x-vsr-config-version"))) /* the default route's answers too */
+        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(req->eng));
     if (req->sess) {
         vsr_http_write_header_u64(&b, "x-vsr-upstream-attempts", req->report.n_attempts);
         size_t n_tried;
@@ -728,10 +735,35 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     request_finish(req);
 }
 
-/* The management listener: probes and the routing preview. */
+/* The configuration endpoints: admin/ answers, this only carries. */
+static int handle_admin(request_t *req)
+{
+    vsr_admin_t *admin = req->c->w->gw->opts.admin;
+    if (admin == NULL)
+        return 0;
+    vsr_admin_request_t ar = {.method = req->head->method, .target = req->head->target,
+                              .body = req->body.data, .body_len = req->body.len};
+    vsr_http_head_get(req->head, "content-type", &ar.content_type);
+    ar.has_if_match = vsr_http_head_get(req->head, "if-match", &ar.if_match);
+    vsr_admin_response_t resp;
+    if (!vsr_admin_handle(admin, &ar, &resp))
+        return 0;
+    /* the answer names the version active once it was handled */
+    vsr_engine_unref(req->eng);
+    req->eng = vsr__gateway_pin(req->c->w->gw);
+    reply(req->c, resp.status, resp.content_type, vsr_buf_slice(&resp.body), resp.headers.data, req->is_head,
+          !req->keep_alive);
+    vsr_admin_response_free(&resp);
+    request_finish(req);
+    return 1;
+}
+
+/* The management listener: probes, the configuration API and the routing preview. */
 static void handle_management(request_t *req, vsr_slice_t path)
 {
     conn_t *c = req->c;
+    if (handle_admin(req))
+        return;
     if (vsr_slice_eq_cstr(path, "/api/v1/routing/preview")) {
         if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
             reply_error(c, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
@@ -755,14 +787,15 @@ static void handle_management(request_t *req, vsr_slice_t path)
             return;
         }
         vsr_json_string(j, tt, &req->pool, &text);
+        const vsr_config_t *cfg = vsr_engine_config(req->eng);
         if (model.len == 0)
-            model = vsr_slice_cstr(c->w->gw->cfg->auto_model_names.n ? c->w->gw->cfg->auto_model_names.items[0] : "");
+            model = vsr_slice_cstr(cfg->auto_model_names.n ? cfg->auto_model_names.items[0] : "");
         vsr_slice_t q = VSR_SLICE_NULL;
         vsr_slice_split(req->head->target, '?', &q);
         int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
         vsr_buf_t out;
         vsr_buf_init(&out, 0);
-        int status = vsr_engine_preview(c->w->gw->engine, model, text, trace, &out);
+        int status = vsr_engine_preview(req->eng, model, text, trace, &out);
         reply(c, status, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
         vsr_buf_free(&out);
         request_finish(req);
@@ -803,11 +836,12 @@ static void dispatch(request_t *req)
     if (c->l->metrics) {
         if (vsr_slice_eq_cstr(path, "/metrics") && get_like) {
             vsr_gateway_t *gw = c->w->gw;
-            const vsr_config_t *cfg = gw->cfg;
-            for (size_t i = 0; i < cfg->n_models; i++) {
+            const vsr_config_t *cfg = vsr_engine_config(req->eng);
+            vsr_upstream_shared_t *shared = vsr_engine_part(req->eng);
+            for (size_t i = 0; shared && i < cfg->n_models; i++) {
                 for (size_t j = 0; j < cfg->models[i].n_backends; j++) {
                     int healthy, ejected;
-                    vsr_upstream_endpoint_state(gw->shared, i, j, &healthy, &ejected);
+                    vsr_upstream_endpoint_state(shared, i, j, &healthy, &ejected);
                     vsr_metrics_set_endpoint_health(gw->opts.metrics, vsr_slice_cstr(cfg->models[i].name),
                                                     vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
                 }
@@ -823,7 +857,12 @@ static void dispatch(request_t *req)
         }
         return;
     }
-    if (!vsr__ingress_api_key_ok(c->l->conf, h)) {
+    /* api_keys and models change live: the request's version has them */
+    const vsr_config_t *cfg = vsr_engine_config(req->eng);
+    const vsr_listener_conf_t *lc = c->l->index >= 0 && (size_t)c->l->index < cfg->n_listeners
+                                        ? &cfg->listeners[c->l->index]
+                                        : c->l->conf;
+    if (!vsr__ingress_api_key_ok(lc, h)) {
         reply(c, 401, "application/json",
               VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
                             "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
@@ -835,14 +874,14 @@ static void dispatch(request_t *req)
     /* ingress hygiene: what a client may not send never reaches routing or a backend */
     req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 1));
     for (size_t i = 0; i < h->num_headers; i++) {
-        if (vsr__ingress_drop(c->l->conf, c->w->gw->cfg, c->identity_trusted, h->headers[i].name))
+        if (vsr__ingress_drop(lc, cfg, c->identity_trusted, h->headers[i].name))
             continue;
         req->hdrs[req->n_hdrs].name = h->headers[i].name;
         req->hdrs[req->n_hdrs].value = h->headers[i].value;
         req->n_hdrs++;
     }
-    vsr_session_opts_t opts = {.listener = c->l->conf, .identity_trusted = c->identity_trusted};
-    req->sess = vsr_session_open(c->w->gw->engine, &opts);
+    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted};
+    req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {
         reply_effect(req, eff);

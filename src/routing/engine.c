@@ -96,12 +96,48 @@ void vsr_engine_unref(vsr_engine_t *e)
         vsr_free(e->recipes[i].referenced);
     }
     vsr_free(e->recipes);
+    if (e->part_free)
+        e->part_free(e->part);
+    vsr_config_free(e->owned_cfg);
     vsr_free(e);
 }
 
 uint64_t vsr_engine_version(const vsr_engine_t *e)
 {
     return e->version;
+}
+
+void vsr_engine_adopt(vsr_engine_t *e, vsr_config_t *cfg, const char *hash)
+{
+    VSR_BUG_ON(cfg != NULL && cfg != e->cfg);
+    e->owned_cfg = cfg;
+    snprintf(e->hash, sizeof(e->hash), "%s", hash ? hash : "");
+}
+
+void vsr_engine_set_part(vsr_engine_t *e, void *part, void (*part_free)(void *part))
+{
+    e->part = part;
+    e->part_free = part_free;
+}
+
+void vsr_engine_set_version(vsr_engine_t *e, uint64_t version)
+{
+    e->version = version;
+}
+
+const vsr_config_t *vsr_engine_config(const vsr_engine_t *e)
+{
+    return e->cfg;
+}
+
+const char *vsr_engine_hash(const vsr_engine_t *e)
+{
+    return e->hash;
+}
+
+void *vsr_engine_part(const vsr_engine_t *e)
+{
+    return e->part;
 }
 
 recipe_state_t *vsr__engine_recipe(vsr_engine_t *e, const vsr_recipe_conf_t *r)

@@ -27,6 +27,11 @@ struct vsr_engine_s {
     atomic_uint refs;
     const vsr_config_t *cfg;
     uint64_t version;
+    /* a snapshot: what the engine owns and frees with its last reference */
+    vsr_config_t *owned_cfg;
+    char hash[VSR_CONFIG_HASH_LEN];
+    void *part;
+    void (*part_free)(void *part);
     recipe_state_t *recipes;
     size_t n_recipes;
 };

@@ -110,6 +110,21 @@ vsr_engine_t *vsr_engine_ref(vsr_engine_t *e);   /* thread-safe */
 void vsr_engine_unref(vsr_engine_t *e);          /* thread-safe; frees at zero; accepts NULL */
 uint64_t vsr_engine_version(const vsr_engine_t *e);
 
+/* ---- the engine as a configuration snapshot ----
+ * An engine is what a request pins: with vsr_engine_adopt() it also owns
+ * its configuration (cfg, the one it was built from) and knows its content
+ * hash; vsr_engine_set_part() gives it one more part of the version (the
+ * composition root's upstream state, freed by part_free).  All of it goes
+ * with the last reference, i.e. when the last request on that version
+ * finishes (drain).  These setters are for the builder, before the engine
+ * is shared. */
+void vsr_engine_adopt(vsr_engine_t *e, vsr_config_t *cfg, const char *hash);
+void vsr_engine_set_part(vsr_engine_t *e, void *part, void (*part_free)(void *part));
+void vsr_engine_set_version(vsr_engine_t *e, uint64_t version);
+const vsr_config_t *vsr_engine_config(const vsr_engine_t *e);
+const char *vsr_engine_hash(const vsr_engine_t *e);  /* "" when none was given */
+void *vsr_engine_part(const vsr_engine_t *e);
+
 /* ---- session ---- */
 
 typedef struct {
