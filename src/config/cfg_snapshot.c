@@ -95,6 +95,8 @@ int vsr_config_canonical(const char *name, const char *doc, size_t len, vsr_buf_
     vsr_pool_init(&pool);
     cfg_node_t *root = NULL;
     int rc = vsr__cfg_parse_yaml(&pool, &dg, doc ? doc : "", doc ? len : 0, &root);
+    if (rc == VSR_OK && root == NULL && dg.n_errors == 0)
+        vsr__cfg_error(&dg, 1, 1, "the document is empty");
     if (rc == VSR_OK && (dg.n_errors > 0 || root == NULL))
         rc = VSR_ERR_INVALID;
     if (rc == VSR_OK && root->weight > 10u * 1000 * 1000) {
