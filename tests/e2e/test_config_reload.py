@@ -304,3 +304,45 @@ providers:
     bad.write_text("version: v0.3\nnope: 1\n")
     r = subprocess.run([VSR_BIN, "config", "print", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "bad.yaml:2:1" in r.stderr
+
+
+def test_ejection_survives_an_unrelated_change(vsr, fakellm, tmp_path):
+    """A model's outlier ejection lives in its cluster, which a change that
+    leaves its endpoints alone keeps: the bad endpoint stays out."""
+    bad, good = fakellm("bad", args=("--status", "500")), fakellm("good")
+    port, mport = free_port(), free_port()
+
+    def text(tag):
+        return f"""version: v0.3
+listeners:
+  - {{name: main, address: 127.0.0.1, port: {port}}}
+providers:
+  models:
+    - name: m1
+      reliability: {{consecutive_5xx: 1, base_ejection_time: 60s}}
+      backend_refs:
+        - {{name: bad, endpoint: '{bad.endpoint}'}}
+        - {{name: good, endpoint: '{good.endpoint}'}}
+routing:
+  decisions:
+    - name: stamp
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: header_mutation
+          configuration:
+            add: [{{name: x-doc, value: "{tag}"}}]
+global:
+  services:
+    management_api: {{port: {mport}}}
+"""
+    v = vsr(text("one"), port=port, workers=1)
+    statuses = [chat(v).status_code for _ in range(4)]
+    assert 500 in statuses  # the bad endpoint answered once, then was ejected
+    before = bad.stats()["requests"]
+    assert 'vsr_endpoint_ejected{model="m1",endpoint="bad"} 1' in httpx.get(v.metrics_url, timeout=10).text
+
+    assert Api(mport).put_yaml(text("two")).status_code == 200
+    for _ in range(6):
+        assert served(v) == (200, 2, "two")
+    assert bad.stats()["requests"] == before  # still ejected under the new version
+    assert 'vsr_endpoint_ejected{model="m1",endpoint="bad"} 1' in httpx.get(v.metrics_url, timeout=10).text
