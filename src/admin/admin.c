@@ -194,7 +194,7 @@ static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_
         return VSR_ERR_INVALID;
     }
     /* 4. compile */
-    vsr_engine_t *e = vsr_engine_new(cfg, 0, &res->errors);
+    vsr_engine_t *e = vsr_engine_new_from(cfg, a->active, 0, &res->errors);
     if (e == NULL) {
         vsr_config_free(cfg);
         nack(a, res, source, "build_failed", flags);

@@ -88,6 +88,11 @@ static int emit(vsr_buf_t *b, const cfg_node_t *n, int depth)
     return vsr_buf_append_json_string(b, vsr_slice(n->str, n->len));
 }
 
+int vsr__cfg_canonical_node(vsr_buf_t *b, const cfg_node_t *n)
+{
+    return emit(b, n, 0);
+}
+
 int vsr_config_canonical(const char *name, const char *doc, size_t len, vsr_buf_t *out, vsr_buf_t *err)
 {
     cfg_diag_t dg = {err, name ? name : "<string>", 0};

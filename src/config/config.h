@@ -19,6 +19,7 @@
 #define VSR_DEFAULT_MAX_BODY_BYTES (500ull * 1024 * 1024)  /* 500 MiB */
 #define VSR_DEFAULT_MAX_CONNECTIONS 50000u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define VSR_CONFIG_HASH_LEN 72  /* "sha256:" + 64 hex digits + NUL */
 
 
 /* ==== The whole v0.3 document model ======================================
@@ -256,6 +257,9 @@ typedef struct {
     vsr_signals_conf_t signals;
     vsr_decision_conf_t *decisions; size_t n_decisions;
     vsr_fallback_conf_t fallback;
+    char signals_hash[VSR_CONFIG_HASH_LEN]; /* content hash of the recipe's `signals` block (canonical form):
+                                             * equal hashes compile to the same signals, so a new version
+                                             * reuses them */
 } vsr_recipe_conf_t;
 
 typedef struct {
@@ -384,7 +388,6 @@ void vsr_config_warn_unimplemented(const vsr_config_t *c);
  * count), the SHA-256 of that form (the content hash), and an entry in the
  * history.  Nothing here is thread-safe: the caller serializes activations. */
 
-#define VSR_CONFIG_HASH_LEN 72  /* "sha256:" + 64 hex digits + NUL */
 #define VSR_CONFIG_HISTORY 10   /* activated versions kept for rollback (ref §1.14) */
 
 /* The canonical form of a YAML (or JSON) document appended to out; the

@@ -21,6 +21,7 @@ typedef struct {
     int *referenced;    /* signals some decision references */
     size_t n_referenced;
     int needs_identity; /* an authz signal is referenced */
+    struct sig_box_s *box; /* the compiled signals, shared with other versions whose recipe has the same signals */
 } recipe_state_t;
 
 struct vsr_engine_s {
@@ -34,6 +35,7 @@ struct vsr_engine_s {
     void (*part_free)(void *part);
     recipe_state_t *recipes;
     size_t n_recipes;
+    size_t n_reused;    /* recipes whose compiled signals came from the previous version */
 };
 
 typedef struct {

@@ -106,6 +106,12 @@ typedef struct {
  * NULL with messages appended to err when a recipe's signals do not compile.
  * The returned engine has one reference. */
 vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_t *err);
+/* Same, reusing the compiled signals of every recipe of prev (may be NULL)
+ * whose name and signals_hash are unchanged: a change to one recipe
+ * recompiles only that recipe's signals.  prev is only read here. */
+vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *prev, uint64_t version, vsr_buf_t *err);
+/* How many recipes' signals were reused from prev. */
+size_t vsr_engine_reused_recipes(const vsr_engine_t *e);
 vsr_engine_t *vsr_engine_ref(vsr_engine_t *e);   /* thread-safe */
 void vsr_engine_unref(vsr_engine_t *e);          /* thread-safe; frees at zero; accepts NULL */
 uint64_t vsr_engine_version(const vsr_engine_t *e);

@@ -403,6 +403,56 @@ static void test_upstream_reuse_by_identity(void **state)
     vsr_buf_free(&err);
 }
 
+/* A change to one recipe recompiles only that recipe's signals. */
+static void test_signals_reused_per_recipe(void **state)
+{
+    (void)state;
+    static const char *base =
+        "version: v0.3\n"
+        "listeners: [{name: l1, port: 18899}]\n"
+        "providers: {models: [{name: m, backend_refs: [{endpoint: '127.0.0.1:1'}]}]}\n"
+        "routing:\n"
+        "  signals: {keywords: [{name: urgent, keywords: [asap, urgent]}]}\n"
+        "  decisions: [{name: d, rules: {type: keyword, name: urgent}, modelRefs: [{model: m}]}]\n"
+        "recipes:\n"
+        "  - name: other\n"
+        "    routing:\n"
+        "      signals: {keywords: [{name: code, keywords: [python]}]}\n"
+        "      decisions: [{name: c, rules: {type: keyword, name: code}, modelRefs: [{model: m}]}]\n";
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    char *decision_only = strdup(base);
+    strstr(decision_only, "name: d,")[6] = 'x'; /* decision "d" renamed: signals untouched */
+    char *other_signals = strdup(base);
+    memcpy(strstr(other_signals, "python"), "golang", 6);
+    vsr_config_t *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(vsr_config_load_string("a", base, strlen(base), &a, &err), VSR_OK);
+    assert_int_equal(vsr_config_load_string("b", decision_only, strlen(decision_only), &b, &err), VSR_OK);
+    assert_int_equal(vsr_config_load_string("c", other_signals, strlen(other_signals), &c, &err), VSR_OK);
+    vsr_engine_t *ea = vsr_engine_new_from(a, NULL, 1, &err);
+    assert_non_null(ea);
+    assert_int_equal(vsr_engine_reused_recipes(ea), 0);
+    vsr_engine_t *eb = vsr_engine_new_from(b, ea, 2, &err);
+    assert_int_equal(vsr_engine_reused_recipes(eb), 2);
+    vsr_engine_t *ec = vsr_engine_new_from(c, eb, 3, &err);
+    assert_int_equal(vsr_engine_reused_recipes(ec), 1); /* "default" kept, "other" recompiled */
+    vsr_engine_unref(ea); /* the reused signals live on in eb and ec */
+    vsr_engine_unref(eb);
+    /* the reused signals still work: a preview through the default recipe matches */
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    assert_int_equal(vsr_engine_preview(ec, VSR_SLICE_LIT("auto"), VSR_SLICE_LIT("please fix it asap"), 0, &out), 200);
+    assert_non_null(strstr(out.data, "\"decision_name\":\"d\""));
+    vsr_buf_free(&out);
+    vsr_engine_unref(ec);
+    vsr_config_free(a);
+    vsr_config_free(b);
+    vsr_config_free(c);
+    free(decision_only);
+    free(other_signals);
+    vsr_buf_free(&err);
+}
+
 static void test_print_redacts_and_fills_defaults(void **state)
 {
     (void)state;
@@ -441,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_admin_api),
         cmocka_unit_test(test_upstream_reuse_by_identity),
         cmocka_unit_test(test_print_redacts_and_fills_defaults),
+        cmocka_unit_test(test_signals_reused_per_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
