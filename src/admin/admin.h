@@ -13,9 +13,10 @@
  * headers, body out), and the file source by a libuv watch.
  *
  * Threading: vsr_admin_apply() and vsr_admin_handle() may be called from
- * any thread; one lock serializes activations (a compile blocks the calling
- * thread for its duration, the other threads keep serving).  The watch
- * belongs to the loop it was started on.
+ * any thread; one lock serializes activations.  A call blocks its thread
+ * while it compiles and warms (host names are resolved), so callers run it
+ * off any event loop that serves traffic (the gateway uses libuv's thread
+ * pool).  The watch belongs to the loop it was started on.
  */
 #ifndef VSR_ADMIN_H
 #define VSR_ADMIN_H
@@ -97,6 +98,8 @@ typedef struct {
     vsr_buf_t body;
 } vsr_admin_response_t;
 
+/* 1 when target's path is one of the endpoints below (whatever the method). */
+int vsr_admin_owns(vsr_slice_t target);
 /* Serves GET/PUT /api/v1/config, POST /api/v1/config/validate, GET
  * /api/v1/config/versions, POST /api/v1/config/rollback and GET
  * /api/v1/config/hash.  Returns 1 with resp filled (free it with

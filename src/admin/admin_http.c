@@ -300,17 +300,27 @@ static void rollback(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_r
     vsr_admin_result_free(&res);
 }
 
-int vsr_admin_handle(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *r)
+static int which_path(vsr_slice_t target)
 {
-    vsr_slice_t path = vsr_slice_split(req->target, '?', NULL);
+    vsr_slice_t path = vsr_slice_split(target, '?', NULL);
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--;
     static const char *const paths[] = {"/api/v1/config", "/api/v1/config/validate", "/api/v1/config/versions",
                                         "/api/v1/config/rollback", "/api/v1/config/hash"};
-    int which = -1;
     for (int i = 0; i < 5; i++)
         if (vsr_slice_eq_cstr(path, paths[i]))
-            which = i;
+            return i;
+    return -1;
+}
+
+int vsr_admin_owns(vsr_slice_t target)
+{
+    return which_path(target) >= 0;
+}
+
+int vsr_admin_handle(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *r)
+{
+    int which = which_path(req->target);
     if (which < 0)
         return 0;
     memset(r, 0, sizeof(*r));

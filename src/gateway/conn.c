@@ -20,6 +20,7 @@
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
 
 typedef struct request_s request_t;
+typedef struct admin_job_s admin_job_t;
 
 struct conn_s {
     uv_tcp_t tcp;
@@ -47,6 +48,7 @@ struct request_s {
     conn_t *c;
     vsr_pool_t pool;
     vsr_engine_t *eng;             /* the configuration version pinned from the first byte to the finish */
+    admin_job_t *admin_job;        /* a management API call running off the loop */
     vsr_session_t *sess;
     vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
     vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
@@ -79,6 +81,15 @@ struct request_s {
     size_t held_len;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
+};
+
+/* A management API call running on libuv's thread pool. */
+struct admin_job_s {
+    uv_work_t work;
+    request_t *req;                /* NULL once the request is gone */
+    vsr_admin_t *admin;
+    vsr_admin_request_t ar;        /* slices of the request's head and body */
+    vsr_admin_response_t resp;
 };
 
 typedef struct wop_s {
@@ -354,6 +365,8 @@ static void request_account(request_t *req)
 
 static void request_free(request_t *req)
 {
+    if (req->admin_job)
+        req->admin_job->req = NULL; /* its answer has nobody to go to */
     vsr_free(req->held_head); /* never written: the response was abandoned */
     request_account(req);
     if (req->call)
@@ -735,26 +748,60 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     request_finish(req);
 }
 
-/* The configuration endpoints: admin/ answers, this only carries. */
+/* The configuration endpoints: admin/ answers, this only carries.  The
+ * call runs on libuv's thread pool (admin_job_t), because compiling and
+ * warming a document (host names are resolved) must not stall the worker's
+ * other connections; the request stays pinned meanwhile. */
+
+static void admin_work(uv_work_t *w)
+{
+    admin_job_t *job = w->data;
+    vsr_admin_handle(job->admin, &job->ar, &job->resp);
+}
+
+static void admin_done(uv_work_t *w, int status)
+{
+    admin_job_t *job = w->data;
+    request_t *req = job->req;
+    if (req != NULL) {
+        req->admin_job = NULL;
+        /* the answer names the version active once it was handled */
+        vsr_engine_unref(req->eng);
+        req->eng = vsr__gateway_pin(req->c->w->gw);
+        if (status < 0)
+            reply_error(req->c, 503, "server_error", "canceled", VSR_SLICE_LIT("the request was canceled"), NULL,
+                        req->is_head, !req->keep_alive);
+        else
+            reply(req->c, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body),
+                  job->resp.headers.data, req->is_head, !req->keep_alive);
+        request_finish(req);
+    }
+    if (status >= 0)
+        vsr_admin_response_free(&job->resp);
+    vsr_free(job);
+}
+
 static int handle_admin(request_t *req)
 {
     vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL)
+    if (admin == NULL || !vsr_admin_owns(req->head->target))
         return 0;
-    vsr_admin_request_t ar = {.method = req->head->method, .target = req->head->target,
-                              .body = req->body.data, .body_len = req->body.len};
-    vsr_http_head_get(req->head, "content-type", &ar.content_type);
-    ar.has_if_match = vsr_http_head_get(req->head, "if-match", &ar.if_match);
-    vsr_admin_response_t resp;
-    if (!vsr_admin_handle(admin, &ar, &resp))
-        return 0;
-    /* the answer names the version active once it was handled */
-    vsr_engine_unref(req->eng);
-    req->eng = vsr__gateway_pin(req->c->w->gw);
-    reply(req->c, resp.status, resp.content_type, vsr_buf_slice(&resp.body), resp.headers.data, req->is_head,
-          !req->keep_alive);
-    vsr_admin_response_free(&resp);
-    request_finish(req);
+    admin_job_t *job = vsr_calloc(1, sizeof(*job));
+    job->req = req;
+    job->admin = admin;
+    job->ar = (vsr_admin_request_t){.method = req->head->method, .target = req->head->target,
+                                    .body = req->body.data, .body_len = req->body.len};
+    vsr_http_head_get(req->head, "content-type", &job->ar.content_type);
+    job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &job->ar.if_match);
+    job->work.data = job;
+    req->admin_job = job;
+    if (uv_queue_work(&req->c->w->loop, &job->work, admin_work, admin_done) != 0) {
+        req->admin_job = NULL;
+        vsr_free(job);
+        reply_error(req->c, 503, "server_error", "unavailable", VSR_SLICE_LIT("cannot run the request now"), NULL,
+                    req->is_head, !req->keep_alive);
+        request_finish(req);
+    }
     return 1;
 }
 
