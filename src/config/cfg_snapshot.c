@@ -282,8 +282,10 @@ static void put_duration(vsr_buf_t *b, uint64_t ms)
         vsr_buf_printf(b, "\"%llums\"", (unsigned long long)ms);
 }
 
-/* Defaults the document left out, appended to the mapping at `path`. */
-static int put_defaults(printer_t *p, const char *path, size_t index, const cfg_node_t *map, int depth, int first)
+/* Defaults the document left out, appended to the mapping at `path`;
+ * idx[0..nidx) are the positions in the enclosing lists, outermost first. */
+static int put_defaults(printer_t *p, const char *path, const size_t *idx, int nidx, const cfg_node_t *map, int depth,
+                        int first)
 {
     vsr_buf_t *b = p->b;
     const vsr_config_t *c = p->c;
@@ -291,6 +293,7 @@ static int put_defaults(printer_t *p, const char *path, size_t index, const cfg_
         return first;
 #define KEY(k) (vsr__cfg_map_get(map, k) == NULL ? (first ? (void)0 : (void)vsr_buf_append(b, ",", 1), \
                  indent(b, depth), vsr_buf_append_cstr(b, "\"" k "\": "), first = 0, 1) : 0)
+    size_t index = nidx > 0 ? idx[nidx - 1] : 0;
     if (strcmp(path, "listeners[]") == 0 && index < c->n_listeners) {
         const vsr_listener_conf_t *l = &c->listeners[index];
         if (KEY("address"))
@@ -307,6 +310,15 @@ static int put_defaults(printer_t *p, const char *path, size_t index, const cfg_
             vsr_buf_append_json_string(b, vsr_slice_cstr(m->provider_model_id ? m->provider_model_id : m->name));
         if (KEY("api_format"))
             vsr_buf_append_json_string(b, vsr_slice_cstr(m->api_format ? m->api_format : "openai"));
+    } else if (strcmp(path, "providers.models[].backend_refs[]") == 0 && nidx == 2 && idx[0] < c->n_models &&
+               idx[1] < c->models[idx[0]].n_backends) {
+        const vsr_backend_conf_t *be = &c->models[idx[0]].backends[idx[1]];
+        if (KEY("name"))
+            vsr_buf_append_json_string(b, vsr_slice_cstr(be->name));
+        if (KEY("weight"))
+            vsr_buf_printf(b, "%u", (unsigned)be->weight);
+        if (vsr__cfg_map_get(map, "endpoint") != NULL && KEY("protocol"))
+            vsr_buf_append_cstr(b, be->tls ? "\"https\"" : "\"http\"");
     } else if (strcmp(path, "global.services.management_api") == 0) {
         if (KEY("enabled"))
             vsr_buf_append_cstr(b, c->management_enabled ? "true" : "false");
@@ -319,7 +331,9 @@ static int put_defaults(printer_t *p, const char *path, size_t index, const cfg_
     return first;
 }
 
-static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, size_t plen, size_t index)
+#define PRINT_MAX_NEST 8
+
+static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, size_t plen, size_t *idx, int nidx)
 {
     vsr_buf_t *b = p->b;
     if (n->kind == CFG_NODE_SCALAR) {
@@ -334,7 +348,9 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
         for (size_t i = 0; i < n->n; i++) {
             vsr_buf_append_cstr(b, i ? "," : "");
             indent(b, depth + 1);
-            put_node(p, n->items[i], depth + 1, path, plen, i);
+            if (nidx < PRINT_MAX_NEST)
+                idx[nidx] = i;
+            put_node(p, n->items[i], depth + 1, path, plen, idx, nidx < PRINT_MAX_NEST ? nidx + 1 : nidx);
         }
         path[l] = '\0';
         if (n->n)
@@ -358,10 +374,10 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
         }
         if (l + strlen(k->str) + 2 < plen)
             snprintf(path + l, plen - l, "%s%s", l ? "." : "", k->str);
-        put_node(p, v, depth + 1, path, plen, 0);
+        put_node(p, v, depth + 1, path, plen, idx, nidx);
         path[l] = '\0';
     }
-    first = put_defaults(p, path, index, n, depth + 1, first);
+    first = put_defaults(p, path, idx, nidx, n, depth + 1, first);
     if (!first)
         indent(b, depth);
     vsr_buf_append(b, "}", 1);
@@ -395,8 +411,8 @@ int vsr_config_print(const char *name, const char *doc, size_t len, const vsr_co
     if (rc == VSR_OK) {
         printer_t p = {out, c, redact};
         char path[CFG_MAX_PATH] = "";
-        /* global.services.management_api: shown even when absent (its defaults matter) */
-        put_node(&p, root, 0, path, sizeof(path), 0);
+        size_t idx[PRINT_MAX_NEST] = {0};
+        put_node(&p, root, 0, path, sizeof(path), idx, 0);
         vsr_buf_append(out, "\n", 1);
     }
     vsr_pool_free(&pool);
