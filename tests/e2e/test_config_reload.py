@@ -346,3 +346,13 @@ global:
         assert served(v) == (200, 2, "two")
     assert bad.stats()["requests"] == before  # still ejected under the new version
     assert 'vsr_endpoint_ejected{model="m1",endpoint="bad"} 1' in httpx.get(v.metrics_url, timeout=10).text
+
+
+def test_warmup_failure_keeps_the_old_version(vsr, fakellm, tmp_path):
+    v = start(vsr, fakellm, tmp_path)
+    text = doc(v.port, v.mport, v.backend, tag="two").replace(v.backend.endpoint, "no-such-host.invalid:80")
+    r = v.api.put_yaml(text)
+    assert r.status_code == 503, r.text
+    assert r.json()["reject_code"] == "warmup_failed" and "no-such-host.invalid" in r.json()["error"]["message"]
+    assert served(v) == (200, 1, "one")
+    assert audit_lines(v)[-1]["reason"].startswith("warmup_failed: ")
