@@ -88,7 +88,8 @@ struct admin_job_s {
     uv_work_t work;
     request_t *req;                /* NULL once the request is gone */
     vsr_admin_t *admin;
-    vsr_admin_request_t ar;        /* slices of the request's head and body */
+    vsr_admin_request_t ar;        /* slices of `copy`: the request may go while the call runs */
+    vsr_buf_t copy;
     vsr_admin_response_t resp;
 };
 
@@ -778,7 +779,16 @@ static void admin_done(uv_work_t *w, int status)
     }
     if (status >= 0)
         vsr_admin_response_free(&job->resp);
+    vsr_buf_free(&job->copy);
     vsr_free(job);
+}
+
+/* A copy of s in b (reserved in full beforehand, so earlier slices stay valid). */
+static vsr_slice_t keep(vsr_buf_t *b, vsr_slice_t s)
+{
+    size_t off = b->len;
+    vsr_buf_append_slice(b, s);
+    return vsr_slice(b->data + off, s.len);
 }
 
 static int handle_admin(request_t *req)
@@ -789,14 +799,24 @@ static int handle_admin(request_t *req)
     admin_job_t *job = vsr_calloc(1, sizeof(*job));
     job->req = req;
     job->admin = admin;
-    job->ar = (vsr_admin_request_t){.method = req->head->method, .target = req->head->target,
-                                    .body = req->body.data, .body_len = req->body.len};
-    vsr_http_head_get(req->head, "content-type", &job->ar.content_type);
-    job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &job->ar.if_match);
+    vsr_slice_t ctype = VSR_SLICE_NULL, if_match = VSR_SLICE_NULL;
+    vsr_http_head_get(req->head, "content-type", &ctype);
+    job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &if_match);
+    vsr_buf_init(&job->copy, 0);
+    vsr_buf_reserve(&job->copy, req->head->method.len + req->head->target.len + ctype.len + if_match.len +
+                                    req->body.len + 1);
+    job->ar.method = keep(&job->copy, req->head->method);
+    job->ar.target = keep(&job->copy, req->head->target);
+    job->ar.content_type = keep(&job->copy, ctype);
+    job->ar.if_match = keep(&job->copy, if_match);
+    vsr_slice_t body = keep(&job->copy, vsr_buf_slice(&req->body));
+    job->ar.body = body.p;
+    job->ar.body_len = body.len;
     job->work.data = job;
     req->admin_job = job;
     if (uv_queue_work(&req->c->w->loop, &job->work, admin_work, admin_done) != 0) {
         req->admin_job = NULL;
+        vsr_buf_free(&job->copy);
         vsr_free(job);
         reply_error(req->c, 503, "server_error", "unavailable", VSR_SLICE_LIT("cannot run the request now"), NULL,
                     req->is_head, !req->keep_alive);
