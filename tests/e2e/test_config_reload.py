@@ -356,3 +356,19 @@ def test_warmup_failure_keeps_the_old_version(vsr, fakellm, tmp_path):
     assert r.json()["reject_code"] == "warmup_failed" and "no-such-host.invalid" in r.json()["error"]["message"]
     assert served(v) == (200, 1, "one")
     assert audit_lines(v)[-1]["reason"].startswith("warmup_failed: ")
+
+
+def test_client_gone_during_a_put(vsr, fakellm, tmp_path):
+    """The call runs on the thread pool; a client that leaves meanwhile
+    leaves nothing dangling (the sanitizers check the exit)."""
+    import socket
+    v = start(vsr, fakellm, tmp_path)
+    many = "\n".join(f"    - name: x{i}\n      backend_refs: [{{endpoint: '127.0.0.1:{1000 + i}'}}]" for i in range(300))
+    text = doc(v.port, v.mport, v.backend, tag="two", model2=many).encode()
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", v.mport))
+        s.sendall(b"PUT /api/v1/config HTTP/1.1\r\nhost: x\r\ncontent-type: application/yaml\r\n"
+                  b"content-length: " + str(len(text)).encode() + b"\r\n\r\n" + text)
+        s.close()
+    wait_until(lambda: v.api.get("/api/v1/config/hash").json()["config_version"] == 2, what="the PUT applied")
+    assert served(v) == (200, 2, "two")
