@@ -37,7 +37,6 @@ struct shared_cluster_s {
     atomic_uint pending;                /* attempts waiting for a connection */
     atomic_uint connections;            /* upstream connections open, all workers */
     uint32_t max_connections;           /* 1024 */
-    uint32_t max_requests;              /* 1024; 4096 once retries or ejection are enabled */
     uint32_t max_pending;               /* 1024 */
     vsr_breaker_t breaker;              /* cross-model fallback's circuit breaker of this model */
 };

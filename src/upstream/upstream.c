@@ -243,6 +243,16 @@ static void reg_tls_unref(vsr_tls_ctx_t *ctx)
 
 static void cluster_unref_locked(shared_cluster_t *sc);
 
+/* The cluster's limit of requests in flight: 1024; 4096 once retries or
+ * ejection are enabled.  Read from the call's version, since a cluster
+ * outlives versions that may set it differently. */
+static uint32_t max_requests_for(const vsr_model_conf_t *m)
+{
+    const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
+    int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
+    return enhanced ? 4096 : 1024;
+}
+
 /* Under reg_mu: a new cluster for m, in the registry with one reference. */
 static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_buf_t *err)
 {
@@ -270,9 +280,6 @@ static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_b
     }
     if (ok && tls && (sc->tls_ctx = reg_tls_ref(err)) == NULL)
         ok = 0;
-    const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
-    int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
-    sc->max_requests = enhanced ? 4096 : 1024;
     sc->max_pending = 1024;
     sc->max_connections = 1024;
     vsr__breaker_init(&sc->breaker);
@@ -1067,7 +1074,7 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
         call->bufs[i + 1] = uv_buf_init((char *)req->body[i].p, (unsigned)req->body[i].len);
 
     /* circuit breaking: the cluster's requests in flight, all workers */
-    if (atomic_fetch_add(&cl->sc->active_requests, 1) >= cl->sc->max_requests) {
+    if (atomic_fetch_add(&cl->sc->active_requests, 1) >= max_requests_for(model)) {
         call->ep = &cl->eps[0];
         fail_later(call, VSR_UPSTREAM_E_OVERFLOW, "request overflow");
         return call;
