@@ -4,6 +4,7 @@
  *
  *   vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]
  *   vsr config validate FILE
+ *   vsr config print FILE [--redact]
  *   vsr version
  *
  * Exit codes: 0 success, 1 runtime failure (e.g. a port in use), 2 usage or
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "admin/admin.h"
 #include "base/base.h"
 #include "config/config.h"
 #include "gateway/gateway.h"
@@ -30,7 +32,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
             "                 [--drain-timeout SECONDS] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
+            "                 [--config-audit-log PATH] [--config-watch on|off]\n"
             "       vsr config validate FILE\n"
+            "       vsr config print FILE [--redact]\n"
             "       vsr version\n"
             "\n"
             "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
@@ -41,7 +45,11 @@ static void usage(FILE *f)
             "    --drain-timeout S  on SIGTERM/SIGINT, how long in-flight requests may take (default 30)\n"
             "    --access-log P one JSON line per request to P (a file), - (standard output, default) or off\n"
             "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
-            "  config validate  check a configuration document; exit 0 when valid, 2 when not\n");
+            "    --config-audit-log P  append one JSON line per configuration activation, rejection and\n"
+            "                   rollback to P (default: none)\n"
+            "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
+            "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
+            "  config print     the effective document (defaults filled in); --redact hides secrets\n");
 }
 
 /* Loads, validates and compiles a document: the configuration and the
@@ -65,8 +73,55 @@ static int load_config(const char *path, vsr_config_t **out, vsr_engine_t **engi
     return rc;
 }
 
+/* vsr config print FILE [--redact]: the effective document. */
+static int cmd_config_print(const char *path, int redact)
+{
+    vsr_config_t *cfg = NULL;
+    vsr_engine_t *engine = NULL;
+    if (load_config(path, &cfg, &engine) != VSR_OK)
+        return 2;
+    vsr_engine_unref(engine);
+    char *doc = NULL;
+    size_t len = 0;
+    vsr_buf_t out, err;
+    vsr_buf_init(&out, 0);
+    vsr_buf_init(&err, 4096);
+    int rc = vsr_admin_read_file(path, &doc, &len, &err) == VSR_OK &&
+                     vsr_config_print(path, doc, len, cfg, redact, &out) == VSR_OK
+                 ? 0
+                 : 2;
+    if (rc == 0)
+        fwrite(out.data, 1, out.len, stdout);
+    else
+        fprintf(stderr, "%s", err.len ? err.data : "vsr: cannot print the document\n");
+    vsr_free(doc);
+    vsr_buf_free(&out);
+    vsr_buf_free(&err);
+    vsr_config_free(cfg);
+    return rc;
+}
+
 static int cmd_config(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "print") == 0) {
+        int redact = 0;
+        const char *file = NULL;
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "--redact") == 0)
+                redact = 1;
+            else if (file == NULL && argv[i][0] != '-')
+                file = argv[i];
+            else {
+                usage(stderr);
+                return 2;
+            }
+        }
+        if (file == NULL) {
+            usage(stderr);
+            return 2;
+        }
+        return cmd_config_print(file, redact);
+    }
     if (argc != 3 || strcmp(argv[1], "validate") != 0) {
         usage(stderr);
         return 2;
@@ -85,19 +140,91 @@ static int cmd_config(int argc, char **argv)
 
 typedef struct {
     uv_signal_t sigint, sigterm;
+    uv_async_t activated;     /* a version was activated (on any thread): move the health checks */
     vsr_gateway_t *gw;
-    vsr_upstream_shared_t *shared;
+    vsr_admin_t *admin;
+    vsr_metrics_t *metrics;
+    vsr_engine_t *health_eng; /* the version whose health checks run on the control loop (a reference) */
+    uv_loop_t *loop;
     uint64_t drain_timeout_ms;
     int draining;
 } serve_t;
+
+/* ---- the version pipeline's hooks (admin/ calls them under its lock) ---- */
+
+static void free_shared(void *p)
+{
+    vsr_upstream_shared_free(p);
+}
+
+/* Warm: the version's upstream state, reusing every cluster whose identity
+ * an earlier version already has (pools, health, ejection survive). */
+static int warm_version(void *ud, vsr_engine_t *e, int dry_run, vsr_buf_t *err)
+{
+    VSR_UNUSED(ud);
+    vsr_upstream_shared_t *sh = vsr_upstream_shared_new(vsr_engine_config(e), err);
+    if (sh == NULL)
+        return VSR_ERR;
+    if (dry_run) {
+        vsr_upstream_shared_free(sh);
+        return VSR_OK;
+    }
+    vsr_engine_set_part(e, sh, free_shared);
+    return VSR_OK;
+}
+
+static void activate_version(void *ud, vsr_engine_t *e)
+{
+    serve_t *sv = ud;
+    if (sv->gw)
+        vsr_gateway_publish(sv->gw, e); /* the swap */
+    vsr_metrics_set_config_version(sv->metrics, vsr_engine_version(e));
+    vsr_metrics_count_activation(sv->metrics);
+    if (sv->loop)
+        uv_async_send(&sv->activated);
+}
+
+static void count_outcome(void *ud, const char *result)
+{
+    serve_t *sv = ud;
+    vsr_metrics_count_config_update(sv->metrics, result);
+}
+
+static void health_stop(serve_t *sv)
+{
+    if (sv->health_eng == NULL)
+        return;
+    vsr_upstream_health_stop(vsr_engine_part(sv->health_eng));
+    vsr_engine_unref(sv->health_eng);
+    sv->health_eng = NULL;
+}
+
+/* On the control loop: active health checks follow the active version (the
+ * endpoint states they feed are shared, so nothing is lost on the move). */
+static void on_activated(uv_async_t *a)
+{
+    serve_t *sv = a->data;
+    if (sv->gw == NULL)
+        return;
+    vsr_engine_t *cur = vsr_admin_active(sv->admin);
+    if (cur == sv->health_eng || cur == NULL) {
+        vsr_engine_unref(cur);
+        return;
+    }
+    health_stop(sv);
+    sv->health_eng = cur;
+    vsr_upstream_health_start(vsr_engine_part(cur), sv->loop);
+}
 
 static void shutdown_now(serve_t *sv)
 {
     if (sv->gw == NULL)
         return;
-    vsr_upstream_health_stop(sv->shared);
+    vsr_admin_watch_stop(sv->admin);
+    health_stop(sv);
     vsr_gateway_stop(sv->gw);
     sv->gw = NULL;
+    uv_close((uv_handle_t *)&sv->activated, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
 }
@@ -144,6 +271,8 @@ static int cmd_serve(int argc, char **argv)
     long workers = 0;
     double drain_s = 30;
     const char *access_log = "-";
+    const char *audit_log = NULL;
+    int watch = 1;
     char maddr[64] = "127.0.0.1"; /* --metrics-listen, default 127.0.0.1:9190 */
     uint16_t mport = 9190;
     int rc = 0;
@@ -160,6 +289,16 @@ static int cmd_serve(int argc, char **argv)
                 fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
                 return 2;
             }
+            i++;
+        } else if (strcmp(a, "--config-audit-log") == 0 && v) {
+            audit_log = v;
+            i++;
+        } else if (strcmp(a, "--config-watch") == 0 && v) {
+            if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+                fprintf(stderr, "vsr: --config-watch takes on or off\n");
+                return 2;
+            }
+            watch = strcmp(v, "on") == 0;
             i++;
         } else if (strcmp(a, "--access-log") == 0 && v) {
             access_log = v;
@@ -208,34 +347,59 @@ static int cmd_serve(int argc, char **argv)
         }
     }
 
-    vsr_config_t *cfg = NULL;
+    serve_t sv;
+    memset(&sv, 0, sizeof(sv));
+    sv.drain_timeout_ms = (uint64_t)(drain_s * 1000);
+    unsigned n_workers = workers ? (unsigned)workers : uv_available_parallelism();
+    sv.metrics = vsr_metrics_new(n_workers);
+
+    /* the first version goes through the same pipeline as every later one */
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1 << 20);
+    vsr_admin_hooks_t hooks = {.warm = warm_version, .activate = activate_version, .outcome = count_outcome, .ud = &sv};
+    vsr_admin_opts_t aopts = {.audit_path = audit_log};
+    sv.admin = vsr_admin_new(&hooks, &aopts, &err);
+    char *doc = NULL;
+    size_t doc_len = 0;
     vsr_engine_t *engine = NULL;
-    if (load_config(path, &cfg, &engine) != VSR_OK)
+    if (sv.admin && vsr_admin_read_file(path, &doc, &doc_len, &err) == VSR_OK) {
+        vsr_admin_result_t res;
+        if (vsr_admin_apply(sv.admin, path, doc, doc_len, "file", 0, &res) == VSR_OK)
+            engine = vsr_admin_active(sv.admin);
+        else
+            vsr_buf_append_slice(&err, vsr_buf_slice(&res.errors));
+        vsr_admin_result_free(&res);
+    }
+    vsr_free(doc);
+    if (engine == NULL) {
+        fprintf(stderr, "%s", err.len ? err.data : "configuration error\n");
+        vsr_buf_free(&err);
+        vsr_admin_free(sv.admin);
+        vsr_metrics_free(sv.metrics);
         return 2;
+    }
+    vsr_buf_reset(&err);
+    const vsr_config_t *cfg = vsr_engine_config(engine);
     vsr_config_warn_unimplemented(cfg);
 
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t *loop = uv_default_loop();
-    serve_t sv;
-    memset(&sv, 0, sizeof(sv));
-    sv.drain_timeout_ms = (uint64_t)(drain_s * 1000);
     /* signal handlers first, so a signal during start-up is not lost */
     uv_signal_init(loop, &sv.sigint);
     uv_signal_init(loop, &sv.sigterm);
     sv.sigint.data = sv.sigterm.data = &sv;
     uv_signal_start(&sv.sigint, on_signal, SIGINT);
     uv_signal_start(&sv.sigterm, on_signal, SIGTERM);
+    uv_async_init(loop, &sv.activated, on_activated);
+    sv.activated.data = &sv;
 
-    vsr_buf_t err;
-    vsr_buf_init(&err, 1 << 16);
     vsr_gateway_opts_t gopts;
     memset(&gopts, 0, sizeof(gopts));
-    gopts.workers = workers ? (unsigned)workers : uv_available_parallelism();
+    gopts.workers = n_workers;
     gopts.metrics_address = maddr;
     gopts.metrics_port = mport;
-    gopts.metrics = vsr_metrics_new(gopts.workers);
-    vsr_metrics_set_config_version(gopts.metrics, vsr_engine_version(engine));
-    vsr_metrics_count_activation(gopts.metrics);
+    gopts.metrics = sv.metrics;
+    gopts.admin = sv.admin;
     if (strcmp(access_log, "off") != 0)
         gopts.access_log = vsr_access_log_open(access_log, 0, &err);
     int tracing_ok = 1;
@@ -248,35 +412,44 @@ static int cmd_serve(int argc, char **argv)
         tracing_ok = gopts.tracer != NULL;
     }
     vsr_metrics_attach(gopts.metrics, gopts.access_log, gopts.tracer);
-    sv.shared = tracing_ok ? vsr_upstream_shared_new(cfg, &err) : NULL;
-    sv.gw = sv.shared && (gopts.access_log || strcmp(access_log, "off") == 0)
-                ? vsr_gateway_start(cfg, engine, sv.shared, &gopts, &err)
+    sv.gw = tracing_ok && (gopts.access_log || strcmp(access_log, "off") == 0)
+                ? vsr_gateway_start(cfg, engine, &gopts, &err)
                 : NULL;
+    if (sv.gw != NULL && watch && vsr_admin_watch_start(sv.admin, loop, path, 100, &err) != VSR_OK) {
+        vsr_gateway_stop(sv.gw);
+        sv.gw = NULL;
+    }
     if (sv.gw == NULL) {
         fprintf(stderr, "vsr: %s", err.len ? err.data : "cannot start\n");
-        /* nothing runs: the signal handles close on the loop's last run below */
+        /* nothing runs: the handles close on the loop's last run below */
+        uv_close((uv_handle_t *)&sv.activated, NULL);
         uv_close((uv_handle_t *)&sv.sigint, NULL);
         uv_close((uv_handle_t *)&sv.sigterm, NULL);
         rc = 1;
     } else {
-        /* the control thread: active health checks run on its loop */
-        vsr_upstream_health_start(sv.shared, loop);
+        sv.loop = loop;
+        /* the control thread: active health checks run on its loop, and
+         * follow the active version (see on_activated) */
+        sv.health_eng = vsr_engine_ref(engine);
+        vsr_upstream_health_start(vsr_engine_part(engine), loop);
+        uv_async_send(&sv.activated); /* a version activated during the start is taken up now */
         for (size_t i = 0; i < cfg->n_listeners; i++)
             vsr_log_info("vsr", "listener %s on %s:%u", cfg->listeners[i].name, cfg->listeners[i].address,
                          (unsigned)cfg->listeners[i].port);
-        vsr_log_info("vsr", "vsr %s serving %s with %u workers", VSR_VERSION, path, vsr_gateway_workers(sv.gw));
+        vsr_log_info("vsr", "vsr %s serving %s (configuration version %llu) with %u workers%s", VSR_VERSION, path,
+                     (unsigned long long)vsr_engine_version(engine), vsr_gateway_workers(sv.gw),
+                     watch ? ", watching the file" : "");
     }
-    uv_run(loop, UV_RUN_DEFAULT); /* until the signals are closed: after drain, stop, or a failed start */
+    vsr_engine_unref(engine);
+    uv_run(loop, UV_RUN_DEFAULT); /* until the handles are closed: after drain, stop, or a failed start */
     uv_loop_close(loop);
     if (rc == 0)
         vsr_log_info("vsr", "stopped");
     vsr_buf_free(&err);
-    vsr_upstream_shared_free(sv.shared);
     vsr_access_log_close(gopts.access_log);
     vsr_tracer_free(gopts.tracer); /* flushes what is queued, bounded */
-    vsr_metrics_free(gopts.metrics);
-    vsr_engine_unref(engine);
-    vsr_config_free(cfg);
+    vsr_admin_free(sv.admin); /* the last references: versions and their upstream state go */
+    vsr_metrics_free(sv.metrics);
     return rc;
 }
 

@@ -323,6 +323,9 @@ void vsr__cfg_fallback_defaults(const config_box_t *box, vsr_fallback_conf_t *ou
 /* Applies the fields `layer` sets over *base. */
 void vsr__cfg_fallback_merge(vsr_fallback_conf_t *base, const vsr_fallback_conf_t *layer);
 
+/* The canonical form (cfg_snapshot.c) of one node, appended to b. */
+int vsr__cfg_canonical_node(vsr_buf_t *b, const cfg_node_t *n);
+
 /* The checks that need the whole document, run by the document's finish hook. */
 void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box);
 

@@ -1077,6 +1077,29 @@ static const cfg_spec_t document_spec = {
 
 /* ---- public API ------------------------------------------------------------------------ */
 
+/* Each recipe's signals_hash, from the tree: routing.signals for the
+ * default recipe, recipes[i].routing.signals for the others. */
+static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
+{
+    const cfg_node_t *list = vsr__cfg_map_get(root, "recipes");
+    for (size_t i = 0; i < c->n_recipes; i++) {
+        const cfg_node_t *routing = NULL;
+        if (i == 0)
+            routing = vsr__cfg_map_get(root, "routing");
+        else if (list && list->kind == CFG_NODE_SEQ && i - 1 < list->n)
+            routing = vsr__cfg_map_get(list->items[i - 1], "routing");
+        const cfg_node_t *sig = routing ? vsr__cfg_map_get(routing, "signals") : NULL;
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        if (sig == NULL || vsr__cfg_canonical_node(&b, sig) != VSR_OK) {
+            vsr_buf_reset(&b);
+            vsr_buf_append_cstr(&b, "null");
+        }
+        vsr_config_hash(b.data, b.len, c->recipes[i].signals_hash);
+        vsr_buf_free(&b);
+    }
+}
+
 static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)
 {
     cfg_diag_t dg = {err, file, 0};
@@ -1094,6 +1117,8 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
             vsr__cfg_error(&dg, root->line, root->col, "the document is empty");
         else
             vsr__cfg_decode_object(&d, &document_spec, root, &box->conf, 0);
+        if (dg.n_errors == 0 && root != NULL)
+            hash_signals(&box->conf, root);
     }
     vsr_pool_free(&tree_pool);
     vsr_free(d.marks);

@@ -21,6 +21,7 @@
 #define VSR_DEFAULT_MAX_HEADER_BYTES (64u * 1024)          /* 64 KiB */
 #define VSR_DEFAULT_MAX_HEADERS 100u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define VSR_CONFIG_HASH_LEN 72  /* "sha256:" + 64 hex digits + NUL */
 
 
 /* ==== The whole v0.3 document model ======================================
@@ -258,6 +259,9 @@ typedef struct {
     vsr_signals_conf_t signals;
     vsr_decision_conf_t *decisions; size_t n_decisions;
     vsr_fallback_conf_t fallback;
+    char signals_hash[VSR_CONFIG_HASH_LEN]; /* content hash of the recipe's `signals` block (canonical form):
+                                             * equal hashes compile to the same signals, so a new version
+                                             * reuses them */
 } vsr_recipe_conf_t;
 
 typedef struct {
@@ -388,5 +392,67 @@ const vsr_model_conf_t *vsr_config_default_model(const vsr_config_t *c);
  * implemented yet, ...: routing, listeners[].api_keys"); nothing when the
  * list is empty.  Meant to be called once at startup after a load. */
 void vsr_config_warn_unimplemented(const vsr_config_t *c);
+
+/* ==== Versions ==============================================================
+ * A document becomes a version in three steps: its canonical form (the YAML
+ * tree as JSON, keys in document order; formatting and comments do not
+ * count), the SHA-256 of that form (the content hash), and an entry in the
+ * history.  Nothing here is thread-safe: the caller serializes activations. */
+
+#define VSR_CONFIG_HISTORY 10   /* activated versions kept for rollback (ref §1.14) */
+
+/* The canonical form of a YAML (or JSON) document appended to out; the
+ * result is valid JSON and valid YAML.  VSR_OK, or VSR_ERR_INVALID with
+ * "NAME:LINE:COL: message" lines in err (syntax errors only: no schema
+ * check here). */
+int vsr_config_canonical(const char *name, const char *doc, size_t len, vsr_buf_t *out, vsr_buf_t *err);
+/* "sha256:<hex>" of data. */
+void vsr_config_hash(const char *data, size_t len, char out[VSR_CONFIG_HASH_LEN]);
+
+typedef struct {
+    uint64_t version;              /* monotonic, from 1 */
+    char hash[VSR_CONFIG_HASH_LEN];
+    char source[16];               /* file, api, rollback */
+    double time;                   /* activation, seconds since the epoch */
+    char *doc;                     /* the canonical document (owned, NUL-terminated) */
+    size_t len;
+} vsr_config_version_t;
+
+typedef struct {
+    vsr_config_version_t v[VSR_CONFIG_HISTORY]; /* oldest first; v[n-1] is the active version */
+    size_t n;
+    uint64_t last;                 /* the last version number handed out */
+} vsr_config_history_t;
+
+void vsr_config_history_init(vsr_config_history_t *h);
+void vsr_config_history_free(vsr_config_history_t *h);
+/* Records an activation: the next version number (never reused, also when
+ * the content equals an earlier version's), a copy of doc; the oldest entry
+ * goes when VSR_CONFIG_HISTORY are kept.  Returns the new version. */
+uint64_t vsr_config_history_push(vsr_config_history_t *h, const char *hash, const char *source, double time,
+                                 const char *doc, size_t len);
+/* The entry of `version`, or NULL when it is not (or no longer) kept. */
+const vsr_config_version_t *vsr_config_history_find(const vsr_config_history_t *h, uint64_t version);
+/* The newest entry (the active version), or NULL. */
+const vsr_config_version_t *vsr_config_history_active(const vsr_config_history_t *h);
+
+/* What `next` changes that a running process applies only on a restart:
+ * the set and order of listeners, a listener's address, port, timeout, tls,
+ * max_request_body_bytes, max_connections or identity, and the management
+ * API's enabled/bind_address/port.  One line per finding appended to why;
+ * returns how many (0: next can be activated live).  api_keys and models
+ * of a listener change live. */
+int vsr_config_restart_required(const vsr_config_t *running, const vsr_config_t *next, vsr_buf_t *why);
+
+/* The effective document of c (loaded from doc): the document as written,
+ * in canonical order, with the defaults vsr applied filled in where the
+ * document left them out (listeners' address, timeout and limits, models'
+ * provider_model_id and api_format, the management API's address and port)
+ * and, with redact, every secret (api_key, api_keys, passwords, tokens,
+ * anything named *secret*) replaced by "<redacted>".  Rendered as indented
+ * JSON, itself a valid document.  c may be NULL: no defaults then (the
+ * document as written, e.g. redacted for the management API).  VSR_OK or
+ * VSR_ERR_INVALID. */
+int vsr_config_print(const char *name, const char *doc, size_t len, const vsr_config_t *c, int redact, vsr_buf_t *out);
 
 #endif /* VSR_CONFIG_H */

@@ -19,6 +19,8 @@
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
 
+typedef struct admin_job_s admin_job_t;
+
 struct conn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -51,6 +53,8 @@ struct request_s {
     conn_t *c;
     h2_stream_t *st;               /* an HTTP/2 stream's request; NULL over HTTP/1.x */
     vsr_pool_t pool;
+    vsr_engine_t *eng;             /* the configuration version pinned from the first byte to the finish */
+    admin_job_t *admin_job;        /* a management API call running off the loop */
     vsr_session_t *sess;
     vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
     vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
@@ -85,6 +89,16 @@ struct request_s {
     unsigned resp_no_body : 1;
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
+};
+
+/* A management API call running on libuv's thread pool. */
+struct admin_job_s {
+    uv_work_t work;
+    request_t *req;                /* NULL once the request is gone */
+    vsr_admin_t *admin;
+    vsr_admin_request_t ar;        /* slices of `copy`: the request may go while the call runs */
+    vsr_buf_t copy;
+    vsr_admin_response_t resp;
 };
 
 typedef struct wop_s {
@@ -255,9 +269,14 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
                      int is_head)
 {
-    vsr_http_header_t f[4];
+    vsr_http_header_t f[6];
     size_t n = 0;
+    char ver[24];
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
+    if (req->eng)
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
+                                     vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
+                                                                     (unsigned long long)vsr_engine_version(req->eng)))};
     vsr_slice_t rest = extra_headers ? vsr_slice_cstr(extra_headers) : VSR_SLICE_NULL;
     while (rest.len > 2 && n < VSR_ARRAY_LEN(f)) {
         vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
@@ -290,6 +309,10 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     vsr_buf_init(&b, 0);
     vsr_http_write_status_line(&b, status, VSR_SLICE_NULL);
     vsr_buf_printf(&b, "content-type: %s\r\ncontent-length: %zu\r\n", ctype, body.len);
+    if (req == NULL)
+        req = c->req;
+    if (req && req->eng)
+        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(req->eng));
     if (extra_headers)
         vsr_buf_append_cstr(&b, extra_headers);
     if (close)
@@ -350,6 +373,7 @@ static request_t *request_new(conn_t *c)
     req->c = c;
     req->start_wall = vsr_wall_time();
     req->start_us = vsr_now_us();
+    req->eng = vsr__gateway_pin(c->w->gw);
     vsr_metrics_active_requests(c->w->metrics, 1);
     vsr_pool_init(&req->pool);
     vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
@@ -402,7 +426,7 @@ static void request_account(request_t *req)
     if (req->trace.on) {
         req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
                               req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
-                              header_value(req, "x-request-id"), ev, vsr_engine_version(w->gw->engine), rep};
+                              header_value(req, "x-request-id"), ev, vsr_engine_version(req->eng), rep};
         vsr__trace_end(&req->trace, w->gw->opts.tracer, &te);
     }
 
@@ -433,7 +457,7 @@ static void request_account(request_t *req)
         .served_model = kept && req->resp_status ? model : VSR_SLICE_NULL,
         .fallback_path = vsr_slice_cstr(fallback),
         .attempts = rep->n_attempts,
-        .config_version = vsr_engine_version(w->gw->engine),
+        .config_version = vsr_engine_version(req->eng),
         .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
         .streamed = req->usage != NULL,
         .stream_events = req->usage ? req->usage->parser.events : 0,
@@ -446,6 +470,8 @@ static void request_account(request_t *req)
 
 static void request_free(request_t *req)
 {
+    if (req->admin_job)
+        req->admin_job->req = NULL; /* its answer has nobody to go to */
     vsr_free(req->held_head); /* never written: the response was abandoned */
     request_account(req);
     vsr__usage_free(req->usage);
@@ -454,6 +480,7 @@ static void request_free(request_t *req)
     if (req->has_json)
         vsr_json_free(&req->json);
     vsr_session_finish(req->sess);
+    vsr_engine_unref(req->eng); /* the version may drain now */
     vsr_buf_free(&req->body);
     vsr_pool_free(&req->pool);
     vsr_free(req);
@@ -590,7 +617,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             req->usage = vsr__usage_new();
     }
     /* the fields that go to the client, whatever the transport */
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 2));
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 3));
     size_t nf = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
@@ -602,6 +629,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
             f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
+    if (!effect_names(eff, VSR_SLICE_LIT("x-vsr-config-version"))) { /* the default route's answers too */
+        char *v = vsr_pool_alloc(&req->pool, 24);
+        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
+                                      vsr_slice(v, (size_t)snprintf(v, 24, "%llu",
+                                                                    (unsigned long long)vsr_engine_version(req->eng)))};
+    }
     if (req->sess) {
         char *n = vsr_pool_alloc(&req->pool, 24);
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
@@ -895,10 +928,87 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     request_finish(req);
 }
 
-/* The management listener: probes and the routing preview. */
+/* The configuration endpoints: admin/ answers, this only carries.  The
+ * call runs on libuv's thread pool (admin_job_t), because compiling and
+ * warming a document (host names are resolved) must not stall the worker's
+ * other connections; the request stays pinned meanwhile. */
+
+static void admin_work(uv_work_t *w)
+{
+    admin_job_t *job = w->data;
+    vsr_admin_handle(job->admin, &job->ar, &job->resp);
+}
+
+static void admin_done(uv_work_t *w, int status)
+{
+    admin_job_t *job = w->data;
+    request_t *req = job->req;
+    if (req != NULL) {
+        req->admin_job = NULL;
+        /* the answer names the version active once it was handled */
+        vsr_engine_unref(req->eng);
+        req->eng = vsr__gateway_pin(req->c->w->gw);
+        if (status < 0)
+            reply_error(req, 503, "server_error", "canceled", VSR_SLICE_LIT("the request was canceled"), NULL,
+                        req->is_head, !req->keep_alive);
+        else
+            reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body),
+                  job->resp.headers.data, req->is_head, !req->keep_alive);
+        request_finish(req);
+    }
+    if (status >= 0)
+        vsr_admin_response_free(&job->resp);
+    vsr_buf_free(&job->copy);
+    vsr_free(job);
+}
+
+/* A copy of s in b (reserved in full beforehand, so earlier slices stay valid). */
+static vsr_slice_t keep(vsr_buf_t *b, vsr_slice_t s)
+{
+    size_t off = b->len;
+    vsr_buf_append_slice(b, s);
+    return vsr_slice(b->data + off, s.len);
+}
+
+static int handle_admin(request_t *req)
+{
+    vsr_admin_t *admin = req->c->w->gw->opts.admin;
+    if (admin == NULL || !vsr_admin_owns(req->head->target))
+        return 0;
+    admin_job_t *job = vsr_calloc(1, sizeof(*job));
+    job->req = req;
+    job->admin = admin;
+    vsr_slice_t ctype = VSR_SLICE_NULL, if_match = VSR_SLICE_NULL;
+    vsr_http_head_get(req->head, "content-type", &ctype);
+    job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &if_match);
+    vsr_buf_init(&job->copy, 0);
+    vsr_buf_reserve(&job->copy, req->head->method.len + req->head->target.len + ctype.len + if_match.len +
+                                    req->body.len + 1);
+    job->ar.method = keep(&job->copy, req->head->method);
+    job->ar.target = keep(&job->copy, req->head->target);
+    job->ar.content_type = keep(&job->copy, ctype);
+    job->ar.if_match = keep(&job->copy, if_match);
+    vsr_slice_t body = keep(&job->copy, vsr_buf_slice(&req->body));
+    job->ar.body = body.p;
+    job->ar.body_len = body.len;
+    job->work.data = job;
+    req->admin_job = job;
+    if (uv_queue_work(&req->c->w->loop, &job->work, admin_work, admin_done) != 0) {
+        req->admin_job = NULL;
+        vsr_buf_free(&job->copy);
+        vsr_free(job);
+        reply_error(req, 503, "server_error", "unavailable", VSR_SLICE_LIT("cannot run the request now"), NULL,
+                    req->is_head, !req->keep_alive);
+        request_finish(req);
+    }
+    return 1;
+}
+
+/* The management listener: probes, the configuration API and the routing preview. */
 static void handle_management(request_t *req, vsr_slice_t path)
 {
-    conn_t *c = req->c;
+    if (handle_admin(req))
+        return;
     if (vsr_slice_eq_cstr(path, "/api/v1/routing/preview")) {
         if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
             reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
@@ -922,14 +1032,15 @@ static void handle_management(request_t *req, vsr_slice_t path)
             return;
         }
         vsr_json_string(j, tt, &req->pool, &text);
+        const vsr_config_t *cfg = vsr_engine_config(req->eng);
         if (model.len == 0)
-            model = vsr_slice_cstr(c->w->gw->cfg->auto_model_names.n ? c->w->gw->cfg->auto_model_names.items[0] : "");
+            model = vsr_slice_cstr(cfg->auto_model_names.n ? cfg->auto_model_names.items[0] : "");
         vsr_slice_t q = VSR_SLICE_NULL;
         vsr_slice_split(req->head->target, '?', &q);
         int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
         vsr_buf_t out;
         vsr_buf_init(&out, 0);
-        int status = vsr_engine_preview(c->w->gw->engine, model, text, trace, &out);
+        int status = vsr_engine_preview(req->eng, model, text, trace, &out);
         reply(req, status, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
         vsr_buf_free(&out);
         request_finish(req);
@@ -974,11 +1085,12 @@ static void dispatch(request_t *req)
     if (c->l->metrics) {
         if (vsr_slice_eq_cstr(path, "/metrics") && get_like) {
             vsr_gateway_t *gw = c->w->gw;
-            const vsr_config_t *cfg = gw->cfg;
-            for (size_t i = 0; i < cfg->n_models; i++) {
+            const vsr_config_t *cfg = vsr_engine_config(req->eng);
+            vsr_upstream_shared_t *shared = vsr_engine_part(req->eng);
+            for (size_t i = 0; shared && i < cfg->n_models; i++) {
                 for (size_t j = 0; j < cfg->models[i].n_backends; j++) {
                     int healthy, ejected;
-                    vsr_upstream_endpoint_state(gw->shared, i, j, &healthy, &ejected);
+                    vsr_upstream_endpoint_state(shared, i, j, &healthy, &ejected);
                     vsr_metrics_set_endpoint_health(gw->opts.metrics, vsr_slice_cstr(cfg->models[i].name),
                                                     vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
                 }
@@ -994,7 +1106,12 @@ static void dispatch(request_t *req)
         }
         return;
     }
-    if (!vsr__ingress_api_key_ok(c->l->conf, h)) {
+    /* api_keys and models change live: the request's version has them */
+    const vsr_config_t *cfg = vsr_engine_config(req->eng);
+    const vsr_listener_conf_t *lc = c->l->index >= 0 && (size_t)c->l->index < cfg->n_listeners
+                                        ? &cfg->listeners[c->l->index]
+                                        : c->l->conf;
+    if (!vsr__ingress_api_key_ok(lc, h)) {
         reply(req, 401, "application/json",
               VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
                             "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
@@ -1006,15 +1123,15 @@ static void dispatch(request_t *req)
     /* ingress hygiene: what a client may not send never reaches routing or a backend */
     req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 1));
     for (size_t i = 0; i < h->num_headers; i++) {
-        if (vsr__ingress_drop(c->l->conf, c->w->gw->cfg, c->identity_trusted, h->headers[i].name))
+        if (vsr__ingress_drop(lc, cfg, c->identity_trusted, h->headers[i].name))
             continue;
         req->hdrs[req->n_hdrs].name = h->headers[i].name;
         req->hdrs[req->n_hdrs].value = h->headers[i].value;
         req->n_hdrs++;
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
-    vsr_session_opts_t opts = {.listener = c->l->conf, .identity_trusted = c->identity_trusted};
-    req->sess = vsr_session_open(c->w->gw->engine, &opts);
+    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted};
+    req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {
         reply_effect(req, eff);

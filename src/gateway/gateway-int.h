@@ -21,7 +21,9 @@ typedef struct h2_stream_s h2_stream_t;
 typedef struct {
     uv_tcp_t tcp;
     worker_t *w;
-    const vsr_listener_conf_t *conf;
+    const vsr_listener_conf_t *conf; /* the restart-only settings (a copy the gateway owns) */
+    long index;          /* position in the configuration's listeners (api_keys and models are read from the
+                          * request's version there); -1 for the management and metrics listeners */
     atomic_uint *active; /* connections on this listener, all workers together */
     int bound;
     int management;      /* the management API listener */
@@ -60,9 +62,11 @@ struct worker_s {
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
 
 struct vsr_gateway_s {
-    const vsr_config_t *cfg;
-    vsr_engine_t *engine;          /* the routing state every session pins */
-    vsr_upstream_shared_t *shared; /* endpoint state every worker's upstream shares */
+    vsr_listener_conf_t *listeners; /* copies of the first version's listeners (restart-only settings) */
+    size_t n_listeners;
+    int management_enabled;
+    pthread_mutex_t snap_mu;       /* guards `current` against a swap between its load and its ref */
+    vsr_engine_t *current;         /* the version new requests pin (a reference) */
     vsr_listener_conf_t mgmt;      /* the management listener, when enabled */
     vsr_listener_conf_t metrics_listener; /* GET /metrics, when enabled */
     vsr_gateway_opts_t opts;
@@ -132,6 +136,9 @@ int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int
 int vsr__ingress_api_key_ok(const vsr_listener_conf_t *l, const vsr_http_head_t *h);
 /* identity headers are trusted from this peer (identity.trust_headers, trusted_peers) */
 int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct sockaddr_storage *peer);
+
+/* gateway.c: the active version with a reference (a request's pin) */
+vsr_engine_t *vsr__gateway_pin(vsr_gateway_t *gw);
 
 /* conn.c */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);

@@ -162,7 +162,7 @@ static void *worker_main(void *arg)
     vsr_gateway_t *gw = w->gw;
     int rc = VSR_OK;
 
-    w->up = vsr_upstream_new(&w->loop, gw->cfg, gw->shared);
+    w->up = vsr_upstream_new(&w->loop, NULL, NULL); /* clusters come from each request's version */
     for (size_t i = 0; rc == VSR_OK && i < w->n_listeners; i++)
         rc = bind_listener(w, &w->listeners[i]);
 
@@ -194,15 +194,18 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     pthread_mutex_init(&w->async_mu, NULL);
     vsr_buf_init(&w->start_err, 4096);
     w->metrics = vsr_metrics_shard(gw->opts.metrics, id);
-    size_t n = gw->cfg->n_listeners;
-    w->n_listeners = n + (gw->cfg->management_enabled ? 1 : 0) + (gw->opts.metrics_port ? 1 : 0);
+    size_t n = gw->n_listeners;
+    w->n_listeners = n + (gw->management_enabled ? 1 : 0) + (gw->opts.metrics_port ? 1 : 0);
     w->listeners = vsr_calloc(w->n_listeners, sizeof(listener_t));
     size_t k = 0;
+    for (size_t i = 0; i < w->n_listeners; i++)
+        w->listeners[i].index = -1;
     for (size_t i = 0; i < n; i++, k++) {
-        w->listeners[k].conf = &gw->cfg->listeners[i];
+        w->listeners[k].conf = &gw->listeners[i];
+        w->listeners[k].index = (long)i;
         w->listeners[k].tls = gw->listener_tls[i];
     }
-    if (gw->cfg->management_enabled) {
+    if (gw->management_enabled) {
         w->listeners[k].conf = &gw->mgmt;
         w->listeners[k++].management = 1;
     }
@@ -238,11 +241,72 @@ static void stop_and_join(vsr_gateway_t *gw, unsigned n)
     }
 }
 
+static char *dup_or_null(const char *s)
+{
+    return s ? vsr_strdup(s) : NULL;
+}
+
+/* The settings a listener keeps until a restart; api_keys and models are
+ * read from each request's version instead (left empty here). */
+static void listener_copy(vsr_listener_conf_t *dst, const vsr_listener_conf_t *src)
+{
+    *dst = *src;
+    dst->name = dup_or_null(src->name);
+    dst->address = dup_or_null(src->address);
+    dst->tls_cert_file = dup_or_null(src->tls_cert_file);
+    dst->tls_key_file = dup_or_null(src->tls_key_file);
+    memset(&dst->api_keys, 0, sizeof(dst->api_keys));
+    memset(&dst->models, 0, sizeof(dst->models));
+    dst->identity_trusted_peers.items = vsr_calloc(src->identity_trusted_peers.n + 1, sizeof(char *));
+    for (size_t i = 0; i < src->identity_trusted_peers.n; i++)
+        dst->identity_trusted_peers.items[i] = vsr_strdup(src->identity_trusted_peers.items[i]);
+}
+
+static void listener_copy_free(vsr_listener_conf_t *l)
+{
+    vsr_free(l->name);
+    vsr_free(l->address);
+    vsr_free(l->tls_cert_file);
+    vsr_free(l->tls_key_file);
+    for (size_t i = 0; i < l->identity_trusted_peers.n; i++)
+        vsr_free(l->identity_trusted_peers.items[i]);
+    vsr_free(l->identity_trusted_peers.items);
+}
+
+vsr_engine_t *vsr__gateway_pin(vsr_gateway_t *gw)
+{
+    pthread_mutex_lock(&gw->snap_mu);
+    vsr_engine_t *e = vsr_engine_ref(gw->current);
+    pthread_mutex_unlock(&gw->snap_mu);
+    return e;
+}
+
+vsr_engine_t *vsr_gateway_current(vsr_gateway_t *gw)
+{
+    return vsr__gateway_pin(gw);
+}
+
+void vsr_gateway_publish(vsr_gateway_t *gw, vsr_engine_t *engine)
+{
+    vsr_engine_ref(engine);
+    pthread_mutex_lock(&gw->snap_mu);
+    vsr_engine_t *old = gw->current;
+    gw->current = engine; /* the swap: the next pin gets the new version */
+    pthread_mutex_unlock(&gw->snap_mu);
+    vsr_engine_unref(old); /* freed here or when its last request finishes */
+}
+
 static void gateway_free(vsr_gateway_t *gw)
 {
-    for (size_t i = 0; gw->listener_tls && i < gw->cfg->n_listeners; i++)
+    for (size_t i = 0; gw->listener_tls && i < gw->n_listeners; i++)
         vsr_tls_server_ctx_free(gw->listener_tls[i]);
     vsr_free(gw->listener_tls);
+    vsr_engine_unref(gw->current);
+    for (size_t i = 0; i < gw->n_listeners; i++)
+        listener_copy_free(&gw->listeners[i]);
+    vsr_free(gw->listeners);
+    vsr_free(gw->mgmt.address);
+    pthread_mutex_destroy(&gw->snap_mu);
     pthread_mutex_destroy(&gw->mu);
     pthread_cond_destroy(&gw->cv);
     vsr_free(gw->listener_active);
@@ -250,8 +314,8 @@ static void gateway_free(vsr_gateway_t *gw)
     vsr_free(gw);
 }
 
-vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
-                                 const vsr_gateway_opts_t *opts, vsr_buf_t *err)
+vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,
+                                 vsr_buf_t *err)
 {
     unsigned workers = opts->workers ? opts->workers : uv_available_parallelism();
     vsr_gateway_t *gw = vsr_calloc(1, sizeof(*gw));
@@ -266,13 +330,17 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,
     };
-    gw->cfg = cfg;
-    gw->engine = engine;
-    gw->shared = shared;
+    gw->n_listeners = cfg->n_listeners;
+    gw->listeners = vsr_calloc(cfg->n_listeners ? cfg->n_listeners : 1, sizeof(vsr_listener_conf_t));
+    for (size_t i = 0; i < cfg->n_listeners; i++)
+        listener_copy(&gw->listeners[i], &cfg->listeners[i]);
+    gw->management_enabled = cfg->management_enabled;
+    pthread_mutex_init(&gw->snap_mu, NULL);
+    gw->current = vsr_engine_ref(engine);
     gw->n_workers = workers;
     gw->mgmt = (vsr_listener_conf_t){
         .name = (char *)"management",
-        .address = cfg->management_address ? cfg->management_address : (char *)"127.0.0.1",
+        .address = vsr_strdup(cfg->management_address ? cfg->management_address : "127.0.0.1"),
         .port = cfg->management_port,
         .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
         .max_body_bytes = 16u << 20,

@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "admin/admin.h"
 #include "base/base.h"
 #include "config/config.h"
 #include "obs/obs.h"
@@ -22,8 +23,10 @@ typedef struct vsr_gateway_s vsr_gateway_t;
 
 /* Starts `workers` threads (0 → the number of usable cores) serving every
  * listener of cfg, and the management listener when enabled, routing with
- * engine (cfg and a reference to engine are borrowed: they must outlive the
- * gateway).  Returns once all
+ * engine, the first configuration version (the gateway takes its own
+ * reference; cfg is read during the call only: the listeners' settings are
+ * copied).  Every engine given to the gateway carries its version's
+ * vsr_upstream_shared_t as its part (vsr_engine_adopt).  Returns once all
  * listeners are bound on every worker, or NULL with a message appended to err
  * (nothing left running) when any of them fails. */
 typedef struct {
@@ -33,10 +36,19 @@ typedef struct {
     vsr_metrics_t *metrics;      /* required: one shard per worker */
     vsr_access_log_t *access_log; /* NULL = no access log */
     vsr_tracer_t *tracer;        /* NULL = no tracing (traceparent passes through untouched) */
+    vsr_admin_t *admin;          /* serves /api/v1/config* on the management listener; NULL = none */
 } vsr_gateway_opts_t;
 
-vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, vsr_upstream_shared_t *shared,
-                                 const vsr_gateway_opts_t *opts, vsr_buf_t *err);
+vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,
+                                 vsr_buf_t *err);
+/* Activation: from now on every new request pins `engine` (the gateway takes
+ * a reference and drops the one on the version it replaces; requests in
+ * flight finish on the version they pinned).  One atomic swap, from any
+ * thread.  The listeners' restart-only settings must be those of the first
+ * version (vsr_config_restart_required). */
+void vsr_gateway_publish(vsr_gateway_t *gw, vsr_engine_t *engine);
+/* The version new requests pin now, with a reference for the caller. */
+vsr_engine_t *vsr_gateway_current(vsr_gateway_t *gw);
 /* Graceful drain: /ready turns 503 at once, the listening sockets close (new
  * connections are refused), requests in flight finish (each reply closes its
  * connection), then each worker ends; after timeout_ms whatever is left is

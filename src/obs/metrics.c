@@ -148,6 +148,7 @@ struct vsr_metrics_s {
     domain_t domains[D_COUNT];
     _Atomic uint64_t config_version;
     _Atomic uint64_t activations;
+    _Atomic uint64_t updates[3];   /* configuration updates by result: ack, nack, unchanged */
     /* control-side values: set from any thread, rarely */
     pthread_mutex_t global_mu;
     health_t *health;
@@ -410,6 +411,8 @@ vsr_metrics_t *vsr_metrics_new(unsigned n_shards)
     }
     atomic_init(&m->config_version, 0);
     atomic_init(&m->activations, 0);
+    for (int i = 0; i < 3; i++)
+        atomic_init(&m->updates[i], 0);
     return m;
 }
 
@@ -535,6 +538,15 @@ void vsr_metrics_count_activation(vsr_metrics_t *m)
 {
     if (m != NULL)
         atomic_fetch_add_explicit(&m->activations, 1, memory_order_relaxed);
+}
+
+static const char *const update_results[3] = {"ack", "nack", "unchanged"};
+
+void vsr_metrics_count_config_update(vsr_metrics_t *m, const char *result)
+{
+    for (int i = 0; m != NULL && result != NULL && i < 3; i++)
+        if (strcmp(result, update_results[i]) == 0)
+            atomic_fetch_add_explicit(&m->updates[i], 1, memory_order_relaxed);
 }
 
 void vsr_metrics_set_endpoint_health(vsr_metrics_t *m, vsr_slice_t model, vsr_slice_t endpoint, int healthy,
@@ -811,6 +823,15 @@ static void render_all(vsr_metrics_t *m, vsr_buf_t *b)
     put_header(b, "vsr_config_activations_total", "Configurations activated since the start.", "counter");
     vsr_buf_printf(b, "vsr_config_activations_total %" PRIu64 "\n",
                    atomic_load_explicit(&m->activations, memory_order_relaxed));
+    uint64_t upd[3], any = 0;
+    for (int i = 0; i < 3; i++)
+        any |= upd[i] = atomic_load_explicit(&m->updates[i], memory_order_relaxed);
+    if (any) { /* only once a configuration was submitted after the start */
+        put_header(b, "vsr_config_updates_total",
+                   "Configuration documents submitted (file, API, rollback), by result.", "counter");
+        for (int i = 0; i < 3; i++)
+            vsr_buf_printf(b, "vsr_config_updates_total{result=\"%s\"} %" PRIu64 "\n", update_results[i], upd[i]);
+    }
     put_header(b, "vsr_access_log_dropped_total", "Access log lines dropped because the writer's queue was full.",
                "counter");
     vsr_buf_printf(b, "vsr_access_log_dropped_total %" PRIu64 "\n", vsr_access_log_dropped(m->log));

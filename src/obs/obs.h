@@ -215,6 +215,9 @@ void vsr_metrics_set_endpoint_health(vsr_metrics_t *m, vsr_slice_t model, vsr_sl
 void vsr_metrics_count_ejection(vsr_metrics_t *m, vsr_slice_t model);
 /* A configuration became active (vsr_config_activations_total). */
 void vsr_metrics_count_activation(vsr_metrics_t *m);
+/* A configuration document was submitted: result "ack" (activated), "nack"
+ * (rejected) or "unchanged" (vsr_config_updates_total{result}). */
+void vsr_metrics_count_config_update(vsr_metrics_t *m, const char *result);
 
 /* Renders every metric (shards summed) in the Prometheus text format 0.0.4,
  * appended to out (when out's cap is reached, only whole lines are kept).

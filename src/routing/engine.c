@@ -48,7 +48,52 @@ static void collect_leaves(recipe_state_t *rs, const vsr_rule_conf_t *r)
         collect_leaves(rs, &r->children[i]);
 }
 
+/* Compiled signals outlive the version that compiled them while a later
+ * version with the same recipe signals uses them (signals keep no pointer
+ * into the configuration they were compiled from). */
+struct sig_box_s {
+    atomic_uint refs;
+    vsr_signals_t *signals;
+};
+
+static struct sig_box_s *box_new(vsr_signals_t *s)
+{
+    struct sig_box_s *b = vsr_calloc(1, sizeof(*b));
+    atomic_init(&b->refs, 1);
+    b->signals = s;
+    return b;
+}
+
+static void box_unref(struct sig_box_s *b)
+{
+    if (b == NULL || atomic_fetch_sub(&b->refs, 1) != 1)
+        return;
+    vsr_signals_free(b->signals);
+    vsr_free(b);
+}
+
+static struct sig_box_s *reusable(const vsr_engine_t *prev, const vsr_recipe_conf_t *r)
+{
+    for (size_t i = 0; prev && r->signals_hash[0] && i < prev->n_recipes; i++) {
+        const recipe_state_t *p = &prev->recipes[i];
+        if (p->box && p->conf->name && r->name && strcmp(p->conf->name, r->name) == 0 &&
+            strcmp(p->conf->signals_hash, r->signals_hash) == 0)
+            return p->box;
+    }
+    return NULL;
+}
+
 vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_t *err)
+{
+    return vsr_engine_new_from(cfg, NULL, version, err);
+}
+
+size_t vsr_engine_reused_recipes(const vsr_engine_t *e)
+{
+    return e->n_reused;
+}
+
+vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *prev, uint64_t version, vsr_buf_t *err)
 {
     vsr_engine_t *e = vsr_calloc(1, sizeof(*e));
     atomic_init(&e->refs, 1);
@@ -60,10 +105,19 @@ vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_
     for (size_t i = 0; i < cfg->n_recipes; i++) {
         recipe_state_t *rs = &e->recipes[i];
         rs->conf = &cfg->recipes[i];
-        rs->signals = vsr_signals_compile(rs->conf, err);
-        if (rs->signals == NULL) {
-            ok = 0;
-            continue;
+        struct sig_box_s *old = reusable(prev, rs->conf);
+        if (old) {
+            atomic_fetch_add(&old->refs, 1);
+            rs->box = old;
+            rs->signals = old->signals;
+            e->n_reused++;
+        } else {
+            rs->signals = vsr_signals_compile(rs->conf, err);
+            if (rs->signals == NULL) {
+                ok = 0;
+                continue;
+            }
+            rs->box = box_new(rs->signals);
         }
         for (size_t d = 0; d < rs->conf->n_decisions; d++)
             collect_leaves(rs, rs->conf->decisions[d].rules);
@@ -91,17 +145,53 @@ void vsr_engine_unref(vsr_engine_t *e)
     if (e == NULL || atomic_fetch_sub(&e->refs, 1) != 1)
         return;
     for (size_t i = 0; i < e->n_recipes; i++) {
-        vsr_signals_free(e->recipes[i].signals);
+        box_unref(e->recipes[i].box);
         vsr_free(e->recipes[i].leaves);
         vsr_free(e->recipes[i].referenced);
     }
     vsr_free(e->recipes);
+    if (e->part_free)
+        e->part_free(e->part);
+    vsr_config_free(e->owned_cfg);
     vsr_free(e);
 }
 
 uint64_t vsr_engine_version(const vsr_engine_t *e)
 {
     return e->version;
+}
+
+void vsr_engine_adopt(vsr_engine_t *e, vsr_config_t *cfg, const char *hash)
+{
+    VSR_BUG_ON(cfg != NULL && cfg != e->cfg);
+    e->owned_cfg = cfg;
+    snprintf(e->hash, sizeof(e->hash), "%s", hash ? hash : "");
+}
+
+void vsr_engine_set_part(vsr_engine_t *e, void *part, void (*part_free)(void *part))
+{
+    e->part = part;
+    e->part_free = part_free;
+}
+
+void vsr_engine_set_version(vsr_engine_t *e, uint64_t version)
+{
+    e->version = version;
+}
+
+const vsr_config_t *vsr_engine_config(const vsr_engine_t *e)
+{
+    return e->cfg;
+}
+
+const char *vsr_engine_hash(const vsr_engine_t *e)
+{
+    return e->hash;
+}
+
+void *vsr_engine_part(const vsr_engine_t *e)
+{
+    return e->part;
 }
 
 recipe_state_t *vsr__engine_recipe(vsr_engine_t *e, const vsr_recipe_conf_t *r)

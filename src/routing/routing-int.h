@@ -21,14 +21,21 @@ typedef struct {
     int *referenced;    /* signals some decision references */
     size_t n_referenced;
     int needs_identity; /* an authz signal is referenced */
+    struct sig_box_s *box; /* the compiled signals, shared with other versions whose recipe has the same signals */
 } recipe_state_t;
 
 struct vsr_engine_s {
     atomic_uint refs;
     const vsr_config_t *cfg;
     uint64_t version;
+    /* a snapshot: what the engine owns and frees with its last reference */
+    vsr_config_t *owned_cfg;
+    char hash[VSR_CONFIG_HASH_LEN];
+    void *part;
+    void (*part_free)(void *part);
     recipe_state_t *recipes;
     size_t n_recipes;
+    size_t n_reused;    /* recipes whose compiled signals came from the previous version */
 };
 
 typedef struct {

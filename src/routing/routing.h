@@ -106,9 +106,30 @@ typedef struct {
  * NULL with messages appended to err when a recipe's signals do not compile.
  * The returned engine has one reference. */
 vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_t *err);
+/* Same, reusing the compiled signals of every recipe of prev (may be NULL)
+ * whose name and signals_hash are unchanged: a change to one recipe
+ * recompiles only that recipe's signals.  prev is only read here. */
+vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *prev, uint64_t version, vsr_buf_t *err);
+/* How many recipes' signals were reused from prev. */
+size_t vsr_engine_reused_recipes(const vsr_engine_t *e);
 vsr_engine_t *vsr_engine_ref(vsr_engine_t *e);   /* thread-safe */
 void vsr_engine_unref(vsr_engine_t *e);          /* thread-safe; frees at zero; accepts NULL */
 uint64_t vsr_engine_version(const vsr_engine_t *e);
+
+/* ---- the engine as a configuration snapshot ----
+ * An engine is what a request pins: with vsr_engine_adopt() it also owns
+ * its configuration (cfg, the one it was built from) and knows its content
+ * hash; vsr_engine_set_part() gives it one more part of the version (the
+ * composition root's upstream state, freed by part_free).  All of it goes
+ * with the last reference, i.e. when the last request on that version
+ * finishes (drain).  These setters are for the builder, before the engine
+ * is shared. */
+void vsr_engine_adopt(vsr_engine_t *e, vsr_config_t *cfg, const char *hash);
+void vsr_engine_set_part(vsr_engine_t *e, void *part, void (*part_free)(void *part));
+void vsr_engine_set_version(vsr_engine_t *e, uint64_t version);
+const vsr_config_t *vsr_engine_config(const vsr_engine_t *e);
+const char *vsr_engine_hash(const vsr_engine_t *e);  /* "" when none was given */
+void *vsr_engine_part(const vsr_engine_t *e);
 
 /* ---- session ---- */
 

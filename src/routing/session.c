@@ -120,6 +120,8 @@ static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t c
     static const char *paths[] = {"", "upstream", "fast_response", "error"};
     if (path != VSR_PATH_NONE)
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), vsr_slice_cstr(paths[path]));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"),
+           pool_printf(&s->pool, "%llu", (unsigned long long)s->e->version));
     for (size_t i = 0; i < n_extra; i++)
         hl_add(&s->pool, &h, extra[i].name, extra[i].value);
     reset_effect(s);

@@ -13,7 +13,18 @@
 
 #include <stdio.h>
 
+/* The checks of one configuration version.  Stopping closes every handle;
+ * the memory goes with the last close callback, so the version itself may
+ * be freed right after vsr_upstream_health_stop(). */
+struct health_set_s {
+    health_check_t *checks;
+    size_t n;
+    unsigned closing;        /* close callbacks still to come */
+    int stopped;
+};
+
 struct health_check_s {
+    health_set_t *set;
     vsr_endpoint_state_t *state;
     const vsr_backend_conf_t *backend;
     const struct sockaddr_storage *addr;
@@ -39,15 +50,31 @@ struct health_check_s {
     char plain[4096];
 };
 
-static void close_noop(uv_handle_t *h)
+static void set_put(health_set_t *set)
 {
-    VSR_UNUSED(h);
+    if (--set->closing == 0 && set->stopped) {
+        vsr_free(set->checks);
+        vsr_free(set);
+    }
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    health_check_t *hc = h->data;
+    set_put(hc->set);
 }
 
 static void tcp_closed(uv_handle_t *h)
 {
     health_check_t *hc = h->data;
     hc->tcp_open = 0;
+    set_put(hc->set);
+}
+
+static void close_tcp(health_check_t *hc)
+{
+    hc->set->closing++;
+    uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
 }
 
 static void check_done(health_check_t *hc, int ok)
@@ -59,7 +86,7 @@ static void check_done(health_check_t *hc, int ok)
     vsr__tls_free(hc->tls);
     hc->tls = NULL;
     if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
-        uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
+        close_tcp(hc);
     if (vsr__health_record(hc->state, ok))
         vsr_log_warn("upstream", "endpoint %s (%s:%u) is now %s", hc->backend->name, hc->backend->host,
                      (unsigned)hc->backend->port, ok ? "healthy" : "unhealthy");
@@ -211,26 +238,30 @@ static void tick_cb(uv_timer_t *t)
 
 void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
 {
+    const vsr_config_t *cfg = sh->cfg;
     size_t n = 0;
     for (size_t i = 0; i < sh->n_clusters; i++) {
-        const vsr_model_conf_t *m = sh->clusters[i].conf;
+        const vsr_model_conf_t *m = &cfg->models[i];
         if (m->has_reliability && m->reliability.health_check_path)
             n += m->n_backends;
     }
-    sh->checks = vsr_calloc(n ? n : 1, sizeof(health_check_t));
-    sh->n_checks = 0;
+    health_set_t *set = vsr_calloc(1, sizeof(*set));
+    set->checks = vsr_calloc(n ? n : 1, sizeof(health_check_t));
+    sh->health = set;
     for (size_t i = 0; i < sh->n_clusters; i++) {
-        shared_cluster_t *sc = &sh->clusters[i];
-        const vsr_reliability_conf_t *r = &sc->conf->reliability;
-        if (!sc->conf->has_reliability || r->health_check_path == NULL)
+        shared_cluster_t *sc = sh->clusters[i];
+        const vsr_model_conf_t *m = &cfg->models[i];
+        const vsr_reliability_conf_t *r = &m->reliability;
+        if (!m->has_reliability || r->health_check_path == NULL)
             continue;
-        for (size_t j = 0; j < sc->conf->n_backends; j++) {
-            health_check_t *hc = &sh->checks[sh->n_checks++];
+        for (size_t j = 0; j < m->n_backends; j++) {
+            health_check_t *hc = &set->checks[set->n++];
+            hc->set = set;
             hc->state = &sc->eps[j];
-            hc->backend = &sc->conf->backends[j];
+            hc->backend = &m->backends[j];
             hc->addr = &sc->addrs[j];
             hc->path = r->health_check_path;
-            hc->tls_ctx = hc->backend->tls ? sh->tls_ctx : NULL;
+            hc->tls_ctx = hc->backend->tls ? sc->tls_ctx : NULL;
             hc->interval_ms = r->has_health_check_interval ? r->health_check_interval_ms : 10000;
             hc->timeout_ms = r->has_health_check_timeout ? r->health_check_timeout_ms : 2000;
             int len = snprintf(hc->request, sizeof(hc->request),
@@ -251,16 +282,24 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
 
 void vsr_upstream_health_stop(vsr_upstream_shared_t *sh)
 {
-    for (size_t i = 0; i < sh->n_checks; i++) {
-        health_check_t *hc = &sh->checks[i];
+    health_set_t *set = sh->health;
+    if (set == NULL)
+        return;
+    sh->health = NULL;
+    set->stopped = 1;
+    set->closing++; /* held while closing, so that nothing frees the set under this loop */
+    for (size_t i = 0; i < set->n; i++) {
+        health_check_t *hc = &set->checks[i];
         hc->stopping = 1;
         hc->in_flight = 0;
-        uv_close((uv_handle_t *)&hc->tick, close_noop);
-        uv_close((uv_handle_t *)&hc->deadline, close_noop);
+        set->closing += 2;
+        uv_close((uv_handle_t *)&hc->tick, timer_closed);
+        uv_close((uv_handle_t *)&hc->deadline, timer_closed);
         if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
-            uv_close((uv_handle_t *)&hc->tcp, tcp_closed);
+            close_tcp(hc);
         vsr_http_parser_free(&hc->parser);
         vsr__tls_free(hc->tls);
         hc->tls = NULL;
     }
+    set_put(set);
 }

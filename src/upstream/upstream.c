@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "upstream/tls.h"
@@ -25,29 +26,32 @@
 typedef struct uconn_s uconn_t;
 
 typedef struct {
-    const vsr_backend_conf_t *conf;
     const struct sockaddr_storage *addr; /* shared */
     vsr_endpoint_state_t *state;         /* shared */
     uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
 } endpoint_t;
 
-typedef struct {
-    const vsr_model_conf_t *conf;
-    shared_cluster_t *sc;
+typedef struct cluster_s cluster_t;
+struct cluster_s {
+    cluster_t *next;               /* hash bucket, or the dead list */
+    vsr_upstream_t *up;
+    shared_cluster_t *sc;          /* a reference */
+    unsigned users;                /* calls on it */
+    unsigned n_conns;              /* connections not yet closed */
+    int dead;                      /* no configuration has it any more */
     endpoint_t *eps;
     size_t n_eps;
     vsr_endpoint_state_t **states; /* for the balancer */
     uint32_t *weights;
     int64_t *cur;                  /* smooth weighted round robin, this worker's */
-} cluster_t;
+};
 
 struct vsr_upstream_s {
     uv_loop_t *loop;
-    const vsr_config_t *cfg;
-    vsr_upstream_shared_t *sh;
-    cluster_t *clusters;
-    size_t n_clusters;
+    cluster_t **buckets;           /* UP_BUCKETS chains, by identity hash */
+    cluster_t *dead;               /* dropped clusters still in use */
+    unsigned gen;                  /* the registry generation last swept at */
     vsr_rng_t rng;
     unsigned live; /* connections and calls whose handles are not closed yet */
     int freeing;
@@ -83,6 +87,7 @@ struct uconn_s {
 struct vsr_upstream_call_s {
     vsr_upstream_t *up;
     cluster_t *cl;
+    const vsr_model_conf_t *model; /* the request's configuration: policy, credentials, paths */
     endpoint_t *ep;
     int ep_idx;
     uconn_t *uc;
@@ -113,6 +118,10 @@ struct vsr_upstream_call_s {
     unsigned paused : 1;
     unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
 };
+
+/* The endpoint's configuration in the call's version (the cluster's
+ * identity fixes the endpoints' order). */
+#define CALL_BACKEND(call) (&(call)->model->backends[(call)->ep_idx])
 
 /* ---- errors ---- */
 
@@ -163,37 +172,198 @@ int vsr__upstream_resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *
     return VSR_OK;
 }
 
+/* The registry: every shared cluster some configuration version or some
+ * worker still holds, so that the next version finds the state of an
+ * unchanged model (health, ejection, breaker, resolved addresses) and each
+ * worker its warm connections.  The lock is taken when a version is built
+ * or freed, and by a worker the first time it meets a cluster. */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_cluster_t *reg_head;
+static atomic_uint reg_gen;        /* bumped when a cluster leaves its last configuration */
+static vsr_tls_ctx_t *reg_tls;     /* one TLS context for every version, while one needs it */
+static unsigned reg_tls_refs;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
+
+uint64_t vsr__upstream_identity_hash(const vsr_model_conf_t *m)
+{
+    uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
+    for (size_t j = 0; j < m->n_backends; j++) {
+        const vsr_backend_conf_t *b = &m->backends[j];
+        uint8_t t = (uint8_t)(b->tls != 0);
+        h = fnv(h, b->host, strlen(b->host) + 1);
+        h = fnv(h, &b->port, sizeof(b->port));
+        h = fnv(h, &t, 1);
+    }
+    return h;
+}
+
+int vsr__upstream_identity_eq(const shared_cluster_t *sc, const vsr_model_conf_t *m)
+{
+    if (sc->n_eps != m->n_backends || strcmp(sc->name, m->name) != 0)
+        return 0;
+    for (size_t j = 0; j < sc->n_eps; j++)
+        if (sc->ports[j] != m->backends[j].port || sc->tls[j] != (m->backends[j].tls != 0) ||
+            strcmp(sc->hosts[j], m->backends[j].host) != 0)
+            return 0;
+    return 1;
+}
+
+/* Under reg_mu. */
+static shared_cluster_t *reg_lookup(const vsr_model_conf_t *m, uint64_t h)
+{
+    for (shared_cluster_t *sc = reg_head; sc; sc = sc->reg_next)
+        if (sc->hash == h && vsr__upstream_identity_eq(sc, m))
+            return sc;
+    return NULL;
+}
+
+static vsr_tls_ctx_t *reg_tls_ref(vsr_buf_t *err)
+{
+    if (reg_tls == NULL && (reg_tls = vsr__tls_ctx_new(1, err)) == NULL)
+        return NULL;
+    reg_tls_refs++;
+    return reg_tls;
+}
+
+static void reg_tls_unref(vsr_tls_ctx_t *ctx)
+{
+    if (ctx == NULL)
+        return;
+    if (--reg_tls_refs == 0) {
+        vsr__tls_ctx_free(reg_tls);
+        reg_tls = NULL;
+    }
+}
+
+static void cluster_unref_locked(shared_cluster_t *sc);
+
+/* The cluster's limit of requests in flight: 1024; 4096 once retries or
+ * ejection are enabled.  Read from the call's version, since a cluster
+ * outlives versions that may set it differently. */
+static uint32_t max_requests_for(const vsr_model_conf_t *m)
+{
+    const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
+    int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
+    return enhanced ? 4096 : 1024;
+}
+
+/* Under reg_mu: a new cluster for m, in the registry with one reference. */
+static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_buf_t *err)
+{
+    shared_cluster_t *sc = vsr_calloc(1, sizeof(*sc));
+    size_t n = m->n_backends;
+    sc->hash = h;
+    sc->name = vsr_strdup(m->name);
+    sc->n_eps = n;
+    sc->hosts = vsr_calloc(n ? n : 1, sizeof(char *));
+    sc->ports = vsr_calloc(n ? n : 1, sizeof(uint16_t));
+    sc->tls = vsr_calloc(n ? n : 1, 1);
+    sc->eps = vsr_calloc(n ? n : 1, sizeof(vsr_endpoint_state_t));
+    sc->ep_ptrs = vsr_calloc(n ? n : 1, sizeof(vsr_endpoint_state_t *));
+    sc->addrs = vsr_calloc(n ? n : 1, sizeof(struct sockaddr_storage));
+    int ok = 1, tls = 0;
+    for (size_t j = 0; j < n; j++) {
+        sc->hosts[j] = vsr_strdup(m->backends[j].host);
+        sc->ports[j] = m->backends[j].port;
+        sc->tls[j] = (uint8_t)(m->backends[j].tls != 0);
+        tls |= sc->tls[j];
+        vsr__endpoint_state_init(&sc->eps[j]);
+        sc->ep_ptrs[j] = &sc->eps[j];
+        if (vsr__upstream_resolve(&m->backends[j], &sc->addrs[j], err) != VSR_OK)
+            ok = 0;
+    }
+    if (ok && tls && (sc->tls_ctx = reg_tls_ref(err)) == NULL)
+        ok = 0;
+    sc->max_pending = 1024;
+    sc->max_connections = 1024;
+    vsr__breaker_init(&sc->breaker);
+    atomic_init(&sc->refs, 1);
+    atomic_init(&sc->snap_refs, 0);
+    sc->reg_next = reg_head;
+    reg_head = sc;
+    if (!ok) {
+        cluster_unref_locked(sc);
+        return NULL;
+    }
+    return sc;
+}
+
+/* Under reg_mu. */
+static void cluster_unref_locked(shared_cluster_t *sc)
+{
+    if (atomic_fetch_sub(&sc->refs, 1) != 1)
+        return;
+    for (shared_cluster_t **pp = &reg_head; *pp; pp = &(*pp)->reg_next) {
+        if (*pp == sc) {
+            *pp = sc->reg_next;
+            break;
+        }
+    }
+    for (size_t j = 0; j < sc->n_eps; j++)
+        vsr_free(sc->hosts[j]);
+    reg_tls_unref(sc->tls_ctx);
+    vsr_free(sc->hosts);
+    vsr_free(sc->ports);
+    vsr_free(sc->tls);
+    vsr_free(sc->eps);
+    vsr_free(sc->ep_ptrs);
+    vsr_free(sc->addrs);
+    vsr_free(sc->name);
+    vsr_free(sc);
+}
+
+void vsr__upstream_cluster_unref(shared_cluster_t *sc)
+{
+    pthread_mutex_lock(&reg_mu);
+    cluster_unref_locked(sc);
+    pthread_mutex_unlock(&reg_mu);
+}
+
+shared_cluster_t *vsr__upstream_registry_find(const vsr_model_conf_t *m)
+{
+    uint64_t h = vsr__upstream_identity_hash(m);
+    pthread_mutex_lock(&reg_mu);
+    shared_cluster_t *sc = reg_lookup(m, h);
+    if (sc)
+        atomic_fetch_add(&sc->refs, 1);
+    pthread_mutex_unlock(&reg_mu);
+    return sc;
+}
+
 vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_t *err)
 {
     vsr_upstream_shared_t *sh = vsr_calloc(1, sizeof(*sh));
     sh->cfg = cfg;
-    sh->n_clusters = cfg->n_models;
-    sh->clusters = vsr_calloc(cfg->n_models ? cfg->n_models : 1, sizeof(shared_cluster_t));
+    sh->clusters = vsr_calloc(cfg->n_models ? cfg->n_models : 1, sizeof(shared_cluster_t *));
     int ok = 1;
-    for (size_t i = 0; i < cfg->n_models; i++) {
-        shared_cluster_t *sc = &sh->clusters[i];
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; ok && i < cfg->n_models; i++) {
         const vsr_model_conf_t *m = &cfg->models[i];
-        sc->conf = m;
-        sc->eps = vsr_calloc(m->n_backends, sizeof(vsr_endpoint_state_t));
-        sc->ep_ptrs = vsr_calloc(m->n_backends, sizeof(vsr_endpoint_state_t *));
-        sc->addrs = vsr_calloc(m->n_backends, sizeof(struct sockaddr_storage));
-        for (size_t j = 0; j < m->n_backends; j++) {
-            vsr__endpoint_state_init(&sc->eps[j]);
-            sc->ep_ptrs[j] = &sc->eps[j];
-            if (vsr__upstream_resolve(&m->backends[j], &sc->addrs[j], err) != VSR_OK)
-                ok = 0;
+        uint64_t h = vsr__upstream_identity_hash(m);
+        shared_cluster_t *sc = reg_lookup(m, h);
+        if (sc) {
+            atomic_fetch_add(&sc->refs, 1);
+            sh->n_reused++;
+        } else if ((sc = reg_create(m, h, err)) == NULL) {
+            ok = 0;
+            break;
         }
-        const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
-        int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
-        sc->max_requests = enhanced ? 4096 : 1024;
-        sc->max_pending = 1024;
-        sc->max_connections = 1024;
-        vsr__breaker_init(&sc->breaker);
+        atomic_fetch_add(&sc->snap_refs, 1);
+        sh->clusters[sh->n_clusters++] = sc;
     }
-    for (size_t i = 0; ok && i < cfg->n_models && sh->tls_ctx == NULL; i++)
-        for (size_t j = 0; j < cfg->models[i].n_backends && sh->tls_ctx == NULL; j++)
-            if (cfg->models[i].backends[j].tls && (sh->tls_ctx = vsr__tls_ctx_new(1, err)) == NULL)
-                ok = 0;
+    if (ok) {
+        for (size_t i = 0; i < sh->n_clusters && sh->tls_ctx == NULL; i++)
+            if (sh->clusters[i]->tls_ctx)
+                sh->tls_ctx = reg_tls_ref(err);
+    }
+    pthread_mutex_unlock(&reg_mu);
     if (!ok) {
         vsr_upstream_shared_free(sh);
         return NULL;
@@ -201,83 +371,102 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
     return sh;
 }
 
+size_t vsr_upstream_shared_reused(const vsr_upstream_shared_t *sh)
+{
+    return sh->n_reused;
+}
+
 void vsr_upstream_shared_free(vsr_upstream_shared_t *sh)
 {
     if (sh == NULL)
         return;
+    VSR_BUG_ON(sh->health != NULL); /* vsr_upstream_health_stop() first */
+    pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < sh->n_clusters; i++) {
-        vsr_free(sh->clusters[i].eps);
-        vsr_free(sh->clusters[i].ep_ptrs);
-        vsr_free(sh->clusters[i].addrs);
+        if (atomic_fetch_sub(&sh->clusters[i]->snap_refs, 1) == 1)
+            atomic_fetch_add(&reg_gen, 1); /* workers may now drop their pools for it */
+        cluster_unref_locked(sh->clusters[i]);
     }
+    reg_tls_unref(sh->tls_ctx);
+    pthread_mutex_unlock(&reg_mu);
     vsr_free(sh->clusters);
-    vsr_free(sh->checks);
-    vsr__tls_ctx_free(sh->tls_ctx);
     vsr_free(sh);
 }
 
 void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected)
 {
-    vsr_endpoint_state_t *e = &sh->clusters[model].eps[backend];
+    vsr_endpoint_state_t *e = &sh->clusters[model]->eps[backend];
     *healthy = atomic_load(&e->healthy);
     *ejected = vsr__outlier_ejected(e, vsr_now_ms());
 }
 
 /* ---- a worker's clusters ---- */
 
+/* A worker's clusters live in a hash table keyed by identity, created the
+ * first time a request of any version needs one, and kept across versions:
+ * a configuration change that leaves a model's endpoints alone finds its
+ * warm connections here.  A cluster that no live version has any more is
+ * dropped once nothing of it is in use. */
+#define UP_BUCKETS 1024
+
 vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_upstream_shared_t *sh)
 {
+    VSR_UNUSED(cfg);
+    VSR_UNUSED(sh);
     vsr_upstream_t *up = vsr_calloc(1, sizeof(*up));
     up->loop = loop;
-    up->cfg = cfg;
-    up->sh = sh;
+    up->buckets = vsr_calloc(UP_BUCKETS, sizeof(cluster_t *));
+    up->gen = atomic_load(&reg_gen);
     vsr__rng_seed(&up->rng, vsr_now_us() ^ (uint64_t)(uintptr_t)up);
-    up->n_clusters = cfg->n_models;
-    up->clusters = vsr_calloc(cfg->n_models ? cfg->n_models : 1, sizeof(cluster_t));
-    for (size_t i = 0; i < cfg->n_models; i++) {
-        cluster_t *cl = &up->clusters[i];
-        cl->conf = &cfg->models[i];
-        cl->sc = &sh->clusters[i];
-        cl->n_eps = cl->conf->n_backends;
-        cl->eps = vsr_calloc(cl->n_eps, sizeof(endpoint_t));
-        cl->weights = vsr_calloc(cl->n_eps, sizeof(uint32_t));
-        cl->cur = vsr_calloc(cl->n_eps, sizeof(int64_t));
-        cl->states = cl->sc->ep_ptrs;
-        for (size_t j = 0; j < cl->n_eps; j++) {
-            cl->eps[j].conf = &cl->conf->backends[j];
-            cl->eps[j].addr = &cl->sc->addrs[j];
-            cl->eps[j].state = &cl->sc->eps[j];
-            cl->weights[j] = cl->conf->backends[j].weight;
-        }
-    }
     return up;
+}
+
+static void cluster_free(cluster_t *cl)
+{
+    vsr__upstream_cluster_unref(cl->sc);
+    vsr_free(cl->eps);
+    vsr_free(cl->weights);
+    vsr_free(cl->cur);
+    vsr_free(cl);
 }
 
 static void upstream_release(vsr_upstream_t *up)
 {
-    for (size_t i = 0; i < up->n_clusters; i++) {
-        vsr_free(up->clusters[i].eps);
-        vsr_free(up->clusters[i].weights);
-        vsr_free(up->clusters[i].cur);
+    for (size_t b = 0; b < UP_BUCKETS; b++) {
+        while (up->buckets[b]) {
+            cluster_t *cl = up->buckets[b];
+            up->buckets[b] = cl->next;
+            cluster_free(cl);
+        }
     }
-    vsr_free(up->clusters);
+    while (up->dead) {
+        cluster_t *cl = up->dead;
+        up->dead = cl->next;
+        cluster_free(cl);
+    }
+    vsr_free(up->buckets);
     vsr_free(up);
 }
 
 static void uconn_close(uconn_t *uc);
+
+static void close_idle(cluster_t *cl)
+{
+    for (size_t j = 0; j < cl->n_eps; j++) {
+        endpoint_t *ep = &cl->eps[j];
+        while (ep->idle)
+            uconn_close(ep->idle); /* unlinks itself */
+    }
+}
 
 void vsr_upstream_free(vsr_upstream_t *up)
 {
     if (up == NULL)
         return;
     up->freeing = 1;
-    for (size_t i = 0; i < up->n_clusters; i++) {
-        for (size_t j = 0; j < up->clusters[i].n_eps; j++) {
-            endpoint_t *ep = &up->clusters[i].eps[j];
-            while (ep->idle)
-                uconn_close(ep->idle); /* unlinks itself */
-        }
-    }
+    for (size_t b = 0; b < UP_BUCKETS; b++)
+        for (cluster_t *cl = up->buckets[b]; cl; cl = cl->next)
+            close_idle(cl);
     if (up->live == 0)
         upstream_release(up);
 }
@@ -289,12 +478,73 @@ static void live_put(vsr_upstream_t *up)
         upstream_release(up);
 }
 
+/* A dead cluster goes once its last call and connection are gone. */
+static void cluster_put(cluster_t *cl)
+{
+    if (!cl->dead || cl->users || cl->n_conns || cl->up->freeing)
+        return;
+    vsr_upstream_t *up = cl->up;
+    for (cluster_t **pp = &up->dead; *pp; pp = &(*pp)->next) {
+        if (*pp == cl) {
+            *pp = cl->next;
+            break;
+        }
+    }
+    cluster_free(cl);
+}
+
+/* Drops the clusters no configuration has any more (their idle connections
+ * close; one still in use goes when its last call ends). */
+static void sweep(vsr_upstream_t *up)
+{
+    for (size_t b = 0; b < UP_BUCKETS; b++) {
+        for (cluster_t **pp = &up->buckets[b]; *pp;) {
+            cluster_t *cl = *pp;
+            if (atomic_load(&cl->sc->snap_refs) != 0) {
+                pp = &cl->next;
+                continue;
+            }
+            *pp = cl->next;
+            cl->dead = 1;
+            cl->next = up->dead;
+            up->dead = cl;
+            close_idle(cl);
+            cluster_put(cl);
+        }
+    }
+}
+
 static cluster_t *find_cluster(vsr_upstream_t *up, const vsr_model_conf_t *model)
 {
-    for (size_t i = 0; i < up->n_clusters; i++)
-        if (up->clusters[i].conf == model)
-            return &up->clusters[i];
-    return NULL;
+    unsigned gen = atomic_load(&reg_gen);
+    if (gen != up->gen) {
+        up->gen = gen;
+        sweep(up);
+    }
+    uint64_t h = vsr__upstream_identity_hash(model);
+    cluster_t **bucket = &up->buckets[h % UP_BUCKETS];
+    for (cluster_t *cl = *bucket; cl; cl = cl->next)
+        if (cl->sc->hash == h && vsr__upstream_identity_eq(cl->sc, model))
+            return cl;
+    shared_cluster_t *sc = vsr__upstream_registry_find(model);
+    if (sc == NULL)
+        return NULL;
+    cluster_t *cl = vsr_calloc(1, sizeof(*cl));
+    cl->up = up;
+    cl->sc = sc;
+    cl->n_eps = sc->n_eps;
+    cl->eps = vsr_calloc(cl->n_eps ? cl->n_eps : 1, sizeof(endpoint_t));
+    cl->weights = vsr_calloc(cl->n_eps ? cl->n_eps : 1, sizeof(uint32_t));
+    cl->cur = vsr_calloc(cl->n_eps ? cl->n_eps : 1, sizeof(int64_t));
+    cl->states = sc->ep_ptrs;
+    for (size_t j = 0; j < cl->n_eps; j++) {
+        cl->eps[j].addr = &sc->addrs[j];
+        cl->eps[j].state = &sc->eps[j];
+        cl->weights[j] = model->backends[j].weight;
+    }
+    cl->next = *bucket;
+    *bucket = cl;
+    return cl;
 }
 
 /* ---- connection life ---- */
@@ -305,11 +555,14 @@ static void uconn_close_cb(uv_handle_t *h)
     if (--uc->pending_closes > 0)
         return;
     vsr_upstream_t *up = uc->up;
+    cluster_t *cl = uc->cl;
     if (uc->counted_conn)
-        atomic_fetch_sub(&uc->cl->sc->connections, 1);
+        atomic_fetch_sub(&cl->sc->connections, 1);
     vsr_http_parser_free(&uc->parser);
     vsr__tls_free(uc->tls);
     vsr_free(uc);
+    cl->n_conns--;
+    cluster_put(cl);
     live_put(up);
 }
 
@@ -360,6 +613,7 @@ static uconn_t *uconn_new(vsr_upstream_t *up, cluster_t *cl, endpoint_t *ep)
     uc->up = up;
     uc->cl = cl;
     uc->ep = ep;
+    cl->n_conns++;
     uc->state = UC_CONNECTING;
     uv_tcp_init(up->loop, &uc->tcp);
     uv_timer_init(up->loop, &uc->timer);
@@ -385,7 +639,7 @@ static void arm(uconn_t *uc, uint64_t ms)
 static void uconn_make_idle(uconn_t *uc)
 {
     endpoint_t *ep = uc->ep;
-    if (uc->up->freeing || ep->n_idle >= POOL_MAX_IDLE) {
+    if (uc->up->freeing || uc->cl->dead || ep->n_idle >= POOL_MAX_IDLE) {
         uconn_close(uc);
         return;
     }
@@ -403,7 +657,10 @@ static void call_close_cb(uv_handle_t *h)
 {
     vsr_upstream_call_t *call = h->data;
     vsr_upstream_t *up = call->up;
+    cluster_t *cl = call->cl;
     vsr_free(call);
+    cl->users--;
+    cluster_put(cl);
     live_put(up);
 }
 
@@ -460,7 +717,7 @@ static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_e
         return;
     if (r->n_attempts < VSR_UPSTREAM_MAX_ATTEMPTS) {
         vsr_upstream_attempt_t *a = &r->attempts[r->n_attempts];
-        a->backend = call->ep->conf;
+        a->backend = CALL_BACKEND(call);
         a->status = status;
         a->error = err;
         a->duration_ms = vsr_now_ms() - call->attempt_start_ms;
@@ -516,7 +773,7 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
 {
     uint64_t now = vsr_now_ms();
     cluster_t *cl = call->cl;
-    const vsr_reliability_conf_t *rel = cl->conf->has_reliability ? &cl->conf->reliability : NULL;
+    const vsr_reliability_conf_t *rel = call->model->has_reliability ? &call->model->reliability : NULL;
     int is_5xx = o != VSR_OUTCOME_STATUS || status >= 500;
     if (rel)
         vsr__outlier_record(call->ep->state, is_5xx, rel, cl->states, cl->n_eps, now);
@@ -615,8 +872,8 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     uv_tcp_nodelay(&uc->tcp, 1);
-    if (call->ep->conf->tls) {
-        uc->tls = vsr__tls_new(call->up->sh->tls_ctx, call->ep->conf->host);
+    if (CALL_BACKEND(call)->tls) {
+        uc->tls = vsr__tls_new(call->cl->sc->tls_ctx, CALL_BACKEND(call)->host);
         if (uc->tls == NULL || vsr__tls_handshake(uc->tls) == VSR_ERR || tls_flush(uc, 0) != VSR_OK) {
             attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "TLS setup failed");
             return;
@@ -741,7 +998,7 @@ static int write_endpoint_headers(vsr_buf_t *h, const vsr_backend_conf_t *b)
 static int build_head(vsr_upstream_call_t *call)
 {
     const vsr_upstream_request_t *req = &call->req;
-    const vsr_backend_conf_t *b = call->ep->conf;
+    const vsr_backend_conf_t *b = CALL_BACKEND(call);
     vsr_buf_t *h = &call->head;
     vsr_slice_t path = req->path;
     uint64_t body_len = 0;
@@ -796,6 +1053,11 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     vsr_upstream_call_t *call = vsr_calloc(1, sizeof(*call));
     call->up = up;
     call->cl = cl;
+    call->model = model;
+    cl->users++;
+    /* weights may change without changing the cluster's identity */
+    for (size_t j = 0; j < cl->n_eps; j++)
+        cl->weights[j] = model->backends[j].weight;
     call->cb = cb;
     call->ud = ud;
     call->req = *req;
@@ -818,7 +1080,7 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
         call->bufs[i + 1] = uv_buf_init((char *)req->body[i].p, (unsigned)req->body[i].len);
 
     /* circuit breaking: the cluster's requests in flight, all workers */
-    if (atomic_fetch_add(&cl->sc->active_requests, 1) >= cl->sc->max_requests) {
+    if (atomic_fetch_add(&cl->sc->active_requests, 1) >= max_requests_for(model)) {
         call->ep = &cl->eps[0];
         fail_later(call, VSR_UPSTREAM_E_OVERFLOW, "request overflow");
         return call;
@@ -1011,7 +1273,7 @@ static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf)
         }
         int rc = vsr__tls_handshake(uc->tls);
         if (rc == VSR_ERR || tls_flush(uc, 0) != VSR_OK) {
-            vsr_log_warn("upstream", "TLS to %s: %s", call->ep->conf->host, vsr__tls_error(uc->tls));
+            vsr_log_warn("upstream", "TLS to %s: %s", CALL_BACKEND(call)->host, vsr__tls_error(uc->tls));
             attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "TLS handshake failed");
             return;
         }
@@ -1065,7 +1327,7 @@ static int on_resp_head(void *ud, vsr_http_head_t *head)
         attempt_failed(call, VSR_OUTCOME_STATUS, head->status, VSR_UPSTREAM_E_RESET, "retriable status");
         return VSR_ERR; /* stop parsing: this connection is closing */
     }
-    const vsr_reliability_conf_t *rel = call->cl->conf->has_reliability ? &call->cl->conf->reliability : NULL;
+    const vsr_reliability_conf_t *rel = call->model->has_reliability ? &call->model->reliability : NULL;
     if (rel)
         vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
                             vsr_now_ms());

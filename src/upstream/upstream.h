@@ -24,7 +24,11 @@ typedef struct vsr_upstream_s vsr_upstream_t;
 typedef struct vsr_upstream_call_s vsr_upstream_call_t;
 /* State every worker shares: endpoint health, outlier ejection, load and
  * the per-cluster circuit-breaker counters (atomics), and the active health
- * checks.  One per configuration; it must outlive every worker's upstream. */
+ * checks.  One per configuration version.  Clusters are keyed by identity
+ * (the model's name and, in order, each endpoint's host, port and TLS): a
+ * version built while an earlier one still exists shares the state of every
+ * model whose identity did not change, and each worker keeps its pooled
+ * connections for it.  Thread-safe to create and free from any thread. */
 typedef struct vsr_upstream_shared_s vsr_upstream_shared_t;
 
 /* Why a call failed.  Failures before the response head are answered by the
@@ -98,22 +102,28 @@ typedef struct {
     void (*attempt_headers)(void *ud, unsigned index, vsr_buf_t *head);
 } vsr_upstream_request_t;
 
-/* The shared state of cfg's clusters.  Host names are resolved here, once
- * (blocking getaddrinfo); literal addresses need no lookup.  NULL with a
- * message appended to err when a host cannot be resolved. */
+/* The shared state of cfg's clusters (cfg borrowed: it must outlive the
+ * result).  A cluster whose identity some live version already has is
+ * reused; a new one's host names are resolved here, once (blocking
+ * getaddrinfo); literal addresses need no lookup.  NULL with a message
+ * appended to err when a host cannot be resolved. */
 vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_t *err);
+/* How many of its clusters were reused from an earlier version. */
+size_t vsr_upstream_shared_reused(const vsr_upstream_shared_t *sh);
 /* Starts the active health checks (models with health_check_path) on loop:
  * the control thread's.  Health checks send GET <path>, never an inference. */
 void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop);
-/* Stops them; the handles close on that loop's next run. */
+/* Stops them (on the loop's thread); the handles close on that loop's next
+ * run and take their memory with them, so sh may be freed at once. */
 void vsr_upstream_health_stop(vsr_upstream_shared_t *sh);
-/* After every worker's upstream is freed and health checks stopped (and their
- * loop has run). */
+/* After health checks are stopped; from any thread.  Workers drop their
+ * pools for clusters no live version has any more. */
 void vsr_upstream_shared_free(vsr_upstream_shared_t *sh);
 /* Endpoint j of model i: its health-check state and its outlier-ejection state (for metrics). */
 void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected);
 
-/* A worker's clusters on loop, over the shared state. */
+/* A worker's clusters on loop: created on first use from whichever version's
+ * shared state the request's model belongs to (cfg and sh are not kept). */
 vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_upstream_shared_t *sh);
 /* Closes every pooled connection.  Calls in flight must have been cancelled.
  * The memory goes once the loop has run the close callbacks. */

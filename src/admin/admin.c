@@ -1,0 +1,314 @@
+/*
+ * admin.c — the activation pipeline, the history and the audit log.
+ *
+ * Order of the steps, each able to NACK: canonical form (YAML syntax →
+ * invalid_document), hash (equal to the active one → unchanged, unless
+ * forced), load and validate (→ duplicate_name, unresolved_reference,
+ * unsupported, invalid_resource), restart-required check against the active
+ * version, compile (→ build_failed), warm (→ warmup_failed), then the swap.
+ * A version number is handed out only on ACK, so versions are contiguous
+ * and never go back: a rollback is a new version.
+ */
+#include "admin/admin-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_DOC_BYTES (16u * 1024 * 1024)
+
+void vsr__admin_rfc3339(double t, char out[64])
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    int ms = (int)((t - (double)s) * 1000.0);
+    snprintf(out, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec, ms < 0 ? 0 : ms > 999 ? 999 : ms);
+}
+
+vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_t *opts, vsr_buf_t *err)
+{
+    int fd = -1;
+    if (opts && opts->audit_path) {
+        fd = open(opts->audit_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+        if (fd < 0) {
+            vsr_buf_printf(err, "audit log %s: %s\n", opts->audit_path, strerror(errno));
+            return NULL;
+        }
+    }
+    vsr_admin_t *a = vsr_calloc(1, sizeof(*a));
+    a->hooks = *hooks;
+    a->audit_fd = fd;
+    pthread_mutex_init(&a->mu, NULL);
+    vsr_config_history_init(&a->hist);
+    return a;
+}
+
+void vsr_admin_free(vsr_admin_t *a)
+{
+    if (a == NULL)
+        return;
+    VSR_BUG_ON(a->watch != NULL);
+    vsr_engine_unref(a->active);
+    vsr_config_history_free(&a->hist);
+    if (a->audit_fd >= 0)
+        close(a->audit_fd);
+    pthread_mutex_destroy(&a->mu);
+    vsr_free(a);
+}
+
+vsr_engine_t *vsr_admin_active(vsr_admin_t *a)
+{
+    pthread_mutex_lock(&a->mu);
+    vsr_engine_t *e = a->active ? vsr_engine_ref(a->active) : NULL;
+    pthread_mutex_unlock(&a->mu);
+    return e;
+}
+
+void vsr_admin_result_free(vsr_admin_result_t *res)
+{
+    vsr_buf_free(&res->errors);
+}
+
+/* One JSON line: time, source, version, hash, result, reason. */
+static void audit(vsr_admin_t *a, const char *source, uint64_t version, const char *hash, const char *result,
+                  const char *reason, size_t reason_len)
+{
+    if (a->audit_fd < 0)
+        return;
+    char ts[64];
+    vsr__admin_rfc3339(vsr_wall_time(), ts);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_printf(&b, "{\"time\":\"%s\",\"source\":", ts);
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(source));
+    vsr_buf_printf(&b, ",\"version\":%llu,\"hash\":", (unsigned long long)version);
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(hash));
+    vsr_buf_append_cstr(&b, ",\"result\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(result));
+    vsr_buf_append_cstr(&b, ",\"reason\":");
+    while (reason_len > 0 && reason[reason_len - 1] == '\n')
+        reason_len--;
+    vsr_buf_append_json_string(&b, vsr_slice(reason ? reason : "", reason ? reason_len : 0));
+    vsr_buf_append_cstr(&b, "}\n");
+    /* one write per line (O_APPEND): lines from concurrent writers never interleave */
+    ssize_t n = write(a->audit_fd, b.data, b.len);
+    if (n < 0 || (size_t)n != b.len)
+        vsr_log_warn("admin", "audit log write failed: %s", n < 0 ? strerror(errno) : "short write");
+    vsr_buf_free(&b);
+}
+
+/* The reject code of a load failure, from its first message (ref §1.14). */
+static const char *classify(const vsr_buf_t *errors)
+{
+    const char *s = errors->data ? errors->data : "";
+    const char *nl = strchr(s, '\n');
+    size_t n = nl ? (size_t)(nl - s) : strlen(s);
+    char line[1024];
+    snprintf(line, sizeof(line), "%.*s", (int)VSR_MIN(n, sizeof(line) - 1), s);
+    if (strstr(line, "duplicate "))
+        return "duplicate_name";
+    if (strstr(line, "is not defined") || strstr(line, "is not declared") || strstr(line, "undefined alias"))
+        return "unresolved_reference";
+    if (strstr(line, "not supported"))
+        return "unsupported";
+    if (strstr(line, "the document is empty") || strstr(line, "larger than"))
+        return "invalid_document";
+    return "invalid_resource";
+}
+
+static void nack(vsr_admin_t *a, vsr_admin_result_t *res, const char *source, const char *code, unsigned flags)
+{
+    res->accepted = 0;
+    res->code = code;
+    if (flags & VSR_ADMIN_DRY_RUN)
+        return;
+    snprintf(a->last_code, sizeof(a->last_code), "%s", code);
+    a->last_rejected = 1;
+    char reason[1200];
+    size_t elen = res->errors.len;
+    int n = snprintf(reason, sizeof(reason), "%s: %.*s", code, (int)VSR_MIN(elen, 1024), res->errors.data ? res->errors.data : "");
+    audit(a, source, res->version, res->hash, "NACK", reason, n > 0 ? VSR_MIN((size_t)n, sizeof(reason) - 1) : 0);
+    if (a->hooks.outcome)
+        a->hooks.outcome(a->hooks.ud, "nack");
+    vsr_log_warn("admin", "configuration from %s rejected (%s); version %llu keeps serving", source, code,
+                 (unsigned long long)res->version);
+}
+
+static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,
+                        unsigned flags, vsr_admin_result_t *res, const char *reason)
+{
+    const int dry = (flags & VSR_ADMIN_DRY_RUN) != 0;
+    res->version = res->previous = a->active ? vsr_engine_version(a->active) : 0;
+
+    /* 1. canonical form and hash */
+    vsr_buf_t canon;
+    vsr_buf_init(&canon, 0);
+    if (len > MAX_DOC_BYTES) {
+        vsr_buf_printf(&res->errors, "%s:1:1: the document is larger than %u bytes\n", name, MAX_DOC_BYTES);
+        nack(a, res, source, "invalid_document", flags);
+        vsr_buf_free(&canon);
+        return VSR_ERR_INVALID;
+    }
+    if (vsr_config_canonical(name, doc, len, &canon, &res->errors) != VSR_OK) {
+        if (!dry) { /* no canonical form: the source's bytes stand for it */
+            char raw[VSR_CONFIG_HASH_LEN];
+            vsr_config_hash(doc, len, raw);
+            snprintf(a->last_source_hash, sizeof(a->last_source_hash), "%s", raw);
+        }
+        if (res->errors.len == 0)
+            vsr_buf_printf(&res->errors, "%s:1:1: the document is empty\n", name);
+        nack(a, res, source, "invalid_document", flags);
+        vsr_buf_free(&canon);
+        return VSR_ERR_INVALID;
+    }
+    vsr_config_hash(canon.data, canon.len, res->hash);
+    if (!dry)
+        snprintf(a->last_source_hash, sizeof(a->last_source_hash), "%s", res->hash);
+    if (!dry && !(flags & VSR_ADMIN_FORCE) && a->active && strcmp(vsr_engine_hash(a->active), res->hash) == 0) {
+        res->accepted = 1;
+        res->unchanged = 1;
+        a->last_rejected = 0;
+        if (a->hooks.outcome)
+            a->hooks.outcome(a->hooks.ud, "unchanged");
+        vsr_buf_free(&canon);
+        return VSR_OK;
+    }
+
+    /* 2. parse and validate */
+    vsr_config_t *cfg = NULL;
+    if (vsr_config_load_string(name, doc, len, &cfg, &res->errors) != VSR_OK) {
+        nack(a, res, source, classify(&res->errors), flags);
+        vsr_buf_free(&canon);
+        return VSR_ERR_INVALID;
+    }
+    /* 3. what a live process cannot change */
+    if (a->active && vsr_config_restart_required(vsr_engine_config(a->active), cfg, &res->errors) > 0) {
+        vsr_config_free(cfg);
+        nack(a, res, source, "restart_required", flags);
+        vsr_buf_free(&canon);
+        return VSR_ERR_INVALID;
+    }
+    /* 4. compile */
+    vsr_engine_t *e = vsr_engine_new_from(cfg, a->active, 0, &res->errors);
+    if (e == NULL) {
+        vsr_config_free(cfg);
+        nack(a, res, source, "build_failed", flags);
+        vsr_buf_free(&canon);
+        return VSR_ERR_INVALID;
+    }
+    vsr_engine_adopt(e, cfg, res->hash);
+    /* 5. warm */
+    if (a->hooks.warm && a->hooks.warm(a->hooks.ud, e, dry, &res->errors) != VSR_OK) {
+        vsr_engine_unref(e);
+        nack(a, res, source, "warmup_failed", flags);
+        vsr_buf_free(&canon);
+        return VSR_ERR_INVALID;
+    }
+    if (dry) {
+        vsr_engine_unref(e);
+        res->accepted = 1;
+        vsr_buf_free(&canon);
+        return VSR_OK;
+    }
+    /* 6. activate: the version number is handed out only now */
+    uint64_t v = vsr_config_history_push(&a->hist, res->hash, source, vsr_wall_time(), canon.data, canon.len);
+    vsr_buf_free(&canon);
+    vsr_engine_set_version(e, v);
+    if (a->hooks.activate)
+        a->hooks.activate(a->hooks.ud, e);
+    vsr_engine_t *old = a->active;
+    a->active = e; /* the admin's reference */
+    res->accepted = 1;
+    res->version = v;
+    a->last_rejected = 0;
+    a->last_code[0] = '\0';
+    audit(a, source, v, res->hash, "ACK", reason ? reason : "", reason ? strlen(reason) : 0);
+    if (a->hooks.outcome)
+        a->hooks.outcome(a->hooks.ud, "ack");
+    vsr_log_info("admin", "configuration version %llu active (%s, %s)", (unsigned long long)v, source, res->hash);
+    vsr_engine_unref(old);
+    return VSR_OK;
+}
+
+int vsr_admin_apply(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,
+                    unsigned flags, vsr_admin_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    vsr_buf_init(&res->errors, 1 << 20);
+    pthread_mutex_lock(&a->mu);
+    int rc = apply_locked(a, name, doc, len, source, flags, res, NULL);
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+int vsr_admin_rollback(vsr_admin_t *a, uint64_t version, vsr_admin_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    vsr_buf_init(&res->errors, 1 << 20);
+    pthread_mutex_lock(&a->mu);
+    const vsr_config_version_t *v = vsr_config_history_find(&a->hist, version);
+    int rc;
+    if (v == NULL) {
+        res->version = res->previous = a->active ? vsr_engine_version(a->active) : 0;
+        rc = VSR_ERR_NOT_FOUND;
+    } else {
+        /* the entry may leave the history during the apply: work on a copy */
+        char *doc = vsr_malloc(v->len + 1);
+        memcpy(doc, v->doc, v->len + 1);
+        size_t len = v->len;
+        char name[64], reason[64];
+        snprintf(name, sizeof(name), "version %llu", (unsigned long long)version);
+        snprintf(reason, sizeof(reason), "rollback to version %llu", (unsigned long long)version);
+        rc = apply_locked(a, name, doc, len, "rollback", VSR_ADMIN_FORCE, res, reason);
+        vsr_free(doc);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+int vsr_admin_read_file(const char *path, char **out, size_t *len, vsr_buf_t *err)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        vsr_buf_printf(err, "%s: %s\n", path, strerror(errno));
+        return VSR_ERR_IO;
+    }
+    size_t n = 0, alloc = 4096;
+    char *data = vsr_malloc(alloc);
+    for (;;) {
+        if (n + 1 >= alloc) {
+            if (alloc > MAX_DOC_BYTES) {
+                vsr_buf_printf(err, "%s:1:1: the file is larger than %u bytes\n", path, MAX_DOC_BYTES);
+                vsr_free(data);
+                close(fd);
+                return VSR_ERR_INVALID;
+            }
+            alloc *= 2;
+            data = vsr_realloc(data, alloc);
+        }
+        ssize_t got = read(fd, data + n, alloc - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            vsr_buf_printf(err, "%s: %s\n", path, strerror(errno));
+            vsr_free(data);
+            close(fd);
+            return VSR_ERR_IO;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    data[n] = '\0';
+    *out = data;
+    *len = n;
+    return VSR_OK;
+}

@@ -1,0 +1,125 @@
+/*
+ * admin — the configuration control plane: every document, whatever its
+ * source (the file, the management API, a rollback), goes through one
+ * pipeline — canonical form and hash, parse and validate (with FILE:LINE:COL
+ * errors), restart-required check, compile (the routing engine), warm (the
+ * composition root's upstream state), then one atomic activation — and is
+ * either ACKed as a new version or NACKed with a reject code (ref §1.14)
+ * while the old version keeps serving.  Activated versions go to a history
+ * of the last 10 for rollback; every outcome goes to the audit log.
+ *
+ * The management API's /api/v1/config* endpoints are served by a
+ * transport-agnostic handler (method, target, headers, body in; status,
+ * headers, body out), and the file source by a libuv watch.
+ *
+ * Threading: vsr_admin_apply() and vsr_admin_handle() may be called from
+ * any thread; one lock serializes activations.  A call blocks its thread
+ * while it compiles and warms (host names are resolved), so callers run it
+ * off any event loop that serves traffic (the gateway uses libuv's thread
+ * pool).  The watch belongs to the loop it was started on.
+ */
+#ifndef VSR_ADMIN_H
+#define VSR_ADMIN_H
+
+#include <uv.h>
+
+#include "base/base.h"
+#include "config/config.h"
+#include "routing/routing.h"
+
+typedef struct vsr_admin_s vsr_admin_t;
+
+typedef struct {
+    /* Warm: build what the version needs besides routing (the upstream
+     * state) and attach it (vsr_engine_adopt's part).  VSR_OK, or a message
+     * in err (NACK warmup_failed).  Under the admin lock. */
+    int (*warm)(void *ud, vsr_engine_t *e, int dry_run, vsr_buf_t *err);
+    /* Activate: make e the version new requests pin (the swap); the callee
+     * takes its own reference.  Under the admin lock. */
+    void (*activate)(void *ud, vsr_engine_t *e);
+    /* Each outcome, for metrics: "ack", "nack" or "unchanged" (may be NULL). */
+    void (*outcome)(void *ud, const char *result);
+    void *ud;
+} vsr_admin_hooks_t;
+
+typedef struct {
+    const char *audit_path; /* JSON lines appended per activation, rejection and rollback; NULL = none */
+} vsr_admin_opts_t;
+
+/* NULL with a message in err when the audit log cannot be opened. */
+vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_t *opts, vsr_buf_t *err);
+/* After the watch is stopped; drops the admin's reference to the active version. */
+void vsr_admin_free(vsr_admin_t *a);
+
+typedef struct {
+    int accepted;         /* ACK (or, with dry run, valid) */
+    int unchanged;        /* the content is the active version's: nothing activated */
+    const char *code;     /* NACK: the reject code (invalid_document, duplicate_name, unresolved_reference,
+                           * invalid_resource, restart_required, unsupported, build_failed, warmup_failed) */
+    uint64_t version;     /* ACK: the new version; otherwise the active one */
+    uint64_t previous;    /* the version active before */
+    char hash[VSR_CONFIG_HASH_LEN]; /* the document's content hash ("" when it does not parse) */
+    vsr_buf_t errors;     /* NACK: "NAME:LINE:COL: message" lines (or plain lines for restart_required) */
+} vsr_admin_result_t;
+
+enum {
+    VSR_ADMIN_DRY_RUN = 1u << 0, /* validate only (POST /api/v1/config/validate) */
+    VSR_ADMIN_FORCE = 1u << 1,   /* a new version even when the content is the active one's (rollback) */
+};
+
+/* Runs the pipeline for one document; `name` stands for FILE in messages,
+ * `source` is recorded ("file", "api", "rollback").  Fills res (free it with
+ * vsr_admin_result_free) and returns VSR_OK on ACK, VSR_ERR_INVALID on NACK. */
+int vsr_admin_apply(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,
+                    unsigned flags, vsr_admin_result_t *res);
+/* Activates a NEW version whose content is that of `version` (kept in the
+ * history).  VSR_ERR_NOT_FOUND when it is not kept; else as apply. */
+int vsr_admin_rollback(vsr_admin_t *a, uint64_t version, vsr_admin_result_t *res);
+void vsr_admin_result_free(vsr_admin_result_t *res);
+/* The active version, with a reference for the caller; NULL before the first. */
+vsr_engine_t *vsr_admin_active(vsr_admin_t *a);
+
+/* ---- the management API (transport-agnostic) ---- */
+
+typedef struct {
+    vsr_slice_t method;
+    vsr_slice_t target;        /* path and query */
+    vsr_slice_t content_type;  /* empty when absent */
+    vsr_slice_t if_match;      /* empty when absent */
+    int has_if_match;
+    const char *body;
+    size_t body_len;
+} vsr_admin_request_t;
+
+typedef struct {
+    int status;
+    const char *content_type;
+    vsr_buf_t headers;         /* extra header lines, "name: value\r\n" each */
+    vsr_buf_t body;
+} vsr_admin_response_t;
+
+/* 1 when target's path is one of the endpoints below (whatever the method). */
+int vsr_admin_owns(vsr_slice_t target);
+/* Serves GET/PUT /api/v1/config, POST /api/v1/config/validate, GET
+ * /api/v1/config/versions, POST /api/v1/config/rollback and GET
+ * /api/v1/config/hash.  Returns 1 with resp filled (free it with
+ * vsr_admin_response_free), or 0 when the path is not one of them. */
+int vsr_admin_handle(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *resp);
+void vsr_admin_response_free(vsr_admin_response_t *resp);
+
+/* ---- the file source ---- */
+
+/* Watches path with uv_fs_event on loop: in-place writes and a new file
+ * renamed over the old one both trigger (the watch is re-armed after a
+ * rename); events are debounced by debounce_ms, then the file is read and
+ * applied (source "file"); content equal to the active version's is
+ * ignored.  VSR_OK or an error in err. */
+int vsr_admin_watch_start(vsr_admin_t *a, uv_loop_t *loop, const char *path, uint64_t debounce_ms, vsr_buf_t *err);
+/* Closes the watch's handles (they finish closing on the loop's next run). */
+void vsr_admin_watch_stop(vsr_admin_t *a);
+
+/* Reads a whole file (at most 16 MiB) into *out (NUL-terminated); VSR_OK or
+ * "PATH: reason" in err. */
+int vsr_admin_read_file(const char *path, char **out, size_t *len, vsr_buf_t *err);
+
+#endif /* VSR_ADMIN_H */
