@@ -4,8 +4,10 @@
 #   make run     install what is missing, build, and run the demo (two fake backends + vsr)
 #   make test    install what is missing, then the sanitizer build: unit tests (ctest),
 #                a short fuzzing pass over every parser, and the end-to-end suite (pytest)
-#   make bench   install what is missing, build, and benchmark: vsr against its backend, the
-#                routing core alone, and the reliability layer (overhead, failover)
+#   make bench   install what is missing, build, and write the performance record: vsr against
+#                nginx, HAProxy and no proxy (docs/performance.md, raw JSON in bench/results/),
+#                then the routing core alone and the reliability layer (overhead, failover).
+#                BENCH_ARGS=--quick for a one-minute smoke run (bench/run --help)
 #   make fuzz    fuzz every parser for FUZZ_SECONDS each (default 60)
 
 MAKEFLAGS += --no-print-directory
@@ -56,7 +58,7 @@ test: deps
 
 bench: deps build
 	@scripts/setup-deps --bench
-	@bench/run
+	@bench/run $(BENCH_ARGS)
 	@echo; build/plan_bench 20000
 	@echo; $(PYTHON) bench/reliability.py
 
