@@ -30,6 +30,7 @@ typedef struct {
     vsr_endpoint_state_t *state;         /* shared */
     uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
+    vsr_h2_pool_t *h2;                   /* protocol h2: the HTTP/2 connections (h2.c) */
 } endpoint_t;
 
 typedef struct {
@@ -89,6 +90,7 @@ struct vsr_upstream_call_s {
     const vsr_upstream_callbacks_t *cb;
     void *ud;
     vsr_upstream_request_t req;  /* headers and body borrowed until the end */
+    vsr_h2_stream_t *h2s;        /* the attempt's HTTP/2 stream (instead of uc) */
     vsr_policy_t pol;
     vsr_buf_t head;              /* the serialized request head of the current attempt */
     uv_buf_t *bufs;              /* head + body pieces */
@@ -111,6 +113,7 @@ struct vsr_upstream_call_s {
     unsigned stale_retried : 1;
     unsigned paused : 1;
     unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
+    unsigned h2_sent : 1;        /* the h2 stream's connection is up: past connecting */
 };
 
 /* ---- errors ---- */
@@ -247,6 +250,8 @@ vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_u
             cl->eps[j].addr = &cl->sc->addrs[j];
             cl->eps[j].state = &cl->sc->eps[j];
             cl->weights[j] = cl->conf->backends[j].weight;
+            if (cl->conf->backends[j].h2)
+                cl->eps[j].h2 = vsr__h2_pool_new(up, loop, cl->eps[j].conf, cl->eps[j].addr, sh->tls_ctx, cl->sc);
         }
     }
     return up;
@@ -275,6 +280,8 @@ void vsr_upstream_free(vsr_upstream_t *up)
             endpoint_t *ep = &up->clusters[i].eps[j];
             while (ep->idle)
                 uconn_close(ep->idle); /* unlinks itself */
+            vsr__h2_pool_free(ep->h2);
+            ep->h2 = NULL;
         }
     }
     if (up->live == 0)
@@ -286,6 +293,16 @@ static void live_put(vsr_upstream_t *up)
     up->live--;
     if (up->freeing && up->live == 0)
         upstream_release(up);
+}
+
+void vsr__upstream_hold(vsr_upstream_t *up)
+{
+    up->live++;
+}
+
+void vsr__upstream_put(vsr_upstream_t *up)
+{
+    live_put(up);
 }
 
 static cluster_t *find_cluster(vsr_upstream_t *up, const vsr_model_conf_t *model)
@@ -430,6 +447,8 @@ static void call_end(vsr_upstream_call_t *call)
         uconn_close(call->uc);
         call->uc = NULL;
     }
+    vsr__h2_detach(call->h2s);
+    call->h2s = NULL;
     vsr_buf_free(&call->head);
     vsr_free(call->bufs);
     call->bufs = NULL;
@@ -472,6 +491,8 @@ static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_e
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void attempt_start(vsr_upstream_call_t *call);
+static void call_h2_start(vsr_upstream_call_t *call);
+static void h2_arm(vsr_upstream_call_t *call, uint64_t ms);
 static int build_head(vsr_upstream_call_t *call);
 
 static void call_timer_cb(uv_timer_t *t)
@@ -524,6 +545,8 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
         uconn_close(call->uc);
         call->uc = NULL;
     }
+    vsr__h2_detach(call->h2s);
+    call->h2s = NULL;
     int deadline_passed = call->deadline_ms && now >= call->deadline_ms;
     int retry = !deadline_passed && call->attempt <= call->pol.retry_count &&
                 vsr__policy_retriable(&call->pol, o, status);
@@ -547,6 +570,8 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
         call->req.report->retries++;
     /* the backend's Retry-After, when honoured, replaces the back-off */
     uint64_t wait = call->retry_after_ms ? call->retry_after_ms : vsr__backoff_ms(&call->pol, call->attempt, &call->up->rng);
+    if (o == VSR_OUTCOME_REFUSED_STREAM)
+        wait = 0; /* the server did nothing with it: at once (ref §5.3) */
     call->retry_after_ms = 0;
     if (call->deadline_ms && now + wait >= call->deadline_ms) {
         call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
@@ -681,6 +706,10 @@ static void attempt_start(vsr_upstream_call_t *call)
     vsr_buf_reset(&call->head);
     build_head(call);
     endpoint_t *ep = call->ep;
+    if (ep->h2 && vsr__h2_pool_usable(ep->h2)) {
+        call_h2_start(call);
+        return;
+    }
     if (ep->idle) {
         uconn_t *uc = ep->idle;
         idle_unlink(uc);
@@ -800,7 +829,7 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     if (model->has_reliability)
         vsr__policy_merge(&call->pol, &model->reliability);
     if (req->override)
-        vsr__policy_merge(&call->pol, req->override);
+        vsr__policy_merge_decision(&call->pol, req->override);
     uint64_t now = vsr_now_ms();
     if (req->max_total_ms)
         call->pol.total_ms = call->pol.total_ms ? VSR_MIN(call->pol.total_ms, req->max_total_ms) : req->max_total_ms;
@@ -1039,6 +1068,33 @@ static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf)
         handle_eof(uc, call, nread);
 }
 
+/* A final response head: a retriable answer is not delivered, the next
+ * attempt's is (returns 1: the attempt has failed over). */
+static int head_retried(vsr_upstream_call_t *call, const vsr_http_head_t *head)
+{
+    if (call->attempt <= call->pol.retry_count &&
+        vsr__policy_retriable(&call->pol, VSR_OUTCOME_STATUS, head->status)) {
+        vsr_slice_t ra;
+        call->retry_after_ms = 0;
+        if (call->pol.retry_after_max_ms && vsr_http_head_get(head, "retry-after", &ra))
+            vsr__retry_after_ms(ra, vsr_wall_time(), call->pol.retry_after_max_ms, &call->up->rng, &call->retry_after_ms);
+        attempt_failed(call, VSR_OUTCOME_STATUS, head->status, VSR_UPSTREAM_E_RESET, "retriable status");
+        return 1;
+    }
+    return 0;
+}
+
+/* The head is the call's answer: evidence, then the safety boundary. */
+static void head_accepted(vsr_upstream_call_t *call, const vsr_http_head_t *head)
+{
+    const vsr_reliability_conf_t *rel = call->cl->conf->has_reliability ? &call->cl->conf->reliability : NULL;
+    if (rel)
+        vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
+                            vsr_now_ms());
+    record_attempt(call, head->status, 0);
+    call->got_head = 1;
+}
+
 static int on_resp_head(void *ud, vsr_http_head_t *head)
 {
     uconn_t *uc = ud;
@@ -1049,22 +1105,9 @@ static int on_resp_head(void *ud, vsr_http_head_t *head)
         uc->interim = 1;
         return VSR_OK;
     }
-    /* a retriable answer is not delivered: the next attempt's is */
-    if (call->attempt <= call->pol.retry_count &&
-        vsr__policy_retriable(&call->pol, VSR_OUTCOME_STATUS, head->status)) {
-        vsr_slice_t ra;
-        call->retry_after_ms = 0;
-        if (call->pol.retry_after_max_ms && vsr_http_head_get(head, "retry-after", &ra))
-            vsr__retry_after_ms(ra, vsr_wall_time(), call->pol.retry_after_max_ms, &call->up->rng, &call->retry_after_ms);
-        attempt_failed(call, VSR_OUTCOME_STATUS, head->status, VSR_UPSTREAM_E_RESET, "retriable status");
+    if (head_retried(call, head))
         return VSR_ERR; /* stop parsing: this connection is closing */
-    }
-    const vsr_reliability_conf_t *rel = call->cl->conf->has_reliability ? &call->cl->conf->reliability : NULL;
-    if (rel)
-        vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
-                            vsr_now_ms());
-    record_attempt(call, head->status, 0);
-    call->got_head = 1;
+    head_accepted(call, head);
     arm(uc, call->paused ? 0 : call->pol.idle_ms);
     if (call->cb && call->cb->on_head)
         call->cb->on_head(call->ud, head);
@@ -1094,6 +1137,8 @@ static int on_resp_complete(void *ud)
 
 /* ---- timers ---- */
 
+static void call_timed_out(vsr_upstream_call_t *call, int connecting);
+
 static void uc_timer_cb(uv_timer_t *t)
 {
     uconn_t *uc = t->data;
@@ -1104,9 +1149,15 @@ static void uc_timer_cb(uv_timer_t *t)
         uconn_close(uc);
         return;
     }
+    call_timed_out(call, uc->state == UC_CONNECTING);
+}
+
+/* The attempt's deadline passed: which one it was decides the outcome. */
+static void call_timed_out(vsr_upstream_call_t *call, int connecting)
+{
     uint64_t now = vsr_now_ms();
     int total = call->deadline_ms && now >= call->deadline_ms;
-    if (uc->state == UC_CONNECTING)
+    if (connecting)
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "connection timeout");
     else if (!call->got_head && total)
         call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
@@ -1123,6 +1174,12 @@ void vsr_upstream_call_pause(vsr_upstream_call_t *call)
     if (call->paused)
         return;
     call->paused = 1;
+    if (call->h2s) {
+        vsr__h2_pause(call->h2s);
+        if (call->got_head)
+            uv_timer_stop(&call->timer); /* a slow client is not an idle upstream */
+        return;
+    }
     uconn_t *uc = call->uc;
     if (uc && uc->state == UC_ACTIVE) {
         uv_read_stop((uv_stream_t *)&uc->tcp);
@@ -1136,6 +1193,12 @@ void vsr_upstream_call_resume(vsr_upstream_call_t *call)
     if (!call->paused)
         return;
     call->paused = 0;
+    if (call->h2s) {
+        if (call->got_head)
+            h2_arm(call, call->pol.idle_ms);
+        vsr__h2_resume(call->h2s); /* may deliver held bytes, and end the call */
+        return;
+    }
     uconn_t *uc = call->uc;
     if (uc && uc->state == UC_ACTIVE) {
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
@@ -1170,4 +1233,96 @@ void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, 
     vsr__breaker_conf_init(&bc, f);
     if (cl)
         vsr__breaker_record(&cl->sc->breaker, &bc, success, vsr_now_ms());
+}
+
+/* ---- HTTP/2 attempts: the stream is h2.c's, the decisions stay here ----
+ * The call's own timer (idle during an attempt otherwise) serves the
+ * stream's deadlines: connecting, then first byte / per try, then idle. */
+
+static void h2_timer_cb(uv_timer_t *t)
+{
+    vsr_upstream_call_t *call = t->data;
+    if (call->ended || call->h2s == NULL)
+        return;
+    call_timed_out(call, !call->h2_sent);
+}
+
+static void h2_arm(vsr_upstream_call_t *call, uint64_t ms)
+{
+    if (ms)
+        uv_timer_start(&call->timer, h2_timer_cb, ms, 0);
+    else
+        uv_timer_stop(&call->timer);
+}
+
+static void call_h2_start(vsr_upstream_call_t *call)
+{
+    uint64_t now = vsr_now_ms();
+    const char *overflow = NULL;
+    call->h2_sent = 0;
+    call->bufs[0] = uv_buf_init(call->head.data, (unsigned)call->head.len);
+    /* armed first: the stream may report its connection up at once */
+    h2_arm(call, min_nonzero(call->pol.connect_ms, remaining_ms(call, now)));
+    call->h2s = vsr__h2_start(call->ep->h2, call, call->head.data, call->head.len, call->bufs + 1, call->n_bufs - 1,
+                              call->req.head_request, call->pol.connect_ms, &overflow);
+    if (call->h2s == NULL) {
+        uv_timer_stop(&call->timer);
+        if (overflow)
+            call_fail(call, VSR_UPSTREAM_E_OVERFLOW, overflow);
+        else
+            attempt_failed(call, VSR_OUTCOME_PROTOCOL, 0, VSR_UPSTREAM_E_PROTOCOL, "invalid request for HTTP/2");
+    }
+}
+
+void vsr__call_h2_sent(vsr_upstream_call_t *call)
+{
+    call->h2_sent = 1;
+    call->written = 1;
+    h2_arm(call, min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms),
+                             remaining_ms(call, vsr_now_ms())));
+}
+
+void vsr__call_h2_head(vsr_upstream_call_t *call, const vsr_http_head_t *head)
+{
+    if (head_retried(call, head))
+        return;
+    head_accepted(call, head);
+    h2_arm(call, call->paused ? 0 : call->pol.idle_ms);
+    if (call->cb && call->cb->on_head)
+        call->cb->on_head(call->ud, head);
+}
+
+void vsr__call_h2_body(vsr_upstream_call_t *call, const char *p, size_t n, vsr_rbuf_t *owner)
+{
+    call->got_bytes = 1;
+    if (!call->paused)
+        h2_arm(call, call->pol.idle_ms); /* progress: restart the stream-idle clock */
+    if (call->cb && call->cb->on_body)
+        call->cb->on_body(call->ud, p, n, owner);
+}
+
+void vsr__call_h2_complete(vsr_upstream_call_t *call)
+{
+    const vsr_upstream_callbacks_t *cb = call->cb;
+    void *ud = call->ud;
+    call->h2s = NULL; /* the stream let go of the call itself */
+    call_end(call);
+    if (cb && cb->on_complete)
+        cb->on_complete(ud);
+}
+
+void vsr__call_h2_failed(vsr_upstream_call_t *call, vsr_outcome_t o, vsr_upstream_error_t err, const char *detail)
+{
+    call->h2s = NULL;
+    if (call->got_head)
+        call_fail(call, err == VSR_UPSTREAM_E_RESET ? VSR_UPSTREAM_E_ABORTED : err, detail);
+    else
+        attempt_failed(call, o, 0, err, detail);
+}
+
+void vsr__call_h2_downgrade(vsr_upstream_call_t *call)
+{
+    call->h2s = NULL;
+    uv_timer_stop(&call->timer);
+    call_connect(call);
 }
