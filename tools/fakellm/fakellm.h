@@ -14,6 +14,8 @@
  *   calllog.c the call log (a ring of fixed records) and the per-key
  *             attempt counters behind x-fakellm-key / -fail-count
  *   tls.c     optional server-side TLS (OpenSSL over memory BIOs)
+ *   h2.c      HTTP/2 (nghttp2): each stream answered through api.c as the
+ *             HTTP/1.1 request it stands for
  *   main.c    command line, listening sockets, threads, signals
  *
  * See docs/fakellm.md for the user-facing contract.
@@ -244,7 +246,7 @@ typedef struct fl_tls fl_tls_t;
 #define FL_TLS_ERR (-2) /* fl_tls_read: a fatal TLS error (counted in /stats) */
 
 /* Main thread, before the workers start: the process-wide context (TLS 1.2
- * or later, the PEM certificate chain and key, ALPN http/1.1).  Prints why
+ * or later, the PEM certificate chain and key, ALPN h2 or http/1.1).  Prints why
  * and returns -1 when the files cannot be used. */
 int fl_tls_setup(const char *cert_file, const char *key_file);
 void fl_tls_teardown(void);
