@@ -66,7 +66,7 @@ struct h2conn_s {
     vsr_rbuf_t *cur_rbuf;     /* the plaintext being fed to the session */
     int32_t goaway_last_id;   /* -1 until a GOAWAY arrives */
     unsigned writing : 1;
-    unsigned in_recv : 1;     /* inside nghttp2_session_mem_recv: no closing */
+    unsigned in_session : 1;  /* inside nghttp2_session_mem_recv/_send: no closing, no flushing */
     unsigned dead : 1;        /* close once out of the session's callbacks */
     unsigned counted_pending : 1;
     unsigned tls_ready : 1;
@@ -222,7 +222,7 @@ static void conn_close(h2conn_t *c)
 {
     if (c->state == H2C_CLOSING)
         return;
-    if (c->in_recv) {
+    if (c->in_session) {
         c->dead = 1; /* the session is on the stack: close once it returns */
         return;
     }
@@ -498,12 +498,19 @@ static void write_cb(uv_write_t *w, int status)
  * flight: write_cb comes back for the rest). */
 static void conn_flush(h2conn_t *c)
 {
-    if (c->state != H2C_OPEN || c->writing || c->dead || c->in_recv || (c->tls && !c->tls_ready))
+    if (c->state != H2C_OPEN || c->writing || c->dead || c->in_session)
         return;
+    int talking = c->tls == NULL || c->tls_ready; /* else only the handshake goes out */
     vsr_buf_reset(&c->wbuf);
-    while (c->wbuf.len < H2_OUT_CHUNK) {
+    while (talking && c->wbuf.len < H2_OUT_CHUNK) {
         const uint8_t *data;
+        c->in_session = 1; /* sending may close streams: their callbacks run from here */
         ssize_t n = nghttp2_session_mem_send(c->session, &data);
+        c->in_session = 0;
+        if (c->dead) {
+            conn_close(c);
+            return;
+        }
         if (n < 0) {
             conn_die(c, "protocol error");
             return;
@@ -527,7 +534,7 @@ static void conn_flush(h2conn_t *c)
         c->wbuf.len = vsr__tls_take_out(c->tls, c->wbuf.data, n);
     }
     if (c->wbuf.len == 0) {
-        if (!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+        if (talking && !nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
             conn_die(c, "connection termination");
         return;
     }
@@ -542,9 +549,9 @@ static void conn_flush(h2conn_t *c)
 /* Plaintext from the server. */
 static int conn_recv(h2conn_t *c, const char *p, size_t n)
 {
-    c->in_recv = 1;
+    c->in_session = 1;
     ssize_t used = nghttp2_session_mem_recv(c->session, (const uint8_t *)p, n);
-    c->in_recv = 0;
+    c->in_session = 0;
     if (c->dead) {
         conn_close(c);
         return VSR_ERR;
@@ -587,17 +594,7 @@ static void tls_input(h2conn_t *c, ssize_t nread, const uv_buf_t *buf)
             return;
         }
         if (rc == VSR_AGAIN) {
-            size_t n = vsr__tls_pending_out(c->tls);
-            if (n) {
-                vsr_buf_reserve(&c->wbuf, n);
-                c->wbuf.len = vsr__tls_take_out(c->tls, c->wbuf.data, n);
-                uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
-                if (c->writing || uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) < 0) {
-                    conn_die(c, "TLS handshake failed");
-                    return;
-                }
-                c->writing = 1;
-            }
+            conn_flush(c); /* the handshake's next flight, once the write in flight is done */
             return;
         }
         c->tls_ready = 1;
@@ -696,15 +693,7 @@ static void connect_cb(uv_connect_t *req, int status)
             conn_die(c, "TLS setup failed");
             return;
         }
-        size_t n = vsr__tls_pending_out(c->tls);
-        vsr_buf_reserve(&c->wbuf, n);
-        c->wbuf.len = vsr__tls_take_out(c->tls, c->wbuf.data, n);
-        uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
-        if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &b, 1, write_cb) < 0) {
-            conn_die(c, "TLS setup failed");
-            return;
-        }
-        c->writing = 1;
+        conn_flush(c); /* the ClientHello */
         return; /* the connect timer runs on through the handshake */
     }
     start_session(c);
