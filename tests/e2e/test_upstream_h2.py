@@ -11,7 +11,7 @@ import uuid
 import httpx
 import pytest
 
-from conftest import config_yaml, free_port, sse_events
+from conftest import config_yaml, free_port, sse_events, wait_until
 from test_streaming import rss_kb
 from test_upstream_tls import make_certs
 
@@ -355,3 +355,31 @@ def test_slow_client_bounds_memory_over_h2(h2stack):
     s.close()
     assert total > 64 * 1024 * 1024
     assert b"[DONE]" in tail or tail.endswith(b"0\r\n\r\n")
+
+
+def test_health_checks_speak_h2(vsr, fakellm, tmp_path):
+    """An h2 endpoint is health-checked over HTTP/2 (cleartext with prior
+    knowledge, and by ALPN over TLS), and a failing check takes it out."""
+    ca, cert, key = make_certs(tmp_path)
+    plain = fakellm("h2-hc")
+    tls = fakellm("h2-hc-tls", args=("--tls-cert", str(cert), "--tls-key", str(key)))
+    port = free_port()
+    rel = {"health_check_path": "/health", "health_check_interval": "100ms", "health_check_timeout": "500ms"}
+    cfg = config_yaml(port, [h2_model("m", [{"endpoint": plain.endpoint, "protocol": "h2"},
+                                            {"base_url": f"https://127.0.0.1:{tls.port}/v1", "protocol": "h2"}],
+                                      rel)])
+    v = vsr(cfg, port=port, env={"SSL_CERT_FILE": str(ca)})
+
+    def health_protocols(be, verify=None):
+        return [e["protocol"] for e in entries(be, verify=verify) if e["outcome"] == "health"]
+    wait_until(lambda: len(health_protocols(plain)) >= 3 and len(health_protocols(tls, str(ca))) >= 3,
+               what="three health checks each")
+    assert set(health_protocols(plain)) == {"h2"}
+    assert set(health_protocols(tls, str(ca))) == {"h2"}
+    # the plain one fails its checks: after three it gets no more calls
+    httpx.post(plain.url + "/_fakellm/health-status", content="503", timeout=5).raise_for_status()
+    time.sleep(0.8)
+    with v.client() as c:
+        seen = {c.post("/v1/chat/completions", json={"model": "m", "messages": []}).headers["x-fakellm-backend"]
+                for _ in range(6)}
+    assert seen == {"h2-hc-tls"}
