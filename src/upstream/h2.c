@@ -70,6 +70,7 @@ struct h2conn_s {
     unsigned dead : 1;        /* close once out of the session's callbacks */
     unsigned counted_pending : 1;
     unsigned tls_ready : 1;
+    unsigned got_settings : 1; /* the server's SETTINGS arrived */
     const char *dead_detail;
 };
 
@@ -78,6 +79,8 @@ struct vsr_h2_stream_s {
     vsr_h2_stream_t *next, *prev; /* in conn->streams */
     vsr_upstream_call_t *call;    /* NULL once detached */
     int32_t id;
+    uint32_t ordinal;             /* streams on the connection when this one was submitted, itself included */
+    unsigned blind : 1;           /* submitted before the server's SETTINGS were known */
     const uv_buf_t *body;         /* borrowed from the call */
     size_t n_body, body_idx, body_off;
     int head_request;
@@ -351,6 +354,10 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud
         c->goaway_last_id = f->goaway.last_stream_id;
         return 0;
     }
+    if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
+        c->got_settings = 1;
+        return 0;
+    }
     vsr_h2_stream_t *s = f->hd.stream_id ? nghttp2_session_get_stream_user_data(sess, f->hd.stream_id) : NULL;
     if (s == NULL || s->call == NULL)
         return 0;
@@ -426,6 +433,13 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_cod
         } else if (c->goaway_last_id >= 0 && id > c->goaway_last_id) {
             /* the server says it never processed it */
             stream_fail(s, VSR_OUTCOME_RESET_BEFORE_REQUEST, VSR_UPSTREAM_E_RESET, "goaway");
+        } else if (error_code == NGHTTP2_REFUSED_STREAM && s->blind &&
+                   s->ordinal > nghttp2_session_get_remote_settings(sess, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)) {
+            /* sent beyond a limit the server had not told yet: not a failure
+             * of the attempt, it goes again (now within the limit) */
+            vsr_upstream_call_t *call = s->call;
+            s->call = NULL;
+            vsr__call_h2_resend(call);
         } else if (error_code == NGHTTP2_REFUSED_STREAM) {
             stream_fail(s, VSR_OUTCOME_REFUSED_STREAM, VSR_UPSTREAM_E_RESET, "refused stream");
         } else {
@@ -876,6 +890,8 @@ vsr_h2_stream_t *vsr__h2_start(vsr_h2_pool_t *p, vsr_upstream_call_t *call, cons
         c->streams->prev = s;
     c->streams = s;
     c->n_streams++;
+    s->ordinal = c->n_streams;
+    s->blind = !c->got_settings;
     if (c->state == H2C_OPEN && (c->tls == NULL || c->tls_ready))
         uv_timer_stop(&c->timer); /* no longer idle (a connecting one keeps its connect timer) */
 

@@ -82,6 +82,10 @@ void vsr__call_h2_complete(vsr_upstream_call_t *call);
 void vsr__call_h2_failed(vsr_upstream_call_t *call, vsr_outcome_t o, vsr_upstream_error_t err, const char *detail);
 /* ALPN chose http/1.1: the attempt goes over HTTP/1.1 instead (no retry). */
 void vsr__call_h2_downgrade(vsr_upstream_call_t *call);
+/* The stream was refused for exceeding a concurrency limit the server had
+ * not announced yet when it was sent: the attempt starts its stream again
+ * (not a retry; repeated refusals fail it as refused-stream). */
+void vsr__call_h2_resend(vsr_upstream_call_t *call);
 /* Keeps the worker's upstream alive while h2 handles close. */
 void vsr__upstream_hold(vsr_upstream_t *up);
 void vsr__upstream_put(vsr_upstream_t *up);

@@ -1320,6 +1320,17 @@ void vsr__call_h2_failed(vsr_upstream_call_t *call, vsr_outcome_t o, vsr_upstrea
         attempt_failed(call, o, 0, err, detail);
 }
 
+void vsr__call_h2_resend(vsr_upstream_call_t *call)
+{
+    call->h2s = NULL;
+    if (call->stale_retried) { /* once per call, as a stale keep-alive connection */
+        attempt_failed(call, VSR_OUTCOME_REFUSED_STREAM, 0, VSR_UPSTREAM_E_RESET, "refused stream");
+        return;
+    }
+    call->stale_retried = 1;
+    call_h2_start(call);
+}
+
 void vsr__call_h2_downgrade(vsr_upstream_call_t *call)
 {
     call->h2s = NULL;

@@ -147,6 +147,7 @@ typedef struct {
     int64_t chunks, chunk_delay_ms, chunk_size;
     const char *text; /* NULL = "Hello from NAME" */
     int health_status;
+    int h2_max_streams;             /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS */
     const char *tls_cert, *tls_key; /* both or neither */
     int tls;                        /* every listener speaks TLS */
 

@@ -497,7 +497,7 @@ void fl_h2_start(fl_conn_t *c)
         abort();
     }
     nghttp2_session_callbacks_del(cbs);
-    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000},
+    nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, (uint32_t)fl_cfg.h2_max_streams},
                                    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20}};
     nghttp2_submit_settings(h->sess, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
     nghttp2_session_set_local_window_size(h->sess, NGHTTP2_FLAG_NONE, 0, 16 << 20);
