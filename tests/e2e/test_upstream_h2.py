@@ -386,3 +386,26 @@ def test_health_checks_speak_h2(vsr, fakellm, tmp_path):
         seen = {c.post("/v1/chat/completions", json={"model": "m", "messages": []}).headers["x-fakellm-backend"]
                 for _ in range(6)}
     assert seen == {"h2-hc-tls"}
+
+
+def test_connection_loss_aborts_the_streams_in_flight(h2stack):
+    """The backend's connection goes away (a GOAWAY from another stream, then
+    the close) while a response streams on it: that response ends visibly
+    (no [DONE]), as a lost HTTP/1.1 connection would end it; the call that
+    caused it is retried on a new connection."""
+    v = h2stack({"retry_count": 1, "retry_on": "reset-before-request"}, workers=1)
+    text, sent = "", False
+    with httpx.Client(timeout=30) as c:
+        with pytest.raises(httpx.RemoteProtocolError):
+            with c.stream("POST", v.url + "/v1/chat/completions",
+                          headers={"x-fakellm-chunks": "50", "x-fakellm-chunk-delay-ms": "100"},
+                          json={"model": "m", "stream": True, "messages": []}) as r:
+                assert r.status_code == 200
+                for part in r.iter_text():
+                    text += part
+                    if '"content":"tok1' in text and not sent:
+                        sent = True
+                        r2, k2 = ask(v, {"x-fakellm-goaway": "1", "x-fakellm-fail-count": "1"})
+                        assert r2.status_code == 200
+                        assert outcomes(v.be, k2) == ["goaway", "ok"]
+    assert sent and "[DONE]" not in text
