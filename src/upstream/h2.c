@@ -97,6 +97,7 @@ struct vsr_h2_stream_s {
     unsigned nh_closed : 1;       /* the session is done with it (then conn is not touched) */
     unsigned completed : 1;
     unsigned busy : 1;            /* delivering held bytes: not freed under the loop */
+    unsigned bad_head : 1;        /* the response head was refused (nghttp2 resets the stream) */
 };
 
 static void conn_flush(h2conn_t *c);
@@ -305,15 +306,19 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
         return 0; /* trailers and pushes are not relayed */
     if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
         uint64_t st = 0;
-        if (vsr_slice_to_u64(vsr_slice((const char *)value, valuelen), 999, &st) != VSR_OK)
+        if (vsr_slice_to_u64(vsr_slice((const char *)value, valuelen), 999, &st) != VSR_OK) {
+            s->bad_head = 1;
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
         s->status = (int)st;
         return 0;
     }
     if (namelen > 0 && name[0] == ':')
         return 0;
-    if (s->n_hdrs >= VSR_HTTP_MAX_HEADERS || s->hbuf.len + namelen + valuelen > (64u << 10))
+    if (s->n_hdrs >= VSR_HTTP_MAX_HEADERS || s->hbuf.len + namelen + valuelen > (64u << 10)) {
+        s->bad_head = 1;
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* as the HTTP/1.1 parser's head limits */
+    }
     uint32_t *o = s->hoff[s->n_hdrs++];
     o[0] = (uint32_t)s->hbuf.len;
     o[1] = (uint32_t)namelen;
@@ -321,6 +326,19 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_
     o[2] = (uint32_t)s->hbuf.len;
     o[3] = (uint32_t)valuelen;
     vsr_buf_append(&s->hbuf, (const char *)value, valuelen);
+    return 0;
+}
+
+/* nghttp2 found the response HEADERS invalid (no :status, a forbidden
+ * field, ...): it resets the stream; the attempt's outcome is a protocol
+ * error, as an invalid HTTP/1.1 head is. */
+static int on_invalid_frame(nghttp2_session *sess, const nghttp2_frame *f, int lib_error, void *ud)
+{
+    VSR_UNUSED(lib_error);
+    VSR_UNUSED(ud);
+    vsr_h2_stream_t *s = f->hd.stream_id ? nghttp2_session_get_stream_user_data(sess, f->hd.stream_id) : NULL;
+    if (s && f->hd.type == NGHTTP2_HEADERS)
+        s->bad_head = 1;
     return 0;
 }
 
@@ -430,6 +448,8 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_cod
     if (s->call && !(s->completed && error_code == NGHTTP2_NO_ERROR)) {
         if (s->got_head) {
             stream_fail(s, VSR_OUTCOME_RESET, VSR_UPSTREAM_E_ABORTED, "stream reset");
+        } else if (s->bad_head) {
+            stream_fail(s, VSR_OUTCOME_PROTOCOL, VSR_UPSTREAM_E_PROTOCOL, "invalid response head");
         } else if (c->goaway_last_id >= 0 && id > c->goaway_last_id) {
             /* the server says it never processed it */
             stream_fail(s, VSR_OUTCOME_RESET_BEFORE_REQUEST, VSR_UPSTREAM_E_RESET, "goaway");
@@ -735,6 +755,7 @@ static h2conn_t *conn_new(vsr_h2_pool_t *p, uint64_t connect_ms)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_no_auto_window_update(opt, 1);

@@ -409,3 +409,52 @@ def test_connection_loss_aborts_the_streams_in_flight(h2stack):
                         assert r2.status_code == 200
                         assert outcomes(v.be, k2) == ["goaway", "ok"]
     assert sent and "[DONE]" not in text
+
+
+def test_invalid_response_head_is_a_protocol_error(vsr):
+    """A HEADERS frame without :status: the attempt ends as a protocol error,
+    as an invalid HTTP/1.1 head does (retried under reset, then the local
+    reply names it)."""
+    import struct
+
+    def frame(t, flags, sid, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([t, flags]) + struct.pack(">I", sid) + payload
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    bport = srv.getsockname()[1]
+    accepted = []
+
+    def serve():
+        conn, _ = srv.accept()
+        accepted.append(conn)
+        buf = b""
+        conn.sendall(frame(4, 0, 0))                  # our SETTINGS
+        while True:
+            try:
+                d = conn.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            if buf.startswith(b"PRI * HTTP/2.0"):
+                buf = buf[24:]
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, sid = int.from_bytes(buf[:3], "big"), buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                buf = buf[9 + n:]
+                if t == 1:   # a request: HEADERS without :status (only cache-control, static index 24)
+                    conn.sendall(frame(1, 4, sid, b"\x98"))
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    port = free_port()
+    v = vsr(config_yaml(port, [h2_model("m", [{"endpoint": f"127.0.0.1:{bport}", "protocol": "h2"}],
+                                        {"retry_count": 1, "retry_on": "reset"})]), port=port, workers=1)
+    r = v.post_chat({"model": "m", "messages": []})
+    srv.close()
+    for c in accepted:
+        c.close()
+    assert r.status_code == 503
+    assert r.json()["error"]["message"] == ("upstream connect error or disconnect/reset before headers. "
+                                            "retried and the latest reset reason: protocol error")
+    assert r.headers.get("x-vsr-upstream-attempts") is None   # a local reply
