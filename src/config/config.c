@@ -85,11 +85,12 @@ static int decode_protocol(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    if (strcmp(s, "http") != 0 && strcmp(s, "https") != 0) {
-        vsr__cfg_node_error(d, val, "protocol must be \"http\" or \"https\", got %s",
+    if (strcmp(s, "http") != 0 && strcmp(s, "https") != 0 && strcmp(s, "h2") != 0) {
+        vsr__cfg_node_error(d, val, "protocol must be \"http\", \"https\" or \"h2\", got %s",
                             vsr__cfg_quote(d->pool, s, val->len));
         return -1;
     }
+    ((vsr_backend_conf_t *)obj)->h2 = strcmp(s, "h2") == 0;
     return 0;
 }
 

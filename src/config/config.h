@@ -292,6 +292,8 @@ typedef struct {
     char *host;          /* from `endpoint` (host[:port]) or `base_url` */
     uint16_t port;       /* default 80, or 443 for https */
     int tls;             /* protocol https / base_url scheme https */
+    int h2;              /* protocol h2 (a vsr extension): HTTP/2; cleartext with prior knowledge, or over
+                          * TLS (an https base_url) offered by ALPN "h2,http/1.1" */
     char *authority;     /* Host header value sent upstream: host, or host:port when port is not the default */
     int has_base_url;    /* the ref was given as base_url (then path_prefix replaces "/v1") */
     char *path_prefix;   /* from base_url's path, "" when none; replaces the leading "/v1" */

@@ -175,7 +175,7 @@ int vsr__retry_after_ms(vsr_slice_t value, double now_epoch, uint64_t max_ms, vs
             ms = (uint64_t)delta;
     }
     if (ms > max_ms)
-        ms = max_ms;
+        return VSR_DECLINED;
     /* Jitter spreads the retries of clients told the same instant. */
     if (ms / 2 > 0)
         ms += vsr__rng_below(rng, ms / 2);

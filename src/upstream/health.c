@@ -7,10 +7,15 @@
  * in a row make the endpoint unhealthy, one success healthy again; the
  * balancer skips unhealthy endpoints (unless more than half are).  Never an
  * inference request: nothing billable is sent.
+ *
+ * A `protocol: h2` endpoint is checked over HTTP/2 (prior knowledge in
+ * cleartext, ALPN h2 over TLS; HTTP/1.1 when the TLS server picks it), one
+ * stream on a connection of its own.
  */
 #include "upstream/tls.h"
 #include "upstream/upstream-int.h"
 
+#include <nghttp2/nghttp2.h>
 #include <stdio.h>
 
 /* The checks of one configuration version.  Stopping closes every handle;
@@ -48,6 +53,8 @@ struct health_check_s {
     vsr_tls_t *tls;
     int tls_ready;
     char plain[4096];
+    nghttp2_session *h2;     /* the check is speaking HTTP/2 */
+    int h2_status;
 };
 
 static void set_put(health_set_t *set)
@@ -85,6 +92,8 @@ static void check_done(health_check_t *hc, int ok)
     uv_timer_stop(&hc->deadline);
     vsr__tls_free(hc->tls);
     hc->tls = NULL;
+    nghttp2_session_del(hc->h2);
+    hc->h2 = NULL;
     if (hc->tcp_open && !uv_is_closing((uv_handle_t *)&hc->tcp))
         close_tcp(hc);
     if (vsr__health_record(hc->state, ok))
@@ -145,8 +154,113 @@ static int tls_flush(health_check_t *hc)
     return VSR_OK;
 }
 
+/* Plaintext to the endpoint: through TLS, or a write of its own. */
+static int send_plain(health_check_t *hc, const char *p, size_t n)
+{
+    if (hc->tls)
+        return vsr__tls_write(hc->tls, p, n) == VSR_OK ? tls_flush(hc) : VSR_ERR;
+    hc_write_t *hw = vsr_malloc(sizeof(*hw) + n);
+    hw->hc = hc;
+    memcpy(hw->data, p, n);
+    uv_buf_t b = uv_buf_init(hw->data, (unsigned)n);
+    if (uv_write(&hw->w, (uv_stream_t *)&hc->tcp, &b, 1, tls_write_cb) < 0) {
+        vsr_free(hw);
+        return VSR_ERR;
+    }
+    return VSR_OK;
+}
+
+/* ---- HTTP/2 ---- */
+
+static int h2_on_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *name, size_t namelen,
+                        const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+    VSR_UNUSED(sess);
+    VSR_UNUSED(flags);
+    health_check_t *hc = ud;
+    uint64_t st;
+    if (f->hd.type == NGHTTP2_HEADERS && namelen == 7 && memcmp(name, ":status", 7) == 0 &&
+        vsr_slice_to_u64(vsr_slice((const char *)value, valuelen), 999, &st) == VSR_OK)
+        hc->h2_status = (int)st;
+    return 0;
+}
+
+static int h2_on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
+{
+    VSR_UNUSED(sess);
+    health_check_t *hc = ud;
+    if (f->hd.type == NGHTTP2_HEADERS && hc->h2_status >= 200 && hc->status == 0)
+        hc->status = hc->h2_status; /* the final head decides; 1xx are skipped */
+    return 0;
+}
+
+static int h2_on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, void *ud)
+{
+    VSR_UNUSED(sess);
+    VSR_UNUSED(id);
+    VSR_UNUSED(code);
+    health_check_t *hc = ud;
+    if (hc->status == 0)
+        hc->status = -1; /* reset, or ended without an answer */
+    return 0;
+}
+
+static int h2_send(health_check_t *hc)
+{
+    const uint8_t *data;
+    ssize_t n;
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    while ((n = nghttp2_session_mem_send(hc->h2, &data)) > 0)
+        vsr_buf_append(&out, (const char *)data, (size_t)n);
+    int rc = n < 0 ? VSR_ERR : out.len ? send_plain(hc, out.data, out.len) : VSR_OK;
+    vsr_buf_free(&out);
+    return rc;
+}
+
+static int h2_start(health_check_t *hc)
+{
+    nghttp2_session_callbacks *cbs;
+    nghttp2_session_callbacks_new(&cbs);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, h2_on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, h2_on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, h2_on_stream_close);
+    int rc = nghttp2_session_client_new(&hc->h2, cbs, hc);
+    nghttp2_session_callbacks_del(cbs);
+    if (rc != 0)
+        return VSR_ERR;
+    hc->h2_status = 0;
+    const char *scheme = hc->tls ? "https" : "http";
+    const char *auth = hc->backend->authority;
+    nghttp2_nv nv[] = {
+        {(uint8_t *)":method", (uint8_t *)"GET", 7, 3, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)":scheme", (uint8_t *)scheme, 7, strlen(scheme), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)":path", (uint8_t *)hc->path, 5, strlen(hc->path), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)":authority", (uint8_t *)auth, 10, strlen(auth), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"user-agent", (uint8_t *)"vsr-health-check", 10, 16, NGHTTP2_NV_FLAG_NONE},
+    };
+    nghttp2_submit_settings(hc->h2, NGHTTP2_FLAG_NONE, NULL, 0);
+    if (nghttp2_submit_request(hc->h2, NULL, nv, VSR_ARRAY_LEN(nv), NULL, NULL) < 0)
+        return VSR_ERR;
+    return h2_send(hc);
+}
+
+static void h2_input(health_check_t *hc, const char *p, size_t n)
+{
+    if (nghttp2_session_mem_recv(hc->h2, (const uint8_t *)p, n) < 0 || hc->status < 0)
+        check_done(hc, 0);
+    else if (hc->status)
+        check_done(hc, hc->status >= 200 && hc->status < 300);
+    else if (h2_send(hc) != VSR_OK) /* SETTINGS ACK, window updates */
+        check_done(hc, 0);
+}
+
 static void parse(health_check_t *hc, const char *p, size_t n)
 {
+    if (hc->h2) {
+        h2_input(hc, p, n);
+        return;
+    }
     if (vsr_http_parser_execute(&hc->parser, p, n) < 0)
         check_done(hc, 0);
     else if (hc->status)
@@ -179,7 +293,12 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (rc != VSR_OK)
             return;
         hc->tls_ready = 1;
-        if (vsr__tls_write(hc->tls, hc->request, hc->request_len) != VSR_OK || tls_flush(hc) != VSR_OK) {
+        if (hc->backend->h2 && vsr__tls_selected_h2(hc->tls)) {
+            if (h2_start(hc) != VSR_OK) {
+                check_done(hc, 0);
+                return;
+            }
+        } else if (vsr__tls_write(hc->tls, hc->request, hc->request_len) != VSR_OK || tls_flush(hc) != VSR_OK) {
             check_done(hc, 0);
             return;
         }
@@ -203,8 +322,13 @@ static void connect_cb(uv_connect_t *req, int status)
     if (hc->tls_ctx) {
         hc->tls = vsr__tls_new(hc->tls_ctx, hc->backend->host);
         hc->tls_ready = 0;
-        if (vsr__tls_handshake(hc->tls) == VSR_ERR || tls_flush(hc) != VSR_OK ||
+        if ((hc->backend->h2 && vsr__tls_offer_h2(hc->tls) != VSR_OK) || vsr__tls_handshake(hc->tls) == VSR_ERR || tls_flush(hc) != VSR_OK ||
             uv_read_start((uv_stream_t *)&hc->tcp, alloc_cb, read_cb) < 0)
+            check_done(hc, 0);
+        return;
+    }
+    if (hc->backend->h2) {
+        if (h2_start(hc) != VSR_OK || uv_read_start((uv_stream_t *)&hc->tcp, alloc_cb, read_cb) < 0)
             check_done(hc, 0);
         return;
     }
@@ -300,6 +424,8 @@ void vsr_upstream_health_stop(vsr_upstream_shared_t *sh)
         vsr_http_parser_free(&hc->parser);
         vsr__tls_free(hc->tls);
         hc->tls = NULL;
+        nghttp2_session_del(hc->h2);
+        hc->h2 = NULL;
     }
     set_put(set);
 }

@@ -136,6 +136,13 @@ void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *l)
         p->retry_on = DEFAULT_RETRY_ON;
 }
 
+void vsr__policy_merge_decision(vsr_policy_t *p, const vsr_reliability_conf_t *l)
+{
+    vsr__policy_merge(p, l);
+    if (l && l->retry_on && !l->has_retry_count && p->retry_count == 0)
+        p->retry_count = 1;
+}
+
 static const struct {
     const char *name;
     uint32_t bit;
@@ -208,6 +215,8 @@ int vsr__policy_retriable(const vsr_policy_t *p, vsr_outcome_t o, int status)
     case VSR_OUTCOME_TIMEOUT:
     case VSR_OUTCOME_PROTOCOL:
         return (on & no_response) != 0;
+    case VSR_OUTCOME_REFUSED_STREAM:
+        return (on & (no_response | VSR_RETRY_REFUSED_STREAM)) != 0;
     }
     return 0;
 }

@@ -74,6 +74,12 @@ void vsr__policy_init(vsr_policy_t *p, uint64_t listener_timeout_ms);
  *   override is added).
  * - an invalid retry_on string (the config rejects those) adds nothing. */
 void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *layer);
+/* Merges the decision's layer, as above, then: a decision that gives
+ * retry_on without retry_count, over a model with no retries, gets one retry
+ * (ref §1.6: the decision's tokens reach Envoy as x-envoy-retry-on without
+ * x-envoy-max-retries, and Envoy then retries once; a model's own retry
+ * count, when it has one, stays). */
+void vsr__policy_merge_decision(vsr_policy_t *p, const vsr_reliability_conf_t *layer);
 /* Parses "5xx,gateway-error,..." into a mask: tokens are case-sensitive,
  * spaces and tabs around a token are allowed, an empty token is not.
  * VSR_OK or VSR_ERR_INVALID (then *mask is left alone). */
@@ -87,6 +93,7 @@ typedef enum {
     VSR_OUTCOME_RESET,             /* reset / EOF before the response head */
     VSR_OUTCOME_TIMEOUT,           /* per-try or first-byte timeout */
     VSR_OUTCOME_PROTOCOL,
+    VSR_OUTCOME_REFUSED_STREAM,    /* HTTP/2 RST_STREAM REFUSED_STREAM before the response head */
 } vsr_outcome_t;
 
 /* Whether an attempt that ended so may be retried under p (ref §5.3: a
@@ -105,20 +112,24 @@ typedef enum {
  *   RESET, TIMEOUT        5xx, gateway-error, reset
  *   PROTOCOL              as RESET (Envoy reports it as a reset with reason
  *                         "protocol error")
+ *   REFUSED_STREAM        refused-stream, 5xx, gateway-error, reset (an
+ *                         HTTP/2 stream the server refused unprocessed)
  * Envoy's 5xx and gateway-error include every reset, connect failures too.
- * refused-stream matches no outcome: it is an HTTP/2 reset, and vsr's
- * upstream speaks HTTP/1.1.  retry_on == 0 with retry_count > 0 counts as
- * the default connect-failure,refused-stream. */
+ * retry_on == 0 with retry_count > 0 counts as the default
+ * connect-failure,refused-stream. */
 int vsr__policy_retriable(const vsr_policy_t *p, vsr_outcome_t o, int status);
 
 /* Jittered exponential back-off before retry n (n = 1 for the first retry):
  * uniform in [0, min(base * 2^(n-1), max)). */
 uint64_t vsr__backoff_ms(const vsr_policy_t *p, unsigned n, vsr_rng_t *rng);
 /* A Retry-After value (delay-seconds, or an HTTP-date relative to now_epoch
- * seconds) in ms, capped at max_ms, plus up to 50% jitter.  VSR_OK, or
- * VSR_ERR_INVALID when the value is neither form (then it is ignored).
- * The result d is in [c, c + c/2) for the capped value c (exactly c when
- * c < 2 ms), so it may exceed max_ms by the jitter; max_ms 0 gives 0.  All
+ * seconds) in ms, plus up to 50% jitter.  VSR_OK; VSR_DECLINED when the
+ * value exceeds max_ms (then it is not honoured at all and the computed
+ * back-off applies, as Envoy's rate-limited back-off discards a reset header
+ * beyond its max_interval); VSR_ERR_INVALID when the value is neither form
+ * (then it is ignored).  *out is written only on VSR_OK.
+ * The result d is in [v, v + v/2) for the value v (exactly v when v < 2 ms),
+ * so it may exceed max_ms by the jitter.  All
  * three HTTP-date forms are read (IMF-fixdate, RFC 850, asctime; RFC 9110
  * §5.6.7); a date in the past gives 0; surrounding spaces are ignored. */
 int vsr__retry_after_ms(vsr_slice_t value, double now_epoch, uint64_t max_ms, vsr_rng_t *rng, uint64_t *out);

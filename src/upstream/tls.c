@@ -216,6 +216,24 @@ vsr_tls_t *vsr__tls_new(vsr_tls_ctx_t *ctx, const char *host)
     return t;
 }
 
+int vsr__tls_offer_h2(vsr_tls_t *t)
+{
+    static const unsigned char alpn[] = "\x02h2\x08http/1.1";
+    if (t->ssl == NULL || t->state != TLS_HANDSHAKE)
+        return VSR_ERR;
+    return SSL_set_alpn_protos(t->ssl, alpn, sizeof(alpn) - 1) == 0 ? VSR_OK : VSR_ERR; /* 0 is success */
+}
+
+int vsr__tls_selected_h2(const vsr_tls_t *t)
+{
+    const unsigned char *p = NULL;
+    unsigned int n = 0;
+    if (t->ssl == NULL)
+        return 0;
+    SSL_get0_alpn_selected(t->ssl, &p, &n);
+    return n == 2 && memcmp(p, "h2", 2) == 0;
+}
+
 void vsr__tls_free(vsr_tls_t *t)
 {
     if (t == NULL)

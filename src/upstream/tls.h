@@ -24,6 +24,11 @@ void vsr__tls_ctx_free(vsr_tls_ctx_t *ctx);
 /* A client connection to `host` (a name or an IP literal) */
 vsr_tls_t *vsr__tls_new(vsr_tls_ctx_t *ctx, const char *host);
 void vsr__tls_free(vsr_tls_t *t); /* accepts NULL */
+/* Before the handshake: offer ALPN "h2,http/1.1" instead of http/1.1 alone.
+ * VSR_OK or VSR_ERR. */
+int vsr__tls_offer_h2(vsr_tls_t *t);
+/* After the handshake: 1 when the server selected h2. */
+int vsr__tls_selected_h2(const vsr_tls_t *t);
 
 /* Ciphertext received from the socket.  VSR_OK, or VSR_ERR_TOO_BIG when more
  * than 1 MiB of it is waiting unread (the caller should read first). */

@@ -65,4 +65,61 @@ void vsr__upstream_cluster_unref(shared_cluster_t *sc);
 
 int vsr__upstream_resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vsr_buf_t *err);
 
+/* ---- HTTP/2 to backends (h2.c) ----
+ * A pool per worker and endpoint of connections that each multiplex many
+ * calls' attempts as streams.  upstream.c keeps everything that decides
+ * (policy, timeouts, retries, evidence); h2.c moves one attempt's request
+ * and response over a stream and reports back through the vsr__call_h2_*
+ * functions below.  Loop thread only. */
+typedef struct vsr_h2_pool_s vsr_h2_pool_t;
+typedef struct vsr_h2_stream_s vsr_h2_stream_t;
+struct vsr_tls_ctx_s;
+
+/* host, addr and tls_ctx belong to sc (the endpoint's shared cluster): a
+ * pool outlives no configuration version, and each of its connections holds
+ * a reference on sc until its handles are closed. */
+vsr_h2_pool_t *vsr__h2_pool_new(vsr_upstream_t *up, uv_loop_t *loop, const char *host, int tls,
+                                const struct sockaddr_storage *addr, struct vsr_tls_ctx_s *tls_ctx,
+                                shared_cluster_t *sc);
+/* Closes every connection (their streams must have been detached). */
+void vsr__h2_pool_free(vsr_h2_pool_t *pool);
+/* 0 once a TLS server answered ALPN with http/1.1: calls go over HTTP/1.1. */
+int vsr__h2_pool_usable(const vsr_h2_pool_t *pool);
+/* Starts the attempt's stream on a connection with room (opening one when
+ * none has; the cluster's connection and pending limits apply).  head: the
+ * serialized HTTP/1.1 request head, turned into HTTP/2 fields; body: the
+ * pieces, borrowed until detach.  The stream reports through vsr__call_h2_*
+ * (never from inside this function).  NULL with *overflow set when a
+ * circuit-breaker limit refused the new connection. */
+vsr_h2_stream_t *vsr__h2_start(vsr_h2_pool_t *pool, vsr_upstream_call_t *call, const char *head, size_t head_len,
+                               const uv_buf_t *body, size_t n_body, int head_request, uint64_t connect_ms,
+                               const char **overflow);
+/* The call lets go of the stream: no more reports; an open stream is reset
+ * (CANCEL).  The stream's memory goes when the connection is done with it. */
+void vsr__h2_stream_detach(vsr_h2_stream_t *s);
+/* Backpressure: while paused, the stream's DATA is held (at most its flow
+ * control window) and not acknowledged, so the server stops sending. */
+void vsr__h2_pause(vsr_h2_stream_t *s);
+void vsr__h2_resume(vsr_h2_stream_t *s);
+
+/* Reports of a stream to its call (upstream.c).  After each, the stream may
+ * have been detached. */
+void vsr__call_h2_sent(vsr_upstream_call_t *call);      /* the connection is up: the request is going out */
+void vsr__call_h2_head(vsr_upstream_call_t *call, const vsr_http_head_t *head);
+void vsr__call_h2_body(vsr_upstream_call_t *call, const char *p, size_t n, vsr_rbuf_t *owner);
+void vsr__call_h2_complete(vsr_upstream_call_t *call);
+/* The stream ended without a complete response: before the head, an
+ * attempt that ended with outcome o (err, detail for the report); after it,
+ * the response is aborted. */
+void vsr__call_h2_failed(vsr_upstream_call_t *call, vsr_outcome_t o, vsr_upstream_error_t err, const char *detail);
+/* ALPN chose http/1.1: the attempt goes over HTTP/1.1 instead (no retry). */
+void vsr__call_h2_downgrade(vsr_upstream_call_t *call);
+/* The stream was refused for exceeding a concurrency limit the server had
+ * not announced yet when it was sent: the attempt starts its stream again
+ * (not a retry; repeated refusals fail it as refused-stream). */
+void vsr__call_h2_resend(vsr_upstream_call_t *call);
+/* Keeps the worker's upstream alive while h2 handles close. */
+void vsr__upstream_hold(vsr_upstream_t *up);
+void vsr__upstream_put(vsr_upstream_t *up);
+
 #endif

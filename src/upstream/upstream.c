@@ -30,6 +30,7 @@ typedef struct {
     vsr_endpoint_state_t *state;         /* shared */
     uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
+    vsr_h2_pool_t *h2;                   /* protocol h2: the HTTP/2 connections (h2.c) */
 } endpoint_t;
 
 typedef struct cluster_s cluster_t;
@@ -94,6 +95,7 @@ struct vsr_upstream_call_s {
     const vsr_upstream_callbacks_t *cb;
     void *ud;
     vsr_upstream_request_t req;  /* headers and body borrowed until the end */
+    vsr_h2_stream_t *h2s;        /* the attempt's HTTP/2 stream (instead of uc) */
     vsr_policy_t pol;
     vsr_buf_t head;              /* the serialized request head of the current attempt */
     uv_buf_t *bufs;              /* head + body pieces */
@@ -117,6 +119,7 @@ struct vsr_upstream_call_s {
     unsigned stale_retried : 1;
     unsigned paused : 1;
     unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
+    unsigned h2_sent : 1;        /* the h2 stream's connection is up: past connecting */
 };
 
 /* The endpoint's configuration in the call's version (the cluster's
@@ -191,12 +194,19 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* An endpoint's transport, part of its identity: a change of protocol gets
+ * new pools.  Bit 0: TLS, bit 1: HTTP/2. */
+static uint8_t ep_transport(const vsr_backend_conf_t *b)
+{
+    return (uint8_t)((b->tls != 0) | (b->h2 != 0) << 1);
+}
+
 uint64_t vsr__upstream_identity_hash(const vsr_model_conf_t *m)
 {
     uint64_t h = fnv(1469598103934665603ull, m->name, strlen(m->name) + 1);
     for (size_t j = 0; j < m->n_backends; j++) {
         const vsr_backend_conf_t *b = &m->backends[j];
-        uint8_t t = (uint8_t)(b->tls != 0);
+        uint8_t t = ep_transport(b);
         h = fnv(h, b->host, strlen(b->host) + 1);
         h = fnv(h, &b->port, sizeof(b->port));
         h = fnv(h, &t, 1);
@@ -209,7 +219,7 @@ int vsr__upstream_identity_eq(const shared_cluster_t *sc, const vsr_model_conf_t
     if (sc->n_eps != m->n_backends || strcmp(sc->name, m->name) != 0)
         return 0;
     for (size_t j = 0; j < sc->n_eps; j++)
-        if (sc->ports[j] != m->backends[j].port || sc->tls[j] != (m->backends[j].tls != 0) ||
+        if (sc->ports[j] != m->backends[j].port || sc->tls[j] != ep_transport(&m->backends[j]) ||
             strcmp(sc->hosts[j], m->backends[j].host) != 0)
             return 0;
     return 1;
@@ -272,8 +282,8 @@ static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_b
     for (size_t j = 0; j < n; j++) {
         sc->hosts[j] = vsr_strdup(m->backends[j].host);
         sc->ports[j] = m->backends[j].port;
-        sc->tls[j] = (uint8_t)(m->backends[j].tls != 0);
-        tls |= sc->tls[j];
+        sc->tls[j] = ep_transport(&m->backends[j]);
+        tls |= sc->tls[j] & 1;
         vsr__endpoint_state_init(&sc->eps[j]);
         sc->ep_ptrs[j] = &sc->eps[j];
         if (vsr__upstream_resolve(&m->backends[j], &sc->addrs[j], err) != VSR_OK)
@@ -423,6 +433,8 @@ vsr_upstream_t *vsr_upstream_new(uv_loop_t *loop, const vsr_config_t *cfg, vsr_u
 
 static void cluster_free(cluster_t *cl)
 {
+    for (size_t j = 0; j < cl->n_eps; j++)
+        vsr__h2_pool_free(cl->eps[j].h2); /* no stream left: the cluster had no users */
     vsr__upstream_cluster_unref(cl->sc);
     vsr_free(cl->eps);
     vsr_free(cl->weights);
@@ -450,12 +462,18 @@ static void upstream_release(vsr_upstream_t *up)
 
 static void uconn_close(uconn_t *uc);
 
-static void close_idle(cluster_t *cl)
+/* Closes the idle HTTP/1.1 connections; with h2 also the HTTP/2 pools
+ * (their streams must be gone: only when the worker's upstream goes). */
+static void close_idle(cluster_t *cl, int h2)
 {
     for (size_t j = 0; j < cl->n_eps; j++) {
         endpoint_t *ep = &cl->eps[j];
         while (ep->idle)
             uconn_close(ep->idle); /* unlinks itself */
+        if (h2) {
+            vsr__h2_pool_free(ep->h2);
+            ep->h2 = NULL;
+        }
     }
 }
 
@@ -466,7 +484,9 @@ void vsr_upstream_free(vsr_upstream_t *up)
     up->freeing = 1;
     for (size_t b = 0; b < UP_BUCKETS; b++)
         for (cluster_t *cl = up->buckets[b]; cl; cl = cl->next)
-            close_idle(cl);
+            close_idle(cl, 1);
+    for (cluster_t *cl = up->dead; cl; cl = cl->next)
+        close_idle(cl, 1);
     if (up->live == 0)
         upstream_release(up);
 }
@@ -508,10 +528,20 @@ static void sweep(vsr_upstream_t *up)
             cl->dead = 1;
             cl->next = up->dead;
             up->dead = cl;
-            close_idle(cl);
+            close_idle(cl, 0);
             cluster_put(cl);
         }
     }
+}
+
+void vsr__upstream_hold(vsr_upstream_t *up)
+{
+    up->live++;
+}
+
+void vsr__upstream_put(vsr_upstream_t *up)
+{
+    live_put(up);
 }
 
 static cluster_t *find_cluster(vsr_upstream_t *up, const vsr_model_conf_t *model)
@@ -541,6 +571,9 @@ static cluster_t *find_cluster(vsr_upstream_t *up, const vsr_model_conf_t *model
         cl->eps[j].addr = &sc->addrs[j];
         cl->eps[j].state = &sc->eps[j];
         cl->weights[j] = model->backends[j].weight;
+        if (model->backends[j].h2)
+            cl->eps[j].h2 = vsr__h2_pool_new(up, up->loop, sc->hosts[j], sc->tls[j] & 1, &sc->addrs[j], sc->tls_ctx,
+                                             sc);
     }
     cl->next = *bucket;
     *bucket = cl;
@@ -688,6 +721,8 @@ static void call_end(vsr_upstream_call_t *call)
         uconn_close(call->uc);
         call->uc = NULL;
     }
+    vsr__h2_stream_detach(call->h2s);
+    call->h2s = NULL;
     vsr_buf_free(&call->head);
     vsr_free(call->bufs);
     call->bufs = NULL;
@@ -732,6 +767,8 @@ static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_e
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void attempt_start(vsr_upstream_call_t *call);
+static void call_h2_start(vsr_upstream_call_t *call);
+static void h2_arm(vsr_upstream_call_t *call, uint64_t ms);
 static int build_head(vsr_upstream_call_t *call);
 
 static void call_timer_cb(uv_timer_t *t)
@@ -784,6 +821,8 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
         uconn_close(call->uc);
         call->uc = NULL;
     }
+    vsr__h2_stream_detach(call->h2s);
+    call->h2s = NULL;
     int deadline_passed = call->deadline_ms && now >= call->deadline_ms;
     int retry = !deadline_passed && call->attempt <= call->pol.retry_count &&
                 vsr__policy_retriable(&call->pol, o, status);
@@ -807,6 +846,8 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
         call->req.report->retries++;
     /* the backend's Retry-After, when honoured, replaces the back-off */
     uint64_t wait = call->retry_after_ms ? call->retry_after_ms : vsr__backoff_ms(&call->pol, call->attempt, &call->up->rng);
+    if (o == VSR_OUTCOME_REFUSED_STREAM)
+        wait = 0; /* the server did nothing with it: at once (ref §5.3) */
     call->retry_after_ms = 0;
     if (call->deadline_ms && now + wait >= call->deadline_ms) {
         call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
@@ -942,6 +983,10 @@ static void attempt_start(vsr_upstream_call_t *call)
     vsr_buf_reset(&call->head);
     build_head(call);
     endpoint_t *ep = call->ep;
+    if (ep->h2 && vsr__h2_pool_usable(ep->h2)) {
+        call_h2_start(call);
+        return;
+    }
     if (ep->idle) {
         uconn_t *uc = ep->idle;
         idle_unlink(uc);
@@ -1068,7 +1113,7 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     if (model->has_reliability)
         vsr__policy_merge(&call->pol, &model->reliability);
     if (req->override)
-        vsr__policy_merge(&call->pol, req->override);
+        vsr__policy_merge_decision(&call->pol, req->override);
     uint64_t now = vsr_now_ms();
     if (req->max_total_ms)
         call->pol.total_ms = call->pol.total_ms ? VSR_MIN(call->pol.total_ms, req->max_total_ms) : req->max_total_ms;
@@ -1307,6 +1352,33 @@ static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf)
         handle_eof(uc, call, nread);
 }
 
+/* A final response head: a retriable answer is not delivered, the next
+ * attempt's is (returns 1: the attempt has failed over). */
+static int head_retried(vsr_upstream_call_t *call, const vsr_http_head_t *head)
+{
+    if (call->attempt <= call->pol.retry_count &&
+        vsr__policy_retriable(&call->pol, VSR_OUTCOME_STATUS, head->status)) {
+        vsr_slice_t ra;
+        call->retry_after_ms = 0;
+        if (call->pol.retry_after_max_ms && vsr_http_head_get(head, "retry-after", &ra))
+            vsr__retry_after_ms(ra, vsr_wall_time(), call->pol.retry_after_max_ms, &call->up->rng, &call->retry_after_ms);
+        attempt_failed(call, VSR_OUTCOME_STATUS, head->status, VSR_UPSTREAM_E_RESET, "retriable status");
+        return 1;
+    }
+    return 0;
+}
+
+/* The head is the call's answer: evidence, then the safety boundary. */
+static void head_accepted(vsr_upstream_call_t *call, const vsr_http_head_t *head)
+{
+    const vsr_reliability_conf_t *rel = call->model->has_reliability ? &call->model->reliability : NULL;
+    if (rel)
+        vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
+                            vsr_now_ms());
+    record_attempt(call, head->status, 0);
+    call->got_head = 1;
+}
+
 static int on_resp_head(void *ud, vsr_http_head_t *head)
 {
     uconn_t *uc = ud;
@@ -1317,22 +1389,9 @@ static int on_resp_head(void *ud, vsr_http_head_t *head)
         uc->interim = 1;
         return VSR_OK;
     }
-    /* a retriable answer is not delivered: the next attempt's is */
-    if (call->attempt <= call->pol.retry_count &&
-        vsr__policy_retriable(&call->pol, VSR_OUTCOME_STATUS, head->status)) {
-        vsr_slice_t ra;
-        call->retry_after_ms = 0;
-        if (call->pol.retry_after_max_ms && vsr_http_head_get(head, "retry-after", &ra))
-            vsr__retry_after_ms(ra, vsr_wall_time(), call->pol.retry_after_max_ms, &call->up->rng, &call->retry_after_ms);
-        attempt_failed(call, VSR_OUTCOME_STATUS, head->status, VSR_UPSTREAM_E_RESET, "retriable status");
+    if (head_retried(call, head))
         return VSR_ERR; /* stop parsing: this connection is closing */
-    }
-    const vsr_reliability_conf_t *rel = call->model->has_reliability ? &call->model->reliability : NULL;
-    if (rel)
-        vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
-                            vsr_now_ms());
-    record_attempt(call, head->status, 0);
-    call->got_head = 1;
+    head_accepted(call, head);
     arm(uc, call->paused ? 0 : call->pol.idle_ms);
     if (call->cb && call->cb->on_head)
         call->cb->on_head(call->ud, head);
@@ -1362,6 +1421,8 @@ static int on_resp_complete(void *ud)
 
 /* ---- timers ---- */
 
+static void call_timed_out(vsr_upstream_call_t *call, int connecting);
+
 static void uc_timer_cb(uv_timer_t *t)
 {
     uconn_t *uc = t->data;
@@ -1372,9 +1433,15 @@ static void uc_timer_cb(uv_timer_t *t)
         uconn_close(uc);
         return;
     }
+    call_timed_out(call, uc->state == UC_CONNECTING);
+}
+
+/* The attempt's deadline passed: which one it was decides the outcome. */
+static void call_timed_out(vsr_upstream_call_t *call, int connecting)
+{
     uint64_t now = vsr_now_ms();
     int total = call->deadline_ms && now >= call->deadline_ms;
-    if (uc->state == UC_CONNECTING)
+    if (connecting)
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "connection timeout");
     else if (!call->got_head && total)
         call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
@@ -1391,6 +1458,12 @@ void vsr_upstream_call_pause(vsr_upstream_call_t *call)
     if (call->paused)
         return;
     call->paused = 1;
+    if (call->h2s) {
+        vsr__h2_pause(call->h2s);
+        if (call->got_head)
+            uv_timer_stop(&call->timer); /* a slow client is not an idle upstream */
+        return;
+    }
     uconn_t *uc = call->uc;
     if (uc && uc->state == UC_ACTIVE) {
         uv_read_stop((uv_stream_t *)&uc->tcp);
@@ -1404,6 +1477,12 @@ void vsr_upstream_call_resume(vsr_upstream_call_t *call)
     if (!call->paused)
         return;
     call->paused = 0;
+    if (call->h2s) {
+        if (call->got_head)
+            h2_arm(call, call->pol.idle_ms);
+        vsr__h2_resume(call->h2s); /* may deliver held bytes, and end the call */
+        return;
+    }
     uconn_t *uc = call->uc;
     if (uc && uc->state == UC_ACTIVE) {
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
@@ -1438,4 +1517,107 @@ void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, 
     vsr__breaker_conf_init(&bc, f);
     if (cl)
         vsr__breaker_record(&cl->sc->breaker, &bc, success, vsr_now_ms());
+}
+
+/* ---- HTTP/2 attempts: the stream is h2.c's, the decisions stay here ----
+ * The call's own timer (idle during an attempt otherwise) serves the
+ * stream's deadlines: connecting, then first byte / per try, then idle. */
+
+static void h2_timer_cb(uv_timer_t *t)
+{
+    vsr_upstream_call_t *call = t->data;
+    if (call->ended || call->h2s == NULL)
+        return;
+    call_timed_out(call, !call->h2_sent);
+}
+
+static void h2_arm(vsr_upstream_call_t *call, uint64_t ms)
+{
+    if (ms)
+        uv_timer_start(&call->timer, h2_timer_cb, ms, 0);
+    else
+        uv_timer_stop(&call->timer);
+}
+
+static void call_h2_start(vsr_upstream_call_t *call)
+{
+    uint64_t now = vsr_now_ms();
+    const char *overflow = NULL;
+    call->h2_sent = 0;
+    call->bufs[0] = uv_buf_init(call->head.data, (unsigned)call->head.len);
+    /* armed first: the stream may report its connection up at once */
+    h2_arm(call, min_nonzero(call->pol.connect_ms, remaining_ms(call, now)));
+    call->h2s = vsr__h2_start(call->ep->h2, call, call->head.data, call->head.len, call->bufs + 1, call->n_bufs - 1,
+                              call->req.head_request, call->pol.connect_ms, &overflow);
+    if (call->h2s == NULL) {
+        uv_timer_stop(&call->timer);
+        if (overflow)
+            call_fail(call, VSR_UPSTREAM_E_OVERFLOW, overflow);
+        else
+            attempt_failed(call, VSR_OUTCOME_PROTOCOL, 0, VSR_UPSTREAM_E_PROTOCOL, "invalid request for HTTP/2");
+    }
+}
+
+void vsr__call_h2_sent(vsr_upstream_call_t *call)
+{
+    call->h2_sent = 1;
+    call->written = 1;
+    h2_arm(call, min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms),
+                             remaining_ms(call, vsr_now_ms())));
+}
+
+void vsr__call_h2_head(vsr_upstream_call_t *call, const vsr_http_head_t *head)
+{
+    if (head_retried(call, head))
+        return;
+    head_accepted(call, head);
+    h2_arm(call, call->paused ? 0 : call->pol.idle_ms);
+    if (call->cb && call->cb->on_head)
+        call->cb->on_head(call->ud, head);
+}
+
+void vsr__call_h2_body(vsr_upstream_call_t *call, const char *p, size_t n, vsr_rbuf_t *owner)
+{
+    call->got_bytes = 1;
+    if (!call->paused)
+        h2_arm(call, call->pol.idle_ms); /* progress: restart the stream-idle clock */
+    if (call->cb && call->cb->on_body)
+        call->cb->on_body(call->ud, p, n, owner);
+}
+
+void vsr__call_h2_complete(vsr_upstream_call_t *call)
+{
+    const vsr_upstream_callbacks_t *cb = call->cb;
+    void *ud = call->ud;
+    call->h2s = NULL; /* the stream let go of the call itself */
+    call_end(call);
+    if (cb && cb->on_complete)
+        cb->on_complete(ud);
+}
+
+void vsr__call_h2_failed(vsr_upstream_call_t *call, vsr_outcome_t o, vsr_upstream_error_t err, const char *detail)
+{
+    call->h2s = NULL;
+    if (call->got_head)
+        call_fail(call, err == VSR_UPSTREAM_E_RESET ? VSR_UPSTREAM_E_ABORTED : err, detail);
+    else
+        attempt_failed(call, o, 0, err, detail);
+}
+
+void vsr__call_h2_resend(vsr_upstream_call_t *call)
+{
+    call->h2s = NULL;
+    if (call->stale_retried) { /* once per call, as a stale keep-alive connection */
+        attempt_failed(call, VSR_OUTCOME_REFUSED_STREAM, 0, VSR_UPSTREAM_E_RESET, "refused stream");
+        return;
+    }
+    call->stale_retried = 1;
+    call_h2_start(call);
+}
+
+void vsr__call_h2_downgrade(vsr_upstream_call_t *call)
+{
+    call->h2s = NULL;
+    uv_timer_stop(&call->timer);
+    call_connect(call);
 }

@@ -2,7 +2,8 @@
  * upstream — the client side of the proxy: per-worker clusters (one per
  * provider model) and endpoints (its backend_refs), weighted endpoint choice,
  * keep-alive connection pools, and one HTTP/1.1 exchange per call with
- * connect, first-byte and idle timeouts.
+ * connect, first-byte and idle timeouts (for `protocol: h2` backends, one
+ * HTTP/2 stream on a shared connection instead).
  *
  * Threading: a vsr_upstream_t belongs to one worker loop; every function
  * here must be called on that loop's thread.
@@ -36,7 +37,7 @@ typedef struct vsr_upstream_shared_s vsr_upstream_shared_t;
 typedef enum {
     VSR_UPSTREAM_E_CONNECT = 1, /* could not connect (refused, unreachable, connect timeout) */
     VSR_UPSTREAM_E_RESET,       /* the connection ended before the response head */
-    VSR_UPSTREAM_E_PROTOCOL,    /* the response was not valid HTTP/1.x */
+    VSR_UPSTREAM_E_PROTOCOL,    /* the response was not valid HTTP/1.x (or HTTP/2) */
     VSR_UPSTREAM_E_TIMEOUT,     /* no response head within the first-byte budget */
     VSR_UPSTREAM_E_IDLE,        /* after the head: nothing received for idle_timeout */
     VSR_UPSTREAM_E_ABORTED,     /* after the head: the connection ended mid-body */

@@ -157,8 +157,10 @@ def test_plain_backend_reports_tls_false(fakellm):
 def test_alpn_and_protocol_versions(tls_fakellm):
     tb = tls_fakellm()
     with tb.tls_socket(alpn=["h2", "http/1.1"]) as s:
-        assert s.selected_alpn_protocol() == "http/1.1"
+        assert s.selected_alpn_protocol() == "h2"   # HTTP/2 when offered (test_fakellm_h2.py)
         assert s.version() in ("TLSv1.2", "TLSv1.3")
+    with tb.tls_socket(alpn=["http/1.1"]) as s:
+        assert s.selected_alpn_protocol() == "http/1.1"
     # TLS 1.2 is accepted
     ctx = ssl.create_default_context(cafile=tb.ca)
     ctx.maximum_version = ssl.TLSVersion.TLSv1_2
@@ -166,9 +168,9 @@ def test_alpn_and_protocol_versions(tls_fakellm):
         assert s.version() == "TLSv1.2"
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         assert read_all(s).startswith(b"HTTP/1.1 200 ")
-    # a client speaking only h2 is refused rather than silently given HTTP/1.1
+    # a client speaking neither is refused rather than silently given HTTP/1.1
     with pytest.raises(ssl.SSLError, match="NO_APPLICATION_PROTOCOL|no application protocol"):
-        tb.tls_socket(alpn=["h2"])
+        tb.tls_socket(alpn=["spdy/3"])
     # TLS 1.1 is refused (the client is told to allow it, so the refusal is the server's)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -222,3 +222,73 @@ def test_health_check_down_and_up(vsr, fakellm):
     assert len(health) >= 3 and all(e["method"] == "GET" and e["path"] == "/health" for e in health)
     httpx.post(a.url + "/_fakellm/health-status", content=b"200")
     wait_until(lambda: backends_used() == {"hc-a", "hc-b"}, timeout=10, what="hc-a healthy again")
+
+
+def decision_doc(port, endpoint, decision_rel, model_rel=""):
+    model_rel = f", reliability: {{{model_rel}}}" if model_rel else ""
+    return f"""version: v0.3
+listeners:
+  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 20s}}
+providers:
+  defaults: {{model: m}}
+  models:
+    - {{name: m{model_rel}, backend_refs: [{{endpoint: "{endpoint}"}}]}}
+routing:
+  signals:
+    keywords:
+      - {{name: any, operator: OR, keywords: [hello]}}
+  decisions:
+    - name: d
+      rules: {{operator: AND, conditions: [{{type: keyword, name: any}}]}}
+      modelRefs: [{{model: m}}]
+      reliability: {{{decision_rel}}}
+global:
+  services:
+    management_api: {{port: {free_port()}}}
+"""
+
+
+def ask_auto(v, headers):
+    key = str(uuid.uuid4())
+    r = httpx.post(v.url + "/v1/chat/completions", timeout=30, headers={"x-fakellm-key": key, **headers},
+                   json={"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
+    return r, key
+
+
+def test_decision_retry_on_without_count_retries_once(vsr, fakellm):
+    """ref §1.6: the decision's retry_on reaches Envoy as x-envoy-retry-on
+    without x-envoy-max-retries, and Envoy then retries once."""
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(decision_doc(port, be.endpoint, "retry_on: 5xx"), port=port)
+    v.backends = [be]
+    r, key = ask_auto(v, {"x-fakellm-status": "503", "x-fakellm-fail-count": "1"})
+    assert r.status_code == 200
+    assert outcomes(v, key) == ["status:503", "ok"]
+    r, key = ask_auto(v, {"x-fakellm-status": "503", "x-fakellm-fail-count": "5"})
+    assert r.status_code == 503
+    assert outcomes(v, key) == ["status:503", "status:503"]   # one retry, not more
+
+
+def test_decision_retry_on_keeps_the_models_count(vsr, fakellm):
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(decision_doc(port, be.endpoint, "retry_on: 5xx", model_rel="retry_count: 3"), port=port)
+    v.backends = [be]
+    r, key = ask_auto(v, {"x-fakellm-status": "503", "x-fakellm-fail-count": "3"})
+    assert r.status_code == 200
+    assert outcomes(v, key) == ["status:503"] * 3 + ["ok"]
+
+
+def test_retry_after_beyond_the_max_is_not_honoured(rstack):
+    """ref §5.3: Retry-After is honoured up to retry_after_max; a longer one
+    is ignored and the computed back-off (25 ms base) applies, not the max."""
+    v = rstack({"retry_count": 1, "retry_on": "retriable-status-codes", "retriable_status_codes": "[429]",
+                "retry_after_max": "10s"})
+    t0 = time.monotonic()
+    r, key = call(v, {"x-fakellm-status": "429", "x-fakellm-retry-after": "60", "x-fakellm-fail-count": "1"})
+    assert r.status_code == 200
+    entries = log(v, key)
+    assert [e["outcome"] for e in entries] == ["status:429", "ok"]
+    assert entries[1]["time_ms"] - entries[0]["time_ms"] < 5000   # capped, it would have been 10 to 15 s
+    assert time.monotonic() - t0 < 8

@@ -874,6 +874,10 @@ static void test_endpoint_table(void **state)
         {"base_url: https://api.x.com/v1", "api.x.com", 443, "api.x.com", "/v1"},
         {"{endpoint: h, protocol: https}", "h", 443, "h", ""},
         {"base_url: \"https://h:8443\"", "h", 8443, "h:8443", ""},
+        {"{endpoint: h, protocol: h2}", "h", 80, "h", ""},
+        {"{endpoint: \"h:8000\", protocol: h2}", "h", 8000, "h:8000", ""},
+        {"{base_url: \"https://h/v1\", protocol: h2}", "h", 443, "h", "/v1"},
+        {"{base_url: \"http://h:81\", protocol: h2}", "h", 81, "h:81", ""},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char yaml[1024];
@@ -883,6 +887,7 @@ static void test_endpoint_table(void **state)
         assert_string_equal(b->host, rows[i].host);
         assert_int_equal(b->port, rows[i].port);
         assert_int_equal(b->tls, strstr(rows[i].item, "https") != NULL);
+        assert_int_equal(b->h2, strstr(rows[i].item, "h2") != NULL);
         assert_string_equal(b->authority, rows[i].authority);
         assert_string_equal(b->path_prefix, rows[i].path_prefix);
         vsr_config_free(c);
@@ -922,7 +927,8 @@ static void test_endpoint_errors(void **state)
         {"base_url: \"http://h/a b\"",
          "t.yaml:9:21: invalid base_url \"http://h/a b\": the path must be printable ASCII without spaces "
          "(percent-encode the rest)\n"},
-        {"{endpoint: h, protocol: HTTP}", "t.yaml:9:35: protocol must be \"http\" or \"https\", got \"HTTP\"\n"},
+        {"{endpoint: h, protocol: HTTP}", "t.yaml:9:35: protocol must be \"http\", \"https\" or \"h2\", got \"HTTP\"\n"},
+        {"{endpoint: h, protocol: h2c}", "t.yaml:9:35: protocol must be \"http\", \"https\" or \"h2\", got \"h2c\"\n"},
         {"{endpoint: h, base_url: \"http://h\"}", "t.yaml:9:35: set either endpoint or base_url, not both\n"},
         {"{name: x}", "t.yaml:9:11: missing required key \"endpoint\" (or \"base_url\")\n"},
         {"{endpoint: h, weight: 0}", "t.yaml:9:33: weight must be between 1 and 1000000, got 0\n"},

@@ -211,6 +211,46 @@ static void test_merge_default_retry_on(void **state)
     assert_int_equal(p.retry_on, 0);
 }
 
+/* ref §1.6: a decision's retry_on without retry_count retries once, unless
+ * the model already retries (then its count stays). */
+static void test_merge_decision_retry_count(void **state)
+{
+    (void)state;
+    vsr_policy_t p;
+    vsr_reliability_conf_t model, decision = rel_none();
+    decision.retry_on = "5xx";
+
+    vsr__policy_init(&p, 1000);
+    vsr__policy_merge_decision(&p, &decision);
+    assert_int_equal(p.retry_count, 1);
+    assert_int_equal(p.retry_on, VSR_RETRY_5XX);
+
+    vsr__policy_init(&p, 1000);
+    model = rel_none();
+    model.has_retry_count = 1, model.retry_count = 3;
+    vsr__policy_merge(&p, &model);
+    vsr__policy_merge_decision(&p, &decision);
+    assert_int_equal(p.retry_count, 3);
+
+    /* an explicit count wins, 0 included */
+    vsr__policy_init(&p, 1000);
+    decision.has_retry_count = 1, decision.retry_count = 0;
+    vsr__policy_merge_decision(&p, &decision);
+    assert_int_equal(p.retry_count, 0);
+
+    /* a model's retry_on without a count is no retry policy (ref §5.4) */
+    vsr__policy_init(&p, 1000);
+    model = rel_none();
+    model.retry_on = "5xx";
+    vsr__policy_merge(&p, &model);
+    assert_int_equal(p.retry_count, 0);
+    /* and a decision without retry_on adds no retry */
+    decision = rel_none();
+    decision.has_total_timeout = 1, decision.total_timeout_ms = 5000;
+    vsr__policy_merge_decision(&p, &decision);
+    assert_int_equal(p.retry_count, 0);
+}
+
 static void test_merge_backoff(void **state)
 {
     (void)state;
@@ -335,6 +375,7 @@ static void test_retriable_table(void **state)
         {VSR_OUTCOME_RESET, 0, 0x7},
         {VSR_OUTCOME_TIMEOUT, 0, 0x7},
         {VSR_OUTCOME_PROTOCOL, 0, 0x7},
+        {VSR_OUTCOME_REFUSED_STREAM, 0, 0x7 | VSR_RETRY_REFUSED_STREAM},
     };
     assert_int_equal(0x1F, rst | VSR_RETRY_RESET_BEFORE_REQUEST | VSR_RETRY_CONNECT_FAILURE);
 
@@ -461,17 +502,29 @@ static void test_retry_after(void **state)
     assert_retry_after("5", DATE_1994, big, 5000, 7500);
     assert_retry_after(" 7\t", DATE_1994, big, 7000, 10500);
     assert_retry_after("0", DATE_1994, big, 0, 0);
-    /* capped at max, then jittered */
-    assert_retry_after("120", DATE_1994, 30000, 30000, 45000);
-    assert_retry_after("99999999999999999999999999", DATE_1994, 30000, 30000, 45000);
-    assert_retry_after("18446744073709551615", DATE_1994, 30000, 30000, 45000);
-    assert_retry_after("5", DATE_1994, 0, 0, 0);
+    /* up to max it is honoured (jittered); beyond it, not at all: the
+     * caller's back-off applies (ref §5.3, Envoy's rate-limited back-off) */
+    assert_retry_after("30", DATE_1994, 30000, 30000, 45000);
+    static const char *const beyond[] = {"31", "120", "99999999999999999999999999", "18446744073709551615"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(beyond); i++) {
+        vsr_rng_t r;
+        vsr__rng_seed(&r, 5);
+        uint64_t out = 4242;
+        assert_int_equal(vsr__retry_after_ms(vsr_slice_cstr(beyond[i]), DATE_1994, 30000, &r, &out), VSR_DECLINED);
+        assert_int_equal(out, 4242);
+    }
+    uint64_t d0 = 4242;
+    vsr_rng_t r0;
+    vsr__rng_seed(&r0, 5);
+    assert_int_equal(vsr__retry_after_ms(vsr_slice_cstr("5"), DATE_1994, 0, &r0, &d0), VSR_DECLINED);
+    assert_retry_after("0", DATE_1994, 0, 0, 0);
     /* HTTP-dates, relative to now */
     assert_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", DATE_1994 - 10, big, 10000, 15000);
     assert_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", DATE_1994 - 10, big, 10000, 15000);
     assert_retry_after("Sun Nov  6 08:49:37 1994", DATE_1994 - 10, big, 10000, 15000);
     assert_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", DATE_1994, big, 60000, 90000);
-    assert_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", DATE_1994, 20000, 20000, 30000);
+    assert_int_equal(vsr__retry_after_ms(vsr_slice_cstr("Sun, 06 Nov 1994 08:50:37 GMT"), DATE_1994, 20000, &r0, &d0),
+                     VSR_DECLINED);
     /* now has a fraction: the wait is measured from it */
     assert_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", DATE_1994 - 0.5, big, 500, 750);
     /* past dates: no wait */
@@ -1072,6 +1125,7 @@ int main(void)
         cmocka_unit_test(test_merge_replace),
         cmocka_unit_test(test_merge_add),
         cmocka_unit_test(test_merge_default_retry_on),
+        cmocka_unit_test(test_merge_decision_retry_count),
         cmocka_unit_test(test_merge_backoff),
         cmocka_unit_test(test_merge_budget),
         cmocka_unit_test(test_retry_on_parse),

@@ -50,6 +50,8 @@ typedef struct {
     const char *key;     /* NULL = none */
     size_t key_len;
     int64_t fail_count;  /* -1 = no budget: faults apply every time */
+    int refuse_stream;   /* HTTP/2: RST_STREAM REFUSED_STREAM instead of an answer */
+    int goaway;          /* HTTP/2: GOAWAY below this stream, then close */
     char *owned[16]; /* serialised JSON values from the body's "fakellm" object */
     int nowned;
 } knobs_t;
@@ -146,7 +148,8 @@ static void render_request(fl_buf_t *b, const req_ctx_t *x)
     fl_json_str(b, base + r->method_off, r->method_len);
     fl_buf_adds(b, ",\"path\":");
     fl_json_str(b, base + r->target_off, r->target_len);
-    fl_buf_adds(b, r->minor ? ",\"version\":\"HTTP/1.1\"" : ",\"version\":\"HTTP/1.0\"");
+    fl_buf_adds(b, x->c->h2s ? ",\"version\":\"HTTP/2\""
+                   : r->minor ? ",\"version\":\"HTTP/1.1\"" : ",\"version\":\"HTTP/1.0\"");
     fl_buf_adds(b, ",\"headers\":{");
     int first = 1;
     for (int i = 0; i < r->nhdrs; i++) {
@@ -363,6 +366,14 @@ static int apply_knob(knobs_t *k, const char *key, size_t klen, const char *v, s
             k->hang = 0;
         else
             what = "1 or 0";
+    } else if (key_is(key, klen, "refuse-stream") || key_is(key, klen, "goaway")) {
+        int *flag = key_is(key, klen, "goaway") ? &k->goaway : &k->refuse_stream;
+        if (val_is(v, vlen, "1") || val_is(v, vlen, "true") || val_is(v, vlen, "yes"))
+            *flag = 1;
+        else if (val_is(v, vlen, "0") || val_is(v, vlen, "false") || val_is(v, vlen, "no"))
+            *flag = 0;
+        else
+            what = "1 or 0";
     } else if (key_is(key, klen, "reset")) {
         if (val_is(v, vlen, "before-headers"))
             k->reset = RESET_BEFORE_HEADERS;
@@ -486,6 +497,8 @@ static void knobs_drop_faults(knobs_t *k)
     k->reset = RESET_NONE;
     k->drop_after = -1;
     k->hang = 0;
+    k->refuse_stream = 0;
+    k->goaway = 0;
     k->stall_after = -1;
     k->body = NULL;
     k->body_len = 0;
@@ -788,7 +801,7 @@ static void start_stream(const req_ctx_t *x, fl_api_t api, const knobs_t *k, con
     s->stall_ms = k->stall_ms;
     s->stalled = 0;
     s->include_usage = include_usage;
-    s->chunked_te = c->req.minor == 1;
+    s->chunked_te = c->req.minor == 1 && !c->h2s; /* HTTP/2: DATA frames delimit */
     s->wait_write = 0;
     s->created = (int64_t)time(NULL);
     s->prompt_tokens = (x->body_len + 3) / 4;
@@ -1015,6 +1028,8 @@ static void call_init(fl_call_t *call, const req_ctx_t *x, route_t route, const 
     const fl_req_t *r = &x->c->req;
     memset(call, 0, sizeof *call);
     call->thread = x->c->w->index;
+    call->conn = x->c->id;
+    call->h2 = x->c->h2s != NULL;
     call->method = (fl_str_t){x->base + r->method_off, r->method_len};
     call->path = (fl_str_t){x->base + r->target_off, r->target_len};
     call->request_id = find_header(x, "x-request-id");
@@ -1027,7 +1042,11 @@ static void call_init(fl_call_t *call, const req_ctx_t *x, route_t route, const 
 static void decide_outcome(fl_call_t *call, const knobs_t *k, int bad_json, int stream)
 {
     int streaming = stream && !k->status && !bad_json && !k->has_body;
-    if (k->hang)
+    if (call->h2 && k->refuse_stream)
+        call->outcome = OUT_REFUSED;
+    else if (call->h2 && k->goaway)
+        call->outcome = OUT_GOAWAY;
+    else if (k->hang)
         call->outcome = OUT_HANG;
     else if (k->reset != RESET_NONE)
         call->outcome = OUT_RESET;
@@ -1144,6 +1163,14 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     fl_log_append_locked(&call);
     fl_log_unlock();
 
+    if (c->h2s && k.refuse_stream) {
+        fl_h2_refuse(c);
+        goto done;
+    }
+    if (c->h2s && k.goaway) {
+        fl_h2_goaway(c);
+        goto done;
+    }
     if (k.hang) {
         fl_conn_hang(c);
         goto done;

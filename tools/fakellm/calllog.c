@@ -19,8 +19,9 @@
 #include <string.h>
 
 typedef struct {
-    uint64_t seq, time_ms, attempt;
+    uint64_t seq, time_ms, attempt, conn;
     int32_t status;
+    uint8_t h2;
     uint16_t thread;
     uint8_t outcome, health;
     /* string lengths; -1 = absent */
@@ -201,6 +202,8 @@ void fl_log_append_locked(const fl_call_t *call)
     r->attempt = call->attempt;
     r->status = call->status;
     r->thread = (uint16_t)call->thread;
+    r->conn = call->conn;
+    r->h2 = (uint8_t)(call->h2 != 0);
     r->outcome = (uint8_t)call->outcome;
     r->health = (uint8_t)(call->health != 0);
     r->method_len = copy_field(r->method, sizeof r->method, call->method);
@@ -242,6 +245,8 @@ static const char *outcome_name(uint8_t o)
     case OUT_DELAY: return "delay";
     case OUT_STALL: return "stall";
     case OUT_HEALTH: return "health";
+    case OUT_REFUSED: return "refused";
+    case OUT_GOAWAY: return "goaway";
     }
     return "?";
 }
@@ -254,6 +259,9 @@ static void render_entry(fl_buf_t *b, const rec_t *r)
     fl_buf_addu(b, r->time_ms);
     fl_buf_adds(b, ",\"thread\":");
     fl_buf_addu(b, r->thread);
+    fl_buf_adds(b, ",\"conn\":");
+    fl_buf_addu(b, r->conn);
+    fl_buf_adds(b, r->h2 ? ",\"protocol\":\"h2\"" : ",\"protocol\":\"http/1.1\"");
     add_field(b, ",\"method\":", r->method, r->method_len);
     add_field(b, ",\"path\":", r->path, r->path_len);
     fl_buf_adds(b, ",\"backend\":");

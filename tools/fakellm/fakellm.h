@@ -14,6 +14,8 @@
  *   calllog.c the call log (a ring of fixed records) and the per-key
  *             attempt counters behind x-fakellm-key / -fail-count
  *   tls.c     optional server-side TLS (OpenSSL over memory BIOs)
+ *   h2.c      HTTP/2 (nghttp2): each stream answered through api.c as the
+ *             HTTP/1.1 request it stands for
  *   main.c    command line, listening sockets, threads, signals
  *
  * See docs/fakellm.md for the user-facing contract.
@@ -145,6 +147,7 @@ typedef struct {
     int64_t chunks, chunk_delay_ms, chunk_size;
     const char *text; /* NULL = "Hello from NAME" */
     int health_status;
+    int h2_max_streams;             /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS */
     const char *tls_cert, *tls_key; /* both or neither */
     int tls;                        /* every listener speaks TLS */
 
@@ -187,6 +190,8 @@ typedef enum {
     OUT_DELAY,
     OUT_STALL,
     OUT_HEALTH,
+    OUT_REFUSED, /* HTTP/2: RST_STREAM REFUSED_STREAM */
+    OUT_GOAWAY,  /* HTTP/2: GOAWAY below the stream, connection closed */
 } fl_outcome_t;
 
 /* A borrowed string; p == NULL means absent (rendered as null). */
@@ -199,6 +204,8 @@ typedef struct {
  * the ring, so they only need to live for the call. */
 typedef struct {
     int thread;
+    uint64_t conn; /* the connection's number (accept order, from 1) */
+    int h2;        /* the request came over HTTP/2 */
     fl_str_t method, path, model, request_id, key;
     uint64_t attempt; /* 0: the request carried no key */
     fl_outcome_t outcome;
@@ -240,7 +247,7 @@ typedef struct fl_tls fl_tls_t;
 #define FL_TLS_ERR (-2) /* fl_tls_read: a fatal TLS error (counted in /stats) */
 
 /* Main thread, before the workers start: the process-wide context (TLS 1.2
- * or later, the PEM certificate chain and key, ALPN http/1.1).  Prints why
+ * or later, the PEM certificate chain and key, ALPN h2 or http/1.1).  Prints why
  * and returns -1 when the files cannot be used. */
 int fl_tls_setup(const char *cert_file, const char *key_file);
 void fl_tls_teardown(void);
@@ -311,6 +318,9 @@ typedef enum {
     CS_CLOSED,
 } fl_conn_state_t;
 
+typedef struct fl_h2 fl_h2_t;
+typedef struct fl_h2_stream fl_h2_stream_t;
+
 typedef struct fl_conn {
     uv_tcp_t tcp;
     fl_tls_t *tls; /* NULL: plain HTTP */
@@ -332,6 +342,10 @@ typedef struct fl_conn {
     fl_buf_t wbuf;   /* output being written */
     fl_buf_t pending;/* an answer waiting for its delay */
     fl_stream_t st;
+    uint64_t id;     /* accept order, from 1 (HTTP/2 streams: their connection's) */
+    int h2_checked;  /* the first bytes were not the HTTP/2 preface */
+    fl_h2_t *h2;     /* this connection speaks HTTP/2 (h2.c) */
+    fl_h2_stream_t *h2s; /* not a connection: one HTTP/2 stream's request (h2.c) */
 } fl_conn_t;
 
 struct fl_worker {
@@ -353,6 +367,25 @@ void fl_worker_run(fl_worker_t *w);
 void fl_worker_stop(fl_worker_t *w); /* thread-safe */
 void fl_conn_queue(fl_conn_t *c, fl_action_t action, int64_t delay_ms);
 void fl_conn_hang(fl_conn_t *c);
+
+/* h2.c: HTTP/2 on a connection whose first bytes were the client preface
+ * (h2c with prior knowledge, or after ALPN h2).  Each stream's request is
+ * turned into an HTTP/1.1 request and answered by fl_api_handle on a
+ * stand-in fl_conn_t (h2s set); its answer, rendered as HTTP/1.1, goes out
+ * as HTTP/2 frames.  fl_conn_queue / fl_conn_hang on a stand-in land here. */
+int fl_h2_is_preface(const char *p, size_t n); /* 1 yes, 0 not yet known, -1 no */
+void fl_h2_start(fl_conn_t *c);
+void fl_h2_input(fl_conn_t *c);      /* c->in holds new bytes (or the peer closed) */
+void fl_h2_after_write(fl_conn_t *c);
+void fl_h2_free(fl_conn_t *c);       /* the connection is closing */
+void fl_h2_queue(fl_conn_t *sc, fl_action_t action, int64_t delay_ms);
+void fl_h2_hang(fl_conn_t *sc);
+void fl_h2_refuse(fl_conn_t *sc);    /* RST_STREAM REFUSED_STREAM */
+void fl_h2_goaway(fl_conn_t *sc);    /* GOAWAY with a last stream id below this one, then close */
+/* server.c, for h2.c */
+void fl_conn_flush(fl_conn_t *c);
+void fl_conn_close(fl_conn_t *c, int rst);
+extern atomic_uint_fast64_t fl_conn_seq;
 
 /* api.c: answer the complete request now in c->req; called by the server
  * with the request bytes at base (= c->in.p + c->in_off).  It renders the

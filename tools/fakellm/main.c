@@ -43,6 +43,7 @@ static const char usage_text[] =
     "  --chunk-size B        filler bytes per SSE content event (default 0)\n"
     "  --text S              completion text (default \"Hello from NAME\")\n"
     "  --health-status CODE  status of GET /health (default 200)\n"
+    "  --h2-max-streams N    HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)\n"
     "See docs/fakellm.md.\n";
 
 static void die_usage(const char *fmt, const char *arg)
@@ -73,6 +74,7 @@ static void parse_args(int argc, char **argv)
     c->fail_status = 503;
     c->chunks = 5;
     c->health_status = 200;
+    c->h2_max_streams = 1000;
 
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
@@ -135,6 +137,8 @@ static void parse_args(int argc, char **argv)
             c->text = val;
         } else if (OPT("--health-status")) {
             c->health_status = (int)num_arg(opt, val, 200, 599);
+        } else if (OPT("--h2-max-streams")) {
+            c->h2_max_streams = (int)num_arg(opt, val, 1, 1000000);
         } else {
             die_usage("unknown option %s", opt);
         }

@@ -37,6 +37,8 @@ static void flush(fl_conn_t *c);
 
 /* ---- closing ------------------------------------------------------------ */
 
+atomic_uint_fast64_t fl_conn_seq;
+
 static void conn_free(fl_conn_t *c)
 {
     fl_buf_free(&c->in);
@@ -66,6 +68,8 @@ static void conn_close(fl_conn_t *c, int rst)
         return;
     c->state = CS_CLOSED;
     atomic_fetch_sub(&fl_stats.open, 1);
+    if (c->h2)
+        fl_h2_free(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -212,6 +216,10 @@ static void flush(fl_conn_t *c)
 
 static void after_write(fl_conn_t *c)
 {
+    if (c->h2) {
+        fl_h2_after_write(c);
+        return;
+    }
     switch (c->state) {
     case CS_IDLE:
         if (c->in.len > c->in_off && !c->processing)
@@ -563,8 +571,24 @@ static void delay_timer_cb(uv_timer_t *t)
         flush(c);
 }
 
+void fl_conn_flush(fl_conn_t *c)
+{
+    flush(c);
+    if (c->state != CS_CLOSED)
+        update_reading(c);
+}
+
+void fl_conn_close(fl_conn_t *c, int rst)
+{
+    conn_close(c, rst);
+}
+
 void fl_conn_queue(fl_conn_t *c, fl_action_t action, int64_t delay_ms)
 {
+    if (c->h2s) {
+        fl_h2_queue(c, action, delay_ms);
+        return;
+    }
     c->action = action;
     if (delay_ms > 0) {
         c->state = CS_DELAY;
@@ -576,11 +600,30 @@ void fl_conn_queue(fl_conn_t *c, fl_action_t action, int64_t delay_ms)
 
 void fl_conn_hang(fl_conn_t *c)
 {
+    if (c->h2s) {
+        fl_h2_hang(c);
+        return;
+    }
     c->state = CS_HANG;
 }
 
 static void process_input(fl_conn_t *c)
 {
+    if (!c->h2 && !c->h2_checked && c->in.len > c->in_off) {
+        /* HTTP/2 with prior knowledge (or after ALPN h2) opens with its preface */
+        int pre = fl_h2_is_preface(c->in.p + c->in_off, c->in.len - c->in_off);
+        if (pre == 0) {
+            update_reading(c);
+            return;
+        }
+        c->h2_checked = 1;
+        if (pre > 0)
+            fl_h2_start(c);
+    }
+    if (c->h2) {
+        fl_h2_input(c);
+        return;
+    }
     c->processing = 1;
     while (c->state == CS_IDLE && c->out.len < OUT_HIGH && c->in.len > c->in_off) {
         const char *base = c->in.p + c->in_off;
@@ -660,6 +703,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     atomic_fetch_add(&fl_stats.accepted, 1);
+    c->id = atomic_fetch_add(&fl_conn_seq, 1) + 1;
     uv_tcp_nodelay(&c->tcp, 1);
     if (fl_cfg.tls)
         c->tls = fl_tls_new();

@@ -65,26 +65,35 @@ static void fail(fl_tls_t *t, int ssl_err)
     pthread_mutex_unlock(&g_err_mu);
 }
 
-/* Only HTTP/1.1 is spoken.  A client that offers ALPN without http/1.1 (h2
- * alone, say) gets the no_application_protocol alert RFC 7301 asks for
- * rather than a silent downgrade it did not ask for; a client that offers
- * no ALPN at all is served. */
+/* HTTP/2 and HTTP/1.1 are spoken.  A client that offers ALPN with neither
+ * gets the no_application_protocol alert RFC 7301 asks for rather than a
+ * silent downgrade it did not ask for; a client that offers no ALPN at all
+ * is served (HTTP/1.1, or HTTP/2 if it opens with the preface). */
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned int inlen, void *arg)
 {
     (void)ssl;
     (void)arg;
+    /* h2 when offered (the client's order aside), else http/1.1 */
+    const unsigned char *h1 = NULL;
     unsigned int i = 0;
     while (i < inlen) {
         unsigned int n = in[i];
         if (n == 0 || n > inlen - i - 1)
             break;
-        if (n == 8 && !memcmp(in + i + 1, "http/1.1", 8)) {
+        if (n == 2 && !memcmp(in + i + 1, "h2", 2)) {
             *out = in + i + 1;
-            *outlen = 8;
+            *outlen = 2;
             return SSL_TLSEXT_ERR_OK;
         }
+        if (n == 8 && !memcmp(in + i + 1, "http/1.1", 8))
+            h1 = in + i + 1;
         i += 1 + n;
+    }
+    if (h1) {
+        *out = h1;
+        *outlen = 8;
+        return SSL_TLSEXT_ERR_OK;
     }
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
