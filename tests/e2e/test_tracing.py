@@ -280,3 +280,29 @@ def test_secrets_never_in_logs_metrics_or_spans(vsr, fakellm, collector):
     for where, text in texts.items():
         for secret in (client_key, backend_key, "sk-wrong-SECRET-0000", "prompt-text-7781"):
             assert secret not in text, f"{secret} found in {where}"
+
+
+def test_h2_requests_are_traced_like_http1(vsr, fakellm, collector):
+    """A request over HTTP/2 gets the same spans, the same traceparent to the
+    backend, and the configuration version, as one over HTTP/1.1."""
+    import subprocess
+    v = start(vsr, fakellm, f"http://127.0.0.1:{collector.port}")
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi over h2"}]})
+    r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "--max-time", "30",
+                        v.url + "/v1/chat/completions", "-H", "content-type: application/json",
+                        "-H", f"traceparent: 00-{TID}-{PID}-01", "--data-binary", body],
+                       capture_output=True, timeout=40)
+    assert r.returncode == 0, r.stderr.decode()
+    head, _, payload = r.stdout.decode().partition("\r\n\r\n")
+    assert head.startswith("HTTP/2 200")
+    fields = {k.strip().lower(): val.strip() for k, _, val in (l.partition(":") for l in head.split("\r\n")[1:])}
+    assert fields["x-vsr-config-version"] == "1"
+    sent = json.loads(payload)["fakellm"]["request"]["headers"]
+    _, tid, parent, _ = sent["traceparent"].split("-")
+    assert tid == TID and parent != PID
+    wait_until(lambda: len(collector.spans(TID)) >= 3, what="three spans")
+    spans = collector.spans(TID)
+    (root,) = by_name(spans, "vsr.request")
+    (attempt,) = by_name(spans, "vsr.upstream_attempt")
+    assert root["parentSpanId"] == PID
+    assert attempt["parentSpanId"] == root["spanId"] and attempt["spanId"] == parent
