@@ -18,12 +18,14 @@
 
 /* ---- canonical form ---------------------------------------------------------- */
 
+static int put_string(vsr_buf_t *b, vsr_slice_t s);
+
 static int put_double(vsr_buf_t *b, const cfg_node_t *n)
 {
     char *end;
     double v = strtod(n->str, &end);
     if (!isfinite(v) || *end != '\0') /* .inf, .nan: no JSON number for them */
-        return vsr_buf_append_json_string(b, vsr_slice(n->str, n->len));
+        return put_string(b, vsr_slice(n->str, n->len));
     char tmp[40];
     for (int prec = 1; prec <= 17; prec++) { /* the shortest text that reads back the same */
         snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
@@ -34,6 +36,61 @@ static int put_double(vsr_buf_t *b, const cfg_node_t *n)
     if (strpbrk(tmp, ".eE") == NULL)
         strcat(tmp, ".0");
     return vsr_buf_append_cstr(b, tmp);
+}
+
+/* A JSON string that YAML reads back unchanged: besides JSON's escapes,
+ * the characters YAML refuses (DEL, C1 controls, U+FFFE, U+FFFF) or takes as
+ * line breaks inside a quoted scalar (NEL, U+2028, U+2029) are escaped. */
+static int put_string(vsr_buf_t *b, vsr_slice_t s)
+{
+    vsr_buf_t tmp;
+    vsr_buf_init(&tmp, 0);
+    int rc = vsr_buf_append_json_string(&tmp, s);
+    const unsigned char *p = (const unsigned char *)tmp.data;
+    size_t start = 0;
+    for (size_t i = 0; rc == VSR_OK && i < tmp.len; i++) {
+        unsigned cp = 0, n = 0;
+        if (p[i] == 0x7f)
+            cp = 0x7f, n = 1;
+        else if (p[i] == 0xc2 && i + 1 < tmp.len && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+            cp = p[i + 1], n = 2;
+        else if (p[i] == 0xe2 && i + 2 < tmp.len && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9))
+            cp = 0x2000u | (p[i + 2] - 0x80u), n = 3;
+        else if (p[i] == 0xef && i + 2 < tmp.len && p[i + 1] == 0xbf && (p[i + 2] == 0xbe || p[i + 2] == 0xbf))
+            cp = 0xff00u | (p[i + 2] - 0x80u + 0x40u), n = 3;
+        if (n == 0)
+            continue;
+        rc |= vsr_buf_append(b, tmp.data + start, i - start);
+        rc |= vsr_buf_printf(b, "\\u%04x", cp);
+        i += n - 1;
+        start = i + 1;
+    }
+    if (rc == VSR_OK)
+        rc = vsr_buf_append(b, tmp.data + start, tmp.len - start);
+    vsr_buf_free(&tmp);
+    return rc;
+}
+
+/* An integer too large for 64 bits: JSON has no leading "+" or zeros, and
+ * no hex or octal, so decimal digits are normalised and the rest becomes a
+ * string (no field takes such a value: the loader reports it either way). */
+static int put_big_int(vsr_buf_t *b, const cfg_node_t *n)
+{
+    size_t i = 0, len = n->len;
+    const char *p = n->str;
+    int neg = 0;
+    if (i < len && (p[i] == '+' || p[i] == '-'))
+        neg = p[i++] == '-';
+    size_t start = i;
+    for (; i < len; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return put_string(b, vsr_slice(p, len));
+    while (start + 1 < len && p[start] == '0')
+        start++;
+    if (start >= len)
+        return put_string(b, vsr_slice(p, len));
+    int rc = neg ? vsr_buf_append(b, "-", 1) : VSR_OK;
+    return rc | vsr_buf_append(b, p + start, len - start);
 }
 
 static int emit(vsr_buf_t *b, const cfg_node_t *n, int depth)
@@ -50,7 +107,7 @@ static int emit(vsr_buf_t *b, const cfg_node_t *n, int depth)
                 rc |= vsr_buf_append(b, ",", 1);
             if (k->kind != CFG_NODE_SCALAR)
                 return VSR_ERR_INVALID;
-            rc |= vsr_buf_append_json_string(b, vsr_slice(k->str, k->len));
+            rc |= put_string(b, vsr_slice(k->str, k->len));
             rc |= vsr_buf_append(b, ":", 1);
             rc |= emit(b, v, depth + 1);
         }
@@ -79,13 +136,13 @@ static int emit(vsr_buf_t *b, const cfg_node_t *n, int depth)
     case CFG_INT:
         if (n->ival_ok)
             return vsr_buf_printf(b, "%lld", (long long)n->ival);
-        return vsr_buf_append(b, n->str, n->len);
+        return put_big_int(b, n);
     case CFG_FLOAT:
         return put_double(b, n);
     case CFG_STR:
         break;
     }
-    return vsr_buf_append_json_string(b, vsr_slice(n->str, n->len));
+    return put_string(b, vsr_slice(n->str, n->len));
 }
 
 int vsr__cfg_canonical_node(vsr_buf_t *b, const cfg_node_t *n)
@@ -310,7 +367,7 @@ static int put_defaults(printer_t *p, const char *path, const size_t *idx, int n
     if (strcmp(path, "listeners[]") == 0 && index < c->n_listeners) {
         const vsr_listener_conf_t *l = &c->listeners[index];
         if (KEY("address"))
-            vsr_buf_append_json_string(b, vsr_slice_cstr(l->address));
+            put_string(b, vsr_slice_cstr(l->address));
         if (KEY("timeout"))
             put_duration(b, l->timeout_ms);
         if (KEY("max_request_body_bytes"))
@@ -320,14 +377,14 @@ static int put_defaults(printer_t *p, const char *path, const size_t *idx, int n
     } else if (strcmp(path, "providers.models[]") == 0 && index < c->n_models) {
         const vsr_model_conf_t *m = &c->models[index];
         if (KEY("provider_model_id"))
-            vsr_buf_append_json_string(b, vsr_slice_cstr(m->provider_model_id ? m->provider_model_id : m->name));
+            put_string(b, vsr_slice_cstr(m->provider_model_id ? m->provider_model_id : m->name));
         if (KEY("api_format"))
-            vsr_buf_append_json_string(b, vsr_slice_cstr(m->api_format ? m->api_format : "openai"));
+            put_string(b, vsr_slice_cstr(m->api_format ? m->api_format : "openai"));
     } else if (strcmp(path, "providers.models[].backend_refs[]") == 0 && nidx == 2 && idx[0] < c->n_models &&
                idx[1] < c->models[idx[0]].n_backends) {
         const vsr_backend_conf_t *be = &c->models[idx[0]].backends[idx[1]];
         if (KEY("name"))
-            vsr_buf_append_json_string(b, vsr_slice_cstr(be->name));
+            put_string(b, vsr_slice_cstr(be->name));
         if (KEY("weight"))
             vsr_buf_printf(b, "%u", (unsigned)be->weight);
         if (vsr__cfg_map_get(map, "endpoint") != NULL && KEY("protocol"))
@@ -336,7 +393,7 @@ static int put_defaults(printer_t *p, const char *path, const size_t *idx, int n
         if (KEY("enabled"))
             vsr_buf_append_cstr(b, c->management_enabled ? "true" : "false");
         if (KEY("bind_address"))
-            vsr_buf_append_json_string(b, vsr_slice_cstr(c->management_address ? c->management_address : "127.0.0.1"));
+            put_string(b, vsr_slice_cstr(c->management_address ? c->management_address : "127.0.0.1"));
         if (KEY("port"))
             vsr_buf_printf(b, "%u", (unsigned)c->management_port);
     }
@@ -379,7 +436,7 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
         vsr_buf_append_cstr(b, first ? "" : ",");
         first = 0;
         indent(b, depth + 1);
-        vsr_buf_append_json_string(b, vsr_slice(k->str, k->len));
+        put_string(b, vsr_slice(k->str, k->len));
         vsr_buf_append_cstr(b, ": ");
         if (p->redact && secret_key(k->str)) {
             put_redacted(p, v, depth + 1);
