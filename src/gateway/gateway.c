@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -314,6 +315,27 @@ static void gateway_free(vsr_gateway_t *gw)
     vsr_free(gw);
 }
 
+static int wildcard(const char *a)
+{
+    return a == NULL || strcmp(a, "0.0.0.0") == 0 || strcmp(a, "::") == 0;
+}
+
+/* Every listening socket is bound with SO_REUSEPORT (one per worker), so two
+ * listeners given the same port would both bind and the kernel would split
+ * their connections between them: refuse it instead. */
+static int ports_clash(const vsr_listener_conf_t *const *ls, size_t n, vsr_buf_t *err)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            if (ls[i]->port == ls[j]->port &&
+                (wildcard(ls[i]->address) || wildcard(ls[j]->address) || strcmp(ls[i]->address, ls[j]->address) == 0)) {
+                vsr_buf_printf(err, "listeners %s and %s both use port %u\n", ls[i]->name, ls[j]->name,
+                               (unsigned)ls[i]->port);
+                return 1;
+            }
+    return 0;
+}
+
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,
                                  vsr_buf_t *err)
 {
@@ -348,12 +370,26 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,
     };
+    const vsr_listener_conf_t **all = vsr_calloc(gw->n_listeners + 2, sizeof(*all));
+    size_t n_all = 0;
+    for (size_t i = 0; i < gw->n_listeners; i++)
+        all[n_all++] = &gw->listeners[i];
+    if (gw->management_enabled)
+        all[n_all++] = &gw->mgmt;
+    if (gw->metrics_listener.port)
+        all[n_all++] = &gw->metrics_listener;
+    int clash = ports_clash(all, n_all, err);
+    vsr_free(all);
     gw->listener_active = vsr_calloc(cfg->n_listeners + 2, sizeof(atomic_uint));
     gw->workers = vsr_calloc(workers, sizeof(worker_t *));
     pthread_mutex_init(&gw->mu, NULL);
     pthread_cond_init(&gw->cv, NULL);
     /* listeners[].tls: loaded once, shared by every worker (an SSL_CTX is thread-safe) */
     gw->listener_tls = vsr_calloc(cfg->n_listeners + 1, sizeof(vsr_tls_ctx_t *));
+    if (clash) {
+        gateway_free(gw);
+        return NULL;
+    }
     for (size_t i = 0; i < cfg->n_listeners; i++) {
         const vsr_listener_conf_t *lc = &cfg->listeners[i];
         if (lc->tls_cert_file == NULL)

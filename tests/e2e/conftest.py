@@ -22,10 +22,20 @@ ENV = dict(os.environ,
            UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67")
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one handed out before in this run: the
+    kernel may offer a just-released port again, and vsr binds its listeners
+    with SO_REUSEPORT, so two of them given the same port would share it."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def wait_until(pred, timeout=10.0, what="condition"):

@@ -101,6 +101,23 @@ def test_port_in_use_exits_1(tmp_path):
     assert "cannot listen" in r.stderr
 
 
+def test_two_listeners_on_one_port_exit_1(tmp_path):
+    """Listening sockets use SO_REUSEPORT, so a second listener on a port
+    would silently share it: vsr refuses to start instead."""
+    port = free_port()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(config_yaml(port, [model_yaml("m", ["127.0.0.1:9"])]))
+    r = run_vsr("serve", "--config", str(cfg), "--metrics-listen", f"127.0.0.1:{port}")
+    assert r.returncode == 1
+    assert f"listeners main and metrics both use port {port}" in r.stderr
+    text = config_yaml(port, [model_yaml("m", ["127.0.0.1:9"])])
+    mline = [l for l in text.splitlines() if l.startswith("      port: ")][0]
+    cfg.write_text(text.replace(mline, f"      bind_address: 0.0.0.0\n      port: {port}"))
+    r = run_vsr("serve", "--config", str(cfg), "--metrics-listen", f"127.0.0.1:{free_port()}")
+    assert r.returncode == 2   # the document itself is refused, at the management port's line
+    assert f"management_api port {port} is also used by listener \"main\"" in r.stderr
+
+
 def test_sigterm_drains_in_flight_streams(stack):
     """SIGTERM: /ready turns 503 at once, new connections are refused, the
     stream in flight completes, then the process exits 0."""
