@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <openssl/bio.h>
 #include <openssl/buffer.h>
@@ -62,7 +63,16 @@ static void set_ssl_error(char *dst, size_t cap, const char *what)
     if (e != 0) {
         char detail[200];
         ERR_error_string_n(e, detail, sizeof(detail));
-        snprintf(dst, cap, "%s: %s", what, detail);
+        /* "what: detail", cut to cap: the start says enough */
+        size_t n = 0;
+        for (const char *parts[] = {what, ": ", detail}, **q = parts; q < parts + 3 && n + 1 < cap; q++) {
+            size_t l = strlen(*q);
+            if (l > cap - 1 - n)
+                l = cap - 1 - n;
+            memcpy(dst + n, *q, l);
+            n += l;
+        }
+        dst[n] = '\0';
     } else {
         snprintf(dst, cap, "%s", what);
     }
