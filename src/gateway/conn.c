@@ -206,6 +206,56 @@ static void conn_doom(conn_t *c)
     }
 }
 
+/* Hands op's bytes (op->bytes of them, in bufs) to the socket.  What the
+ * socket takes at once is written here without a write request: a queued
+ * request's completion makes libuv drop POLLOUT, which costs an epoll_ctl
+ * per response even when the write never waited.  The rest is queued, and
+ * op goes with it; a write done at once releases op now.  Returns < 0 when
+ * the write could not be queued (op released). */
+static int conn_send_op(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
+    size_t left = op->bytes;
+    if (s->write_queue_size == 0 && n <= 8) {
+        int k = uv_try_write(s, bufs, n);
+        if (k > 0) {
+            left -= (size_t)k;
+            if (left == 0) {
+                wop_put(c->w, op);
+                return 0;
+            }
+            /* the rest, from where the socket stopped */
+            size_t skip = (size_t)k;
+            while (skip >= bufs[0].len) {
+                skip -= bufs[0].len;
+                bufs++;
+                n--;
+            }
+            uv_buf_t rest[8];
+            memcpy(rest, bufs, n * sizeof(*bufs));
+            rest[0].base += skip;
+            rest[0].len -= skip;
+            op->bytes = left;
+            if (uv_write(&op->w, s, rest, n, write_cb) < 0) {
+                wop_put(c->w, op);
+                return -1;
+            }
+            c->wq_bytes += left;
+            return 0;
+        }
+        if (k == 0 && left == 0) {
+            wop_put(c->w, op);
+            return 0;
+        }
+    }
+    if (uv_write(&op->w, s, bufs, n, write_cb) < 0) {
+        wop_put(c->w, op);
+        return -1;
+    }
+    c->wq_bytes += left;
+    return 0;
+}
+
 /* Writes the ciphertext TLS has produced (handshake messages included). */
 static void tls_flush_out(conn_t *c)
 {
@@ -216,12 +266,8 @@ static void tls_flush_out(conn_t *c)
     op->heap = vsr_malloc(n);
     op->bytes = vsr_tls_conn_take_out(c->tls, op->heap, n);
     uv_buf_t ub = uv_buf_init(op->heap, (unsigned)op->bytes);
-    if (uv_write(&op->w, (uv_stream_t *)&c->tcp, &ub, 1, write_cb) < 0) {
-        wop_put(c->w, op);
+    if (conn_send_op(c, op, &ub, 1) < 0)
         conn_doom(c);
-        return;
-    }
-    c->wq_bytes += op->bytes;
 }
 
 /* Queues a write.  Never closes the connection synchronously, so callers may
@@ -243,12 +289,13 @@ static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
         tls_flush_out(c);
         return;
     }
-    if (c->closing || c->doomed || uv_write(&op->w, (uv_stream_t *)&c->tcp, bufs, n, write_cb) < 0) {
+    if (c->closing || c->doomed) {
         wop_put(c->w, op);
         conn_doom(c);
         return;
     }
-    c->wq_bytes += op->bytes;
+    if (conn_send_op(c, op, bufs, n) < 0)
+        conn_doom(c);
 }
 
 /* Writes a buffer whose memory passes to the write (freed when written). */
@@ -321,8 +368,11 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     if (!is_head)
         vsr_buf_append_slice(&b, body);
     conn_write_buf(c, &b);
-    if (close)
+    if (close) {
         c->close_after_write = 1;
+        if (c->wq_bytes == 0 && !c->doomed)
+            conn_linger(c); /* written at once: no write_cb will see the flag */
+    }
 }
 
 static void reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
