@@ -614,9 +614,17 @@ static int try_fallback(request_t *req)
 /* True when a field of this name is one an effect may not touch (Envoy's rules). */
 static int protected_name(vsr_slice_t name)
 {
-    return vsr_slice_case_eq_cstr(name, "host") || vsr_slice_case_eq_cstr(name, ":authority") ||
-           vsr_slice_case_eq_cstr(name, ":method") || vsr_slice_case_eq_cstr(name, ":scheme") ||
-           (name.len >= 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-"));
+    switch (name.len) {
+    case 4:
+        return vsr_slice_case_eq_cstr(name, "host");
+    case 7:
+        return vsr_slice_case_eq_cstr(name, ":method") || vsr_slice_case_eq_cstr(name, ":scheme");
+    case 10:
+        if (vsr_slice_case_eq_cstr(name, ":authority"))
+            return 1;
+        break;
+    }
+    return name.len >= 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-");
 }
 
 /* A field the effect removes or sets (sets replace every field of the name). */
@@ -625,10 +633,10 @@ static int effect_names(const vsr_effect_t *eff, vsr_slice_t name)
     if (eff == NULL)
         return 0;
     for (size_t i = 0; i < eff->n_remove; i++)
-        if (!protected_name(eff->remove[i]) && vsr_slice_case_eq(name, eff->remove[i]))
+        if (vsr_slice_case_eq(name, eff->remove[i]) && !protected_name(eff->remove[i]))
             return 1;
     for (size_t i = 0; i < eff->n_set; i++)
-        if (!protected_name(eff->set[i].name) && vsr_slice_case_eq(name, eff->set[i].name))
+        if (vsr_slice_case_eq(name, eff->set[i].name) && !protected_name(eff->set[i].name))
             return 1;
     return 0;
 }
@@ -680,15 +688,14 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         if (!protected_name(eff->set[i].name))
             f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
     if (!effect_names(eff, VSR_SLICE_LIT("x-vsr-config-version"))) { /* the default route's answers too */
-        char *v = vsr_pool_alloc(&req->pool, 24);
+        char *v = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
-                                      vsr_slice(v, (size_t)snprintf(v, 24, "%llu",
-                                                                    (unsigned long long)vsr_engine_version(req->eng)))};
+                                      vsr_slice(v, vsr_fmt_u64(v, vsr_engine_version(req->eng), 0))};
     }
     if (req->sess) {
-        char *n = vsr_pool_alloc(&req->pool, 24);
+        char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
-                                      vsr_slice(n, (size_t)snprintf(n, 24, "%u", req->report.n_attempts))};
+                                      vsr_slice(n, vsr_fmt_u64(n, req->report.n_attempts, 0))};
         size_t n_tried;
         const vsr_model_conf_t *const *tried = vsr_session_tried(req->sess, &n_tried);
         if (n_tried > 1) {
