@@ -13,11 +13,15 @@
 #include "gateway/gateway-int.h"
 
 #include <stdio.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #define PENDING_MAX (1024 * 1024)   /* pipelined bytes held while a request is in flight */
 #define WQ_HIGH (1024 * 1024)       /* pause the upstream above this many queued bytes */
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
+#define IDLE_SHRINK_MS 1000         /* an idle keep-alive connection gives its parser back after this */
 
 typedef struct admin_job_s admin_job_t;
 
@@ -29,7 +33,7 @@ struct conn_s {
     worker_t *w;
     listener_t *l;
     conn_t *prev, *next;
-    vsr_http_parser_t parser;
+    vsr_http_parser_t *parser;     /* NULL while idle: made again by the next bytes (conn_parser) */
     vsr_buf_t pending;
     request_t *req;
     size_t wq_bytes;
@@ -1252,9 +1256,22 @@ static int on_req_complete(void *ud)
 
 static const vsr_http_callbacks_t req_callbacks = {on_req_head, on_req_body, on_req_complete};
 
+/* The request parser, made on the first bytes after an idle period.  It
+ * is the bulk of an idle connection's memory (a head holds room for every
+ * field), so a keep-alive connection idle for IDLE_SHRINK_MS gives it back,
+ * as nginx frees an idle connection's buffers. */
+static void conn_parser(conn_t *c)
+{
+    const vsr_listener_conf_t *lc = c->l->conf;
+    vsr_http_limits_t lim = {.max_head_size = lc->max_header_bytes, .max_headers = lc->max_headers,
+                             .max_body = lc->max_body_bytes};
+    c->parser = vsr_malloc(sizeof(*c->parser));
+    vsr_http_parser_init(c->parser, VSR_HTTP_REQUEST, &lim, &req_callbacks, c);
+}
+
 static void parse_error(conn_t *c)
 {
-    vsr_http_parser_t *p = &c->parser;
+    vsr_http_parser_t *p = c->parser;
     int status = p->error_status ? p->error_status : 400;
     if (c->req) {
         c->req->resp_status = status;
@@ -1283,8 +1300,10 @@ static void parse_error(conn_t *c)
 static ssize_t feed(conn_t *c, const char *data, size_t len)
 {
     size_t off = 0;
+    if (c->parser == NULL)
+        conn_parser(c);
     while (off < len && !c->busy) {
-        ssize_t n = vsr_http_parser_execute(&c->parser, data + off, len - off);
+        ssize_t n = vsr_http_parser_execute(c->parser, data + off, len - off);
         if (n < 0) {
             parse_error(c);
             return -1;
@@ -1333,6 +1352,51 @@ static void idle_timer_cb(uv_timer_t *t)
         conn_close(c); /* the client said nothing for the listener's timeout */
 }
 
+#define TRIM_DELAY_MS 1000 /* memory freed by idle or closed connections is returned this long after */
+
+static void trim_cb(uv_timer_t *t)
+{
+    VSR_UNUSED(t);
+#if defined(__GLIBC__)
+    /* glibc keeps freed chunks in the middle of its heaps resident: after
+     * many connections close (or shrink), RSS would stay at its peak */
+    malloc_trim(0);
+#endif
+}
+
+/* Connection memory was freed: schedule one trim for the lot (at most one
+ * per TRIM_DELAY_MS, off the request path). */
+static void memory_released(worker_t *w)
+{
+    if (!w->torn_down && !uv_is_active((uv_handle_t *)&w->trim_timer))
+        uv_timer_start(&w->trim_timer, trim_cb, TRIM_DELAY_MS, 0);
+}
+
+/* Between requests: the parser (and an empty pending buffer's memory) go
+ * after IDLE_SHRINK_MS, the connection after the listener's timeout. */
+static void idle_shrink_cb(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    if (!c->busy && c->req == NULL && c->h2 == NULL && c->pending.len == 0 && c->parser &&
+        vsr_http_parser_idle(c->parser)) {
+        vsr_http_parser_free(c->parser);
+        vsr_free(c->parser);
+        c->parser = NULL;
+        vsr_buf_free(&c->pending);
+        vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
+        memory_released(c->w);
+    }
+    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms - IDLE_SHRINK_MS, 0);
+}
+
+static void idle_arm(conn_t *c)
+{
+    if (c->l->conf->timeout_ms > IDLE_SHRINK_MS && c->parser)
+        uv_timer_start(&c->timer, idle_shrink_cb, IDLE_SHRINK_MS, 0);
+    else
+        uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+}
+
 /* Parses what is pending and answers the next complete request, if any. */
 static void conn_process(conn_t *c)
 {
@@ -1349,7 +1413,7 @@ static void conn_process(conn_t *c)
         dispatch(c->req);
         return;
     }
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    idle_arm(c);
     set_reading(c, 1);
 }
 
@@ -1429,7 +1493,7 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             uv_timer_stop(&c->timer);
             dispatch(c->req);
         } else {
-            uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+            idle_arm(c);
         }
         return;
     }
@@ -1523,9 +1587,15 @@ static void conn_close_cb(uv_handle_t *h)
     atomic_fetch_sub(c->l->active, 1);
     vsr__h2_free(c->h2);
     vsr_tls_conn_free(c->tls);
-    vsr_http_parser_free(&c->parser);
+    if (c->parser) {
+        vsr_http_parser_free(c->parser);
+        vsr_free(c->parser);
+    }
     vsr_buf_free(&c->pending);
+    worker_t *w = c->w;
     vsr_free(c);
+    if (w->conns == NULL)
+        memory_released(w); /* the last one: what the connections held can go back */
 }
 
 static void conn_close(conn_t *c)
@@ -1583,9 +1653,6 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
     c->timer.data = c;
     c->flush_timer.data = c;
     vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
-    vsr_http_limits_t lim = {.max_head_size = l->conf->max_header_bytes, .max_headers = l->conf->max_headers,
-                             .max_body = l->conf->max_body_bytes};
-    vsr_http_parser_init(&c->parser, VSR_HTTP_REQUEST, &lim, &req_callbacks, c);
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;

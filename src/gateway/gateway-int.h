@@ -57,6 +57,7 @@ struct worker_s {
     uint64_t drain_started_ms;
     uv_timer_t drain_deadline;   /* the drain timeout: then whatever is left is closed */
     uv_timer_t drain_check;      /* a zero timer: "is anything still in flight?" */
+    uv_timer_t trim_timer;       /* freed connection memory goes back to the system (conn.c) */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
