@@ -21,7 +21,7 @@
 #define WQ_HIGH (1024 * 1024)       /* pause the upstream above this many queued bytes */
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
-#define IDLE_SHRINK_MS 1000         /* an idle keep-alive connection gives its parser back after this */
+#define PARSER_POOL 64              /* request parsers a worker keeps for its connections' next requests */
 
 typedef struct admin_job_s admin_job_t;
 
@@ -33,7 +33,7 @@ struct conn_s {
     worker_t *w;
     listener_t *l;
     conn_t *prev, *next;
-    vsr_http_parser_t *parser;     /* NULL while idle: made again by the next bytes (conn_parser) */
+    vsr_http_parser_t *parser;     /* NULL between requests: taken again by the next bytes (conn_parser) */
     vsr_buf_t pending;
     request_t *req;
     size_t wq_bytes;
@@ -1256,17 +1256,47 @@ static int on_req_complete(void *ud)
 
 static const vsr_http_callbacks_t req_callbacks = {on_req_head, on_req_body, on_req_complete};
 
-/* The request parser, made on the first bytes after an idle period.  It
- * is the bulk of an idle connection's memory (a head holds room for every
- * field), so a keep-alive connection idle for IDLE_SHRINK_MS gives it back,
- * as nginx frees an idle connection's buffers. */
+/* The request parser, taken on a connection's first bytes after it was
+ * idle.  It is the bulk of a connection's memory (a head holds room for
+ * every field), so a keep-alive connection gives it back between requests
+ * (parser_release), as nginx frees an idle connection's buffers; the worker
+ * keeps up to PARSER_POOL of them for the next requests. */
 static void conn_parser(conn_t *c)
 {
+    worker_t *w = c->w;
     const vsr_listener_conf_t *lc = c->l->conf;
     vsr_http_limits_t lim = {.max_head_size = lc->max_header_bytes, .max_headers = lc->max_headers,
                              .max_body = lc->max_body_bytes};
-    c->parser = vsr_malloc(sizeof(*c->parser));
+    if (w->parser_free) {
+        c->parser = w->parser_free;
+        w->parser_free = *(void **)w->parser_free;
+        w->n_parser_free--;
+    } else {
+        c->parser = vsr_malloc(sizeof(*c->parser));
+    }
     vsr_http_parser_init(c->parser, VSR_HTTP_REQUEST, &lim, &req_callbacks, c);
+}
+
+/* Between requests, with nothing half-received: the parser goes back to the
+ * worker (and a pending buffer's memory, held after pipelining, is freed). */
+static void parser_release(conn_t *c)
+{
+    if (c->busy || c->req || c->h2 || c->pending.len || c->parser == NULL || !vsr_http_parser_idle(c->parser))
+        return;
+    worker_t *w = c->w;
+    vsr_http_parser_free(c->parser);
+    if (w->n_parser_free < PARSER_POOL) {
+        *(void **)c->parser = w->parser_free;
+        w->parser_free = c->parser;
+        w->n_parser_free++;
+    } else {
+        vsr_free(c->parser);
+    }
+    c->parser = NULL;
+    if (c->pending.alloc) {
+        vsr_buf_free(&c->pending);
+        vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
+    }
 }
 
 static void parse_error(conn_t *c)
@@ -1352,49 +1382,31 @@ static void idle_timer_cb(uv_timer_t *t)
         conn_close(c); /* the client said nothing for the listener's timeout */
 }
 
-#define TRIM_DELAY_MS 1000 /* memory freed by idle or closed connections is returned this long after */
+#define TRIM_DELAY_MS 1000 /* memory freed by closed connections is returned this long after */
 
 static void trim_cb(uv_timer_t *t)
 {
     VSR_UNUSED(t);
 #if defined(__GLIBC__)
     /* glibc keeps freed chunks in the middle of its heaps resident: after
-     * many connections close (or shrink), RSS would stay at its peak */
+     * many connections close, RSS would stay at its peak */
     malloc_trim(0);
 #endif
 }
 
 /* Connection memory was freed: schedule one trim for the lot (at most one
- * per TRIM_DELAY_MS, off the request path). */
+ * pending, off the request path). */
 static void memory_released(worker_t *w)
 {
     if (!w->torn_down && !uv_is_active((uv_handle_t *)&w->trim_timer))
         uv_timer_start(&w->trim_timer, trim_cb, TRIM_DELAY_MS, 0);
 }
 
-/* Between requests: the parser (and an empty pending buffer's memory) go
- * after IDLE_SHRINK_MS, the connection after the listener's timeout. */
-static void idle_shrink_cb(uv_timer_t *t)
-{
-    conn_t *c = t->data;
-    if (!c->busy && c->req == NULL && c->h2 == NULL && c->pending.len == 0 && c->parser &&
-        vsr_http_parser_idle(c->parser)) {
-        vsr_http_parser_free(c->parser);
-        vsr_free(c->parser);
-        c->parser = NULL;
-        vsr_buf_free(&c->pending);
-        vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
-        memory_released(c->w);
-    }
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms - IDLE_SHRINK_MS, 0);
-}
-
+/* Waiting for the next request: the parser goes back, the idle timeout runs. */
 static void idle_arm(conn_t *c)
 {
-    if (c->l->conf->timeout_ms > IDLE_SHRINK_MS && c->parser)
-        uv_timer_start(&c->timer, idle_shrink_cb, IDLE_SHRINK_MS, 0);
-    else
-        uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    parser_release(c);
+    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
 }
 
 /* Parses what is pending and answers the next complete request, if any. */
@@ -1698,6 +1710,12 @@ void vsr__gateway_worker_cleanup(worker_t *w)
         w->wop_free = op->next_free;
         vsr_free(op);
     }
+    while (w->parser_free) {
+        void *p = w->parser_free;
+        w->parser_free = *(void **)p;
+        vsr_free(p);
+    }
+    w->n_parser_free = 0;
 }
 
 void vsr__gateway_goaway_all(worker_t *w)

@@ -43,6 +43,8 @@ struct worker_s {
     size_t n_listeners;
     conn_t *conns;         /* every open client connection, for shutdown */
     void *wop_free;        /* free list of write operations */
+    void *parser_free;     /* free list of request parsers (conn.c) */
+    unsigned n_parser_free;
     char readbuf[VSR_RBUF_SIZE]; /* client reads are consumed inside read_cb */
     char tlsbuf[VSR_RBUF_SIZE];  /* ... and decrypted into this one on TLS listeners */
     int start_rc;

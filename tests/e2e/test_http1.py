@@ -84,9 +84,9 @@ def test_keep_alive_reuses_connection_and_http10_closes(stack):
 
 
 def test_keep_alive_connection_idle_past_parser_release(stack):
-    """An idle keep-alive connection gives its request parser back after a
-    second; the next request on it, even one whose head arrives in pieces
-    around another idle second, is answered as on a fresh connection."""
+    """A keep-alive connection gives its request parser back between
+    requests; the next request on it, after an idle period or with its head
+    arriving in pieces around one, is answered as on a fresh connection."""
     s = socket.create_connection(("127.0.0.1", stack.port))
     s.settimeout(5)
     body = json.dumps({"model": "m1", "messages": [{"role": "user", "content": "hi"}]}).encode()
