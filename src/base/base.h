@@ -102,7 +102,17 @@ static inline int vsr_slice_eq_cstr(vsr_slice_t a, const char *b)
 }
 /* ASCII case-insensitive equality (header names, tokens). */
 int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b);
-int vsr_slice_case_eq_cstr(vsr_slice_t a, const char *b);
+int vsr__slice_case_eq_str(vsr_slice_t a, const char *b); /* the general case of the next */
+/* Inline because most callers compare with a literal: its length is then
+ * known at compile time and a different length decides without a call. */
+static inline int vsr_slice_case_eq_cstr(vsr_slice_t a, const char *b)
+{
+#if defined(__GNUC__)
+    if (__builtin_constant_p(strlen(b)))
+        return a.len == strlen(b) && vsr_slice_case_eq(a, vsr_slice(b, a.len));
+#endif
+    return vsr__slice_case_eq_str(a, b);
+}
 int vsr_slice_starts_with(vsr_slice_t s, vsr_slice_t prefix);
 vsr_slice_t vsr_slice_trim(vsr_slice_t s); /* strips SP and HTAB both ends */
 /* Splits off the part before the first `sep`; *rest gets what follows it
@@ -110,6 +120,11 @@ vsr_slice_t vsr_slice_trim(vsr_slice_t s); /* strips SP and HTAB both ends */
 vsr_slice_t vsr_slice_split(vsr_slice_t s, char sep, vsr_slice_t *rest);
 /* Strict unsigned decimal: digits only, no sign, no overflow past max. */
 int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out);
+/* Writes v in decimal to out (room for VSR_U64_DIGITS bytes; no NUL) and
+ * returns the length.  With frac > 0 the last frac digits follow a point,
+ * as printf's "%.<frac>f" shows v / 10^frac ("%.3f" of ms from µs). */
+#define VSR_U64_DIGITS 32
+size_t vsr_fmt_u64(char *out, uint64_t v, unsigned frac);
 
 /* ---- buffers: growable bytes with a hard cap ---------------------------
  * `cap` bounds the length; appending past it returns VSR_ERR_TOO_BIG and

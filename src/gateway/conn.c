@@ -13,11 +13,15 @@
 #include "gateway/gateway-int.h"
 
 #include <stdio.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #define PENDING_MAX (1024 * 1024)   /* pipelined bytes held while a request is in flight */
 #define WQ_HIGH (1024 * 1024)       /* pause the upstream above this many queued bytes */
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
+#define PARSER_POOL 64              /* request parsers a worker keeps for its connections' next requests */
 
 typedef struct admin_job_s admin_job_t;
 
@@ -29,7 +33,7 @@ struct conn_s {
     worker_t *w;
     listener_t *l;
     conn_t *prev, *next;
-    vsr_http_parser_t parser;
+    vsr_http_parser_t *parser;     /* NULL between requests: taken again by the next bytes (conn_parser) */
     vsr_buf_t pending;
     request_t *req;
     size_t wq_bytes;
@@ -206,6 +210,56 @@ static void conn_doom(conn_t *c)
     }
 }
 
+/* Hands op's bytes (op->bytes of them, in bufs) to the socket.  What the
+ * socket takes at once is written here without a write request: a queued
+ * request's completion makes libuv drop POLLOUT, which costs an epoll_ctl
+ * per response even when the write never waited.  The rest is queued, and
+ * op goes with it; a write done at once releases op now.  Returns < 0 when
+ * the write could not be queued (op released). */
+static int conn_send_op(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->tcp;
+    size_t left = op->bytes;
+    if (s->write_queue_size == 0 && n <= 8) {
+        int k = uv_try_write(s, bufs, n);
+        if (k > 0) {
+            left -= (size_t)k;
+            if (left == 0) {
+                wop_put(c->w, op);
+                return 0;
+            }
+            /* the rest, from where the socket stopped */
+            size_t skip = (size_t)k;
+            while (skip >= bufs[0].len) {
+                skip -= bufs[0].len;
+                bufs++;
+                n--;
+            }
+            uv_buf_t rest[8];
+            memcpy(rest, bufs, n * sizeof(*bufs));
+            rest[0].base += skip;
+            rest[0].len -= skip;
+            op->bytes = left;
+            if (uv_write(&op->w, s, rest, n, write_cb) < 0) {
+                wop_put(c->w, op);
+                return -1;
+            }
+            c->wq_bytes += left;
+            return 0;
+        }
+        if (k == 0 && left == 0) {
+            wop_put(c->w, op);
+            return 0;
+        }
+    }
+    if (uv_write(&op->w, s, bufs, n, write_cb) < 0) {
+        wop_put(c->w, op);
+        return -1;
+    }
+    c->wq_bytes += left;
+    return 0;
+}
+
 /* Writes the ciphertext TLS has produced (handshake messages included). */
 static void tls_flush_out(conn_t *c)
 {
@@ -216,12 +270,8 @@ static void tls_flush_out(conn_t *c)
     op->heap = vsr_malloc(n);
     op->bytes = vsr_tls_conn_take_out(c->tls, op->heap, n);
     uv_buf_t ub = uv_buf_init(op->heap, (unsigned)op->bytes);
-    if (uv_write(&op->w, (uv_stream_t *)&c->tcp, &ub, 1, write_cb) < 0) {
-        wop_put(c->w, op);
+    if (conn_send_op(c, op, &ub, 1) < 0)
         conn_doom(c);
-        return;
-    }
-    c->wq_bytes += op->bytes;
 }
 
 /* Queues a write.  Never closes the connection synchronously, so callers may
@@ -243,12 +293,13 @@ static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
         tls_flush_out(c);
         return;
     }
-    if (c->closing || c->doomed || uv_write(&op->w, (uv_stream_t *)&c->tcp, bufs, n, write_cb) < 0) {
+    if (c->closing || c->doomed) {
         wop_put(c->w, op);
         conn_doom(c);
         return;
     }
-    c->wq_bytes += op->bytes;
+    if (conn_send_op(c, op, bufs, n) < 0)
+        conn_doom(c);
 }
 
 /* Writes a buffer whose memory passes to the write (freed when written). */
@@ -321,8 +372,11 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     if (!is_head)
         vsr_buf_append_slice(&b, body);
     conn_write_buf(c, &b);
-    if (close)
+    if (close) {
         c->close_after_write = 1;
+        if (c->wq_bytes == 0 && !c->doomed)
+            conn_linger(c); /* written at once: no write_cb will see the flag */
+    }
 }
 
 static void reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
@@ -564,9 +618,17 @@ static int try_fallback(request_t *req)
 /* True when a field of this name is one an effect may not touch (Envoy's rules). */
 static int protected_name(vsr_slice_t name)
 {
-    return vsr_slice_case_eq_cstr(name, "host") || vsr_slice_case_eq_cstr(name, ":authority") ||
-           vsr_slice_case_eq_cstr(name, ":method") || vsr_slice_case_eq_cstr(name, ":scheme") ||
-           (name.len >= 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-"));
+    switch (name.len) {
+    case 4:
+        return vsr_slice_case_eq_cstr(name, "host");
+    case 7:
+        return vsr_slice_case_eq_cstr(name, ":method") || vsr_slice_case_eq_cstr(name, ":scheme");
+    case 10:
+        if (vsr_slice_case_eq_cstr(name, ":authority"))
+            return 1;
+        break;
+    }
+    return name.len >= 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-");
 }
 
 /* A field the effect removes or sets (sets replace every field of the name). */
@@ -575,10 +637,10 @@ static int effect_names(const vsr_effect_t *eff, vsr_slice_t name)
     if (eff == NULL)
         return 0;
     for (size_t i = 0; i < eff->n_remove; i++)
-        if (!protected_name(eff->remove[i]) && vsr_slice_case_eq(name, eff->remove[i]))
+        if (vsr_slice_case_eq(name, eff->remove[i]) && !protected_name(eff->remove[i]))
             return 1;
     for (size_t i = 0; i < eff->n_set; i++)
-        if (!protected_name(eff->set[i].name) && vsr_slice_case_eq(name, eff->set[i].name))
+        if (vsr_slice_case_eq(name, eff->set[i].name) && !protected_name(eff->set[i].name))
             return 1;
     return 0;
 }
@@ -630,15 +692,14 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         if (!protected_name(eff->set[i].name))
             f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
     if (!effect_names(eff, VSR_SLICE_LIT("x-vsr-config-version"))) { /* the default route's answers too */
-        char *v = vsr_pool_alloc(&req->pool, 24);
+        char *v = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
-                                      vsr_slice(v, (size_t)snprintf(v, 24, "%llu",
-                                                                    (unsigned long long)vsr_engine_version(req->eng)))};
+                                      vsr_slice(v, vsr_fmt_u64(v, vsr_engine_version(req->eng), 0))};
     }
     if (req->sess) {
-        char *n = vsr_pool_alloc(&req->pool, 24);
+        char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
-                                      vsr_slice(n, (size_t)snprintf(n, 24, "%u", req->report.n_attempts))};
+                                      vsr_slice(n, vsr_fmt_u64(n, req->report.n_attempts, 0))};
         size_t n_tried;
         const vsr_model_conf_t *const *tried = vsr_session_tried(req->sess, &n_tried);
         if (n_tried > 1) {
@@ -1195,9 +1256,52 @@ static int on_req_complete(void *ud)
 
 static const vsr_http_callbacks_t req_callbacks = {on_req_head, on_req_body, on_req_complete};
 
+/* The request parser, taken on a connection's first bytes after it was
+ * idle.  It is the bulk of a connection's memory (a head holds room for
+ * every field), so a keep-alive connection gives it back between requests
+ * (parser_release), as nginx frees an idle connection's buffers; the worker
+ * keeps up to PARSER_POOL of them for the next requests. */
+static void conn_parser(conn_t *c)
+{
+    worker_t *w = c->w;
+    const vsr_listener_conf_t *lc = c->l->conf;
+    vsr_http_limits_t lim = {.max_head_size = lc->max_header_bytes, .max_headers = lc->max_headers,
+                             .max_body = lc->max_body_bytes};
+    if (w->parser_free) {
+        c->parser = w->parser_free;
+        w->parser_free = *(void **)w->parser_free;
+        w->n_parser_free--;
+    } else {
+        c->parser = vsr_malloc(sizeof(*c->parser));
+    }
+    vsr_http_parser_init(c->parser, VSR_HTTP_REQUEST, &lim, &req_callbacks, c);
+}
+
+/* Between requests, with nothing half-received: the parser goes back to the
+ * worker (and a pending buffer's memory, held after pipelining, is freed). */
+static void parser_release(conn_t *c)
+{
+    if (c->busy || c->req || c->h2 || c->pending.len || c->parser == NULL || !vsr_http_parser_idle(c->parser))
+        return;
+    worker_t *w = c->w;
+    vsr_http_parser_free(c->parser);
+    if (w->n_parser_free < PARSER_POOL) {
+        *(void **)c->parser = w->parser_free;
+        w->parser_free = c->parser;
+        w->n_parser_free++;
+    } else {
+        vsr_free(c->parser);
+    }
+    c->parser = NULL;
+    if (c->pending.alloc) {
+        vsr_buf_free(&c->pending);
+        vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
+    }
+}
+
 static void parse_error(conn_t *c)
 {
-    vsr_http_parser_t *p = &c->parser;
+    vsr_http_parser_t *p = c->parser;
     int status = p->error_status ? p->error_status : 400;
     if (c->req) {
         c->req->resp_status = status;
@@ -1226,8 +1330,10 @@ static void parse_error(conn_t *c)
 static ssize_t feed(conn_t *c, const char *data, size_t len)
 {
     size_t off = 0;
+    if (c->parser == NULL)
+        conn_parser(c);
     while (off < len && !c->busy) {
-        ssize_t n = vsr_http_parser_execute(&c->parser, data + off, len - off);
+        ssize_t n = vsr_http_parser_execute(c->parser, data + off, len - off);
         if (n < 0) {
             parse_error(c);
             return -1;
@@ -1276,6 +1382,33 @@ static void idle_timer_cb(uv_timer_t *t)
         conn_close(c); /* the client said nothing for the listener's timeout */
 }
 
+#define TRIM_DELAY_MS 1000 /* memory freed by closed connections is returned this long after */
+
+static void trim_cb(uv_timer_t *t)
+{
+    VSR_UNUSED(t);
+#if defined(__GLIBC__)
+    /* glibc keeps freed chunks in the middle of its heaps resident: after
+     * many connections close, RSS would stay at its peak */
+    malloc_trim(0);
+#endif
+}
+
+/* Connection memory was freed: schedule one trim for the lot (at most one
+ * pending, off the request path). */
+static void memory_released(worker_t *w)
+{
+    if (!w->torn_down && !uv_is_active((uv_handle_t *)&w->trim_timer))
+        uv_timer_start(&w->trim_timer, trim_cb, TRIM_DELAY_MS, 0);
+}
+
+/* Waiting for the next request: the parser goes back, the idle timeout runs. */
+static void idle_arm(conn_t *c)
+{
+    parser_release(c);
+    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+}
+
 /* Parses what is pending and answers the next complete request, if any. */
 static void conn_process(conn_t *c)
 {
@@ -1292,7 +1425,7 @@ static void conn_process(conn_t *c)
         dispatch(c->req);
         return;
     }
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    idle_arm(c);
     set_reading(c, 1);
 }
 
@@ -1372,7 +1505,7 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             uv_timer_stop(&c->timer);
             dispatch(c->req);
         } else {
-            uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+            idle_arm(c);
         }
         return;
     }
@@ -1466,9 +1599,15 @@ static void conn_close_cb(uv_handle_t *h)
     atomic_fetch_sub(c->l->active, 1);
     vsr__h2_free(c->h2);
     vsr_tls_conn_free(c->tls);
-    vsr_http_parser_free(&c->parser);
+    if (c->parser) {
+        vsr_http_parser_free(c->parser);
+        vsr_free(c->parser);
+    }
     vsr_buf_free(&c->pending);
+    worker_t *w = c->w;
     vsr_free(c);
+    if (w->conns == NULL)
+        memory_released(w); /* the last one: what the connections held can go back */
 }
 
 static void conn_close(conn_t *c)
@@ -1526,9 +1665,6 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
     c->timer.data = c;
     c->flush_timer.data = c;
     vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
-    vsr_http_limits_t lim = {.max_head_size = l->conf->max_header_bytes, .max_headers = l->conf->max_headers,
-                             .max_body = l->conf->max_body_bytes};
-    vsr_http_parser_init(&c->parser, VSR_HTTP_REQUEST, &lim, &req_callbacks, c);
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;
@@ -1574,6 +1710,12 @@ void vsr__gateway_worker_cleanup(worker_t *w)
         w->wop_free = op->next_free;
         vsr_free(op);
     }
+    while (w->parser_free) {
+        void *p = w->parser_free;
+        w->parser_free = *(void **)p;
+        vsr_free(p);
+    }
+    w->n_parser_free = 0;
 }
 
 void vsr__gateway_goaway_all(worker_t *w)

@@ -43,6 +43,8 @@ struct worker_s {
     size_t n_listeners;
     conn_t *conns;         /* every open client connection, for shutdown */
     void *wop_free;        /* free list of write operations */
+    void *parser_free;     /* free list of request parsers (conn.c) */
+    unsigned n_parser_free;
     char readbuf[VSR_RBUF_SIZE]; /* client reads are consumed inside read_cb */
     char tlsbuf[VSR_RBUF_SIZE];  /* ... and decrypted into this one on TLS listeners */
     int start_rc;
@@ -57,6 +59,7 @@ struct worker_s {
     uint64_t drain_started_ms;
     uv_timer_t drain_deadline;   /* the drain timeout: then whatever is left is closed */
     uv_timer_t drain_check;      /* a zero timer: "is anything still in flight?" */
+    uv_timer_t trim_timer;       /* freed connection memory goes back to the system (conn.c) */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };

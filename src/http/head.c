@@ -15,10 +15,12 @@ int vsr_http_head_get(const vsr_http_head_t *h, const char *name, vsr_slice_t *v
 
 int vsr_http_is_hop_by_hop(const vsr_http_head_t *h, vsr_slice_t name)
 {
-    static const char *const fixed[] = {"connection", "keep-alive", "proxy-connection", "te",
-                                        "trailer",    "transfer-encoding", "upgrade"};
+#define F(s) {s, sizeof(s) - 1}
+    static const vsr_slice_t fixed[] = {F("connection"), F("keep-alive"), F("proxy-connection"), F("te"),
+                                        F("trailer"),    F("transfer-encoding"), F("upgrade")};
+#undef F
     for (size_t i = 0; i < VSR_ARRAY_LEN(fixed); i++)
-        if (vsr_slice_case_eq_cstr(name, fixed[i]))
+        if (vsr_slice_case_eq(name, fixed[i])) /* lengths first: no strlen */
             return 1;
     if (h == NULL || name.len == 0)
         return 0;

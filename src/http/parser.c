@@ -110,7 +110,10 @@ static int eq_lit(vsr_slice_t s, const char *lit, size_t n)
 void vsr_http_parser_init(vsr_http_parser_t *p, vsr_http_kind_t kind, const vsr_http_limits_t *limits,
                           const vsr_http_callbacks_t *cb, void *ud)
 {
-    memset(p, 0, sizeof(*p));
+    /* all but the head's field array (4 KB, written before it is read):
+     * connections take a parser for each request */
+    memset(p, 0, offsetof(vsr_http_parser_t, head.headers));
+    memset(&p->head.num_headers, 0, sizeof(*p) - offsetof(vsr_http_parser_t, head.num_headers));
     p->kind = kind;
     if (limits)
         p->limits = *limits;

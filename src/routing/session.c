@@ -67,6 +67,13 @@ static vsr_slice_t pool_printf(vsr_pool_t *pool, const char *fmt, ...)
     return vsr_pool_dup_slice(pool, vsr_slice(tmp, (size_t)n));
 }
 
+/* A number in the pool, without printf (vsr_fmt_u64). */
+static vsr_slice_t pool_u64(vsr_pool_t *pool, uint64_t v, unsigned frac)
+{
+    char tmp[VSR_U64_DIGITS];
+    return vsr_pool_dup_slice(pool, vsr_slice(tmp, vsr_fmt_u64(tmp, v, frac)));
+}
+
 typedef struct {
     vsr_header_t *v;
     size_t n, cap;
@@ -631,10 +638,8 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), VSR_SLICE_LIT("upstream"));
-    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"), pool_printf(&s->pool, "%llu",
-                                                                             (unsigned long long)s->e->version));
-    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-routing-latency-ms"),
-           pool_printf(&s->pool, "%.3f", (double)s->ev.routing_us / 1000.0));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"), pool_u64(&s->pool, s->e->version, 0));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-routing-latency-ms"), pool_u64(&s->pool, s->ev.routing_us, 3));
     if (status >= 200 && status < 300) {
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-model"), vsr_slice_cstr(s->ev.selected_model));
         if (s->ev.recipe)

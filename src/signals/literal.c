@@ -17,6 +17,7 @@ struct vsr__ac_s {
     uint32_t n_states;
     uint32_t n_classes;
     uint16_t cls[256];
+    uint8_t start[256];   /* the byte leaves the root: the scan skips the others there */
     uint32_t *trans;      /* n_states x n_classes; row offsets | HIT_FLAG */
     uint8_t *hit;         /* state reports something (own output or via dict) */
     uint32_t *dict;       /* next state on the fail chain with outputs, 0 = none */
@@ -112,6 +113,8 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
         uint32_t t = ac->trans[i];
         ac->trans[i] = t * nc | (ac->hit[t] ? HIT_FLAG : 0);
     }
+    for (int b = 0; b < 256; b++)
+        ac->start[b] = ac->trans[ac->cls[b]] != 0;
     vsr_free(queue);
     vsr_free(parent);
     vsr_free(fail);
@@ -168,13 +171,25 @@ void vsr__ac_scan(const vsr__ac_t *ac, const vsr__pat_t *pats, const char *buf, 
     const uint32_t *trans = ac->trans;
     const uint16_t *cls = ac->cls;
     const unsigned char *s = (const unsigned char *)buf;
+    const uint8_t *lead = ac->start;
     uint32_t row = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint32_t t = trans[row + cls[s[i]]];
+    size_t i = 0;
+    while (i < len) {
+        if (row == 0) {
+            /* at the root most bytes of a prompt start no keyword: they
+             * go by at one load each (the root never reports a match) */
+            while (i + 4 <= len && !(lead[s[i]] | lead[s[i + 1]] | lead[s[i + 2]] | lead[s[i + 3]]))
+                i += 4;
+            while (i < len && !lead[s[i]])
+                i++;
+            if (i == len)
+                break;
+        }
+        uint32_t t = trans[row + cls[s[i++]]];
         row = t & ~HIT_FLAG;
         if (VSR_LIKELY(!(t & HIT_FLAG)))
             continue;
-        size_t end = i + 1;
+        size_t end = i;
         for (uint32_t x = row / nc; x; x = ac->dict[x]) {
             for (uint32_t o = ac->out_first[x]; o != VSR__NO_PAT; o = ac->out_next[o]) {
                 const vsr__pat_t *p = &pats[ac->out_pat[o]];

@@ -873,6 +873,47 @@ static void write_cb(uv_write_t *w, int status)
 
 static int tls_flush(uconn_t *uc, int carries_request);
 
+/* Writes the request: what the socket takes at once without a write request
+ * (a queued one's completion makes libuv drop POLLOUT: an epoll_ctl per
+ * request even when the write never waited), the rest queued from where the
+ * socket stopped.  Returns < 0 when the write could not be queued. */
+static int send_bufs(uconn_t *uc, vsr_upstream_call_t *call, const uv_buf_t *bufs, unsigned n)
+{
+    uv_stream_t *s = (uv_stream_t *)&uc->tcp;
+    uv_buf_t small[8], *rest = NULL;
+    size_t skip = 0;
+    if (s->write_queue_size == 0) {
+        int k = uv_try_write(s, bufs, n);
+        if (k >= 0) {
+            skip = (size_t)k;
+            while (n > 0 && skip >= bufs[0].len) {
+                skip -= bufs[0].len;
+                bufs++;
+                n--;
+            }
+            if (n == 0) {
+                call->written = 1;
+                return 0;
+            }
+        }
+    }
+    if (skip) {
+        rest = n <= 8 ? small : vsr_malloc(n * sizeof(*bufs));
+        memcpy(rest, bufs, n * sizeof(*bufs));
+        rest[0].base += skip;
+        rest[0].len -= skip;
+        bufs = rest;
+    }
+    uc->writing = 1;
+    int rc = uv_write(&uc->write_req, s, bufs, n, write_cb);
+    if (rest != small)
+        vsr_free(rest);
+    if (rc < 0)
+        uc->writing = 0;
+    return rc;
+}
+
+
 static void call_send(vsr_upstream_call_t *call)
 {
     uconn_t *uc = call->uc;
@@ -887,13 +928,8 @@ static void call_send(vsr_upstream_call_t *call)
                 ok = vsr__tls_write(uc->tls, call->bufs[i].base, call->bufs[i].len) == VSR_OK;
         if (!ok || tls_flush(uc, 1) != VSR_OK)
             call->write_failed = 1;
-    } else {
-        uc->writing = 1;
-        int rc = uv_write(&uc->write_req, (uv_stream_t *)&uc->tcp, call->bufs, call->n_bufs, write_cb);
-        if (rc < 0) {
-            uc->writing = 0;
-            call->write_failed = 1;
-        }
+    } else if (send_bufs(uc, call, call->bufs, call->n_bufs) < 0) {
+        call->write_failed = 1;
     }
     if (!call->paused)
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);

@@ -2,6 +2,7 @@
 inputs rejected with 400 and the connection closed."""
 import json
 import socket
+import time
 
 import pytest
 
@@ -80,6 +81,41 @@ def test_keep_alive_reuses_connection_and_http10_closes(stack):
     s.close()
     data, closed = raw_request(stack.port, b"GET /health HTTP/1.0\r\n\r\n")
     assert data.startswith(b"HTTP/1.1 200") and closed
+
+
+def test_keep_alive_connection_idle_past_parser_release(stack):
+    """A keep-alive connection gives its request parser back between
+    requests; the next request on it, after an idle period or with its head
+    arriving in pieces around one, is answered as on a fresh connection."""
+    s = socket.create_connection(("127.0.0.1", stack.port))
+    s.settimeout(5)
+    body = json.dumps({"model": "m1", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    def answer():
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        head, _, rest = got.partition(b"\r\n\r\n")
+        length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
+        while len(rest) < length:
+            rest += s.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200"), head[:100]
+        return json.loads(rest[:length])
+
+    for split in (None, 20):
+        if split is None:
+            s.sendall(req)
+        else:
+            s.sendall(req[:split])
+            time.sleep(1.5)  # a partial head: the parser holds it across the idle second
+            s.sendall(req[split:])
+        assert json.loads(answer()["fakellm"]["request"]["body"])["messages"][0]["content"] == "hi"
+        time.sleep(1.5)
+    s.sendall(req)
+    answer()
+    s.close()
 
 
 def test_expect_100_continue(stack):

@@ -14,6 +14,9 @@ static void test_slices(void **state)
     assert_true(vsr_slice_case_eq_cstr(s, "content-length"));
     assert_false(vsr_slice_eq_cstr(s, "content-length"));
     assert_false(vsr_slice_case_eq_cstr(s, "content-lengt"));
+    assert_false(vsr_slice_case_eq_cstr(s, "content-lengths"));
+    assert_false(vsr_slice_case_eq_cstr(vsr_slice("a\0b", 3), "a"));
+    assert_true(vsr_slice_case_eq_cstr(VSR_SLICE_NULL, ""));
     vsr_slice_t t = vsr_slice_trim(VSR_SLICE_LIT(" \t a b \t"));
     assert_true(vsr_slice_eq_cstr(t, "a b"));
     vsr_slice_t rest;
@@ -31,6 +34,26 @@ static void test_slices(void **state)
     assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT(""), UINT64_MAX, &v), VSR_ERR_INVALID);
     assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("+1"), UINT64_MAX, &v), VSR_ERR_INVALID);
     assert_int_equal(vsr_slice_to_u64(VSR_SLICE_LIT("65536"), 65535, &v), VSR_ERR_TOO_BIG);
+}
+
+/* The decimal writer matches printf's "%llu" and "%.<frac>f" of v / 10^frac. */
+static void test_fmt_u64(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t v;
+        unsigned frac;
+        const char *want;
+    } cases[] = {
+        {0, 0, "0"},       {7, 0, "7"},         {1234567, 0, "1234567"},
+        {UINT64_MAX, 0, "18446744073709551615"}, {0, 3, "0.000"},   {5, 3, "0.005"},
+        {999, 3, "0.999"}, {1000, 3, "1.000"},  {123456, 3, "123.456"}, {42, 1, "4.2"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char out[VSR_U64_DIGITS];
+        size_t n = vsr_fmt_u64(out, cases[i].v, cases[i].frac);
+        assert_true(vsr_slice_eq_cstr(vsr_slice(out, n), cases[i].want));
+    }
 }
 
 static void test_buf_cap(void **state)
@@ -156,7 +179,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
         cmocka_unit_test(test_pool),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
-        cmocka_unit_test(test_rbuf),
+        cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

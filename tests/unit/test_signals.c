@@ -952,6 +952,58 @@ static void test_many_signals_shared_scan(void **st)
     vsr_signals_free(s);
 }
 
+/* The scan against a plain search on random texts: keywords that share
+ * prefixes and suffixes, over an alphabet dense in their letters, so the
+ * automaton leaves and re-enters its root state at every kind of place. */
+static int word_byte(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+static int naive_word_match(const char *text, const char *kw)
+{
+    size_t n = strlen(text), k = strlen(kw);
+    for (size_t i = 0; i + k <= n; i++) {
+        size_t j = 0;
+        while (j < k && (text[i + j] | 0x20) == kw[j])
+            j++;
+        if (j == k && (i == 0 || !word_byte(text[i - 1])) && (i + k == n || !word_byte(text[i + k])))
+            return 1;
+    }
+    return 0;
+}
+
+static void test_keyword_scan_matches_plain_search(void **st)
+{
+    (void)st;
+    static char *kws[] = {"ab", "abc", "bca", "c", "cab", "aab"};
+    enum { NK = sizeof(kws) / sizeof(kws[0]) };
+    vsr_sig_keyword_conf_t c[NK];
+    static char names[NK][8];
+    for (unsigned i = 0; i < NK; i++) {
+        c[i] = kw_conf("", VSR_KW_OP_OR, VSR_KW_EXACT, &kws[i], 1);
+        snprintf(names[i], sizeof(names[i]), "k%u", i);
+        c[i].name = names[i];
+    }
+    vsr_signals_t *s = compile_kw(c, NK);
+    static const char alphabet[] = "aAbBcx .";
+    unsigned seed = 12345;
+    for (int round = 0; round < 3000; round++) {
+        char text[48];
+        seed = seed * 1103515245u + 12345u;
+        size_t len = (seed >> 16) % (sizeof(text) - 1);
+        for (size_t i = 0; i < len; i++) {
+            seed = seed * 1103515245u + 12345u;
+            text[i] = alphabet[(seed >> 16) % (sizeof(alphabet) - 1)];
+        }
+        text[len] = '\0';
+        for (unsigned i = 0; i < NK; i++)
+            if (kw_match(s, names[i], text) != naive_word_match(text, kws[i]))
+                fail_msg("keyword %s over \"%s\": the scan says %d", kws[i], text, !naive_word_match(text, kws[i]));
+    }
+    vsr_signals_free(s);
+}
+
 typedef struct {
     const vsr_signals_t *s;
     int ok;
@@ -1023,6 +1075,7 @@ int main(void)
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_memo_and_no_pool),
         cmocka_unit_test(test_many_signals_shared_scan),
+        cmocka_unit_test(test_keyword_scan_matches_plain_search),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
