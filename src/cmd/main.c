@@ -227,6 +227,11 @@ static void shutdown_now(serve_t *sv)
     uv_close((uv_handle_t *)&sv->activated, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
+    /* closing the handles restored the default action: a signal now would
+     * kill a process that is already leaving (bounded: the access log and
+     * trace flushes) and turn its exit status 0 into a signal */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
 }
 
 static void on_drained(void *ud)
