@@ -183,18 +183,19 @@ static int normalise_host(const char *host, char *name, size_t cap, int *is_ip)
     return 0;
 }
 
-vsr_tls_t *vsr__tls_new(vsr_tls_ctx_t *ctx, const char *host)
+/* A connection in TLS_FAILED until its caller finishes setting it up. */
+static vsr_tls_t *tls_alloc(void)
 {
     vsr_tls_t *t = vsr_calloc(1, sizeof(*t));
     vsr_buf_init(&t->held, TLS_MAX_HELD);
-    t->state = TLS_FAILED; /* until fully set up */
+    t->state = TLS_FAILED;
+    return t;
+}
 
-    char name[256];
-    int is_ip = 0;
-    if (host == NULL || normalise_host(host, name, sizeof(name), &is_ip) != 0) {
-        snprintf(t->err, sizeof(t->err), "invalid TLS host name");
-        return t;
-    }
+/* The SSL object and its memory BIOs; on failure t->ssl stays NULL and
+ * t->err says why. */
+static int tls_attach(vsr_tls_t *t, vsr_tls_ctx_t *ctx)
+{
     ERR_clear_error();
     t->ssl = SSL_new(ctx->ssl);
     t->in = BIO_new(BIO_s_mem());
@@ -205,9 +206,24 @@ vsr_tls_t *vsr__tls_new(vsr_tls_ctx_t *ctx, const char *host)
         BIO_free(t->out);
         SSL_free(t->ssl);
         t->ssl = NULL;
-        return t;
+        return VSR_ERR;
     }
     SSL_set_bio(t->ssl, t->in, t->out);
+    return VSR_OK;
+}
+
+vsr_tls_t *vsr__tls_new(vsr_tls_ctx_t *ctx, const char *host)
+{
+    vsr_tls_t *t = tls_alloc();
+
+    char name[256];
+    int is_ip = 0;
+    if (host == NULL || normalise_host(host, name, sizeof(name), &is_ip) != 0) {
+        snprintf(t->err, sizeof(t->err), "invalid TLS host name");
+        return t;
+    }
+    if (tls_attach(t, ctx) != VSR_OK)
+        return t;
     SSL_set_connect_state(t->ssl);
 
     int ok;
@@ -508,33 +524,11 @@ fail:
 
 vsr_tls_t *vsr__tls_server_new(vsr_tls_ctx_t *ctx)
 {
-    vsr_tls_t *t = vsr_calloc(1, sizeof(*t));
-    vsr_buf_init(&t->held, TLS_MAX_HELD);
-    t->state = TLS_FAILED; /* until fully set up */
-    ERR_clear_error();
-    t->ssl = SSL_new(ctx->ssl);
-    t->in = BIO_new(BIO_s_mem());
-    t->out = BIO_new(BIO_s_mem());
-    if (t->ssl == NULL || t->in == NULL || t->out == NULL) {
-        set_ssl_error(t->err, sizeof(t->err), "cannot create a TLS connection");
-        BIO_free(t->in);
-        BIO_free(t->out);
-        SSL_free(t->ssl);
-        t->ssl = NULL;
+    vsr_tls_t *t = tls_alloc();
+    if (tls_attach(t, ctx) != VSR_OK)
         return t;
-    }
-    SSL_set_bio(t->ssl, t->in, t->out);
     SSL_set_accept_state(t->ssl);
     t->state = TLS_HANDSHAKE;
     return t;
 }
 
-int vsr__tls_alpn_h2(const vsr_tls_t *t)
-{
-    const unsigned char *p = NULL;
-    unsigned n = 0;
-    if (t->ssl == NULL)
-        return 0;
-    SSL_get0_alpn_selected(t->ssl, &p, &n);
-    return n == 2 && memcmp(p, "h2", 2) == 0;
-}

@@ -27,7 +27,7 @@ void vsr__tls_free(vsr_tls_t *t); /* accepts NULL */
 /* Before the handshake: offer ALPN "h2,http/1.1" instead of http/1.1 alone.
  * VSR_OK or VSR_ERR. */
 int vsr__tls_offer_h2(vsr_tls_t *t);
-/* After the handshake: 1 when the server selected h2. */
+/* After the handshake: 1 when ALPN settled on h2 (either role). */
 int vsr__tls_selected_h2(const vsr_tls_t *t);
 
 /* Ciphertext received from the socket.  VSR_OK, or VSR_ERR_TOO_BIG when more
@@ -53,7 +53,5 @@ const char *vsr__tls_error(const vsr_tls_t *t);
  * "http/1.1" when the client offers both (none when it offers neither). */
 vsr_tls_ctx_t *vsr__tls_server_ctx_new(const char *cert_file, const char *key_file, vsr_buf_t *err);
 vsr_tls_t *vsr__tls_server_new(vsr_tls_ctx_t *ctx);
-/* After the handshake: 1 when ALPN selected "h2". */
-int vsr__tls_alpn_h2(const vsr_tls_t *t);
 
 #endif

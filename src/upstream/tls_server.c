@@ -57,7 +57,7 @@ size_t vsr_tls_conn_take_out(vsr_tls_t *t, char *out, size_t cap)
 
 int vsr_tls_conn_alpn_h2(const vsr_tls_t *t)
 {
-    return vsr__tls_alpn_h2(t);
+    return vsr__tls_selected_h2(t);
 }
 
 const char *vsr_tls_conn_error(const vsr_tls_t *t)
