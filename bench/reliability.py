@@ -10,36 +10,22 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from benchlib import free_port, wait_http  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / os.environ.get("BUILD", "build")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
 BODY = '{"model":"%s","messages":[{"role":"user","content":"Say hello."}]}'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except Exception:
-            time.sleep(0.05)
-    raise SystemExit(f"{url} did not come up")
 
 
 def wrk(url, model, tmp):

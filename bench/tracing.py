@@ -13,13 +13,15 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from benchlib import cpu_seconds, free_port, wait_http  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = pathlib.Path(os.environ.get("BUILD", ROOT / "build"))
@@ -33,28 +35,6 @@ wrk.method = "POST"
 wrk.body = '{BODY}'
 wrk.headers["Content-Type"] = "application/json"
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url, timeout=10):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except Exception:
-            time.sleep(0.05)
-    raise SystemExit(f"bench: {url} did not come up")
-
-
-def cpu_seconds(pid):
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def config(port, be_port, collector_port):
@@ -128,9 +108,9 @@ def main():
               f"{os.cpu_count()} cores")
         for r in range(ROUNDS):
             for name, (url, _) in modes.items():
-                c0 = cpu_seconds(pids[name])
+                c0 = cpu_seconds([pids[name]])
                 rps, p99, errors = wrk(url, str(script))
-                us = (cpu_seconds(pids[name]) - c0) / (rps * SECONDS) * 1e6
+                us = (cpu_seconds([pids[name]]) - c0) / (rps * SECONDS) * 1e6
                 results[name].append(rps)
                 cpu[name].append(us)
                 print(f"round {r + 1} {name:8s} {rps:10.0f} req/s  p99 {p99:6.2f} ms  {us:6.1f} us CPU/request  "

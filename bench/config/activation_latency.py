@@ -5,12 +5,12 @@ the new version, for a 1-model and a 1,000-model document.
     VSR_REL=build-rel python3 bench/config/activation_latency.py
 
 VSR_REL is a release build directory holding vsr and fakellm."""
-import http.client, os, socket, statistics, subprocess, tempfile, time
+import http.client, os, pathlib, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchlib import free_port  # noqa: E402
 REL = os.environ.get("VSR_REL", "build-rel")
 D = tempfile.mkdtemp(prefix="vsr-activation-")
 
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
 
 def doc(port, mport, bport, tag, n_models):
     models = "\n".join(f"    - name: m{i}\n      backend_refs: [{{endpoint: '127.0.0.1:{bport}'}}]" for i in range(n_models))
