@@ -92,6 +92,17 @@ static vsr_slice_t cs(const char *s)
     return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
 }
 
+/* A child of the request's root span, in its trace; the caller sets the span
+ * id (or draws one), the times and the attributes. */
+static void child_span(vsr_span_t *s, const req_trace_t *t, const char *name, vsr_span_kind_t kind)
+{
+    memset(s, 0, sizeof(*s));
+    s->name = name;
+    memcpy(s->trace_id, t->tp.trace_id, 16);
+    memcpy(s->parent_id, t->root, 8);
+    s->kind = kind;
+}
+
 void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_end_t *e)
 {
     if (!t->on || !t->sampled || tracer == NULL)
@@ -134,14 +145,10 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
         vsr_span_t *s = &spans[n];
         a = attrs[n++];
         k = 0;
-        memset(s, 0, sizeof(*s));
-        s->name = "vsr.routing";
-        memcpy(s->trace_id, t->tp.trace_id, 16);
+        child_span(s, t, "vsr.routing", VSR_SPAN_INTERNAL);
         vsr_trace_new_span_id(s->span_id);
-        memcpy(s->parent_id, t->root, 8);
         s->start_ns = wall_ns(e, t->route_start_us);
         s->end_ns = wall_ns(e, t->route_start_us + e->ev->routing_us);
-        s->kind = VSR_SPAN_INTERNAL;
         if (e->ev->recipe)
             a[k++] = attr_s("vsr.recipe", cs(e->ev->recipe));
         if (e->ev->decision)
@@ -163,16 +170,12 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
         vsr_span_t *s = &spans[n];
         a = attrs[n++];
         k = 0;
-        memset(s, 0, sizeof(*s));
-        s->name = "vsr.upstream_attempt";
-        memcpy(s->trace_id, t->tp.trace_id, 16);
+        child_span(s, t, "vsr.upstream_attempt", VSR_SPAN_CLIENT);
         memcpy(s->span_id, t->attempts[i], 8);
         if (!memcmp(s->span_id, (uint8_t[8]){0}, 8))
             vsr_trace_new_span_id(s->span_id); /* failed before its head was built */
-        memcpy(s->parent_id, t->root, 8);
         s->start_ns = wall_ns(e, at->start_us);
         s->end_ns = wall_ns(e, at->end_us);
-        s->kind = VSR_SPAN_CLIENT;
         s->status = at->error || at->status >= 500 ? VSR_SPAN_ERROR : VSR_SPAN_UNSET;
         a[k++] = attr_n("vsr.attempt", i + 1);
         if (at->backend) {
