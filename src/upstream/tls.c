@@ -107,6 +107,21 @@ static int fail(vsr_tls_t *t, int ssl_ret, const char *what)
 
 /* ---- context ---- */
 
+/* The end of a context constructor: ssl wrapped, or (failed: why != NULL)
+ * freed with the reason appended to err. */
+static vsr_tls_ctx_t *ctx_done(SSL_CTX *ssl, const char *why, vsr_buf_t *err)
+{
+    if (why != NULL) {
+        SSL_CTX_free(ssl);
+        if (err != NULL)
+            vsr_buf_append_cstr(err, why);
+        return NULL;
+    }
+    vsr_tls_ctx_t *ctx = vsr_calloc(1, sizeof(*ctx));
+    ctx->ssl = ssl;
+    return ctx;
+}
+
 vsr_tls_ctx_t *vsr__tls_ctx_new(int verify, vsr_buf_t *err)
 {
     char msg[256];
@@ -134,15 +149,10 @@ vsr_tls_ctx_t *vsr__tls_ctx_new(int verify, vsr_buf_t *err)
      * an SSL_write that wanted to read and its retry. */
     SSL_CTX_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 
-    vsr_tls_ctx_t *ctx = vsr_calloc(1, sizeof(*ctx));
-    ctx->ssl = ssl;
-    return ctx;
+    return ctx_done(ssl, NULL, err);
 
 fail:
-    SSL_CTX_free(ssl);
-    if (err != NULL)
-        vsr_buf_append_cstr(err, msg);
-    return NULL;
+    return ctx_done(ssl, msg, err);
 }
 
 void vsr__tls_ctx_free(vsr_tls_ctx_t *ctx)
@@ -511,15 +521,10 @@ vsr_tls_ctx_t *vsr__tls_server_ctx_new(const char *cert_file, const char *key_fi
     SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
     SSL_CTX_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
 
-    vsr_tls_ctx_t *ctx = vsr_calloc(1, sizeof(*ctx));
-    ctx->ssl = ssl;
-    return ctx;
+    return ctx_done(ssl, NULL, err);
 
 fail:
-    SSL_CTX_free(ssl);
-    if (err != NULL)
-        vsr_buf_append_cstr(err, msg);
-    return NULL;
+    return ctx_done(ssl, msg, err);
 }
 
 vsr_tls_t *vsr__tls_server_new(vsr_tls_ctx_t *ctx)
