@@ -19,6 +19,7 @@ import time
 import httpx
 
 from conftest import free_port
+from test_config_reload import doc as document  # the same stamping document
 
 CLIENTS = 32
 TOTAL = 100_000
@@ -28,35 +29,6 @@ STREAMS = 30
 VERSION_RE = re.compile(rb"\r\nx-vsr-config-version: (\d+)\r\n", re.I)
 LENGTH_RE = re.compile(rb"\r\ncontent-length: (\d+)\r\n", re.I)
 TAG_RE = re.compile(rb'"x-doc":"([^"]*)"')
-
-
-def document(port, mport, backend, tag):
-    return f"""version: v0.3
-listeners:
-  - name: main
-    address: 127.0.0.1
-    port: {port}
-providers:
-  defaults:
-    model: m1
-  models:
-    - name: m1
-      backend_refs:
-        - name: b0
-          endpoint: {backend.endpoint}
-routing:
-  decisions:
-    - name: stamp
-      modelRefs: [{{model: m1}}]
-      plugins:
-        - type: header_mutation
-          configuration:
-            add: [{{name: x-doc, value: "{tag}"}}]
-global:
-  services:
-    management_api:
-      port: {mport}
-"""
 
 
 BODY = b'{"model":"auto","messages":[{"role":"user","content":"hi"}]}'
