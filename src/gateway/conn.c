@@ -86,6 +86,8 @@ struct request_s {
     vsr_fallback_conf_t fb;
     uint64_t fb_deadline_ms;
     unsigned fb_attempts;
+    unsigned first_skipped : 1;    /* the routing's choice was skipped (its circuit open): never called */
+    const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
     unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
     char *held_head;               /* the response head, held to go out with the first body bytes */
     size_t held_len;
@@ -447,6 +449,33 @@ static vsr_slice_t header_value(const request_t *req, const char *name)
     return v;
 }
 
+/* The models a call went to, in order (the session's list without a first
+ * choice skipped for its open circuit). */
+static const vsr_model_conf_t *const *models_called(const request_t *req, size_t *n)
+{
+    size_t n_tried = 0;
+    const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
+    if (tried && req->first_skipped && n_tried > 0) {
+        tried++;
+        n_tried--;
+    }
+    *n = n_tried;
+    return tried;
+}
+
+/* Attempts made by model m (those past the report's array are the latest
+ * ones: they count for the last model called). */
+static unsigned attempts_of(const request_t *req, const vsr_model_conf_t *m)
+{
+    const vsr_upstream_report_t *rep = &req->report;
+    unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS), n = 0;
+    for (unsigned i = 0; i < kept; i++)
+        n += rep->attempts[i].model == m;
+    if (rep->n_attempts > kept && kept && rep->attempts[kept - 1].model == m)
+        n += rep->n_attempts - kept;
+    return n;
+}
+
 /* The request is over, one way or another: one access-log line, metrics. */
 static void request_account(request_t *req)
 {
@@ -461,16 +490,24 @@ static void request_account(request_t *req)
     const vsr_upstream_report_t *rep = &req->report;
     unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS);
     double upstream = 0;
+    unsigned retries_kept = 0;
     for (unsigned i = 0; i < kept; i++) {
         const vsr_upstream_attempt_t *a = &rep->attempts[i];
         static const char *err_outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "timeout",
                                             "reset", "overflow"};
         const char *outcome = a->error ? err_outcome[a->error] : a->status >= 500 ? "5xx" : a->status >= 400 ? "4xx" : "ok";
-        vsr_metrics_attempt(w->metrics, model, outcome);
+        vsr_slice_t am = a->model ? vsr_slice_cstr(a->model->name) : model; /* the model it was sent to */
+        vsr_metrics_attempt(w->metrics, am, outcome);
+        if (a->retry && retries_kept < rep->retries) {
+            vsr_metrics_retry(w->metrics, am);
+            retries_kept++;
+        }
         upstream += (double)a->duration_ms / 1000.0;
     }
-    for (unsigned i = 0; i < rep->retries; i++)
-        vsr_metrics_retry(w->metrics, model);
+    for (unsigned i = retries_kept; i < rep->retries; i++) /* past the array: the latest model's */
+        vsr_metrics_retry(w->metrics, kept && rep->attempts[kept - 1].model
+                                          ? vsr_slice_cstr(rep->attempts[kept - 1].model->name)
+                                          : model);
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
@@ -488,10 +525,11 @@ static void request_account(request_t *req)
     if (log == NULL || req->head == NULL)
         return;
     char fallback[512] = "";
-    size_t n_tried = 0;
+    size_t n_called = 0, n_tried = 0;
+    const vsr_model_conf_t *const *called = models_called(req, &n_called);
     const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
-    for (size_t i = 0, off = 0; n_tried > 1 && i < n_tried && off < sizeof(fallback) - 1; i++)
-        off += (size_t)snprintf(fallback + off, sizeof(fallback) - off, "%s%s", i ? "," : "", tried[i]->name);
+    for (size_t i = 0, off = 0; n_called > 1 && i < n_called && off < sizeof(fallback) - 1; i++)
+        off += (size_t)snprintf(fallback + off, sizeof(fallback) - off, "%s%s", i ? "," : "", called[i]->name);
     vsr_access_entry_t e = {
         .start_time = req->start_wall,
         .method = req->head->method,
@@ -507,8 +545,8 @@ static void request_account(request_t *req)
         .user_agent = header_value(req, "user-agent"),
         .recipe = slice_or_empty(ev ? ev->recipe : NULL),
         .decision = decision,
-        .selected_model = model,
-        .served_model = kept && req->resp_status ? model : VSR_SLICE_NULL,
+        .selected_model = n_tried ? vsr_slice_cstr(tried[0]->name) : model, /* the routing's choice */
+        .served_model = req->served ? vsr_slice_cstr(req->served->name) : VSR_SLICE_NULL,
         .fallback_path = vsr_slice_cstr(fallback),
         .attempts = rep->n_attempts,
         .config_version = vsr_engine_version(req->eng),
@@ -603,7 +641,6 @@ static int try_fallback(request_t *req)
     const vsr_effect_t *eff = vsr_session_fallback(req->sess, breaker_allows, req);
     if (eff == NULL)
         return 0;
-    vsr_upstream_breaker_record(req->c->w->up, failed, &req->fb, 0);
     vsr_metrics_fallback(req->c->w->metrics, vsr_slice_cstr(failed->name),
                          vsr_slice_cstr(vsr_session_plan(req->sess)->model->name));
     req->flags = NULL; /* the next candidate's outcome is the one that counts */
@@ -660,12 +697,14 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     request_t *req = ud;
     conn_t *c = req->c;
     if (req->sess && req->fb.enabled) {
-        if (fb_listed(req, h->status) && try_fallback(req))
-            return; /* the next candidate answers instead */
-        /* the circuit of the model that answered: client errors are not its failures */
+        /* the circuit of the model that answered, whether or not a next
+         * candidate follows: client errors are not its failures */
         vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb,
                                     !(h->status >= 500 || fb_listed(req, h->status)));
+        if (fb_listed(req, h->status) && try_fallback(req))
+            return; /* the next candidate answers instead */
     }
+    req->served = req->sess ? vsr_session_plan(req->sess)->model : NULL;
     const vsr_effect_t *eff = NULL;
     req->resp_status = h->status;
     if (req->sess)
@@ -698,10 +737,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     }
     if (req->sess) {
         char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
+        /* the attempts of the model that answered; the fallback path names
+         * the models called (not one skipped for its open circuit) */
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
-                                      vsr_slice(n, vsr_fmt_u64(n, req->report.n_attempts, 0))};
+                                      vsr_slice(n, vsr_fmt_u64(n, attempts_of(req, req->served), 0))};
         size_t n_tried;
-        const vsr_model_conf_t *const *tried = vsr_session_tried(req->sess, &n_tried);
+        const vsr_model_conf_t *const *tried = models_called(req, &n_tried);
         if (n_tried > 1) {
             vsr_buf_t path;
             vsr_buf_init(&path, 0);
@@ -830,6 +871,8 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     req->flags = flags[err];
     if (err == VSR_UPSTREAM_E_OVERFLOW && req->sess)
         vsr_metrics_overflow(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model));
+    if (req->sess && req->fb.enabled && !req->head_sent) /* every failed candidate, the last one too */
+        vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb, 0);
     /* connection failures, resets, protocol errors, timeouts and overflow are
      * all retryable classes for fallback; the local reply is the last resort */
     if (!req->head_sent && try_fallback(req))
@@ -1208,6 +1251,7 @@ static void dispatch(request_t *req)
     if (vsr_session_evidence(req->sess)->decision)
         vsr_session_fallback_policy(req->sess, &req->fb);
     if (req->fb.enabled && !breaker_allows(req, vsr_session_plan(req->sess)->model)) {
+        req->first_skipped = 1;
         eff = vsr_session_fallback(req->sess, breaker_allows, req);
         if (eff == NULL) {
             reply_error(req, 503, "server_error", "circuit_open",
