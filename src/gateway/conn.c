@@ -87,6 +87,8 @@ struct request_s {
     uint64_t fb_deadline_ms;
     unsigned fb_attempts;
     unsigned first_skipped : 1;    /* the routing's choice was skipped (its circuit open): never called */
+    vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
+    unsigned id_made : 1;          /* request_id is one vsr made for the backend */
     const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
     unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
     char *held_head;               /* the response head, held to go out with the first body bytes */
@@ -317,15 +319,19 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 
 /* ---- local replies ---- */
 
+static vsr_slice_t request_id(request_t *req);
+
 /* A local reply on an HTTP/2 stream: the same fields, no framing ones.
  * extra_headers are this file's own "name: value\r\n" lines. */
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
                      int is_head)
 {
-    vsr_http_header_t f[6];
+    vsr_http_header_t f[7];
     size_t n = 0;
     char ver[24];
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
+    if (req->head)
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
     if (req->eng)
         f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                      vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
@@ -364,8 +370,15 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     vsr_buf_printf(&b, "content-type: %s\r\ncontent-length: %zu\r\n", ctype, body.len);
     if (req == NULL)
         req = c->req;
-    if (req && req->eng)
+    if (req && req->eng) {
         vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(req->eng));
+    } else { /* a codec error before any request: the version in force */
+        vsr_engine_t *e = vsr__gateway_pin(c->w->gw);
+        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(e));
+        vsr_engine_unref(e);
+    }
+    if (req && req->head)
+        vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
     if (extra_headers)
         vsr_buf_append_cstr(&b, extra_headers);
     if (close)
@@ -388,7 +401,8 @@ static void reply(request_t *req, int status, const char *ctype, vsr_slice_t bod
 }
 
 /* An OpenAI-style error: {"error":{"message":M,"type":T,"code":C}} where C
- * is the numeric status, or the string `code` when given. */
+ * is the string `code` when given, else null (OpenAI's convention: a code is
+ * a string or null, never a number). */
 static void reply_error_on(conn_t *c, request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
                         const char *extra_headers, int is_head, int close)
 {
@@ -402,7 +416,7 @@ static void reply_error_on(conn_t *c, request_t *req, int status, const char *ty
     if (code)
         vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
     else
-        vsr_buf_printf(&b, "%d", status);
+        vsr_buf_append_cstr(&b, "null");
     vsr_buf_append_cstr(&b, "}}");
     reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
     vsr_buf_free(&b);
@@ -430,7 +444,8 @@ static request_t *request_new(conn_t *c)
     req->start_wall = vsr_wall_time();
     req->start_us = vsr_now_us();
     req->eng = vsr__gateway_pin(c->w->gw);
-    vsr_metrics_active_requests(c->w->metrics, 1);
+    if (!c->l->metrics) /* scrapes are not requests: they would count themselves */
+        vsr_metrics_active_requests(c->w->metrics, 1);
     vsr_pool_init(&req->pool);
     vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
     return req;
@@ -447,6 +462,21 @@ static vsr_slice_t header_value(const request_t *req, const char *name)
     if (req->head)
         vsr_http_head_get(req->head, name, &v);
     return v;
+}
+
+/* The request's id: the client's x-request-id when it sent one, else a
+ * UUIDv4 made once (the one the backend gets, the log's and the client's). */
+static vsr_slice_t request_id(request_t *req)
+{
+    if (req->request_id.len == 0) {
+        req->request_id = header_value(req, "x-request-id");
+        if (req->request_id.len == 0) {
+            char *id = vsr_pool_alloc(&req->pool, 37);
+            vsr_uuid4(id);
+            req->request_id = vsr_slice(id, 36);
+        }
+    }
+    return req->request_id;
 }
 
 /* The models a call went to, in order (the session's list without a first
@@ -511,9 +541,11 @@ static void request_account(request_t *req)
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
-    vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
-                        ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
-    vsr_metrics_active_requests(w->metrics, -1);
+    if (!c->l->metrics) {
+        vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
+                            ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
+        vsr_metrics_active_requests(w->metrics, -1);
+    }
     if (req->trace.on) {
         req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
                               req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
@@ -541,7 +573,7 @@ static void request_account(request_t *req)
         .bytes_sent = req->bytes_sent,
         .duration_ms = (vsr_now_us() - req->start_us) / 1000,
         .upstream_host = kept ? vsr_slice_cstr(rep->attempts[kept - 1].backend->authority) : VSR_SLICE_NULL,
-        .request_id = header_value(req, "x-request-id"),
+        .request_id = request_id(req),
         .user_agent = header_value(req, "user-agent"),
         .recipe = slice_or_empty(ev ? ev->recipe : NULL),
         .decision = decision,
@@ -718,15 +750,17 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             req->usage = vsr__usage_new();
     }
     /* the fields that go to the client, whatever the transport */
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 3));
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 4));
     size_t nf = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
-            effect_names(eff, name))
+            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id"))
             continue;
         f[nf++] = h->headers[i];
     }
+    if (!effect_names(eff, VSR_SLICE_LIT("x-request-id"))) /* the request's own, as the backend got it */
+        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
             f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
@@ -931,8 +965,10 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
             vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect") ||
             effect_names(eff, name) || vsr__trace_owns(&req->trace, name))
             continue;
-        if (vsr_slice_case_eq_cstr(name, "x-request-id"))
+        if (vsr_slice_case_eq_cstr(name, "x-request-id")) {
             has_id = 1;
+            req->request_id = req->hdrs[i].value;
+        }
         req->fwd[req->n_fwd].name = name;
         req->fwd[req->n_fwd].value = req->hdrs[i].value;
         req->n_fwd++;
@@ -940,17 +976,23 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
     for (size_t i = 0; eff && i < eff->n_set; i++) {
         if (protected_name(eff->set[i].name))
             continue;
-        if (vsr_slice_case_eq_cstr(eff->set[i].name, "x-request-id"))
+        if (vsr_slice_case_eq_cstr(eff->set[i].name, "x-request-id")) {
             has_id = 1;
+            req->request_id = eff->set[i].value;
+        }
         req->fwd[req->n_fwd].name = eff->set[i].name;
         req->fwd[req->n_fwd].value = eff->set[i].value;
         req->n_fwd++;
     }
     if (!has_id) {
-        char *id = vsr_pool_alloc(&req->pool, 37);
-        vsr_uuid4(id);
+        if (!req->id_made) { /* vsr's own, the same for every fallback candidate */
+            char *id = vsr_pool_alloc(&req->pool, 37);
+            vsr_uuid4(id);
+            req->request_id = vsr_slice(id, 36);
+            req->id_made = 1;
+        }
         req->fwd[req->n_fwd].name = VSR_SLICE_LIT("x-request-id");
-        req->fwd[req->n_fwd].value = vsr_slice(id, 36);
+        req->fwd[req->n_fwd].value = req->request_id;
         req->n_fwd++;
     }
     const vsr_slice_t *body = NULL;
@@ -1007,7 +1049,8 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
         vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (eff->n_resp_headers + 1));
         for (size_t i = 0; i < eff->n_resp_headers; i++)
             f[i] = (vsr_http_header_t){eff->resp_headers[i].name, eff->resp_headers[i].value};
-        vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers,
+        f[eff->n_resp_headers] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
+        vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers + 1,
                                .content_length = (int64_t)eff->resp_body.len};
         if (!req->is_head)
             req->bytes_sent += eff->resp_body.len;
@@ -1020,6 +1063,7 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
     for (size_t i = 0; i < eff->n_resp_headers; i++)
         vsr_http_write_header(&b, eff->resp_headers[i].name, eff->resp_headers[i].value);
+    vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
     vsr_http_write_header_u64(&b, "content-length", eff->resp_body.len);
     if (!req->keep_alive)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
@@ -1718,8 +1762,9 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    vsr_metrics_connections(w->metrics, 1);
-    c->counted = 1;
+    c->counted = !l->metrics; /* a scrape's connection is not a client's */
+    if (c->counted)
+        vsr_metrics_connections(w->metrics, 1);
     if (l->conf->identity_trust_headers) {
         struct sockaddr_storage peer;
         int len = sizeof(peer);
