@@ -135,8 +135,11 @@ static void nack(vsr_admin_t *a, vsr_admin_result_t *res, const char *source, co
     audit(a, source, res->version, res->hash, "NACK", reason, n > 0 ? VSR_MIN((size_t)n, sizeof(reason) - 1) : 0);
     if (a->hooks.outcome)
         a->hooks.outcome(a->hooks.ud, "nack");
-    vsr_log_warn("admin", "configuration from %s rejected (%s); version %llu keeps serving", source, code,
-                 (unsigned long long)res->version);
+    if (a->active == NULL) /* the first version: nothing serves */
+        vsr_log_warn("admin", "configuration from %s rejected (%s); nothing was started", source, code);
+    else
+        vsr_log_warn("admin", "configuration from %s rejected (%s); version %llu keeps serving", source, code,
+                     (unsigned long long)res->version);
 }
 
 static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,

@@ -226,9 +226,13 @@ static void put_config(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin
 {
     vsr_slice_t ct = vsr_slice_trim(vsr_slice_split(req->content_type, ';', NULL));
     int json = vsr_slice_case_eq_cstr(ct, "application/json");
+    /* what `curl --data-binary @file` and other generic clients send when
+     * not told (a form type, octet-stream) is read as YAML too */
     int yaml = ct.len == 0 || vsr_slice_case_eq_cstr(ct, "application/yaml") ||
                vsr_slice_case_eq_cstr(ct, "application/x-yaml") || vsr_slice_case_eq_cstr(ct, "text/yaml") ||
-               vsr_slice_case_eq_cstr(ct, "text/x-yaml");
+               vsr_slice_case_eq_cstr(ct, "text/x-yaml") ||
+               vsr_slice_case_eq_cstr(ct, "application/x-www-form-urlencoded") ||
+               vsr_slice_case_eq_cstr(ct, "application/octet-stream");
     if (!json && !yaml) {
         json_error(r, 415, "invalid_request_error", "unsupported_media_type",
                    "the body must be the configuration document as application/yaml or application/json");

@@ -7,13 +7,16 @@
  *   vsr config print FILE [--redact]
  *   vsr version
  *
- * Exit codes: 0 success, 1 runtime failure (e.g. a port in use), 2 usage or
- * configuration error (nothing was started).
+ * Exit codes (nothing was started unless 0): 0 success, 1 runtime failure
+ * (e.g. a TLS or tracing set-up that fails), 2 the configuration is invalid,
+ * 3 another process already listens on one of the addresses, 64 a usage
+ * error (EX_USAGE of sysexits.h).
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "admin/admin.h"
@@ -27,29 +30,42 @@
 #define VSR_VERSION "0.1.0"
 #define DEFAULT_CONFIG "config/config.yaml"
 
+enum { EXIT_RUNTIME = 1, EXIT_CONFIG = 2, EXIT_IN_USE = 3, EXIT_USAGE = 64 };
+
+static const char serve_synopsis[] =
+    "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
+    "                 [--drain-timeout DURATION] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
+    "                 [--config-audit-log PATH] [--config-watch on|off]\n";
+static const char config_synopsis[] = "       vsr config validate FILE\n"
+                                      "       vsr config print FILE [--redact]\n";
+static const char serve_help[] =
+    "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
+    "    --config FILE  the v0.3 configuration document (default " DEFAULT_CONFIG ")\n"
+    "    --workers N    worker threads, each with its own event loop (default: cores)\n"
+    "    --gateway MODE standalone (the only mode so far)\n"
+    "    --log-level L  debug, info, warn or error (default info)\n"
+    "    --drain-timeout D  on SIGTERM/SIGINT, how long in-flight requests may take: seconds (30)\n"
+    "                   or a duration (5s, 1500ms, 2m; default 30s)\n"
+    "    --access-log P one JSON line per request to P (a file), - (standard output, default) or off\n"
+    "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
+    "    --config-audit-log P  append one JSON line per configuration activation, rejection and\n"
+    "                   rollback to P (default: none)\n"
+    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n";
+static const char config_help[] =
+    "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
+    "  config print     the effective document (defaults filled in); --redact hides secrets\n";
+static const char exit_help[] =
+    "\nexit codes: 0 success, 1 runtime failure, 2 invalid configuration, 3 an address is already\n"
+    "in use by another process, 64 usage error\n";
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
-            "                 [--drain-timeout SECONDS] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
-            "                 [--config-audit-log PATH] [--config-watch on|off]\n"
-            "       vsr config validate FILE\n"
-            "       vsr config print FILE [--redact]\n"
-            "       vsr version\n"
-            "\n"
-            "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
-            "    --config FILE  the v0.3 configuration document (default " DEFAULT_CONFIG ")\n"
-            "    --workers N    worker threads, each with its own event loop (default: cores)\n"
-            "    --gateway MODE standalone (the only mode so far)\n"
-            "    --log-level L  debug, info, warn or error (default info)\n"
-            "    --drain-timeout S  on SIGTERM/SIGINT, how long in-flight requests may take (default 30)\n"
-            "    --access-log P one JSON line per request to P (a file), - (standard output, default) or off\n"
-            "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
-            "    --config-audit-log P  append one JSON line per configuration activation, rejection and\n"
-            "                   rollback to P (default: none)\n"
-            "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
-            "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
-            "  config print     the effective document (defaults filled in); --redact hides secrets\n");
+    fprintf(f, "%s%s       vsr version\n\n%s%s%s", serve_synopsis, config_synopsis, serve_help, config_help, exit_help);
+}
+
+static int is_help(const char *a)
+{
+    return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0;
 }
 
 /* Loads, validates and compiles a document: the configuration and the
@@ -79,7 +95,7 @@ static int cmd_config_print(const char *path, int redact)
     vsr_config_t *cfg = NULL;
     vsr_engine_t *engine = NULL;
     if (load_config(path, &cfg, &engine) != VSR_OK)
-        return 2;
+        return EXIT_CONFIG;
     vsr_engine_unref(engine);
     char *doc = NULL;
     size_t len = 0;
@@ -89,7 +105,7 @@ static int cmd_config_print(const char *path, int redact)
     int rc = vsr_admin_read_file(path, &doc, &len, &err) == VSR_OK &&
                      vsr_config_print(path, doc, len, cfg, redact, &out) == VSR_OK
                  ? 0
-                 : 2;
+                 : EXIT_CONFIG;
     if (rc == 0)
         fwrite(out.data, 1, out.len, stdout);
     else
@@ -103,6 +119,12 @@ static int cmd_config_print(const char *path, int redact)
 
 static int cmd_config(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (is_help(argv[i])) {
+            printf("usage: vsr config validate FILE\n       vsr config print FILE [--redact]\n\n%s%s", config_help,
+                   exit_help);
+            return 0;
+        }
     if (argc >= 3 && strcmp(argv[1], "print") == 0) {
         int redact = 0;
         const char *file = NULL;
@@ -112,24 +134,24 @@ static int cmd_config(int argc, char **argv)
             else if (file == NULL && argv[i][0] != '-')
                 file = argv[i];
             else {
-                usage(stderr);
-                return 2;
+                fprintf(stderr, "usage: vsr config print FILE [--redact]\n");
+                return EXIT_USAGE;
             }
         }
         if (file == NULL) {
-            usage(stderr);
-            return 2;
+            fprintf(stderr, "usage: vsr config print FILE [--redact]\n");
+            return EXIT_USAGE;
         }
         return cmd_config_print(file, redact);
     }
     if (argc != 3 || strcmp(argv[1], "validate") != 0) {
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "%s", config_synopsis);
+        return EXIT_USAGE;
     }
     vsr_config_t *cfg = NULL;
     vsr_engine_t *engine = NULL;
     if (load_config(argv[2], &cfg, &engine) != VSR_OK)
-        return 2;
+        return EXIT_CONFIG;
     vsr_config_warn_unimplemented(cfg);
     vsr_engine_unref(engine);
     printf("%s: valid (%zu listener%s, %zu model%s)\n", argv[2], cfg->n_listeners, cfg->n_listeners == 1 ? "" : "s",
@@ -270,11 +292,28 @@ static int parse_level(const char *s)
     return -1;
 }
 
+/* --drain-timeout: plain seconds (the old form) or a duration ("5s"). */
+static int parse_drain(const char *v, uint64_t *ms)
+{
+    char *end;
+    double s = strtod(v, &end);
+    if (end != v && *end == '\0') {
+        if (!(s >= 0 && s <= 86400))
+            return VSR_ERR_INVALID;
+        *ms = (uint64_t)(s * 1000);
+        return VSR_OK;
+    }
+    if (vsr_parse_duration_ms(vsr_slice(v, strlen(v)), ms) != VSR_OK || *ms > 86400000ull)
+        return VSR_ERR_INVALID;
+    return VSR_OK;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     const char *path = DEFAULT_CONFIG;
+    int path_given = 0;
     long workers = 0;
-    double drain_s = 30;
+    uint64_t drain_ms = 30000;
     const char *access_log = "-";
     const char *audit_log = NULL;
     int watch = 1;
@@ -284,15 +323,20 @@ static int cmd_serve(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (is_help(a)) {
+            printf("%s\n%s%s", serve_synopsis, serve_help, exit_help);
+            return 0;
+        }
         if (strcmp(a, "--config") == 0 && v) {
             path = v;
+            path_given = 1;
             i++;
         } else if (strcmp(a, "--workers") == 0 && v) {
             char *end;
             workers = strtol(v, &end, 10);
             if (*end || workers < 1 || workers > 1024) {
                 fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
-                return 2;
+                return EXIT_USAGE;
             }
             i++;
         } else if (strcmp(a, "--config-audit-log") == 0 && v) {
@@ -301,7 +345,7 @@ static int cmd_serve(int argc, char **argv)
         } else if (strcmp(a, "--config-watch") == 0 && v) {
             if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
                 fprintf(stderr, "vsr: --config-watch takes on or off\n");
-                return 2;
+                return EXIT_USAGE;
             }
             watch = strcmp(v, "on") == 0;
             i++;
@@ -316,7 +360,7 @@ static int cmd_serve(int argc, char **argv)
                 long p = colon ? strtol(colon + 1, NULL, 10) : 0;
                 if (colon == NULL || (size_t)(colon - v) >= sizeof(maddr) || p < 1 || p > 65535) {
                     fprintf(stderr, "vsr: --metrics-listen takes ADDRESS:PORT or off\n");
-                    return 2;
+                    return EXIT_USAGE;
                 }
                 memcpy(maddr, v, (size_t)(colon - v));
                 maddr[colon - v] = '\0';
@@ -324,37 +368,39 @@ static int cmd_serve(int argc, char **argv)
             }
             i++;
         } else if (strcmp(a, "--drain-timeout") == 0 && v) {
-            char *end;
-            drain_s = strtod(v, &end);
-            if (*end || drain_s < 0 || drain_s > 86400) {
-                fprintf(stderr, "vsr: --drain-timeout takes seconds from 0 to 86400\n");
-                return 2;
+            if (parse_drain(v, &drain_ms) != VSR_OK) {
+                fprintf(stderr, "vsr: --drain-timeout takes seconds or a duration (5s, 1500ms, 2m) up to 24h\n");
+                return EXIT_USAGE;
             }
             i++;
         } else if (strcmp(a, "--gateway") == 0 && v) {
             if (strcmp(v, "standalone") != 0) {
                 fprintf(stderr, "vsr: --gateway %s is not supported yet (only standalone)\n", v);
-                return 2;
+                return EXIT_USAGE;
             }
             i++;
         } else if (strcmp(a, "--log-level") == 0 && v) {
             int lvl = parse_level(v);
             if (lvl < 0) {
                 fprintf(stderr, "vsr: --log-level takes debug, info, warn or error\n");
-                return 2;
+                return EXIT_USAGE;
             }
             vsr_log_min_level = (vsr_log_level_t)lvl;
             i++;
         } else {
-            fprintf(stderr, "vsr: unknown or incomplete option \"%s\"\n", a);
-            usage(stderr);
-            return 2;
+            fprintf(stderr, "vsr: unknown or incomplete option \"%s\"\n%s", a, serve_synopsis);
+            return EXIT_USAGE;
         }
+    }
+    if (!path_given && access(path, F_OK) != 0) {
+        fprintf(stderr, "vsr: no configuration: the default %s does not exist here; name the document with "
+                        "--config FILE\n", path);
+        return EXIT_USAGE;
     }
 
     serve_t sv;
     memset(&sv, 0, sizeof(sv));
-    sv.drain_timeout_ms = (uint64_t)(drain_s * 1000);
+    sv.drain_timeout_ms = drain_ms;
     unsigned n_workers = workers ? (unsigned)workers : uv_available_parallelism();
     sv.metrics = vsr_metrics_new(n_workers);
 
@@ -381,7 +427,7 @@ static int cmd_serve(int argc, char **argv)
         vsr_buf_free(&err);
         vsr_admin_free(sv.admin);
         vsr_metrics_free(sv.metrics);
-        return 2;
+        return EXIT_CONFIG;
     }
     vsr_buf_reset(&err);
     const vsr_config_t *cfg = vsr_engine_config(engine);
@@ -405,6 +451,8 @@ static int cmd_serve(int argc, char **argv)
     gopts.metrics_port = mport;
     gopts.metrics = sv.metrics;
     gopts.admin = sv.admin;
+    int in_use = 0;
+    gopts.addr_in_use = &in_use;
     if (strcmp(access_log, "off") != 0)
         gopts.access_log = vsr_access_log_open(access_log, 0, &err);
     int tracing_ok = 1;
@@ -425,12 +473,12 @@ static int cmd_serve(int argc, char **argv)
         sv.gw = NULL;
     }
     if (sv.gw == NULL) {
-        fprintf(stderr, "vsr: %s", err.len ? err.data : "cannot start\n");
+        fprintf(stderr, "vsr: cannot start, nothing is serving: %s", err.len ? err.data : "\n");
         /* nothing runs: the handles close on the loop's last run below */
         uv_close((uv_handle_t *)&sv.activated, NULL);
         uv_close((uv_handle_t *)&sv.sigint, NULL);
         uv_close((uv_handle_t *)&sv.sigterm, NULL);
-        rc = 1;
+        rc = in_use ? EXIT_IN_USE : EXIT_RUNTIME;
     } else {
         sv.loop = loop;
         /* the control thread: active health checks run on its loop, and
@@ -441,6 +489,11 @@ static int cmd_serve(int argc, char **argv)
         for (size_t i = 0; i < cfg->n_listeners; i++)
             vsr_log_info("vsr", "listener %s on %s:%u", cfg->listeners[i].name, cfg->listeners[i].address,
                          (unsigned)cfg->listeners[i].port);
+        if (cfg->management_enabled)
+            vsr_log_info("vsr", "management API on %s:%u", cfg->management_address ? cfg->management_address : "127.0.0.1",
+                         (unsigned)cfg->management_port);
+        if (mport)
+            vsr_log_info("vsr", "metrics on http://%s:%u/metrics", maddr, (unsigned)mport);
         vsr_log_info("vsr", "vsr %s serving %s (configuration version %llu) with %u workers%s", VSR_VERSION, path,
                      (unsigned long long)vsr_engine_version(engine), vsr_gateway_workers(sv.gw),
                      watch ? ", watching the file" : "");
@@ -462,7 +515,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return EXIT_USAGE;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "serve") == 0)
@@ -473,11 +526,11 @@ int main(int argc, char **argv)
         printf("vsr %s\n", VSR_VERSION);
         return 0;
     }
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    if (is_help(cmd)) {
         usage(stdout);
         return 0;
     }
     fprintf(stderr, "vsr: unknown command \"%s\"\n", cmd);
     usage(stderr);
-    return 2;
+    return EXIT_USAGE;
 }

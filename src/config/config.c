@@ -1151,7 +1151,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)
 {
     *out = NULL;
-    return load(name ? name : "<string>", "<string>", yaml, len, out, err);
+    return load(name ? name : "<string>", name ? name : "<string>", yaml, len, out, err);
 }
 
 static int io_error(const char *path, int e, vsr_buf_t *err)

@@ -320,7 +320,7 @@ typedef struct {
 } vsr_model_conf_t;
 
 typedef struct {
-    char *path;            /* the file it was read from ("<string>" for strings) */
+    char *path;            /* the file it was read from (a string's: the name given, else "<string>") */
     char *version;         /* "v0.3" */
     vsr_listener_conf_t *listeners;
     size_t n_listeners;    /* >= 1 */

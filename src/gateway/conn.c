@@ -86,6 +86,10 @@ struct request_s {
     vsr_fallback_conf_t fb;
     uint64_t fb_deadline_ms;
     unsigned fb_attempts;
+    unsigned first_skipped : 1;    /* the routing's choice was skipped (its circuit open): never called */
+    vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
+    unsigned id_made : 1;          /* request_id is one vsr made for the backend */
+    const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
     unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
     char *held_head;               /* the response head, held to go out with the first body bytes */
     size_t held_len;
@@ -315,15 +319,19 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 
 /* ---- local replies ---- */
 
+static vsr_slice_t request_id(request_t *req);
+
 /* A local reply on an HTTP/2 stream: the same fields, no framing ones.
  * extra_headers are this file's own "name: value\r\n" lines. */
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
                      int is_head)
 {
-    vsr_http_header_t f[6];
+    vsr_http_header_t f[7];
     size_t n = 0;
     char ver[24];
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
+    if (req->head)
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
     if (req->eng)
         f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                      vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
@@ -362,8 +370,15 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     vsr_buf_printf(&b, "content-type: %s\r\ncontent-length: %zu\r\n", ctype, body.len);
     if (req == NULL)
         req = c->req;
-    if (req && req->eng)
+    if (req && req->eng) {
         vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(req->eng));
+    } else { /* a codec error before any request: the version in force */
+        vsr_engine_t *e = vsr__gateway_pin(c->w->gw);
+        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(e));
+        vsr_engine_unref(e);
+    }
+    if (req && req->head)
+        vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
     if (extra_headers)
         vsr_buf_append_cstr(&b, extra_headers);
     if (close)
@@ -386,7 +401,8 @@ static void reply(request_t *req, int status, const char *ctype, vsr_slice_t bod
 }
 
 /* An OpenAI-style error: {"error":{"message":M,"type":T,"code":C}} where C
- * is the numeric status, or the string `code` when given. */
+ * is the string `code` when given, else null (OpenAI's convention: a code is
+ * a string or null, never a number). */
 static void reply_error_on(conn_t *c, request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
                         const char *extra_headers, int is_head, int close)
 {
@@ -400,7 +416,7 @@ static void reply_error_on(conn_t *c, request_t *req, int status, const char *ty
     if (code)
         vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
     else
-        vsr_buf_printf(&b, "%d", status);
+        vsr_buf_append_cstr(&b, "null");
     vsr_buf_append_cstr(&b, "}}");
     reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
     vsr_buf_free(&b);
@@ -428,7 +444,8 @@ static request_t *request_new(conn_t *c)
     req->start_wall = vsr_wall_time();
     req->start_us = vsr_now_us();
     req->eng = vsr__gateway_pin(c->w->gw);
-    vsr_metrics_active_requests(c->w->metrics, 1);
+    if (!c->l->metrics) /* scrapes are not requests: they would count themselves */
+        vsr_metrics_active_requests(c->w->metrics, 1);
     vsr_pool_init(&req->pool);
     vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
     return req;
@@ -447,6 +464,48 @@ static vsr_slice_t header_value(const request_t *req, const char *name)
     return v;
 }
 
+/* The request's id: the client's x-request-id when it sent one, else a
+ * UUIDv4 made once (the one the backend gets, the log's and the client's). */
+static vsr_slice_t request_id(request_t *req)
+{
+    if (req->request_id.len == 0) {
+        req->request_id = header_value(req, "x-request-id");
+        if (req->request_id.len == 0) {
+            char *id = vsr_pool_alloc(&req->pool, 37);
+            vsr_uuid4(id);
+            req->request_id = vsr_slice(id, 36);
+        }
+    }
+    return req->request_id;
+}
+
+/* The models a call went to, in order (the session's list without a first
+ * choice skipped for its open circuit). */
+static const vsr_model_conf_t *const *models_called(const request_t *req, size_t *n)
+{
+    size_t n_tried = 0;
+    const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
+    if (tried && req->first_skipped && n_tried > 0) {
+        tried++;
+        n_tried--;
+    }
+    *n = n_tried;
+    return tried;
+}
+
+/* Attempts made by model m (those past the report's array are the latest
+ * ones: they count for the last model called). */
+static unsigned attempts_of(const request_t *req, const vsr_model_conf_t *m)
+{
+    const vsr_upstream_report_t *rep = &req->report;
+    unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS), n = 0;
+    for (unsigned i = 0; i < kept; i++)
+        n += rep->attempts[i].model == m;
+    if (rep->n_attempts > kept && kept && rep->attempts[kept - 1].model == m)
+        n += rep->n_attempts - kept;
+    return n;
+}
+
 /* The request is over, one way or another: one access-log line, metrics. */
 static void request_account(request_t *req)
 {
@@ -461,22 +520,32 @@ static void request_account(request_t *req)
     const vsr_upstream_report_t *rep = &req->report;
     unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS);
     double upstream = 0;
+    unsigned retries_kept = 0;
     for (unsigned i = 0; i < kept; i++) {
         const vsr_upstream_attempt_t *a = &rep->attempts[i];
         static const char *err_outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "timeout",
                                             "reset", "overflow"};
         const char *outcome = a->error ? err_outcome[a->error] : a->status >= 500 ? "5xx" : a->status >= 400 ? "4xx" : "ok";
-        vsr_metrics_attempt(w->metrics, model, outcome);
+        vsr_slice_t am = a->model ? vsr_slice_cstr(a->model->name) : model; /* the model it was sent to */
+        vsr_metrics_attempt(w->metrics, am, outcome);
+        if (a->retry && retries_kept < rep->retries) {
+            vsr_metrics_retry(w->metrics, am);
+            retries_kept++;
+        }
         upstream += (double)a->duration_ms / 1000.0;
     }
-    for (unsigned i = 0; i < rep->retries; i++)
-        vsr_metrics_retry(w->metrics, model);
+    for (unsigned i = retries_kept; i < rep->retries; i++) /* past the array: the latest model's */
+        vsr_metrics_retry(w->metrics, kept && rep->attempts[kept - 1].model
+                                          ? vsr_slice_cstr(rep->attempts[kept - 1].model->name)
+                                          : model);
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
-    vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
-                        ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
-    vsr_metrics_active_requests(w->metrics, -1);
+    if (!c->l->metrics) {
+        vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
+                            ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
+        vsr_metrics_active_requests(w->metrics, -1);
+    }
     if (req->trace.on) {
         req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
                               req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
@@ -488,10 +557,11 @@ static void request_account(request_t *req)
     if (log == NULL || req->head == NULL)
         return;
     char fallback[512] = "";
-    size_t n_tried = 0;
+    size_t n_called = 0, n_tried = 0;
+    const vsr_model_conf_t *const *called = models_called(req, &n_called);
     const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
-    for (size_t i = 0, off = 0; n_tried > 1 && i < n_tried && off < sizeof(fallback) - 1; i++)
-        off += (size_t)snprintf(fallback + off, sizeof(fallback) - off, "%s%s", i ? "," : "", tried[i]->name);
+    for (size_t i = 0, off = 0; n_called > 1 && i < n_called && off < sizeof(fallback) - 1; i++)
+        off += (size_t)snprintf(fallback + off, sizeof(fallback) - off, "%s%s", i ? "," : "", called[i]->name);
     vsr_access_entry_t e = {
         .start_time = req->start_wall,
         .method = req->head->method,
@@ -503,12 +573,12 @@ static void request_account(request_t *req)
         .bytes_sent = req->bytes_sent,
         .duration_ms = (vsr_now_us() - req->start_us) / 1000,
         .upstream_host = kept ? vsr_slice_cstr(rep->attempts[kept - 1].backend->authority) : VSR_SLICE_NULL,
-        .request_id = header_value(req, "x-request-id"),
+        .request_id = request_id(req),
         .user_agent = header_value(req, "user-agent"),
         .recipe = slice_or_empty(ev ? ev->recipe : NULL),
         .decision = decision,
-        .selected_model = model,
-        .served_model = kept && req->resp_status ? model : VSR_SLICE_NULL,
+        .selected_model = n_tried ? vsr_slice_cstr(tried[0]->name) : model, /* the routing's choice */
+        .served_model = req->served ? vsr_slice_cstr(req->served->name) : VSR_SLICE_NULL,
         .fallback_path = vsr_slice_cstr(fallback),
         .attempts = rep->n_attempts,
         .config_version = vsr_engine_version(req->eng),
@@ -603,7 +673,6 @@ static int try_fallback(request_t *req)
     const vsr_effect_t *eff = vsr_session_fallback(req->sess, breaker_allows, req);
     if (eff == NULL)
         return 0;
-    vsr_upstream_breaker_record(req->c->w->up, failed, &req->fb, 0);
     vsr_metrics_fallback(req->c->w->metrics, vsr_slice_cstr(failed->name),
                          vsr_slice_cstr(vsr_session_plan(req->sess)->model->name));
     req->flags = NULL; /* the next candidate's outcome is the one that counts */
@@ -660,12 +729,14 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     request_t *req = ud;
     conn_t *c = req->c;
     if (req->sess && req->fb.enabled) {
-        if (fb_listed(req, h->status) && try_fallback(req))
-            return; /* the next candidate answers instead */
-        /* the circuit of the model that answered: client errors are not its failures */
+        /* the circuit of the model that answered, whether or not a next
+         * candidate follows: client errors are not its failures */
         vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb,
                                     !(h->status >= 500 || fb_listed(req, h->status)));
+        if (fb_listed(req, h->status) && try_fallback(req))
+            return; /* the next candidate answers instead */
     }
+    req->served = req->sess ? vsr_session_plan(req->sess)->model : NULL;
     const vsr_effect_t *eff = NULL;
     req->resp_status = h->status;
     if (req->sess)
@@ -679,15 +750,17 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             req->usage = vsr__usage_new();
     }
     /* the fields that go to the client, whatever the transport */
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 3));
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 4));
     size_t nf = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
-            effect_names(eff, name))
+            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id"))
             continue;
         f[nf++] = h->headers[i];
     }
+    if (!effect_names(eff, VSR_SLICE_LIT("x-request-id"))) /* the request's own, as the backend got it */
+        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
             f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
@@ -698,10 +771,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     }
     if (req->sess) {
         char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
+        /* the attempts of the model that answered; the fallback path names
+         * the models called (not one skipped for its open circuit) */
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
-                                      vsr_slice(n, vsr_fmt_u64(n, req->report.n_attempts, 0))};
+                                      vsr_slice(n, vsr_fmt_u64(n, attempts_of(req, req->served), 0))};
         size_t n_tried;
-        const vsr_model_conf_t *const *tried = vsr_session_tried(req->sess, &n_tried);
+        const vsr_model_conf_t *const *tried = models_called(req, &n_tried);
         if (n_tried > 1) {
             vsr_buf_t path;
             vsr_buf_init(&path, 0);
@@ -830,6 +905,8 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     req->flags = flags[err];
     if (err == VSR_UPSTREAM_E_OVERFLOW && req->sess)
         vsr_metrics_overflow(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model));
+    if (req->sess && req->fb.enabled && !req->head_sent) /* every failed candidate, the last one too */
+        vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb, 0);
     /* connection failures, resets, protocol errors, timeouts and overflow are
      * all retryable classes for fallback; the local reply is the last resort */
     if (!req->head_sent && try_fallback(req))
@@ -888,8 +965,10 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
             vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect") ||
             effect_names(eff, name) || vsr__trace_owns(&req->trace, name))
             continue;
-        if (vsr_slice_case_eq_cstr(name, "x-request-id"))
+        if (vsr_slice_case_eq_cstr(name, "x-request-id")) {
             has_id = 1;
+            req->request_id = req->hdrs[i].value;
+        }
         req->fwd[req->n_fwd].name = name;
         req->fwd[req->n_fwd].value = req->hdrs[i].value;
         req->n_fwd++;
@@ -897,17 +976,23 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
     for (size_t i = 0; eff && i < eff->n_set; i++) {
         if (protected_name(eff->set[i].name))
             continue;
-        if (vsr_slice_case_eq_cstr(eff->set[i].name, "x-request-id"))
+        if (vsr_slice_case_eq_cstr(eff->set[i].name, "x-request-id")) {
             has_id = 1;
+            req->request_id = eff->set[i].value;
+        }
         req->fwd[req->n_fwd].name = eff->set[i].name;
         req->fwd[req->n_fwd].value = eff->set[i].value;
         req->n_fwd++;
     }
     if (!has_id) {
-        char *id = vsr_pool_alloc(&req->pool, 37);
-        vsr_uuid4(id);
+        if (!req->id_made) { /* vsr's own, the same for every fallback candidate */
+            char *id = vsr_pool_alloc(&req->pool, 37);
+            vsr_uuid4(id);
+            req->request_id = vsr_slice(id, 36);
+            req->id_made = 1;
+        }
         req->fwd[req->n_fwd].name = VSR_SLICE_LIT("x-request-id");
-        req->fwd[req->n_fwd].value = vsr_slice(id, 36);
+        req->fwd[req->n_fwd].value = req->request_id;
         req->n_fwd++;
     }
     const vsr_slice_t *body = NULL;
@@ -964,7 +1049,8 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
         vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (eff->n_resp_headers + 1));
         for (size_t i = 0; i < eff->n_resp_headers; i++)
             f[i] = (vsr_http_header_t){eff->resp_headers[i].name, eff->resp_headers[i].value};
-        vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers,
+        f[eff->n_resp_headers] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
+        vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers + 1,
                                .content_length = (int64_t)eff->resp_body.len};
         if (!req->is_head)
             req->bytes_sent += eff->resp_body.len;
@@ -977,6 +1063,7 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
     for (size_t i = 0; i < eff->n_resp_headers; i++)
         vsr_http_write_header(&b, eff->resp_headers[i].name, eff->resp_headers[i].value);
+    vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
     vsr_http_write_header_u64(&b, "content-length", eff->resp_body.len);
     if (!req->keep_alive)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
@@ -1208,6 +1295,7 @@ static void dispatch(request_t *req)
     if (vsr_session_evidence(req->sess)->decision)
         vsr_session_fallback_policy(req->sess, &req->fb);
     if (req->fb.enabled && !breaker_allows(req, vsr_session_plan(req->sess)->model)) {
+        req->first_skipped = 1;
         eff = vsr_session_fallback(req->sess, breaker_allows, req);
         if (eff == NULL) {
             reply_error(req, 503, "server_error", "circuit_open",
@@ -1674,8 +1762,9 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    vsr_metrics_connections(w->metrics, 1);
-    c->counted = 1;
+    c->counted = !l->metrics; /* a scrape's connection is not a client's */
+    if (c->counted)
+        vsr_metrics_connections(w->metrics, 1);
     if (l->conf->identity_trust_headers) {
         struct sockaddr_storage peer;
         int len = sizeof(peer);

@@ -16,23 +16,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* A listener's address as a socket address; 0 when it is not a numeric one. */
+static socklen_t listener_sockaddr(const vsr_listener_conf_t *lc, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, lc->address, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(lc->port);
+        return sizeof(*v4);
+    }
+    if (inet_pton(AF_INET6, lc->address, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(lc->port);
+        return sizeof(*v6);
+    }
+    return 0;
+}
+
 static int bind_listener(worker_t *w, listener_t *l)
 {
     const vsr_listener_conf_t *lc = l->conf;
     struct sockaddr_storage ss;
-    socklen_t slen;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, lc->address, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(lc->port);
-        slen = sizeof(*v4);
-    } else if (inet_pton(AF_INET6, lc->address, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(lc->port);
-        slen = sizeof(*v6);
-    } else {
+    socklen_t slen = listener_sockaddr(lc, &ss);
+    if (slen == 0) {
         vsr_buf_printf(&w->start_err, "listener %s: bad address \"%s\"\n", lc->name, lc->address);
         return VSR_ERR;
     }
@@ -319,6 +327,44 @@ static void gateway_free(vsr_gateway_t *gw)
     vsr_free(gw);
 }
 
+/* SO_REUSEPORT would let the workers' sockets join those of another process
+ * listening on the same address (a second vsr, say) and the kernel would
+ * split the traffic between two configurations.  So each address is first
+ * claimed with a plain socket (no SO_REUSEPORT), which fails when anything
+ * listens there; the probe is closed before the workers bind.  Returns
+ * VSR_OK, or VSR_ERR with a message (*in_use set when the address is taken). */
+static int probe_addresses(const vsr_listener_conf_t *const *ls, size_t n, int *in_use, vsr_buf_t *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sockaddr_storage ss;
+        socklen_t slen = listener_sockaddr(ls[i], &ss);
+        if (slen == 0)
+            continue; /* bind_listener says so */
+        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+            bind(fd, (struct sockaddr *)&ss, slen) == 0) {
+            close(fd);
+            continue;
+        }
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (e == EADDRINUSE) {
+            *in_use = 1;
+            vsr_buf_printf(err,
+                           "listener %s: cannot listen on %s:%u: another process already listens there "
+                           "(is another vsr running?)\n",
+                           ls[i]->name, ls[i]->address, (unsigned)ls[i]->port);
+        } else {
+            vsr_buf_printf(err, "listener %s: cannot listen on %s:%u: %s\n", ls[i]->name, ls[i]->address,
+                           (unsigned)ls[i]->port, strerror(e));
+        }
+        return VSR_ERR;
+    }
+    return VSR_OK;
+}
+
 static int wildcard(const char *a)
 {
     return a == NULL || strcmp(a, "0.0.0.0") == 0 || strcmp(a, "::") == 0;
@@ -382,7 +428,10 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         all[n_all++] = &gw->mgmt;
     if (gw->metrics_listener.port)
         all[n_all++] = &gw->metrics_listener;
-    int clash = ports_clash(all, n_all, err);
+    int in_use = 0;
+    int clash = ports_clash(all, n_all, err) || probe_addresses(all, n_all, &in_use, err) != VSR_OK;
+    if (opts->addr_in_use)
+        *opts->addr_in_use = in_use;
     vsr_free(all);
     gw->listener_active = vsr_calloc(cfg->n_listeners + 2, sizeof(atomic_uint));
     gw->workers = vsr_calloc(workers, sizeof(worker_t *));

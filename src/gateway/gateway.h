@@ -28,7 +28,9 @@ typedef struct vsr_gateway_s vsr_gateway_t;
  * copied).  Every engine given to the gateway carries its version's
  * vsr_upstream_shared_t as its part (vsr_engine_adopt).  Returns once all
  * listeners are bound on every worker, or NULL with a message appended to err
- * (nothing left running) when any of them fails. */
+ * (nothing left running) when any of them fails.  Before any worker binds,
+ * every address is probed without SO_REUSEPORT: one another process listens
+ * on fails the start (see addr_in_use). */
 typedef struct {
     unsigned workers;            /* 0 = the number of usable cores */
     const char *metrics_address; /* the metrics listener (GET /metrics): address and port; port 0 = none */
@@ -37,6 +39,8 @@ typedef struct {
     vsr_access_log_t *access_log; /* NULL = no access log */
     vsr_tracer_t *tracer;        /* NULL = no tracing (traceparent passes through untouched) */
     vsr_admin_t *admin;          /* serves /api/v1/config* on the management listener; NULL = none */
+    int *addr_in_use;            /* optional, out: set to 1 when the start failed because another
+                                    process already listens on one of the addresses */
 } vsr_gateway_opts_t;
 
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,

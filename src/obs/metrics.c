@@ -114,7 +114,8 @@ typedef struct series_s {
     uint32_t hash;
     uint8_t family;
     /* counter: v[0].  histogram: v[0..n] the count per bucket (not
-     * cumulative; v[n] is +Inf), v[n + 1] the sum's bits as a double. */
+     * cumulative; v[n] is +Inf), v[n + 1] the sum in nanoseconds (an
+     * integer, so that sums are exact and render without float noise). */
     _Atomic uint64_t v[];
 } series_t;
 
@@ -373,8 +374,7 @@ static void hist_observe(_Atomic uint64_t *v, const hist_spec_t *spec, double x)
     while (i < spec->n && x > spec->bounds[i])
         i++;
     add_u64(&v[i], 1);
-    double sum = bits_to_double(get_u64(&v[spec->n + 1])) + x;
-    atomic_store_explicit(&v[spec->n + 1], double_to_bits(sum), memory_order_relaxed);
+    add_u64(&v[spec->n + 1], x > 0 ? (uint64_t)llround(x * 1e9) : 0);
 }
 
 static void count1(vsr_metrics_shard_t *s, unsigned fam, const lv_t *a, const lv_t *b, const lv_t *c)
@@ -638,25 +638,14 @@ static int ejections_cmp(const void *pa, const void *pb)
     return lv_cmp(((const ejections_t *)pa)->model, ((const ejections_t *)pb)->model);
 }
 
-/* Shortest text that reads back as the same double, as Prometheus clients
- * print floats. */
-static void put_double(vsr_buf_t *b, double d)
+/* A sum of nanoseconds as seconds, exactly: 1.5, 0.000123, 0. */
+static void put_seconds(vsr_buf_t *b, uint64_t ns)
 {
-    if (isnan(d)) {
-        vsr_buf_append_cstr(b, "NaN");
-        return;
-    }
-    if (isinf(d)) {
-        vsr_buf_append_cstr(b, d > 0 ? "+Inf" : "-Inf");
-        return;
-    }
-    char tmp[32];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*g", prec, d);
-        if (strtod(tmp, NULL) == d)
-            break;
-    }
-    vsr_buf_append_cstr(b, tmp);
+    char frac[16];
+    int n = snprintf(frac, sizeof(frac), "%09" PRIu64, ns % 1000000000u);
+    while (n > 0 && frac[n - 1] == '0')
+        frac[--n] = '\0';
+    vsr_buf_printf(b, "%" PRIu64 "%s%s", ns / 1000000000u, n ? "." : "", frac);
 }
 
 static void put_header(vsr_buf_t *b, const char *name, const char *help, const char *type)
@@ -684,7 +673,7 @@ static void put_name(vsr_buf_t *b, const char *name, const char *suffix, const c
 }
 
 static void put_histogram(vsr_buf_t *b, const char *name, const hist_spec_t *spec, const char *const *names,
-                          const lv_t *const *values, unsigned n, const uint64_t *buckets, double sum)
+                          const lv_t *const *values, unsigned n, const uint64_t *buckets, uint64_t sum_ns)
 {
     uint64_t cum = 0;
     for (unsigned i = 0; i <= spec->n; i++) {
@@ -694,7 +683,7 @@ static void put_histogram(vsr_buf_t *b, const char *name, const hist_spec_t *spe
     }
     put_name(b, name, "_sum", names, values, n, NULL);
     vsr_buf_append(b, " ", 1);
-    put_double(b, sum);
+    put_seconds(b, sum_ns);
     vsr_buf_append(b, "\n", 1);
     /* the count is the +Inf bucket as read in this scrape, so the two agree */
     put_name(b, name, "_count", names, values, n, NULL);
@@ -719,11 +708,11 @@ static void render_family(vsr_buf_t *b, unsigned fam, series_t *const *v, size_t
             vsr_buf_printf(b, " %" PRIu64 "\n", total);
         } else {
             uint64_t buckets[MAX_BUCKETS] = {0};
-            double sum = 0;
+            uint64_t sum = 0;
             for (size_t k = i; k < j; k++) {
                 for (unsigned x = 0; x <= f->hist->n; x++)
                     buckets[x] += get_u64(&v[k]->v[x]);
-                sum += bits_to_double(get_u64(&v[k]->v[f->hist->n + 1]));
+                sum += get_u64(&v[k]->v[f->hist->n + 1]);
             }
             put_histogram(b, f->name, f->hist, f->labels, v[i]->lab, f->n_labels, buckets, sum);
         }
@@ -772,11 +761,11 @@ static void render_all(vsr_metrics_t *m, vsr_buf_t *b)
     render_shard_families(b, all, n, F_REQUESTS, F_REQ_DUR + 1);
 
     uint64_t routing[MAX_BUCKETS] = {0};
-    double routing_sum = 0;
+    uint64_t routing_sum = 0;
     for (unsigned i = 0; i < m->n_shards; i++) {
         for (unsigned x = 0; x <= routing_hist.n; x++)
             routing[x] += get_u64(&m->shards[i]->routing[x]);
-        routing_sum += bits_to_double(get_u64(&m->shards[i]->routing[routing_hist.n + 1]));
+        routing_sum += get_u64(&m->shards[i]->routing[routing_hist.n + 1]);
     }
     put_header(b, "vsr_routing_duration_seconds", "Time spent choosing the model of a request.", "histogram");
     put_histogram(b, "vsr_routing_duration_seconds", &routing_hist, NULL, NULL, 0, routing, routing_sum);

@@ -55,7 +55,7 @@ static int preview_error(vsr_buf_t *out, const char *msg, vsr_slice_t arg)
     vsr_buf_printf(&m, msg, (int)VSR_MIN(arg.len, 200), arg.p);
     vsr_buf_append_cstr(out, "{\"error\":{\"message\":");
     vsr_buf_append_json_string(out, vsr_buf_slice(&m));
-    vsr_buf_append_cstr(out, ",\"type\":\"invalid_request_error\",\"code\":400}}");
+    vsr_buf_append_cstr(out, ",\"type\":\"invalid_request_error\",\"code\":null}}");
     vsr_buf_free(&m);
     return 400;
 }

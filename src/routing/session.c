@@ -142,7 +142,8 @@ static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t c
     return &s->eff;
 }
 
-/* {"error":{"message":M,"type":T,"code":C}}: C is the status unless `code` is given. */
+/* {"error":{"message":M,"type":T,"code":C}}: C is `code` when given, else null
+ * (OpenAI's convention: a string or null). */
 static const vsr_effect_t *error_reply(vsr_session_t *s, int status, const char *type, const char *code,
                                        vsr_slice_t msg)
 {
@@ -154,7 +155,7 @@ static const vsr_effect_t *error_reply(vsr_session_t *s, int status, const char 
     if (code)
         vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
     else
-        vsr_buf_printf(&b, "%d", status);
+        vsr_buf_append_cstr(&b, "null");
     vsr_buf_append_cstr(&b, "}}");
     vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
     vsr_buf_free(&b);
@@ -310,7 +311,7 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
         if (!vsr_slice_eq_cstr(method, endpoints[i].method) && !(is_head && endpoints[i].ep == EP_MODELS)) {
             vsr_header_t allow = {VSR_SLICE_LIT("allow"), vsr_slice_cstr(endpoints[i].method)};
             vsr_slice_t body = VSR_SLICE_LIT(
-                "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":405}}");
+                "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":null}}");
             return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
         }
         s->ep = endpoints[i].ep;

@@ -79,23 +79,27 @@ int vsr__breaker_allow(vsr_breaker_t *b, const vsr_breaker_conf_t *c, uint64_t n
     return 1;
 }
 
-static void open_at(vsr_breaker_t *b, uint64_t now_ms)
+/* Returns 1 when this opened the breaker (it was closed or half-open). */
+static int open_at(vsr_breaker_t *b, const vsr_breaker_conf_t *c, uint64_t now_ms)
 {
+    int was_open = vsr__breaker_state(b, c, now_ms) == VSR_BREAKER_OPEN;
     atomic_store(&b->half_open_inflight, 0);
-    atomic_store(&b->opened_at_ms, now_ms + 1);
+    unsigned long long prev = atomic_exchange(&b->opened_at_ms, now_ms + 1);
+    return prev == 0 || !was_open;
 }
 
-void vsr__breaker_record(vsr_breaker_t *b, const vsr_breaker_conf_t *c, int success, uint64_t now_ms)
+int vsr__breaker_record(vsr_breaker_t *b, const vsr_breaker_conf_t *c, int success, uint64_t now_ms)
 {
     if (c->consecutive_failures == 0)
-        return;
+        return 0;
     if (success) {
         atomic_store(&b->consecutive_failures, 0);
-        atomic_store(&b->opened_at_ms, 0);
+        unsigned long long prev = atomic_exchange(&b->opened_at_ms, 0);
         atomic_store(&b->half_open_inflight, 0);
-        return;
+        return prev != 0 ? -1 : 0;
     }
     unsigned failures = atomic_fetch_add(&b->consecutive_failures, 1) + 1;
     if (atomic_load(&b->opened_at_ms) != 0 || failures >= c->consecutive_failures)
-        open_at(b, now_ms);
+        return open_at(b, c, now_ms);
+    return 0;
 }

@@ -237,8 +237,9 @@ int vsr__breaker_allow(vsr_breaker_t *b, const vsr_breaker_conf_t *c, uint64_t n
  * caller does not record them).  A success closes the breaker; failures open
  * it at the threshold, and a failed half-open probe reopens it.  A failure
  * reported while the breaker is open (a call let through before it opened)
- * restarts the cooldown, as the reference's does. */
-void vsr__breaker_record(vsr_breaker_t *b, const vsr_breaker_conf_t *c, int success, uint64_t now_ms);
+ * restarts the cooldown, as the reference's does.  Returns 1 when this
+ * opened it (from closed or half-open), -1 when this closed it, else 0. */
+int vsr__breaker_record(vsr_breaker_t *b, const vsr_breaker_conf_t *c, int success, uint64_t now_ms);
 /* The state at now_ms, for metrics, logs and tests. */
 vsr_breaker_state_t vsr__breaker_state(vsr_breaker_t *b, const vsr_breaker_conf_t *c, uint64_t now_ms);
 

@@ -56,7 +56,12 @@ struct vsr_upstream_s {
     vsr_rng_t rng;
     unsigned live; /* connections and calls whose handles are not closed yet */
     int freeing;
+    /* failure lines at info: at most FAIL_LOG_PER_S a second on this worker */
+    uint64_t fail_log_window_ms;
+    unsigned fail_log_lines, fail_log_suppressed;
 };
+
+#define FAIL_LOG_PER_S 10
 
 typedef enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_CLOSING } uc_state_t;
 
@@ -752,7 +757,9 @@ static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_e
         return;
     if (r->n_attempts < VSR_UPSTREAM_MAX_ATTEMPTS) {
         vsr_upstream_attempt_t *a = &r->attempts[r->n_attempts];
+        a->model = call->model;
         a->backend = CALL_BACKEND(call);
+        a->retry = call->attempt > 1;
         a->status = status;
         a->error = err;
         a->duration_ms = vsr_now_ms() - call->attempt_start_ms;
@@ -803,6 +810,40 @@ static uint64_t min_nonzero(uint64_t a, uint64_t b)
     return a == 0 ? b : b == 0 ? a : VSR_MIN(a, b);
 }
 
+/* An attempt failed: one info line naming model, endpoint and reason, at
+ * most FAIL_LOG_PER_S a second per worker (the rest are counted and the
+ * next line says how many were left out). */
+static void log_attempt_failure(vsr_upstream_call_t *call, int status, vsr_upstream_error_t err, const char *detail,
+                                uint64_t now)
+{
+    vsr_upstream_t *up = call->up;
+    if (now - up->fail_log_window_ms >= 1000) {
+        up->fail_log_window_ms = now;
+        up->fail_log_lines = 0;
+    }
+    if (up->fail_log_lines >= FAIL_LOG_PER_S) {
+        up->fail_log_suppressed++;
+        return;
+    }
+    up->fail_log_lines++;
+    const vsr_backend_conf_t *b = CALL_BACKEND(call);
+    char why[96];
+    if (status)
+        snprintf(why, sizeof(why), "status %d", status);
+    else
+        snprintf(why, sizeof(why), "%s", vsr_upstream_error_reason(err));
+    char more[64] = "";
+    if (up->fail_log_suppressed) {
+        snprintf(more, sizeof(more), " (%u similar lines left out)", up->fail_log_suppressed);
+        up->fail_log_suppressed = 0;
+    }
+    vsr_log_info("upstream", "model %s endpoint %s (%s:%u) attempt %u failed: %s%s%s%s", call->model->name, b->name, b->host, (unsigned)b->port, call->attempt, why,
+                 detail && *detail && !status ? " (" : "", detail && !status ? detail : "",
+                 detail && *detail && !status ? ")" : "");
+    if (more[0])
+        vsr_log_info("upstream", "%s", more + 1);
+}
+
 /* An attempt ended before its response was delivered: record it, then retry
  * (after the back-off, on another endpoint when there is one) or fail. */
 static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int status, vsr_upstream_error_t err,
@@ -812,8 +853,11 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
     cluster_t *cl = call->cl;
     const vsr_reliability_conf_t *rel = call->model->has_reliability ? &call->model->reliability : NULL;
     int is_5xx = o != VSR_OUTCOME_STATUS || status >= 500;
-    if (rel)
-        vsr__outlier_record(call->ep->state, is_5xx, rel, cl->states, cl->n_eps, now);
+    log_attempt_failure(call, o == VSR_OUTCOME_STATUS ? status : 0, err, detail, now);
+    if (rel && vsr__outlier_record(call->ep->state, is_5xx, rel, cl->states, cl->n_eps, now))
+        vsr_log_info("upstream", "model %s endpoint %s (%s:%u) ejected: %u consecutive failures", call->model->name,
+                     CALL_BACKEND(call)->name,
+                     CALL_BACKEND(call)->host, (unsigned)CALL_BACKEND(call)->port, (unsigned)rel->consecutive_5xx);
     record_attempt(call, status, o == VSR_OUTCOME_STATUS ? 0 : err);
     release_attempt(call);
     if (call->uc) {
@@ -1408,9 +1452,11 @@ static int head_retried(vsr_upstream_call_t *call, const vsr_http_head_t *head)
 static void head_accepted(vsr_upstream_call_t *call, const vsr_http_head_t *head)
 {
     const vsr_reliability_conf_t *rel = call->model->has_reliability ? &call->model->reliability : NULL;
-    if (rel)
-        vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
-                            vsr_now_ms());
+    if (rel && vsr__outlier_record(call->ep->state, head->status >= 500, rel, call->cl->states, call->cl->n_eps,
+                                   vsr_now_ms()))
+        vsr_log_info("upstream", "model %s endpoint %s (%s:%u) ejected: %u consecutive 5xx", call->model->name,
+                     CALL_BACKEND(call)->name, CALL_BACKEND(call)->host, (unsigned)CALL_BACKEND(call)->port,
+                     (unsigned)rel->consecutive_5xx);
     record_attempt(call, head->status, 0);
     call->got_head = 1;
 }
@@ -1551,8 +1597,27 @@ void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, 
     cluster_t *cl = find_cluster(up, m);
     vsr_breaker_conf_t bc;
     vsr__breaker_conf_init(&bc, f);
-    if (cl)
-        vsr__breaker_record(&cl->sc->breaker, &bc, success, vsr_now_ms());
+    int moved = cl ? vsr__breaker_record(&cl->sc->breaker, &bc, success, vsr_now_ms()) : 0;
+    if (moved > 0)
+        vsr_log_info("upstream", "model %s: circuit breaker open for %llu ms (%u consecutive failures)", m->name,
+                     (unsigned long long)bc.cooldown_ms, (unsigned)bc.consecutive_failures);
+    else if (moved < 0)
+        vsr_log_info("upstream", "model %s: circuit breaker closed", m->name);
+}
+
+const char *vsr_upstream_breaker_state(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f)
+{
+    cluster_t *cl = find_cluster(up, m);
+    vsr_breaker_conf_t bc;
+    vsr__breaker_conf_init(&bc, f);
+    switch (cl ? vsr__breaker_state(&cl->sc->breaker, &bc, vsr_now_ms()) : VSR_BREAKER_CLOSED) {
+    case VSR_BREAKER_OPEN:
+        return "open";
+    case VSR_BREAKER_HALF_OPEN:
+        return "half_open";
+    default:
+        return "closed";
+    }
 }
 
 /* ---- HTTP/2 attempts: the stream is h2.c's, the decisions stay here ----

@@ -46,7 +46,9 @@ typedef enum {
 
 /* One attempt of a call, for evidence (headers, access log, metrics). */
 typedef struct {
+    const vsr_model_conf_t *model;     /* the model the attempt was sent to (its call's) */
     const vsr_backend_conf_t *backend;
+    unsigned retry;             /* 1 when a retry within its call (not the call's first attempt) */
     int status;                 /* the response status, 0 when none */
     vsr_upstream_error_t error; /* 0 when a response head arrived */
     uint64_t duration_ms;
@@ -55,7 +57,9 @@ typedef struct {
 
 #define VSR_UPSTREAM_MAX_ATTEMPTS 8
 
-/* Filled in by the upstream as the call goes (caller-owned, optional). */
+/* Filled in by the upstream as the call goes (caller-owned, optional).  One
+ * report may span several calls (a request's fallback candidates): each
+ * attempt names its model. */
 typedef struct {
     vsr_upstream_attempt_t attempts[VSR_UPSTREAM_MAX_ATTEMPTS];
     unsigned n_attempts;        /* attempts made (may exceed the array: only the first ones are kept) */
@@ -154,6 +158,8 @@ void vsr_upstream_call_cancel(vsr_upstream_call_t *call);
 int vsr_upstream_breaker_allow(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f);
 void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f,
                                  int success);
+/* The breaker's state name now: "closed", "open" or "half_open". */
+const char *vsr_upstream_breaker_state(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f);
 
 /* ---- TLS for the gateway's listeners ----
  * The upstream's sans-IO TLS (OpenSSL over memory BIOs) in the server role,

@@ -372,3 +372,18 @@ def test_client_gone_during_a_put(vsr, fakellm, tmp_path):
         s.close()
     wait_until(lambda: v.api.get("/api/v1/config/hash").json()["config_version"] == 2, what="the PUT applied")
     assert served(v) == (200, 2, "two")
+
+
+def test_put_with_a_generic_content_type_is_yaml(vsr, fakellm, tmp_path):
+    """`curl --data-binary @file` sends a form type; octet-stream is the
+    other generic one: both bodies are read as YAML.  A real other type is
+    still 415."""
+    v = start(vsr, fakellm, tmp_path)
+    for i, ct in enumerate(("application/x-www-form-urlencoded", "application/octet-stream")):
+        text = doc(v.port, v.mport, v.backend, tag=f"generic-{i}")
+        r = httpx.put(v.api.url + "/api/v1/config", content=text.encode(), headers={"content-type": ct}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert served(v) == (200, 2 + i, f"generic-{i}")
+    r = httpx.put(v.api.url + "/api/v1/config", content=b"x", headers={"content-type": "multipart/form-data"},
+                  timeout=30)
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"

@@ -12,7 +12,7 @@ def test_unknown_model(stack):
     r = stack.post_chat({"model": "gpt-x\"y", "messages": []})
     assert r.status_code == 400
     assert r.json() == {"error": {"message": 'model "gpt-x"y" is not available',
-                                  "type": "invalid_request_error", "code": 400}}
+                                  "type": "invalid_request_error", "code": None}}
     assert r.headers["content-type"] == "application/json"
 
 
@@ -80,7 +80,7 @@ def test_upstream_down_is_503_json(vsr):
     e = err(r)
     assert e["message"].startswith("upstream connect error or disconnect/reset before headers.")
     assert "connection failure" in e["message"]
-    assert e["code"] == 503
+    assert e["code"] is None
 
 
 def test_reset_before_headers_is_503(stack):
@@ -96,3 +96,43 @@ def test_first_byte_timeout_is_504(vsr, fakellm):
     r = v.post_chat({"model": "m", "messages": []}, headers={"x-fakellm-hang": "1"})
     assert r.status_code == 504
     assert err(r)["message"] == "upstream request timeout"
+
+
+def test_error_code_is_a_string_or_null_everywhere(stack):
+    """OpenAI's convention: `code` is a string or null, never a number, on
+    every error vsr builds (routing, gateway, codec, management preview)."""
+    import json as _json
+    bodies = [
+        stack.post_chat({"model": "nope", "messages": []}),
+        httpx.post(stack.url + "/v1/chat/completions", content=b"not json"),
+        httpx.get(stack.url + "/v1/nope"),
+        httpx.get(stack.url + "/v1/chat/completions"),                      # 405
+    ]
+    for r in bodies:
+        assert r.status_code >= 400, r.text
+        code = err(r)["code"]
+        assert code is None or isinstance(code, str), (r.status_code, r.text)
+    data, _ = raw_request(stack.port, b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                                      b"transfer-encoding: gzip\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 501 ") and b"\r\nx-vsr-config-version: 1\r\n" in data
+    assert _json.loads(data.partition(b"\r\n\r\n")[2])["error"]["code"] is None
+    data, _ = raw_request(stack.port, b"GET / HTTP/1.1\r\nhost: x\r\n" + b"x-big: " + b"a" * 70000 + b"\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 431 ")
+    assert b"\r\nx-vsr-config-version: 1\r\n" in data
+    assert _json.loads(data.partition(b"\r\n\r\n")[2])["error"]["code"] is None
+
+
+def test_scrapes_are_not_requests(stack):
+    """Scraping /metrics does not count itself in vsr_requests_total or the
+    active gauges."""
+    def scrape():
+        return {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1])
+                for l in httpx.get(stack.metrics_url).text.splitlines() if l and not l.startswith("#")}
+    def total(m):
+        return sum(v for k, v in m.items() if k.startswith("vsr_requests_total{"))
+    before = total(scrape())
+    stack.post_chat({"model": "m1", "messages": []})
+    for _ in range(5):
+        m = scrape()
+    assert total(m) == before + 1
+    assert m["vsr_active_requests"] == 0 and m["vsr_active_connections"] == 0

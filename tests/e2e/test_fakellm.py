@@ -403,3 +403,34 @@ def test_log_consistent_across_threads(fakellm):
     assert [e["attempt"] for e in got] == list(range(1, total + 1))
     assert [e["outcome"] for e in got] == ["status:503"] * budget + ["ok"] * (total - budget)
     assert {e["request_id"]: (503 if e["outcome"] == "status:503" else 200) for e in got} == results
+
+
+def accumulate(chunks):
+    """What the OpenAI SDK's stream helper does with chat chunks: the first
+    delta of a choice must name its role ("missing role for choice 0")."""
+    snapshot = {}
+    for ch in chunks:
+        for c in ch["choices"]:
+            d = c["delta"]
+            if c["index"] not in snapshot:
+                if "role" not in d:
+                    raise AssertionError(f"missing role for choice {c['index']}")
+                snapshot[c["index"]] = {"role": d["role"], "content": ""}
+            snapshot[c["index"]]["content"] += d.get("content") or ""
+            assert "logprobs" in c and "finish_reason" in c
+    return snapshot
+
+
+def test_chat_stream_chunks_are_shaped_as_openai_sends_them(fakellm):
+    be = fakellm()
+    for n in (3, 0):
+        r = post(be, {"x-fakellm-chunks": str(n)}, body=STREAM)
+        chunks = [json.loads(e) for e in sse_events(r.text) if e != "[DONE]"]
+        assert all(ch["object"] == "chat.completion.chunk" and ch["system_fingerprint"] for ch in chunks)
+        assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+        assert all("role" not in ch["choices"][0]["delta"] for ch in chunks[1:])
+        assert accumulate(chunks) == {0: {"role": "assistant", "content": "".join(f"tok{i} " for i in range(n))}}
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    body = post(be).json()
+    assert body["system_fingerprint"] and body["choices"][0]["logprobs"] is None
+    assert body["choices"][0]["message"]["refusal"] is None

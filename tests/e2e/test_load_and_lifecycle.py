@@ -2,8 +2,11 @@
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import threading
+
+import httpx
 
 from conftest import VSR_BIN, config_yaml, free_port, model_yaml
 
@@ -85,9 +88,56 @@ def test_unimplemented_keys_warned_once(vsr, fakellm):
     out = v.proc.output()
     assert out.count("not implemented yet") == 1
     assert "evaluation" in out
+    warning = [l for l in out.splitlines() if "not implemented yet" in l][0]
+    assert f"{v.config_path}: accepted but not implemented yet" in warning and "<string>" not in out
 
 
-def test_port_in_use_exits_1(tmp_path):
+def test_cli_help_usage_and_exit_codes(tmp_path):
+    """--help on every command, and an exit status per kind of failure:
+    64 usage, 2 invalid configuration (see also the address tests: 3)."""
+    for args in (["--help"], ["serve", "--help"], ["serve", "-h"], ["config", "--help"],
+                 ["config", "validate", "--help"], ["config", "print", "--help"]):
+        r = run_vsr(*args)
+        assert r.returncode == 0 and "usage: vsr" in r.stdout and "exit codes" in r.stdout, (args, r.stderr)
+    for args in (["serve", "--bogus"], ["serve", "--workers", "0"], ["config", "validate"], ["frobnicate"],
+                 ["serve", "--drain-timeout", "soon"], ["config", "print"], []):
+        r = run_vsr(*args)
+        assert r.returncode == 64, (args, r.returncode, r.stderr)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: v0.3\nlisteners: 3\n")
+    assert run_vsr("config", "validate", str(bad)).returncode == 2
+    assert run_vsr("serve", "--config", str(bad)).returncode == 2
+    # no --config and no file at the default path: say so, and name the option
+    r = subprocess.run([VSR_BIN, "serve"], capture_output=True, text=True, timeout=20, cwd=tmp_path)
+    assert r.returncode == 64 and "config/config.yaml does not exist" in r.stderr and "--config" in r.stderr
+
+
+def test_cli_failed_start_says_nothing_serves(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(config_yaml(free_port(), [model_yaml("m", ["127.0.0.1:9"])]) + "surprise: 1\n")
+    r = run_vsr("serve", "--config", str(bad))
+    assert r.returncode == 2 and "nothing was started" in r.stderr and "keeps serving" not in r.stderr
+
+
+def test_start_prints_every_address_and_takes_duration_drain(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    text = config_yaml(port, [model_yaml("m", [be.endpoint])])
+    v = vsr(text, port=port, extra_args=("--drain-timeout", "5s"))
+    out = v.proc.output()
+    mgmt = text.split("management_api:\n      port: ")[1].split()[0]
+    metrics = v.metrics_url.split("//")[1].split("/")[0]
+    assert f"listener main on 127.0.0.1:{port}" in out
+    assert f"management API on 127.0.0.1:{mgmt}" in out
+    assert f"metrics on http://{metrics}/metrics" in out
+    v.proc.p.send_signal(signal.SIGTERM)
+    v.proc.p.wait(20)
+    assert "draining (up to 5000 ms" in v.proc.output()
+    v.proc.rc = v.proc.p.returncode
+    v.proc.assert_clean_exit()
+
+
+def test_port_in_use_exits_3(tmp_path):
     import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -95,10 +145,39 @@ def test_port_in_use_exits_1(tmp_path):
     port = s.getsockname()[1]
     cfg = tmp_path / "c.yaml"
     cfg.write_text(config_yaml(port, [model_yaml("m", ["127.0.0.1:9"])]))
-    r = run_vsr("serve", "--config", str(cfg), "--workers", "2")
+    r = run_vsr("serve", "--config", str(cfg), "--workers", "2", "--metrics-listen", f"127.0.0.1:{free_port()}")
     s.close()
-    assert r.returncode == 1
-    assert "cannot listen" in r.stderr
+    assert r.returncode == 3
+    assert f"listener main: cannot listen on 127.0.0.1:{port}: another process already listens there" in r.stderr
+
+
+def test_second_vsr_refuses_every_shared_address(vsr, tmp_path):
+    """The listening sockets use SO_REUSEPORT, which would let a second vsr
+    join the first one's sockets and split the traffic between two
+    configurations: it refuses to start instead, whichever address it shares
+    (traffic listener, management API or metrics), and the first serves on."""
+    import re
+    first_port = free_port()
+    text = config_yaml(first_port, [model_yaml("m", ["127.0.0.1:9"])])
+    v = vsr(text, port=first_port)
+    mgmt = int(re.search(r"management_api:\n      port: (\d+)", text).group(1))
+    metrics = int(v.metrics_url.split(":")[2].split("/")[0])
+    cases = [  # (listener port, management port, metrics port, the address named)
+        (first_port, free_port(), free_port(), f"listener main: cannot listen on 127.0.0.1:{first_port}"),
+        (free_port(), mgmt, free_port(), f"listener management: cannot listen on 127.0.0.1:{mgmt}"),
+        (free_port(), free_port(), metrics, f"listener metrics: cannot listen on 127.0.0.1:{metrics}"),
+    ]
+    for i, (lport, mport, xport, named) in enumerate(cases):
+        second = tmp_path / f"second-{i}.yaml"
+        t = config_yaml(lport, [model_yaml("m", ["127.0.0.1:9"])])
+        t = re.sub(r"(management_api:\n      port: )\d+", lambda m: m.group(1) + str(mport), t)
+        second.write_text(t)
+        r = run_vsr("serve", "--config", str(second), "--workers", "2", "--metrics-listen", f"127.0.0.1:{xport}")
+        assert r.returncode == 3, r.stderr
+        assert named in r.stderr and "another process already listens there" in r.stderr
+    assert httpx.get(v.url + "/ready", timeout=5).status_code == 200
+    with socket.create_connection(("127.0.0.1", first_port), timeout=5):
+        pass
 
 
 def test_two_listeners_on_one_port_exit_1(tmp_path):

@@ -107,3 +107,32 @@ def test_responses_stream_usage_logged(stack):
     wait_until(line, what="the log line")
     assert line()["prompt_tokens"] == usage["input_tokens"]
     assert line()["completion_tokens"] == usage["output_tokens"] == 3
+
+
+def test_request_id_returned_and_logged(stack):
+    """The id the backend got is the one logged and returned: the client's
+    own when it sent one, else the UUIDv4 vsr made; local replies carry it too."""
+    import re
+    r = stack.post_chat({"model": "m2", "messages": []}, headers={"x-request-id": "client-id-7"})
+    assert r.status_code == 200 and r.headers["x-request-id"] == "client-id-7"
+    assert r.headers.get_list("x-request-id") == ["client-id-7"]
+    r = stack.post_chat({"model": "m2", "messages": [], "user": "made-id"})
+    made = r.headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", made)
+    assert r.json()["fakellm"]["request"]["headers"]["x-request-id"] == made
+    wait_until(lambda: any(l.get("x_request_id") == made for l in log_lines(stack)), what="the made id logged")
+    # a local reply (an unknown model) and a probe
+    r = httpx.post(stack.url + "/v1/chat/completions", json={"model": "nope", "messages": []},
+                   headers={"x-request-id": "local-1"})
+    assert r.status_code == 400 and r.headers["x-request-id"] == "local-1"
+    r = httpx.get(stack.url + "/v1/models")
+    assert len(r.headers["x-request-id"]) == 36
+    wait_until(lambda: any(l.get("x_request_id") == "local-1" for l in log_lines(stack)), what="local-1 logged")
+
+
+def test_metrics_listener_serves_probes_too(stack):
+    """As documented: /metrics, /health and /ready; any other path 404."""
+    base = stack.metrics_url.rsplit("/", 1)[0]
+    assert httpx.get(base + "/health").json() == {"status": "ok"}
+    assert httpx.get(base + "/ready").status_code == 200
+    assert httpx.get(base + "/v1/models").status_code == 404

@@ -144,3 +144,22 @@ def test_chunked_request_body_is_relayed(stack):
     assert echo(r)["body"] == '{"model":"m2","messages":[]}'
     assert echo(r)["headers"]["content-length"] == str(len('{"model":"m2","messages":[]}'))
     assert "transfer-encoding" not in echo(r)["headers"]
+
+
+def test_auto_without_a_default_model_is_400_as_the_reference(vsr, fakellm):
+    """Without providers.defaults.model an auto request that matches no
+    decision has no model: 400 (ref §1.11).  Paths outside /v1 still take
+    Envoy's default route, the first model, which /v1/models marks."""
+    a, b = fakellm("a"), fakellm("b")
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("first", [a.endpoint]), model_yaml("second", [b.endpoint])]), port=port)
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == \
+        "unable to route request: no model selected and no default model configured"
+    assert v.post_chat({"model": "second", "messages": []}).headers["x-fakellm-backend"] == "b"   # passthrough
+    r = httpx.get(v.url + "/other/path")
+    assert r.status_code == 200 and r.headers["x-fakellm-backend"] == "a"
+    models = {m["id"]: m["routing"] for m in httpx.get(v.url + "/v1/models").json()["data"]}
+    assert models["auto"]["default_route"] is True and models["auto"]["recipe"] == "default"
+    assert models["first"]["default_route"] is True and not models["second"].get("default_route")

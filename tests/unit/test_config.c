@@ -674,7 +674,7 @@ static void test_full_fixture(void **state)
 static void test_defaults(void **state)
 {
     vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS);
-    assert_string_equal(c->path, "<string>");
+    assert_string_equal(c->path, "t.yaml"); /* the name given, as in every message about it */
     const vsr_listener_conf_t *l = &c->listeners[0];
     assert_string_equal(l->name, "l");
     assert_string_equal(l->address, "0.0.0.0");

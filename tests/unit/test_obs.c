@@ -601,7 +601,7 @@ static void test_metrics_histograms(void **state)
     (void)state;
     vsr_metrics_t *m = vsr_metrics_new(2);
     vsr_metrics_shard_t *s0 = vsr_metrics_shard(m, 0), *s1 = vsr_metrics_shard(m, 1);
-    /* dyadic values, so that the sums are exact */
+    /* sums are kept in whole nanoseconds, so that they are exact */
     vsr_metrics_request(s0, 200, S("m"), S("d"), 0.25, 0.00000762939453125, -1); /* 0.25 is a bound: its bucket */
     vsr_metrics_request(s0, 200, S("m"), S("d"), 0.5, 0.25, -1); /* routing past its last bound */
     vsr_metrics_request(s1, 200, S("m"), S("d"), 2, 0.00390625, -1);
@@ -635,7 +635,7 @@ static void test_metrics_histograms(void **state)
         "vsr_request_duration_seconds_bucket{model=\"m\",le=\"120\"} 4\n"
         "vsr_request_duration_seconds_bucket{model=\"m\",le=\"300\"} 4\n"
         "vsr_request_duration_seconds_bucket{model=\"m\",le=\"+Inf\"} 5\n"
-        "vsr_request_duration_seconds_sum{model=\"m\"} 1002.7509765625\n"
+        "vsr_request_duration_seconds_sum{model=\"m\"} 1002.750976563\n"
         "vsr_request_duration_seconds_count{model=\"m\"} 5\n"
         "# HELP vsr_routing_duration_seconds Time spent choosing the model of a request.\n"
         "# TYPE vsr_routing_duration_seconds histogram\n"
@@ -653,7 +653,7 @@ static void test_metrics_histograms(void **state)
         "vsr_routing_duration_seconds_bucket{le=\"0.05\"} 2\n"
         "vsr_routing_duration_seconds_bucket{le=\"0.1\"} 2\n"
         "vsr_routing_duration_seconds_bucket{le=\"+Inf\"} 3\n"
-        "vsr_routing_duration_seconds_sum 0.25391387939453125\n"
+        "vsr_routing_duration_seconds_sum 0.253913879\n"
         "vsr_routing_duration_seconds_count 3\n"
         "# HELP vsr_stream_ttfb_seconds Time to the first response byte of a streamed response, by model.\n"
         "# TYPE vsr_stream_ttfb_seconds histogram\n"
@@ -670,6 +670,23 @@ static void test_metrics_histograms(void **state)
     assert_line(t, "vsr_stream_ttfb_seconds_count{model=\"m\"} 2");
     assert_int_equal(count_prefix(t, "vsr_request_duration_seconds_bucket{"), 18);
     assert_null(strstr(t, "vsr_upstream_duration_seconds"));
+    vsr_free(t);
+    vsr_metrics_free(m);
+}
+
+/* Sums are exact decimals: no float noise from adding 0.1 and 0.2. */
+static void test_metrics_sum_without_float_noise(void **state)
+{
+    (void)state;
+    vsr_metrics_t *m = vsr_metrics_new(2);
+    vsr_metrics_ttfb(vsr_metrics_shard(m, 0), S("m"), 0.1);
+    vsr_metrics_ttfb(vsr_metrics_shard(m, 1), S("m"), 0.2);
+    vsr_metrics_ttfb(vsr_metrics_shard(m, 1), S("n"), 3);
+    vsr_metrics_ttfb(vsr_metrics_shard(m, 1), S("o"), 0.000123);
+    char *t = render(m);
+    assert_line(t, "vsr_stream_ttfb_seconds_sum{model=\"m\"} 0.3");
+    assert_line(t, "vsr_stream_ttfb_seconds_sum{model=\"n\"} 3");
+    assert_line(t, "vsr_stream_ttfb_seconds_sum{model=\"o\"} 0.000123");
     vsr_free(t);
     vsr_metrics_free(m);
 }
@@ -977,6 +994,7 @@ int main(void)
         cmocka_unit_test(test_access_log_queue_bytes_bound),
         cmocka_unit_test(test_access_log_open_and_null),
         cmocka_unit_test(test_metrics_counters_sum_across_shards),
+        cmocka_unit_test(test_metrics_sum_without_float_noise),
         cmocka_unit_test(test_metrics_histograms),
         cmocka_unit_test(test_metrics_label_escaping),
         cmocka_unit_test(test_metrics_label_overflow_other),

@@ -1069,6 +1069,27 @@ static void test_breaker(void **state)
     assert_true(vsr__breaker_allow(&b, &c, t + 50000));
 }
 
+/* vsr__breaker_record says when it moved the breaker, for the log lines. */
+static void test_breaker_transitions(void **state)
+{
+    (void)state;
+    vsr_breaker_t b;
+    vsr_breaker_conf_t c;
+    vsr__breaker_conf_init(&c, NULL);
+    vsr__breaker_init(&b);
+    uint64_t t = 1000;
+    assert_int_equal(vsr__breaker_record(&b, &c, 1, t), 0);     /* closed stays closed */
+    assert_int_equal(vsr__breaker_record(&b, &c, 0, t), 0);
+    assert_int_equal(vsr__breaker_record(&b, &c, 0, t), 0);
+    assert_int_equal(vsr__breaker_record(&b, &c, 0, t), 1);     /* the third opens it */
+    assert_int_equal(vsr__breaker_record(&b, &c, 0, t + 10), 0); /* a straggler while open */
+    assert_true(vsr__breaker_allow(&b, &c, t + 10 + 30000));
+    assert_int_equal(vsr__breaker_record(&b, &c, 0, t + 10 + 30000), 1); /* the probe failed: reopened */
+    assert_true(vsr__breaker_allow(&b, &c, t + 10 + 60000));
+    assert_int_equal(vsr__breaker_record(&b, &c, 1, t + 10 + 60000), -1); /* the probe closed it */
+    assert_int_equal(vsr__breaker_record(&b, &c, 1, t + 10 + 60000), 0);
+}
+
 static void test_breaker_conf(void **state)
 {
     (void)state;
@@ -1144,6 +1165,7 @@ int main(void)
         cmocka_unit_test(test_lb_bounds),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_breaker),
+        cmocka_unit_test(test_breaker_transitions),
         cmocka_unit_test(test_breaker_conf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

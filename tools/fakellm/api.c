@@ -680,6 +680,8 @@ static void chunk_prefix(fl_buf_t *b, const fl_stream_t *s)
     fl_buf_addi(b, s->created);
     fl_buf_adds(b, ",\"model\":");
     fl_buf_add(b, s->model.p, s->model.len);
+    if (s->api == API_CHAT)
+        fl_buf_adds(b, ",\"system_fingerprint\":\"fp_fakellm\"");
 }
 
 static void fakellm_tail(fl_buf_t *b, fl_stream_t *s, int64_t chunk, int first)
@@ -744,9 +746,12 @@ int fl_api_stream_next(fl_conn_t *c)
     } else if (s->next < s->n) {
         chunk_prefix(b, s);
         if (s->api == API_CHAT) {
-            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+            /* as OpenAI: the first delta names the role (SDKs that
+             * accumulate a stream need it), every choice has logprobs */
+            fl_buf_adds(b, s->next == 0 ? ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\""
+                                        : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
             add_token(b, s, s->next);
-            fl_buf_adds(b, "\"},\"finish_reason\":null}]");
+            fl_buf_adds(b, "\"},\"logprobs\":null,\"finish_reason\":null}]");
         } else {
             fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":\"");
             add_token(b, s, s->next);
@@ -761,7 +766,9 @@ int fl_api_stream_next(fl_conn_t *c)
     } else {
         chunk_prefix(b, s);
         if (s->api == API_CHAT)
-            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]");
+            fl_buf_adds(b, s->n == 0 ? ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"logprobs\":null,"
+                                       "\"finish_reason\":\"stop\"}]"
+                                     : ",\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"stop\"}]");
         else
             fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":\"\",\"logprobs\":null,"
                            "\"finish_reason\":\"stop\"}]");
@@ -859,9 +866,10 @@ static void body_completion(fl_buf_t *b, const req_ctx_t *x, fl_api_t api, const
         fl_buf_adds(b, ",\"model\":");
         fl_buf_add(b, mb->p, mb->len);
         if (api == API_CHAT) {
-            fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+            fl_buf_adds(b, ",\"system_fingerprint\":\"fp_fakellm\",\"choices\":[{\"index\":0,\"message\":{"
+                           "\"role\":\"assistant\",\"content\":");
             fl_json_str(b, text, text_len);
-            fl_buf_adds(b, "},\"finish_reason\":\"stop\"}],");
+            fl_buf_adds(b, ",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"stop\"}],");
         } else {
             fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":");
             fl_json_str(b, text, text_len);
