@@ -292,6 +292,13 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--; /* a trailing slash and the query do not take part in matching */
     if (!(vsr_slice_eq_cstr(path, "/v1") || vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/")))) {
+        /* paths are case-sensitive (RFC 3986 §6.2.2.1): "/V1/..." or "/v1;x/..." is no API path, yet a
+         * backend that folds case or drops path parameters would serve it as one, with a model nobody
+         * checked.  Such a first segment is answered here and never passed through. */
+        vsr_slice_t first = path.len > 1 ? vsr_slice_split(vsr_slice(path.p + 1, path.len - 1), '/', NULL)
+                                         : VSR_SLICE_NULL;
+        if (vsr_slice_case_eq_cstr(vsr_slice_split(first, ';', NULL), "v1"))
+            return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
         /* Envoy's default route: the default model's backend, request untouched */
         s->default_route = 1;
         s->plan.kind = VSR_PLAN_CALL;
