@@ -173,7 +173,10 @@ def test_total_timeout_bounds_all_retries(rstack):
     r, key = call(v, {"x-fakellm-hang": "1"})
     elapsed = time.monotonic() - t0
     assert r.status_code == 504
-    assert elapsed < 4
+    assert 0.9 < elapsed < 4                     # the deadline ended it, neither early nor much late
+    # attempts start at >= 0, 400 and 800 ms: a fourth would start past the deadline.  Timers armed for the rest
+    # of the deadline count from a fresh loop time, so a loaded machine cannot fire one early and let a fourth in
+    # (tests/unit/test_upstream_clock.c shows that case deterministically).
     assert 2 <= len(outcomes(v, key)) <= 3
 
 
