@@ -74,3 +74,29 @@ def test_absolute_form_authority_replaces_host_for_routing(guarded):
     # Host says one thing, the absolute-form target another: the target's authority wins (RFC 9112 §3.2.2)
     status, js = send(guarded, "http://api.example:8080/v1/models", method="GET", host="other.example")
     assert status == 200 and js["object"] == "list"
+
+
+def h2_body(v, path, model):
+    from h2raw import DATA, END_STREAM, RST_STREAM, H2Conn
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    c = H2Conn(v.port)
+    try:
+        c.request(1, "POST", path, headers=[("content-type", "application/json")], body=body)
+        data = b""
+        while True:
+            f = c.read_until(lambda f: f[2] == 1 and f[0] in (DATA, RST_STREAM))
+            assert f is not None and f[0] == DATA, f
+            data += f[3]
+            if f[1] & END_STREAM:
+                return json.loads(data)
+    finally:
+        c.close()
+
+
+def test_http2_paths_are_normalised_too(guarded):
+    for path in ("/%76%31/chat/completions", "//v1/chat/completions", "/x/../v1/chat/completions"):
+        assert h2_body(guarded, path, "not-allowed")["error"]["code"] == "model_not_allowed", path
+        assert h2_body(guarded, path, "m")["fakellm"]["request"]["path"] == "/v1/chat/completions", path
+    assert h2_body(guarded, "/V1/chat/completions", "not-allowed")["error"]["message"] == "endpoint not found"
+    assert h2_body(guarded, "/v1%2Fchat/completions", "m")["error"]["message"].startswith("invalid request path")
+    assert guarded.be.stats()["requests"] == 3
