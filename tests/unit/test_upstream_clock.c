@@ -132,6 +132,9 @@ static void test_total_deadline_with_a_stale_loop_time(void **state)
     while (!r.done)
         uv_run(&loop, UV_RUN_ONCE);
 
+    for (unsigned i = 0; r.report.n_attempts != 1 && i < r.report.n_attempts && i < VSR_UPSTREAM_MAX_ATTEMPTS; i++)
+        fprintf(stderr, "attempt %u: error %d status %d after %llu ms\n", i, (int)r.report.attempts[i].error,
+                r.report.attempts[i].status, (unsigned long long)r.report.attempts[i].duration_ms);
     /* one attempt, ended by the total deadline, not before it */
     assert_int_equal(r.err, VSR_UPSTREAM_E_TIMEOUT);
     assert_int_equal(r.report.n_attempts, 1);
