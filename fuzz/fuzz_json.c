@@ -7,6 +7,8 @@
  *  - every token's span, links and child counts are consistent;
  *  - every string decodes, never grows, and compares equal to its decoding;
  *  - every object key is found by vsr_json_object_get, with last-wins;
+ *  - vsr_json_find_duplicate_key agrees with a pairwise comparison of the
+ *    unescaped names of each object;
  *  - tighter limits only ever turn success into VSR_ERR_TOO_BIG.
  */
 #include <stdint.h>
@@ -273,6 +275,31 @@ static void check_strings_and_keys(const vsr_json_t *j)
     vsr_pool_free(&pool);
 }
 
+/* The reference: every pair of names of every object, in document order. */
+static void check_duplicates(const vsr_json_t *j)
+{
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    int want = 0;
+    for (uint32_t i = 0; i < j->ntoks && !want; i++) {
+        const vsr_json_tok_t *t = &j->toks[i];
+        if (t->type != VSR_JSON_OBJECT)
+            continue;
+        for (uint32_t b = i + 1, nb = 0; nb < t->count && !want; nb++, b = j->toks[b + 1].next) {
+            vsr_slice_t kb;
+            vsr_json_string(j, b, &pool, &kb);
+            for (uint32_t a = i + 1; a < b && !want; a = j->toks[a + 1].next)
+                want = vsr_json_string_eq(j, a, kb);
+        }
+    }
+    uint32_t k = UINT32_MAX;
+    int got = vsr_json_find_duplicate_key(j, &k);
+    CHECK(got == want);
+    if (got)
+        CHECK(k < j->ntoks && j->toks[k].type == VSR_JSON_STRING);
+    vsr_pool_free(&pool);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     vsr_json_t j;
@@ -294,6 +321,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == VSR_OK) {
         check_tokens(&j, data, size);
         check_strings_and_keys(&j);
+        check_duplicates(&j);
     } else {
         CHECK(j.err_msg != NULL);
         CHECK(j.err_offset <= size);

@@ -3,8 +3,9 @@
  * view, the chat view, every signal, the decision, the plugins (system
  * prompt insert, request_params removals and clamps, header mutation) and
  * the byte-range rewrite.  Invariants: a request that goes upstream has a
- * body that is valid JSON whose top-level model is the provider's id; an
- * immediate answer is an error with a JSON body or a fast response.
+ * body that is valid JSON whose top-level model is the provider's id, with
+ * no duplicate member name; an immediate answer is an error with a JSON body
+ * (valid UTF-8 too, whatever the client sent) or a fast response.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -97,6 +98,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (e->status) {
         if (e->resp_body.len == 0 || (e->resp_body.p[0] != '{' && strncmp(e->resp_body.p, "data: ", 6) != 0))
             fail("an immediate answer without a body", body, size);
+        if (e->status >= 400) {
+            vsr_json_t j;
+            if (vsr_json_parse(&j, e->resp_body.p, e->resp_body.len, NULL) != VSR_OK)
+                fail("an error body is not JSON", e->resp_body.p, e->resp_body.len);
+            vsr_json_free(&j);
+            vsr_buf_t clean;
+            vsr_buf_init(&clean, 0);
+            vsr_json_append_client_text(&clean, e->resp_body, e->resp_body.len + 1);
+            if (clean.len != e->resp_body.len || memcmp(clean.data, e->resp_body.p, clean.len) != 0)
+                fail("an error body is not valid UTF-8", e->resp_body.p, e->resp_body.len);
+            vsr_buf_free(&clean);
+        }
     } else {
         if (plan->kind != VSR_PLAN_CALL || plan->model == NULL)
             fail("no call planned", body, size);
@@ -118,6 +131,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (vsr_json_object_get(&j, 0, "model", &mt) != VSR_OK ||
             !vsr_json_string_eq(&j, mt, vsr_slice_cstr(plan->model->provider_model_id)))
             fail("the upstream model is not the provider's id", out.data, out.len);
+        uint32_t dk;
+        if (vsr_json_find_duplicate_key(&j, &dk))
+            fail("the upstream body has a duplicate member name", out.data, out.len);
         vsr_json_free(&j);
         vsr_buf_free(&out);
         /* fallback re-aims at another candidate with a valid body too */

@@ -1199,6 +1199,35 @@ static void handle_management(request_t *req, vsr_slice_t path)
 
 static int upgrade_h2c(request_t *req);
 
+/* The request-target as routing and the backend see it, normalised once
+ * (vsr_http_normalize_target); an absolute-form authority replaces Host.
+ * 0 when it cannot be normalised safely: answered 400. */
+static int normalize_target(request_t *req)
+{
+    vsr_http_head_t *h = req->head;
+    char *out = vsr_pool_alloc(&req->pool, h->target.len + 1);
+    size_t len = 0;
+    vsr_slice_t auth;
+    const char *why = NULL;
+    if (vsr_http_normalize_target(h->target, out, h->target.len + 1, &len, &auth, &why) != VSR_OK) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "invalid request path: %s", why ? why : "malformed");
+        req_error(req, 400, msg);
+        return 0;
+    }
+    h->target = vsr_slice(out, len);
+    if (auth.p) {
+        size_t i = 0;
+        while (i < h->num_headers && !vsr_slice_case_eq_cstr(h->headers[i].name, "host"))
+            i++;
+        if (i == h->num_headers && i < VSR_HTTP_MAX_HEADERS)
+            h->headers[h->num_headers++].name = VSR_SLICE_LIT("host");
+        if (i < h->num_headers)
+            h->headers[i].value = auth;
+    }
+    return 1;
+}
+
 static void dispatch(request_t *req)
 {
     conn_t *c = req->c;
@@ -1207,6 +1236,8 @@ static void dispatch(request_t *req)
         return; /* answered as stream 1 of the new HTTP/2 session */
     if (c->w->draining)
         req->keep_alive = 0; /* while draining, every reply closes its connection */
+    if (!normalize_target(req))
+        return;
     vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--;

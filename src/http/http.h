@@ -120,6 +120,27 @@ int vsr_http_head_get(const vsr_http_head_t *h, const char *name, vsr_slice_t *v
  * the head's Connection field(s). */
 int vsr_http_is_hop_by_hop(const vsr_http_head_t *h, vsr_slice_t name);
 
+/* ---- request-target normalisation ----
+ * What routing matches and what goes upstream is one canonical path,
+ * computed once per request (RFC 3986 §6.2.2 and §5.2.4, RFC 9112 §3.2):
+ * - absolute-form ("http://host/p?q", scheme case-insensitive): the path
+ *   (and query) are taken from it, "/" when it has none, and *authority is
+ *   set to its authority, which replaces Host (RFC 9112 §3.2.2); userinfo
+ *   ('@') is refused;
+ * - percent-escapes of unreserved characters (ALPHA DIGIT - . _ ~) are
+ *   decoded, every other escape is kept with upper-case hex;
+ * - runs of '/' become one; "." and ".." segments are removed (after
+ *   decoding, so "%2e%2e" is ".."); a trailing '/' is kept;
+ * - the query is kept as sent; "*" (asterisk-form) is returned as is.
+ * Refused, VSR_ERR_INVALID with *why a short static reason (answer 400):
+ * an encoded '/', '\' or NUL (%2F, %5C, %00), a malformed escape, a ".."
+ * that would climb above the root, a raw '#', '\', space or control byte,
+ * an empty or malformed authority, any other target form.
+ * out must hold target.len bytes (the result is never longer): otherwise
+ * VSR_ERR_TOO_BIG.  Sans-IO, no allocation; authority and why may be NULL. */
+int vsr_http_normalize_target(vsr_slice_t target, char *out, size_t cap, size_t *out_len, vsr_slice_t *authority,
+                              const char **why);
+
 /* ---- writer ----
  * Writers return VSR_OK, VSR_ERR_TOO_BIG (the buffer's cap) or
  * VSR_ERR_INVALID when an argument holds bytes that would break the framing

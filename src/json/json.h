@@ -81,6 +81,25 @@ int vsr_json_object_get(const vsr_json_t *j, uint32_t obj, const char *key, uint
 int vsr_json_string(const vsr_json_t *j, uint32_t t, vsr_pool_t *pool, vsr_slice_t *out);
 /* True when string token t equals s after unescaping (no allocation). */
 int vsr_json_string_eq(const vsr_json_t *j, uint32_t t, vsr_slice_t s);
+/* Duplicate member names.  RFC 8259 §4 says names SHOULD be unique and
+ * leaves duplicates to the implementation (Go keeps the last, others the
+ * first); I-JSON (RFC 7493 §2.3) says MUST.  A proxy that reads one copy
+ * while its backend reads another is open to confusion, so vsr refuses them.
+ * Finds, walking the objects in document order, a member whose unescaped
+ * name equals an earlier one of the same object: 1 with *key the later key
+ * token, 0 when every object's names are unique.  O(members · log members)
+ * whatever the names; scratch memory is freed before it returns. */
+int vsr_json_find_duplicate_key(const vsr_json_t *j, uint32_t *key);
+
+/* Client text quoted in an error message: appends s to b as valid UTF-8,
+ * every byte that is not part of a valid sequence replaced by U+FFFD, and
+ * every other byte (NUL included) kept for the JSON string writer to escape.
+ * At most `max` bytes are written, cut on a character boundary and then
+ * followed by "...".  VSR_OK or VSR_ERR_TOO_BIG (the buffer's cap). */
+int vsr_json_append_client_text(vsr_buf_t *b, vsr_slice_t s, size_t max);
+/* The bound error messages use for a quoted client string (bytes). */
+#define VSR_JSON_QUOTE_MAX 200
+
 /* Boolean value of a true/false token: 1, 0, or VSR_ERR_INVALID. */
 int vsr_json_bool(const vsr_json_t *j, uint32_t t);
 /* Number token as double (strtod semantics on the token's bytes). */

@@ -48,11 +48,13 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     return "unsupported";
 }
 
-static int preview_error(vsr_buf_t *out, const char *msg, vsr_slice_t arg)
+static int preview_error(vsr_buf_t *out, const char *pre, vsr_slice_t arg, const char *post)
 {
     vsr_buf_t m;
     vsr_buf_init(&m, 0);
-    vsr_buf_printf(&m, msg, (int)VSR_MIN(arg.len, 200), arg.p);
+    vsr_buf_append_cstr(&m, pre);
+    vsr_json_append_client_text(&m, arg, VSR_JSON_QUOTE_MAX); /* valid UTF-8, NUL kept, bounded */
+    vsr_buf_append_cstr(&m, post);
     vsr_buf_append_cstr(out, "{\"error\":{\"message\":");
     vsr_buf_append_json_string(out, vsr_buf_slice(&m));
     vsr_buf_append_cstr(out, ",\"type\":\"invalid_request_error\",\"code\":null}}");
@@ -65,7 +67,7 @@ int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int
     const vsr_config_t *cfg = e->cfg;
     resolution_t res;
     if (vsr__resolve_model(e, model, &res) != VSR_OK)
-        return preview_error(out, "model \"%.*s\" is not available", model);
+        return preview_error(out, "model \"", model, "\" is not available");
 
     vsr_buf_append_cstr(out, "{");
     if (res.model) {

@@ -162,6 +162,19 @@ static const vsr_effect_t *error_reply(vsr_session_t *s, int status, const char 
     return immediate(s, status, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
 }
 
+/* pre + the client's string, cleaned and bounded (vsr_json_append_client_text) + post */
+static vsr_slice_t quote_msg(vsr_session_t *s, const char *pre, vsr_slice_t text, const char *post)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, pre);
+    vsr_json_append_client_text(&b, text, VSR_JSON_QUOTE_MAX);
+    vsr_buf_append_cstr(&b, post);
+    vsr_slice_t m = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return m;
+}
+
 static const vsr_effect_t *bad_request(vsr_session_t *s, const char *msg)
 {
     return error_reply(s, 400, "invalid_request_error", NULL, vsr_slice_cstr(msg));
@@ -293,6 +306,13 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--; /* a trailing slash and the query do not take part in matching */
     if (!(vsr_slice_eq_cstr(path, "/v1") || vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/")))) {
+        /* paths are case-sensitive (RFC 3986 §6.2.2.1): "/V1/..." or "/v1;x/..." is no API path, yet a
+         * backend that folds case or drops path parameters would serve it as one, with a model nobody
+         * checked.  Such a first segment is answered here and never passed through. */
+        vsr_slice_t first = path.len > 1 ? vsr_slice_split(vsr_slice(path.p + 1, path.len - 1), '/', NULL)
+                                         : VSR_SLICE_NULL;
+        if (vsr_slice_case_eq_cstr(vsr_slice_split(first, ';', NULL), "v1"))
+            return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
         /* Envoy's default route: the default model's backend, request untouched */
         s->default_route = 1;
         s->plan.kind = VSR_PLAN_CALL;
@@ -384,6 +404,14 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         vsr_json_type(&s->json, 0) != VSR_JSON_OBJECT)
         return bad_request(s, "malformed JSON body");
     vsr_json_t *j = &s->json;
+    uint32_t dup;
+    if (vsr_json_find_duplicate_key(j, &dup)) {
+        /* vsr reads one copy, a backend may read another: neither is trusted */
+        vsr_slice_t k = VSR_SLICE_NULL;
+        vsr_json_string(j, dup, &s->pool, &k);
+        return error_reply(s, 400, "invalid_request_error", "duplicate_key",
+                           quote_msg(s, "duplicate key \"", k, "\" in request body"));
+    }
 
     uint32_t mt = 0;
     vsr_slice_t name = VSR_SLICE_NULL;
@@ -406,8 +434,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
             ok = vsr_slice_eq_cstr(name, l->models.items[i]);
         if (!ok)
             return error_reply(s, 403, "invalid_request_error", "model_not_allowed",
-                               pool_printf(&s->pool, "model \"%.*s\" is not allowed on this listener",
-                                           (int)VSR_MIN(name.len, 200), name.p));
+                               quote_msg(s, "model \"", name, "\" is not allowed on this listener"));
     }
 
     const char *why = NULL;
@@ -417,8 +444,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
 
     resolution_t res;
     if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
-        return bad_request(s, pool_printf(&s->pool, "model \"%.*s\" is not available", (int)VSR_MIN(name.len, 200),
-                                          name.p).p);
+        return error_reply(s, 400, "invalid_request_error", NULL, quote_msg(s, "model \"", name, "\" is not available"));
 
     const vsr_model_conf_t *model = res.model;
     const vsr_decision_conf_t *decision = NULL;

@@ -125,6 +125,8 @@ struct vsr_upstream_call_s {
     unsigned paused : 1;
     unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
     unsigned h2_sent : 1;        /* the h2 stream's connection is up: past connecting */
+    unsigned bound_by_deadline : 1; /* the attempt's timer waits for the total deadline */
+    unsigned deadline_hit : 1;   /* that timer fired: the total deadline is over */
 };
 
 /* The endpoint's configuration in the call's version (the cluster's
@@ -844,6 +846,24 @@ static void log_attempt_failure(vsr_upstream_call_t *call, int status, vsr_upstr
         vsr_log_info("upstream", "%s", more + 1);
 }
 
+/* An attempt's wait before its response head: the smallest of `own` (its
+ * connect, first-byte or per-try timeout; 0 = none) and what is left of the
+ * total deadline.  libuv counts a timer from the loop's cached time, the
+ * deadline is on vsr_now_ms(): after long work in one loop iteration the
+ * cached time lags, and a timer armed for the rest of the deadline would
+ * fire that much early, seen as a per-try timeout with time left, so one
+ * more attempt would start.  So the loop time is refreshed first, and the
+ * call remembers when the deadline is what the timer waits for: when it
+ * fires, the deadline is over whatever the clocks say. */
+static uint64_t attempt_wait(vsr_upstream_call_t *call, uint64_t own)
+{
+    uv_update_time(call->up->loop);
+    uint64_t left = remaining_ms(call, vsr_now_ms());
+    uint64_t ms = min_nonzero(own, left);
+    call->bound_by_deadline = left != 0 && ms == left;
+    return ms;
+}
+
 /* An attempt ended before its response was delivered: record it, then retry
  * (after the back-off, on another endpoint when there is one) or fail. */
 static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int status, vsr_upstream_error_t err,
@@ -867,7 +887,7 @@ static void attempt_failed(vsr_upstream_call_t *call, vsr_outcome_t o, int statu
     }
     vsr__h2_stream_detach(call->h2s);
     call->h2s = NULL;
-    int deadline_passed = call->deadline_ms && now >= call->deadline_ms;
+    int deadline_passed = call->deadline_ms && (now >= call->deadline_ms || call->deadline_hit);
     int retry = !deadline_passed && call->attempt <= call->pol.retry_count &&
                 vsr__policy_retriable(&call->pol, o, status);
     if (retry && !call->counted_retry) {
@@ -977,8 +997,7 @@ static void call_send(vsr_upstream_call_t *call)
     }
     if (!call->paused)
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
-    uint64_t now = vsr_now_ms();
-    arm(uc, min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms), remaining_ms(call, now)));
+    arm(uc, attempt_wait(call, min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms)));
 }
 
 static void connect_cb(uv_connect_t *req, int status)
@@ -1001,8 +1020,7 @@ static void connect_cb(uv_connect_t *req, int status)
         }
         uc->state = UC_ACTIVE;
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
-        uint64_t now = vsr_now_ms();
-        arm(uc, min_nonzero(call->pol.connect_ms, remaining_ms(call, now))); /* the handshake counts as connecting */
+        arm(uc, attempt_wait(call, call->pol.connect_ms)); /* the handshake counts as connecting */
         return;
     }
     call_send(call);
@@ -1033,8 +1051,7 @@ static void call_connect(vsr_upstream_call_t *call)
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, uv_strerror(rc));
         return;
     }
-    uint64_t now = vsr_now_ms();
-    arm(uc, min_nonzero(call->pol.connect_ms, remaining_ms(call, now)));
+    arm(uc, attempt_wait(call, call->pol.connect_ms));
 }
 
 /* One attempt: choose an endpoint (one not tried yet when there is one),
@@ -1522,7 +1539,9 @@ static void uc_timer_cb(uv_timer_t *t)
 static void call_timed_out(vsr_upstream_call_t *call, int connecting)
 {
     uint64_t now = vsr_now_ms();
-    int total = call->deadline_ms && now >= call->deadline_ms;
+    int total = call->deadline_ms && (now >= call->deadline_ms || (!call->got_head && call->bound_by_deadline));
+    if (total && !call->got_head)
+        call->deadline_hit = 1;
     if (connecting)
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, "connection timeout");
     else if (!call->got_head && total)
@@ -1568,10 +1587,8 @@ void vsr_upstream_call_resume(vsr_upstream_call_t *call)
     uconn_t *uc = call->uc;
     if (uc && uc->state == UC_ACTIVE) {
         uv_read_start((uv_stream_t *)&uc->tcp, alloc_cb, read_cb);
-        uint64_t now = vsr_now_ms();
         arm(uc, call->got_head ? call->pol.idle_ms
-                               : min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms),
-                                             remaining_ms(call, now)));
+                               : attempt_wait(call, min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms)));
     }
 }
 
@@ -1642,12 +1659,11 @@ static void h2_arm(vsr_upstream_call_t *call, uint64_t ms)
 
 static void call_h2_start(vsr_upstream_call_t *call)
 {
-    uint64_t now = vsr_now_ms();
     const char *overflow = NULL;
     call->h2_sent = 0;
     call->bufs[0] = uv_buf_init(call->head.data, (unsigned)call->head.len);
     /* armed first: the stream may report its connection up at once */
-    h2_arm(call, min_nonzero(call->pol.connect_ms, remaining_ms(call, now)));
+    h2_arm(call, attempt_wait(call, call->pol.connect_ms));
     call->h2s = vsr__h2_start(call->ep->h2, call, call->head.data, call->head.len, call->bufs + 1, call->n_bufs - 1,
                               call->req.head_request, call->pol.connect_ms, &overflow);
     if (call->h2s == NULL) {
@@ -1663,8 +1679,7 @@ void vsr__call_h2_sent(vsr_upstream_call_t *call)
 {
     call->h2_sent = 1;
     call->written = 1;
-    h2_arm(call, min_nonzero(min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms),
-                             remaining_ms(call, vsr_now_ms())));
+    h2_arm(call, attempt_wait(call, min_nonzero(call->pol.first_byte_ms, call->pol.per_try_ms)));
 }
 
 void vsr__call_h2_head(vsr_upstream_call_t *call, const vsr_http_head_t *head)

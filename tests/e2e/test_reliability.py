@@ -9,7 +9,7 @@ import uuid
 import httpx
 import pytest
 
-from conftest import config_yaml, free_port, wait_until
+from conftest import config_yaml, free_port, sse_events, wait_until
 
 
 def reliability_model(name, endpoints, rel):
@@ -173,7 +173,10 @@ def test_total_timeout_bounds_all_retries(rstack):
     r, key = call(v, {"x-fakellm-hang": "1"})
     elapsed = time.monotonic() - t0
     assert r.status_code == 504
-    assert elapsed < 4
+    assert 0.9 < elapsed < 4                     # the deadline ended it, neither early nor much late
+    # attempts start at >= 0, 400 and 800 ms: a fourth would start past the deadline.  Timers armed for the rest
+    # of the deadline count from a fresh loop time, so a loaded machine cannot fire one early and let a fourth in
+    # (tests/unit/test_upstream_clock.c shows that case deterministically).
     assert 2 <= len(outcomes(v, key)) <= 3
 
 
@@ -292,3 +295,30 @@ def test_retry_after_beyond_the_max_is_not_honoured(rstack):
     assert [e["outcome"] for e in entries] == ["status:429", "ok"]
     assert entries[1]["time_ms"] - entries[0]["time_ms"] < 5000   # capped, it would have been 10 to 15 s
     assert time.monotonic() - t0 < 8
+
+
+def test_total_timeout_bounds_a_call_only_until_its_response_starts(rstack):
+    # 8 events 400 ms apart: the stream outlives total_timeout many times over, and no gap nears idle_timeout
+    v = rstack({"total_timeout": "1s", "idle_timeout": "5s"})
+    t0 = time.monotonic()
+    r, key = call(v, {"x-fakellm-chunks": "8", "x-fakellm-chunk-delay-ms": "400"}, stream=True)
+    elapsed = time.monotonic() - t0
+    assert r.status_code == 200
+    events = sse_events(r.text)
+    assert events[-1] == "[DONE]"
+    assert sum(1 for e in events if e != "[DONE]" and json.loads(e)["choices"] and
+               json.loads(e)["choices"][0]["delta"].get("content")) == 8
+    assert elapsed > 3                           # ran well past the 1 s total timeout
+    assert outcomes(v, key) == ["ok"]
+
+
+def test_a_stream_that_stalls_past_idle_timeout_is_cut_even_within_total_timeout(rstack):
+    v = rstack({"total_timeout": "60s", "idle_timeout": "1s"})
+    t0 = time.monotonic()
+    with pytest.raises(httpx.RemoteProtocolError):
+        with httpx.stream("POST", v.url + "/v1/chat/completions", timeout=30,
+                          headers={"x-fakellm-chunks": "5", "x-fakellm-stall-after": "2", "x-fakellm-stall-ms": "20000"},
+                          json={"model": "m", "stream": True, "messages": []}) as r:
+            for _ in r.iter_text():
+                pass
+    assert 0.9 < time.monotonic() - t0 < 15      # the idle timeout cut it, long before the stall ended

@@ -240,6 +240,144 @@ static void test_paths_and_models(void **state)
     vsr_session_finish(s);
 }
 
+static vsr_session_t *open_chat_n(int listener, const char *body, size_t len, const vsr_effect_t **eff)
+{
+    vsr_session_opts_t o = {.listener = &cfg->listeners[listener]};
+    vsr_session_t *s = vsr_session_open(engine, &o);
+    const vsr_effect_t *e = vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), VSR_SLICE_LIT("/v1/chat/completions"),
+                                                        NULL, 0);
+    assert_int_equal(e->status, 0);
+    *eff = vsr_session_request_body(s, body, len);
+    return s;
+}
+
+/* An error body is valid JSON and valid UTF-8; returns its message, unescaped, in buf. */
+static const char *error_message(vsr_slice_t body, char *buf, size_t cap, size_t *len)
+{
+    vsr_json_t j;
+    assert_int_equal(vsr_json_parse(&j, body.p, body.len, NULL), VSR_OK);
+    vsr_buf_t clean;
+    vsr_buf_init(&clean, 0);
+    vsr_json_append_client_text(&clean, body, body.len + 1);
+    assert_int_equal(clean.len, body.len); /* nothing had to be replaced: valid UTF-8 */
+    vsr_buf_free(&clean);
+    uint32_t e, m;
+    assert_int_equal(vsr_json_object_get(&j, 0, "error", &e), VSR_OK);
+    assert_int_equal(vsr_json_object_get(&j, e, "message", &m), VSR_OK);
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_slice_t msg;
+    vsr_json_string(&j, m, &pool, &msg);
+    assert_true(msg.len < cap);
+    memcpy(buf, msg.p, msg.len);
+    buf[msg.len] = 0;
+    *len = msg.len;
+    vsr_pool_free(&pool);
+    vsr_json_free(&j);
+    return buf;
+}
+
+#define BODY_N(lit) lit, sizeof(lit) - 1
+
+static void test_client_strings_in_errors_are_valid_json(void **state)
+{
+    (void)state;
+    const vsr_effect_t *eff;
+    char msg[512];
+    size_t n;
+    /* invalid UTF-8: replaced, the body stays valid */
+    vsr_session_t *s = open_chat_n(0, BODY_N("{\"model\":\"a\xff\xc3\",\"messages\":[]}"), &eff);
+    assert_int_equal(eff->status, 400);
+    error_message(eff->resp_body, msg, sizeof(msg), &n);
+    assert_string_equal(msg, "model \"a\xef\xbf\xbd\xef\xbf\xbd\" is not available");
+    vsr_session_finish(s);
+    /* \u0000 does not cut the name short */
+    s = open_chat_n(0, BODY_N("{\"model\":\"x\\u0000y\",\"messages\":[]}"), &eff);
+    assert_int_equal(eff->status, 400);
+    assert_non_null(memmem(eff->resp_body.p, eff->resp_body.len, "x\\u0000y", 8));
+    error_message(eff->resp_body, msg, sizeof(msg), &n);
+    assert_int_equal(n, strlen("model \"x") + 1 + strlen("y\" is not available"));
+    vsr_session_finish(s);
+    /* the allow-list's 403 too */
+    s = open_chat_n(1, BODY_N("{\"model\":\"x\\u0000\xfe\",\"messages\":[]}"), &eff);
+    assert_int_equal(eff->status, 403);
+    error_message(eff->resp_body, msg, sizeof(msg), &n);
+    assert_memory_equal(msg, "model \"x\0\xef\xbf\xbd\" is not allowed on this listener", n);
+    vsr_session_finish(s);
+    /* a long name is bounded, cut on a character boundary */
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"model\":\"");
+    for (int i = 0; i < 199; i++)
+        vsr_buf_append_cstr(&b, "a");
+    for (int i = 0; i < 5000; i++)
+        vsr_buf_append_cstr(&b, "\xc3\xa9");
+    vsr_buf_append_cstr(&b, "\",\"messages\":[]}");
+    s = open_chat_n(0, b.data, b.len, &eff);
+    assert_int_equal(eff->status, 400);
+    error_message(eff->resp_body, msg, sizeof(msg), &n);
+    assert_int_equal(n, strlen("model \"") + 199 + 3 + strlen("\" is not available"));
+    assert_non_null(strstr(msg, "aaa...\" is not available"));
+    vsr_session_finish(s);
+    vsr_buf_free(&b);
+    /* the preview quotes the same way */
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    assert_int_equal(vsr_engine_preview(engine, vsr_slice("n\0\xff", 3), VSR_SLICE_LIT("hi"), 0, &out), 400);
+    error_message(vsr_buf_slice(&out), msg, sizeof(msg), &n);
+    assert_memory_equal(msg, "model \"n\0\xef\xbf\xbd\" is not available", n);
+    vsr_buf_free(&out);
+}
+
+static void test_duplicate_keys_refused(void **state)
+{
+    (void)state;
+    static const char *bodies[] = {
+        "{\"model\":\"small\",\"model\":\"auto\",\"messages\":[]}",
+        "{\"model\":\"auto\",\"messages\":[],\"messages\":[{\"role\":\"user\",\"content\":\"python\"}]}",
+        "{\"model\":\"auto\",\"messages\":[{\"role\":\"user\",\"content\":\"python\",\"content\":\"hi\"}]}",
+        "{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"mod\\u0065l\":\"large\",\"model\":\"auto\",\"messages\":[]}",
+        "{\"model\":\"auto\",\"messages\":[],\"tools\":[{\"function\":{\"name\":\"a\",\"name\":\"b\"}}]}",
+    };
+    static const char *names[] = {"model", "messages", "content", "role", "model", "name"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(bodies); i++) {
+        const vsr_effect_t *eff;
+        vsr_session_t *s = open_chat(1, bodies[i], &eff);
+        assert_int_equal(eff->status, 400);
+        assert_int_equal(vsr_session_plan(s)->kind, VSR_PLAN_IMMEDIATE);
+        assert_non_null(strstr(eff->resp_body.p, "\"code\":\"duplicate_key\""));
+        char want[64], msg[256];
+        size_t n;
+        snprintf(want, sizeof(want), "duplicate key \"%s\" in request body", names[i]);
+        assert_string_equal(error_message(eff->resp_body, msg, sizeof(msg), &n), want);
+        vsr_session_finish(s);
+    }
+}
+
+static void test_v1_in_another_case_is_not_passed_through(void **state)
+{
+    (void)state;
+    static const char *local[] = {"/V1/chat/completions", "/v1;x/chat/completions", "/V1", "/v1;/models?x=1"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(local); i++) {
+        vsr_session_t *s = vsr_session_open(engine, NULL);
+        const vsr_effect_t *e =
+            vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), vsr_slice_cstr(local[i]), NULL, 0);
+        assert_int_equal(e->status, 404);
+        assert_int_equal(vsr_session_plan(s)->kind, VSR_PLAN_IMMEDIATE);
+        vsr_session_finish(s);
+    }
+    static const char *routed_default[] = {"/v1x/chat", "/v2/chat/completions", "/", "/tokenize", "/x/v1/chat"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(routed_default); i++) {
+        vsr_session_t *s = vsr_session_open(engine, NULL);
+        const vsr_effect_t *e =
+            vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), vsr_slice_cstr(routed_default[i]), NULL, 0);
+        assert_int_equal(e->status, 0);
+        assert_int_equal(vsr_session_plan(s)->kind, VSR_PLAN_CALL);
+        vsr_session_finish(s);
+    }
+}
+
 static void test_engine_outlives_config_swap_by_refcount(void **state)
 {
     (void)state;
@@ -274,6 +412,9 @@ int main(void)
         cmocka_unit_test(test_paths_and_models),
         cmocka_unit_test(test_engine_outlives_config_swap_by_refcount),
         cmocka_unit_test(test_preview),
+        cmocka_unit_test(test_client_strings_in_errors_are_valid_json),
+        cmocka_unit_test(test_duplicate_keys_refused),
+        cmocka_unit_test(test_v1_in_another_case_is_not_passed_through),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

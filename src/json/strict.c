@@ -1,0 +1,142 @@
+/*
+ * strict.c — what vsr refuses of, or cleans in, client JSON beyond the
+ * grammar: duplicate member names, and client text quoted in an error
+ * message.  See json.h for the contract.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "json/json.h"
+
+/* Objects with at most this many members are checked pair by pair; larger
+ * ones are sorted (O(n log n) whatever the keys: no hash an attacker could
+ * flood). */
+#define PAIRWISE_MAX 8u
+
+typedef struct {
+    vsr_slice_t key; /* unescaped */
+    uint32_t tok;
+} mkey_t;
+
+static int key_cmp(const void *a, const void *b)
+{
+    const mkey_t *x = a, *y = b;
+    size_t n = VSR_MIN(x->key.len, y->key.len);
+    int c = n ? memcmp(x->key.p, y->key.p, n) : 0;
+    if (c == 0 && x->key.len != y->key.len)
+        c = x->key.len < y->key.len ? -1 : 1;
+    if (c == 0)
+        c = x->tok < y->tok ? -1 : x->tok > y->tok;
+    return c;
+}
+
+static int same(vsr_slice_t a, vsr_slice_t b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+int vsr_json_find_duplicate_key(const vsr_json_t *j, uint32_t *key)
+{
+    if (j->toks == NULL)
+        return 0;
+    vsr_pool_t pool; /* unescaped copies of escaped keys */
+    vsr_pool_init(&pool);
+    mkey_t small[PAIRWISE_MAX];
+    mkey_t *keys = NULL;
+    size_t cap = 0;
+    int found = 0;
+    for (uint32_t t = 0; t < j->ntoks && !found; t++) {
+        const vsr_json_tok_t *o = &j->toks[t];
+        if (o->type != VSR_JSON_OBJECT || o->count < 2)
+            continue;
+        mkey_t *k = small;
+        if (o->count > PAIRWISE_MAX) {
+            if (o->count > cap) {
+                vsr_free(keys);
+                cap = o->count;
+                keys = vsr_malloc(cap * sizeof(*keys));
+            }
+            k = keys;
+        }
+        uint32_t c = t + 1;
+        for (uint32_t i = 0; i < o->count; i++) {
+            k[i].tok = c;
+            vsr_json_string(j, c, &pool, &k[i].key);
+            c = j->toks[c + 1].next;
+        }
+        uint32_t dup = UINT32_MAX;
+        if (o->count <= PAIRWISE_MAX) {
+            for (uint32_t b = 1; b < o->count && dup == UINT32_MAX; b++)
+                for (uint32_t a = 0; a < b && dup == UINT32_MAX; a++)
+                    if (same(k[a].key, k[b].key))
+                        dup = k[b].tok;
+        } else {
+            qsort(k, o->count, sizeof(*k), key_cmp);
+            for (uint32_t i = 1; i < o->count; i++)
+                if (same(k[i - 1].key, k[i].key) && k[i].tok < dup)
+                    dup = k[i].tok; /* the later of the pair; the earliest such in the object */
+        }
+        if (dup != UINT32_MAX) {
+            *key = dup;
+            found = 1;
+        }
+    }
+    vsr_free(keys);
+    vsr_pool_free(&pool);
+    return found;
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
+ * (overlong forms, surrogates and code points past U+10FFFF included). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+int vsr_json_append_client_text(vsr_buf_t *b, vsr_slice_t s, size_t max)
+{
+    static const char fffd[] = "\xEF\xBF\xBD";
+    const unsigned char *p = (const unsigned char *)s.p;
+    size_t i = 0, out = 0;
+    while (i < s.len) {
+        size_t n = utf8_seq(p + i, s.len - i);
+        size_t w = n ? n : 3;
+        if (out + w > max)
+            return vsr_buf_append(b, "...", 3);
+        int rc = n ? vsr_buf_append(b, s.p + i, n) : vsr_buf_append(b, fffd, 3);
+        if (rc != VSR_OK)
+            return rc;
+        out += w;
+        i += n ? n : 1;
+    }
+    return VSR_OK;
+}
