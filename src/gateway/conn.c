@@ -52,6 +52,12 @@ struct conn_s {
     unsigned sniff : 1;            /* no request yet: the HTTP/2 preface (prior knowledge) is recognised */
     unsigned tls_open : 1;         /* the TLS handshake is done */
     unsigned flush_armed : 1;
+    unsigned peer_eof : 1;         /* the client half-closed after a complete request: answered, then closed */
+    unsigned out_paused : 1;       /* over the output budget: no request is read or parsed until it drains */
+    unsigned stalled : 1;          /* the timer runs for a client that does not read its replies */
+    unsigned deadline_armed : 1;   /* the timer runs for the request-head or request-body deadline */
+    uint64_t req_start_ms;         /* the current request's first byte was taken (its head deadline runs) */
+    uint64_t body_start_ms;        /* ... and its head was complete (its body deadline runs); 0 = not yet */
     vsr_tls_t *tls;                /* a TLS listener's: between the socket and the protocol */
     h2_sess_t *h2;                 /* the connection speaks HTTP/2: every request is a stream of it */
 };
@@ -162,6 +168,41 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 
 static void set_reading(conn_t *c, int on);
 
+/* A client that does not read what it is sent: past WQ_HIGH queued bytes the
+ * upstream read is paused (or, between requests, no further request is
+ * taken), and the client has the listener's timeout to drain below WQ_LOW;
+ * then the connection is closed (a response in flight is visibly cut, its
+ * upstream call cancelled).  Queued memory per connection stays about
+ * WQ_HIGH plus one upstream read. */
+static void stall_cb(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    if (!c->stalled)
+        return;
+    vsr_metrics_client_timeout(c->w->metrics, "write");
+    vsr_log_debug("gateway", "client read nothing of %zu queued bytes for %llu ms: closing", c->wq_bytes,
+                  (unsigned long long)c->l->conf->timeout_ms);
+    conn_close(c);
+}
+
+static void stall_arm(conn_t *c)
+{
+    if (c->stalled || c->closing || c->doomed || c->lingering)
+        return;
+    c->stalled = 1;
+    c->deadline_armed = 0;
+    uv_timer_start(&c->timer, stall_cb, c->l->conf->timeout_ms, 0);
+}
+
+static void stall_clear(conn_t *c)
+{
+    if (!c->stalled)
+        return;
+    c->stalled = 0;
+    if (!c->closing && !c->doomed && !c->lingering)
+        uv_timer_stop(&c->timer);
+}
+
 /* The final reply is written: send FIN and drain what the client still sends
  * (the rest of a rejected body) until it closes or LINGER_MS pass.  Closing
  * with unread input would make the kernel answer with RST, and the client
@@ -171,6 +212,7 @@ static void conn_linger(conn_t *c)
     if (c->closing || c->lingering)
         return;
     c->lingering = 1;
+    c->stalled = 0;
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_cb) < 0) {
         conn_close(c);
@@ -192,12 +234,21 @@ static void write_cb(uv_write_t *uw, int status)
         conn_close(c); /* the client went away: cancels the upstream call */
         return;
     }
-    if (c->req && c->req->call && c->wq_bytes < WQ_LOW)
+    if (c->req && c->req->call && c->wq_bytes < WQ_LOW) {
+        stall_clear(c);
         vsr_upstream_call_resume(c->req->call);
+    }
     if (c->h2 && c->wq_bytes < WQ_LOW)
         vsr__h2_flush(c->h2);
     if (c->close_after_write && c->wq_bytes == 0)
         conn_linger(c);
+    else if (c->out_paused && c->wq_bytes < WQ_LOW) {
+        /* the client read its replies: its next requests are taken again */
+        c->out_paused = 0;
+        stall_clear(c);
+        set_reading(c, !c->peer_eof && c->pending.len < PENDING_MAX);
+        conn_process(c);
+    }
 }
 
 static void doomed_cb(uv_timer_t *t)
@@ -209,6 +260,7 @@ static void conn_doom(conn_t *c)
 {
     if (!c->closing && !c->doomed) {
         c->doomed = 1;
+        c->stalled = 0;
         uv_timer_start(&c->timer, doomed_cb, 0, 0);
     }
 }
@@ -798,8 +850,10 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
         bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
     }
     conn_write(c, op, bufs, (unsigned)nb);
-    if (!c->closing && req->call && c->wq_bytes > WQ_HIGH)
+    if (!c->closing && req->call && c->wq_bytes > WQ_HIGH) {
         vsr_upstream_call_pause(req->call);
+        stall_arm(c);
+    }
 }
 
 static void up_on_complete(void *ud)
@@ -1335,8 +1389,12 @@ static ssize_t feed(conn_t *c, const char *data, size_t len)
     size_t off = 0;
     if (c->parser == NULL)
         conn_parser(c);
+    if (len && c->req_start_ms == 0 && vsr_http_parser_idle(c->parser))
+        c->req_start_ms = vsr_now_ms(); /* a new request: its head deadline runs */
     while (off < len && !c->busy) {
         ssize_t n = vsr_http_parser_execute(c->parser, data + off, len - off);
+        if (c->req && c->body_start_ms == 0)
+            c->body_start_ms = vsr_now_ms(); /* its head is in: the body deadline runs */
         if (n < 0) {
             parse_error(c);
             return -1;
@@ -1367,9 +1425,46 @@ static void set_reading(conn_t *c, int on)
     c->reading = on && !c->closing;
 }
 
+/* A request being received has deadlines that its bytes do not push back
+ * (as nginx's client_header_timeout, and a whole-body client_body_timeout):
+ * its head within header_timeout of its first byte, its body within
+ * body_timeout of the head's end.  0 = none. */
+static uint64_t recv_deadline(const conn_t *c)
+{
+    const vsr_listener_conf_t *lc = c->l->conf;
+    if (c->req && c->body_start_ms)
+        return lc->body_timeout_ms ? c->body_start_ms + lc->body_timeout_ms : 0;
+    if (c->req_start_ms)
+        return lc->header_timeout_ms ? c->req_start_ms + lc->header_timeout_ms : 0;
+    return 0;
+}
+
+/* The deadline passed: 408 (the client may still read it), then close. */
+static void recv_timeout(conn_t *c)
+{
+    const char *phase = c->req ? "body" : "header";
+    vsr_metrics_client_timeout(c->w->metrics, phase);
+    if (c->req) {
+        c->req->resp_status = 408;
+        c->req->flags = "LR";
+        c->req->finished = 1;
+        request_free(c->req);
+        c->req = NULL;
+    }
+    reply_error_on(c, NULL, 408, "invalid_request_error", "request_timeout",
+                   c->body_start_ms ? VSR_SLICE_LIT("the request body was not received in time")
+                                    : VSR_SLICE_LIT("the request head was not received in time"),
+                   NULL, 0, 1);
+}
+
 static void idle_timer_cb(uv_timer_t *t)
 {
     conn_t *c = t->data;
+    if (c->deadline_armed && !c->busy && !c->h2) {
+        c->deadline_armed = 0;
+        recv_timeout(c);
+        return;
+    }
     if (c->h2) {
         /* HTTP/2: idle means no stream in flight for the listener's timeout */
         if (vsr__h2_active(c->h2)) {
@@ -1405,18 +1500,54 @@ static void memory_released(worker_t *w)
         uv_timer_start(&w->trim_timer, trim_cb, TRIM_DELAY_MS, 0);
 }
 
-/* Waiting for the next request: the parser goes back, the idle timeout runs. */
+/* Waiting for the next request (the parser goes back) or for the rest of
+ * one: the idle timeout runs, or the request's deadline when it is sooner. */
 static void idle_arm(conn_t *c)
 {
     parser_release(c);
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    uint64_t ms = c->l->conf->timeout_ms;
+    c->stalled = 0;
+    c->deadline_armed = 0;
+    if (c->parser == NULL || vsr_http_parser_idle(c->parser)) {
+        c->req_start_ms = c->body_start_ms = 0;
+    } else {
+        uint64_t dl = recv_deadline(c), now = vsr_now_ms();
+        if (dl && dl - VSR_MIN(dl, now) <= ms) {
+            ms = dl - VSR_MIN(dl, now);
+            c->deadline_armed = 1;
+        }
+    }
+    uv_timer_start(&c->timer, idle_timer_cb, ms, 0);
 }
 
-/* Parses what is pending and answers the next complete request, if any. */
-static void conn_process(conn_t *c)
+/* A complete request: its deadlines end, its answer starts. */
+static void conn_answer(conn_t *c)
 {
-    if (c->closing || c->close_after_write || c->doomed)
+    c->req_start_ms = c->body_start_ms = 0;
+    c->deadline_armed = 0;
+    c->stalled = 0;
+    uv_timer_stop(&c->timer);
+    dispatch(c->req);
+}
+
+static void process_soon_cb(uv_timer_t *t)
+{
+    conn_process(t->data);
+}
+
+#define PROCESS_DEPTH_MAX 16 /* pipelined requests answered in one go (each finish starts the next) */
+
+/* Parses what is pending and answers the next complete request, if any. */
+static void conn_process_now(conn_t *c)
+{
+    if (c->wq_bytes > WQ_HIGH) {
+        /* the client does not read its replies: no request is taken from it
+         * until it drains (write_cb), for at most the listener's timeout */
+        c->out_paused = 1;
+        set_reading(c, 0);
+        stall_arm(c);
         return;
+    }
     if (c->pending.len) {
         ssize_t n = feed(c, c->pending.data, c->pending.len);
         if (n < 0)
@@ -1424,12 +1555,30 @@ static void conn_process(conn_t *c)
         vsr_buf_consume(&c->pending, (size_t)n);
     }
     if (c->busy) {
-        uv_timer_stop(&c->timer);
-        dispatch(c->req);
+        conn_answer(c);
         return;
     }
     idle_arm(c);
-    set_reading(c, 1);
+    set_reading(c, !c->peer_eof);
+}
+
+static void conn_process(conn_t *c)
+{
+    if (c->closing || c->close_after_write || c->doomed)
+        return;
+    worker_t *w = c->w;
+    if (w->process_depth >= PROCESS_DEPTH_MAX) {
+        /* answers made at once start the next request from their finish:
+         * past a few, the rest goes on from the loop, so a long pipeline
+         * neither grows the stack nor keeps the worker from its other
+         * connections */
+        c->stalled = c->deadline_armed = 0;
+        uv_timer_start(&c->timer, process_soon_cb, 0, 0);
+        return;
+    }
+    w->process_depth++;
+    conn_process_now(c);
+    w->process_depth--;
 }
 
 static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -1496,7 +1645,7 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             return;
         }
     }
-    if (!c->busy && c->pending.len == 0) {
+    if (!c->busy && !c->out_paused && c->pending.len == 0) {
         ssize_t n = feed(c, data, nread);
         if (n < 0)
             return;
@@ -1505,14 +1654,14 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             return;
         }
         if (c->busy) {
-            uv_timer_stop(&c->timer);
-            dispatch(c->req);
+            conn_answer(c);
         } else {
             idle_arm(c);
         }
         return;
     }
-    /* a request is being answered: hold pipelined bytes, within bounds */
+    /* a request is being answered, or its replies are backed up: hold
+     * pipelined bytes, within bounds */
     if (vsr_buf_append(&c->pending, data, nread) != VSR_OK) {
         conn_close(c);
         return;

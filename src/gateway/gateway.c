@@ -392,6 +392,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_connections = 256,
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,
+        .header_timeout_ms = VSR_DEFAULT_HEADER_TIMEOUT_MS,
+        .body_timeout_ms = VSR_DEFAULT_BODY_TIMEOUT_MS,
     };
     gw->n_listeners = cfg->n_listeners;
     gw->listeners = vsr_calloc(cfg->n_listeners ? cfg->n_listeners : 1, sizeof(vsr_listener_conf_t));
@@ -410,6 +412,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_connections = 1024,
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,
+        .header_timeout_ms = VSR_DEFAULT_HEADER_TIMEOUT_MS,
+        .body_timeout_ms = VSR_DEFAULT_BODY_TIMEOUT_MS,
     };
     const vsr_listener_conf_t **all = vsr_calloc(gw->n_listeners + 2, sizeof(*all));
     size_t n_all = 0;

@@ -113,3 +113,135 @@ def test_accept_backs_off_when_descriptors_run_out(tmp_path, fakellm):
         rc = proc.stop(signal.SIGTERM, timeout=20)   # no worker is wedged: SIGTERM is heard
     assert rc == 0, proc.output()[-3000:]
     proc.assert_clean_exit()
+
+
+# ---- a client that never reads ----
+
+def test_pipelined_replies_are_bounded_when_the_client_never_reads(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    # ASan's quarantine of freed memory would count in RSS: kept small here
+    asan = ENV.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], listener_extra="    timeout: 4s"), port=port,
+            workers=1, env={"ASAN_OPTIONS": asan})
+    pid = v.proc.p.pid
+    before = rss_kb(pid)
+    req = b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n"
+    blob = req * (65536 // len(req))
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.setblocking(False)
+    sent, deadline, peak = 0, time.monotonic() + 8, before
+    while sent < 64 * 1024 * 1024 and time.monotonic() < deadline:   # 64 MB, ~1.8M requests, never reading
+        try:
+            sent += s.send(blob)
+        except BlockingIOError:
+            time.sleep(0.01)
+        except (BrokenPipeError, ConnectionResetError):
+            break   # the listener's timeout passed with nothing read: vsr closed it
+        peak = max(peak, rss_kb(pid))
+    # another client is served meanwhile
+    assert health_ok(v, 5)
+    # vsr stopped reading: far less than everything was taken, and memory stayed bounded
+    assert sent < 48 * 1024 * 1024, sent
+    assert peak - before < 120 * 1024, (before, peak)
+    # the client never drains: the connection is closed after the listener's timeout
+    time.sleep(6)
+    data, closed = read_to_close(s, 20)
+    s.close()
+    assert closed
+    assert len(data) < 24 * 1024 * 1024
+    assert metric(v, 'vsr_client_timeouts_total{reason="write"}') >= 1
+
+
+def test_paused_stream_is_cut_when_the_client_never_reads(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], listener_extra="    timeout: 3s"), port=port,
+            workers=1)
+    body = json.dumps({**CHAT, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    # 2,000 events of 16 KiB: about 32 MB, far more than the socket buffers and vsr's queue
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"x-fakellm-chunks: 2000\r\nx-fakellm-chunk-size: 16384\r\n"
+              b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(8)   # never reading: vsr pauses the upstream, then gives up on the client
+    data, closed = read_to_close(s, 30)
+    s.close()
+    assert data.startswith(b"HTTP/1.1 200")
+    assert closed
+    assert not data.endswith(b"0\r\n\r\n")   # visibly cut: no terminating chunk
+    assert len(data) < 16 * 1024 * 1024
+    assert metric(v, 'vsr_client_timeouts_total{reason="write"}') >= 1
+    wait_until(lambda: be.stats().get("connections_open", 0) <= 1, timeout=10, what="the upstream call cancelled")
+    assert health_ok(v)
+
+
+# ---- slowloris ----
+
+def trickle(port, first, byte, every_s, limit_s):
+    """Sends `first`, then `byte` every every_s seconds, reading whatever comes
+    back, until the server closes or limit_s pass: (bytes received, seconds)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(first)
+    s.settimeout(every_s)
+    start = time.monotonic()
+    data = b""
+    try:
+        while time.monotonic() - start < limit_s:
+            try:
+                d = s.recv(65536)
+                if not d:
+                    break
+                data += d
+            except socket.timeout:
+                try:
+                    s.sendall(byte)
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+    except ConnectionResetError:
+        pass
+    s.close()
+    return data, time.monotonic() - start
+
+
+def test_trickling_head_gets_408_at_the_header_deadline(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])],
+                        listener_extra="    timeout: 60s\n    header_timeout: 1s"), port=port)
+    data, took = trickle(port, b"GET /health HTTP/1.1\r\nhost: x\r\nx-a: ", b"a", 0.2, 20)
+    assert data.startswith(b"HTTP/1.1 408"), data[:200]
+    assert b"request_timeout" in data and b"connection: close" in data
+    assert took < 12   # the deadline (1s), then at most the lingering close
+    assert metric(v, 'vsr_client_timeouts_total{reason="header"}') >= 1
+    assert health_ok(v)
+
+
+def test_trickling_body_gets_408_at_the_body_deadline(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])],
+                        listener_extra="    timeout: 60s\n    body_timeout: 1500ms"), port=port)
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: 100000\r\n\r\n{")
+    data, took = trickle(port, head, b" ", 0.2, 20)
+    assert data.startswith(b"HTTP/1.1 408"), data[:200]
+    assert b"request body" in data
+    assert took < 12
+    assert metric(v, 'vsr_client_timeouts_total{reason="body"}') >= 1
+    assert be.stats()["requests"] == 0
+
+
+def test_keep_alive_requests_each_get_their_own_head_deadline(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], listener_extra="    header_timeout: 1s"), port=port)
+    s = socket.create_connection(("127.0.0.1", port))
+    for _ in range(3):   # slower than the deadline in total, each request well within it
+        s.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        head, _ = read_head(s, 5)
+        assert head.startswith("HTTP/1.1 200"), head
+        time.sleep(0.6)
+    s.close()
