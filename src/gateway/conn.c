@@ -607,7 +607,7 @@ static void request_finish(request_t *req)
         request_free(req);
         return;
     }
-    int keep = req->keep_alive && !c->close_after_write && !c->w->draining;
+    int keep = req->keep_alive && !c->close_after_write && !c->w->draining && !c->peer_eof;
     vsr__gateway_drain_poke(c->w);
     c->req = NULL;
     c->busy = 0;
@@ -1724,6 +1724,15 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             else
                 set_reading(c, 0); /* write_cb lingers, which sees the EOF again */
         }
+        return;
+    }
+    if (nread == UV_EOF && c->busy && c->req && !c->h2) {
+        /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
+         * the client still reads, so the request is answered, then the
+         * connection closes */
+        c->peer_eof = 1;
+        c->req->keep_alive = 0;
+        set_reading(c, 0);
         return;
     }
     if (nread < 0) {

@@ -245,3 +245,23 @@ def test_keep_alive_requests_each_get_their_own_head_deadline(vsr, fakellm):
         assert head.startswith("HTTP/1.1 200"), head
         time.sleep(0.6)
     s.close()
+
+
+# ---- half-close ----
+
+def test_half_closed_client_still_gets_its_answer(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    vsr(config_yaml(port, [model_yaml("m", [be.endpoint])]), port=port)
+    body = json.dumps(CHAT).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"x-fakellm-delay-ms: 300\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    s.shutdown(socket.SHUT_WR)   # as `nc -N`: nothing more to send, still reading
+    data, closed = read_to_close(s, 10)
+    s.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:300]
+    assert closed
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert b"connection: close" in head.lower()
+    assert json.loads(rest)["object"] == "chat.completion"
