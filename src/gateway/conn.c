@@ -710,6 +710,8 @@ static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h
     return out;
 }
 
+static void flush_timer_cb(uv_timer_t *t);
+
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
     request_t *req = ud;
@@ -769,9 +771,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     }
     req->head_sent = 1;
     int no_body = req->is_head || !h->has_body;
+    /* 204 never has a content-length (RFC 9110 §8.6); a 304's is optional and
+     * describes a body that is not there: neither is relayed */
+    int no_length = h->status == 204 || h->status == 304;
     if (req->st) {
         vsr__resp_head_t rh = {.status = h->status, .fields = f, .n_fields = nf,
-                               .content_length = h->chunked ? -1 : h->content_length};
+                               .content_length = h->chunked || no_length ? -1 : h->content_length};
         if (!req->is_head && !h->has_body && h->content_length < 0 && h->status != 204 && h->status != 304)
             rh.content_length = 0;
         req->resp_no_body = no_body;
@@ -785,11 +790,11 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     for (size_t i = 0; i < nf; i++)
         vsr_http_write_header(&b, f[i].name, f[i].value);
     if (req->is_head) {
-        if (h->content_length >= 0)
+        if (h->content_length >= 0 && !no_length)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
         req->resp_no_body = 1;
     } else if (!h->has_body) {
-        if (h->content_length >= 0)
+        if (h->content_length >= 0 && !no_length)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
         else if (h->status != 204 && h->status != 304)
             vsr_buf_append_cstr(&b, "content-length: 0\r\n");
@@ -805,9 +810,16 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     if (!req->keep_alive)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
     vsr_http_write_end_head(&b);
-    /* held: it goes out with the first body bytes or at the end, in one write */
+    /* held: it goes out with body bytes or the end that arrive in the same
+     * read (one write), or else from a zero timer once this callback is over
+     * (flush_timer_cb): the client has the head when the backend has sent it,
+     * even when the body is slow to follow */
     req->held_head = b.data;
     req->held_len = b.len;
+    if (!c->flush_armed && !c->closing) {
+        c->flush_armed = 1;
+        uv_timer_start(&c->flush_timer, flush_timer_cb, 0, 0);
+    }
 }
 
 /* Takes the held response head into a write: the write frees it when done. */
@@ -815,6 +827,11 @@ static size_t take_held_head(request_t *req, wop_t *op, uv_buf_t *buf)
 {
     if (req->held_head == NULL)
         return 0;
+    conn_t *c = req->c;
+    if (c->flush_armed && !c->h2) {
+        c->flush_armed = 0;
+        uv_timer_stop(&c->flush_timer);
+    }
     op->heap = req->held_head;
     *buf = uv_buf_init(req->held_head, (unsigned)req->held_len);
     req->held_head = NULL;
@@ -2091,8 +2108,21 @@ static void flush_timer_cb(uv_timer_t *t)
 {
     conn_t *c = t->data;
     c->flush_armed = 0;
-    if (c->h2 && !c->closing)
+    if (c->closing)
+        return;
+    if (c->h2) {
         vsr__h2_flush(c->h2);
+    } else if (c->req && c->req->held_head) {
+        /* HTTP/1.1: a response head no body bytes followed in the same read */
+        wop_t *op = wop_get(c);
+        uv_buf_t ub;
+        take_held_head(c->req, op, &ub);
+        conn_write(c, op, &ub, 1);
+        if (c->req->call && c->wq_bytes > WQ_HIGH) {
+            vsr_upstream_call_pause(c->req->call);
+            stall_arm(c);
+        }
+    }
 }
 
 void vsr__conn_flush_soon(conn_t *c)

@@ -265,3 +265,121 @@ def test_half_closed_client_still_gets_its_answer(vsr, fakellm):
     head, _, rest = data.partition(b"\r\n\r\n")
     assert b"connection: close" in head.lower()
     assert json.loads(rest)["object"] == "chat.completion"
+
+
+# ---- response heads ----
+
+class RawBackend:
+    """A backend that answers every request with `reply` (bytes), then does
+    what `after` says: "keep" (keep-alive) or "hang"."""
+
+    def __init__(self, reply, after="keep"):
+        self.reply, self.after = reply, after
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.srv.settimeout(0.2)
+        self.endpoint = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        self.stop = threading.Event()
+        self.conns = []
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            self.conns.append(c)
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        c.settimeout(0.2)
+        buf = b""
+        while not self.stop.is_set():
+            try:
+                d = c.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            while b"\r\n\r\n" in buf:
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                n = 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, val = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        n = int(val.strip())
+                if len(rest) < n:
+                    break
+                buf = rest[n:]
+                c.sendall(self.reply)
+                if self.after == "hang":
+                    while not self.stop.wait(0.2):
+                        pass
+                    return
+
+    def close(self):
+        self.stop.set()
+        self.t.join(5)
+        for c in self.conns:
+            c.close()
+        self.srv.close()
+
+
+def chat_request(body=CHAT):
+    b = json.dumps(body).encode()
+    return (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: " + str(len(b)).encode() + b"\r\n\r\n" + b)
+
+
+def test_response_head_is_sent_before_a_slow_body(vsr):
+    be = RawBackend(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                    after="hang")
+    try:
+        port = free_port()
+        vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], listener_extra="    timeout: 4s"), port=port)
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(chat_request())
+        start = time.monotonic()
+        head, rest = read_head(s, 3)   # well before the 4 s idle timeout cuts the stream
+        assert head.startswith("HTTP/1.1 200"), head
+        assert "transfer-encoding: chunked" in head.lower()
+        assert time.monotonic() - start < 3
+        # the backend hangs: the stream is cut at the idle timeout, never ended cleanly
+        data, closed = read_to_close(s, 20)
+        s.close()
+        assert closed
+        assert not (rest + data).endswith(b"0\r\n\r\n")
+    finally:
+        be.close()
+
+
+def test_204_and_304_are_relayed_without_content_length(vsr):
+    for reply, status in ((b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\nx-b: 1\r\n\r\n", "204"),
+                          (b"HTTP/1.1 304 Not Modified\r\ncontent-length: 42\r\nx-b: 1\r\n\r\n", "304")):
+        be = RawBackend(reply)
+        try:
+            port = free_port()
+            v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])]), port=port)
+            s = socket.create_connection(("127.0.0.1", port))
+            for _ in range(2):   # the connection stays usable: no body was expected or sent
+                s.sendall(chat_request())
+                head, rest = read_head(s, 5)
+                assert head.startswith("HTTP/1.1 " + status), head
+                assert "x-b: 1" in head.lower()
+                assert "content-length" not in head.lower(), head
+                assert "transfer-encoding" not in head.lower(), head
+                assert rest == b""
+            s.close()
+            st, h, _ = curl("--http2-prior-knowledge", v.url + "/v1/chat/completions", "-H",
+                            "content-type: application/json", "--data-binary", json.dumps(CHAT))
+            assert st == ["HTTP/2 " + status], st
+            assert "content-length" not in h and h["x-b"] == "1", h
+        finally:
+            be.close()
