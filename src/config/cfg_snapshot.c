@@ -280,6 +280,10 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
             what = "max_header_bytes";
         else if (a->max_headers != b->max_headers)
             what = "max_headers";
+        else if (a->header_timeout_ms != b->header_timeout_ms)
+            what = "header_timeout";
+        else if (a->body_timeout_ms != b->body_timeout_ms)
+            what = "body_timeout";
         else if (a->identity_trust_headers != b->identity_trust_headers ||
                  !list_eq(&a->identity_trusted_peers, &b->identity_trusted_peers))
             what = "identity";

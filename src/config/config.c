@@ -600,6 +600,8 @@ static const cfg_field_t listener_fields[] = {
      .size = sizeof(uint32_t), .min = 1, .max = VSR_HTTP_MAX_HEADERS - 1},
     {.key = "max_connections", .decode = vsr__cfg_uint, .offset = offsetof(vsr_listener_conf_t, max_connections),
      .size = sizeof(uint32_t), .min = 1, .max = UINT32_MAX},
+    {.key = "header_timeout", .decode = vsr__cfg_duration_ms, .offset = offsetof(vsr_listener_conf_t, header_timeout_ms)},
+    {.key = "body_timeout", .decode = vsr__cfg_duration_ms, .offset = offsetof(vsr_listener_conf_t, body_timeout_ms)},
     {.key = "api_keys", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK,
      .offset = offsetof(vsr_listener_conf_t, api_keys)},
     {.key = "models", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = offsetof(vsr_listener_conf_t, models)},
@@ -616,6 +618,8 @@ static void init_listener(cfg_decoder_t *d, void *obj)
     l->max_connections = VSR_DEFAULT_MAX_CONNECTIONS;
     l->max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES;
     l->max_headers = VSR_DEFAULT_MAX_HEADERS;
+    l->header_timeout_ms = VSR_DEFAULT_HEADER_TIMEOUT_MS;
+    l->body_timeout_ms = VSR_DEFAULT_BODY_TIMEOUT_MS;
 }
 
 static const cfg_spec_t listener_spec = {

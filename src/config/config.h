@@ -18,6 +18,8 @@
 #define VSR_DEFAULT_LISTENER_TIMEOUT_MS 300000u            /* 300s */
 #define VSR_DEFAULT_MAX_BODY_BYTES (500ull * 1024 * 1024)  /* 500 MiB */
 #define VSR_DEFAULT_MAX_CONNECTIONS 50000u
+#define VSR_DEFAULT_HEADER_TIMEOUT_MS 10000u              /* 10s: a request head, first byte to last */
+#define VSR_DEFAULT_BODY_TIMEOUT_MS 60000u                /* 60s: a request body, end of head to last byte */
 #define VSR_DEFAULT_MAX_HEADER_BYTES (64u * 1024)          /* 64 KiB */
 #define VSR_DEFAULT_MAX_HEADERS 100u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
@@ -279,6 +281,8 @@ typedef struct {
     uint32_t max_connections; /* vsr extension `max_connections`, default 50,000 */
     uint32_t max_header_bytes; /* vsr extension `max_header_bytes`: request head size (→ 431), default 64 KiB */
     uint32_t max_headers;     /* vsr extension `max_headers`: request header fields (→ 431), default 100 */
+    uint64_t header_timeout_ms; /* vsr extension `header_timeout`: a request head's deadline (→ 408), default 10s */
+    uint64_t body_timeout_ms;   /* vsr extension `body_timeout`: a request body's deadline (→ 408), default 60s */
     vsr_strlist_conf_t api_keys;       /* empty = no authentication */
     vsr_strlist_conf_t models;         /* allow-list of request `model` values; empty = any */
     char *tls_cert_file;               /* tls.cert_file; NULL = plain HTTP */

@@ -12,7 +12,10 @@
  */
 #include "gateway/gateway-int.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -49,6 +52,12 @@ struct conn_s {
     unsigned sniff : 1;            /* no request yet: the HTTP/2 preface (prior knowledge) is recognised */
     unsigned tls_open : 1;         /* the TLS handshake is done */
     unsigned flush_armed : 1;
+    unsigned peer_eof : 1;         /* the client half-closed after a complete request: answered, then closed */
+    unsigned out_paused : 1;       /* over the output budget: no request is read or parsed until it drains */
+    unsigned stalled : 1;          /* the timer runs for a client that does not read its replies */
+    unsigned deadline_armed : 1;   /* the timer runs for the request-head or request-body deadline */
+    uint64_t req_start_ms;         /* the current request's first byte was taken (its head deadline runs) */
+    uint64_t body_start_ms;        /* ... and its head was complete (its body deadline runs); 0 = not yet */
     vsr_tls_t *tls;                /* a TLS listener's: between the socket and the protocol */
     h2_sess_t *h2;                 /* the connection speaks HTTP/2: every request is a stream of it */
 };
@@ -163,6 +172,41 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
 
 static void set_reading(conn_t *c, int on);
 
+/* A client that does not read what it is sent: past WQ_HIGH queued bytes the
+ * upstream read is paused (or, between requests, no further request is
+ * taken), and the client has the listener's timeout to drain below WQ_LOW;
+ * then the connection is closed (a response in flight is visibly cut, its
+ * upstream call cancelled).  Queued memory per connection stays about
+ * WQ_HIGH plus one upstream read. */
+static void stall_cb(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    if (!c->stalled)
+        return;
+    vsr_metrics_client_timeout(c->w->metrics, "write");
+    vsr_log_debug("gateway", "client read nothing of %zu queued bytes for %llu ms: closing", c->wq_bytes,
+                  (unsigned long long)c->l->conf->timeout_ms);
+    conn_close(c);
+}
+
+static void stall_arm(conn_t *c)
+{
+    if (c->stalled || c->closing || c->doomed || c->lingering)
+        return;
+    c->stalled = 1;
+    c->deadline_armed = 0;
+    uv_timer_start(&c->timer, stall_cb, c->l->conf->timeout_ms, 0);
+}
+
+static void stall_clear(conn_t *c)
+{
+    if (!c->stalled)
+        return;
+    c->stalled = 0;
+    if (!c->closing && !c->doomed && !c->lingering)
+        uv_timer_stop(&c->timer);
+}
+
 /* The final reply is written: send FIN and drain what the client still sends
  * (the rest of a rejected body) until it closes or LINGER_MS pass.  Closing
  * with unread input would make the kernel answer with RST, and the client
@@ -172,6 +216,7 @@ static void conn_linger(conn_t *c)
     if (c->closing || c->lingering)
         return;
     c->lingering = 1;
+    c->stalled = 0;
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_cb) < 0) {
         conn_close(c);
@@ -193,12 +238,21 @@ static void write_cb(uv_write_t *uw, int status)
         conn_close(c); /* the client went away: cancels the upstream call */
         return;
     }
-    if (c->req && c->req->call && c->wq_bytes < WQ_LOW)
+    if (c->req && c->req->call && c->wq_bytes < WQ_LOW) {
+        stall_clear(c);
         vsr_upstream_call_resume(c->req->call);
+    }
     if (c->h2 && c->wq_bytes < WQ_LOW)
         vsr__h2_flush(c->h2);
     if (c->close_after_write && c->wq_bytes == 0)
         conn_linger(c);
+    else if (c->out_paused && c->wq_bytes < WQ_LOW) {
+        /* the client read its replies: its next requests are taken again */
+        c->out_paused = 0;
+        stall_clear(c);
+        set_reading(c, !c->peer_eof && c->pending.len < PENDING_MAX);
+        conn_process(c);
+    }
 }
 
 static void doomed_cb(uv_timer_t *t)
@@ -210,6 +264,7 @@ static void conn_doom(conn_t *c)
 {
     if (!c->closing && !c->doomed) {
         c->doomed = 1;
+        c->stalled = 0;
         uv_timer_start(&c->timer, doomed_cb, 0, 0);
     }
 }
@@ -622,7 +677,7 @@ static void request_finish(request_t *req)
         request_free(req);
         return;
     }
-    int keep = req->keep_alive && !c->close_after_write && !c->w->draining;
+    int keep = req->keep_alive && !c->close_after_write && !c->w->draining && !c->peer_eof;
     vsr__gateway_drain_poke(c->w);
     c->req = NULL;
     c->busy = 0;
@@ -724,6 +779,8 @@ static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h
     return out;
 }
 
+static void flush_timer_cb(uv_timer_t *t);
+
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
     request_t *req = ud;
@@ -789,9 +846,12 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     }
     req->head_sent = 1;
     int no_body = req->is_head || !h->has_body;
+    /* 204 never has a content-length (RFC 9110 §8.6); a 304's is optional and
+     * describes a body that is not there: neither is relayed */
+    int no_length = h->status == 204 || h->status == 304;
     if (req->st) {
         vsr__resp_head_t rh = {.status = h->status, .fields = f, .n_fields = nf,
-                               .content_length = h->chunked ? -1 : h->content_length};
+                               .content_length = h->chunked || no_length ? -1 : h->content_length};
         if (!req->is_head && !h->has_body && h->content_length < 0 && h->status != 204 && h->status != 304)
             rh.content_length = 0;
         req->resp_no_body = no_body;
@@ -805,11 +865,11 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     for (size_t i = 0; i < nf; i++)
         vsr_http_write_header(&b, f[i].name, f[i].value);
     if (req->is_head) {
-        if (h->content_length >= 0)
+        if (h->content_length >= 0 && !no_length)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
         req->resp_no_body = 1;
     } else if (!h->has_body) {
-        if (h->content_length >= 0)
+        if (h->content_length >= 0 && !no_length)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
         else if (h->status != 204 && h->status != 304)
             vsr_buf_append_cstr(&b, "content-length: 0\r\n");
@@ -825,9 +885,16 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     if (!req->keep_alive)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
     vsr_http_write_end_head(&b);
-    /* held: it goes out with the first body bytes or at the end, in one write */
+    /* held: it goes out with body bytes or the end that arrive in the same
+     * read (one write), or else from a zero timer once this callback is over
+     * (flush_timer_cb): the client has the head when the backend has sent it,
+     * even when the body is slow to follow */
     req->held_head = b.data;
     req->held_len = b.len;
+    if (!c->flush_armed && !c->closing) {
+        c->flush_armed = 1;
+        uv_timer_start(&c->flush_timer, flush_timer_cb, 0, 0);
+    }
 }
 
 /* Takes the held response head into a write: the write frees it when done. */
@@ -835,6 +902,11 @@ static size_t take_held_head(request_t *req, wop_t *op, uv_buf_t *buf)
 {
     if (req->held_head == NULL)
         return 0;
+    conn_t *c = req->c;
+    if (c->flush_armed && !c->h2) {
+        c->flush_armed = 0;
+        uv_timer_stop(&c->flush_timer);
+    }
     op->heap = req->held_head;
     *buf = uv_buf_init(req->held_head, (unsigned)req->held_len);
     req->held_head = NULL;
@@ -870,8 +942,10 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
         bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
     }
     conn_write(c, op, bufs, (unsigned)nb);
-    if (!c->closing && req->call && c->wq_bytes > WQ_HIGH)
+    if (!c->closing && req->call && c->wq_bytes > WQ_HIGH) {
         vsr_upstream_call_pause(req->call);
+        stall_arm(c);
+    }
 }
 
 static void up_on_complete(void *ud)
@@ -1451,8 +1525,12 @@ static ssize_t feed(conn_t *c, const char *data, size_t len)
     size_t off = 0;
     if (c->parser == NULL)
         conn_parser(c);
+    if (len && c->req_start_ms == 0 && vsr_http_parser_idle(c->parser))
+        c->req_start_ms = vsr_now_ms(); /* a new request: its head deadline runs */
     while (off < len && !c->busy) {
         ssize_t n = vsr_http_parser_execute(c->parser, data + off, len - off);
+        if (c->req && c->body_start_ms == 0)
+            c->body_start_ms = vsr_now_ms(); /* its head is in: the body deadline runs */
         if (n < 0) {
             parse_error(c);
             return -1;
@@ -1483,9 +1561,46 @@ static void set_reading(conn_t *c, int on)
     c->reading = on && !c->closing;
 }
 
+/* A request being received has deadlines that its bytes do not push back
+ * (as nginx's client_header_timeout, and a whole-body client_body_timeout):
+ * its head within header_timeout of its first byte, its body within
+ * body_timeout of the head's end.  0 = none. */
+static uint64_t recv_deadline(const conn_t *c)
+{
+    const vsr_listener_conf_t *lc = c->l->conf;
+    if (c->req && c->body_start_ms)
+        return lc->body_timeout_ms ? c->body_start_ms + lc->body_timeout_ms : 0;
+    if (c->req_start_ms)
+        return lc->header_timeout_ms ? c->req_start_ms + lc->header_timeout_ms : 0;
+    return 0;
+}
+
+/* The deadline passed: 408 (the client may still read it), then close. */
+static void recv_timeout(conn_t *c)
+{
+    const char *phase = c->req ? "body" : "header";
+    vsr_metrics_client_timeout(c->w->metrics, phase);
+    if (c->req) {
+        c->req->resp_status = 408;
+        c->req->flags = "LR";
+        c->req->finished = 1;
+        request_free(c->req);
+        c->req = NULL;
+    }
+    reply_error_on(c, NULL, 408, "invalid_request_error", "request_timeout",
+                   c->body_start_ms ? VSR_SLICE_LIT("the request body was not received in time")
+                                    : VSR_SLICE_LIT("the request head was not received in time"),
+                   NULL, 0, 1);
+}
+
 static void idle_timer_cb(uv_timer_t *t)
 {
     conn_t *c = t->data;
+    if (c->deadline_armed && !c->busy && !c->h2) {
+        c->deadline_armed = 0;
+        recv_timeout(c);
+        return;
+    }
     if (c->h2) {
         /* HTTP/2: idle means no stream in flight for the listener's timeout */
         if (vsr__h2_active(c->h2)) {
@@ -1521,18 +1636,54 @@ static void memory_released(worker_t *w)
         uv_timer_start(&w->trim_timer, trim_cb, TRIM_DELAY_MS, 0);
 }
 
-/* Waiting for the next request: the parser goes back, the idle timeout runs. */
+/* Waiting for the next request (the parser goes back) or for the rest of
+ * one: the idle timeout runs, or the request's deadline when it is sooner. */
 static void idle_arm(conn_t *c)
 {
     parser_release(c);
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    uint64_t ms = c->l->conf->timeout_ms;
+    c->stalled = 0;
+    c->deadline_armed = 0;
+    if (c->parser == NULL || vsr_http_parser_idle(c->parser)) {
+        c->req_start_ms = c->body_start_ms = 0;
+    } else {
+        uint64_t dl = recv_deadline(c), now = vsr_now_ms();
+        if (dl && dl - VSR_MIN(dl, now) <= ms) {
+            ms = dl - VSR_MIN(dl, now);
+            c->deadline_armed = 1;
+        }
+    }
+    uv_timer_start(&c->timer, idle_timer_cb, ms, 0);
 }
 
-/* Parses what is pending and answers the next complete request, if any. */
-static void conn_process(conn_t *c)
+/* A complete request: its deadlines end, its answer starts. */
+static void conn_answer(conn_t *c)
 {
-    if (c->closing || c->close_after_write || c->doomed)
+    c->req_start_ms = c->body_start_ms = 0;
+    c->deadline_armed = 0;
+    c->stalled = 0;
+    uv_timer_stop(&c->timer);
+    dispatch(c->req);
+}
+
+static void process_soon_cb(uv_timer_t *t)
+{
+    conn_process(t->data);
+}
+
+#define PROCESS_DEPTH_MAX 16 /* pipelined requests answered in one go (each finish starts the next) */
+
+/* Parses what is pending and answers the next complete request, if any. */
+static void conn_process_now(conn_t *c)
+{
+    if (c->wq_bytes > WQ_HIGH) {
+        /* the client does not read its replies: no request is taken from it
+         * until it drains (write_cb), for at most the listener's timeout */
+        c->out_paused = 1;
+        set_reading(c, 0);
+        stall_arm(c);
         return;
+    }
     if (c->pending.len) {
         ssize_t n = feed(c, c->pending.data, c->pending.len);
         if (n < 0)
@@ -1540,12 +1691,30 @@ static void conn_process(conn_t *c)
         vsr_buf_consume(&c->pending, (size_t)n);
     }
     if (c->busy) {
-        uv_timer_stop(&c->timer);
-        dispatch(c->req);
+        conn_answer(c);
         return;
     }
     idle_arm(c);
-    set_reading(c, 1);
+    set_reading(c, !c->peer_eof);
+}
+
+static void conn_process(conn_t *c)
+{
+    if (c->closing || c->close_after_write || c->doomed)
+        return;
+    worker_t *w = c->w;
+    if (w->process_depth >= PROCESS_DEPTH_MAX) {
+        /* answers made at once start the next request from their finish:
+         * past a few, the rest goes on from the loop, so a long pipeline
+         * neither grows the stack nor keeps the worker from its other
+         * connections */
+        c->stalled = c->deadline_armed = 0;
+        uv_timer_start(&c->timer, process_soon_cb, 0, 0);
+        return;
+    }
+    w->process_depth++;
+    conn_process_now(c);
+    w->process_depth--;
 }
 
 static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -1612,7 +1781,7 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             return;
         }
     }
-    if (!c->busy && c->pending.len == 0) {
+    if (!c->busy && !c->out_paused && c->pending.len == 0) {
         ssize_t n = feed(c, data, nread);
         if (n < 0)
             return;
@@ -1621,14 +1790,14 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             return;
         }
         if (c->busy) {
-            uv_timer_stop(&c->timer);
-            dispatch(c->req);
+            conn_answer(c);
         } else {
             idle_arm(c);
         }
         return;
     }
-    /* a request is being answered: hold pipelined bytes, within bounds */
+    /* a request is being answered, or its replies are backed up: hold
+     * pipelined bytes, within bounds */
     if (vsr_buf_append(&c->pending, data, nread) != VSR_OK) {
         conn_close(c);
         return;
@@ -1691,6 +1860,15 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             else
                 set_reading(c, 0); /* write_cb lingers, which sees the EOF again */
         }
+        return;
+    }
+    if (nread == UV_EOF && c->busy && c->req && !c->h2) {
+        /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
+         * the client still reads, so the request is answered, then the
+         * connection closes */
+        c->peer_eof = 1;
+        c->req->keep_alive = 0;
+        set_reading(c, 0);
         return;
     }
     if (nread < 0) {
@@ -1757,12 +1935,100 @@ static void reject_close_cb(uv_handle_t *h)
     vsr_free(h);
 }
 
+#define ACCEPT_BACKOFF_MS 200      /* a listener stops accepting this long after a failed accept */
+#define ACCEPT_LOG_INTERVAL_MS 5000 /* failed accepts are logged at most this often per worker */
+
+void vsr__gateway_reserve_fd(worker_t *w)
+{
+    if (w->reserve_fd < 0)
+        w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* Out of descriptors, libuv retries accept() at once, in a loop that only a
+ * successful accept or an empty backlog ends; its own spare descriptor is
+ * one per loop and another worker's thread can take it between its close
+ * and its accept.  So a descriptor is given up here — the worker's reserve,
+ * else one of its idle connections, else its newest one — for the next
+ * accept to succeed; the listener backs off, and the connection accepted
+ * meanwhile is held (not taken with uv_accept, so libuv stops polling the
+ * listener) until the back-off timer takes it. */
+static void accept_failed(listener_t *l, int status)
+{
+    worker_t *w = l->w;
+    const char *reason = status == UV_EMFILE ? "emfile" : status == UV_ENFILE ? "enfile" : "other";
+    vsr_metrics_accept_error(w->metrics, reason);
+    uint64_t now = vsr_now_ms();
+    w->accept_unlogged++;
+    if (w->accept_log_ms == 0 || now - w->accept_log_ms >= ACCEPT_LOG_INTERVAL_MS) {
+        vsr_log_warn("gateway", "worker %u, listener %s: accept failed %u time(s): %s; backing off %d ms", w->id,
+                     l->conf->name, w->accept_unlogged, uv_strerror(status), ACCEPT_BACKOFF_MS);
+        w->accept_log_ms = now;
+        w->accept_unlogged = 0;
+    }
+    if (!l->paused) {
+        l->paused = 1;
+        uv_timer_start(&l->backoff, vsr__gateway_accept_backoff_cb, ACCEPT_BACKOFF_MS, 0);
+    }
+    if (status == UV_EMFILE || status == UV_ENFILE) {
+        if (w->reserve_fd >= 0) {
+            close(w->reserve_fd);
+            w->reserve_fd = -1;
+            return;
+        }
+        conn_t *victim = NULL; /* the oldest idle one: the newest may be the client that just got in */
+        for (conn_t *c = w->conns; c; c = c->next)
+            if (!c->closing && !c->req && !c->busy && !(c->h2 && vsr__h2_active(c->h2)))
+                victim = c;
+        if (victim == NULL)
+            victim = w->conns;
+        if (victim) {
+            conn_close(victim); /* its descriptor is closed now, its memory in the close callback */
+            return;
+        }
+    }
+    /* nothing of ours to give up (another thread frees one), or an error a
+     * descriptor does not cure: libuv calls again at once, so each call
+     * costs a millisecond rather than a spinning core */
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+void vsr__gateway_accept_backoff_cb(uv_timer_t *t)
+{
+    listener_t *l = t->data;
+    worker_t *w = l->w;
+    l->paused = 0;
+    vsr__gateway_reserve_fd(w);
+    if (!l->held)
+        return; /* libuv still polls the listener */
+    l->held = 0;
+    if (w->reserve_fd < 0) {
+        /* still out of descriptors: the held connection is refused, which
+         * frees one for the reserve; uv_accept lets libuv poll again */
+        uv_tcp_t *tcp = vsr_malloc(sizeof(*tcp));
+        uv_tcp_init(&w->loop, tcp);
+        if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)tcp) == 0)
+            uv_tcp_close_reset(tcp, reject_close_cb);
+        else
+            uv_close((uv_handle_t *)tcp, reject_close_cb);
+        vsr__gateway_reserve_fd(w);
+        return;
+    }
+    vsr__gateway_on_connection((uv_stream_t *)&l->tcp, 0);
+}
+
 void vsr__gateway_on_connection(uv_stream_t *server, int status)
 {
     listener_t *l = server->data;
     worker_t *w = l->w;
-    if (status < 0)
+    if (status < 0) {
+        accept_failed(l, status);
         return;
+    }
+    if (l->paused) {
+        l->held = 1; /* taken when the back-off ends: until then libuv stops polling this listener */
+        return;
+    }
     if (atomic_fetch_add(l->active, 1) >= l->conf->max_connections) {
         /* over the limit: refuse this one without touching the others */
         atomic_fetch_sub(l->active, 1);
@@ -1962,8 +2228,21 @@ static void flush_timer_cb(uv_timer_t *t)
 {
     conn_t *c = t->data;
     c->flush_armed = 0;
-    if (c->h2 && !c->closing)
+    if (c->closing)
+        return;
+    if (c->h2) {
         vsr__h2_flush(c->h2);
+    } else if (c->req && c->req->held_head) {
+        /* HTTP/1.1: a response head no body bytes followed in the same read */
+        wop_t *op = wop_get(c);
+        uv_buf_t ub;
+        take_held_head(c->req, op, &ub);
+        conn_write(c, op, &ub, 1);
+        if (c->req->call && c->wq_bytes > WQ_HIGH) {
+            vsr_upstream_call_pause(c->req->call);
+            stall_arm(c);
+        }
+    }
 }
 
 void vsr__conn_flush_soon(conn_t *c)

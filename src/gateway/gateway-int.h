@@ -29,6 +29,9 @@ typedef struct {
     int management;      /* the management API listener */
     int metrics;         /* the metrics listener */
     vsr_tls_ctx_t *tls;  /* listeners[].tls: the gateway's, shared by every worker; NULL = plain */
+    uv_timer_t backoff;  /* accepting pauses after a failed accept (out of descriptors) */
+    int paused;          /* backing off: a connection libuv accepts meanwhile is held, not taken */
+    int held;            /* ... one is held: libuv polls the listener again once it is taken */
 } listener_t;
 
 struct worker_s {
@@ -60,6 +63,10 @@ struct worker_s {
     uv_timer_t drain_deadline;   /* the drain timeout: then whatever is left is closed */
     uv_timer_t drain_check;      /* a zero timer: "is anything still in flight?" */
     uv_timer_t trim_timer;       /* freed connection memory goes back to the system (conn.c) */
+    int reserve_fd;              /* a descriptor given up when accept fails for want of one (conn.c) */
+    uint64_t accept_log_ms;      /* failed accepts are logged once per interval ... */
+    unsigned accept_unlogged;    /* ... with the count since */
+    unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
@@ -145,6 +152,9 @@ vsr_engine_t *vsr__gateway_pin(vsr_gateway_t *gw);
 
 /* conn.c */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);
+void vsr__gateway_accept_backoff_cb(uv_timer_t *t); /* a listener's back-off is over */
+/* The worker's reserve descriptor: opened when it is missing (-1 stays when it cannot be). */
+void vsr__gateway_reserve_fd(worker_t *w);
 void vsr__gateway_close_all(worker_t *w);
 /* 1 while some connection of the worker has a request or a reply in flight */
 int vsr__gateway_busy(worker_t *w);

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ static int bind_listener(worker_t *w, listener_t *l)
     }
     uv_tcp_init(&w->loop, &l->tcp);
     l->tcp.data = l;
+    uv_timer_init(&w->loop, &l->backoff);
+    l->backoff.data = l;
     l->bound = 1;
     int rc = uv_tcp_open(&l->tcp, fd);
     if (rc == 0)
@@ -76,8 +79,10 @@ static void close_noop(uv_handle_t *h)
 static void close_listeners(worker_t *w)
 {
     for (size_t i = 0; i < w->n_listeners; i++)
-        if (w->listeners[i].bound && !uv_is_closing((uv_handle_t *)&w->listeners[i].tcp))
-            uv_close((uv_handle_t *)&w->listeners[i].tcp, close_noop);
+        if (w->listeners[i].bound && !uv_is_closing((uv_handle_t *)&w->listeners[i].tcp)) {
+            uv_close((uv_handle_t *)&w->listeners[i].tcp, close_noop); /* a held connection closes with it */
+            uv_close((uv_handle_t *)&w->listeners[i].backoff, close_noop);
+        }
 }
 
 /* Closes everything the worker holds; its loop then ends. */
@@ -206,6 +211,8 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     w->trim_timer.data = w;
     pthread_mutex_init(&w->async_mu, NULL);
     vsr_buf_init(&w->start_err, 4096);
+    w->reserve_fd = -1;
+    vsr__gateway_reserve_fd(w);
     w->metrics = vsr_metrics_shard(gw->opts.metrics, id);
     size_t n = gw->n_listeners;
     w->n_listeners = n + (gw->management_enabled ? 1 : 0) + (gw->opts.metrics_port ? 1 : 0);
@@ -238,6 +245,8 @@ static void worker_free(worker_t *w)
     int rc = uv_loop_close(&w->loop);
     VSR_BUG_ON(rc != 0);
     vsr_buf_free(&w->start_err);
+    if (w->reserve_fd >= 0)
+        close(w->reserve_fd);
     pthread_mutex_destroy(&w->async_mu);
     vsr_free(w->listeners);
     vsr_free(w);
@@ -252,6 +261,34 @@ static void stop_and_join(vsr_gateway_t *gw, unsigned n)
         pthread_join(gw->workers[i]->thread, NULL);
         worker_free(gw->workers[i]);
     }
+}
+
+/* Descriptors: the soft limit is raised to the hard one, and a warning says
+ * when the listeners' max_connections cannot all be open at once (each client
+ * connection may hold an upstream one too).  Past the limit accepting backs
+ * off (conn.c), so this only tells the operator early. */
+static void check_fd_limit(const vsr_gateway_t *gw)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur != RLIM_INFINITY && (rl.rlim_max == RLIM_INFINITY || rl.rlim_cur < rl.rlim_max)) {
+        struct rlimit raised = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            rl = raised;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY)
+        return;
+    uint64_t conns = 0;
+    for (size_t i = 0; i < gw->n_listeners; i++)
+        conns += gw->listeners[i].max_connections;
+    uint64_t need = 2 * conns + 64 + 8 * (uint64_t)gw->n_workers; /* + the process's own and each worker's */
+    if (need > (uint64_t)rl.rlim_cur)
+        vsr_log_warn("gateway",
+                     "the listeners allow %llu connections (each may need an upstream one: %llu descriptors) but "
+                     "RLIMIT_NOFILE is %llu: raise it (ulimit -n, LimitNOFILE=) or lower max_connections; "
+                     "at the limit accepting backs off",
+                     (unsigned long long)conns, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
 }
 
 static char *dup_or_null(const char *s)
@@ -401,6 +438,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_connections = 256,
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,
+        .header_timeout_ms = VSR_DEFAULT_HEADER_TIMEOUT_MS,
+        .body_timeout_ms = VSR_DEFAULT_BODY_TIMEOUT_MS,
     };
     gw->n_listeners = cfg->n_listeners;
     gw->listeners = vsr_calloc(cfg->n_listeners ? cfg->n_listeners : 1, sizeof(vsr_listener_conf_t));
@@ -419,6 +458,8 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .max_connections = 1024,
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,
+        .header_timeout_ms = VSR_DEFAULT_HEADER_TIMEOUT_MS,
+        .body_timeout_ms = VSR_DEFAULT_BODY_TIMEOUT_MS,
     };
     const vsr_listener_conf_t **all = vsr_calloc(gw->n_listeners + 2, sizeof(*all));
     size_t n_all = 0;
@@ -459,6 +500,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         vsr_buf_free(&msg);
     }
 
+    check_fd_limit(gw);
     unsigned created = 0;
     for (; created < workers; created++) {
         worker_t *w = worker_new(gw, created);

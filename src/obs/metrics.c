@@ -76,7 +76,8 @@ static const hist_spec_t routing_hist = {VSR_ARRAY_LEN(routing_bounds), routing_
 #define MAX_BUCKETS 32 /* >= every spec's n + 1 */
 
 /* The families whose series live in the shards' tables, in render order. */
-enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_COUNT };
+enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
+       F_CLIENT_TIMEOUT, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -104,6 +105,12 @@ static const family_t families[F_COUNT] = {
                     NULL, 1, {"model"}},
     [F_TOKENS] = {"vsr_tokens_total", "Tokens reported by streamed responses' usage, by model and type (prompt, completion).",
                   NULL, 2, {"model", "type"}},
+    [F_ACCEPT_ERR] = {"vsr_accept_errors_total",
+                      "Failed accepts on a listener, by reason (emfile, enfile, other); each backs the listener off.",
+                      NULL, 1, {"reason"}},
+    [F_CLIENT_TIMEOUT] = {"vsr_client_timeouts_total",
+                          "Client connections ended because the client was too slow, by phase (header, body, write).",
+                          NULL, 1, {"reason"}},
 };
 
 /* ---- series and shards ---- */
@@ -502,6 +509,20 @@ void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model)
     if (s == NULL)
         return;
     count1(s, F_OVERFLOW, intern(s->m, D_MODEL, model), NULL, NULL);
+}
+
+void vsr_metrics_accept_error(vsr_metrics_shard_t *s, const char *reason)
+{
+    if (s == NULL)
+        return;
+    count1(s, F_ACCEPT_ERR, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
+}
+
+void vsr_metrics_client_timeout(vsr_metrics_shard_t *s, const char *reason)
+{
+    if (s == NULL)
+        return;
+    count1(s, F_CLIENT_TIMEOUT, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
 }
 
 void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion)

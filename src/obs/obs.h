@@ -203,6 +203,10 @@ void vsr_metrics_fallback(vsr_metrics_shard_t *s, vsr_slice_t from_model, vsr_sl
 void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model);
 /* Token counts a response reported (vsr_tokens_total{model,type}). */
 void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion);
+/* A failed accept (vsr_accept_errors_total{reason}: "emfile", "enfile", "other"). */
+void vsr_metrics_accept_error(vsr_metrics_shard_t *s, const char *reason);
+/* A client connection ended for slowness (vsr_client_timeouts_total{reason}: "header", "body", "write"). */
+void vsr_metrics_client_timeout(vsr_metrics_shard_t *s, const char *reason);
 /* Gauges owned by the shard: add +1 / -1. */
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
