@@ -333,9 +333,11 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box);
 
 /* cfg_snapshot.c: what redaction hides.  A key whose value is a secret
  * wherever it appears; a header name whose extra_headers value is not one;
- * a printer path that names an extra_headers map. */
+ * a printer path that names an extra_headers map; a header_mutation entry
+ * whose value is one. */
 int vsr__cfg_secret_key(const char *key);
 int vsr__cfg_header_harmless(const char *name);
 int vsr__cfg_under_extra_headers(const char *path);
+int vsr__cfg_header_entry_secret(const char *path, const cfg_node_t *map);
 
 #endif /* VSR_CFG_INTERNAL_H */

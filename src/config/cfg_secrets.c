@@ -110,6 +110,7 @@ static void walk(vet_t *t, cfg_node_t *n, const cfg_node_t *act, char *path, siz
     if (n->kind != CFG_NODE_MAP)
         return;
     int headers = l >= 13 && strcmp(path + l - 13, "extra_headers") == 0;
+    int entry_secret = vsr__cfg_header_entry_secret(path, n);
     for (size_t i = 0; i < n->n; i++) {
         const cfg_node_t *k = n->items[2 * i];
         cfg_node_t **slot = &n->items[2 * i + 1];
@@ -117,7 +118,8 @@ static void walk(vet_t *t, cfg_node_t *n, const cfg_node_t *act, char *path, siz
             continue;
         const cfg_node_t *a = act && act->kind == CFG_NODE_MAP ? vsr__cfg_map_get(act, k->str) : NULL;
         snprintf(path + l, plen - l, "%s%s", l ? "." : "", k->str);
-        if (vsr__cfg_secret_key(k->str) || (headers && !vsr__cfg_header_harmless(k->str))) {
+        if (vsr__cfg_secret_key(k->str) || (headers && !vsr__cfg_header_harmless(k->str)) ||
+            (entry_secret && strcmp(k->str, "value") == 0)) {
             secret_value(t, slot, a, path, plen);
         } else if (k->len > 4 && strcmp(k->str + k->len - 4, "_env") == 0 && (*slot)->kind == CFG_NODE_SCALAR &&
                    (*slot)->type == CFG_STR) {

@@ -454,6 +454,7 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
     vsr_buf_append(b, "{", 1);
     int first = 1;
     size_t l = strlen(path);
+    int entry_secret = p->redact && vsr__cfg_header_entry_secret(path, n);
     for (size_t i = 0; i < n->n; i++) {
         const cfg_node_t *k = n->items[2 * i], *v = n->items[2 * i + 1];
         vsr_buf_append_cstr(b, first ? "" : ",");
@@ -461,7 +462,7 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
         indent(b, depth + 1);
         put_string(b, vsr_slice(k->str, k->len));
         vsr_buf_append_cstr(b, ": ");
-        if (p->redact && (vsr__cfg_secret_key(k->str) ||
+        if (p->redact && (vsr__cfg_secret_key(k->str) || (entry_secret && strcmp(k->str, "value") == 0) ||
                           (vsr__cfg_under_extra_headers(path) && !vsr__cfg_header_harmless(k->str)))) {
             put_redacted(p, v, depth + 1);
             continue;
@@ -475,6 +476,21 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
     if (!first)
         indent(b, depth);
     vsr_buf_append(b, "}", 1);
+}
+
+/* A header_mutation entry ({name, value} in a plugin configuration's add,
+ * update or set list; path in the printer's "x[]" or the vet's "x[3]" form):
+ * its value is a secret unless the header is known to be harmless. */
+int vsr__cfg_header_entry_secret(const char *path, const cfg_node_t *map)
+{
+    const char *last = strrchr(path, '.');
+    if (last == NULL || strstr(path, ".configuration.") == NULL || vsr__cfg_map_get(map, "value") == NULL)
+        return 0;
+    last++;
+    if (strncmp(last, "add[", 4) != 0 && strncmp(last, "update[", 7) != 0 && strncmp(last, "set[", 4) != 0)
+        return 0;
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    return name == NULL || name->kind != CFG_NODE_SCALAR || !vsr__cfg_header_harmless(name->str);
 }
 
 /* 1 when path (dotted, "[]" for list items) names an extra_headers map. */

@@ -177,6 +177,8 @@ def test_get_put_round_trip_keeps_the_secrets(vsr, fakellm):
     assert be["extra_headers"]["X-Auth"] == "<redacted>" and be["extra_headers"]["X-Signature"] == "<redacted>"
     assert be["extra_headers"]["x-team"] == "blue"
     assert got["listeners"][0]["api_keys"] == ["<redacted>", "<redacted>"]
+    # a header_mutation value is a header value too
+    assert got["routing"]["decisions"][0]["plugins"][0]["configuration"]["add"][0]["value"] == "<redacted>"
 
     # the same document back: nothing changes
     r = httpx.put(v.api.url + "/api/v1/config", json=got, timeout=30)
