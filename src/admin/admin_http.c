@@ -168,12 +168,18 @@ static void get_config(vsr_admin_t *a, vsr_admin_response_t *r)
     r->status = 200;
     vsr_buf_printf(&r->body, "{\"config_version\":%llu,\"hash\":\"%s\",\"source\":\"%s\",\"activated_at\":\"%s\",\"document\":",
                    (unsigned long long)v->version, v->hash, v->source, ts);
+    put_etag(r, v->version);
+    /* a copy: the lock is not held while the document is rendered */
+    size_t len = v->len;
+    char *doc = vsr_malloc(len + 1);
+    memcpy(doc, v->doc, len + 1);
+    pthread_mutex_unlock(&a->state_mu);
     /* secrets never leave through the API: the document comes back redacted */
-    if (vsr_config_print("active", v->doc, v->len, NULL, 1, &r->body) != VSR_OK)
+    if (vsr_config_print("active", doc, len, NULL, 1, &r->body) != VSR_OK)
         vsr_buf_append_cstr(&r->body, "null");
     vsr_buf_append_cstr(&r->body, "}");
-    put_etag(r, v->version);
-    pthread_mutex_unlock(&a->state_mu);
+    memset(doc, 0, len);
+    vsr_free(doc);
 }
 
 static void get_versions(vsr_admin_t *a, vsr_admin_response_t *r)
