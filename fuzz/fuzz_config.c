@@ -220,6 +220,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(rc == VSR_ERR_INVALID && c == NULL, "failure");
         check_errors(&err);
     }
+    /* the vetting of a submitted document, against itself as the active one
+     * (every placeholder has a counterpart, unless the counterpart is one) */
+    vsr_buf_t resolved, canon, verr;
+    vsr_buf_init(&resolved, 0);
+    vsr_buf_init(&canon, 0);
+    vsr_buf_init(&verr, 1 << 20);
+    vsr_config_vet_t vet = {.active = (const char *)data, .active_len = size, .env_check = 1};
+    rc = vsr_config_vet("fuzz.yaml", (const char *)data, size, &vet, &resolved, &verr);
+    check(rc == VSR_OK || (rc == VSR_ERR_INVALID && verr.len > 0), "vet: ok, or says why");
+    if (rc == VSR_ERR_INVALID)
+        check_errors(&verr);
+    if (rc == VSR_OK && resolved.len > 0)
+        check(vsr_config_canonical("resolved", resolved.data, resolved.len, &canon, &verr) == VSR_OK,
+              "a resolved document parses");
+    vsr_buf_free(&resolved);
+    vsr_buf_free(&canon);
+    vsr_buf_free(&verr);
     vsr_buf_free(&err);
     return 0;
 }

@@ -3,6 +3,7 @@
 #define VSR_ADMIN_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "admin/admin.h"
 
@@ -11,14 +12,30 @@ typedef struct admin_watch_s admin_watch_t;
 struct vsr_admin_s {
     vsr_admin_hooks_t hooks;
     int audit_fd;                  /* -1: no audit log */
-    pthread_mutex_t mu;            /* serializes activations; guards everything below */
-    vsr_config_history_t hist;
-    vsr_engine_t *active;          /* a reference to the active version */
+    char *token;                   /* the management API's bearer token; NULL = none */
+    atomic_int refs;               /* the owner's and one per job thread */
+    atomic_uint jobs;              /* management calls on their threads now */
+    atomic_int watch_busy;         /* a thread is applying the file ... */
+    atomic_int watch_again;        /* ... and should read it once more */
+    pthread_mutex_t mu;            /* serializes activations (held for a whole apply) */
+    pthread_mutex_t state_mu;      /* guards what answers read, below; held briefly, never across an apply */
+    vsr_config_history_t hist;     /* written under both locks */
+    vsr_engine_t *active;          /* a reference to the active version; written under both locks */
     char last_source_hash[VSR_CONFIG_HASH_LEN]; /* the last document any source submitted */
     int last_rejected;             /* ... and whether it was NACKed */
     char last_code[32];
+    char **env_names;              /* *_env values the configuration files named (under mu) */
+    size_t n_env_names;
+    pthread_mutex_t hook_mu;       /* guards closed; held while activate and outcome run */
+    int closed;                    /* vsr_admin_close: no hook runs any more */
     admin_watch_t *watch;
 };
+
+/* Drops a reference; the last one frees the admin. */
+void vsr__admin_unref(vsr_admin_t *a);
+/* Runs fn(arg) on a new detached thread holding a reference to a. */
+int vsr__admin_spawn(vsr_admin_t *a, void *(*fn)(void *), void *arg);
+int vsr__admin_closed(vsr_admin_t *a);
 
 /* "2026-01-02T03:04:05.678Z" */
 void vsr__admin_rfc3339(double t, char out[64]);

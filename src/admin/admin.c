@@ -16,9 +16,11 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <strings.h>
 #include <unistd.h>
 
-#define MAX_DOC_BYTES (16u * 1024 * 1024)
+#define MAX_DOC_BYTES VSR_CONFIG_MAX_DOCUMENT_BYTES
+#define LOCK_WAIT_S 10         /* how long a bounded apply waits for the one before it */
 
 void vsr__admin_rfc3339(double t, char out[64])
 {
@@ -43,30 +45,100 @@ vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_
     vsr_admin_t *a = vsr_calloc(1, sizeof(*a));
     a->hooks = *hooks;
     a->audit_fd = fd;
+    atomic_init(&a->refs, 1);
+    atomic_init(&a->jobs, 0);
+    atomic_init(&a->watch_busy, 0);
+    atomic_init(&a->watch_again, 0);
     pthread_mutex_init(&a->mu, NULL);
+    pthread_mutex_init(&a->state_mu, NULL);
+    pthread_mutex_init(&a->hook_mu, NULL);
     vsr_config_history_init(&a->hist);
     return a;
 }
 
-void vsr_admin_free(vsr_admin_t *a)
+void vsr__admin_unref(vsr_admin_t *a)
 {
-    if (a == NULL)
+    if (atomic_fetch_sub(&a->refs, 1) != 1)
         return;
     VSR_BUG_ON(a->watch != NULL);
     vsr_engine_unref(a->active);
     vsr_config_history_free(&a->hist);
     if (a->audit_fd >= 0)
         close(a->audit_fd);
+    for (size_t i = 0; i < a->n_env_names; i++)
+        vsr_free(a->env_names[i]);
+    vsr_free(a->env_names);
+    if (a->token) {
+        memset(a->token, 0, strlen(a->token));
+        vsr_free(a->token);
+    }
     pthread_mutex_destroy(&a->mu);
+    pthread_mutex_destroy(&a->state_mu);
+    pthread_mutex_destroy(&a->hook_mu);
     vsr_free(a);
+}
+
+void vsr_admin_free(vsr_admin_t *a)
+{
+    if (a == NULL)
+        return;
+    vsr_admin_close(a);
+    vsr__admin_unref(a);
+}
+
+void vsr_admin_set_token(vsr_admin_t *a, const char *token)
+{
+    VSR_BUG_ON(a->token != NULL);
+    a->token = token && token[0] ? vsr_strdup(token) : NULL;
+}
+
+void vsr_admin_close(vsr_admin_t *a)
+{
+    pthread_mutex_lock(&a->hook_mu);
+    a->closed = 1;
+    pthread_mutex_unlock(&a->hook_mu);
+}
+
+int vsr__admin_closed(vsr_admin_t *a)
+{
+    pthread_mutex_lock(&a->hook_mu);
+    int closed = a->closed;
+    pthread_mutex_unlock(&a->hook_mu);
+    return closed;
+}
+
+int vsr__admin_spawn(vsr_admin_t *a, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&a->refs, 1); /* the thread's: dropped by fn at its end */
+    int rc = pthread_create(&t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_fetch_sub(&a->refs, 1);
+        return VSR_ERR;
+    }
+    return VSR_OK;
 }
 
 vsr_engine_t *vsr_admin_active(vsr_admin_t *a)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(&a->state_mu);
     vsr_engine_t *e = a->active ? vsr_engine_ref(a->active) : NULL;
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&a->state_mu);
     return e;
+}
+
+/* The hooks that reach into the composition root never run once it has
+ * closed the admin (it may be gone by then). */
+static void outcome(vsr_admin_t *a, const char *result)
+{
+    pthread_mutex_lock(&a->hook_mu);
+    if (!a->closed && a->hooks.outcome)
+        a->hooks.outcome(a->hooks.ud, result);
+    pthread_mutex_unlock(&a->hook_mu);
 }
 
 void vsr_admin_result_free(vsr_admin_result_t *res)
@@ -127,19 +199,41 @@ static void nack(vsr_admin_t *a, vsr_admin_result_t *res, const char *source, co
     res->code = code;
     if (flags & VSR_ADMIN_DRY_RUN)
         return;
+    pthread_mutex_lock(&a->state_mu);
     snprintf(a->last_code, sizeof(a->last_code), "%s", code);
     a->last_rejected = 1;
+    pthread_mutex_unlock(&a->state_mu);
     char reason[1200];
     size_t elen = res->errors.len;
     int n = snprintf(reason, sizeof(reason), "%s: %.*s", code, (int)VSR_MIN(elen, 1024), res->errors.data ? res->errors.data : "");
     audit(a, source, res->version, res->hash, "NACK", reason, n > 0 ? VSR_MIN((size_t)n, sizeof(reason) - 1) : 0);
-    if (a->hooks.outcome)
-        a->hooks.outcome(a->hooks.ud, "nack");
+    outcome(a, "nack");
     if (a->active == NULL) /* the first version: nothing serves */
         vsr_log_warn("admin", "configuration from %s rejected (%s); nothing was started", source, code);
     else
         vsr_log_warn("admin", "configuration from %s rejected (%s); version %llu keeps serving", source, code,
                      (unsigned long long)res->version);
+}
+
+static void set_source_hash(vsr_admin_t *a, const char *hash)
+{
+    pthread_mutex_lock(&a->state_mu);
+    snprintf(a->last_source_hash, sizeof(a->last_source_hash), "%s", hash);
+    pthread_mutex_unlock(&a->state_mu);
+}
+
+/* vsr_config_vet's env_seen: the file's variables are the ones a document
+ * from the management API may name (under mu). */
+static void env_seen(void *ud, const char *name)
+{
+    vsr_admin_t *a = ud;
+    for (size_t i = 0; i < a->n_env_names; i++)
+        if (strcmp(a->env_names[i], name) == 0)
+            return;
+    if (a->n_env_names >= 4096)
+        return;
+    a->env_names = vsr_realloc(a->env_names, (a->n_env_names + 1) * sizeof(char *));
+    a->env_names[a->n_env_names++] = vsr_strdup(name);
 }
 
 static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,
@@ -148,94 +242,156 @@ static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_
     const int dry = (flags & VSR_ADMIN_DRY_RUN) != 0;
     res->version = res->previous = a->active ? vsr_engine_version(a->active) : 0;
 
+    /* 0. bounds: the active version's document size limit (the hard one
+     * before the first), then placeholders and variable names */
+    uint64_t max = a->active ? vsr_engine_config(a->active)->management_max_document_bytes : MAX_DOC_BYTES;
+    if (max == 0 || max > MAX_DOC_BYTES)
+        max = MAX_DOC_BYTES;
+    if (len > max) {
+        vsr_buf_printf(&res->errors, "%s:1:1: the document is larger than %llu bytes "
+                       "(global.services.management_api.max_document_bytes)\n", name, (unsigned long long)max);
+        nack(a, res, source, "invalid_document", flags);
+        return VSR_ERR_INVALID;
+    }
+    const vsr_config_version_t *act = vsr_config_history_active(&a->hist);
+    int from_file = strcmp(source, "file") == 0;
+    vsr_config_vet_t vet = {
+        .active = act ? act->doc : NULL,
+        .active_len = act ? act->len : 0,
+        .env_check = strcmp(source, "api") == 0,
+        .env_allowed = a->env_names,
+        .n_env_allowed = a->n_env_names,
+        .env_seen = from_file && !dry ? env_seen : NULL,
+        .ud = a,
+    };
+    vsr_buf_t resolved;
+    vsr_buf_init(&resolved, 0);
+    if (vsr_config_vet(name, doc, len, &vet, &resolved, &res->errors) != VSR_OK) {
+        vsr_buf_free(&resolved);
+        nack(a, res, source, "invalid_document", flags);
+        return VSR_ERR_INVALID;
+    }
+    if (resolved.len > 0) { /* the placeholders now hold the active secrets */
+        doc = resolved.data;
+        len = resolved.len;
+    }
+
     /* 1. canonical form and hash */
     vsr_buf_t canon;
     vsr_buf_init(&canon, 0);
-    if (len > MAX_DOC_BYTES) {
-        vsr_buf_printf(&res->errors, "%s:1:1: the document is larger than %u bytes\n", name, MAX_DOC_BYTES);
-        nack(a, res, source, "invalid_document", flags);
-        vsr_buf_free(&canon);
-        return VSR_ERR_INVALID;
-    }
+    int rc = VSR_ERR_INVALID;
     if (vsr_config_canonical(name, doc, len, &canon, &res->errors) != VSR_OK) {
         if (!dry) { /* no canonical form: the source's bytes stand for it */
             char raw[VSR_CONFIG_HASH_LEN];
             vsr_config_hash(doc, len, raw);
-            snprintf(a->last_source_hash, sizeof(a->last_source_hash), "%s", raw);
+            set_source_hash(a, raw);
         }
         if (res->errors.len == 0)
             vsr_buf_printf(&res->errors, "%s:1:1: the document is empty\n", name);
         nack(a, res, source, "invalid_document", flags);
-        vsr_buf_free(&canon);
-        return VSR_ERR_INVALID;
+        goto out;
     }
     vsr_config_hash(canon.data, canon.len, res->hash);
     if (!dry)
-        snprintf(a->last_source_hash, sizeof(a->last_source_hash), "%s", res->hash);
+        set_source_hash(a, res->hash);
     if (!dry && !(flags & VSR_ADMIN_FORCE) && a->active && strcmp(vsr_engine_hash(a->active), res->hash) == 0) {
         res->accepted = 1;
         res->unchanged = 1;
+        pthread_mutex_lock(&a->state_mu);
         a->last_rejected = 0;
-        if (a->hooks.outcome)
-            a->hooks.outcome(a->hooks.ud, "unchanged");
-        vsr_buf_free(&canon);
-        return VSR_OK;
+        pthread_mutex_unlock(&a->state_mu);
+        outcome(a, "unchanged");
+        rc = VSR_OK;
+        goto out;
     }
 
     /* 2. parse and validate */
     vsr_config_t *cfg = NULL;
     if (vsr_config_load_string(name, doc, len, &cfg, &res->errors) != VSR_OK) {
         nack(a, res, source, classify(&res->errors), flags);
-        vsr_buf_free(&canon);
-        return VSR_ERR_INVALID;
+        goto out;
     }
     /* 3. what a live process cannot change */
     if (a->active && vsr_config_restart_required(vsr_engine_config(a->active), cfg, &res->errors) > 0) {
         vsr_config_free(cfg);
         nack(a, res, source, "restart_required", flags);
-        vsr_buf_free(&canon);
-        return VSR_ERR_INVALID;
+        goto out;
     }
     /* 4. compile */
     vsr_engine_t *e = vsr_engine_new_from(cfg, a->active, 0, &res->errors);
     if (e == NULL) {
         vsr_config_free(cfg);
         nack(a, res, source, "build_failed", flags);
-        vsr_buf_free(&canon);
-        return VSR_ERR_INVALID;
+        goto out;
     }
     vsr_engine_adopt(e, cfg, res->hash);
     /* 5. warm */
     if (a->hooks.warm && a->hooks.warm(a->hooks.ud, e, dry, &res->errors) != VSR_OK) {
         vsr_engine_unref(e);
         nack(a, res, source, "warmup_failed", flags);
-        vsr_buf_free(&canon);
-        return VSR_ERR_INVALID;
+        goto out;
     }
     if (dry) {
         vsr_engine_unref(e);
         res->accepted = 1;
-        vsr_buf_free(&canon);
-        return VSR_OK;
+        rc = VSR_OK;
+        goto out;
     }
-    /* 6. activate: the version number is handed out only now */
+    /* 6. activate: the version number is handed out only now, and never
+     * once the process is stopping (the swap's hook may be gone) */
+    pthread_mutex_lock(&a->hook_mu);
+    if (a->closed) {
+        pthread_mutex_unlock(&a->hook_mu);
+        vsr_engine_unref(e);
+        vsr_buf_printf(&res->errors, "%s:1:1: the process is stopping\n", name);
+        res->code = "unavailable";
+        goto out;
+    }
+    pthread_mutex_lock(&a->state_mu);
     uint64_t v = vsr_config_history_push(&a->hist, res->hash, source, vsr_wall_time(), canon.data, canon.len);
-    vsr_buf_free(&canon);
     vsr_engine_set_version(e, v);
-    if (a->hooks.activate)
-        a->hooks.activate(a->hooks.ud, e);
     vsr_engine_t *old = a->active;
     a->active = e; /* the admin's reference */
-    res->accepted = 1;
-    res->version = v;
     a->last_rejected = 0;
     a->last_code[0] = '\0';
-    audit(a, source, v, res->hash, "ACK", reason ? reason : "", reason ? strlen(reason) : 0);
+    pthread_mutex_unlock(&a->state_mu);
+    if (a->hooks.activate)
+        a->hooks.activate(a->hooks.ud, e);
     if (a->hooks.outcome)
         a->hooks.outcome(a->hooks.ud, "ack");
+    pthread_mutex_unlock(&a->hook_mu);
+    res->accepted = 1;
+    res->version = v;
+    audit(a, source, v, res->hash, "ACK", reason ? reason : "", reason ? strlen(reason) : 0);
     vsr_log_info("admin", "configuration version %llu active (%s, %s)", (unsigned long long)v, source, res->hash);
     vsr_engine_unref(old);
-    return VSR_OK;
+    rc = VSR_OK;
+out:
+    vsr_buf_free(&canon);
+    vsr_buf_free(&resolved);
+    return rc;
+}
+
+/* The activation lock; a bounded caller waits LOCK_WAIT_S at most (then the
+ * answer is "busy": another change is still in progress). */
+static int lock(vsr_admin_t *a, unsigned flags, vsr_admin_result_t *res)
+{
+    if (!(flags & VSR_ADMIN_BOUNDED)) {
+        pthread_mutex_lock(&a->mu);
+        return VSR_OK;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += LOCK_WAIT_S;
+    if (pthread_mutex_timedlock(&a->mu, &until) == 0)
+        return VSR_OK;
+    pthread_mutex_lock(&a->state_mu);
+    res->version = res->previous = a->active ? vsr_engine_version(a->active) : 0;
+    pthread_mutex_unlock(&a->state_mu);
+    res->code = "busy";
+    vsr_buf_printf(&res->errors, "another configuration change has been in progress for over %d s; try again later\n",
+                   LOCK_WAIT_S);
+    return VSR_ERR;
 }
 
 int vsr_admin_apply(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,
@@ -243,7 +399,8 @@ int vsr_admin_apply(vsr_admin_t *a, const char *name, const char *doc, size_t le
 {
     memset(res, 0, sizeof(*res));
     vsr_buf_init(&res->errors, 1 << 20);
-    pthread_mutex_lock(&a->mu);
+    if (lock(a, flags, res) != VSR_OK)
+        return VSR_ERR_INVALID;
     int rc = apply_locked(a, name, doc, len, source, flags, res, NULL);
     pthread_mutex_unlock(&a->mu);
     return rc;
@@ -253,7 +410,8 @@ int vsr_admin_rollback(vsr_admin_t *a, uint64_t version, vsr_admin_result_t *res
 {
     memset(res, 0, sizeof(*res));
     vsr_buf_init(&res->errors, 1 << 20);
-    pthread_mutex_lock(&a->mu);
+    if (lock(a, VSR_ADMIN_BOUNDED, res) != VSR_OK)
+        return VSR_ERR_INVALID;
     const vsr_config_version_t *v = vsr_config_history_find(&a->hist, version);
     int rc;
     if (v == NULL) {

@@ -14,9 +14,12 @@
  *
  * Threading: vsr_admin_apply() and vsr_admin_handle() may be called from
  * any thread; one lock serializes activations.  A call blocks its thread
- * while it compiles and warms (host names are resolved), so callers run it
- * off any event loop that serves traffic (the gateway uses libuv's thread
- * pool).  The watch belongs to the loop it was started on.
+ * while it compiles and warms (host names are resolved), so event loops hand
+ * management calls to vsr_admin_submit(), which runs each on a detached
+ * thread of its own: no loop, and no shutdown, ever waits for one.  Answers
+ * that only read (GET) take a second, short lock and never wait for an
+ * apply.  The watch belongs to the loop it was started on; it too applies
+ * the file on a thread of its own.
  */
 #ifndef VSR_ADMIN_H
 #define VSR_ADMIN_H
@@ -48,7 +51,15 @@ typedef struct {
 
 /* NULL with a message in err when the audit log cannot be opened. */
 vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_t *opts, vsr_buf_t *err);
-/* After the watch is stopped; drops the admin's reference to the active version. */
+/* The management API's bearer token (copied; NULL = none), for
+ * vsr_admin_check_access.  Before the management listener starts. */
+void vsr_admin_set_token(vsr_admin_t *a, const char *token);
+/* From now on no hook runs (a call still in progress is answered
+ * "unavailable" instead of activating): call it before whatever the hooks
+ * reach goes away.  Idempotent; any thread. */
+void vsr_admin_close(vsr_admin_t *a);
+/* After the watch is stopped: closes, then drops the caller's reference; the
+ * admin (the history, the active version) goes once no call holds it. */
 void vsr_admin_free(vsr_admin_t *a);
 
 typedef struct {
@@ -65,10 +76,15 @@ typedef struct {
 enum {
     VSR_ADMIN_DRY_RUN = 1u << 0, /* validate only (POST /api/v1/config/validate) */
     VSR_ADMIN_FORCE = 1u << 1,   /* a new version even when the content is the active one's (rollback) */
+    VSR_ADMIN_BOUNDED = 1u << 2, /* wait 10 s at most for a change in progress (then NACK "busy") */
 };
 
 /* Runs the pipeline for one document; `name` stands for FILE in messages,
- * `source` is recorded ("file", "api", "rollback").  Fills res (free it with
+ * `source` is recorded ("file", "api", "rollback").  Before anything else:
+ * the size limit (the active version's management_api.max_document_bytes),
+ * then vsr_config_vet: placeholders keep the active secrets, and a document
+ * from "api" may name only environment variables that a "file" document
+ * named.  Fills res (free it with
  * vsr_admin_result_free) and returns VSR_OK on ACK, VSR_ERR_INVALID on NACK. */
 int vsr_admin_apply(vsr_admin_t *a, const char *name, const char *doc, size_t len, const char *source,
                     unsigned flags, vsr_admin_result_t *res);
@@ -106,6 +122,35 @@ int vsr_admin_owns(vsr_slice_t target);
  * vsr_admin_response_free), or 0 when the path is not one of them. */
 int vsr_admin_handle(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *resp);
 void vsr_admin_response_free(vsr_admin_response_t *resp);
+
+/* At most this many management calls run at once (vsr_admin_submit). */
+#define VSR_ADMIN_MAX_JOBS 8
+
+/* Runs vsr_admin_handle(a, req, resp) on a new detached thread, then
+ * done(ud) on that thread.  req (and what it points to) and resp must stay
+ * valid until done runs; the caller owns both.  VSR_OK, or VSR_ERR_TOO_BIG
+ * (VSR_ADMIN_MAX_JOBS are running) or VSR_ERR (closed, no thread): then done
+ * never runs. */
+int vsr_admin_submit(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *resp,
+                     void (*done)(void *ud), void *ud);
+
+/* Who may use the management listener.  Every request on it, probes and
+ * routing preview included, is checked: with a token, "authorization: Bearer
+ * TOKEN" (compared in constant time; else 401); on a loopback bind, Host
+ * must be absent or a loopback name or address with the listener's port,
+ * and Origin, when sent, the listener's own loopback origin (else 403): a
+ * page from elsewhere cannot reach it through DNS rebinding. */
+typedef struct {
+    vsr_slice_t authorization; /* p NULL: absent (likewise below) */
+    vsr_slice_t host;
+    vsr_slice_t origin;
+} vsr_admin_access_t;
+
+/* 1: go on.  0: refused, resp filled (free it with vsr_admin_response_free).
+ * The listener's address and port are the active version's. */
+int vsr_admin_check_access(vsr_admin_t *a, const vsr_admin_access_t *req, vsr_admin_response_t *resp);
+/* 1 when addr (an IP literal) is a loopback address. */
+int vsr_admin_loopback(const char *addr);
 
 /* ---- the file source ---- */
 

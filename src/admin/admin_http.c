@@ -9,6 +9,7 @@
  */
 #include "admin/admin-int.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -111,7 +112,7 @@ static int nack_status(const char *code)
 {
     if (strcmp(code, "restart_required") == 0)
         return 409;
-    if (strcmp(code, "warmup_failed") == 0)
+    if (strcmp(code, "warmup_failed") == 0 || strcmp(code, "busy") == 0 || strcmp(code, "unavailable") == 0)
         return 503;
     if (strcmp(code, "invalid_document") == 0)
         return 400;
@@ -155,10 +156,10 @@ static void put_result(vsr_admin_response_t *r, const vsr_admin_result_t *res, i
 
 static void get_config(vsr_admin_t *a, vsr_admin_response_t *r)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(&a->state_mu);
     const vsr_config_version_t *v = vsr_config_history_active(&a->hist);
     if (v == NULL) {
-        pthread_mutex_unlock(&a->mu);
+        pthread_mutex_unlock(&a->state_mu);
         json_error(r, 503, "server_error", "not_ready", "no configuration is active yet");
         return;
     }
@@ -167,17 +168,23 @@ static void get_config(vsr_admin_t *a, vsr_admin_response_t *r)
     r->status = 200;
     vsr_buf_printf(&r->body, "{\"config_version\":%llu,\"hash\":\"%s\",\"source\":\"%s\",\"activated_at\":\"%s\",\"document\":",
                    (unsigned long long)v->version, v->hash, v->source, ts);
+    put_etag(r, v->version);
+    /* a copy: the lock is not held while the document is rendered */
+    size_t len = v->len;
+    char *doc = vsr_malloc(len + 1);
+    memcpy(doc, v->doc, len + 1);
+    pthread_mutex_unlock(&a->state_mu);
     /* secrets never leave through the API: the document comes back redacted */
-    if (vsr_config_print("active", v->doc, v->len, NULL, 1, &r->body) != VSR_OK)
+    if (vsr_config_print("active", doc, len, NULL, 1, &r->body) != VSR_OK)
         vsr_buf_append_cstr(&r->body, "null");
     vsr_buf_append_cstr(&r->body, "}");
-    put_etag(r, v->version);
-    pthread_mutex_unlock(&a->mu);
+    memset(doc, 0, len);
+    vsr_free(doc);
 }
 
 static void get_versions(vsr_admin_t *a, vsr_admin_response_t *r)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(&a->state_mu);
     const vsr_config_version_t *act = vsr_config_history_active(&a->hist);
     r->status = 200;
     vsr_buf_printf(&r->body, "{\"active_version\":%llu,\"versions\":[", (unsigned long long)(act ? act->version : 0));
@@ -192,12 +199,12 @@ static void get_versions(vsr_admin_t *a, vsr_admin_response_t *r)
     vsr_buf_append_cstr(&r->body, "]}");
     if (act)
         put_etag(r, act->version);
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&a->state_mu);
 }
 
 static void get_hash(vsr_admin_t *a, vsr_admin_response_t *r)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(&a->state_mu);
     const vsr_config_version_t *act = vsr_config_history_active(&a->hist);
     r->status = 200;
     vsr_buf_printf(&r->body,
@@ -210,15 +217,15 @@ static void get_hash(vsr_admin_t *a, vsr_admin_response_t *r)
     vsr_buf_append_cstr(&r->body, "}");
     if (act)
         put_etag(r, act->version);
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&a->state_mu);
 }
 
 static uint64_t active_version(vsr_admin_t *a)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(&a->state_mu);
     const vsr_config_version_t *act = vsr_config_history_active(&a->hist);
     uint64_t v = act ? act->version : 0;
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&a->state_mu);
     return v;
 }
 
@@ -256,7 +263,8 @@ static void put_config(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin
         return;
     }
     vsr_admin_result_t res;
-    vsr_admin_apply(a, "request", req->body ? req->body : "", req->body_len, "api", dry ? VSR_ADMIN_DRY_RUN : 0, &res);
+    vsr_admin_apply(a, "request", req->body ? req->body : "", req->body_len, "api",
+                    VSR_ADMIN_BOUNDED | (dry ? VSR_ADMIN_DRY_RUN : 0), &res);
     put_result(r, &res, dry, 0);
     vsr_admin_result_free(&res);
 }
@@ -374,4 +382,168 @@ void vsr_admin_response_free(vsr_admin_response_t *r)
 {
     vsr_buf_free(&r->headers);
     vsr_buf_free(&r->body);
+}
+
+/* ---- running calls off the loops ---- */
+
+typedef struct {
+    vsr_admin_t *a;
+    const vsr_admin_request_t *req;
+    vsr_admin_response_t *resp;
+    void (*done)(void *ud);
+    void *ud;
+} job_t;
+
+static void *job_main(void *arg)
+{
+    job_t *j = arg;
+    vsr_admin_t *a = j->a;
+    vsr_admin_handle(a, j->req, j->resp);
+    j->done(j->ud);
+    vsr_free(j);
+    atomic_fetch_sub(&a->jobs, 1);
+    vsr__admin_unref(a);
+    return NULL;
+}
+
+int vsr_admin_submit(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *resp,
+                     void (*done)(void *ud), void *ud)
+{
+    if (vsr__admin_closed(a))
+        return VSR_ERR;
+    if (atomic_fetch_add(&a->jobs, 1) >= VSR_ADMIN_MAX_JOBS) {
+        atomic_fetch_sub(&a->jobs, 1);
+        return VSR_ERR_TOO_BIG;
+    }
+    job_t *j = vsr_malloc(sizeof(*j));
+    *j = (job_t){a, req, resp, done, ud};
+    if (vsr__admin_spawn(a, job_main, j) != VSR_OK) {
+        vsr_free(j);
+        atomic_fetch_sub(&a->jobs, 1);
+        return VSR_ERR;
+    }
+    return VSR_OK;
+}
+
+/* ---- who may call ---- */
+
+int vsr_admin_loopback(const char *addr)
+{
+    unsigned char bin[16];
+    if (inet_pton(AF_INET, addr, bin) == 1)
+        return bin[0] == 127;
+    if (inet_pton(AF_INET6, addr, bin) == 1) {
+        static const unsigned char v6_loopback[16] = {[15] = 1};
+        static const unsigned char v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+        return memcmp(bin, v6_loopback, 16) == 0 || (memcmp(bin, v4_mapped, 12) == 0 && bin[12] == 127);
+    }
+    return 0;
+}
+
+/* Both compared whatever they hold, over the longer of the two. */
+static int token_eq(vsr_slice_t got, const char *want)
+{
+    size_t wl = strlen(want);
+    size_t n = VSR_MAX(got.len, wl);
+    unsigned diff = (unsigned)(got.len ^ wl);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = i < got.len ? (unsigned char)got.p[i] : 0;
+        unsigned char y = i < wl ? (unsigned char)want[i] : 0;
+        diff |= (unsigned)(x ^ y);
+    }
+    return diff == 0 && wl > 0;
+}
+
+/* "name[:port]" or "[v6][:port]" with name a loopback name or address and
+ * port, when given, the listener's. */
+static int loopback_authority(vsr_slice_t a, unsigned port)
+{
+    vsr_slice_t hostpart = a, portpart = VSR_SLICE_NULL;
+    if (a.len > 0 && a.p[0] == '[') {
+        const char *close = memchr(a.p, ']', a.len);
+        if (close == NULL)
+            return 0;
+        hostpart = vsr_slice(a.p + 1, (size_t)(close - a.p - 1));
+        size_t rest = a.len - (size_t)(close - a.p) - 1;
+        if (rest > 0) {
+            if (close[1] != ':')
+                return 0;
+            portpart = vsr_slice(close + 2, rest - 1);
+        }
+    } else {
+        const char *colon = memchr(a.p, ':', a.len);
+        if (colon) {
+            hostpart = vsr_slice(a.p, (size_t)(colon - a.p));
+            portpart = vsr_slice(colon + 1, a.len - hostpart.len - 1);
+        }
+    }
+    if (portpart.p != NULL) {
+        unsigned v = 0;
+        if (portpart.len == 0 || portpart.len > 5)
+            return 0;
+        for (size_t i = 0; i < portpart.len; i++) {
+            if (portpart.p[i] < '0' || portpart.p[i] > '9')
+                return 0;
+            v = v * 10 + (unsigned)(portpart.p[i] - '0');
+        }
+        if (v != port)
+            return 0;
+    } else if (port != 80) {
+        return 0;
+    }
+    if (hostpart.len > 0 && hostpart.p[hostpart.len - 1] == '.')
+        hostpart.len--; /* "localhost." */
+    if (vsr_slice_case_eq_cstr(hostpart, "localhost"))
+        return 1;
+    char lit[64];
+    if (hostpart.len == 0 || hostpart.len >= sizeof(lit))
+        return 0;
+    memcpy(lit, hostpart.p, hostpart.len);
+    lit[hostpart.len] = '\0';
+    return vsr_admin_loopback(lit);
+}
+
+static void refuse(vsr_admin_response_t *r, int status, const char *type, const char *code, const char *msg)
+{
+    memset(r, 0, sizeof(*r));
+    vsr_buf_init(&r->headers, 0);
+    vsr_buf_init(&r->body, 0);
+    r->content_type = "application/json";
+    json_error(r, status, type, code, msg);
+}
+
+int vsr_admin_check_access(vsr_admin_t *a, const vsr_admin_access_t *req, vsr_admin_response_t *r)
+{
+    vsr_engine_t *e = vsr_admin_active(a);
+    const vsr_config_t *c = e ? vsr_engine_config(e) : NULL;
+    int loopback = c && c->management_address && vsr_admin_loopback(c->management_address);
+    unsigned port = c ? c->management_port : 0;
+    vsr_engine_unref(e);
+    if (loopback) {
+        if (req->host.p != NULL && !loopback_authority(vsr_slice_trim(req->host), port)) {
+            refuse(r, 403, "permission_error", "forbidden_host",
+                   "the management API answers only to a loopback host name or address with its port");
+            return 0;
+        }
+        vsr_slice_t o = vsr_slice_trim(req->origin);
+        if (req->origin.p != NULL &&
+            !(vsr_slice_starts_with(o, VSR_SLICE_LIT("http://")) && loopback_authority(vsr_slice(o.p + 7, o.len - 7), port))) {
+            refuse(r, 403, "permission_error", "forbidden_origin",
+                   "the management API does not answer requests from other origins");
+            return 0;
+        }
+    }
+    if (a->token == NULL)
+        return 1;
+    vsr_slice_t v = vsr_slice_trim(req->authorization);
+    int ok = req->authorization.p != NULL && v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") &&
+             (v.p[6] == ' ' || v.p[6] == '\t');
+    ok = token_eq(ok ? vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7)) : VSR_SLICE_NULL, a->token) && ok;
+    if (!ok) {
+        refuse(r, 401, "authentication_error", "invalid_management_token",
+               "the management API needs authorization: Bearer <management token>");
+        vsr_buf_append_cstr(&r->headers, "www-authenticate: Bearer realm=\"vsr-management\"\r\n");
+        return 0;
+    }
+    return 1;
 }

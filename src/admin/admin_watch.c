@@ -7,7 +7,7 @@
  * leave the watch on the old, now unlinked inode, so after every burst of
  * events the watch is re-armed on the path.  A burst is debounced: the file
  * is read once it has been quiet for debounce_ms, so a write in several
- * pieces is applied once, whole.
+ * pieces is applied once, whole (on a thread of its own: see apply_file).
  */
 #include "admin/admin-int.h"
 
@@ -35,24 +35,70 @@ static void arm(admin_watch_t *w)
         w->armed = 1;
 }
 
-static void apply_file(admin_watch_t *w)
+static void apply_path(vsr_admin_t *a, const char *path)
 {
     char *doc;
     size_t len;
     vsr_buf_t err;
     vsr_buf_init(&err, 4096);
-    if (vsr_admin_read_file(w->path, &doc, &len, &err) != VSR_OK) {
+    if (vsr_admin_read_file(path, &doc, &len, &err) != VSR_OK) {
         vsr_log_warn("admin", "configuration file unreadable, keeping the active version: %.*s", (int)err.len, err.data);
         vsr_buf_free(&err);
         return;
     }
     vsr_buf_free(&err);
     vsr_admin_result_t res;
-    if (vsr_admin_apply(w->a, w->path, doc, len, "file", 0, &res) != VSR_OK)
-        vsr_log_warn("admin", "%s rejected (%s):\n%.*s", w->path, res.code, (int)res.errors.len,
+    if (vsr_admin_apply(a, path, doc, len, "file", 0, &res) != VSR_OK)
+        vsr_log_warn("admin", "%s rejected (%s):\n%.*s", path, res.code, (int)res.errors.len,
                      res.errors.data ? res.errors.data : "");
     vsr_admin_result_free(&res);
     vsr_free(doc);
+}
+
+/* The file is applied on a thread of its own, so the loop (the control
+ * thread, which also takes signals) never waits for an apply.  One such
+ * thread at a time: a change seen meanwhile makes it read the file again. */
+typedef struct {
+    vsr_admin_t *a;
+    char *path;
+} file_job_t;
+
+static void *file_main(void *arg)
+{
+    file_job_t *j = arg;
+    vsr_admin_t *a = j->a;
+    for (;;) {
+        atomic_store(&a->watch_again, 0);
+        if (!vsr__admin_closed(a))
+            apply_path(a, j->path);
+        atomic_store(&a->watch_busy, 0);
+        int idle = 0;
+        if (!atomic_load(&a->watch_again) || vsr__admin_closed(a) ||
+            !atomic_compare_exchange_strong(&a->watch_busy, &idle, 1))
+            break;
+    }
+    vsr_free(j->path);
+    vsr_free(j);
+    vsr__admin_unref(a);
+    return NULL;
+}
+
+static void apply_file(admin_watch_t *w)
+{
+    vsr_admin_t *a = w->a;
+    atomic_store(&a->watch_again, 1);
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&a->watch_busy, &idle, 1))
+        return; /* the thread at work reads it again */
+    file_job_t *j = vsr_malloc(sizeof(*j));
+    j->a = a;
+    j->path = vsr_strdup(w->path);
+    if (vsr__admin_spawn(a, file_main, j) != VSR_OK) {
+        vsr_log_warn("admin", "cannot start a thread to apply %s; keeping the active version", w->path);
+        atomic_store(&a->watch_busy, 0);
+        vsr_free(j->path);
+        vsr_free(j);
+    }
 }
 
 static void debounce_cb(uv_timer_t *t)

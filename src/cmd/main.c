@@ -35,7 +35,8 @@ enum { EXIT_RUNTIME = 1, EXIT_CONFIG = 2, EXIT_IN_USE = 3, EXIT_USAGE = 64 };
 static const char serve_synopsis[] =
     "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
     "                 [--drain-timeout DURATION] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
-    "                 [--config-audit-log PATH] [--config-watch on|off]\n";
+    "                 [--config-audit-log PATH] [--config-watch on|off]\n"
+    "                 [--management-token-file PATH | --management-token-env NAME]\n";
 static const char config_synopsis[] = "       vsr config validate FILE\n"
                                       "       vsr config print FILE [--redact]\n";
 static const char serve_help[] =
@@ -50,7 +51,10 @@ static const char serve_help[] =
     "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
     "    --config-audit-log P  append one JSON line per configuration activation, rejection and\n"
     "                   rollback to P (default: none)\n"
-    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n";
+    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
+    "    --management-token-file P  the management API's bearer token, read from file P\n"
+    "    --management-token-env N   ... or from environment variable N (either overrides\n"
+    "                   global.services.management_api.token_file / token_env)\n";
 static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
     "  config print     the effective document (defaults filled in); --redact hides secrets\n";
@@ -242,6 +246,7 @@ static void shutdown_now(serve_t *sv)
 {
     if (sv->gw == NULL)
         return;
+    vsr_admin_close(sv->admin); /* a call still running never reaches sv again */
     vsr_admin_watch_stop(sv->admin);
     health_stop(sv);
     vsr_gateway_stop(sv->gw);
@@ -308,6 +313,63 @@ static int parse_drain(const char *v, uint64_t *ms)
     return VSR_OK;
 }
 
+#define MAX_TOKEN_BYTES 4096
+
+/* The management token: from the command line's file or variable, else the
+ * document's token_file / token_env; NULL (no token) when none is named.
+ * Trailing white space (a file's newline) is dropped; the token must be
+ * 16 to 4096 visible ASCII characters.  *bad is set, with a message in err,
+ * when a named source cannot be read or holds no usable token. */
+static char *management_token(const char *file, const char *env, const vsr_config_t *cfg, int *bad, vsr_buf_t *err)
+{
+    *bad = 0;
+    const char *from = file ? "--management-token-file" : env ? "--management-token-env" : NULL;
+    if (from == NULL) {
+        file = cfg->management_token_file;
+        env = file ? NULL : cfg->management_token_env;
+        from = file ? "global.services.management_api.token_file" : "global.services.management_api.token_env";
+    }
+    if (file == NULL && env == NULL)
+        return NULL;
+    char *tok = NULL;
+    size_t len = 0;
+    if (file) {
+        vsr_buf_t ferr;
+        vsr_buf_init(&ferr, 4096);
+        if (vsr_admin_read_file(file, &tok, &len, &ferr) != VSR_OK) {
+            vsr_buf_printf(err, "%s: %.*s", from, (int)ferr.len, ferr.data ? ferr.data : "");
+            vsr_buf_free(&ferr);
+            *bad = 1;
+            return NULL;
+        }
+        vsr_buf_free(&ferr);
+    } else {
+        const char *v = getenv(env);
+        if (v == NULL) {
+            vsr_buf_printf(err, "%s: environment variable %s is not set\n", from, env);
+            *bad = 1;
+            return NULL;
+        }
+        tok = vsr_strdup(v);
+        len = strlen(tok);
+    }
+    while (len > 0 && (tok[len - 1] == '\n' || tok[len - 1] == '\r' || tok[len - 1] == ' ' || tok[len - 1] == '\t'))
+        tok[--len] = '\0';
+    int ok = len >= 16 && len <= MAX_TOKEN_BYTES;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = tok[i] > 0x20 && tok[i] < 0x7f;
+    if (!ok) {
+        /* never the value itself */
+        vsr_buf_printf(err, "%s: the management token must be 16 to %d visible ASCII characters (no spaces)\n", from,
+                       MAX_TOKEN_BYTES);
+        memset(tok, 0, len);
+        vsr_free(tok);
+        *bad = 1;
+        return NULL;
+    }
+    return tok;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     const char *path = DEFAULT_CONFIG;
@@ -317,6 +379,7 @@ static int cmd_serve(int argc, char **argv)
     const char *access_log = "-";
     const char *audit_log = NULL;
     int watch = 1;
+    const char *token_file = NULL, *token_env = NULL;
     char maddr[64] = "127.0.0.1"; /* --metrics-listen, default 127.0.0.1:9190 */
     uint16_t mport = 9190;
     int rc = 0;
@@ -348,6 +411,12 @@ static int cmd_serve(int argc, char **argv)
                 return EXIT_USAGE;
             }
             watch = strcmp(v, "on") == 0;
+            i++;
+        } else if (strcmp(a, "--management-token-file") == 0 && v && token_env == NULL) {
+            token_file = v;
+            i++;
+        } else if (strcmp(a, "--management-token-env") == 0 && v && token_file == NULL) {
+            token_env = v;
             i++;
         } else if (strcmp(a, "--access-log") == 0 && v) {
             access_log = v;
@@ -432,6 +501,28 @@ static int cmd_serve(int argc, char **argv)
     vsr_buf_reset(&err);
     const vsr_config_t *cfg = vsr_engine_config(engine);
     vsr_config_warn_unimplemented(cfg);
+    /* the management API: a token when one is named; one is required off loopback */
+    int bad_token = 0;
+    char *token = cfg->management_enabled ? management_token(token_file, token_env, cfg, &bad_token, &err) : NULL;
+    if (!bad_token && cfg->management_enabled && token == NULL && !vsr_admin_loopback(cfg->management_address)) {
+        vsr_buf_printf(&err, "global.services.management_api: bind_address %s is not a loopback address: the "
+                             "management API needs a token there (--management-token-file, --management-token-env, "
+                             "token_file or token_env)\n", cfg->management_address);
+        bad_token = 1;
+    }
+    if (bad_token) {
+        fprintf(stderr, "vsr: %s", err.data);
+        vsr_buf_free(&err);
+        vsr_engine_unref(engine);
+        vsr_admin_free(sv.admin);
+        vsr_metrics_free(sv.metrics);
+        return EXIT_CONFIG;
+    }
+    vsr_admin_set_token(sv.admin, token);
+    if (token) {
+        memset(token, 0, strlen(token));
+        vsr_free(token);
+    }
 
     signal(SIGPIPE, SIG_IGN);
     uv_loop_t *loop = uv_default_loop();

@@ -373,7 +373,8 @@ static int is_wildcard(const char *canon)
 }
 
 /* Runs only when configured (see config.h); bound to loopback unless
- * remote_exposure says otherwise, since it has no authentication. */
+ * remote_exposure says otherwise (serving it then also needs a token: the
+ * composition root checks that, as the token may come from the command line). */
 static void check_management(cfg_decoder_t *d, config_box_t *box)
 {
     vsr_config_t *c = &box->conf;
@@ -383,7 +384,8 @@ static void check_management(cfg_decoder_t *d, config_box_t *box)
         return;
     if (!box->management_remote_exposure && !is_loopback(c->management_address))
         vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, &c->management_address),
-                            "the management API has no authentication: binding it to %s needs remote_exposure: true",
+                            "binding the management API to %s makes it reachable from other hosts: it needs "
+                            "remote_exposure: true (and a management token)",
                             c->management_address);
     char mine[64], theirs[64];
     if (vsr__cfg_canonical_ip(c->management_address, mine, sizeof(mine)) != VSR_OK)

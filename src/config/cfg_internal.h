@@ -28,6 +28,8 @@
 /* Errors past this many are counted but not printed: a mangled file should
  * not bury the first, most useful messages. */
 #define CFG_MAX_ERRORS 50
+/* Collections open at once in a document (cfg_yaml.c): deeper is refused. */
+#define CFG_MAX_DEPTH VSR_CONFIG_MAX_DEPTH
 
 typedef struct {
     vsr_buf_t *out;    /* may be NULL: count only */
@@ -328,5 +330,14 @@ int vsr__cfg_canonical_node(vsr_buf_t *b, const cfg_node_t *n);
 
 /* The checks that need the whole document, run by the document's finish hook. */
 void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box);
+
+/* cfg_snapshot.c: what redaction hides.  A key whose value is a secret
+ * wherever it appears; a header name whose extra_headers value is not one;
+ * a printer path that names an extra_headers map; a header_mutation entry
+ * whose value is one. */
+int vsr__cfg_secret_key(const char *key);
+int vsr__cfg_header_harmless(const char *name);
+int vsr__cfg_under_extra_headers(const char *path);
+int vsr__cfg_header_entry_secret(const char *path, const cfg_node_t *map);
 
 #endif /* VSR_CFG_INTERNAL_H */

@@ -15,6 +15,7 @@
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 /* ---- canonical form ---------------------------------------------------------- */
 
@@ -297,6 +298,13 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
         vsr_buf_printf(why, "global.services.management_api: enabled, bind_address or port changed; it needs a restart\n");
         n++;
     }
+    if (run->management_max_document_bytes != next->management_max_document_bytes ||
+        !str_eq(run->management_token_file, next->management_token_file) ||
+        !str_eq(run->management_token_env, next->management_token_env)) {
+        vsr_buf_printf(why, "global.services.management_api: max_document_bytes, token_file or token_env changed; "
+                            "it needs a restart\n");
+        n++;
+    }
     /* the tracer is built once at start: its exporter thread owns these */
     if (run->tracing_enabled != next->tracing_enabled || !str_eq(run->tracing_endpoint, next->tracing_endpoint) ||
         run->tracing_sampling_ratio != next->tracing_sampling_ratio ||
@@ -312,9 +320,9 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
 /* ---- the effective document (vsr config print) ------------------------------------ */
 
 /* Keys whose values are secrets wherever they appear: credentials, keys,
- * tokens, passwords (also as header names under extra_headers).  Names of
- * environment variables (*_env) are not secrets; max_tokens is not one. */
-static int secret_key(const char *k)
+ * tokens, passwords.  Names of environment variables (*_env) and files
+ * (*_file) are not secrets; max_tokens is not one. */
+int vsr__cfg_secret_key(const char *k)
 {
     char low[128];
     size_t n = strlen(k);
@@ -323,7 +331,7 @@ static int secret_key(const char *k)
     for (size_t i = 0; i < n; i++)
         low[i] = (char)(k[i] >= 'A' && k[i] <= 'Z' ? k[i] + 32 : k[i]);
     low[n] = '\0';
-    if (n > 4 && strcmp(low + n - 4, "_env") == 0)
+    if ((n > 4 && strcmp(low + n - 4, "_env") == 0) || (n > 5 && strcmp(low + n - 5, "_file") == 0))
         return 0;
     static const char *const parts[] = {"api_key", "api-key", "apikey", "authorization", "secret", "password",
                                         "credential", "private_key", "cookie", NULL};
@@ -331,6 +339,21 @@ static int secret_key(const char *k)
         if (strstr(low, parts[i]))
             return 1;
     return strcmp(low, "token") == 0 || (n > 6 && (strcmp(low + n - 6, "_token") == 0 || strcmp(low + n - 6, "-token") == 0));
+}
+
+/* Header names whose values are known to carry no credential.  Every other
+ * extra_headers value is a secret (Ocp-Apim-Subscription-Key, X-Auth,
+ * X-Signature, ... have no pattern in common), so this is an allow-list. */
+int vsr__cfg_header_harmless(const char *name)
+{
+    static const char *const harmless[] = {
+        "accept", "accept-encoding", "accept-language", "anthropic-beta", "anthropic-version", "cache-control",
+        "content-type", "openai-beta", "user-agent", "x-request-id", "x-correlation-id", "x-client-name",
+        "x-client-version", "x-team", "x-tenant", "x-environment", "x-region", "x-model", "x-source", NULL};
+    for (int i = 0; harmless[i]; i++)
+        if (strcasecmp(name, harmless[i]) == 0)
+            return 1;
+    return 0;
 }
 
 typedef struct {
@@ -435,6 +458,7 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
     vsr_buf_append(b, "{", 1);
     int first = 1;
     size_t l = strlen(path);
+    int entry_secret = p->redact && vsr__cfg_header_entry_secret(path, n);
     for (size_t i = 0; i < n->n; i++) {
         const cfg_node_t *k = n->items[2 * i], *v = n->items[2 * i + 1];
         vsr_buf_append_cstr(b, first ? "" : ",");
@@ -442,7 +466,8 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
         indent(b, depth + 1);
         put_string(b, vsr_slice(k->str, k->len));
         vsr_buf_append_cstr(b, ": ");
-        if (p->redact && secret_key(k->str)) {
+        if (p->redact && (vsr__cfg_secret_key(k->str) || (entry_secret && strcmp(k->str, "value") == 0) ||
+                          (vsr__cfg_under_extra_headers(path) && !vsr__cfg_header_harmless(k->str)))) {
             put_redacted(p, v, depth + 1);
             continue;
         }
@@ -457,19 +482,41 @@ static void put_node(printer_t *p, const cfg_node_t *n, int depth, char *path, s
     vsr_buf_append(b, "}", 1);
 }
 
+/* A header_mutation entry ({name, value} in a plugin configuration's add,
+ * update or set list; path in the printer's "x[]" or the vet's "x[3]" form):
+ * its value is a secret unless the header is known to be harmless. */
+int vsr__cfg_header_entry_secret(const char *path, const cfg_node_t *map)
+{
+    const char *last = strrchr(path, '.');
+    if (last == NULL || strstr(path, ".configuration.") == NULL || vsr__cfg_map_get(map, "value") == NULL)
+        return 0;
+    last++;
+    if (strncmp(last, "add[", 4) != 0 && strncmp(last, "update[", 7) != 0 && strncmp(last, "set[", 4) != 0)
+        return 0;
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    return name == NULL || name->kind != CFG_NODE_SCALAR || !vsr__cfg_header_harmless(name->str);
+}
+
+/* 1 when path (dotted, "[]" for list items) names an extra_headers map. */
+int vsr__cfg_under_extra_headers(const char *path)
+{
+    size_t n = strlen(path);
+    return n >= 13 && strcmp(path + n - 13, "extra_headers") == 0 && (n == 13 || path[n - 14] == '.');
+}
+
 /* A secret's shape stays (a list stays a list), its text goes. */
 static void put_redacted(printer_t *p, const cfg_node_t *v, int depth)
 {
     if (v->kind == CFG_NODE_SEQ) {
         vsr_buf_append(p->b, "[", 1);
         for (size_t i = 0; i < v->n; i++)
-            vsr_buf_append_cstr(p->b, i ? ", \"<redacted>\"" : "\"<redacted>\"");
+            vsr_buf_append_cstr(p->b, i ? ", \"" VSR_CONFIG_REDACTED "\"" : "\"" VSR_CONFIG_REDACTED "\"");
         vsr_buf_append(p->b, "]", 1);
     } else if (v->kind == CFG_NODE_SCALAR && v->type == CFG_NULL) {
         vsr_buf_append_cstr(p->b, "null");
     } else {
         VSR_UNUSED(depth);
-        vsr_buf_append_cstr(p->b, "\"<redacted>\"");
+        vsr_buf_append_cstr(p->b, "\"" VSR_CONFIG_REDACTED "\"");
     }
 }
 

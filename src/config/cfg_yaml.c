@@ -8,7 +8,11 @@
  * DAG, never a cycle), and the total size of what aliases expand to is
  * bounded, which defuses "billion laughs" documents.
  *
- * Everything is iterative: nesting depth costs heap, never C stack.
+ * Everything is iterative: nesting depth costs heap, never C stack.  Depth
+ * is bounded all the same (CFG_MAX_DEPTH, counted on the event stream): the
+ * scanner's work per token grows with the number of open flow collections,
+ * so unclosed nesting ("{a: " repeated) would cost time quadratic in the
+ * document's size; parsing stops at the first collection past the bound.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,8 @@
 #define WEIGHT_CAP (UINT64_C(1) << 40)
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
+
+_Static_assert(CFG_MAX_DEPTH >= 16 && CFG_MAX_DEPTH <= 256, "the canonical emitter recurses up to 256 levels");
 
 typedef struct {
     cfg_node_t *node;
@@ -544,10 +550,15 @@ int vsr__cfg_parse_yaml(vsr_pool_t *pool, cfg_diag_t *dg, const char *data, size
             on_scalar(&b, &ev);
             break;
         case YAML_SEQUENCE_START_EVENT:
-            on_collection_start(&b, &ev, CFG_NODE_SEQ);
-            break;
         case YAML_MAPPING_START_EVENT:
-            on_collection_start(&b, &ev, CFG_NODE_MAP);
+            if (b.depth >= CFG_MAX_DEPTH) {
+                vsr__cfg_error(dg, (uint32_t)ev.start_mark.line + 1, (uint32_t)ev.start_mark.column + 1,
+                               "nesting deeper than %u levels", CFG_MAX_DEPTH);
+                rc = VSR_ERR_INVALID;
+                done = 1;
+                break;
+            }
+            on_collection_start(&b, &ev, ev.type == YAML_MAPPING_START_EVENT ? CFG_NODE_MAP : CFG_NODE_SEQ);
             break;
         case YAML_SEQUENCE_END_EVENT:
         case YAML_MAPPING_END_EVENT:

@@ -838,6 +838,11 @@ static const cfg_field_t management_fields[] = {
      .max = 65535},
     {.key = "remote_exposure", .decode = vsr__cfg_bool, .offset = BOX_OFF(management_remote_exposure)},
     {.key = "auth", .decode = decode_management_auth},
+    /* vsr's own: the document size bound and the API's bearer token */
+    {.key = "max_document_bytes", .decode = vsr__cfg_uint, .offset = CONF_OFF(management_max_document_bytes),
+     .size = sizeof(uint64_t), .min = 1024, .max = VSR_CONFIG_MAX_DOCUMENT_BYTES},
+    {.key = "token_file", .decode = vsr__cfg_string, .offset = CONF_OFF(management_token_file)},
+    {.key = "token_env", .decode = decode_env_name, .offset = CONF_OFF(management_token_env)},
 };
 
 static void finish_management(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -1018,6 +1023,7 @@ static void init_document(cfg_decoder_t *d, void *obj)
     vsr_config_t *c = &box->conf;
     c->management_address = vsr__cfg_strdup(d, "127.0.0.1");
     c->management_port = 8080;
+    c->management_max_document_bytes = VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES;
     c->authz_user_id_header = vsr__cfg_strdup(d, "x-authz-user-id");
     c->authz_user_groups_header = vsr__cfg_strdup(d, "x-authz-user-groups");
     c->tracing_service_name = vsr__cfg_strdup(d, "vllm-sr");

@@ -351,6 +351,10 @@ typedef struct {
     uint16_t management_port;            /* management_api.port, default 8080 */
     int management_enabled;              /* management_api.enabled; default true when the management_api
                                           * block is present, false when it is absent */
+    uint64_t management_max_document_bytes; /* management_api.max_document_bytes (vsr), default
+                                          * VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES */
+    char *management_token_file;         /* management_api.token_file (vsr): the bearer token's file, NULL = none */
+    char *management_token_env;          /* management_api.token_env (vsr): ... or its environment variable */
     int response_api_enabled;            /* services.response_api.enabled, default false */
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */
@@ -368,6 +372,11 @@ typedef struct {
     char **unimplemented;
     size_t n_unimplemented;
 } vsr_config_t;
+
+/* A document's size bounds (bytes) and the collections it may nest. */
+#define VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES (2u * 1024 * 1024)
+#define VSR_CONFIG_MAX_DOCUMENT_BYTES (16u * 1024 * 1024)
+#define VSR_CONFIG_MAX_DEPTH 128u /* room for rules nested 32 deep (two collections a level) */
 
 /* Loads and validates a document.  On success *out owns a new config and
  * VSR_OK is returned.  On failure every problem found is appended to err as
@@ -460,5 +469,39 @@ int vsr_config_restart_required(const vsr_config_t *running, const vsr_config_t 
  * document as written, e.g. redacted for the management API).  VSR_OK or
  * VSR_ERR_INVALID. */
 int vsr_config_print(const char *name, const char *doc, size_t len, const vsr_config_t *c, int redact, vsr_buf_t *out);
+
+/* What stands for a secret in a redacted document (vsr_config_print). */
+#define VSR_CONFIG_REDACTED "<redacted>"
+
+/* Checks on a submitted document before it is loaded (admin/ runs them).
+ *
+ * Placeholders: a VSR_CONFIG_REDACTED scalar where redaction would put one
+ * (a secret key's value or list item, an extra_headers value) stands for the
+ * secret at the same position of `active` (a list item that is a mapping with
+ * a "name" is matched by name, anything else by index).  When the active
+ * document has one there, it is put in; when not, the document is refused:
+ * a placeholder is never taken as a literal secret.
+ *
+ * Environment variables: every *_env value names one.  When env_allowed is
+ * set, each must be in env_allowed[0..n_env_allowed); env_seen, when set, is
+ * called with each name. */
+typedef struct {
+    const char *active;           /* the active version's document; NULL = none */
+    size_t active_len;
+    int env_check;                /* restrict *_env values to env_allowed */
+    char *const *env_allowed;
+    size_t n_env_allowed;
+    void (*env_seen)(void *ud, const char *name);
+    void *ud;
+} vsr_config_vet_t;
+
+/* VSR_OK: when a placeholder was resolved, *resolved holds the whole document
+ * with the secrets put in (canonical form; the caller loads that instead);
+ * otherwise resolved is left empty.  A document that does not parse is left
+ * to the loader (VSR_OK, nothing done).  VSR_ERR_INVALID with
+ * "NAME:LINE:COL: message" lines in err when a placeholder has no secret to
+ * stand for or an *_env value is not allowed. */
+int vsr_config_vet(const char *name, const char *doc, size_t len, const vsr_config_vet_t *v, vsr_buf_t *resolved,
+                   vsr_buf_t *err);
 
 #endif /* VSR_CONFIG_H */

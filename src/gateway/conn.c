@@ -108,11 +108,16 @@ struct request_s {
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
 };
 
-/* A management API call running on libuv's thread pool. */
+/* A management API call running on a thread of admin/'s (vsr_admin_submit).
+ * Two owners, counted in refs under mu: the thread until it has answered,
+ * and this worker until `async` has closed.  A request that goes first
+ * (request_free) closes `async` at once, so neither its loop nor a drain
+ * ever waits for the call. */
 struct admin_job_s {
-    uv_work_t work;
+    uv_async_t async;              /* the answer is in: wakes the worker */
+    pthread_mutex_t mu;            /* guards req and refs */
+    int refs;
     request_t *req;                /* NULL once the request is gone */
-    vsr_admin_t *admin;
     vsr_admin_request_t ar;        /* slices of `copy`: the request may go while the call runs */
     vsr_buf_t copy;
     vsr_admin_response_t resp;
@@ -131,6 +136,7 @@ typedef struct wop_s {
 static void conn_close(conn_t *c);
 static void conn_process(conn_t *c);
 static void request_finish(request_t *req);
+static void admin_job_abandon(admin_job_t *job);
 
 /* ---- write operations ---- */
 
@@ -650,7 +656,7 @@ static void request_account(request_t *req)
 static void request_free(request_t *req)
 {
     if (req->admin_job)
-        req->admin_job->req = NULL; /* its answer has nobody to go to */
+        admin_job_abandon(req->admin_job); /* its answer has nobody to go to */
     vsr_free(req->held_head); /* never written: the response was abandoned */
     request_account(req);
     vsr__usage_free(req->usage);
@@ -1151,37 +1157,64 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
 }
 
 /* The configuration endpoints: admin/ answers, this only carries.  The
- * call runs on libuv's thread pool (admin_job_t), because compiling and
+ * call runs on a thread of admin/'s (admin_job_t), because compiling and
  * warming a document (host names are resolved) must not stall the worker's
  * other connections; the request stays pinned meanwhile. */
 
-static void admin_work(uv_work_t *w)
+static void admin_job_unref(admin_job_t *job)
 {
-    admin_job_t *job = w->data;
-    vsr_admin_handle(job->admin, &job->ar, &job->resp);
+    pthread_mutex_lock(&job->mu);
+    int last = --job->refs == 0;
+    pthread_mutex_unlock(&job->mu);
+    if (!last)
+        return;
+    vsr_admin_response_free(&job->resp);
+    vsr_buf_free(&job->copy);
+    pthread_mutex_destroy(&job->mu);
+    vsr_free(job);
 }
 
-static void admin_done(uv_work_t *w, int status)
+static void admin_job_closed(uv_handle_t *h)
 {
-    admin_job_t *job = w->data;
+    admin_job_unref(h->data);
+}
+
+/* On admin/'s thread, once answered. */
+static void admin_answered(void *ud)
+{
+    admin_job_t *job = ud;
+    pthread_mutex_lock(&job->mu);
+    if (job->req != NULL)
+        uv_async_send(&job->async); /* under mu: the worker cannot be closing it */
+    pthread_mutex_unlock(&job->mu);
+    admin_job_unref(job);
+}
+
+static void admin_job_abandon(admin_job_t *job)
+{
+    pthread_mutex_lock(&job->mu);
+    job->req = NULL;
+    pthread_mutex_unlock(&job->mu);
+    uv_close((uv_handle_t *)&job->async, admin_job_closed);
+}
+
+static void admin_done(uv_async_t *a)
+{
+    admin_job_t *job = a->data;
+    pthread_mutex_lock(&job->mu);
     request_t *req = job->req;
-    if (req != NULL) {
-        req->admin_job = NULL;
-        /* the answer names the version active once it was handled */
-        vsr_engine_unref(req->eng);
-        req->eng = vsr__gateway_pin(req->c->w->gw);
-        if (status < 0)
-            reply_error(req, 503, "server_error", "canceled", VSR_SLICE_LIT("the request was canceled"), NULL,
-                        req->is_head, !req->keep_alive);
-        else
-            reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body),
-                  job->resp.headers.data, req->is_head, !req->keep_alive);
-        request_finish(req);
-    }
-    if (status >= 0)
-        vsr_admin_response_free(&job->resp);
-    vsr_buf_free(&job->copy);
-    vsr_free(job);
+    job->req = NULL;
+    pthread_mutex_unlock(&job->mu);
+    uv_close((uv_handle_t *)&job->async, admin_job_closed);
+    if (req == NULL)
+        return;
+    req->admin_job = NULL;
+    /* the answer names the version active once it was handled */
+    vsr_engine_unref(req->eng);
+    req->eng = vsr__gateway_pin(req->c->w->gw);
+    reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body), job->resp.headers.data,
+          req->is_head, !req->keep_alive);
+    request_finish(req);
 }
 
 /* A copy of s in b (reserved in full beforehand, so earlier slices stay valid). */
@@ -1198,8 +1231,8 @@ static int handle_admin(request_t *req)
     if (admin == NULL || !vsr_admin_owns(req->head->target))
         return 0;
     admin_job_t *job = vsr_calloc(1, sizeof(*job));
+    pthread_mutex_init(&job->mu, NULL);
     job->req = req;
-    job->admin = admin;
     vsr_slice_t ctype = VSR_SLICE_NULL, if_match = VSR_SLICE_NULL;
     vsr_http_head_get(req->head, "content-type", &ctype);
     job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &if_match);
@@ -1213,16 +1246,47 @@ static int handle_admin(request_t *req)
     vsr_slice_t body = keep(&job->copy, vsr_buf_slice(&req->body));
     job->ar.body = body.p;
     job->ar.body_len = body.len;
-    job->work.data = job;
-    req->admin_job = job;
-    if (uv_queue_work(&req->c->w->loop, &job->work, admin_work, admin_done) != 0) {
-        req->admin_job = NULL;
-        vsr_buf_free(&job->copy);
-        vsr_free(job);
-        reply_error(req, 503, "server_error", "unavailable", VSR_SLICE_LIT("cannot run the request now"), NULL,
-                    req->is_head, !req->keep_alive);
+    uv_async_init(&req->c->w->loop, &job->async, admin_done);
+    job->async.data = job;
+    job->refs = 2;
+    int rc = vsr_admin_submit(admin, &job->ar, &job->resp, admin_answered, job);
+    if (rc != VSR_OK) {
+        job->refs = 1; /* no thread: only the handle's */
+        job->req = NULL;
+        uv_close((uv_handle_t *)&job->async, admin_job_closed);
+        reply_error(req, 503, "server_error", rc == VSR_ERR_TOO_BIG ? "busy" : "unavailable",
+                    rc == VSR_ERR_TOO_BIG ? VSR_SLICE_LIT("too many management calls are in progress")
+                                          : VSR_SLICE_LIT("cannot run the request now"),
+                    "retry-after: 1\r\n", req->is_head, !req->keep_alive);
         request_finish(req);
+        return 1;
     }
+    req->admin_job = job;
+    return 1;
+}
+
+/* Every request on the management listener, probes included, passes
+ * admin/'s access check first (token, Host, Origin).  1 when refused (and
+ * answered). */
+static int management_refused(request_t *req)
+{
+    vsr_admin_t *admin = req->c->w->gw->opts.admin;
+    if (admin == NULL)
+        return 0;
+    vsr_admin_access_t acc = {VSR_SLICE_NULL, VSR_SLICE_NULL, VSR_SLICE_NULL};
+    vsr_slice_t v;
+    if (vsr_http_head_get(req->head, "authorization", &v))
+        acc.authorization = v.p ? v : VSR_SLICE_LIT("");
+    if (vsr_http_head_get(req->head, "host", &v))
+        acc.host = v.p ? v : VSR_SLICE_LIT("");
+    if (vsr_http_head_get(req->head, "origin", &v))
+        acc.origin = v.p ? v : VSR_SLICE_LIT("");
+    vsr_admin_response_t r;
+    if (vsr_admin_check_access(admin, &acc, &r))
+        return 0;
+    reply(req, r.status, r.content_type, vsr_buf_slice(&r.body), r.headers.data, req->is_head, !req->keep_alive);
+    vsr_admin_response_free(&r);
+    request_finish(req);
     return 1;
 }
 
@@ -1316,6 +1380,8 @@ static void dispatch(request_t *req)
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--;
     int get_like = vsr_slice_eq_cstr(h->method, "GET") || req->is_head;
+    if (c->l->management && management_refused(req))
+        return;
 
     if (vsr_slice_eq_cstr(path, "/health") && get_like) {
         reply(req, 200, "application/json", VSR_SLICE_LIT("{\"status\":\"ok\"}"), NULL, req->is_head,

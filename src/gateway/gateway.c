@@ -454,7 +454,9 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         .address = vsr_strdup(cfg->management_address ? cfg->management_address : "127.0.0.1"),
         .port = cfg->management_port,
         .timeout_ms = VSR_DEFAULT_LISTENER_TIMEOUT_MS,
-        .max_body_bytes = 16u << 20,
+        /* a document bigger than the limit gets 413 before it is read */
+        .max_body_bytes = cfg->management_max_document_bytes ? cfg->management_max_document_bytes
+                                                             : VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES,
         .max_connections = 1024,
         .max_header_bytes = VSR_DEFAULT_MAX_HEADER_BYTES,
         .max_headers = VSR_DEFAULT_MAX_HEADERS,

@@ -367,7 +367,7 @@ def test_client_gone_during_a_put(vsr, fakellm, tmp_path):
     text = doc(v.port, v.mport, v.backend, tag="two", model2=many).encode()
     for _ in range(5):
         s = socket.create_connection(("127.0.0.1", v.mport))
-        s.sendall(b"PUT /api/v1/config HTTP/1.1\r\nhost: x\r\ncontent-type: application/yaml\r\n"
+        s.sendall(b"PUT /api/v1/config HTTP/1.1\r\nhost: 127.0.0.1:" + str(v.mport).encode() + b"\r\ncontent-type: application/yaml\r\n"
                   b"content-length: " + str(len(text)).encode() + b"\r\n\r\n" + text)
         s.close()
     wait_until(lambda: v.api.get("/api/v1/config/hash").json()["config_version"] == 2, what="the PUT applied")

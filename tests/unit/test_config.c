@@ -1185,6 +1185,30 @@ static void test_yaml_syntax_errors(void **state)
     /* invalid UTF-8 comes from the reader: a byte offset turned into line/col */
     expect_errors(HEAD "x: \xff\n", "t.yaml:2:4: invalid leading UTF-8 octet (byte 0xff)\n");
     expect_errors(HEAD "x: \x01\n", "t.yaml:2:4: control characters are not allowed (byte 0x01)\n");
+    /* nesting is bounded on the event stream, before libyaml's scanner gets
+     * slow on it: the root mapping, then flow collections up to the bound */
+    vsr_buf_t doc, want;
+    vsr_buf_init(&doc, 0);
+    vsr_buf_init(&want, 0);
+    vsr_buf_append_cstr(&doc, HEAD "x: ");
+    for (int i = 0; i < 1 << 18; i++) /* 1 MiB, unclosed */
+        vsr_buf_append_cstr(&doc, "{a: ");
+    vsr_buf_append(&doc, "", 1);
+    vsr_buf_printf(&want, "t.yaml:2:%u: nesting deeper than %u levels\n", 4 + 4 * (VSR_CONFIG_MAX_DEPTH - 1),
+                   VSR_CONFIG_MAX_DEPTH);
+    vsr_buf_append(&want, "", 1);
+    expect_errors(doc.data, want.data);
+    /* exactly at the bound is fine for the parser */
+    vsr_buf_reset(&doc);
+    vsr_buf_append_cstr(&doc, HEAD LISTENERS PROVIDERS "evaluation: ");
+    for (unsigned i = 0; i < VSR_CONFIG_MAX_DEPTH - 1; i++)
+        vsr_buf_append_cstr(&doc, "[");
+    for (unsigned i = 0; i < VSR_CONFIG_MAX_DEPTH - 1; i++)
+        vsr_buf_append_cstr(&doc, "]");
+    vsr_buf_append(&doc, "\n", 2);
+    vsr_config_free(load_ok(doc.data));
+    vsr_buf_free(&doc);
+    vsr_buf_free(&want);
 }
 
 static void test_document_shape(void **state)
@@ -2090,8 +2114,21 @@ static void test_management_api(void **state)
     expect_errors(DOC "global: {services: {management_api: {}}}\n",
                   "t.yaml:10:37: management_api port 8080 is also used by listener \"l\" (at 4:11)\n");
     expect_errors(DOC "global: {services: {management_api: {bind_address: 10.0.0.1, port: 9000}}}\n",
-                  "t.yaml:10:52: the management API has no authentication: binding it to 10.0.0.1 needs "
-                  "remote_exposure: true\n");
+                  "t.yaml:10:52: binding the management API to 10.0.0.1 makes it reachable from other hosts: it "
+                  "needs remote_exposure: true (and a management token)\n");
+    /* vsr's own management fields */
+    c = load_ok(DOC "global: {services: {management_api: {port: 9000, max_document_bytes: 4096, token_file: /t, "
+                    "token_env: ADMIN_TOKEN}}}\n");
+    assert_int_equal(c->management_max_document_bytes, 4096);
+    assert_string_equal(c->management_token_file, "/t");
+    assert_string_equal(c->management_token_env, "ADMIN_TOKEN");
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {management_api: {port: 9000}}}\n");
+    assert_int_equal(c->management_max_document_bytes, VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES);
+    assert_null(c->management_token_file);
+    vsr_config_free(c);
+    expect_errors(DOC "global: {services: {management_api: {port: 9000, max_document_bytes: 10}}}\n",
+                  "t.yaml:10:70: max_document_bytes must be between 1024 and 16777216, got 10\n");
     expect_errors(DOC "global: {services: {management_api: {bind_address: localhost}}}\n",
                   "t.yaml:10:52: bind_address must be an IPv4 or IPv6 address, got \"localhost\"\n");
     /* disabled: no port conflict */

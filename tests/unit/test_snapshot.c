@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -368,6 +370,162 @@ static void test_admin_api(void **state)
     vsr_admin_free(a);
 }
 
+/* ---- what a submitted document may say, who may submit it ---- */
+
+static int apply_src(vsr_admin_t *a, const char *doc, const char *source, char *first_error, size_t n)
+{
+    vsr_admin_result_t res;
+    int rc = vsr_admin_apply(a, "t", doc, strlen(doc), source, 0, &res);
+    if (first_error)
+        snprintf(first_error, n, "%s", res.errors.data ? res.errors.data : "");
+    vsr_admin_result_free(&res);
+    return rc;
+}
+
+static void test_admin_placeholders_and_env(void **state)
+{
+    (void)state;
+    host_t h;
+    vsr_admin_t *a = new_admin(&h);
+    char msg[512];
+    assert_int_equal(apply_src(a, DOC, "file", NULL, 0), VSR_OK);
+    /* the models reordered, every secret a placeholder: matched by name */
+    const char *back =
+        "version: v0.3\n"
+        "listeners: [{name: l1, address: 127.0.0.1, port: 18899, api_keys: ['<redacted>']}]\n"
+        "providers:\n"
+        "  models:\n"
+        "    - {name: large, backend_refs: [{endpoint: '127.0.0.1:2', api_key: '<redacted>'}]}\n"
+        "    - {name: small, backend_refs: [{endpoint: '127.0.0.1:1'}]}\n";
+    assert_int_equal(apply_src(a, back, "api", msg, sizeof(msg)), VSR_OK);
+    const vsr_config_t *c = vsr_engine_config(h.active);
+    assert_int_equal(vsr_engine_version(h.active), 2);
+    assert_string_equal(c->listeners[0].api_keys.items[0], "k1");
+    assert_string_equal(c->models[0].name, "large");
+    assert_string_equal(c->models[0].backends[0].api_key, "sk-live");
+    /* a placeholder with nothing behind it, in any source: refused, never a key */
+    const char *extra = "version: v0.3\n"
+                        "listeners: [{name: l1, address: 127.0.0.1, port: 18899, api_keys: [k1, '<redacted>']}]\n"
+                        "providers: {models: [{name: small, backend_refs: [{endpoint: '127.0.0.1:1'}]}]}\n";
+    assert_int_equal(apply_src(a, extra, "api", msg, sizeof(msg)), VSR_ERR_INVALID);
+    assert_non_null(strstr(msg, "t:2:72: listeners[0].api_keys[1] is \"<redacted>\""));
+    assert_int_equal(apply_src(a, extra, "file", msg, sizeof(msg)), VSR_ERR_INVALID);
+    /* environment variables: the API may name only what a file named */
+    const char *env_doc = "version: v0.3\n"
+                          "listeners: [{name: l1, address: 127.0.0.1, port: 18899}]\n"
+                          "providers: {models: [{name: small, backend_refs: [{endpoint: '127.0.0.1:1', "
+                          "api_key_env: PATH}]}]}\n";
+    assert_int_equal(apply_src(a, env_doc, "api", msg, sizeof(msg)), VSR_ERR_INVALID);
+    assert_non_null(strstr(msg, "api_key_env names the environment variable \"PATH\""));
+    assert_null(strstr(msg, getenv("PATH")));
+    assert_int_equal(apply_src(a, env_doc, "file", NULL, 0), VSR_OK);
+    const char *env_doc2 = "version: v0.3\n"
+                           "listeners: [{name: l1, address: 127.0.0.1, port: 18899, api_keys: [k9]}]\n"
+                           "providers: {models: [{name: small, backend_refs: [{endpoint: '127.0.0.1:1', "
+                           "api_key_env: PATH}]}]}\n";
+    int before = h.activations;
+    assert_int_equal(apply_src(a, env_doc2, "api", msg, sizeof(msg)), VSR_OK);
+    assert_int_equal(h.activations, before + 1);
+    vsr_engine_unref(h.active);
+    vsr_admin_free(a);
+}
+
+static void test_admin_access(void **state)
+{
+    (void)state;
+    host_t h;
+    vsr_admin_t *a = new_admin(&h);
+    assert_int_equal(apply_src(a, DOC, "file", NULL, 0), VSR_OK); /* management_api: 127.0.0.1:8080 */
+    vsr_admin_set_token(a, "0123456789abcdef-token");
+    static const struct {
+        const char *auth, *host, *origin;
+        int status;
+    } rows[] = {
+        {"Bearer 0123456789abcdef-token", NULL, NULL, 0},
+        {"bearer \t0123456789abcdef-token  ", "127.0.0.1:8080", NULL, 0},
+        {"Bearer 0123456789abcdef-token", "localhost:8080", "http://localhost:8080", 0},
+        {"Bearer 0123456789abcdef-token", "[::1]:8080", "http://127.0.0.1:8080", 0},
+        {"Bearer 0123456789abcdef-token", "localhost.:8080", NULL, 0},
+        {NULL, "127.0.0.1:8080", NULL, 401},
+        {"Bearer 0123456789abcdef-toke", NULL, NULL, 401},
+        {"Bearer 0123456789abcdef-tokenX", NULL, NULL, 401},
+        {"0123456789abcdef-token", NULL, NULL, 401},
+        {"Bearer ", NULL, NULL, 401},
+        {"Bearer 0123456789abcdef-token", "evil.example:8080", NULL, 403},
+        {"Bearer 0123456789abcdef-token", "127.0.0.1:8081", NULL, 403},
+        {"Bearer 0123456789abcdef-token", "127.0.0.1", NULL, 403}, /* port 80 */
+        {"Bearer 0123456789abcdef-token", "127.0.0.1:08080x", NULL, 403},
+        {"Bearer 0123456789abcdef-token", "[::1", NULL, 403},
+        {"Bearer 0123456789abcdef-token", "", NULL, 403},
+        {"Bearer 0123456789abcdef-token", NULL, "http://evil.example", 403},
+        {"Bearer 0123456789abcdef-token", NULL, "null", 403},
+        {"Bearer 0123456789abcdef-token", NULL, "http://127.0.0.1:9", 403},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        vsr_admin_access_t acc = {rows[i].auth ? vsr_slice_cstr(rows[i].auth) : VSR_SLICE_NULL,
+                                  rows[i].host ? vsr_slice_cstr(rows[i].host) : VSR_SLICE_NULL,
+                                  rows[i].origin ? vsr_slice_cstr(rows[i].origin) : VSR_SLICE_NULL};
+        vsr_admin_response_t r;
+        int ok = vsr_admin_check_access(a, &acc, &r);
+        if (ok != (rows[i].status == 0) || (!ok && r.status != rows[i].status))
+            fail_msg("row %zu: %s / %s / %s", i, rows[i].auth, rows[i].host, rows[i].origin);
+        if (!ok) {
+            assert_null(strstr(r.body.data, "0123456789abcdef"));
+            vsr_admin_response_free(&r);
+        }
+    }
+    assert_true(vsr_admin_loopback("127.9.9.9") && vsr_admin_loopback("::1") && vsr_admin_loopback("::ffff:127.0.0.1"));
+    assert_false(vsr_admin_loopback("10.0.0.1") || vsr_admin_loopback("0.0.0.0") || vsr_admin_loopback("::"));
+    vsr_engine_unref(h.active);
+    vsr_admin_free(a);
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} waiter_t;
+
+static void job_done(void *ud)
+{
+    waiter_t *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void test_admin_submit_and_close(void **state)
+{
+    (void)state;
+    host_t h;
+    vsr_admin_t *a = new_admin(&h);
+    assert_int_equal(apply_src(a, DOC, "file", NULL, 0), VSR_OK);
+    waiter_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    vsr_admin_request_t req = {.method = VSR_SLICE_LIT("GET"), .target = VSR_SLICE_LIT("/api/v1/config/hash")};
+    vsr_admin_response_t r;
+    assert_int_equal(vsr_admin_submit(a, &req, &r, job_done, &w), VSR_OK);
+    pthread_mutex_lock(&w.mu);
+    while (!w.done)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    assert_int_equal(r.status, 200);
+    vsr_admin_response_free(&r);
+    /* closed: no call starts, no hook runs, nothing activates */
+    vsr_admin_close(a);
+    assert_int_equal(vsr_admin_submit(a, &req, &r, job_done, &w), VSR_ERR);
+    int before = h.activations;
+    char *v2 = with("name: large", "name: huge");
+    vsr_admin_result_t res;
+    assert_int_equal(vsr_admin_apply(a, "t", v2, strlen(v2), "api", 0, &res), VSR_ERR_INVALID);
+    assert_string_equal(res.code, "unavailable");
+    vsr_admin_result_free(&res);
+    assert_int_equal(h.activations, before);
+    free(v2);
+    vsr_engine_unref(h.active);
+    vsr_admin_free(a);
+}
+
 /* ---- identity-keyed reuse ---- */
 
 static void test_upstream_reuse_by_identity(void **state)
@@ -489,6 +647,9 @@ int main(void)
         cmocka_unit_test(test_snapshot_drains_with_last_reference),
         cmocka_unit_test(test_admin_ack_nack_rollback),
         cmocka_unit_test(test_admin_api),
+        cmocka_unit_test(test_admin_placeholders_and_env),
+        cmocka_unit_test(test_admin_access),
+        cmocka_unit_test(test_admin_submit_and_close),
         cmocka_unit_test(test_upstream_reuse_by_identity),
         cmocka_unit_test(test_print_redacts_and_fills_defaults),
         cmocka_unit_test(test_signals_reused_per_recipe),
