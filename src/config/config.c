@@ -995,7 +995,8 @@ static const cfg_spec_t global_spec = {
 
 static const cfg_field_t document_fields[] = {
     {.key = "version", .decode = decode_version, .flags = CFG_REQUIRED, .offset = CONF_OFF(version)},
-    {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = CONF_OFF(listeners),
+    /* absent or []: the reference's default listener (see default_listener) */
+    {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = CONF_OFF(listeners),
      .count_offset = CONF_OFF(n_listeners), .spec = &listener_spec},
     {.key = "providers", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &providers_spec},
     {.key = "routing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = BOX_OFF(routing),
@@ -1053,12 +1054,32 @@ static void check_listeners(cfg_decoder_t *d, const vsr_config_t *c, const cfg_n
     vsr_free(port_nodes);
 }
 
+/* A document without listeners (Kubernetes and gateway deployments put the
+ * listener elsewhere) is served on the reference CLI's default listener,
+ * http-8899 on 0.0.0.0:8899, and the load says so. */
+static void default_listener(cfg_decoder_t *d, vsr_config_t *c)
+{
+    c->listeners = vsr_pool_alloc(d->pool, sizeof(vsr_listener_conf_t));
+    memset(c->listeners, 0, sizeof(vsr_listener_conf_t));
+    init_listener(d, c->listeners);
+    c->listeners[0].name = vsr__cfg_strdup(d, VSR_DEFAULT_LISTENER_NAME);
+    c->listeners[0].port = VSR_DEFAULT_LISTENER_PORT;
+    c->n_listeners = 1;
+    c->listeners_defaulted = 1;
+    vsr__cfg_warn(d, "%s: no listeners in the document: serving the default listener \"%s\" on %s:%u", d->dg->file,
+                  c->listeners[0].name, c->listeners[0].address, (unsigned)c->listeners[0].port);
+}
+
 static void finish_document(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                             size_t index)
 {
     config_box_t *box = obj;
     vsr_config_t *c = &box->conf;
     const cfg_node_t *listeners = vsr__cfg_seen(&document_spec, seen, "listeners");
+    if (c->n_listeners == 0 && (listeners == NULL || vsr__cfg_is_empty(listeners))) {
+        default_listener(d, c);
+        listeners = NULL;
+    }
     if (c->n_listeners > 1)
         check_listeners(d, c, listeners);
     for (size_t i = 0; listeners && listeners->kind == CFG_NODE_SEQ && i < c->n_listeners && i < listeners->n; i++) {

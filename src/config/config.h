@@ -21,6 +21,8 @@
 #define VSR_DEFAULT_MAX_HEADER_BYTES (64u * 1024)          /* 64 KiB */
 #define VSR_DEFAULT_MAX_HEADERS 100u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define VSR_DEFAULT_LISTENER_NAME "http-8899"              /* a document without listeners (ref CLI default) */
+#define VSR_DEFAULT_LISTENER_PORT 8899u
 #define VSR_CONFIG_HASH_LEN 72  /* "sha256:" + 64 hex digits + NUL */
 
 
@@ -323,7 +325,8 @@ typedef struct {
     char *path;            /* the file it was read from ("<string>" for strings) */
     char *version;         /* "v0.3" */
     vsr_listener_conf_t *listeners;
-    size_t n_listeners;    /* >= 1 */
+    size_t n_listeners;    /* >= 1: without `listeners` (absent or []), the default listener */
+    int listeners_defaulted; /* ... "http-8899" on 0.0.0.0:8899 was supplied (a warning says so at load) */
     char *default_model;   /* providers.defaults.model (alias default_model); NULL when absent */
     vsr_model_conf_t *models;
     size_t n_models;

@@ -1040,15 +1040,32 @@ static void test_version(void **state)
     vsr_config_free(c);
 }
 
+/* No listeners (absent, null or []): the reference CLI's default listener. */
+static void test_default_listener(void **state)
+{
+    const char *docs[] = {HEAD PROVIDERS, HEAD "listeners: []\n" PROVIDERS, HEAD "listeners:\n" PROVIDERS};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(docs); i++) {
+        vsr_config_t *c = load_ok(docs[i]);
+        assert_int_equal(c->n_listeners, 1);
+        assert_true(c->listeners_defaulted);
+        assert_string_equal(c->listeners[0].name, "http-8899");
+        assert_string_equal(c->listeners[0].address, "0.0.0.0");
+        assert_int_equal(c->listeners[0].port, 8899);
+        assert_int_equal(c->listeners[0].timeout_ms, VSR_DEFAULT_LISTENER_TIMEOUT_MS);
+        vsr_config_free(c);
+    }
+    vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS);
+    assert_false(c->listeners_defaulted);
+    vsr_config_free(c);
+}
+
 static void test_missing_required(void **state)
 {
     expect_errors("listeners: []\n"
                   "providers: {}\n",
-                  "t.yaml:1:12: listeners must not be empty\n"
                   "t.yaml:2:12: missing required key \"models\"\n"
                   "t.yaml:1:1: missing required key \"version\"\n");
-    expect_errors(HEAD, "t.yaml:1:1: missing required key \"listeners\"\n"
-                        "t.yaml:1:1: missing required key \"providers\"\n");
+    expect_errors(HEAD, "t.yaml:1:1: missing required key \"providers\"\n");
     expect_errors(HEAD
                   "listeners:\n"
                   "  - address: 127.0.0.1\n" PROVIDERS,
@@ -2177,6 +2194,7 @@ int main(void)
         cmocka_unit_test(test_value_errors),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_missing_required),
+        cmocka_unit_test(test_default_listener),
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_default_model_checks),
         cmocka_unit_test(test_duplicates),

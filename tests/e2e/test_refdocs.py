@@ -1,0 +1,83 @@
+"""Documents written the way the reference router's own deployments write
+them (tests/e2e/corpus/refdocs/, one per behaviour): each one validates, and
+where it matters, serves the way the reference does.
+
+A document names its backends 127.0.0.1:18000 (and :18001) and its listener
+port 8899; serve() points them at fakellm backends and a free port.  Lines
+"# expect-warning: TEXT" say what `vsr config validate` must warn."""
+import pathlib
+import socket
+import subprocess
+
+import httpx
+import pytest
+
+from conftest import ENV, VSR_BIN, free_port, wait_until
+
+CORPUS = pathlib.Path(__file__).resolve().parent / "corpus" / "refdocs"
+DOCS = sorted(p.name for p in CORPUS.glob("*.yaml"))
+
+
+def doc(name):
+    return (CORPUS / name).read_text()
+
+
+def expected_warnings(text):
+    return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("# expect-warning:")]
+
+
+def validate(path):
+    return subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True, env=ENV,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_document_validates(name):
+    r = validate(CORPUS / name)
+    assert r.returncode == 0, r.stderr
+    assert "valid" in r.stdout
+    for w in expected_warnings(doc(name)):
+        assert w in r.stderr, f"missing warning {w!r} in:\n{r.stderr}"
+
+
+def serve(vsr, name, backends, extra_args=(), **kw):
+    """Starts vsr on document `name` with 127.0.0.1:18000 (and :18001) replaced
+    by the given backends and the listener on a free port."""
+    text = doc(name)
+    for i, b in enumerate(backends):
+        text = text.replace(f"127.0.0.1:{18000 + i}", b.endpoint)
+    port = free_port()
+    text = text.replace("port: 8899", f"port: {port}")
+    return vsr(text, port=port, extra_args=extra_args, **kw)
+
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def test_no_listeners_serves_default_port(vsr, fakellm):
+    if not port_free(8899):
+        pytest.skip("port 8899 is in use on this machine")
+    b = fakellm("b")
+    text = doc("14-no-listeners.yaml").replace("127.0.0.1:18000", b.endpoint)
+    v = vsr(text, port=8899, wait_ready=False)
+    v.url = "http://127.0.0.1:8899"
+
+    def ready():
+        assert v.proc.p.poll() is None, v.proc.output()
+        try:
+            return httpx.get(v.url + "/ready", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+    wait_until(ready, what="vsr /ready on 8899")
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "an integral please"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "math"
+    out = v.proc.output()
+    assert 'serving the default listener "http-8899" on 0.0.0.0:8899' in out
+    assert "listener http-8899 on 0.0.0.0:8899" in out
