@@ -752,6 +752,7 @@ static const cfg_field_t response_api_fields[] = {
     UNIMPLEMENTED("store_backend"),
     UNIMPLEMENTED("ttl_seconds"),
     UNIMPLEMENTED("max_responses"),
+    UNIMPLEMENTED("redis"), /* the store_backend: redis connection */
 };
 
 static const cfg_spec_t response_api_spec = {
@@ -969,6 +970,7 @@ static const cfg_field_t services_fields[] = {
     {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
      .has_offset = BOX_OFF(has_management)},
     UNIMPLEMENTED("router_replay"),
+    UNIMPLEMENTED("startup_status"), /* where the reference records its start-up progress (store_backend, redis) */
 };
 
 static const cfg_spec_t services_spec = {
