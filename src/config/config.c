@@ -322,7 +322,8 @@ static int decode_api_format(cfg_decoder_t *d, const cfg_field_t *f, const cfg_n
 static const cfg_field_t model_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_model_conf_t, name)},
     {.key = "provider_model_id", .decode = vsr__cfg_string, .offset = offsetof(vsr_model_conf_t, provider_model_id)},
-    {.key = "backend_refs", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+    /* absent or []: a gateway-routed model (see finish_model) */
+    {.key = "backend_refs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK,
      .offset = offsetof(vsr_model_conf_t, backends), .count_offset = offsetof(vsr_model_conf_t, n_backends),
      .spec = &backend_spec},
     {.key = "api_format", .decode = decode_api_format, .offset = offsetof(vsr_model_conf_t, api_format)},
@@ -360,6 +361,13 @@ static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
     vsr__cfg_mark(d, &m->name, name ? name : map);
 
     const cfg_node_t *refs = vsr__cfg_seen(&model_spec, seen, "backend_refs");
+    /* The reference's gateway deployments route such a model themselves
+     * (catalogue metadata only: provider_model_id, pricing, ...); standalone
+     * there is nothing to call, which each request routed to it is told. */
+    if (m->n_backends == 0 && m->name != NULL && (refs == NULL || vsr__cfg_is_empty(refs)))
+        vsr__cfg_warn(d, "%s:%u:%u: model %s has no backend_refs: requests routed to it are answered 503", d->dg->file,
+                      name ? name->line : map->line, name ? name->col : map->col,
+                      vsr__cfg_quote(d->pool, m->name, strlen(m->name)));
     if (m->n_backends < 2)
         return;
     const char **keys = vsr_malloc(m->n_backends * sizeof(*keys));

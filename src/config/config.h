@@ -316,7 +316,7 @@ typedef struct {
     char *name;                /* logical name, required, unique */
     char *provider_model_id;   /* sent upstream as `model`; defaults to name */
     vsr_backend_conf_t *backends;
-    size_t n_backends;         /* >= 1 */
+    size_t n_backends;         /* 0: no backend_refs (a gateway-routed model): requests routed to it get 503 */
     char *api_format;          /* "openai" (default); "anthropic": not supported yet */
     vsr_reliability_conf_t reliability; int has_reliability;
 } vsr_model_conf_t;

@@ -161,6 +161,15 @@ static const vsr_effect_t *error_reply(vsr_session_t *s, int status, const char 
     return immediate(s, status, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
 }
 
+/* A model without backend_refs (gateway-routed in the reference) has nothing to call standalone. */
+static const vsr_effect_t *no_backends(vsr_session_t *s, const vsr_model_conf_t *m)
+{
+    s->ev.selected_model = m->name;
+    return error_reply(s, 503, "server_error", "no_backends",
+                       pool_printf(&s->pool, "model \"%.200s\" has no backends: providers.models[].backend_refs is "
+                                             "empty, so there is no endpoint to send the request to", m->name));
+}
+
 static const vsr_effect_t *bad_request(vsr_session_t *s, const char *msg)
 {
     return error_reply(s, 400, "invalid_request_error", NULL, vsr_slice_cstr(msg));
@@ -298,6 +307,8 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
         s->plan.model = vsr_config_default_model(s->e->cfg);
         if (s->plan.model == NULL)
             return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
+        if (s->plan.model->n_backends == 0)
+            return no_backends(s, s->plan.model);
         s->plan.route_key = vsr_slice_cstr(s->plan.model->name);
         return &s->eff;
     }
@@ -488,6 +499,9 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         }
     }
 
+    if (model->n_backends == 0)
+        return no_backends(s, model);
+
     /* what every candidate's request shares: the plugins' edits and fields */
     s->body = body;
     s->body_len = len;
@@ -579,8 +593,8 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
     for (size_t i = 0; i < d->n_model_refs; i++) {
         const vsr_model_ref_conf_t *ref = &d->model_refs[i];
         const vsr_model_conf_t *m = vsr_config_find_model(s->e->cfg, vsr_slice_cstr(ref->model));
-        if (m == NULL)
-            continue;
+        if (m == NULL || m->n_backends == 0)
+            continue; /* nothing to call */
         int seen = 0;
         for (size_t k = 0; k < s->n_tried && !seen; k++)
             seen = s->tried[k] == m; /* a model already tried is never revisited */

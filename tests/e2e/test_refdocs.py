@@ -81,3 +81,18 @@ def test_no_listeners_serves_default_port(vsr, fakellm):
     out = v.proc.output()
     assert 'serving the default listener "http-8899" on 0.0.0.0:8899' in out
     assert "listener http-8899 on 0.0.0.0:8899" in out
+
+
+def test_model_without_backends_is_a_clear_503(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "15-gateway-routed-model.yaml", [b])
+    routed = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "prove this theorem"}]})
+    direct = v.post_chat({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    for r in (routed, direct):
+        assert r.status_code == 503, r.text
+        err = r.json()["error"]
+        assert err["code"] == "no_backends" and err["type"] == "server_error"
+        assert 'model "gpt-4o" has no backends' in err["message"] and "backend_refs" in err["message"]
+    assert b.stats()["requests"] == 0
+    ok = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
+    assert ok.status_code == 200 and ok.headers["x-vsr-selected-model"] == "qwen-chat"
