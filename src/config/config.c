@@ -865,7 +865,10 @@ static const cfg_spec_t management_spec = {
  * sampling{type, rate}, resource{service_name, service_version,
  * deployment_environment}. */
 static const char *const tracing_providers[] = {"opentelemetry", NULL};
-static const char *const tracing_exporters[] = {"otlp", "otlp-http", "otlphttp", NULL};
+/* otlp: OTLP/HTTP with an http:// endpoint, OTLP/gRPC (not supported yet)
+ * with a bare host:port, as the reference reads it; stdout: the
+ * reference's console exporter (not supported yet) */
+static const char *const tracing_exporters[] = {"otlp", "otlp-http", "otlphttp", "otlp-grpc", "stdout", NULL};
 static const char *const tracing_sampling_types[] = {"always_on", "always_off", "probabilistic", NULL};
 
 static const cfg_field_t tracing_exporter_fields[] = {
@@ -927,6 +930,25 @@ static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
         return;
     const cfg_node_t *exp = vsr__cfg_map_get(map, "exporter");
     const cfg_node_t *ep = exp ? vsr__cfg_map_get(exp, "endpoint") : NULL;
+    const cfg_node_t *type = exp ? vsr__cfg_map_get(exp, "type") : NULL;
+    const char *t = box->tracing_exporter_type ? box->tracing_exporter_type : "otlp";
+    static const char how[] = "export OTLP/HTTP instead: exporter {type: otlp, endpoint: http://<collector>:4318}";
+    if (strcmp(t, "stdout") == 0) {
+        vsr__cfg_node_error(d, type, "%s.exporter.type \"stdout\" is not supported yet; %s", d->path, how);
+        return;
+    }
+    int bare = c->tracing_endpoint != NULL && c->tracing_endpoint[0] != '\0' && strstr(c->tracing_endpoint, "://") == NULL;
+    if (strcmp(t, "otlp-grpc") == 0 || (strcmp(t, "otlp") == 0 && bare) ||
+        (c->tracing_endpoint != NULL && strncmp(c->tracing_endpoint, "grpc://", 7) == 0)) {
+        vsr__cfg_node_error(d, ep ? ep : type ? type : map,
+                            "%s.exporter: OTLP over gRPC (type otlp with a host:port endpoint such as %s) is not "
+                            "supported yet; %s", d->path,
+                            c->tracing_endpoint ? vsr__cfg_quote(d->pool, c->tracing_endpoint,
+                                                                 strlen(c->tracing_endpoint))
+                                                : "\"jaeger:4317\"",
+                            how);
+        return;
+    }
     if (c->tracing_endpoint == NULL || c->tracing_endpoint[0] == '\0') {
         vsr__cfg_node_error(d, ep ? ep : map,
                             "%s.exporter.endpoint is required when tracing is enabled (an OTLP/HTTP collector, "

@@ -96,3 +96,19 @@ def test_model_without_backends_is_a_clear_503(vsr, fakellm):
     assert b.stats()["requests"] == 0
     ok = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
     assert ok.status_code == 200 and ok.headers["x-vsr-selected-model"] == "qwen-chat"
+
+
+def test_otlp_grpc_and_stdout_exporters_are_refused_clearly(tmp_path):
+    text = doc("17-tracing-otlp-grpc.yaml").replace("enabled: false", "enabled: true")
+    p = tmp_path / "grpc.yaml"
+    p.write_text(text)
+    r = validate(p)
+    assert r.returncode != 0
+    assert ('OTLP over gRPC (type otlp with a host:port endpoint such as '
+            '"jaeger.observability.svc.cluster.local:4317") is not supported yet; export OTLP/HTTP instead: '
+            'exporter {type: otlp, endpoint: http://<collector>:4318}') in r.stderr, r.stderr
+    p.write_text(text.replace("type: otlp", "type: stdout"))
+    r = validate(p)
+    assert r.returncode != 0 and 'exporter.type "stdout" is not supported yet' in r.stderr, r.stderr
+    p.write_text(text.replace("jaeger.observability.svc.cluster.local:4317", "http://127.0.0.1:4318"))
+    assert validate(p).returncode == 0
