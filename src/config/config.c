@@ -430,14 +430,13 @@ static void finish_providers(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
         vsr_free(keys);
         vsr_free(nodes);
     }
-    /* only meaningful once the models decoded; otherwise that error stands alone */
-    if (c->default_model != NULL && c->n_models > 0 && vsr_config_find_model(c, vsr_slice_cstr(c->default_model)) == NULL) {
+    /* resolved with the model cards' LoRAs in cfg_check.c */
+    if (c->default_model != NULL) {
         const cfg_node_t *defaults = vsr__cfg_seen(&providers_spec, seen, "defaults");
         const cfg_node_t *at = vsr__cfg_map_get(defaults, "model");
         if (at == NULL)
             at = vsr__cfg_map_get(defaults, "default_model");
-        vsr__cfg_node_error(d, at ? at : map, "default model %s is not defined in providers.models",
-                            vsr__cfg_quote(d->pool, c->default_model, strlen(c->default_model)));
+        vsr__cfg_mark(d, &c->default_model, at ? at : map);
     }
 }
 

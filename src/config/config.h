@@ -327,7 +327,9 @@ typedef struct {
     vsr_listener_conf_t *listeners;
     size_t n_listeners;    /* >= 1: without `listeners` (absent or []), the default listener */
     int listeners_defaulted; /* ... "http-8899" on 0.0.0.0:8899 was supplied (a warning says so at load) */
-    char *default_model;   /* providers.defaults.model (alias default_model); NULL when absent */
+    char *default_model;   /* providers.defaults.model (alias default_model); NULL when absent.  Written as a
+                            * LoRA of a model card, it is stored as the card's provider model ... */
+    char *default_lora;    /* ... with the LoRA here (sent upstream as the model id); else NULL */
     vsr_model_conf_t *models;
     size_t n_models;
 

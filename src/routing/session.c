@@ -377,7 +377,7 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     }
 }
 
-static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *upstream_id);
+static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
 
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
 {
@@ -432,7 +432,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
 
     const vsr_model_conf_t *model = res.model;
     const vsr_decision_conf_t *decision = NULL;
-    const char *upstream_id = NULL;
+    const char *lora = NULL;
     if (res.recipe) {
         s->ev.recipe = res.recipe->name;
         const vsr_header_t *skip = find_header(s->headers, s->n_headers, "x-vsr-skip-processing");
@@ -463,20 +463,20 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
                     const vsr_model_ref_conf_t *ref = &decision->model_refs[0];
                     model = vsr_config_find_model(cfg, vsr_slice_cstr(ref->model));
                     if (ref->lora_name)
-                        upstream_id = ref->lora_name;
+                        lora = ref->lora_name;
                 }
             }
         }
-        if (model == NULL)
+        if (model == NULL) {
             model = cfg->default_model ? vsr_config_find_model(cfg, vsr_slice_cstr(cfg->default_model)) : NULL;
+            lora = model ? cfg->default_lora : NULL;
+        }
         if (model == NULL)
             return bad_request(s, "unable to route request: no model selected and no default model configured");
     } else {
         s->ev.passthrough = 1;
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
-    if (upstream_id == NULL)
-        upstream_id = model->provider_model_id;
 
     /* plugins of the selected decision */
     vsr_plugin_ctx_t pc;
@@ -525,16 +525,19 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     }
     s->n_plugin_set = pc.n_set_headers;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
-    aim(s, model, upstream_id);
+    aim(s, model, lora);
     s->ev.routing_us = vsr_now_us() - t0;
     return &s->eff;
 }
 
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
- * plan.  Used for the first choice and for every fallback candidate. */
-static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *upstream_id)
+ * plan.  Used for the first choice and for every fallback candidate.  With
+ * a LoRA, the LoRA's name is both the id sent upstream and the selected
+ * model (ref §1.11). */
+static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora)
 {
+    const char *upstream_id = lora ? lora : model->provider_model_id;
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_json_t *j = &s->json;
     reset_effect(s);
@@ -573,7 +576,7 @@ static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *ups
     s->eff.clear_route_cache = cfg->clear_route_cache;
 
     s->tried[s->n_tried++] = model;
-    s->ev.selected_model = model->name;
+    s->ev.selected_model = lora ? lora : model->name;
     s->ev.upstream_model = upstream_id;
     s->plan.kind = VSR_PLAN_CALL;
     s->plan.model = model;
@@ -600,7 +603,7 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
             seen = s->tried[k] == m; /* a model already tried is never revisited */
         if (seen || (allow && !allow(ud, m)))
             continue;
-        aim(s, m, ref->lora_name ? ref->lora_name : m->provider_model_id);
+        aim(s, m, ref->lora_name);
         s->ev.fallbacks++;
         return &s->eff;
     }

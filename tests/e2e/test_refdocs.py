@@ -5,6 +5,7 @@ where it matters, serves the way the reference does.
 A document names its backends 127.0.0.1:18000 (and :18001) and its listener
 port 8899; serve() points them at fakellm backends and a free port.  Lines
 "# expect-warning: TEXT" say what `vsr config validate` must warn."""
+import json
 import pathlib
 import socket
 import subprocess
@@ -112,3 +113,35 @@ def test_otlp_grpc_and_stdout_exporters_are_refused_clearly(tmp_path):
     assert r.returncode != 0 and 'exporter.type "stdout" is not supported yet' in r.stderr, r.stderr
     p.write_text(text.replace("jaeger.observability.svc.cluster.local:4317", "http://127.0.0.1:4318"))
     assert validate(p).returncode == 0
+
+
+def sent(resp):
+    """The body the backend received, as fakellm echoes it."""
+    return json.loads(resp.json()["fakellm"]["request"]["body"])
+
+
+def test_default_model_may_be_a_lora_of_a_card(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "18-default-lora.yaml", [b])
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello there"}]})
+    assert r.status_code == 200, r.text
+    assert sent(r)["model"] == "general-expert"
+    assert r.headers["x-vsr-selected-model"] == "general-expert"
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "solve this equation"}]})
+    assert r.status_code == 200, r.text
+    assert sent(r)["model"] == "math-expert"
+    assert r.headers["x-vsr-selected-model"] == "math-expert"
+    assert r.headers["x-vsr-selected-decision"] == "math"
+
+
+def test_lora_name_is_the_selected_model(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "22-lora-name.yaml", [b])
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "write a sql join"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "sql"
+    assert r.headers["x-vsr-selected-model"] == "sql-lora"
+    assert sent(r)["model"] == "sql-lora"
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
+    assert r.headers["x-vsr-selected-model"] == "llama-3-8b"
+    assert sent(r)["model"] == "meta-llama/Meta-Llama-3-8B-Instruct"

@@ -1104,7 +1104,30 @@ static void test_default_model_checks(void **state)
                   "t.yaml:12:5: \"model\" and \"default_model\" are the same setting (first at 11:5); set only one\n");
     expect_errors(HEAD LISTENERS PROVIDERS "  defaults:\n"
                                            "    default_model: nope\n",
-                  "t.yaml:11:20: default model \"nope\" is not defined in providers.models\n");
+                  "t.yaml:11:20: default model \"nope\" is not defined in providers.models (nor as a LoRA in "
+                  "routing.modelCards)\n");
+    /* a LoRA of a model card resolves to {the card's provider model, the LoRA} (ref §1.14) */
+    vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS "  defaults:\n"
+                                                      "    model: sql-expert\n"
+                                                      "routing:\n"
+                                                      "  modelCards:\n"
+                                                      "    - name: m\n"
+                                                      "      loras: [{name: sql-expert}]\n");
+    assert_string_equal(c->default_model, "m");
+    assert_string_equal(c->default_lora, "sql-expert");
+    assert_string_equal(vsr_config_default_model(c)->name, "m");
+    vsr_config_free(c);
+    c = load_ok(HEAD LISTENERS PROVIDERS "  defaults:\n    model: m\n");
+    assert_null(c->default_lora);
+    vsr_config_free(c);
+    expect_errors(HEAD LISTENERS PROVIDERS "  defaults:\n"
+                                           "    model: sql-expert\n"
+                                           "routing:\n"
+                                           "  modelCards:\n"
+                                           "    - name: other\n"
+                                           "      loras: [{name: sql-expert}]\n",
+                  "t.yaml:11:12: default model \"sql-expert\" is a LoRA of model card \"other\", which is not defined "
+                  "in providers.models\n");
     expect_errors(HEAD LISTENERS PROVIDERS "  defaults:\n"
                                            "    reasoning_effort: low\n"
                                            "    default_reasoning_effort: high\n",
@@ -1163,8 +1186,9 @@ static void test_several_errors_in_one_run(void **state)
                   "t.yaml:8:5: unknown key \"colour\"\n"
                   "t.yaml:13:7: unknown key \"weight\"\n"
                   "t.yaml:15:21: invalid endpoint \"h:99999\": port must be an integer between 1 and 65535\n"
-                  "t.yaml:10:21: default model \"ghost\" is not defined in providers.models\n"
-                  "t.yaml:6:11: duplicate listener name \"a\" (first defined at 3:11)\n");
+                  "t.yaml:6:11: duplicate listener name \"a\" (first defined at 3:11)\n"
+                  "t.yaml:10:21: default model \"ghost\" is not defined in providers.models (nor as a LoRA in "
+                  "routing.modelCards)\n");
 }
 
 static void test_error_cap(void **state)
