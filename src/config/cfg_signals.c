@@ -544,6 +544,7 @@ int vsr__cfg_condition_type(const char *type)
 typedef struct {
     cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
     int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */
+    cfg_index_t roles;                          /* role_bindings[].role */
 } signal_index_t;
 
 /* Every leaf resolves to a declared signal of the same recipe: recipes
@@ -565,8 +566,12 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
     /* a signal that failed to decode may be the one meant: reported already */
     if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], n->name, NULL) != NULL)
         return;
-    vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s", n->type,
-                   quote_str(d, n->name), where, fam->family);
+    /* an authz condition names a binding's role (or a binding) */
+    if (strcmp(fam->family, "role_bindings") == 0 && vsr__cfg_index_find(&ix->roles, n->name, NULL) != NULL)
+        return;
+    vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s%s", n->type,
+                   quote_str(d, n->name), where, fam->family,
+                   strcmp(fam->family, "role_bindings") == 0 ? " (as a role or a binding name)" : "");
 }
 
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where)
@@ -583,9 +588,13 @@ void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const
         }
         vsr__cfg_index_sort(&ix.names[t]);
     }
+    for (size_t i = 0; i < r->signals.n_role_bindings; i++)
+        vsr__cfg_index_add(&ix.roles, r->signals.role_bindings[i].role, i);
+    vsr__cfg_index_sort(&ix.roles);
     for (size_t i = 0; i < r->n_decisions; i++)
         if (r->decisions[i].rules != NULL)
             resolve_leaf(d, &ix, r->decisions[i].rules, where);
     for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++)
         vsr__cfg_index_free(&ix.names[t]);
+    vsr__cfg_index_free(&ix.roles);
 }

@@ -371,7 +371,7 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
             continue;
         vsr_signal_hit_t *h = &s->ev.signals[s->ev.n_signals++];
         h->family = vsr_signals_family(rs->signals, (int)i);
-        h->name = vsr_signals_name(rs->signals, (int)i);
+        h->name = vsr_signals_report_name(rs->signals, (int)i);
         h->confidence = rc->memo[i].confidence;
         h->value = rc->memo[i].value;
     }
@@ -635,9 +635,15 @@ static void add_family_headers(vsr_session_t *s, hlist_t *h)
             continue;
         vsr_buf_t b;
         vsr_buf_init(&b, 0);
-        for (size_t k = i; k < s->ev.n_signals; k++)
-            if (strcmp(s->ev.signals[k].family, fam) == 0)
+        for (size_t k = i; k < s->ev.n_signals; k++) {
+            if (strcmp(s->ev.signals[k].family, fam) != 0)
+                continue;
+            int dup = 0; /* two authz bindings may report one role */
+            for (size_t m = i; m < k && !dup; m++)
+                dup = strcmp(s->ev.signals[m].family, fam) == 0 && strcmp(s->ev.signals[m].name, s->ev.signals[k].name) == 0;
+            if (!dup)
                 vsr_buf_printf(&b, "%s%s", b.len ? "," : "", s->ev.signals[k].name);
+        }
         hl_add(&s->pool, h, pool_printf(&s->pool, "x-vsr-matched-%s", fam),
                vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)));
         vsr_buf_free(&b);

@@ -145,3 +145,23 @@ def test_lora_name_is_the_selected_model(vsr, fakellm):
     r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
     assert r.headers["x-vsr-selected-model"] == "llama-3-8b"
     assert sent(r)["model"] == "meta-llama/Meta-Llama-3-8B-Instruct"
+
+
+def test_authz_conditions_name_roles(vsr, fakellm):
+    small, large = fakellm("small"), fakellm("large")
+    v = serve(vsr, "19-authz-roles.yaml", [small, large])
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+    dbg = {"x-vsr-debug": "true"}
+    r = v.post_chat(body, {**dbg, "x-authz-user-id": "bob", "x-authz-user-groups": "staff, premium"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "premium" and r.headers["x-vsr-selected-model"] == "large"
+    assert r.headers["x-vsr-matched-authz"] == "premium_user"
+    r = v.post_chat(body, {**dbg, "x-authz-user-id": "alice", "x-authz-user-groups": "ops"})
+    assert r.headers["x-vsr-selected-decision"] == "premium"
+    # a condition may still name a binding; the header lists roles
+    assert sorted(r.headers["x-vsr-matched-authz"].split(",")) == ["admin", "premium_user"]
+    r = v.post_chat(body, {**dbg, "x-authz-user-id": "carol", "x-authz-user-groups": "ops"})
+    assert r.headers["x-vsr-selected-decision"] == "operators" and r.headers["x-vsr-matched-authz"] == "admin"
+    # an authz signal without a user identity is refused (no fail_open)
+    r = v.post_chat(body)
+    assert r.status_code == 403, r.text
