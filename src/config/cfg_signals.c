@@ -322,7 +322,8 @@ static const char *const conversation_roles[] = {"user", "assistant", "system", 
 static int decode_conversation_source(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     static const char *const sources[] = {"message", "tool_definition", "assistant_tool_call", "active_tool_loop",
-                                          "image_content", "tool_choice_required", "tool_choice_none", NULL};
+                                          "image_content", "tool_choice_required", "tool_choice_none",
+                                          "assistant_tool_cycle", NULL};
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;

@@ -132,7 +132,7 @@ typedef struct {
 typedef struct {
     char *name;
     char *feature_type;            /* count | exists */
-    char *source_type;             /* message | tool_definition | assistant_tool_call | active_tool_loop | image_content | tool_choice_required | tool_choice_none */
+    char *source_type;             /* message | tool_definition | assistant_tool_call | assistant_tool_cycle | active_tool_loop | image_content | tool_choice_required | tool_choice_none */
     char *role;                    /* message: user | assistant | system | developer | tool | non_user; NULL = any */
     vsr_predicate_conf_t predicate;
 } vsr_sig_conversation_conf_t;

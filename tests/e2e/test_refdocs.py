@@ -165,3 +165,16 @@ def test_authz_conditions_name_roles(vsr, fakellm):
     # an authz signal without a user identity is refused (no fail_open)
     r = v.post_chat(body)
     assert r.status_code == 403, r.text
+
+
+def test_assistant_tool_cycle_counts_tool_results(vsr, fakellm):
+    fast, strong = fakellm("fast"), fakellm("strong")
+    v = serve(vsr, "21-assistant-tool-cycle.yaml", [fast, strong])
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    first = [{"role": "user", "content": "list the files"}, call]
+    r = v.post_chat({"model": "auto", "messages": first})
+    assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "fast"
+    r = v.post_chat({"model": "auto", "messages": first + [{"role": "tool", "tool_call_id": "c1", "content": "a b"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "tool_synthesis" and r.headers["x-vsr-selected-model"] == "strong"
