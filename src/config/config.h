@@ -232,6 +232,18 @@ typedef struct {
     } u;
 } vsr_plugin_conf_t;
 
+/* routing.decisions[].emits[] of kind retention (ref §1.11): the decision's
+ * retention directive.  Tri-state: only the fields the document sets are
+ * reported (x-vsr-retention-*); vsr has no response cache or session-aware
+ * selection yet, so the directive has no other effect. */
+typedef struct {
+    int present;
+    int drop;                      int has_drop;
+    uint64_t ttl_turns;            int has_ttl_turns;    /* >= 0; drop and ttl_turns > 0 exclude each other */
+    int keep_current_model;        int has_keep_current_model;
+    int prefer_prefix_retention;   int has_prefer_prefix_retention;
+} vsr_retention_conf_t;
+
 typedef struct {
     char *name;                    /* unique per recipe */
     char *description;
@@ -243,6 +255,7 @@ typedef struct {
     vsr_plugin_conf_t *plugins; size_t n_plugins;
     vsr_reliability_conf_t reliability; int has_reliability;
     vsr_fallback_conf_t fallback;
+    vsr_retention_conf_t retention; /* emits: [{kind: retention, retention: {...}}] */
 } vsr_decision_conf_t;
 
 typedef struct {

@@ -650,6 +650,23 @@ static void add_family_headers(vsr_session_t *s, hlist_t *h)
     }
 }
 
+/* The decision's retention directive (emits), the fields it sets only. */
+static void add_retention_headers(vsr_session_t *s, hlist_t *h, const vsr_retention_conf_t *r)
+{
+    if (!r->present)
+        return;
+    if (r->has_drop)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-drop"), vsr_slice_cstr(r->drop ? "true" : "false"));
+    if (r->has_ttl_turns)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-ttl-turns"), pool_u64(&s->pool, r->ttl_turns, 0));
+    if (r->has_keep_current_model)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-keep-current-model"),
+               vsr_slice_cstr(r->keep_current_model ? "true" : "false"));
+    if (r->has_prefer_prefix_retention)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-prefer-prefix"),
+               vsr_slice_cstr(r->prefer_prefix_retention ? "true" : "false"));
+}
+
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
                                                  size_t n_headers)
 {
@@ -679,6 +696,8 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                    pool_printf(&s->pool, "%llu", (unsigned long long)s->ev.context_tokens));
             if (s->ev.injected_system_prompt)
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-injected-system-prompt"), VSR_SLICE_LIT("true"));
+            if (s->decision)
+                add_retention_headers(s, &h, &s->decision->retention);
         }
     }
     s->eff.set = h.v;

@@ -178,3 +178,19 @@ def test_assistant_tool_cycle_counts_tool_results(vsr, fakellm):
     r = v.post_chat({"model": "auto", "messages": first + [{"role": "tool", "tool_call_id": "c1", "content": "a b"}]})
     assert r.status_code == 200, r.text
     assert r.headers["x-vsr-selected-decision"] == "tool_synthesis" and r.headers["x-vsr-selected-model"] == "strong"
+
+
+def test_retention_directive_headers(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "23-retention-emits.yaml", [b])
+    body = {"model": "auto", "messages": [{"role": "user", "content": "reset my password"}]}
+    r = v.post_chat(body, {"x-vsr-debug": "true"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "sensitive"
+    assert r.headers["x-vsr-retention-drop"] == "true"
+    assert r.headers["x-vsr-retention-keep-current-model"] == "false"
+    assert r.headers["x-vsr-retention-prefer-prefix"] == "true"
+    assert "x-vsr-retention-ttl-turns" not in r.headers  # unset fields are not reported
+    # the debug surface, like the matched-signal headers
+    r = v.post_chat(body)
+    assert r.status_code == 200 and not any(h.startswith("x-vsr-retention-") for h in r.headers)

@@ -796,7 +796,6 @@ static void test_unimplemented_paths(void **state)
         "routing.decisions[].annotations",
         "routing.decisions[].algorithm.on_error",
         "routing.decisions[].modelRefs[].reasoning_description",
-        "recipes[].routing.decisions[].emits",
         "recipes[].routing.decisions[].modelRefs[].use_reasoning",
     };
     /* empty values (api_keys: [], deployment: {}, learning: {}, entrypoints:
@@ -1038,6 +1037,27 @@ static void test_version(void **state)
                   "t.yaml:1:10: unsupported version \"v0.3\\x00\" (vsr reads \"v0.3\")\n");
     vsr_config_t *c = load_ok("version: 'v0.3'\n" LISTENERS PROVIDERS);
     vsr_config_free(c);
+}
+
+/* decisions[].emits: one retention directive, tri-state fields. */
+static void test_emits_retention(void **state)
+{
+#define EMITS(x) HEAD LISTENERS PROVIDERS "routing:\n  decisions:\n    - name: d\n      emits: " x "\n"
+    vsr_config_t *c = load_ok(EMITS("[{kind: retention, retention: {ttl_turns: 0, prefer_prefix_retention: true}}]"));
+    const vsr_retention_conf_t *r = &c->recipes[0].decisions[0].retention;
+    assert_true(r->present);
+    assert_true(r->has_ttl_turns && r->ttl_turns == 0);
+    assert_true(r->has_prefer_prefix_retention && r->prefer_prefix_retention);
+    assert_false(r->has_drop || r->has_keep_current_model);
+    assert_int_equal(c->n_unimplemented, 0);
+    vsr_config_free(c);
+    expect_errors(EMITS("[{kind: retention, retention: {drop: true, ttl_turns: 3}}]"),
+                  "t.yaml:13:68: retention: drop: true and a positive ttl_turns exclude each other\n");
+    expect_errors(EMITS("[{kind: retention}, {kind: retention}]"),
+                  "t.yaml:13:41: a decision emits at most one retention directive\n");
+    expect_errors(EMITS("[{kind: retention, retention: {drop: 1}}]"),
+                  "t.yaml:13:51: expected a boolean (true or false), got an integer\n");
+#undef EMITS
 }
 
 /* No listeners (absent, null or []): the reference CLI's default listener. */
@@ -2217,6 +2237,7 @@ int main(void)
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_missing_required),
         cmocka_unit_test(test_default_listener),
+        cmocka_unit_test(test_emits_retention),
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_default_model_checks),
         cmocka_unit_test(test_duplicates),
