@@ -4,6 +4,7 @@
 #include "routing/routing-int.h"
 
 #include <stdio.h>
+#include <time.h>
 
 #include "plugins/plugins.h"
 
@@ -222,19 +223,28 @@ static int listed(const vsr_listener_conf_t *l, const char *name)
     return 0;
 }
 
-static void model_entry(vsr_buf_t *b, int *first, const char *id, const char *owner, const char *description,
-                        const char *resolution, int default_route, const char *recipe)
+/* One /v1/models entry.  created: when the list is built (the reference's
+ * listing has no stored creation time); default_route and selectable are
+ * written only when true, as the reference omits false ones: a passthrough
+ * model is not a name the router selects for. */
+static void model_entry(vsr_buf_t *b, int *first, uint64_t created, const char *id, const char *owner,
+                        const char *description, const char *resolution, int selectable, int default_route,
+                        const char *recipe)
 {
     vsr_buf_append_cstr(b, *first ? "{\"id\":" : ",{\"id\":");
     *first = 0;
     vsr_buf_append_json_string(b, vsr_slice_cstr(id));
-    vsr_buf_printf(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"%s\"", owner);
+    vsr_buf_printf(b, ",\"object\":\"model\",\"created\":%llu,\"owned_by\":\"%s\"", (unsigned long long)created,
+                   owner);
     if (description) {
         vsr_buf_append_cstr(b, ",\"description\":");
         vsr_buf_append_json_string(b, vsr_slice_cstr(description));
     }
-    vsr_buf_printf(b, ",\"routing\":{\"resolution\":\"%s\",\"selectable\":true,\"default_route\":%s", resolution,
-                   default_route ? "true" : "false");
+    vsr_buf_printf(b, ",\"routing\":{\"resolution\":\"%s\"", resolution);
+    if (selectable)
+        vsr_buf_append_cstr(b, ",\"selectable\":true");
+    if (default_route)
+        vsr_buf_append_cstr(b, ",\"default_route\":true");
     if (recipe) {
         vsr_buf_append_cstr(b, ",\"recipe\":");
         vsr_buf_append_json_string(b, vsr_slice_cstr(recipe));
@@ -242,34 +252,88 @@ static void model_entry(vsr_buf_t *b, int *first, const char *id, const char *ow
     vsr_buf_append_cstr(b, "}}");
 }
 
-static const vsr_effect_t *models_list(vsr_session_t *s)
+/* The entries of /v1/models, in the reference's order, into b: every one,
+ * or with `only` (not NULL) just the entry of that id.  Returns how many. */
+static size_t model_entries(vsr_session_t *s, vsr_buf_t *b, const vsr_slice_t *only)
 {
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_listener_conf_t *l = s->opts.listener;
     const vsr_model_conf_t *def = vsr_config_default_model(cfg);
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
+    uint64_t now = (uint64_t)time(NULL);
     int first = 1;
-    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":[");
+    size_t n = 0;
+#define WANT(id) (listed(l, (id)) && (only == NULL || vsr_slice_eq_cstr(*only, (id))))
     for (size_t i = 0; i < cfg->auto_model_names.n; i++)
-        if (listed(l, cfg->auto_model_names.items[i]))
-            model_entry(&b, &first, cfg->auto_model_names.items[i], "vllm-semantic-router",
-                        "Intelligent Router for Mixture-of-Models", "virtual", 1, "default");
+        if (WANT(cfg->auto_model_names.items[i]) && ++n)
+            model_entry(b, &first, now, cfg->auto_model_names.items[i], "vllm-semantic-router",
+                        "Intelligent Router for Mixture-of-Models", "virtual", 1, 1, "default");
     for (size_t i = 0; i < cfg->n_entrypoints; i++) {
         const vsr_entrypoint_conf_t *ep = &cfg->entrypoints[i];
         const vsr_recipe_conf_t *r = ep->resolved;
         for (size_t k = 0; k < ep->model_names.n; k++)
-            if (listed(l, ep->model_names.items[k]))
-                model_entry(&b, &first, ep->model_names.items[k], "vllm-semantic-router",
-                            r && r->description ? r->description : NULL, "virtual", 0, ep->recipe);
+            if (WANT(ep->model_names.items[k]) && ++n)
+                model_entry(b, &first, now, ep->model_names.items[k], "vllm-semantic-router",
+                            r && r->description ? r->description : NULL, "virtual", 1, 0, ep->recipe);
     }
     if (cfg->include_config_models_in_list) {
         for (size_t i = 0; i < cfg->n_models; i++)
-            if (listed(l, cfg->models[i].name))
-                model_entry(&b, &first, cfg->models[i].name, "upstream-endpoint", NULL, "passthrough",
+            if (WANT(cfg->models[i].name) && ++n)
+                model_entry(b, &first, now, cfg->models[i].name, "upstream-endpoint", NULL, "passthrough", 0,
                             &cfg->models[i] == def, NULL);
     }
+#undef WANT
+    return n;
+}
+
+static const vsr_effect_t *models_list(vsr_session_t *s)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":[");
+    model_entries(s, &b, NULL);
     vsr_buf_append_cstr(&b, "]}");
+    vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* GET /v1/models/{id} (the OpenAI SDK's models.retrieve): the list's entry
+ * for id (percent-decoded; ids such as vllm-sr/auto hold a slash, sent raw
+ * or as %2F), or OpenAI's 404. */
+static const vsr_effect_t *model_retrieve(vsr_session_t *s, vsr_slice_t raw)
+{
+    char *id = vsr_pool_alloc(&s->pool, raw.len + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < raw.len; i++) {
+        int hi, lo;
+        if (raw.p[i] == '%' && i + 2 < raw.len && (hi = hexval(raw.p[i + 1])) >= 0 &&
+            (lo = hexval(raw.p[i + 2])) >= 0) {
+            id[n++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            id[n++] = raw.p[i];
+        }
+    }
+    vsr_slice_t want = vsr_slice(id, n);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    size_t found = model_entries(s, &b, &want);
+    if (found == 0 || memchr(id, '\0', n) != NULL) {
+        vsr_buf_reset(&b);
+        vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
+        vsr_buf_append_json_string(&b, pool_printf(&s->pool, "The model '%.*s' does not exist",
+                                                   (int)VSR_MIN(n, 200), id));
+        vsr_buf_append_cstr(&b, ",\"type\":\"invalid_request_error\",\"param\":\"model\",\"code\":\"model_not_found\"}}");
+        vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+        vsr_buf_free(&b);
+        return immediate(s, 404, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
+    }
+    /* one id is one entry (names are unique across kinds) */
     vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
     vsr_buf_free(&b);
     return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
@@ -311,6 +375,17 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
             return no_backends(s, s->plan.model);
         s->plan.route_key = vsr_slice_cstr(s->plan.model->name);
         return &s->eff;
+    }
+    if (vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/models/")) && path.len > 11) {
+        int is_head = vsr_slice_eq_cstr(method, "HEAD");
+        if (!vsr_slice_eq_cstr(method, "GET") && !is_head) {
+            vsr_header_t allow = {VSR_SLICE_LIT("allow"), VSR_SLICE_LIT("GET")};
+            vsr_slice_t body = VSR_SLICE_LIT(
+                "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":405}}");
+            return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
+        }
+        s->ep = EP_MODELS;
+        return model_retrieve(s, vsr_slice(path.p + 11, path.len - 11));
     }
     for (size_t i = 0; i < VSR_ARRAY_LEN(endpoints); i++) {
         if (!vsr_slice_eq_cstr(path, endpoints[i].path))

@@ -194,3 +194,42 @@ def test_retention_directive_headers(vsr, fakellm):
     # the debug surface, like the matched-signal headers
     r = v.post_chat(body)
     assert r.status_code == 200 and not any(h.startswith("x-vsr-retention-") for h in r.headers)
+
+
+def test_models_list_fields(vsr, fakellm):
+    import time
+    small, large = fakellm("small"), fakellm("large")
+    before = int(time.time())
+    v = serve(vsr, "24-models-list.yaml", [small, large])
+    data = httpx.get(v.url + "/v1/models").json()["data"]
+    after = int(time.time())
+    assert [m["id"] for m in data] == ["vllm-sr/auto", "auto", "MoM", "vllm-sr/coding", "general-small",
+                                       "general-large"]
+    for m in data:
+        assert before - 1 <= m["created"] <= after + 1, m   # the time the list was built
+        assert m["routing"].get("default_route", True) is True     # false is omitted
+    assert data[0]["routing"] == {"resolution": "virtual", "selectable": True, "default_route": True,
+                                  "recipe": "default"}
+    assert data[3]["routing"] == {"resolution": "virtual", "selectable": True, "recipe": "coding"}
+    assert data[3]["description"] == "coding assistant"
+    assert data[4]["routing"] == {"resolution": "passthrough", "default_route": True}
+    assert data[5]["routing"] == {"resolution": "passthrough"}
+
+
+def test_models_retrieve(vsr, fakellm):
+    small, large = fakellm("small"), fakellm("large")
+    v = serve(vsr, "12-models-retrieve.yaml", [small, large])
+    listing = {m["id"]: m for m in httpx.get(v.url + "/v1/models").json()["data"]}
+    for mid in ("auto", "vllm-sr/auto", "vllm-sr%2Fcoding", "general-large"):
+        r = httpx.get(v.url + "/v1/models/" + mid)
+        assert r.status_code == 200, r.text
+        got = r.json()
+        want = dict(listing[mid.replace("%2F", "/")])
+        assert abs(got.pop("created") - want.pop("created")) <= 2
+        assert got == want
+    r = httpx.get(v.url + "/v1/models/no-such-model")
+    assert r.status_code == 404
+    assert r.json() == {"error": {"message": "The model 'no-such-model' does not exist",
+                                  "type": "invalid_request_error", "param": "model", "code": "model_not_found"}}
+    assert httpx.post(v.url + "/v1/models/auto").status_code == 405
+    assert small.stats()["requests"] == 0 and large.stats()["requests"] == 0
