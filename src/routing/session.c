@@ -546,8 +546,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
             model = cfg->default_model ? vsr_config_find_model(cfg, vsr_slice_cstr(cfg->default_model)) : NULL;
             lora = model ? cfg->default_lora : NULL;
         }
-        if (model == NULL)
-            return bad_request(s, "unable to route request: no model selected and no default model configured");
+        /* no model: refused after the plugins, since fast_response answers without one (ref §4.4) */
     } else {
         s->ev.passthrough = 1;
     }
@@ -563,17 +562,24 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
             return bad_request(s, pwhy ? pwhy : "request cannot be processed");
         s->ev.injected_system_prompt = pc.injected_system_prompt;
         if (pc.imm_status) {
-            vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers)];
+            vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
+            size_t n_extra = 0;
             for (size_t i = 0; i < pc.n_imm_headers; i++) {
-                extra[i].name = pc.imm_headers[i].name;
-                extra[i].value = pc.imm_headers[i].value;
+                extra[n_extra].name = pc.imm_headers[i].name;
+                extra[n_extra++].value = pc.imm_headers[i].value;
             }
+            /* the answer is the decision's: say which, as the reference does */
+            if (s->ev.recipe)
+                extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
+            extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
             s->ev.routing_us = vsr_now_us() - t0;
             return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body, VSR_PATH_FAST_RESPONSE, extra,
-                             pc.n_imm_headers);
+                             n_extra);
         }
     }
 
+    if (model == NULL)
+        return bad_request(s, "unable to route request: no model selected and no default model configured");
     if (model->n_backends == 0)
         return no_backends(s, model);
 
