@@ -490,11 +490,24 @@ static const cfg_spec_t header_mutation_spec = {
 
 /* ---- system_prompt ---- */
 
-static const char *const prompt_modes[] = {"replace", "insert", NULL}; /* index = insert */
+/* mode: replace (default) | insert.  Any other mode (append, prepend, ...)
+ * is treated as replace, as the reference does, with a warning. */
+static int decode_prompt_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    int *insert = (int *)((char *)obj + f->offset);
+    *insert = strcmp(s, "insert") == 0;
+    if (!*insert && strcmp(s, "replace") != 0)
+        vsr__cfg_warn(d, "%s:%u:%u: system_prompt mode %s is treated as \"replace\" (the modes are replace and "
+                         "insert)", d->dg->file, val->line, val->col, vsr__cfg_quote(d->pool, s, val->len));
+    return 0;
+}
 
 static const cfg_field_t system_prompt_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
-    {.key = "mode", .decode = vsr__cfg_choice, .offset = PL_OFF(u.system_prompt.insert), .choices = prompt_modes},
+    {.key = "mode", .decode = decode_prompt_mode, .offset = PL_OFF(u.system_prompt.insert)},
     {.key = "system_prompt", .decode = decode_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
 };
 

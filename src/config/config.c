@@ -895,9 +895,20 @@ static const cfg_spec_t tracing_sampling_spec = {
     .n_fields = VSR_ARRAY_LEN(tracing_sampling_fields),
 };
 
+/* A string that may be "": then as if absent (the reference's templates
+ * render an unset version as ""). */
+static int decode_optional_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && val->len == 0) {
+        *(char **)((char *)obj + f->offset) = NULL;
+        return 0;
+    }
+    return vsr__cfg_string(d, f, val, obj);
+}
+
 static const cfg_field_t tracing_resource_fields[] = {
     {.key = "service_name", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_service_name)},
-    {.key = "service_version", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_service_version)},
+    {.key = "service_version", .decode = decode_optional_text, .offset = CONF_OFF(tracing_service_version)},
     {.key = "deployment_environment", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_environment)},
 };
 

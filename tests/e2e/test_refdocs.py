@@ -247,3 +247,14 @@ def test_fast_response_names_decision_and_recipe(vsr, fakellm):
         assert r.headers["x-vsr-selected-recipe"] == "default"
         assert "I can't help with that request." in r.text
     assert b.stats()["requests"] == 0
+
+
+def test_catch_all_keyword_and_append_mode(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "26-lenient-values.yaml", [b])
+    r = v.post_chat({"model": "auto", "messages": [{"role": "system", "content": "Be formal."},
+                                                   {"role": "user", "content": "what is the weather"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "catch_all"
+    msgs = sent(r)["messages"]
+    assert msgs[0] == {"role": "system", "content": "Answer briefly."}   # mode append = replace

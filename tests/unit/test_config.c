@@ -1039,6 +1039,34 @@ static void test_version(void **state)
     vsr_config_free(c);
 }
 
+/* What the reference takes and vsr follows, with a warning where the
+ * document is likely wrong. */
+static void test_reference_leniencies(void **state)
+{
+    vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS
+                              "routing:\n"
+                              "  signals:\n"
+                              "    keywords:\n"
+                              "      - {name: any, keywords: [\"\"]}\n"
+                              "      - {name: fz, keywords: [hello], method: fuzzy, fuzzy_threshold: 82}\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      plugins:\n"
+                              "        - {type: system_prompt, configuration: {mode: append, system_prompt: x}}\n"
+                              "global:\n"
+                              "  services:\n"
+                              "    observability:\n"
+                              "      tracing:\n"
+                              "        resource: {service_name: svc, service_version: \"\"}\n");
+    const vsr_recipe_conf_t *r = &c->recipes[0];
+    assert_int_equal(r->signals.keywords[0].keywords.n, 1);
+    assert_string_equal(r->signals.keywords[0].keywords.items[0], "");
+    assert_int_equal(r->signals.keywords[1].fuzzy_threshold, 82);
+    assert_int_equal(r->decisions[0].plugins[0].u.system_prompt.insert, 0); /* append = replace */
+    assert_null(c->tracing_service_version);
+    vsr_config_free(c);
+}
+
 /* decisions[].emits: one retention directive, tri-state fields. */
 static void test_emits_retention(void **state)
 {
@@ -1743,8 +1771,8 @@ static void test_plugin_errors(void **state)
         const char *error;
     } rows[] = {
         {PLUGIN_DOC("{type: system_prompt}"), "t.yaml:14:11: missing required key \"system_prompt\"\n"},
-        {PLUGIN_DOC("{type: system_prompt, configuration: {mode: append, system_prompt: x}}"),
-         "t.yaml:14:55: mode must be \"replace\" or \"insert\", got \"append\"\n"},
+        {PLUGIN_DOC("{type: system_prompt, configuration: {mode: 3, system_prompt: x}}"),
+         "t.yaml:14:55: expected a string, got an integer\n"},
         {PLUGIN_DOC("{type: system_prompt, configuration: {system_prompt: \"\"}}"),
          "t.yaml:14:64: system_prompt must not be empty\n"},
         {PLUGIN_DOC("{type: fast_response, configuration: {}}"), "t.yaml:14:48: missing required key \"message\"\n"},
@@ -2238,6 +2266,7 @@ int main(void)
         cmocka_unit_test(test_missing_required),
         cmocka_unit_test(test_default_listener),
         cmocka_unit_test(test_emits_retention),
+        cmocka_unit_test(test_reference_leniencies),
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_default_model_checks),
         cmocka_unit_test(test_duplicates),
