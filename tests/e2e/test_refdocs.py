@@ -258,3 +258,36 @@ def test_catch_all_keyword_and_append_mode(vsr, fakellm):
     assert r.headers["x-vsr-selected-decision"] == "catch_all"
     msgs = sent(r)["messages"]
     assert msgs[0] == {"role": "system", "content": "Answer briefly."}   # mode append = replace
+
+
+def test_unresolvable_backend_host_does_not_stop_serving(vsr, fakellm):
+    here, named = fakellm("here"), fakellm("named")
+    text = doc("27-unresolvable-hosts.yaml").replace("127.0.0.1:18000", here.endpoint)
+    text = text.replace("localhost:18001", f"localhost:{named.port}")
+    port = free_port()
+    v = vsr(text.replace("port: 8899", f"port: {port}"), port=port, wait_ready=False)
+
+    def up():
+        assert v.proc.p.poll() is None, v.proc.output()
+        try:
+            return httpx.get(v.url + "/ready", timeout=1).status_code in (200, 503)
+        except httpx.TransportError:
+            return False
+    wait_until(up, what="vsr serving")
+    r = httpx.get(v.url + "/ready")
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert body["reason"] == "backend hosts not resolved yet" and body["unresolved_count"] == 1
+    assert body["unresolved"] == ["in-cluster/svc (vllm-qwen.inference.svc.cluster.local)"]
+    ok = v.post_chat({"model": "local", "messages": [{"role": "user", "content": "hi"}]})
+    assert ok.status_code == 200, ok.text
+    by_name = v.post_chat({"model": "by-name", "messages": [{"role": "user", "content": "hi"}]})
+    assert by_name.status_code == 200 and by_name.json()["fakellm"]["backend"] == "named"
+    down = v.post_chat({"model": "in-cluster", "messages": [{"role": "user", "content": "hi"}]})
+    assert down.status_code == 503 and "upstream connect error" in down.json()["error"]["message"]
+    assert "cannot resolve host" in v.proc.output() and "unavailable until it resolves" in v.proc.output()
+    # past the first re-resolution: still serving, still not ready, and it stops cleanly (the fixture checks)
+    import time
+    time.sleep(6)
+    assert httpx.get(v.url + "/ready").status_code == 503
+    assert v.post_chat({"model": "local", "messages": [{"role": "user", "content": "hi"}]}).status_code == 200
