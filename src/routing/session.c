@@ -8,7 +8,9 @@
 
 #include "plugins/plugins.h"
 
-typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS } endpoint_t;
+/* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
+ * `model` field alone, like a passthrough */
+typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE } endpoint_t;
 
 struct vsr_session_s {
     vsr_engine_t *e;
@@ -350,6 +352,17 @@ static const struct {
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/responses", "POST", EP_RESPONSES},
     {"/v1/models", "GET", EP_MODELS},
+    /* JSON bodies with a `model`, as OpenAI and vLLM serve them */
+    {"/v1/embeddings", "POST", EP_SURFACE},
+    {"/v1/moderations", "POST", EP_SURFACE},
+    {"/v1/images/generations", "POST", EP_SURFACE},
+    {"/v1/audio/speech", "POST", EP_SURFACE},
+    {"/v1/rerank", "POST", EP_SURFACE},
+    {"/v1/score", "POST", EP_SURFACE},
+    {"/v1/classify", "POST", EP_SURFACE},
+    {"/v1/pooling", "POST", EP_SURFACE},
+    {"/v1/tokenize", "POST", EP_SURFACE},
+    {"/v1/detokenize", "POST", EP_SURFACE},
 };
 
 const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t target,
@@ -453,6 +466,8 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
 }
 
 static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
+                                        size_t len, uint64_t t0);
 
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
 {
@@ -494,6 +509,9 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
                                pool_printf(&s->pool, "model \"%.*s\" is not allowed on this listener",
                                            (int)VSR_MIN(name.len, 200), name.p));
     }
+
+    if (s->ep == EP_SURFACE)
+        return surface_body(s, name, mt, body, len, t0);
 
     const char *why = NULL;
     vsr_api_kind_t api = s->ep == EP_CHAT ? VSR_API_CHAT : s->ep == EP_COMPLETIONS ? VSR_API_COMPLETIONS : VSR_API_RESPONSES;
@@ -605,6 +623,43 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         s->plugin_set[i].value = pc.set_headers[i].value;
     }
     s->n_plugin_set = pc.n_set_headers;
+    s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
+    aim(s, model, lora);
+    s->ev.routing_us = vsr_now_us() - t0;
+    return &s->eff;
+}
+
+/* An inference surface other than chat, completions and responses
+ * (embeddings, rerank, ...): no signals, no decision, no plugins.  The
+ * `model` names a provider model (its backends, credentials and rewrites,
+ * as a passthrough); an auto or entrypoint name means the default model,
+ * since there is no conversation to route on. */
+static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
+                                        size_t len, uint64_t t0)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    if (name.len == 0)
+        return bad_request(s, "model field is required");
+    resolution_t res;
+    if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
+        return bad_request(s, pool_printf(&s->pool, "model \"%.*s\" is not available", (int)VSR_MIN(name.len, 200),
+                                          name.p).p);
+    const vsr_model_conf_t *model = res.model;
+    const char *lora = NULL;
+    if (model == NULL) {
+        model = cfg->default_model ? vsr_config_find_model(cfg, vsr_slice_cstr(cfg->default_model))
+                                   : vsr_config_default_model(cfg);
+        lora = model && cfg->default_model ? cfg->default_lora : NULL;
+    }
+    if (model == NULL)
+        return bad_request(s, "unable to route request: no default model configured");
+    if (model->n_backends == 0)
+        return no_backends(s, model);
+    s->ev.passthrough = res.model != NULL;
+    s->body = body;
+    s->body_len = len;
+    s->name = name;
+    s->model_tok = mt;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
     aim(s, model, lora);
     s->ev.routing_us = vsr_now_us() - t0;

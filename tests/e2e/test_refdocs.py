@@ -291,3 +291,30 @@ def test_unresolvable_backend_host_does_not_stop_serving(vsr, fakellm):
     time.sleep(6)
     assert httpx.get(v.url + "/ready").status_code == 503
     assert v.post_chat({"model": "local", "messages": [{"role": "user", "content": "hi"}]}).status_code == 200
+
+
+def test_embeddings_and_other_surfaces_route_by_model(vsr, fakellm):
+    chat, embed = fakellm("chat"), fakellm("embed")
+    v = serve(vsr, "13-embeddings-surface.yaml", [chat, embed])
+    auth = {"authorization": "Bearer sk-client"}
+    with v.client() as c:
+        r = c.post("/v1/embeddings", json={"model": "text-embedding", "input": ["hello world"]}, headers=auth)
+        assert r.status_code == 200, r.text
+        req = r.json()["fakellm"]["request"]
+        assert r.json()["fakellm"]["backend"] == "embed"
+        assert req["path"] == "/openai/v1/embeddings"                      # base_url prefix replaces /v1
+        assert json.loads(req["body"]) == {"model": "BAAI/bge-m3", "input": ["hello world"]}
+        assert req["headers"]["authorization"] == "Bearer sk-embed-provider"  # the client's key never leaves
+        assert req["headers"]["x-tenant"] == "rag"
+        assert r.headers["x-vsr-selected-model"] == "text-embedding"
+        assert "x-vsr-selected-decision" not in r.headers                  # no signals, no decision
+        # an auto name has no conversation to route on: the default model
+        r = c.post("/v1/rerank", json={"model": "auto", "query": "hello", "documents": ["a"]}, headers=auth)
+        assert r.status_code == 200 and r.json()["fakellm"]["backend"] == "chat"
+        assert r.json()["fakellm"]["request"]["path"] == "/v1/rerank"
+        r = c.post("/v1/embeddings", json={"model": "nope", "input": "x"}, headers=auth)
+        assert r.status_code == 400 and r.json()["error"]["message"] == 'model "nope" is not available'
+        r = c.post("/v1/embeddings", json={"input": "x"}, headers=auth)
+        assert r.status_code == 400 and r.json()["error"]["message"] == "model field is required"
+        assert c.get("/v1/embeddings", headers=auth).status_code == 405
+        assert c.post("/v1/embeddings", json={"model": "text-embedding", "input": "x"}).status_code == 401
