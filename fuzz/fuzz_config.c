@@ -38,6 +38,10 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
     } else if (strcmp(type, "language") == 0) {
         FIND(r->signals.language, r->signals.n_language);
     } else if (strcmp(type, "authz") == 0) {
+        /* a binding's name or a binding's role */
+        for (size_t i = 0; i < r->signals.n_role_bindings; i++)
+            if (r->signals.role_bindings[i].role && strcmp(r->signals.role_bindings[i].role, name) == 0)
+                return 1;
         FIND(r->signals.role_bindings, r->signals.n_role_bindings);
     }
 #undef FIND
@@ -156,7 +160,7 @@ static void check_config(const vsr_config_t *c)
         check(m->name != NULL && m->provider_model_id != NULL, "model names");
         check(m->api_format != NULL && strcmp(m->api_format, "openai") == 0, "api_format");
         check(vsr_config_find_model(c, vsr_slice_cstr(m->name)) != NULL, "find_model");
-        check(m->n_backends >= 1, "backends");
+        check(m->n_backends >= 1 || m->backends == NULL, "backends"); /* 0: a gateway-routed model */
         check(!m->has_reliability || (m->reliability.retry_count <= 5 && m->reliability.max_ejection_percent <= 100),
               "reliability ranges");
         for (size_t j = 0; j < m->n_backends; j++) {
@@ -170,6 +174,11 @@ static void check_config(const vsr_config_t *c)
         }
     }
     check(vsr_config_default_model(c) != NULL, "default model");
+    check(c->default_model == NULL || vsr_config_find_model(c, vsr_slice_cstr(c->default_model)) != NULL,
+          "default model resolves");
+    check(c->default_lora == NULL || (c->default_model != NULL && c->default_lora[0] != '\0'), "default LoRA");
+    check(!c->listeners_defaulted || (c->n_listeners == 1 && c->listeners[0].port == VSR_DEFAULT_LISTENER_PORT),
+          "default listener");
     check(c->n_recipes >= 1 && strcmp(c->recipes[0].name, "default") == 0, "recipe default");
     for (size_t i = 0; i < c->n_recipes; i++)
         check_recipe(c, &c->recipes[i]);

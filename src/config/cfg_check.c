@@ -106,6 +106,32 @@ static void check_model_ref(cfg_decoder_t *d, const vsr_config_t *c, const model
                             q(d, ref->model));
 }
 
+/* providers.defaults.model: a provider model, or a LoRA of a model card
+ * (as modelRefs resolve, ref §1.14), normalised to {card's model, LoRA}. */
+static void check_default_model(cfg_decoder_t *d, vsr_config_t *c, const model_index_t *ix)
+{
+    if (c->default_model == NULL || vsr__cfg_index_find(&ix->models, c->default_model, NULL) != NULL)
+        return;
+    const cfg_mark_t *at = vsr__cfg_mark_find(d, &c->default_model);
+    if (!ix->cards_ok)
+        return;
+    size_t owners = 0;
+    const cfg_name_t *e = vsr__cfg_index_find(&ix->loras, c->default_model, &owners);
+    const vsr_model_card_conf_t *owner = e ? &c->model_cards[e->index] : NULL;
+    if (owner == NULL)
+        vsr__cfg_mark_error(d, at, "default model %s is not defined in providers.models (nor as a LoRA in "
+                                   "routing.modelCards)", q(d, c->default_model));
+    else if (owners > 1)
+        vsr__cfg_mark_error(d, at, "default model %s is a LoRA of %zu model cards", q(d, c->default_model), owners);
+    else if (vsr__cfg_index_find(&ix->models, owner->name, NULL) == NULL)
+        vsr__cfg_mark_error(d, at, "default model %s is a LoRA of model card %s, which is not defined in "
+                                   "providers.models", q(d, c->default_model), q(d, owner->name));
+    else {
+        c->default_lora = c->default_model;
+        c->default_model = owner->name;
+    }
+}
+
 static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix, vsr_recipe_conf_t *r)
 {
     for (size_t i = 0; i < r->n_decisions; i++)
@@ -148,6 +174,7 @@ static void check_model_refs(cfg_decoder_t *d, config_box_t *box)
         vsr_free(keys);
         vsr_free(marks);
     }
+    check_default_model(d, c, &ix);
     check_recipe_refs(d, c, &ix, &box->routing);
     for (size_t i = 0; i < box->n_recipe_list; i++)
         check_recipe_refs(d, c, &ix, &box->recipe_list[i]);

@@ -490,11 +490,24 @@ static const cfg_spec_t header_mutation_spec = {
 
 /* ---- system_prompt ---- */
 
-static const char *const prompt_modes[] = {"replace", "insert", NULL}; /* index = insert */
+/* mode: replace (default) | insert.  Any other mode (append, prepend, ...)
+ * is treated as replace, as the reference does, with a warning. */
+static int decode_prompt_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    int *insert = (int *)((char *)obj + f->offset);
+    *insert = strcmp(s, "insert") == 0;
+    if (!*insert && strcmp(s, "replace") != 0)
+        vsr__cfg_warn(d, "%s:%u:%u: system_prompt mode %s is treated as \"replace\" (the modes are replace and "
+                         "insert)", d->dg->file, val->line, val->col, vsr__cfg_quote(d->pool, s, val->len));
+    return 0;
+}
 
 static const cfg_field_t system_prompt_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
-    {.key = "mode", .decode = vsr__cfg_choice, .offset = PL_OFF(u.system_prompt.insert), .choices = prompt_modes},
+    {.key = "mode", .decode = decode_prompt_mode, .offset = PL_OFF(u.system_prompt.insert)},
     {.key = "system_prompt", .decode = decode_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
 };
 
@@ -627,6 +640,93 @@ static const cfg_spec_t plugin_spec = {
     .finish = finish_plugin,
 };
 
+/* ==== emits ============================================================================ */
+
+#define RT_OFF(m) offsetof(vsr_retention_conf_t, m)
+
+static const cfg_field_t retention_fields[] = {
+    {.key = "drop", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = RT_OFF(drop), .has_offset = RT_OFF(has_drop)},
+    {.key = "ttl_turns", .decode = vsr__cfg_uint, .flags = CFG_HAS, .offset = RT_OFF(ttl_turns),
+     .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX, .has_offset = RT_OFF(has_ttl_turns)},
+    {.key = "keep_current_model", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = RT_OFF(keep_current_model),
+     .has_offset = RT_OFF(has_keep_current_model)},
+    {.key = "prefer_prefix_retention", .decode = vsr__cfg_bool, .flags = CFG_HAS,
+     .offset = RT_OFF(prefer_prefix_retention), .has_offset = RT_OFF(has_prefer_prefix_retention)},
+};
+
+static void finish_retention(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                             size_t index)
+{
+    vsr_retention_conf_t *r = obj;
+    r->present = 1;
+    if (r->has_drop && r->drop && r->has_ttl_turns && r->ttl_turns > 0)
+        vsr__cfg_node_error(d, vsr__cfg_map_get(map, "ttl_turns"), "retention: drop: true and a positive ttl_turns "
+                                                                    "exclude each other");
+}
+
+static const cfg_spec_t retention_spec = {
+    .size = sizeof(vsr_retention_conf_t),
+    .fields = retention_fields,
+    .n_fields = VSR_ARRAY_LEN(retention_fields),
+    .finish = finish_retention,
+};
+
+/* emits: [{kind: retention, retention: {...}}], at most one retention
+ * directive per decision.  Another kind is recorded as not implemented. */
+static int decode_emits(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_decision_conf_t *dec = obj;
+    if (val->kind != CFG_NODE_SEQ) {
+        vsr__cfg_node_error(d, val, "expected a list, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    int rc = 0;
+    size_t saved = vsr__cfg_path_push(d, "[]");
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *it = val->items[i];
+        if (it->kind != CFG_NODE_MAP) {
+            vsr__cfg_node_error(d, it, "expected a mapping, got %s", vsr__cfg_node_what(it));
+            rc = -1;
+            continue;
+        }
+        const cfg_node_t *kind = vsr__cfg_map_get(it, "kind"), *block = vsr__cfg_map_get(it, "retention");
+        cfg_field_t kf = {.key = "kind"};
+        const char *k = kind ? vsr__cfg_get_string(d, &kf, kind) : NULL;
+        if (kind == NULL)
+            vsr__cfg_node_error(d, it, "missing required key \"kind\"");
+        if (k == NULL) {
+            rc = -1;
+            continue;
+        }
+        if (strcmp(k, "retention") != 0) {
+            vsr__cfg_record_unimplemented(d, k);
+            continue;
+        }
+        for (size_t j = 0; j < it->n; j++) {
+            const cfg_node_t *key = it->items[2 * j];
+            if (key->kind == CFG_NODE_SCALAR && key->type == CFG_STR && strcmp(key->str, "kind") != 0 &&
+                strcmp(key->str, "retention") != 0) {
+                vsr__cfg_node_error(d, key, "unknown key %s", vsr__cfg_quote(d->pool, key->str, key->len));
+                rc = -1;
+            }
+        }
+        if (dec->retention.present) {
+            vsr__cfg_node_error(d, kind, "a decision emits at most one retention directive");
+            rc = -1;
+            continue;
+        }
+        cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = it->line, .col = it->col, .str = ""};
+        if (block == NULL || (block->kind == CFG_NODE_SCALAR && block->type == CFG_NULL))
+            block = &empty;
+        size_t s2 = vsr__cfg_path_push(d, "retention");
+        if (vsr__cfg_decode_object(d, &retention_spec, block, &dec->retention, 0) != 0)
+            rc = -1;
+        vsr__cfg_path_pop(d, s2);
+    }
+    vsr__cfg_path_pop(d, saved);
+    return rc;
+}
+
 /* ==== decisions ======================================================================== */
 
 #define DEC_OFF(m) offsetof(vsr_decision_conf_t, m)
@@ -652,7 +752,7 @@ static const cfg_field_t decision_fields[] = {
     {.key = "output_contract_spec", .flags = CFG_UNIMPLEMENTED},
     {.key = "annotations", .flags = CFG_UNIMPLEMENTED},
     {.key = "adaptations", .flags = CFG_UNIMPLEMENTED},
-    {.key = "emits", .flags = CFG_UNIMPLEMENTED},
+    {.key = "emits", .decode = decode_emits, .flags = CFG_NULL_OK},
 };
 
 static const cfg_spec_t decision_spec = {

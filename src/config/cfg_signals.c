@@ -103,11 +103,48 @@ static int decode_kw_method(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
     return -1;
 }
 
+/* keywords: strings; "" is accepted (a reference profile's catch-all: an
+ * empty keyword is present in every text) with a warning, since it is more
+ * often a slip than a wish. */
+static int decode_keywords(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind != CFG_NODE_SEQ)
+        return vsr__cfg_strlist(d, f, val, obj);
+    if (val->n == 0) {
+        vsr__cfg_node_error(d, val, "%s must not be empty", f->key);
+        return -1;
+    }
+    vsr_strlist_conf_t *l = (vsr_strlist_conf_t *)((char *)obj + f->offset);
+    l->items = vsr_pool_alloc(d->pool, val->n * sizeof(char *));
+    l->n = 0;
+    int rc = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *it = val->items[i];
+        if (it->kind == CFG_NODE_SCALAR && it->type == CFG_STR && it->len == 0) {
+            vsr__cfg_warn(d, "%s:%u:%u: keyword \"\" matches every request (a catch-all)", d->dg->file, it->line,
+                          it->col);
+            l->items[l->n++] = vsr__cfg_strdup(d, "");
+            continue;
+        }
+        const char *str = vsr__cfg_get_string(d, f, it);
+        if (str == NULL) {
+            rc = -1;
+            continue;
+        }
+        l->items[l->n++] = vsr__cfg_strdup(d, str);
+    }
+    return rc;
+}
+
+/* Past this edit distance nearly every word is within reach of a keyword:
+ * accepted (the reference takes any), with a warning. */
+#define FUZZY_WARN_DISTANCE 8
+
 static const cfg_field_t keyword_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = KW_OFF(name)},
     {.key = "description", .decode = vsr__cfg_accept_text},
     {.key = "operator", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = KW_OFF(op), .choices = kw_operators},
-    {.key = "keywords", .decode = vsr__cfg_strlist, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = KW_OFF(keywords)},
+    {.key = "keywords", .decode = decode_keywords, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = KW_OFF(keywords)},
     {.key = "case_sensitive", .decode = vsr__cfg_bool, .offset = KW_OFF(case_sensitive)},
     {.key = "method", .decode = decode_kw_method},
     {.key = "bm25_threshold", .decode = vsr__cfg_double, .offset = KW_OFF(bm25_threshold), .dmin = 0, .dmax = 1e9},
@@ -116,7 +153,7 @@ static const cfg_field_t keyword_fields[] = {
      .max = 16},
     {.key = "fuzzy_match", .decode = vsr__cfg_bool, .offset = KW_OFF(fuzzy_match)},
     {.key = "fuzzy_threshold", .decode = vsr__cfg_uint, .offset = KW_OFF(fuzzy_threshold), .size = sizeof(uint32_t),
-     .min = 0, .max = 16},
+     .min = 0, .max = UINT32_MAX},
 };
 
 static void init_keyword(cfg_decoder_t *d, void *obj)
@@ -134,6 +171,11 @@ static void finish_keyword(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
     vsr_sig_keyword_conf_t *k = obj;
     if (k->method == VSR_KW_FUZZY)
         k->fuzzy_match = 1;
+    const cfg_node_t *ft = vsr__cfg_map_get(map, "fuzzy_threshold");
+    if (ft != NULL && k->fuzzy_threshold > FUZZY_WARN_DISTANCE)
+        vsr__cfg_warn(d, "%s:%u:%u: fuzzy_threshold %u is an edit distance (not a similarity score): a word within %u "
+                         "edits of a keyword matches, which is nearly any word", d->dg->file, ft->line, ft->col,
+                      (unsigned)k->fuzzy_threshold, (unsigned)k->fuzzy_threshold);
 }
 
 static const cfg_spec_t keyword_spec = {
@@ -322,7 +364,8 @@ static const char *const conversation_roles[] = {"user", "assistant", "system", 
 static int decode_conversation_source(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     static const char *const sources[] = {"message", "tool_definition", "assistant_tool_call", "active_tool_loop",
-                                          "image_content", "tool_choice_required", "tool_choice_none", NULL};
+                                          "image_content", "tool_choice_required", "tool_choice_none",
+                                          "assistant_tool_cycle", NULL};
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
@@ -544,6 +587,7 @@ int vsr__cfg_condition_type(const char *type)
 typedef struct {
     cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
     int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */
+    cfg_index_t roles;                          /* role_bindings[].role */
 } signal_index_t;
 
 /* Every leaf resolves to a declared signal of the same recipe: recipes
@@ -565,8 +609,12 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
     /* a signal that failed to decode may be the one meant: reported already */
     if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], n->name, NULL) != NULL)
         return;
-    vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s", n->type,
-                   quote_str(d, n->name), where, fam->family);
+    /* an authz condition names a binding's role (or a binding) */
+    if (strcmp(fam->family, "role_bindings") == 0 && vsr__cfg_index_find(&ix->roles, n->name, NULL) != NULL)
+        return;
+    vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s%s", n->type,
+                   quote_str(d, n->name), where, fam->family,
+                   strcmp(fam->family, "role_bindings") == 0 ? " (as a role or a binding name)" : "");
 }
 
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where)
@@ -583,9 +631,13 @@ void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const
         }
         vsr__cfg_index_sort(&ix.names[t]);
     }
+    for (size_t i = 0; i < r->signals.n_role_bindings; i++)
+        vsr__cfg_index_add(&ix.roles, r->signals.role_bindings[i].role, i);
+    vsr__cfg_index_sort(&ix.roles);
     for (size_t i = 0; i < r->n_decisions; i++)
         if (r->decisions[i].rules != NULL)
             resolve_leaf(d, &ix, r->decisions[i].rules, where);
     for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++)
         vsr__cfg_index_free(&ix.names[t]);
+    vsr__cfg_index_free(&ix.roles);
 }

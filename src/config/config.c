@@ -322,7 +322,8 @@ static int decode_api_format(cfg_decoder_t *d, const cfg_field_t *f, const cfg_n
 static const cfg_field_t model_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_model_conf_t, name)},
     {.key = "provider_model_id", .decode = vsr__cfg_string, .offset = offsetof(vsr_model_conf_t, provider_model_id)},
-    {.key = "backend_refs", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+    /* absent or []: a gateway-routed model (see finish_model) */
+    {.key = "backend_refs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK,
      .offset = offsetof(vsr_model_conf_t, backends), .count_offset = offsetof(vsr_model_conf_t, n_backends),
      .spec = &backend_spec},
     {.key = "api_format", .decode = decode_api_format, .offset = offsetof(vsr_model_conf_t, api_format)},
@@ -360,6 +361,13 @@ static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
     vsr__cfg_mark(d, &m->name, name ? name : map);
 
     const cfg_node_t *refs = vsr__cfg_seen(&model_spec, seen, "backend_refs");
+    /* The reference's gateway deployments route such a model themselves
+     * (catalogue metadata only: provider_model_id, pricing, ...); standalone
+     * there is nothing to call, which each request routed to it is told. */
+    if (m->n_backends == 0 && m->name != NULL && (refs == NULL || vsr__cfg_is_empty(refs)))
+        vsr__cfg_warn(d, "%s:%u:%u: model %s has no backend_refs: requests routed to it are answered 503", d->dg->file,
+                      name ? name->line : map->line, name ? name->col : map->col,
+                      vsr__cfg_quote(d->pool, m->name, strlen(m->name)));
     if (m->n_backends < 2)
         return;
     const char **keys = vsr_malloc(m->n_backends * sizeof(*keys));
@@ -422,14 +430,13 @@ static void finish_providers(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
         vsr_free(keys);
         vsr_free(nodes);
     }
-    /* only meaningful once the models decoded; otherwise that error stands alone */
-    if (c->default_model != NULL && c->n_models > 0 && vsr_config_find_model(c, vsr_slice_cstr(c->default_model)) == NULL) {
+    /* resolved with the model cards' LoRAs in cfg_check.c */
+    if (c->default_model != NULL) {
         const cfg_node_t *defaults = vsr__cfg_seen(&providers_spec, seen, "defaults");
         const cfg_node_t *at = vsr__cfg_map_get(defaults, "model");
         if (at == NULL)
             at = vsr__cfg_map_get(defaults, "default_model");
-        vsr__cfg_node_error(d, at ? at : map, "default model %s is not defined in providers.models",
-                            vsr__cfg_quote(d->pool, c->default_model, strlen(c->default_model)));
+        vsr__cfg_mark(d, &c->default_model, at ? at : map);
     }
 }
 
@@ -756,6 +763,7 @@ static const cfg_field_t response_api_fields[] = {
     UNIMPLEMENTED("store_backend"),
     UNIMPLEMENTED("ttl_seconds"),
     UNIMPLEMENTED("max_responses"),
+    UNIMPLEMENTED("redis"), /* the store_backend: redis connection */
 };
 
 static const cfg_spec_t response_api_spec = {
@@ -865,7 +873,10 @@ static const cfg_spec_t management_spec = {
  * sampling{type, rate}, resource{service_name, service_version,
  * deployment_environment}. */
 static const char *const tracing_providers[] = {"opentelemetry", NULL};
-static const char *const tracing_exporters[] = {"otlp", "otlp-http", "otlphttp", NULL};
+/* otlp: OTLP/HTTP with an http:// endpoint, OTLP/gRPC (not supported yet)
+ * with a bare host:port, as the reference reads it; stdout: the
+ * reference's console exporter (not supported yet) */
+static const char *const tracing_exporters[] = {"otlp", "otlp-http", "otlphttp", "otlp-grpc", "stdout", NULL};
 static const char *const tracing_sampling_types[] = {"always_on", "always_off", "probabilistic", NULL};
 
 static const cfg_field_t tracing_exporter_fields[] = {
@@ -893,9 +904,20 @@ static const cfg_spec_t tracing_sampling_spec = {
     .n_fields = VSR_ARRAY_LEN(tracing_sampling_fields),
 };
 
+/* A string that may be "": then as if absent (the reference's templates
+ * render an unset version as ""). */
+static int decode_optional_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && val->len == 0) {
+        *(char **)((char *)obj + f->offset) = NULL;
+        return 0;
+    }
+    return vsr__cfg_string(d, f, val, obj);
+}
+
 static const cfg_field_t tracing_resource_fields[] = {
     {.key = "service_name", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_service_name)},
-    {.key = "service_version", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_service_version)},
+    {.key = "service_version", .decode = decode_optional_text, .offset = CONF_OFF(tracing_service_version)},
     {.key = "deployment_environment", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_environment)},
 };
 
@@ -927,6 +949,25 @@ static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
         return;
     const cfg_node_t *exp = vsr__cfg_map_get(map, "exporter");
     const cfg_node_t *ep = exp ? vsr__cfg_map_get(exp, "endpoint") : NULL;
+    const cfg_node_t *type = exp ? vsr__cfg_map_get(exp, "type") : NULL;
+    const char *t = box->tracing_exporter_type ? box->tracing_exporter_type : "otlp";
+    static const char how[] = "export OTLP/HTTP instead: exporter {type: otlp, endpoint: http://<collector>:4318}";
+    if (strcmp(t, "stdout") == 0) {
+        vsr__cfg_node_error(d, type, "%s.exporter.type \"stdout\" is not supported yet; %s", d->path, how);
+        return;
+    }
+    int bare = c->tracing_endpoint != NULL && c->tracing_endpoint[0] != '\0' && strstr(c->tracing_endpoint, "://") == NULL;
+    if (strcmp(t, "otlp-grpc") == 0 || (strcmp(t, "otlp") == 0 && bare) ||
+        (c->tracing_endpoint != NULL && strncmp(c->tracing_endpoint, "grpc://", 7) == 0)) {
+        vsr__cfg_node_error(d, ep ? ep : type ? type : map,
+                            "%s.exporter: OTLP over gRPC (type otlp with a host:port endpoint such as %s) is not "
+                            "supported yet; %s", d->path,
+                            c->tracing_endpoint ? vsr__cfg_quote(d->pool, c->tracing_endpoint,
+                                                                 strlen(c->tracing_endpoint))
+                                                : "\"jaeger:4317\"",
+                            how);
+        return;
+    }
     if (c->tracing_endpoint == NULL || c->tracing_endpoint[0] == '\0') {
         vsr__cfg_node_error(d, ep ? ep : map,
                             "%s.exporter.endpoint is required when tracing is enabled (an OTLP/HTTP collector, "
@@ -978,6 +1019,7 @@ static const cfg_field_t services_fields[] = {
     {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
      .has_offset = BOX_OFF(has_management)},
     UNIMPLEMENTED("router_replay"),
+    UNIMPLEMENTED("startup_status"), /* where the reference records its start-up progress (store_backend, redis) */
 };
 
 static const cfg_spec_t services_spec = {
@@ -1004,7 +1046,8 @@ static const cfg_spec_t global_spec = {
 
 static const cfg_field_t document_fields[] = {
     {.key = "version", .decode = decode_version, .flags = CFG_REQUIRED, .offset = CONF_OFF(version)},
-    {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = CONF_OFF(listeners),
+    /* absent or []: the reference's default listener (see default_listener) */
+    {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = CONF_OFF(listeners),
      .count_offset = CONF_OFF(n_listeners), .spec = &listener_spec},
     {.key = "providers", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &providers_spec},
     {.key = "routing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = BOX_OFF(routing),
@@ -1063,12 +1106,32 @@ static void check_listeners(cfg_decoder_t *d, const vsr_config_t *c, const cfg_n
     vsr_free(port_nodes);
 }
 
+/* A document without listeners (Kubernetes and gateway deployments put the
+ * listener elsewhere) is served on the reference CLI's default listener,
+ * http-8899 on 0.0.0.0:8899, and the load says so. */
+static void default_listener(cfg_decoder_t *d, vsr_config_t *c)
+{
+    c->listeners = vsr_pool_alloc(d->pool, sizeof(vsr_listener_conf_t));
+    memset(c->listeners, 0, sizeof(vsr_listener_conf_t));
+    init_listener(d, c->listeners);
+    c->listeners[0].name = vsr__cfg_strdup(d, VSR_DEFAULT_LISTENER_NAME);
+    c->listeners[0].port = VSR_DEFAULT_LISTENER_PORT;
+    c->n_listeners = 1;
+    c->listeners_defaulted = 1;
+    vsr__cfg_warn(d, "%s: no listeners in the document: serving the default listener \"%s\" on %s:%u", d->dg->file,
+                  c->listeners[0].name, c->listeners[0].address, (unsigned)c->listeners[0].port);
+}
+
 static void finish_document(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                             size_t index)
 {
     config_box_t *box = obj;
     vsr_config_t *c = &box->conf;
     const cfg_node_t *listeners = vsr__cfg_seen(&document_spec, seen, "listeners");
+    if (c->n_listeners == 0 && (listeners == NULL || vsr__cfg_is_empty(listeners))) {
+        default_listener(d, c);
+        listeners = NULL;
+    }
     if (c->n_listeners > 1)
         check_listeners(d, c, listeners);
     for (size_t i = 0; listeners && listeners->kind == CFG_NODE_SEQ && i < c->n_listeners && i < listeners->n; i++) {

@@ -23,6 +23,8 @@
 #define VSR_DEFAULT_MAX_HEADER_BYTES (64u * 1024)          /* 64 KiB */
 #define VSR_DEFAULT_MAX_HEADERS 100u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define VSR_DEFAULT_LISTENER_NAME "http-8899"              /* a document without listeners (ref CLI default) */
+#define VSR_DEFAULT_LISTENER_PORT 8899u
 #define VSR_CONFIG_HASH_LEN 72  /* "sha256:" + 64 hex digits + NUL */
 
 
@@ -132,7 +134,7 @@ typedef struct {
 typedef struct {
     char *name;
     char *feature_type;            /* count | exists */
-    char *source_type;             /* message | tool_definition | assistant_tool_call | active_tool_loop | image_content | tool_choice_required | tool_choice_none */
+    char *source_type;             /* message | tool_definition | assistant_tool_call | assistant_tool_cycle | active_tool_loop | image_content | tool_choice_required | tool_choice_none */
     char *role;                    /* message: user | assistant | system | developer | tool | non_user; NULL = any */
     vsr_predicate_conf_t predicate;
 } vsr_sig_conversation_conf_t;
@@ -232,6 +234,18 @@ typedef struct {
     } u;
 } vsr_plugin_conf_t;
 
+/* routing.decisions[].emits[] of kind retention (ref §1.11): the decision's
+ * retention directive.  Tri-state: only the fields the document sets are
+ * reported (x-vsr-retention-*); vsr has no response cache or session-aware
+ * selection yet, so the directive has no other effect. */
+typedef struct {
+    int present;
+    int drop;                      int has_drop;
+    uint64_t ttl_turns;            int has_ttl_turns;    /* >= 0; drop and ttl_turns > 0 exclude each other */
+    int keep_current_model;        int has_keep_current_model;
+    int prefer_prefix_retention;   int has_prefer_prefix_retention;
+} vsr_retention_conf_t;
+
 typedef struct {
     char *name;                    /* unique per recipe */
     char *description;
@@ -243,6 +257,7 @@ typedef struct {
     vsr_plugin_conf_t *plugins; size_t n_plugins;
     vsr_reliability_conf_t reliability; int has_reliability;
     vsr_fallback_conf_t fallback;
+    vsr_retention_conf_t retention; /* emits: [{kind: retention, retention: {...}}] */
 } vsr_decision_conf_t;
 
 typedef struct {
@@ -318,7 +333,7 @@ typedef struct {
     char *name;                /* logical name, required, unique */
     char *provider_model_id;   /* sent upstream as `model`; defaults to name */
     vsr_backend_conf_t *backends;
-    size_t n_backends;         /* >= 1 */
+    size_t n_backends;         /* 0: no backend_refs (a gateway-routed model): requests routed to it get 503 */
     char *api_format;          /* "openai" (default); "anthropic": not supported yet */
     vsr_reliability_conf_t reliability; int has_reliability;
 } vsr_model_conf_t;
@@ -327,8 +342,11 @@ typedef struct {
     char *path;            /* the file it was read from (a string's: the name given, else "<string>") */
     char *version;         /* "v0.3" */
     vsr_listener_conf_t *listeners;
-    size_t n_listeners;    /* >= 1 */
-    char *default_model;   /* providers.defaults.model (alias default_model); NULL when absent */
+    size_t n_listeners;    /* >= 1: without `listeners` (absent or []), the default listener */
+    int listeners_defaulted; /* ... "http-8899" on 0.0.0.0:8899 was supplied (a warning says so at load) */
+    char *default_model;   /* providers.defaults.model (alias default_model); NULL when absent.  Written as a
+                            * LoRA of a model card, it is stored as the card's provider model ... */
+    char *default_lora;    /* ... with the LoRA here (sent upstream as the model id); else NULL */
     vsr_model_conf_t *models;
     size_t n_models;
 

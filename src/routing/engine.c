@@ -124,7 +124,7 @@ vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *p
         if (rs->n_leaves > 1)
             qsort(rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp);
         for (size_t k = 0; k < rs->n_referenced; k++)
-            if (strcmp(vsr_signals_family(rs->signals, rs->referenced[k]), "role_bindings") == 0)
+            if (strcmp(vsr_signals_family(rs->signals, rs->referenced[k]), "authz") == 0)
                 rs->needs_identity = 1;
     }
     if (!ok) {

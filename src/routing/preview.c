@@ -107,10 +107,10 @@ int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int
     const char *selected = NULL;
     const char *status = "default";
     if (d && d->n_model_refs) {
-        selected = d->model_refs[0].model;
+        selected = d->model_refs[0].lora_name ? d->model_refs[0].lora_name : d->model_refs[0].model;
         status = "matched";
     } else if (cfg->default_model) {
-        selected = cfg->default_model;
+        selected = cfg->default_lora ? cfg->default_lora : cfg->default_model;
     } else {
         status = "no_model";
     }

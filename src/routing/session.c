@@ -4,10 +4,13 @@
 #include "routing/routing-int.h"
 
 #include <stdio.h>
+#include <time.h>
 
 #include "plugins/plugins.h"
 
-typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS } endpoint_t;
+/* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
+ * `model` field alone, like a passthrough */
+typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE } endpoint_t;
 
 struct vsr_session_s {
     vsr_engine_t *e;
@@ -175,6 +178,15 @@ static vsr_slice_t quote_msg(vsr_session_t *s, const char *pre, vsr_slice_t text
     return m;
 }
 
+/* A model without backend_refs (gateway-routed in the reference) has nothing to call standalone. */
+static const vsr_effect_t *no_backends(vsr_session_t *s, const vsr_model_conf_t *m)
+{
+    s->ev.selected_model = m->name;
+    return error_reply(s, 503, "server_error", "no_backends",
+                       pool_printf(&s->pool, "model \"%.200s\" has no backends: providers.models[].backend_refs is "
+                                             "empty, so there is no endpoint to send the request to", m->name));
+}
+
 static const vsr_effect_t *bad_request(vsr_session_t *s, const char *msg)
 {
     return error_reply(s, 400, "invalid_request_error", NULL, vsr_slice_cstr(msg));
@@ -227,19 +239,28 @@ static int listed(const vsr_listener_conf_t *l, const char *name)
     return 0;
 }
 
-static void model_entry(vsr_buf_t *b, int *first, const char *id, const char *owner, const char *description,
-                        const char *resolution, int default_route, const char *recipe)
+/* One /v1/models entry.  created: when the list is built (the reference's
+ * listing has no stored creation time); default_route and selectable are
+ * written only when true, as the reference omits false ones: a passthrough
+ * model is not a name the router selects for. */
+static void model_entry(vsr_buf_t *b, int *first, uint64_t created, const char *id, const char *owner,
+                        const char *description, const char *resolution, int selectable, int default_route,
+                        const char *recipe)
 {
     vsr_buf_append_cstr(b, *first ? "{\"id\":" : ",{\"id\":");
     *first = 0;
     vsr_buf_append_json_string(b, vsr_slice_cstr(id));
-    vsr_buf_printf(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"%s\"", owner);
+    vsr_buf_printf(b, ",\"object\":\"model\",\"created\":%llu,\"owned_by\":\"%s\"", (unsigned long long)created,
+                   owner);
     if (description) {
         vsr_buf_append_cstr(b, ",\"description\":");
         vsr_buf_append_json_string(b, vsr_slice_cstr(description));
     }
-    vsr_buf_printf(b, ",\"routing\":{\"resolution\":\"%s\",\"selectable\":true,\"default_route\":%s", resolution,
-                   default_route ? "true" : "false");
+    vsr_buf_printf(b, ",\"routing\":{\"resolution\":\"%s\"", resolution);
+    if (selectable)
+        vsr_buf_append_cstr(b, ",\"selectable\":true");
+    if (default_route)
+        vsr_buf_append_cstr(b, ",\"default_route\":true");
     if (recipe) {
         vsr_buf_append_cstr(b, ",\"recipe\":");
         vsr_buf_append_json_string(b, vsr_slice_cstr(recipe));
@@ -247,34 +268,87 @@ static void model_entry(vsr_buf_t *b, int *first, const char *id, const char *ow
     vsr_buf_append_cstr(b, "}}");
 }
 
-static const vsr_effect_t *models_list(vsr_session_t *s)
+/* The entries of /v1/models, in the reference's order, into b: every one,
+ * or with `only` (not NULL) just the entry of that id.  Returns how many. */
+static size_t model_entries(vsr_session_t *s, vsr_buf_t *b, const vsr_slice_t *only)
 {
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_listener_conf_t *l = s->opts.listener;
     const vsr_model_conf_t *def = vsr_config_default_model(cfg);
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
+    uint64_t now = (uint64_t)time(NULL);
     int first = 1;
-    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":[");
+    size_t n = 0;
+#define WANT(id) (listed(l, (id)) && (only == NULL || vsr_slice_eq_cstr(*only, (id))))
     for (size_t i = 0; i < cfg->auto_model_names.n; i++)
-        if (listed(l, cfg->auto_model_names.items[i]))
-            model_entry(&b, &first, cfg->auto_model_names.items[i], "vllm-semantic-router",
-                        "Intelligent Router for Mixture-of-Models", "virtual", 1, "default");
+        if (WANT(cfg->auto_model_names.items[i]) && ++n)
+            model_entry(b, &first, now, cfg->auto_model_names.items[i], "vllm-semantic-router",
+                        "Intelligent Router for Mixture-of-Models", "virtual", 1, 1, "default");
     for (size_t i = 0; i < cfg->n_entrypoints; i++) {
         const vsr_entrypoint_conf_t *ep = &cfg->entrypoints[i];
         const vsr_recipe_conf_t *r = ep->resolved;
         for (size_t k = 0; k < ep->model_names.n; k++)
-            if (listed(l, ep->model_names.items[k]))
-                model_entry(&b, &first, ep->model_names.items[k], "vllm-semantic-router",
-                            r && r->description ? r->description : NULL, "virtual", 0, ep->recipe);
+            if (WANT(ep->model_names.items[k]) && ++n)
+                model_entry(b, &first, now, ep->model_names.items[k], "vllm-semantic-router",
+                            r && r->description ? r->description : NULL, "virtual", 1, 0, ep->recipe);
     }
     if (cfg->include_config_models_in_list) {
         for (size_t i = 0; i < cfg->n_models; i++)
-            if (listed(l, cfg->models[i].name))
-                model_entry(&b, &first, cfg->models[i].name, "upstream-endpoint", NULL, "passthrough",
+            if (WANT(cfg->models[i].name) && ++n)
+                model_entry(b, &first, now, cfg->models[i].name, "upstream-endpoint", NULL, "passthrough", 0,
                             &cfg->models[i] == def, NULL);
     }
+#undef WANT
+    return n;
+}
+
+static const vsr_effect_t *models_list(vsr_session_t *s)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":[");
+    model_entries(s, &b, NULL);
     vsr_buf_append_cstr(&b, "]}");
+    vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* GET /v1/models/{id} (the OpenAI SDK's models.retrieve): the list's entry
+ * for id (percent-decoded; ids such as vllm-sr/auto hold a slash, sent raw
+ * or as %2F), or OpenAI's 404. */
+static const vsr_effect_t *model_retrieve(vsr_session_t *s, vsr_slice_t raw)
+{
+    char *id = vsr_pool_alloc(&s->pool, raw.len + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < raw.len; i++) {
+        int hi, lo;
+        if (raw.p[i] == '%' && i + 2 < raw.len && (hi = hexval(raw.p[i + 1])) >= 0 &&
+            (lo = hexval(raw.p[i + 2])) >= 0) {
+            id[n++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            id[n++] = raw.p[i];
+        }
+    }
+    vsr_slice_t want = vsr_slice(id, n);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    size_t found = model_entries(s, &b, &want);
+    if (found == 0 || memchr(id, '\0', n) != NULL) {
+        vsr_buf_reset(&b);
+        vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
+        vsr_buf_append_json_string(&b, quote_msg(s, "The model '", vsr_slice(id, n), "' does not exist"));
+        vsr_buf_append_cstr(&b, ",\"type\":\"invalid_request_error\",\"param\":\"model\",\"code\":\"model_not_found\"}}");
+        vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
+        vsr_buf_free(&b);
+        return immediate(s, 404, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
+    }
+    /* one id is one entry (names are unique across kinds) */
     vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
     vsr_buf_free(&b);
     return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
@@ -291,6 +365,17 @@ static const struct {
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/responses", "POST", EP_RESPONSES},
     {"/v1/models", "GET", EP_MODELS},
+    /* JSON bodies with a `model`, as OpenAI and vLLM serve them */
+    {"/v1/embeddings", "POST", EP_SURFACE},
+    {"/v1/moderations", "POST", EP_SURFACE},
+    {"/v1/images/generations", "POST", EP_SURFACE},
+    {"/v1/audio/speech", "POST", EP_SURFACE},
+    {"/v1/rerank", "POST", EP_SURFACE},
+    {"/v1/score", "POST", EP_SURFACE},
+    {"/v1/classify", "POST", EP_SURFACE},
+    {"/v1/pooling", "POST", EP_SURFACE},
+    {"/v1/tokenize", "POST", EP_SURFACE},
+    {"/v1/detokenize", "POST", EP_SURFACE},
 };
 
 const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t target,
@@ -319,8 +404,21 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
         s->plan.model = vsr_config_default_model(s->e->cfg);
         if (s->plan.model == NULL)
             return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
+        if (s->plan.model->n_backends == 0)
+            return no_backends(s, s->plan.model);
         s->plan.route_key = vsr_slice_cstr(s->plan.model->name);
         return &s->eff;
+    }
+    if (vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/models/")) && path.len > 11) {
+        int is_head = vsr_slice_eq_cstr(method, "HEAD");
+        if (!vsr_slice_eq_cstr(method, "GET") && !is_head) {
+            vsr_header_t allow = {VSR_SLICE_LIT("allow"), VSR_SLICE_LIT("GET")};
+            vsr_slice_t body = VSR_SLICE_LIT(
+                "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":405}}");
+            return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
+        }
+        s->ep = EP_MODELS;
+        return model_retrieve(s, vsr_slice(path.p + 11, path.len - 11));
     }
     for (size_t i = 0; i < VSR_ARRAY_LEN(endpoints); i++) {
         if (!vsr_slice_eq_cstr(path, endpoints[i].path))
@@ -381,13 +479,15 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
             continue;
         vsr_signal_hit_t *h = &s->ev.signals[s->ev.n_signals++];
         h->family = vsr_signals_family(rs->signals, (int)i);
-        h->name = vsr_signals_name(rs->signals, (int)i);
+        h->name = vsr_signals_report_name(rs->signals, (int)i);
         h->confidence = rc->memo[i].confidence;
         h->value = rc->memo[i].value;
     }
 }
 
-static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *upstream_id);
+static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
+                                        size_t len, uint64_t t0);
 
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
 {
@@ -437,6 +537,9 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
                                quote_msg(s, "model \"", name, "\" is not allowed on this listener"));
     }
 
+    if (s->ep == EP_SURFACE)
+        return surface_body(s, name, mt, body, len, t0);
+
     const char *why = NULL;
     vsr_api_kind_t api = s->ep == EP_CHAT ? VSR_API_CHAT : s->ep == EP_COMPLETIONS ? VSR_API_COMPLETIONS : VSR_API_RESPONSES;
     if (vsr_chat_view_build(j, api, &s->pool, &s->chat, &why) != VSR_OK)
@@ -448,7 +551,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
 
     const vsr_model_conf_t *model = res.model;
     const vsr_decision_conf_t *decision = NULL;
-    const char *upstream_id = NULL;
+    const char *lora = NULL;
     if (res.recipe) {
         s->ev.recipe = res.recipe->name;
         const vsr_header_t *skip = find_header(s->headers, s->n_headers, "x-vsr-skip-processing");
@@ -479,20 +582,19 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
                     const vsr_model_ref_conf_t *ref = &decision->model_refs[0];
                     model = vsr_config_find_model(cfg, vsr_slice_cstr(ref->model));
                     if (ref->lora_name)
-                        upstream_id = ref->lora_name;
+                        lora = ref->lora_name;
                 }
             }
         }
-        if (model == NULL)
+        if (model == NULL) {
             model = cfg->default_model ? vsr_config_find_model(cfg, vsr_slice_cstr(cfg->default_model)) : NULL;
-        if (model == NULL)
-            return bad_request(s, "unable to route request: no model selected and no default model configured");
+            lora = model ? cfg->default_lora : NULL;
+        }
+        /* no model: refused after the plugins, since fast_response answers without one (ref §4.4) */
     } else {
         s->ev.passthrough = 1;
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
-    if (upstream_id == NULL)
-        upstream_id = model->provider_model_id;
 
     /* plugins of the selected decision */
     vsr_plugin_ctx_t pc;
@@ -504,16 +606,26 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
             return bad_request(s, pwhy ? pwhy : "request cannot be processed");
         s->ev.injected_system_prompt = pc.injected_system_prompt;
         if (pc.imm_status) {
-            vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers)];
+            vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
+            size_t n_extra = 0;
             for (size_t i = 0; i < pc.n_imm_headers; i++) {
-                extra[i].name = pc.imm_headers[i].name;
-                extra[i].value = pc.imm_headers[i].value;
+                extra[n_extra].name = pc.imm_headers[i].name;
+                extra[n_extra++].value = pc.imm_headers[i].value;
             }
+            /* the answer is the decision's: say which, as the reference does */
+            if (s->ev.recipe)
+                extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
+            extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
             s->ev.routing_us = vsr_now_us() - t0;
             return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body, VSR_PATH_FAST_RESPONSE, extra,
-                             pc.n_imm_headers);
+                             n_extra);
         }
     }
+
+    if (model == NULL)
+        return bad_request(s, "unable to route request: no model selected and no default model configured");
+    if (model->n_backends == 0)
+        return no_backends(s, model);
 
     /* what every candidate's request shares: the plugins' edits and fields */
     s->body = body;
@@ -538,16 +650,55 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     }
     s->n_plugin_set = pc.n_set_headers;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
-    aim(s, model, upstream_id);
+    aim(s, model, lora);
+    s->ev.routing_us = vsr_now_us() - t0;
+    return &s->eff;
+}
+
+/* An inference surface other than chat, completions and responses
+ * (embeddings, rerank, ...): no signals, no decision, no plugins.  The
+ * `model` names a provider model (its backends, credentials and rewrites,
+ * as a passthrough); an auto or entrypoint name means the default model,
+ * since there is no conversation to route on. */
+static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
+                                        size_t len, uint64_t t0)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    if (name.len == 0)
+        return bad_request(s, "model field is required");
+    resolution_t res;
+    if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
+        return error_reply(s, 400, "invalid_request_error", NULL, quote_msg(s, "model \"", name, "\" is not available"));
+    const vsr_model_conf_t *model = res.model;
+    const char *lora = NULL;
+    if (model == NULL) {
+        model = cfg->default_model ? vsr_config_find_model(cfg, vsr_slice_cstr(cfg->default_model))
+                                   : vsr_config_default_model(cfg);
+        lora = model && cfg->default_model ? cfg->default_lora : NULL;
+    }
+    if (model == NULL)
+        return bad_request(s, "unable to route request: no default model configured");
+    if (model->n_backends == 0)
+        return no_backends(s, model);
+    s->ev.passthrough = res.model != NULL;
+    s->body = body;
+    s->body_len = len;
+    s->name = name;
+    s->model_tok = mt;
+    s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
+    aim(s, model, lora);
     s->ev.routing_us = vsr_now_us() - t0;
     return &s->eff;
 }
 
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
- * plan.  Used for the first choice and for every fallback candidate. */
-static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *upstream_id)
+ * plan.  Used for the first choice and for every fallback candidate.  With
+ * a LoRA, the LoRA's name is both the id sent upstream and the selected
+ * model (ref §1.11). */
+static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora)
 {
+    const char *upstream_id = lora ? lora : model->provider_model_id;
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_json_t *j = &s->json;
     reset_effect(s);
@@ -586,7 +737,7 @@ static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *ups
     s->eff.clear_route_cache = cfg->clear_route_cache;
 
     s->tried[s->n_tried++] = model;
-    s->ev.selected_model = model->name;
+    s->ev.selected_model = lora ? lora : model->name;
     s->ev.upstream_model = upstream_id;
     s->plan.kind = VSR_PLAN_CALL;
     s->plan.model = model;
@@ -606,14 +757,14 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
     for (size_t i = 0; i < d->n_model_refs; i++) {
         const vsr_model_ref_conf_t *ref = &d->model_refs[i];
         const vsr_model_conf_t *m = vsr_config_find_model(s->e->cfg, vsr_slice_cstr(ref->model));
-        if (m == NULL)
-            continue;
+        if (m == NULL || m->n_backends == 0)
+            continue; /* nothing to call */
         int seen = 0;
         for (size_t k = 0; k < s->n_tried && !seen; k++)
             seen = s->tried[k] == m; /* a model already tried is never revisited */
         if (seen || (allow && !allow(ud, m)))
             continue;
-        aim(s, m, ref->lora_name ? ref->lora_name : m->provider_model_id);
+        aim(s, m, ref->lora_name);
         s->ev.fallbacks++;
         return &s->eff;
     }
@@ -645,13 +796,36 @@ static void add_family_headers(vsr_session_t *s, hlist_t *h)
             continue;
         vsr_buf_t b;
         vsr_buf_init(&b, 0);
-        for (size_t k = i; k < s->ev.n_signals; k++)
-            if (strcmp(s->ev.signals[k].family, fam) == 0)
+        for (size_t k = i; k < s->ev.n_signals; k++) {
+            if (strcmp(s->ev.signals[k].family, fam) != 0)
+                continue;
+            int dup = 0; /* two authz bindings may report one role */
+            for (size_t m = i; m < k && !dup; m++)
+                dup = strcmp(s->ev.signals[m].family, fam) == 0 && strcmp(s->ev.signals[m].name, s->ev.signals[k].name) == 0;
+            if (!dup)
                 vsr_buf_printf(&b, "%s%s", b.len ? "," : "", s->ev.signals[k].name);
+        }
         hl_add(&s->pool, h, pool_printf(&s->pool, "x-vsr-matched-%s", fam),
                vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)));
         vsr_buf_free(&b);
     }
+}
+
+/* The decision's retention directive (emits), the fields it sets only. */
+static void add_retention_headers(vsr_session_t *s, hlist_t *h, const vsr_retention_conf_t *r)
+{
+    if (!r->present)
+        return;
+    if (r->has_drop)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-drop"), vsr_slice_cstr(r->drop ? "true" : "false"));
+    if (r->has_ttl_turns)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-ttl-turns"), pool_u64(&s->pool, r->ttl_turns, 0));
+    if (r->has_keep_current_model)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-keep-current-model"),
+               vsr_slice_cstr(r->keep_current_model ? "true" : "false"));
+    if (r->has_prefer_prefix_retention)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-retention-prefer-prefix"),
+               vsr_slice_cstr(r->prefer_prefix_retention ? "true" : "false"));
 }
 
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
@@ -683,6 +857,8 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                    pool_printf(&s->pool, "%llu", (unsigned long long)s->ev.context_tokens));
             if (s->ev.injected_system_prompt)
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-injected-system-prompt"), VSR_SLICE_LIT("true"));
+            if (s->decision)
+                add_retention_headers(s, &h, &s->decision->retention);
         }
     }
     s->eff.set = h.v;

@@ -1,5 +1,7 @@
-/* authz.c — role_bindings signals (condition type authz): match when the
- * request's identity (from trusted headers) is one of the subjects: a User
+/* authz.c — role_bindings signals (condition type authz): a condition
+ * names a binding or, as in the reference, a role (every binding granting
+ * it).  Match when the request's identity (from trusted headers) is one of
+ * the subjects: a User
  * subject whose name equals the user id, or a Group subject whose name is
  * one of the user's groups (exact, case-sensitive comparisons).  No identity
  * matches nothing; refusing such requests (403, or not with fail_open) is
@@ -73,4 +75,29 @@ vsr_signal_result_t vsr__authz_eval(vsr__ctx_t *c, const void *state)
     }
     r.confidence = r.value = r.matched ? 1.0 : 0.0;
     return r;
+}
+
+void *vsr__authz_role_compile(const vsr_sig_authz_conf_t *bindings, size_t n, const char *role)
+{
+    authz_t *a = vsr_calloc(1, sizeof(*a));
+    size_t total = 0;
+    for (size_t b = 0; b < n; b++)
+        if (bindings[b].role && strcmp(bindings[b].role, role) == 0)
+            total += bindings[b].n_subjects;
+    a->users = vsr_calloc(total ? total : 1, sizeof(char *));
+    a->groups = vsr_calloc(total ? total : 1, sizeof(char *));
+    for (size_t b = 0; b < n; b++) {
+        if (!bindings[b].role || strcmp(bindings[b].role, role) != 0)
+            continue;
+        for (size_t i = 0; i < bindings[b].n_subjects; i++) {
+            const vsr_subject_conf_t *sub = &bindings[b].subjects[i];
+            if (!sub->name || !*sub->name || !sub->kind)
+                continue; /* the binding's own compile reports it */
+            if (strcasecmp(sub->kind, "User") == 0)
+                a->users[a->n_users++] = vsr_strdup(sub->name);
+            else if (strcasecmp(sub->kind, "Group") == 0)
+                a->groups[a->n_groups++] = vsr_strdup(sub->name);
+        }
+    }
+    return a;
 }

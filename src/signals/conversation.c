@@ -8,6 +8,8 @@
  *                         reference, and messages with other roles are not counted
  *   tool_definition       entries of "tools"
  *   assistant_tool_call   assistant messages carrying tool calls
+ *   assistant_tool_cycle  completed tool cycles: the tool results (tool messages) the
+ *                         conversation carries, as the reference counts them
  *   active_tool_loop      1 when the conversation is inside a tool loop: the last message
  *                         is a tool result, or is an assistant message with tool calls, or
  *                         is a user message right after a tool result; else 0
@@ -24,7 +26,7 @@
 
 typedef enum {
     SRC_MESSAGE, SRC_TOOL_DEFINITION, SRC_ASSISTANT_TOOL_CALL, SRC_ACTIVE_TOOL_LOOP, SRC_IMAGE_CONTENT,
-    SRC_TOOL_CHOICE_REQUIRED, SRC_TOOL_CHOICE_NONE,
+    SRC_TOOL_CHOICE_REQUIRED, SRC_TOOL_CHOICE_NONE, SRC_ASSISTANT_TOOL_CYCLE,
 } src_t;
 
 typedef enum { ROLE_ANY, ROLE_USER, ROLE_ASSISTANT, ROLE_SYSTEM, ROLE_DEVELOPER, ROLE_TOOL, ROLE_NON_USER } role_t;
@@ -40,7 +42,8 @@ int vsr__conversation_compile(vsr_signals_t *s, const void *conf, const char *pa
 {
     static const char *const feats[] = {"count", "exists"};
     static const char *const srcs[] = {"message", "tool_definition", "assistant_tool_call", "active_tool_loop",
-                                       "image_content", "tool_choice_required", "tool_choice_none"};
+                                       "image_content", "tool_choice_required", "tool_choice_none",
+                                       "assistant_tool_cycle"};
     static const char *const roles[] = {"", "user", "assistant", "system", "developer", "tool", "non_user"};
     const vsr_sig_conversation_conf_t *cc = conf;
     VSR_UNUSED(s);
@@ -54,7 +57,7 @@ int vsr__conversation_compile(vsr_signals_t *s, const void *conf, const char *pa
     if (src < 0) {
         vsr_buf_printf(err,
                        "%s.feature.source.type: signal \"%s\": expected message, tool_definition, assistant_tool_call, "
-                       "active_tool_loop, image_content, tool_choice_required or tool_choice_none\n",
+                       "assistant_tool_cycle, active_tool_loop, image_content, tool_choice_required or tool_choice_none\n",
                        path, cc->name);
         return VSR_ERR_INVALID;
     }
@@ -131,6 +134,9 @@ vsr_signal_result_t vsr__conversation_eval(vsr__ctx_t *c, const void *state)
     case SRC_ASSISTANT_TOOL_CALL:
         for (size_t i = 0; i < chat->n_messages; i++)
             v += chat->messages[i].role == VSR_ROLE_ASSISTANT && chat->messages[i].has_tool_calls;
+        break;
+    case SRC_ASSISTANT_TOOL_CYCLE:
+        v = count_messages(chat, ROLE_TOOL);
         break;
     case SRC_ACTIVE_TOOL_LOOP:
         v = active_tool_loop(chat);

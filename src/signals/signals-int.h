@@ -90,6 +90,8 @@ typedef struct vsr__sig_type_s vsr__sig_type_t;
 typedef struct {
     const vsr__sig_type_t *type;
     char *name;
+    char *report;       /* the name evidence reports when not `name`: an authz binding's role (owned; signals
+                         * outlive the configuration they were compiled from) */
     void *state;
 } vsr__sig_t;
 
@@ -195,6 +197,10 @@ void vsr__language_free(void *state);
 int vsr__authz_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__authz_eval(vsr__ctx_t *c, const void *state);
 void vsr__authz_free(void *state);
+/* A role as a signal: matches when any of the bindings[0..n) granting
+ * `role` matches (the union of their subjects).  Its state for
+ * vsr__authz_eval/free. */
+void *vsr__authz_role_compile(const vsr_sig_authz_conf_t *bindings, size_t n, const char *role);
 
 /* ---- keyword similarity methods (kw_ngram.c, kw_bm25.c) -------------------
  * Both mark which keywords of a signal matched (matched[i] = 1). */

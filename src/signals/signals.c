@@ -83,6 +83,27 @@ static void build_matchers(vsr_signals_t *s)
     vsr_free(cs);
 }
 
+/* An authz condition may name a role rather than a binding (ref §1.9): each
+ * role that is not also a binding's name becomes a signal of its own, the
+ * union of the bindings that grant it. */
+static void add_roles(vsr_signals_t *s, const vsr_signals_conf_t *conf)
+{
+    const vsr__sig_type_t *ty = NULL;
+    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
+        if (sig_types[t].compile == vsr__authz_compile)
+            ty = &sig_types[t];
+    for (size_t b = 0; b < conf->n_role_bindings; b++) {
+        const char *role = conf->role_bindings[b].role;
+        if (role == NULL || *role == '\0' || vsr_signals_find(s, ty->cond_type, role) >= 0)
+            continue;
+        vsr__sig_t *sig = &s->sigs[s->n++];
+        sig->type = ty;
+        sig->name = vsr_strdup(role);
+        sig->report = vsr_strdup(role);
+        sig->state = vsr__authz_role_compile(conf->role_bindings, conf->n_role_bindings, role);
+    }
+}
+
 vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *err)
 {
     vsr_signals_t *s = vsr_calloc(1, sizeof(*s));
@@ -90,7 +111,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     size_t total = 0;
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
         total += *(const size_t *)((const char *)conf + sig_types[t].count_off);
-    s->sigs = vsr_calloc(total ? total : 1, sizeof(*s->sigs));
+    /* room for one role signal per binding (see add_roles) */
+    s->sigs = vsr_calloc(total + conf->n_role_bindings + 1, sizeof(*s->sigs));
 
     int failed = 0;
     char path[256];
@@ -124,9 +146,13 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             vsr__sig_t *sig = &s->sigs[s->n++];
             sig->type = ty;
             sig->name = vsr_strdup(name);
+            if (ty->compile == vsr__authz_compile && ((const vsr_sig_authz_conf_t *)c)->role)
+                sig->report = vsr_strdup(((const vsr_sig_authz_conf_t *)c)->role);
             sig->state = state;
         }
     }
+    if (!failed)
+        add_roles(s, conf);
     if (failed) {
         vsr_signals_free(s);
         return NULL;
@@ -142,6 +168,7 @@ void vsr_signals_free(vsr_signals_t *s)
     for (size_t i = 0; i < s->n; i++) {
         s->sigs[i].type->free(s->sigs[i].state);
         vsr_free(s->sigs[i].name);
+        vsr_free(s->sigs[i].report);
     }
     vsr_free(s->sigs);
     for (uint32_t i = 0; i < s->n_pats; i++)
@@ -172,6 +199,12 @@ const char *vsr_signals_name(const vsr_signals_t *s, int i)
 {
     VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
     return s->sigs[i].name;
+}
+
+const char *vsr_signals_report_name(const vsr_signals_t *s, int i)
+{
+    VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
+    return s->sigs[i].report ? s->sigs[i].report : s->sigs[i].name;
 }
 
 const char *vsr_signals_family(const vsr_signals_t *s, int i)

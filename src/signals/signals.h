@@ -66,6 +66,10 @@ size_t vsr_signals_count(const vsr_signals_t *s);
  * language, authz. */
 int vsr_signals_find(const vsr_signals_t *s, const char *cond_type, const char *name);
 const char *vsr_signals_name(const vsr_signals_t *s, int i);
+/* The name evidence reports for signal i (x-vsr-matched-<family>): its
+ * name, except for authz, whose matches report the binding's role, as the
+ * reference's x-vsr-matched-authz does. */
+const char *vsr_signals_report_name(const vsr_signals_t *s, int i);
 /* The family of signal i as named in x-vsr-matched-<family>: keywords,
  * context, structure, conversation, language, authz (the YAML family
  * role_bindings reports as "authz", as the reference's header does). */

@@ -783,7 +783,10 @@ static h2conn_t *conn_new(vsr_h2_pool_t *p, uint64_t connect_ms)
         if (c->tls)
             vsr__tls_offer_h2(c->tls); /* a failure shows in the handshake */
     }
-    int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)p->addr, connect_cb);
+    struct sockaddr_storage addr;
+    vsr__upstream_addr(p->sc, p->addr, &addr);
+    int rc = addr.ss_family == 0 ? UV_EAI_NONAME
+                                 : uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&addr, connect_cb);
     if (rc < 0) {
         c->dead_detail = uv_strerror(rc);
         c->dead = 1; /* failed from the loop: the streams are not attached yet */

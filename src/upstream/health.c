@@ -33,6 +33,7 @@ struct health_check_s {
     vsr_endpoint_state_t *state;
     const vsr_backend_conf_t *backend;
     const struct sockaddr_storage *addr;
+    shared_cluster_t *sc;    /* addr's owner (the version holds it while checks run) */
     const char *path;
     uint64_t interval_ms;
     uint64_t timeout_ms;
@@ -356,7 +357,10 @@ static void tick_cb(uv_timer_t *t)
     hc->tcp.data = hc;
     hc->tcp_open = 1;
     uv_timer_start(&hc->deadline, deadline_cb, hc->timeout_ms, 0);
-    if (uv_tcp_connect(&hc->connect_req, &hc->tcp, (const struct sockaddr *)hc->addr, connect_cb) < 0)
+    struct sockaddr_storage addr;
+    vsr__upstream_addr(hc->sc, hc->addr, &addr);
+    if (addr.ss_family == 0 ||
+        uv_tcp_connect(&hc->connect_req, &hc->tcp, (const struct sockaddr *)&addr, connect_cb) < 0)
         check_done(hc, 0);
 }
 
@@ -372,6 +376,7 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
     health_set_t *set = vsr_calloc(1, sizeof(*set));
     set->checks = vsr_calloc(n ? n : 1, sizeof(health_check_t));
     sh->health = set;
+    sh->dns = vsr__dns_start(sh, loop);
     for (size_t i = 0; i < sh->n_clusters; i++) {
         shared_cluster_t *sc = sh->clusters[i];
         const vsr_model_conf_t *m = &cfg->models[i];
@@ -384,6 +389,7 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
             hc->state = &sc->eps[j];
             hc->backend = &m->backends[j];
             hc->addr = &sc->addrs[j];
+            hc->sc = sc;
             hc->path = r->health_check_path;
             hc->tls_ctx = hc->backend->tls ? sc->tls_ctx : NULL;
             hc->interval_ms = r->has_health_check_interval ? r->health_check_interval_ms : 10000;
@@ -406,6 +412,8 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
 
 void vsr_upstream_health_stop(vsr_upstream_shared_t *sh)
 {
+    vsr__dns_stop(sh->dns);
+    sh->dns = NULL;
     health_set_t *set = sh->health;
     if (set == NULL)
         return;

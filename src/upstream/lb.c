@@ -20,9 +20,11 @@ typedef struct {
 
 static int available(const pool_t *pl, size_t i)
 {
+    vsr_endpoint_state_t *e = pl->eps[i];
+    if (atomic_load(&e->unresolved))
+        return 0; /* there is no address to send to */
     if (pl->panic)
         return 1;
-    vsr_endpoint_state_t *e = pl->eps[i];
     return atomic_load(&e->healthy) && !vsr__outlier_ejected(e, pl->now_ms);
 }
 

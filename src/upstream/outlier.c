@@ -26,6 +26,7 @@ void vsr__endpoint_state_init(vsr_endpoint_state_t *e)
     atomic_init(&e->returned_at_ms, 0);
     atomic_init(&e->hc_failures, 0);
     atomic_init(&e->healthy, 1);
+    atomic_init(&e->unresolved, 0);
 }
 
 int vsr__outlier_ejected(vsr_endpoint_state_t *ep, uint64_t now_ms)

@@ -143,6 +143,7 @@ typedef struct {
     atomic_ullong returned_at_ms;   /* when the last ejection ended, 0 = never ejected (for the decay above) */
     atomic_uint hc_failures;        /* consecutive failed health checks */
     atomic_int healthy;             /* 1 until 3 failed checks; back after 1 success */
+    atomic_int unresolved;          /* its host name has not resolved yet: never picked (dns.c) */
 } vsr_endpoint_state_t;
 
 void vsr__endpoint_state_init(vsr_endpoint_state_t *e);
@@ -176,7 +177,9 @@ int vsr__health_record(vsr_endpoint_state_t *ep, int ok);
 
 /* Picks an endpoint index among n: skips excluded ones (mask bit i set: tried
  * already) when any other is available, and unhealthy or ejected ones unless
- * more than 50% of the cluster is unavailable (panic: then all are used).
+ * more than 50% of the cluster is unavailable (panic: then all are used);
+ * an endpoint whose host has not resolved is skipped even then, unless no
+ * other endpoint is left.
  * Weighted round robin over `cur` (smooth, as nginx; cur has n entries owned
  * by the caller's worker) or, with least_request, power of two choices among
  * the available ones by `active` (weights break ties).  Returns -1 only when

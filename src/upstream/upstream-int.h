@@ -2,6 +2,7 @@
 #ifndef VSR_UPSTREAM_INT_H
 #define VSR_UPSTREAM_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
@@ -31,7 +32,10 @@ struct shared_cluster_s {
     struct vsr_tls_ctx_s *tls_ctx;      /* a reference when some endpoint speaks TLS */
     vsr_endpoint_state_t *eps;          /* one per backend */
     vsr_endpoint_state_t **ep_ptrs;
-    struct sockaddr_storage *addrs;     /* resolved once */
+    struct sockaddr_storage *addrs;     /* resolved at warm-up; names again by dns.c: read through
+                                         * vsr__upstream_addr() (under addr_mu) */
+    uint8_t *named;                     /* endpoint j's host is a DNS name (not an IP literal) */
+    pthread_mutex_t addr_mu;
     atomic_uint active_requests;        /* calls in flight, all workers */
     atomic_uint active_retries;
     atomic_uint pending;                /* attempts waiting for a connection */
@@ -42,6 +46,7 @@ struct shared_cluster_s {
 };
 
 typedef struct health_set_s health_set_t;
+typedef struct dns_set_s dns_set_t;
 
 /* One configuration's view: clusters[i] is the registry's state for
  * cfg->models[i] (a reference), reused from whatever earlier version had the
@@ -52,6 +57,7 @@ struct vsr_upstream_shared_s {
     size_t n_clusters;
     size_t n_reused;                     /* clusters found in the registry rather than created */
     health_set_t *health;                /* the running active health checks, or NULL */
+    dns_set_t *dns;                      /* the running re-resolution, or NULL */
     struct vsr_tls_ctx_s *tls_ctx;       /* when some endpoint speaks TLS (a reference) */
 };
 
@@ -64,6 +70,22 @@ shared_cluster_t *vsr__upstream_registry_find(const vsr_model_conf_t *m);
 void vsr__upstream_cluster_unref(shared_cluster_t *sc);
 
 int vsr__upstream_resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vsr_buf_t *err);
+/* A copy of the address *addr (one of sc->addrs) for a connect: the
+ * resolver may be replacing it on the control thread.  Any thread.  An
+ * address never resolved has ss_family 0. */
+void vsr__upstream_addr(shared_cluster_t *sc, const struct sockaddr_storage *addr, struct sockaddr_storage *out);
+/* Takes a reference on sc (the caller holds one already). */
+void vsr__upstream_cluster_ref(shared_cluster_t *sc);
+
+/* ---- re-resolution of host names (dns.c) ----
+ * Envoy's LOGICAL_DNS: each named endpoint's host is looked up again on the
+ * control thread's loop (uv_getaddrinfo: the lookup itself runs on libuv's
+ * thread pool), every VSR_DNS_RETRY_MS while it has not resolved, every
+ * VSR_DNS_REFRESH_MS once it has; a failed lookup keeps the last address. */
+#define VSR_DNS_RETRY_MS 5000u
+#define VSR_DNS_REFRESH_MS 30000u
+dns_set_t *vsr__dns_start(vsr_upstream_shared_t *sh, uv_loop_t *loop); /* NULL when no host is a name */
+void vsr__dns_stop(dns_set_t *set); /* on the loop's thread; accepts NULL; memory goes with the last callback */
 
 /* ---- HTTP/2 to backends (h2.c) ----
  * A pool per worker and endpoint of connections that each multiplex many

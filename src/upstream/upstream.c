@@ -285,16 +285,30 @@ static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_b
     sc->eps = vsr_calloc(n ? n : 1, sizeof(vsr_endpoint_state_t));
     sc->ep_ptrs = vsr_calloc(n ? n : 1, sizeof(vsr_endpoint_state_t *));
     sc->addrs = vsr_calloc(n ? n : 1, sizeof(struct sockaddr_storage));
+    sc->named = vsr_calloc(n ? n : 1, 1);
+    pthread_mutex_init(&sc->addr_mu, NULL);
     int ok = 1, tls = 0;
     for (size_t j = 0; j < n; j++) {
-        sc->hosts[j] = vsr_strdup(m->backends[j].host);
-        sc->ports[j] = m->backends[j].port;
-        sc->tls[j] = ep_transport(&m->backends[j]);
+        const vsr_backend_conf_t *b = &m->backends[j];
+        sc->hosts[j] = vsr_strdup(b->host);
+        sc->ports[j] = b->port;
+        sc->tls[j] = ep_transport(b);
         tls |= sc->tls[j] & 1;
         vsr__endpoint_state_init(&sc->eps[j]);
         sc->ep_ptrs[j] = &sc->eps[j];
-        if (vsr__upstream_resolve(&m->backends[j], &sc->addrs[j], err) != VSR_OK)
-            ok = 0;
+        unsigned char bin[16];
+        sc->named[j] = inet_pton(AF_INET, b->host, bin) != 1 && inet_pton(AF_INET6, b->host, bin) != 1;
+        /* a name that does not resolve yet (a Kubernetes service, host.docker.internal) does not stop the
+         * version: the endpoint stays out of rotation until the resolver finds it (dns.c) */
+        vsr_buf_t why;
+        vsr_buf_init(&why, 512);
+        if (vsr__upstream_resolve(b, &sc->addrs[j], &why) != VSR_OK) {
+            atomic_store(&sc->eps[j].unresolved, 1);
+            vsr_log_warn("upstream", "model %s: %.*s; the endpoint is unavailable until it resolves (retried every "
+                         "%u s)", m->name, (int)(why.len ? why.len - 1 : 0), why.data ? why.data : "",
+                         VSR_DNS_RETRY_MS / 1000);
+        }
+        vsr_buf_free(&why);
     }
     if (ok && tls && (sc->tls_ctx = reg_tls_ref(err)) == NULL)
         ok = 0;
@@ -332,8 +346,22 @@ static void cluster_unref_locked(shared_cluster_t *sc)
     vsr_free(sc->eps);
     vsr_free(sc->ep_ptrs);
     vsr_free(sc->addrs);
+    vsr_free(sc->named);
+    pthread_mutex_destroy(&sc->addr_mu);
     vsr_free(sc->name);
     vsr_free(sc);
+}
+
+void vsr__upstream_cluster_ref(shared_cluster_t *sc)
+{
+    atomic_fetch_add(&sc->refs, 1);
+}
+
+void vsr__upstream_addr(shared_cluster_t *sc, const struct sockaddr_storage *addr, struct sockaddr_storage *out)
+{
+    pthread_mutex_lock(&sc->addr_mu);
+    memcpy(out, addr, sizeof(*out));
+    pthread_mutex_unlock(&sc->addr_mu);
 }
 
 void vsr__upstream_cluster_unref(shared_cluster_t *sc)
@@ -1046,7 +1074,10 @@ static void call_connect(vsr_upstream_call_t *call)
     uc->counted_pending = 1;
     uc->call = call;
     call->uc = uc;
-    int rc = uv_tcp_connect(&uc->connect_req, &uc->tcp, (const struct sockaddr *)call->ep->addr, connect_cb);
+    struct sockaddr_storage addr;
+    vsr__upstream_addr(cl->sc, call->ep->addr, &addr);
+    int rc = addr.ss_family == 0 ? UV_EAI_NONAME : uv_tcp_connect(&uc->connect_req, &uc->tcp,
+                                                                  (const struct sockaddr *)&addr, connect_cb);
     if (rc < 0) {
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, uv_strerror(rc));
         return;

@@ -109,14 +109,17 @@ typedef struct {
 
 /* The shared state of cfg's clusters (cfg borrowed: it must outlive the
  * result).  A cluster whose identity some live version already has is
- * reused; a new one's host names are resolved here, once (blocking
- * getaddrinfo); literal addresses need no lookup.  NULL with a message
- * appended to err when a host cannot be resolved. */
+ * reused; a new one's host names are resolved here (blocking getaddrinfo:
+ * call it off the workers' loops); literal addresses need no lookup.  A
+ * name that does not resolve is logged and leaves its endpoint out of
+ * rotation until the re-resolution started with the health checks finds
+ * it.  NULL with a message appended to err when TLS cannot be set up. */
 vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_t *err);
 /* How many of its clusters were reused from an earlier version. */
 size_t vsr_upstream_shared_reused(const vsr_upstream_shared_t *sh);
 /* Starts the active health checks (models with health_check_path) on loop:
- * the control thread's.  Health checks send GET <path>, never an inference. */
+ * the control thread's, and the periodic re-resolution of backend host
+ * names.  Health checks send GET <path>, never an inference. */
 void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop);
 /* Stops them (on the loop's thread); the handles close on that loop's next
  * run and take their memory with them, so sh may be freed at once. */
@@ -124,6 +127,12 @@ void vsr_upstream_health_stop(vsr_upstream_shared_t *sh);
 /* After health checks are stopped; from any thread.  Workers drop their
  * pools for clusters no live version has any more. */
 void vsr_upstream_shared_free(vsr_upstream_shared_t *sh);
+/* How many endpoints of sh have a host name that has not resolved yet
+ * (they are out of rotation until it does; the re-resolution runs with the
+ * health checks, see vsr_upstream_health_start).  With names, appends the
+ * first max_names of them as JSON strings "model/backend (host)",
+ * comma-separated.  sh may be NULL (0).  Any thread. */
+size_t vsr_upstream_unresolved(vsr_upstream_shared_t *sh, vsr_buf_t *names, size_t max_names);
 /* Endpoint j of model i: its health-check state and its outlier-ejection state (for metrics). */
 void vsr_upstream_endpoint_state(vsr_upstream_shared_t *sh, size_t model, size_t backend, int *healthy, int *ejected);
 

@@ -348,14 +348,22 @@ global:
     assert 'vsr_endpoint_ejected{model="m1",endpoint="bad"} 1' in httpx.get(v.metrics_url, timeout=10).text
 
 
-def test_warmup_failure_keeps_the_old_version(vsr, fakellm, tmp_path):
+def test_unresolvable_host_activates_but_is_not_ready(vsr, fakellm, tmp_path):
+    """A backend host that does not resolve yet (a service name of another
+    network) does not fail the warm-up: the version activates, its endpoint
+    stays out of rotation and /ready says which; a version whose names
+    resolve makes it ready again."""
     v = start(vsr, fakellm, tmp_path)
     text = doc(v.port, v.mport, v.backend, tag="two").replace(v.backend.endpoint, "no-such-host.invalid:80")
     r = v.api.put_yaml(text)
-    assert r.status_code == 503, r.text
-    assert r.json()["reject_code"] == "warmup_failed" and "no-such-host.invalid" in r.json()["error"]["message"]
-    assert served(v) == (200, 1, "one")
-    assert audit_lines(v)[-1]["reason"].startswith("warmup_failed: ")
+    assert r.status_code == 200, r.text
+    ready = httpx.get(v.url + "/ready", timeout=10)
+    assert ready.status_code == 503 and ready.json()["unresolved"] == ["m1/b0 (no-such-host.invalid)"]
+    r = chat(v)
+    assert r.status_code == 503 and int(r.headers["x-vsr-config-version"]) == 2
+    assert v.api.put_yaml(doc(v.port, v.mport, v.backend, tag="three")).status_code == 200
+    assert httpx.get(v.url + "/ready", timeout=10).status_code == 200
+    assert served(v) == (200, 3, "three")
 
 
 def test_client_gone_during_a_put(vsr, fakellm, tmp_path):

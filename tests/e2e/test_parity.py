@@ -155,7 +155,8 @@ def test_models_list(corpus):
     assert support["routing"]["recipe"] == "support"
     small = data[4]
     assert small["owned_by"] == "upstream-endpoint"
-    assert small["routing"] == {"resolution": "passthrough", "selectable": True, "default_route": True}
+    assert small["routing"] == {"resolution": "passthrough", "default_route": True}
+    assert data[5]["routing"] == {"resolution": "passthrough"}
 
 
 def test_invalid_json_and_missing_model(corpus):

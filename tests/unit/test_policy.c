@@ -933,6 +933,33 @@ static void test_lb_p2c(void **state)
     assert_in_range(count2[0], 400, 600);
 }
 
+/* An endpoint whose host has not resolved is never picked while another
+ * is left, not even in panic (it has no address). */
+static void test_lb_skips_unresolved(void **state)
+{
+    (void)state;
+    cluster_t c;
+    vsr_rng_t rng;
+    vsr__rng_seed(&rng, 5);
+    cluster_init(&c, 3);
+    atomic_store(&c.st[1].unresolved, 1);
+    int64_t cur[3] = {0};
+    for (int k = 0; k < 60; k++) {
+        assert_int_not_equal(pick(&c, NULL, cur, 0, 0, 0, &rng), 1);
+        assert_int_not_equal(pick(&c, NULL, NULL, 1, 0, 0, &rng), 1);
+    }
+    /* panic (two of three unavailable): the unhealthy one is used, the unresolved one is not */
+    atomic_store(&c.st[2].healthy, 0);
+    for (int k = 0; k < 60; k++)
+        assert_int_not_equal(pick(&c, NULL, cur, 0, 0, 0, &rng), 1);
+    /* resolved: back in rotation */
+    atomic_store(&c.st[1].unresolved, 0);
+    int seen1 = 0;
+    for (int k = 0; k < 60; k++)
+        seen1 |= pick(&c, NULL, cur, 0, 0, 0, &rng) == 1;
+    assert_true(seen1);
+}
+
 static void test_lb_bounds(void **state)
 {
     (void)state;
@@ -1163,6 +1190,7 @@ int main(void)
         cmocka_unit_test(test_lb_health_and_panic),
         cmocka_unit_test(test_lb_p2c),
         cmocka_unit_test(test_lb_bounds),
+        cmocka_unit_test(test_lb_skips_unresolved),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_breaker),
         cmocka_unit_test(test_breaker_transitions),

@@ -622,7 +622,10 @@ static void test_conversation(void **st)
         conv_conf("none", "exists", "tool_choice_none", NULL),
         conv_conf("many_users", "count", "message", "user"),
         conv_conf("assistants", "exists", "message", "assistant"),
+        conv_conf("cycles", "count", "assistant_tool_cycle", NULL),
     };
+    c[12].predicate.gte = 1;
+    c[12].predicate.has_gte = 1;
     c[4].predicate.gte = 2;
     c[4].predicate.has_gte = 1;
     c[7].predicate.gt = 0;
@@ -663,6 +666,8 @@ static void test_conversation(void **st)
     assert_false(EV("none").matched);
     assert_false(EV("many_users").matched);
     assert_true(EV("assistants").matched);
+    assert_true(EV("cycles").value == 1); /* one tool result */
+    assert_true(EV("cycles").matched);
     /* the last message has another role: not in a tool loop */
     assert_false(EV("loop").matched);
     /* last message a user message right after a tool result */
@@ -675,6 +680,7 @@ static void test_conversation(void **st)
     /* last message an assistant message calling tools */
     q.chat.n_messages = 5;
     assert_true(EV("loop").matched);
+    assert_false(EV("cycles").matched); /* the call is outstanding: no completed cycle yet */
     q.msgs[4].has_tool_calls = 0;
     assert_false(EV("loop").matched);
     assert_false(EV("calls").matched);

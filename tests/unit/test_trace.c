@@ -510,6 +510,21 @@ static void test_config_tracing_errors(void **state)
     vsr_buf_free(&err);
     assert_null(load(DOC("        enabled: true\n        exporter:\n          endpoint: jaeger:4317\n"), &err));
     assert_non_null(strstr(err.data, "t.yaml:16:21: "));
+    assert_non_null(strstr(err.data, "OTLP over gRPC (type otlp with a host:port endpoint such as \"jaeger:4317\") is "
+                                     "not supported yet; export OTLP/HTTP instead"));
+    vsr_buf_free(&err);
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-grpc\n"
+                         "          endpoint: http://jaeger:4317\n"), &err));
+    assert_non_null(strstr(err.data, "OTLP over gRPC"));
+    vsr_buf_free(&err);
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: stdout\n"), &err));
+    assert_non_null(strstr(err.data, "t.yaml:16:17: "));
+    assert_non_null(strstr(err.data, "exporter.type \"stdout\" is not supported yet; export OTLP/HTTP instead"));
+    vsr_buf_free(&err);
+    /* disabled, a reference exporter loads: nothing is exported */
+    vsr_config_t *c = load(DOC("        enabled: false\n        exporter:\n          type: stdout\n"), &err);
+    assert_non_null(c);
+    vsr_config_free(c);
     vsr_buf_free(&err);
     assert_null(load(DOC("        sampling:\n          rate: 1.5\n"), &err));
     assert_non_null(strstr(err.data, "t.yaml:15:17: "));
