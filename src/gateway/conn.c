@@ -1339,7 +1339,9 @@ static int upgrade_h2c(request_t *req);
 
 /* The request-target as routing and the backend see it, normalised once
  * (vsr_http_normalize_target); an absolute-form authority replaces Host.
- * 0 when it cannot be normalised safely: answered 400. */
+ * 0 when it cannot be normalised safely: answered 400.  An encoded '/' is
+ * refused but in `/v1/models/{id}` (the OpenAI SDK encodes "org/model"),
+ * which vsr answers itself. */
 static int normalize_target(request_t *req)
 {
     vsr_http_head_t *h = req->head;
@@ -1347,7 +1349,12 @@ static int normalize_target(request_t *req)
     size_t len = 0;
     vsr_slice_t auth;
     const char *why = NULL;
-    if (vsr_http_normalize_target(h->target, out, h->target.len + 1, &len, &auth, &why) != VSR_OK) {
+    int rc = vsr_http_normalize_target(h->target, out, h->target.len + 1, &len, &auth, &why);
+    /* an encoded separator only where vsr answers itself and forwards nothing: a model id */
+    if (rc == VSR_DECLINED && vsr_slice_starts_with(vsr_slice(out, len), VSR_SLICE_LIT("/v1/models/")) &&
+        memchr(out + 11, '/', len - 11) == NULL)
+        rc = VSR_OK;
+    if (rc != VSR_OK) {
         char msg[96];
         snprintf(msg, sizeof(msg), "invalid request path: %s", why ? why : "malformed");
         req_error(req, 400, msg);

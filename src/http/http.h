@@ -132,8 +132,12 @@ int vsr_http_is_hop_by_hop(const vsr_http_head_t *h, vsr_slice_t name);
  * - runs of '/' become one; "." and ".." segments are removed (after
  *   decoding, so "%2e%2e" is ".."); a trailing '/' is kept;
  * - the query is kept as sent; "*" (asterisk-form) is returned as is.
+ * An encoded '/' or '\' (%2F, %5C) is data, not a separator: it is kept
+ * encoded, and the result is VSR_DECLINED instead of VSR_OK (out and *why
+ * set), because a backend that decodes it would see other segments than
+ * routing did: a caller forwards such a path only where it is safe.
  * Refused, VSR_ERR_INVALID with *why a short static reason (answer 400):
- * an encoded '/', '\' or NUL (%2F, %5C, %00), a malformed escape, a ".."
+ * an encoded NUL (%00), a malformed escape, a ".."
  * that would climb above the root, a raw '#', '\', space or control byte,
  * an empty or malformed authority, any other target form.
  * out must hold target.len bytes (the result is never longer): otherwise

@@ -53,6 +53,7 @@ int vsr_http_normalize_target(vsr_slice_t target, char *out, size_t cap, size_t 
                               const char **why)
 {
     static const char hex[] = "0123456789ABCDEF";
+    int encoded_sep = 0;
     const unsigned char *s = (const unsigned char *)target.p;
     size_t n = target.len;
     if (authority)
@@ -122,7 +123,7 @@ int vsr_http_normalize_target(vsr_slice_t target, char *out, size_t cap, size_t 
                 if (d == 0)
                     return fail(why, "encoded NUL in path");
                 if (d == '/' || d == '\\')
-                    return fail(why, "encoded path separator in path");
+                    encoded_sep = 1; /* kept encoded: data, not a separator */
                 if (is_unreserved(d)) {
                     out[w++] = (char)d;
                 } else {
@@ -166,5 +167,17 @@ int vsr_http_normalize_target(vsr_slice_t target, char *out, size_t cap, size_t 
         out[o++] = (char)s[q];
     }
     *out_len = o;
+    if (encoded_sep) {
+        /* only if one is still there: a ".." may have removed its segment */
+        encoded_sep = 0;
+        for (size_t k = 0; k + 2 < o && out[k] != '?'; k++)
+            if (out[k] == '%' && ((out[k + 1] == '2' && out[k + 2] == 'F') || (out[k + 1] == '5' && out[k + 2] == 'C')))
+                encoded_sep = 1;
+    }
+    if (encoded_sep) {
+        if (why)
+            *why = "encoded path separator in path";
+        return VSR_DECLINED;
+    }
     return VSR_OK;
 }

@@ -181,13 +181,6 @@ static inline uint64_t get_u64(const _Atomic uint64_t *p)
     return atomic_load_explicit((_Atomic uint64_t *)p, memory_order_relaxed);
 }
 
-static inline double bits_to_double(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, sizeof(d));
-    return d;
-}
-
 static inline uint64_t double_to_bits(double d)
 {
     uint64_t u;
