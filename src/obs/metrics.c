@@ -76,7 +76,7 @@ static const hist_spec_t routing_hist = {VSR_ARRAY_LEN(routing_bounds), routing_
 #define MAX_BUCKETS 32 /* >= every spec's n + 1 */
 
 /* The families whose series live in the shards' tables, in render order. */
-enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_COUNT };
+enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_EDGE, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -104,6 +104,9 @@ static const family_t families[F_COUNT] = {
                     NULL, 1, {"model"}},
     [F_TOKENS] = {"vsr_tokens_total", "Tokens reported by streamed responses' usage, by model and type (prompt, completion).",
                   NULL, 2, {"model", "type"}},
+    [F_EDGE] = {"vsr_edge_refusals_total",
+                "Requests, streams and connections refused or cut at the edge by a client-facing limit, by reason.",
+                NULL, 1, {"reason"}},
 };
 
 /* ---- series and shards ---- */
@@ -512,6 +515,13 @@ void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prom
     add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("prompt")), NULL)->v[0], prompt);
     add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("completion")), NULL)->v[0],
             completion);
+}
+
+void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason)
+{
+    if (s == NULL)
+        return;
+    count1(s, F_EDGE, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
 }
 
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta)

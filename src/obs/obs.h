@@ -203,6 +203,9 @@ void vsr_metrics_fallback(vsr_metrics_shard_t *s, vsr_slice_t from_model, vsr_sl
 void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model);
 /* Token counts a response reported (vsr_tokens_total{model,type}). */
 void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion);
+/* A client-facing limit refused or cut something (vsr_edge_refusals_total{reason});
+ * reason is a fixed string (see docs/observability.md). */
+void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason);
 /* Gauges owned by the shard: add +1 / -1. */
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
