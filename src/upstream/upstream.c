@@ -944,6 +944,17 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     uncount_pending(uc);
     vsr_upstream_call_t *call = uc->call;
+    if (call == NULL) {
+        /* its call was cancelled while connecting, nothing sent: the
+         * connection is as good as a pooled one */
+        if (status < 0) {
+            uconn_close(uc);
+        } else {
+            uv_tcp_nodelay(&uc->tcp, 1);
+            uconn_make_idle(uc);
+        }
+        return;
+    }
     if (status < 0) {
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, uv_strerror(status));
         return;
@@ -1534,6 +1545,14 @@ void vsr_upstream_call_cancel(vsr_upstream_call_t *call)
     if (call == NULL || call->ended)
         return;
     call->cb = NULL;
+    uconn_t *uc = call->uc;
+    if (uc && uc->state == UC_CONNECTING && !CALL_BACKEND(call)->tls) {
+        /* nothing was sent: the connection goes on connecting (within its
+         * connect timeout) and then to the pool, instead of a connect and a
+         * close per cancelled call (a client resetting its streams) */
+        uc->call = NULL;
+        call->uc = NULL;
+    }
     call_end(call);
 }
 
