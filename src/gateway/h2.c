@@ -51,7 +51,7 @@
 #define H2_HEADER_STRIKES 4             /* streams refused for their headers before the connection is ended */
 #define H2_RST_BURST 200                /* client RST_STREAMs a connection may send at once ... */
 #define H2_RST_PER_SEC 100              /* ... and per second after that */
-#define H2_QUEUE_PROCESS_MAX (256u * 1024 * 1024) /* every stream's queued response bytes, all connections */
+#define H2_QUEUE_PROCESS_MAX (64u * 1024 * 1024) /* every stream's queued response bytes, all connections */
 #define H2_QUEUE_BEHIND (64 * 1024)     /* over the process cap, a stream holding this much is cut */
 
 /* Response bytes queued in every stream of the process (all workers). */
