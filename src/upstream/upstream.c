@@ -30,6 +30,7 @@ typedef struct {
     vsr_endpoint_state_t *state;         /* shared */
     uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
+    uconn_t *connecting;                 /* connects whose call was cancelled (through next_idle): pooled when done */
     vsr_h2_pool_t *h2;                   /* protocol h2: the HTTP/2 connections (h2.c) */
 } endpoint_t;
 
@@ -75,6 +76,7 @@ struct uconn_s {
     uc_state_t state;
     int pending_closes;
     unsigned reused : 1;
+    unsigned orphan : 1;     /* on ep->connecting */
     unsigned writing : 1;
     unsigned interim : 1;    /* the message being parsed is a 1xx */
     unsigned completed : 1;  /* the call's response ended inside this read */
@@ -470,6 +472,8 @@ static void close_idle(cluster_t *cl, int h2)
         endpoint_t *ep = &cl->eps[j];
         while (ep->idle)
             uconn_close(ep->idle); /* unlinks itself */
+        while (ep->connecting)
+            uconn_close(ep->connecting);
         if (h2) {
             vsr__h2_pool_free(ep->h2);
             ep->h2 = NULL;
@@ -612,6 +616,20 @@ static void idle_unlink(uconn_t *uc)
     uc->next_idle = NULL;
 }
 
+static void orphan_unlink(uconn_t *uc)
+{
+    if (!uc->orphan)
+        return;
+    uc->orphan = 0;
+    for (uconn_t **pp = &uc->ep->connecting; *pp; pp = &(*pp)->next_idle) {
+        if (*pp == uc) {
+            *pp = uc->next_idle;
+            break;
+        }
+    }
+    uc->next_idle = NULL;
+}
+
 static void uncount_pending(uconn_t *uc)
 {
     if (uc->counted_pending) {
@@ -626,6 +644,7 @@ static void uconn_close(uconn_t *uc)
         return;
     if (uc->state == UC_IDLE)
         idle_unlink(uc);
+    orphan_unlink(uc);
     uncount_pending(uc);
     uc->state = UC_CLOSING;
     uc->call = NULL;
@@ -947,6 +966,7 @@ static void connect_cb(uv_connect_t *req, int status)
     if (call == NULL) {
         /* its call was cancelled while connecting, nothing sent: the
          * connection is as good as a pooled one */
+        orphan_unlink(uc);
         if (status < 0) {
             uconn_close(uc);
         } else {
@@ -1552,6 +1572,9 @@ void vsr_upstream_call_cancel(vsr_upstream_call_t *call)
          * close per cancelled call (a client resetting its streams) */
         uc->call = NULL;
         call->uc = NULL;
+        uc->orphan = 1;
+        uc->next_idle = uc->ep->connecting;
+        uc->ep->connecting = uc;
     }
     call_end(call);
 }

@@ -250,3 +250,85 @@ def test_h2_stream_paused_past_the_timeout_is_cut_and_its_call_cancelled(vsr, fa
     assert metric(v, "vsr_active_requests") == 1                 # only the scrape itself
     assert metric(v, 'vsr_edge_refusals_total{reason="h2_stream_stalled"}') == 1
     c.close()
+
+
+def test_call_cancelled_while_connecting_leaves_its_connection_to_the_pool(vsr):
+    """A backend whose accept queue is full keeps vsr's connect pending; the
+    client resets its stream meanwhile.  The connection, once it completes,
+    waits in the pool and serves the next request: no connect per reset."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    fillers = []
+    for _ in range(2):                         # fill the accept queue: vsr's SYN is dropped (retried after ~1 s)
+        f = socket.socket()
+        f.setblocking(False)
+        f.connect_ex(srv.getsockname())
+        fillers.append(f)
+    time.sleep(0.2)
+    port = free_port()
+    # one worker: the pool is the worker's, and the next request must come to the same one
+    v = vsr(config_yaml(port, [model_yaml("m1", [f"127.0.0.1:{srv.getsockname()[1]}"])],
+                        listener_extra=f"    api_keys: [\"{KEY}\"]\n"), port=port, workers=1)
+    try:
+        pooled_after_cancel(v, srv, fillers)
+    finally:
+        srv.close()
+        for f in fillers:
+            f.close()
+
+
+def pooled_after_cancel(v, srv, fillers):
+    c = H2Conn(v.port)
+    c.request(1, "POST", "/v1/chat/completions", headers=[("authorization", f"Bearer {KEY}")],
+              body=json.dumps(BODY).encode())
+    time.sleep(0.3)                            # the stream is dispatched: its connect is pending
+    c.reset(1)
+    time.sleep(0.2)
+    for f in fillers:
+        f.close()
+    srv_conn = None
+    srv.settimeout(5)
+    while srv_conn is None:                    # the fillers leave the queue; then vsr's retried SYN completes
+        a, _ = srv.accept()
+        a.settimeout(0.2)
+        try:
+            gone = a.recv(1) == b""
+        except socket.timeout:
+            gone = False
+        if gone:
+            a.close()
+        else:
+            srv_conn = a                       # open and silent: vsr's connection
+    srv_conn.settimeout(0.5)
+    try:
+        first = srv_conn.recv(1)
+    except socket.timeout:
+        first = None
+    assert first is None, f"the cancelled call's connection carried {first!r} or was closed"
+    # the next request reuses it: it arrives on that connection, and no other one is opened
+    result = {}
+
+    def client():
+        result["r"] = v.post_chat(BODY, headers={"authorization": f"Bearer {KEY}"})
+    th = __import__("threading").Thread(target=client)
+    th.start()
+    srv_conn.settimeout(10)
+    req = srv_conn.recv(65536)
+    assert req.startswith(b"POST "), req[:60]
+    while b"\r\n\r\n" not in req:
+        req += srv_conn.recv(65536)
+    resp = json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode()
+    srv_conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(resp)
+                     + resp)
+    th.join(15)
+    assert result["r"].status_code == 200
+    srv.settimeout(0.3)
+    try:
+        extra, _ = srv.accept()
+        extra.close()
+        raise AssertionError("a second backend connection was opened")
+    except socket.timeout:
+        pass
+    c.close()
+    srv_conn.close()
