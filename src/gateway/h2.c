@@ -267,11 +267,23 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 {
     h2_sess_t *s = ud;
     VSR_UNUSED(flags);
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0; /* trailers: nothing in them is used */
+    if (f->hd.type != NGHTTP2_HEADERS)
+        return 0;
     h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
     if (st == NULL)
         return 0;
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        /* trailers: nothing in them is used, but they are bounded as the head
+         * is (they add to its count), and refused at once past it */
+        st->head_bytes += namelen + valuelen + 4;
+        st->n_fields++;
+        if (st->head_bytes > s->lc->max_header_bytes || st->n_fields > s->lc->max_headers + 4) {
+            if (++s->strikes > H2_HEADER_STRIKES)
+                calm_down(s, "h2_header_abuse");
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
+        return 0;
+    }
     vsr_http_head_t *h = &st->head;
     /* the same limits as an HTTP/1.1 head: field count and bytes (→ 431),
      * counted before any work on the field; far past them the block is

@@ -173,6 +173,31 @@ def test_hpack_bomb_gets_goaway_and_a_canary_is_served(vsr, fakellm):
     c2.close()
 
 
+def test_hpack_bomb_in_trailers_gets_goaway(vsr, fakellm):
+    """The same bomb in trailers, which vsr does not use but must bound."""
+    v, be = start(vsr, fakellm)
+    c = H2Conn(v.port, timeout=20)
+    base = [(":method", "POST"), (":scheme", "http"), (":path", "/v1/chat/completions"), (":authority", "x"),
+            ("authorization", f"Bearer {KEY}")]
+    big = b"v" * 4000
+    add = b"\x40" + _int(5, 7) + b"x-big" + _int(len(big), 7) + big
+    c.s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, 1, encode_headers(base) + add))
+    try:
+        for sid in range(3, 400, 2):
+            c.s.sendall(frame(HEADERS, END_HEADERS, sid, encode_headers(base)) + frame(DATA, 0, sid, b"{}")
+                        + frame(HEADERS, END_HEADERS | END_STREAM, sid, b"\xbe" * 1000))
+    except OSError:
+        pass
+    try:
+        got = c.read_until(lambda f: f[0] == GOAWAY)
+    except OSError:
+        got = None
+    assert got is not None, "no GOAWAY for an HPACK bomb in trailers"
+    assert int.from_bytes(got[3][4:8], "big") == ENHANCE_YOUR_CALM
+    c.close()
+    assert be.stats()["requests"] <= 1
+
+
 # ---- rapid reset ----
 
 def test_rapid_reset_costs_no_backend_connections_and_gets_goaway(vsr, fakellm):
