@@ -357,3 +357,39 @@ def pooled_after_cancel(v, srv, fillers):
         pass
     c.close()
     srv_conn.close()
+
+
+def test_h2_queued_bytes_have_a_process_wide_cap(vsr, fakellm):
+    """80 streams whose clients grant no window would queue ~90 MB (1 MiB each
+    before their upstream reads pause): past the 64 MiB process cap, streams
+    that fall behind are cut, and vsr's memory stays bounded."""
+    v, be = start(vsr, fakellm)
+    conns = []
+    stream = json.dumps(dict(BODY, stream=True)).encode()
+    for i in range(8):
+        c = H2Conn(v.port, timeout=20)
+        c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        for k in range(10):
+            c.request(1 + 2 * k, "POST", "/v1/chat/completions",
+                      headers=[("authorization", f"Bearer {KEY}"), ("x-fakellm-chunks", "2000"),
+                               ("x-fakellm-chunk-size", "16384")], body=stream)
+        conns.append(c)
+    wait_until(lambda: metric(v, 'vsr_edge_refusals_total{reason="h2_queue_memory"}') >= 1, timeout=30,
+               what="a stream cut by the process-wide queue cap")
+    cut = 0
+    for c in conns:                               # the cut streams are reset (never a clean end)
+        c.s.settimeout(0.5)
+        try:
+            while True:
+                f = c.next_frame()
+                if f is None:
+                    break
+                if f[0] == RST_STREAM:
+                    assert int.from_bytes(f[3], "big") != 0
+                    cut += 1
+                assert not (f[0] == DATA and f[1] & END_STREAM), "a stream ended cleanly"
+        except socket.timeout:
+            pass
+    assert cut >= 1
+    for c in conns:
+        c.close()
