@@ -588,12 +588,14 @@ static uint64_t sweep(h2_sess_t *s)
  * running; a stream reset in the meantime never got this far. */
 static void dispatch_ready(h2_sess_t *s)
 {
+    s->in_ng++; /* replies decided now go out with the flush that follows, as from a callback */
     while (s->ready && !s->dead) {
         h2_stream_t *st = s->ready;
         unready(st);
         if (st->req && !st->cut)
             vsr__request_dispatch(st->req);
     }
+    s->in_ng--;
 }
 
 void vsr__h2_flush(h2_sess_t *s)
