@@ -51,6 +51,7 @@
 #define H2_HEADER_STRIKES 4             /* streams refused for their headers before the connection is ended */
 #define H2_RST_BURST 200                /* client RST_STREAMs a connection may send at once ... */
 #define H2_RST_PER_SEC 100              /* ... and per second after that */
+#define H2_MAX_CONTINUATIONS 8          /* CONTINUATION frames after one HEADERS (nghttp2, when it can) */
 #define H2_QUEUE_PROCESS_MAX (64u * 1024 * 1024) /* every stream's queued response bytes, all connections */
 #define H2_QUEUE_BEHIND (64 * 1024)     /* over the process cap, a stream holding this much is cut */
 
@@ -667,7 +668,18 @@ h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc)
     s->ready_tail = &s->ready;
     s->rst_tokens = H2_RST_BURST;
     s->rst_at_ms = vsr_now_ms();
-    int rc = nghttp2_session_server_new(&s->ng, cbs, s);
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    /* nghttp2's own bounds where the library has them, behind vsr's (which
+     * come first and say ENHANCE_YOUR_CALM): a backstop, never the only one */
+#if defined(VSR_HAVE_NGHTTP2_RESET_RATE_LIMIT)
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * H2_RST_BURST, 2 * H2_RST_PER_SEC);
+#endif
+#if defined(VSR_HAVE_NGHTTP2_MAX_CONTINUATIONS)
+    nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+#endif
+    int rc = nghttp2_session_server_new2(&s->ng, cbs, s, opt);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rc != 0) {
         vsr_free(s);
