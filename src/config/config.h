@@ -16,7 +16,7 @@
 #include "base/base.h"
 
 #define VSR_DEFAULT_LISTENER_TIMEOUT_MS 300000u            /* 300s */
-#define VSR_DEFAULT_MAX_BODY_BYTES (500ull * 1024 * 1024)  /* 500 MiB */
+#define VSR_DEFAULT_MAX_BODY_BYTES (32ull * 1024 * 1024)   /* 32 MiB: a long chat with images, base64 */
 #define VSR_DEFAULT_MAX_CONNECTIONS 50000u
 #define VSR_DEFAULT_HEADER_TIMEOUT_MS 10000u              /* 10s: a request head, first byte to last */
 #define VSR_DEFAULT_BODY_TIMEOUT_MS 60000u                /* 60s: a request body, end of head to last byte */
@@ -292,7 +292,7 @@ typedef struct {
     char *address;            /* default "0.0.0.0" */
     uint16_t port;            /* required, 1..65535 */
     uint64_t timeout_ms;      /* `timeout`, default 300s: client idle + upstream budget */
-    uint64_t max_body_bytes;  /* vsr extension `max_request_body_bytes`, default 500 MiB */
+    uint64_t max_body_bytes;  /* vsr extension `max_request_body_bytes`, default 32 MiB */
     uint32_t max_connections; /* vsr extension `max_connections`, default 50,000 */
     uint32_t max_header_bytes; /* vsr extension `max_header_bytes`: request head size (→ 431), default 64 KiB */
     uint32_t max_headers;     /* vsr extension `max_headers`: request header fields (→ 431), default 100 */

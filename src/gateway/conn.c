@@ -104,6 +104,7 @@ struct request_s {
     size_t held_len;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
+    unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
 };
@@ -1373,10 +1374,60 @@ static int normalize_target(request_t *req)
     return 1;
 }
 
+/* The listener settings that change live (api_keys, models): the request's version has them. */
+static const vsr_listener_conf_t *live_listener(const request_t *req)
+{
+    const listener_t *l = req->c->l;
+    const vsr_config_t *cfg = vsr_engine_config(req->eng);
+    return l->index >= 0 && (size_t)l->index < cfg->n_listeners ? &cfg->listeners[l->index] : l->conf;
+}
+
+static int is_probe(const vsr_http_head_t *h)
+{
+    vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
+    while (path.len > 1 && path.p[path.len - 1] == '/')
+        path.len--;
+    return (vsr_slice_eq_cstr(path, "/health") || vsr_slice_eq_cstr(path, "/ready")) &&
+           (vsr_slice_eq_cstr(h->method, "GET") || vsr_slice_eq_cstr(h->method, "HEAD"));
+}
+
+/* The key check on the head alone, for a request with a body still to come:
+ * a client without the key never makes vsr read (or buffer) its body.
+ * VSR__AUTH_OK when the body may be read. */
+static int early_auth(const request_t *req)
+{
+    const listener_t *l = req->c->l;
+    if (l->management || l->metrics || is_probe(req->head))
+        return VSR__AUTH_OK;
+    return vsr__ingress_auth(live_listener(req), req->head);
+}
+
+/* 401: a missing or wrong key, or several different ones (`auth` says which). */
+static void reply_unauthorized(request_t *req, int auth, int close)
+{
+    vsr_metrics_edge_refusal(req->c->w->metrics, auth == VSR__AUTH_CONFLICT ? "conflicting_api_keys"
+                                                                            : "invalid_api_key");
+    reply(req, 401, "application/json",
+          auth == VSR__AUTH_CONFLICT
+              ? VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: the request carries more than one API key\","
+                              "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}")
+              : VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
+                              "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
+          "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, close);
+    request_finish(req);
+}
+
 static void dispatch(request_t *req)
 {
     conn_t *c = req->c;
     const vsr_http_head_t *h = req->head;
+    if (req->unauth) {
+        /* refused on its head: the body was never read; over HTTP/1.1 the
+         * connection closes (lingering, so the client reads the 401) */
+        req->keep_alive = 0;
+        reply_unauthorized(req, req->unauth, 1);
+        return;
+    }
     if (!req->st && h->upgrade && upgrade_h2c(req))
         return; /* answered as stream 1 of the new HTTP/2 session */
     if (c->w->draining)
@@ -1445,15 +1496,10 @@ static void dispatch(request_t *req)
     }
     /* api_keys and models change live: the request's version has them */
     const vsr_config_t *cfg = vsr_engine_config(req->eng);
-    const vsr_listener_conf_t *lc = c->l->index >= 0 && (size_t)c->l->index < cfg->n_listeners
-                                        ? &cfg->listeners[c->l->index]
-                                        : c->l->conf;
-    if (!vsr__ingress_api_key_ok(lc, h)) {
-        reply(req, 401, "application/json",
-              VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
-                            "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
-              "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, !req->keep_alive);
-        request_finish(req);
+    const vsr_listener_conf_t *lc = live_listener(req);
+    int auth = vsr__ingress_auth(lc, h);
+    if (auth != VSR__AUTH_OK) {
+        reply_unauthorized(req, auth, !req->keep_alive);
         return;
     }
 
@@ -1506,6 +1552,15 @@ static int on_req_head(void *ud, vsr_http_head_t *head)
     req->head = head;
     req->keep_alive = head->keep_alive;
     req->is_head = vsr_slice_eq_cstr(head->method, "HEAD");
+    if (head->has_body) {
+        int auth = early_auth(req);
+        if (auth != VSR__AUTH_OK) {
+            /* no 100 Continue, no body: answered as it stands, then closed */
+            req->unauth = (unsigned)auth;
+            c->busy = 1;
+            return VSR_PAUSED;
+        }
+    }
     if (head->content_length > 0)
         vsr_buf_reserve(&req->body, (size_t)head->content_length);
     if (head->expect_continue && head->has_body && head->version_minor >= 1) {
@@ -2258,8 +2313,6 @@ request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head)
     req->head = head;
     req->keep_alive = 1;
     req->is_head = vsr_slice_eq_cstr(head->method, "HEAD");
-    if (head->content_length > 0 && (uint64_t)head->content_length <= c->l->conf->max_body_bytes)
-        vsr_buf_reserve(&req->body, (size_t)head->content_length);
     return req;
 }
 
@@ -2276,6 +2329,18 @@ uint64_t vsr__request_body_len(const request_t *req)
 void vsr__request_dispatch(request_t *req)
 {
     dispatch(req);
+}
+
+int vsr__request_early_auth(request_t *req)
+{
+    int auth = early_auth(req);
+    req->unauth = (unsigned)auth;
+    if (auth != VSR__AUTH_OK)
+        return 0;
+    const vsr_http_head_t *head = req->head;
+    if (head->content_length > 0 && (uint64_t)head->content_length <= req->c->l->conf->max_body_bytes)
+        vsr_buf_reserve(&req->body, (size_t)head->content_length); /* only for a client with the key */
+    return 1;
 }
 
 void vsr__request_reject(request_t *req, int status)
@@ -2335,6 +2400,17 @@ void vsr__conn_flush_soon(conn_t *c)
         c->flush_armed = 1;
         uv_timer_start(&c->flush_timer, flush_timer_cb, 0, 0);
     }
+}
+
+void vsr__conn_flush_after(conn_t *c, uint64_t ms)
+{
+    if (!c->flush_armed && !c->closing)
+        uv_timer_start(&c->flush_timer, flush_timer_cb, ms, 0);
+}
+
+vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c)
+{
+    return c->w->metrics;
 }
 
 void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len)

@@ -142,8 +142,13 @@ void vsr__usage_free(stream_usage_t *u); /* NULL is a no-op */
 
 /* ingress.c: a client field that must not pass the edge */
 int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name);
-/* 1 when the listener needs no key or the request carries a configured one */
-int vsr__ingress_api_key_ok(const vsr_listener_conf_t *l, const vsr_http_head_t *h);
+/* The listener's key check, on the request head alone: OK when the listener
+ * needs no key or the request carries exactly one key (authorization: Bearer
+ * or api-key; the same key in several of them counts once) and it is a
+ * configured one; BAD when it is missing or wrong; CONFLICT when the fields
+ * carry different keys. */
+enum { VSR__AUTH_OK = 0, VSR__AUTH_BAD = 1, VSR__AUTH_CONFLICT = 2 };
+int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h);
 /* identity headers are trusted from this peer (identity.trust_headers, trusted_peers) */
 int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct sockaddr_storage *peer);
 
@@ -187,6 +192,9 @@ request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head);
 int vsr__request_body(request_t *req, const char *p, size_t n); /* VSR_ERR_TOO_BIG past the body limit */
 uint64_t vsr__request_body_len(const request_t *req);
 void vsr__request_dispatch(request_t *req);
+/* The key check on the head of a request whose body is still to come: 1 when
+ * the body may be read; 0 when it must not (dispatch then answers 401 at once). */
+int vsr__request_early_auth(request_t *req);
 void vsr__request_reject(request_t *req, int status); /* 400, 413 or 431: an error reply, then done */
 void vsr__request_reset(request_t *req);  /* the stream is gone: the request ends, its upstream call cancelled */
 void vsr__request_resume(request_t *req); /* its queue drained: read the upstream again */
@@ -199,6 +207,9 @@ size_t vsr__conn_queued(const conn_t *c);
  * under the request layer's feet. */
 void vsr__conn_flush_soon(conn_t *c);
 void vsr__conn_end(conn_t *c, int graceful); /* the session is over: close (after the queued bytes when graceful) */
+/* vsr__h2_flush() again in `ms` at the latest (a flush_soon comes first). */
+void vsr__conn_flush_after(conn_t *c, uint64_t ms);
+vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c); /* the worker's shard */
 
 /* h2.c */
 h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc);

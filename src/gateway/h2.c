@@ -19,6 +19,23 @@
  * when nghttp2 has drained it below the low one — as over HTTP/1.1, memory
  * stays bounded when the client stops reading.  Request bodies are bounded
  * by the listener's body limit (routing needs the whole document).
+ *
+ * Hostile clients (docs/security.md, "Limits"):
+ * - header blocks: fields and decoded bytes are counted as nghttp2 delivers
+ *   them, so a block past the listener's limits gets 431, and one far past
+ *   them is dropped (RST_STREAM) without more per-field work; a connection
+ *   that keeps doing it gets GOAWAY(ENHANCE_YOUR_CALM);
+ * - rapid reset: a stream is dispatched only once the receive call that
+ *   completed it has returned, so a stream reset in the same read never
+ *   reaches a backend; client RST_STREAMs drain a per-connection token
+ *   bucket, and an empty bucket is GOAWAY(ENHANCE_YOUR_CALM);
+ * - a key check on the head: a request without the right key gets its 401
+ *   before its body, then RST_STREAM(NO_ERROR) stops the body;
+ * - a paused stream (its queue passed the high mark because the client
+ *   grants no window) is reset, its upstream call cancelled, when it stays
+ *   paused for the listener's timeout; and the queued bytes of every stream
+ *   of the process together have a cap, past which a stream that falls
+ *   behind is reset.
  */
 #include "gateway/gateway-int.h"
 
@@ -29,6 +46,17 @@
 #define H2_MAX_STREAMS 128              /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define H2_STREAM_WINDOW (1024 * 1024)  /* SETTINGS_INITIAL_WINDOW_SIZE: request bodies */
 #define H2_CONN_WINDOW (16 * 1024 * 1024)
+#define H2_UNAUTH_BODY_MAX (64 * 1024) /* body bytes dropped after a 401 before the stream is reset */
+#define H2_HEADER_SLACK (16 * 1024)     /* decoded bytes (and fields / 4) past the limits before a block is dropped */
+#define H2_HEADER_STRIKES 4             /* streams refused for their headers before the connection is ended */
+#define H2_RST_BURST 200                /* client RST_STREAMs a connection may send at once ... */
+#define H2_RST_PER_SEC 100              /* ... and per second after that */
+#define H2_MAX_CONTINUATIONS 8          /* CONTINUATION frames after one HEADERS (nghttp2, when it can) */
+#define H2_QUEUE_PROCESS_MAX (64u * 1024 * 1024) /* every stream's queued response bytes, all connections */
+#define H2_QUEUE_BEHIND (64 * 1024)     /* over the process cap, a stream holding this much is cut */
+
+/* Response bytes queued in every stream of the process (all workers). */
+static atomic_size_t h2_queued_total;
 
 struct h2_stream_s {
     h2_sess_t *s;
@@ -39,7 +67,11 @@ struct h2_stream_s {
     vsr_http_head_t head;
     vsr_slice_t authority;
     size_t head_bytes;
-    int reject;                /* a limit was passed: answer this status (431, 413, 400) */
+    int reject;                /* a limit was passed: answer this status (431, 413, 400, 401) */
+    size_t n_fields;           /* every field delivered, cookie crumbs and dropped host included */
+    size_t n_cookies;          /* cookie crumbs among head.headers: joined when the head is complete */
+    uint64_t paused_since;     /* ms: the queue passed the high mark and has not drained below the low one */
+    h2_stream_t *ready_next;   /* complete, waiting for the receive call to return before dispatch */
     /* response body waiting for nghttp2: copied, not a reference to the
      * upstream's receive buffer, so that a queue of small SSE events held
      * by a closed window pins its bytes, not one 64 KiB buffer per event */
@@ -49,6 +81,11 @@ struct h2_stream_s {
     unsigned deferred : 1;     /* nghttp2 waits for body bytes (resume_data when they come) */
     unsigned responded : 1;    /* HEADERS submitted */
     unsigned dispatched : 1;
+    unsigned ready : 1;        /* on the session's ready list */
+    unsigned rst_after : 1;    /* answered before its body: RST_STREAM(NO_ERROR) if the body goes on */
+    unsigned answered : 1;     /* the reply's last frame is out */
+    size_t dropped;            /* body bytes received after the reply and dropped */
+    unsigned cut : 1;          /* reset by a limit: its request ends at the next flush */
 };
 
 struct h2_sess_s {
@@ -61,6 +98,13 @@ struct h2_sess_s {
     int dead;                  /* the connection is closing: nghttp2 is not called anymore */
     int goaway;                /* GOAWAY sent: the session ends once its streams are done */
     int ended;
+    int calm;                  /* abusive: GOAWAY(ENHANCE_YOUR_CALM) after the current receive call */
+    unsigned strikes;          /* streams refused for their header blocks */
+    size_t n_paused;           /* streams with paused_since set */
+    size_t n_cut;              /* streams with cut set and a request still attached */
+    double rst_tokens;         /* the RST_STREAM budget (H2_RST_BURST, H2_RST_PER_SEC) */
+    uint64_t rst_at_ms;
+    h2_stream_t *ready, **ready_tail; /* streams to dispatch, in arrival order */
 };
 
 /* ---- streams ---- */
@@ -82,9 +126,18 @@ static h2_stream_t *stream_new(h2_sess_t *s, int32_t id)
     return st;
 }
 
+static size_t queued(const h2_stream_t *st);
+static void unready(h2_stream_t *st);
+
 static void stream_free(h2_stream_t *st)
 {
     h2_sess_t *s = st->s;
+    atomic_fetch_sub(&h2_queued_total, queued(st));
+    if (st->paused_since)
+        s->n_paused--;
+    if (st->cut && st->req)
+        s->n_cut--;
+    unready(st);
     if (st->req) {
         request_t *req = st->req;
         st->req = NULL;
@@ -107,6 +160,90 @@ static size_t queued(const h2_stream_t *st)
     return st->out.len - st->out_off;
 }
 
+/* Response bytes into a stream's queue, counted process-wide. */
+static void queue_append(h2_stream_t *st, const char *p, size_t n)
+{
+    vsr_buf_append(&st->out, p, n);
+    atomic_fetch_add(&h2_queued_total, n);
+    if (queued(st) > VSR__H2_QUEUE_HIGH && !st->paused_since) {
+        st->paused_since = vsr_now_ms(); /* the request layer pauses the upstream read now */
+        st->s->n_paused++;
+    }
+}
+
+/* The queue is emptied: a reset stream's bytes go. */
+static void queue_drop(h2_stream_t *st)
+{
+    atomic_fetch_sub(&h2_queued_total, queued(st));
+    vsr_buf_reset(&st->out);
+    st->out_off = 0;
+}
+
+static void unpause(h2_stream_t *st)
+{
+    if (st->paused_since) {
+        st->paused_since = 0;
+        st->s->n_paused--;
+    }
+}
+
+static void unready(h2_stream_t *st)
+{
+    h2_sess_t *s = st->s;
+    if (!st->ready)
+        return;
+    st->ready = 0;
+    for (h2_stream_t **pp = &s->ready; *pp; pp = &(*pp)->ready_next) {
+        if (*pp == st) {
+            *pp = st->ready_next;
+            if (s->ready_tail == &st->ready_next)
+                s->ready_tail = pp;
+            break;
+        }
+    }
+    st->ready_next = NULL;
+}
+
+/* The stream's request is complete: dispatched once the receive call that
+ * completed it returns, unless the client has reset it by then. */
+static void make_ready(h2_stream_t *st)
+{
+    h2_sess_t *s = st->s;
+    st->dispatched = 1;
+    st->ready = 1;
+    st->ready_next = NULL;
+    *s->ready_tail = st;
+    s->ready_tail = &st->ready_next;
+}
+
+/* The client or vsr abuses the connection: it ends with GOAWAY(ENHANCE_YOUR_CALM). */
+static void calm_down(h2_sess_t *s, const char *reason)
+{
+    if (s->calm)
+        return;
+    s->calm = 1;
+    vsr_metrics_edge_refusal(vsr__conn_metrics(s->c), reason);
+}
+
+/* A limit cuts the stream: RST_STREAM(CANCEL), never a clean end; its
+ * request (and upstream call) ends at the next flush, not under a caller. */
+static void stream_cut(h2_stream_t *st, const char *reason)
+{
+    h2_sess_t *s = st->s;
+    if (st->cut || s->dead)
+        return;
+    st->cut = 1;
+    st->eof = 1;
+    queue_drop(st);
+    unpause(st);
+    if (st->req)
+        s->n_cut++;
+    vsr_metrics_edge_refusal(vsr__conn_metrics(s->c), reason);
+    nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    if (!s->in_ng)
+        vsr__conn_flush_soon(s->c);
+}
+
 /* ---- nghttp2 callbacks ---- */
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
@@ -114,6 +251,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     h2_sess_t *s = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (s->calm)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* refused, its block skipped: GOAWAY follows */
     h2_stream_t *st = stream_new(s, f->hd.stream_id);
     nghttp2_session_set_stream_user_data(ng, f->hd.stream_id, st);
     return 0;
@@ -129,18 +268,43 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
 {
     h2_sess_t *s = ud;
     VSR_UNUSED(flags);
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0; /* trailers: nothing in them is used */
-    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
-    if (st == NULL || st->reject)
+    if (f->hd.type != NGHTTP2_HEADERS)
         return 0;
-    vsr_http_head_t *h = &st->head;
-    /* the same limits as an HTTP/1.1 head: field count and bytes (→ 431) */
-    st->head_bytes += namelen + valuelen + 4;
-    if (st->head_bytes > s->lc->max_header_bytes) {
-        st->reject = 431;
+    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (st == NULL)
+        return 0;
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        /* trailers: nothing in them is used, but they are bounded as the head
+         * is (they add to its count), and refused at once past it */
+        st->head_bytes += namelen + valuelen + 4;
+        st->n_fields++;
+        if (st->head_bytes > s->lc->max_header_bytes || st->n_fields > s->lc->max_headers + 4) {
+            if (++s->strikes > H2_HEADER_STRIKES)
+                calm_down(s, "h2_header_abuse");
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
         return 0;
     }
+    vsr_http_head_t *h = &st->head;
+    /* the same limits as an HTTP/1.1 head: field count and bytes (→ 431),
+     * counted before any work on the field; far past them the block is
+     * dropped (RST_STREAM) so that nghttp2 stops validating its fields */
+    st->head_bytes += namelen + valuelen + 4;
+    st->n_fields++;
+    if (st->head_bytes > s->lc->max_header_bytes || st->n_fields > s->lc->max_headers + 4 || /* + the four pseudo-fields */
+        st->n_fields >= VSR_HTTP_MAX_HEADERS) {
+        if (st->reject != 431) {
+            st->reject = 431;
+            if (++s->strikes > H2_HEADER_STRIKES)
+                calm_down(s, "h2_header_abuse");
+        }
+        if (s->calm || st->head_bytes > s->lc->max_header_bytes + H2_HEADER_SLACK ||
+            st->n_fields > s->lc->max_headers + H2_HEADER_SLACK / 4)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        return 0;
+    }
+    if (st->reject)
+        return 0;
     vsr_slice_t n = vsr_slice((const char *)name, namelen);
     if (namelen > 0 && name[0] == ':') {
         /* nghttp2 has checked the pseudo-fields: known, once, before the others */
@@ -168,30 +332,53 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
         }
         h->content_length = (int64_t)cl;
     }
-    if (vsr_slice_eq_cstr(n, "cookie")) {
-        /* split crumbs are joined again for HTTP/1.1 (RFC 9113 §8.2.3) */
-        for (size_t i = 0; i < h->num_headers; i++) {
-            if (!vsr_slice_eq_cstr(h->headers[i].name, "cookie"))
-                continue;
-            vsr_slice_t old = h->headers[i].value;
-            char *joined = vsr_pool_alloc(&st->pool, old.len + 2 + valuelen);
-            memcpy(joined, old.p, old.len);
-            memcpy(joined + old.len, "; ", 2);
-            memcpy(joined + old.len + 2, value, valuelen);
-            h->headers[i].value = vsr_slice(joined, old.len + 2 + valuelen);
-            return 0;
-        }
-    }
+    if (vsr_slice_eq_cstr(n, "cookie"))
+        st->n_cookies++; /* split crumbs are joined again for HTTP/1.1 (RFC 9113 §8.2.3), once, at the end */
     h->headers[h->num_headers].name = copy_bytes(st, name, namelen);
     h->headers[h->num_headers].value = copy_bytes(st, value, valuelen);
     h->num_headers++;
     return 0;
 }
 
+/* Cookie crumbs become one field, in the place of the first, in one copy. */
+static void join_cookies(h2_stream_t *st)
+{
+    vsr_http_head_t *h = &st->head;
+    size_t total = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        if (vsr_slice_eq_cstr(h->headers[i].name, "cookie")) {
+            total += h->headers[i].value.len + 2;
+            if (first == SIZE_MAX)
+                first = i;
+        }
+    }
+    char *joined = vsr_pool_alloc(&st->pool, total);
+    size_t len = 0, k = 0;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        if (vsr_slice_eq_cstr(h->headers[i].name, "cookie")) {
+            if (len) {
+                memcpy(joined + len, "; ", 2);
+                len += 2;
+            }
+            memcpy(joined + len, h->headers[i].value.p, h->headers[i].value.len);
+            len += h->headers[i].value.len;
+            if (i != first)
+                continue;
+        }
+        h->headers[k++] = h->headers[i];
+    }
+    h->num_headers = k;
+    for (size_t i = 0; i < h->num_headers; i++)
+        if (vsr_slice_eq_cstr(h->headers[i].name, "cookie"))
+            h->headers[i].value = vsr_slice(joined, len);
+}
+
 /* The request head is complete: hand it to the request layer. */
 static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
 {
     vsr_http_head_t *h = &st->head;
+    if (st->n_cookies > 1)
+        join_cookies(st);
     if (st->authority.p) {
         /* host first, so header lookups find it as they would over HTTP/1.1 */
         memmove(&h->headers[1], &h->headers[0], h->num_headers * sizeof(h->headers[0]));
@@ -206,20 +393,45 @@ static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
     s->n_requests++;
     if (!st->reject && h->content_length > 0 && (uint64_t)h->content_length > s->lc->max_body_bytes)
         st->reject = 413;
+    if (!st->reject && !end_stream && !vsr__request_early_auth(st->req))
+        st->reject = 401; /* no key: the body is never read */
     if (st->reject) {
         st->dispatched = 1;
-        vsr__request_reject(st->req, st->reject);
+        /* a client without the key is refused the body that follows past a
+         * small allowance (a short body ends the stream cleanly: curl before
+         * 8.1 fails a stream reset after its response); a client with the
+         * key may send (and vsr drops) the rest of a body over a limit */
+        st->rst_after = !end_stream && st->reject == 401;
+        if (st->reject == 401)
+            vsr__request_dispatch(st->req); /* the request layer's 401 */
+        else
+            vsr__request_reject(st->req, st->reject);
         return;
     }
-    if (end_stream) {
-        st->dispatched = 1;
-        vsr__request_dispatch(st->req);
-    }
+    if (end_stream)
+        make_ready(st);
+}
+
+/* A client RST_STREAM takes a token; an empty bucket ends the connection. */
+static void count_reset(h2_sess_t *s)
+{
+    uint64_t now = vsr_now_ms();
+    s->rst_tokens += (double)(now - s->rst_at_ms) * H2_RST_PER_SEC / 1000.0;
+    if (s->rst_tokens > H2_RST_BURST)
+        s->rst_tokens = H2_RST_BURST;
+    s->rst_at_ms = now;
+    s->rst_tokens -= 1;
+    if (s->rst_tokens < 0)
+        calm_down(s, "h2_rapid_reset");
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
 {
     h2_sess_t *s = ud;
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+        count_reset(s);
+        return 0;
+    }
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
         return 0;
     h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
@@ -231,11 +443,37 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
         return 0;
     }
     if (end && st->req && !st->dispatched) {
-        st->dispatched = 1;
-        if (st->head.content_length >= 0 && vsr__request_body_len(st->req) != (uint64_t)st->head.content_length)
+        if (st->head.content_length >= 0 && vsr__request_body_len(st->req) != (uint64_t)st->head.content_length) {
+            st->dispatched = 1;
             vsr__request_reject(st->req, 400); /* RFC 9113 §8.1.1: malformed */
-        else
-            vsr__request_dispatch(st->req);
+        } else {
+            make_ready(st);
+        }
+    }
+    return 0;
+}
+
+/* A reply that went out before the request's body (401): once it is out,
+ * a body that goes on past H2_UNAUTH_BODY_MAX is refused with
+ * RST_STREAM(NO_ERROR) (RFC 9113 §8.1) instead of being read and dropped. */
+static void refuse_body(nghttp2_session *ng, h2_stream_t *st)
+{
+    if (st->rst_after && st->answered && st->dropped > H2_UNAUTH_BODY_MAX &&
+        !nghttp2_session_get_stream_remote_close(ng, st->id)) {
+        st->rst_after = 0;
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+    }
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
+{
+    VSR_UNUSED(ud);
+    if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, f->hd.stream_id);
+    if (st) {
+        st->answered = 1;
+        refuse_body(ng, st);
     }
     return 0;
 }
@@ -245,6 +483,11 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     VSR_UNUSED(flags);
     VSR_UNUSED(ud);
     h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (st && st->rst_after) {
+        st->dropped += len;
+        refuse_body(ng, st);
+        return 0;
+    }
     if (st == NULL || st->req == NULL || st->dispatched)
         return 0; /* the stream was answered already: its remaining body is dropped */
     if (vsr__request_body(st->req, (const char *)data, len) != VSR_OK) {
@@ -286,6 +529,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
     }
     memcpy(buf, st->out.data + st->out_off, n);
     st->out_off += n;
+    atomic_fetch_sub(&h2_queued_total, n);
     if (st->out_off == st->out.len) {
         vsr_buf_reset(&st->out);
         st->out_off = 0;
@@ -295,6 +539,8 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
     }
     if (st->eof && queued(st) == 0)
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (queued(st) < VSR__H2_QUEUE_LOW)
+        unpause(st);
     if (st->req && queued(st) < VSR__H2_QUEUE_LOW)
         vsr__request_resume(st->req);
     return (ssize_t)n;
@@ -305,10 +551,59 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 /* Frames out to the connection, as many as the socket's queue allows.  They
  * are gathered into receive-sized buffers from the thread's cache, which the
  * writes give back: no allocation per flush. */
+/* Streams paused past the listener's timeout are cut; cut streams' requests
+ * end (their upstream calls cancelled).  Returns the ms until the next
+ * paused stream's deadline, 0 when none is paused. */
+static uint64_t sweep(h2_sess_t *s)
+{
+    uint64_t next = 0;
+    if (s->n_paused) {
+        uint64_t now = vsr_now_ms(), limit = s->lc->timeout_ms;
+        for (h2_stream_t *st = s->streams; st; st = st->next) {
+            if (!st->paused_since)
+                continue;
+            uint64_t age = now - st->paused_since;
+            if (age >= limit) {
+                stream_cut(st, "h2_stream_stalled");
+                continue;
+            }
+            if (next == 0 || limit - age < next)
+                next = limit - age;
+        }
+    }
+    if (s->n_cut) {
+        for (h2_stream_t *st = s->streams; st; st = st->next) {
+            if (st->cut && st->req) {
+                request_t *req = st->req;
+                st->req = NULL;
+                s->n_requests--;
+                s->n_cut--;
+                vsr__request_reset(req); /* visibly cut: the upstream call is cancelled */
+            }
+        }
+    }
+    return next;
+}
+
+/* Complete streams go to the request layer, now that no nghttp2 call is
+ * running; a stream reset in the meantime never got this far. */
+static void dispatch_ready(h2_sess_t *s)
+{
+    s->in_ng++; /* replies decided now go out with the flush that follows, as from a callback */
+    while (s->ready && !s->dead) {
+        h2_stream_t *st = s->ready;
+        unready(st);
+        if (st->req && !st->cut)
+            vsr__request_dispatch(st->req);
+    }
+    s->in_ng--;
+}
+
 void vsr__h2_flush(h2_sess_t *s)
 {
     if (s->dead || s->in_ng || s->ended)
         return;
+    uint64_t wake = sweep(s);
     vsr_rbuf_t *rb = NULL;
     size_t used = 0;
     s->in_ng++;
@@ -351,7 +646,10 @@ void vsr__h2_flush(h2_sess_t *s)
     if (!nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng)) {
         s->ended = 1;
         vsr__conn_end(s->c, 1); /* GOAWAY exchanged, every stream done */
+        return;
     }
+    if (wake)
+        vsr__conn_flush_after(s->c, wake);
 }
 
 h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc)
@@ -366,7 +664,22 @@ h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-    int rc = nghttp2_session_server_new(&s->ng, cbs, s);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+    s->ready_tail = &s->ready;
+    s->rst_tokens = H2_RST_BURST;
+    s->rst_at_ms = vsr_now_ms();
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    /* nghttp2's own bounds where the library has them, behind vsr's (which
+     * come first and say ENHANCE_YOUR_CALM): a backstop, never the only one */
+#if defined(VSR_HAVE_NGHTTP2_RESET_RATE_LIMIT)
+    nghttp2_option_set_stream_reset_rate_limit(opt, 2 * H2_RST_BURST, 2 * H2_RST_PER_SEC);
+#endif
+#if defined(VSR_HAVE_NGHTTP2_MAX_CONTINUATIONS)
+    nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+#endif
+    int rc = nghttp2_session_server_new2(&s->ng, cbs, s, opt);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cbs);
     if (rc != 0) {
         vsr_free(s);
@@ -440,6 +753,8 @@ int vsr__h2_feed(h2_sess_t *s, const char *p, size_t n)
 {
     if (s->dead)
         return VSR_ERR;
+    if (s->calm)
+        return VSR_ERR; /* GOAWAY is queued or out: nothing more is read */
     s->in_ng++;
     ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)p, n);
     s->in_ng--;
@@ -449,6 +764,13 @@ int vsr__h2_feed(h2_sess_t *s, const char *p, size_t n)
         vsr__h2_flush(s);
         return VSR_ERR;
     }
+    if (s->calm) {
+        /* abuse: GOAWAY, then the connection closes */
+        nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        vsr__h2_flush(s); /* streams not dispatched yet never are: the connection closes */
+        return VSR_ERR;
+    }
+    dispatch_ready(s);
     vsr__h2_flush(s);
     return VSR_OK;
 }
@@ -528,7 +850,7 @@ void vsr__h2_respond(h2_stream_t *st, const vsr__resp_head_t *rh, const char *bo
         nv[k++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)clen, 14, (size_t)cl, NGHTTP2_NV_FLAG_NONE};
     }
     if (body_len)
-        vsr_buf_append(&st->out, body, body_len);
+        queue_append(st, body, body_len);
     st->eof = !more;
     int rc;
     if (!more && body_len == 0) {
@@ -557,7 +879,11 @@ void vsr__h2_body(h2_stream_t *st, const char *p, size_t n)
 {
     if (st->s->dead || st->eof)
         return;
-    vsr_buf_append(&st->out, p, n);
+    if (queued(st) >= H2_QUEUE_BEHIND && atomic_load(&h2_queued_total) + n > H2_QUEUE_PROCESS_MAX) {
+        stream_cut(st, "h2_queue_memory"); /* the process holds too much for clients that do not read */
+        return;
+    }
+    queue_append(st, p, n);
     wake(st);
 }
 
@@ -574,8 +900,8 @@ void vsr__h2_reset(h2_stream_t *st)
     if (st->s->dead)
         return;
     st->eof = 1;
-    vsr_buf_reset(&st->out);
-    st->out_off = 0;
+    queue_drop(st);
+    unpause(st);
     nghttp2_submit_rst_stream(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
     after_submit(st->s);
 }
@@ -588,6 +914,8 @@ size_t vsr__h2_queued(const h2_stream_t *st)
 void vsr__h2_detach(h2_stream_t *st)
 {
     if (st->req) {
+        if (st->cut)
+            st->s->n_cut--;
         st->req = NULL;
         st->s->n_requests--;
     }

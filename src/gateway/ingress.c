@@ -6,7 +6,9 @@
  *   policy stays the one retry and timeout authority).  Edge fields such as
  *   x-envoy-original-path pass;
  * - vsr's internal x-vsr-* fields (only the documented client controls pass);
- * - identity fields, unless the listener trusts identity headers.
+ * - identity fields, unless the listener trusts identity headers;
+ * - credentials: proxy-authorization and x-api-key always, authorization and
+ *   api-key once a listener's key check has read them.
  */
 #include "gateway/gateway-int.h"
 
@@ -78,23 +80,39 @@ static int key_ok(const vsr_listener_conf_t *l, vsr_slice_t key)
     return ok && key.len > 0;
 }
 
-int vsr__ingress_api_key_ok(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
+/* The key a credential field carries: api-key's value, or what follows
+ * "Bearer" (any case, then spaces or tabs) in authorization; an empty slice
+ * for an authorization of another scheme (never a key). */
+static vsr_slice_t presented_key(vsr_slice_t name, vsr_slice_t v)
+{
+    if (vsr_slice_case_eq_cstr(name, "api-key"))
+        return v;
+    if (v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") && (v.p[6] == ' ' || v.p[6] == '\t'))
+        return vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7));
+    return VSR_SLICE_NULL;
+}
+
+int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
 {
     if (l->api_keys.n == 0)
-        return 1;
+        return VSR__AUTH_OK;
+    /* one credential per request: every authorization / api-key field must
+     * carry the same key, so one request tries one key, never a list */
+    vsr_slice_t key = VSR_SLICE_NULL;
+    size_t seen = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
-        vsr_slice_t name = h->headers[i].name, v = vsr_slice_trim(h->headers[i].value);
-        if (vsr_slice_case_eq_cstr(name, "api-key")) {
-            if (key_ok(l, v))
-                return 1;
-        } else if (vsr_slice_case_eq_cstr(name, "authorization")) {
-            /* "Bearer" (any case), at least one space or tab, the key */
-            if (v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") && (v.p[6] == ' ' || v.p[6] == '\t') &&
-                key_ok(l, vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7))))
-                return 1;
-        }
+        vsr_slice_t name = h->headers[i].name;
+        if (!vsr_slice_case_eq_cstr(name, "api-key") && !vsr_slice_case_eq_cstr(name, "authorization"))
+            continue;
+        vsr_slice_t k = presented_key(name, vsr_slice_trim(h->headers[i].value));
+        if (seen++ == 0)
+            key = k;
+        else if (k.len != key.len || (k.len && memcmp(k.p, key.p, k.len) != 0) || k.len == 0)
+            return VSR__AUTH_CONFLICT;
     }
-    return 0;
+    if (seen == 0)
+        return VSR__AUTH_BAD;
+    return key_ok(l, key) ? VSR__AUTH_OK : VSR__AUTH_BAD;
 }
 
 /* CIDR match of a peer address against "addr/len" networks (canonical form). */
@@ -161,6 +179,8 @@ int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int
         return !in_list(name, vsr_client, VSR_ARRAY_LEN(vsr_client));
     if (l->api_keys.n && (vsr_slice_case_eq_cstr(name, "authorization") || vsr_slice_case_eq_cstr(name, "api-key")))
         return 1; /* the client's key was checked: it goes no further */
+    if (vsr_slice_case_eq_cstr(name, "proxy-authorization") || vsr_slice_case_eq_cstr(name, "x-api-key"))
+        return 1; /* a credential meant for a proxy, or for another API's gateway: never a backend's business */
     if (identity_trusted)
         return 0;
     if (in_list(name, identity, VSR_ARRAY_LEN(identity)))

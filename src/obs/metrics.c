@@ -77,7 +77,7 @@ static const hist_spec_t routing_hist = {VSR_ARRAY_LEN(routing_bounds), routing_
 
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
-       F_CLIENT_TIMEOUT, F_COUNT };
+       F_CLIENT_TIMEOUT, F_EDGE, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -111,6 +111,9 @@ static const family_t families[F_COUNT] = {
     [F_CLIENT_TIMEOUT] = {"vsr_client_timeouts_total",
                           "Client connections ended because the client was too slow, by phase (header, body, write).",
                           NULL, 1, {"reason"}},
+    [F_EDGE] = {"vsr_edge_refusals_total",
+                "Requests, streams and connections refused or cut at the edge by a client-facing limit, by reason.",
+                NULL, 1, {"reason"}},
 };
 
 /* ---- series and shards ---- */
@@ -526,6 +529,13 @@ void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prom
     add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("prompt")), NULL)->v[0], prompt);
     add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("completion")), NULL)->v[0],
             completion);
+}
+
+void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason)
+{
+    if (s == NULL)
+        return;
+    count1(s, F_EDGE, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
 }
 
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta)

@@ -207,6 +207,9 @@ void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prom
 void vsr_metrics_accept_error(vsr_metrics_shard_t *s, const char *reason);
 /* A client connection ended for slowness (vsr_client_timeouts_total{reason}: "header", "body", "write"). */
 void vsr_metrics_client_timeout(vsr_metrics_shard_t *s, const char *reason);
+/* A client-facing limit refused or cut something (vsr_edge_refusals_total{reason});
+ * reason is a fixed string (see docs/observability.md). */
+void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason);
 /* Gauges owned by the shard: add +1 / -1. */
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);

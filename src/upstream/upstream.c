@@ -30,6 +30,7 @@ typedef struct {
     vsr_endpoint_state_t *state;         /* shared */
     uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
+    uconn_t *connecting;                 /* connects whose call was cancelled (through next_idle): pooled when done */
     vsr_h2_pool_t *h2;                   /* protocol h2: the HTTP/2 connections (h2.c) */
 } endpoint_t;
 
@@ -80,6 +81,7 @@ struct uconn_s {
     uc_state_t state;
     int pending_closes;
     unsigned reused : 1;
+    unsigned orphan : 1;     /* on ep->connecting */
     unsigned writing : 1;
     unsigned interim : 1;    /* the message being parsed is a 1xx */
     unsigned completed : 1;  /* the call's response ended inside this read */
@@ -505,6 +507,8 @@ static void close_idle(cluster_t *cl, int h2)
         endpoint_t *ep = &cl->eps[j];
         while (ep->idle)
             uconn_close(ep->idle); /* unlinks itself */
+        while (ep->connecting)
+            uconn_close(ep->connecting);
         if (h2) {
             vsr__h2_pool_free(ep->h2);
             ep->h2 = NULL;
@@ -647,6 +651,20 @@ static void idle_unlink(uconn_t *uc)
     uc->next_idle = NULL;
 }
 
+static void orphan_unlink(uconn_t *uc)
+{
+    if (!uc->orphan)
+        return;
+    uc->orphan = 0;
+    for (uconn_t **pp = &uc->ep->connecting; *pp; pp = &(*pp)->next_idle) {
+        if (*pp == uc) {
+            *pp = uc->next_idle;
+            break;
+        }
+    }
+    uc->next_idle = NULL;
+}
+
 static void uncount_pending(uconn_t *uc)
 {
     if (uc->counted_pending) {
@@ -661,6 +679,7 @@ static void uconn_close(uconn_t *uc)
         return;
     if (uc->state == UC_IDLE)
         idle_unlink(uc);
+    orphan_unlink(uc);
     uncount_pending(uc);
     uc->state = UC_CLOSING;
     uc->call = NULL;
@@ -1035,6 +1054,18 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     uncount_pending(uc);
     vsr_upstream_call_t *call = uc->call;
+    if (call == NULL) {
+        /* its call was cancelled while connecting, nothing sent: the
+         * connection is as good as a pooled one */
+        orphan_unlink(uc);
+        if (status < 0) {
+            uconn_close(uc);
+        } else {
+            uv_tcp_nodelay(&uc->tcp, 1);
+            uconn_make_idle(uc);
+        }
+        return;
+    }
     if (status < 0) {
         attempt_failed(call, VSR_OUTCOME_CONNECT_FAILURE, 0, VSR_UPSTREAM_E_CONNECT, uv_strerror(status));
         return;
@@ -1628,6 +1659,17 @@ void vsr_upstream_call_cancel(vsr_upstream_call_t *call)
     if (call == NULL || call->ended)
         return;
     call->cb = NULL;
+    uconn_t *uc = call->uc;
+    if (uc && uc->state == UC_CONNECTING && !CALL_BACKEND(call)->tls) {
+        /* nothing was sent: the connection goes on connecting (within its
+         * connect timeout) and then to the pool, instead of a connect and a
+         * close per cancelled call (a client resetting its streams) */
+        uc->call = NULL;
+        call->uc = NULL;
+        uc->orphan = 1;
+        uc->next_idle = uc->ep->connecting;
+        uc->ep->connecting = uc;
+    }
     call_end(call);
 }
 

@@ -681,7 +681,7 @@ static void test_defaults(void **state)
     assert_int_equal(l->port, 8080);
     assert_int_equal(l->timeout_ms, VSR_DEFAULT_LISTENER_TIMEOUT_MS);
     assert_int_equal(l->timeout_ms, 300000);
-    assert_int_equal(l->max_body_bytes, 500ull * 1024 * 1024);
+    assert_int_equal(l->max_body_bytes, 32ull * 1024 * 1024);
     assert_int_equal(l->max_connections, 50000);
 
     assert_null(c->default_model);
