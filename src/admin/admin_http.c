@@ -440,20 +440,6 @@ int vsr_admin_loopback(const char *addr)
     return 0;
 }
 
-/* Both compared whatever they hold, over the longer of the two. */
-static int token_eq(vsr_slice_t got, const char *want)
-{
-    size_t wl = strlen(want);
-    size_t n = VSR_MAX(got.len, wl);
-    unsigned diff = (unsigned)(got.len ^ wl);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char x = i < got.len ? (unsigned char)got.p[i] : 0;
-        unsigned char y = i < wl ? (unsigned char)want[i] : 0;
-        diff |= (unsigned)(x ^ y);
-    }
-    return diff == 0 && wl > 0;
-}
-
 /* "name[:port]" or "[v6][:port]" with name a loopback name or address and
  * port, when given, the listener's. */
 static int loopback_authority(vsr_slice_t a, unsigned port)
@@ -538,7 +524,8 @@ int vsr_admin_check_access(vsr_admin_t *a, const vsr_admin_access_t *req, vsr_ad
     vsr_slice_t v = vsr_slice_trim(req->authorization);
     int ok = req->authorization.p != NULL && v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") &&
              (v.p[6] == ' ' || v.p[6] == '\t');
-    ok = token_eq(ok ? vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7)) : VSR_SLICE_NULL, a->token) && ok;
+    vsr_slice_t got = ok ? vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7)) : VSR_SLICE_NULL;
+    ok = vsr_secret_eq(got, vsr_slice_cstr(a->token)) && a->token[0] && ok;
     if (!ok) {
         refuse(r, 401, "authentication_error", "invalid_management_token",
                "the management API needs authorization: Bearer <management token>");

@@ -88,6 +88,18 @@ static inline int lower(int c)
     return (c >= 'A' && c <= 'Z') ? c + 32 : c;
 }
 
+int vsr_secret_eq(vsr_slice_t got, vsr_slice_t want)
+{
+    size_t n = VSR_MAX(got.len, want.len);
+    unsigned diff = (unsigned)(got.len ^ want.len);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = i < got.len ? (unsigned char)got.p[i] : 0;
+        unsigned char y = i < want.len ? (unsigned char)want.p[i] : 0;
+        diff |= (unsigned)(x ^ y);
+    }
+    return diff == 0;
+}
+
 int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b)
 {
     if (a.len != b.len)

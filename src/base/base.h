@@ -100,6 +100,10 @@ static inline int vsr_slice_eq_cstr(vsr_slice_t a, const char *b)
 {
     return vsr_slice_eq(a, vsr_slice_cstr(b));
 }
+/* Equality of a presented secret with a configured one (API keys, tokens)
+ * in time that depends only on the longer length: no early exit on the
+ * first differing byte, so timing does not reveal how much matched. */
+int vsr_secret_eq(vsr_slice_t got, vsr_slice_t want);
 /* ASCII case-insensitive equality (header names, tokens). */
 int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b);
 int vsr__slice_case_eq_str(vsr_slice_t a, const char *b); /* the general case of the next */

@@ -57,26 +57,11 @@ static int in_list(vsr_slice_t name, const char *const *list, size_t n)
     return 0;
 }
 
-/* Constant time in the length of the longer input: no early exit on the
- * first differing byte, so timing does not reveal how much of a key matched. */
-static int secret_eq(vsr_slice_t a, const char *b)
-{
-    size_t bl = strlen(b);
-    size_t n = VSR_MAX(a.len, bl);
-    unsigned diff = (unsigned)(a.len ^ bl);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char x = i < a.len ? (unsigned char)a.p[i] : 0;
-        unsigned char y = i < bl ? (unsigned char)b[i] : 0;
-        diff |= (unsigned)(x ^ y);
-    }
-    return diff == 0;
-}
-
 static int key_ok(const vsr_listener_conf_t *l, vsr_slice_t key)
 {
     int ok = 0;
     for (size_t i = 0; i < l->api_keys.n; i++)
-        ok |= secret_eq(key, l->api_keys.items[i]); /* every key is compared, whatever matched */
+        ok |= vsr_secret_eq(key, vsr_slice_cstr(l->api_keys.items[i])); /* every key is compared, whatever matched */
     return ok && key.len > 0;
 }
 

@@ -17,6 +17,13 @@ static void test_slices(void **state)
     assert_false(vsr_slice_case_eq_cstr(s, "content-lengths"));
     assert_false(vsr_slice_case_eq_cstr(vsr_slice("a\0b", 3), "a"));
     assert_true(vsr_slice_case_eq_cstr(VSR_SLICE_NULL, ""));
+    /* secrets: equal only when equal in full, a prefix or an extension is not */
+    assert_true(vsr_secret_eq(VSR_SLICE_LIT("sk-abc"), VSR_SLICE_LIT("sk-abc")));
+    assert_false(vsr_secret_eq(VSR_SLICE_LIT("sk-ab"), VSR_SLICE_LIT("sk-abc")));
+    assert_false(vsr_secret_eq(VSR_SLICE_LIT("sk-abcd"), VSR_SLICE_LIT("sk-abc")));
+    assert_false(vsr_secret_eq(VSR_SLICE_LIT("sk-abd"), VSR_SLICE_LIT("sk-abc")));
+    assert_false(vsr_secret_eq(vsr_slice("sk-abc\0", 7), VSR_SLICE_LIT("sk-abc")));
+    assert_false(vsr_secret_eq(VSR_SLICE_NULL, VSR_SLICE_LIT("sk-abc")));
     vsr_slice_t t = vsr_slice_trim(VSR_SLICE_LIT(" \t a b \t"));
     assert_true(vsr_slice_eq_cstr(t, "a b"));
     vsr_slice_t rest;
