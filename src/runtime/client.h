@@ -79,4 +79,37 @@ void vsr_rtc_cancel(vsr_rtc_call_t *call);
 unsigned vsr_rtc_open_conns(const vsr_rtc_t *c);
 unsigned vsr_rtc_idle_conns(const vsr_rtc_t *c);
 
+/* ---- the supervisor: the runtime as the router's child ----
+ * Starts the runtime (exe + args, e.g. `vsr runtime serve --socket PATH`)
+ * with uv_spawn, probes GET /health/live on its socket, and restarts it with
+ * exponential back-off when it exits or stops answering.  Its stdout and
+ * stderr go to vsr's log line by line, prefixed.  Ready is true from the
+ * first good probe of a child until that child fails; on_ready tells each
+ * change.  Everything runs on the loop's thread; vsr_rts_ready() may be
+ * read from any thread. */
+typedef struct vsr_rts_s vsr_rts_t;
+
+typedef struct {
+    const char *exe;               /* copied */
+    const char *const *args;       /* the arguments after exe, NULL-terminated; copied */
+    const char *socket_path;       /* probed; copied */
+    uint64_t probe_interval_ms;    /* 0 → 1000 (200 while starting) */
+    uint64_t probe_timeout_ms;     /* 0 → 1000 */
+    unsigned probe_failures;       /* consecutive failed probes that make a ready child restart; 0 → 3 */
+    uint64_t start_timeout_ms;     /* a child not ready by then is restarted; 0 → 60000 */
+    uint64_t backoff_initial_ms;   /* 0 → 100; doubles after each failed start ... */
+    uint64_t backoff_max_ms;       /* ... up to this; 0 → 30000.  A child that became ready resets it */
+    void (*on_ready)(void *ud, int ready);
+    void (*log_line)(void *ud, const char *line, size_t len); /* NULL: vsr_log_info("runtime", ...) */
+    void *ud;
+} vsr_rts_opts_t;
+
+vsr_rts_t *vsr_rts_start(uv_loop_t *loop, const vsr_rts_opts_t *opts);
+int vsr_rts_ready(const vsr_rts_t *s);
+unsigned vsr_rts_starts(const vsr_rts_t *s); /* children started so far */
+int vsr_rts_pid(const vsr_rts_t *s);         /* the child's, 0 when none runs */
+/* Stops the child (SIGTERM, SIGKILL after 5 s) and frees everything once
+ * libuv has closed the handles (run the loop); on_ready is not called. */
+void vsr_rts_stop(vsr_rts_t *s);
+
 #endif /* VSR_RUNTIME_CLIENT_H */
