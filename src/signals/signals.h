@@ -119,7 +119,10 @@ typedef struct {
 } vsr_signal_family_t;
 
 #define VSR_SIGNALS_MAX_EXT_FAMILIES 8
-/* Registers f (borrowed: static storage) process-wide.  Only at start-up,
+/* Signals declared in vsr_signals_conf_t.ext are not part of a recipe's
+ * signals_hash: a new version reuses compiled signals by that hash, so code
+ * that changes ext signals builds the engine without a previous version.
+ * Registers f (borrowed: static storage) process-wide.  Only at start-up,
  * before any compile and before other threads run (not thread-safe).
  * VSR_OK; VSR_ERR_TOO_BIG past VSR_SIGNALS_MAX_EXT_FAMILIES; VSR_ERR_INVALID
  * when its condition type is taken. */
