@@ -415,9 +415,3 @@ void vsr__route_cancel(route_ctx_t *rc)
     if (rc->ports->runtime_cancel)
         rc->ports->runtime_cancel(rc->ports_ud, h);
 }
-
-void vsr__route(route_ctx_t *rc, vsr_pool_t *pool)
-{
-    rc->ports = NULL;
-    vsr__route_start(rc, pool);
-}

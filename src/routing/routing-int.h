@@ -78,11 +78,9 @@ struct route_ctx_s {
 
 recipe_state_t *vsr__engine_recipe(vsr_engine_t *e, const vsr_recipe_conf_t *r);
 int vsr__resolve_model(const vsr_engine_t *e, vsr_slice_t name, resolution_t *out);
-/* Evaluates the recipe's referenced signals and selects a decision, with
- * no runtime (model tasks fail at once). */
-void vsr__route(route_ctx_t *rc, vsr_pool_t *pool);
-/* Same, with the model tasks of the referenced signals sent to
- * ports->runtime_call as one bundle: VSR_OK when the decision is made on
+/* Evaluates the recipe's referenced signals and selects a decision, the
+ * model tasks of the referenced signals sent to ports->runtime_call as one
+ * bundle (ports NULL: they fail at once): VSR_OK when the decision is made on
  * return; VSR_AGAIN when it waits: rc->cont(rc) runs once the decision is
  * made (from the port's done).  rc (set up as for vsr__route, plus ports,
  * ports_ud, deadline_ms, cont, cont_ud) must stay put meanwhile. */

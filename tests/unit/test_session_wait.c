@@ -694,6 +694,17 @@ static void test_preview_waits(void **state)
     assert_int_equal(f.cancels, 1);
     assert_int_equal(status, 0);
 
+    /* rules.on_unknown: fail_request: the preview says so */
+    doc_t d2;
+    doc_opts_t o = {.guarded_fail = 1};
+    doc_load(&d2, &o);
+    vsr_buf_reset(&out);
+    rc = vsr_engine_preview(d2.engine, VSR_SLICE_LIT("auto"), VSR_SLICE_LIT("python"), 0, &out);
+    assert_int_equal(rc, 200);
+    assert_non_null(strstr(out.data, "\"selection_status\":\"signal_unavailable\""));
+    assert_non_null(strstr(out.data, "\"selected_model\":null"));
+    doc_free(&d2);
+
     /* no ports: at once, the probe signals unknown */
     vsr_buf_reset(&out);
     rc = vsr_engine_preview(d.engine, VSR_SLICE_LIT("auto"), VSR_SLICE_LIT("python"), 0, &out);
