@@ -6,6 +6,12 @@
  * body that is valid JSON whose top-level model is the provider's id, with
  * no duplicate member name; an immediate answer is an error with a JSON body
  * (valid UTF-8 too, whatever the client sent) or a fast response.
+ *
+ * One decision references a model-backed signal (a family registered here,
+ * "fz"): its task goes to fake ports that answer at once, answer later
+ * (with the client's body as the task's result), fail, or never answer
+ * (the session is finished while pending: cancelled), chosen by the last
+ * byte; the final effect, returned or resumed, meets the same invariants.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +19,7 @@
 #include <string.h>
 
 #include "routing/routing.h"
+#include "signals/signals.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,6 +37,7 @@ static const char DOC[] =
     "      - {name: code, operator: OR, keywords: [python, golang, \"c++\", 代码]}\n"
     "      - {name: fuzzy, operator: OR, method: fuzzy, keywords: [refund]}\n"
     "      - {name: rx, operator: OR, method: regex, keywords: [\"ur+gent\"]}\n"
+    "      - {name: modeled, operator: OR, keywords: [qqqq]}\n"
     "    context:\n"
     "      - {name: long, min_tokens: 2K}\n"
     "    conversation:\n"
@@ -50,6 +58,10 @@ static const char DOC[] =
     "      modelRefs: [{model: small}]\n"
     "      plugins:\n"
     "        - {type: system_prompt, configuration: {mode: replace, system_prompt: \"short\"}}\n"
+    "    - name: model_route\n"
+    "      priority: 25\n"
+    "      rules: {operator: OR, conditions: [{type: keyword, name: modeled}]}\n"
+    "      modelRefs: [{model: large}]\n"
     "    - name: tooling\n"
     "      priority: 10\n"
     "      rules: {operator: AND, conditions: [{type: conversation, name: tools}]}\n"
@@ -66,6 +78,112 @@ static void fail(const char *what, const char *body, size_t len)
     abort();
 }
 
+/* ---- the model-backed family and the fake ports ---- */
+
+static int fz_compile(const vsr_sig_ext_conf_t *conf, const char *path, void **state, vsr_buf_t *err)
+{
+    (void)conf;
+    (void)path;
+    (void)err;
+    *state = NULL;
+    return VSR_OK;
+}
+
+static int fz_task(const void *state, const vsr_signal_input_t *in, vsr_signal_task_t *out)
+{
+    (void)state;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"text\":");
+    vsr_buf_append_json_string(&b, in->text);
+    vsr_buf_append_cstr(&b, "}");
+    out->type = "classify";
+    out->payload = vsr_pool_dup_slice(in->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return 1;
+}
+
+static int fz_consume(const void *state, const vsr_signal_input_t *in, vsr_slice_t result, vsr_signal_result_t *out)
+{
+    (void)state;
+    (void)in;
+    vsr_json_t j;
+    uint32_t t;
+    if (vsr_json_parse(&j, result.p ? result.p : "", result.len, NULL) != VSR_OK)
+        return VSR_ERR_INVALID;
+    out->matched = vsr_json_type(&j, 0) == VSR_JSON_OBJECT && vsr_json_object_get(&j, 0, "model", &t) == VSR_OK;
+    out->confidence = out->matched ? 1.0 : 0;
+    vsr_json_free(&j);
+    return VSR_OK;
+}
+
+static const vsr_signal_family_t fz_family = {
+    .cond_type = "fz", .family = "fz", .compile = fz_compile, .task = fz_task, .consume = fz_consume,
+};
+
+static vsr_sig_ext_conf_t fz_signals[] = {{(char *)"modeled", (char *)"fz", NULL, VSR_ON_ERROR_DEFAULT}};
+
+enum { FZ_NOW, FZ_LATER, FZ_FAIL, FZ_CANCEL };
+
+static struct {
+    int mode;
+    vsr_slice_t result;
+    vsr_runtime_done_fn done;
+    void *done_ud;
+    char id[16];
+    const vsr_effect_t *resumed;
+    int handle;
+} fz;
+
+static void fz_answer(void)
+{
+    vsr_runtime_result_t r = {fz.id, VSR_OK, fz.result};
+    vsr_runtime_done_fn done = fz.done;
+    fz.done = NULL;
+    done(fz.done_ud, VSR_OK, &r, 1);
+}
+
+static void *fz_call(void *ud, const vsr_runtime_bundle_t *b, uint64_t deadline_ms, vsr_runtime_done_fn done,
+                     void *done_ud)
+{
+    (void)ud;
+    (void)deadline_ms;
+    if (b->n_tasks != 1)
+        abort(); /* one model-backed signal is referenced */
+    snprintf(fz.id, sizeof(fz.id), "%s", b->tasks[0].id);
+    fz.done = done;
+    fz.done_ud = done_ud;
+    if (fz.mode == FZ_NOW) {
+        fz_answer();
+        return NULL;
+    }
+    if (fz.mode == FZ_FAIL) {
+        fz.done = NULL;
+        done(done_ud, VSR_ERR_IO, NULL, 0);
+        return NULL;
+    }
+    return &fz.handle;
+}
+
+static void fz_cancel(void *ud, void *h)
+{
+    (void)ud;
+    if (h != &fz.handle || fz.done == NULL)
+        abort(); /* only a call in flight is cancelled */
+    fz.done = NULL;
+}
+
+static void fz_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
+{
+    (void)ud;
+    (void)s;
+    if (eff->pending)
+        abort();
+    fz.resumed = eff;
+}
+
+static const vsr_ports_t fz_ports = {.runtime_call = fz_call, .runtime_cancel = fz_cancel, .resume = fz_resume};
+
 static void setup(void)
 {
     if (engine)
@@ -73,8 +191,20 @@ static void setup(void)
     vsr_log_min_level = VSR_LOG_ERROR;
     vsr_buf_t err;
     vsr_buf_init(&err, 0);
-    if (vsr_config_load_string("fuzz.yaml", DOC, sizeof(DOC) - 1, &cfg, &err) != VSR_OK ||
-        (engine = vsr_engine_new(cfg, 1, &err)) == NULL) {
+    if (vsr_signals_register_family(&fz_family) != VSR_OK ||
+        vsr_config_load_string("fuzz.yaml", DOC, sizeof(DOC) - 1, &cfg, &err) != VSR_OK) {
+        fprintf(stderr, "%s", err.data ? err.data : "setup failed\n");
+        abort();
+    }
+    /* the placeholder keyword signal `modeled` becomes the fz signal of that name */
+    static char fz_type[] = "fz";
+    vsr_recipe_conf_t *r = &cfg->recipes[0];
+    r->signals.ext = fz_signals;
+    r->signals.n_ext = 1;
+    for (size_t i = 0; i < r->n_decisions; i++)
+        if (strcmp(r->decisions[i].name, "model_route") == 0)
+            r->decisions[i].rules->children[0].type = fz_type;
+    if ((engine = vsr_engine_new(cfg, 1, &err)) == NULL) {
         fprintf(stderr, "%s", err.data ? err.data : "setup failed\n");
         abort();
     }
@@ -87,13 +217,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *body = (const char *)data;
     static const char *paths[] = {"/v1/chat/completions", "/v1/completions"};
     const char *path = paths[size && data[0] == 'C' ? 1 : 0];
-    vsr_session_opts_t o = {.listener = &cfg->listeners[0]};
+    memset(&fz, 0, sizeof(fz));
+    fz.mode = size ? data[size - 1] % 4 : FZ_NOW;
+    fz.result = vsr_slice(body, size); /* the task's result: whatever the client sent */
+    vsr_session_opts_t o = {.listener = &cfg->listeners[0], .ports = &fz_ports, .deadline_ms = vsr_now_ms() + 60000};
     vsr_session_t *s = vsr_session_open(engine, &o);
     static const vsr_header_t hs[] = {{VSR_SLICE_LIT("x-vsr-debug"), VSR_SLICE_LIT("true")}};
     const vsr_effect_t *e = vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), vsr_slice_cstr(path), hs, 1);
     if (e->status)
         fail("headers phase answered", body, size);
     e = vsr_session_request_body(s, body, size);
+    if (e->pending) {
+        if (fz.mode == FZ_CANCEL || fz.done == NULL) {
+            vsr_session_finish(s); /* the client went: the call is cancelled */
+            if (fz.done != NULL)
+                fail("a pending call outlived its session", body, size);
+            return 0;
+        }
+        fz_answer();
+        if (fz.resumed == NULL)
+            fail("an answered wait did not resume", body, size);
+        e = fz.resumed;
+    }
     const vsr_plan_t *plan = vsr_session_plan(s);
     if (e->status) {
         if (e->resp_body.len == 0 || (e->resp_body.p[0] != '{' && strncmp(e->resp_body.p, "data: ", 6) != 0))

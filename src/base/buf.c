@@ -125,7 +125,7 @@ int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s)
             start = i + 1;
         }
     }
-    if (vsr_buf_append(b, s.p + start, s.len - start) != VSR_OK)
+    if (s.len > start && vsr_buf_append(b, s.p + start, s.len - start) != VSR_OK) /* s may be VSR_SLICE_NULL */
         return VSR_ERR_TOO_BIG;
     return vsr_buf_append(b, "\"", 1);
 }

@@ -76,18 +76,27 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
                    vsr_slice_eq_cstr(key, "on_error")) {
             if (classifier_key == NULL)
                 classifier_key = k;
+            if (vsr_slice_eq_cstr(key, "on_error")) {
+                static const char *const policies[] = {"match", "no_match", NULL};
+                cfg_field_t f = {.key = "on_error", .choices = policies};
+                int which;
+                if (vsr__cfg_choice(d, &f, v, &which) != 0)
+                    rc = -1;
+                else
+                    out->on_error = which == 0 ? VSR_ON_ERROR_MATCH : VSR_ON_ERROR_NO_MATCH;
+            }
         } else if (vsr_slice_eq_cstr(key, "on_unknown")) {
             static const char *const policies[] = {"no_match", "fail_request", NULL};
             cfg_field_t f = {.key = "on_unknown", .choices = policies};
-            int ignored;
+            int which;
             if (!root) {
                 vsr__cfg_node_error(d, k, "on_unknown only applies to the root of rules");
                 rc = -1;
-            } else if (vsr__cfg_choice(d, &f, v, &ignored) != 0) {
+            } else if (vsr__cfg_choice(d, &f, v, &which) != 0) {
                 rc = -1;
+            } else {
+                out->on_unknown_fail = which == 1; /* a signal that could not be computed fails the request */
             }
-            /* rule-based signals are always computed, so either policy
-             * behaves as documented without further work */
         } else {
             vsr__cfg_node_error(d, k, "unknown key %s", vsr__cfg_quote(d->pool, k->str, k->len));
             rc = -1;

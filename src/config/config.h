@@ -155,6 +155,24 @@ typedef struct {
     vsr_subject_conf_t *subjects; size_t n_subjects;
 } vsr_sig_authz_conf_t;
 
+/* What a condition on a signal that could not be computed (its model task
+ * failed or came late) means: DEFAULT defers to the next policy (the
+ * condition's on_error, then its signal's family, then the decision's
+ * rules.on_unknown, then no_match). */
+typedef enum {
+    VSR_ON_ERROR_DEFAULT = 0, VSR_ON_ERROR_MATCH, VSR_ON_ERROR_NO_MATCH,
+} vsr_on_error_t;
+
+/* A signal of a family registered at run time (vsr_signals_register_family):
+ * the document decoder never fills these; code that registers a family
+ * declares its signals here. */
+typedef struct {
+    char *name;
+    char *type;                    /* the family's condition type */
+    char *params;                  /* the family's own settings (JSON text), or NULL */
+    vsr_on_error_t on_error;       /* the family's policy (global.model_catalog.modules.*.on_error) */
+} vsr_sig_ext_conf_t;
+
 typedef struct {
     vsr_sig_keyword_conf_t *keywords;           size_t n_keywords;
     vsr_sig_context_conf_t *context;            size_t n_context;
@@ -166,6 +184,7 @@ typedef struct {
      * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
      * metadata, classifiers, safety, hallucination, input_modality) and
      * routing.projections: not supported yet (capability check at load). */
+    vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;
 
 /* ---- decisions (ref §1.11) ---- */
@@ -177,6 +196,8 @@ typedef struct vsr_rule_conf_s {
     char *type;                    /* leaf: condition type (keyword, context, structure, conversation, language, authz) */
     char *name;                    /* leaf: signal name, resolved within the same recipe */
     struct vsr_rule_conf_s *children; size_t n_children; /* composite; NOT has exactly one */
+    vsr_on_error_t on_error;       /* leaf: `on_error: match | no_match` */
+    int on_unknown_fail;           /* root: `on_unknown: fail_request` (else no_match) */
     uint32_t line, col;            /* for messages */
 } vsr_rule_conf_t;
 

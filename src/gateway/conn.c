@@ -107,6 +107,8 @@ struct request_s {
     unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
+    vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
+    vsr_buf_t preview_out;         /* ... and its answer */
 };
 
 /* A management API call running on a thread of admin/'s (vsr_admin_submit).
@@ -663,9 +665,11 @@ static void request_free(request_t *req)
     vsr__usage_free(req->usage);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
+    vsr_preview_cancel(req->preview); /* the client is gone: so is the runtime call it waits on */
+    vsr_buf_free(&req->preview_out);
     if (req->has_json)
         vsr_json_free(&req->json);
-    vsr_session_finish(req->sess);
+    vsr_session_finish(req->sess); /* ... and the session's, likewise */
     vsr_engine_unref(req->eng); /* the version may drain now */
     vsr_buf_free(&req->body);
     vsr_pool_free(&req->pool);
@@ -1291,6 +1295,59 @@ static int management_refused(request_t *req)
     return 1;
 }
 
+/* ---- the routing core's ports (vsr_ports_t): a session's waits run on this worker ---- */
+
+static void routed(request_t *req, const vsr_effect_t *eff);
+
+static void *port_runtime_call(void *ud, const vsr_runtime_bundle_t *b, uint64_t deadline_ms, vsr_runtime_done_fn done,
+                               void *done_ud)
+{
+    request_t *req = ud;
+    return vsr__gateway_runtime_call(req->c->w, b, deadline_ms, done, done_ud);
+}
+
+static void port_runtime_cancel(void *ud, void *handle)
+{
+    request_t *req = ud;
+    vsr__gateway_runtime_cancel(req->c->w, handle);
+}
+
+/* A body phase that waited is over: the request goes on from the port's callback. */
+static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
+{
+    VSR_UNUSED(s);
+    request_t *req = ud;
+    conn_t *c = req->c;
+    int h2 = req->st != NULL;
+    routed(req, eff);
+    if (h2)
+        vsr__conn_flush_soon(c); /* not from a read: nothing else flushes the stream's frames */
+}
+
+static const vsr_ports_t gw_ports = {
+    .runtime_call = port_runtime_call,
+    .runtime_cancel = port_runtime_cancel,
+    .resume = port_resume,
+};
+
+/* What bounds a request's waits: its start plus the listener's timeout. */
+static uint64_t request_deadline(const request_t *req)
+{
+    return req->start_us / 1000 + req->c->l->conf->timeout_ms;
+}
+
+static void preview_done(void *ud, int status)
+{
+    request_t *req = ud;
+    conn_t *c = req->c;
+    int h2 = req->st != NULL, waited = req->preview != NULL;
+    req->preview = NULL;
+    reply(req, status, "application/json", vsr_buf_slice(&req->preview_out), NULL, req->is_head, !req->keep_alive);
+    request_finish(req);
+    if (h2 && waited)
+        vsr__conn_flush_soon(c);
+}
+
 /* The management listener: probes, the configuration API and the routing preview. */
 static void handle_management(request_t *req, vsr_slice_t path)
 {
@@ -1325,12 +1382,12 @@ static void handle_management(request_t *req, vsr_slice_t path)
         vsr_slice_t q = VSR_SLICE_NULL;
         vsr_slice_split(req->head->target, '?', &q);
         int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
-        vsr_buf_t out;
-        vsr_buf_init(&out, 0);
-        int status = vsr_engine_preview(req->eng, model, text, trace, &out);
-        reply(req, status, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
-        vsr_buf_free(&out);
-        request_finish(req);
+        /* the same path as a request's body phase: it may wait on the runtime (preview_done) */
+        vsr_buf_init(&req->preview_out, 0);
+        int status = vsr_engine_preview_wait(req->eng, model, text, trace, &req->preview_out, &gw_ports, req,
+                                             request_deadline(req), preview_done, req, &req->preview);
+        if (status != VSR_AGAIN)
+            preview_done(req, status);
         return;
     }
     req_error(req, 404, "endpoint not found");
@@ -1513,7 +1570,8 @@ static void dispatch(request_t *req)
         req->n_hdrs++;
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
-    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted};
+    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .ports = &gw_ports,
+                               .ports_ud = req, .deadline_ms = request_deadline(req)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {
@@ -1521,6 +1579,13 @@ static void dispatch(request_t *req)
         return;
     }
     eff = vsr_session_request_body(req->sess, req->body.data, req->body.len);
+    if (!eff->pending)
+        routed(req, eff); /* else the worker serves others until port_resume */
+}
+
+/* The body phase's effect is in: an answer, or the upstream call. */
+static void routed(request_t *req, const vsr_effect_t *eff)
+{
     if (eff->status) {
         reply_effect(req, eff);
         return;

@@ -155,6 +155,12 @@ int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct soc
 /* gateway.c: the active version with a reference (a request's pin) */
 vsr_engine_t *vsr__gateway_pin(vsr_gateway_t *gw);
 
+/* ports.c: the routing core's "call the runtime" port, on worker w's loop
+ * (vsr_ports_t.runtime_call / runtime_cancel, with the same rules) */
+void *vsr__gateway_runtime_call(worker_t *w, const vsr_runtime_bundle_t *bundle, uint64_t deadline_ms,
+                                vsr_runtime_done_fn done, void *done_ud);
+void vsr__gateway_runtime_cancel(worker_t *w, void *handle);
+
 /* conn.c */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);
 void vsr__gateway_accept_backoff_cb(uv_timer_t *t); /* a listener's back-off is over */

@@ -231,15 +231,34 @@ int vsr__resolve_model(const vsr_engine_t *e, vsr_slice_t name, resolution_t *ou
 
 /* ---- signals and decision for one request ---- */
 
+/* What a condition on an unknown signal means: the condition's on_error,
+ * else its family's (DEFAULT: the decision's on_unknown, then no_match). */
+static vsr_on_error_t leaf_policy(const route_ctx_t *rc, const vsr_rule_conf_t *leaf, int sig)
+{
+    if (leaf->on_error != VSR_ON_ERROR_DEFAULT)
+        return leaf->on_error;
+    return vsr_signals_on_error(rc->rs->signals, sig);
+}
+
+static int leaf_sig(const recipe_state_t *rs, const vsr_rule_conf_t *leaf)
+{
+    leaf_map_t key = {leaf, -1};
+    leaf_map_t *hit = rs->n_leaves ? bsearch(&key, rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp) : NULL;
+    return hit ? hit->sig : -1;
+}
+
 static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
 {
     route_ctx_t *rc = ud;
     recipe_state_t *rs = rc->rs;
-    leaf_map_t key = {leaf, -1};
-    leaf_map_t *hit = rs->n_leaves ? bsearch(&key, rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp) : NULL;
-    if (hit == NULL || hit->sig < 0)
+    int i = leaf_sig(rs, leaf);
+    if (i < 0)
         return 0;
-    int i = hit->sig;
+    if (rc->unknown && rc->unknown[i]) {
+        /* nothing was measured: a match by policy has no confidence of its own */
+        *confidence = 0;
+        return leaf_policy(rc, leaf, i) == VSR_ON_ERROR_MATCH;
+    }
     if (!rc->memo_done[i]) {
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
@@ -248,20 +267,151 @@ static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
     return rc->memo[i].matched;
 }
 
-void vsr__route(route_ctx_t *rc, vsr_pool_t *pool)
+/* rules.on_unknown: fail_request: a condition on an unknown signal with no
+ * policy of its own fails the request. */
+static const char *fails_request(const route_ctx_t *rc, const vsr_rule_conf_t *r)
+{
+    if (r->kind == VSR_RULE_LEAF) {
+        int i = leaf_sig(rc->rs, r);
+        return i >= 0 && rc->unknown[i] && leaf_policy(rc, r, i) == VSR_ON_ERROR_DEFAULT ? r->name : NULL;
+    }
+    for (size_t k = 0; k < r->n_children; k++) {
+        const char *name = fails_request(rc, &r->children[k]);
+        if (name)
+            return name;
+    }
+    return NULL;
+}
+
+static void route_select(route_ctx_t *rc)
+{
+    recipe_state_t *rs = rc->rs;
+    for (size_t d = 0; rc->n_tasks && d < rs->conf->n_decisions && !rc->fail_request; d++) {
+        const vsr_rule_conf_t *r = rs->conf->decisions[d].rules;
+        if (r && r->on_unknown_fail && (rc->fail_signal = fails_request(rc, r)) != NULL)
+            rc->fail_request = 1;
+    }
+    rc->results = vsr_pool_alloc(rc->pool, sizeof(vsr_decision_result_t) * (rs->conf->n_decisions + 1));
+    rc->selected = vsr_decision_select(rs->conf, leaf_cb, rc, rc->results);
+}
+
+uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud)
+{
+    return p && p->now_ms ? p->now_ms(ud) : vsr_now_ms();
+}
+
+/* Every task without a usable answer makes its signal unknown. */
+static void settle_tasks(route_ctx_t *rc)
+{
+    for (size_t k = 0; k < rc->n_tasks; k++) {
+        int i = rc->tasks[k].sig;
+        if (rc->memo_done[i])
+            continue;
+        memset(&rc->memo[i], 0, sizeof(rc->memo[i]));
+        rc->memo_done[i] = 1;
+        rc->unknown[i] = 1;
+    }
+}
+
+static void route_done(void *ud, int status, const vsr_runtime_result_t *res, size_t n)
+{
+    route_ctx_t *rc = ud;
+    if (rc->answered)
+        return; /* a port that answers twice: the first answer stands */
+    rc->answered = 1;
+    rc->handle = NULL;
+    int late = vsr__ports_now(rc->ports, rc->ports_ud) > rc->deadline_ms;
+    for (size_t r = 0; status == VSR_OK && !late && r < n; r++) {
+        if (res[r].id == NULL || res[r].status != VSR_OK)
+            continue;
+        for (size_t k = 0; k < rc->n_tasks; k++) {
+            route_task_t *t = &rc->tasks[k];
+            if (t->answered || strcmp(t->id, res[r].id) != 0)
+                continue;
+            t->answered = 1;
+            vsr_signal_result_t v;
+            if (vsr_signals_consume(rc->rs->signals, t->sig, &rc->in, res[r].result, &v) == VSR_OK) {
+                rc->memo[t->sig] = v;
+                rc->memo_done[t->sig] = 1;
+            }
+            break;
+        }
+    }
+    settle_tasks(rc);
+    if (rc->calling)
+        return; /* answered at once: vsr__route_start goes on */
+    route_select(rc);
+    rc->cont(rc);
+}
+
+int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
 {
     recipe_state_t *rs = rc->rs;
     size_t n = vsr_signals_count(rs->signals);
+    rc->pool = pool;
     rc->memo = vsr_pool_alloc(pool, sizeof(vsr_signal_result_t) * (n ? n : 1));
     rc->memo_done = vsr_pool_alloc(pool, n ? n : 1);
     memset(rc->memo_done, 0, n ? n : 1);
+    rc->unknown = vsr_pool_alloc(pool, n ? n : 1);
+    memset(rc->unknown, 0, n ? n : 1);
+    rc->n_tasks = 0;
+    rc->tasks = NULL;
     /* every referenced signal, once, as the reference evaluates them all
-     * before the rules; unreferenced signals are never computed */
+     * before the rules; unreferenced signals are never computed.  A
+     * model-backed one gives a task instead: all of them go as one bundle. */
     for (size_t k = 0; k < rs->n_referenced; k++) {
         int i = rs->referenced[k];
+        vsr_signal_task_t t;
+        if (vsr_signals_task(rs->signals, i, &rc->in, &t)) {
+            if (rc->tasks == NULL)
+                rc->tasks = vsr_pool_alloc(pool, sizeof(route_task_t) * rs->n_referenced);
+            route_task_t *rt = &rc->tasks[rc->n_tasks];
+            memset(rt, 0, sizeof(*rt));
+            rt->sig = i;
+            rt->task = t;
+            snprintf(rt->id, sizeof(rt->id), "t%zu", rc->n_tasks);
+            rc->n_tasks++;
+            continue;
+        }
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
     }
-    rc->results = vsr_pool_alloc(pool, sizeof(vsr_decision_result_t) * (rs->conf->n_decisions + 1));
-    rc->selected = vsr_decision_select(rs->conf, leaf_cb, rc, rc->results);
+    if (rc->n_tasks == 0) {
+        route_select(rc);
+        return VSR_OK;
+    }
+    uint64_t now = vsr__ports_now(rc->ports, rc->ports_ud);
+    if (rc->deadline_ms == 0)
+        rc->deadline_ms = now + VSR_SESSION_WAIT_DEFAULT_MS;
+    if (rc->ports == NULL || rc->ports->runtime_call == NULL || now >= rc->deadline_ms) {
+        settle_tasks(rc); /* no runtime, or no time left: every task failed */
+        route_select(rc);
+        return VSR_OK;
+    }
+    vsr_runtime_task_t *tasks = vsr_pool_alloc(pool, sizeof(*tasks) * rc->n_tasks);
+    for (size_t k = 0; k < rc->n_tasks; k++)
+        tasks[k] = (vsr_runtime_task_t){rc->tasks[k].id, rc->tasks[k].task.type, rc->tasks[k].task.payload};
+    vsr_runtime_bundle_t b = {tasks, rc->n_tasks};
+    rc->answered = 0;
+    rc->calling = 1;
+    void *h = rc->ports->runtime_call(rc->ports_ud, &b, rc->deadline_ms, route_done, rc);
+    rc->calling = 0;
+    if (rc->answered) {
+        route_select(rc);
+        return VSR_OK;
+    }
+    VSR_BUG_ON(h == NULL); /* a port returns NULL only once done has run */
+    rc->handle = h;
+    return VSR_AGAIN;
+}
+
+void vsr__route_cancel(route_ctx_t *rc)
+{
+    if (rc->handle == NULL)
+        return;
+    void *h = rc->handle;
+    rc->handle = NULL;
+    rc->answered = 1; /* a done that still comes is ignored */
+    if (rc->ports->runtime_cancel)
+        rc->ports->runtime_cancel(rc->ports_ud, h);
 }

@@ -62,48 +62,35 @@ static int preview_error(vsr_buf_t *out, const char *pre, vsr_slice_t arg, const
     return 400;
 }
 
-int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int trace, vsr_buf_t *out)
-{
-    const vsr_config_t *cfg = e->cfg;
-    resolution_t res;
-    if (vsr__resolve_model(e, model, &res) != VSR_OK)
-        return preview_error(out, "model \"", model, "\" is not available");
-
-    vsr_buf_append_cstr(out, "{");
-    if (res.model) {
-        append_kv_str(out, "recipe", NULL, 0);
-        vsr_buf_append_cstr(out, ",\"decision_result\":null");
-        append_kv_str(out, "selected_model", res.model->name, 1);
-        append_kv_str(out, "selection_status", "passthrough", 1);
-        vsr_buf_append_cstr(out, ",\"signal_confidences\":{}}");
-        return 200;
-    }
-
+struct vsr_preview_s {
+    vsr_engine_t *e;
     vsr_pool_t pool;
-    vsr_pool_init(&pool);
     vsr_chat_message_t msg;
-    memset(&msg, 0, sizeof(msg));
-    msg.role = VSR_ROLE_USER;
-    msg.text = text;
     vsr_chat_view_t chat;
-    memset(&chat, 0, sizeof(chat));
-    chat.messages = &msg;
-    chat.n_messages = 1;
-    chat.last_user = 0;
-    chat.text_bytes = text.len;
-
-    route_ctx_t rc;
-    memset(&rc, 0, sizeof(rc));
-    rc.rs = vsr__engine_recipe(e, res.recipe);
-    rc.in.chat = &chat;
-    rc.in.text = text;
-    rc.in.pool = &pool;
     vsr_signals_memo_t sig_memo;
-    memset(&sig_memo, 0, sizeof(sig_memo));
-    rc.in.memo = &sig_memo;
-    vsr__route(&rc, &pool);
+    route_ctx_t rc;
+    const vsr_recipe_conf_t *recipe;
+    int trace;
+    vsr_buf_t *out;
+    void (*done)(void *done_ud, int status);
+    void *done_ud;
+};
 
-    const vsr_decision_conf_t *d = rc.selected >= 0 ? rc.results[rc.selected].decision : NULL;
+static void preview_free(vsr_preview_t *p)
+{
+    vsr_pool_free(&p->pool);
+    vsr_engine_unref(p->e);
+    vsr_free(p);
+}
+
+/* The answer, once the decision is made. */
+static void preview_write(vsr_preview_t *p)
+{
+    const vsr_config_t *cfg = p->e->cfg;
+    route_ctx_t *rc = &p->rc;
+    vsr_buf_t *out = p->out;
+    int trace = p->trace;
+    const vsr_decision_conf_t *d = rc->selected >= 0 ? rc->results[rc->selected].decision : NULL;
     const char *selected = NULL;
     const char *status = "default";
     if (d && d->n_model_refs) {
@@ -114,12 +101,17 @@ int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int
     } else {
         status = "no_model";
     }
-    append_kv_str(out, "recipe", res.recipe->name, 0);
+    if (rc->fail_request) {
+        d = NULL;
+        selected = NULL;
+        status = "signal_unavailable";
+    }
+    append_kv_str(out, "recipe", p->recipe->name, 0);
     if (d) {
         vsr_buf_append_cstr(out, ",\"decision_result\":{");
         append_kv_str(out, "decision_name", d->name, 0);
         append_kv_str(out, "algorithm", d->algorithm ? d->algorithm : "static", 1);
-        vsr_buf_printf(out, ",\"confidence\":%.4f,\"plugins\":[", rc.results[rc.selected].confidence);
+        vsr_buf_printf(out, ",\"confidence\":%.4f,\"plugins\":[", rc->results[rc->selected].confidence);
         int first = 1;
         for (size_t i = 0; i < d->n_plugins; i++) {
             if (!d->plugins[i].enabled)
@@ -135,19 +127,19 @@ int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int
     append_kv_str(out, "selection_status", status, 1);
     vsr_buf_append_cstr(out, ",\"signal_confidences\":{");
     int first = 1;
-    size_t n = vsr_signals_count(rc.rs->signals);
+    size_t n = vsr_signals_count(rc->rs->signals);
     for (size_t i = 0; i < n; i++) {
-        if (!rc.memo_done[i])
+        if (!rc->memo_done[i])
             continue;
-        vsr_buf_printf(out, "%s\"%s:%s\":%.4f", first ? "" : ",", vsr_signals_family(rc.rs->signals, (int)i),
-                       vsr_signals_name(rc.rs->signals, (int)i), rc.memo[i].matched ? rc.memo[i].confidence : 0.0);
+        vsr_buf_printf(out, "%s\"%s:%s\":%.4f", first ? "" : ",", vsr_signals_family(rc->rs->signals, (int)i),
+                       vsr_signals_name(rc->rs->signals, (int)i), rc->memo[i].matched ? rc->memo[i].confidence : 0.0);
         first = 0;
     }
     vsr_buf_append_cstr(out, "}");
     if (trace) {
         vsr_buf_append_cstr(out, ",\"eval_trace\":[");
-        for (size_t i = 0; i < rc.rs->conf->n_decisions; i++) {
-            const vsr_decision_result_t *r = &rc.results[i];
+        for (size_t i = 0; i < rc->rs->conf->n_decisions; i++) {
+            const vsr_decision_result_t *r = &rc->results[i];
             if (i)
                 vsr_buf_append(out, ",", 1);
             vsr_buf_append_cstr(out, "{\"decision\":");
@@ -156,7 +148,7 @@ int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int
                            r->matched ? "true" : "false", r->confidence, (long long)r->decision->priority,
                            (long long)r->decision->tier);
             if (r->decision->rules)
-                trace_rule(out, r->decision->rules, &rc);
+                trace_rule(out, r->decision->rules, rc);
             else
                 vsr_buf_append_cstr(out, "null");
             vsr_buf_append_cstr(out, "}");
@@ -164,6 +156,85 @@ int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int
         vsr_buf_append_cstr(out, "]");
     }
     vsr_buf_append_cstr(out, "}");
-    vsr_pool_free(&pool);
+}
+
+
+static void preview_resumed(route_ctx_t *rcp)
+{
+    vsr_preview_t *p = rcp->cont_ud;
+    preview_write(p);
+    void (*done)(void *, int) = p->done;
+    void *ud = p->done_ud;
+    preview_free(p);
+    done(ud, 200);
+}
+
+int vsr_engine_preview_wait(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int trace, vsr_buf_t *out,
+                            const vsr_ports_t *ports, void *ports_ud, uint64_t deadline_ms,
+                            void (*done)(void *done_ud, int status), void *done_ud, vsr_preview_t **wait)
+{
+    if (wait)
+        *wait = NULL;
+    resolution_t res;
+    if (vsr__resolve_model(e, model, &res) != VSR_OK)
+        return preview_error(out, "model \"", model, "\" is not available");
+
+    if (res.model) {
+        vsr_buf_append_cstr(out, "{");
+        append_kv_str(out, "recipe", NULL, 0);
+        vsr_buf_append_cstr(out, ",\"decision_result\":null");
+        append_kv_str(out, "selected_model", res.model->name, 1);
+        append_kv_str(out, "selection_status", "passthrough", 1);
+        vsr_buf_append_cstr(out, ",\"signal_confidences\":{}}");
+        return 200;
+    }
+
+    vsr_buf_append_cstr(out, "{");
+    vsr_preview_t *p = vsr_calloc(1, sizeof(*p));
+    p->e = vsr_engine_ref(e);
+    vsr_pool_init(&p->pool);
+    p->msg.role = VSR_ROLE_USER;
+    p->msg.text = text;
+    p->chat.messages = &p->msg;
+    p->chat.n_messages = 1;
+    p->chat.last_user = 0;
+    p->chat.text_bytes = text.len;
+    p->recipe = res.recipe;
+    p->trace = trace;
+    p->out = out;
+    p->done = done;
+    p->done_ud = done_ud;
+
+    route_ctx_t *rc = &p->rc;
+    rc->rs = vsr__engine_recipe(e, res.recipe);
+    rc->in.chat = &p->chat;
+    rc->in.text = text;
+    rc->in.pool = &p->pool;
+    rc->in.memo = &p->sig_memo;
+    rc->ports = ports;
+    rc->ports_ud = ports_ud;
+    rc->deadline_ms = deadline_ms;
+    rc->cont = preview_resumed;
+    rc->cont_ud = p;
+    if (vsr__route_start(rc, &p->pool) == VSR_AGAIN) {
+        VSR_BUG_ON(done == NULL || wait == NULL);
+        *wait = p;
+        return VSR_AGAIN;
+    }
+    preview_write(p);
+    preview_free(p);
     return 200;
+}
+
+void vsr_preview_cancel(vsr_preview_t *p)
+{
+    if (p == NULL)
+        return;
+    vsr__route_cancel(&p->rc);
+    preview_free(p);
+}
+
+int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int trace, vsr_buf_t *out)
+{
+    return vsr_engine_preview_wait(e, model, text, trace, out, NULL, NULL, 0, NULL, NULL, NULL);
 }

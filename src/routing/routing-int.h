@@ -43,18 +43,50 @@ typedef struct {
     const vsr_model_conf_t *model;   /* concrete model (passthrough) */
 } resolution_t;
 
+/* One model task of a request phase. */
 typedef struct {
+    int sig;                 /* the signal that asked for it */
+    char id[16];
+    vsr_signal_task_t task;
+    int answered;
+} route_task_t;
+
+typedef struct route_ctx_s route_ctx_t;
+struct route_ctx_s {
     recipe_state_t *rs;
     vsr_signal_input_t in;
     vsr_signal_result_t *memo;
     unsigned char *memo_done;
+    unsigned char *unknown;  /* per signal: its model task failed or came late */
     vsr_decision_result_t *results;
     int selected;
-} route_ctx_t;
+    int fail_request;        /* a decision's rules.on_unknown: fail_request met an unknown signal */
+    const char *fail_signal; /* ... that signal's name */
+    /* waiting (vsr__route_start) */
+    vsr_pool_t *pool;
+    const vsr_ports_t *ports;
+    void *ports_ud;
+    uint64_t deadline_ms;
+    route_task_t *tasks;
+    size_t n_tasks;
+    void *handle;            /* the runtime call in flight, or NULL */
+    int calling;             /* inside ports->runtime_call */
+    int answered;            /* its done ran */
+    void (*cont)(route_ctx_t *rc); /* the decision is made after a wait */
+    void *cont_ud;
+};
 
 recipe_state_t *vsr__engine_recipe(vsr_engine_t *e, const vsr_recipe_conf_t *r);
 int vsr__resolve_model(const vsr_engine_t *e, vsr_slice_t name, resolution_t *out);
-/* Evaluates the recipe's referenced signals and selects a decision. */
-void vsr__route(route_ctx_t *rc, vsr_pool_t *pool);
+/* Evaluates the recipe's referenced signals and selects a decision, the
+ * model tasks of the referenced signals sent to ports->runtime_call as one
+ * bundle (ports NULL: they fail at once): VSR_OK when the decision is made on
+ * return; VSR_AGAIN when it waits: rc->cont(rc) runs once the decision is
+ * made (from the port's done).  rc (set up as for vsr__route, plus ports,
+ * ports_ud, deadline_ms, cont, cont_ud) must stay put meanwhile. */
+int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool);
+/* A waiting route's runtime call is cancelled; cont never runs. */
+void vsr__route_cancel(route_ctx_t *rc);
+uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud);
 
 #endif

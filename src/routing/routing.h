@@ -12,7 +12,11 @@
  * are never mutated; a replaced body gets its content-length recomputed.
  *
  * No socket, event loop or HTTP writer type appears here: sessions are
- * driven directly by unit tests.
+ * driven directly by unit tests.  Work the core cannot do itself (a model
+ * runtime's bundle of tasks; later a model call) goes through ports the
+ * adapter lends the session when it opens it (vsr_ports_t): a phase that
+ * needs it answers a *pending* effect, and the final effect comes later
+ * through the adapter's resume callback, on the same thread.
  *
  * Threading: an engine is immutable and shared by every worker; sessions
  * belong to one thread.  Memory: everything a session returns (effects,
@@ -52,6 +56,10 @@ typedef struct {
     vsr_header_t *resp_headers;
     size_t n_resp_headers;
     vsr_slice_t resp_body;
+    /* 1: the phase waits on its ports; nothing else in this effect is set
+     * and there is nothing to apply yet.  The phase's final effect comes
+     * through vsr_ports_t.resume (see "ports" below). */
+    int pending;
 } vsr_effect_t;
 
 /* ---- Plan ---- */
@@ -131,11 +139,103 @@ const vsr_config_t *vsr_engine_config(const vsr_engine_t *e);
 const char *vsr_engine_hash(const vsr_engine_t *e);  /* "" when none was given */
 void *vsr_engine_part(const vsr_engine_t *e);
 
+/* ---- ports: waiting without blocking ----
+ *
+ * A port call starts work outside the core and returns at once; the work
+ * completes through the done callback it was given.  Rules every port
+ * follows (the core relies on them):
+ *
+ * - Threading: done runs on the thread that owns the session (the
+ *   adapter's worker), from the adapter's own event callback, never from
+ *   another thread.  It may run before the port call returns (a
+ *   synchronous answer, e.g. an immediate error): the call then returns
+ *   NULL.  Otherwise the call returns a non-NULL handle and done runs
+ *   later, exactly once, unless the handle is cancelled first.
+ * - A port that cannot start the work calls done with an error; it never
+ *   returns NULL without having called done.
+ * - Cancellation: cancel(ud, handle) on a handle whose done has not run
+ *   yet; done is then never called.  The core never cancels a handle
+ *   whose done has run.
+ * - Memory: what the port is given (the bundle, its payloads) is borrowed
+ *   for the call only: the port copies what it keeps.  What done is given
+ *   (results) is borrowed for the duration of done: the core copies what
+ *   it keeps.
+ * - Time: deadline_ms is absolute, on the now_ms clock.  The port ends the
+ *   work by then (done with an error); an answer that arrives after it
+ *   counts as late (the core checks now_ms when done runs).
+ */
+
+/* One model task of a runtime bundle (the runtime's POST /v1/bundle:
+ * {"tasks":[{"id":ID,TYPE:PAYLOAD}],"options":{"deadline_ms":...}}). */
+typedef struct {
+    const char *id;        /* unique within its bundle */
+    const char *type;      /* the task kind: embed, classify, ... */
+    vsr_slice_t payload;   /* the task's JSON object */
+} vsr_runtime_task_t;
+
+/* Every model task of one request phase: one runtime call. */
+typedef struct {
+    const vsr_runtime_task_t *tasks;
+    size_t n_tasks;        /* >= 1 */
+} vsr_runtime_bundle_t;
+
+/* One task's answer. */
+typedef struct {
+    const char *id;        /* the task's id (a result whose id is not in the bundle is ignored) */
+    int status;            /* VSR_OK, or VSR_ERR_*: this task failed */
+    vsr_slice_t result;    /* VSR_OK: the task's JSON result */
+} vsr_runtime_result_t;
+
+/* The end of a runtime call: status VSR_OK with the results it carries (any
+ * order; a task without a result failed), or an error for the whole call
+ * (VSR_ERR_IO: the runtime cannot be reached; VSR_ERR_TOO_BIG: it refused
+ * the load; VSR_ERR: anything else) with no results. */
+typedef void (*vsr_runtime_done_fn)(void *done_ud, int status, const vsr_runtime_result_t *results,
+                                    size_t n_results);
+
+/* A model call through the upstream layer (the graph executor's hops):
+ * declared so adapters reserve the port; the core does not call it yet. */
+typedef struct vsr_model_call_s vsr_model_call_t;
+typedef void (*vsr_model_done_fn)(void *done_ud, int status, int http_status, vsr_slice_t body);
+
+typedef struct {
+    /* Calls the model runtime with one bundle.  NULL: no runtime (every
+     * task fails at once, as a runtime that cannot be reached). */
+    void *(*runtime_call)(void *ud, const vsr_runtime_bundle_t *bundle, uint64_t deadline_ms,
+                          vsr_runtime_done_fn done, void *done_ud);
+    void (*runtime_cancel)(void *ud, void *handle);
+    /* Reserved for the graph executor: NULL today. */
+    void *(*model_call)(void *ud, const vsr_model_conf_t *model, const vsr_model_call_t *call,
+                        uint64_t deadline_ms, vsr_model_done_fn done, void *done_ud);
+    void (*model_cancel)(void *ud, void *handle);
+    /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
+    uint64_t (*now_ms)(void *ud);
+    /* A pending phase is over: eff is its final effect (never pending),
+     * valid until the next phase call or finish.  Runs from a port's done,
+     * on the session's thread; the adapter may call the next phase or
+     * vsr_session_finish() from here (the core no longer touches the
+     * session once resume is called). */
+    void (*resume)(void *ud, vsr_session_t *s, const vsr_effect_t *eff);
+} vsr_ports_t;
+
+/* How long a runtime call may take when the adapter gives no deadline. */
+#define VSR_SESSION_WAIT_DEFAULT_MS 30000
+
 /* ---- session ---- */
 
 typedef struct {
     const vsr_listener_conf_t *listener; /* allow-list, identity trust */
     int identity_trusted;                /* the adapter judged the peer trusted for identity headers */
+    /* Ports (borrowed: they outlive the session) and the ud each of their
+     * functions gets.  ports NULL: no runtime and nobody to resume; a phase
+     * then never answers pending (model tasks fail at once, and on_error
+     * decides). */
+    const vsr_ports_t *ports;
+    void *ports_ud;
+    /* The request's deadline on the ports' clock (absolute ms), which
+     * bounds every wait of the session; 0 = now + VSR_SESSION_WAIT_DEFAULT_MS
+     * when a wait starts. */
+    uint64_t deadline_ms;
 } vsr_session_opts_t;
 
 vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts);
@@ -149,8 +249,25 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
                                                 const vsr_header_t *headers, size_t n_headers);
 /* Request body (complete): model-name resolution, signals, decision,
  * plugins, the upstream request's rewrites.  The body is borrowed until
- * finish (the effect's pieces point into it). */
+ * finish (the effect's pieces point into it), and so are the headers.
+ *
+ * When the active recipe's referenced signals need model work, their tasks
+ * go to the runtime as one bundle (ports->runtime_call) before the
+ * decision is evaluated: if the port answers at once, the final effect is
+ * returned here; otherwise the effect is pending (eff->pending) and the
+ * final effect comes through ports->resume.  A task that fails, or whose
+ * answer comes after the deadline, makes its signal unknown; each
+ * condition on it then matches or not by its on_error policy (the
+ * condition's on_error, else its family's, else the decision's
+ * rules.on_unknown, else no_match; fail_request answers 503).  No other
+ * phase may be called while a phase is pending. */
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len);
+/* 1 while a phase waits on its ports. */
+int vsr_session_pending(const vsr_session_t *s);
+/* The client is gone: what the session's ports have in flight is cancelled
+ * (runtime_cancel), a pending phase never resumes, and the session only
+ * waits for finish.  Idempotent; finish does it too. */
+void vsr_session_cancel(vsr_session_t *s);
 /* Response headers from the upstream (status and fields): adds the x-vsr-*
  * surface. */
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
@@ -174,15 +291,27 @@ const vsr_model_conf_t *const *vsr_session_tried(const vsr_session_t *s, size_t 
 
 const vsr_plan_t *vsr_session_plan(const vsr_session_t *s);
 const vsr_evidence_t *vsr_session_evidence(const vsr_session_t *s);
-/* Ends the session once: unpins the engine, frees everything it returned. */
+/* Ends the session once: cancels what its ports have in flight (resume is
+ * then never called), unpins the engine, frees everything it returned.
+ * Allowed from within resume. */
 void vsr_session_finish(vsr_session_t *s);
 
 /* ---- routing preview (management API) ---- */
 
 /* Runs model resolution, signals and the decision for `model` and `text` (as
- * one user message) without calling anything, and writes the JSON answer of
- * POST /api/v1/routing/preview into out; with trace, also the evaluation
- * trace.  Returns the HTTP status (200, or 400 with an error body). */
+ * one user message) without calling any backend, and writes the JSON answer
+ * of POST /api/v1/routing/preview into out; with trace, also the evaluation
+ * trace.  Returns the HTTP status (200, or 400 with an error body).  Model
+ * tasks go through ports (NULL: they fail, and on_error decides) as in the
+ * body phase: with a port that does not answer at once the return is
+ * VSR_AGAIN and done(done_ud, status) runs later with out filled (out is
+ * borrowed until then; *wait gets a handle for vsr_preview_cancel, which
+ * stops it: done is then never called). */
 int vsr_engine_preview(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int trace, vsr_buf_t *out);
+typedef struct vsr_preview_s vsr_preview_t;
+int vsr_engine_preview_wait(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text, int trace, vsr_buf_t *out,
+                            const vsr_ports_t *ports, void *ports_ud, uint64_t deadline_ms,
+                            void (*done)(void *done_ud, int status), void *done_ud, vsr_preview_t **wait);
+void vsr_preview_cancel(vsr_preview_t *p);
 
 #endif /* VSR_ROUTING_H */

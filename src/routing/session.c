@@ -43,6 +43,13 @@ struct vsr_session_s {
     size_t n_plugin_set;
     const vsr_model_conf_t **tried;
     size_t n_tried;
+    /* the body phase's routing, which may wait on the ports */
+    resolution_t res;
+    uint64_t t0;
+    route_ctx_t rc;
+    vsr_signals_memo_t sig_memo;
+    int routed;        /* rc holds a decision */
+    int pending;       /* waiting on the ports */
 };
 
 /* ---- small helpers ---- */
@@ -205,10 +212,23 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     return s;
 }
 
+int vsr_session_pending(const vsr_session_t *s)
+{
+    return s->pending;
+}
+
+void vsr_session_cancel(vsr_session_t *s)
+{
+    if (s->pending)
+        vsr__route_cancel(&s->rc);
+    s->pending = 0;
+}
+
 void vsr_session_finish(vsr_session_t *s)
 {
     if (s == NULL)
         return;
+    vsr_session_cancel(s);
     if (s->has_json)
         vsr_json_free(&s->json);
     vsr_json_edits_free(&s->edits);
@@ -486,11 +506,14 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
 }
 
 static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static void route_resumed(route_ctx_t *rc);
+static const vsr_effect_t *body_decided(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
                                         size_t len, uint64_t t0);
 
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
 {
+    VSR_BUG_ON(s->pending);
     if (s->answered || s->default_route || s->ep == EP_NONE || s->ep == EP_MODELS) {
         reset_effect(s);
         return &s->eff;
@@ -549,34 +572,82 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
         return error_reply(s, 400, "invalid_request_error", NULL, quote_msg(s, "model \"", name, "\" is not available"));
 
-    const vsr_model_conf_t *model = res.model;
-    const vsr_decision_conf_t *decision = NULL;
-    const char *lora = NULL;
+    /* what the rest of the phase needs, after a wait too */
+    s->res = res;
+    s->t0 = t0;
+    s->body = body;
+    s->body_len = len;
+    s->name = name;
+    s->model_tok = mt;
     if (res.recipe) {
         s->ev.recipe = res.recipe->name;
         const vsr_header_t *skip = find_header(s->headers, s->n_headers, "x-vsr-skip-processing");
         int skipping = cfg->skip_processing_enabled && skip && vsr_slice_case_eq_cstr(vsr_slice_trim(skip->value), "true");
         if (!skipping) {
-            route_ctx_t rc;
-            memset(&rc, 0, sizeof(rc));
-            rc.rs = vsr__engine_recipe(s->e, res.recipe);
-            rc.in.chat = &s->chat;
-            rc.in.text = s->chat.last_user >= 0 ? s->chat.messages[s->chat.last_user].text : VSR_SLICE_NULL;
-            rc.in.pool = &s->pool;
-            vsr_signals_memo_t sig_memo;
-            memset(&sig_memo, 0, sizeof(sig_memo));
-            rc.in.memo = &sig_memo; /* one scan of the text serves every keyword signal */
-            identity(s, &rc.in);
-            if (rc.rs->needs_identity && !rc.in.identity_present && !cfg->authz_fail_open)
+            route_ctx_t *rc = &s->rc;
+            memset(rc, 0, sizeof(*rc));
+            rc->rs = vsr__engine_recipe(s->e, res.recipe);
+            rc->in.chat = &s->chat;
+            rc->in.text = s->chat.last_user >= 0 ? s->chat.messages[s->chat.last_user].text : VSR_SLICE_NULL;
+            rc->in.pool = &s->pool;
+            rc->in.memo = &s->sig_memo; /* one scan of the text serves every keyword signal */
+            identity(s, &rc->in);
+            if (rc->rs->needs_identity && !rc->in.identity_present && !cfg->authz_fail_open)
                 return error_reply(s, 403, "invalid_request_error", NULL,
                                    VSR_SLICE_LIT("user identity is required for authorization"));
-            vsr__route(&rc, &s->pool);
+            rc->ports = s->opts.ports;
+            rc->ports_ud = s->opts.ports_ud;
+            rc->deadline_ms = s->opts.deadline_ms;
+            rc->cont = route_resumed;
+            rc->cont_ud = s;
+            if (vsr__route_start(rc, &s->pool) == VSR_AGAIN) {
+                VSR_BUG_ON(s->opts.ports->resume == NULL);
+                s->pending = 1;
+                reset_effect(s);
+                s->eff.pending = 1;
+                return &s->eff;
+            }
+            s->routed = 1;
+        }
+    }
+    return body_decided(s);
+}
+
+/* The model tasks are answered (or failed): the phase goes on, and its
+ * effect goes to the adapter. */
+static void route_resumed(route_ctx_t *rc)
+{
+    vsr_session_t *s = rc->cont_ud;
+    s->pending = 0;
+    s->routed = 1;
+    const vsr_effect_t *eff = body_decided(s);
+    s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
+}
+
+/* The body phase once the decision is made: evidence, plugins, the
+ * upstream request's rewrites. */
+static const vsr_effect_t *body_decided(vsr_session_t *s)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    vsr_json_t *j = &s->json;
+    uint64_t t0 = s->t0;
+    const resolution_t res = s->res;
+    const vsr_model_conf_t *model = res.model;
+    const vsr_decision_conf_t *decision = NULL;
+    const char *lora = NULL;
+    if (res.recipe) {
+        if (s->routed) {
+            route_ctx_t *rc = &s->rc;
             s->ev.decision_evaluated = 1;
-            note_signals(s, &rc);
-            if (rc.selected >= 0) {
-                decision = rc.results[rc.selected].decision;
+            note_signals(s, rc);
+            if (rc->fail_request)
+                return error_reply(s, 503, "server_error", "signal_unavailable",
+                                   pool_printf(&s->pool, "signal \"%.200s\" could not be computed and a decision says "
+                                                         "rules.on_unknown: fail_request", rc->fail_signal));
+            if (rc->selected >= 0) {
+                decision = rc->results[rc->selected].decision;
                 s->ev.decision = decision->name;
-                s->ev.confidence = rc.results[rc.selected].confidence;
+                s->ev.confidence = rc->results[rc->selected].confidence;
                 s->ev.algorithm = decision->algorithm ? decision->algorithm : "static";
                 if (decision->n_model_refs > 0) {
                     const vsr_model_ref_conf_t *ref = &decision->model_refs[0];
@@ -628,10 +699,6 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         return no_backends(s, model);
 
     /* what every candidate's request shares: the plugins' edits and fields */
-    s->body = body;
-    s->body_len = len;
-    s->name = name;
-    s->model_tok = mt;
     s->decision = decision;
     s->recipe = res.recipe;
     s->n_saved_edits = s->edits.n;
@@ -833,6 +900,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
 {
     VSR_UNUSED(headers);
     VSR_UNUSED(n_headers);
+    VSR_BUG_ON(s->pending);
     reset_effect(s);
     if (s->default_route || s->answered || s->plan.kind != VSR_PLAN_CALL)
         return &s->eff;

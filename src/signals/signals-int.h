@@ -93,6 +93,7 @@ typedef struct {
     char *report;       /* the name evidence reports when not `name`: an authz binding's role (owned; signals
                          * outlive the configuration they were compiled from) */
     void *state;
+    vsr_on_error_t on_error; /* the family's policy for this signal */
 } vsr__sig_t;
 
 struct vsr_signals_s {
@@ -172,6 +173,10 @@ struct vsr__sig_type_s {
     int (*compile)(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
     vsr_signal_result_t (*eval)(vsr__ctx_t *c, const void *state);
     void (*free)(void *state);
+    /* model-backed families (NULL for rule-based ones): see vsr_signals_task / vsr_signals_consume */
+    int (*task)(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+    int (*consume)(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+    const vsr_signal_family_t *ext; /* a family registered at run time */
 };
 
 int vsr__keyword_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);

@@ -19,18 +19,131 @@ _Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
-     vsr__keyword_compile, vsr__keyword_eval, vsr__keyword_free},
+     vsr__keyword_compile, vsr__keyword_eval, vsr__keyword_free, NULL, NULL, NULL},
     {"context", "context", "context", FAMILY(context, n_context, vsr_sig_context_conf_t),
-     vsr__context_compile, vsr__context_eval, vsr__context_free},
+     vsr__context_compile, vsr__context_eval, vsr__context_free, NULL, NULL, NULL},
     {"structure", "structure", "structure", FAMILY(structure, n_structure, vsr_sig_structure_conf_t),
-     vsr__structure_compile, vsr__structure_eval, vsr__structure_free},
+     vsr__structure_compile, vsr__structure_eval, vsr__structure_free, NULL, NULL, NULL},
     {"conversation", "conversation", "conversation", FAMILY(conversation, n_conversation, vsr_sig_conversation_conf_t),
-     vsr__conversation_compile, vsr__conversation_eval, vsr__conversation_free},
+     vsr__conversation_compile, vsr__conversation_eval, vsr__conversation_free, NULL, NULL, NULL},
     {"language", "language", "language", FAMILY(language, n_language, vsr_sig_language_conf_t),
-     vsr__language_compile, vsr__language_eval, vsr__language_free},
+     vsr__language_compile, vsr__language_eval, vsr__language_free, NULL, NULL, NULL},
     {"authz", "authz", "role_bindings", FAMILY(role_bindings, n_role_bindings, vsr_sig_authz_conf_t),
-     vsr__authz_compile, vsr__authz_eval, vsr__authz_free},
+     vsr__authz_compile, vsr__authz_eval, vsr__authz_free, NULL, NULL, NULL},
 };
+
+/* ---- families registered at run time ---- */
+
+typedef struct {
+    const vsr_signal_family_t *f;
+    void *state;
+} ext_state_t;
+
+static vsr_signal_result_t ext_eval(vsr__ctx_t *c, const void *state)
+{
+    const ext_state_t *x = state;
+    vsr_signal_result_t r = {0, 0, 0};
+    return x->f->eval ? x->f->eval(x->state, c->in) : r;
+}
+
+static void ext_free(void *state)
+{
+    ext_state_t *x = state;
+    if (x == NULL)
+        return;
+    if (x->f->free)
+        x->f->free(x->state);
+    vsr_free(x);
+}
+
+static int ext_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
+{
+    const ext_state_t *x = state;
+    return x->f->task ? x->f->task(x->state, c->in, out) : 0;
+}
+
+static int ext_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out)
+{
+    const ext_state_t *x = state;
+    return x->f->consume ? x->f->consume(x->state, c->in, result, out) : VSR_ERR_INVALID;
+}
+
+static vsr__sig_type_t ext_types[VSR_SIGNALS_MAX_EXT_FAMILIES];
+static size_t n_ext_types;
+
+int vsr_signals_register_family(const vsr_signal_family_t *f)
+{
+    if (f == NULL || f->cond_type == NULL || f->family == NULL || f->compile == NULL)
+        return VSR_ERR_INVALID;
+    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
+        if (strcmp(sig_types[t].cond_type, f->cond_type) == 0)
+            return VSR_ERR_INVALID;
+    for (size_t t = 0; t < n_ext_types; t++)
+        if (strcmp(ext_types[t].cond_type, f->cond_type) == 0)
+            return ext_types[t].ext == f ? VSR_OK : VSR_ERR_INVALID;
+    if (n_ext_types == VSR_ARRAY_LEN(ext_types))
+        return VSR_ERR_TOO_BIG;
+    vsr__sig_type_t *ty = &ext_types[n_ext_types++];
+    memset(ty, 0, sizeof(*ty));
+    ty->cond_type = f->cond_type;
+    ty->family = f->family;
+    ty->yaml = f->family;
+    ty->eval = ext_eval;
+    ty->free = ext_free;
+    if (f->task)
+        ty->task = ext_task;
+    ty->consume = ext_consume;
+    ty->ext = f;
+    return VSR_OK;
+}
+
+static const vsr__sig_type_t *ext_type(const char *cond_type)
+{
+    for (size_t t = 0; cond_type && t < n_ext_types; t++)
+        if (strcmp(ext_types[t].cond_type, cond_type) == 0)
+            return &ext_types[t];
+    return NULL;
+}
+
+/* The signals of registered families a recipe declares (vsr_signals_conf_t.ext). */
+static int compile_ext(vsr_signals_t *s, const vsr_signals_conf_t *conf, const char *prefix, const char *recipe,
+                       vsr_buf_t *err)
+{
+    int failed = 0;
+    char path[256];
+    for (size_t i = 0; i < conf->n_ext; i++) {
+        const vsr_sig_ext_conf_t *c = &conf->ext[i];
+        if (prefix)
+            snprintf(path, sizeof(path), "%s.signals.%s[%zu]", prefix, c->type ? c->type : "?", i);
+        else
+            snprintf(path, sizeof(path), "recipes.%s.signals.%s[%zu]", recipe, c->type ? c->type : "?", i);
+        const vsr__sig_type_t *ty = ext_type(c->type);
+        if (ty == NULL) {
+            vsr_buf_printf(err, "%s: no signal family has condition type \"%s\"\n", path, c->type ? c->type : "");
+            failed = 1;
+            continue;
+        }
+        if (!c->name || !*c->name || vsr_signals_find(s, ty->cond_type, c->name) >= 0) {
+            vsr_buf_printf(err, "%s: a signal needs a unique name\n", path);
+            failed = 1;
+            continue;
+        }
+        void *inner = NULL;
+        if (ty->ext->compile(c, path, &inner, err) != VSR_OK) {
+            failed = 1;
+            continue;
+        }
+        ext_state_t *x = vsr_calloc(1, sizeof(*x));
+        x->f = ty->ext;
+        x->state = inner;
+        vsr__sig_t *sig = &s->sigs[s->n++];
+        sig->type = ty;
+        sig->name = vsr_strdup(c->name);
+        sig->state = x;
+        sig->on_error = c->on_error;
+    }
+    return failed ? VSR_ERR_INVALID : VSR_OK;
+}
 
 uint32_t vsr__add_pattern(vsr_signals_t *s, const char *kw, int ci, vsr__bound_t bound, int counted)
 {
@@ -112,7 +225,7 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
         total += *(const size_t *)((const char *)conf + sig_types[t].count_off);
     /* room for one role signal per binding (see add_roles) */
-    s->sigs = vsr_calloc(total + conf->n_role_bindings + 1, sizeof(*s->sigs));
+    s->sigs = vsr_calloc(total + conf->n_role_bindings + conf->n_ext + 1, sizeof(*s->sigs));
 
     int failed = 0;
     char path[256];
@@ -151,6 +264,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             sig->state = state;
         }
     }
+    if (compile_ext(s, conf, prefix, recipe->name, err) != VSR_OK)
+        failed = 1;
     if (!failed)
         add_roles(s, conf);
     if (failed) {
@@ -399,6 +514,37 @@ pcre2_match_data *vsr__memo_md(vsr__ctx_t *c)
         VSR_BUG_ON(!m->md);
     }
     return m->md;
+}
+
+int vsr_signals_task(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_signal_task_t *out)
+{
+    VSR_BUG_ON(!s || !in || !in->pool || i < 0 || (size_t)i >= s->n);
+    if (s->sigs[i].type->task == NULL)
+        return 0;
+    vsr__ctx_t c = {.s = s, .in = in, .pool = in->pool};
+    c.m = memo_get(&c);
+    return s->sigs[i].type->task(&c, s->sigs[i].state, out) == 1;
+}
+
+int vsr_signals_consume(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_slice_t result,
+                        vsr_signal_result_t *out)
+{
+    VSR_BUG_ON(!s || !in || !in->pool || i < 0 || (size_t)i >= s->n);
+    memset(out, 0, sizeof(*out));
+    if (s->sigs[i].type->consume == NULL)
+        return VSR_ERR_INVALID;
+    vsr__ctx_t c = {.s = s, .in = in, .pool = in->pool};
+    c.m = memo_get(&c);
+    int rc = s->sigs[i].type->consume(&c, s->sigs[i].state, result, out);
+    if (rc != VSR_OK)
+        memset(out, 0, sizeof(*out));
+    return rc == VSR_OK ? VSR_OK : VSR_ERR_INVALID;
+}
+
+vsr_on_error_t vsr_signals_on_error(const vsr_signals_t *s, int i)
+{
+    VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
+    return s->sigs[i].on_error;
 }
 
 vsr_signal_result_t vsr_signals_eval(const vsr_signals_t *s, int i, const vsr_signal_input_t *in)

@@ -77,6 +77,57 @@ const char *vsr_signals_family(const vsr_signals_t *s, int i);
 /* Evaluates signal i for one request. */
 vsr_signal_result_t vsr_signals_eval(const vsr_signals_t *s, int i, const vsr_signal_input_t *in);
 
+/* ---- model-backed signals ----
+ * A signal whose value a model computes does not evaluate on the spot: for
+ * one request it asks for a runtime task (a kind such as embed or classify,
+ * and a JSON payload), the routing core sends every task of the request's
+ * phase to the runtime as one bundle, and the signal reads its value from
+ * the task's JSON result.  The core does the waiting; signals stay pure. */
+typedef struct {
+    const char *type;              /* the task kind */
+    vsr_slice_t payload;           /* a JSON object, from the input's pool */
+} vsr_signal_task_t;
+
+/* 1 when signal i needs a runtime task for this request (*out filled from
+ * in->pool), 0 when it evaluates with vsr_signals_eval (every rule-based
+ * signal). */
+int vsr_signals_task(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_signal_task_t *out);
+/* Reads signal i's value from its task's result.  VSR_OK, or
+ * VSR_ERR_INVALID when the result is unusable (the signal is then unknown,
+ * as when the task failed). */
+int vsr_signals_consume(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_slice_t result,
+                        vsr_signal_result_t *out);
+/* The on_error policy of signal i's family (VSR_ON_ERROR_DEFAULT: none). */
+vsr_on_error_t vsr_signals_on_error(const vsr_signals_t *s, int i);
+
+/* A family of signals added at run time (its signals are declared in
+ * vsr_signals_conf_t.ext): the same interface as the built-in families'.
+ * compile builds one signal's state from its conf (VSR_OK, or an error with
+ * "path: message" lines appended to err); eval (may be NULL: never
+ * matches) is the rule-based evaluation; task and consume (both NULL for a
+ * rule-based family) are the model-backed one, as vsr_signals_task and
+ * vsr_signals_consume.  Every function may run on several threads at once
+ * for different requests. */
+typedef struct {
+    const char *cond_type;         /* rule leaf `type` */
+    const char *family;            /* x-vsr-matched-<family> */
+    int (*compile)(const vsr_sig_ext_conf_t *conf, const char *path, void **state, vsr_buf_t *err);
+    void (*free)(void *state);
+    vsr_signal_result_t (*eval)(const void *state, const vsr_signal_input_t *in);
+    int (*task)(const void *state, const vsr_signal_input_t *in, vsr_signal_task_t *out);
+    int (*consume)(const void *state, const vsr_signal_input_t *in, vsr_slice_t result, vsr_signal_result_t *out);
+} vsr_signal_family_t;
+
+#define VSR_SIGNALS_MAX_EXT_FAMILIES 8
+/* Signals declared in vsr_signals_conf_t.ext are not part of a recipe's
+ * signals_hash: a new version reuses compiled signals by that hash, so code
+ * that changes ext signals builds the engine without a previous version.
+ * Registers f (borrowed: static storage) process-wide.  Only at start-up,
+ * before any compile and before other threads run (not thread-safe).
+ * VSR_OK; VSR_ERR_TOO_BIG past VSR_SIGNALS_MAX_EXT_FAMILIES; VSR_ERR_INVALID
+ * when its condition type is taken. */
+int vsr_signals_register_family(const vsr_signal_family_t *f);
+
 /* The context token estimate of the reference: ceil(bytes / 4) over all
  * messages' text (the larger of chat->text_bytes and the sum of the
  * messages' text lengths). */
