@@ -647,7 +647,7 @@ static int cmd_runtime(int argc, char **argv)
         {"--max-connections", 1u << 20, NULL, &o.max_connections, NULL},
         {"--default-deadline-ms", 3600000, &o.default_deadline_ms, NULL, NULL},
         {"--test-delay-ms", 600000, &o.test_delay_ms, NULL, NULL},
-        {"--remote-dim", 65536, &remote_dim, NULL, NULL},
+        {"--remote-dim", VSR_RT_MAX_DIM, &remote_dim, NULL, NULL},
         {"--remote-timeout-ms", 3600000, &remote_timeout, NULL, NULL},
     };
     for (int i = 2; i < argc; i++) {

@@ -276,6 +276,16 @@ int vsr_rt_bundle_parse(const char *body, size_t len, size_t max_tasks, vsr_pool
             goto out;
         ids[i] = &out->tasks[i].id;
     }
+    size_t inputs = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (out->tasks[i].kind == VSR_RT_TASK_EMBED)
+            inputs += out->tasks[i].n_inputs;
+    if (inputs > VSR_RT_MAX_INPUTS) {
+        status = 413;
+        *code = "too_many_inputs";
+        *msg = "a bundle's embed tasks hold at most 2048 inputs together";
+        goto out;
+    }
     qsort(ids, n, sizeof *ids, cmp_slice);
     for (uint32_t i = 1; i < n; i++)
         if (cmp_slice(&ids[i - 1], &ids[i]) == 0) {

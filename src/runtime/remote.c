@@ -210,7 +210,7 @@ static int call(remote_t *r, const vsr_slice_t *texts, size_t n, float *out, siz
         }
         size_t len = j.toks[emb].count;
         if (dim == 0) { /* the probe */
-            if (len == 0 || len > 65536) {
+            if (len == 0 || len > VSR_RT_MAX_DIM) {
                 vsr_buf_printf(err, "the probe's embedding from %s:%s has %zu components", r->host, r->port, len);
                 goto jout;
             }
@@ -287,6 +287,10 @@ vsr_embedder_t *vsr_embedder_remote_new(const char *base_url, const char *model,
     }
     if (model == NULL || *model == '\0' || strlen(model) >= 128) {
         vsr_buf_printf(err, "remote embeddings: a model name (1 to 127 bytes) is required");
+        return NULL;
+    }
+    if (dim > VSR_RT_MAX_DIM) {
+        vsr_buf_printf(err, "remote embeddings: a dimension above %d is not supported", VSR_RT_MAX_DIM);
         return NULL;
     }
     remote_t *r = vsr_calloc(1, sizeof *r);

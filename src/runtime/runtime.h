@@ -40,6 +40,7 @@ struct vsr_embedder_s {
 };
 
 #define VSR_HASH_EMBED_DIM 512
+#define VSR_RT_MAX_DIM 4096 /* bounds a remote model's vectors (and so an answer's size) */
 /* The built-in TEST embedder "hash-512": each word (a run of letters and
  * digits, ASCII folded to lower case; bytes >= 0x80 count as letters) is
  * hashed (FNV-1a 64) onto 8 of 512 signed components, and the sum is scaled
@@ -53,7 +54,8 @@ vsr_embedder_t *vsr_embedder_hash_new(void);
  * when the prefix ends in "/v1", else to <base_url>/v1/embeddings.  Plain
  * HTTP/1.1 only (https:// → NULL with err set).  model: the name sent in the
  * request and served under (required).  api_key: sent as a bearer token when
- * not NULL (copied).  dim: expected vector length, 0 = learn it by embedding
+ * not NULL (copied).  dim: expected vector length (at most VSR_RT_MAX_DIM),
+ * 0 = learn it by embedding
  * one probe text now (a failing probe → NULL with err set).  timeout_ms bounds
  * each call (connect, send and receive together).  Calls block the compute
  * thread they run on; the connection is not kept between calls. */
@@ -86,7 +88,7 @@ void vsr_emb_cache_stats(vsr_emb_cache_t *c, vsr_emb_cache_stats_t *out);
  * Parses a /v1/bundle body.  Every slice points into the body (ids and
  * texts are unescaped into pool when they hold escapes): the body and the
  * pool must outlive the result. */
-#define VSR_RT_MAX_INPUTS 2048
+#define VSR_RT_MAX_INPUTS 2048 /* per embed task, and per bundle together */
 #define VSR_RT_MAX_ID 256
 
 typedef enum {
@@ -115,8 +117,9 @@ typedef struct {
 /* Returns VSR_OK, or on a request-level error an HTTP status (400, 413 or
  * 422) with *code and *msg static strings: 400 invalid_json (not JSON, or
  * duplicate member names) or invalid_request (shape, duplicate ids), 413
- * too_many_tasks (more than max_tasks), 422 invalid_input (a negative
- * deadline).  A bad task that is otherwise well placed is not a request
+ * too_many_tasks (more than max_tasks) or too_many_inputs (the embed tasks
+ * hold more than VSR_RT_MAX_INPUTS inputs together), 422 invalid_input (a
+ * negative deadline).  A bad task that is otherwise well placed is not a request
  * error: it comes back as a VSR_RT_TASK_INVALID task. */
 int vsr_rt_bundle_parse(const char *body, size_t len, size_t max_tasks, vsr_pool_t *pool, vsr_rt_bundle_t *out,
                         const char **code, const char **msg);

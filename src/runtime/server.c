@@ -293,7 +293,7 @@ static void after_write(uv_write_t *w, int status)
     arm(c, PH_IDLE);
     if (c->pending.len) {
         vsr_buf_t p = c->pending;
-        vsr_buf_init(&c->pending, 0);
+        vsr_buf_init(&c->pending, sizeof c->rbuf);
         conn_feed(c, p.data, p.len);
         vsr_buf_free(&p);
     }

@@ -143,6 +143,8 @@ def test_bundle_limits_tasks(runtime):
     r = rt.bundle([{"id": str(i), "embed": {"input": "x"}} for i in range(65)])
     assert r.status_code == 413
     assert r.json()["error"]["code"] == "too_many_tasks"
+    r = rt.bundle([{"id": "a", "embed": {"input": ["x"] * 2048}}, {"id": "b", "embed": {"input": "y"}}])
+    assert r.status_code == 413 and r.json()["error"]["code"] == "too_many_inputs"
     rt2 = runtime("--embedder", "hash", "--max-tasks", "2")
     assert rt2.bundle([{"id": str(i), "embed": {"input": "x"}} for i in range(3)]).status_code == 413
 

@@ -91,6 +91,36 @@ static void test_bundle_request_errors(void **state)
         assert_int_equal(b.n_tasks, 0);
         vsr_pool_free(&pool);
     }
+    /* 2048 inputs in a bundle's embed tasks together, not more */
+    {
+        vsr_buf_t big;
+        vsr_buf_init(&big, 0);
+        for (int extra = 0; extra < 2; extra++) {
+            vsr_buf_reset(&big);
+            vsr_buf_append_cstr(&big, "{\"tasks\":[");
+            for (int t = 0; t < 2; t++) {
+                vsr_buf_printf(&big, "%s{\"id\":\"t%d\",\"embed\":{\"input\":[", t ? "," : "", t);
+                for (int i = 0; i < 1024 + extra * t; i++)
+                    vsr_buf_append_cstr(&big, i ? ",\"x\"" : "\"x\"");
+                vsr_buf_append_cstr(&big, "]}}");
+            }
+            vsr_buf_append_cstr(&big, "]}");
+            vsr_buf_append(&big, "", 1);
+            vsr_pool_t pool;
+            vsr_pool_init(&pool);
+            vsr_rt_bundle_t b;
+            const char *code = NULL;
+            int st = parse(big.data, 2, &pool, &b, &code);
+            if (extra) {
+                assert_int_equal(st, 413);
+                assert_string_equal(code, "too_many_inputs");
+            } else {
+                assert_int_equal(st, VSR_OK);
+            }
+            vsr_pool_free(&pool);
+        }
+        vsr_buf_free(&big);
+    }
     /* an id of 256 bytes is fine, 257 is not */
     char body[700];
     char id[258];
