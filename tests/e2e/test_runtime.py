@@ -455,3 +455,41 @@ def test_tcp_listen_engine_mode(tmp_path):
     finally:
         p.stop()
     p.assert_clean_exit()
+
+
+def test_client_gone_while_its_work_runs(runtime):
+    rt = runtime("--embedder", "hash", "--threads", "1", "--test-delay-ms", "800")
+    body = json.dumps({"tasks": [{"id": "a", "embed": {"input": "a"}}, {"id": "b", "embed": {"input": "b"}}]})
+    for _ in range(3):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(rt.sock))
+        s.sendall(b"POST /v1/bundle HTTP/1.1\r\nhost: rt\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body.encode()))
+        s.close()  # gone before the answer
+    # the work still finishes (and is dropped); the runtime keeps serving
+    wait_until(lambda: rt.metric("vsr_runtime_compute_seconds_count") == 6, timeout=30, what="the orphaned work")
+    assert rt.c.post("/v1/embeddings", json={"input": "still here"}).status_code == 200
+    assert rt.metric("vsr_runtime_connections") == 1
+
+
+def test_connection_limit(runtime):
+    rt = runtime("--embedder", "hash", "--max-connections", "2")
+    held = []
+    try:
+        for _ in range(2):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(str(rt.sock))
+            held.append(s)
+        extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        extra.settimeout(10)
+        extra.connect(str(rt.sock))
+        try:
+            extra.sendall(b"GET /health HTTP/1.1\r\nhost: rt\r\n\r\n")
+            got = extra.recv(100)
+        except (BrokenPipeError, ConnectionResetError):
+            got = b""
+        extra.close()
+        assert got == b""  # accepted and closed at once
+    finally:
+        for s in held:
+            s.close()
+    wait_until(lambda: rt.c.get("/health").status_code == 200, what="a connection once the others closed")
