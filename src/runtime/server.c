@@ -230,8 +230,10 @@ static void after_write(uv_write_t *w, int status);
 static void read_start(conn_t *c);
 
 /* Writes one response; the connection is released for the next request
- * when the write completes. */
-static void send_response(conn_t *c, int path, int status, const char *extra_headers, vsr_buf_t *body)
+ * when the write completes.  ctype NULL: application/json (when there is a
+ * body). */
+static void send_typed(conn_t *c, int path, int status, const char *ctype, const char *extra_headers,
+                       const vsr_buf_t *body)
 {
     server_t *s = c->srv;
     count_request(s, path, status);
@@ -242,8 +244,11 @@ static void send_response(conn_t *c, int path, int status, const char *extra_hea
     vsr_buf_init(&wr->buf, 0);
     int close_it = !c->keep_alive || s->draining || status == 408 || status == 413 || status == 431;
     vsr_http_write_status_line(&wr->buf, status, VSR_SLICE_NULL);
-    if (body->len)
-        vsr_buf_append_cstr(&wr->buf, "content-type: application/json\r\n");
+    if (body->len) {
+        vsr_buf_append_cstr(&wr->buf, "content-type: ");
+        vsr_buf_append_cstr(&wr->buf, ctype ? ctype : "application/json");
+        vsr_buf_append_cstr(&wr->buf, "\r\n");
+    }
     if (extra_headers)
         vsr_buf_append_cstr(&wr->buf, extra_headers);
     vsr_http_write_header_u64(&wr->buf, "content-length", body->len);
@@ -258,6 +263,11 @@ static void send_response(conn_t *c, int path, int status, const char *extra_hea
         vsr_free(wr);
         conn_close(c);
     }
+}
+
+static void send_response(conn_t *c, int path, int status, const char *extra_headers, vsr_buf_t *body)
+{
+    send_typed(c, path, status, NULL, extra_headers, body);
 }
 
 static void send_error(conn_t *c, int path, int status, const char *code, const char *msg,
@@ -815,27 +825,8 @@ static void handle_metrics(conn_t *c)
                    "vsr_runtime_embedding_cache_evictions_total %llu\n",
                    (unsigned long long)cs.hits, (unsigned long long)cs.misses, ratio, (unsigned long long)cs.entries,
                    (unsigned long long)cs.bytes, (unsigned long long)cs.evictions);
-    /* text format: content-type is not JSON; written by hand */
-    count_request(s, P_METRICS, 200);
-    wreq_t *wr = vsr_calloc(1, sizeof *wr);
-    wr->c = c;
-    vsr_buf_init(&wr->buf, 0);
-    int close_it = !c->keep_alive || s->draining;
-    vsr_http_write_status_line(&wr->buf, 200, VSR_SLICE_NULL);
-    vsr_buf_append_cstr(&wr->buf, "content-type: text/plain; version=0.0.4\r\n");
-    vsr_http_write_header_u64(&wr->buf, "content-length", b.len);
-    if (close_it)
-        vsr_buf_append_cstr(&wr->buf, "connection: close\r\n");
-    vsr_http_write_end_head(&wr->buf);
-    vsr_buf_append(&wr->buf, b.data, b.len);
+    send_typed(c, P_METRICS, 200, "text/plain; version=0.0.4", NULL, &b);
     vsr_buf_free(&b);
-    c->close_after = close_it;
-    uv_buf_t ub = uv_buf_init(wr->buf.data, (unsigned)wr->buf.len);
-    if (uv_write(&wr->w, &c->u.s, &ub, 1, after_write) != 0) {
-        vsr_buf_free(&wr->buf);
-        vsr_free(wr);
-        conn_close(c);
-    }
 }
 
 static void send_json(conn_t *c, int path, int status, const char *json)
