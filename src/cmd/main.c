@@ -727,8 +727,10 @@ static int cmd_runtime(int argc, char **argv)
     size_t n = 0;
     int rc = EXIT_RUNTIME;
     if (model_path) {
-        /* The embedding model (src/models/) is built in here: its loader
-         * returns a vsr_embedder_t.  Until then --model is refused. */
+        /* THE call site of the embedding model (src/models/): load the file
+         * at model_path and wrap it in a vsr_embedder_t (runtime.h: ops.embed,
+         * name, backend, dim, impl) as emb[n++], ahead of the others so that
+         * it is the default model.  Until it is built in, --model is refused. */
         fprintf(stderr, "vsr runtime serve: --model %s: this build has no embedding model loader yet\n", model_path);
         goto out;
     }

@@ -31,6 +31,12 @@ typedef struct {
     void (*free)(vsr_embedder_t *e);
 } vsr_embedder_ops_t;
 
+/* A model is served by wrapping it in one of these: fill ops, name,
+ * backend, dim and impl (the model's own handle), and give it to the server
+ * in vsr_runtime_opts_t.embedders.  The composition root (src/cmd/main.c,
+ * `vsr runtime serve --model PATH`) is where a model file is loaded and
+ * wrapped; embed() may be called with texts of any length (the model
+ * truncates to its window) and must refuse an empty one. */
 struct vsr_embedder_s {
     const vsr_embedder_ops_t *ops;
     char name[128];      /* the model id clients name (GET /v1/models) */
