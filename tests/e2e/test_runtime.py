@@ -493,3 +493,47 @@ def test_connection_limit(runtime):
         for s in held:
             s.close()
     wait_until(lambda: rt.c.get("/health").status_code == 200, what="a connection once the others closed")
+
+
+def test_idle_keep_alive_connection_is_closed(runtime):
+    rt = runtime("--embedder", "hash", "--idle-timeout-ms", "300")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(rt.sock))
+    try:
+        s.sendall(b"GET /health/live HTTP/1.1\r\nhost: rt\r\n\r\n")
+        out = b""
+        t0 = time.monotonic()
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+        assert out.startswith(b"HTTP/1.1 200") and out.endswith(b'{"status":"live"}')
+        assert time.monotonic() - t0 < 8  # closed by the runtime, not by our timeout
+    finally:
+        s.close()
+
+
+def test_oversized_head_is_431_and_expect_continue_is_answered(runtime):
+    rt = runtime("--embedder", "hash")
+    out = rt.raw(b"GET /health HTTP/1.1\r\nhost: rt\r\nx-big: " + b"a" * 20000 + b"\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 431"), out[:100]
+    body = b'{"input":"continue"}'
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(str(rt.sock))
+    try:
+        s.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: rt\r\nexpect: 100-continue\r\nconnection: close\r\n"
+                  b"content-length: %d\r\n\r\n" % len(body))
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        assert out.startswith(b"HTTP/1.1 200"), out[:200]
+    finally:
+        s.close()
