@@ -237,7 +237,7 @@ def test_cache_hits_show_in_metrics(runtime):
 
 
 def test_queue_full_is_429(runtime):
-    rt = runtime("--embedder", "hash", "--threads", "1", "--queue", "2", "--test-delay-ms", "3000")
+    rt = runtime("--embedder", "hash", "--threads", "1", "--queue", "2", "--test-delay-ms", "5000")
     # three work items never fit a queue of two, whatever the thread is doing
     r = rt.bundle([{"id": str(i), "embed": {"input": str(i)}} for i in range(3)])
     assert r.status_code == 429
@@ -263,9 +263,9 @@ def test_queue_full_is_429(runtime):
 
 
 def test_task_past_its_deadline_is_dropped_not_computed(runtime):
-    rt = runtime("--embedder", "hash", "--threads", "1", "--test-delay-ms", "3000")
+    rt = runtime("--embedder", "hash", "--threads", "1", "--test-delay-ms", "4000")
     r = rt.bundle([{"id": "first", "embed": {"input": "a"}}, {"id": "late", "embed": {"input": "b"}}],
-                  deadline_ms=1000)
+                  deadline_ms=2000)
     assert r.status_code == 200
     res = {x["id"]: x for x in r.json()["results"]}
     assert "embed" in res["first"]
