@@ -187,12 +187,14 @@ static int call(remote_t *r, const vsr_slice_t *texts, size_t n, float *out, siz
         goto out;
     }
     uint32_t data;
+    unsigned char *seen = NULL; /* per index: a vector came for it */
     rc = VSR_ERR;
     if (vsr_json_type(&j, 0) != VSR_JSON_OBJECT || vsr_json_object_get(&j, 0, "data", &data) != VSR_OK ||
         vsr_json_type(&j, data) != VSR_JSON_ARRAY || j.toks[data].count != n) {
         vsr_buf_printf(err, "the answer from %s:%s has no \"data\" array of %zu embeddings", r->host, r->port, n);
         goto jout;
     }
+    seen = vsr_calloc(n ? n : 1, 1);
     uint32_t d = data + 1;
     for (size_t i = 0; i < n; i++, d = j.toks[d].next) {
         uint32_t emb, idx;
@@ -223,6 +225,10 @@ static int call(remote_t *r, const vsr_slice_t *texts, size_t n, float *out, siz
                            dim);
             goto jout;
         }
+        if (seen[(size_t)di]++) {
+            vsr_buf_printf(err, "the answer from %s:%s holds index %zu twice", r->host, r->port, (size_t)di);
+            goto jout;
+        }
         float *v = out + (size_t)di * dim;
         uint32_t c = emb + 1;
         for (size_t k = 0; k < len; k++, c = j.toks[c].next) {
@@ -244,6 +250,7 @@ static int call(remote_t *r, const vsr_slice_t *texts, size_t n, float *out, siz
     }
     rc = VSR_OK;
 jout:
+    vsr_free(seen);
     vsr_json_free(&j);
 out:
     if (fd >= 0)
@@ -293,6 +300,11 @@ vsr_embedder_t *vsr_embedder_remote_new(const char *base_url, const char *model,
         vsr_buf_printf(err, "remote embeddings: a dimension above %d is not supported", VSR_RT_MAX_DIM);
         return NULL;
     }
+    for (const char *k = api_key; k && *k; k++)
+        if ((unsigned char)*k < 0x21 || *k == 0x7f) {
+            vsr_buf_printf(err, "remote embeddings: the API key holds a space or a control byte");
+            return NULL;
+        }
     remote_t *r = vsr_calloc(1, sizeof *r);
     const char *h = base_url + 7;
     const char *slash = strchr(h, '/');

@@ -302,12 +302,13 @@ def test_keep_alive_and_pipelining(runtime):
 
 class _EmbedHandler(http.server.BaseHTTPRequestHandler):
     seen = []
+    dup_index = False
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         _EmbedHandler.seen.append((self.path, self.headers.get("authorization"), body))
-        data = [{"object": "embedding", "index": i, "embedding": [0.5, -0.5, 0.5, -0.5]}
-                for i in range(len(body["input"]))]
+        data = [{"object": "embedding", "index": 0 if _EmbedHandler.dup_index else i,
+                 "embedding": [0.5, -0.5, 0.5, -0.5]} for i in range(len(body["input"]))]
         out = json.dumps({"object": "list", "data": data, "model": body["model"],
                           "usage": {"prompt_tokens": 7, "total_tokens": 7}}).encode()
         self.send_response(200)
@@ -360,6 +361,7 @@ def test_remote_embeddings_errors_are_per_task(runtime, fakellm):
 
 def test_remote_embeddings_send_the_api_key_from_env(runtime):
     _EmbedHandler.seen = []
+    _EmbedHandler.dup_index = False
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EmbedHandler)
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
@@ -373,6 +375,10 @@ def test_remote_embeddings_send_the_api_key_from_env(runtime):
         path, auth, body = _EmbedHandler.seen[-1]
         assert path == "/openai/v1/embeddings" and auth == "Bearer sk-test-123"
         assert body == {"model": "text-embedding-3-small", "encoding_format": "float", "input": ["a", "b"]}
+        # an answer that names one index twice leaves a vector unset: refused
+        _EmbedHandler.dup_index = True
+        r = rt.c.post("/v1/embeddings", json={"input": ["c", "d"]})
+        assert r.status_code == 500 and "index 0 twice" in r.json()["error"]["message"]
     finally:
         srv.shutdown()
         srv.server_close()

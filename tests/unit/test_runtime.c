@@ -263,6 +263,8 @@ static void test_remote_refuses_bad_urls(void **state)
     vsr_buf_reset(&err);
     assert_null(vsr_embedder_remote_new("http://x/v1", "", NULL, 8, 100, &err));
     vsr_buf_reset(&err);
+    assert_null(vsr_embedder_remote_new("http://x/v1", "m", "sk-1\r\nx-injected: 1", 8, 100, &err));
+    vsr_buf_reset(&err);
     /* a given dimension needs no probe: nothing is contacted here */
     vsr_embedder_t *e = vsr_embedder_remote_new("http://127.0.0.1:9/v1/", "m", "k", 8, 100, &err);
     assert_non_null(e);
