@@ -63,7 +63,8 @@ static const char runtime_synopsis[] =
     "                  [--remote-dim N] [--remote-timeout-ms MS]] [--threads N] [--queue N]\n"
     "                 [--max-tasks N] [--max-body-bytes N] [--cache-entries N] [--cache-bytes N]\n"
     "                 [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
-    "                 [--max-connections N] [--default-deadline-ms MS] [--log-level L] [--test-delay-ms MS]\n";
+    "                 [--max-connections N] [--max-buffered-bytes N] [--default-deadline-ms MS]\n"
+    "                 [--log-level L] [--test-delay-ms MS]\n";
 static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
     "  config print     the effective document (defaults filled in); --redact hides secrets\n";
@@ -645,6 +646,7 @@ static int cmd_runtime(int argc, char **argv)
         {"--body-timeout-ms", 3600000, &o.body_timeout_ms, NULL, NULL},
         {"--idle-timeout-ms", 3600000, &o.idle_timeout_ms, NULL, NULL},
         {"--max-connections", 1u << 20, NULL, &o.max_connections, NULL},
+        {"--max-buffered-bytes", 1ull << 36, NULL, &o.max_buffered, NULL},
         {"--default-deadline-ms", 3600000, &o.default_deadline_ms, NULL, NULL},
         {"--test-delay-ms", 600000, &o.test_delay_ms, NULL, NULL},
         {"--remote-dim", VSR_RT_MAX_DIM, &remote_dim, NULL, NULL},

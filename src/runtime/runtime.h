@@ -146,6 +146,7 @@ typedef struct {
     uint64_t body_timeout_ms;  /* 30000 */
     uint64_t idle_timeout_ms;  /* 60000 */
     size_t max_connections;    /* 1024 */
+    size_t max_buffered;       /* request body bytes held at once, all connections: 256 MiB (→ 503) */
     uint64_t default_deadline_ms; /* 30000 */
     uint64_t test_delay_ms;    /* test knob: every work item sleeps this long first; 0 */
 } vsr_runtime_opts_t;

@@ -68,6 +68,7 @@ struct conn_s {
     char path[256];
     vsr_buf_t pending;  /* bytes read after a complete request, not yet parsed */
     int handles_open;
+    int overloaded;     /* the process-wide body budget refused this body */
     char rbuf[65536];
 };
 
@@ -117,6 +118,7 @@ struct server_s {
     conn_t *conns;
     size_t n_conns;
     size_t reqs_in_flight;
+    size_t buffered;    /* request body bytes held, all connections and requests */
     int draining;
     int finished;
     metrics_t m;
@@ -188,6 +190,8 @@ static void conn_close(conn_t *c)
     if (c->closing)
         return;
     c->closing = 1;
+    c->srv->buffered -= c->body.len;
+    vsr_buf_reset(&c->body);
     if (c->req) {
         c->req->conn = NULL; /* the work finishes on its own and is dropped */
         c->req = NULL;
@@ -299,6 +303,7 @@ static void after_write(uv_write_t *w, int status)
         return;
     }
     /* the next request: what was read already, then the socket */
+    c->srv->buffered -= c->body.len;
     vsr_buf_reset(&c->body);
     arm(c, PH_IDLE);
     if (c->pending.len) {
@@ -391,6 +396,7 @@ static void task_error(vsr_buf_t *b, const char *code, const char *fmt_msg, vsr_
 static void req_free(req_t *r)
 {
     r->srv->reqs_in_flight--;
+    r->srv->buffered -= r->body.len;
     vsr_buf_free(&r->body);
     vsr_pool_free(&r->pool);
     server_t *s = r->srv;
@@ -914,6 +920,7 @@ static int cb_head(void *ud, vsr_http_head_t *h)
     memcpy(c->path, t.p, tl);
     c->path[tl] = '\0';
     c->keep_alive = h->keep_alive;
+    c->srv->buffered -= c->body.len;
     vsr_buf_reset(&c->body);
     arm(c, PH_BODY);
     if (h->expect_continue) {
@@ -929,7 +936,15 @@ static int cb_head(void *ud, vsr_http_head_t *h)
 static int cb_body(void *ud, const char *p, size_t n)
 {
     conn_t *c = ud;
-    return vsr_buf_append(&c->body, p, n) == VSR_OK ? VSR_OK : VSR_ERR_TOO_BIG;
+    server_t *s = c->srv;
+    if (s->buffered + n > s->o->max_buffered) {
+        c->overloaded = 1;
+        return VSR_ERR_TOO_BIG;
+    }
+    if (vsr_buf_append(&c->body, p, n) != VSR_OK)
+        return VSR_ERR_TOO_BIG;
+    s->buffered += n;
+    return VSR_OK;
 }
 
 static int cb_complete(void *ud)
@@ -953,6 +968,11 @@ static void conn_feed(conn_t *c, const char *p, size_t n)
         int st = c->parser.error_status ? c->parser.error_status : 400;
         c->keep_alive = 0;
         c->phase = PH_BUSY;
+        if (c->overloaded) {
+            send_error(c, P_OTHER, 503, "overloaded",
+                       "the runtime holds too many request bodies at once; retry later", "retry-after: 1\r\n");
+            return;
+        }
         const char *code = st == 413 ? "request_too_large" : st == 431 ? "headers_too_large" : "invalid_http";
         send_error(c, P_OTHER, st, code, c->parser.error_msg ? c->parser.error_msg : "invalid HTTP request", NULL);
         return;
@@ -1094,6 +1114,7 @@ void vsr_runtime_opts_init(vsr_runtime_opts_t *o)
     o->body_timeout_ms = 30000;
     o->idle_timeout_ms = 60000;
     o->max_connections = 1024;
+    o->max_buffered = 256u << 20;
     o->default_deadline_ms = 30000;
 }
 

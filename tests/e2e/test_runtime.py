@@ -543,3 +543,38 @@ def test_oversized_head_is_431_and_expect_continue_is_answered(runtime):
         assert out.startswith(b"HTTP/1.1 200"), out[:200]
     finally:
         s.close()
+
+
+def test_bodies_held_at_once_are_bounded(runtime):
+    rt = runtime("--embedder", "hash", "--max-buffered-bytes", "100000")
+    body = json.dumps({"input": "x" * 89980}).encode()
+    assert len(body) < 100000
+    a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.settimeout(10)
+    a.connect(str(rt.sock))
+    try:
+        a.sendall(b"POST /v1/embeddings HTTP/1.1\r\nhost: rt\r\nconnection: close\r\ncontent-length: %d\r\n\r\n"
+                  % len(body) + body[:80000])
+        # the runtime holds 80000 bytes of a's body: another 50000 do not fit the 100000 budget
+        other = json.dumps({"input": "y" * 49980}).encode()
+        deadline = time.monotonic() + 10
+        while True:
+            out = rt.raw(b"POST /v1/embeddings HTTP/1.1\r\nhost: rt\r\ncontent-length: %d\r\n\r\n" % len(other)
+                         + other)
+            if out.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # a's bytes may not all have been read yet
+        assert out.startswith(b"HTTP/1.1 503"), out[:200]
+        assert b'"code":"overloaded"' in out and b"retry-after: 1" in out
+        # a's request completes normally, and the budget is given back
+        a.sendall(body[80000:])
+        got = b""
+        while True:
+            chunk = a.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 200"), got[:200]
+    finally:
+        a.close()
+    assert rt.c.post("/v1/embeddings", content=other).status_code == 200
