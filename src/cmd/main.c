@@ -61,7 +61,8 @@ static const char runtime_synopsis[] =
     "       vsr runtime serve --socket PATH | --listen ADDR:PORT [--embedder hash] [--model PATH]\n"
     "                 [--remote-embeddings URL --remote-model NAME [--remote-api-key-env VAR]\n"
     "                  [--remote-dim N] [--remote-timeout-ms MS]] [--threads N] [--queue N]\n"
-    "                 [--max-tasks N] [--max-body-bytes N] [--cache-entries N] [--cache-bytes N]\n"
+    "                 [--max-queued-inputs N] [--max-tasks N] [--max-body-bytes N] [--cache-entries N]\n"
+    "                 [--cache-bytes N]\n"
     "                 [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
     "                 [--max-connections N] [--max-buffered-bytes N] [--default-deadline-ms MS]\n"
     "                 [--log-level L] [--test-delay-ms MS]\n";
@@ -638,6 +639,7 @@ static int cmd_runtime(int argc, char **argv)
     } nums[] = {
         {"--threads", 256, NULL, NULL, &o.threads},
         {"--queue", 1u << 20, NULL, &o.queue, NULL},
+        {"--max-queued-inputs", 1u << 24, NULL, &o.max_inputs, NULL},
         {"--max-tasks", 4096, NULL, &o.max_tasks, NULL},
         {"--max-body-bytes", 1ull << 30, NULL, &o.max_body, NULL},
         {"--cache-entries", 1ull << 24, NULL, &o.cache_entries, NULL},

@@ -138,6 +138,7 @@ typedef struct {
     size_t n_embedders;
     unsigned threads;          /* 0 = cores */
     size_t queue;              /* 256 */
+    size_t max_inputs;         /* embed inputs of the work queued or running, together: 16384 (→ 429) */
     size_t max_tasks;          /* 64 */
     size_t max_body;           /* 8 MiB */
     size_t cache_entries;      /* 4096; 0 = no cache */

@@ -119,6 +119,7 @@ struct server_s {
     size_t n_conns;
     size_t reqs_in_flight;
     size_t buffered;    /* request body bytes held, all connections and requests */
+    size_t inputs;      /* embed inputs of the work queued or running (their vectors are held) */
     int draining;
     int finished;
     metrics_t m;
@@ -561,6 +562,7 @@ static void ework_done(vsr_rt_work_t *wk)
     uint64_t fin = w->w.finished_us ? w->w.finished_us : vsr_now_us();
     if (fin > r->last_finish_us)
         r->last_finish_us = fin;
+    r->srv->inputs -= w->n;
     if (--r->outstanding > 0)
         return;
     if (r->kind == P_BUNDLE)
@@ -611,11 +613,17 @@ static uint64_t deadline_of(server_t *s, uint64_t arrived_us, int64_t ms)
 /* Submits the request's work; answers 429/503 itself when it cannot. */
 static int submit(conn_t *c, req_t *r, int path, vsr_rt_work_t **items, size_t n)
 {
+    server_t *s = c->srv;
+    size_t inputs = 0;
+    for (size_t i = 0; i < n; i++)
+        inputs += ((ework_t *)items[i])->n;
     r->outstanding = n;
     c->req = r;
-    int rc = vsr__rt_pool_submit(c->srv->pool, items, n);
-    if (rc == VSR_OK)
+    int rc = s->inputs + inputs > s->o->max_inputs ? VSR_ERR_TOO_BIG : vsr__rt_pool_submit(s->pool, items, n);
+    if (rc == VSR_OK) {
+        s->inputs += inputs;
         return VSR_OK;
+    }
     c->req = NULL;
     if (rc == VSR_ERR_TOO_BIG)
         send_error(c, path, 429, "queue_full", "the runtime's work queue is full; retry later", "retry-after: 1\r\n");
@@ -1115,6 +1123,7 @@ void vsr_runtime_opts_init(vsr_runtime_opts_t *o)
     o->idle_timeout_ms = 60000;
     o->max_connections = 1024;
     o->max_buffered = 256u << 20;
+    o->max_inputs = 16384;
     o->default_deadline_ms = 30000;
 }
 

@@ -578,3 +578,14 @@ def test_bodies_held_at_once_are_bounded(runtime):
     finally:
         a.close()
     assert rt.c.post("/v1/embeddings", content=other).status_code == 200
+
+
+def test_inputs_in_flight_are_bounded(runtime):
+    rt = runtime("--embedder", "hash", "--max-queued-inputs", "3")
+    r = rt.bundle([{"id": "a", "embed": {"input": ["1", "2"]}}, {"id": "b", "embed": {"input": ["3", "4"]}}])
+    assert r.status_code == 429 and r.json()["error"]["code"] == "queue_full"
+    e = rt.c.post("/v1/embeddings", json={"input": ["1", "2", "3", "4"]})
+    assert e.status_code == 429
+    # what fits is served, and its inputs are given back when it is done
+    for _ in range(3):
+        assert rt.c.post("/v1/embeddings", json={"input": ["1", "2", "3"]}).status_code == 200
