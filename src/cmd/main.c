@@ -5,6 +5,7 @@
  *   vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]
  *   vsr config validate FILE
  *   vsr config print FILE [--redact]
+ *   vsr runtime serve --socket PATH | --listen ADDR:PORT [...]   (docs/runtime.md)
  *   vsr version
  *
  * Exit codes (nothing was started unless 0): 0 success, 1 runtime failure
@@ -25,6 +26,7 @@
 #include "gateway/gateway.h"
 #include "obs/obs.h"
 #include "routing/routing.h"
+#include "runtime/runtime.h"
 #include "upstream/upstream.h"
 
 #define VSR_VERSION "0.1.0"
@@ -55,6 +57,15 @@ static const char serve_help[] =
     "    --management-token-file P  the management API's bearer token, read from file P\n"
     "    --management-token-env N   ... or from environment variable N (either overrides\n"
     "                   global.services.management_api.token_file / token_env)\n";
+static const char runtime_synopsis[] =
+    "       vsr runtime serve --socket PATH | --listen ADDR:PORT [--embedder hash] [--model PATH]\n"
+    "                 [--remote-embeddings URL --remote-model NAME [--remote-api-key-env VAR]\n"
+    "                  [--remote-dim N] [--remote-timeout-ms MS]] [--threads N] [--queue N]\n"
+    "                 [--max-queued-inputs N] [--max-tasks N] [--max-body-bytes N] [--cache-entries N]\n"
+    "                 [--cache-bytes N]\n"
+    "                 [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
+    "                 [--max-connections N] [--max-buffered-bytes N] [--default-deadline-ms MS]\n"
+    "                 [--log-level L] [--test-delay-ms MS]\n";
 static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
     "  config print     the effective document (defaults filled in); --redact hides secrets\n";
@@ -64,7 +75,8 @@ static const char exit_help[] =
 
 static void usage(FILE *f)
 {
-    fprintf(f, "%s%s       vsr version\n\n%s%s%s", serve_synopsis, config_synopsis, serve_help, config_help, exit_help);
+    fprintf(f, "%s%s%s       vsr version\n\n%s%s  runtime serve    the model runtime (docs/runtime.md)\n%s", serve_synopsis,
+            config_synopsis, runtime_synopsis, serve_help, config_help, exit_help);
 }
 
 static int is_help(const char *a)
@@ -602,6 +614,158 @@ static int cmd_serve(int argc, char **argv)
     return rc;
 }
 
+/* vsr runtime serve ...: the model runtime (src/runtime/, docs/runtime.md).
+ * Builds the embedders named on the command line and hands them over. */
+static int cmd_runtime(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "serve") != 0) {
+        if (argc >= 2 && is_help(argv[1])) {
+            printf("usage:\n%s", runtime_synopsis);
+            return 0;
+        }
+        fprintf(stderr, "usage:\n%s", runtime_synopsis);
+        return EXIT_USAGE;
+    }
+    vsr_runtime_opts_t o;
+    vsr_runtime_opts_init(&o);
+    const char *embedder = NULL, *model_path = NULL, *remote_url = NULL, *remote_model = NULL, *key_env = NULL;
+    uint64_t remote_dim = 0, remote_timeout = 10000;
+    struct {
+        const char *flag;
+        uint64_t max;
+        uint64_t *u64;
+        size_t *sz;
+        unsigned *u;
+    } nums[] = {
+        {"--threads", 256, NULL, NULL, &o.threads},
+        {"--queue", 1u << 20, NULL, &o.queue, NULL},
+        {"--max-queued-inputs", 1u << 24, NULL, &o.max_inputs, NULL},
+        {"--max-tasks", 4096, NULL, &o.max_tasks, NULL},
+        {"--max-body-bytes", 1ull << 30, NULL, &o.max_body, NULL},
+        {"--cache-entries", 1ull << 24, NULL, &o.cache_entries, NULL},
+        {"--cache-bytes", 1ull << 36, NULL, &o.cache_bytes, NULL},
+        {"--header-timeout-ms", 3600000, &o.header_timeout_ms, NULL, NULL},
+        {"--body-timeout-ms", 3600000, &o.body_timeout_ms, NULL, NULL},
+        {"--idle-timeout-ms", 3600000, &o.idle_timeout_ms, NULL, NULL},
+        {"--max-connections", 1u << 20, NULL, &o.max_connections, NULL},
+        {"--max-buffered-bytes", 1ull << 36, NULL, &o.max_buffered, NULL},
+        {"--default-deadline-ms", 3600000, &o.default_deadline_ms, NULL, NULL},
+        {"--test-delay-ms", 600000, &o.test_delay_ms, NULL, NULL},
+        {"--remote-dim", VSR_RT_MAX_DIM, &remote_dim, NULL, NULL},
+        {"--remote-timeout-ms", 3600000, &remote_timeout, NULL, NULL},
+    };
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) {
+            printf("usage:\n%sSee docs/runtime.md.\n", runtime_synopsis);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vsr runtime serve: %s needs a value\n", a);
+            return EXIT_USAGE;
+        }
+        const char *v = argv[++i];
+        int found = 0;
+        for (size_t k = 0; k < VSR_ARRAY_LEN(nums) && !found; k++) {
+            if (strcmp(a, nums[k].flag) != 0)
+                continue;
+            uint64_t n;
+            if (vsr_slice_to_u64(vsr_slice_cstr(v), nums[k].max, &n) != VSR_OK) {
+                fprintf(stderr, "vsr runtime serve: %s wants a number from 0 to %llu\n", a,
+                        (unsigned long long)nums[k].max);
+                return EXIT_USAGE;
+            }
+            if (nums[k].u64)
+                *nums[k].u64 = n;
+            else if (nums[k].sz)
+                *nums[k].sz = (size_t)n;
+            else
+                *nums[k].u = (unsigned)n;
+            found = 1;
+        }
+        if (found)
+            continue;
+        if (strcmp(a, "--socket") == 0)
+            o.socket_path = v;
+        else if (strcmp(a, "--listen") == 0)
+            o.listen = v;
+        else if (strcmp(a, "--embedder") == 0)
+            embedder = v;
+        else if (strcmp(a, "--model") == 0)
+            model_path = v;
+        else if (strcmp(a, "--remote-embeddings") == 0)
+            remote_url = v;
+        else if (strcmp(a, "--remote-model") == 0)
+            remote_model = v;
+        else if (strcmp(a, "--remote-api-key-env") == 0)
+            key_env = v;
+        else if (strcmp(a, "--log-level") == 0) {
+            int lvl = parse_level(v);
+            if (lvl < 0) {
+                fprintf(stderr, "vsr runtime serve: --log-level is debug, info, warn or error\n");
+                return EXIT_USAGE;
+            }
+            vsr_log_min_level = (vsr_log_level_t)lvl;
+        } else {
+            fprintf(stderr, "vsr runtime serve: unknown flag %s\n%s", a, runtime_synopsis);
+            return EXIT_USAGE;
+        }
+    }
+    if (!o.socket_path == !o.listen) {
+        fprintf(stderr, "vsr runtime serve: give exactly one of --socket PATH and --listen ADDR:PORT\n");
+        return EXIT_USAGE;
+    }
+    if (embedder && strcmp(embedder, "hash") != 0) {
+        fprintf(stderr, "vsr runtime serve: --embedder knows only \"hash\" (the test embedder)\n");
+        return EXIT_USAGE;
+    }
+    if (!embedder && !model_path && !remote_url) {
+        fprintf(stderr, "vsr runtime serve: name a model: --model PATH, --remote-embeddings URL or --embedder hash\n");
+        return EXIT_USAGE;
+    }
+    if (remote_url && !remote_model) {
+        fprintf(stderr, "vsr runtime serve: --remote-embeddings needs --remote-model NAME\n");
+        return EXIT_USAGE;
+    }
+    vsr_embedder_t *emb[3];
+    size_t n = 0;
+    int rc = EXIT_RUNTIME;
+    if (model_path) {
+        /* THE call site of the embedding model (src/models/): load the file
+         * at model_path and wrap it in a vsr_embedder_t (runtime.h: ops.embed,
+         * name, backend, dim, impl) as emb[n++], ahead of the others so that
+         * it is the default model.  Until it is built in, --model is refused. */
+        fprintf(stderr, "vsr runtime serve: --model %s: this build has no embedding model loader yet\n", model_path);
+        goto out;
+    }
+    if (remote_url) {
+        const char *key = key_env ? getenv(key_env) : NULL;
+        if (key_env && (key == NULL || *key == '\0')) {
+            fprintf(stderr, "vsr runtime serve: --remote-api-key-env %s: the variable is not set\n", key_env);
+            goto out;
+        }
+        vsr_buf_t err;
+        vsr_buf_init(&err, 4096);
+        emb[n] = vsr_embedder_remote_new(remote_url, remote_model, key, (size_t)remote_dim, remote_timeout, &err);
+        if (emb[n] == NULL) {
+            fprintf(stderr, "vsr runtime serve: %.*s\n", (int)err.len, err.data ? err.data : "");
+            vsr_buf_free(&err);
+            goto out;
+        }
+        vsr_buf_free(&err);
+        n++;
+    }
+    if (embedder)
+        emb[n++] = vsr_embedder_hash_new();
+    o.embedders = emb;
+    o.n_embedders = n;
+    return vsr_runtime_serve(&o);
+out:
+    for (size_t i = 0; i < n; i++)
+        vsr_embedder_free(emb[i]);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -613,6 +777,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "config") == 0)
         return cmd_config(argc - 1, argv + 1);
+    if (strcmp(cmd, "runtime") == 0)
+        return cmd_runtime(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vsr %s\n", VSR_VERSION);
         return 0;

@@ -5,6 +5,7 @@
  */
 #include "fakellm.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ typedef enum {
     R_COMPLETIONS,
     R_RESPONSES,
     R_MODELS,
+    R_EMBEDDINGS,
     R_HEALTH,
     R_STATS,
     R_CONTROL_HEALTH,
@@ -574,6 +576,8 @@ static route_t classify(const char *m, size_t ml, const char *t, size_t tl)
         return R_RESPONSES;
     if (IS("GET", "/v1/models"))
         return R_MODELS;
+    if (IS("POST", "/v1/embeddings"))
+        return R_EMBEDDINGS;
     if (IS("GET", "/health") || IS("HEAD", "/health"))
         return R_HEALTH;
     if (IS("GET", "/stats"))
@@ -882,6 +886,73 @@ static void body_completion(fl_buf_t *b, const req_ctx_t *x, fl_api_t api, const
     fl_buf_addc(b, '}');
 }
 
+/* POST /v1/embeddings: one deterministic unit vector per input, of
+ * `dimensions` components (default 16, at most 4096): component i of text t
+ * comes from FNV-1a 64 of t mixed with i, so equal texts get equal vectors. */
+static void embed_one(fl_buf_t *b, const char *t, size_t n, int64_t dim)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)t[i]) * 1099511628211ULL;
+    double ss = 0, v[4096];
+    for (int64_t i = 0; i < dim; i++) {
+        uint64_t x = h ^ ((uint64_t)i * 0x9e3779b97f4a7c15ULL);
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdULL;
+        x ^= x >> 33;
+        v[i] = (double)(x >> 11) / (double)(1ULL << 53) * 2.0 - 1.0;
+        ss += v[i] * v[i];
+    }
+    double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+    fl_buf_addc(b, '[');
+    for (int64_t i = 0; i < dim; i++)
+        fl_buf_addf(b, "%s%.8f", i ? "," : "", v[i] * inv);
+    fl_buf_addc(b, ']');
+}
+
+static int body_embeddings(fl_buf_t *b, json_t *root, const char *model, size_t model_len, fl_buf_t *err)
+{
+    json_t *in = json_object_get(root, "input");
+    json_t *dm = json_object_get(root, "dimensions");
+    int64_t dim = 16;
+    if (dm) {
+        if (!json_is_integer(dm) || json_integer_value(dm) < 1 || json_integer_value(dm) > 4096) {
+            fl_buf_adds(err, "\"dimensions\" must be an integer from 1 to 4096");
+            return -1;
+        }
+        dim = (int64_t)json_integer_value(dm);
+    }
+    size_t n = json_is_string(in) ? 1 : json_is_array(in) ? json_array_size(in) : 0;
+    if (n == 0) {
+        fl_buf_adds(err, "\"input\" must be a string or a non-empty array of strings");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!json_is_string(json_is_string(in) ? in : json_array_get(in, i))) {
+            fl_buf_adds(err, "\"input\" must be a string or a non-empty array of strings");
+            return -1;
+        }
+    uint64_t words = 0;
+    fl_buf_adds(b, "{\"object\":\"list\",\"data\":[");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_string(in) ? in : json_array_get(in, i);
+        const char *t = json_string_value(s);
+        size_t tl = json_string_length(s);
+        words += count_words(t, tl);
+        fl_buf_addf(b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
+        embed_one(b, t, tl, dim);
+        fl_buf_addc(b, '}');
+    }
+    fl_buf_adds(b, "],\"model\":");
+    if (model)
+        fl_json_str(b, model, model_len);
+    else
+        add_model_default(b);
+    fl_buf_addf(b, ",\"usage\":{\"prompt_tokens\":%llu,\"total_tokens\":%llu}}", (unsigned long long)words,
+                (unsigned long long)words);
+    return 0;
+}
+
 static void body_stats(fl_buf_t *b)
 {
     fl_buf_adds(b, "{\"requests\":");
@@ -1129,7 +1200,7 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     fl_api_t api = route == R_CHAT ? API_CHAT : route == R_COMPLETIONS ? API_COMPLETIONS : API_RESPONSES;
     int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES;
 
-    if (inference) {
+    if (inference || route == R_EMBEDDINGS) {
         json_error_t jerr;
         root = body_len ? json_loadb(body, body_len, JSON_ALLOW_NUL, &jerr) : NULL;
         if (!root || !json_is_object(root)) {
@@ -1217,6 +1288,14 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     case R_COMPLETIONS:
     case R_RESPONSES:
         body_completion(b, &x, api, &k, model, model_len);
+        break;
+    case R_EMBEDDINGS:
+        if (body_embeddings(b, root, model, model_len, &err) < 0) {
+            b->len = 0;
+            render_error(b, err.p, err.len, "invalid_request_error", 400);
+            send_json(&x, 400, b, &k, k.delay_ms, k.reset);
+            goto done;
+        }
         break;
     case R_MODELS:
         fl_buf_adds(b, "{\"object\":\"list\",\"data\":[{\"id\":");

@@ -1,0 +1,163 @@
+/*
+ * runtime — the model runtime: `vsr runtime serve`, an HTTP/JSON server on a
+ * Unix domain socket (or TCP) with the reference runtime's API
+ * (POST /v1/bundle, /v1/embeddings, /v1/classify, GET /v1/models, /health,
+ * /health/live, /metrics; docs/runtime.md), its thread pool, the embedders
+ * behind one interface, and the embedding cache.  Depends on base and the
+ * codecs (json, http) only.
+ *
+ * Threading: vsr_runtime_serve() runs one event loop on the calling thread
+ * and `threads` compute threads.  Embedders and the cache are called from
+ * the compute threads, concurrently.
+ */
+#ifndef VSR_RUNTIME_H
+#define VSR_RUNTIME_H
+
+#include "base/base.h"
+
+/* ---- embedders --------------------------------------------------------
+ * One embedding model behind a vtable.  embed() is called from any compute
+ * thread, concurrently: an implementation is thread-safe or locks itself.
+ * It writes n vectors of e->dim floats, row after row, into out (the caller
+ * owns out: n * dim floats) and, when tokens is not NULL, adds the number of
+ * tokens it read to *tokens.  Returns VSR_OK, VSR_ERR_INVALID (an input the
+ * model refuses, e.g. empty: err says why) or another negative code (the
+ * model failed: err says why).  err is a caller-owned buffer for a one-line
+ * message. */
+typedef struct vsr_embedder_s vsr_embedder_t;
+typedef struct {
+    int (*embed)(vsr_embedder_t *e, const vsr_slice_t *texts, size_t n, float *out, uint64_t *tokens,
+                 vsr_buf_t *err);
+    void (*free)(vsr_embedder_t *e);
+} vsr_embedder_ops_t;
+
+/* A model is served by wrapping it in one of these: fill ops, name,
+ * backend, dim and impl (the model's own handle), and give it to the server
+ * in vsr_runtime_opts_t.embedders.  The composition root (src/cmd/main.c,
+ * `vsr runtime serve --model PATH`) is where a model file is loaded and
+ * wrapped; embed() may be called with texts of any length (the model
+ * truncates to its window) and must refuse an empty one. */
+struct vsr_embedder_s {
+    const vsr_embedder_ops_t *ops;
+    char name[128];      /* the model id clients name (GET /v1/models) */
+    const char *backend; /* "hash", "remote", "use-lite", ... (static) */
+    size_t dim;          /* floats per vector */
+    void *impl;          /* the implementation's state */
+};
+
+#define VSR_HASH_EMBED_DIM 512
+#define VSR_RT_MAX_DIM 4096 /* bounds a remote model's vectors (and so an answer's size) */
+/* The built-in TEST embedder "hash-512": each word (a run of letters and
+ * digits, ASCII folded to lower case; bytes >= 0x80 count as letters) is
+ * hashed (FNV-1a 64) onto 8 of 512 signed components, and the sum is scaled
+ * to unit length.  Deterministic, fast, and meaningless beyond shared words:
+ * for tests and demos, never for real routing.  Text without any word is
+ * hashed whole; an empty text is VSR_ERR_INVALID.  Returns NULL on OOM. */
+vsr_embedder_t *vsr_embedder_hash_new(void);
+
+/* An OpenAI-compatible remote endpoint (vLLM, TEI, OpenAI, ...).
+ * base_url: "http://host:port[/prefix]"; requests go to <base_url>/embeddings
+ * when the prefix ends in "/v1", else to <base_url>/v1/embeddings.  Plain
+ * HTTP/1.1 only (https:// → NULL with err set).  model: the name sent in the
+ * request and served under (required).  api_key: sent as a bearer token when
+ * not NULL (copied).  dim: expected vector length (at most VSR_RT_MAX_DIM),
+ * 0 = learn it by embedding
+ * one probe text now (a failing probe → NULL with err set).  timeout_ms bounds
+ * each call (connect, send and receive together).  Calls block the compute
+ * thread they run on; the connection is not kept between calls. */
+vsr_embedder_t *vsr_embedder_remote_new(const char *base_url, const char *model, const char *api_key, size_t dim,
+                                        uint64_t timeout_ms, vsr_buf_t *err);
+
+void vsr_embedder_free(vsr_embedder_t *e); /* accepts NULL */
+
+/* ---- the embedding cache ----------------------------------------------
+ * Bounded by entries and by bytes (key text + model name + vector +
+ * overhead), least recently used out first.  Keyed by (model, text): a
+ * 64-bit hash to find, a full compare to match.  Thread-safe (one mutex).
+ * max_entries or max_bytes 0 → vsr_emb_cache_new returns NULL (no cache);
+ * every function accepts a NULL cache (lookups miss, inserts do nothing). */
+typedef struct vsr_emb_cache_s vsr_emb_cache_t;
+typedef struct {
+    uint64_t hits, misses, evictions, entries, bytes;
+} vsr_emb_cache_stats_t;
+
+vsr_emb_cache_t *vsr_emb_cache_new(size_t max_entries, size_t max_bytes);
+void vsr_emb_cache_free(vsr_emb_cache_t *c);
+/* Copies dim floats into out on a hit: 1 hit, 0 miss. */
+int vsr_emb_cache_get(vsr_emb_cache_t *c, vsr_slice_t model, vsr_slice_t text, float *out, size_t dim);
+/* Stores a copy (an existing entry is refreshed).  An entry larger than the
+ * byte bound is not stored. */
+void vsr_emb_cache_put(vsr_emb_cache_t *c, vsr_slice_t model, vsr_slice_t text, const float *vec, size_t dim);
+void vsr_emb_cache_stats(vsr_emb_cache_t *c, vsr_emb_cache_stats_t *out);
+
+/* ---- the bundle request parser (sans-IO) -----------------------------
+ * Parses a /v1/bundle body.  Every slice points into the body (ids and
+ * texts are unescaped into pool when they hold escapes): the body and the
+ * pool must outlive the result. */
+#define VSR_RT_MAX_INPUTS 2048 /* per embed task, and per bundle together */
+#define VSR_RT_MAX_ID 256
+
+typedef enum {
+    VSR_RT_TASK_EMBED = 1,
+    VSR_RT_TASK_UNSUPPORTED, /* a reference task type not served yet (classify, decisions, rerank) */
+    VSR_RT_TASK_UNKNOWN,     /* a member that names no task type we know */
+    VSR_RT_TASK_INVALID,     /* no task member, two, or an invalid task body: error says why */
+} vsr_rt_task_kind_t;
+
+typedef struct {
+    vsr_slice_t id;
+    vsr_rt_task_kind_t kind;
+    vsr_slice_t type;        /* the task member's name */
+    vsr_slice_t model;       /* embed: NULL slice when absent */
+    vsr_slice_t *inputs;     /* embed: n_inputs texts (pool) */
+    size_t n_inputs;
+    const char *error;       /* INVALID: a static reason */
+} vsr_rt_task_t;
+
+typedef struct {
+    vsr_rt_task_t *tasks;    /* pool */
+    size_t n_tasks;
+    int64_t deadline_ms;     /* -1 when absent */
+} vsr_rt_bundle_t;
+
+/* Returns VSR_OK, or on a request-level error an HTTP status (400, 413 or
+ * 422) with *code and *msg static strings: 400 invalid_json (not JSON, or
+ * duplicate member names) or invalid_request (shape, duplicate ids), 413
+ * too_many_tasks (more than max_tasks) or too_many_inputs (the embed tasks
+ * hold more than VSR_RT_MAX_INPUTS inputs together), 422 invalid_input (a
+ * negative deadline).  A bad task that is otherwise well placed is not a request
+ * error: it comes back as a VSR_RT_TASK_INVALID task. */
+int vsr_rt_bundle_parse(const char *body, size_t len, size_t max_tasks, vsr_pool_t *pool, vsr_rt_bundle_t *out,
+                        const char **code, const char **msg);
+
+/* ---- the server -------------------------------------------------------- */
+typedef struct {
+    const char *socket_path;   /* Unix socket, or NULL */
+    const char *listen;        /* "ADDR:PORT" for TCP, or NULL; exactly one of the two */
+    vsr_embedder_t **embedders;/* n_embedders, the first the default; the server takes them */
+    size_t n_embedders;
+    unsigned threads;          /* 0 = cores */
+    size_t queue;              /* 256 */
+    size_t max_inputs;         /* embed inputs of the work queued or running, together: 16384 (→ 429) */
+    size_t max_tasks;          /* 64 */
+    size_t max_body;           /* 8 MiB */
+    size_t cache_entries;      /* 4096; 0 = no cache */
+    size_t cache_bytes;        /* 64 MiB; 0 = no cache */
+    uint64_t header_timeout_ms;/* 10000 */
+    uint64_t body_timeout_ms;  /* 30000 */
+    uint64_t idle_timeout_ms;  /* 60000 */
+    size_t max_connections;    /* 1024 */
+    size_t max_buffered;       /* request body bytes held at once, all connections: 256 MiB (→ 503) */
+    uint64_t default_deadline_ms; /* 30000 */
+    uint64_t test_delay_ms;    /* test knob: every work item sleeps this long first; 0 */
+} vsr_runtime_opts_t;
+
+/* Fills the defaults above (no address, no embedders). */
+void vsr_runtime_opts_init(vsr_runtime_opts_t *o);
+
+/* Serves until SIGTERM or SIGINT.  Takes the embedders in every case.
+ * Returns 0 after a clean shutdown, 1 when it cannot start (logged), 3 when
+ * the socket or address is in use by a live process. */
+int vsr_runtime_serve(const vsr_runtime_opts_t *opts);
+
+#endif /* VSR_RUNTIME_H */
