@@ -667,6 +667,12 @@ int vsr__cfg_condition_type(const char *type)
     return fam == NULL ? -1 : fam->implemented;
 }
 
+int vsr__cfg_condition_model_backed(const char *type)
+{
+    const family_t *fam = family_by_cond(type);
+    return fam != NULL && fam->model_backed;
+}
+
 /* ---- rule leaves --------------------------------------------------------------- */
 
 typedef struct {
