@@ -61,6 +61,7 @@ struct vsr_rtc_call_s {
     int http_status;
     double runtime_ms;
     uint64_t start_us;
+    uint64_t deadline_ms;  /* on vsr_now_ms() */
     vsr_rtc_done_fn done;
     void *ud;
     unsigned retried : 1, complete : 1, ended : 1;
@@ -382,6 +383,11 @@ static void send_on(rconn_t *k)
 static void timer_cb(uv_timer_t *t)
 {
     vsr_rtc_call_t *call = t->data;
+    uint64_t now = vsr_now_ms();
+    if (now < call->deadline_ms) { /* libuv's clock may run behind ours by its resolution */
+        uv_timer_start(&call->timer, timer_cb, call->deadline_ms - now, 0);
+        return;
+    }
     rconn_t *k = call->conn;
     if (k) {
         k->call = NULL;
@@ -488,6 +494,7 @@ vsr_rtc_call_t *vsr_rtc_bundle(vsr_rtc_t *c, const vsr_rtc_task_t *tasks, size_t
     call->ud = ud;
     call->runtime_ms = -1;
     call->start_us = vsr_now_us();
+    call->deadline_ms = deadline_ms;
     vsr_buf_init(&call->resp, 0);
     vsr_buf_t body;
     vsr_buf_init(&body, 0);
@@ -513,6 +520,9 @@ vsr_rtc_call_t *vsr_rtc_bundle(vsr_rtc_t *c, const vsr_rtc_task_t *tasks, size_t
     uv_timer_init(c->loop, &call->timer);
     c->handles++;
     call->timer.data = call;
+    /* the loop's clock is the time of its last turn: brought up to date, a
+     * timer counted from it does not fire before the deadline */
+    uv_update_time(c->loop);
     uv_timer_start(&call->timer, timer_cb, deadline_ms - now, 0);
 
     rconn_t *k = c->idle;
