@@ -86,12 +86,15 @@ int main(int argc, char **argv)
     while (strlen(long_text) < 1500)
         strcat(long_text, "Routing picks the model for each request from signals computed on its prompt, "
                           "such as keywords, language and sentence embeddings. ");
+    long rss_loaded = status_kb("VmRSS:");
     run(m, s, "short", short_text, 1, iters);
     run(m, s, "long", long_text, 1, iters / 2);
+    long rss_one = status_kb("VmRSS:");
     run(m, s, "short", short_text, 16, iters / 4);
     run(m, s, "long", long_text, 16, iters / 10);
-    printf("load %.1f ms; RSS before load %ld KiB, with the model after the runs %ld KiB (peak %ld KiB); file %zu bytes\n",
-           load, rss0, status_kb("VmRSS:"), status_kb("VmHWM:"), vsr_use_file_bytes(m));
+    printf("load %.1f ms; file %zu bytes; RSS KiB: before load %ld, loaded %ld, after single texts %ld, "
+           "after batches of 16 %ld (peak %ld)\n",
+           load, vsr_use_file_bytes(m), rss0, rss_loaded, rss_one, status_kb("VmRSS:"), status_kb("VmHWM:"));
     vsr_use_scratch_free(s);
     vsr_use_free(m);
     return 0;

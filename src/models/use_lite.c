@@ -263,6 +263,7 @@ int vsr_use_load(const char *path, vsr_use_model_t **out)
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return VSR_ERR_IO;
+    madvise(map, (size_t)st.st_size, MADV_WILLNEED); /* read ahead: the first embedding touches it all */
     vsr_use_model_t *m = vsr_calloc(1, sizeof *m);
     m->map = map;
     m->map_len = (size_t)st.st_size;
