@@ -2,7 +2,7 @@
  * use_bench — latency of the sentence-embedding model (src/models): p50/p99
  * of one vsr_use_embed() on a 22-token and a 128-token text, and of one
  * vsr_use_embed_batch() of 16 such texts; the load time and the RSS with the
- * model loaded.  One core: run with OPENBLAS_NUM_THREADS=1.
+ * model loaded.  One core: BLAS is set to one thread (pin it with taskset).
  *
  *   OPENBLAS_NUM_THREADS=1 build/use_bench ~/.cache/vsr/models/use-lite.vsrm [ITERATIONS]
  */
@@ -70,6 +70,7 @@ int main(int argc, char **argv)
     }
     int iters = argc > 2 ? atoi(argv[2]) : 200;
     if (iters < 10) iters = 10;
+    vsr_models_blas_threads(1); /* one core, whatever OPENBLAS_NUM_THREADS says */
     long rss0 = status_kb("VmRSS:");
     double t0 = now_ms();
     vsr_use_model_t *m;

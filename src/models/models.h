@@ -25,8 +25,9 @@
  * A scratch holds one caller's working memory (grown on demand, kept between
  * calls): use one per thread, never two calls on one scratch at once.  Every
  * function that takes a scratch accepts NULL and then allocates and frees
- * its own.  The matrix products use OpenBLAS: a caller running its own
- * thread pool sets OPENBLAS_NUM_THREADS=1 (or openblas_set_num_threads).
+ * its own.  The matrix products use OpenBLAS, which by default spreads one
+ * product over every core: a caller running its own thread pool calls
+ * vsr_models_blas_threads(1) first (or sets OPENBLAS_NUM_THREADS=1).
  *
  * Return codes: VSR_OK; VSR_ERR_INVALID for text with nothing to embed
  * (empty, or only white space) and for a malformed model file;
@@ -58,6 +59,10 @@ int vsr_use_load(const char *path, vsr_use_model_t **out);
 int vsr_use_load_mem(const void *data, size_t len, vsr_use_model_t **out);
 
 void vsr_use_free(vsr_use_model_t *m); /* accepts NULL */
+
+/* Threads OpenBLAS may use for one matrix product (n >= 1).  Process-wide;
+ * call before the first embedding, from one thread. */
+void vsr_models_blas_threads(int n);
 
 size_t vsr_use_vocab_size(const vsr_use_model_t *m);
 int vsr_use_has_weights(const vsr_use_model_t *m);

@@ -283,6 +283,8 @@ void vsr_use_free(vsr_use_model_t *m)
     vsr_free(m);
 }
 
+void vsr_models_blas_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+
 size_t vsr_use_vocab_size(const vsr_use_model_t *m) { return m->n_vocab; }
 int vsr_use_has_weights(const vsr_use_model_t *m) { return m->has_weights; }
 size_t vsr_use_file_bytes(const vsr_use_model_t *m) { return m->file_bytes; }
