@@ -471,6 +471,70 @@ static void layer_norm(const float *x, float *y, size_t rows, size_t d, const fl
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX512_KERNEL 1
+/* y[RB rows, 32 columns] += x[RB,k]·w[k, 32 columns] with the accumulators
+ * in registers while w streams by rows.  For few rows this beats sgemm,
+ * which repacks the whole weight matrix on every call. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+tile32(const float *x, size_t k, const float *w, size_t n, float *y, const size_t RB)
+{
+    __m512 a0[8], a1[8];
+    for (size_t r = 0; r < RB; r++) {
+        a0[r] = _mm512_loadu_ps(y + r * n);
+        a1[r] = _mm512_loadu_ps(y + r * n + 16);
+    }
+    for (size_t kk = 0; kk < k; kk++) {
+        __m512 w0 = _mm512_loadu_ps(w + kk * n), w1 = _mm512_loadu_ps(w + kk * n + 16);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < RB; r++) {
+            __m512 b = _mm512_set1_ps(x[r * k + kk]);
+            a0[r] = _mm512_fmadd_ps(b, w0, a0[r]);
+            a1[r] = _mm512_fmadd_ps(b, w1, a1[r]);
+        }
+    }
+    for (size_t r = 0; r < RB; r++) {
+        _mm512_storeu_ps(y + r * n, a0[r]);
+        _mm512_storeu_ps(y + r * n + 16, a1[r]);
+    }
+}
+
+__attribute__((target("avx512f"))) static void gemm_few_rows(const float *x, size_t rows, size_t k,
+                                                              const float *w, size_t n, float *y)
+{
+    /* column strips outermost: a strip of w (k × 128 bytes) stays in L2 while
+     * every block of rows passes over it */
+    for (size_t j = 0; j < n; j += 32)
+        for (size_t r0 = 0; r0 < rows; r0 += 8) {
+            const float *xr = x + r0 * k;
+            float *yr = y + r0 * n + j;
+            switch (VSR_MIN(rows - r0, (size_t)8)) {
+            case 8: tile32(xr, k, w + j, n, yr, 8); break;
+            case 7: tile32(xr, k, w + j, n, yr, 7); break;
+            case 6: tile32(xr, k, w + j, n, yr, 6); break;
+            case 5: tile32(xr, k, w + j, n, yr, 5); break;
+            case 4: tile32(xr, k, w + j, n, yr, 4); break;
+            case 3: tile32(xr, k, w + j, n, yr, 3); break;
+            case 2: tile32(xr, k, w + j, n, yr, 2); break;
+            default: tile32(xr, k, w + j, n, yr, 1); break;
+            }
+        }
+}
+
+/* VSR_USE_NO_AVX512 set: sgemm everywhere (to compare) */
+static int have_avx512(void)
+{
+    static int v = -1;
+    if (v < 0) v = getenv("VSR_USE_NO_AVX512") == NULL && __builtin_cpu_supports("avx512f");
+    return v;
+}
+#endif
+
+/* up to this many rows the kernel above, past it sgemm (measured on the
+ * forward pass's shapes: the kernel wins by ~30% at 22 rows, loses at 128) */
+#define FEW_ROWS 48
+
 /* y[rows,n] = (accumulate ? y : 0) + bias + x[rows,k]·w[k,n] */
 static void dense(const float *x, size_t rows, size_t k, const float *w, const float *bias, size_t n, float *y,
                   int accumulate)
@@ -482,6 +546,12 @@ static void dense(const float *x, size_t rows, size_t k, const float *w, const f
         else
             memcpy(o, bias, n * sizeof *o);
     }
+#ifdef HAVE_AVX512_KERNEL
+    if (rows <= FEW_ROWS && n % 32 == 0 && have_avx512()) {
+        gemm_few_rows(x, rows, k, w, n, y);
+        return;
+    }
+#endif
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f, x, (int)k, w, (int)n,
                 1.0f, y, (int)n);
 }
