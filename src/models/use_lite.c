@@ -525,8 +525,12 @@ __attribute__((target("avx512f"))) static void gemm_few_rows(const float *x, siz
 /* VSR_USE_NO_AVX512 set: sgemm everywhere (to compare) */
 static int have_avx512(void)
 {
-    static int v = -1;
-    if (v < 0) v = getenv("VSR_USE_NO_AVX512") == NULL && __builtin_cpu_supports("avx512f");
+    static int cached = -1; /* any thread may compute it: all get the same answer */
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = getenv("VSR_USE_NO_AVX512") == NULL && __builtin_cpu_supports("avx512f");
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
     return v;
 }
 #endif
