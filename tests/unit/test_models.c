@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <math.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -163,19 +164,25 @@ static float dot(const float *a, const float *b)
     return s;
 }
 
-static void test_models_real_model(void **state)
+/* the fetched model's path, or skip (fail under CI, which must have it) */
+static void model_path(char *path, size_t n)
 {
-    (void)state;
-    char path[1024];
-    const char *cache = getenv("VSR_MODEL_CACHE");
+    const char *cache = getenv("VSR_MODEL_CACHE"), *home = getenv("HOME");
     if (cache != NULL)
-        snprintf(path, sizeof path, "%s/use-lite.vsrm", cache);
+        snprintf(path, n, "%s/use-lite.vsrm", cache);
     else
-        snprintf(path, sizeof path, "%s/.cache/vsr/models/use-lite.vsrm", getenv("HOME") ? getenv("HOME") : "/");
+        snprintf(path, n, "%s/.cache/vsr/models/use-lite.vsrm", home ? home : "");
     if (access(path, R_OK) != 0) {
         if (getenv("CI") != NULL) fail_msg("%s missing (scripts/setup-deps fetches it)", path);
         skip();
     }
+}
+
+static void test_models_real_model(void **state)
+{
+    (void)state;
+    char path[1024];
+    model_path(path, sizeof path);
     vsr_use_model_t *m;
     assert_int_equal(vsr_use_load(path, &m), VSR_OK);
     assert_true(vsr_use_has_weights(m));
@@ -198,6 +205,48 @@ static void test_models_real_model(void **state)
     vsr_use_free(m);
 }
 
+typedef struct {
+    const vsr_use_model_t *m;
+    const char *text;
+    float out[VSR_USE_DIM];
+    int rc;
+} job_t;
+
+static void *embed_many(void *arg)
+{
+    job_t *j = arg;
+    vsr_use_scratch_t *s = vsr_use_scratch_new();
+    for (int i = 0; i < 20 && j->rc == VSR_OK; i++) j->rc = vsr_use_embed(j->m, j->text, strlen(j->text), j->out, s);
+    vsr_use_scratch_free(s);
+    return NULL;
+}
+
+/* one model, four threads with their own scratch: the same vectors as alone */
+static void test_models_shared_across_threads(void **state)
+{
+    (void)state;
+    char path[1024];
+    model_path(path, sizeof path);
+    vsr_use_model_t *m;
+    assert_int_equal(vsr_use_load(path, &m), VSR_OK);
+    static const char *texts[4] = {"short one", "a somewhat longer sentence about routing requests to models",
+                                   "Café naïve résumé", "How do I reverse a linked list in C?"};
+    job_t jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job_t){.m = m, .text = texts[i], .rc = VSR_OK};
+        assert_int_equal(pthread_create(&th[i], NULL, embed_many, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(th[i], NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        float alone[VSR_USE_DIM];
+        assert_int_equal(jobs[i].rc, VSR_OK);
+        assert_int_equal(vsr_use_embed(m, texts[i], strlen(texts[i]), alone, NULL), VSR_OK);
+        assert_memory_equal(alone, jobs[i].out, sizeof alone);
+    }
+    vsr_use_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_models_js_tie_breaks),
         cmocka_unit_test(test_models_vocab_only_and_limits),
         cmocka_unit_test(test_models_real_model),
+        cmocka_unit_test(test_models_shared_across_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
