@@ -26,6 +26,7 @@ ALLOWED = {
     "routing": {"base", "json", "http", "config", "signals", "decision", "plugins", "graph"},
     "upstream": {"base", "json", "http", "config"},
     "runtime": {"base", "json", "http"},
+    "models": {"base"},
     "obs": {"base"},
     "admin": {"base", "json", "http", "config", "routing"},
     "gateway": {"base", "json", "http", "config", "routing", "upstream", "obs", "admin"},
