@@ -25,7 +25,7 @@ ALLOWED = {
     "graph": {"base", "json", "http", "config", "routing"},
     "routing": {"base", "json", "http", "config", "signals", "decision", "plugins", "graph"},
     "upstream": {"base", "json", "http", "config"},
-    "runtime": {"base", "json", "http"},
+    "runtime": {"base", "json", "http", "models"},
     "models": {"base"},
     "obs": {"base"},
     "admin": {"base", "json", "http", "config", "routing"},
