@@ -969,12 +969,17 @@ static int cmd_runtime(int argc, char **argv)
     size_t n = 0;
     int rc = EXIT_RUNTIME;
     if (model_path) {
-        /* THE call site of the embedding model (src/models/): load the file
-         * at model_path and wrap it in a vsr_embedder_t (runtime.h: ops.embed,
-         * name, backend, dim, impl) as emb[n++], ahead of the others so that
-         * it is the default model.  Until it is built in, --model is refused. */
-        fprintf(stderr, "vsr runtime serve: --model %s: this build has no embedding model loader yet\n", model_path);
-        goto out;
+        /* the embedding model (src/models/): the default, ahead of the others */
+        vsr_buf_t err;
+        vsr_buf_init(&err, 4096);
+        emb[n] = vsr_embedder_use_new(model_path, NULL, &err);
+        if (emb[n] == NULL) {
+            fprintf(stderr, "vsr runtime serve: --model %.*s\n", (int)err.len, err.data ? err.data : "");
+            vsr_buf_free(&err);
+            goto out;
+        }
+        vsr_buf_free(&err);
+        n++;
     }
     if (remote_url) {
         const char *key = key_env ? getenv(key_env) : NULL;

@@ -69,6 +69,14 @@ vsr_embedder_t *vsr_embedder_hash_new(void);
 vsr_embedder_t *vsr_embedder_remote_new(const char *base_url, const char *model, const char *api_key, size_t dim,
                                         uint64_t timeout_ms, vsr_buf_t *err);
 
+/* The USE-lite sentence encoder (512-d; src/models/, docs/runtime.md "The
+ * embedding model") from its converted file at path, served as `name`
+ * (NULL: "use-lite").  The file is mapped and shared by every compute
+ * thread; each thread keeps its own scratch.  Sets the BLAS library to one
+ * thread (the compute pool is the parallelism).  NULL with err set when the
+ * file cannot be loaded. */
+vsr_embedder_t *vsr_embedder_use_new(const char *path, const char *name, vsr_buf_t *err);
+
 void vsr_embedder_free(vsr_embedder_t *e); /* accepts NULL */
 
 /* ---- the embedding cache ----------------------------------------------

@@ -6,6 +6,7 @@ import base64
 import http.server
 import json
 import math
+import os
 import re
 import shutil
 import socket
@@ -589,3 +590,52 @@ def test_inputs_in_flight_are_bounded(runtime):
     # what fits is served, and its inputs are given back when it is done
     for _ in range(3):
         assert rt.c.post("/v1/embeddings", json={"input": ["1", "2", "3"]}).status_code == 200
+
+
+USE_MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
+    / "use-lite.vsrm"
+
+
+def use_model():
+    if not USE_MODEL.exists():
+        reason = f"embedding model absent (run scripts/setup-deps): {USE_MODEL}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return str(USE_MODEL)
+
+
+def test_model_serves_real_sentence_embeddings(runtime):
+    rt = runtime("--model", use_model(), "--threads", "2")
+    models = rt.c.get("/v1/models").json()["data"]
+    assert models[0]["id"] == "use-lite"
+    texts = ["What is the capital of France?", "Which city is France's capital?",
+             "How do I reverse a linked list in C?", "Write a function that reverses a singly linked list."]
+    r = rt.c.post("/v1/embeddings", json={"model": "use-lite", "input": texts})
+    assert r.status_code == 200, r.text
+    assert "compute;dur=" in r.headers["server-timing"]
+    v = [d["embedding"] for d in r.json()["data"]]
+    assert all(len(x) == 512 and abs(norm(x) - 1) < 1e-4 for x in v)
+    cos = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
+    # the values the model's own JavaScript runtime gives (docs/runtime.md)
+    assert abs(cos(v[0], v[1]) - 0.904) < 0.002
+    assert abs(cos(v[2], v[3]) - 0.648) < 0.002
+    assert cos(v[0], v[2]) < 0.3
+    assert r.json()["usage"]["prompt_tokens"] > 20
+    # the bundle path gives the same vectors, and an empty text is the task's own error
+    b = rt.bundle([{"id": "a", "embed": {"input": texts[0]}}, {"id": "b", "embed": {"input": "  "}}], deadline_ms=5000)
+    assert b.status_code == 200, b.text
+    res = {x["id"]: x for x in b.json()["results"]}
+    assert max(abs(x - y) for x, y in zip(res["a"]["embed"]["embeddings"][0], v[0])) < 1e-6
+    assert "error" in res["b"]
+    bad = rt.c.post("/v1/embeddings", json={"model": "use-lite", "input": ""})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
+
+
+def test_a_file_that_is_no_model_is_refused_at_start(runtime, tmp_path):
+    junk = tmp_path / "junk.vsrm"
+    junk.write_bytes(b"not a model" * 100)
+    rt = runtime("--model", str(junk), wait=False)
+    rt.proc.p.wait(20)
+    assert rt.proc.p.returncode not in (0, None)
+    assert "not a USE-lite model file" in rt.proc.output()
