@@ -37,6 +37,8 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.conversation, r->signals.n_conversation);
     } else if (strcmp(type, "language") == 0) {
         FIND(r->signals.language, r->signals.n_language);
+    } else if (strcmp(type, "embedding") == 0) {
+        FIND(r->signals.embeddings, r->signals.n_embeddings);
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)

@@ -176,6 +176,236 @@ static int cmd_config(int argc, char **argv)
     return 0;
 }
 
+/* ---- the model runtime: each worker's runtime port, and the child ----
+ * The gateway lends every worker a port built here (vsr_gateway_runtime_t):
+ * a runtime client on that worker's loop (vsr_rtc_*), behind the routing
+ * core's "call the runtime" shape.  The supervisor (vsr_rts_*) runs the
+ * child on the control loop; /ready follows it. */
+
+typedef struct rt_call_s rt_call_t;
+
+typedef struct {
+    vsr_rtc_t *rtc;
+    rt_call_t *calls; /* in flight: freed when the port closes (the client drops them without done) */
+} rt_port_t;
+
+struct rt_call_s {
+    rt_port_t *port;
+    vsr_rtc_call_t *call;
+    rt_call_t *prev, *next;
+    vsr_runtime_done_fn done;
+    void *done_ud;
+};
+
+typedef struct {
+    int enabled;             /* the workers get a runtime port */
+    char socket_path[108];   /* a Unix socket: the endpoint's, or the managed child's */
+    char tcp_host[64];       /* or TCP (endpoint http://IP:PORT) */
+    uint16_t tcp_port;
+    uint64_t timeout_ms;     /* one call at most (global.model_catalog.runtime.timeout) */
+    vsr_rts_t *sup;          /* the managed child, or NULL */
+} rt_wire_t;
+
+static void rt_unlink(rt_call_t *rc)
+{
+    if (rc->prev)
+        rc->prev->next = rc->next;
+    else
+        rc->port->calls = rc->next;
+    if (rc->next)
+        rc->next->prev = rc->prev;
+}
+
+static void *rt_open(void *ud, uv_loop_t *loop, unsigned worker)
+{
+    VSR_UNUSED(worker);
+    const rt_wire_t *rw = ud;
+    rt_port_t *p = vsr_calloc(1, sizeof(*p));
+    vsr_rtc_opts_t o = {.socket_path = rw->socket_path};
+    if (rw->tcp_host[0]) {
+        o.tcp_host = rw->tcp_host;
+        o.tcp_port = rw->tcp_port;
+    }
+    p->rtc = vsr_rtc_new(loop, &o);
+    return p;
+}
+
+static void rt_close(void *ud, void *port)
+{
+    VSR_UNUSED(ud);
+    rt_port_t *p = port;
+    while (p->calls) {
+        rt_call_t *rc = p->calls;
+        rt_unlink(rc);
+        vsr_free(rc);
+    }
+    vsr_rtc_free(p->rtc); /* its handles close on the worker's loop */
+    vsr_free(p);
+}
+
+static void rt_done(void *ud, int status, const vsr_rtc_result_t *res, size_t n, const vsr_rtc_timing_t *t)
+{
+    rt_call_t *rc = ud;
+    vsr_runtime_done_fn done = rc->done;
+    void *done_ud = rc->done_ud;
+    if (rc->port) {
+        rt_unlink(rc);
+        vsr_free(rc);
+    } else {
+        rc->done = NULL; /* answered before vsr_rtc_bundle returned: rt_call frees it */
+    }
+    vsr_log_debug("runtime", "bundle call: status %d, http %d, wall %.3f ms, runtime %.3f ms", status, t->http_status,
+                  t->wall_ms, t->runtime_ms);
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_runtime_result_t *out = n ? vsr_pool_alloc(&pool, n * sizeof(*out)) : NULL;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (vsr_runtime_result_t){vsr_pool_strndup(&pool, res[i].id.p ? res[i].id.p : "", res[i].id.len),
+                                        res[i].status == VSR_OK ? VSR_OK : VSR_ERR, res[i].result};
+    if (status == VSR_ERR_INVALID)
+        status = VSR_ERR;
+    done(done_ud, status, out, n);
+    vsr_pool_free(&pool);
+}
+
+static void *rt_call(void *ud, void *port, const vsr_runtime_bundle_t *b, uint64_t deadline_ms,
+                     vsr_runtime_done_fn done, void *done_ud)
+{
+    const rt_wire_t *rw = ud;
+    rt_port_t *p = port;
+    uint64_t cap = vsr_now_ms() + rw->timeout_ms;
+    if (deadline_ms > cap)
+        deadline_ms = cap; /* the request's deadline, or the call's own bound when that comes first */
+    rt_call_t *rc = vsr_calloc(1, sizeof(*rc));
+    rc->done = done;
+    rc->done_ud = done_ud;
+    vsr_rtc_task_t *tasks = vsr_calloc(b->n_tasks ? b->n_tasks : 1, sizeof(*tasks));
+    for (size_t i = 0; i < b->n_tasks; i++)
+        tasks[i] = (vsr_rtc_task_t){vsr_slice_cstr(b->tasks[i].id), vsr_slice_cstr(b->tasks[i].type),
+                                    b->tasks[i].payload};
+    vsr_rtc_call_t *call = vsr_rtc_bundle(p->rtc, tasks, b->n_tasks, deadline_ms, rt_done, rc);
+    vsr_free(tasks);
+    if (call == NULL) { /* done has run */
+        vsr_free(rc);
+        return NULL;
+    }
+    rc->call = call;
+    rc->port = p;
+    rc->next = p->calls;
+    if (p->calls)
+        p->calls->prev = rc;
+    p->calls = rc;
+    return rc;
+}
+
+static void rt_cancel(void *ud, void *port, void *handle)
+{
+    VSR_UNUSED(ud);
+    VSR_UNUSED(port);
+    rt_call_t *rc = handle;
+    vsr_rtc_cancel(rc->call);
+    rt_unlink(rc);
+    vsr_free(rc);
+}
+
+static int rt_ready(void *ud)
+{
+    const rt_wire_t *rw = ud;
+    return rw->sup == NULL || vsr_rts_ready(rw->sup);
+}
+
+/* 1 when a recipe declares model-backed signals. */
+static int needs_runtime(const vsr_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->n_recipes; i++)
+        if (cfg->recipes[i].signals.n_embeddings || cfg->recipes[i].signals.n_ext)
+            return 1;
+    return 0;
+}
+
+static void on_runtime_ready(void *ud, int ready)
+{
+    VSR_UNUSED(ud);
+    if (ready)
+        vsr_log_info("vsr", "model runtime ready");
+    else
+        vsr_log_warn("vsr", "model runtime not ready: /ready answers 503 until it is back");
+}
+
+/* global.model_catalog.runtime → rw (and the child's start on loop).
+ * VSR_OK, or VSR_ERR_INVALID with a message in err (a configuration that
+ * needs a runtime it cannot have). */
+static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw, vsr_buf_t *err)
+{
+    memset(rw, 0, sizeof(*rw));
+    rw->timeout_ms = cfg->runtime_timeout_ms ? cfg->runtime_timeout_ms : VSR_DEFAULT_RUNTIME_TIMEOUT_MS;
+    const char *ep = cfg->runtime_endpoint;
+    int managed = cfg->has_runtime_managed ? cfg->runtime_managed : (ep == NULL && needs_runtime(cfg));
+    if (ep != NULL) {
+        rw->enabled = 1;
+        if (strncmp(ep, "unix://", 7) == 0) {
+            snprintf(rw->socket_path, sizeof(rw->socket_path), "%s", ep + 7);
+        } else { /* http://IP:PORT, checked by the decoder */
+            const char *colon = strrchr(ep + 7, ':');
+            size_t hl = (size_t)(colon - (ep + 7));
+            memcpy(rw->tcp_host, ep + 7, VSR_MIN(hl, sizeof(rw->tcp_host) - 1));
+            rw->tcp_port = (uint16_t)atoi(colon + 1);
+        }
+        vsr_log_info("vsr", "model runtime at %s (not managed by vsr)", ep);
+        return VSR_OK;
+    }
+    if (!managed)
+        return VSR_OK;
+    if (cfg->runtime_embedder == NULL && cfg->runtime_model == NULL) {
+        vsr_buf_printf(err, "global.model_catalog.runtime: the configuration has model-backed signals and vsr starts "
+                            "their runtime: name its model (model: PATH, or embedder: hash for tests), name a runtime "
+                            "that runs elsewhere (endpoint:), or set managed: false\n");
+        return VSR_ERR_INVALID;
+    }
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(rw->socket_path, sizeof(rw->socket_path), "%s/vsr-runtime-%d.sock", tmp && *tmp ? tmp : "/tmp",
+                     (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof(rw->socket_path)) {
+        vsr_buf_printf(err, "global.model_catalog.runtime: the runtime's socket path under TMPDIR is too long\n");
+        return VSR_ERR_INVALID;
+    }
+    char exe[4096];
+    size_t exe_len = sizeof(exe);
+    if (uv_exepath(exe, &exe_len) != 0) {
+        vsr_buf_printf(err, "cannot find vsr's own executable to start the model runtime\n");
+        return VSR_ERR;
+    }
+    static const char *levels[] = {"debug", "info", "warn", "error"};
+    char threads[16];
+    const char *args[16];
+    size_t k = 0;
+    args[k++] = "runtime";
+    args[k++] = "serve";
+    args[k++] = "--socket";
+    args[k++] = rw->socket_path;
+    if (cfg->runtime_model) {
+        args[k++] = "--model";
+        args[k++] = cfg->runtime_model;
+    }
+    if (cfg->runtime_embedder) {
+        args[k++] = "--embedder";
+        args[k++] = cfg->runtime_embedder;
+    }
+    if (cfg->runtime_threads) {
+        snprintf(threads, sizeof(threads), "%u", (unsigned)cfg->runtime_threads);
+        args[k++] = "--threads";
+        args[k++] = threads;
+    }
+    args[k++] = "--log-level";
+    args[k++] = levels[vsr_log_min_level <= VSR_LOG_ERROR ? vsr_log_min_level : VSR_LOG_ERROR];
+    args[k] = NULL;
+    vsr_rts_opts_t so = {.exe = exe, .args = args, .socket_path = rw->socket_path, .on_ready = on_runtime_ready};
+    rw->sup = vsr_rts_start(loop, &so);
+    rw->enabled = 1;
+    vsr_log_info("vsr", "starting the model runtime on %s", rw->socket_path);
+    return VSR_OK;
+}
+
 typedef struct {
     uv_signal_t sigint, sigterm;
     uv_async_t activated;     /* a version was activated (on any thread): move the health checks */
@@ -186,6 +416,7 @@ typedef struct {
     uv_loop_t *loop;
     uint64_t drain_timeout_ms;
     int draining;
+    rt_wire_t rt;             /* the model runtime the workers call */
 } serve_t;
 
 /* ---- the version pipeline's hooks (admin/ calls them under its lock) ---- */
@@ -263,6 +494,8 @@ static void shutdown_now(serve_t *sv)
     health_stop(sv);
     vsr_gateway_stop(sv->gw);
     sv->gw = NULL;
+    vsr_rts_stop(sv->rt.sup); /* the child gets SIGTERM; the loop runs until it is gone */
+    sv->rt.sup = NULL;
     uv_close((uv_handle_t *)&sv->activated, NULL);
     uv_close((uv_handle_t *)&sv->sigint, NULL);
     uv_close((uv_handle_t *)&sv->sigterm, NULL);
@@ -550,6 +783,9 @@ static int cmd_serve(int argc, char **argv)
     vsr_gateway_opts_t gopts;
     memset(&gopts, 0, sizeof(gopts));
     gopts.workers = n_workers;
+    int rt_ok = runtime_setup(cfg, loop, &sv.rt, &err) == VSR_OK;
+    if (sv.rt.enabled)
+        gopts.runtime = (vsr_gateway_runtime_t){rt_open, rt_close, rt_call, rt_cancel, rt_ready, &sv.rt};
     gopts.metrics_address = maddr;
     gopts.metrics_port = mport;
     gopts.metrics = sv.metrics;
@@ -568,7 +804,7 @@ static int cmd_serve(int argc, char **argv)
         tracing_ok = gopts.tracer != NULL;
     }
     vsr_metrics_attach(gopts.metrics, gopts.access_log, gopts.tracer);
-    sv.gw = tracing_ok && (gopts.access_log || strcmp(access_log, "off") == 0)
+    sv.gw = rt_ok && tracing_ok && (gopts.access_log || strcmp(access_log, "off") == 0)
                 ? vsr_gateway_start(cfg, engine, &gopts, &err)
                 : NULL;
     if (sv.gw != NULL && watch && vsr_admin_watch_start(sv.admin, loop, path, 100, &err) != VSR_OK) {
@@ -581,7 +817,9 @@ static int cmd_serve(int argc, char **argv)
         uv_close((uv_handle_t *)&sv.activated, NULL);
         uv_close((uv_handle_t *)&sv.sigint, NULL);
         uv_close((uv_handle_t *)&sv.sigterm, NULL);
-        rc = in_use ? EXIT_IN_USE : EXIT_RUNTIME;
+        vsr_rts_stop(sv.rt.sup);
+        sv.rt.sup = NULL;
+        rc = !rt_ok ? EXIT_CONFIG : in_use ? EXIT_IN_USE : EXIT_RUNTIME;
     } else {
         sv.loop = loop;
         /* the control thread: active health checks run on its loop, and

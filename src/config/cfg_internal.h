@@ -316,6 +316,8 @@ extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
 int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* A rule leaf's condition type: 1 implemented, 0 known but not supported yet, -1 unknown. */
 int vsr__cfg_condition_type(const char *type);
+/* 1 when a rule leaf's condition type is a model-backed family's (on_error applies to it). */
+int vsr__cfg_condition_model_backed(const char *type);
 /* Reports every rule leaf of r's decisions that names no signal declared in
  * r; `where` names the recipe in messages ("routing"). */
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);

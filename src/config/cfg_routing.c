@@ -56,7 +56,7 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
         vsr__cfg_node_error(d, n, "rules are nested more than %d levels deep", MAX_RULE_DEPTH);
         return -1;
     }
-    const cfg_node_t *type = NULL, *name = NULL, *op = NULL, *conds = NULL, *classifier_key = NULL;
+    const cfg_node_t *type = NULL, *name = NULL, *op = NULL, *conds = NULL, *classifier_key = NULL, *on_error_key = NULL;
     int rc = 0;
     for (size_t i = 0; i < n->n; i++) {
         const cfg_node_t *k = n->items[2 * i], *v = n->items[2 * i + 1];
@@ -74,8 +74,12 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
             conds = v;
         } else if (vsr_slice_eq_cstr(key, "label") || vsr_slice_eq_cstr(key, "predicate") ||
                    vsr_slice_eq_cstr(key, "on_error")) {
-            if (classifier_key == NULL)
+            if (vsr_slice_eq_cstr(key, "on_error")) {
+                if (on_error_key == NULL)
+                    on_error_key = k;
+            } else if (classifier_key == NULL) {
                 classifier_key = k;
+            }
             if (vsr_slice_eq_cstr(key, "on_error")) {
                 static const char *const policies[] = {"match", "no_match", NULL};
                 cfg_field_t f = {.key = "on_error", .choices = policies};
@@ -125,6 +129,8 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
             vsr__cfg_node_error(d, type, "condition type \"%s\" is not supported yet", t);
             return -1;
         }
+        if (classifier_key == NULL && on_error_key != NULL && !vsr__cfg_condition_model_backed(t))
+            classifier_key = on_error_key; /* on_error: model-backed conditions (classifiers, embeddings) only */
         if (classifier_key != NULL) {
             vsr__cfg_node_error(d, classifier_key, "%s only applies to classifier conditions", classifier_key->str);
             return -1;
@@ -140,7 +146,7 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
         out->name = vsr__cfg_strdup(d, nm);
         return rc;
     }
-    if (name != NULL || classifier_key != NULL) {
+    if (name != NULL || classifier_key != NULL || on_error_key != NULL) {
         vsr__cfg_node_error(d, n, "a leaf condition needs a type (name, label, predicate and on_error only apply to "
                                   "leaf conditions)");
         return -1;

@@ -1,7 +1,7 @@
 /*
  * cfg_signals.c — routing.signals (ref §1.9): the family catalogue, one
  * table per implemented family (keywords, context, structure, conversation,
- * language, role_bindings), the capability check for the model-backed ones,
+ * language, role_bindings, embeddings), the capability check for the model-backed ones,
  * and the resolution of rule leaves against a recipe's declared signals.
  *
  * Regexes (keyword method regex, structure patterns) are only decoded here:
@@ -33,7 +33,7 @@ static const family_t families[] = {
     {"keywords", "keyword", 1, 0},        {"context", "context", 1, 0},
     {"structure", "structure", 1, 0},     {"conversation", "conversation", 1, 0},
     {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
-    {"embeddings", "embedding", 0, 1},    {"domains", "domain", 0, 1},
+    {"embeddings", "embedding", 1, 1},    {"domains", "domain", 0, 1},
     {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
     {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
@@ -480,6 +480,90 @@ static const cfg_spec_t role_binding_spec = {
     .n_fields = VSR_ARRAY_LEN(role_binding_fields),
 };
 
+/* ---- embeddings ---- */
+
+#define EMB_OFF(m) offsetof(vsr_sig_embedding_conf_t, m)
+
+static const char *const emb_aggregations[] = {"max", "mean", "any", NULL}; /* = vsr_emb_aggregation_t */
+
+/* candidates: 1..VSR_EMB_MAX_CANDIDATES non-empty strings of at most
+ * VSR_EMB_MAX_CANDIDATE_BYTES each */
+static int decode_candidates(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_strlist(d, f, val, obj) != 0)
+        return -1;
+    const vsr_strlist_conf_t *l = (const vsr_strlist_conf_t *)((char *)obj + f->offset);
+    if (l->n > VSR_EMB_MAX_CANDIDATES) {
+        vsr__cfg_node_error(d, val, "%s: at most %d candidates per signal, got %zu", f->key, VSR_EMB_MAX_CANDIDATES,
+                            l->n);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < l->n && val->kind == CFG_NODE_SEQ && i < val->n; i++) {
+        size_t len = strlen(l->items[i]);
+        int blank = 1;
+        for (size_t k = 0; k < len && blank; k++)
+            blank = l->items[i][k] == ' ' || l->items[i][k] == '\t' || l->items[i][k] == '\n' || l->items[i][k] == '\r';
+        if (blank) {
+            vsr__cfg_node_error(d, val->items[i], "a candidate must not be empty or blank");
+            rc = -1;
+        } else if (len > VSR_EMB_MAX_CANDIDATE_BYTES) {
+            vsr__cfg_node_error(d, val->items[i], "a candidate is at most %d bytes, got %zu",
+                                VSR_EMB_MAX_CANDIDATE_BYTES, len);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+/* The reference's fields vsr does not implement for this family yet: a
+ * non-empty value is refused rather than ignored. */
+static int decode_emb_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(obj);
+    if (vsr__cfg_deep_empty(val) ||
+        (val->kind == CFG_NODE_SCALAR && val->type == CFG_BOOL && (val->str[0] == 'f' || val->str[0] == 'F')))
+        return 0;
+    vsr__cfg_node_error(d, val, "embeddings: %s is not supported yet", f->key);
+    return -1;
+}
+
+static int decode_query_modality(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(obj);
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "text") != 0) {
+        vsr__cfg_node_error(d, val, "query_modality %s is not supported yet (only \"text\")",
+                            vsr__cfg_quote(d->pool, s, strlen(s)));
+        return -1;
+    }
+    return 0;
+}
+
+static const cfg_field_t embedding_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EMB_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .flags = CFG_REQUIRED, .offset = EMB_OFF(threshold), .dmin = 0,
+     .dmax = 1},
+    {.key = "candidates", .decode = decode_candidates, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+     .offset = EMB_OFF(candidates)},
+    {.key = "aggregation_method", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = EMB_OFF(aggregation),
+     .choices = emb_aggregations},
+    {.key = "query_modality", .decode = decode_query_modality},
+    {.key = "negative_candidates", .decode = decode_emb_unsupported},
+    {.key = "image_candidates", .decode = decode_emb_unsupported},
+    {.key = "enable_soft_matching", .decode = decode_emb_unsupported},
+    {.key = "min_score_threshold", .decode = decode_emb_unsupported},
+};
+
+static const cfg_spec_t embedding_spec = {
+    .size = sizeof(vsr_sig_embedding_conf_t),
+    .fields = embedding_fields,
+    .n_fields = VSR_ARRAY_LEN(embedding_fields),
+};
+
 /* ---- the signals map ---- */
 
 typedef struct {
@@ -497,6 +581,7 @@ static const family_table_t family_tables[] = {
     {"conversation", &conversation_spec, SIG_OFF(conversation), SIG_OFF(n_conversation)},
     {"language", &language_spec, SIG_OFF(language), SIG_OFF(n_language)},
     {"role_bindings", &role_binding_spec, SIG_OFF(role_bindings), SIG_OFF(n_role_bindings)},
+    {"embeddings", &embedding_spec, SIG_OFF(embeddings), SIG_OFF(n_embeddings)},
 };
 
 static const family_table_t *family_table(const char *family)
@@ -580,6 +665,12 @@ int vsr__cfg_condition_type(const char *type)
 {
     const family_t *fam = family_by_cond(type);
     return fam == NULL ? -1 : fam->implemented;
+}
+
+int vsr__cfg_condition_model_backed(const char *type)
+{
+    const family_t *fam = family_by_cond(type);
+    return fam != NULL && fam->model_backed;
 }
 
 /* ---- rule leaves --------------------------------------------------------------- */

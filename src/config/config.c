@@ -9,6 +9,7 @@
  * the model means adding rows (and, for new value kinds, a decoder
  * function), not new control flow.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1028,12 +1029,112 @@ static const cfg_spec_t services_spec = {
     .n_fields = VSR_ARRAY_LEN(services_fields),
 };
 
+/* ---- global.model_catalog.runtime (vsr): which model runtime the router calls ---- */
+
+/* endpoint: unix:///ABSOLUTE/PATH or http://IPV4:PORT (numeric: the client
+ * resolves no names) */
+static int decode_runtime_endpoint(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    int ok = 0;
+    if (strncmp(s, "unix://", 7) == 0) {
+        ok = s[7] == '/' && strlen(s + 7) < 108; /* sun_path */
+    } else if (strncmp(s, "http://", 7) == 0) {
+        const char *colon = strrchr(s + 7, ':');
+        struct in_addr a;
+        char host[64];
+        size_t hl = colon ? (size_t)(colon - (s + 7)) : 0;
+        uint64_t port = 0;
+        ok = colon && hl > 0 && hl < sizeof(host) &&
+             vsr_slice_to_u64(vsr_slice_cstr(colon + 1), 65535, &port) == VSR_OK && port > 0;
+        if (ok) {
+            memcpy(host, s + 7, hl);
+            host[hl] = '\0';
+            ok = inet_pton(AF_INET, host, &a) == 1;
+        }
+    }
+    if (!ok) {
+        vsr__cfg_node_error(d, val, "%s must be unix:///ABSOLUTE/PATH (under 108 bytes) or http://IPV4:PORT, got %s",
+                            f->key, vsr__cfg_quote(d->pool, s, strlen(s)));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+static const char *const runtime_embedders[] = {"hash", NULL};
+
+static const cfg_field_t runtime_fields[] = {
+    {.key = "endpoint", .decode = decode_runtime_endpoint, .offset = CONF_OFF(runtime_endpoint)},
+    {.key = "managed", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = CONF_OFF(runtime_managed),
+     .has_offset = CONF_OFF(has_runtime_managed)},
+    {.key = "embedder", .decode = vsr__cfg_string, .offset = CONF_OFF(runtime_embedder), .choices = runtime_embedders},
+    {.key = "model", .decode = vsr__cfg_string, .offset = CONF_OFF(runtime_model)},
+    {.key = "threads", .decode = vsr__cfg_uint, .offset = CONF_OFF(runtime_threads), .size = sizeof(uint32_t),
+     .min = 0, .max = 256},
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(runtime_timeout_ms)},
+};
+
+static void init_runtime(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    ((config_box_t *)obj)->conf.runtime_timeout_ms = VSR_DEFAULT_RUNTIME_TIMEOUT_MS;
+}
+
+static void finish_runtime(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                           size_t index)
+{
+    vsr_config_t *c = &((config_box_t *)obj)->conf;
+    const cfg_node_t *to = vsr__cfg_map_get(map, "timeout");
+    if (to != NULL && (c->runtime_timeout_ms == 0 || c->runtime_timeout_ms > 3600000))
+        vsr__cfg_node_error(d, to, "timeout must be from 1ms to 1h");
+    if (c->runtime_endpoint == NULL)
+        return;
+    if (c->has_runtime_managed && c->runtime_managed) {
+        vsr__cfg_node_error(d, vsr__cfg_map_get(map, "managed"),
+                            "managed: true and endpoint exclude each other (endpoint names a runtime vsr does not start)");
+        return;
+    }
+    static const char *const child_only[] = {"embedder", "model", "threads"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(child_only); i++) {
+        const cfg_node_t *v = vsr__cfg_map_get(map, child_only[i]);
+        if (v != NULL)
+            vsr__cfg_node_error(d, v, "%s only applies to a runtime vsr starts (managed), not to an endpoint",
+                                child_only[i]);
+    }
+}
+
+static const cfg_spec_t runtime_spec = {
+    .size = sizeof(config_box_t),
+    .fields = runtime_fields,
+    .n_fields = VSR_ARRAY_LEN(runtime_fields),
+    .init = init_runtime,
+    .finish = finish_runtime,
+};
+
+static const cfg_field_t model_catalog_fields[] = {
+    {.key = "runtime", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &runtime_spec},
+    UNIMPLEMENTED("embeddings"),
+    UNIMPLEMENTED("system"),
+    UNIMPLEMENTED("external"),
+    UNIMPLEMENTED("kbs"),
+    UNIMPLEMENTED("modules"),
+};
+
+static const cfg_spec_t model_catalog_spec = {
+    .size = sizeof(config_box_t),
+    .fields = model_catalog_fields,
+    .n_fields = VSR_ARRAY_LEN(model_catalog_fields),
+};
+
 static const cfg_field_t global_fields[] = {
     {.key = "router", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_spec},
     {.key = "services", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &services_spec},
     UNIMPLEMENTED("stores"),
     UNIMPLEMENTED("integrations"),
-    UNIMPLEMENTED("model_catalog"),
+    {.key = "model_catalog", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &model_catalog_spec},
 };
 
 static const cfg_spec_t global_spec = {
@@ -1064,6 +1165,7 @@ static void init_document(cfg_decoder_t *d, void *obj)
 {
     config_box_t *box = obj;
     vsr_config_t *c = &box->conf;
+    c->runtime_timeout_ms = VSR_DEFAULT_RUNTIME_TIMEOUT_MS;
     c->management_address = vsr__cfg_strdup(d, "127.0.0.1");
     c->management_port = 8080;
     c->management_max_document_bytes = VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES;

@@ -23,6 +23,7 @@
 #define VSR_DEFAULT_MAX_HEADER_BYTES (64u * 1024)          /* 64 KiB */
 #define VSR_DEFAULT_MAX_HEADERS 100u
 #define VSR_DEFAULT_CONNECT_TIMEOUT_MS 10000u
+#define VSR_DEFAULT_RUNTIME_TIMEOUT_MS 5000u               /* one model runtime call */
 #define VSR_DEFAULT_LISTENER_NAME "http-8899"              /* a document without listeners (ref CLI default) */
 #define VSR_DEFAULT_LISTENER_PORT 8899u
 #define VSR_CONFIG_HASH_LEN 72  /* "sha256:" + 64 hex digits + NUL */
@@ -155,6 +156,22 @@ typedef struct {
     vsr_subject_conf_t *subjects; size_t n_subjects;
 } vsr_sig_authz_conf_t;
 
+/* routing.signals.embeddings[] (ref §1.9): cosine similarity of the routing
+ * text's embedding to each candidate's, aggregated over the candidates. */
+typedef enum {
+    VSR_EMB_AGG_MAX = 0, VSR_EMB_AGG_MEAN, VSR_EMB_AGG_ANY,
+} vsr_emb_aggregation_t;
+
+#define VSR_EMB_MAX_CANDIDATES 256        /* per signal */
+#define VSR_EMB_MAX_CANDIDATE_BYTES 8192  /* per candidate text */
+
+typedef struct {
+    char *name;
+    double threshold;              /* required, 0..1: the score that matches */
+    vsr_strlist_conf_t candidates; /* 1..VSR_EMB_MAX_CANDIDATES non-empty texts */
+    vsr_emb_aggregation_t aggregation; /* aggregation_method: max (default) | mean | any */
+} vsr_sig_embedding_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -180,7 +197,8 @@ typedef struct {
     vsr_sig_conversation_conf_t *conversation;  size_t n_conversation;
     vsr_sig_language_conf_t *language;          size_t n_language;
     vsr_sig_authz_conf_t *role_bindings;        size_t n_role_bindings;
-    /* model-backed families (embeddings, domains, fact_check, user_feedbacks,
+    vsr_sig_embedding_conf_t *embeddings;       size_t n_embeddings;  /* model-backed */
+    /* other model-backed families (domains, fact_check, user_feedbacks,
      * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
      * metadata, classifiers, safety, hallucination, input_modality) and
      * routing.projections: not supported yet (capability check at load). */
@@ -405,6 +423,17 @@ typedef struct {
     char *tracing_service_name;          /* resource.service_name, default "vllm-sr" */
     char *tracing_service_version;       /* resource.service_version, NULL = none */
     char *tracing_environment;           /* resource.deployment_environment, NULL = none */
+    /* global.model_catalog.runtime (vsr): the model runtime the router calls.  Read at start only. */
+    char *runtime_endpoint;              /* endpoint: "unix:///PATH" or "http://IP:PORT" of a runtime run
+                                          * elsewhere; NULL = none (a managed child, when needed) */
+    int runtime_managed;                 /* managed: start `vsr runtime serve` as a child; default: true when
+                                          * a recipe has model-backed signals and no endpoint is set */
+    int has_runtime_managed;
+    char *runtime_embedder;              /* embedder: the child's --embedder (only "hash", the test embedder) */
+    char *runtime_model;                 /* model: the child's --model PATH */
+    uint32_t runtime_threads;            /* threads: the child's --threads; 0 = its default (cores) */
+    uint64_t runtime_timeout_ms;         /* timeout: one runtime call at most (within the request's deadline),
+                                          * default VSR_DEFAULT_RUNTIME_TIMEOUT_MS */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */

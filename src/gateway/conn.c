@@ -1506,12 +1506,17 @@ static void dispatch(request_t *req)
     }
     if (vsr_slice_eq_cstr(path, "/ready") && get_like) {
         int ready = atomic_load(&c->w->gw->ready);
+        int rt_ready = vsr__gateway_runtime_ready(c->w->gw);
         /* an endpoint whose host has not resolved yet cannot be served: not ready, and which */
         vsr_buf_t un;
         vsr_buf_init(&un, 0);
         vsr_buf_append_cstr(&un, "{\"status\":\"not ready\",\"reason\":\"backend hosts not resolved yet\",\"unresolved\":[");
         size_t n_un = ready ? vsr_upstream_unresolved(vsr_engine_part(req->eng), &un, 16) : 0; /* the first 16 */
-        if (n_un > 0) {
+        if (ready && !rt_ready) {
+            reply(req, 503, "application/json",
+                  VSR_SLICE_LIT("{\"status\":\"not ready\",\"reason\":\"model runtime not ready\"}"), NULL,
+                  req->is_head, !req->keep_alive);
+        } else if (n_un > 0) {
             vsr_buf_printf(&un, "],\"unresolved_count\":%zu}", n_un);
             reply(req, 503, "application/json", vsr_buf_slice(&un), NULL, req->is_head, !req->keep_alive);
         } else {

@@ -67,6 +67,7 @@ struct worker_s {
     uint64_t accept_log_ms;      /* failed accepts are logged once per interval ... */
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
+    void *rt_port;               /* the worker's runtime port (vsr_gateway_runtime_t.open), or NULL */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
@@ -160,6 +161,8 @@ vsr_engine_t *vsr__gateway_pin(vsr_gateway_t *gw);
 void *vsr__gateway_runtime_call(worker_t *w, const vsr_runtime_bundle_t *bundle, uint64_t deadline_ms,
                                 vsr_runtime_done_fn done, void *done_ud);
 void vsr__gateway_runtime_cancel(worker_t *w, void *handle);
+/* /ready: 1 when the gateway serves and the runtime (when one is lent) is ready. */
+int vsr__gateway_runtime_ready(const vsr_gateway_t *gw);
 
 /* conn.c */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);

@@ -93,6 +93,9 @@ static void teardown(worker_t *w)
     w->torn_down = 1;
     close_listeners(w);
     vsr__gateway_close_all(w);
+    if (w->rt_port && w->gw->opts.runtime.close)
+        w->gw->opts.runtime.close(w->gw->opts.runtime.ud, w->rt_port); /* every call it carried is cancelled */
+    w->rt_port = NULL;
     vsr_upstream_free(w->up);
     w->up = NULL;
     uv_close((uv_handle_t *)&w->drain_deadline, close_noop);
@@ -178,6 +181,8 @@ static void *worker_main(void *arg)
     int rc = VSR_OK;
 
     w->up = vsr_upstream_new(&w->loop, NULL, NULL); /* clusters come from each request's version */
+    if (gw->opts.runtime.open)
+        w->rt_port = gw->opts.runtime.open(gw->opts.runtime.ud, &w->loop, w->id);
     for (size_t i = 0; rc == VSR_OK && i < w->n_listeners; i++)
         rc = bind_listener(w, &w->listeners[i]);
 

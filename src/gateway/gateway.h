@@ -31,8 +31,28 @@ typedef struct vsr_gateway_s vsr_gateway_t;
  * (nothing left running) when any of them fails.  Before any worker binds,
  * every address is probed without SO_REUSEPORT: one another process listens
  * on fails the start (see addr_in_use). */
+/* The model runtime, as the composition root lends it (no runtime type
+ * appears here).  open runs on each worker's thread before it serves, with
+ * that worker's loop, and returns the worker's port (e.g. a runtime client
+ * of its own; NULL: that worker has no runtime); close runs on the same
+ * thread when the worker tears down, after its connections are closed (the
+ * handles it closes are run out by the worker's loop).  call and cancel
+ * follow the rules of vsr_ports_t.runtime_call / runtime_cancel on that
+ * worker's thread.  ready (may be NULL: always) is read from any thread by
+ * /ready: 0 while the runtime cannot serve.  Every function gets ud. */
+typedef struct {
+    void *(*open)(void *ud, uv_loop_t *loop, unsigned worker);
+    void (*close)(void *ud, void *port);
+    void *(*call)(void *ud, void *port, const vsr_runtime_bundle_t *bundle, uint64_t deadline_ms,
+                  vsr_runtime_done_fn done, void *done_ud);
+    void (*cancel)(void *ud, void *port, void *handle);
+    int (*ready)(void *ud);
+    void *ud;
+} vsr_gateway_runtime_t;
+
 typedef struct {
     unsigned workers;            /* 0 = the number of usable cores */
+    vsr_gateway_runtime_t runtime; /* all NULL: no runtime (every runtime call fails at once, VSR_ERR_IO) */
     const char *metrics_address; /* the metrics listener (GET /metrics): address and port; port 0 = none */
     uint16_t metrics_port;
     vsr_metrics_t *metrics;      /* required: one shard per worker */

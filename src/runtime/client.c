@@ -25,6 +25,8 @@ typedef struct rconn_s rconn_t;
 struct vsr_rtc_s {
     uv_loop_t *loop;
     char *path;
+    int tcp;                      /* connect to addr instead of path */
+    struct sockaddr_storage addr;
     unsigned max_conns, max_idle;
     size_t max_response;
     unsigned n_open, n_idle;
@@ -35,7 +37,10 @@ struct vsr_rtc_s {
 };
 
 struct rconn_s {
-    uv_pipe_t pipe;
+    union {
+        uv_pipe_t pipe;
+        uv_tcp_t tcp;
+    } h;                /* a Unix socket, or TCP when the client has an address */
     uv_connect_t creq;
     uv_write_t wreq;
     vsr_rtc_t *c;
@@ -43,7 +48,7 @@ struct rconn_s {
     rconn_t *next_idle;
     vsr_rtc_call_t *call;
     vsr_http_parser_t parser;
-    unsigned connected : 1, closing : 1, reused : 1, got_bytes : 1, keep : 1, is_idle : 1;
+    unsigned connected : 1, closing : 1, reused : 1, got_bytes : 1, keep : 1, is_idle : 1, connect_failed : 1;
     char rbuf[16384];
 };
 
@@ -56,6 +61,7 @@ struct vsr_rtc_call_s {
     int http_status;
     double runtime_ms;
     uint64_t start_us;
+    uint64_t deadline_ms;  /* on vsr_now_ms() */
     vsr_rtc_done_fn done;
     void *ud;
     unsigned retried : 1, complete : 1, ended : 1;
@@ -98,6 +104,13 @@ vsr_rtc_t *vsr_rtc_new(uv_loop_t *loop, const vsr_rtc_opts_t *o)
     vsr_rtc_t *c = vsr_calloc(1, sizeof(*c));
     c->loop = loop;
     c->path = vsr_strdup(o->socket_path ? o->socket_path : "");
+    if (o->tcp_host) {
+        c->tcp = 1;
+        struct sockaddr_in *v4 = (struct sockaddr_in *)&c->addr;
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&c->addr;
+        if (uv_ip4_addr(o->tcp_host, o->tcp_port, v4) != 0 && uv_ip6_addr(o->tcp_host, o->tcp_port, v6) != 0)
+            memset(&c->addr, 0, sizeof(c->addr)); /* AF_UNSPEC: every connect fails (VSR_ERR_IO) */
+    }
     c->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
     c->max_idle = o->max_idle ? o->max_idle : DEFAULT_MAX_IDLE;
     c->max_response = o->max_response_bytes ? o->max_response_bytes : DEFAULT_MAX_RESPONSE;
@@ -170,7 +183,7 @@ static void conn_close(rconn_t *k)
     if (k->next)
         k->next->prev = k->prev;
     k->c->n_open--;
-    uv_close((uv_handle_t *)&k->pipe, conn_closed);
+    uv_close((uv_handle_t *)&k->h, conn_closed);
 }
 
 static int on_head(void *ud, vsr_http_head_t *h)
@@ -256,6 +269,8 @@ static void conn_failed(rconn_t *k, int status)
         rconn_t *fresh = conn_new(k->c);
         fresh->call = call;
         call->conn = fresh;
+        if (fresh->connect_failed)
+            conn_failed(fresh, VSR_ERR_IO); /* retried already: the call ends */
         return; /* sent once connected */
     }
     call_end(call, status);
@@ -313,7 +328,7 @@ static void connect_cb(uv_connect_t *req, int status)
         return;
     }
     k->connected = 1;
-    uv_read_start((uv_stream_t *)&k->pipe, alloc_cb, read_cb);
+    uv_read_start((uv_stream_t *)&k->h, alloc_cb, read_cb);
     if (k->call)
         send_on(k);
 }
@@ -322,9 +337,12 @@ static rconn_t *conn_new(vsr_rtc_t *c)
 {
     rconn_t *k = vsr_calloc(1, sizeof(*k));
     k->c = c;
-    uv_pipe_init(c->loop, &k->pipe, 0);
+    if (c->tcp)
+        uv_tcp_init(c->loop, &k->h.tcp);
+    else
+        uv_pipe_init(c->loop, &k->h.pipe, 0);
     c->handles++;
-    k->pipe.data = k;
+    k->h.pipe.data = k; /* the handle's data, whichever member */
     k->creq.data = k;
     k->wreq.data = k;
     vsr_http_limits_t lim = {.max_body = c->max_response};
@@ -334,7 +352,13 @@ static rconn_t *conn_new(vsr_rtc_t *c)
         c->all->prev = k;
     c->all = k;
     c->n_open++;
-    uv_pipe_connect(&k->creq, &k->pipe, c->path, connect_cb);
+    if (c->tcp) {
+        int rc = uv_tcp_connect(&k->creq, &k->h.tcp, (const struct sockaddr *)&c->addr, connect_cb);
+        if (rc < 0)
+            k->connect_failed = 1; /* reported from the loop (conn_new's caller still sets the call) */
+    } else {
+        uv_pipe_connect(&k->creq, &k->h.pipe, c->path, connect_cb);
+    }
     return k;
 }
 
@@ -349,7 +373,7 @@ static void write_cb(uv_write_t *w, int status)
 static void send_on(rconn_t *k)
 {
     uv_buf_t b = uv_buf_init(k->call->req.data, (unsigned)k->call->req.len);
-    int rc = uv_write(&k->wreq, (uv_stream_t *)&k->pipe, &b, 1, write_cb);
+    int rc = uv_write(&k->wreq, (uv_stream_t *)&k->h, &b, 1, write_cb);
     if (rc < 0)
         conn_failed(k, VSR_ERR_IO);
 }
@@ -359,6 +383,11 @@ static void send_on(rconn_t *k)
 static void timer_cb(uv_timer_t *t)
 {
     vsr_rtc_call_t *call = t->data;
+    uint64_t now = vsr_now_ms();
+    if (now < call->deadline_ms) { /* libuv's clock may run behind ours by its resolution */
+        uv_timer_start(&call->timer, timer_cb, call->deadline_ms - now, 0);
+        return;
+    }
     rconn_t *k = call->conn;
     if (k) {
         k->call = NULL;
@@ -465,6 +494,7 @@ vsr_rtc_call_t *vsr_rtc_bundle(vsr_rtc_t *c, const vsr_rtc_task_t *tasks, size_t
     call->ud = ud;
     call->runtime_ms = -1;
     call->start_us = vsr_now_us();
+    call->deadline_ms = deadline_ms;
     vsr_buf_init(&call->resp, 0);
     vsr_buf_t body;
     vsr_buf_init(&body, 0);
@@ -490,6 +520,9 @@ vsr_rtc_call_t *vsr_rtc_bundle(vsr_rtc_t *c, const vsr_rtc_task_t *tasks, size_t
     uv_timer_init(c->loop, &call->timer);
     c->handles++;
     call->timer.data = call;
+    /* the loop's clock is the time of its last turn: brought up to date, a
+     * timer counted from it does not fire before the deadline */
+    uv_update_time(c->loop);
     uv_timer_start(&call->timer, timer_cb, deadline_ms - now, 0);
 
     rconn_t *k = c->idle;
@@ -502,6 +535,8 @@ vsr_rtc_call_t *vsr_rtc_bundle(vsr_rtc_t *c, const vsr_rtc_task_t *tasks, size_t
         k = conn_new(c);
         k->call = call;
         call->conn = k;
+        if (k->connect_failed)
+            conn_failed(k, VSR_ERR_IO); /* done runs now */
     }
     if (call->ended)
         return NULL; /* failed on the spot: done has run */

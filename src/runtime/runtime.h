@@ -3,8 +3,9 @@
  * Unix domain socket (or TCP) with the reference runtime's API
  * (POST /v1/bundle, /v1/embeddings, /v1/classify, GET /v1/models, /health,
  * /health/live, /metrics; docs/runtime.md), its thread pool, the embedders
- * behind one interface, and the embedding cache.  Depends on base and the
- * codecs (json, http) only.
+ * behind one interface, and the embedding cache; and the router's side of
+ * it: the client (one per worker loop) and the child's supervisor (see "The
+ * router's side" below).  Depends on base and the codecs (json, http) only.
  *
  * Threading: vsr_runtime_serve() runs one event loop on the calling thread
  * and `threads` compute threads.  Embedders and the cache are called from
@@ -167,5 +168,118 @@ void vsr_runtime_opts_init(vsr_runtime_opts_t *o);
  * Returns 0 after a clean shutdown, 1 when it cannot start (logged), 3 when
  * the socket or address is in use by a live process. */
 int vsr_runtime_serve(const vsr_runtime_opts_t *opts);
+
+/* ==== The router's side ==================================================
+ * The router's client of the runtime and its supervisor (src/runtime/
+ * client.c, supervisor.c), wired by the composition root (src/cmd/main.c):
+ * one client per gateway worker loop (the loop is libuv's, declared here as
+ * struct uv_loop_s so this header needs no libuv include).
+ *
+ * The client: one POST /v1/bundle per request phase, over HTTP/1.1 on the
+ * runtime's Unix domain socket (or TCP), with connections pooled per loop.
+ * A bundle is sent as
+ *   {"tasks":[{"id":ID,TYPE:PAYLOAD},...],"options":{"deadline_ms":REMAINING}}
+ * where REMAINING is what is left of the caller's deadline when the call
+ * starts, and its answer ({"results":[{"id":ID,TYPE:RESULT} | {"id":ID,
+ * "error":{"code","message"}}]}) is handed back per task, the result as the
+ * raw JSON text of the task type's member.
+ *
+ * Threading: a client belongs to one libuv loop (a worker's); every
+ * function and callback runs on that loop's thread.  Memory: tasks are
+ * borrowed for the call to vsr_rtc_bundle only (the request is serialised
+ * there); results are borrowed for the duration of done. */
+struct uv_loop_s;
+
+typedef struct vsr_rtc_s vsr_rtc_t;
+typedef struct vsr_rtc_call_s vsr_rtc_call_t;
+
+typedef struct {
+    const char *socket_path;   /* copied; ignored when tcp_host is set */
+    const char *tcp_host;      /* a numeric IPv4 or IPv6 address: connect over TCP to it (and tcp_port) instead */
+    uint16_t tcp_port;
+    unsigned max_conns;        /* connections open at once; 0 → 64.  A call past it fails at once (VSR_ERR_TOO_BIG) */
+    unsigned max_idle;         /* idle connections kept for the next calls; 0 → 8 */
+    size_t max_response_bytes; /* a larger answer fails the call (VSR_ERR_TOO_BIG); 0 → 16 MiB */
+} vsr_rtc_opts_t;
+
+typedef struct {
+    vsr_slice_t id;            /* unique within the bundle */
+    vsr_slice_t type;          /* embed, classify, ... */
+    vsr_slice_t payload;       /* a JSON value, copied as is */
+} vsr_rtc_task_t;
+
+typedef struct {
+    vsr_slice_t id;
+    int status;                /* VSR_OK, or VSR_ERR: the runtime answered this task with an error */
+    vsr_slice_t result;        /* VSR_OK: the task type's member, raw JSON */
+    vsr_slice_t error_code;    /* VSR_ERR: error.code ("deadline_exceeded", ...) */
+} vsr_rtc_result_t;
+
+typedef struct {
+    int http_status;           /* 0 when no answer came */
+    double wall_ms;            /* the call, start to end */
+    double runtime_ms;         /* the runtime's own time (server-timing: queue + compute); -1 when not given */
+} vsr_rtc_timing_t;
+
+/* The end of a call (exactly once, unless cancelled): VSR_OK with the
+ * results; VSR_ERR_IO (the runtime cannot be reached, closed the
+ * connection, or its answer is not HTTP), VSR_ERR_TOO_BIG (429 or 413, or
+ * an answer over the limit), VSR_ERR_INVALID (an answer that is not the
+ * bundle shape), VSR_ERR (the deadline passed, or any other status). */
+typedef void (*vsr_rtc_done_fn)(void *ud, int status, const vsr_rtc_result_t *results, size_t n_results,
+                                const vsr_rtc_timing_t *timing);
+
+vsr_rtc_t *vsr_rtc_new(struct uv_loop_s *loop, const vsr_rtc_opts_t *opts);
+/* Closes every connection; calls in flight end without done (as if
+ * cancelled).  The memory goes once libuv has closed the handles (run the
+ * loop). */
+void vsr_rtc_free(vsr_rtc_t *c);
+
+/* Starts one bundle call with the deadline deadline_ms (absolute, on
+ * vsr_now_ms()).  Returns the call, or NULL when done has already run (it
+ * could not start: VSR_ERR_TOO_BIG past max_conns, VSR_ERR past the
+ * deadline). */
+vsr_rtc_call_t *vsr_rtc_bundle(vsr_rtc_t *c, const vsr_rtc_task_t *tasks, size_t n_tasks, uint64_t deadline_ms,
+                               vsr_rtc_done_fn done, void *ud);
+/* Before done: the call ends, done never runs; its connection is closed
+ * (an answer may be on its way). */
+void vsr_rtc_cancel(vsr_rtc_call_t *call);
+
+/* Connections open and idle (for tests and metrics). */
+unsigned vsr_rtc_open_conns(const vsr_rtc_t *c);
+unsigned vsr_rtc_idle_conns(const vsr_rtc_t *c);
+
+/* ---- the supervisor: the runtime as the router's child ----
+ * Starts the runtime (exe + args, e.g. `vsr runtime serve --socket PATH`)
+ * with uv_spawn, probes GET /health/live on its socket, and restarts it with
+ * exponential back-off when it exits or stops answering.  Its stdout and
+ * stderr go to vsr's log line by line, prefixed.  Ready is true from the
+ * first good probe of a child until that child fails; on_ready tells each
+ * change.  Everything runs on the loop's thread; vsr_rts_ready() may be
+ * read from any thread. */
+typedef struct vsr_rts_s vsr_rts_t;
+
+typedef struct {
+    const char *exe;               /* copied */
+    const char *const *args;       /* the arguments after exe, NULL-terminated; copied */
+    const char *socket_path;       /* probed; copied */
+    uint64_t probe_interval_ms;    /* 0 → 1000 (200 while starting) */
+    uint64_t probe_timeout_ms;     /* 0 → 1000 */
+    unsigned probe_failures;       /* consecutive failed probes that make a ready child restart; 0 → 3 */
+    uint64_t start_timeout_ms;     /* a child not ready by then is restarted; 0 → 60000 */
+    uint64_t backoff_initial_ms;   /* 0 → 100; doubles after each failed start ... */
+    uint64_t backoff_max_ms;       /* ... up to this; 0 → 30000.  A child that became ready resets it */
+    void (*on_ready)(void *ud, int ready);
+    void (*log_line)(void *ud, const char *line, size_t len); /* NULL: vsr_log_info("runtime", ...) */
+    void *ud;
+} vsr_rts_opts_t;
+
+vsr_rts_t *vsr_rts_start(struct uv_loop_s *loop, const vsr_rts_opts_t *opts);
+int vsr_rts_ready(const vsr_rts_t *s);
+unsigned vsr_rts_starts(const vsr_rts_t *s); /* children started so far */
+int vsr_rts_pid(const vsr_rts_t *s);         /* the child's, 0 when none runs */
+/* Stops the child (SIGTERM, SIGKILL after 5 s) and frees everything once
+ * libuv has closed the handles (run the loop); on_ready is not called. */
+void vsr_rts_stop(vsr_rts_t *s);
 
 #endif /* VSR_RUNTIME_H */

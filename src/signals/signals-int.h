@@ -207,6 +207,12 @@ void vsr__authz_free(void *state);
  * vsr__authz_eval/free. */
 void *vsr__authz_role_compile(const vsr_sig_authz_conf_t *bindings, size_t n, const char *role);
 
+int vsr__embedding_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__embedding_eval(vsr__ctx_t *c, const void *state);
+void vsr__embedding_free(void *state);
+int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+
 /* ---- keyword similarity methods (kw_ngram.c, kw_bm25.c) -------------------
  * Both mark which keywords of a signal matched (matched[i] = 1). */
 typedef struct vsr__ngram_s vsr__ngram_t;

@@ -16,6 +16,7 @@ _Static_assert(offsetof(vsr_sig_structure_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_conversation_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_language_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_embedding_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -30,6 +31,9 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__language_compile, vsr__language_eval, vsr__language_free, NULL, NULL, NULL},
     {"authz", "authz", "role_bindings", FAMILY(role_bindings, n_role_bindings, vsr_sig_authz_conf_t),
      vsr__authz_compile, vsr__authz_eval, vsr__authz_free, NULL, NULL, NULL},
+    {"embedding", "embeddings", "embeddings", FAMILY(embeddings, n_embeddings, vsr_sig_embedding_conf_t),
+     vsr__embedding_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
+     NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -266,6 +270,16 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     }
     if (compile_ext(s, conf, prefix, recipe->name, err) != VSR_OK)
         failed = 1;
+    /* the first request embeds every candidate of the recipe in one bundle,
+     * which the runtime bounds (2048 inputs, the routing texts included) */
+    size_t n_cands = 0;
+    for (size_t i = 0; i < conf->n_embeddings; i++)
+        n_cands += conf->embeddings[i].candidates.n + 1;
+    if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
+        vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
+                       prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);
+        failed = 1;
+    }
     if (!failed)
         add_roles(s, conf);
     if (failed) {

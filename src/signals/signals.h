@@ -5,7 +5,8 @@
  * recipe's decisions reference).
  *
  * Types: keyword (methods exact/regex/fuzzy/ngram/bm25), context, structure,
- * conversation, language, authz (role_bindings).  Rule-based signals yield
+ * conversation, language, authz (role_bindings); and embedding, model-backed
+ * (see "model-backed signals" below).  Rule-based signals yield
  * confidence 1.0 when they match (language: the detector's confidence;
  * structure with a predicate: the reference's sigmoid of the distance to the
  * bound, 0.5..1).  docs/signals.md has the exact semantics of each type.
@@ -53,6 +54,11 @@ typedef struct {
     double confidence;             /* 1.0 for rule-based matches; 0 when not matched */
     double value;                  /* the measured quantity, for traces: token count, count, detected-language confidence... */
 } vsr_signal_result_t;
+
+/* The embeddings signals of one recipe hold at most this many candidates
+ * plus one routing text each (their first request embeds them in one
+ * runtime bundle, which holds at most 2048 inputs). */
+#define VSR_SIGNALS_MAX_RECIPE_CANDIDATES 2048
 
 /* Compiles every signal a recipe declares (keyword sets and regexes are
  * compiled here, once).  NULL with one "path: message" line per problem
