@@ -223,6 +223,11 @@ static void calm_down(h2_sess_t *s, const char *reason)
         return;
     s->calm = 1;
     vsr_metrics_edge_refusal(vsr__conn_metrics(s->c), reason);
+    /* GOAWAY(ENHANCE_YOUR_CALM) now, from inside the receive call: the
+     * session then ignores the rest of what this read holds (new streams
+     * included), so neither a refused header block nor nghttp2's own reset
+     * limit can end the connection first with another code */
+    nghttp2_session_terminate_session(s->ng, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 /* A limit cuts the stream: RST_STREAM(CANCEL), never a clean end; its
