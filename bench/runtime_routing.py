@@ -117,7 +117,8 @@ def run(a, tmp, level, n):
     try:
         procs.append(subprocess.Popen([a.fakellm, "--host", "127.0.0.1", "--port", str(fl_port)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        procs.append(subprocess.Popen([a.vsr, "runtime", "serve", "--socket", sock, "--embedder", "hash",
+        model = ["--model", a.model] if a.model else ["--embedder", "hash"]
+        procs.append(subprocess.Popen([a.vsr, "runtime", "serve", "--socket", sock, *model,
                                        "--threads", "1", "--cache-entries", "0"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         cfg = os.path.join(tmp, "config.yaml")
@@ -154,6 +155,7 @@ def main():
     ap.add_argument("--vsr", default="build/vsr")
     ap.add_argument("--fakellm", default="build/fakellm")
     ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--model", help="the USE-lite file (use-lite.vsrm) instead of the test embedder")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="vsrrb", dir="/tmp")
     te, tk, _ = run(a, tmp, "info", a.requests)
