@@ -58,7 +58,7 @@ static int put_string(vsr_buf_t *b, vsr_slice_t s)
         else if (p[i] == 0xe2 && i + 2 < tmp.len && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9))
             cp = 0x2000u | (p[i + 2] - 0x80u), n = 3;
         else if (p[i] == 0xef && i + 2 < tmp.len && p[i + 1] == 0xbf && (p[i + 2] == 0xbe || p[i + 2] == 0xbf))
-            cp = 0xff00u | (p[i + 2] - 0x80u + 0x40u), n = 3;
+            cp = 0xffc0u | (p[i + 2] & 0x3fu), n = 3; /* U+FFFE, U+FFFF */
         if (n == 0)
             continue;
         rc |= vsr_buf_append(b, tmp.data + start, i - start);

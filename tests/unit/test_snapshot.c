@@ -91,6 +91,19 @@ static void test_canonical_ignores_formatting(void **state)
     assert_string_equal(cfg->models[1].backends[0].api_key, "sk-live");
     vsr_config_free(cfg);
 
+    /* characters YAML refuses or folds are escaped as themselves, so the
+     * canonical form reads back to the same form */
+    static const char odd[] = "a: \"x\\uFFFE\\uFFFFy\\u2028\\u0085\"\n";
+    vsr_buf_reset(&out);
+    assert_int_equal(vsr_config_canonical("t", odd, strlen(odd), &out, &err), VSR_OK);
+    assert_non_null(strstr(out.data, "x\\ufffe\\uffffy\\u2028\\u0085"));
+    vsr_buf_t again;
+    vsr_buf_init(&again, 0);
+    assert_int_equal(vsr_config_canonical("t", out.data, out.len, &again, &err), VSR_OK);
+    assert_int_equal(again.len, out.len);
+    assert_memory_equal(again.data, out.data, out.len);
+    vsr_buf_free(&again);
+
     /* a syntax error is reported with its line and column */
     vsr_buf_reset(&out);
     assert_int_equal(vsr_config_canonical("bad.yaml", "a: [1,\n", 7, &out, &err), VSR_ERR_INVALID);
