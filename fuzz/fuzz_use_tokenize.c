@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "models/models.h"
+#include "../tests/tools/use_vocab.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,10 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                                      \
     } while (0)
 
-typedef struct {
-    const char *piece;
-    double score;
-} piece_t;
+typedef use_piece_t piece_t;
 
 #define S "\xE2\x96\x81" /* U+2581 */
 static const piece_t VOCAB[] = {
@@ -59,38 +57,11 @@ static vsr_use_model_t *model_a, *model_b;
 
 static size_t build(uint64_t *store, int with_inner)
 {
-    uint8_t *f = (uint8_t *)store;
-    uint32_t n = (uint32_t)N_VOCAB + (with_inner ? 1 : 0);
-    size_t voff = 64, text = voff + (size_t)n * 16, tlen = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const piece_t *p = i < N_VOCAB ? &VOCAB[i] : &INNER_SEP;
-        size_t bl = strlen(p->piece);
-        uint16_t u16 = 0;
-        for (size_t k = 0; k < bl; k++) {
-            uint8_t c = (uint8_t)p->piece[k];
-            if ((c & 0xC0) != 0x80) u16 += c >= 0xF0 ? 2 : 1;
-        }
-        uint32_t off = (uint32_t)tlen;
-        uint16_t bl16 = (uint16_t)bl;
-        memcpy(f + voff + i * 16, &p->score, 8);
-        memcpy(f + voff + i * 16 + 8, &off, 4);
-        memcpy(f + voff + i * 16 + 12, &bl16, 2);
-        memcpy(f + voff + i * 16 + 14, &u16, 2);
-        memcpy(f + text + tlen, p->piece, bl);
-        tlen += bl;
-    }
-    uint64_t total = text + tlen, vbytes = total - voff;
-    memset(f, 0, 64);
-    memcpy(f, "VSRMUSE1", 8);
-    uint32_t v = 1, zero = 0;
-    memcpy(f + 8, &v, 4);
-    memcpy(f + 12, &zero, 4);
-    memcpy(f + 16, &n, 4);
-    memcpy(f + 20, &zero, 4);
-    memcpy(f + 24, &voff, 8);
-    memcpy(f + 32, &vbytes, 8);
-    memcpy(f + 40, &total, 8);
-    return (size_t)total;
+    const piece_t *pieces[N_VOCAB + 1];
+    for (size_t i = 0; i < N_VOCAB; i++)
+        pieces[i] = &VOCAB[i];
+    pieces[N_VOCAB] = &INNER_SEP;
+    return use_vocab_file((uint8_t *)store, pieces, (uint32_t)N_VOCAB + (with_inner ? 1 : 0));
 }
 
 /* ---- the JS tokenizer, ported directly (ASCII input only) ---- */

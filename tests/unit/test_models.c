@@ -17,13 +17,11 @@
 #include <cmocka.h>
 
 #include "models/models.h"
+#include "../tools/use_vocab.h"
 
 #define S "\xE2\x96\x81" /* U+2581 */
 
-typedef struct {
-    const char *piece;
-    double score;
-} piece_t;
+typedef use_piece_t piece_t;
 
 static const piece_t RESERVED[6] = {{"\xEF\xBF\xBD", 0}, {"<s>", 0}, {"</s>", 0}, {"r3", 0}, {"r4", 0}, {"r5", 0}};
 
@@ -32,36 +30,13 @@ static uint64_t file[1024];
 /* a vocabulary-only model file of RESERVED + pieces; returns its size */
 static size_t build(const piece_t *pieces, size_t n_pieces)
 {
-    uint8_t *f = (uint8_t *)file;
+    const piece_t *all[64];
     uint32_t n = (uint32_t)(6 + n_pieces);
-    uint64_t voff = 64, text = voff + (uint64_t)n * 16, tlen = 0;
+    assert_true(n <= 64);
+    for (uint32_t i = 0; i < n; i++)
+        all[i] = i < 6 ? &RESERVED[i] : &pieces[i - 6];
     memset(file, 0, sizeof file);
-    for (uint32_t i = 0; i < n; i++) {
-        const piece_t *p = i < 6 ? &RESERVED[i] : &pieces[i - 6];
-        uint16_t bl = (uint16_t)strlen(p->piece), u16 = 0;
-        for (size_t k = 0; k < bl; k++) {
-            uint8_t c = (uint8_t)p->piece[k];
-            if ((c & 0xC0) != 0x80) u16 += c >= 0xF0 ? 2 : 1;
-        }
-        uint32_t off = (uint32_t)tlen;
-        memcpy(f + voff + i * 16, &p->score, 8);
-        memcpy(f + voff + i * 16 + 8, &off, 4);
-        memcpy(f + voff + i * 16 + 12, &bl, 2);
-        memcpy(f + voff + i * 16 + 14, &u16, 2);
-        memcpy(f + text + tlen, p->piece, bl);
-        tlen += bl;
-    }
-    uint64_t total = text + tlen, vbytes = total - voff;
-    uint32_t one = 1, zero = 0;
-    memcpy(f, "VSRMUSE1", 8);
-    memcpy(f + 8, &one, 4);
-    memcpy(f + 12, &zero, 4);
-    memcpy(f + 16, &n, 4);
-    memcpy(f + 20, &zero, 4);
-    memcpy(f + 24, &voff, 8);
-    memcpy(f + 32, &vbytes, 8);
-    memcpy(f + 40, &total, 8);
-    return (size_t)total;
+    return use_vocab_file((uint8_t *)file, all, n);
 }
 
 static size_t tok(const vsr_use_model_t *m, const char *text, int32_t *ids)
