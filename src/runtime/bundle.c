@@ -107,7 +107,7 @@ int vsr__rt_parse_inputs(const vsr_json_t *j, uint32_t t, vsr_pool_t *pool, vsr_
     return VSR_OK;
 }
 
-static const char *const unsupported_types[] = {"classify", "decisions", "systemone", "rerank"};
+static const char *const unsupported_types[] = {"decisions", "systemone", "rerank"};
 
 static int is_unsupported_type(vsr_slice_t k)
 {
@@ -181,6 +181,32 @@ static int parse_task(const vsr_json_t *j, uint32_t t, vsr_pool_t *pool, vsr_rt_
         if (rc != VSR_OK) {
             task->kind = VSR_RT_TASK_INVALID;
             task->error = why;
+        }
+        return VSR_OK;
+    }
+    if (vsr_slice_eq_cstr(type, "classify")) {
+        task->kind = VSR_RT_TASK_INVALID;
+        uint32_t m, tx;
+        if (vsr_json_type(j, val) != VSR_JSON_OBJECT) {
+            task->error = "\"classify\" must be an object";
+        } else if (vsr_json_object_get(j, val, "model", &m) != VSR_OK || vsr_json_type(j, m) != VSR_JSON_STRING ||
+                   vsr_json_string(j, m, pool, &task->model) != VSR_OK || task->model.len == 0) {
+            task->error = "\"classify.model\" must name a classifier (see GET /v1/models)";
+        } else if (vsr_json_object_get(j, val, "text", &tx) != VSR_OK || vsr_json_type(j, tx) != VSR_JSON_STRING) {
+            task->error = "\"classify.text\" must be a string";
+        } else {
+            task->inputs = vsr_pool_alloc(pool, sizeof *task->inputs);
+            if (task->inputs == NULL)
+                return VSR_ERR_NOMEM;
+            if (vsr_json_string(j, tx, pool, &task->inputs[0]) != VSR_OK)
+                return VSR_ERR_NOMEM;
+            if (task->inputs[0].len == 0) {
+                task->error = "\"classify.text\" is empty";
+                return VSR_OK;
+            }
+            task->n_inputs = 1;
+            task->payload = vsr_json_raw(j, val);
+            task->kind = VSR_RT_TASK_CLASSIFY;
         }
         return VSR_OK;
     }

@@ -17,6 +17,15 @@ void vsr_embedder_free(vsr_embedder_t *e)
     vsr_free(e);
 }
 
+void vsr_classifier_free(vsr_classifier_t *c)
+{
+    if (c == NULL)
+        return;
+    if (c->ops && c->ops->free)
+        c->ops->free(c);
+    vsr_free(c);
+}
+
 static int is_word_byte(unsigned char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;

@@ -79,6 +79,45 @@ vsr_embedder_t *vsr_embedder_use_new(const char *path, const char *name, vsr_buf
 
 void vsr_embedder_free(vsr_embedder_t *e); /* accepts NULL */
 
+/* ---- classifiers ------------------------------------------------------
+ * A model that labels a text, behind a vtable: it answers `classify` tasks
+ * ({"classify":{"model":NAME,"text":T,...}}) and POST /v1/classify.
+ * classify() runs on any compute thread, concurrently (thread-safe, or it
+ * locks itself).  task is the raw JSON text of the task's classify object
+ * (the classifier reads its own options from it; the text is already
+ * unescaped into `text`).  It appends the members that follow "model" in
+ * the result object to out, one of
+ *   ,"labels":[{"label":L,"score":P},...]   probabilities, highest first
+ *   ,"entities":[{"type":T,"start":B,"end":B,"score":S},...]  byte offsets
+ * plus any evidence members of its own.  env gives the runtime's default
+ * embedder (through the embedding cache) to classifiers over embeddings.
+ * Returns VSR_OK, VSR_ERR_INVALID (the task is malformed or the text can't
+ * be classified: err says why) or another negative code (err says why). */
+typedef struct vsr_classifier_s vsr_classifier_t;
+typedef struct {
+    /* The default embedder's vector of text (env->dim floats, unit length
+     * for the built-in embedders) into out.  VSR_OK or the embedder's code
+     * (err says why).  NULL when the runtime serves no embedder. */
+    int (*embed)(void *ud, vsr_slice_t text, float *out, vsr_buf_t *err);
+    void *ud;
+    size_t dim;
+    const char *embedder; /* the default embedder's name, "" without one */
+} vsr_classify_env_t;
+typedef struct {
+    int (*classify)(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_slice_t text, vsr_slice_t task,
+                    vsr_buf_t *out, vsr_buf_t *err);
+    void (*free)(vsr_classifier_t *c);
+} vsr_classifier_ops_t;
+struct vsr_classifier_s {
+    const vsr_classifier_ops_t *ops;
+    char name[64];       /* the model id tasks name: "domain", "jailbreak", "pii" */
+    const char *backend; /* static: "linear-head", "tfidf-lr", "rules", ... */
+    const char *output;  /* static: "labels" or "entities" */
+    size_t needs_dim;    /* an embedding width it was built for (0: none): checked against the default embedder */
+    void *impl;
+};
+void vsr_classifier_free(vsr_classifier_t *c); /* accepts NULL */
+
 /* ---- the embedding cache ----------------------------------------------
  * Bounded by entries and by bytes (key text + model name + vector +
  * overhead), least recently used out first.  Keyed by (model, text): a
@@ -108,7 +147,8 @@ void vsr_emb_cache_stats(vsr_emb_cache_t *c, vsr_emb_cache_stats_t *out);
 
 typedef enum {
     VSR_RT_TASK_EMBED = 1,
-    VSR_RT_TASK_UNSUPPORTED, /* a reference task type not served yet (classify, decisions, rerank) */
+    VSR_RT_TASK_CLASSIFY,
+    VSR_RT_TASK_UNSUPPORTED, /* a reference task type not served yet (decisions, rerank) */
     VSR_RT_TASK_UNKNOWN,     /* a member that names no task type we know */
     VSR_RT_TASK_INVALID,     /* no task member, two, or an invalid task body: error says why */
 } vsr_rt_task_kind_t;
@@ -117,8 +157,9 @@ typedef struct {
     vsr_slice_t id;
     vsr_rt_task_kind_t kind;
     vsr_slice_t type;        /* the task member's name */
-    vsr_slice_t model;       /* embed: NULL slice when absent */
-    vsr_slice_t *inputs;     /* embed: n_inputs texts (pool) */
+    vsr_slice_t model;       /* embed: NULL slice when absent; classify: the classifier */
+    vsr_slice_t *inputs;     /* embed: n_inputs texts (pool); classify: the text (n_inputs 1) */
+    vsr_slice_t payload;     /* classify: the raw JSON text of the classify object */
     size_t n_inputs;
     const char *error;       /* INVALID: a static reason */
 } vsr_rt_task_t;
@@ -145,6 +186,8 @@ typedef struct {
     const char *listen;        /* "ADDR:PORT" for TCP, or NULL; exactly one of the two */
     vsr_embedder_t **embedders;/* n_embedders, the first the default; the server takes them */
     size_t n_embedders;
+    vsr_classifier_t **classifiers; /* n_classifiers; the server takes them */
+    size_t n_classifiers;
     unsigned threads;          /* 0 = cores */
     size_t queue;              /* 256 */
     size_t max_inputs;         /* embed inputs of the work queued or running, together: 16384 (→ 429) */

@@ -83,6 +83,7 @@ struct req_s {
     /* bundle */
     vsr_rt_bundle_t bundle;
     struct ework_s **work; /* per task, NULL for tasks answered without work */
+    size_t outstanding_max; /* entries of work */
     /* /v1/embeddings */
     int base64;
 };
@@ -91,7 +92,10 @@ typedef struct ework_s {
     vsr_rt_work_t w;
     req_t *req;
     server_t *srv;
-    vsr_embedder_t *e;
+    vsr_embedder_t *e;   /* embed: the model; classify: the default embedder (may be NULL) */
+    vsr_classifier_t *cls; /* classify: the classifier, else NULL */
+    vsr_slice_t payload; /* classify: the task's JSON */
+    vsr_buf_t result;    /* classify: the result members (freed with the request) */
     const vsr_slice_t *inputs;
     size_t n;
     float *out;          /* n * dim, req pool */
@@ -364,6 +368,14 @@ static void timing_header(req_t *r, char *out, size_t cap)
     snprintf(out, cap, "server-timing: queue;dur=%.3f, compute;dur=%.3f\r\n", q, comp);
 }
 
+static vsr_classifier_t *find_classifier(server_t *s, vsr_slice_t name)
+{
+    for (size_t i = 0; i < s->o->n_classifiers; i++)
+        if (vsr_slice_eq_cstr(name, s->o->classifiers[i]->name))
+            return s->o->classifiers[i];
+    return NULL;
+}
+
 static vsr_embedder_t *find_model(server_t *s, vsr_slice_t name)
 {
     if (name.p == NULL)
@@ -396,6 +408,10 @@ static void task_error(vsr_buf_t *b, const char *code, const char *fmt_msg, vsr_
 
 static void req_free(req_t *r)
 {
+    if (r->work)
+        for (size_t i = 0; i < r->outstanding_max; i++)
+            if (r->work[i] && r->work[i]->cls)
+                vsr_buf_free(&r->work[i]->result);
     r->srv->reqs_in_flight--;
     r->srv->buffered -= r->body.len;
     vsr_buf_free(&r->body);
@@ -428,17 +444,30 @@ static void answer_bundle(req_t *r)
             task_error(&b, "invalid_task", t->error, VSR_SLICE_NULL);
             count_task(s, 0, RES_ERROR);
         } else if (w == NULL) {
-            task_error(&b, "model_not_found", "the runtime serves no embedding model \"%s\"", t->model);
-            count_task(s, 1, RES_ERROR);
+            if (t->kind == VSR_RT_TASK_CLASSIFY)
+                task_error(&b, "model_not_found", "the runtime serves no classifier \"%s\"", t->model);
+            else
+                task_error(&b, "model_not_found", "the runtime serves no embedding model \"%s\"", t->model);
+            count_task(s, t->kind == VSR_RT_TASK_EMBED, RES_ERROR);
         } else if (w->w.cancelled) {
             task_error(&b, "unavailable", "the runtime is shutting down", VSR_SLICE_NULL);
-            count_task(s, 1, RES_UNAVAILABLE);
+            count_task(s, w->cls == NULL, RES_UNAVAILABLE);
         } else if (w->w.expired) {
             task_error(&b, "deadline_exceeded", "the deadline passed before the task started", VSR_SLICE_NULL);
-            count_task(s, 1, RES_DEADLINE);
+            count_task(s, w->cls == NULL, RES_DEADLINE);
         } else if (w->rc != VSR_OK) {
-            task_error(&b, w->rc == VSR_ERR_INVALID ? "invalid_task" : "embedding_failed", w->err, VSR_SLICE_NULL);
-            count_task(s, 1, RES_ERROR);
+            task_error(&b,
+                       w->rc == VSR_ERR_INVALID ? "invalid_task"
+                       : w->cls                 ? "classification_failed"
+                                                : "embedding_failed",
+                       w->err, VSR_SLICE_NULL);
+            count_task(s, w->cls == NULL, RES_ERROR);
+        } else if (w->cls) {
+            vsr_buf_append_cstr(&b, ",\"classify\":{\"model\":");
+            vsr_buf_append_json_string(&b, vsr_slice_cstr(w->cls->name));
+            vsr_buf_append_slice(&b, vsr_buf_slice(&w->result));
+            vsr_buf_append_cstr(&b, "}");
+            count_task(s, 0, RES_OK);
         } else {
             vsr_buf_append_cstr(&b, ",\"embed\":{\"model\":");
             vsr_buf_append_json_string(&b, vsr_slice_cstr(w->e->name));
@@ -513,11 +542,81 @@ static void answer_embeddings(req_t *r)
     vsr_buf_free(&b);
 }
 
+static void answer_classify(req_t *r)
+{
+    server_t *s = r->srv;
+    ework_t *w = r->work[0];
+    conn_t *c = r->conn;
+    char th[128];
+    timing_header(r, th, sizeof th);
+    if (c)
+        c->req = NULL;
+    if (w->w.cancelled || w->w.expired || w->rc != VSR_OK) {
+        int st = w->w.cancelled ? 503 : w->w.expired ? 504 : w->rc == VSR_ERR_INVALID ? 422 : 500;
+        count_task(s, 0, w->w.cancelled ? RES_UNAVAILABLE : w->w.expired ? RES_DEADLINE : RES_ERROR);
+        if (c)
+            send_error(c, P_CLASSIFY, st,
+                       st == 503   ? "unavailable"
+                       : st == 504 ? "deadline_exceeded"
+                       : st == 422 ? "invalid_input"
+                                   : "classification_failed",
+                       st == 503   ? "the runtime is shutting down"
+                       : st == 504 ? "the request waited past its deadline"
+                                   : w->err,
+                       th);
+        return;
+    }
+    count_task(s, 0, RES_OK);
+    if (c == NULL)
+        return;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"model\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(w->cls->name));
+    vsr_buf_append_slice(&b, vsr_buf_slice(&w->result));
+    vsr_buf_append_cstr(&b, "}");
+    send_response(c, P_CLASSIFY, 200, th, &b);
+    vsr_buf_free(&b);
+}
+
 /* ---- work ---- */
+
+/* The classify env's embed(): the default embedder through the cache. */
+static int env_embed(void *ud, vsr_slice_t text, float *out, vsr_buf_t *err)
+{
+    ework_t *w = ud;
+    vsr_embedder_t *e = w->e;
+    vsr_slice_t model = vsr_slice_cstr(e->name);
+    if (vsr_emb_cache_get(w->srv->cache, model, text, out, e->dim))
+        return VSR_OK;
+    int rc = e->ops->embed(e, &text, 1, out, &w->tokens, err);
+    if (rc == VSR_OK)
+        vsr_emb_cache_put(w->srv->cache, model, text, out, e->dim);
+    return rc;
+}
+
+static void cwork_run(ework_t *w)
+{
+    vsr_classify_env_t env = {.embed = w->e ? env_embed : NULL,
+                              .ud = w,
+                              .dim = w->e ? w->e->dim : 0,
+                              .embedder = w->e ? w->e->name : ""};
+    vsr_buf_t err;
+    vsr_buf_init(&err, sizeof w->err - 1);
+    w->rc = w->cls->ops->classify(w->cls, &env, w->inputs[0], w->payload, &w->result, &err);
+    if (w->rc != VSR_OK)
+        snprintf(w->err, sizeof w->err, "%.*s", (int)err.len, err.len ? err.data : "the classifier failed");
+    vsr_buf_free(&err);
+    observe_compute(w->srv, vsr_now_us() - w->w.started_us);
+}
 
 static void ework_run(vsr_rt_work_t *wk)
 {
     ework_t *w = (ework_t *)wk;
+    if (w->cls) {
+        cwork_run(w);
+        return;
+    }
     size_t dim = w->e->dim;
     vsr_slice_t model = vsr_slice_cstr(w->e->name);
     vsr_slice_t *miss = vsr_malloc((w->n ? w->n : 1) * sizeof *miss);
@@ -567,6 +666,8 @@ static void ework_done(vsr_rt_work_t *wk)
         return;
     if (r->kind == P_BUNDLE)
         answer_bundle(r);
+    else if (r->kind == P_CLASSIFY)
+        answer_classify(r);
     else
         answer_embeddings(r);
     req_free(r);
@@ -584,9 +685,19 @@ static ework_t *new_work(req_t *r, vsr_embedder_t *e, const vsr_slice_t *inputs,
     w->e = e;
     w->inputs = inputs;
     w->n = n;
-    w->out = vsr_pool_alloc(&r->pool, (n ? n : 1) * e->dim * sizeof(float));
+    w->out = e ? vsr_pool_alloc(&r->pool, (n ? n : 1) * e->dim * sizeof(float)) : NULL;
     w->cached = vsr_pool_alloc(&r->pool, n ? n : 1);
     memset(w->cached, 0, n ? n : 1);
+    return w;
+}
+
+static ework_t *new_cwork(req_t *r, vsr_classifier_t *cls, vsr_embedder_t *e, const vsr_slice_t *text,
+                          vsr_slice_t payload, uint64_t deadline_us)
+{
+    ework_t *w = new_work(r, e, text, 1, deadline_us);
+    w->cls = cls;
+    w->payload = payload;
+    vsr_buf_init(&w->result, 0);
     return w;
 }
 
@@ -646,11 +757,20 @@ static void handle_bundle(conn_t *c)
     }
     uint64_t dl = deadline_of(s, r->arrived_us, r->bundle.deadline_ms);
     r->work = vsr_pool_alloc(&r->pool, r->bundle.n_tasks * sizeof *r->work);
+    r->outstanding_max = r->bundle.n_tasks;
     vsr_rt_work_t **items = vsr_pool_alloc(&r->pool, r->bundle.n_tasks * sizeof *items);
     size_t n = 0;
     for (size_t i = 0; i < r->bundle.n_tasks; i++) {
         vsr_rt_task_t *t = &r->bundle.tasks[i];
         r->work[i] = NULL;
+        if (t->kind == VSR_RT_TASK_CLASSIFY) {
+            vsr_classifier_t *cls = find_classifier(s, t->model);
+            if (cls == NULL)
+                continue;
+            r->work[i] = new_cwork(r, cls, s->o->n_embedders ? s->o->embedders[0] : NULL, t->inputs, t->payload, dl);
+            items[n++] = &r->work[i]->w;
+            continue;
+        }
         if (t->kind != VSR_RT_TASK_EMBED)
             continue;
         vsr_embedder_t *e = find_model(s, t->model);
@@ -737,6 +857,7 @@ static void handle_embeddings(conn_t *c)
     }
     vsr_json_free(&j);
     r->work = vsr_pool_alloc(&r->pool, sizeof *r->work);
+    r->outstanding_max = 1;
     r->work[0] = new_work(r, e, inputs, n, deadline_of(s, r->arrived_us, -1));
     vsr_rt_work_t *item = &r->work[0]->w;
     if (submit(c, r, P_EMBEDDINGS, &item, 1) != VSR_OK)
@@ -745,6 +866,75 @@ static void handle_embeddings(conn_t *c)
 fail:
     vsr_json_free(&j);
     send_error(c, P_EMBEDDINGS, status, code, why, NULL);
+    req_free(r);
+}
+
+/* POST /v1/classify {"model": NAME, "text": T, ...options}: one
+ * classification; the body is the classifier's task object. */
+static void handle_classify(conn_t *c)
+{
+    server_t *s = c->srv;
+    req_t *r = new_req(c, P_CLASSIFY);
+    vsr_json_t j;
+    vsr_json_limits_t lim = {.max_depth = 64};
+    const char *why = NULL, *code = "invalid_json";
+    int status = 400;
+    uint32_t dup, t;
+    vsr_slice_t model = VSR_SLICE_NULL, *text = vsr_pool_alloc(&r->pool, sizeof *text);
+    if (vsr_json_parse(&j, r->body.data ? r->body.data : "", r->body.len, &lim) != VSR_OK) {
+        why = j.err_msg ? j.err_msg : "the body is not valid JSON";
+        goto fail;
+    }
+    if (vsr_json_find_duplicate_key(&j, &dup)) {
+        why = "duplicate member name in the body";
+        goto fail;
+    }
+    code = "invalid_request";
+    if (vsr_json_type(&j, 0) != VSR_JSON_OBJECT) {
+        why = "the body must be a JSON object";
+        goto fail;
+    }
+    if (vsr_json_object_get(&j, 0, "model", &t) != VSR_OK || vsr_json_type(&j, t) != VSR_JSON_STRING ||
+        vsr_json_string(&j, t, &r->pool, &model) != VSR_OK || model.len == 0) {
+        why = "\"model\" must name a classifier (see GET /v1/models)";
+        goto fail;
+    }
+    if ((vsr_json_object_get(&j, 0, "text", &t) != VSR_OK && vsr_json_object_get(&j, 0, "input", &t) != VSR_OK) ||
+        vsr_json_type(&j, t) != VSR_JSON_STRING) {
+        why = "\"text\" must be a string";
+        goto fail;
+    }
+    if (vsr_json_string(&j, t, &r->pool, text) != VSR_OK || text->len == 0) {
+        status = 422;
+        code = "invalid_input";
+        why = "\"text\" is empty";
+        goto fail;
+    }
+    vsr_classifier_t *cls = find_classifier(s, model);
+    vsr_json_free(&j);
+    if (cls == NULL) {
+        vsr_buf_t m;
+        vsr_buf_init(&m, 0);
+        vsr_buf_append_cstr(&m, "the runtime serves no classifier \"");
+        vsr_json_append_client_text(&m, model, VSR_JSON_QUOTE_MAX);
+        vsr_buf_append_cstr(&m, "\" (see GET /v1/models)");
+        vsr_buf_append(&m, "", 1);
+        send_error(c, P_CLASSIFY, 404, "model_not_found", m.data, NULL);
+        vsr_buf_free(&m);
+        req_free(r);
+        return;
+    }
+    r->work = vsr_pool_alloc(&r->pool, sizeof *r->work);
+    r->outstanding_max = 1;
+    r->work[0] = new_cwork(r, cls, s->o->n_embedders ? s->o->embedders[0] : NULL, text,
+                           vsr_slice(r->body.data, r->body.len), deadline_of(s, r->arrived_us, -1));
+    vsr_rt_work_t *item = &r->work[0]->w;
+    if (submit(c, r, P_CLASSIFY, &item, 1) != VSR_OK)
+        req_free(r);
+    return;
+fail:
+    vsr_json_free(&j);
+    send_error(c, P_CLASSIFY, status, code, why, NULL);
     req_free(r);
 }
 
@@ -761,6 +951,14 @@ static void handle_models(conn_t *c)
         vsr_buf_printf(&b, ",\"object\":\"model\",\"owned_by\":\"vsr-runtime\",\"task\":\"embed\",\"dim\":%zu,"
                            "\"backend\":\"%s\",\"default\":%s}",
                        e->dim, e->backend, i == 0 ? "true" : "false");
+    }
+    for (size_t i = 0; i < s->o->n_classifiers; i++) {
+        vsr_classifier_t *k = s->o->classifiers[i];
+        vsr_buf_append_cstr(&b, i || s->o->n_embedders ? ",{\"id\":" : "{\"id\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(k->name));
+        vsr_buf_printf(&b, ",\"object\":\"model\",\"owned_by\":\"vsr-runtime\",\"task\":\"classify\",\"output\":\"%s\","
+                           "\"backend\":\"%s\"}",
+                       k->output, k->backend);
     }
     vsr_buf_append_cstr(&b, "]}");
     send_response(c, P_MODELS, 200, NULL, &b);
@@ -868,7 +1066,7 @@ static void dispatch(conn_t *c)
                    wants_post ? "allow: POST\r\n" : "allow: GET\r\n");
         return;
     }
-    if (s->draining && (p == P_BUNDLE || p == P_EMBEDDINGS)) {
+    if (s->draining && (p == P_BUNDLE || p == P_EMBEDDINGS || p == P_CLASSIFY)) {
         send_error(c, p, 503, "unavailable", "the runtime is shutting down", NULL);
         return;
     }
@@ -880,10 +1078,12 @@ static void dispatch(conn_t *c)
         handle_embeddings(c);
         return;
     case P_CLASSIFY: {
+        if (strcmp(c->path, "/v1/classify") == 0) {
+            handle_classify(c);
+            return;
+        }
         char msg[400];
-        snprintf(msg, sizeof msg,
-                 "%s is not supported by this runtime yet: it serves embedding models only (see GET /v1/models)",
-                 c->path);
+        snprintf(msg, sizeof msg, "%s is not supported by this runtime yet (see GET /v1/models)", c->path);
         send_error(c, p, 501, "not_supported", msg, NULL);
         return;
     }
@@ -895,7 +1095,7 @@ static void dispatch(conn_t *c)
             send_json(c, p, 503, "{\"status\":\"shutting_down\"}");
         else {
             char tmp[64];
-            snprintf(tmp, sizeof tmp, "{\"status\":\"ok\",\"models\":%zu}", s->o->n_embedders);
+            snprintf(tmp, sizeof tmp, "{\"status\":\"ok\",\"models\":%zu}", s->o->n_embedders + s->o->n_classifiers);
             send_json(c, p, 200, tmp);
         }
         return;
@@ -1230,6 +1430,14 @@ int vsr_runtime_serve(const vsr_runtime_opts_t *opts)
         vsr_log_error("runtime", "need one address (--socket or --listen) and at least one embedder");
         goto out_loop;
     }
+    for (size_t i = 0; i < opts->n_classifiers; i++) {
+        const vsr_classifier_t *k = opts->classifiers[i];
+        if (k->needs_dim && k->needs_dim != opts->embedders[0]->dim) {
+            vsr_log_error("runtime", "classifier %s works on %zu-d embeddings; the default embedder %s gives %zu",
+                          k->name, k->needs_dim, opts->embedders[0]->name, opts->embedders[0]->dim);
+            goto out_loop;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     uv_signal_init(&loop, &s->sigterm);
     uv_signal_init(&loop, &s->sigint);
@@ -1261,7 +1469,8 @@ int vsr_runtime_serve(const vsr_runtime_opts_t *opts)
         goto out_run;
     }
     s->listening = 1;
-    vsr_log_info("runtime", "serving %zu model(s) on %s with %u thread(s), queue %zu", opts->n_embedders,
+    vsr_log_info("runtime", "serving %zu model(s) on %s with %u thread(s), queue %zu",
+                 opts->n_embedders + opts->n_classifiers,
                  opts->socket_path ? opts->socket_path : opts->listen, threads, opts->queue);
     if (opts->test_delay_ms)
         vsr_log_warn("runtime", "--test-delay-ms %llu: every work item is delayed (a test knob)",
@@ -1278,6 +1487,8 @@ out_loop:
     uv_loop_close(&loop);
     for (size_t i = 0; i < opts->n_embedders; i++)
         vsr_embedder_free(opts->embedders[i]);
+    for (size_t i = 0; i < opts->n_classifiers; i++)
+        vsr_classifier_free(opts->classifiers[i]);
     vsr_emb_cache_free(s->cache);
     vsr_free(s);
     return rc;

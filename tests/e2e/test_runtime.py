@@ -119,7 +119,8 @@ def test_bundle_answers_every_task_by_id_in_order(runtime):
     assert len(q["embeddings"]) == 2 and all(len(v) == 512 for v in q["embeddings"])
     assert all(abs(norm(v) - 1) < 1e-5 for v in q["embeddings"])
     assert q["embeddings"][0] != q["embeddings"][1]
-    assert res[1]["error"]["code"] == "not_supported" and "classify" in res[1]["error"]["message"]
+    # no classifier is loaded: the task names a model this runtime does not serve
+    assert res[1]["error"]["code"] == "model_not_found" and "domain" in res[1]["error"]["message"]
     assert res[2]["error"]["code"] == "unknown_task"
     assert res[3]["error"]["code"] == "invalid_task"
     assert res[4]["error"]["code"] == "model_not_found"
@@ -179,7 +180,10 @@ def test_request_errors_have_the_runtime_error_shape(runtime):
         (rt.bundle([{"id": "a", "embed": {"input": "x"}}], deadline_ms=-1), 422, "invalid_input"),
         (rt.c.get("/v1/nothing"), 404, "not_found"),
         (rt.c.get("/v1/bundle"), 405, "method_not_allowed"),
-        (rt.c.post("/v1/classify", json={"text": "x"}), 501, "not_supported"),
+        (rt.c.post("/v1/classify", json={"text": "x"}), 400, "invalid_request"),
+        (rt.c.post("/v1/classify", json={"model": "domain", "text": "x"}), 404, "model_not_found"),
+        (rt.c.post("/v1/classify", json={"model": "domain", "text": ""}), 422, "invalid_input"),
+        (rt.c.post("/v1/decisions", json={}), 501, "not_supported"),
         (rt.c.post("/v1/rerank", json={}), 501, "not_supported"),
         (rt.c.post("/v1/embeddings", json={"input": "x", "model": "gpt-9"}), 404, "model_not_found"),
         (rt.c.post("/v1/embeddings", json={"input": ""}), 422, "invalid_input"),

@@ -32,23 +32,34 @@ static void test_bundle_tasks(void **state)
     const char *code;
     const char *body = "{\"tasks\":[{\"id\":\"q\",\"embed\":{\"input\":[\"a\\u00e9\",\"b\"],\"model\":\"m\"}},"
                        "{\"id\":\"c\",\"classify\":{}},{\"id\":\"x\",\"translate\":{}},{\"id\":\"n\"},"
+                       "{\"id\":\"k\",\"classify\":{\"model\":\"pii\",\"text\":\"a\\u00e9\",\"x\":1}},"
+                       "{\"id\":\"r\",\"rerank\":{}},{\"id\":\"ke\",\"classify\":{\"model\":\"pii\",\"text\":\"\"}},"
                        "{\"id\":\"two\",\"embed\":{\"input\":\"x\"},\"classify\":{}},"
                        "{\"id\":\"e\",\"embed\":{\"input\":[\"\"]}}],\"options\":{\"deadline_ms\":250.7}}";
     assert_int_equal(parse(body, 64, &pool, &b, &code), VSR_OK);
-    assert_int_equal(b.n_tasks, 6);
+    assert_int_equal(b.n_tasks, 9);
     assert_int_equal(b.deadline_ms, 250);
     assert_int_equal(b.tasks[0].kind, VSR_RT_TASK_EMBED);
     assert_true(vsr_slice_eq_cstr(b.tasks[0].id, "q"));
     assert_true(vsr_slice_eq_cstr(b.tasks[0].model, "m"));
     assert_int_equal(b.tasks[0].n_inputs, 2);
     assert_true(vsr_slice_eq_cstr(b.tasks[0].inputs[0], "a\xc3\xa9"));
-    assert_int_equal(b.tasks[1].kind, VSR_RT_TASK_UNSUPPORTED);
+    assert_int_equal(b.tasks[1].kind, VSR_RT_TASK_INVALID); /* classify without a model */
     assert_true(vsr_slice_eq_cstr(b.tasks[1].type, "classify"));
+    assert_non_null(strstr(b.tasks[1].error, "model"));
     assert_int_equal(b.tasks[2].kind, VSR_RT_TASK_UNKNOWN);
     assert_int_equal(b.tasks[3].kind, VSR_RT_TASK_INVALID);
-    assert_int_equal(b.tasks[4].kind, VSR_RT_TASK_INVALID);
-    assert_int_equal(b.tasks[5].kind, VSR_RT_TASK_INVALID);
-    assert_non_null(strstr(b.tasks[5].error, "empty"));
+    assert_int_equal(b.tasks[4].kind, VSR_RT_TASK_CLASSIFY);
+    assert_true(vsr_slice_eq_cstr(b.tasks[4].model, "pii"));
+    assert_int_equal(b.tasks[4].n_inputs, 1);
+    assert_true(vsr_slice_eq_cstr(b.tasks[4].inputs[0], "a\xc3\xa9"));
+    assert_true(vsr_slice_eq_cstr(b.tasks[4].payload, "{\"model\":\"pii\",\"text\":\"a\\u00e9\",\"x\":1}"));
+    assert_int_equal(b.tasks[5].kind, VSR_RT_TASK_UNSUPPORTED);
+    assert_int_equal(b.tasks[6].kind, VSR_RT_TASK_INVALID);
+    assert_non_null(strstr(b.tasks[6].error, "empty"));
+    assert_int_equal(b.tasks[7].kind, VSR_RT_TASK_INVALID);
+    assert_int_equal(b.tasks[8].kind, VSR_RT_TASK_INVALID);
+    assert_non_null(strstr(b.tasks[8].error, "empty"));
     /* no options: no deadline; a lone string input */
     assert_int_equal(parse("{\"tasks\":[{\"id\":\"a\",\"embed\":{\"input\":\"x\"}}]}", 64, &pool, &b, &code), VSR_OK);
     assert_int_equal(b.deadline_ms, -1);
