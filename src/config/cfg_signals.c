@@ -33,11 +33,11 @@ static const family_t families[] = {
     {"keywords", "keyword", 1, 0},        {"context", "context", 1, 0},
     {"structure", "structure", 1, 0},     {"conversation", "conversation", 1, 0},
     {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
-    {"embeddings", "embedding", 1, 1},    {"domains", "domain", 0, 1},
+    {"embeddings", "embedding", 1, 1},    {"domains", "domain", 1, 1},
     {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
     {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
-    {"jailbreak", "jailbreak", 0, 1},     {"pii", "pii", 0, 1},
+    {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 0, 1},                   {"events", "event", 0, 0},
     {"metadata", "metadata", 0, 0},       {"classifiers", "classifier", 0, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
@@ -564,6 +564,87 @@ static const cfg_spec_t embedding_spec = {
     .n_fields = VSR_ARRAY_LEN(embedding_fields),
 };
 
+/* ---- domains, jailbreak, pii (the runtime's classifiers) ---- */
+
+#define DOM_OFF(m) offsetof(vsr_sig_domain_conf_t, m)
+static const cfg_field_t domain_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = DOM_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "mmlu_categories", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = DOM_OFF(categories)},
+    {.key = "model_scores", .flags = CFG_UNIMPLEMENTED},
+};
+
+static const cfg_spec_t domain_spec = {
+    .size = sizeof(vsr_sig_domain_conf_t),
+    .fields = domain_fields,
+    .n_fields = VSR_ARRAY_LEN(domain_fields),
+};
+
+/* jailbreak_patterns / benign_patterns: at most VSR_JB_MAX_PATTERNS
+ * non-blank texts of at most VSR_EMB_MAX_CANDIDATE_BYTES each */
+static int decode_patterns(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_strlist(d, f, val, obj) != 0)
+        return -1;
+    const vsr_strlist_conf_t *l = (const vsr_strlist_conf_t *)((char *)obj + f->offset);
+    if (l->n > VSR_JB_MAX_PATTERNS) {
+        vsr__cfg_node_error(d, val, "%s: at most %d patterns per signal, got %zu", f->key, VSR_JB_MAX_PATTERNS, l->n);
+        return -1;
+    }
+    for (size_t i = 0; i < l->n && val->kind == CFG_NODE_SEQ && i < val->n; i++) {
+        size_t len = strlen(l->items[i]), k = 0;
+        while (k < len && (l->items[i][k] == ' ' || l->items[i][k] == '\t' || l->items[i][k] == '\n' ||
+                           l->items[i][k] == '\r'))
+            k++;
+        if (k == len) {
+            vsr__cfg_node_error(d, val->items[i], "a pattern must not be empty or blank");
+            return -1;
+        }
+        if (len > VSR_EMB_MAX_CANDIDATE_BYTES) {
+            vsr__cfg_node_error(d, val->items[i], "a pattern is at most %d bytes, got %zu",
+                                VSR_EMB_MAX_CANDIDATE_BYTES, len);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *const jb_methods[] = {"classifier", "contrastive", "hybrid", NULL}; /* = vsr_jb_method_t */
+
+#define JB_OFF(m) offsetof(vsr_sig_jailbreak_conf_t, m)
+static const cfg_field_t jailbreak_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = JB_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "method", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = JB_OFF(method), .choices = jb_methods},
+    {.key = "threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = JB_OFF(threshold),
+     .has_offset = JB_OFF(has_threshold), .dmin = 0, .dmax = 1},
+    {.key = "include_history", .decode = vsr__cfg_bool, .offset = JB_OFF(include_history)},
+    {.key = "jailbreak_patterns", .decode = decode_patterns, .flags = CFG_NULL_OK, .offset = JB_OFF(jailbreak_patterns)},
+    {.key = "benign_patterns", .decode = decode_patterns, .flags = CFG_NULL_OK, .offset = JB_OFF(benign_patterns)},
+};
+
+static const cfg_spec_t jailbreak_spec = {
+    .size = sizeof(vsr_sig_jailbreak_conf_t),
+    .fields = jailbreak_fields,
+    .n_fields = VSR_ARRAY_LEN(jailbreak_fields),
+};
+
+#define PII_OFF(m) offsetof(vsr_sig_pii_conf_t, m)
+static const cfg_field_t pii_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = PII_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = PII_OFF(threshold),
+     .has_offset = PII_OFF(has_threshold), .dmin = 0, .dmax = 1},
+    {.key = "include_history", .decode = vsr__cfg_bool, .offset = PII_OFF(include_history)},
+    {.key = "pii_types_allowed", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = PII_OFF(allowed)},
+};
+
+static const cfg_spec_t pii_spec = {
+    .size = sizeof(vsr_sig_pii_conf_t),
+    .fields = pii_fields,
+    .n_fields = VSR_ARRAY_LEN(pii_fields),
+};
+
 /* ---- the signals map ---- */
 
 typedef struct {
@@ -582,6 +663,9 @@ static const family_table_t family_tables[] = {
     {"language", &language_spec, SIG_OFF(language), SIG_OFF(n_language)},
     {"role_bindings", &role_binding_spec, SIG_OFF(role_bindings), SIG_OFF(n_role_bindings)},
     {"embeddings", &embedding_spec, SIG_OFF(embeddings), SIG_OFF(n_embeddings)},
+    {"domains", &domain_spec, SIG_OFF(domains), SIG_OFF(n_domains)},
+    {"jailbreak", &jailbreak_spec, SIG_OFF(jailbreak), SIG_OFF(n_jailbreak)},
+    {"pii", &pii_spec, SIG_OFF(pii), SIG_OFF(n_pii)},
 };
 
 static const family_table_t *family_table(const char *family)

@@ -1075,6 +1075,7 @@ static const cfg_field_t runtime_fields[] = {
     {.key = "threads", .decode = vsr__cfg_uint, .offset = CONF_OFF(runtime_threads), .size = sizeof(uint32_t),
      .min = 0, .max = 256},
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(runtime_timeout_ms)},
+    {.key = "guard_model", .decode = vsr__cfg_string, .offset = CONF_OFF(runtime_guard_model)},
 };
 
 static void init_runtime(cfg_decoder_t *d, void *obj)
@@ -1097,7 +1098,7 @@ static void finish_runtime(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
                             "managed: true and endpoint exclude each other (endpoint names a runtime vsr does not start)");
         return;
     }
-    static const char *const child_only[] = {"embedder", "model", "threads"};
+    static const char *const child_only[] = {"embedder", "model", "threads", "guard_model"};
     for (size_t i = 0; i < VSR_ARRAY_LEN(child_only); i++) {
         const cfg_node_t *v = vsr__cfg_map_get(map, child_only[i]);
         if (v != NULL)
@@ -1114,13 +1115,106 @@ static const cfg_spec_t runtime_spec = {
     .finish = finish_runtime,
 };
 
+/* ---- global.model_catalog.modules (ref §1.9): the families' defaults ---- */
+
+#define MOD_OFF(m) offsetof(config_box_t, conf.modules.m)
+
+/* on_error: prompt_guard says allow | block (what a failed guard means for
+ * the request); the classifiers say match | no_match, as conditions do. */
+static int decode_module_on_error(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    static const char *const guard[] = {"allow", "block", "no_match", "match", NULL};
+    cfg_field_t g = *f;
+    g.choices = guard;
+    g.offset = 0;
+    int which = 0;
+    if (vsr__cfg_choice(d, &g, val, &which) != 0)
+        return -1;
+    *(vsr_on_error_t *)((char *)obj + f->offset) = which % 2 ? VSR_ON_ERROR_MATCH : VSR_ON_ERROR_NO_MATCH;
+    return 0;
+}
+
+static const cfg_field_t prompt_guard_fields[] = {
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(guard_threshold), .dmin = 0, .dmax = 1},
+    {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(guard_on_error)},
+    UNIMPLEMENTED("enabled"),
+    UNIMPLEMENTED("model_id"),
+    UNIMPLEMENTED("model_ref"),
+    UNIMPLEMENTED("use_cpu"),
+    UNIMPLEMENTED("use_modernbert"),
+    UNIMPLEMENTED("use_mmbert_32k"),
+    UNIMPLEMENTED("jailbreak_mapping_path"),
+};
+static const cfg_spec_t prompt_guard_spec = {
+    .size = sizeof(config_box_t), .fields = prompt_guard_fields, .n_fields = VSR_ARRAY_LEN(prompt_guard_fields)};
+
+static const cfg_field_t domain_module_fields[] = {
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(domain_threshold), .dmin = 0, .dmax = 1},
+    {.key = "fallback_category", .decode = vsr__cfg_string, .offset = MOD_OFF(domain_fallback)},
+    {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(domain_on_error)},
+    UNIMPLEMENTED("model_id"),
+    UNIMPLEMENTED("model_ref"),
+    UNIMPLEMENTED("use_cpu"),
+    UNIMPLEMENTED("use_modernbert"),
+    UNIMPLEMENTED("use_mmbert_32k"),
+    UNIMPLEMENTED("category_mapping_path"),
+};
+static const cfg_spec_t domain_module_spec = {
+    .size = sizeof(config_box_t), .fields = domain_module_fields, .n_fields = VSR_ARRAY_LEN(domain_module_fields)};
+
+static const cfg_field_t pii_module_fields[] = {
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(pii_threshold), .dmin = 0, .dmax = 1},
+    {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(pii_on_error)},
+    UNIMPLEMENTED("model_id"),
+    UNIMPLEMENTED("model_ref"),
+    UNIMPLEMENTED("use_cpu"),
+    UNIMPLEMENTED("use_modernbert"),
+    UNIMPLEMENTED("use_mmbert_32k"),
+    UNIMPLEMENTED("pii_mapping_path"),
+};
+static const cfg_spec_t pii_module_spec = {
+    .size = sizeof(config_box_t), .fields = pii_module_fields, .n_fields = VSR_ARRAY_LEN(pii_module_fields)};
+
+static const cfg_field_t classifier_module_fields[] = {
+    {.key = "domain", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &domain_module_spec},
+    {.key = "category", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &domain_module_spec},
+    {.key = "pii", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &pii_module_spec},
+    UNIMPLEMENTED("mcp"),
+    UNIMPLEMENTED("preference"),
+};
+static const cfg_spec_t classifier_module_spec = {.size = sizeof(config_box_t),
+                                                  .fields = classifier_module_fields,
+                                                  .n_fields = VSR_ARRAY_LEN(classifier_module_fields)};
+
+static void init_modules(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_modules_conf_t *m = &((config_box_t *)obj)->conf.modules;
+    m->guard_threshold = VSR_DEFAULT_GUARD_THRESHOLD;
+    m->domain_threshold = VSR_DEFAULT_DOMAIN_THRESHOLD;
+    m->pii_threshold = VSR_DEFAULT_PII_THRESHOLD;
+}
+
+static const cfg_field_t modules_fields[] = {
+    {.key = "prompt_guard", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &prompt_guard_spec},
+    {.key = "classifier", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &classifier_module_spec},
+    UNIMPLEMENTED("prompt_compression"),
+    UNIMPLEMENTED("complexity"),
+    UNIMPLEMENTED("hallucination_mitigation"),
+    UNIMPLEMENTED("feedback_detector"),
+    UNIMPLEMENTED("modality_detector"),
+};
+static const cfg_spec_t modules_spec = {
+    .size = sizeof(config_box_t), .fields = modules_fields, .n_fields = VSR_ARRAY_LEN(modules_fields),
+    .init = init_modules};
+
 static const cfg_field_t model_catalog_fields[] = {
     {.key = "runtime", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &runtime_spec},
     UNIMPLEMENTED("embeddings"),
     UNIMPLEMENTED("system"),
     UNIMPLEMENTED("external"),
     UNIMPLEMENTED("kbs"),
-    UNIMPLEMENTED("modules"),
+    {.key = "modules", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &modules_spec},
 };
 
 static const cfg_spec_t model_catalog_spec = {
@@ -1255,9 +1349,17 @@ static const cfg_spec_t document_spec = {
 
 /* Each recipe's signals_hash, from the tree: routing.signals for the
  * default recipe, recipes[i].routing.signals for the others. */
+/* A recipe's signals hash covers its signals block and the families'
+ * defaults in global.model_catalog.modules, which compile into them; the
+ * decoded modules are copied into every recipe's signals here. */
 static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
 {
     const cfg_node_t *list = vsr__cfg_map_get(root, "recipes");
+    const cfg_node_t *g = vsr__cfg_map_get(root, "global");
+    const cfg_node_t *mc = g ? vsr__cfg_map_get(g, "model_catalog") : NULL;
+    const cfg_node_t *mods = mc ? vsr__cfg_map_get(mc, "modules") : NULL;
+    if (c->modules.domain_fallback == NULL)
+        c->modules.domain_fallback = "other";
     for (size_t i = 0; i < c->n_recipes; i++) {
         const cfg_node_t *routing = NULL;
         if (i == 0)
@@ -1271,6 +1373,13 @@ static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
             vsr_buf_reset(&b);
             vsr_buf_append_cstr(&b, "null");
         }
+        if (mods != NULL) {
+            size_t at = b.len;
+            vsr_buf_append_cstr(&b, "\nmodules:");
+            if (vsr__cfg_canonical_node(&b, mods) != VSR_OK)
+                b.len = at;
+        }
+        c->recipes[i].signals.modules = c->modules;
         vsr_config_hash(b.data, b.len, c->recipes[i].signals_hash);
         vsr_buf_free(&b);
     }
@@ -1284,6 +1393,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     config_box_t *box = vsr_calloc(1, sizeof(*box));
     vsr_pool_init(&box->pool);
     cfg_decoder_t d = {.pool = &box->pool, .dg = &dg, .user = box};
+    init_modules(&d, box);
 
     cfg_node_t *root = NULL;
     if (vsr__cfg_parse_yaml(&tree_pool, &dg, yaml ? yaml : "", yaml ? len : 0, &root) == VSR_OK) {

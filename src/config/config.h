@@ -180,6 +180,50 @@ typedef enum {
     VSR_ON_ERROR_DEFAULT = 0, VSR_ON_ERROR_MATCH, VSR_ON_ERROR_NO_MATCH,
 } vsr_on_error_t;
 
+/* routing.signals.domains[] (ref §1.9): the built-in domain classifier's
+ * top class (MMLU-Pro categories); a signal matches when its name or one of
+ * its mmlu_categories is the predicted class. */
+typedef struct {
+    char *name;
+    vsr_strlist_conf_t categories; /* mmlu_categories */
+} vsr_sig_domain_conf_t;
+
+/* routing.signals.jailbreak[] (ref §1.9). */
+typedef enum { VSR_JB_CLASSIFIER = 0, VSR_JB_CONTRASTIVE, VSR_JB_HYBRID } vsr_jb_method_t;
+#define VSR_JB_MAX_PATTERNS 256 /* per list */
+typedef struct {
+    char *name;
+    vsr_jb_method_t method;        /* classifier (default) | contrastive | hybrid */
+    double threshold;              /* default: global.model_catalog.modules.prompt_guard.threshold */
+    int has_threshold;
+    int include_history;           /* also scan the earlier messages */
+    vsr_strlist_conf_t jailbreak_patterns, benign_patterns; /* contrastive/hybrid; empty: the built-in sets */
+} vsr_sig_jailbreak_conf_t;
+
+/* routing.signals.pii[] (ref §1.9). */
+typedef struct {
+    char *name;
+    double threshold;              /* default: global.model_catalog.modules.classifier.pii.threshold */
+    int has_threshold;
+    int include_history;
+    vsr_strlist_conf_t allowed;    /* pii_types_allowed: entity types that do not match */
+} vsr_sig_pii_conf_t;
+
+/* global.model_catalog.modules (ref §1.9): the settings the model-backed
+ * families take when a signal does not set its own.  Copied into every
+ * recipe's signals (and part of their hash: a change recompiles them). */
+#define VSR_DEFAULT_GUARD_THRESHOLD 0.7
+#define VSR_DEFAULT_DOMAIN_THRESHOLD 0.5
+#define VSR_DEFAULT_PII_THRESHOLD 0.9
+typedef struct {
+    double guard_threshold;        /* prompt_guard.threshold */
+    vsr_on_error_t guard_on_error; /* prompt_guard.on_error: allow = no_match, block = match */
+    double domain_threshold;       /* classifier.domain.threshold */
+    char *domain_fallback;         /* classifier.domain.fallback_category: "other" */
+    double pii_threshold;          /* classifier.pii.threshold */
+    vsr_on_error_t domain_on_error, pii_on_error;
+} vsr_modules_conf_t;
+
 /* A signal of a family registered at run time (vsr_signals_register_family):
  * the document decoder never fills these; code that registers a family
  * declares its signals here. */
@@ -198,8 +242,12 @@ typedef struct {
     vsr_sig_language_conf_t *language;          size_t n_language;
     vsr_sig_authz_conf_t *role_bindings;        size_t n_role_bindings;
     vsr_sig_embedding_conf_t *embeddings;       size_t n_embeddings;  /* model-backed */
-    /* other model-backed families (domains, fact_check, user_feedbacks,
-     * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
+    vsr_sig_domain_conf_t *domains;             size_t n_domains;     /* model-backed */
+    vsr_sig_jailbreak_conf_t *jailbreak;        size_t n_jailbreak;   /* model-backed */
+    vsr_sig_pii_conf_t *pii;                    size_t n_pii;         /* model-backed */
+    vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
+    /* other model-backed families (fact_check, user_feedbacks,
+     * reasks, preferences, complexity, modality, kb, events,
      * metadata, classifiers, safety, hallucination, input_modality) and
      * routing.projections: not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
@@ -434,6 +482,8 @@ typedef struct {
     uint32_t runtime_threads;            /* threads: the child's --threads; 0 = its default (cores) */
     uint64_t runtime_timeout_ms;         /* timeout: one runtime call at most (within the request's deadline),
                                           * default VSR_DEFAULT_RUNTIME_TIMEOUT_MS */
+    char *runtime_guard_model;           /* guard_model: the child's --guard-model DIR (the jailbreak classifier) */
+    vsr_modules_conf_t modules;          /* global.model_catalog.modules */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */

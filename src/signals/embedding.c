@@ -25,11 +25,6 @@
 
 #include "signals/signals-int.h"
 
-/* What a semantic signal sees of a long text (ref §1.9): at most this many
- * runes, the head, middle and tail thirds joined by an omission marker. */
-#define EMB_MAX_RUNES 2048
-#define EMB_OMISSION " ... "
-
 typedef struct {
     char model[128];
     size_t dim;
@@ -97,57 +92,13 @@ vsr_signal_result_t vsr__embedding_eval(vsr__ctx_t *c, const void *state)
     return r;
 }
 
-/* Appends runes [from, to) of s (re-encoded: an invalid byte becomes U+FFFD). */
-static void append_runes(vsr_buf_t *b, const char *s, size_t len, size_t from, size_t to)
-{
-    size_t pos = 0, r = 0;
-    while (pos < len && r < to) {
-        size_t adv = 1;
-        uint32_t cp = vsr__utf8_decode(s + pos, len - pos, &adv);
-        if (r >= from) {
-            char u[4];
-            vsr_buf_append(b, u, vsr__utf8_encode(cp, u));
-        }
-        pos += adv;
-        r++;
-    }
-}
-
-/* The routing text as a JSON string: valid UTF-8, at most EMB_MAX_RUNES
- * runes (head, middle and tail thirds of a longer one). */
-static vsr_slice_t text_json(vsr_pool_t *pool, vsr_slice_t text)
-{
-    size_t runes = 0;
-    for (size_t pos = 0, adv; pos < text.len; pos += adv, runes++)
-        vsr__utf8_decode(text.p + pos, text.len - pos, &adv);
-    vsr_buf_t t;
-    vsr_buf_init(&t, 0);
-    if (runes <= EMB_MAX_RUNES) {
-        append_runes(&t, text.p, text.len, 0, runes);
-    } else {
-        size_t third = EMB_MAX_RUNES / 3, mid = (runes - third) / 2;
-        append_runes(&t, text.p, text.len, 0, third);
-        vsr_buf_append_cstr(&t, EMB_OMISSION);
-        append_runes(&t, text.p, text.len, mid, mid + third);
-        vsr_buf_append_cstr(&t, EMB_OMISSION);
-        append_runes(&t, text.p, text.len, runes - (EMB_MAX_RUNES - 2 * third), runes);
-    }
-    vsr_buf_t q;
-    vsr_buf_init(&q, 0);
-    vsr_buf_append_json_string(&q, vsr_buf_slice(&t));
-    vsr_slice_t out = vsr_pool_dup_slice(pool, vsr_buf_slice(&q));
-    vsr_buf_free(&t);
-    vsr_buf_free(&q);
-    return out;
-}
-
 int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const emb_t *e = state;
     vsr_slice_t text = c->in->text;
     if (text.len == 0)
         return 0; /* no routing text: nothing to embed, no match */
-    vsr_slice_t q = text_json(c->pool, text);
+    vsr_slice_t q = vsr__text_json(c->pool, text, VSR__MODEL_MAX_RUNES);
     int with_cands = atomic_load(&((emb_t *)e)->store) == NULL;
     vsr_buf_t b;
     vsr_buf_init(&b, 0);

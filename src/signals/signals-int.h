@@ -45,6 +45,15 @@ char *vsr__fold(const char *s, size_t len, size_t *out_len, vsr_pool_t *pool);
 size_t vsr__runes(const char *s, size_t len, int lower, uint32_t *out);
 uint64_t vsr__hash_runes(const uint32_t *r, size_t n);
 
+/* What a model-backed signal sees of a long text (ref §1.9): at most
+ * VSR__MODEL_MAX_RUNES runes, the head, middle and tail thirds joined by an
+ * omission marker. */
+#define VSR__MODEL_MAX_RUNES 2048
+#define VSR__OMISSION " ... "
+/* text as a JSON string (quoted, escaped, valid UTF-8) of at most max_runes
+ * runes (head, middle and tail thirds of a longer one), from pool. */
+vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes);
+
 /* ---- regex (regex.c): PCRE2 in UTF mode, Go/RE2-like options ---------- */
 /* NULL on failure with the reason and offset written to msg. */
 pcre2_code *vsr__re_compile(const char *pat, int caseless, vsr_buf_t *msg);
@@ -103,6 +112,7 @@ struct vsr_signals_s {
     uint32_t n_pats, cap_pats;
     uint32_t n_bits, n_counts; /* slots */
     vsr__ac_t *ac_cs, *ac_ci;
+    const vsr_modules_conf_t *modules; /* while compiling only: the families' defaults */
 };
 
 /* Registers a literal pattern while compiling; returns its id, or
@@ -178,6 +188,15 @@ struct vsr__sig_type_s {
     int (*consume)(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
     const vsr_signal_family_t *ext; /* a family registered at run time */
 };
+
+/* the runtime's classifiers (classify.c) */
+int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+int vsr__jailbreak_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+int vsr__pii_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+void vsr__classify_free(void *state);
+vsr_signal_result_t vsr__classify_eval(vsr__ctx_t *c, const void *state);
+int vsr__classify_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__classify_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
 
 int vsr__keyword_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__keyword_eval(vsr__ctx_t *c, const void *state);

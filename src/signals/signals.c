@@ -17,6 +17,9 @@ _Static_assert(offsetof(vsr_sig_conversation_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_language_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_embedding_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_domain_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_jailbreak_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_pii_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -34,6 +37,12 @@ static const vsr__sig_type_t sig_types[] = {
     {"embedding", "embeddings", "embeddings", FAMILY(embeddings, n_embeddings, vsr_sig_embedding_conf_t),
      vsr__embedding_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL},
+    {"domain", "domains", "domains", FAMILY(domains, n_domains, vsr_sig_domain_conf_t), vsr__domain_compile,
+     vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
+    {"jailbreak", "jailbreak", "jailbreak", FAMILY(jailbreak, n_jailbreak, vsr_sig_jailbreak_conf_t),
+     vsr__jailbreak_compile, vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
+    {"pii", "pii", "pii", FAMILY(pii, n_pii, vsr_sig_pii_conf_t), vsr__pii_compile, vsr__classify_eval,
+     vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -233,6 +242,7 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
 
     int failed = 0;
     char path[256];
+    s->modules = &conf->modules;
     const char *prefix = (!recipe->name || strcmp(recipe->name, "default") == 0) ? "routing" : NULL;
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++) {
         const vsr__sig_type_t *ty = &sig_types[t];
@@ -266,8 +276,15 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             if (ty->compile == vsr__authz_compile && ((const vsr_sig_authz_conf_t *)c)->role)
                 sig->report = vsr_strdup(((const vsr_sig_authz_conf_t *)c)->role);
             sig->state = state;
+            if (ty->compile == vsr__domain_compile)
+                sig->on_error = conf->modules.domain_on_error;
+            else if (ty->compile == vsr__jailbreak_compile)
+                sig->on_error = conf->modules.guard_on_error;
+            else if (ty->compile == vsr__pii_compile)
+                sig->on_error = conf->modules.pii_on_error;
         }
     }
+    s->modules = NULL;
     if (compile_ext(s, conf, prefix, recipe->name, err) != VSR_OK)
         failed = 1;
     /* the first request embeds every candidate of the recipe in one bundle,

@@ -234,3 +234,45 @@ int vsr__signal_lookup(const char *v, const char *const *names, size_t n)
             return (int)i;
     return -1;
 }
+
+/* Appends runes [from, to) of s (re-encoded: an invalid byte becomes U+FFFD). */
+static void append_runes(vsr_buf_t *b, const char *s, size_t len, size_t from, size_t to)
+{
+    size_t pos = 0, r = 0;
+    while (pos < len && r < to) {
+        size_t adv = 1;
+        uint32_t cp = vsr__utf8_decode(s + pos, len - pos, &adv);
+        if (r >= from) {
+            char u[4];
+            vsr_buf_append(b, u, vsr__utf8_encode(cp, u));
+        }
+        pos += adv;
+        r++;
+    }
+}
+
+vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes)
+{
+    size_t runes = 0;
+    for (size_t pos = 0, adv; pos < text.len; pos += adv, runes++)
+        vsr__utf8_decode(text.p + pos, text.len - pos, &adv);
+    vsr_buf_t t;
+    vsr_buf_init(&t, 0);
+    if (runes <= max_runes) {
+        append_runes(&t, text.p, text.len, 0, runes);
+    } else {
+        size_t third = max_runes / 3, mid = (runes - third) / 2;
+        append_runes(&t, text.p, text.len, 0, third);
+        vsr_buf_append_cstr(&t, VSR__OMISSION);
+        append_runes(&t, text.p, text.len, mid, mid + third);
+        vsr_buf_append_cstr(&t, VSR__OMISSION);
+        append_runes(&t, text.p, text.len, runes - (max_runes - 2 * third), runes);
+    }
+    vsr_buf_t q;
+    vsr_buf_init(&q, 0);
+    vsr_buf_append_json_string(&q, vsr_buf_slice(&t));
+    vsr_slice_t out = vsr_pool_dup_slice(pool, vsr_buf_slice(&q));
+    vsr_buf_free(&t);
+    vsr_buf_free(&q);
+    return out;
+}

@@ -1405,9 +1405,9 @@ static void test_capability_errors(void **state)
     } rows[] = {
         {"routing:\n"
          "  signals:\n"
-         "    domains:\n"
+         "    safety:\n"
          "      - {name: e, description: x}\n",
-         "t.yaml:12:5: signal family \"domains\" is not supported yet (model-backed signals need the model "
+         "t.yaml:12:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
          "runtime)\n"},
         {"routing: {signals: {events: [{name: e}]}}\n",
          "t.yaml:10:21: signal family \"events\" is not supported yet\n"},
@@ -1444,8 +1444,8 @@ static void test_capability_errors(void **state)
          "t.yaml:10:33: routing.decisions[].candidateIterations is not supported yet\n"},
         {"routing: {decisions: [{name: d, action: {type: route, destination: x}}]}\n",
          "t.yaml:10:33: routing.decisions[].action is not supported yet\n"},
-        {"routing: {decisions: [{name: d, rules: {type: domain, name: e}}]}\n",
-         "t.yaml:10:47: condition type \"domain\" is not supported yet\n"},
+        {"routing: {decisions: [{name: d, rules: {type: safety, name: e}}]}\n",
+         "t.yaml:10:47: condition type \"safety\" is not supported yet\n"},
         {"routing:\n"
          "  signals:\n"
          "    conversation:\n"
@@ -2233,7 +2233,7 @@ static void test_routing_errors_all_reported(void **state)
                   "routing:\n"
                   "  signals:\n"
                   "    keywords: [{name: k, keywords: [x], operator: XOR}]\n"
-                  "    domains: [{name: e}]\n"
+                  "    safety: [{name: e}]\n"
                   "  decisions:\n"
                   "    - name: d\n"
                   "      priority: high\n"
@@ -2243,7 +2243,7 @@ static void test_routing_errors_all_reported(void **state)
                   "      plugins: [{type: memory}]\n"
                   "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
                   "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
-                  "t.yaml:13:5: signal family \"domains\" is not supported yet (model-backed signals need the model "
+                  "t.yaml:13:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
                   "runtime)\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
                   "t.yaml:19:25: algorithm type \"ratings\" is not supported yet\n"
