@@ -137,6 +137,20 @@ static void preview_write(vsr_preview_t *p)
     }
     vsr_buf_append_cstr(out, "}");
     if (trace) {
+        /* what decided each model-backed signal: its value and the model's answer */
+        vsr_buf_append_cstr(out, ",\"signal_evidence\":{");
+        first = 1;
+        for (size_t i = 0; i < n; i++) {
+            if (!rc->memo_done[i] || rc->memo[i].evidence.len == 0)
+                continue;
+            vsr_buf_printf(out, "%s\"%s:%s\":{\"value\":%.6g,\"result\":", first ? "" : ",",
+                           vsr_signals_family(rc->rs->signals, (int)i), vsr_signals_name(rc->rs->signals, (int)i),
+                           rc->memo[i].value);
+            vsr_buf_append_slice(out, rc->memo[i].evidence);
+            vsr_buf_append_cstr(out, "}");
+            first = 0;
+        }
+        vsr_buf_append_cstr(out, "}");
         vsr_buf_append_cstr(out, ",\"eval_trace\":[");
         for (size_t i = 0; i < rc->rs->conf->n_decisions; i++) {
             const vsr_decision_result_t *r = &rc->results[i];

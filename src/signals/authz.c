@@ -64,7 +64,7 @@ vsr_signal_result_t vsr__authz_eval(vsr__ctx_t *c, const void *state)
 {
     const authz_t *a = state;
     const vsr_signal_input_t *in = c->in;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     if (!in->identity_present)
         return r;
     for (size_t i = 0; i < a->n_users && !r.matched; i++)

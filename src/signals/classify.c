@@ -171,7 +171,7 @@ vsr_signal_result_t vsr__classify_eval(vsr__ctx_t *c, const void *state)
 {
     VSR_UNUSED(c);
     VSR_UNUSED(state);
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     return r;
 }
 
@@ -325,6 +325,8 @@ int vsr__classify_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
     if (vsr_json_parse(&j, result.p ? result.p : "", result.len, &lim) == VSR_OK &&
         vsr_json_type(&j, 0) == VSR_JSON_OBJECT)
         rc = k->kind == K_PII ? consume_entities(c, k, &j, out) : consume_labels(c, k, &j, out);
+    if (rc == VSR_OK && c->pool)
+        out->evidence = vsr_pool_dup_slice(c->pool, result);
     vsr_json_free(&j);
     return rc;
 }

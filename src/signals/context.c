@@ -30,7 +30,8 @@ vsr_signal_result_t vsr__context_eval(vsr__ctx_t *c, const void *state)
 {
     const ctx_t *cx = state;
     uint64_t n = vsr_signals_token_estimate(c->in->chat);
-    vsr_signal_result_t r = {0, 0, (double)n};
+    vsr_signal_result_t r = {0};
+    r.value = (double)n;
     r.matched = n >= cx->min && (!cx->has_max || n <= cx->max);
     r.confidence = r.matched ? 1.0 : 0.0;
     return r;

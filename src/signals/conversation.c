@@ -119,7 +119,7 @@ static int active_tool_loop(const vsr_chat_view_t *chat)
 vsr_signal_result_t vsr__conversation_eval(vsr__ctx_t *c, const void *state)
 {
     const conv_t *cv = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     const vsr_chat_view_t *chat = c->in->chat;
     if (!chat)
         return r;

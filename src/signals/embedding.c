@@ -88,7 +88,7 @@ vsr_signal_result_t vsr__embedding_eval(vsr__ctx_t *c, const void *state)
 {
     VSR_UNUSED(c);
     VSR_UNUSED(state);
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     return r;
 }
 

@@ -213,7 +213,7 @@ static int keyword_hit(vsr__ctx_t *c, const kw_t *k, size_t i, const uint8_t *si
 vsr_signal_result_t vsr__keyword_eval(vsr__ctx_t *c, const void *state)
 {
     const kw_t *k = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     uint8_t *sim = NULL;
     if (k->method == VSR_KW_EXACT || k->method == VSR_KW_FUZZY) {
         vsr__memo_scan(c);

@@ -104,7 +104,7 @@ static int code_matches(const char *want, const char *code)
 vsr_signal_result_t vsr__language_eval(vsr__ctx_t *c, const void *state)
 {
     const lang_t *l = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     detect(c);
     if (!c->m->lang_found || !code_matches(l->name, c->m->lang_code))
         return r;

@@ -55,7 +55,7 @@ typedef struct {
 static vsr_signal_result_t ext_eval(vsr__ctx_t *c, const void *state)
 {
     const ext_state_t *x = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     return x->f->eval ? x->f->eval(x->state, c->in) : r;
 }
 

@@ -53,6 +53,8 @@ typedef struct {
     int matched;
     double confidence;             /* 1.0 for rule-based matches; 0 when not matched */
     double value;                  /* the measured quantity, for traces: token count, count, detected-language confidence... */
+    vsr_slice_t evidence;          /* model-backed signals: a JSON value from the input's pool saying what decided it
+                                    * (the classifier's answer: labels, entity spans, scores), for traces; else empty */
 } vsr_signal_result_t;
 
 /* The embeddings signals of one recipe hold at most this many candidates

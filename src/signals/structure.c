@@ -231,7 +231,7 @@ static int predicate_holds(const vsr_predicate_conf_t *p, double v)
 vsr_signal_result_t vsr__structure_eval(vsr__ctx_t *c, const void *state)
 {
     const st_t *st = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     if (!c->in->text.p || blank(c->in->text.p, c->in->text.len))
         return r;
     double v;
