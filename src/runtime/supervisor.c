@@ -91,13 +91,35 @@ static void set_ready(vsr_rts_t *s, int ready)
 
 /* ---- the child's output ---- */
 
+/* A line of the child's own log ("TIME LEVEL [runtime] message") is logged
+ * again at its level as "[runtime] child: message"; any other output line
+ * at info, as it is. */
+static void relog(const char *line, size_t len)
+{
+    static const char *const levels[] = {"debug", "info", "warn", "error"};
+    const char *sp1 = memchr(line, ' ', len);
+    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line)) : NULL;
+    static const char tag[] = " [runtime] ";
+    if (sp1 && sp2 && (size_t)(line + len - sp2) >= sizeof(tag) - 1 && memcmp(sp2, tag, sizeof(tag) - 1) == 0) {
+        for (int l = 0; l < 4; l++) {
+            size_t n = strlen(levels[l]);
+            if ((size_t)(sp2 - sp1 - 1) == n && memcmp(sp1 + 1, levels[l], n) == 0) {
+                const char *msg = sp2 + sizeof(tag) - 1;
+                vsr_log((vsr_log_level_t)l, "runtime", "child: %.*s", (int)(line + len - msg), msg);
+                return;
+            }
+        }
+    }
+    vsr_log_info("runtime", "child: %.*s", (int)len, line);
+}
+
 static void emit(out_t *o)
 {
     vsr_rts_t *s = o->s;
     if (s->o.log_line)
         s->o.log_line(s->o.ud, o->line, o->len);
     else
-        vsr_log_info("runtime", "[runtime] %.*s", (int)o->len, o->line);
+        relog(o->line, o->len);
     o->len = 0;
 }
 

@@ -137,7 +137,8 @@ def test_embedding_signal_routes_through_the_managed_runtime(vsr, fakellm):
     assert "x-vsr-matched-embeddings" not in r.headers
     out = v.proc.output()
     assert len(child_pids(v)) == 1
-    assert "[runtime]" in out and "serving 1 model(s)" in out  # the child's own log, prefixed, in vsr's
+    # the child's own log, in vsr's at its level, prefixed once
+    assert "[runtime] child: serving " in out and "[runtime] [runtime]" not in out
 
 
 def test_killed_child_degrades_per_on_error_and_comes_back(vsr, fakellm):
