@@ -505,7 +505,12 @@ int vsr__cfg_decode_object(cfg_decoder_t *d, const cfg_spec_t *spec, const cfg_n
         if (fi == SIZE_MAX) {
             if (k->len == 2 && memcmp(k->str, "<<", 2) == 0 && !k->quoted)
                 vsr__cfg_node_error(d, k, "merge keys (<<) are not supported");
-            else
+            else if (spec->open && !vsr__cfg_is_empty(v)) {
+                char key[128];
+                snprintf(key, sizeof(key), "%.*s", (int)VSR_MIN(k->len, sizeof(key) - 1), k->str);
+                vsr__cfg_record_unimplemented(d, key);
+            }
+            else if (!spec->open)
                 vsr__cfg_node_error(d, k, "unknown key %s", quote(d, k));
             continue;
         }

@@ -128,6 +128,10 @@ struct cfg_spec_s {
     /* derived values and cross-field checks, after all fields; `index` is the
      * position in the enclosing list (0 outside lists) */
     void (*finish)(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen, size_t index);
+    /* 1: a key the spec does not list is accepted and recorded as not
+     * implemented (blocks of model settings whose keys vary between the
+     * reference's releases), not refused */
+    int open;
 };
 
 #define CFG_MAX_FIELDS 32

@@ -1146,7 +1146,7 @@ static const cfg_field_t prompt_guard_fields[] = {
     UNIMPLEMENTED("jailbreak_mapping_path"),
 };
 static const cfg_spec_t prompt_guard_spec = {
-    .size = sizeof(config_box_t), .fields = prompt_guard_fields, .n_fields = VSR_ARRAY_LEN(prompt_guard_fields)};
+    .size = sizeof(config_box_t), .fields = prompt_guard_fields, .n_fields = VSR_ARRAY_LEN(prompt_guard_fields), .open = 1};
 
 static const cfg_field_t domain_module_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(domain_threshold), .dmin = 0, .dmax = 1},
@@ -1160,7 +1160,7 @@ static const cfg_field_t domain_module_fields[] = {
     UNIMPLEMENTED("category_mapping_path"),
 };
 static const cfg_spec_t domain_module_spec = {
-    .size = sizeof(config_box_t), .fields = domain_module_fields, .n_fields = VSR_ARRAY_LEN(domain_module_fields)};
+    .size = sizeof(config_box_t), .fields = domain_module_fields, .n_fields = VSR_ARRAY_LEN(domain_module_fields), .open = 1};
 
 static const cfg_field_t pii_module_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(pii_threshold), .dmin = 0, .dmax = 1},
@@ -1173,7 +1173,7 @@ static const cfg_field_t pii_module_fields[] = {
     UNIMPLEMENTED("pii_mapping_path"),
 };
 static const cfg_spec_t pii_module_spec = {
-    .size = sizeof(config_box_t), .fields = pii_module_fields, .n_fields = VSR_ARRAY_LEN(pii_module_fields)};
+    .size = sizeof(config_box_t), .fields = pii_module_fields, .n_fields = VSR_ARRAY_LEN(pii_module_fields), .open = 1};
 
 static const cfg_field_t classifier_module_fields[] = {
     {.key = "domain", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &domain_module_spec},
@@ -1184,7 +1184,7 @@ static const cfg_field_t classifier_module_fields[] = {
 };
 static const cfg_spec_t classifier_module_spec = {.size = sizeof(config_box_t),
                                                   .fields = classifier_module_fields,
-                                                  .n_fields = VSR_ARRAY_LEN(classifier_module_fields)};
+                                                  .n_fields = VSR_ARRAY_LEN(classifier_module_fields), .open = 1};
 
 static void init_modules(cfg_decoder_t *d, void *obj)
 {
@@ -1206,7 +1206,7 @@ static const cfg_field_t modules_fields[] = {
 };
 static const cfg_spec_t modules_spec = {
     .size = sizeof(config_box_t), .fields = modules_fields, .n_fields = VSR_ARRAY_LEN(modules_fields),
-    .init = init_modules};
+    .init = init_modules, .open = 1};
 
 static const cfg_field_t model_catalog_fields[] = {
     {.key = "runtime", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &runtime_spec},

@@ -1473,6 +1473,83 @@ static void test_capability_errors(void **state)
 }
 
 /* What is absent, empty or switched off enables nothing: accepted. */
+/* domains, jailbreak and pii with global.model_catalog.modules: the
+ * families' fields, the modules' defaults and their copies in each recipe,
+ * model settings accepted as not implemented, and what is refused. */
+static void test_classifier_families(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals:\n"
+                              "    domains: [{name: coding, description: x, mmlu_categories: [computer science]}]\n"
+                              "    jailbreak:\n"
+                              "      - {name: jb, method: hybrid, threshold: 0.6, include_history: true,\n"
+                              "         jailbreak_patterns: [ignore your rules], benign_patterns: [hello]}\n"
+                              "      - {name: jb2}\n"
+                              "    pii: [{name: p, pii_types_allowed: [EMAIL_ADDRESS]}]\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      rules: {operator: OR, conditions: [{type: domain, name: coding},\n"
+                              "              {type: jailbreak, name: jb}, {type: pii, name: p, on_error: match}]}\n"
+                              "global:\n"
+                              "  model_catalog:\n"
+                              "    modules:\n"
+                              "      prompt_guard: {threshold: 0.8, on_error: block, model_id: x, use_cpu: true}\n"
+                              "      classifier:\n"
+                              "        domain: {threshold: 0.3, fallback_category: general}\n"
+                              "        pii_model: {model_id: y}\n"
+                              "      hallucination_mitigation: {enabled: true}\n");
+    const vsr_signals_conf_t *sg = &c->recipes[0].signals;
+    assert_int_equal(sg->n_domains, 1);
+    assert_int_equal(sg->domains[0].categories.n, 1);
+    assert_int_equal(sg->n_jailbreak, 2);
+    assert_int_equal(sg->jailbreak[0].method, VSR_JB_HYBRID);
+    assert_true(sg->jailbreak[0].has_threshold && sg->jailbreak[0].threshold == 0.6);
+    assert_true(sg->jailbreak[0].include_history);
+    assert_int_equal(sg->jailbreak[0].jailbreak_patterns.n, 1);
+    assert_int_equal(sg->jailbreak[1].method, VSR_JB_CLASSIFIER);
+    assert_false(sg->jailbreak[1].has_threshold);
+    assert_int_equal(sg->pii[0].allowed.n, 1);
+    assert_true(sg->modules.guard_threshold == 0.8);
+    assert_int_equal(sg->modules.guard_on_error, VSR_ON_ERROR_MATCH);
+    assert_true(sg->modules.domain_threshold == 0.3);
+    assert_string_equal(sg->modules.domain_fallback, "general");
+    assert_true(sg->modules.pii_threshold == VSR_DEFAULT_PII_THRESHOLD);
+    int model_id = 0, pii_model = 0, halu = 0;
+    for (size_t i = 0; i < c->n_unimplemented; i++) {
+        model_id |= strcmp(c->unimplemented[i], "global.model_catalog.modules.prompt_guard.model_id") == 0;
+        pii_model |= strcmp(c->unimplemented[i], "global.model_catalog.modules.classifier.pii_model") == 0;
+        halu |= strcmp(c->unimplemented[i], "global.model_catalog.modules.hallucination_mitigation") == 0;
+    }
+    assert_true(model_id && pii_model && halu);
+    char hash[sizeof(c->recipes[0].signals_hash)];
+    memcpy(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    /* without modules: the reference's defaults; and a modules change is a signals change */
+    c = load_ok(DOC "routing:\n  signals:\n    domains: [{name: coding}]\n"
+                    "    jailbreak:\n"
+                    "      - {name: jb, method: hybrid, threshold: 0.6, include_history: true,\n"
+                    "         jailbreak_patterns: [ignore your rules], benign_patterns: [hello]}\n"
+                    "      - {name: jb2}\n");
+    sg = &c->recipes[0].signals;
+    assert_true(sg->modules.guard_threshold == VSR_DEFAULT_GUARD_THRESHOLD);
+    assert_true(sg->modules.domain_threshold == VSR_DEFAULT_DOMAIN_THRESHOLD);
+    assert_string_equal(sg->modules.domain_fallback, "other");
+    assert_int_equal(sg->modules.guard_on_error, VSR_ON_ERROR_DEFAULT);
+    assert_memory_not_equal(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    expect_errors(DOC "routing:\n  signals:\n    jailbreak: [{name: j, method: regex, threshold: 2}]\n"
+                      "    pii: [{name: p, pii_types_allowed: EMAIL}]\n"
+                      "    domains: [{name: d, bogus: 1}]\n"
+                      "global: {model_catalog: {modules: {prompt_guard: {on_error: maybe}}}}\n",
+                  "t.yaml:12:35: method must be \"classifier\", \"contrastive\" or \"hybrid\", got \"regex\"\n"
+                  "t.yaml:12:53: threshold must be between 0 and 1, got 2\n"
+                  "t.yaml:13:40: expected a list of strings, got a string\n"
+                  "t.yaml:14:25: unknown key \"bogus\"\n"
+                  "t.yaml:15:61: on_error must be \"allow\", \"block\", \"no_match\" or \"match\", got \"maybe\"\n");
+}
+
 static void test_capability_absent_is_fine(void **state)
 {
     vsr_config_t *c = load_ok(DOC
@@ -2317,6 +2394,7 @@ int main(void)
         cmocka_unit_test(test_file_error_names_file),
         cmocka_unit_test(test_capability_errors),
         cmocka_unit_test(test_capability_absent_is_fine),
+        cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_unknown_names),
         cmocka_unit_test(test_rule_shapes),
         cmocka_unit_test(test_signal_references),
