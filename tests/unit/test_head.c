@@ -1,0 +1,313 @@
+/* test_head.c — the linear softmax head (src/models/head.c): the "vsr-head 1"
+ * parser on good and malformed files (every truncation, bad dimensions,
+ * non-finite numbers, stray bytes), predictions of a hand-made head against
+ * values computed here, top-k; the committed domain head
+ * (data/domains/domain.head) against the exemplar file it was trained on
+ * (its recorded SHA-256), and, when the embedding model is present, a few
+ * obvious questions landing in their class. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <math.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "models/head.h"
+#include "models/models.h"
+
+/* 3 inputs, 3 classes: logits = (x0 + 1, 2·x1, -x2 + 0.5) */
+static const char GOOD[] = "vsr-head 1\n"
+                           "dim 3\n"
+                           "classes 3\n"
+                           "temperature 0.5\n"
+                           "meta exemplars-sha256 abc123\n"
+                           "meta note hand-made\n"
+                           "class alpha\n"
+                           "class computer science\n"
+                           "class \xC3\xA9t\xC3\xA9\n"
+                           "bias 1 0 0.5\n"
+                           "row 1 0 0\n"
+                           "row 0 2 0\n"
+                           "row 0 0 -1\n"
+                           "end\n";
+
+static int load_str(const char *s, vsr_head_t **h)
+{
+    *h = NULL;
+    return vsr_head_load_mem(s, strlen(s), h);
+}
+
+/* GOOD with the first occurrence of `from` replaced by `to` */
+static int load_edited(const char *from, const char *to)
+{
+    char buf[1024];
+    const char *at = strstr(GOOD, from);
+    assert_non_null(at);
+    size_t pre = (size_t)(at - GOOD);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)pre, GOOD, to, at + strlen(from));
+    vsr_head_t *h;
+    int rc = load_str(buf, &h);
+    if (rc == VSR_OK) vsr_head_free(h);
+    else assert_null(h);
+    return rc;
+}
+
+static void test_head_good_file(void **state)
+{
+    (void)state;
+    vsr_head_t *h;
+    assert_int_equal(load_str(GOOD, &h), VSR_OK);
+    assert_int_equal(vsr_head_dim(h), 3);
+    assert_int_equal(vsr_head_classes(h), 3);
+    assert_true(fabs(vsr_head_temperature(h) - 0.5) < 1e-12);
+    assert_string_equal(vsr_head_label(h, 1), "computer science");
+    assert_string_equal(vsr_head_label(h, 2), "\xC3\xA9t\xC3\xA9");
+    assert_null(vsr_head_label(h, 3));
+    assert_int_equal(vsr_head_label_index(h, "alpha"), 0);
+    assert_int_equal(vsr_head_label_index(h, "beta"), -1);
+    assert_string_equal(vsr_head_meta(h, "exemplars-sha256"), "abc123");
+    assert_string_equal(vsr_head_meta(h, "note"), "hand-made");
+    assert_null(vsr_head_meta(h, "missing"));
+    vsr_head_free(h);
+    vsr_head_free(NULL);
+}
+
+static void test_head_predict_known_values(void **state)
+{
+    (void)state;
+    vsr_head_t *h;
+    assert_int_equal(load_str(GOOD, &h), VSR_OK);
+    const float x[3] = {0.5f, 1.0f, -2.0f};
+    float z[3], p[3];
+    assert_int_equal(vsr_head_logits(h, x, 3, z), VSR_OK);
+    assert_true(fabs(z[0] - 1.5) < 1e-6 && fabs(z[1] - 2.0) < 1e-6 && fabs(z[2] - 2.5) < 1e-6);
+    assert_int_equal(vsr_head_predict(h, x, 3, p), VSR_OK);
+    /* softmax((1.5, 2, 2.5) / 0.5) = softmax(3, 4, 5) */
+    double e0 = exp(3.0), e1 = exp(4.0), e2 = exp(5.0), s = e0 + e1 + e2;
+    assert_true(fabs(p[0] - e0 / s) < 1e-6);
+    assert_true(fabs(p[1] - e1 / s) < 1e-6);
+    assert_true(fabs(p[2] - e2 / s) < 1e-6);
+    size_t idx[3];
+    assert_int_equal(vsr_head_top_k(p, 3, 2, idx), 2);
+    assert_int_equal(idx[0], 2);
+    assert_int_equal(idx[1], 1);
+    /* huge logits don't overflow */
+    const float big[3] = {1e5f, 0, 0};
+    assert_int_equal(vsr_head_predict(h, big, 3, p), VSR_OK);
+    assert_true(fabs(p[0] - 1.0) < 1e-6 && p[1] >= 0 && p[2] >= 0);
+    /* wrong width, non-finite input: refused, probabilities zeroed */
+    assert_int_equal(vsr_head_predict(h, x, 2, p), VSR_ERR_INVALID);
+    assert_true(p[0] == 0 && p[1] == 0 && p[2] == 0);
+    const float bad[3] = {0, NAN, 0};
+    assert_int_equal(vsr_head_predict(h, bad, 3, p), VSR_ERR_INVALID);
+    const float inf[3] = {INFINITY, 0, 0};
+    assert_int_equal(vsr_head_predict(h, inf, 3, p), VSR_ERR_INVALID);
+    vsr_head_free(h);
+}
+
+static void test_head_top_k_ties_and_bounds(void **state)
+{
+    (void)state;
+    const float p[5] = {0.1f, 0.3f, 0.3f, 0.2f, 0.1f};
+    size_t idx[5];
+    assert_int_equal(vsr_head_top_k(p, 5, 9, idx), 5);
+    assert_int_equal(idx[0], 1); /* tie: lower index first */
+    assert_int_equal(idx[1], 2);
+    assert_int_equal(idx[2], 3);
+    assert_int_equal(idx[3], 0);
+    assert_int_equal(idx[4], 4);
+    assert_int_equal(vsr_head_top_k(p, 5, 0, idx), 0);
+}
+
+static void test_head_truncated_files_refused(void **state)
+{
+    (void)state;
+    size_t len = strlen(GOOD);
+    for (size_t n = 0; n < len; n++) {
+        vsr_head_t *h = NULL;
+        assert_int_equal(vsr_head_load_mem(GOOD, n, &h), VSR_ERR_INVALID);
+        assert_null(h);
+    }
+    vsr_head_t *h;
+    assert_int_equal(vsr_head_load_mem(GOOD, len, &h), VSR_OK);
+    vsr_head_free(h);
+}
+
+static void test_head_bad_dims_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(load_edited("dim 3", "dim 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("dim 3", "dim 4"), VSR_ERR_INVALID); /* rows too short */
+    assert_int_equal(load_edited("dim 3", "dim 2"), VSR_ERR_INVALID); /* rows too long */
+    assert_int_equal(load_edited("dim 3", "dim 4097"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("dim 3", "dim 03"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("dim 3", "dim -3"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("dim 3", "dim 99999999999999999999999"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("classes 3", "classes 1"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("classes 3", "classes 2"), VSR_ERR_INVALID); /* a class line too many */
+    assert_int_equal(load_edited("classes 3", "classes 4"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("classes 3", "classes 257"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("bias 1 0 0.5", "bias 1 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("bias 1 0 0.5", "bias 1 0 0.5 1"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0\n", ""), VSR_ERR_INVALID);      /* a row missing */
+    assert_int_equal(load_edited("row 0 2 0\n", "row 0 2 0\nrow 1 1 1\n"), VSR_ERR_INVALID);
+    /* a declared size far beyond the file's: refused before allocating */
+    assert_int_equal(load_edited("dim 3", "dim 4096"), VSR_ERR_INVALID);
+}
+
+static void test_head_non_finite_and_malformed_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(load_edited("row 0 2 0", "row 0 nan 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 NAN 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 inf 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 -infinity 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 1e400 0"), VSR_ERR_INVALID); /* overflow */
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2e6 0"), VSR_ERR_INVALID);   /* beyond MAX_ABS */
+    assert_int_equal(load_edited("bias 1 0 0.5", "bias 1 nan 0.5"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2x 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0  2 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2 0 "), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 \t2 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2 0\r"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("temperature 0.5", "temperature 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("temperature 0.5", "temperature -1"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("temperature 0.5", "temperature nan"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("temperature 0.5", "temperature 1e9"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("vsr-head 1", "vsr-head 2"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class computer science"), VSR_ERR_INVALID); /* duplicate */
+    assert_int_equal(load_edited("class alpha", "class "), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class al\x01pha"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class al\xC3pha"), VSR_ERR_INVALID); /* bad UTF-8 */
+    assert_int_equal(load_edited("class alpha", "class \xED\xA0\x80"), VSR_ERR_INVALID); /* surrogate */
+    assert_int_equal(
+        load_edited("class alpha", "class aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), /* 65 */
+        VSR_ERR_INVALID);
+    assert_int_equal(load_edited("meta note hand-made", "meta Note hand-made"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("meta note hand-made", "meta note hand made"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("meta note hand-made", "meta exemplars-sha256 x"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("meta note hand-made", "meta note"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("end\n", "end\nrow 1 1 1\n"), VSR_ERR_INVALID); /* trailing data */
+    assert_int_equal(load_edited("end\n", "end"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("end\n", "end\n\n"), VSR_ERR_INVALID);
+    /* NUL inside */
+    char buf[sizeof GOOD];
+    memcpy(buf, GOOD, sizeof GOOD);
+    buf[20] = '\0';
+    vsr_head_t *h = NULL;
+    assert_int_equal(vsr_head_load_mem(buf, sizeof GOOD - 1, &h), VSR_ERR_INVALID);
+    assert_null(h);
+    /* the edits above are refused for what they change, not by accident */
+    assert_int_equal(load_edited("row 0 2 0", "row 0 -2.5e-3 0"), VSR_OK);
+    assert_int_equal(load_edited("meta note hand-made", "meta n_2-x y"), VSR_OK);
+    assert_int_equal(load_edited("meta note hand-made\n", ""), VSR_OK);
+}
+
+static void test_head_file_errors(void **state)
+{
+    (void)state;
+    vsr_head_t *h = NULL;
+    assert_int_equal(vsr_head_load("/nonexistent/x.head", &h), VSR_ERR_IO);
+    assert_int_equal(vsr_head_load("/tmp", &h), VSR_ERR_IO); /* not a regular file */
+    assert_int_equal(vsr_head_load_mem(GOOD, (size_t)VSR_HEAD_MAX_BYTES + 1, &h), VSR_ERR_TOO_BIG);
+    assert_null(h);
+}
+
+static int sha256_file(const char *path, char hex[65])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    unsigned char buf[1 << 16], md[32];
+    unsigned mdlen = 0;
+    size_t n;
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) ok = EVP_DigestUpdate(ctx, buf, n);
+    ok = ok && !ferror(f) && EVP_DigestFinal_ex(ctx, md, &mdlen);
+    EVP_MD_CTX_free(ctx);
+    fclose(f);
+    for (int i = 0; ok && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return ok ? 0 : -1;
+}
+
+/* the committed head was trained on the committed exemplars (retrain with
+ * tools/models/train_head when they change: data/domains/README.md) */
+static void test_head_domain_head_matches_exemplars(void **state)
+{
+    (void)state;
+    vsr_head_t *h;
+    assert_int_equal(vsr_head_load("data/domains/domain.head", &h), VSR_OK);
+    assert_int_equal(vsr_head_dim(h), VSR_USE_DIM);
+    assert_int_equal(vsr_head_classes(h), 14);
+    assert_int_not_equal(vsr_head_label_index(h, "other"), -1);
+    char hex[65];
+    assert_int_equal(sha256_file("data/domains/exemplars.jsonl", hex), 0);
+    assert_non_null(vsr_head_meta(h, "exemplars-sha256"));
+    assert_string_equal(vsr_head_meta(h, "exemplars-sha256"), hex);
+    vsr_head_free(h);
+}
+
+static void test_head_domain_obvious_questions(void **state)
+{
+    (void)state;
+    char path[1024];
+    const char *cache = getenv("VSR_MODEL_CACHE"), *home = getenv("HOME");
+    if (cache != NULL) snprintf(path, sizeof path, "%s/use-lite.vsrm", cache);
+    else snprintf(path, sizeof path, "%s/.cache/vsr/models/use-lite.vsrm", home ? home : "");
+    if (access(path, R_OK) != 0) {
+        if (getenv("CI") != NULL) fail_msg("%s missing (scripts/setup-deps fetches it)", path);
+        skip();
+    }
+    vsr_head_t *h;
+    vsr_use_model_t *m;
+    assert_int_equal(vsr_head_load("data/domains/domain.head", &h), VSR_OK);
+    assert_int_equal(vsr_use_load(path, &m), VSR_OK);
+    char hex[65];
+    assert_int_equal(sha256_file(path, hex), 0);
+    assert_string_equal(vsr_head_meta(h, "encoder-sha256"), hex);
+    static const struct {
+        const char *label, *text;
+    } cases[] = {
+        {"math", "Solve the equation 3x - 7 = 11 for x."},
+        {"law", "Can my landlord evict me without a court order?"},
+        {"chemistry", "How many grams of NaOH are needed to neutralize 0.5 mol of HCl?"},
+        {"history", "Why did the Western Roman Empire collapse in the fifth century?"},
+        {"computer science", "How do I fix a null pointer exception in my Java code?"},
+    };
+    float x[VSR_USE_DIM], p[VSR_HEAD_MAX_CLASSES];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        assert_int_equal(vsr_use_embed(m, cases[i].text, strlen(cases[i].text), x, NULL), VSR_OK);
+        assert_int_equal(vsr_head_predict(h, x, VSR_USE_DIM, p), VSR_OK);
+        size_t top;
+        vsr_head_top_k(p, vsr_head_classes(h), 1, &top);
+        if (strcmp(vsr_head_label(h, top), cases[i].label) != 0)
+            fail_msg("\"%s\": %s (%.2f), want %s", cases[i].text, vsr_head_label(h, top), p[top], cases[i].label);
+        double sum = 0;
+        for (size_t j = 0; j < vsr_head_classes(h); j++) sum += p[j];
+        assert_true(fabs(sum - 1.0) < 1e-4);
+    }
+    vsr_use_free(m);
+    vsr_head_free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_head_good_file),
+        cmocka_unit_test(test_head_predict_known_values),
+        cmocka_unit_test(test_head_top_k_ties_and_bounds),
+        cmocka_unit_test(test_head_truncated_files_refused),
+        cmocka_unit_test(test_head_bad_dims_refused),
+        cmocka_unit_test(test_head_non_finite_and_malformed_refused),
+        cmocka_unit_test(test_head_file_errors),
+        cmocka_unit_test(test_head_domain_head_matches_exemplars),
+        cmocka_unit_test(test_head_domain_obvious_questions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
