@@ -43,7 +43,7 @@ static const family_t families[] = {
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 0, 1},
     /* outputs of routing.projections */
-    {NULL, "projection", 0, 0},
+    {NULL, "projection", 1, 0},
 };
 
 static const family_t *family_by_key(const char *key, size_t len)

@@ -200,10 +200,64 @@ typedef struct {
     vsr_sig_embedding_conf_t *embeddings;       size_t n_embeddings;  /* model-backed */
     /* other model-backed families (domains, fact_check, user_feedbacks,
      * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
-     * metadata, classifiers, safety, hallucination, input_modality) and
-     * routing.projections: not supported yet (capability check at load). */
+     * metadata, classifiers, safety, hallucination, input_modality): not
+     * supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;
+
+/* ---- projections (routing.projections, ref §1.10) ---- */
+
+/* partitions[]: among the matched domain / embedding members keep one. */
+typedef struct {
+    char *name;
+    int softmax;                   /* semantics: exclusive (0, default) | softmax_exclusive (1) */
+    double temperature;            /* softmax_exclusive: > 0, default 1.0 */
+    vsr_strlist_conf_t members;    /* names of domain or embedding signals, >= 2 */
+    char *default_;                /* `default`: a member, or NULL */
+} vsr_partition_conf_t;
+
+typedef enum {
+    VSR_VALUE_BINARY = 0, VSR_VALUE_CONFIDENCE, VSR_VALUE_RAW, VSR_VALUE_SCORE,
+} vsr_value_source_t;
+
+/* scores[].inputs[]: type is a condition type (keyword, embedding, ...),
+ * "score" (an earlier score of the same recipe, by name) or "kb_metric"
+ * (accepted; evaluates to `miss` until kb signals exist). */
+typedef struct {
+    char *type;
+    char *name;
+    double weight;                 /* default 1.0 */
+    vsr_value_source_t value_source; /* default binary */
+    double match, miss;            /* defaults 1.0, 0.0 */
+    char *kb, *metric;             /* kb_metric inputs */
+} vsr_score_input_conf_t;
+
+typedef struct {
+    char *name;
+    char *method;                  /* weighted_sum (the only one) or NULL */
+    vsr_score_input_conf_t *inputs; size_t n_inputs;
+} vsr_score_conf_t;
+
+typedef struct {
+    char *name;                    /* a projection output: conditions name it with type: projection */
+    vsr_predicate_conf_t band;     /* gt/gte/lt/lte, a conjunction; at least one */
+} vsr_mapping_output_conf_t;
+
+typedef struct {
+    char *name;
+    char *source;                  /* a score name */
+    int multi_emit;                /* method: threshold_bands (0, default) | multi_emit (1) */
+    int calibrated;                /* calibration {method: sigmoid_distance} given */
+    char *calibration_method;
+    double slope;                  /* calibration.slope, default 12 */
+    vsr_mapping_output_conf_t *outputs; size_t n_outputs;
+} vsr_mapping_conf_t;
+
+typedef struct {
+    vsr_partition_conf_t *partitions; size_t n_partitions;
+    vsr_score_conf_t *scores;         size_t n_scores;
+    vsr_mapping_conf_t *mappings;     size_t n_mappings;
+} vsr_projections_conf_t;
 
 /* ---- decisions (ref §1.11) ---- */
 
@@ -313,6 +367,7 @@ typedef struct {
     int strategy_confidence;       /* strategy: confidence (1) | priority (0, default); recipes inherit routing.strategy unless set */
     int has_strategy;              /* the recipe's own routing block set strategy (else it is inherited) */
     vsr_signals_conf_t signals;
+    vsr_projections_conf_t projections;
     vsr_decision_conf_t *decisions; size_t n_decisions;
     vsr_fallback_conf_t fallback;
     char signals_hash[VSR_CONFIG_HASH_LEN]; /* content hash of the recipe's `signals` block (canonical form):
