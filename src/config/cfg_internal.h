@@ -325,6 +325,9 @@ void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const
  * checks that need the whole recipe (signal and score references, score
  * cycles, unique output names, `type: projection` leaves). */
 extern const cfg_spec_t vsr__cfg_projections_spec;
+/* routing.signals.metadata[] and .events[] (cfg_events.c) */
+extern const cfg_spec_t vsr__cfg_metadata_spec;
+extern const cfg_spec_t vsr__cfg_event_spec;
 void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);
 
 /* The fallback defaults of ref §1.7 into *out (every has_ flag set). */

@@ -278,6 +278,10 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         SCAN(language, n_language);
     } else if (strcmp(type, "embedding") == 0) {
         SCAN(embeddings, n_embeddings);
+    } else if (strcmp(type, "metadata") == 0) {
+        SCAN(metadata, n_metadata);
+    } else if (strcmp(type, "event") == 0) {
+        SCAN(events, n_events);
     } else if (strcmp(type, "authz") == 0) {
         for (size_t i = 0; i < s->n_role_bindings; i++)
             if ((s->role_bindings[i].name && strcmp(s->role_bindings[i].name, name) == 0) ||

@@ -38,8 +38,8 @@ static const family_t families[] = {
     {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 0, 1},     {"pii", "pii", 0, 1},
-    {"kb", "kb", 0, 1},                   {"events", "event", 0, 0},
-    {"metadata", "metadata", 0, 0},       {"classifiers", "classifier", 0, 1},
+    {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
+    {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 0, 1},
     /* outputs of routing.projections */
@@ -582,6 +582,8 @@ static const family_table_t family_tables[] = {
     {"language", &language_spec, SIG_OFF(language), SIG_OFF(n_language)},
     {"role_bindings", &role_binding_spec, SIG_OFF(role_bindings), SIG_OFF(n_role_bindings)},
     {"embeddings", &embedding_spec, SIG_OFF(embeddings), SIG_OFF(n_embeddings)},
+    {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
+    {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
 };
 
 static const family_table_t *family_table(const char *family)

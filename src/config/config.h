@@ -172,6 +172,34 @@ typedef struct {
     vsr_emb_aggregation_t aggregation; /* aggregation_method: max (default) | mean | any */
 } vsr_sig_embedding_conf_t;
 
+/* routing.signals.metadata[] (ref §1.9): one member of the request's
+ * metadata (the body's top-level "metadata" object) against a predicate;
+ * every bound given must hold. */
+typedef struct {
+    char *equals;                  /* a scalar, compared as text (numbers: by value) */
+    vsr_strlist_conf_t in;         /* the value is one of these */
+    int exists;                    int has_exists; /* exists: true | false */
+    double gt, gte, lt, lte;       /* numeric bounds */
+    int has_gt, has_gte, has_lt, has_lte;
+} vsr_metadata_predicate_conf_t;
+
+typedef struct {
+    char *name;
+    char *key;                     /* the metadata member */
+    vsr_metadata_predicate_conf_t predicate; /* absent = the key exists */
+    int has_predicate;
+} vsr_sig_metadata_conf_t;
+
+/* routing.signals.events[]: event facts carried in the request's metadata
+ * (members event_type, severity, action_code); every non-empty list must
+ * hold the request's value. */
+typedef struct {
+    char *name;
+    vsr_strlist_conf_t event_types;
+    vsr_strlist_conf_t severities;
+    vsr_strlist_conf_t action_codes;
+} vsr_sig_event_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -198,9 +226,11 @@ typedef struct {
     vsr_sig_language_conf_t *language;          size_t n_language;
     vsr_sig_authz_conf_t *role_bindings;        size_t n_role_bindings;
     vsr_sig_embedding_conf_t *embeddings;       size_t n_embeddings;  /* model-backed */
+    vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
+    vsr_sig_event_conf_t *events;               size_t n_events;
     /* other model-backed families (domains, fact_check, user_feedbacks,
-     * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
-     * metadata, classifiers, safety, hallucination, input_modality): not
+     * reasks, preferences, complexity, modality, jailbreak, pii, kb,
+     * classifiers, safety, hallucination, input_modality): not
      * supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;

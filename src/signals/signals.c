@@ -17,6 +17,8 @@ _Static_assert(offsetof(vsr_sig_conversation_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_language_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_embedding_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -34,6 +36,10 @@ static const vsr__sig_type_t sig_types[] = {
     {"embedding", "embeddings", "embeddings", FAMILY(embeddings, n_embeddings, vsr_sig_embedding_conf_t),
      vsr__embedding_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL},
+    {"metadata", "metadata", "metadata", FAMILY(metadata, n_metadata, vsr_sig_metadata_conf_t),
+     vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL},
+    {"event", "event", "events", FAMILY(events, n_events, vsr_sig_event_conf_t),
+     vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL},
 };
 
 /* ---- families registered at run time ---- */

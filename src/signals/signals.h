@@ -55,6 +55,11 @@ typedef struct {
     double value;                  /* the measured quantity, for traces: token count, count, detected-language confidence... */
 } vsr_signal_result_t;
 
+/* metadata and events signals read the body's "metadata" object; one
+ * larger than this many bytes or JSON tokens counts as absent. */
+#define VSR_SIGNALS_MAX_METADATA_BYTES 16384
+#define VSR_SIGNALS_MAX_METADATA_TOKENS 1024
+
 /* The embeddings signals of one recipe hold at most this many candidates
  * plus one routing text each (their first request embeds them in one
  * runtime bundle, which holds at most 2048 inputs). */
