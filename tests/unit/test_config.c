@@ -1409,8 +1409,6 @@ static void test_capability_errors(void **state)
          "      - {name: e, description: x}\n",
          "t.yaml:12:5: signal family \"domains\" is not supported yet (model-backed signals need the model "
          "runtime)\n"},
-        {"routing: {signals: {events: [{name: e}]}}\n",
-         "t.yaml:10:21: signal family \"events\" is not supported yet\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
