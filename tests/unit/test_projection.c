@@ -341,6 +341,43 @@ static void test_reference_errors(void **state)
                  "t.yaml:17:24: projection output \"nope\" is not declared in routing.projections.mappings\n");
 }
 
+#define RECIPE_R                                                                                        \
+    "recipes:\n"                                                                                        \
+    "  - name: r\n"                                                                                     \
+    "    routing:\n"                                                                                    \
+    "      signals:\n"                                                                                  \
+    "        keywords: [{name: code, operator: OR, keywords: [python]}]\n"
+#define RECIPE_R_DECISION \
+    "      decisions: [{name: d, rules: {type: projection, name: yes}, modelRefs: [{model: large}]}]\n"
+
+static void test_recipes_have_their_own_projections(void **state)
+{
+    (void)state;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    vsr_config_t *c = load(HEAD SIGNALS RECIPE_R
+                           "      projections:\n"
+                           "        scores: [{name: s, inputs: [{type: keyword, name: code}]}]\n"
+                           "        mappings: [{name: m, source: s, outputs: [{name: yes, gte: 1}]}]\n"
+                           RECIPE_R_DECISION,
+                           &err);
+    if (c == NULL)
+        fprintf(stderr, "%.*s", (int)err.len, err.data ? err.data : "");
+    assert_non_null(c);
+    assert_int_equal(c->n_recipes, 2);
+    const vsr_recipe_conf_t *r = strcmp(c->recipes[0].name, "r") == 0 ? &c->recipes[0] : &c->recipes[1];
+    assert_int_equal(r->projections.n_mappings, 1);
+    vsr_config_free(c);
+    vsr_buf_free(&err);
+    /* the default recipe's outputs are not the recipe's */
+    expect_error(HEAD SIGNALS
+                 "  projections:\n"
+                 "    scores: [{name: s, inputs: [{type: keyword, name: code}]}]\n"
+                 "    mappings: [{name: m, source: s, outputs: [{name: yes, gte: 1}]}]\n"
+                 RECIPE_R RECIPE_R_DECISION,
+                 "projection output \"yes\" is not declared in recipe \"r\": routing.projections.mappings\n");
+}
+
 /* ---- the routing core deciding on projection outputs ---- */
 
 static const char *ROUTED =
@@ -411,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_uncomputed_signal_is_a_miss),
         cmocka_unit_test(test_cycle_refused),
         cmocka_unit_test(test_reference_errors),
+        cmocka_unit_test(test_recipes_have_their_own_projections),
         cmocka_unit_test(test_engine_routes_on_projection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
