@@ -1,7 +1,7 @@
 /*
  * cfg_signals.c — routing.signals (ref §1.9): the family catalogue, one
  * table per implemented family (keywords, context, structure, conversation,
- * language, role_bindings, embeddings), the capability check for the model-backed ones,
+ * language, role_bindings, embeddings; metadata and events in cfg_events.c), the capability check for the model-backed ones,
  * and the resolution of rule leaves against a recipe's declared signals.
  *
  * Regexes (keyword method regex, structure patterns) are only decoded here:

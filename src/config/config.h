@@ -295,7 +295,8 @@ typedef enum { VSR_RULE_LEAF = 0, VSR_RULE_AND, VSR_RULE_OR, VSR_RULE_NOT } vsr_
 
 typedef struct vsr_rule_conf_s {
     vsr_rule_kind_t kind;
-    char *type;                    /* leaf: condition type (keyword, context, structure, conversation, language, authz) */
+    char *type;                    /* leaf: condition type (keyword, context, structure, conversation, language, authz,
+                                    * embedding, metadata, event; projection: a routing.projections output) */
     char *name;                    /* leaf: signal name, resolved within the same recipe */
     struct vsr_rule_conf_s *children; size_t n_children; /* composite; NOT has exactly one */
     vsr_on_error_t on_error;       /* leaf: `on_error: match | no_match` */

@@ -5,7 +5,8 @@
  * recipe's decisions reference).
  *
  * Types: keyword (methods exact/regex/fuzzy/ngram/bm25), context, structure,
- * conversation, language, authz (role_bindings); and embedding, model-backed
+ * conversation, language, authz (role_bindings), metadata and event (the
+ * request body's "metadata" object); and embedding, model-backed
  * (see "model-backed signals" below).  Rule-based signals yield
  * confidence 1.0 when they match (language: the detector's confidence;
  * structure with a predicate: the reference's sigmoid of the distance to the
