@@ -39,6 +39,16 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.language, r->signals.n_language);
     } else if (strcmp(type, "embedding") == 0) {
         FIND(r->signals.embeddings, r->signals.n_embeddings);
+    } else if (strcmp(type, "metadata") == 0) {
+        FIND(r->signals.metadata, r->signals.n_metadata);
+    } else if (strcmp(type, "event") == 0) {
+        FIND(r->signals.events, r->signals.n_events);
+    } else if (strcmp(type, "projection") == 0) {
+        for (size_t m = 0; m < r->projections.n_mappings; m++)
+            for (size_t o = 0; o < r->projections.mappings[m].n_outputs; o++)
+                if (strcmp(r->projections.mappings[m].outputs[o].name, name) == 0)
+                    return 1;
+        return 0;
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)

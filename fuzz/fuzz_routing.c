@@ -42,6 +42,17 @@ static const char DOC[] =
     "      - {name: long, min_tokens: 2K}\n"
     "    conversation:\n"
     "      - {name: tools, feature: {type: exists, source: {type: tool_definition}}}\n"
+    "    metadata:\n"
+    "      - {name: gold, key: tier, predicate: {equals: gold}}\n"
+    "      - {name: budget, key: budget, predicate: {gte: 10, lt: 1e6}}\n"
+    "    events: [{name: sev1, event_types: [incident], severities: [critical]}]\n"
+    "  projections:\n"
+    "    scores:\n"
+    "      - {name: s, inputs: [{type: metadata, name: gold, weight: 0.5}, {type: metadata, name: budget,"
+    " value_source: raw, weight: 0.001}, {type: event, name: sev1}, {type: kb_metric, kb: k}]}\n"
+    "    mappings:\n"
+    "      - {name: m, source: s, method: multi_emit, calibration: {method: sigmoid_distance},"
+    " outputs: [{name: hi, gte: 0.5}, {name: lo, lt: 0.5}]}\n"
     "  decisions:\n"
     "    - name: code_route\n"
     "      priority: 30\n"
@@ -67,7 +78,11 @@ static const char DOC[] =
     "      rules: {operator: AND, conditions: [{type: conversation, name: tools}]}\n"
     "      modelRefs: [{model: small}]\n"
     "      plugins:\n"
-    "        - {type: fast_response, configuration: {message: \"no tools here\"}}\n";
+    "        - {type: fast_response, configuration: {message: \"no tools here\"}}\n"
+    "    - name: metadata_route\n"
+    "      priority: 5\n"
+    "      rules: {operator: OR, conditions: [{type: projection, name: hi}, {type: event, name: sev1}]}\n"
+    "      modelRefs: [{model: large}]\n";
 
 static vsr_config_t *cfg;
 static vsr_engine_t *engine;

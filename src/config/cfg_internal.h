@@ -325,6 +325,14 @@ int vsr__cfg_condition_model_backed(const char *type);
 /* Reports every rule leaf of r's decisions that names no signal declared in
  * r; `where` names the recipe in messages ("routing"). */
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);
+/* routing.projections (cfg_projections.c): the block's table, and the
+ * checks that need the whole recipe (signal and score references, score
+ * cycles, unique output names, `type: projection` leaves). */
+extern const cfg_spec_t vsr__cfg_projections_spec;
+/* routing.signals.metadata[] and .events[] (cfg_events.c) */
+extern const cfg_spec_t vsr__cfg_metadata_spec;
+extern const cfg_spec_t vsr__cfg_event_spec;
+void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);
 
 /* The fallback defaults of ref §1.7 into *out (every has_ flag set). */
 void vsr__cfg_fallback_defaults(const config_box_t *box, vsr_fallback_conf_t *out);

@@ -799,6 +799,7 @@ static void check_recipe(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const cha
         vsr_free(nodes);
     }
     vsr__cfg_resolve_leaves(d, r, where);
+    vsr__cfg_check_projections(d, r, where);
 }
 
 /* routing.modelCards[] */
@@ -903,7 +904,8 @@ static int decode_recipe_model_cards(cfg_decoder_t *d, const cfg_field_t *f, con
     {.key = "strategy", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = RC_OFF(strategy_confidence),          \
      .choices = strategies, .has_offset = RC_OFF(has_strategy)},                                                       \
         {.key = "signals", .decode = vsr__cfg_decode_signals, .flags = CFG_NULL_OK, .offset = RC_OFF(signals)},                \
-        {.key = "projections", .decode = vsr__cfg_unsupported},                                                         \
+        {.key = "projections", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = RC_OFF(projections),        \
+         .spec = &vsr__cfg_projections_spec},                                                                          \
         {.key = "decisions", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = RC_OFF(decisions),              \
          .count_offset = RC_OFF(n_decisions), .spec = &decision_spec},                                                 \
         {.key = "fallback", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = RC_OFF(fallback),              \

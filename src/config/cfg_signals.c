@@ -1,7 +1,7 @@
 /*
  * cfg_signals.c — routing.signals (ref §1.9): the family catalogue, one
  * table per implemented family (keywords, context, structure, conversation,
- * language, role_bindings, embeddings), the capability check for the model-backed ones,
+ * language, role_bindings, embeddings; metadata and events in cfg_events.c), the capability check for the model-backed ones,
  * and the resolution of rule leaves against a recipe's declared signals.
  *
  * Regexes (keyword method regex, structure patterns) are only decoded here:
@@ -38,12 +38,12 @@ static const family_t families[] = {
     {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
-    {"kb", "kb", 0, 1},                   {"events", "event", 0, 0},
-    {"metadata", "metadata", 0, 0},       {"classifiers", "classifier", 0, 1},
+    {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
+    {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 0, 1},
     /* outputs of routing.projections */
-    {NULL, "projection", 0, 0},
+    {NULL, "projection", 1, 0},
 };
 
 static const family_t *family_by_key(const char *key, size_t len)
@@ -666,6 +666,8 @@ static const family_table_t family_tables[] = {
     {"domains", &domain_spec, SIG_OFF(domains), SIG_OFF(n_domains)},
     {"jailbreak", &jailbreak_spec, SIG_OFF(jailbreak), SIG_OFF(n_jailbreak)},
     {"pii", &pii_spec, SIG_OFF(pii), SIG_OFF(n_pii)},
+    {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
+    {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
 };
 
 static const family_table_t *family_table(const char *family)

@@ -172,6 +172,34 @@ typedef struct {
     vsr_emb_aggregation_t aggregation; /* aggregation_method: max (default) | mean | any */
 } vsr_sig_embedding_conf_t;
 
+/* routing.signals.metadata[] (ref §1.9): one member of the request's
+ * metadata (the body's top-level "metadata" object) against a predicate;
+ * every bound given must hold. */
+typedef struct {
+    char *equals;                  /* a scalar, compared as text (numbers: by value) */
+    vsr_strlist_conf_t in;         /* the value is one of these */
+    int exists;                    int has_exists; /* exists: true | false */
+    double gt, gte, lt, lte;       /* numeric bounds */
+    int has_gt, has_gte, has_lt, has_lte;
+} vsr_metadata_predicate_conf_t;
+
+typedef struct {
+    char *name;
+    char *key;                     /* the metadata member */
+    vsr_metadata_predicate_conf_t predicate; /* absent = the key exists */
+    int has_predicate;
+} vsr_sig_metadata_conf_t;
+
+/* routing.signals.events[]: event facts carried in the request's metadata
+ * (members event_type, severity, action_code); every non-empty list must
+ * hold the request's value. */
+typedef struct {
+    char *name;
+    vsr_strlist_conf_t event_types;
+    vsr_strlist_conf_t severities;
+    vsr_strlist_conf_t action_codes;
+} vsr_sig_event_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -245,13 +273,69 @@ typedef struct {
     vsr_sig_domain_conf_t *domains;             size_t n_domains;     /* model-backed */
     vsr_sig_jailbreak_conf_t *jailbreak;        size_t n_jailbreak;   /* model-backed */
     vsr_sig_pii_conf_t *pii;                    size_t n_pii;         /* model-backed */
+    vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
+    vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
-    /* other model-backed families (fact_check, user_feedbacks,
-     * reasks, preferences, complexity, modality, kb, events,
-     * metadata, classifiers, safety, hallucination, input_modality) and
-     * routing.projections: not supported yet (capability check at load). */
+    /* other model-backed families (fact_check, user_feedbacks, reasks,
+     * preferences, complexity, modality, kb, classifiers, safety,
+     * hallucination, input_modality): not supported yet (capability check
+     * at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;
+
+/* ---- projections (routing.projections, ref §1.10) ---- */
+
+/* partitions[]: among the matched domain / embedding members keep one. */
+typedef struct {
+    char *name;
+    int softmax;                   /* semantics: exclusive (0, default) | softmax_exclusive (1) */
+    double temperature;            /* softmax_exclusive: > 0, default 1.0 */
+    vsr_strlist_conf_t members;    /* names of domain or embedding signals, >= 2 */
+    char *default_;                /* `default`: a member, or NULL */
+} vsr_partition_conf_t;
+
+typedef enum {
+    VSR_VALUE_BINARY = 0, VSR_VALUE_CONFIDENCE, VSR_VALUE_RAW, VSR_VALUE_SCORE,
+} vsr_value_source_t;
+
+/* scores[].inputs[]: type is a condition type (keyword, embedding, ...),
+ * "score" (an earlier score of the same recipe, by name) or "kb_metric"
+ * (accepted; evaluates to `miss` until kb signals exist). */
+typedef struct {
+    char *type;
+    char *name;
+    double weight;                 /* default 1.0 */
+    vsr_value_source_t value_source; /* default binary */
+    double match, miss;            /* defaults 1.0, 0.0 */
+    char *kb, *metric;             /* kb_metric inputs */
+} vsr_score_input_conf_t;
+
+typedef struct {
+    char *name;
+    char *method;                  /* weighted_sum (the only one) or NULL */
+    vsr_score_input_conf_t *inputs; size_t n_inputs;
+} vsr_score_conf_t;
+
+typedef struct {
+    char *name;                    /* a projection output: conditions name it with type: projection */
+    vsr_predicate_conf_t band;     /* gt/gte/lt/lte, a conjunction; at least one */
+} vsr_mapping_output_conf_t;
+
+typedef struct {
+    char *name;
+    char *source;                  /* a score name */
+    int multi_emit;                /* method: threshold_bands (0, default) | multi_emit (1) */
+    int calibrated;                /* calibration {method: sigmoid_distance} given */
+    char *calibration_method;
+    double slope;                  /* calibration.slope, default 12 */
+    vsr_mapping_output_conf_t *outputs; size_t n_outputs;
+} vsr_mapping_conf_t;
+
+typedef struct {
+    vsr_partition_conf_t *partitions; size_t n_partitions;
+    vsr_score_conf_t *scores;         size_t n_scores;
+    vsr_mapping_conf_t *mappings;     size_t n_mappings;
+} vsr_projections_conf_t;
 
 /* ---- decisions (ref §1.11) ---- */
 
@@ -259,7 +343,8 @@ typedef enum { VSR_RULE_LEAF = 0, VSR_RULE_AND, VSR_RULE_OR, VSR_RULE_NOT } vsr_
 
 typedef struct vsr_rule_conf_s {
     vsr_rule_kind_t kind;
-    char *type;                    /* leaf: condition type (keyword, context, structure, conversation, language, authz) */
+    char *type;                    /* leaf: condition type (keyword, context, structure, conversation, language, authz,
+                                    * embedding, metadata, event; projection: a routing.projections output) */
     char *name;                    /* leaf: signal name, resolved within the same recipe */
     struct vsr_rule_conf_s *children; size_t n_children; /* composite; NOT has exactly one */
     vsr_on_error_t on_error;       /* leaf: `on_error: match | no_match` */
@@ -361,6 +446,7 @@ typedef struct {
     int strategy_confidence;       /* strategy: confidence (1) | priority (0, default); recipes inherit routing.strategy unless set */
     int has_strategy;              /* the recipe's own routing block set strategy (else it is inherited) */
     vsr_signals_conf_t signals;
+    vsr_projections_conf_t projections;
     vsr_decision_conf_t *decisions; size_t n_decisions;
     vsr_fallback_conf_t fallback;
     char signals_hash[VSR_CONFIG_HASH_LEN]; /* content hash of the recipe's `signals` block (canonical form):

@@ -19,6 +19,7 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "signals/signals.h"
 
 /* Evaluates one leaf: returns 1 when its signal matched (and sets
  * *confidence), 0 when not. */
@@ -39,5 +40,85 @@ typedef struct {
  * index of the selected one, or -1 when none matched. */
 int vsr_decision_select(const vsr_recipe_conf_t *recipe, vsr_rule_leaf_fn leaf, void *ud,
                         vsr_decision_result_t *results);
+
+/* ---- projections (routing.projections, ref §1.10): derived signals computed
+ * after the signals and before the decisions.
+ *
+ *   partitions  among the matched domain / embedding members keep only the
+ *               one with the highest confidence (softmax_exclusive: its
+ *               confidence becomes exp(c/T) / sum over the matched members
+ *               of exp(c_j/T)); none matched and a `default`: the default
+ *               matches with confidence 1.0; a single match is left alone.
+ *   scores      weighted sums of signal values (value_source binary:
+ *               match/miss; confidence: the confidence, or miss; raw and
+ *               score: the signal's measured value) and of other scores;
+ *               kb_metric inputs give their miss value (vsr has no kb).
+ *   mappings    bands over a score: threshold_bands emits the first band
+ *               that holds, multi_emit every one; confidence 1.0, or with
+ *               calibration sigmoid_distance 1/(1+exp(-slope*d)), d the
+ *               distance from the score to the band's nearest bound.
+ *
+ * Only what a request's decisions reference is computed: a run memoises
+ * the scores and outputs it computed.
+ *
+ * Threading: a compiled vsr_projections_t is immutable (shared by every
+ * request of its engine); a run belongs to one request.
+ */
+typedef struct vsr_projections_s vsr_projections_t;
+
+/* Resolves (condition type, signal name) to a signal index, or -1. */
+typedef int (*vsr_projection_find_fn)(void *ud, const char *type, const char *name);
+
+/* Compiles conf (validated at load: references resolve, no cycle), the
+ * signal references resolved with find.  Never fails; a recipe without
+ * projections compiles to an empty set.  Free with vsr_projections_free
+ * (accepts NULL).  The result points into conf, which must outlive it. */
+vsr_projections_t *vsr_projections_compile(const vsr_projections_conf_t *conf, vsr_projection_find_fn find, void *ud);
+void vsr_projections_free(vsr_projections_t *p);
+
+size_t vsr_projections_n_outputs(const vsr_projections_t *p);
+size_t vsr_projections_n_scores(const vsr_projections_t *p);
+int vsr_projections_find_output(const vsr_projections_t *p, const char *name); /* index or -1 */
+const char *vsr_projections_output_name(const vsr_projections_t *p, int o);
+const char *vsr_projections_score_name(const vsr_projections_t *p, int s);
+
+/* Calls add(ud, sig) for every signal output o depends on (with
+ * repetitions). */
+void vsr_projections_output_deps(const vsr_projections_t *p, int o, void (*add)(void *ud, int sig), void *ud);
+/* Members of partitions that hold signal sig (sig included, with
+ * repetitions): evaluating one member of a partition needs them all. */
+void vsr_projections_partners(const vsr_projections_t *p, int sig, void (*add)(void *ud, int sig), void *ud);
+
+/* Applies every partition to the signal results in place: sig[i] is signal
+ * i's result, known[i] non-zero when it was computed. */
+void vsr_projections_partition(const vsr_projections_t *p, vsr_signal_result_t *sig, const unsigned char *known);
+
+typedef struct {
+    int matched;
+    double confidence;
+} vsr_projection_out_t;
+
+/* One request's memo of scores and outputs (arrays from the pool). */
+typedef struct {
+    const vsr_signal_result_t *sig;
+    const unsigned char *known;
+    double *score;
+    unsigned char *score_state;    /* 0 not computed, 1 computing, 2 done */
+    vsr_projection_out_t *out;
+    unsigned char *out_done;
+} vsr_projections_run_t;
+
+void vsr_projections_run_init(const vsr_projections_t *p, vsr_projections_run_t *run, vsr_pool_t *pool,
+                              const vsr_signal_result_t *sig, const unsigned char *known);
+double vsr_projections_score(const vsr_projections_t *p, vsr_projections_run_t *run, int s);
+vsr_projection_out_t vsr_projections_output(const vsr_projections_t *p, vsr_projections_run_t *run, int o);
+
+/* Appends the run's computed scores and outputs as JSON members
+ * `"projection_scores":[...],"projection_outputs":[...]` (trace: each
+ * score's inputs with their values too). */
+void vsr_projections_describe(const vsr_projections_t *p, const vsr_projections_run_t *run, int trace, vsr_buf_t *b);
+/* Appends the names of the matched outputs computed by the run,
+ * comma-separated; returns how many. */
+size_t vsr_projections_matched_names(const vsr_projections_t *p, const vsr_projections_run_t *run, vsr_buf_t *b);
 
 #endif /* VSR_DECISION_H */

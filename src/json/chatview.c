@@ -309,5 +309,7 @@ int vsr_chat_view_build(const vsr_json_t *j, vsr_api_kind_t api, vsr_pool_t *poo
     }
     if (get(j, 0, "stream", &v) && is_type(j, v, VSR_JSON_TRUE))
         out->stream = 1;
+    if (get(j, 0, "metadata", &v) && is_type(j, v, VSR_JSON_OBJECT))
+        out->metadata = vsr_json_raw(j, v);
     return VSR_OK;
 }

@@ -199,6 +199,7 @@ typedef struct {
     vsr_slice_t tool_choice;  /* "auto" / "none" / "required" when a string; empty otherwise ("required" also for an object) */
     int stream;               /* "stream": true */
     uint64_t text_bytes;      /* bytes of all messages' text, for the context token estimate */
+    vsr_slice_t metadata;     /* the raw text of the top-level "metadata" object; empty when absent or not an object */
 } vsr_chat_view_t;
 
 /* Builds the view of a parsed body (top-level object).  Allocations come from

@@ -25,23 +25,37 @@ static int leaf_cmp(const void *a, const void *b)
     return x->leaf < y->leaf ? -1 : x->leaf > y->leaf;
 }
 
+static void add_referenced(void *ud, int idx)
+{
+    recipe_state_t *rs = ud;
+    size_t k = 0;
+    while (k < rs->n_referenced && rs->referenced[k] != idx)
+        k++;
+    if (k == rs->n_referenced) {
+        rs->referenced = vsr_realloc(rs->referenced, sizeof(int) * (rs->n_referenced + 1));
+        rs->referenced[rs->n_referenced++] = idx;
+    }
+}
+
 static void collect_leaves(recipe_state_t *rs, const vsr_rule_conf_t *r)
 {
     if (r == NULL)
         return;
     if (r->kind == VSR_RULE_LEAF) {
-        int idx = vsr_signals_find(rs->signals, r->type, r->name);
+        int idx;
+        if (r->type && strcmp(r->type, "projection") == 0) {
+            /* an output: the signals its score reads are referenced */
+            int o = vsr_projections_find_output(rs->proj, r->name);
+            idx = o >= 0 ? -2 - o : -1;
+            if (o >= 0)
+                vsr_projections_output_deps(rs->proj, o, add_referenced, rs);
+        } else {
+            idx = vsr_signals_find(rs->signals, r->type, r->name);
+            if (idx >= 0)
+                add_referenced(rs, idx);
+        }
         rs->leaves = vsr_realloc(rs->leaves, sizeof(leaf_map_t) * (rs->n_leaves + 1));
         rs->leaves[rs->n_leaves++] = (leaf_map_t){r, idx};
-        if (idx >= 0) {
-            size_t k = 0;
-            while (k < rs->n_referenced && rs->referenced[k] != idx)
-                k++;
-            if (k == rs->n_referenced) {
-                rs->referenced = vsr_realloc(rs->referenced, sizeof(int) * (rs->n_referenced + 1));
-                rs->referenced[rs->n_referenced++] = idx;
-            }
-        }
         return;
     }
     for (size_t i = 0; i < r->n_children; i++)
@@ -83,6 +97,11 @@ static struct sig_box_s *reusable(const vsr_engine_t *prev, const vsr_recipe_con
     return NULL;
 }
 
+static int find_signal(void *ud, const char *type, const char *name)
+{
+    return vsr_signals_find(ud, type, name);
+}
+
 vsr_engine_t *vsr_engine_new(const vsr_config_t *cfg, uint64_t version, vsr_buf_t *err)
 {
     return vsr_engine_new_from(cfg, NULL, version, err);
@@ -119,8 +138,12 @@ vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *p
             }
             rs->box = box_new(rs->signals);
         }
+        rs->proj = vsr_projections_compile(&rs->conf->projections, find_signal, rs->signals);
         for (size_t d = 0; d < rs->conf->n_decisions; d++)
             collect_leaves(rs, rs->conf->decisions[d].rules);
+        /* a partition's winner is chosen among all its members */
+        for (size_t k = 0; k < rs->n_referenced; k++)
+            vsr_projections_partners(rs->proj, rs->referenced[k], add_referenced, rs);
         if (rs->n_leaves > 1)
             qsort(rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp);
         for (size_t k = 0; k < rs->n_referenced; k++)
@@ -146,6 +169,7 @@ void vsr_engine_unref(vsr_engine_t *e)
         return;
     for (size_t i = 0; i < e->n_recipes; i++) {
         box_unref(e->recipes[i].box);
+        vsr_projections_free(e->recipes[i].proj);
         vsr_free(e->recipes[i].leaves);
         vsr_free(e->recipes[i].referenced);
     }
@@ -252,6 +276,11 @@ static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
     route_ctx_t *rc = ud;
     recipe_state_t *rs = rc->rs;
     int i = leaf_sig(rs, leaf);
+    if (i <= -2) {
+        vsr_projection_out_t o = vsr_projections_output(rs->proj, &rc->proj, -2 - i);
+        *confidence = o.confidence;
+        return o.matched;
+    }
     if (i < 0)
         return 0;
     if (rc->unknown && rc->unknown[i]) {
@@ -291,6 +320,13 @@ static void route_select(route_ctx_t *rc)
         if (r && r->on_unknown_fail && (rc->fail_signal = fails_request(rc, r)) != NULL)
             rc->fail_request = 1;
     }
+    /* projections: after the signals, before the decisions */
+    size_t n = vsr_signals_count(rs->signals);
+    rc->known = vsr_pool_alloc(rc->pool, n + 1);
+    for (size_t i = 0; i < n; i++)
+        rc->known[i] = rc->memo_done[i] && !rc->unknown[i];
+    vsr_projections_partition(rs->proj, rc->memo, rc->known);
+    vsr_projections_run_init(rs->proj, &rc->proj, rc->pool, rc->memo, rc->known);
     rc->results = vsr_pool_alloc(rc->pool, sizeof(vsr_decision_result_t) * (rs->conf->n_decisions + 1));
     rc->selected = vsr_decision_select(rs->conf, leaf_cb, rc, rc->results);
 }

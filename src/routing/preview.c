@@ -20,6 +20,11 @@ static void trace_rule(vsr_buf_t *b, const vsr_rule_conf_t *r, route_ctx_t *rc)
         int idx = vsr_signals_find(rc->rs->signals, r->type, r->name);
         int matched = idx >= 0 && rc->memo_done[idx] && rc->memo[idx].matched;
         double conf = matched ? rc->memo[idx].confidence : 0;
+        int o = strcmp(r->type, "projection") == 0 ? vsr_projections_find_output(rc->rs->proj, r->name) : -1;
+        if (o >= 0 && rc->proj.out_done[o]) {
+            matched = rc->proj.out[o].matched;
+            conf = rc->proj.out[o].confidence;
+        }
         vsr_buf_append_cstr(b, "{\"type\":");
         vsr_buf_append_json_string(b, vsr_slice_cstr(r->type));
         vsr_buf_append_cstr(b, ",\"name\":");
@@ -135,7 +140,8 @@ static void preview_write(vsr_preview_t *p)
                        vsr_signals_name(rc->rs->signals, (int)i), rc->memo[i].matched ? rc->memo[i].confidence : 0.0);
         first = 0;
     }
-    vsr_buf_append_cstr(out, "}");
+    vsr_buf_append_cstr(out, "},");
+    vsr_projections_describe(rc->rs->proj, &rc->proj, trace, out);
     if (trace) {
         /* what decided each model-backed signal: its value and the model's answer */
         vsr_buf_append_cstr(out, ",\"signal_evidence\":{");

@@ -10,7 +10,8 @@
 
 typedef struct {
     const vsr_rule_conf_t *leaf;
-    int sig; /* signal index, -1 when unresolved (config validation prevents it) */
+    int sig; /* signal index, -1 when unresolved (config validation prevents it);
+              * a projection output o is -2 - o */
 } leaf_map_t;
 
 typedef struct {
@@ -21,6 +22,7 @@ typedef struct {
     int *referenced;    /* signals some decision references */
     size_t n_referenced;
     int needs_identity; /* an authz signal is referenced */
+    vsr_projections_t *proj; /* routing.projections, compiled per version */
     struct sig_box_s *box; /* the compiled signals, shared with other versions whose recipe has the same signals */
 } recipe_state_t;
 
@@ -59,6 +61,8 @@ struct route_ctx_s {
     unsigned char *memo_done;
     unsigned char *unknown;  /* per signal: its model task failed or came late */
     vsr_decision_result_t *results;
+    unsigned char *known;    /* per signal: computed (memo_done and not unknown), for projections */
+    vsr_projections_run_t proj;
     int selected;
     int fail_request;        /* a decision's rules.on_unknown: fail_request met an unknown signal */
     const char *fail_signal; /* ... that signal's name */

@@ -493,7 +493,8 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
 {
     recipe_state_t *rs = rc->rs;
     size_t n = vsr_signals_count(rs->signals);
-    s->ev.signals = vsr_pool_alloc(&s->pool, sizeof(vsr_signal_hit_t) * (n ? n : 1));
+    size_t n_out = vsr_projections_n_outputs(rs->proj);
+    s->ev.signals = vsr_pool_alloc(&s->pool, sizeof(vsr_signal_hit_t) * (n + n_out + 1));
     for (size_t i = 0; i < n; i++) {
         if (!rc->memo_done[i] || !rc->memo[i].matched)
             continue;
@@ -502,6 +503,16 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
         h->name = vsr_signals_report_name(rs->signals, (int)i);
         h->confidence = rc->memo[i].confidence;
         h->value = rc->memo[i].value;
+    }
+    /* matched projection outputs the decisions computed: x-vsr-matched-projections */
+    for (size_t o = 0; rc->proj.out_done && o < n_out; o++) {
+        if (!rc->proj.out_done[o] || !rc->proj.out[o].matched)
+            continue;
+        vsr_signal_hit_t *h = &s->ev.signals[s->ev.n_signals++];
+        h->family = "projections";
+        h->name = vsr_projections_output_name(rs->proj, (int)o);
+        h->confidence = rc->proj.out[o].confidence;
+        h->value = rc->proj.out[o].confidence;
     }
 }
 

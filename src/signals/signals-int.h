@@ -202,6 +202,13 @@ int vsr__keyword_compile(vsr_signals_t *s, const void *conf, const char *path, v
 vsr_signal_result_t vsr__keyword_eval(vsr__ctx_t *c, const void *state);
 void vsr__keyword_free(void *state);
 
+int vsr__metadata_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__metadata_eval(vsr__ctx_t *c, const void *state);
+void vsr__metadata_free(void *state);
+int vsr__event_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__event_eval(vsr__ctx_t *c, const void *state);
+void vsr__event_free(void *state);
+
 int vsr__context_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__context_eval(vsr__ctx_t *c, const void *state);
 void vsr__context_free(void *state);

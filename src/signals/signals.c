@@ -20,6 +20,8 @@ _Static_assert(offsetof(vsr_sig_embedding_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_domain_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_jailbreak_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_pii_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -43,6 +45,10 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__jailbreak_compile, vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
     {"pii", "pii", "pii", FAMILY(pii, n_pii, vsr_sig_pii_conf_t), vsr__pii_compile, vsr__classify_eval,
      vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
+    {"metadata", "metadata", "metadata", FAMILY(metadata, n_metadata, vsr_sig_metadata_conf_t),
+     vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL},
+    {"event", "event", "events", FAMILY(events, n_events, vsr_sig_event_conf_t),
+     vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL},
 };
 
 /* ---- families registered at run time ---- */

@@ -5,7 +5,8 @@
  * recipe's decisions reference).
  *
  * Types: keyword (methods exact/regex/fuzzy/ngram/bm25), context, structure,
- * conversation, language, authz (role_bindings); and embedding, model-backed
+ * conversation, language, authz (role_bindings), metadata and event (the
+ * request body's "metadata" object); and embedding, model-backed
  * (see "model-backed signals" below).  Rule-based signals yield
  * confidence 1.0 when they match (language: the detector's confidence;
  * structure with a predicate: the reference's sigmoid of the distance to the
@@ -56,6 +57,11 @@ typedef struct {
     vsr_slice_t evidence;          /* model-backed signals: a JSON value from the input's pool saying what decided it
                                     * (the classifier's answer: labels, entity spans, scores), for traces; else empty */
 } vsr_signal_result_t;
+
+/* metadata and events signals read the body's "metadata" object; one
+ * larger than this many bytes or JSON tokens counts as absent. */
+#define VSR_SIGNALS_MAX_METADATA_BYTES 16384
+#define VSR_SIGNALS_MAX_METADATA_TOKENS 1024
 
 /* The embeddings signals of one recipe hold at most this many candidates
  * plus one routing text each (their first request embeds them in one

@@ -1409,8 +1409,6 @@ static void test_capability_errors(void **state)
          "      - {name: e, description: x}\n",
          "t.yaml:12:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
          "runtime)\n"},
-        {"routing: {signals: {events: [{name: e}]}}\n",
-         "t.yaml:10:21: signal family \"events\" is not supported yet\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
@@ -1428,14 +1426,6 @@ static void test_capability_errors(void **state)
          "    - name: d\n"
          "      plugins: [{type: semantic-cache}]\n",
          "t.yaml:13:24: plugin \"semantic-cache\" (response_cache) is not supported yet\n"},
-        {"routing:\n"
-         "  projections:\n"
-         "    partitions: [{name: p, members: [a, b]}]\n",
-         "t.yaml:11:3: routing.projections is not supported yet\n"},
-        {"recipes:\n"
-         "  - name: r\n"
-         "    routing: {projections: {scores: [{name: s}]}}\n",
-         "t.yaml:12:15: recipes[].routing.projections is not supported yet\n"},
         {"routing: {data_policy: {allowed_regions: [eu]}}\n",
          "t.yaml:10:11: routing.data_policy is not supported yet\n"},
         {"routing: {candidate_requirements: {capabilities: [vision]}}\n",

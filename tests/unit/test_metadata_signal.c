@@ -1,0 +1,172 @@
+/* test_metadata_signal.c — metadata and events signals over the request's
+ * "metadata" object, and their load-time checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "signals/signals.h"
+
+#define HEAD                                                        \
+    "version: v0.3\n"                                               \
+    "listeners: [{name: l, address: 127.0.0.1, port: 18891}]\n"     \
+    "providers:\n"                                                  \
+    "  models: [{name: m, backend_refs: [{endpoint: '127.0.0.1:1'}]}]\n"
+
+static const char *DOC =
+    HEAD
+    "routing:\n"
+    "  signals:\n"
+    "    metadata:\n"
+    "      - {name: tier_gold, key: tier, predicate: {equals: gold}}\n"
+    "      - {name: has_tenant, key: tenant}\n"
+    "      - {name: big_budget, key: budget, predicate: {gte: 100, lt: 1000}}\n"
+    "      - {name: region_eu, key: region, predicate: {in: [eu-west, eu-north]}}\n"
+    "      - {name: no_trace, key: trace, predicate: {exists: false}}\n"
+    "      - {name: level_two, key: level, predicate: {equals: 2}}\n"
+    "    events:\n"
+    "      - {name: outage, event_types: [incident, outage], severities: [critical, high]}\n"
+    "      - {name: rollback, action_codes: [ROLLBACK]}\n"
+    "  decisions:\n"
+    "    - {name: d, rules: {operator: OR, conditions: [{type: metadata, name: tier_gold}, {type: event, name: outage}]},"
+    " modelRefs: [{model: m}]}\n";
+
+static vsr_config_t *cfg;
+static vsr_signals_t *sigs;
+
+static int setup(void **state)
+{
+    (void)state;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    if (vsr_config_load_string("t.yaml", DOC, strlen(DOC), &cfg, &err) != VSR_OK) {
+        fprintf(stderr, "%.*s", (int)err.len, err.data);
+        return -1;
+    }
+    sigs = vsr_signals_compile(&cfg->recipes[0], &err);
+    vsr_buf_free(&err);
+    return sigs ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    vsr_signals_free(sigs);
+    vsr_config_free(cfg);
+    return 0;
+}
+
+static int match(const char *type, const char *name, const char *metadata)
+{
+    vsr_chat_view_t chat;
+    memset(&chat, 0, sizeof(chat));
+    chat.last_user = -1;
+    chat.metadata = metadata ? vsr_slice_cstr(metadata) : vsr_slice(NULL, 0);
+    vsr_signal_input_t in;
+    memset(&in, 0, sizeof(in));
+    in.chat = &chat;
+    int i = vsr_signals_find(sigs, type, name);
+    assert_true(i >= 0);
+    vsr_signal_result_t r = vsr_signals_eval(sigs, i, &in);
+    assert_true(r.confidence == (r.matched ? 1.0 : 0.0));
+    return r.matched;
+}
+
+static void test_metadata_predicates(void **state)
+{
+    (void)state;
+    assert_true(match("metadata", "tier_gold", "{\"tier\":\"gold\"}"));
+    assert_true(match("metadata", "tier_gold", "{\"tier\":\"g\\u006fld\"}")); /* unescaped */
+    assert_false(match("metadata", "tier_gold", "{\"tier\":\"silver\"}"));
+    assert_false(match("metadata", "tier_gold", NULL));
+    assert_false(match("metadata", "tier_gold", "{\"tier\":\"gold\""));    /* malformed: no metadata */
+    assert_true(match("metadata", "has_tenant", "{\"tenant\":\"acme\"}"));
+    assert_false(match("metadata", "has_tenant", "{\"tenant\":null}"));
+    assert_false(match("metadata", "has_tenant", "{\"other\":1}"));
+    assert_true(match("metadata", "big_budget", "{\"budget\":100}"));
+    assert_true(match("metadata", "big_budget", "{\"budget\":\"999.5\"}")); /* OpenAI metadata values are strings */
+    assert_false(match("metadata", "big_budget", "{\"budget\":1000}"));
+    assert_false(match("metadata", "big_budget", "{\"budget\":\"lots\"}"));
+    assert_true(match("metadata", "region_eu", "{\"region\":\"eu-north\"}"));
+    assert_false(match("metadata", "region_eu", "{\"region\":\"us-east\"}"));
+    assert_true(match("metadata", "no_trace", "{}"));
+    assert_true(match("metadata", "no_trace", NULL));
+    assert_false(match("metadata", "no_trace", "{\"trace\":\"1\"}"));
+    assert_true(match("metadata", "level_two", "{\"level\":2.0}")); /* numbers by value */
+    assert_true(match("metadata", "level_two", "{\"level\":\"2\"}"));
+    assert_false(match("metadata", "level_two", "{\"level\":3}"));
+}
+
+static void test_metadata_bounded(void **state)
+{
+    (void)state;
+    size_t n = VSR_SIGNALS_MAX_METADATA_BYTES + 64;
+    char *big = malloc(n + 1);
+    int off = snprintf(big, n, "{\"tier\":\"gold\",\"pad\":\"");
+    memset(big + off, 'x', n - (size_t)off - 2);
+    big[n - 2] = '"';
+    big[n - 1] = '}';
+    big[n] = 0;
+    assert_false(match("metadata", "tier_gold", big));
+    big[VSR_SIGNALS_MAX_METADATA_BYTES - 2] = '"';
+    big[VSR_SIGNALS_MAX_METADATA_BYTES - 1] = '}';
+    big[VSR_SIGNALS_MAX_METADATA_BYTES] = 0;
+    assert_true(match("metadata", "tier_gold", big));
+    free(big);
+}
+
+static void test_events(void **state)
+{
+    (void)state;
+    assert_true(match("event", "outage", "{\"event_type\":\"incident\",\"severity\":\"critical\"}"));
+    assert_false(match("event", "outage", "{\"event_type\":\"incident\",\"severity\":\"low\"}"));
+    assert_false(match("event", "outage", "{\"event_type\":\"incident\"}")); /* severities given: required */
+    assert_false(match("event", "outage", "{\"event_type\":\"deploy\",\"severity\":\"high\"}"));
+    assert_true(match("event", "rollback", "{\"action_code\":\"ROLLBACK\",\"event_type\":\"anything\"}"));
+    assert_false(match("event", "rollback", "{\"action_code\":\"rollback\"}")); /* exact text */
+    assert_false(match("event", "rollback", NULL));
+}
+
+static void expect_error(const char *yaml, const char *expected)
+{
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    vsr_config_t *c = NULL;
+    int rc = vsr_config_load_string("t.yaml", yaml, strlen(yaml), &c, &err);
+    vsr_buf_append(&err, "", 1);
+    if (rc == VSR_OK || strstr(err.data, expected) == NULL)
+        fprintf(stderr, "expected \"%s\" in:\n%s", expected, err.data);
+    assert_int_not_equal(rc, VSR_OK);
+    assert_non_null(strstr(err.data, expected));
+    vsr_buf_free(&err);
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    expect_error(HEAD "routing:\n  signals:\n    events: [{name: e}]\n",
+                 "t.yaml:7:14: an events signal needs event_types, severities or action_codes\n");
+    expect_error(HEAD "routing:\n  signals:\n    events: [{name: e, severities: [high], temporal: {within: 1h}}]\n",
+                 "routing.signals.events[].temporal is not supported yet\n");
+    expect_error(HEAD "routing:\n  signals:\n    metadata: [{name: m, key: k, predicate: {}}]\n",
+                 "t.yaml:7:45: a metadata predicate needs equals, in, exists, gt, gte, lt or lte\n");
+    expect_error(HEAD "routing:\n  signals:\n    metadata: [{name: m}]\n", "missing required key \"key\"");
+    expect_error(HEAD "routing:\n  signals:\n    metadata: [{name: m, key: k}]\n"
+                      "  decisions: [{name: d, rules: {type: metadata, name: nope}, modelRefs: [{model: m}]}]\n",
+                 "metadata signal \"nope\" is not declared in routing.signals.metadata");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metadata_predicates),
+        cmocka_unit_test(test_metadata_bounded),
+        cmocka_unit_test(test_events),
+        cmocka_unit_test(test_config_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
