@@ -829,12 +829,16 @@ double vsr_guard_contrastive(const float *q, const float *jailbreak, size_t n_ja
     return max_cos(q, jailbreak, n_jailbreak, dim) - max_cos(q, benign, n_benign, dim);
 }
 
-double vsr_guard_hybrid(double p_classifier, double contrastive, double lo, double hi)
+double vsr_guard_hybrid(double p_classifier, double contrastive, double w, double lo, double hi)
 {
     double c = hi > lo ? (contrastive - lo) / (hi - lo) : (contrastive >= lo ? 1.0 : 0.0);
     if (!(c >= 0)) /* also NaN */
         c = 0;
     if (c > 1)
         c = 1;
-    return p_classifier > c ? p_classifier : c;
+    if (!(p_classifier >= 0))
+        p_classifier = 0;
+    if (p_classifier > 1)
+        p_classifier = 1;
+    return w * p_classifier + (1 - w) * c;
 }

@@ -105,11 +105,13 @@ int vsr_guard_score(const vsr_guard_t *g, const char *text, size_t len, double *
 double vsr_guard_contrastive(const float *q, const float *jailbreak, size_t n_jailbreak, const float *benign,
                              size_t n_benign, size_t dim);
 
-/* The hybrid score: the maximum of the classifier's probability and the
- * contrastive score mapped to [0, 1] by (c - lo) / (hi - lo), clamped (lo
- * and hi are the bench-tuned VSR_GUARD_HYBRID_LO/HI by default). */
-#define VSR_GUARD_HYBRID_LO 0.0
-#define VSR_GUARD_HYBRID_HI 0.3
-double vsr_guard_hybrid(double p_classifier, double contrastive, double lo, double hi);
+/* The hybrid score: w * p_classifier + (1 - w) * m, where m is the
+ * contrastive score mapped to [0, 1] by (c - lo) / (hi - lo), clamped (a NaN
+ * maps to 0).  VSR_GUARD_HYBRID_W/LO/HI are the values tuned on
+ * data/jailbreak/dev.tsv by bench/quality/jailbreak.c (docs/signals.md). */
+#define VSR_GUARD_HYBRID_W 0.3
+#define VSR_GUARD_HYBRID_LO (-0.175)
+#define VSR_GUARD_HYBRID_HI 0.05
+double vsr_guard_hybrid(double p_classifier, double contrastive, double w, double lo, double hi);
 
 #endif
