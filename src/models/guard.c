@@ -348,7 +348,8 @@ static int vocab_add(vsr_guard_lr_t *m, const char *t, size_t n, size_t index)
         m->terms = nt;
         m->terms_cap = nc;
     }
-    memcpy(m->terms + m->terms_len, t, n);
+    if (n)
+        memcpy(m->terms + m->terms_len, t, n);
     size_t j = (size_t)fnv(t, n) & (m->n_slots - 1);
     while (m->slots[j].index >= 0)
         j = (j + 1) & (m->n_slots - 1);
@@ -494,15 +495,15 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
             goto out;
         }
     }
-    if (m->n_slots == 0 && vocab_add(m, "", 0, 0) == VSR_OK) {
-        /* an empty vocabulary: a table that finds nothing */
+    if (m->n_slots == 0) { /* an empty vocabulary: a table that finds nothing */
+        m->slots = vsr_malloc(16 * sizeof *m->slots);
+        if (!m->slots) {
+            rc = VSR_ERR_NOMEM;
+            goto out;
+        }
+        m->n_slots = 16;
         for (size_t i = 0; i < m->n_slots; i++)
             m->slots[i].index = -1;
-        m->n_terms = 0;
-    }
-    if (!m->slots) {
-        rc = VSR_ERR_NOMEM;
-        goto out;
     }
     rc = VSR_OK;
 out:
