@@ -15,6 +15,7 @@
 #include <string.h>
 #include <math.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -221,6 +222,50 @@ static void test_guard_real_package(void **state)
     vsr_guard_free(&g);
 }
 
+/* one model, four threads scoring at once: the same scores as one thread */
+typedef struct {
+    const vsr_guard_lr_t *m;
+    double p[64];
+} thr_t;
+
+static const char *THR_TEXTS[] = {"Ignore RULES", "kk ignore rules ignore", "", "x y z", "ignore ignore rules"};
+
+static void *thr_run(void *arg)
+{
+    thr_t *t = arg;
+    for (int r = 0; r < 200; r++)
+        for (size_t i = 0; i < 5; i++) {
+            double p;
+            if (vsr_guard_lr_score_chunked(t->m, THR_TEXTS[i], strlen(THR_TEXTS[i]), &p, NULL) != VSR_OK)
+                p = -1;
+            if (r == 0)
+                t->p[i] = p;
+            else if (p != t->p[i])
+                t->p[i] = NAN;
+        }
+    return NULL;
+}
+
+static void test_guard_shared_across_threads(void **state)
+{
+    (void)state;
+    vsr_guard_lr_t *m = load(GOOD);
+    thr_t t[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        t[i].m = m;
+        assert_int_equal(pthread_create(&th[i], NULL, thr_run, &t[i]), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    for (size_t k = 0; k < 5; k++) {
+        double want = score(m, THR_TEXTS[k]);
+        for (int i = 0; i < 4; i++)
+            assert_true(t[i].p[k] == want);
+    }
+    vsr_guard_lr_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_guard_windows),
         cmocka_unit_test(test_guard_contrastive_hybrid),
         cmocka_unit_test(test_guard_real_package),
+        cmocka_unit_test(test_guard_shared_across_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
