@@ -310,10 +310,16 @@ fail:
 }
 
 typedef struct {
-    char term[VSR_GUARD_MAX_TERM_BYTES];
-    size_t len;
+    size_t off, len; /* in the entries' text */
     double index;
 } entry_t;
+
+typedef struct {
+    entry_t *e;
+    size_t n;
+    char *text; /* the decoded terms, back to back */
+    size_t text_len;
+} entries_t;
 
 static int vocab_add(vsr_guard_lr_t *m, const char *t, size_t n, size_t index)
 {
@@ -365,15 +371,22 @@ static int is_int(double d, double lo, double hi)
 }
 
 /* the vocabulary object: its indices are checked once the feature count
- * is known, so entries are kept as (term, index) until then */
-static int vocab_object(rd_t *r, entry_t **out, size_t *n)
+ * is known, so entries are kept as (term, index) until then, compactly (a
+ * hostile file of short terms costs about what it weighs) */
+static int vocab_object(rd_t *r, entries_t *out)
 {
     if (!lit(r, '{'))
         return 0;
-    size_t cap = 0, k = 0;
+    size_t cap = 0, k = 0, tcap = 0, tlen = 0;
     entry_t *v = NULL;
+    char *text = NULL;
     if (!lit(r, '}')) {
         do {
+            char term[VSR_GUARD_MAX_TERM_BYTES];
+            size_t n;
+            double ix;
+            if (!str(r, term, sizeof term, &n) || !lit(r, ':') || !num(r, &ix))
+                goto fail;
             if (k == cap) {
                 if (cap >= VSR_GUARD_MAX_FEATURES)
                     goto fail;
@@ -383,18 +396,32 @@ static int vocab_object(rd_t *r, entry_t **out, size_t *n)
                     goto fail;
                 v = nv;
             }
-            if (!str(r, v[k].term, sizeof v[k].term, &v[k].len) || !lit(r, ':') || !num(r, &v[k].index))
-                goto fail;
-            k++;
+            if (tlen + n > tcap) {
+                size_t nc = tcap ? tcap * 2 : 65536;
+                while (nc < tlen + n)
+                    nc *= 2;
+                char *nt = vsr_realloc(text, nc);
+                if (!nt)
+                    goto fail;
+                text = nt;
+                tcap = nc;
+            }
+            if (n)
+                memcpy(text + tlen, term, n);
+            v[k++] = (entry_t){tlen, n, ix};
+            tlen += n;
         } while (lit(r, ','));
         if (!lit(r, '}'))
             goto fail;
     }
-    *out = v;
-    *n = k;
+    out->e = v;
+    out->n = k;
+    out->text = text;
+    out->text_len = tlen;
     return 1;
 fail:
     vsr_free(v);
+    vsr_free(text);
     return 0;
 }
 
@@ -406,9 +433,9 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
     vsr_guard_lr_t *m = vsr_calloc(1, sizeof *m);
     if (!m)
         return VSR_ERR_NOMEM;
-    entry_t *voc = NULL;
+    entries_t voc = {0};
     double *coef = NULL, *icpt = NULL, *rng = NULL;
-    size_t n_voc = 0, n_coef = 0, n_icpt = 0, n_rng = 0, n_idf = 0;
+    size_t n_coef = 0, n_icpt = 0, n_rng = 0, n_idf = 0;
     int rc = VSR_ERR_INVALID, have_lower = 0, have_coef = 0, have_voc = 0, have_idf = 0;
     unsigned seen_keys = 0;
     m->threshold = 0.5;
@@ -433,7 +460,7 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
                     goto out;
                 m->intercept = icpt[0];
             } else if (KEY("vocabulary", 4)) {
-                if ((seen_keys & bit) || !vocab_object(&r, &voc, &n_voc))
+                if ((seen_keys & bit) || !vocab_object(&r, &voc))
                     goto out;
                 have_voc = 1;
             } else if (KEY("idf", 8)) {
@@ -472,7 +499,7 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
     /* everything present, consistent: one coefficient row, idf alike */
     if (!have_coef || !have_voc || !have_idf || !have_lower || !(seen_keys & 2) || !(seen_keys & 16))
         goto out;
-    if (n_coef == 0 || n_coef != n_idf || n_voc > n_coef)
+    if (n_coef == 0 || n_coef != n_idf || voc.n > n_coef)
         goto out;
     m->n = n_coef;
     m->coef = coef;
@@ -482,14 +509,14 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
         rc = VSR_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n_voc; i++) {
-        if (!is_int(voc[i].index, 0, (double)m->n - 1))
+    for (size_t i = 0; i < voc.n; i++) {
+        if (!is_int(voc.e[i].index, 0, (double)m->n - 1))
             goto out;
-        size_t ix = (size_t)voc[i].index;
+        size_t ix = (size_t)voc.e[i].index;
         if (m->seen[ix])
             goto out;
         m->seen[ix] = 1;
-        int arc = vocab_add(m, voc[i].term, voc[i].len, ix);
+        int arc = vocab_add(m, voc.text + voc.e[i].off, voc.e[i].len, ix);
         if (arc != VSR_OK) {
             rc = arc;
             goto out;
@@ -507,7 +534,8 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
     }
     rc = VSR_OK;
 out:
-    vsr_free(voc);
+    vsr_free(voc.e);
+    vsr_free(voc.text);
     vsr_free(coef);
     vsr_free(icpt);
     vsr_free(rng);
