@@ -256,6 +256,34 @@ int main(int argc, char **argv)
            pct(lat_con, ev.n, 0.99), jp.n, bp.n);
     printf("hybrid      %8.1f / %8.1f\n", pct(lat_hyb, ev.n, 0.5), pct(lat_hyb, ev.n, 0.99));
 
+    /* long texts: every evaluation text joined, cut at 4 KiB, 64 KiB, 1 MiB */
+    {
+        size_t cap = 1u << 20, len = 0;
+        char *big = malloc(cap);
+        while (len < cap) {
+            for (size_t i = 0; i < ev.n && len < cap; i++) {
+                size_t n = VSR_MIN(strlen(ev.text[i]), cap - len - 1);
+                memcpy(big + len, ev.text[i], n);
+                len += n;
+                big[len++] = ' ';
+            }
+        }
+        static const size_t sizes[] = {4096, 65536, 1u << 20};
+        for (size_t k = 0; k < 3; k++) {
+            double lat[20], pjl, pil;
+            size_t w = 0;
+            for (int r = 0; r < 20; r++) {
+                double t0 = now_us();
+                vsr_guard_score(&g, big, sizes[k], &pjl, &pil);
+                lat[r] = now_us() - t0;
+            }
+            vsr_guard_lr_score_chunked(g.jailbreak, big, sizes[k], &pjl, &w);
+            printf("classifier on %7zu bytes (%zu windows) %10.1f / %10.1f\n", sizes[k], w, pct(lat, 20, 0.5),
+                   pct(lat, 20, 0.99));
+        }
+        free(big);
+    }
+
     for (size_t i = 0; i < jp.n; i++) free(jp.text[i]);
     for (size_t i = 0; i < bp.n; i++) free(bp.text[i]);
     for (size_t i = 0; i < dev.n; i++) free(dev.text[i]);
