@@ -1,0 +1,297 @@
+/*
+ * jailbreak — offline quality of the jailbreak classifiers (src/models/guard.c):
+ *
+ *   OPENBLAS_NUM_THREADS=1 build/jailbreak_quality [DATA_DIR]
+ *
+ * DATA_DIR (default data/jailbreak) holds jailbreak_patterns.txt and
+ * benign_patterns.txt (the contrastive method's exemplars), dev.tsv (the
+ * split the hybrid's mapping is tuned on) and eval_attacks.txt /
+ * eval_benign.txt (the evaluation set, used for nothing else).  The models
+ * come from $VSR_MODEL_CACHE (default ~/.cache/vsr/models): llm_guardrail/
+ * and use-lite.vsrm; without them it says so and exits 77.
+ *
+ * Methods:
+ *   classifier   max(p_jailbreak, p_prompt_injection), chunked (guard.h)
+ *   contrastive  max cos(jailbreak patterns) - max cos(benign patterns), USE-lite
+ *   hybrid       vsr_guard_hybrid(classifier, contrastive, w, lo, hi), w/lo/hi
+ *                chosen on dev.tsv: the most dev attacks at threshold 0.7
+ *                with dev false positives <= 2%, then the best dev AUC,
+ *                then the widest hi - lo
+ * Prints a threshold sweep (threshold, TPR, FPR, precision) per method, the
+ * recall at FPR <= 2% (threshold just above the benign score ranked
+ * floor(2% of benign)+1), the default-threshold (0.7) point, and the
+ * latency p50/p99 of one call on one thread.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "models/guard.h"
+#include "models/models.h"
+
+#define MAX_TEXTS 4096
+
+typedef struct {
+    char *text[MAX_TEXTS];
+    int label[MAX_TEXTS]; /* 1 = attack */
+    size_t n;
+} set_t;
+
+static int read_lines(const char *path, set_t *s, int label, int tsv)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "jailbreak: %s: cannot open\n", path);
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (n == 0 || line[0] == '#') continue;
+        char *t = line;
+        int l = label;
+        if (tsv) {
+            char *tab = strchr(line, '\t');
+            if (!tab) continue;
+            *tab = 0;
+            l = strcmp(line, "jailbreak") == 0;
+            t = tab + 1;
+        }
+        if (s->n == MAX_TEXTS) break;
+        s->text[s->n] = strdup(t);
+        s->label[s->n++] = l;
+    }
+    free(line);
+    fclose(f);
+    return 0;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(double *v, size_t n, double q)
+{
+    qsort(v, n, sizeof *v, cmp_d);
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i];
+}
+
+static void point(const double *sc, const int *lab, size_t n, double t, double *tpr, double *fpr, double *prec)
+{
+    size_t tp = 0, fp = 0, P = 0, N = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lab[i]) { P++; tp += sc[i] >= t; }
+        else { N++; fp += sc[i] >= t; }
+    }
+    *tpr = P ? (double)tp / P : 0;
+    *fpr = N ? (double)fp / N : 0;
+    *prec = tp + fp ? (double)tp / (tp + fp) : 1;
+}
+
+/* recall when at most floor(2% of benign) benign texts score at or above t */
+static double recall_at_fpr(const double *sc, const int *lab, size_t n, double max_fpr, double *thr, double *fpr_out)
+{
+    double *b = malloc(n * sizeof *b);
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++) if (!lab[i]) b[nb++] = sc[i];
+    qsort(b, nb, sizeof *b, cmp_d); /* ascending */
+    size_t k = (size_t)floor(max_fpr * (double)nb); /* allowed false positives */
+    double t = nb > k ? nextafter(b[nb - 1 - k], INFINITY) : -INFINITY;
+    free(b);
+    double tpr, fpr, prec;
+    point(sc, lab, n, t, &tpr, &fpr, &prec);
+    *thr = t;
+    *fpr_out = fpr;
+    return tpr;
+}
+
+static void sweep(const char *name, const double *sc, const int *lab, size_t n, double lo, double hi, double step)
+{
+    printf("\n== %s: threshold sweep (eval set)\n%10s %7s %7s %9s\n", name, "threshold", "TPR", "FPR", "precision");
+    for (double t = lo; t <= hi + 1e-9; t += step) {
+        double tpr, fpr, prec;
+        point(sc, lab, n, t, &tpr, &fpr, &prec);
+        printf("%10.2f %7.3f %7.3f %9.3f\n", t, tpr, fpr, prec);
+    }
+    double thr, fpr;
+    double r = recall_at_fpr(sc, lab, n, 0.02, &thr, &fpr);
+    printf("%s: recall at FPR <= 2%%: %.3f (threshold %.4f, FPR %.3f)\n", name, r, thr, fpr);
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = argc > 1 ? argv[1] : "data/jailbreak";
+    char cache[3072], path[4096];
+    const char *env = getenv("VSR_MODEL_CACHE");
+    if (env) snprintf(cache, sizeof cache, "%s", env);
+    else snprintf(cache, sizeof cache, "%s/.cache/vsr/models", getenv("HOME") ? getenv("HOME") : ".");
+
+    vsr_guard_t g;
+    snprintf(path, sizeof path, "%s/llm_guardrail", cache);
+    if (vsr_guard_load_dir(path, &g) != VSR_OK) {
+        fprintf(stderr, "jailbreak: no classifier package at %s (scripts/setup-deps fetches it): skipped\n", path);
+        return 77;
+    }
+    vsr_use_model_t *use;
+    snprintf(path, sizeof path, "%s/use-lite.vsrm", cache);
+    if (vsr_use_load(path, &use) != VSR_OK) {
+        fprintf(stderr, "jailbreak: no embedding model at %s (scripts/setup-deps makes it): skipped\n", path);
+        vsr_guard_free(&g);
+        return 77;
+    }
+    vsr_models_blas_threads(1);
+
+    static set_t jp, bp, dev, ev;
+    snprintf(path, sizeof path, "%s/jailbreak_patterns.txt", data);
+    if (read_lines(path, &jp, 1, 0)) return 1;
+    snprintf(path, sizeof path, "%s/benign_patterns.txt", data);
+    if (read_lines(path, &bp, 0, 0)) return 1;
+    snprintf(path, sizeof path, "%s/dev.tsv", data);
+    if (read_lines(path, &dev, 0, 1)) return 1;
+    snprintf(path, sizeof path, "%s/eval_attacks.txt", data);
+    if (read_lines(path, &ev, 1, 0)) return 1;
+    snprintf(path, sizeof path, "%s/eval_benign.txt", data);
+    if (read_lines(path, &ev, 0, 0)) return 1;
+
+    vsr_use_scratch_t *scr = vsr_use_scratch_new();
+    float *jv = calloc(jp.n * VSR_USE_DIM, sizeof *jv), *bv = calloc(bp.n * VSR_USE_DIM, sizeof *bv);
+    for (size_t i = 0; i < jp.n; i++) vsr_use_embed(use, jp.text[i], strlen(jp.text[i]), jv + i * VSR_USE_DIM, scr);
+    for (size_t i = 0; i < bp.n; i++) vsr_use_embed(use, bp.text[i], strlen(bp.text[i]), bv + i * VSR_USE_DIM, scr);
+
+    set_t *sets[2] = {&dev, &ev};
+    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS];
+    static double lat_cls[MAX_TEXTS], lat_con[MAX_TEXTS], lat_hyb[MAX_TEXTS];
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; i < sets[s]->n; i++) {
+            const char *t = sets[s]->text[i];
+            size_t len = strlen(t);
+            float q[VSR_USE_DIM];
+            double t0 = now_us();
+            vsr_guard_score(&g, t, len, &pj[s][i], &pi[s][i]);
+            double t1 = now_us();
+            vsr_use_embed(use, t, len, q, scr);
+            con[s][i] = vsr_guard_contrastive(q, jv, jp.n, bv, bp.n, VSR_USE_DIM);
+            double t2 = now_us();
+            cls[s][i] = fmax(pj[s][i], pi[s][i]);
+            if (s == 1) {
+                lat_cls[i] = t1 - t0;
+                lat_con[i] = t2 - t1;
+                lat_hyb[i] = t2 - t0;
+            }
+        }
+    }
+
+    /* the hybrid's weight and mapping, from dev only: the most dev attacks
+     * at the default threshold 0.7 with dev FPR <= 2%, then the best dev
+     * ranking (AUC), then the widest mapping */
+    double best_w = VSR_GUARD_HYBRID_W, best_lo = VSR_GUARD_HYBRID_LO, best_hi = VSR_GUARD_HYBRID_HI;
+    double best_r = -1, best_auc = -1, best_span = 0;
+    for (double w = 0; w <= 1 + 1e-9; w += 0.1) {
+        for (double lo = -0.2; lo <= 0.2 + 1e-9; lo += 0.025) {
+            for (double span = 0.05; span <= 0.8 + 1e-9; span += 0.025) {
+                double h[MAX_TEXTS], tpr, fpr, prec;
+                for (size_t i = 0; i < dev.n; i++) h[i] = vsr_guard_hybrid(cls[0][i], con[0][i], w, lo, lo + span);
+                point(h, dev.label, dev.n, 0.7, &tpr, &fpr, &prec);
+                if (fpr > 0.02) continue;
+                double auc = 0, pairs = 0;
+                for (size_t i = 0; i < dev.n; i++)
+                    for (size_t j = 0; j < dev.n; j++)
+                        if (dev.label[i] && !dev.label[j]) {
+                            auc += h[i] > h[j] ? 1 : h[i] == h[j] ? 0.5 : 0;
+                            pairs++;
+                        }
+                auc /= pairs;
+                if (tpr > best_r + 1e-12 || (fabs(tpr - best_r) < 1e-12 && auc > best_auc + 1e-12) ||
+                    (fabs(tpr - best_r) < 1e-12 && fabs(auc - best_auc) < 1e-12 && span > best_span)) {
+                    best_r = tpr, best_auc = auc, best_w = w, best_lo = lo, best_hi = lo + span, best_span = span;
+                }
+            }
+        }
+    }
+    static double hyb[MAX_TEXTS];
+    for (size_t i = 0; i < ev.n; i++) hyb[i] = vsr_guard_hybrid(cls[1][i], con[1][i], best_w, best_lo, best_hi);
+
+    size_t P = 0;
+    for (size_t i = 0; i < ev.n; i++) P += ev.label[i];
+    printf("jailbreak quality: %zu attacks, %zu benign (eval); patterns %zu jailbreak, %zu benign; dev %zu\n", P,
+           ev.n - P, jp.n, bp.n, dev.n);
+    printf("hybrid tuned on dev: w %.2f lo %.3f hi %.3f (dev TPR at 0.7: %.3f, dev AUC %.3f)\n", best_w, best_lo, best_hi,
+           best_r, best_auc);
+
+    sweep("classifier (max of both models)", cls[1], ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("classifier: jailbreak model only", pj[1], ev.label, ev.n, 0.1, 0.9, 0.1);
+    sweep("classifier: prompt-injection model only", pi[1], ev.label, ev.n, 0.1, 0.9, 0.1);
+    sweep("contrastive", con[1], ev.label, ev.n, -0.2, 0.4, 0.05);
+    sweep("hybrid", hyb, ev.label, ev.n, 0.05, 0.95, 0.05);
+
+    printf("\n== at the default threshold 0.7\n");
+    const char *names[] = {"classifier", "hybrid"};
+    const double *scs[] = {cls[1], hyb};
+    for (int k = 0; k < 2; k++) {
+        double tpr, fpr, prec;
+        point(scs[k], ev.label, ev.n, 0.7, &tpr, &fpr, &prec);
+        printf("%-11s TPR %.3f FPR %.3f precision %.3f\n", names[k], tpr, fpr, prec);
+    }
+    if (getenv("JAILBREAK_DUMP")) {
+        for (size_t i = 0; i < ev.n; i++)
+            printf("dump\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\n", ev.label[i], pj[1][i], pi[1][i], con[1][i], hyb[i], ev.text[i]);
+    }
+    printf("\n== latency per call, one thread, eval texts (us): p50 / p99\n");
+    printf("classifier  %8.1f / %8.1f\n", pct(lat_cls, ev.n, 0.5), pct(lat_cls, ev.n, 0.99));
+    printf("contrastive %8.1f / %8.1f (embedding + %zu+%zu cosines)\n", pct(lat_con, ev.n, 0.5),
+           pct(lat_con, ev.n, 0.99), jp.n, bp.n);
+    printf("hybrid      %8.1f / %8.1f\n", pct(lat_hyb, ev.n, 0.5), pct(lat_hyb, ev.n, 0.99));
+
+    /* long texts: every evaluation text joined, cut at 4 KiB, 64 KiB, 1 MiB */
+    {
+        size_t cap = 1u << 20, len = 0;
+        char *big = malloc(cap);
+        while (len < cap) {
+            for (size_t i = 0; i < ev.n && len < cap; i++) {
+                size_t n = VSR_MIN(strlen(ev.text[i]), cap - len - 1);
+                memcpy(big + len, ev.text[i], n);
+                len += n;
+                big[len++] = ' ';
+            }
+        }
+        static const size_t sizes[] = {4096, 65536, 1u << 20};
+        for (size_t k = 0; k < 3; k++) {
+            double lat[20], pjl, pil;
+            size_t w = 0;
+            for (int r = 0; r < 20; r++) {
+                double t0 = now_us();
+                vsr_guard_score(&g, big, sizes[k], &pjl, &pil);
+                lat[r] = now_us() - t0;
+            }
+            vsr_guard_lr_score_chunked(g.jailbreak, big, sizes[k], &pjl, &w);
+            printf("classifier on %7zu bytes (%zu windows) %10.1f / %10.1f\n", sizes[k], w, pct(lat, 20, 0.5),
+                   pct(lat, 20, 0.99));
+        }
+        free(big);
+    }
+
+    for (size_t i = 0; i < jp.n; i++) free(jp.text[i]);
+    for (size_t i = 0; i < bp.n; i++) free(bp.text[i]);
+    for (size_t i = 0; i < dev.n; i++) free(dev.text[i]);
+    for (size_t i = 0; i < ev.n; i++) free(ev.text[i]);
+    free(jv);
+    free(bv);
+    vsr_use_scratch_free(scr);
+    vsr_use_free(use);
+    vsr_guard_free(&g);
+    return 0;
+}
