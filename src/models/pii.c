@@ -59,6 +59,25 @@ static int utf8_upper_at(const scan_t *sc, size_t i)
     return 0;
 }
 
+/* 1 when the UTF-8 sequence at i is punctuation or a symbol rather than a
+ * letter: Latin-1 symbols (« » ° ·), general punctuation (– — ‘ ’ “ ” …),
+ * CJK punctuation (、 。 「 」), fullwidth forms (： ，) */
+static int utf8_punct_at(const scan_t *sc, size_t i)
+{
+    int c = at(sc, i), d = at(sc, i + 1), e = at(sc, i + 2);
+    if (c == 0xC2)
+        return d >= 0x80 && d <= 0xBF;
+    if (c == 0xE2)
+        return d == 0x80 || d == 0x81;
+    if (c == 0xE3)
+        return d == 0x80;
+    if (c == 0xEF && d == 0xBC)
+        return e >= 0x80 && e <= 0x8F;
+    if (c == 0xEF && d == 0xBD)
+        return e >= 0x9B;
+    return 0;
+}
+
 /* ---- gazetteers ---- */
 static int cmp_word(const char *w, const unsigned char *s, size_t n)
 {
@@ -195,7 +214,7 @@ static float clampf(float x) { return x < 0 ? 0 : x > 0.99f ? 0.99f : x; }
 static int clean_end(const scan_t *sc, size_t e)
 {
     int c = at(sc, e);
-    if (c >= 0 && is_alnum(c))
+    if (c >= 0 && is_alnum(c) && !utf8_punct_at(sc, e))
         return 0;
     if ((c == '.' || c == '-' || c == ',' || c == '/' || c == ':') && at(sc, e + 1) >= 0 && is_digit(at(sc, e + 1)))
         return 0;
@@ -207,7 +226,7 @@ static int clean_end(const scan_t *sc, size_t e)
 /* ---- EMAIL_ADDRESS ---- */
 static int email_local(int c)
 {
-    return is_alnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-';
+    return (is_alnum(c) && c < 0x80) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-';
 }
 
 /* a domain at i: labels of [A-Za-z0-9-] joined by '.', the last alphabetic;
@@ -224,6 +243,8 @@ static size_t domain_at(const scan_t *sc, size_t i, int *labels, size_t *last_la
                 alpha_only = 0;
             p++;
         }
+        if (at(sc, p) >= 0x80 && !utf8_punct_at(sc, p))
+            return 0; /* an internationalised label: not matched */
         if (p == b || p - b > 63 || sc->s[b] == '-' || sc->s[p - 1] == '-')
             break;
         n++;
@@ -1277,8 +1298,9 @@ static match_t scan_person(const scan_t *sc, size_t i)
 
 /* a position where an entity may start: the first byte of a word (or of
  * "+1", "(555)"), not inside a dotted or hyphenated token */
-static int word_start(const unsigned char *s, size_t i)
+static int word_start(const scan_t *sc, size_t i)
 {
+    const unsigned char *s = sc->s;
     int c = s[i];
     if (!(is_alnum(c) || c == '+' || c == '(' || c == ':'))
         return 0;
@@ -1287,11 +1309,19 @@ static int word_start(const unsigned char *s, size_t i)
     if (i == 0)
         return 1;
     int p = s[i - 1];
+    if (p >= 0x80) { /* after punctuation such as « or 、 a word starts */
+        size_t k = i - 1;
+        while (k > 0 && (s[k] & 0xC0) == 0x80 && i - k < 4)
+            k--;
+        return utf8_punct_at(sc, k);
+    }
     if (is_alnum(p) || p == '.' || p == '@' || p == '_' || p == '-' || p == '/' || p == '\\' || p == '#' ||
         p == '+' || p == '$' || p == '%' || p == '&' || p == '~')
         return 0;
     if (c == ':' && p == ':')
         return 0;
+    if (p == ':' && i >= 2 && (is_hex(s[i - 2]) || s[i - 2] == ':'))
+        return 0; /* inside "1::2::3" */
     if (p == '\'' && i >= 2 && is_alpha(s[i - 2]))
         return 0;
     return 1;
@@ -1309,7 +1339,8 @@ int vsr_pii_detect(const char *text, size_t len, float min_score, vsr_pii_entity
     scan_t sc = {(const unsigned char *)text, len, len};
     size_t n = 0, i = 0;
     while (i < len) {
-        if (!word_start(sc.s, i)) {
+        sc.lim = len;
+        if (!word_start(&sc, i)) {
             i++;
             continue;
         }
