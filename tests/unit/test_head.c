@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <math.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 #include <openssl/evp.h>
@@ -219,6 +220,54 @@ static void test_head_file_errors(void **state)
     assert_null(h);
 }
 
+typedef struct {
+    const vsr_head_t *h;
+    int seed;
+    float out[3];
+    int rc;
+} job_t;
+
+static void fill(float x[3], int seed, int i)
+{
+    for (int d = 0; d < 3; d++) x[d] = (float)((seed * 7 + i * 3 + d) % 11) / 4.0f - 1.0f;
+}
+
+static void *predict_many(void *arg)
+{
+    job_t *j = arg;
+    float x[3], p[3];
+    memset(j->out, 0, sizeof j->out);
+    j->rc = VSR_OK;
+    for (int i = 0; i < 20000; i++) {
+        fill(x, j->seed, i);
+        if (vsr_head_predict(j->h, x, 3, p) != VSR_OK) j->rc = VSR_ERR;
+        for (int k = 0; k < 3; k++) j->out[k] += p[k];
+    }
+    return NULL;
+}
+
+/* one head, four threads predicting at once: each gets what it gets alone */
+static void test_head_shared_across_threads(void **state)
+{
+    (void)state;
+    vsr_head_t *h;
+    assert_int_equal(load_str(GOOD, &h), VSR_OK);
+    job_t alone[4], jobs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        alone[i] = (job_t){.h = h, .seed = i};
+        predict_many(&alone[i]);
+        jobs[i] = (job_t){.h = h, .seed = i};
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, predict_many, &jobs[i]), 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(jobs[i].rc, VSR_OK);
+        assert_memory_equal(alone[i].out, jobs[i].out, sizeof alone[i].out);
+    }
+    vsr_head_free(h);
+}
+
 static int sha256_file(const char *path, char hex[65])
 {
     FILE *f = fopen(path, "rb");
@@ -306,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_head_bad_dims_refused),
         cmocka_unit_test(test_head_non_finite_and_malformed_refused),
         cmocka_unit_test(test_head_file_errors),
+        cmocka_unit_test(test_head_shared_across_threads),
         cmocka_unit_test(test_head_domain_head_matches_exemplars),
         cmocka_unit_test(test_head_domain_obvious_questions),
     };
