@@ -1,7 +1,8 @@
 /*
  * quality_domains — offline quality of the built-in domain classifier: the
  * USE-lite embedding (src/models/use_lite.c) and a linear softmax head
- * (src/models/head.c), the same code the model runtime calls, over a
+ * (src/models/head.c) through vsr_domain_classify() (src/models/domain.h),
+ * the call the model runtime makes, over a
  * labelled evaluation set.
  *
  *   OPENBLAS_NUM_THREADS=1 build/quality_domains data/domains/domain.head data/domains/eval.jsonl [--misses]
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "labeled.h"
+#include "models/domain.h"
 #include "models/head.h"
 #include "models/models.h"
 
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
     labeled_t ev;
     if (labeled_load(argv[2], &ev) != 0) return 1;
     size_t c = vsr_head_classes(h), n = ev.n;
-    if (vsr_head_dim(h) != VSR_USE_DIM || c > 64) {
+    if (vsr_domain_check(h) != VSR_OK || c > 64) {
         fprintf(stderr, "quality_domains: the head is not a USE-lite head of <= 64 classes\n");
         return 1;
     }
@@ -86,20 +88,25 @@ int main(int argc, char **argv)
     }
     for (int pass = 0; pass < 3; pass++)
         for (size_t i = 0; i < n; i++) {
+            /* the runtime's call */
+            vsr_domain_score_t scores[VSR_HEAD_MAX_CLASSES];
+            size_t got;
             double t0 = now_ms();
-            rc = vsr_use_embed(m, ev.text[i], strlen(ev.text[i]), x, scratch);
-            double t1 = now_ms();
-            if (rc == VSR_OK) rc = vsr_head_predict(h, x, VSR_USE_DIM, probs);
-            size_t idx[2];
-            vsr_head_top_k(probs, c, 2, idx);
-            double t2 = now_ms();
-            lat[pass * n + i] = t2 - t0;
-            hlat[pass * n + i] = t2 - t1;
+            rc = vsr_domain_classify(m, h, ev.text[i], strlen(ev.text[i]), scratch, scores, &got);
+            lat[pass * n + i] = now_ms() - t0;
             if (rc != VSR_OK) {
                 fprintf(stderr, "quality_domains: item %zu: %s\n", i + 1, vsr_strerror(rc));
                 return 1;
             }
-            pred[i] = (int)idx[0], second[i] = (int)idx[1], conf[i] = probs[idx[0]];
+            pred[i] = vsr_head_label_index(h, scores[0].label), second[i] = vsr_head_label_index(h, scores[1].label);
+            conf[i] = scores[0].score;
+            /* the head alone, on this text's embedding */
+            size_t idx[2];
+            vsr_use_embed(m, ev.text[i], strlen(ev.text[i]), x, scratch);
+            double t1 = now_ms();
+            vsr_head_predict(h, x, VSR_USE_DIM, probs);
+            vsr_head_top_k(probs, c, 2, idx);
+            hlat[pass * n + i] = now_ms() - t1;
         }
 
     size_t cm[64][64] = {{0}}, correct = 0, top2 = 0;

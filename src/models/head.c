@@ -339,17 +339,18 @@ int vsr_head_predict(const vsr_head_t *h, const float *x, size_t dim, float *pro
 
 size_t vsr_head_top_k(const float *probs, size_t n, size_t k, size_t *idx)
 {
+    /* insertion into the sorted prefix: O(n·k); an equal value goes after
+     * the ones already there, so ties keep the lower index first */
     if (k > n) k = n;
-    for (size_t r = 0; r < k; r++) {
-        size_t best = SIZE_MAX;
-        for (size_t i = 0; i < n; i++) {
-            int taken = 0;
-            for (size_t j = 0; j < r; j++)
-                if (idx[j] == i) taken = 1;
-            if (taken) continue;
-            if (best == SIZE_MAX || probs[i] > probs[best]) best = i;
-        }
-        idx[r] = best;
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = cnt;
+        while (at > 0 && probs[i] > probs[idx[at - 1]]) at--;
+        if (at >= k) continue;
+        size_t last = cnt < k ? cnt : k - 1;
+        for (size_t j = last; j > at; j--) idx[j] = idx[j - 1];
+        idx[at] = i;
+        if (cnt < k) cnt++;
     }
     return k;
 }

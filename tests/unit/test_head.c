@@ -19,6 +19,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
+#include "models/domain.h"
 #include "models/head.h"
 #include "models/models.h"
 
@@ -75,6 +76,7 @@ static void test_head_good_file(void **state)
     assert_string_equal(vsr_head_meta(h, "exemplars-sha256"), "abc123");
     assert_string_equal(vsr_head_meta(h, "note"), "hand-made");
     assert_null(vsr_head_meta(h, "missing"));
+    assert_int_equal(vsr_domain_check(h), VSR_ERR_INVALID); /* not a USE-lite head */
     vsr_head_free(h);
     vsr_head_free(NULL);
 }
@@ -124,6 +126,16 @@ static void test_head_top_k_ties_and_bounds(void **state)
     assert_int_equal(idx[3], 0);
     assert_int_equal(idx[4], 4);
     assert_int_equal(vsr_head_top_k(p, 5, 0, idx), 0);
+    assert_int_equal(vsr_head_top_k(p, 5, 2, idx), 2);
+    assert_int_equal(idx[0], 1);
+    assert_int_equal(idx[1], 2);
+    const float q[6] = {0.05f, 0.1f, 0.2f, 0.05f, 0.5f, 0.1f}; /* later values evict earlier ones */
+    assert_int_equal(vsr_head_top_k(q, 6, 3, idx), 3);
+    assert_int_equal(idx[0], 4);
+    assert_int_equal(idx[1], 2);
+    assert_int_equal(idx[2], 1);
+    assert_int_equal(vsr_head_top_k(q, 6, 1, idx), 1);
+    assert_int_equal(idx[0], 4);
 }
 
 static void test_head_truncated_files_refused(void **state)
@@ -329,18 +341,24 @@ static void test_head_domain_obvious_questions(void **state)
         {"history", "Why did the Western Roman Empire collapse in the fifth century?"},
         {"computer science", "How do I fix a null pointer exception in my Java code?"},
     };
-    float x[VSR_USE_DIM], p[VSR_HEAD_MAX_CLASSES];
+    assert_int_equal(vsr_domain_check(h), VSR_OK);
+    vsr_domain_score_t out[VSR_HEAD_MAX_CLASSES];
+    size_t n;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        assert_int_equal(vsr_use_embed(m, cases[i].text, strlen(cases[i].text), x, NULL), VSR_OK);
-        assert_int_equal(vsr_head_predict(h, x, VSR_USE_DIM, p), VSR_OK);
-        size_t top;
-        vsr_head_top_k(p, vsr_head_classes(h), 1, &top);
-        if (strcmp(vsr_head_label(h, top), cases[i].label) != 0)
-            fail_msg("\"%s\": %s (%.2f), want %s", cases[i].text, vsr_head_label(h, top), p[top], cases[i].label);
+        assert_int_equal(vsr_domain_classify(m, h, cases[i].text, strlen(cases[i].text), NULL, out, &n), VSR_OK);
+        assert_int_equal(n, vsr_head_classes(h));
+        if (strcmp(out[0].label, cases[i].label) != 0)
+            fail_msg("\"%s\": %s (%.2f), want %s", cases[i].text, out[0].label, out[0].score, cases[i].label);
         double sum = 0;
-        for (size_t j = 0; j < vsr_head_classes(h); j++) sum += p[j];
+        for (size_t j = 0; j < n; j++) {
+            sum += out[j].score;
+            if (j > 0) assert_true(out[j].score <= out[j - 1].score);
+        }
         assert_true(fabs(sum - 1.0) < 1e-4);
     }
+    /* nothing to embed: refused, so the caller falls back */
+    assert_int_equal(vsr_domain_classify(m, h, "  \n", 3, NULL, out, &n), VSR_ERR_INVALID);
+    assert_int_equal(n, 0);
     vsr_use_free(m);
     vsr_head_free(h);
 }
