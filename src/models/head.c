@@ -104,11 +104,12 @@ static int parse_floats(char *s, float *out, size_t n)
     return 1;
 }
 
-/* well-formed UTF-8, no control byte (C0, DEL), 1..max bytes */
+/* well-formed UTF-8, no control byte (C0, DEL), 1..max bytes, no space at
+ * either end */
 static int valid_label(const char *s, size_t max)
 {
     size_t len = strlen(s);
-    if (len == 0 || len > max) return 0;
+    if (len == 0 || len > max || s[0] == ' ' || s[len - 1] == ' ') return 0;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         unsigned c = u[i];

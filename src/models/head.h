@@ -15,7 +15,8 @@
  *   meta KEY VALUE             0..VSR_HEAD_MAX_META lines; KEY [a-z0-9_-]{1,32},
  *                              VALUE 1..128 bytes of printable ASCII, no space
  *   class LABEL                C lines; LABEL 1..VSR_HEAD_MAX_LABEL bytes, the
- *                              rest of the line, no control byte, unique
+ *                              rest of the line, no control byte, no space
+ *                              at either end, unique
  *   bias B1 ... BC             C numbers
  *   row W1 ... WD              C lines of D numbers (class order)
  *   end

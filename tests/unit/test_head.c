@@ -196,6 +196,8 @@ static void test_head_non_finite_and_malformed_refused(void **state)
     assert_int_equal(load_edited("vsr-head 1", "vsr-head 2"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("class alpha", "class computer science"), VSR_ERR_INVALID); /* duplicate */
     assert_int_equal(load_edited("class alpha", "class "), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class  alpha"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class alpha "), VSR_ERR_INVALID);
     assert_int_equal(load_edited("class alpha", "class al\x01pha"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("class alpha", "class al\xC3pha"), VSR_ERR_INVALID); /* bad UTF-8 */
     assert_int_equal(load_edited("class alpha", "class \xED\xA0\x80"), VSR_ERR_INVALID); /* surrogate */
