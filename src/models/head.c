@@ -12,6 +12,7 @@
 
 #define META_KEY_MAX 32
 #define META_VALUE_MAX 128
+#define NUM_MAX 64 /* bytes of one number; "%.9g" writes at most 15 */
 
 struct vsr_head_s {
     size_t dim, n;
@@ -81,6 +82,7 @@ static int parse_num(char **p, int last, double limit, double *out)
 {
     char *s = *p, *e;
     if (*s == ' ' || *s == '\0') return 0; /* strtod would skip white space */
+    if (strcspn(s, " ") > NUM_MAX) return 0; /* strtod's cost grows with the digits */
     double v = strtod(s, &e);
     if (e == s || !isfinite(v) || fabs(v) > limit) return 0;
     if (last) {

@@ -21,8 +21,9 @@
  *   row W1 ... WD              C lines of D numbers (class order)
  *   end
  *
- * Numbers are C-locale decimal floats (strtof syntax, "%.9g" round-trips a
- * float exactly); every one must be finite, with |v| <= VSR_HEAD_MAX_ABS.
+ * Numbers are C-locale decimal floats (strtod syntax, at most 64 bytes each;
+ * "%.9g" round-trips a float exactly); every one must be finite, with
+ * |v| <= VSR_HEAD_MAX_ABS.
  * A file larger than VSR_HEAD_MAX_BYTES is refused before it is read.  The
  * loader checks all of this and refuses anything else (VSR_ERR_INVALID):
  * the file is untrusted input.

@@ -185,6 +185,10 @@ static void test_head_non_finite_and_malformed_refused(void **state)
     assert_int_equal(load_edited("row 0 2 0", "row 0 2e6 0"), VSR_ERR_INVALID);   /* beyond MAX_ABS */
     assert_int_equal(load_edited("bias 1 0 0.5", "bias 1 nan 0.5"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("row 0 2 0", "row 0 2x 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2.00000000000000000000000000000000000000000000000000000000000000 0"),
+                     VSR_OK); /* 64 bytes */
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2.000000000000000000000000000000000000000000000000000000000000000 0"),
+                     VSR_ERR_INVALID); /* 65 */
     assert_int_equal(load_edited("row 0 2 0", "row 0  2 0"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("row 0 2 0", "row 0 2 0 "), VSR_ERR_INVALID);
     assert_int_equal(load_edited("row 0 2 0", "row 0 \t2 0"), VSR_ERR_INVALID);
