@@ -1,7 +1,8 @@
 /*
  * quality_domains — offline quality of the built-in domain classifier: the
  * USE-lite embedding (src/models/use_lite.c) and a linear softmax head
- * (src/models/head.c), the same code the model runtime calls, over a
+ * (src/models/head.c) through vsr_domain_classify() (src/models/domain.h),
+ * the call the model runtime makes, over a
  * labelled evaluation set.
  *
  *   OPENBLAS_NUM_THREADS=1 build/quality_domains data/domains/domain.head data/domains/eval.jsonl [--misses]
@@ -12,8 +13,10 @@
  * calibration error), a threshold sweep (share of questions whose top
  * probability reaches the threshold, accuracy among them, and accuracy when
  * the others fall back to "other") and the latency p50/p99 of one embed +
- * head call on one thread (three passes over the set).  --misses lists the
- * misclassified questions.  The model file is $VSR_MODEL_CACHE/use-lite.vsrm
+ * head call on one thread (three passes over the set) and of the head
+ * alone.  --misses lists the misclassified questions.  --check MIN makes
+ * one pass only (no head-alone timing) and exits 1 when top-1 accuracy is
+ * below MIN (the unit-test run: ctest quality_domains).  The model file is $VSR_MODEL_CACHE/use-lite.vsrm
  * (default ~/.cache/vsr/models); without it the program exits 77 (skip).
  */
 #include <math.h>
@@ -24,6 +27,7 @@
 #include <unistd.h>
 
 #include "labeled.h"
+#include "models/domain.h"
 #include "models/head.h"
 #include "models/models.h"
 
@@ -43,10 +47,22 @@ static int cmp_d(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: quality_domains HEAD EVAL.jsonl [--misses]\n");
+        fprintf(stderr, "usage: quality_domains HEAD EVAL.jsonl [--misses] [--check MIN_ACCURACY]\n");
         return 2;
     }
-    int misses = argc > 3 && strcmp(argv[3], "--misses") == 0;
+    int misses = 0, passes = 3;
+    double min_acc = -1;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--misses") == 0) {
+            misses = 1;
+        } else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
+            min_acc = atof(argv[++i]);
+            passes = 1;
+        } else {
+            fprintf(stderr, "quality_domains: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
     char model_path[4096];
     const char *cache = getenv("VSR_MODEL_CACHE"), *home = getenv("HOME");
     if (cache && *cache) snprintf(model_path, sizeof model_path, "%s/use-lite.vsrm", cache);
@@ -70,12 +86,13 @@ int main(int argc, char **argv)
     labeled_t ev;
     if (labeled_load(argv[2], &ev) != 0) return 1;
     size_t c = vsr_head_classes(h), n = ev.n;
-    if (vsr_head_dim(h) != VSR_USE_DIM || c > 64) {
+    if (vsr_domain_check(h) != VSR_OK || c > 64) {
         fprintf(stderr, "quality_domains: the head is not a USE-lite head of <= 64 classes\n");
         return 1;
     }
     int *truth = malloc(n * sizeof *truth), *pred = malloc(n * sizeof *pred), *second = malloc(n * sizeof *second);
-    double *conf = malloc(n * sizeof *conf), *lat = malloc(3 * n * sizeof *lat);
+    size_t calls = (size_t)passes * n;
+    double *conf = malloc(n * sizeof *conf), *lat = malloc(calls * sizeof *lat), *hlat = malloc(calls * sizeof *hlat);
     vsr_use_scratch_t *scratch = vsr_use_scratch_new();
     float x[VSR_USE_DIM], probs[VSR_HEAD_MAX_CLASSES];
     for (size_t i = 0; i < n; i++) {
@@ -84,19 +101,28 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    for (int pass = 0; pass < 3; pass++)
+    for (int pass = 0; pass < passes; pass++)
         for (size_t i = 0; i < n; i++) {
+            /* the runtime's call */
+            vsr_domain_score_t scores[VSR_HEAD_MAX_CLASSES];
+            size_t got;
             double t0 = now_ms();
-            rc = vsr_use_embed(m, ev.text[i], strlen(ev.text[i]), x, scratch);
-            if (rc == VSR_OK) rc = vsr_head_predict(h, x, VSR_USE_DIM, probs);
-            size_t idx[2];
-            vsr_head_top_k(probs, c, 2, idx);
+            rc = vsr_domain_classify(m, h, ev.text[i], strlen(ev.text[i]), scratch, scores, &got);
             lat[pass * n + i] = now_ms() - t0;
             if (rc != VSR_OK) {
                 fprintf(stderr, "quality_domains: item %zu: %s\n", i + 1, vsr_strerror(rc));
                 return 1;
             }
-            pred[i] = (int)idx[0], second[i] = (int)idx[1], conf[i] = probs[idx[0]];
+            pred[i] = vsr_head_label_index(h, scores[0].label), second[i] = vsr_head_label_index(h, scores[1].label);
+            conf[i] = scores[0].score;
+            /* the head alone, on this text's embedding (not in a check run) */
+            if (min_acc >= 0) continue;
+            size_t idx[2];
+            vsr_use_embed(m, ev.text[i], strlen(ev.text[i]), x, scratch);
+            double t1 = now_ms();
+            vsr_head_predict(h, x, VSR_USE_DIM, probs);
+            vsr_head_top_k(probs, c, 2, idx);
+            hlat[pass * n + i] = now_ms() - t1;
         }
 
     size_t cm[64][64] = {{0}}, correct = 0, top2 = 0;
@@ -160,9 +186,14 @@ int main(int argc, char **argv)
                (double)ok_fb / n);
     }
 
-    qsort(lat, 3 * n, sizeof *lat, cmp_d);
-    printf("\nlatency embed+head, one thread, %zu calls: p50 %.3f ms  p99 %.3f ms\n", 3 * n, lat[3 * n / 2],
-           lat[(size_t)(3 * n * 0.99)]);
+    qsort(lat, calls, sizeof *lat, cmp_d);
+    printf("\nlatency embed+head, one thread, %zu calls: p50 %.3f ms  p99 %.3f ms\n", calls, lat[calls / 2],
+           lat[(size_t)(calls * 0.99)]);
+    if (min_acc < 0) {
+        qsort(hlat, calls, sizeof *hlat, cmp_d);
+        printf("latency head alone (predict + top-k):          p50 %.4f ms  p99 %.4f ms\n", hlat[calls / 2],
+               hlat[(size_t)(calls * 0.99)]);
+    }
 
     if (misses) {
         printf("\nmisclassified\n");
@@ -174,6 +205,10 @@ int main(int argc, char **argv)
     vsr_use_free(m);
     vsr_head_free(h);
     labeled_free(&ev);
-    free(truth), free(pred), free(second), free(conf), free(lat);
+    free(truth), free(pred), free(second), free(conf), free(lat), free(hlat);
+    if (min_acc >= 0 && (double)correct / n < min_acc) {
+        fprintf(stderr, "quality_domains: top-1 accuracy %.4f is below %.4f\n", (double)correct / n, min_acc);
+        return 1;
+    }
     return 0;
 }

@@ -12,6 +12,7 @@
 
 #define META_KEY_MAX 32
 #define META_VALUE_MAX 128
+#define NUM_MAX 64 /* bytes of one number; "%.9g" writes at most 15 */
 
 struct vsr_head_s {
     size_t dim, n;
@@ -81,6 +82,7 @@ static int parse_num(char **p, int last, double limit, double *out)
 {
     char *s = *p, *e;
     if (*s == ' ' || *s == '\0') return 0; /* strtod would skip white space */
+    if (strcspn(s, " ") > NUM_MAX) return 0; /* strtod's cost grows with the digits */
     double v = strtod(s, &e);
     if (e == s || !isfinite(v) || fabs(v) > limit) return 0;
     if (last) {
@@ -104,11 +106,12 @@ static int parse_floats(char *s, float *out, size_t n)
     return 1;
 }
 
-/* well-formed UTF-8, no control byte (C0, DEL), 1..max bytes */
+/* well-formed UTF-8, no control byte (C0, DEL), 1..max bytes, no space at
+ * either end */
 static int valid_label(const char *s, size_t max)
 {
     size_t len = strlen(s);
-    if (len == 0 || len > max) return 0;
+    if (len == 0 || len > max || s[0] == ' ' || s[len - 1] == ' ') return 0;
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
         unsigned c = u[i];
@@ -339,17 +342,18 @@ int vsr_head_predict(const vsr_head_t *h, const float *x, size_t dim, float *pro
 
 size_t vsr_head_top_k(const float *probs, size_t n, size_t k, size_t *idx)
 {
+    /* insertion into the sorted prefix: O(n·k); an equal value goes after
+     * the ones already there, so ties keep the lower index first */
     if (k > n) k = n;
-    for (size_t r = 0; r < k; r++) {
-        size_t best = SIZE_MAX;
-        for (size_t i = 0; i < n; i++) {
-            int taken = 0;
-            for (size_t j = 0; j < r; j++)
-                if (idx[j] == i) taken = 1;
-            if (taken) continue;
-            if (best == SIZE_MAX || probs[i] > probs[best]) best = i;
-        }
-        idx[r] = best;
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = cnt;
+        while (at > 0 && probs[i] > probs[idx[at - 1]]) at--;
+        if (at >= k) continue;
+        size_t last = cnt < k ? cnt : k - 1;
+        for (size_t j = last; j > at; j--) idx[j] = idx[j - 1];
+        idx[at] = i;
+        if (cnt < k) cnt++;
     }
     return k;
 }

@@ -15,13 +15,15 @@
  *   meta KEY VALUE             0..VSR_HEAD_MAX_META lines; KEY [a-z0-9_-]{1,32},
  *                              VALUE 1..128 bytes of printable ASCII, no space
  *   class LABEL                C lines; LABEL 1..VSR_HEAD_MAX_LABEL bytes, the
- *                              rest of the line, no control byte, unique
+ *                              rest of the line, no control byte, no space
+ *                              at either end, unique
  *   bias B1 ... BC             C numbers
  *   row W1 ... WD              C lines of D numbers (class order)
  *   end
  *
- * Numbers are C-locale decimal floats (strtof syntax, "%.9g" round-trips a
- * float exactly); every one must be finite, with |v| <= VSR_HEAD_MAX_ABS.
+ * Numbers are C-locale decimal floats (strtod syntax, at most 64 bytes each;
+ * "%.9g" round-trips a float exactly); every one must be finite, with
+ * |v| <= VSR_HEAD_MAX_ABS.
  * A file larger than VSR_HEAD_MAX_BYTES is refused before it is read.  The
  * loader checks all of this and refuses anything else (VSR_ERR_INVALID):
  * the file is untrusted input.

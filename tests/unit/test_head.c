@@ -14,10 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 #include <math.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 #include <openssl/evp.h>
 
+#include "models/domain.h"
 #include "models/head.h"
 #include "models/models.h"
 
@@ -74,6 +76,7 @@ static void test_head_good_file(void **state)
     assert_string_equal(vsr_head_meta(h, "exemplars-sha256"), "abc123");
     assert_string_equal(vsr_head_meta(h, "note"), "hand-made");
     assert_null(vsr_head_meta(h, "missing"));
+    assert_int_equal(vsr_domain_check(h), VSR_ERR_INVALID); /* not a USE-lite head */
     vsr_head_free(h);
     vsr_head_free(NULL);
 }
@@ -123,6 +126,16 @@ static void test_head_top_k_ties_and_bounds(void **state)
     assert_int_equal(idx[3], 0);
     assert_int_equal(idx[4], 4);
     assert_int_equal(vsr_head_top_k(p, 5, 0, idx), 0);
+    assert_int_equal(vsr_head_top_k(p, 5, 2, idx), 2);
+    assert_int_equal(idx[0], 1);
+    assert_int_equal(idx[1], 2);
+    const float q[6] = {0.05f, 0.1f, 0.2f, 0.05f, 0.5f, 0.1f}; /* later values evict earlier ones */
+    assert_int_equal(vsr_head_top_k(q, 6, 3, idx), 3);
+    assert_int_equal(idx[0], 4);
+    assert_int_equal(idx[1], 2);
+    assert_int_equal(idx[2], 1);
+    assert_int_equal(vsr_head_top_k(q, 6, 1, idx), 1);
+    assert_int_equal(idx[0], 4);
 }
 
 static void test_head_truncated_files_refused(void **state)
@@ -172,6 +185,10 @@ static void test_head_non_finite_and_malformed_refused(void **state)
     assert_int_equal(load_edited("row 0 2 0", "row 0 2e6 0"), VSR_ERR_INVALID);   /* beyond MAX_ABS */
     assert_int_equal(load_edited("bias 1 0 0.5", "bias 1 nan 0.5"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("row 0 2 0", "row 0 2x 0"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2.00000000000000000000000000000000000000000000000000000000000000 0"),
+                     VSR_OK); /* 64 bytes */
+    assert_int_equal(load_edited("row 0 2 0", "row 0 2.000000000000000000000000000000000000000000000000000000000000000 0"),
+                     VSR_ERR_INVALID); /* 65 */
     assert_int_equal(load_edited("row 0 2 0", "row 0  2 0"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("row 0 2 0", "row 0 2 0 "), VSR_ERR_INVALID);
     assert_int_equal(load_edited("row 0 2 0", "row 0 \t2 0"), VSR_ERR_INVALID);
@@ -183,6 +200,8 @@ static void test_head_non_finite_and_malformed_refused(void **state)
     assert_int_equal(load_edited("vsr-head 1", "vsr-head 2"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("class alpha", "class computer science"), VSR_ERR_INVALID); /* duplicate */
     assert_int_equal(load_edited("class alpha", "class "), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class  alpha"), VSR_ERR_INVALID);
+    assert_int_equal(load_edited("class alpha", "class alpha "), VSR_ERR_INVALID);
     assert_int_equal(load_edited("class alpha", "class al\x01pha"), VSR_ERR_INVALID);
     assert_int_equal(load_edited("class alpha", "class al\xC3pha"), VSR_ERR_INVALID); /* bad UTF-8 */
     assert_int_equal(load_edited("class alpha", "class \xED\xA0\x80"), VSR_ERR_INVALID); /* surrogate */
@@ -217,6 +236,54 @@ static void test_head_file_errors(void **state)
     assert_int_equal(vsr_head_load("/tmp", &h), VSR_ERR_IO); /* not a regular file */
     assert_int_equal(vsr_head_load_mem(GOOD, (size_t)VSR_HEAD_MAX_BYTES + 1, &h), VSR_ERR_TOO_BIG);
     assert_null(h);
+}
+
+typedef struct {
+    const vsr_head_t *h;
+    int seed;
+    float out[3];
+    int rc;
+} job_t;
+
+static void fill(float x[3], int seed, int i)
+{
+    for (int d = 0; d < 3; d++) x[d] = (float)((seed * 7 + i * 3 + d) % 11) / 4.0f - 1.0f;
+}
+
+static void *predict_many(void *arg)
+{
+    job_t *j = arg;
+    float x[3], p[3];
+    memset(j->out, 0, sizeof j->out);
+    j->rc = VSR_OK;
+    for (int i = 0; i < 20000; i++) {
+        fill(x, j->seed, i);
+        if (vsr_head_predict(j->h, x, 3, p) != VSR_OK) j->rc = VSR_ERR;
+        for (int k = 0; k < 3; k++) j->out[k] += p[k];
+    }
+    return NULL;
+}
+
+/* one head, four threads predicting at once: each gets what it gets alone */
+static void test_head_shared_across_threads(void **state)
+{
+    (void)state;
+    vsr_head_t *h;
+    assert_int_equal(load_str(GOOD, &h), VSR_OK);
+    job_t alone[4], jobs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        alone[i] = (job_t){.h = h, .seed = i};
+        predict_many(&alone[i]);
+        jobs[i] = (job_t){.h = h, .seed = i};
+    }
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, predict_many, &jobs[i]), 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(jobs[i].rc, VSR_OK);
+        assert_memory_equal(alone[i].out, jobs[i].out, sizeof alone[i].out);
+    }
+    vsr_head_free(h);
 }
 
 static int sha256_file(const char *path, char hex[65])
@@ -280,18 +347,24 @@ static void test_head_domain_obvious_questions(void **state)
         {"history", "Why did the Western Roman Empire collapse in the fifth century?"},
         {"computer science", "How do I fix a null pointer exception in my Java code?"},
     };
-    float x[VSR_USE_DIM], p[VSR_HEAD_MAX_CLASSES];
+    assert_int_equal(vsr_domain_check(h), VSR_OK);
+    vsr_domain_score_t out[VSR_HEAD_MAX_CLASSES];
+    size_t n;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        assert_int_equal(vsr_use_embed(m, cases[i].text, strlen(cases[i].text), x, NULL), VSR_OK);
-        assert_int_equal(vsr_head_predict(h, x, VSR_USE_DIM, p), VSR_OK);
-        size_t top;
-        vsr_head_top_k(p, vsr_head_classes(h), 1, &top);
-        if (strcmp(vsr_head_label(h, top), cases[i].label) != 0)
-            fail_msg("\"%s\": %s (%.2f), want %s", cases[i].text, vsr_head_label(h, top), p[top], cases[i].label);
+        assert_int_equal(vsr_domain_classify(m, h, cases[i].text, strlen(cases[i].text), NULL, out, &n), VSR_OK);
+        assert_int_equal(n, vsr_head_classes(h));
+        if (strcmp(out[0].label, cases[i].label) != 0)
+            fail_msg("\"%s\": %s (%.2f), want %s", cases[i].text, out[0].label, out[0].score, cases[i].label);
         double sum = 0;
-        for (size_t j = 0; j < vsr_head_classes(h); j++) sum += p[j];
+        for (size_t j = 0; j < n; j++) {
+            sum += out[j].score;
+            if (j > 0) assert_true(out[j].score <= out[j - 1].score);
+        }
         assert_true(fabs(sum - 1.0) < 1e-4);
     }
+    /* nothing to embed: refused, so the caller falls back */
+    assert_int_equal(vsr_domain_classify(m, h, "  \n", 3, NULL, out, &n), VSR_ERR_INVALID);
+    assert_int_equal(n, 0);
     vsr_use_free(m);
     vsr_head_free(h);
 }
@@ -306,6 +379,7 @@ int main(void)
         cmocka_unit_test(test_head_bad_dims_refused),
         cmocka_unit_test(test_head_non_finite_and_malformed_refused),
         cmocka_unit_test(test_head_file_errors),
+        cmocka_unit_test(test_head_shared_across_threads),
         cmocka_unit_test(test_head_domain_head_matches_exemplars),
         cmocka_unit_test(test_head_domain_obvious_questions),
     };
