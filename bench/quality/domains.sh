@@ -4,6 +4,6 @@
 #   bench/quality/domains.sh [--misses]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVSR_TESTS=OFF -DVSR_BENCH=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVSR_TESTS=OFF >/dev/null
 cmake --build build -j2 --target quality_domains >/dev/null
 OPENBLAS_NUM_THREADS=1 exec taskset -c 0 build/quality_domains data/domains/domain.head data/domains/eval.jsonl "$@"

@@ -65,6 +65,7 @@ static const char runtime_synopsis[] =
     "                 [--cache-bytes N]\n"
     "                 [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
     "                 [--max-connections N] [--max-buffered-bytes N] [--default-deadline-ms MS]\n"
+    "                 [--default-embedder NAME] [--classifiers LIST] [--guard-model DIR]\n"
     "                 [--log-level L] [--test-delay-ms MS]\n";
 static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
@@ -318,7 +319,8 @@ static int rt_ready(void *ud)
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++)
-        if (cfg->recipes[i].signals.n_embeddings || cfg->recipes[i].signals.n_ext)
+        if (cfg->recipes[i].signals.n_embeddings || cfg->recipes[i].signals.n_domains ||
+            cfg->recipes[i].signals.n_jailbreak || cfg->recipes[i].signals.n_pii || cfg->recipes[i].signals.n_ext)
             return 1;
     return 0;
 }
@@ -356,7 +358,7 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
     }
     if (!managed)
         return VSR_OK;
-    if (cfg->runtime_embedder == NULL && cfg->runtime_model == NULL) {
+    if (cfg->runtime_embedder == NULL && cfg->runtime_model == NULL && cfg->remote_embed_url == NULL) {
         vsr_buf_printf(err, "global.model_catalog.runtime: the configuration has model-backed signals and vsr starts "
                             "their runtime: name its model (model: PATH, or embedder: hash for tests), name a runtime "
                             "that runs elsewhere (endpoint:), or set managed: false\n");
@@ -377,7 +379,7 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
     }
     static const char *levels[] = {"debug", "info", "warn", "error"};
     char threads[16];
-    const char *args[16];
+    const char *args[32];
     size_t k = 0;
     args[k++] = "runtime";
     args[k++] = "serve";
@@ -390,6 +392,22 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
     if (cfg->runtime_embedder) {
         args[k++] = "--embedder";
         args[k++] = cfg->runtime_embedder;
+    }
+    if (cfg->remote_embed_url) { /* global.model_catalog.embeddings.semantic.endpoint: the default embedder */
+        args[k++] = "--remote-embeddings";
+        args[k++] = cfg->remote_embed_url;
+        args[k++] = "--remote-model";
+        args[k++] = cfg->remote_embed_model;
+        args[k++] = "--default-embedder";
+        args[k++] = cfg->remote_embed_model;
+        if (cfg->remote_embed_key_env) {
+            args[k++] = "--remote-api-key-env";
+            args[k++] = cfg->remote_embed_key_env;
+        }
+    }
+    if (cfg->runtime_guard_model) {
+        args[k++] = "--guard-model";
+        args[k++] = cfg->runtime_guard_model;
     }
     if (cfg->runtime_threads) {
         snprintf(threads, sizeof(threads), "%u", (unsigned)cfg->runtime_threads);
@@ -852,6 +870,80 @@ static int cmd_serve(int argc, char **argv)
     return rc;
 }
 
+/* The guard model's default place: the model cache setup-deps fills. */
+static const char *default_guard_dir(char *buf, size_t cap)
+{
+    const char *cache = getenv("VSR_MODEL_CACHE"), *home = getenv("HOME");
+    int n = cache && *cache ? snprintf(buf, cap, "%s/llm_guardrail", cache)
+            : home && *home ? snprintf(buf, cap, "%s/.cache/vsr/models/llm_guardrail", home)
+                            : -1;
+    if (n < 0 || (size_t)n >= cap)
+        return NULL;
+    uv_fs_t req;
+    int st = uv_fs_stat(NULL, &req, buf, NULL);
+    uv_fs_req_cleanup(&req);
+    return st == 0 ? buf : NULL;
+}
+
+/* --classifiers LIST ("domain,jailbreak,pii", "none") into cls[3]; without
+ * the flag, jailbreak and pii, and domain when a USE-lite embedder is served
+ * (its head is trained on those vectors). */
+static int load_classifiers(const char *list, const char *guard_dir, vsr_embedder_t *const *emb, size_t n_emb,
+                            vsr_classifier_t **cls, size_t *n)
+{
+    static const char *const names[] = {"domain", "jailbreak", "pii"};
+    int want[3] = {0, 1, 1};
+    if (list == NULL) {
+        for (size_t i = 0; i < n_emb; i++)
+            if (strcmp(emb[i]->backend, "use-lite") == 0)
+                want[0] = 1;
+    } else if (strcmp(list, "none") == 0) {
+        want[1] = want[2] = 0;
+    } else {
+        want[1] = want[2] = 0;
+        const char *p = list;
+        while (*p) {
+            size_t len = strcspn(p, ",");
+            int found = 0;
+            for (int k = 0; k < 3; k++)
+                if (len == strlen(names[k]) && memcmp(p, names[k], len) == 0)
+                    want[k] = found = 1;
+            if (!found) {
+                fprintf(stderr, "vsr runtime serve: --classifiers: \"%.*s\" is not a classifier (domain, jailbreak, pii, "
+                                "or none)\n", (int)len, p);
+                return VSR_ERR_INVALID;
+            }
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+    }
+    char gbuf[4096];
+    if (want[1] && guard_dir == NULL) {
+        guard_dir = default_guard_dir(gbuf, sizeof(gbuf));
+        if (guard_dir == NULL)
+            vsr_log_warn("runtime", "jailbreak: no guard model (--guard-model DIR, or llm_guardrail in the model "
+                                    "cache): only the contrastive method is served");
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!want[k])
+            continue;
+        vsr_buf_t err;
+        vsr_buf_init(&err, 4096);
+        vsr_classifier_t *c = k == 0   ? vsr_classifier_domain_new(NULL, &err)
+                              : k == 1 ? vsr_classifier_jailbreak_new(guard_dir, &err)
+                                       : vsr_classifier_pii_new(&err);
+        if (c == NULL) {
+            fprintf(stderr, "vsr runtime serve: classifier %s: %.*s\n", names[k], (int)err.len, err.data ? err.data : "");
+            vsr_buf_free(&err);
+            return VSR_ERR_INVALID;
+        }
+        vsr_buf_free(&err);
+        cls[(*n)++] = c;
+    }
+    return VSR_OK;
+}
+
 /* vsr runtime serve ...: the model runtime (src/runtime/, docs/runtime.md).
  * Builds the embedders named on the command line and hands them over. */
 static int cmd_runtime(int argc, char **argv)
@@ -867,6 +959,7 @@ static int cmd_runtime(int argc, char **argv)
     vsr_runtime_opts_t o;
     vsr_runtime_opts_init(&o);
     const char *embedder = NULL, *model_path = NULL, *remote_url = NULL, *remote_model = NULL, *key_env = NULL;
+    const char *default_embedder = NULL, *classifiers = NULL, *guard_dir = NULL;
     uint64_t remote_dim = 0, remote_timeout = 10000;
     struct {
         const char *flag;
@@ -937,6 +1030,12 @@ static int cmd_runtime(int argc, char **argv)
             remote_model = v;
         else if (strcmp(a, "--remote-api-key-env") == 0)
             key_env = v;
+        else if (strcmp(a, "--default-embedder") == 0)
+            default_embedder = v;
+        else if (strcmp(a, "--classifiers") == 0)
+            classifiers = v;
+        else if (strcmp(a, "--guard-model") == 0)
+            guard_dir = v;
         else if (strcmp(a, "--log-level") == 0) {
             int lvl = parse_level(v);
             if (lvl < 0) {
@@ -966,7 +1065,8 @@ static int cmd_runtime(int argc, char **argv)
         return EXIT_USAGE;
     }
     vsr_embedder_t *emb[3];
-    size_t n = 0;
+    vsr_classifier_t *cls[3];
+    size_t n = 0, n_cls = 0;
     int rc = EXIT_RUNTIME;
     if (model_path) {
         /* the embedding model (src/models/): the default, ahead of the others */
@@ -1000,12 +1100,31 @@ static int cmd_runtime(int argc, char **argv)
     }
     if (embedder)
         emb[n++] = vsr_embedder_hash_new();
+    if (default_embedder) { /* the one a task that names no model gets: first */
+        size_t d = n;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(emb[i]->name, default_embedder) == 0)
+                d = i;
+        if (d == n) {
+            fprintf(stderr, "vsr runtime serve: --default-embedder %s names no embedder given\n", default_embedder);
+            goto out;
+        }
+        vsr_embedder_t *e = emb[d];
+        memmove(emb + 1, emb, d * sizeof(*emb));
+        emb[0] = e;
+    }
+    if (load_classifiers(classifiers, guard_dir, emb, n, cls, &n_cls) != VSR_OK)
+        goto out;
     o.embedders = emb;
     o.n_embedders = n;
+    o.classifiers = cls;
+    o.n_classifiers = n_cls;
     return vsr_runtime_serve(&o);
 out:
     for (size_t i = 0; i < n; i++)
         vsr_embedder_free(emb[i]);
+    for (size_t i = 0; i < n_cls; i++)
+        vsr_classifier_free(cls[i]);
     return rc;
 }
 

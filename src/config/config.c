@@ -1208,9 +1208,53 @@ static const cfg_spec_t modules_spec = {
     .size = sizeof(config_box_t), .fields = modules_fields, .n_fields = VSR_ARRAY_LEN(modules_fields),
     .init = init_modules, .open = 1};
 
+/* ---- global.model_catalog.embeddings.semantic.endpoint ---- */
+
+static int decode_embed_base_url(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    cfg_url_t u;
+    const char *why = NULL;
+    if (vsr__cfg_parse_base_url(vsr_slice_cstr(s), &u, &why) != VSR_OK) {
+        vsr__cfg_node_error(d, val, "base_url: %s", why);
+        return -1;
+    }
+    if (u.tls) {
+        vsr__cfg_node_error(d, val, "base_url: https is not supported for remote embeddings yet (use http://, e.g. "
+                                    "through a local TLS-terminating proxy)");
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+static const cfg_field_t embed_endpoint_fields[] = {
+    {.key = "base_url", .decode = decode_embed_base_url, .flags = CFG_REQUIRED, .offset = CONF_OFF(remote_embed_url)},
+    {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CONF_OFF(remote_embed_model)},
+    {.key = "api_key_env", .decode = vsr__cfg_string, .offset = CONF_OFF(remote_embed_key_env)},
+};
+static const cfg_spec_t embed_endpoint_spec = {
+    .size = sizeof(config_box_t), .fields = embed_endpoint_fields, .n_fields = VSR_ARRAY_LEN(embed_endpoint_fields)};
+
+static const cfg_field_t semantic_fields[] = {
+    {.key = "endpoint", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &embed_endpoint_spec},
+};
+static const cfg_spec_t semantic_spec = {
+    .size = sizeof(config_box_t), .fields = semantic_fields, .n_fields = VSR_ARRAY_LEN(semantic_fields), .open = 1};
+
+static const cfg_field_t embeddings_catalog_fields[] = {
+    {.key = "semantic", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &semantic_spec},
+};
+static const cfg_spec_t embeddings_catalog_spec = {.size = sizeof(config_box_t),
+                                                   .fields = embeddings_catalog_fields,
+                                                   .n_fields = VSR_ARRAY_LEN(embeddings_catalog_fields),
+                                                   .open = 1};
+
 static const cfg_field_t model_catalog_fields[] = {
     {.key = "runtime", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &runtime_spec},
-    UNIMPLEMENTED("embeddings"),
+    {.key = "embeddings", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &embeddings_catalog_spec},
     UNIMPLEMENTED("system"),
     UNIMPLEMENTED("external"),
     UNIMPLEMENTED("kbs"),

@@ -568,6 +568,11 @@ typedef struct {
     uint32_t runtime_threads;            /* threads: the child's --threads; 0 = its default (cores) */
     uint64_t runtime_timeout_ms;         /* timeout: one runtime call at most (within the request's deadline),
                                           * default VSR_DEFAULT_RUNTIME_TIMEOUT_MS */
+    /* global.model_catalog.embeddings.semantic.endpoint: an OpenAI-compatible /v1/embeddings the
+     * managed runtime serves embeddings from (its default embedder) */
+    char *remote_embed_url;              /* base_url: http://host:port[/prefix] */
+    char *remote_embed_model;            /* model */
+    char *remote_embed_key_env;          /* api_key_env */
     char *runtime_guard_model;           /* guard_model: the child's --guard-model DIR (the jailbreak classifier) */
     vsr_modules_conf_t modules;          /* global.model_catalog.modules */
 

@@ -93,4 +93,13 @@ int vsr_use_embed(const vsr_use_model_t *m, const char *text, size_t len, float 
 int vsr_use_embed_batch(const vsr_use_model_t *m, const vsr_slice_t *texts, size_t n, float *out, int *rc,
                         vsr_use_scratch_t *scratch);
 
+/* The other models, each described in its own header: a linear softmax
+ * head over embeddings (the domain classifier's), the jailbreak and
+ * prompt-injection classifiers (TF-IDF + logistic regression), and the
+ * PII detector.  Other modules include this header only. */
+#include "head.h"
+#include "guard.h"
+#include "pii.h"
+#include "domain.h"
+
 #endif

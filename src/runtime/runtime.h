@@ -118,6 +118,19 @@ struct vsr_classifier_s {
 };
 void vsr_classifier_free(vsr_classifier_t *c); /* accepts NULL */
 
+/* The built-in classifiers (src/runtime/classify_*.c; docs/signals.md).
+ * NULL with err set when one cannot be built.
+ * domain: the MMLU-Pro domain head (head_path NULL: the one compiled in)
+ *   over the default embedder's vectors (USE-lite, 512-d).
+ * jailbreak: the llm_guardrail TF-IDF + logistic-regression models read
+ *   from guard_dir (NULL: none, and method "classifier" is refused per
+ *   task), and the contrastive scorer over the built-in or the task's
+ *   patterns; task option "method": classifier | contrastive | hybrid.
+ * pii: the entity detector (rules with checksums, gazetteers, context). */
+vsr_classifier_t *vsr_classifier_domain_new(const char *head_path, vsr_buf_t *err);
+vsr_classifier_t *vsr_classifier_jailbreak_new(const char *guard_dir, vsr_buf_t *err);
+vsr_classifier_t *vsr_classifier_pii_new(vsr_buf_t *err);
+
 /* ---- the embedding cache ----------------------------------------------
  * Bounded by entries and by bytes (key text + model name + vector +
  * overhead), least recently used out first.  Keyed by (model, text): a

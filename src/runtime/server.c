@@ -376,6 +376,26 @@ static vsr_classifier_t *find_classifier(server_t *s, vsr_slice_t name)
     return NULL;
 }
 
+/* The embedder a classifier's env gives: for one built over embeddings of
+ * a width, the first USE-lite embedder of that width, else the first of
+ * that width; otherwise the default. */
+static vsr_embedder_t *classify_embedder(const vsr_runtime_opts_t *o, const vsr_classifier_t *k)
+{
+    if (k->needs_dim == 0)
+        return o->n_embedders ? o->embedders[0] : NULL;
+    vsr_embedder_t *any = NULL;
+    for (size_t i = 0; i < o->n_embedders; i++) {
+        vsr_embedder_t *e = o->embedders[i];
+        if (e->dim != k->needs_dim)
+            continue;
+        if (strcmp(e->backend, "use-lite") == 0)
+            return e;
+        if (any == NULL)
+            any = e;
+    }
+    return any;
+}
+
 static vsr_embedder_t *find_model(server_t *s, vsr_slice_t name)
 {
     if (name.p == NULL)
@@ -767,7 +787,7 @@ static void handle_bundle(conn_t *c)
             vsr_classifier_t *cls = find_classifier(s, t->model);
             if (cls == NULL)
                 continue;
-            r->work[i] = new_cwork(r, cls, s->o->n_embedders ? s->o->embedders[0] : NULL, t->inputs, t->payload, dl);
+            r->work[i] = new_cwork(r, cls, classify_embedder(s->o, cls), t->inputs, t->payload, dl);
             items[n++] = &r->work[i]->w;
             continue;
         }
@@ -926,7 +946,7 @@ static void handle_classify(conn_t *c)
     }
     r->work = vsr_pool_alloc(&r->pool, sizeof *r->work);
     r->outstanding_max = 1;
-    r->work[0] = new_cwork(r, cls, s->o->n_embedders ? s->o->embedders[0] : NULL, text,
+    r->work[0] = new_cwork(r, cls, classify_embedder(s->o, cls), text,
                            vsr_slice(r->body.data, r->body.len), deadline_of(s, r->arrived_us, -1));
     vsr_rt_work_t *item = &r->work[0]->w;
     if (submit(c, r, P_CLASSIFY, &item, 1) != VSR_OK)
@@ -1432,9 +1452,9 @@ int vsr_runtime_serve(const vsr_runtime_opts_t *opts)
     }
     for (size_t i = 0; i < opts->n_classifiers; i++) {
         const vsr_classifier_t *k = opts->classifiers[i];
-        if (k->needs_dim && k->needs_dim != opts->embedders[0]->dim) {
-            vsr_log_error("runtime", "classifier %s works on %zu-d embeddings; the default embedder %s gives %zu",
-                          k->name, k->needs_dim, opts->embedders[0]->name, opts->embedders[0]->dim);
+        if (classify_embedder(opts, k) == NULL) {
+            vsr_log_error("runtime", "classifier %s works on %zu-d embeddings and no embedder gives them", k->name,
+                          k->needs_dim);
             goto out_loop;
         }
     }

@@ -119,7 +119,7 @@ static double number_of(vsr_pool_t *pool, vsr_slice_t s)
 vsr_signal_result_t vsr__metadata_eval(vsr__ctx_t *c, const void *state)
 {
     const md_t *m = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     vsr_json_t j;
     vsr_slice_t val = {NULL, 0};
     int is_number = 0, present = 0;
@@ -200,7 +200,7 @@ void vsr__event_free(void *state)
 vsr_signal_result_t vsr__event_eval(vsr__ctx_t *c, const void *state)
 {
     const ev_t *e = state;
-    vsr_signal_result_t r = {0, 0, 0};
+    vsr_signal_result_t r = {0};
     vsr_json_t j;
     if (!parse_metadata(c, &j))
         return r;

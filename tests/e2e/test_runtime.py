@@ -302,7 +302,7 @@ def test_keep_alive_and_pipelining(runtime):
     last = b"GET /health HTTP/1.1\r\nhost: rt\r\nconnection: close\r\n\r\n"
     out = rt.raw(req * 3 + last)
     assert out.count(b"HTTP/1.1 200") == 4
-    assert out.endswith(b'{"status":"ok","models":1}')
+    assert out.endswith(b'{"status":"ok","models":3}')  # the embedder, the jailbreak and pii classifiers
 
 
 class _EmbedHandler(http.server.BaseHTTPRequestHandler):
@@ -329,7 +329,7 @@ class _EmbedHandler(http.server.BaseHTTPRequestHandler):
 def test_remote_embeddings_from_fakellm(runtime, fakellm):
     be = fakellm()
     rt = runtime("--remote-embeddings", be.url + "/v1", "--remote-model", "gte-remote", "--embedder", "hash")
-    models = [m["id"] for m in rt.c.get("/v1/models").json()["data"]]
+    models = [m["id"] for m in rt.c.get("/v1/models").json()["data"] if m["task"] == "embed"]
     assert models == ["gte-remote", "hash-512"]  # the first named is the default
     r = rt.bundle([{"id": "r", "embed": {"input": ["alpha beta", "gamma"]}},
                    {"id": "h", "embed": {"input": "alpha beta", "model": "hash-512"}}])

@@ -784,7 +784,7 @@ static void test_unimplemented_paths(void **state)
         "global.services.observability.metrics",
         "global.services.ratelimit.fail_open",
         "global.stores",
-        "global.model_catalog.embeddings",
+        "global.model_catalog.embeddings.semantic.use_cpu",
         "providers.defaults.default_reasoning_effort",
         "providers.defaults.reasoning_families",
         "providers.models[].catalog",

@@ -1,0 +1,52 @@
+/*
+ * classify_pii.c — the built-in PII detector (`pii`, src/models/pii.h):
+ * rules with checksums for the structured types, gazetteers and cues for
+ * names, organisations and addresses.  Every candidate is answered with its
+ * score (the family's threshold decides), in order of start:
+ *   ,"entities":[{"type":"US_SSN","start":4,"end":15,"score":0.95},...]
+ * and ,"truncated":true when the text held more than VSR_PII_MAX_ENTITIES.
+ */
+#include <stdio.h>
+
+#include "models/models.h"
+#include "runtime-int.h"
+
+static int pii_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_slice_t text, vsr_slice_t task,
+                        vsr_buf_t *out, vsr_buf_t *err)
+{
+    VSR_UNUSED(c);
+    VSR_UNUSED(env);
+    VSR_UNUSED(task);
+    vsr_pii_entity_t *ents = vsr_malloc(VSR_PII_MAX_ENTITIES * sizeof(*ents));
+    size_t n = 0;
+    int truncated = 0;
+    int rc = vsr_pii_detect(text.p, text.len, 0.0f, ents, VSR_PII_MAX_ENTITIES, &n, &truncated);
+    if (rc != VSR_OK) {
+        vsr_buf_printf(err, "the PII detector failed");
+        vsr_free(ents);
+        return VSR_ERR;
+    }
+    vsr_buf_append_cstr(out, ",\"entities\":[");
+    for (size_t i = 0; i < n; i++) {
+        vsr_buf_printf(out, "%s{\"type\":\"%s\",\"start\":%zu,\"end\":%zu,\"score\":", i ? "," : "",
+                       vsr_pii_type_name(ents[i].type), ents[i].start, ents[i].end);
+        vsr__rt_append_float(out, ents[i].score);
+        vsr_buf_append_cstr(out, "}");
+    }
+    vsr_buf_append_cstr(out, truncated ? "],\"truncated\":true" : "]");
+    vsr_free(ents);
+    return VSR_OK;
+}
+
+static const vsr_classifier_ops_t pii_ops = {pii_classify, NULL};
+
+vsr_classifier_t *vsr_classifier_pii_new(vsr_buf_t *err)
+{
+    VSR_UNUSED(err);
+    vsr_classifier_t *c = vsr_calloc(1, sizeof(*c));
+    snprintf(c->name, sizeof(c->name), "pii");
+    c->backend = "rules";
+    c->output = "entities";
+    c->ops = &pii_ops;
+    return c;
+}
