@@ -6,6 +6,11 @@ adds (p50/p99 of the client's wall time), and the runtime call's own split
 Server-Timing queue + compute).
 
 usage: bench/runtime_routing.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N]
+                                [--model use-lite.vsrm [--classifiers [--guard-model DIR]]]
+
+With --classifiers the model-backed recipe routes on a `domains`, a
+`jailbreak` (method classifier) and a `pii` signal together instead (one
+bundle of three classify tasks per request; needs --model).
 
 It starts fakellm, `vsr runtime serve --embedder hash --threads 1
 --cache-entries 0` (every call computes) on a temporary socket, and vsr
@@ -32,7 +37,29 @@ def free_port():
         return s.getsockname()[1]
 
 
-def doc(port, backend, sock, mgmt):
+CLASSIFIERS = """      signals:
+        domains: [{name: coding, mmlu_categories: [computer science]}]
+        jailbreak: [{name: jb, method: classifier}]
+        pii: [{name: p, threshold: 0.5}]
+      decisions:
+        - name: d
+          rules:
+            operator: AND
+            conditions:
+              - {type: domain, name: coding}
+              - {operator: NOT, conditions: [{type: jailbreak, name: jb}]}
+              - {operator: NOT, conditions: [{type: pii, name: p}]}
+          modelRefs: [{model: coder}]
+"""
+
+
+def doc(port, backend, sock, mgmt, classifiers=False):
+    emb = (CLASSIFIERS if classifiers else
+           f"""      signals:
+        embeddings: [{{name: code, threshold: 0.6, candidates: ["{TEXT}", "write a function in rust"]}}]
+      decisions:
+        - {{name: d, rules: {{type: embedding, name: code}}, modelRefs: [{{model: coder}}]}}
+""")
     return f"""version: v0.3
 listeners:
   - {{name: l, address: 127.0.0.1, port: {port}}}
@@ -44,11 +71,7 @@ providers:
 recipes:
   - name: emb
     routing:
-      signals:
-        embeddings: [{{name: code, threshold: 0.6, candidates: ["{TEXT}", "write a function in rust"]}}]
-      decisions:
-        - {{name: d, rules: {{type: embedding, name: code}}, modelRefs: [{{model: coder}}]}}
-  - name: kw
+{emb}  - name: kw
     routing:
       signals:
         keywords: [{{name: code, keywords: [python]}}]
@@ -118,12 +141,14 @@ def run(a, tmp, level, n):
         procs.append(subprocess.Popen([a.fakellm, "--host", "127.0.0.1", "--port", str(fl_port)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         model = ["--model", a.model] if a.model else ["--embedder", "hash"]
+        if a.guard_model:
+            model += ["--guard-model", a.guard_model]
         procs.append(subprocess.Popen([a.vsr, "runtime", "serve", "--socket", sock, *model,
                                        "--threads", "1", "--cache-entries", "0"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
-            f.write(doc(port, f"127.0.0.1:{fl_port}", sock, free_port()))
+            f.write(doc(port, f"127.0.0.1:{fl_port}", sock, free_port(), a.classifiers))
         wait_port(fl_port)
         deadline = time.monotonic() + 10
         while not os.path.exists(sock) and time.monotonic() < deadline:
@@ -156,10 +181,15 @@ def main():
     ap.add_argument("--fakellm", default="build/fakellm")
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--model", help="the USE-lite file (use-lite.vsrm) instead of the test embedder")
+    ap.add_argument("--classifiers", action="store_true", help="route on domains + jailbreak + pii (needs --model)")
+    ap.add_argument("--guard-model", help="the llm_guardrail directory (default: the runtime's)")
     a = ap.parse_args()
+    if a.classifiers and not a.model:
+        raise SystemExit("--classifiers needs --model")
     tmp = tempfile.mkdtemp(prefix="vsrrb", dir="/tmp")
     te, tk, _ = run(a, tmp, "info", a.requests)
-    print(f"requests={a.requests} each; embeddings signal p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
+    what = "domains+jailbreak+pii signals" if a.classifiers else "embeddings signal"
+    print(f"requests={a.requests} each; {what} p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
           f"keyword signal p50={pct(tk, 50):.3f} ms p99={pct(tk, 99):.3f} ms; "
           f"added p50={pct(te, 50) - pct(tk, 50):.3f} ms p99={pct(te, 99) - pct(tk, 99):.3f} ms")
     _, _, out = run(a, tmp, "debug", max(500, a.requests // 3))
