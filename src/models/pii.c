@@ -48,6 +48,9 @@ static int lower(int c) { return is_upper(c) ? c + 32 : c; }
 
 static int at(const scan_t *sc, size_t i) { return i < sc->lim ? sc->s[i] : -1; }
 
+/* c (a byte, or -1 past the end) is one of the ASCII characters of set */
+static int one_of(int c, const char *set) { return c > 0 && c < 0x80 && strchr(set, c) != NULL; }
+
 /* a UTF-8 upper-case letter of Latin-1 Supplement or Latin Extended-A */
 static int utf8_upper_at(const scan_t *sc, size_t i)
 {
@@ -165,7 +168,7 @@ static int cue_before(const scan_t *sc, size_t pos, const char *const *cues)
 static int cue_adjacent(const scan_t *sc, size_t pos, const char *const *cues)
 {
     size_t e = pos;
-    while (e > 0 && pos - e < 4 && strchr(" \t:,\"", sc->s[e - 1]) && sc->s[e - 1])
+    while (e > 0 && pos - e < 4 && one_of(sc->s[e - 1], " \t:,\""))
         e--;
     for (const char *const *c = cues; *c; c++) {
         size_t n = strlen(*c);
@@ -310,7 +313,7 @@ static match_t scan_url(const scan_t *sc, size_t i)
     p = e;
     while (at(sc, p) > ' ' && at(sc, p) != '"' && at(sc, p) != '<' && at(sc, p) != '>' && at(sc, p) != '`')
         p++;
-    while (p > e && strchr(".,;:!?)]}'", sc->s[p - 1]))
+    while (p > e && one_of(sc->s[p - 1], ".,;:!?)]}'"))
         p--;
     m.end = p;
     m.score = 0.6f;
@@ -791,7 +794,7 @@ static int sentence_start(const scan_t *sc, size_t pos)
     size_t p = pos;
     while (p > 0 && (sc->s[p - 1] == ' ' || sc->s[p - 1] == '"' || sc->s[p - 1] == '\''))
         p--;
-    return p == 0 || strchr(".!?\n:;*-#>", sc->s[p - 1]) != NULL;
+    return p == 0 || one_of(sc->s[p - 1], ".!?\n:;*-#>");
 }
 
 /* ---- STREET_ADDRESS ---- */
@@ -864,10 +867,10 @@ static match_t scan_street(const scan_t *sc, size_t i)
     if (at(sc, q) == ' ' && cap_word(sc, q + 1) && !in_small(UNIT_WORDS, sc->s + q + 1, cap_word(sc, q + 1) - q - 1))
         return m;
     size_t end = street_end;
-    /* a quadrant: "Avenue NW" */
-    if (at(sc, end) == ' ' && strchr("NSEW", at(sc, end + 1) > 0 ? at(sc, end + 1) : 'x')) {
+    /* a quadrant: "Avenue NW", "Street S." */
+    if (at(sc, end) == ' ' && one_of(at(sc, end + 1), "NSEW")) {
         size_t r = end + 2;
-        if (at(sc, r) >= 0 && strchr("EW", at(sc, r)) && at(sc, r) != 0)
+        if (one_of(at(sc, r), "EW"))
             r++;
         if (at(sc, r) == '.')
             r++;
@@ -1077,7 +1080,7 @@ static match_t scan_date(const scan_t *sc, size_t i)
                     if (ok && clean_end(sc, p3)) {
                         e = p3;
                         s = 0.4f;
-                        if (i > 0 && strchr("\"'=(`[{", sc->s[i - 1]))
+                        if (i > 0 && one_of(sc->s[i - 1], "\"'=(`[{"))
                             s = 0.2f;
                     }
                 }
