@@ -47,7 +47,7 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void die(const char *what, size_t line)
+_Noreturn static void die(const char *what, size_t line)
 {
     fprintf(stderr, "pii_eval: line %zu: %s\n", line, what);
     exit(2);
@@ -92,7 +92,7 @@ static size_t load(const char *path, item_t **out)
             die("no entities", lineno);
         for (uint32_t c = ents + 1, k = 0; k < j.toks[ents].count; k++, c = j.toks[c].next) {
             uint32_t ty, st, en;
-            double a, b;
+            double a = 0, b = 0;
             if (it->n == MAX_ENT)
                 die("too many entities", lineno);
             if (vsr_json_object_get(&j, c, "type", &ty) != VSR_OK || vsr_json_string(&j, ty, &pool, &s) != VSR_OK ||
