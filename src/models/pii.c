@@ -109,8 +109,10 @@ static int in_list(const char *const *list, size_t n, const unsigned char *s, si
 /* exact match against a short unsorted list */
 static int in_small(const char *const *list, const unsigned char *s, size_t len)
 {
+    if (len == 0)
+        return 0;
     for (; *list; list++)
-        if (strlen(*list) == len && memcmp(*list, s, len) == 0)
+        if ((unsigned char)(*list)[0] == s[0] && strlen(*list) == len && memcmp(*list, s, len) == 0)
             return 1;
     return 0;
 }
@@ -151,7 +153,7 @@ static int cue_before(const scan_t *sc, size_t pos, const char *const *cues)
     for (const char *const *c = cues; *c; c++) {
         size_t n = strlen(*c);
         for (size_t i = from; i + n <= pos; i++) {
-            if (i > 0 && is_alnum(sc->s[i - 1]))
+            if (lower(sc->s[i]) != (unsigned char)(*c)[0] || (i > 0 && is_alnum(sc->s[i - 1])))
                 continue;
             size_t k = 0;
             while (k < n && lower(sc->s[i + k]) == (unsigned char)(*c)[k])
@@ -1179,13 +1181,10 @@ static match_t scan_org(const scan_t *sc, size_t i)
         p = q;
     }
     /* a cue: "I work at Initech" */
-    if (name_end && cue_before(sc, i, ORG_CUES) && !sentence_start(sc, i)) {
-        /* the cue must end right before the name */
-        static const char *const last[] = {"at", "for", "by", "joined", "is", "called", "with", NULL};
-        if (word_before_is(sc, i, last)) {
-            m.end = name_end;
-            m.score = 0.65f;
-        }
+    static const char *const last[] = {"at", "for", "by", "joined", "is", "called", "with", NULL};
+    if (name_end && word_before_is(sc, i, last) && !sentence_start(sc, i) && cue_before(sc, i, ORG_CUES)) {
+        m.end = name_end; /* the cue ends right before the name */
+        m.score = 0.65f;
     }
     return m;
 }
