@@ -1205,7 +1205,12 @@ static const char *const GREETINGS[] = {"dear", "hi", "hello", "hey", "thanks", 
                                         "i am", "i'm", "im", "this is", "me", "and", "by", "for", "contact",
                                         "colleague", "manager", "boss", "wife", "husband", "son", "daughter",
                                         "friend", "brother", "sister", "mother", "father", "mom", "dad",
-                                        "neighbor", "neighbour", "doctor", "teacher", "says", "said", NULL};
+                                        "neighbor", "neighbour", "doctor", "teacher", "says", "said", "grandson",
+                                        "granddaughter", "niece", "nephew", "cousin", "kid", "roommate",
+                                        "coworker", "classmate", "partner", "fiance", "girlfriend", "boyfriend",
+                                        "landlord", "accountant", "lawyer", "plumber", "intern", "assistant",
+                                        "nurse", "dentist", "coach", "tutor", "uncle", "aunt", "baby", "morning",
+                                        "evening", "afternoon", NULL};
 
 static const char *const RELATIONS[] = {"Uncle", "Aunt", "Auntie", "Grandma", "Grandpa", "Granny", "Cousin",
                                         "Grandmother", "Grandfather", NULL};
@@ -1252,6 +1257,15 @@ static match_t scan_person(const scan_t *sc, size_t i)
     int start = sentence_start(sc, i);
     /* "Tom, you forgot", "Hello Yuki!" */
     int vocative = (at(sc, e[n - 1]) == ',' || at(sc, e[n - 1]) == '!') && (start || greet);
+    /* "Thanks again, Priscilla!", "Sorry for the delay, Marcus." */
+    if (i >= 2 && sc->s[i - 1] == ' ' && sc->s[i - 2] == ',' &&
+        (at(sc, e[n - 1]) < 0 || one_of(at(sc, e[n - 1]), ".!?\n")))
+        vocative = 1;
+    /* "Tyler will miss", "Amanda from HR": a known given name as a subject */
+    static const char *const SUBJECT_NEXT[] = {"will", "wants", "said", "says", "told", "asked", "from", "has",
+                                               "had", "was", "and", "called", "sent", "needs", NULL};
+    size_t nx = at(sc, e[n - 1]) == ' ' ? any_word(sc, e[n - 1] + 1) : 0;
+    int subject = nx && is_lower(sc->s[e[n - 1] + 1]) && in_small(SUBJECT_NEXT, sc->s + e[n - 1] + 1, nx - e[n - 1] - 1);
     float s = 0;
     int keep = n;
     if (n >= 2) {
@@ -1284,7 +1298,7 @@ static match_t scan_person(const scan_t *sc, size_t i)
             s = VSR_MAX(s, 0.2f) + 0.55f;
         else if (f0 && (greet || vocative))
             s += 0.35f;
-        else if (f0 && object)
+        else if (f0 && (object || subject))
             s += 0.2f;
         else if (vocative && word_before_is(sc, i, (const char *const[]){"dear", "hi", "hello", "hey", NULL}))
             s = 0.6f;
