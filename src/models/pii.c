@@ -48,6 +48,9 @@ static int lower(int c) { return is_upper(c) ? c + 32 : c; }
 
 static int at(const scan_t *sc, size_t i) { return i < sc->lim ? sc->s[i] : -1; }
 
+/* c (a byte, or -1 past the end) is one of the ASCII characters of set */
+static int one_of(int c, const char *set) { return c > 0 && c < 0x80 && strchr(set, c) != NULL; }
+
 /* a UTF-8 upper-case letter of Latin-1 Supplement or Latin Extended-A */
 static int utf8_upper_at(const scan_t *sc, size_t i)
 {
@@ -106,8 +109,10 @@ static int in_list(const char *const *list, size_t n, const unsigned char *s, si
 /* exact match against a short unsorted list */
 static int in_small(const char *const *list, const unsigned char *s, size_t len)
 {
+    if (len == 0)
+        return 0;
     for (; *list; list++)
-        if (strlen(*list) == len && memcmp(*list, s, len) == 0)
+        if ((unsigned char)(*list)[0] == s[0] && strlen(*list) == len && memcmp(*list, s, len) == 0)
             return 1;
     return 0;
 }
@@ -148,7 +153,7 @@ static int cue_before(const scan_t *sc, size_t pos, const char *const *cues)
     for (const char *const *c = cues; *c; c++) {
         size_t n = strlen(*c);
         for (size_t i = from; i + n <= pos; i++) {
-            if (i > 0 && is_alnum(sc->s[i - 1]))
+            if (lower(sc->s[i]) != (unsigned char)(*c)[0] || (i > 0 && is_alnum(sc->s[i - 1])))
                 continue;
             size_t k = 0;
             while (k < n && lower(sc->s[i + k]) == (unsigned char)(*c)[k])
@@ -165,7 +170,7 @@ static int cue_before(const scan_t *sc, size_t pos, const char *const *cues)
 static int cue_adjacent(const scan_t *sc, size_t pos, const char *const *cues)
 {
     size_t e = pos;
-    while (e > 0 && pos - e < 4 && strchr(" \t:,\"", sc->s[e - 1]) && sc->s[e - 1])
+    while (e > 0 && pos - e < 4 && one_of(sc->s[e - 1], " \t:,\""))
         e--;
     for (const char *const *c = cues; *c; c++) {
         size_t n = strlen(*c);
@@ -310,7 +315,7 @@ static match_t scan_url(const scan_t *sc, size_t i)
     p = e;
     while (at(sc, p) > ' ' && at(sc, p) != '"' && at(sc, p) != '<' && at(sc, p) != '>' && at(sc, p) != '`')
         p++;
-    while (p > e && strchr(".,;:!?)]}'", sc->s[p - 1]))
+    while (p > e && one_of(sc->s[p - 1], ".,;:!?)]}'"))
         p--;
     m.end = p;
     m.score = 0.6f;
@@ -791,7 +796,7 @@ static int sentence_start(const scan_t *sc, size_t pos)
     size_t p = pos;
     while (p > 0 && (sc->s[p - 1] == ' ' || sc->s[p - 1] == '"' || sc->s[p - 1] == '\''))
         p--;
-    return p == 0 || strchr(".!?\n:;*-#>", sc->s[p - 1]) != NULL;
+    return p == 0 || one_of(sc->s[p - 1], ".!?\n:;*-#>");
 }
 
 /* ---- STREET_ADDRESS ---- */
@@ -864,10 +869,10 @@ static match_t scan_street(const scan_t *sc, size_t i)
     if (at(sc, q) == ' ' && cap_word(sc, q + 1) && !in_small(UNIT_WORDS, sc->s + q + 1, cap_word(sc, q + 1) - q - 1))
         return m;
     size_t end = street_end;
-    /* a quadrant: "Avenue NW" */
-    if (at(sc, end) == ' ' && strchr("NSEW", at(sc, end + 1) > 0 ? at(sc, end + 1) : 'x')) {
+    /* a quadrant: "Avenue NW", "Street S." */
+    if (at(sc, end) == ' ' && one_of(at(sc, end + 1), "NSEW")) {
         size_t r = end + 2;
-        if (at(sc, r) >= 0 && strchr("EW", at(sc, r)) && at(sc, r) != 0)
+        if (one_of(at(sc, r), "EW"))
             r++;
         if (at(sc, r) == '.')
             r++;
@@ -1077,7 +1082,7 @@ static match_t scan_date(const scan_t *sc, size_t i)
                     if (ok && clean_end(sc, p3)) {
                         e = p3;
                         s = 0.4f;
-                        if (i > 0 && strchr("\"'=(`[{", sc->s[i - 1]))
+                        if (i > 0 && one_of(sc->s[i - 1], "\"'=(`[{"))
                             s = 0.2f;
                     }
                 }
@@ -1176,13 +1181,10 @@ static match_t scan_org(const scan_t *sc, size_t i)
         p = q;
     }
     /* a cue: "I work at Initech" */
-    if (name_end && cue_before(sc, i, ORG_CUES) && !sentence_start(sc, i)) {
-        /* the cue must end right before the name */
-        static const char *const last[] = {"at", "for", "by", "joined", "is", "called", "with", NULL};
-        if (word_before_is(sc, i, last)) {
-            m.end = name_end;
-            m.score = 0.65f;
-        }
+    static const char *const last[] = {"at", "for", "by", "joined", "is", "called", "with", NULL};
+    if (name_end && word_before_is(sc, i, last) && !sentence_start(sc, i) && cue_before(sc, i, ORG_CUES)) {
+        m.end = name_end; /* the cue ends right before the name */
+        m.score = 0.65f;
     }
     return m;
 }
@@ -1203,7 +1205,12 @@ static const char *const GREETINGS[] = {"dear", "hi", "hello", "hey", "thanks", 
                                         "i am", "i'm", "im", "this is", "me", "and", "by", "for", "contact",
                                         "colleague", "manager", "boss", "wife", "husband", "son", "daughter",
                                         "friend", "brother", "sister", "mother", "father", "mom", "dad",
-                                        "neighbor", "neighbour", "doctor", "teacher", "says", "said", NULL};
+                                        "neighbor", "neighbour", "doctor", "teacher", "says", "said", "grandson",
+                                        "granddaughter", "niece", "nephew", "cousin", "kid", "roommate",
+                                        "coworker", "classmate", "partner", "fiance", "girlfriend", "boyfriend",
+                                        "landlord", "accountant", "lawyer", "plumber", "intern", "assistant",
+                                        "nurse", "dentist", "coach", "tutor", "uncle", "aunt", "baby", "morning",
+                                        "evening", "afternoon", NULL};
 
 static const char *const RELATIONS[] = {"Uncle", "Aunt", "Auntie", "Grandma", "Grandpa", "Granny", "Cousin",
                                         "Grandmother", "Grandfather", NULL};
@@ -1250,6 +1257,15 @@ static match_t scan_person(const scan_t *sc, size_t i)
     int start = sentence_start(sc, i);
     /* "Tom, you forgot", "Hello Yuki!" */
     int vocative = (at(sc, e[n - 1]) == ',' || at(sc, e[n - 1]) == '!') && (start || greet);
+    /* "Thanks again, Priscilla!", "Sorry for the delay, Marcus." */
+    if (i >= 2 && sc->s[i - 1] == ' ' && sc->s[i - 2] == ',' &&
+        (at(sc, e[n - 1]) < 0 || one_of(at(sc, e[n - 1]), ".!?\n")))
+        vocative = 1;
+    /* "Tyler will miss", "Amanda from HR": a known given name as a subject */
+    static const char *const SUBJECT_NEXT[] = {"will", "wants", "said", "says", "told", "asked", "from", "has",
+                                               "had", "was", "and", "called", "sent", "needs", NULL};
+    size_t nx = at(sc, e[n - 1]) == ' ' ? any_word(sc, e[n - 1] + 1) : 0;
+    int subject = nx && is_lower(sc->s[e[n - 1] + 1]) && in_small(SUBJECT_NEXT, sc->s + e[n - 1] + 1, nx - e[n - 1] - 1);
     float s = 0;
     int keep = n;
     if (n >= 2) {
@@ -1282,7 +1298,7 @@ static match_t scan_person(const scan_t *sc, size_t i)
             s = VSR_MAX(s, 0.2f) + 0.55f;
         else if (f0 && (greet || vocative))
             s += 0.35f;
-        else if (f0 && object)
+        else if (f0 && (object || subject))
             s += 0.2f;
         else if (vocative && word_before_is(sc, i, (const char *const[]){"dear", "hi", "hello", "hey", NULL}))
             s = 0.6f;

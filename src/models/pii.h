@@ -78,7 +78,10 @@ int vsr_pii_type_parse(const char *name, size_t len, vsr_pii_type_t *out);
 
 /* Finds the entities of text[0..len) with a score of at least min_score
  * (0 for every candidate), in order of start, never overlapping, and
- * stores up to cap of them in out.  *n_out is the number stored;
+ * stores up to cap of them in out.  The threshold applies during the pass:
+ * at each position the longest candidate that reaches it wins, so a lower
+ * threshold may report a longer low-score entity where a higher one
+ * reports a shorter one (callers filter with the threshold they mean).  *n_out is the number stored;
  * *truncated (may be NULL) is set to 1 when the pass stopped because out
  * was full, else 0.  VSR_OK | VSR_ERR_INVALID */
 int vsr_pii_detect(const char *text, size_t len, float min_score, vsr_pii_entity_t *out, size_t cap,

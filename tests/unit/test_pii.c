@@ -200,6 +200,12 @@ static void test_pii_organization_person(void **state)
     assert_true(found("Dear Mr. Thompson, thanks", VSR_PII_PERSON, "Thompson"));
     assert_true(found("record for Kevin O'Brien here", VSR_PII_PERSON, "Kevin O'Brien"));
     assert_true(found("Hi Maria, the report?", VSR_PII_PERSON, "Maria"));
+    assert_true(found("a card for my grandson Oliver today", VSR_PII_PERSON, "Oliver"));
+    assert_true(found("Thanks again, Rachel!", VSR_PII_PERSON, "Rachel"));
+    assert_true(found("I think Amanda from HR knows", VSR_PII_PERSON, "Amanda"));
+    assert_true(found("a gift for Uncle Bill", VSR_PII_PERSON, "Uncle Bill"));
+    assert_false(any("I think Oliver is fine", VSR_PII_PERSON)); /* one given name, no cue */
+    assert_false(any("Is Claude better than Gemini at coding? I asked Claude and it said no.", VSR_PII_PERSON));
     assert_false(any("Explain the Monty Hall problem.", VSR_PII_PERSON));
     assert_false(any("Write a Python function in JavaScript.", VSR_PII_PERSON));
     assert_false(any("What do you think about The Beatles?", VSR_PII_PERSON));

@@ -5,7 +5,8 @@ data/pii/eval_neg.txt (texts without any).  One text a line; a literal \\n is a
 newline.  Each output line: {"text": ..., "entities": [{"type", "text",
 "start", "end"}]} with start/end BYTE offsets of the UTF-8 text.
 
-    python3 tools/pii/eval_markup.py        # rewrites data/pii/eval.jsonl
+    python3 tools/pii/eval_markup.py            # rewrites data/pii/eval.jsonl
+    python3 tools/pii/eval_markup.py heldout    # heldout_{pos,neg}.txt -> heldout.jsonl
 """
 import json
 import pathlib
@@ -41,11 +42,12 @@ def convert(line, positive, where):
 
 def main():
     out = []
-    for name, positive in (("eval_pos.txt", True), ("eval_neg.txt", False)):
+    stem = sys.argv[1] if len(sys.argv) > 1 else "eval"
+    for name, positive in ((stem + "_pos.txt", True), (stem + "_neg.txt", False)):
         for n, line in enumerate((D / name).read_text(encoding="utf-8").splitlines(), 1):
             if line.strip():
                 out.append(convert(line, positive, f"{name}:{n}"))
-    with open(D / "eval.jsonl", "w", encoding="utf-8") as f:
+    with open(D / (stem + ".jsonl"), "w", encoding="utf-8") as f:
         for o in out:
             f.write(json.dumps(o, ensure_ascii=False) + "\n")
     print(f"{len(out)} texts, {sum(len(o['entities']) for o in out)} entities", file=sys.stderr)
