@@ -1,8 +1,9 @@
 /*
  * classify_pii.c — the built-in PII detector (`pii`, src/models/pii.h):
  * rules with checksums for the structured types, gazetteers and cues for
- * names, organisations and addresses.  Every candidate is answered with its
- * score (the family's threshold decides), in order of start:
+ * names, organisations and addresses.  Task option "threshold" (default
+ * VSR_PII_DEFAULT_THRESHOLD, 0.5): the score an entity needs, applied during
+ * the detector's pass.  The entities, in order of start:
  *   ,"entities":[{"type":"US_SSN","start":4,"end":15,"score":0.95},...]
  * and ,"truncated":true when the text held more than VSR_PII_MAX_ENTITIES.
  */
@@ -16,11 +17,24 @@ static int pii_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_
 {
     VSR_UNUSED(c);
     VSR_UNUSED(env);
-    VSR_UNUSED(task);
+    /* "threshold": the score an entity needs (applied during the pass); default VSR_PII_DEFAULT_THRESHOLD */
+    double th = VSR_PII_DEFAULT_THRESHOLD;
+    vsr_json_t j;
+    vsr_json_limits_t lim = {.max_depth = 8};
+    uint32_t t;
+    if (vsr_json_parse(&j, task.p ? task.p : "", task.len, &lim) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, 0, "threshold", &t) == VSR_OK && vsr_json_type(&j, t) != VSR_JSON_NULL) {
+        if (vsr_json_type(&j, t) != VSR_JSON_NUMBER || vsr_json_number(&j, t, &th) != VSR_OK || !(th >= 0 && th <= 1)) {
+            vsr_json_free(&j);
+            vsr_buf_printf(err, "\"threshold\" must be a number from 0 to 1");
+            return VSR_ERR_INVALID;
+        }
+    }
+    vsr_json_free(&j);
     vsr_pii_entity_t *ents = vsr_malloc(VSR_PII_MAX_ENTITIES * sizeof(*ents));
     size_t n = 0;
     int truncated = 0;
-    int rc = vsr_pii_detect(text.p, text.len, 0.0f, ents, VSR_PII_MAX_ENTITIES, &n, &truncated);
+    int rc = vsr_pii_detect(text.p, text.len, (float)th, ents, VSR_PII_MAX_ENTITIES, &n, &truncated);
     if (rc != VSR_OK) {
         vsr_buf_printf(err, "the PII detector failed");
         vsr_free(ents);

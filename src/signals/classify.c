@@ -149,6 +149,10 @@ int vsr__pii_compile(vsr_signals_t *s, const void *conf, const char *path, void 
     cls_t *k = new_cls(K_PII, "pii", th, c->include_history, PII_MAX_RUNES);
     for (size_t i = 0; i < c->allowed.n; i++)
         add_name(k, c->allowed.items[i]);
+    /* the detector applies the threshold during its pass (a candidate below it does not hide a shorter one above) */
+    char opts[64];
+    snprintf(opts, sizeof(opts), ",\"threshold\":%.6g", th);
+    k->opts = vsr_strdup(opts);
     *state = k;
     return VSR_OK;
 }

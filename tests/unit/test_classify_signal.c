@@ -21,7 +21,7 @@ static vsr_modules_conf_t modules(void)
     m.guard_threshold = VSR_DEFAULT_GUARD_THRESHOLD;
     m.domain_threshold = VSR_DEFAULT_DOMAIN_THRESHOLD;
     m.domain_fallback = (char *)"other";
-    m.pii_threshold = VSR_DEFAULT_PII_THRESHOLD;
+    m.pii_threshold = 0.9;
     m.guard_on_error = VSR_ON_ERROR_MATCH;
     return m;
 }
@@ -197,16 +197,16 @@ static void test_pii_and_history(void **state)
     in.chat = &chat;
     vsr_signal_task_t t;
     assert_int_equal(vsr_signals_task(s, any, &in, &t), 1);
-    assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"pii\",\"text\":\"mail a@b.io\"}"));
+    assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"pii\",\"text\":\"mail a@b.io\",\"threshold\":0.9}"));
     assert_int_equal(vsr_signals_task(s, ne, &in, &t), 1); /* include_history: every message with text */
-    assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"pii\",\"text\":\"be nice\\n\\nmail a@b.io\"}"));
+    assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"pii\",\"text\":\"be nice\\n\\nmail a@b.io\",\"threshold\":0.5}"));
     const char *email = "{\"entities\":[{\"type\":\"EMAIL_ADDRESS\",\"start\":5,\"end\":11,\"score\":0.95}]}";
     vsr_signal_result_t v = consume(s, any, &in, email, VSR_OK);
     assert_true(v.matched);
     assert_true(v.value == 1);
     assert_false(consume(s, ne, &in, email, VSR_OK).matched); /* allowed type */
     const char *phone = "{\"entities\":[{\"type\":\"PHONE_NUMBER\",\"start\":0,\"end\":3,\"score\":0.6}]}";
-    assert_false(consume(s, any, &in, phone, VSR_OK).matched); /* below the default 0.9 */
+    assert_false(consume(s, any, &in, phone, VSR_OK).matched); /* below the default (0.9 in this test's modules) */
     assert_true(consume(s, ne, &in, phone, VSR_OK).matched);   /* its own 0.5 */
     assert_false(consume(s, any, &in, "{\"entities\":[]}", VSR_OK).matched);
     consume(s, any, &in, "{\"entities\":[{\"type\":\"PERSON\",\"score\":-1}]}", VSR_ERR_INVALID);
