@@ -6,7 +6,8 @@
  *  - the result is either VSR_OK with 1..max_tasks tasks, or one of the
  *    documented statuses (400, 413, 422) with a code and a message;
  *  - every task has a 1..256-byte id, ids are unique, and its kind is one
- *    of the four; an embed task holds 1..2048 non-empty inputs, an invalid
+ *    of the five; an embed task holds 1..2048 non-empty inputs, a classify
+ *    task a model, one non-empty text and its raw JSON object, an invalid
  *    one says why;
  *  - the slices point into the body or the pool (they are readable);
  *  - a smaller task bound only ever turns an answer into 413.
@@ -64,6 +65,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     touch(t->inputs[k]);
                 }
                 touch(t->model);
+                break;
+            case VSR_RT_TASK_CLASSIFY:
+                CHECK(t->n_inputs == 1 && t->inputs[0].len > 0 && t->model.len > 0);
+                CHECK(t->payload.len >= 2 && t->payload.p[0] == '{' && t->payload.p[t->payload.len - 1] == '}');
+                touch(t->inputs[0]);
+                touch(t->model);
+                touch(t->payload);
                 break;
             case VSR_RT_TASK_UNSUPPORTED:
             case VSR_RT_TASK_UNKNOWN:
