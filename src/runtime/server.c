@@ -21,6 +21,7 @@
 #define RT_MAX_HEAD 16384
 #define RT_MAX_FIELDS 64
 #define RT_DRAIN_MS 10000
+#define RT_MAX_CLS_METRICS 8 /* classifiers with their own compute metrics */
 
 /* ---- metrics ---- */
 static const char *const m_paths[] = {"/v1/bundle", "/v1/embeddings", "/v1/classify", "/v1/models",
@@ -39,7 +40,10 @@ typedef struct {
     atomic_uint_fast64_t rejected;
     atomic_uint_fast64_t hist[B_N + 1];
     atomic_uint_fast64_t hist_count, hist_sum_us;
+    /* per classifier (its index in the options; the first RT_MAX_CLS_METRICS) */
+    atomic_uint_fast64_t cls_count[RT_MAX_CLS_METRICS], cls_sum_us[RT_MAX_CLS_METRICS];
 } metrics_t;
+
 
 typedef struct server_s server_t;
 typedef struct conn_s conn_t;
@@ -624,6 +628,11 @@ static void cwork_run(ework_t *w)
     vsr_buf_t err;
     vsr_buf_init(&err, sizeof w->err - 1);
     w->rc = w->cls->ops->classify(w->cls, &env, w->inputs[0], w->payload, &w->result, &err);
+    for (size_t i = 0; i < w->srv->o->n_classifiers && i < RT_MAX_CLS_METRICS; i++)
+        if (w->srv->o->classifiers[i] == w->cls) {
+            atomic_fetch_add(&w->srv->m.cls_count[i], 1);
+            atomic_fetch_add(&w->srv->m.cls_sum_us[i], vsr_now_us() - w->w.started_us);
+        }
     if (w->rc != VSR_OK)
         snprintf(w->err, sizeof w->err, "%.*s", (int)err.len, err.len ? err.data : "the classifier failed");
     vsr_buf_free(&err);
@@ -1033,6 +1042,14 @@ static void handle_metrics(conn_t *c)
                    "vsr_runtime_compute_seconds_count %llu\n",
                    (unsigned long long)cum, (double)ld(&m->hist_sum_us) / 1e6,
                    (unsigned long long)ld(&m->hist_count));
+    vsr_buf_append_cstr(&b, "# HELP vsr_runtime_classify_seconds Time one classify task computed, by classifier "
+                            "(its embedding included).\n# TYPE vsr_runtime_classify_seconds summary\n");
+    for (size_t i = 0; i < s->o->n_classifiers && i < RT_MAX_CLS_METRICS; i++)
+        vsr_buf_printf(&b,
+                       "vsr_runtime_classify_seconds_sum{model=\"%s\"} %.6f\n"
+                       "vsr_runtime_classify_seconds_count{model=\"%s\"} %llu\n",
+                       s->o->classifiers[i]->name, (double)ld(&m->cls_sum_us[i]) / 1e6, s->o->classifiers[i]->name,
+                       (unsigned long long)ld(&m->cls_count[i]));
     vsr_emb_cache_stats_t cs;
     vsr_emb_cache_stats(s->cache, &cs);
     double ratio = cs.hits + cs.misses ? (double)cs.hits / (double)(cs.hits + cs.misses) : 0;

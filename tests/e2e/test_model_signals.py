@@ -194,6 +194,12 @@ def test_runtime_classify_endpoint(ext_runtime):
     assert r.status_code == 200, r.text
     jb = {x["label"]: x["score"] for x in r.json()["labels"]}
     assert jb["jailbreak"] < 0.5, r.json()
+    # the compute time of each classifier, in the runtime's metrics
+    counts = {}
+    for line in c.get("/metrics").text.splitlines():
+        if line.startswith("vsr_runtime_classify_seconds_count{"):
+            counts[line.split('"')[1]] = int(line.split()[-1])
+    assert counts["domain"] >= 1 and counts["pii"] >= 1 and counts["jailbreak"] >= 1, counts
 
 
 def test_on_error_when_the_runtime_is_gone(vsr, fakellm, tmp_path):
