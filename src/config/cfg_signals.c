@@ -552,16 +552,25 @@ static const cfg_field_t embedding_fields[] = {
     {.key = "aggregation_method", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = EMB_OFF(aggregation),
      .choices = emb_aggregations},
     {.key = "query_modality", .decode = decode_query_modality},
-    {.key = "negative_candidates", .decode = decode_emb_unsupported},
+    {.key = "negative_candidates", .decode = decode_candidates, .offset = EMB_OFF(negative_candidates)},
     {.key = "image_candidates", .decode = decode_emb_unsupported},
-    {.key = "enable_soft_matching", .decode = decode_emb_unsupported},
-    {.key = "min_score_threshold", .decode = decode_emb_unsupported},
+    {.key = "enable_soft_matching", .decode = vsr__cfg_bool, .offset = EMB_OFF(soft_matching)},
+    {.key = "min_score_threshold", .decode = vsr__cfg_double, .offset = EMB_OFF(min_score_threshold), .dmin = 0,
+     .dmax = 1},
 };
+
+static void init_embedding(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_embedding_conf_t *e = obj;
+    e->min_score_threshold = VSR_EMB_DEFAULT_MIN_SCORE;
+}
 
 static const cfg_spec_t embedding_spec = {
     .size = sizeof(vsr_sig_embedding_conf_t),
     .fields = embedding_fields,
     .n_fields = VSR_ARRAY_LEN(embedding_fields),
+    .init = init_embedding,
 };
 
 /* ---- the signals map ---- */

@@ -170,7 +170,14 @@ typedef struct {
     double threshold;              /* required, 0..1: the score that matches */
     vsr_strlist_conf_t candidates; /* 1..VSR_EMB_MAX_CANDIDATES non-empty texts */
     vsr_emb_aggregation_t aggregation; /* aggregation_method: max (default) | mean | any */
+    vsr_strlist_conf_t negative_candidates; /* 0..VSR_EMB_MAX_CANDIDATES texts that veto a match */
+    int soft_matching;             /* enable_soft_matching (false) */
+    double min_score_threshold;    /* 0..1, the soft-match floor (VSR_EMB_DEFAULT_MIN_SCORE) */
 } vsr_sig_embedding_conf_t;
+
+/* The soft-match floor when enable_soft_matching is on and
+ * min_score_threshold is absent. */
+#define VSR_EMB_DEFAULT_MIN_SCORE 0.5
 
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the

@@ -274,7 +274,7 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
      * which the runtime bounds (2048 inputs, the routing texts included) */
     size_t n_cands = 0;
     for (size_t i = 0; i < conf->n_embeddings; i++)
-        n_cands += conf->embeddings[i].candidates.n + 1;
+        n_cands += conf->embeddings[i].candidates.n + conf->embeddings[i].negative_candidates.n + 1;
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
         vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);
