@@ -35,7 +35,7 @@ static const family_t families[] = {
     {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
     {"embeddings", "embedding", 1, 1},    {"domains", "domain", 0, 1},
     {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
-    {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
+    {"reasks", "reask", 0, 1},            {"preferences", "preference", 1, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 0, 1},     {"pii", "pii", 0, 1},
     {"kb", "kb", 0, 1},                   {"events", "event", 0, 0},
@@ -573,6 +573,31 @@ static const cfg_spec_t embedding_spec = {
     .init = init_embedding,
 };
 
+/* ---- preferences ---- */
+
+#define PREF_OFF(m) offsetof(vsr_sig_preference_conf_t, m)
+
+static const cfg_field_t preference_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = PREF_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_string, .offset = PREF_OFF(description)},
+    {.key = "examples", .decode = decode_candidates, .offset = PREF_OFF(examples)},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = PREF_OFF(threshold), .dmin = 0, .dmax = 1},
+};
+
+static void init_preference(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_preference_conf_t *p = obj;
+    p->threshold = VSR_PREF_DEFAULT_THRESHOLD;
+}
+
+static const cfg_spec_t preference_spec = {
+    .size = sizeof(vsr_sig_preference_conf_t),
+    .fields = preference_fields,
+    .n_fields = VSR_ARRAY_LEN(preference_fields),
+    .init = init_preference,
+};
+
 /* ---- the signals map ---- */
 
 typedef struct {
@@ -591,6 +616,7 @@ static const family_table_t family_tables[] = {
     {"language", &language_spec, SIG_OFF(language), SIG_OFF(n_language)},
     {"role_bindings", &role_binding_spec, SIG_OFF(role_bindings), SIG_OFF(n_role_bindings)},
     {"embeddings", &embedding_spec, SIG_OFF(embeddings), SIG_OFF(n_embeddings)},
+    {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
 };
 
 static const family_table_t *family_table(const char *family)

@@ -179,6 +179,18 @@ typedef struct {
  * min_score_threshold is absent. */
 #define VSR_EMB_DEFAULT_MIN_SCORE 0.5
 
+/* routing.signals.preferences[] (ref §1.9): prototype scoring of the routing
+ * text against the examples and the description (an embeddings signal with
+ * aggregation max over them). */
+#define VSR_PREF_DEFAULT_THRESHOLD 0.7
+
+typedef struct {
+    char *name;
+    char *description;             /* optional; a candidate when not blank */
+    vsr_strlist_conf_t examples;   /* 0..VSR_EMB_MAX_CANDIDATES - 1 texts */
+    double threshold;              /* 0..1, VSR_PREF_DEFAULT_THRESHOLD when absent */
+} vsr_sig_preference_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -205,8 +217,9 @@ typedef struct {
     vsr_sig_language_conf_t *language;          size_t n_language;
     vsr_sig_authz_conf_t *role_bindings;        size_t n_role_bindings;
     vsr_sig_embedding_conf_t *embeddings;       size_t n_embeddings;  /* model-backed */
+    vsr_sig_preference_conf_t *preferences;     size_t n_preferences; /* model-backed */
     /* other model-backed families (domains, fact_check, user_feedbacks,
-     * reasks, preferences, complexity, modality, jailbreak, pii, kb, events,
+     * reasks, complexity, modality, jailbreak, pii, kb, events,
      * metadata, classifiers, safety, hallucination, input_modality) and
      * routing.projections: not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;

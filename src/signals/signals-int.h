@@ -212,6 +212,10 @@ vsr_signal_result_t vsr__embedding_eval(vsr__ctx_t *c, const void *state);
 void vsr__embedding_free(void *state);
 int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
 int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+/* preference.c: a preferences signal compiles to an embeddings signal's
+ * state (the examples and the description as candidates, prototype
+ * scoring); the embedding functions above evaluate it. */
+int vsr__preference_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 
 /* ---- keyword similarity methods (kw_ngram.c, kw_bm25.c) -------------------
  * Both mark which keywords of a signal matched (matched[i] = 1). */

@@ -17,6 +17,7 @@ _Static_assert(offsetof(vsr_sig_conversation_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_language_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_embedding_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -33,6 +34,9 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__authz_compile, vsr__authz_eval, vsr__authz_free, NULL, NULL, NULL},
     {"embedding", "embeddings", "embeddings", FAMILY(embeddings, n_embeddings, vsr_sig_embedding_conf_t),
      vsr__embedding_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
+     NULL},
+    {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
+     vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL},
 };
 
@@ -275,6 +279,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     size_t n_cands = 0;
     for (size_t i = 0; i < conf->n_embeddings; i++)
         n_cands += conf->embeddings[i].candidates.n + conf->embeddings[i].negative_candidates.n + 1;
+    for (size_t i = 0; i < conf->n_preferences; i++)
+        n_cands += conf->preferences[i].examples.n + 2; /* the description and the routing text */
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
         vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);
