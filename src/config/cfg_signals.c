@@ -35,7 +35,7 @@ static const family_t families[] = {
     {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
     {"embeddings", "embedding", 1, 1},    {"domains", "domain", 0, 1},
     {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
-    {"reasks", "reask", 0, 1},            {"preferences", "preference", 1, 1},
+    {"reasks", "reask", 1, 1},            {"preferences", "preference", 1, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 0, 1},     {"pii", "pii", 0, 1},
     {"kb", "kb", 0, 1},                   {"events", "event", 0, 0},
@@ -598,6 +598,33 @@ static const cfg_spec_t preference_spec = {
     .init = init_preference,
 };
 
+/* ---- reasks ---- */
+
+#define REASK_OFF(m) offsetof(vsr_sig_reask_conf_t, m)
+
+static const cfg_field_t reask_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = REASK_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = REASK_OFF(threshold), .dmin = 0, .dmax = 1},
+    {.key = "lookback_turns", .decode = vsr__cfg_uint, .offset = REASK_OFF(lookback_turns), .size = sizeof(uint32_t),
+     .min = 1, .max = VSR_REASK_MAX_LOOKBACK},
+};
+
+static void init_reask(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_reask_conf_t *r = obj;
+    r->threshold = VSR_REASK_DEFAULT_THRESHOLD;
+    r->lookback_turns = 1;
+}
+
+static const cfg_spec_t reask_spec = {
+    .size = sizeof(vsr_sig_reask_conf_t),
+    .fields = reask_fields,
+    .n_fields = VSR_ARRAY_LEN(reask_fields),
+    .init = init_reask,
+};
+
 /* ---- the signals map ---- */
 
 typedef struct {
@@ -617,6 +644,7 @@ static const family_table_t family_tables[] = {
     {"role_bindings", &role_binding_spec, SIG_OFF(role_bindings), SIG_OFF(n_role_bindings)},
     {"embeddings", &embedding_spec, SIG_OFF(embeddings), SIG_OFF(n_embeddings)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
+    {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
 };
 
 static const family_table_t *family_table(const char *family)

@@ -191,6 +191,17 @@ typedef struct {
     double threshold;              /* 0..1, VSR_PREF_DEFAULT_THRESHOLD when absent */
 } vsr_sig_preference_conf_t;
 
+/* routing.signals.reasks[] (ref §1.9): the current user turn's embedding
+ * similarity to each of the previous lookback_turns user turns. */
+#define VSR_REASK_DEFAULT_THRESHOLD 0.8
+#define VSR_REASK_MAX_LOOKBACK 16
+
+typedef struct {
+    char *name;
+    double threshold;              /* 0..1, VSR_REASK_DEFAULT_THRESHOLD when absent */
+    uint32_t lookback_turns;       /* 1..VSR_REASK_MAX_LOOKBACK, default 1 */
+} vsr_sig_reask_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -218,8 +229,9 @@ typedef struct {
     vsr_sig_authz_conf_t *role_bindings;        size_t n_role_bindings;
     vsr_sig_embedding_conf_t *embeddings;       size_t n_embeddings;  /* model-backed */
     vsr_sig_preference_conf_t *preferences;     size_t n_preferences; /* model-backed */
+    vsr_sig_reask_conf_t *reasks;               size_t n_reasks;      /* model-backed */
     /* other model-backed families (domains, fact_check, user_feedbacks,
-     * reasks, complexity, modality, jailbreak, pii, kb, events,
+     * complexity, modality, jailbreak, pii, kb, events,
      * metadata, classifiers, safety, hallucination, input_modality) and
      * routing.projections: not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;

@@ -144,7 +144,7 @@ static void append_runes(vsr_buf_t *b, const char *s, size_t len, size_t from, s
 
 /* The routing text as a JSON string: valid UTF-8, at most EMB_MAX_RUNES
  * runes (head, middle and tail thirds of a longer one). */
-static vsr_slice_t text_json(vsr_pool_t *pool, vsr_slice_t text)
+vsr_slice_t vsr__emb_text_json(vsr_pool_t *pool, vsr_slice_t text)
 {
     size_t runes = 0;
     for (size_t pos = 0, adv; pos < text.len; pos += adv, runes++)
@@ -176,7 +176,7 @@ int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out
     vsr_slice_t text = c->in->text;
     if (text.len == 0)
         return 0; /* no routing text: nothing to embed, no match */
-    vsr_slice_t q = text_json(c->pool, text);
+    vsr_slice_t q = vsr__emb_text_json(c->pool, text);
     int with_cands = atomic_load(&((emb_t *)e)->store) == NULL;
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
@@ -193,7 +193,7 @@ int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out
 
 /* Reads embeddings[k] (an array of dim numbers) into v, scaled to unit
  * length.  VSR_OK, or VSR_ERR_INVALID (wrong shape, or a zero vector). */
-static int read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v)
+int vsr__emb_read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v)
 {
     if (vsr_json_type(j, arr) != VSR_JSON_ARRAY || j->toks[arr].count != dim)
         return VSR_ERR_INVALID;
@@ -330,7 +330,7 @@ int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result,
         goto out;
     q = vsr_malloc(dim * sizeof(float));
     uint32_t t = arr + 1;
-    if (read_vec(&j, t, dim, q) != VSR_OK)
+    if (vsr__emb_read_vec(&j, t, dim, q) != VSR_OK)
         goto out;
     emb_store_t *st = atomic_load(&e->store);
     const float *cands = NULL, *protos = NULL;
@@ -338,7 +338,7 @@ int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result,
         cv = vsr_malloc(all * dim * sizeof(float));
         for (size_t i = 0; i < all; i++) {
             t = j.toks[t].next;
-            if (read_vec(&j, t, dim, cv + i * dim) != VSR_OK)
+            if (vsr__emb_read_vec(&j, t, dim, cv + i * dim) != VSR_OK)
                 goto out;
         }
         pv = make_prototypes(cv, e->n, dim, &n_protos);

@@ -18,6 +18,7 @@ _Static_assert(offsetof(vsr_sig_language_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_authz_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_embedding_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -38,6 +39,8 @@ static const vsr__sig_type_t sig_types[] = {
     {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
      vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL},
+    {"reask", "reasks", "reasks", FAMILY(reasks, n_reasks, vsr_sig_reask_conf_t),
+     vsr__reask_compile, vsr__embedding_eval, vsr__reask_free, vsr__reask_task, vsr__reask_consume, NULL},
 };
 
 /* ---- families registered at run time ---- */
