@@ -39,6 +39,10 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.language, r->signals.n_language);
     } else if (strcmp(type, "embedding") == 0) {
         FIND(r->signals.embeddings, r->signals.n_embeddings);
+    } else if (strcmp(type, "preference") == 0) {
+        FIND(r->signals.preferences, r->signals.n_preferences);
+    } else if (strcmp(type, "reask") == 0) {
+        FIND(r->signals.reasks, r->signals.n_reasks);
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)
