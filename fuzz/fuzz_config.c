@@ -49,6 +49,16 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
                 if (strcmp(r->projections.mappings[m].outputs[o].name, name) == 0)
                     return 1;
         return 0;
+    } else if (strcmp(type, "domain") == 0) {
+        FIND(r->signals.domains, r->signals.n_domains);
+    } else if (strcmp(type, "jailbreak") == 0) {
+        FIND(r->signals.jailbreak, r->signals.n_jailbreak);
+    } else if (strcmp(type, "pii") == 0) {
+        FIND(r->signals.pii, r->signals.n_pii);
+    } else if (strcmp(type, "preference") == 0) {
+        FIND(r->signals.preferences, r->signals.n_preferences);
+    } else if (strcmp(type, "reask") == 0) {
+        FIND(r->signals.reasks, r->signals.n_reasks);
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)

@@ -35,7 +35,7 @@ static const family_t families[] = {
     {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
     {"embeddings", "embedding", 1, 1},    {"domains", "domain", 1, 1},
     {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
-    {"reasks", "reask", 0, 1},            {"preferences", "preference", 0, 1},
+    {"reasks", "reask", 1, 1},            {"preferences", "preference", 1, 1},
     {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
@@ -552,16 +552,77 @@ static const cfg_field_t embedding_fields[] = {
     {.key = "aggregation_method", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = EMB_OFF(aggregation),
      .choices = emb_aggregations},
     {.key = "query_modality", .decode = decode_query_modality},
-    {.key = "negative_candidates", .decode = decode_emb_unsupported},
+    {.key = "negative_candidates", .decode = decode_candidates, .offset = EMB_OFF(negative_candidates)},
     {.key = "image_candidates", .decode = decode_emb_unsupported},
-    {.key = "enable_soft_matching", .decode = decode_emb_unsupported},
-    {.key = "min_score_threshold", .decode = decode_emb_unsupported},
+    {.key = "enable_soft_matching", .decode = vsr__cfg_bool, .offset = EMB_OFF(soft_matching)},
+    {.key = "min_score_threshold", .decode = vsr__cfg_double, .offset = EMB_OFF(min_score_threshold), .dmin = 0,
+     .dmax = 1},
 };
+
+static void init_embedding(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_embedding_conf_t *e = obj;
+    e->min_score_threshold = VSR_EMB_DEFAULT_MIN_SCORE;
+}
 
 static const cfg_spec_t embedding_spec = {
     .size = sizeof(vsr_sig_embedding_conf_t),
     .fields = embedding_fields,
     .n_fields = VSR_ARRAY_LEN(embedding_fields),
+    .init = init_embedding,
+};
+
+/* ---- preferences ---- */
+
+#define PREF_OFF(m) offsetof(vsr_sig_preference_conf_t, m)
+
+static const cfg_field_t preference_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = PREF_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_string, .offset = PREF_OFF(description)},
+    {.key = "examples", .decode = decode_candidates, .offset = PREF_OFF(examples)},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = PREF_OFF(threshold), .dmin = 0, .dmax = 1},
+};
+
+static void init_preference(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_preference_conf_t *p = obj;
+    p->threshold = VSR_PREF_DEFAULT_THRESHOLD;
+}
+
+static const cfg_spec_t preference_spec = {
+    .size = sizeof(vsr_sig_preference_conf_t),
+    .fields = preference_fields,
+    .n_fields = VSR_ARRAY_LEN(preference_fields),
+    .init = init_preference,
+};
+
+/* ---- reasks ---- */
+
+#define REASK_OFF(m) offsetof(vsr_sig_reask_conf_t, m)
+
+static const cfg_field_t reask_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = REASK_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = REASK_OFF(threshold), .dmin = 0, .dmax = 1},
+    {.key = "lookback_turns", .decode = vsr__cfg_uint, .offset = REASK_OFF(lookback_turns), .size = sizeof(uint32_t),
+     .min = 1, .max = VSR_REASK_MAX_LOOKBACK},
+};
+
+static void init_reask(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_reask_conf_t *r = obj;
+    r->threshold = VSR_REASK_DEFAULT_THRESHOLD;
+    r->lookback_turns = 1;
+}
+
+static const cfg_spec_t reask_spec = {
+    .size = sizeof(vsr_sig_reask_conf_t),
+    .fields = reask_fields,
+    .n_fields = VSR_ARRAY_LEN(reask_fields),
+    .init = init_reask,
 };
 
 /* ---- domains, jailbreak, pii (the runtime's classifiers) ---- */
@@ -668,6 +729,8 @@ static const family_table_t family_tables[] = {
     {"pii", &pii_spec, SIG_OFF(pii), SIG_OFF(n_pii)},
     {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
+    {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
+    {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
 };
 
 static const family_table_t *family_table(const char *family)

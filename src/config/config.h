@@ -170,6 +170,9 @@ typedef struct {
     double threshold;              /* required, 0..1: the score that matches */
     vsr_strlist_conf_t candidates; /* 1..VSR_EMB_MAX_CANDIDATES non-empty texts */
     vsr_emb_aggregation_t aggregation; /* aggregation_method: max (default) | mean | any */
+    vsr_strlist_conf_t negative_candidates; /* 0..VSR_EMB_MAX_CANDIDATES texts that veto a match */
+    int soft_matching;             /* enable_soft_matching (false) */
+    double min_score_threshold;    /* 0..1, the soft-match floor (VSR_EMB_DEFAULT_MIN_SCORE) */
 } vsr_sig_embedding_conf_t;
 
 /* routing.signals.metadata[] (ref §1.9): one member of the request's
@@ -199,6 +202,32 @@ typedef struct {
     vsr_strlist_conf_t severities;
     vsr_strlist_conf_t action_codes;
 } vsr_sig_event_conf_t;
+/* The soft-match floor when enable_soft_matching is on and
+ * min_score_threshold is absent. */
+#define VSR_EMB_DEFAULT_MIN_SCORE 0.5
+
+/* routing.signals.preferences[] (ref §1.9): prototype scoring of the routing
+ * text against the examples and the description (an embeddings signal with
+ * aggregation max over them). */
+#define VSR_PREF_DEFAULT_THRESHOLD 0.7
+
+typedef struct {
+    char *name;
+    char *description;             /* optional; a candidate when not blank */
+    vsr_strlist_conf_t examples;   /* 0..VSR_EMB_MAX_CANDIDATES - 1 texts */
+    double threshold;              /* 0..1, VSR_PREF_DEFAULT_THRESHOLD when absent */
+} vsr_sig_preference_conf_t;
+
+/* routing.signals.reasks[] (ref §1.9): the current user turn's embedding
+ * similarity to each of the previous lookback_turns user turns. */
+#define VSR_REASK_DEFAULT_THRESHOLD 0.8
+#define VSR_REASK_MAX_LOOKBACK 16
+
+typedef struct {
+    char *name;
+    double threshold;              /* 0..1, VSR_REASK_DEFAULT_THRESHOLD when absent */
+    uint32_t lookback_turns;       /* 1..VSR_REASK_MAX_LOOKBACK, default 1 */
+} vsr_sig_reask_conf_t;
 
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
@@ -273,13 +302,14 @@ typedef struct {
     vsr_sig_domain_conf_t *domains;             size_t n_domains;     /* model-backed */
     vsr_sig_jailbreak_conf_t *jailbreak;        size_t n_jailbreak;   /* model-backed */
     vsr_sig_pii_conf_t *pii;                    size_t n_pii;         /* model-backed */
+    vsr_sig_preference_conf_t *preferences;     size_t n_preferences; /* model-backed */
+    vsr_sig_reask_conf_t *reasks;               size_t n_reasks;      /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
-    /* other model-backed families (fact_check, user_feedbacks, reasks,
-     * preferences, complexity, modality, kb, classifiers, safety,
-     * hallucination, input_modality): not supported yet (capability check
-     * at load). */
+    /* other model-backed families (fact_check, user_feedbacks, complexity,
+     * modality, kb, classifiers, safety, hallucination, input_modality):
+     * not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;
 

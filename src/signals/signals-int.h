@@ -238,6 +238,24 @@ vsr_signal_result_t vsr__embedding_eval(vsr__ctx_t *c, const void *state);
 void vsr__embedding_free(void *state);
 int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
 int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+/* preference.c: a preferences signal compiles to an embeddings signal's
+ * state (the examples and the description as candidates, prototype
+ * scoring); the embedding functions above evaluate it. */
+int vsr__preference_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+/* embedding.c's helpers for the families that embed texts of their own:
+ * a text as a JSON string of at most 2,048 runes (head, middle and tail
+ * thirds of a longer one; valid UTF-8), in pool; and one vector of an embed
+ * result read into v, scaled to unit length (VSR_OK, or VSR_ERR_INVALID for
+ * a wrong shape or a zero vector). */
+vsr_slice_t vsr__emb_text_json(vsr_pool_t *pool, vsr_slice_t text);
+int vsr__emb_read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v);
+
+/* reask.c: the reasks family (no stored vectors: every request embeds its
+ * current and previous user turns). */
+int vsr__reask_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+void vsr__reask_free(void *state);
+int vsr__reask_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__reask_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
 
 /* ---- keyword similarity methods (kw_ngram.c, kw_bm25.c) -------------------
  * Both mark which keywords of a signal matched (matched[i] = 1). */

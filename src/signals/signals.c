@@ -22,6 +22,8 @@ _Static_assert(offsetof(vsr_sig_jailbreak_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_pii_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -49,6 +51,11 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL},
     {"event", "event", "events", FAMILY(events, n_events, vsr_sig_event_conf_t),
      vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL},
+    {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
+     vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
+     NULL},
+    {"reask", "reasks", "reasks", FAMILY(reasks, n_reasks, vsr_sig_reask_conf_t),
+     vsr__reask_compile, vsr__embedding_eval, vsr__reask_free, vsr__reask_task, vsr__reask_consume, NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -297,7 +304,9 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
      * which the runtime bounds (2048 inputs, the routing texts included) */
     size_t n_cands = 0;
     for (size_t i = 0; i < conf->n_embeddings; i++)
-        n_cands += conf->embeddings[i].candidates.n + 1;
+        n_cands += conf->embeddings[i].candidates.n + conf->embeddings[i].negative_candidates.n + 1;
+    for (size_t i = 0; i < conf->n_preferences; i++)
+        n_cands += conf->preferences[i].examples.n + 2; /* the description and the routing text */
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
         vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);

@@ -284,7 +284,8 @@ def test_managed_runtime_needs_a_model(tmp_path, fakellm):
 @pytest.mark.parametrize("field,needle", [
     ("threshold: 2", "threshold"),
     ("aggregation_method: median", "aggregation_method"),
-    ("negative_candidates: [x]", "negative_candidates is not supported yet"),
+    ("image_candidates: [x]", "image_candidates is not supported yet"),
+    ("min_score_threshold: 1.5", "min_score_threshold"),
     ("candidates: []", "candidates"),
     ("query_modality: image", "query_modality"),
 ])
