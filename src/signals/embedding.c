@@ -237,6 +237,16 @@ static double score_of(const emb_t *e, const float *q, const float *vecs, const 
         return sum / (double)e->n;
     if (e->agg == VSR_EMB_AGG_ANY)
         return best;
+    return vsr__emb_proto_score(q, protos, n_protos, dim);
+}
+
+float *vsr__emb_prototypes(const float *v, size_t n, size_t dim, size_t *np)
+{
+    return make_prototypes(v, n, dim, np);
+}
+
+double vsr__emb_proto_score(const float *q, const float *protos, size_t n_protos, size_t dim)
+{
     double top[EMB_TOP_M];
     size_t nt = 0;
     for (size_t p = 0; p < n_protos; p++) {

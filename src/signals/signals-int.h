@@ -249,6 +249,29 @@ int vsr__preference_compile(vsr_signals_t *s, const void *conf, const char *path
  * a wrong shape or a zero vector). */
 vsr_slice_t vsr__emb_text_json(vsr_pool_t *pool, vsr_slice_t text);
 int vsr__emb_read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v);
+/* Prototype scoring (docs/signals.md, "Embeddings signals"): n unit
+ * vectors grouped into at most 8 prototypes (caller frees the returned
+ * rows, *np set; n >= 1), and the score of unit vector q against them. */
+float *vsr__emb_prototypes(const float *v, size_t n, size_t dim, size_t *np);
+double vsr__emb_proto_score(const float *q, const float *protos, size_t n_protos, size_t dim);
+
+/* exemplar.c: fact_check, user_feedbacks and modality, prototype scoring
+ * of the routing text against built-in exemplar banks, one per label
+ * (data/<family>/exemplars.jsonl); the signal's name is its label. */
+int vsr__fact_check_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+int vsr__user_feedback_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+int vsr__modality_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+void vsr__exemplar_free(void *state);
+int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+/* The number of exemplars a compiled signal of family ("fact_check",
+ * "user_feedbacks", "modality") embeds; 0 for another. */
+size_t vsr__exemplar_bank_size(const char *family);
+/* modality's keyword cues: 1 when text holds one ("draw", "generate an
+ * image", "picture of", ...) as whole words, ASCII case-insensitively; such
+ * a text has VSR__MODALITY_CUE_BONUS added to its DIFFUSION and BOTH scores. */
+int vsr__modality_cue(vsr_slice_t text);
+#define VSR__MODALITY_CUE_BONUS 0.1
 
 /* reask.c: the reasks family (no stored vectors: every request embeds its
  * current and previous user turns). */
