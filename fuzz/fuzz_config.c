@@ -59,6 +59,12 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.preferences, r->signals.n_preferences);
     } else if (strcmp(type, "reask") == 0) {
         FIND(r->signals.reasks, r->signals.n_reasks);
+    } else if (strcmp(type, "fact_check") == 0) {
+        FIND(r->signals.fact_check, r->signals.n_fact_check);
+    } else if (strcmp(type, "user_feedback") == 0) {
+        FIND(r->signals.user_feedbacks, r->signals.n_user_feedbacks);
+    } else if (strcmp(type, "modality") == 0) {
+        FIND(r->signals.modality, r->signals.n_modality);
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)

@@ -34,9 +34,9 @@ static const family_t families[] = {
     {"structure", "structure", 1, 0},     {"conversation", "conversation", 1, 0},
     {"language", "language", 1, 0},       {"role_bindings", "authz", 1, 0},
     {"embeddings", "embedding", 1, 1},    {"domains", "domain", 1, 1},
-    {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
+    {"fact_check", "fact_check", 1, 1},   {"user_feedbacks", "user_feedback", 1, 1},
     {"reasks", "reask", 1, 1},            {"preferences", "preference", 1, 1},
-    {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
+    {"complexity", "complexity", 0, 1},   {"modality", "modality", 1, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
@@ -598,6 +598,40 @@ static const cfg_spec_t preference_spec = {
     .init = init_preference,
 };
 
+/* ---- fact_check, user_feedbacks, modality: the name is a label of the
+ * family's built-in exemplar banks (a name that is not one is refused at
+ * its node: "must be ..."). ---- */
+
+#define EX_OFF(m) offsetof(vsr_sig_exemplar_conf_t, m)
+
+static const char *const fact_check_labels[] = {"needs_fact_check", "no_fact_check_needed", NULL};
+static const char *const user_feedback_labels[] = {"wrong_answer", "need_clarification", "want_different", "satisfied",
+                                                   NULL};
+static const char *const modality_labels[] = {"AR", "DIFFUSION", "BOTH", NULL};
+
+#define EXEMPLAR_SPEC(fam, labels, dflt)                                                                       \
+    static const cfg_field_t fam##_fields[] = {                                                                \
+        {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EX_OFF(name),             \
+         .choices = labels},                                                                                   \
+        {.key = "description", .decode = vsr__cfg_string, .offset = EX_OFF(description)},                     \
+        {.key = "threshold", .decode = vsr__cfg_double, .offset = EX_OFF(threshold), .dmin = 0, .dmax = 1},   \
+    };                                                                                                         \
+    static void init_##fam(cfg_decoder_t *d, void *obj)                                                        \
+    {                                                                                                          \
+        VSR_UNUSED(d);                                                                                         \
+        ((vsr_sig_exemplar_conf_t *)obj)->threshold = dflt;                                                    \
+    }                                                                                                          \
+    static const cfg_spec_t fam##_spec = {                                                                     \
+        .size = sizeof(vsr_sig_exemplar_conf_t),                                                               \
+        .fields = fam##_fields,                                                                                \
+        .n_fields = VSR_ARRAY_LEN(fam##_fields),                                                               \
+        .init = init_##fam,                                                                                    \
+    };
+
+EXEMPLAR_SPEC(fact_check, fact_check_labels, VSR_FACT_CHECK_DEFAULT_THRESHOLD)
+EXEMPLAR_SPEC(user_feedback, user_feedback_labels, VSR_USER_FEEDBACK_DEFAULT_THRESHOLD)
+EXEMPLAR_SPEC(modality, modality_labels, VSR_MODALITY_DEFAULT_THRESHOLD)
+
 /* ---- reasks ---- */
 
 #define REASK_OFF(m) offsetof(vsr_sig_reask_conf_t, m)
@@ -731,6 +765,9 @@ static const family_table_t family_tables[] = {
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
     {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
+    {"fact_check", &fact_check_spec, SIG_OFF(fact_check), SIG_OFF(n_fact_check)},
+    {"user_feedbacks", &user_feedback_spec, SIG_OFF(user_feedbacks), SIG_OFF(n_user_feedbacks)},
+    {"modality", &modality_spec, SIG_OFF(modality), SIG_OFF(n_modality)},
 };
 
 static const family_table_t *family_table(const char *family)

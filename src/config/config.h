@@ -229,6 +229,22 @@ typedef struct {
     uint32_t lookback_turns;       /* 1..VSR_REASK_MAX_LOOKBACK, default 1 */
 } vsr_sig_reask_conf_t;
 
+/* routing.signals.fact_check[], user_feedbacks[], modality[] (ref §1.9):
+ * the routing text's prototype score against built-in exemplar banks, one
+ * per label; the signal's name is its label (fact_check: needs_fact_check,
+ * no_fact_check_needed; user_feedbacks: wrong_answer, need_clarification,
+ * want_different, satisfied; modality: AR, DIFFUSION, BOTH), and it
+ * matches when its label's bank is the nearest and its score >= threshold. */
+#define VSR_FACT_CHECK_DEFAULT_THRESHOLD 0.3
+#define VSR_USER_FEEDBACK_DEFAULT_THRESHOLD 0.3
+#define VSR_MODALITY_DEFAULT_THRESHOLD 0.3
+
+typedef struct {
+    char *name;                    /* one of the family's labels */
+    char *description;             /* informational */
+    double threshold;              /* 0..1, the family's default when absent */
+} vsr_sig_exemplar_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -304,6 +320,9 @@ typedef struct {
     vsr_sig_pii_conf_t *pii;                    size_t n_pii;         /* model-backed */
     vsr_sig_preference_conf_t *preferences;     size_t n_preferences; /* model-backed */
     vsr_sig_reask_conf_t *reasks;               size_t n_reasks;      /* model-backed */
+    vsr_sig_exemplar_conf_t *fact_check;        size_t n_fact_check;  /* model-backed */
+    vsr_sig_exemplar_conf_t *user_feedbacks;    size_t n_user_feedbacks; /* model-backed */
+    vsr_sig_exemplar_conf_t *modality;          size_t n_modality;    /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */

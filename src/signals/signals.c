@@ -24,6 +24,7 @@ _Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_exemplar_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -56,6 +57,15 @@ static const vsr__sig_type_t sig_types[] = {
      NULL},
     {"reask", "reasks", "reasks", FAMILY(reasks, n_reasks, vsr_sig_reask_conf_t),
      vsr__reask_compile, vsr__embedding_eval, vsr__reask_free, vsr__reask_task, vsr__reask_consume, NULL},
+    {"fact_check", "fact_check", "fact_check", FAMILY(fact_check, n_fact_check, vsr_sig_exemplar_conf_t),
+     vsr__fact_check_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
+     NULL},
+    {"user_feedback", "user_feedbacks", "user_feedbacks",
+     FAMILY(user_feedbacks, n_user_feedbacks, vsr_sig_exemplar_conf_t), vsr__user_feedback_compile,
+     vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume, NULL},
+    {"modality", "modality", "modality", FAMILY(modality, n_modality, vsr_sig_exemplar_conf_t),
+     vsr__modality_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
+     NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -307,6 +317,9 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
         n_cands += conf->embeddings[i].candidates.n + conf->embeddings[i].negative_candidates.n + 1;
     for (size_t i = 0; i < conf->n_preferences; i++)
         n_cands += conf->preferences[i].examples.n + 2; /* the description and the routing text */
+    n_cands += conf->n_fact_check * (vsr__exemplar_bank_size("fact_check") + 1);
+    n_cands += conf->n_user_feedbacks * (vsr__exemplar_bank_size("user_feedbacks") + 1);
+    n_cands += conf->n_modality * (vsr__exemplar_bank_size("modality") + 1);
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
         vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);

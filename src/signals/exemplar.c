@@ -1,0 +1,373 @@
+/*
+ * exemplar.c — the `fact_check`, `user_feedbacks` and `modality` families
+ * (ref §1.9, condition types `fact_check`, `user_feedback`, `modality`):
+ * embedding-prototype classifiers over built-in exemplar banks, one bank
+ * per label, written for vsr (data/<family>/exemplars.jsonl, compiled into
+ * the binary, src/runtime/builtin.h).
+ *
+ * A signal's name is its label (the configuration refuses another).  The
+ * bank is embedded once per compiled signal, as embedding.c embeds its
+ * candidates: while no vectors are stored a request's task asks for
+ * [routing text, exemplar 1, ..., exemplar n], the first usable answer
+ * stores the exemplars' prototypes per label (embedding.c's grouping, at
+ * most 8 a label), published once with a compare-and-swap; afterwards a
+ * task asks for the routing text alone.  The routing text's prototype
+ * score against each label's prototypes is that label's score; the label
+ * with the highest score wins, and the signal matches when its label wins
+ * with a score >= threshold.  The signal's value is its label's score.
+ *
+ *  - user_feedbacks is evaluated only when an assistant reply precedes the
+ *    routing text's message: without one it asks nothing and does not match.
+ *  - modality adds keyword cues ("draw", "generate an image", "picture
+ *    of", ...; whole words, ASCII case-insensitive): a text holding one has
+ *    VSR__MODALITY_CUE_BONUS added to the DIFFUSION and BOTH scores before the
+ *    winner is chosen.
+ * Model-backed and pure: the vectors come from the runtime's `embed` task.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "runtime/builtin.h"
+#include "signals/signals-int.h"
+
+#define EX_MAX_LABELS 4
+#define EX_MAX_EXEMPLARS 512
+
+typedef struct {
+    const char *family;
+    const char *const *labels; /* NULL-terminated, at most EX_MAX_LABELS */
+    const unsigned char *data;
+    const size_t *len;
+    int after_assistant; /* evaluated only after an assistant reply */
+    int cues;            /* modality's keyword cues */
+} ex_family_t;
+
+static const char *const fact_check_labels[] = {"needs_fact_check", "no_fact_check_needed", NULL};
+static const char *const user_feedback_labels[] = {"wrong_answer", "need_clarification", "want_different", "satisfied",
+                                                   NULL};
+static const char *const modality_labels[] = {"AR", "DIFFUSION", "BOTH", NULL};
+
+static const ex_family_t ex_families[] = {
+    {"fact_check", fact_check_labels, vsr_builtin_fact_check_exemplars, &vsr_builtin_fact_check_exemplars_len, 0, 0},
+    {"user_feedbacks", user_feedback_labels, vsr_builtin_user_feedbacks_exemplars,
+     &vsr_builtin_user_feedbacks_exemplars_len, 1, 0},
+    {"modality", modality_labels, vsr_builtin_modality_exemplars, &vsr_builtin_modality_exemplars_len, 0, 1},
+};
+
+/* Image-generation cues (lower case, matched as whole words). */
+static const char *const modality_cues[] = {
+    "draw",           "drawing of",    "sketch",          "generate an image", "create an image", "make an image",
+    "generate a picture", "picture of", "image of",       "photo of",          "illustration",    "illustrate",
+    "render",         "paint",         "painting of",     "logo",              "wallpaper",       "poster",
+};
+
+typedef struct {
+    char model[128];
+    size_t dim;
+    float *protos; /* rows of dim floats, label by label */
+    size_t n_protos[EX_MAX_LABELS], first[EX_MAX_LABELS];
+} ex_store_t;
+
+typedef struct {
+    const ex_family_t *fam;
+    size_t n_labels;
+    int target;
+    double threshold;
+    size_t n;            /* exemplars */
+    uint8_t *label;      /* n: each exemplar's label index */
+    vsr_slice_t cand_json; /* ",\"e1\",\"e2\"...", owned */
+    _Atomic(ex_store_t *) store;
+} ex_t;
+
+static const ex_family_t *family_named(const char *family)
+{
+    for (size_t i = 0; i < VSR_ARRAY_LEN(ex_families); i++)
+        if (strcmp(ex_families[i].family, family) == 0)
+            return &ex_families[i];
+    return NULL;
+}
+
+/* Reads the bank: each line {"label": L, "text": T}.  Appends the texts to
+ * json (as ",\"T\"") and their label indexes to label; returns the count,
+ * or 0 when the bank is malformed (a build defect). */
+static size_t read_bank(const ex_family_t *f, vsr_buf_t *json, uint8_t *label)
+{
+    const char *p = (const char *)f->data, *end = p + *f->len;
+    size_t n = 0;
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if (le > p) {
+            vsr_json_t j;
+            memset(&j, 0, sizeof(j));
+            uint32_t tl, tt;
+            vsr_slice_t ls = VSR_SLICE_NULL, ts = VSR_SLICE_NULL;
+            int ok = n < EX_MAX_EXEMPLARS && vsr_json_parse(&j, p, (size_t)(le - p), NULL) == VSR_OK &&
+                     vsr_json_type(&j, 0) == VSR_JSON_OBJECT && vsr_json_object_get(&j, 0, "label", &tl) == VSR_OK &&
+                     vsr_json_object_get(&j, 0, "text", &tt) == VSR_OK && vsr_json_type(&j, tl) == VSR_JSON_STRING &&
+                     vsr_json_type(&j, tt) == VSR_JSON_STRING && vsr_json_string(&j, tl, &pool, &ls) == VSR_OK &&
+                     vsr_json_string(&j, tt, &pool, &ts) == VSR_OK && ts.len > 0;
+            int li = -1;
+            for (size_t k = 0; ok && f->labels[k]; k++)
+                if (vsr_slice_eq_cstr(ls, f->labels[k]))
+                    li = (int)k;
+            vsr_json_free(&j);
+            if (!ok || li < 0) {
+                n = 0;
+                break;
+            }
+            label[n++] = (uint8_t)li;
+            vsr_buf_append(json, ",", 1);
+            vsr_buf_append_json_string(json, ts);
+        }
+        p = nl ? nl + 1 : end;
+    }
+    vsr_pool_free(&pool);
+    return n;
+}
+
+size_t vsr__exemplar_bank_size(const char *family)
+{
+    const ex_family_t *f = family_named(family);
+    size_t n = 0;
+    for (size_t i = 0; f && i < *f->len; i++)
+        n += f->data[i] == '\n';
+    return n;
+}
+
+static int ex_compile(const char *family, const void *conf, const char *path, void **state, vsr_buf_t *err)
+{
+    const vsr_sig_exemplar_conf_t *c = conf;
+    const ex_family_t *f = family_named(family);
+    ex_t *e = vsr_calloc(1, sizeof(*e));
+    e->fam = f;
+    e->target = -1;
+    while (f->labels[e->n_labels]) {
+        if (c->name && strcmp(c->name, f->labels[e->n_labels]) == 0)
+            e->target = (int)e->n_labels;
+        e->n_labels++;
+    }
+    if (e->target < 0) {
+        vsr_buf_printf(err, "%s: a %s signal's name is one of its labels\n", path, family);
+        vsr_free(e);
+        return VSR_ERR_INVALID;
+    }
+    e->threshold = c->threshold;
+    e->label = vsr_calloc(EX_MAX_EXEMPLARS, 1);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    e->n = read_bank(f, &b, e->label);
+    int every[EX_MAX_LABELS] = {0};
+    for (size_t i = 0; i < e->n; i++)
+        every[e->label[i]] = 1;
+    for (size_t k = 0; k < e->n_labels; k++)
+        if (!every[k])
+            e->n = 0;
+    if (e->n == 0) {
+        vsr_buf_printf(err, "%s: the built-in %s exemplars are malformed\n", path, family);
+        vsr_buf_free(&b);
+        vsr_free(e->label);
+        vsr_free(e);
+        return VSR_ERR_INVALID;
+    }
+    e->cand_json = vsr_slice(b.data, b.len);
+    atomic_init(&e->store, NULL);
+    *state = e;
+    return VSR_OK;
+}
+
+int vsr__fact_check_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
+{
+    VSR_UNUSED(s);
+    return ex_compile("fact_check", conf, path, state, err);
+}
+
+int vsr__user_feedback_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
+{
+    VSR_UNUSED(s);
+    return ex_compile("user_feedbacks", conf, path, state, err);
+}
+
+int vsr__modality_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
+{
+    VSR_UNUSED(s);
+    return ex_compile("modality", conf, path, state, err);
+}
+
+void vsr__exemplar_free(void *state)
+{
+    ex_t *e = state;
+    if (e == NULL)
+        return;
+    vsr_free(e->label);
+    vsr_free((void *)e->cand_json.p);
+    ex_store_t *st = atomic_load(&e->store);
+    if (st) {
+        vsr_free(st->protos);
+        vsr_free(st);
+    }
+    vsr_free(e);
+}
+
+/* 1 when an assistant message with text precedes the routing text's. */
+static int after_assistant(const vsr_chat_view_t *chat)
+{
+    if (chat == NULL || chat->last_user < 0)
+        return 0;
+    for (size_t i = (size_t)chat->last_user; i-- > 0;)
+        if (chat->messages[i].role == VSR_ROLE_ASSISTANT && chat->messages[i].text.len > 0)
+            return 1;
+    return 0;
+}
+
+static int ex_applies(vsr__ctx_t *c, const ex_t *e)
+{
+    return c->in->text.len > 0 && (!e->fam->after_assistant || after_assistant(c->in->chat));
+}
+
+int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
+{
+    const ex_t *e = state;
+    if (!ex_applies(c, e))
+        return 0; /* nothing to classify: no match */
+    int with_bank = atomic_load(&((ex_t *)e)->store) == NULL;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"input\":[");
+    vsr_buf_append_slice(&b, vsr__emb_text_json(c->pool, c->in->text));
+    if (with_bank)
+        vsr_buf_append_slice(&b, e->cand_json);
+    vsr_buf_append_cstr(&b, "]}");
+    out->type = "embed";
+    out->payload = vsr_pool_dup_slice(c->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return 1;
+}
+
+static int is_word(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+int vsr__modality_cue(vsr_slice_t text)
+{
+    for (size_t k = 0; k < VSR_ARRAY_LEN(modality_cues); k++) {
+        size_t m = strlen(modality_cues[k]);
+        for (size_t i = 0; i + m <= text.len; i++) {
+            if ((i > 0 && is_word((unsigned char)text.p[i - 1])) ||
+                (i + m < text.len && is_word((unsigned char)text.p[i + m])))
+                continue;
+            size_t t = 0;
+            while (t < m && (text.p[i + t] | (('A' <= text.p[i + t] && text.p[i + t] <= 'Z') ? 0x20 : 0)) ==
+                                modality_cues[k][t])
+                t++;
+            if (t == m)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Groups the bank's vectors (n rows, exemplar order) label by label. */
+static ex_store_t *make_store(const ex_t *e, const float *v, size_t dim, vsr_slice_t model)
+{
+    ex_store_t *st = vsr_calloc(1, sizeof(*st));
+    memcpy(st->model, model.p ? model.p : "", model.len);
+    st->dim = dim;
+    float *rows = vsr_malloc(e->n * dim * sizeof(float));
+    float *all = vsr_malloc(e->n_labels * 8 * dim * sizeof(float));
+    size_t total = 0;
+    for (size_t k = 0; k < e->n_labels; k++) {
+        size_t m = 0;
+        for (size_t i = 0; i < e->n; i++)
+            if (e->label[i] == k)
+                memcpy(rows + (m++) * dim, v + i * dim, dim * sizeof(float));
+        size_t np;
+        float *p = vsr__emb_prototypes(rows, m, dim, &np);
+        memcpy(all + total * dim, p, np * dim * sizeof(float));
+        vsr_free(p);
+        st->first[k] = total;
+        st->n_protos[k] = np;
+        total += np;
+    }
+    vsr_free(rows);
+    st->protos = all;
+    return st;
+}
+
+static void free_store(ex_store_t *st)
+{
+    if (st) {
+        vsr_free(st->protos);
+        vsr_free(st);
+    }
+}
+
+/* {"model": M, "dim": D, "embeddings": [text, (exemplar 1, ..., n)]} */
+int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out)
+{
+    ex_t *e = (ex_t *)state;
+    vsr_json_t j;
+    memset(&j, 0, sizeof(j));
+    int rc = VSR_ERR_INVALID;
+    float *q = NULL, *bv = NULL;
+    ex_store_t *mine = NULL;
+    uint32_t m, d, arr;
+    double dimv;
+    if (!ex_applies(c, e) || vsr_json_parse(&j, result.p ? result.p : "", result.len, NULL) != VSR_OK ||
+        vsr_json_type(&j, 0) != VSR_JSON_OBJECT || vsr_json_object_get(&j, 0, "dim", &d) != VSR_OK ||
+        vsr_json_number(&j, d, &dimv) != VSR_OK || !(dimv >= 1 && dimv <= 65536) ||
+        vsr_json_object_get(&j, 0, "embeddings", &arr) != VSR_OK || vsr_json_type(&j, arr) != VSR_JSON_ARRAY)
+        goto out;
+    size_t dim = (size_t)dimv, count = j.toks[arr].count;
+    vsr_slice_t model = VSR_SLICE_NULL;
+    if (vsr_json_object_get(&j, 0, "model", &m) == VSR_OK && vsr_json_type(&j, m) == VSR_JSON_STRING)
+        vsr_json_string(&j, m, c->pool, &model);
+    if (model.len >= sizeof(((ex_store_t *)0)->model) || (count != 1 && count != e->n + 1))
+        goto out;
+    q = vsr_malloc(dim * sizeof(float));
+    uint32_t t = arr + 1;
+    if (vsr__emb_read_vec(&j, t, dim, q) != VSR_OK)
+        goto out;
+    const ex_store_t *st = atomic_load(&e->store);
+    if (count == e->n + 1) {
+        bv = vsr_malloc(e->n * dim * sizeof(float));
+        for (size_t i = 0; i < e->n; i++) {
+            t = j.toks[t].next;
+            if (vsr__emb_read_vec(&j, t, dim, bv + i * dim) != VSR_OK)
+                goto out;
+        }
+        mine = make_store(e, bv, dim, model);
+        st = mine;
+        ex_store_t *expected = NULL;
+        if (atomic_compare_exchange_strong(&e->store, &expected, mine))
+            mine = NULL; /* the store has it now */
+    } else if (st == NULL || st->dim != dim || strlen(st->model) != model.len ||
+               memcmp(st->model, model.p ? model.p : "", model.len) != 0) {
+        goto out; /* not the model the exemplars were embedded with */
+    }
+    int cue = e->fam->cues && vsr__modality_cue(c->in->text);
+    double score[EX_MAX_LABELS];
+    size_t win = 0;
+    for (size_t k = 0; k < e->n_labels; k++) {
+        score[k] = vsr__emb_proto_score(q, st->protos + st->first[k] * dim, st->n_protos[k], dim);
+        if (cue && (strcmp(e->fam->labels[k], "DIFFUSION") == 0 || strcmp(e->fam->labels[k], "BOTH") == 0))
+            score[k] += VSR__MODALITY_CUE_BONUS;
+        if (score[k] > score[win])
+            win = k;
+    }
+    double s = VSR_MIN(score[e->target], 1.0);
+    out->matched = win == (size_t)e->target && s >= e->threshold;
+    out->confidence = out->matched ? VSR_MAX(s, 0.0) : 0;
+    out->value = s;
+    rc = VSR_OK;
+out:
+    free_store(mine);
+    vsr_free(q);
+    vsr_free(bv);
+    vsr_json_free(&j);
+    return rc;
+}
