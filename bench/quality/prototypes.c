@@ -12,7 +12,8 @@
  *    no label (how the default threshold was chosen);
  *  - eval: the whole bank on eval.jsonl at THRESHOLD: per-label
  *    precision/recall/F1, accuracy, the confusion matrix, and the embedding
- *    latency p50/p99 per text on one thread.
+ *    latency p50/p99 per text on one thread (PROTOTYPES_DUMP=1: each eval
+ *    text's truth, prediction and score too).
  * The model comes from $VSR_MODEL_CACHE (default ~/.cache/vsr/models)/
  * use-lite.vsrm; without it the program says so and exits 77.
  */
@@ -117,13 +118,13 @@ static void build(bank_t *b, const row_t *rows, size_t n, size_t skip)
 /* the winning label, its score in *score */
 static int classify(const bank_t *b, const row_t *r, int cues, double *score)
 {
-    int cue = cues && vsr__modality_cue(vsr_slice_cstr(r->text));
+    int cue = vsr__modality_cue(vsr_slice_cstr(r->text));
     int win = 0;
     double best = -10;
     for (int k = 0; k < n_labels; k++) {
         double s = vsr__emb_proto_score(r->v, b->protos[k], b->np[k], VSR_USE_DIM);
-        if (cue && (strcmp(labels[k], "DIFFUSION") == 0 || strcmp(labels[k], "BOTH") == 0))
-            s += VSR__MODALITY_CUE_BONUS;
+        if (cues && (strcmp(labels[k], "DIFFUSION") == 0 || strcmp(labels[k], "BOTH") == 0))
+            s += cue ? VSR__MODALITY_CUE_BONUS : -VSR__MODALITY_CUE_BONUS;
         if (s > best) {
             best = s;
             win = k;
@@ -196,6 +197,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ne; i++) {
         double sc;
         int w = classify(&full, &eval_rows[i], cues, &sc);
+        if (getenv("PROTOTYPES_DUMP"))
+            printf("  [%s -> %s %.3f] %s\n", labels[eval_rows[i].label], labels[w], sc, eval_rows[i].text);
         if (sc < thr)
             w = n_labels; /* no label */
         conf[eval_rows[i].label][w]++;

@@ -18,10 +18,11 @@
  *
  *  - user_feedbacks is evaluated only when an assistant reply precedes the
  *    routing text's message: without one it asks nothing and does not match.
- *  - modality adds keyword cues ("draw", "generate an image", "picture
- *    of", ...; whole words, ASCII case-insensitive): a text holding one has
- *    VSR__MODALITY_CUE_BONUS added to the DIFFUSION and BOTH scores before the
- *    winner is chosen.
+ *  - modality is a hybrid with image cues (words such as "draw", "image",
+ *    "picture", "photo", "logo"; whole words, ASCII case-insensitive): a text
+ *    holding one has VSR__MODALITY_CUE_BONUS added to its DIFFUSION and BOTH
+ *    scores before the winner is chosen, a text holding none has it
+ *    subtracted from them.
  * Model-backed and pure: the vectors come from the runtime's `embed` task.
  */
 #include <math.h>
@@ -55,11 +56,13 @@ static const ex_family_t ex_families[] = {
     {"modality", modality_labels, vsr_builtin_modality_exemplars, &vsr_builtin_modality_exemplars_len, 0, 1},
 };
 
-/* Image-generation cues (lower case, matched as whole words). */
+/* Image cues (lower case, matched as whole words): "generate an image",
+ * "picture of" and "draw" hold one. */
 static const char *const modality_cues[] = {
-    "draw",           "drawing of",    "sketch",          "generate an image", "create an image", "make an image",
-    "generate a picture", "picture of", "image of",       "photo of",          "illustration",    "illustrate",
-    "render",         "paint",         "painting of",     "logo",              "wallpaper",       "poster",
+    "draw",    "drawing", "drawings",     "sketch",      "paint",     "painting", "image",    "images",
+    "picture", "pictures", "photo",       "photos",      "photograph", "illustration", "illustrations",
+    "illustrate", "render", "logo",       "wallpaper",   "poster",    "portrait", "cartoon",  "diagram",
+    "artwork", "concept art", "pixel art", "digital art", "sticker",  "icon",     "visualize",
 };
 
 typedef struct {
@@ -349,13 +352,13 @@ int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
                memcmp(st->model, model.p ? model.p : "", model.len) != 0) {
         goto out; /* not the model the exemplars were embedded with */
     }
-    int cue = e->fam->cues && vsr__modality_cue(c->in->text);
+    int cue = vsr__modality_cue(c->in->text);
     double score[EX_MAX_LABELS];
     size_t win = 0;
     for (size_t k = 0; k < e->n_labels; k++) {
         score[k] = vsr__emb_proto_score(q, st->protos + st->first[k] * dim, st->n_protos[k], dim);
-        if (cue && (strcmp(e->fam->labels[k], "DIFFUSION") == 0 || strcmp(e->fam->labels[k], "BOTH") == 0))
-            score[k] += VSR__MODALITY_CUE_BONUS;
+        if (e->fam->cues && (strcmp(e->fam->labels[k], "DIFFUSION") == 0 || strcmp(e->fam->labels[k], "BOTH") == 0))
+            score[k] += cue ? VSR__MODALITY_CUE_BONUS : -VSR__MODALITY_CUE_BONUS;
         if (score[k] > score[win])
             win = k;
     }

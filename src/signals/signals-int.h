@@ -267,9 +267,10 @@ int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
 /* The number of exemplars a compiled signal of family ("fact_check",
  * "user_feedbacks", "modality") embeds; 0 for another. */
 size_t vsr__exemplar_bank_size(const char *family);
-/* modality's keyword cues: 1 when text holds one ("draw", "generate an
- * image", "picture of", ...) as whole words, ASCII case-insensitively; such
- * a text has VSR__MODALITY_CUE_BONUS added to its DIFFUSION and BOTH scores. */
+/* modality's image cues: 1 when text holds one ("draw", "image",
+ * "picture", ...) as whole words, ASCII case-insensitively.  Such a text has
+ * VSR__MODALITY_CUE_BONUS added to its DIFFUSION and BOTH scores, a text
+ * without one has it subtracted. */
 int vsr__modality_cue(vsr_slice_t text);
 #define VSR__MODALITY_CUE_BONUS 0.1
 

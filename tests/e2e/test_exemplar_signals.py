@@ -1,0 +1,112 @@
+"""The fact_check, user_feedbacks and modality families end to end with the
+runtime as vsr's child and the real sentence-embedding model (the banks are
+built in: the test embedder would say nothing about them): evident cases
+route to their decisions.  Without the model the routing test skips, and
+fails under CI=1.  And a name that is not a label is refused at its place."""
+import os
+import pathlib
+import subprocess
+
+import httpx
+import pytest
+
+from conftest import VSR_BIN, ENV, free_port
+
+MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
+    / "use-lite.vsrm"
+
+
+def need_model():
+    if not MODEL.exists():
+        if os.environ.get("CI") == "1":
+            pytest.fail(f"embedding model absent under CI: {MODEL}")
+        pytest.skip(f"embedding model absent: {MODEL}")
+
+
+def doc(port, backend):
+    return f"""version: v0.3
+listeners:
+  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
+providers:
+  defaults: {{model: general}}
+  models:
+    - {{name: general, backend_refs: [{{endpoint: "{backend}"}}]}}
+    - {{name: checker, backend_refs: [{{endpoint: "{backend}"}}]}}
+    - {{name: fixer, backend_refs: [{{endpoint: "{backend}"}}]}}
+    - {{name: painter, backend_refs: [{{endpoint: "{backend}"}}]}}
+routing:
+  signals:
+    fact_check:
+      - {{name: needs_fact_check, description: "factual questions"}}
+    user_feedbacks:
+      - {{name: wrong_answer}}
+    modality:
+      - {{name: DIFFUSION}}
+  decisions:
+    - name: fix
+      priority: 30
+      rules: {{type: user_feedback, name: wrong_answer}}
+      modelRefs: [{{model: fixer}}]
+    - name: paint
+      priority: 20
+      rules: {{type: modality, name: DIFFUSION}}
+      modelRefs: [{{model: painter}}]
+    - name: check
+      priority: 10
+      rules: {{type: fact_check, name: needs_fact_check}}
+      modelRefs: [{{model: checker}}]
+global:
+  services:
+    management_api: {{port: {free_port()}}}
+  model_catalog:
+    runtime:
+      model: {MODEL}
+"""
+
+
+def chat(v, messages):
+    with httpx.Client(base_url=v.url, timeout=60) as c:
+        r = c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
+                   json={"model": "auto", "messages": messages})
+    assert r.status_code == 200, r.text
+    return r.headers["x-vsr-selected-model"]
+
+
+def test_real_model_routes_the_evident_cases(vsr, fakellm):
+    need_model()
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(doc(port, be.endpoint), workers=1, port=port)
+    u = lambda t: {"role": "user", "content": t}  # noqa: E731
+    assert chat(v, [u("In what year did the French Revolution begin?")]) == "checker"
+    assert chat(v, [u("Write a funny poem about my neighbour's goat.")]) == "general"
+    assert chat(v, [u("Generate an image of a red fox in a snowy forest.")]) == "painter"
+    prior = [u("What is 12 times 12?"), {"role": "assistant", "content": "12 times 12 is 124."}]
+    assert chat(v, prior + [u("That's wrong, your answer is incorrect.")]) == "fixer"
+    assert chat(v, prior + [u("Thanks, perfect!")]) == "general"
+    # no assistant reply before it: user_feedbacks asks nothing
+    assert chat(v, [u("That's wrong, your answer is incorrect.")]) != "fixer"
+
+
+@pytest.mark.parametrize("family,cond,name,needle", [
+    ("fact_check", "fact_check", "needs_factcheck", 'must be "needs_fact_check" or "no_fact_check_needed"'),
+    ("user_feedbacks", "user_feedback", "happy", 'must be "wrong_answer", "need_clarification", "want_different" or "satisfied"'),
+    ("modality", "modality", "image", 'must be "AR", "DIFFUSION" or "BOTH"'),
+])
+def test_a_name_that_is_not_a_label_is_refused_at_its_place(tmp_path, family, cond, name, needle):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"""version: v0.3
+providers:
+  models:
+    - {{name: m, backend_refs: [{{endpoint: "127.0.0.1:9"}}]}}
+routing:
+  signals:
+    {family}:
+      - name: {name}
+  decisions:
+    - {{name: d, rules: {{type: {cond}, name: {name}}}, modelRefs: [{{model: m}}]}}
+""")
+    p = subprocess.run([VSR_BIN, "config", "validate", str(path)], env=ENV, capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"c.yaml:8:15: name {needle}" in p.stderr, p.stderr
