@@ -247,8 +247,10 @@ float *vsr__emb_prototypes(const float *v, size_t n, size_t dim, size_t *np)
 
 double vsr__emb_proto_score(const float *q, const float *protos, size_t n_protos, size_t dim)
 {
-    double top[EMB_TOP_M];
+    double top[EMB_TOP_M] = {0};
     size_t nt = 0;
+    if (n_protos == 0)
+        return -1; /* nothing to be near */
     for (size_t p = 0; p < n_protos; p++) {
         double d = dot(q, protos + p * dim, dim);
         size_t at = nt < EMB_TOP_M ? nt++ : EMB_TOP_M;

@@ -251,7 +251,8 @@ vsr_slice_t vsr__emb_text_json(vsr_pool_t *pool, vsr_slice_t text);
 int vsr__emb_read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v);
 /* Prototype scoring (docs/signals.md, "Embeddings signals"): n unit
  * vectors grouped into at most 8 prototypes (caller frees the returned
- * rows, *np set; n >= 1), and the score of unit vector q against them. */
+ * rows, *np set; n >= 1), and the score of unit vector q against them
+ * (-1 without prototypes). */
 float *vsr__emb_prototypes(const float *v, size_t n, size_t dim, size_t *np);
 double vsr__emb_proto_score(const float *q, const float *protos, size_t n_protos, size_t dim);
 
