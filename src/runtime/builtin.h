@@ -12,11 +12,5 @@ extern const unsigned char vsr_builtin_jailbreak_patterns[]; /* data/jailbreak/j
 extern const size_t vsr_builtin_jailbreak_patterns_len;
 extern const unsigned char vsr_builtin_benign_patterns[]; /* data/jailbreak/benign_patterns.txt */
 extern const size_t vsr_builtin_benign_patterns_len;
-extern const unsigned char vsr_builtin_fact_check_exemplars[]; /* data/fact_check/exemplars.jsonl */
-extern const size_t vsr_builtin_fact_check_exemplars_len;
-extern const unsigned char vsr_builtin_user_feedbacks_exemplars[]; /* data/user_feedbacks/exemplars.jsonl */
-extern const size_t vsr_builtin_user_feedbacks_exemplars_len;
-extern const unsigned char vsr_builtin_modality_exemplars[]; /* data/modality/exemplars.jsonl */
-extern const size_t vsr_builtin_modality_exemplars_len;
 
 #endif /* VSR_RUNTIME_BUILTIN_H */

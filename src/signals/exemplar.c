@@ -3,7 +3,7 @@
  * (ref §1.9, condition types `fact_check`, `user_feedback`, `modality`):
  * embedding-prototype classifiers over built-in exemplar banks, one bank
  * per label, written for vsr (data/<family>/exemplars.jsonl, compiled into
- * the binary, src/runtime/builtin.h).
+ * the binary by cmake/embed.cmake).
  *
  * A signal's name is its label (the configuration refuses another).  The
  * bank is embedded once per compiled signal, as embedding.c embeds its
@@ -29,7 +29,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "runtime/builtin.h"
 #include "signals/signals-int.h"
 
 #define EX_MAX_LABELS 4

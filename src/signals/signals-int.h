@@ -259,6 +259,14 @@ double vsr__emb_proto_score(const float *q, const float *protos, size_t n_protos
 /* exemplar.c: fact_check, user_feedbacks and modality, prototype scoring
  * of the routing text against built-in exemplar banks, one per label
  * (data/<family>/exemplars.jsonl); the signal's name is its label. */
+/* The banks, written by cmake/embed.cmake from data/<family>/exemplars.jsonl
+ * (each followed by a NUL byte its length does not count). */
+extern const unsigned char vsr_builtin_fact_check_exemplars[];
+extern const size_t vsr_builtin_fact_check_exemplars_len;
+extern const unsigned char vsr_builtin_user_feedbacks_exemplars[];
+extern const size_t vsr_builtin_user_feedbacks_exemplars_len;
+extern const unsigned char vsr_builtin_modality_exemplars[];
+extern const size_t vsr_builtin_modality_exemplars_len;
 int vsr__fact_check_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 int vsr__user_feedback_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 int vsr__modality_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);

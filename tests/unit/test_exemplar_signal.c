@@ -14,8 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/builtin.h"
 #include "signals/signals.h"
+
+/* the banks compiled into the binary (cmake/embed.cmake) */
+extern const unsigned char vsr_builtin_fact_check_exemplars[];
+extern const size_t vsr_builtin_fact_check_exemplars_len;
+extern const unsigned char vsr_builtin_user_feedbacks_exemplars[];
+extern const size_t vsr_builtin_user_feedbacks_exemplars_len;
+extern const unsigned char vsr_builtin_modality_exemplars[];
+extern const size_t vsr_builtin_modality_exemplars_len;
 
 static vsr_sig_exemplar_conf_t conf;
 static vsr_recipe_conf_t recipe;
