@@ -254,7 +254,7 @@ static int is_word(unsigned char ch)
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
 }
 
-int vsr__modality_cue(vsr_slice_t text)
+static int cue_in(vsr_slice_t text)
 {
     for (size_t k = 0; k < VSR_ARRAY_LEN(modality_cues); k++) {
         size_t m = strlen(modality_cues[k]);
@@ -271,6 +271,15 @@ int vsr__modality_cue(vsr_slice_t text)
         }
     }
     return 0;
+}
+
+int vsr__modality_cue(vsr_slice_t text)
+{
+    size_t w = VSR__MODALITY_CUE_SCAN_BYTES;
+    if (text.len <= 2 * w)
+        return cue_in(text);
+    /* the head and the tail (a word cut at an edge may read as a cue) */
+    return cue_in(vsr_slice(text.p, w)) || cue_in(vsr_slice(text.p + text.len - w, w));
 }
 
 /* Groups the bank's vectors (n rows, exemplar order) label by label. */

@@ -282,6 +282,9 @@ size_t vsr__exemplar_bank_size(const char *family);
  * without one has it subtracted. */
 int vsr__modality_cue(vsr_slice_t text);
 #define VSR__MODALITY_CUE_BONUS 0.1
+/* A text longer than twice this is scanned for cues in its first and last
+ * VSR__MODALITY_CUE_SCAN_BYTES bytes only (the scan is linear in them). */
+#define VSR__MODALITY_CUE_SCAN_BYTES 4096
 
 /* reask.c: the reasks family (no stored vectors: every request embeds its
  * current and previous user turns). */

@@ -210,6 +210,16 @@ static void test_modality_cues(void **state)
     in.text = vsr_slice_cstr("the drawback of a castle on a hill");
     assert_int_equal(vsr_signals_consume(s, 0, &in, vsr_slice_cstr(q), &r), VSR_OK);
     assert_false(r.matched);
+    /* a long text is scanned at its head and tail only */
+    static char big[3 * 4096 + 16];
+    memset(big, 'a', sizeof(big) - 1);
+    memcpy(big + 4096 + 100, " draw ", 6);
+    in.text = vsr_slice_cstr(big);
+    assert_int_equal(vsr_signals_consume(s, 0, &in, vsr_slice_cstr(q), &r), VSR_OK);
+    assert_false(r.matched);
+    memcpy(big + sizeof(big) - 8, " draw ", 6);
+    assert_int_equal(vsr_signals_consume(s, 0, &in, vsr_slice_cstr(q), &r), VSR_OK);
+    assert_true(r.matched);
     free(r1);
     vsr_pool_free(&pool);
     vsr_signals_free(s);
