@@ -59,6 +59,16 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.preferences, r->signals.n_preferences);
     } else if (strcmp(type, "reask") == 0) {
         FIND(r->signals.reasks, r->signals.n_reasks);
+    } else if (strcmp(type, "complexity") == 0) {
+        /* "<signal>:easy|medium|hard" */
+        const char *colon = strrchr(name, ':');
+        if (colon == NULL || (strcmp(colon + 1, "easy") && strcmp(colon + 1, "medium") && strcmp(colon + 1, "hard")))
+            return 0;
+        for (size_t i = 0; i < r->signals.n_complexity; i++)
+            if (strlen(r->signals.complexity[i].name) == (size_t)(colon - name) &&
+                strncmp(r->signals.complexity[i].name, name, (size_t)(colon - name)) == 0)
+                return 1;
+        return 0;
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)

@@ -321,7 +321,8 @@ static int needs_runtime(const vsr_config_t *cfg)
     for (size_t i = 0; i < cfg->n_recipes; i++)
         if (cfg->recipes[i].signals.n_embeddings || cfg->recipes[i].signals.n_domains ||
             cfg->recipes[i].signals.n_jailbreak || cfg->recipes[i].signals.n_pii ||
-            cfg->recipes[i].signals.n_preferences || cfg->recipes[i].signals.n_reasks || cfg->recipes[i].signals.n_ext)
+            cfg->recipes[i].signals.n_preferences || cfg->recipes[i].signals.n_reasks ||
+            cfg->recipes[i].signals.n_complexity || cfg->recipes[i].signals.n_ext)
             return 1;
     return 0;
 }

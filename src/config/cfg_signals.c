@@ -36,7 +36,7 @@ static const family_t families[] = {
     {"embeddings", "embedding", 1, 1},    {"domains", "domain", 1, 1},
     {"fact_check", "fact_check", 0, 1},   {"user_feedbacks", "user_feedback", 0, 1},
     {"reasks", "reask", 1, 1},            {"preferences", "preference", 1, 1},
-    {"complexity", "complexity", 0, 1},   {"modality", "modality", 0, 1},
+    {"complexity", "complexity", 1, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
@@ -598,6 +598,78 @@ static const cfg_spec_t preference_spec = {
     .init = init_preference,
 };
 
+/* ---- complexity ---- */
+
+#define CX_OFF(m) offsetof(vsr_sig_complexity_conf_t, m)
+
+static int decode_cx_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(obj);
+    if (vsr__cfg_deep_empty(val))
+        return 0;
+    vsr__cfg_node_error(d, val, "complexity: %s is not supported yet", f->key);
+    return -1;
+}
+
+static const cfg_field_t cx_bank_fields[] = {
+    {.key = "candidates", .decode = decode_candidates, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+     .offset = offsetof(vsr_cx_bank_conf_t, candidates)},
+    {.key = "image_candidates", .decode = decode_cx_unsupported},
+};
+
+static const cfg_spec_t cx_bank_spec = {
+    .size = sizeof(vsr_cx_bank_conf_t),
+    .fields = cx_bank_fields,
+    .n_fields = VSR_ARRAY_LEN(cx_bank_fields),
+};
+
+static const cfg_field_t complexity_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CX_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = CX_OFF(threshold), .dmin = 0, .dmax = 2},
+    {.key = "hard_above", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = CX_OFF(hard_above),
+     .has_offset = CX_OFF(has_hard_above), .dmin = -2, .dmax = 2},
+    {.key = "easy_below", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = CX_OFF(easy_below),
+     .has_offset = CX_OFF(has_easy_below), .dmin = -2, .dmax = 2},
+    {.key = "hard", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(hard), .spec = &cx_bank_spec},
+    {.key = "easy", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(easy), .spec = &cx_bank_spec},
+    {.key = "composer", .decode = decode_cx_unsupported},
+};
+
+static void init_complexity(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_complexity_conf_t *c = obj;
+    c->threshold = VSR_CX_DEFAULT_THRESHOLD;
+}
+
+/* The levels resolve from "<signal>:<level>": a name with a colon would be
+ * ambiguous.  easy_below must not exceed hard_above. */
+static void finish_complexity(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                              size_t index)
+{
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_sig_complexity_conf_t *c = obj;
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    if (c->name && strchr(c->name, ':') && name)
+        vsr__cfg_node_error(d, name, "a complexity signal name must not contain ':' (rules name its levels as "
+                                     "\"<signal>:easy|medium|hard\")");
+    double hard = c->has_hard_above ? c->hard_above : c->threshold;
+    double easy = c->has_easy_below ? c->easy_below : -c->threshold;
+    const cfg_node_t *at = vsr__cfg_map_get(map, c->has_easy_below ? "easy_below" : "threshold");
+    if (easy > hard)
+        vsr__cfg_node_error(d, at ? at : map, "easy_below (%g) is greater than hard_above (%g)", easy, hard);
+}
+
+static const cfg_spec_t complexity_spec = {
+    .size = sizeof(vsr_sig_complexity_conf_t),
+    .fields = complexity_fields,
+    .n_fields = VSR_ARRAY_LEN(complexity_fields),
+    .init = init_complexity,
+    .finish = finish_complexity,
+};
+
 /* ---- reasks ---- */
 
 #define REASK_OFF(m) offsetof(vsr_sig_reask_conf_t, m)
@@ -731,6 +803,7 @@ static const family_table_t family_tables[] = {
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
     {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
+    {"complexity", &complexity_spec, SIG_OFF(complexity), SIG_OFF(n_complexity)},
 };
 
 static const family_table_t *family_table(const char *family)
@@ -846,14 +919,29 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
     if (t == NULL)
         return;
     size_t ti = (size_t)(t - family_tables);
+    const char *name = n->name;
+    if (strcmp(fam->family, "complexity") == 0) {
+        /* "<signal>:easy|medium|hard" */
+        const char *colon = strrchr(name, ':');
+        if (colon == NULL || (strcmp(colon + 1, "easy") != 0 && strcmp(colon + 1, "medium") != 0 &&
+                              strcmp(colon + 1, "hard") != 0)) {
+            vsr__cfg_error(d->dg, n->line, n->col, "complexity condition %s must name a level: \"<signal>:easy\", "
+                           "\"<signal>:medium\" or \"<signal>:hard\"", quote_str(d, name));
+            return;
+        }
+        char *base = vsr_pool_alloc(d->pool, (size_t)(colon - name) + 1);
+        memcpy(base, name, (size_t)(colon - name));
+        base[colon - name] = '\0';
+        name = base;
+    }
     /* a signal that failed to decode may be the one meant: reported already */
-    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], n->name, NULL) != NULL)
+    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], name, NULL) != NULL)
         return;
     /* an authz condition names a binding's role (or a binding) */
     if (strcmp(fam->family, "role_bindings") == 0 && vsr__cfg_index_find(&ix->roles, n->name, NULL) != NULL)
         return;
     vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s%s", n->type,
-                   quote_str(d, n->name), where, fam->family,
+                   quote_str(d, name), where, fam->family,
                    strcmp(fam->family, "role_bindings") == 0 ? " (as a role or a binding name)" : "");
 }
 

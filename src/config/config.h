@@ -218,6 +218,26 @@ typedef struct {
     double threshold;              /* 0..1, VSR_PREF_DEFAULT_THRESHOLD when absent */
 } vsr_sig_preference_conf_t;
 
+/* routing.signals.complexity[] (ref §1.9): margin = score(hard candidates)
+ * - score(easy candidates), each scored as an embeddings signal with
+ * aggregation max (prototype scoring); margin > hard_above is hard, margin <
+ * easy_below is easy, anything else medium.  hard_above defaults to
+ * threshold and easy_below to -threshold.  A rule names one level of it:
+ * `{type: complexity, name: "<signal>:easy|medium|hard"}`. */
+#define VSR_CX_DEFAULT_THRESHOLD 0.1
+
+typedef struct {
+    vsr_strlist_conf_t candidates; /* 1..VSR_EMB_MAX_CANDIDATES non-empty texts */
+} vsr_cx_bank_conf_t;
+
+typedef struct {
+    char *name;
+    double threshold;              /* 0..2, VSR_CX_DEFAULT_THRESHOLD when absent */
+    double hard_above, easy_below; /* -2..2 */
+    int has_hard_above, has_easy_below;
+    vsr_cx_bank_conf_t hard, easy;
+} vsr_sig_complexity_conf_t;
+
 /* routing.signals.reasks[] (ref §1.9): the current user turn's embedding
  * similarity to each of the previous lookback_turns user turns. */
 #define VSR_REASK_DEFAULT_THRESHOLD 0.8
@@ -304,10 +324,11 @@ typedef struct {
     vsr_sig_pii_conf_t *pii;                    size_t n_pii;         /* model-backed */
     vsr_sig_preference_conf_t *preferences;     size_t n_preferences; /* model-backed */
     vsr_sig_reask_conf_t *reasks;               size_t n_reasks;      /* model-backed */
+    vsr_sig_complexity_conf_t *complexity;      size_t n_complexity;  /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
-    /* other model-backed families (fact_check, user_feedbacks, complexity,
+    /* other model-backed families (fact_check, user_feedbacks,
      * modality, kb, classifiers, safety, hallucination, input_modality):
      * not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;

@@ -1397,6 +1397,53 @@ static void test_file_error_names_file(void **state)
 /* HEAD LISTENERS PROVIDERS take lines 1-9 (one model "m"); text starts on line 10. */
 #define DOC HEAD LISTENERS PROVIDERS
 
+/* complexity: a rule names one level of a signal, "<signal>:easy|medium|hard" */
+static void test_complexity_signals(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals:\n"
+                              "    complexity:\n"
+                              "      - {name: cx, threshold: 0.2, hard: {candidates: [prove it]}, easy: {candidates: [hi]},"
+                              " hard_above: 0.3}\n"
+                              "  decisions:\n"
+                              "    - {name: d, rules: {type: complexity, name: \"cx:hard\"}, modelRefs: [{model: m}]}\n");
+    const vsr_signals_conf_t *s = &c->recipes[0].signals;
+    assert_int_equal(s->n_complexity, 1);
+    assert_string_equal(s->complexity[0].name, "cx");
+    assert_true(s->complexity[0].threshold == 0.2);
+    assert_true(s->complexity[0].has_hard_above && s->complexity[0].hard_above == 0.3);
+    assert_false(s->complexity[0].has_easy_below);
+    assert_int_equal(s->complexity[0].hard.candidates.n, 1);
+    assert_string_equal(s->complexity[0].easy.candidates.items[0], "hi");
+    vsr_config_free(c);
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals:\n"
+                  "    complexity:\n"
+                  "      - name: cx\n"
+                  "        hard: {candidates: [a], image_candidates: [a.png]}\n"
+                  "        easy: {candidates: [b]}\n"
+                  "        composer: {operator: AND, conditions: [{type: keyword, name: k}]}\n"
+                  "      - {name: \"x:y\", easy_below: 0.5, hard: {candidates: [a]}, easy: {}}\n"
+                  "  decisions:\n"
+                  "    - name: d\n"
+                  "      rules: {operator: OR, conditions: [{type: complexity, name: \"cx:extreme\"},"
+                  " {type: complexity, name: cx}, {type: complexity, name: \"no:easy\"}]}\n",
+                  "t.yaml:14:51: complexity: image_candidates is not supported yet\n"
+                  "t.yaml:16:19: complexity: composer is not supported yet\n"
+                  "t.yaml:17:71: missing required key \"candidates\"\n"
+                  "t.yaml:17:16: a complexity signal name must not contain ':' (rules name its levels as "
+                  "\"<signal>:easy|medium|hard\")\n"
+                  "t.yaml:17:35: easy_below (0.5) is greater than hard_above (0.1)\n"
+                  "t.yaml:20:42: complexity condition \"cx:extreme\" must name a level: \"<signal>:easy\", "
+                  "\"<signal>:medium\" or \"<signal>:hard\"\n"
+                  "t.yaml:20:82: complexity condition \"cx\" must name a level: \"<signal>:easy\", "
+                  "\"<signal>:medium\" or \"<signal>:hard\"\n"
+                  "t.yaml:20:112: complexity signal \"no\" is not declared in routing.signals.complexity\n");
+}
+
 static void test_capability_errors(void **state)
 {
     static const struct {
@@ -2383,6 +2430,7 @@ int main(void)
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_file_error_names_file),
         cmocka_unit_test(test_capability_errors),
+        cmocka_unit_test(test_complexity_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_unknown_names),
