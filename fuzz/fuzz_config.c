@@ -59,6 +59,8 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.preferences, r->signals.n_preferences);
     } else if (strcmp(type, "reask") == 0) {
         FIND(r->signals.reasks, r->signals.n_reasks);
+    } else if (strcmp(type, "kb") == 0) {
+        FIND(r->signals.kb, r->signals.n_kb);
     } else if (strcmp(type, "complexity") == 0) {
         /* "<signal>:easy|medium|hard" */
         const char *colon = strrchr(name, ':');

@@ -38,7 +38,7 @@ static const family_t families[] = {
     {"reasks", "reask", 1, 1},            {"preferences", "preference", 1, 1},
     {"complexity", "complexity", 1, 1},   {"modality", "modality", 0, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
-    {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
+    {"kb", "kb", 1, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 0, 1},
@@ -670,6 +670,42 @@ static const cfg_spec_t complexity_spec = {
     .finish = finish_complexity,
 };
 
+/* ---- kb ---- */
+
+#define KB_OFF(m) offsetof(vsr_sig_kb_conf_t, m)
+
+static const char *const kb_target_kinds[] = {"group", "label", NULL}; /* = vsr_kb_target_kind_t */
+static const char *const kb_matches[] = {"best", "any", NULL};        /* = vsr_kb_match_t */
+
+static const cfg_field_t kb_target_fields[] = {
+    {.key = "kind", .decode = vsr__cfg_choice, .flags = CFG_REQUIRED | CFG_NOCASE,
+     .offset = offsetof(vsr_kb_target_conf_t, kind), .choices = kb_target_kinds},
+    {.key = "value", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kb_target_conf_t, value)},
+};
+
+static const cfg_spec_t kb_target_spec = {
+    .size = sizeof(vsr_kb_target_conf_t),
+    .fields = kb_target_fields,
+    .n_fields = VSR_ARRAY_LEN(kb_target_fields),
+};
+
+static const cfg_field_t kb_signal_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = KB_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "kb", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = KB_OFF(kb)},
+    {.key = "target", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = KB_OFF(target),
+     .spec = &kb_target_spec},
+    {.key = "match", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = KB_OFF(match), .choices = kb_matches},
+    {.key = "threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = KB_OFF(threshold),
+     .has_offset = KB_OFF(has_threshold), .dmin = -1, .dmax = 1},
+};
+
+static const cfg_spec_t kb_signal_spec = {
+    .size = sizeof(vsr_sig_kb_conf_t),
+    .fields = kb_signal_fields,
+    .n_fields = VSR_ARRAY_LEN(kb_signal_fields),
+};
+
 /* ---- reasks ---- */
 
 #define REASK_OFF(m) offsetof(vsr_sig_reask_conf_t, m)
@@ -804,6 +840,7 @@ static const family_table_t family_tables[] = {
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
     {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
     {"complexity", &complexity_spec, SIG_OFF(complexity), SIG_OFF(n_complexity)},
+    {"kb", &kb_signal_spec, SIG_OFF(kb), SIG_OFF(n_kb)},
 };
 
 static const family_table_t *family_table(const char *family)

@@ -275,6 +275,13 @@ void vsr__complexity_free(void *state);
 int vsr__complexity_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
 int vsr__complexity_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
 
+/* kb.c: a kb signal compiles to an embeddings signal's state (the target
+ * entries as candidates; with match best, the others as negatives); the
+ * embedding functions evaluate it.  vsr__kb_entries: the number of entries
+ * of kb `kb` in m (0 when absent). */
+int vsr__kb_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+size_t vsr__kb_entries(const vsr_modules_conf_t *m, const char *kb);
+
 /* reask.c: the reasks family (no stored vectors: every request embeds its
  * current and previous user turns). */
 int vsr__reask_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);

@@ -25,6 +25,7 @@ _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_complexity_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_kb_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -61,6 +62,8 @@ static const vsr__sig_type_t sig_types[] = {
     {"complexity", "complexity", "complexity", FAMILY(complexity, n_complexity, vsr_sig_complexity_conf_t),
      vsr__complexity_compile, vsr__embedding_eval, vsr__complexity_free, vsr__complexity_task,
      vsr__complexity_consume, NULL},
+    {"kb", "kb", "kb", FAMILY(kb, n_kb, vsr_sig_kb_conf_t), vsr__kb_compile, vsr__embedding_eval,
+     vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume, NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -336,6 +339,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
         n_cands += conf->preferences[i].examples.n + 2; /* the description and the routing text */
     for (size_t i = 0; i < conf->n_complexity; i++)
         n_cands += conf->complexity[i].hard.candidates.n + conf->complexity[i].easy.candidates.n + 1;
+    for (size_t i = 0; i < conf->n_kb; i++)
+        n_cands += vsr__kb_entries(&conf->modules, conf->kb[i].kb) + 1;
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
         vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);
