@@ -1444,6 +1444,44 @@ static void test_complexity_signals(void **state)
                   "t.yaml:20:112: complexity signal \"no\" is not declared in routing.signals.complexity\n");
 }
 
+/* kb: global.model_catalog.kbs are decoded into every recipe's signals and
+ * are part of their hash */
+static void test_kb_signals(void **state)
+{
+    (void)state;
+#define KB_DOC(text)                                                                                              \
+    DOC "routing:\n"                                                                                              \
+        "  signals:\n"                                                                                            \
+        "    kb: [{name: k, kb: bank, target: {kind: LABEL, value: a}, match: any, threshold: 0.4}]\n"            \
+        "global:\n"                                                                                               \
+        "  model_catalog:\n"                                                                                      \
+        "    kbs: [{name: bank, documents: [{text: " text ", label: a, group: g}, {text: other}]}]\n"
+    vsr_config_t *c = load_ok(KB_DOC("hello"));
+    const vsr_signals_conf_t *s = &c->recipes[0].signals;
+    assert_int_equal(s->n_kb, 1);
+    assert_string_equal(s->kb[0].kb, "bank");
+    assert_int_equal(s->kb[0].target.kind, VSR_KB_TARGET_LABEL);
+    assert_string_equal(s->kb[0].target.value, "a");
+    assert_int_equal(s->kb[0].match, VSR_KB_MATCH_ANY);
+    assert_true(s->kb[0].has_threshold && s->kb[0].threshold == 0.4);
+    assert_int_equal(s->modules.n_kbs, 1);
+    assert_int_equal(s->modules.kbs[0].n_entries, 2);
+    assert_string_equal(s->modules.kbs[0].entries[0].group, "g");
+    assert_null(s->modules.kbs[0].entries[1].label);
+    char hash[sizeof(c->recipes[0].signals_hash)];
+    memcpy(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    c = load_ok(KB_DOC("hello there"));
+    assert_memory_not_equal(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    expect_errors(KB_DOC("'  '"), "t.yaml:15:43: a kb entry's text must not be empty or blank\n");
+#undef KB_DOC
+    expect_errors(DOC "global: {model_catalog: {kbs: [{name: b, entries: [{text: x}], documents: [{text: y}]},"
+                      " {name: c}]}}\n",
+                  "t.yaml:10:75: a kb has entries or documents, not both\n"
+                  "t.yaml:10:89: a kb needs entries\n");
+}
+
 static void test_capability_errors(void **state)
 {
     static const struct {
@@ -2431,6 +2469,7 @@ int main(void)
         cmocka_unit_test(test_file_error_names_file),
         cmocka_unit_test(test_capability_errors),
         cmocka_unit_test(test_complexity_signals),
+        cmocka_unit_test(test_kb_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_unknown_names),
