@@ -633,7 +633,7 @@ static const cfg_field_t complexity_fields[] = {
      .has_offset = CX_OFF(has_easy_below), .dmin = -2, .dmax = 2},
     {.key = "hard", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(hard), .spec = &cx_bank_spec},
     {.key = "easy", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(easy), .spec = &cx_bank_spec},
-    {.key = "composer", .decode = decode_cx_unsupported},
+    {.key = "composer", .decode = vsr__cfg_decode_rule_field, .flags = CFG_NULL_OK, .offset = CX_OFF(composer)},
 };
 
 static void init_complexity(cfg_decoder_t *d, void *obj)

@@ -236,6 +236,10 @@ typedef struct {
     double hard_above, easy_below; /* -2..2 */
     int has_hard_above, has_easy_below;
     vsr_cx_bank_conf_t hard, easy;
+    /* composer: a rule over the recipe's other signals that must hold for
+     * the signal to apply (NULL: always).  The decoder gates every rule leaf
+     * naming a level with it: the leaf becomes AND(leaf, composer). */
+    struct vsr_rule_conf_s *composer;
 } vsr_sig_complexity_conf_t;
 
 /* routing.signals.reasks[] (ref §1.9): the current user turn's embedding

@@ -10,7 +10,7 @@ import pytest
 from conftest import VSR_BIN, ENV, free_port
 
 
-def doc(port, backend):
+def doc(port, backend, composer=""):
     return f"""version: v0.3
 listeners:
   - {{name: l, address: 127.0.0.1, port: {port}, timeout: 20s}}
@@ -23,10 +23,12 @@ providers:
     - {{name: big, backend_refs: [{{endpoint: "{backend}"}}]}}
 routing:
   signals:
+    keywords:
+      - {{name: math, keywords: [integral, induction]}}
     complexity:
       - name: reasoning
         threshold: 0.2
-        hard:
+{composer}        hard:
           candidates: ["prove the theorem by induction on n", "derive the closed form of the recurrence"]
         easy:
           candidates: ["what time is it", "say hello to my friend"]
@@ -75,10 +77,26 @@ def test_complexity_levels_route(vsr, fakellm):
     assert r.headers["x-vsr-matched-complexity"] == "reasoning:medium"
 
 
+def test_composer_gates_every_level(vsr, fakellm):
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(doc(port, be.endpoint, "        composer: {operator: OR, conditions: [{type: keyword, name: math}]}\n"),
+            workers=1, port=port)
+    r = chat(v, "prove the theorem by induction")
+    assert r.headers["x-vsr-selected-model"] == "big", (dict(r.headers), v.proc.output())
+    # without the composer's keyword no level applies: the default model
+    r = chat(v, "prove the theorem by contradiction")
+    assert r.headers["x-vsr-selected-model"] == "general", dict(r.headers)
+    r = chat(v, "what time is it")
+    assert r.headers["x-vsr-selected-model"] == "general", dict(r.headers)
+
+
 @pytest.mark.parametrize("body,rule,needle", [
     ("", "c:extreme", "must name a level"),
     ("", "d:hard", 'complexity signal "d" is not declared'),
-    ("composer: {operator: AND, conditions: [{type: keyword, name: k}]}", "c:hard", "composer is not supported yet"),
+    ("composer: {operator: AND, conditions: [{type: keyword, name: k}]}", "c:hard",
+     'keyword signal "k" is not declared'),
+    ("composer: {type: complexity, name: 'c:easy'}", "c:hard", "a complexity composer cannot name a complexity signal"),
     ("easy_below: 0.5", "c:easy", "easy_below (0.5) is greater than hard_above (0.1)"),
 ])
 def test_complexity_errors_name_their_place(tmp_path, body, rule, needle):

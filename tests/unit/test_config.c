@@ -1418,6 +1418,34 @@ static void test_complexity_signals(void **state)
     assert_int_equal(s->complexity[0].hard.candidates.n, 1);
     assert_string_equal(s->complexity[0].easy.candidates.items[0], "hi");
     vsr_config_free(c);
+    /* a composer gates every leaf naming a level: the leaf becomes AND(leaf, composer) */
+    c = load_ok(DOC
+                "routing:\n"
+                "  signals:\n"
+                "    keywords: [{name: math, keywords: [integral]}]\n"
+                "    complexity:\n"
+                "      - {name: cx, hard: {candidates: [prove it]}, easy: {candidates: [hi]},"
+                " composer: {operator: OR, conditions: [{type: keyword, name: math}]}}\n"
+                "  decisions:\n"
+                "    - {name: d, rules: {type: complexity, name: \"cx:hard\", on_error: match, on_unknown: fail_request},"
+                " modelRefs: [{model: m}]}\n");
+    const vsr_rule_conf_t *r = c->recipes[0].decisions[0].rules;
+    assert_int_equal(r->kind, VSR_RULE_AND);
+    assert_true(r->on_unknown_fail);
+    assert_int_equal(r->n_children, 2);
+    assert_int_equal(r->children[0].kind, VSR_RULE_LEAF);
+    assert_string_equal(r->children[0].name, "cx:hard");
+    assert_int_equal(r->children[0].on_error, VSR_ON_ERROR_MATCH);
+    assert_int_equal(r->children[1].kind, VSR_RULE_OR);
+    assert_string_equal(r->children[1].children[0].name, "math");
+    vsr_config_free(c);
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals:\n"
+                  "    complexity:\n"
+                  "      - {name: cx, hard: {candidates: [a]}, easy: {candidates: [b]},"
+                  " composer: {type: complexity, name: \"cx:easy\"}}\n",
+                  "t.yaml:13:80: a complexity composer cannot name a complexity signal\n");
     expect_errors(DOC
                   "routing:\n"
                   "  signals:\n"
@@ -1432,13 +1460,13 @@ static void test_complexity_signals(void **state)
                   "      rules: {operator: OR, conditions: [{type: complexity, name: \"cx:extreme\"},"
                   " {type: complexity, name: cx}, {type: complexity, name: \"no:easy\"}]}\n",
                   "t.yaml:14:51: complexity: image_candidates is not supported yet\n"
-                  "t.yaml:16:19: complexity: composer is not supported yet\n"
                   "t.yaml:17:71: missing required key \"candidates\"\n"
                   "t.yaml:17:16: a complexity signal name must not contain ':' (rules name its levels as "
                   "\"<signal>:easy|medium|hard\")\n"
                   "t.yaml:17:35: easy_below (0.5) is greater than hard_above (0.1)\n"
                   "t.yaml:20:42: complexity condition \"cx:extreme\" must name a level: \"<signal>:easy\", "
                   "\"<signal>:medium\" or \"<signal>:hard\"\n"
+                  "t.yaml:16:48: keyword signal \"k\" is not declared in routing.signals.keywords\n"
                   "t.yaml:20:82: complexity condition \"cx\" must name a level: \"<signal>:easy\", "
                   "\"<signal>:medium\" or \"<signal>:hard\"\n"
                   "t.yaml:20:112: complexity signal \"no\" is not declared in routing.signals.complexity\n");
