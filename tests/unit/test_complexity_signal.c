@@ -131,11 +131,46 @@ static void test_bounds(void **state)
     compile(0.1, 1, -0.2, 0, 0, "easy_below (-0.1) is greater than hard_above (-0.2)");
 }
 
+/* every level a rule names carries the candidates until they are stored: they count three times per recipe */
+static void test_recipe_budget(void **state)
+{
+    (void)state;
+    static char *texts[256];
+    for (size_t i = 0; i < 256; i++)
+        texts[i] = (char *)"t";
+    vsr_sig_complexity_conf_t x[2];
+    memset(x, 0, sizeof(x));
+    for (int k = 0; k < 2; k++) {
+        x[k].name = (char *)(k ? "b" : "a");
+        x[k].threshold = 0.1;
+        x[k].hard.candidates.items = texts;
+        x[k].hard.candidates.n = 256;
+        x[k].easy.candidates.items = texts;
+        x[k].easy.candidates.n = 256;
+    }
+    vsr_recipe_conf_t r;
+    memset(&r, 0, sizeof(r));
+    r.name = (char *)"default";
+    r.signals.complexity = x;
+    r.signals.n_complexity = 1; /* 3 x 513 */
+    vsr_buf_t err;
+    vsr_buf_init(&err, 4096);
+    vsr_signals_t *s = vsr_signals_compile(&r, &err);
+    assert_non_null(s);
+    assert_int_equal(vsr_signals_count(s), 3);
+    vsr_signals_free(s);
+    r.signals.n_complexity = 2; /* 6 x 513 */
+    assert_null(vsr_signals_compile(&r, &err));
+    assert_non_null(memmem(err.data, err.len, "at most 2048 per recipe", 23));
+    vsr_buf_free(&err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_recipe_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
