@@ -338,11 +338,14 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     for (size_t i = 0; i < conf->n_preferences; i++)
         n_cands += conf->preferences[i].examples.n + 2; /* the description and the routing text */
     for (size_t i = 0; i < conf->n_complexity; i++)
-        n_cands += 3 * (conf->complexity[i].hard.candidates.n + conf->complexity[i].easy.candidates.n + 1); /* a task per level */
+        /* each level a rule names sends its own task */
+        n_cands += 3 * (conf->complexity[i].hard.candidates.n + conf->complexity[i].easy.candidates.n + 1);
     for (size_t i = 0; i < conf->n_kb; i++)
         n_cands += vsr__kb_entries(&conf->modules, conf->kb[i].kb) + 1;
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
-        vsr_buf_printf(err, "%s.signals: %zu texts to embed (candidates, examples, kb entries and routing texts) together, at most %d per recipe\n",
+        vsr_buf_printf(err,
+                       "%s.signals: %zu texts to embed (candidates, examples, kb entries and routing texts) "
+                       "together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);
         failed = 1;
     }
