@@ -65,6 +65,18 @@ static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *
         FIND(r->signals.user_feedbacks, r->signals.n_user_feedbacks);
     } else if (strcmp(type, "modality") == 0) {
         FIND(r->signals.modality, r->signals.n_modality);
+    } else if (strcmp(type, "kb") == 0) {
+        FIND(r->signals.kb, r->signals.n_kb);
+    } else if (strcmp(type, "complexity") == 0) {
+        /* "<signal>:easy|medium|hard" */
+        const char *colon = strrchr(name, ':');
+        if (colon == NULL || (strcmp(colon + 1, "easy") && strcmp(colon + 1, "medium") && strcmp(colon + 1, "hard")))
+            return 0;
+        for (size_t i = 0; i < r->signals.n_complexity; i++)
+            if (strlen(r->signals.complexity[i].name) == (size_t)(colon - name) &&
+                strncmp(r->signals.complexity[i].name, name, (size_t)(colon - name)) == 0)
+                return 1;
+        return 0;
     } else if (strcmp(type, "authz") == 0) {
         /* a binding's name or a binding's role */
         for (size_t i = 0; i < r->signals.n_role_bindings; i++)

@@ -323,7 +323,8 @@ static int needs_runtime(const vsr_config_t *cfg)
             cfg->recipes[i].signals.n_jailbreak || cfg->recipes[i].signals.n_pii ||
             cfg->recipes[i].signals.n_preferences || cfg->recipes[i].signals.n_reasks ||
             cfg->recipes[i].signals.n_fact_check || cfg->recipes[i].signals.n_user_feedbacks ||
-            cfg->recipes[i].signals.n_modality || cfg->recipes[i].signals.n_ext)
+            cfg->recipes[i].signals.n_modality || cfg->recipes[i].signals.n_complexity || cfg->recipes[i].signals.n_kb ||
+            cfg->recipes[i].signals.n_ext)
             return 1;
     return 0;
 }

@@ -325,6 +325,12 @@ int vsr__cfg_condition_model_backed(const char *type);
 /* Reports every rule leaf of r's decisions that names no signal declared in
  * r; `where` names the recipe in messages ("routing"). */
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);
+/* A rule tree field (a complexity signal's composer): decodes into the
+ * vsr_rule_conf_t * at f->offset (NULL for an empty one). */
+int vsr__cfg_decode_rule_field(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* Gates every rule leaf of r naming a complexity level with that signal's
+ * composer (see vsr_sig_complexity_conf_t). */
+void vsr__cfg_compose_complexity(cfg_decoder_t *d, vsr_recipe_conf_t *r);
 /* routing.projections (cfg_projections.c): the block's table, and the
  * checks that need the whole recipe (signal and score references, score
  * cycles, unique output names, `type: projection` leaves). */

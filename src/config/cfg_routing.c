@@ -220,6 +220,93 @@ static int decode_rules(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t
     return rc < 0 ? -1 : 0;
 }
 
+int vsr__cfg_decode_rule_field(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_deep_empty(val)) {
+        *(vsr_rule_conf_t **)((char *)obj + f->offset) = NULL;
+        return 0;
+    }
+    vsr_rule_conf_t *r = vsr_pool_alloc(d->pool, sizeof(*r));
+    memset(r, 0, sizeof(*r));
+    int rc = decode_rule(d, val, r, 1, 0);
+    *(vsr_rule_conf_t **)((char *)obj + f->offset) = rc == 0 ? r : NULL;
+    return rc < 0 ? -1 : 0;
+}
+
+static size_t rule_depth(const vsr_rule_conf_t *n)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n->n_children; i++)
+        m = VSR_MAX(m, rule_depth(&n->children[i]));
+    return m + 1;
+}
+
+static const vsr_sig_complexity_conf_t *complexity_of(const vsr_recipe_conf_t *r, const char *leaf)
+{
+    const char *colon = strrchr(leaf, ':');
+    for (size_t i = 0; colon && i < r->signals.n_complexity; i++) {
+        const char *nm = r->signals.complexity[i].name;
+        if (nm && strlen(nm) == (size_t)(colon - leaf) && memcmp(nm, leaf, (size_t)(colon - leaf)) == 0)
+            return &r->signals.complexity[i];
+    }
+    return NULL;
+}
+
+static int has_complexity_leaf(const vsr_rule_conf_t *n, const vsr_rule_conf_t **at)
+{
+    if (n->kind == VSR_RULE_LEAF && n->type && strcmp(n->type, "complexity") == 0) {
+        *at = n;
+        return 1;
+    }
+    for (size_t i = 0; i < n->n_children; i++)
+        if (has_complexity_leaf(&n->children[i], at))
+            return 1;
+    return 0;
+}
+
+static void compose(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_rule_conf_t *n, size_t depth)
+{
+    if (n->kind != VSR_RULE_LEAF) {
+        for (size_t i = 0; i < n->n_children; i++)
+            compose(d, r, &n->children[i], depth + 1);
+        return;
+    }
+    if (n->type == NULL || n->name == NULL || strcmp(n->type, "complexity") != 0)
+        return;
+    const vsr_sig_complexity_conf_t *c = complexity_of(r, n->name);
+    if (c == NULL || c->composer == NULL)
+        return;
+    if (depth + 1 + rule_depth(c->composer) > MAX_RULE_DEPTH + 1) {
+        vsr__cfg_error(d->dg, n->line, n->col, "with the composer of complexity signal \"%s\", rules are nested more "
+                       "than %d levels deep", c->name, MAX_RULE_DEPTH);
+        return;
+    }
+    vsr_rule_conf_t *kids = vsr_pool_alloc(d->pool, 2 * sizeof(*kids));
+    kids[0] = *n;
+    kids[0].on_unknown_fail = 0;
+    kids[1] = *c->composer;
+    n->kind = VSR_RULE_AND;
+    n->type = NULL;
+    n->name = NULL;
+    n->on_error = VSR_ON_ERROR_DEFAULT;
+    n->children = kids;
+    n->n_children = 2;
+}
+
+void vsr__cfg_compose_complexity(cfg_decoder_t *d, vsr_recipe_conf_t *r)
+{
+    for (size_t i = 0; i < r->signals.n_complexity; i++) {
+        const vsr_rule_conf_t *at;
+        if (r->signals.complexity[i].composer && has_complexity_leaf(r->signals.complexity[i].composer, &at)) {
+            vsr__cfg_error(d->dg, at->line, at->col, "a complexity composer cannot name a complexity signal");
+            return;
+        }
+    }
+    for (size_t i = 0; i < r->n_decisions; i++)
+        if (r->decisions[i].rules != NULL)
+            compose(d, r, r->decisions[i].rules, 1);
+}
+
 /* ==== modelRefs ================================================================== */
 
 #define MR_OFF(m) offsetof(vsr_model_ref_conf_t, m)
@@ -784,7 +871,7 @@ static const char *const strategies[] = {"priority", "confidence", NULL}; /* ind
 
 /* Decision names are unique per recipe; leaves resolve.  `decisions` is the
  * recipe's decisions list node (NULL when absent). */
-static void check_recipe(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where, const cfg_node_t *decisions)
+static void check_recipe(cfg_decoder_t *d, vsr_recipe_conf_t *r, const char *where, const cfg_node_t *decisions)
 {
     if (r->n_decisions > 1 && decisions != NULL && decisions->kind == CFG_NODE_SEQ && decisions->n == r->n_decisions) {
         const char **keys = vsr_malloc(r->n_decisions * sizeof(*keys));
@@ -798,6 +885,7 @@ static void check_recipe(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const cha
         vsr_free(keys);
         vsr_free(nodes);
     }
+    vsr__cfg_compose_complexity(d, r);
     vsr__cfg_resolve_leaves(d, r, where);
     vsr__cfg_check_projections(d, r, where);
 }

@@ -36,9 +36,9 @@ static const family_t families[] = {
     {"embeddings", "embedding", 1, 1},    {"domains", "domain", 1, 1},
     {"fact_check", "fact_check", 1, 1},   {"user_feedbacks", "user_feedback", 1, 1},
     {"reasks", "reask", 1, 1},            {"preferences", "preference", 1, 1},
-    {"complexity", "complexity", 0, 1},   {"modality", "modality", 1, 1},
+    {"complexity", "complexity", 1, 1},   {"modality", "modality", 1, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
-    {"kb", "kb", 0, 1},                   {"events", "event", 1, 0},
+    {"kb", "kb", 1, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 0, 1},
@@ -631,6 +631,113 @@ static const char *const modality_labels[] = {"AR", "DIFFUSION", "BOTH", NULL};
 EXEMPLAR_SPEC(fact_check, fact_check_labels, VSR_FACT_CHECK_DEFAULT_THRESHOLD)
 EXEMPLAR_SPEC(user_feedback, user_feedback_labels, VSR_USER_FEEDBACK_DEFAULT_THRESHOLD)
 EXEMPLAR_SPEC(modality, modality_labels, VSR_MODALITY_DEFAULT_THRESHOLD)
+/* ---- complexity ---- */
+
+#define CX_OFF(m) offsetof(vsr_sig_complexity_conf_t, m)
+
+static int decode_cx_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(obj);
+    if (vsr__cfg_deep_empty(val))
+        return 0;
+    vsr__cfg_node_error(d, val, "complexity: %s is not supported yet", f->key);
+    return -1;
+}
+
+static const cfg_field_t cx_bank_fields[] = {
+    {.key = "candidates", .decode = decode_candidates, .flags = CFG_REQUIRED | CFG_NONEMPTY,
+     .offset = offsetof(vsr_cx_bank_conf_t, candidates)},
+    {.key = "image_candidates", .decode = decode_cx_unsupported},
+};
+
+static const cfg_spec_t cx_bank_spec = {
+    .size = sizeof(vsr_cx_bank_conf_t),
+    .fields = cx_bank_fields,
+    .n_fields = VSR_ARRAY_LEN(cx_bank_fields),
+};
+
+static const cfg_field_t complexity_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CX_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = CX_OFF(threshold), .dmin = 0, .dmax = 2},
+    {.key = "hard_above", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = CX_OFF(hard_above),
+     .has_offset = CX_OFF(has_hard_above), .dmin = -2, .dmax = 2},
+    {.key = "easy_below", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = CX_OFF(easy_below),
+     .has_offset = CX_OFF(has_easy_below), .dmin = -2, .dmax = 2},
+    {.key = "hard", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(hard), .spec = &cx_bank_spec},
+    {.key = "easy", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(easy), .spec = &cx_bank_spec},
+    {.key = "composer", .decode = vsr__cfg_decode_rule_field, .flags = CFG_NULL_OK, .offset = CX_OFF(composer)},
+};
+
+static void init_complexity(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_sig_complexity_conf_t *c = obj;
+    c->threshold = VSR_CX_DEFAULT_THRESHOLD;
+}
+
+/* The levels resolve from "<signal>:<level>": a name with a colon would be
+ * ambiguous.  easy_below must not exceed hard_above. */
+static void finish_complexity(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                              size_t index)
+{
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_sig_complexity_conf_t *c = obj;
+    const cfg_node_t *name = vsr__cfg_map_get(map, "name");
+    if (c->name && strchr(c->name, ':') && name)
+        vsr__cfg_node_error(d, name, "a complexity signal name must not contain ':' (rules name its levels as "
+                                     "\"<signal>:easy|medium|hard\")");
+    double hard = c->has_hard_above ? c->hard_above : c->threshold;
+    double easy = c->has_easy_below ? c->easy_below : -c->threshold;
+    const cfg_node_t *at = vsr__cfg_map_get(map, c->has_easy_below ? "easy_below" : "threshold");
+    if (easy > hard)
+        vsr__cfg_node_error(d, at ? at : map, "easy_below (%g) is greater than hard_above (%g)", easy, hard);
+}
+
+static const cfg_spec_t complexity_spec = {
+    .size = sizeof(vsr_sig_complexity_conf_t),
+    .fields = complexity_fields,
+    .n_fields = VSR_ARRAY_LEN(complexity_fields),
+    .init = init_complexity,
+    .finish = finish_complexity,
+};
+
+/* ---- kb ---- */
+
+#define KB_OFF(m) offsetof(vsr_sig_kb_conf_t, m)
+
+static const char *const kb_target_kinds[] = {"group", "label", NULL}; /* = vsr_kb_target_kind_t */
+static const char *const kb_matches[] = {"best", "any", NULL};        /* = vsr_kb_match_t */
+
+static const cfg_field_t kb_target_fields[] = {
+    {.key = "kind", .decode = vsr__cfg_choice, .flags = CFG_REQUIRED | CFG_NOCASE,
+     .offset = offsetof(vsr_kb_target_conf_t, kind), .choices = kb_target_kinds},
+    {.key = "value", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kb_target_conf_t, value)},
+};
+
+static const cfg_spec_t kb_target_spec = {
+    .size = sizeof(vsr_kb_target_conf_t),
+    .fields = kb_target_fields,
+    .n_fields = VSR_ARRAY_LEN(kb_target_fields),
+};
+
+static const cfg_field_t kb_signal_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = KB_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "kb", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = KB_OFF(kb)},
+    {.key = "target", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = KB_OFF(target),
+     .spec = &kb_target_spec},
+    {.key = "match", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = KB_OFF(match), .choices = kb_matches},
+    {.key = "threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = KB_OFF(threshold),
+     .has_offset = KB_OFF(has_threshold), .dmin = -1, .dmax = 1},
+};
+
+static const cfg_spec_t kb_signal_spec = {
+    .size = sizeof(vsr_sig_kb_conf_t),
+    .fields = kb_signal_fields,
+    .n_fields = VSR_ARRAY_LEN(kb_signal_fields),
+};
 
 /* ---- reasks ---- */
 
@@ -768,6 +875,8 @@ static const family_table_t family_tables[] = {
     {"fact_check", &fact_check_spec, SIG_OFF(fact_check), SIG_OFF(n_fact_check)},
     {"user_feedbacks", &user_feedback_spec, SIG_OFF(user_feedbacks), SIG_OFF(n_user_feedbacks)},
     {"modality", &modality_spec, SIG_OFF(modality), SIG_OFF(n_modality)},
+    {"complexity", &complexity_spec, SIG_OFF(complexity), SIG_OFF(n_complexity)},
+    {"kb", &kb_signal_spec, SIG_OFF(kb), SIG_OFF(n_kb)},
 };
 
 static const family_table_t *family_table(const char *family)
@@ -883,14 +992,29 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
     if (t == NULL)
         return;
     size_t ti = (size_t)(t - family_tables);
+    const char *name = n->name;
+    if (strcmp(fam->family, "complexity") == 0) {
+        /* "<signal>:easy|medium|hard" */
+        const char *colon = strrchr(name, ':');
+        if (colon == NULL || (strcmp(colon + 1, "easy") != 0 && strcmp(colon + 1, "medium") != 0 &&
+                              strcmp(colon + 1, "hard") != 0)) {
+            vsr__cfg_error(d->dg, n->line, n->col, "complexity condition %s must name a level: \"<signal>:easy\", "
+                           "\"<signal>:medium\" or \"<signal>:hard\"", quote_str(d, name));
+            return;
+        }
+        char *base = vsr_pool_alloc(d->pool, (size_t)(colon - name) + 1);
+        memcpy(base, name, (size_t)(colon - name));
+        base[colon - name] = '\0';
+        name = base;
+    }
     /* a signal that failed to decode may be the one meant: reported already */
-    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], n->name, NULL) != NULL)
+    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], name, NULL) != NULL)
         return;
     /* an authz condition names a binding's role (or a binding) */
     if (strcmp(fam->family, "role_bindings") == 0 && vsr__cfg_index_find(&ix->roles, n->name, NULL) != NULL)
         return;
     vsr__cfg_error(d->dg, n->line, n->col, "%s signal %s is not declared in %s.signals.%s%s", n->type,
-                   quote_str(d, n->name), where, fam->family,
+                   quote_str(d, name), where, fam->family,
                    strcmp(fam->family, "role_bindings") == 0 ? " (as a role or a binding name)" : "");
 }
 

@@ -1252,12 +1252,68 @@ static const cfg_spec_t embeddings_catalog_spec = {.size = sizeof(config_box_t),
                                                    .n_fields = VSR_ARRAY_LEN(embeddings_catalog_fields),
                                                    .open = 1};
 
+/* ---- global.model_catalog.kbs[] ---- */
+
+static void finish_kb_entry(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                            size_t index)
+{
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    const vsr_kb_entry_conf_t *e = obj;
+    const cfg_node_t *t = vsr__cfg_map_get(map, "text");
+    if (e->text == NULL || t == NULL)
+        return;
+    size_t len = strlen(e->text), k = 0;
+    while (k < len && (e->text[k] == ' ' || e->text[k] == '\t' || e->text[k] == '\n' || e->text[k] == '\r'))
+        k++;
+    if (k == len)
+        vsr__cfg_node_error(d, t, "a kb entry's text must not be empty or blank");
+    else if (len > VSR_EMB_MAX_CANDIDATE_BYTES)
+        vsr__cfg_node_error(d, t, "a kb entry's text is at most %d bytes, got %zu", VSR_EMB_MAX_CANDIDATE_BYTES, len);
+}
+
+static const cfg_field_t kb_entry_fields[] = {
+    {.key = "text", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kb_entry_conf_t, text)},
+    {.key = "label", .decode = vsr__cfg_string, .offset = offsetof(vsr_kb_entry_conf_t, label)},
+    {.key = "group", .decode = vsr__cfg_string, .offset = offsetof(vsr_kb_entry_conf_t, group)},
+};
+static const cfg_spec_t kb_entry_spec = {.size = sizeof(vsr_kb_entry_conf_t),
+                                         .fields = kb_entry_fields,
+                                         .n_fields = VSR_ARRAY_LEN(kb_entry_fields),
+                                         .finish = finish_kb_entry};
+
+static void finish_kb(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen, size_t index)
+{
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    const vsr_kb_conf_t *k = obj;
+    const cfg_node_t *e = vsr__cfg_map_get(map, "entries"), *docs = vsr__cfg_map_get(map, "documents");
+    if (e && docs)
+        vsr__cfg_node_error(d, docs, "a kb has entries or documents, not both");
+    else if (!e && !docs)
+        vsr__cfg_node_error(d, map, "a kb needs entries");
+    else if (k->n_entries > VSR_KB_MAX_ENTRIES)
+        vsr__cfg_node_error(d, e ? e : docs, "at most %d entries per kb, got %zu", VSR_KB_MAX_ENTRIES, k->n_entries);
+}
+
+static const cfg_field_t kb_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_kb_conf_t, name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "entries", .decode = vsr__cfg_list, .flags = CFG_NONEMPTY, .offset = offsetof(vsr_kb_conf_t, entries),
+     .count_offset = offsetof(vsr_kb_conf_t, n_entries), .spec = &kb_entry_spec},
+    {.key = "documents", .decode = vsr__cfg_list, .flags = CFG_NONEMPTY, .offset = offsetof(vsr_kb_conf_t, entries),
+     .count_offset = offsetof(vsr_kb_conf_t, n_entries), .spec = &kb_entry_spec},
+};
+static const cfg_spec_t kb_spec = {
+    .size = sizeof(vsr_kb_conf_t), .fields = kb_fields, .n_fields = VSR_ARRAY_LEN(kb_fields), .finish = finish_kb};
+
 static const cfg_field_t model_catalog_fields[] = {
     {.key = "runtime", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &runtime_spec},
     {.key = "embeddings", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &embeddings_catalog_spec},
     UNIMPLEMENTED("system"),
     UNIMPLEMENTED("external"),
-    UNIMPLEMENTED("kbs"),
+    {.key = "kbs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(config_box_t, conf.modules.kbs),
+     .count_offset = offsetof(config_box_t, conf.modules.n_kbs), .spec = &kb_spec},
     {.key = "modules", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &modules_spec},
 };
 
@@ -1421,6 +1477,13 @@ static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
             size_t at = b.len;
             vsr_buf_append_cstr(&b, "\nmodules:");
             if (vsr__cfg_canonical_node(&b, mods) != VSR_OK)
+                b.len = at;
+        }
+        const cfg_node_t *kbs = mc ? vsr__cfg_map_get(mc, "kbs") : NULL;
+        if (kbs != NULL) {
+            size_t at = b.len;
+            vsr_buf_append_cstr(&b, "\nkbs:");
+            if (vsr__cfg_canonical_node(&b, kbs) != VSR_OK)
                 b.len = at;
         }
         c->recipes[i].signals.modules = c->modules;

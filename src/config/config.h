@@ -218,6 +218,30 @@ typedef struct {
     double threshold;              /* 0..1, VSR_PREF_DEFAULT_THRESHOLD when absent */
 } vsr_sig_preference_conf_t;
 
+/* routing.signals.complexity[] (ref §1.9): margin = score(hard candidates)
+ * - score(easy candidates), each scored as an embeddings signal with
+ * aggregation max (prototype scoring); margin > hard_above is hard, margin <
+ * easy_below is easy, anything else medium.  hard_above defaults to
+ * threshold and easy_below to -threshold.  A rule names one level of it:
+ * `{type: complexity, name: "<signal>:easy|medium|hard"}`. */
+#define VSR_CX_DEFAULT_THRESHOLD 0.1
+
+typedef struct {
+    vsr_strlist_conf_t candidates; /* 1..VSR_EMB_MAX_CANDIDATES non-empty texts */
+} vsr_cx_bank_conf_t;
+
+typedef struct {
+    char *name;
+    double threshold;              /* 0..2, VSR_CX_DEFAULT_THRESHOLD when absent */
+    double hard_above, easy_below; /* -2..2 */
+    int has_hard_above, has_easy_below;
+    vsr_cx_bank_conf_t hard, easy;
+    /* composer: a rule over the recipe's other signals that must hold for
+     * the signal to apply (NULL: always).  The decoder gates every rule leaf
+     * naming a level with it: the leaf becomes AND(leaf, composer). */
+    struct vsr_rule_conf_s *composer;
+} vsr_sig_complexity_conf_t;
+
 /* routing.signals.reasks[] (ref §1.9): the current user turn's embedding
  * similarity to each of the previous lookback_turns user turns. */
 #define VSR_REASK_DEFAULT_THRESHOLD 0.8
@@ -282,6 +306,42 @@ typedef struct {
     vsr_strlist_conf_t allowed;    /* pii_types_allowed: entity types that do not match */
 } vsr_sig_pii_conf_t;
 
+/* global.model_catalog.kbs[] (ref §1.13): named banks of texts, each with
+ * a label and a group, that kb signals compare the routing text with. */
+#define VSR_KB_MAX_ENTRIES 256 /* per kb */
+
+typedef struct {
+    char *text;                    /* non-blank, at most VSR_EMB_MAX_CANDIDATE_BYTES */
+    char *label, *group;           /* optional */
+} vsr_kb_entry_conf_t;
+
+typedef struct {
+    char *name;
+    vsr_kb_entry_conf_t *entries;  size_t n_entries; /* 1..VSR_KB_MAX_ENTRIES ("entries" or "documents") */
+} vsr_kb_conf_t;
+
+/* routing.signals.kb[] (ref §1.9): the routing text's nearest entries of a
+ * kb.  best: the nearest entry has the target's label/group (and, with a
+ * threshold, a similarity >= it); any: an entry with the target's
+ * label/group has a similarity >= threshold. */
+#define VSR_KB_DEFAULT_THRESHOLD 0.5 /* match: any */
+typedef enum { VSR_KB_TARGET_GROUP = 0, VSR_KB_TARGET_LABEL } vsr_kb_target_kind_t;
+typedef enum { VSR_KB_MATCH_BEST = 0, VSR_KB_MATCH_ANY } vsr_kb_match_t;
+
+typedef struct {
+    vsr_kb_target_kind_t kind;
+    char *value;
+} vsr_kb_target_conf_t;
+
+typedef struct {
+    char *name;
+    char *kb;                      /* a global.model_catalog.kbs[].name */
+    vsr_kb_target_conf_t target;
+    vsr_kb_match_t match;
+    double threshold;              /* -1..1 */
+    int has_threshold;
+} vsr_sig_kb_conf_t;
+
 /* global.model_catalog.modules (ref §1.9): the settings the model-backed
  * families take when a signal does not set its own.  Copied into every
  * recipe's signals (and part of their hash: a change recompiles them). */
@@ -295,6 +355,8 @@ typedef struct {
     char *domain_fallback;         /* classifier.domain.fallback_category: "other" */
     double pii_threshold;          /* classifier.pii.threshold */
     vsr_on_error_t domain_on_error, pii_on_error;
+    const vsr_kb_conf_t *kbs;      /* global.model_catalog.kbs (not owned) */
+    size_t n_kbs;
 } vsr_modules_conf_t;
 
 /* A signal of a family registered at run time (vsr_signals_register_family):
@@ -323,11 +385,13 @@ typedef struct {
     vsr_sig_exemplar_conf_t *fact_check;        size_t n_fact_check;  /* model-backed */
     vsr_sig_exemplar_conf_t *user_feedbacks;    size_t n_user_feedbacks; /* model-backed */
     vsr_sig_exemplar_conf_t *modality;          size_t n_modality;    /* model-backed */
+    vsr_sig_complexity_conf_t *complexity;      size_t n_complexity;  /* model-backed */
+    vsr_sig_kb_conf_t *kb;                      size_t n_kb;          /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
-    /* other model-backed families (fact_check, user_feedbacks, complexity,
-     * modality, kb, classifiers, safety, hallucination, input_modality):
+    /* other model-backed families (fact_check, user_feedbacks,
+     * modality, classifiers, safety, hallucination, input_modality):
      * not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;

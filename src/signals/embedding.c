@@ -272,45 +272,30 @@ double vsr__emb_proto_score(const float *q, const float *protos, size_t n_protos
     return EMB_BEST_WEIGHT * top[0] + (1 - EMB_BEST_WEIGHT) * m;
 }
 
-/* {"model": M, "dim": D, "embeddings": [[...], ...], ...}: the routing
- * text's vector first, then (when the task carried them) the candidates'
- * and the negatives'. */
-int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out)
+/* The score of unit vector q against e's candidates: read from the result
+ * (the vectors after token *tok, which is advanced past them) when
+ * with_cands, else the stored ones, which must come from the same model and
+ * length.  The first usable result stores its vectors. */
+int vsr__emb_score(void *state, const vsr_json_t *j, uint32_t *tok, int with_cands, const float *q, size_t dim,
+                   vsr_slice_t model, double *score, int *veto)
 {
-    emb_t *e = (emb_t *)state;
-    vsr_json_t j;
-    memset(&j, 0, sizeof(j));
+    emb_t *e = state;
     int rc = VSR_ERR_INVALID;
-    float *q = NULL, *cv = NULL, *pv = NULL;
-    uint32_t m, d, arr;
-    double dimv;
+    float *cv = NULL, *pv = NULL;
     size_t all = e->n + e->n_neg, n_protos = 0;
-    if (vsr_json_parse(&j, result.p ? result.p : "", result.len, NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT ||
-        vsr_json_object_get(&j, 0, "dim", &d) != VSR_OK || vsr_json_number(&j, d, &dimv) != VSR_OK ||
-        !(dimv >= 1 && dimv <= 65536) || vsr_json_object_get(&j, 0, "embeddings", &arr) != VSR_OK ||
-        vsr_json_type(&j, arr) != VSR_JSON_ARRAY)
-        goto out;
-    size_t dim = (size_t)dimv, count = j.toks[arr].count;
-    vsr_slice_t model = VSR_SLICE_NULL;
-    if (vsr_json_object_get(&j, 0, "model", &m) == VSR_OK && vsr_json_type(&j, m) == VSR_JSON_STRING)
-        vsr_json_string(&j, m, c->pool, &model);
     if (model.len >= sizeof(((emb_store_t *)0)->model))
-        goto out;
-    if (count != 1 && count != all + 1)
-        goto out;
-    q = vsr_malloc(dim * sizeof(float));
-    uint32_t t = arr + 1;
-    if (vsr__emb_read_vec(&j, t, dim, q) != VSR_OK)
-        goto out;
+        return VSR_ERR_INVALID;
     emb_store_t *st = atomic_load(&e->store);
     const float *cands = NULL, *protos = NULL;
-    if (count == all + 1) {
+    if (with_cands) {
         cv = vsr_malloc(all * dim * sizeof(float));
+        uint32_t t = *tok;
         for (size_t i = 0; i < all; i++) {
-            t = j.toks[t].next;
-            if (vsr__emb_read_vec(&j, t, dim, cv + i * dim) != VSR_OK)
+            t = j->toks[t].next;
+            if (vsr__emb_read_vec(j, t, dim, cv + i * dim) != VSR_OK)
                 goto out;
         }
+        *tok = t;
         pv = make_prototypes(cv, e->n, dim, &n_protos);
         cands = cv;
         protos = pv;
@@ -336,16 +321,68 @@ int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result,
         protos = st->protos;
         n_protos = st->n_protos;
     }
+    *score = score_of(e, q, cands, protos, n_protos, dim, veto);
+    rc = VSR_OK;
+out:
+    vsr_free(cv);
+    vsr_free(pv);
+    return rc;
+}
+
+int vsr__emb_stored(const void *state)
+{
+    return atomic_load(&((emb_t *)state)->store) != NULL;
+}
+
+size_t vsr__emb_n_texts(const void *state)
+{
+    const emb_t *e = state;
+    return e->n + e->n_neg;
+}
+
+vsr_slice_t vsr__emb_cand_json(const void *state)
+{
+    return ((const emb_t *)state)->cand_json;
+}
+
+/* {"model": M, "dim": D, "embeddings": [[...], ...], ...}: the routing
+ * text's vector first, then (when the task carried them) the candidates'
+ * and the negatives'. */
+int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out)
+{
+    emb_t *e = (emb_t *)state;
+    vsr_json_t j;
+    memset(&j, 0, sizeof(j));
+    int rc = VSR_ERR_INVALID;
+    float *q = NULL;
+    uint32_t m, d, arr;
+    double dimv;
+    size_t all = e->n + e->n_neg;
+    if (vsr_json_parse(&j, result.p ? result.p : "", result.len, NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT ||
+        vsr_json_object_get(&j, 0, "dim", &d) != VSR_OK || vsr_json_number(&j, d, &dimv) != VSR_OK ||
+        !(dimv >= 1 && dimv <= 65536) || vsr_json_object_get(&j, 0, "embeddings", &arr) != VSR_OK ||
+        vsr_json_type(&j, arr) != VSR_JSON_ARRAY)
+        goto out;
+    size_t dim = (size_t)dimv, count = j.toks[arr].count;
+    vsr_slice_t model = VSR_SLICE_NULL;
+    if (vsr_json_object_get(&j, 0, "model", &m) == VSR_OK && vsr_json_type(&j, m) == VSR_JSON_STRING)
+        vsr_json_string(&j, m, c->pool, &model);
+    if (count != 1 && count != all + 1)
+        goto out;
+    q = vsr_malloc(dim * sizeof(float));
+    uint32_t t = arr + 1;
+    if (vsr__emb_read_vec(&j, t, dim, q) != VSR_OK)
+        goto out;
     int veto;
-    double score = score_of(e, q, cands, protos, n_protos, dim, &veto);
+    double score;
+    if (vsr__emb_score(e, &j, &t, count == all + 1, q, dim, model, &score, &veto) != VSR_OK)
+        goto out;
     out->matched = !veto && (score >= e->threshold || (e->soft && score >= e->min_score));
     out->confidence = out->matched ? VSR_MAX(score, 0.0) : 0;
     out->value = score;
     rc = VSR_OK;
 out:
     vsr_free(q);
-    vsr_free(cv);
-    vsr_free(pv);
     vsr_json_free(&j);
     return rc;
 }

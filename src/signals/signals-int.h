@@ -286,6 +286,38 @@ int vsr__modality_cue(vsr_slice_t text);
  * VSR__MODALITY_CUE_SCAN_BYTES bytes only (the scan is linear in them). */
 #define VSR__MODALITY_CUE_SCAN_BYTES 4096
 
+/* embedding.c's scoring for families made of several candidate banks
+ * (complexity): the score of unit vector q against the state's candidates,
+ * read from result j after token *tok (advanced past them) when with_cands,
+ * else the stored ones (VSR_ERR_INVALID when there are none, or they come
+ * from another model or length); whether the state has stored vectors; its
+ * number of texts (candidates and negatives) and those texts as JSON array
+ * elements (",\"c1\",..."). */
+int vsr__emb_score(void *state, const vsr_json_t *j, uint32_t *tok, int with_cands, const float *q, size_t dim,
+                   vsr_slice_t model, double *score, int *veto);
+int vsr__emb_stored(const void *state);
+size_t vsr__emb_n_texts(const void *state);
+vsr_slice_t vsr__emb_cand_json(const void *state);
+
+/* complexity.c: one complexity signal compiles to three signals, its
+ * levels "<name>:easy", "<name>:medium" and "<name>:hard", sharing one
+ * state (freed with the last of them); a level's task embeds the routing
+ * text (and, until they are stored, the hard then the easy candidates). */
+int vsr__complexity_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+/* The state of level 0 (easy), 1 (medium) or 2 (hard) of a compiled
+ * complexity signal; takes a reference on it. */
+void *vsr__complexity_level(void *core, int level);
+void vsr__complexity_free(void *state);
+int vsr__complexity_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__complexity_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+
+/* kb.c: a kb signal compiles to an embeddings signal's state (the target
+ * entries as candidates; with match best, the others as negatives); the
+ * embedding functions evaluate it.  vsr__kb_entries: the number of entries
+ * of kb `kb` in m (0 when absent). */
+int vsr__kb_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+size_t vsr__kb_entries(const vsr_modules_conf_t *m, const char *kb);
+
 /* reask.c: the reasks family (no stored vectors: every request embeds its
  * current and previous user turns). */
 int vsr__reask_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);

@@ -25,6 +25,8 @@ _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_exemplar_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_complexity_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_kb_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -66,6 +68,12 @@ static const vsr__sig_type_t sig_types[] = {
     {"modality", "modality", "modality", FAMILY(modality, n_modality, vsr_sig_exemplar_conf_t),
      vsr__modality_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
      NULL},
+    /* one configured signal, three compiled ones: see add_levels */
+    {"complexity", "complexity", "complexity", FAMILY(complexity, n_complexity, vsr_sig_complexity_conf_t),
+     vsr__complexity_compile, vsr__embedding_eval, vsr__complexity_free, vsr__complexity_task,
+     vsr__complexity_consume, NULL},
+    {"kb", "kb", "kb", FAMILY(kb, n_kb, vsr_sig_kb_conf_t), vsr__kb_compile, vsr__embedding_eval,
+     vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume, NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -253,6 +261,21 @@ static void add_roles(vsr_signals_t *s, const vsr_signals_conf_t *conf)
     }
 }
 
+/* A complexity signal's levels, "<name>:easy|medium|hard", are the signals
+ * rules name; they share the compiled core. */
+static void add_levels(vsr_signals_t *s, const vsr__sig_type_t *ty, const char *name, void *core)
+{
+    static const char *const levels[] = {"easy", "medium", "hard"};
+    for (int l = 0; l < 3; l++) {
+        vsr__sig_t *sig = &s->sigs[s->n++];
+        sig->type = ty;
+        size_t n = strlen(name) + strlen(levels[l]) + 2;
+        sig->name = vsr_malloc(n);
+        snprintf(sig->name, n, "%s:%s", name, levels[l]);
+        sig->state = vsr__complexity_level(core, l);
+    }
+}
+
 vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *err)
 {
     vsr_signals_t *s = vsr_calloc(1, sizeof(*s));
@@ -260,8 +283,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     size_t total = 0;
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
         total += *(const size_t *)((const char *)conf + sig_types[t].count_off);
-    /* room for one role signal per binding (see add_roles) */
-    s->sigs = vsr_calloc(total + conf->n_role_bindings + conf->n_ext + 1, sizeof(*s->sigs));
+    /* room for one role signal per binding (see add_roles) and three levels per complexity signal */
+    s->sigs = vsr_calloc(total + 2 * conf->n_complexity + conf->n_role_bindings + conf->n_ext + 1, sizeof(*s->sigs));
 
     int failed = 0;
     char path[256];
@@ -283,7 +306,10 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
                 failed = 1;
                 continue;
             }
-            if (vsr_signals_find(s, ty->cond_type, name) >= 0) {
+            char level0[300];
+            if (ty->compile == vsr__complexity_compile)
+                snprintf(level0, sizeof(level0), "%s:easy", name);
+            if (vsr_signals_find(s, ty->cond_type, ty->compile == vsr__complexity_compile ? level0 : name) >= 0) {
                 vsr_buf_printf(err, "%s: duplicate %s signal name \"%s\"\n", path, ty->cond_type, name);
                 failed = 1;
                 continue;
@@ -291,6 +317,10 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             void *state = NULL;
             if (ty->compile(s, c, path, &state, err) != VSR_OK) {
                 failed = 1;
+                continue;
+            }
+            if (ty->compile == vsr__complexity_compile) {
+                add_levels(s, ty, name, state);
                 continue;
             }
             vsr__sig_t *sig = &s->sigs[s->n++];
@@ -320,8 +350,15 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     n_cands += conf->n_fact_check * (vsr__exemplar_bank_size("fact_check") + 1);
     n_cands += conf->n_user_feedbacks * (vsr__exemplar_bank_size("user_feedbacks") + 1);
     n_cands += conf->n_modality * (vsr__exemplar_bank_size("modality") + 1);
+    for (size_t i = 0; i < conf->n_complexity; i++)
+        /* each level a rule names sends its own task */
+        n_cands += 3 * (conf->complexity[i].hard.candidates.n + conf->complexity[i].easy.candidates.n + 1);
+    for (size_t i = 0; i < conf->n_kb; i++)
+        n_cands += vsr__kb_entries(&conf->modules, conf->kb[i].kb) + 1;
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
-        vsr_buf_printf(err, "%s.signals.embeddings: %zu candidates and routing texts together, at most %d per recipe\n",
+        vsr_buf_printf(err,
+                       "%s.signals: %zu texts to embed (candidates, examples, kb entries and routing texts) "
+                       "together, at most %d per recipe\n",
                        prefix ? prefix : recipe->name, n_cands, VSR_SIGNALS_MAX_RECIPE_CANDIDATES);
         failed = 1;
     }

@@ -1397,6 +1397,119 @@ static void test_file_error_names_file(void **state)
 /* HEAD LISTENERS PROVIDERS take lines 1-9 (one model "m"); text starts on line 10. */
 #define DOC HEAD LISTENERS PROVIDERS
 
+/* complexity: a rule names one level of a signal, "<signal>:easy|medium|hard" */
+static void test_complexity_signals(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals:\n"
+                              "    complexity:\n"
+                              "      - {name: cx, threshold: 0.2, hard: {candidates: [prove it]}, easy: {candidates: [hi]},"
+                              " hard_above: 0.3}\n"
+                              "  decisions:\n"
+                              "    - {name: d, rules: {type: complexity, name: \"cx:hard\"}, modelRefs: [{model: m}]}\n");
+    const vsr_signals_conf_t *s = &c->recipes[0].signals;
+    assert_int_equal(s->n_complexity, 1);
+    assert_string_equal(s->complexity[0].name, "cx");
+    assert_true(s->complexity[0].threshold == 0.2);
+    assert_true(s->complexity[0].has_hard_above && s->complexity[0].hard_above == 0.3);
+    assert_false(s->complexity[0].has_easy_below);
+    assert_int_equal(s->complexity[0].hard.candidates.n, 1);
+    assert_string_equal(s->complexity[0].easy.candidates.items[0], "hi");
+    vsr_config_free(c);
+    /* a composer gates every leaf naming a level: the leaf becomes AND(leaf, composer) */
+    c = load_ok(DOC
+                "routing:\n"
+                "  signals:\n"
+                "    keywords: [{name: math, keywords: [integral]}]\n"
+                "    complexity:\n"
+                "      - {name: cx, hard: {candidates: [prove it]}, easy: {candidates: [hi]},"
+                " composer: {operator: OR, conditions: [{type: keyword, name: math}]}}\n"
+                "  decisions:\n"
+                "    - {name: d, rules: {type: complexity, name: \"cx:hard\", on_error: match, on_unknown: fail_request},"
+                " modelRefs: [{model: m}]}\n");
+    const vsr_rule_conf_t *r = c->recipes[0].decisions[0].rules;
+    assert_int_equal(r->kind, VSR_RULE_AND);
+    assert_true(r->on_unknown_fail);
+    assert_int_equal(r->n_children, 2);
+    assert_int_equal(r->children[0].kind, VSR_RULE_LEAF);
+    assert_string_equal(r->children[0].name, "cx:hard");
+    assert_int_equal(r->children[0].on_error, VSR_ON_ERROR_MATCH);
+    assert_int_equal(r->children[1].kind, VSR_RULE_OR);
+    assert_string_equal(r->children[1].children[0].name, "math");
+    vsr_config_free(c);
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals:\n"
+                  "    complexity:\n"
+                  "      - {name: cx, hard: {candidates: [a]}, easy: {candidates: [b]},"
+                  " composer: {type: complexity, name: \"cx:easy\"}}\n",
+                  "t.yaml:13:80: a complexity composer cannot name a complexity signal\n");
+    expect_errors(DOC
+                  "routing:\n"
+                  "  signals:\n"
+                  "    complexity:\n"
+                  "      - name: cx\n"
+                  "        hard: {candidates: [a], image_candidates: [a.png]}\n"
+                  "        easy: {candidates: [b]}\n"
+                  "        composer: {operator: AND, conditions: [{type: keyword, name: k}]}\n"
+                  "      - {name: \"x:y\", easy_below: 0.5, hard: {candidates: [a]}, easy: {}}\n"
+                  "  decisions:\n"
+                  "    - name: d\n"
+                  "      rules: {operator: OR, conditions: [{type: complexity, name: \"cx:extreme\"},"
+                  " {type: complexity, name: cx}, {type: complexity, name: \"no:easy\"}]}\n",
+                  "t.yaml:14:51: complexity: image_candidates is not supported yet\n"
+                  "t.yaml:17:71: missing required key \"candidates\"\n"
+                  "t.yaml:17:16: a complexity signal name must not contain ':' (rules name its levels as "
+                  "\"<signal>:easy|medium|hard\")\n"
+                  "t.yaml:17:35: easy_below (0.5) is greater than hard_above (0.1)\n"
+                  "t.yaml:20:42: complexity condition \"cx:extreme\" must name a level: \"<signal>:easy\", "
+                  "\"<signal>:medium\" or \"<signal>:hard\"\n"
+                  "t.yaml:16:48: keyword signal \"k\" is not declared in routing.signals.keywords\n"
+                  "t.yaml:20:82: complexity condition \"cx\" must name a level: \"<signal>:easy\", "
+                  "\"<signal>:medium\" or \"<signal>:hard\"\n"
+                  "t.yaml:20:112: complexity signal \"no\" is not declared in routing.signals.complexity\n");
+}
+
+/* kb: global.model_catalog.kbs are decoded into every recipe's signals and
+ * are part of their hash */
+static void test_kb_signals(void **state)
+{
+    (void)state;
+#define KB_DOC(text)                                                                                              \
+    DOC "routing:\n"                                                                                              \
+        "  signals:\n"                                                                                            \
+        "    kb: [{name: k, kb: bank, target: {kind: LABEL, value: a}, match: any, threshold: 0.4}]\n"            \
+        "global:\n"                                                                                               \
+        "  model_catalog:\n"                                                                                      \
+        "    kbs: [{name: bank, documents: [{text: " text ", label: a, group: g}, {text: other}]}]\n"
+    vsr_config_t *c = load_ok(KB_DOC("hello"));
+    const vsr_signals_conf_t *s = &c->recipes[0].signals;
+    assert_int_equal(s->n_kb, 1);
+    assert_string_equal(s->kb[0].kb, "bank");
+    assert_int_equal(s->kb[0].target.kind, VSR_KB_TARGET_LABEL);
+    assert_string_equal(s->kb[0].target.value, "a");
+    assert_int_equal(s->kb[0].match, VSR_KB_MATCH_ANY);
+    assert_true(s->kb[0].has_threshold && s->kb[0].threshold == 0.4);
+    assert_int_equal(s->modules.n_kbs, 1);
+    assert_int_equal(s->modules.kbs[0].n_entries, 2);
+    assert_string_equal(s->modules.kbs[0].entries[0].group, "g");
+    assert_null(s->modules.kbs[0].entries[1].label);
+    char hash[sizeof(c->recipes[0].signals_hash)];
+    memcpy(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    c = load_ok(KB_DOC("hello there"));
+    assert_memory_not_equal(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    expect_errors(KB_DOC("'  '"), "t.yaml:15:43: a kb entry's text must not be empty or blank\n");
+#undef KB_DOC
+    expect_errors(DOC "global: {model_catalog: {kbs: [{name: b, entries: [{text: x}], documents: [{text: y}]},"
+                      " {name: c}]}}\n",
+                  "t.yaml:10:75: a kb has entries or documents, not both\n"
+                  "t.yaml:10:89: a kb needs entries\n");
+}
+
 static void test_capability_errors(void **state)
 {
     static const struct {
@@ -2383,6 +2496,8 @@ int main(void)
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_file_error_names_file),
         cmocka_unit_test(test_capability_errors),
+        cmocka_unit_test(test_complexity_signals),
+        cmocka_unit_test(test_kb_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_unknown_names),
