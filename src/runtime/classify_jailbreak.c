@@ -66,22 +66,14 @@ static void split_lines(const unsigned char *data, size_t len, vsr_slice_t **out
     }
 }
 
-/* Embeds n texts into vecs (n * dim), each scaled to unit length. */
+/* Embeds n texts into vecs (n * dim); the contrastive score is a cosine,
+ * so the vectors need no scaling. */
 static int embed_all(const vsr_classify_env_t *env, const vsr_slice_t *texts, size_t n, float *vecs, vsr_buf_t *err)
 {
     for (size_t i = 0; i < n; i++) {
-        float *v = vecs + i * env->dim;
-        int rc = env->embed(env->ud, texts[i], v, err);
+        int rc = env->embed(env->ud, texts[i], vecs + i * env->dim, err);
         if (rc != VSR_OK)
             return rc;
-        double ss = 0;
-        for (size_t k = 0; k < env->dim; k++)
-            ss += (double)v[k] * v[k];
-        if (ss > 0) {
-            float inv = (float)(1.0 / sqrt(ss));
-            for (size_t k = 0; k < env->dim; k++)
-                v[k] *= inv;
-        }
     }
     return VSR_OK;
 }
