@@ -102,7 +102,7 @@ int vsr__complexity_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *ou
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_buf_append_cstr(&b, "{\"input\":[");
-    vsr_buf_append_slice(&b, vsr__emb_text_json(c->pool, c->in->text));
+    vsr_buf_append_slice(&b, vsr__text_json(c->pool, c->in->text, VSR__MODEL_MAX_RUNES));
     if (with_cands) {
         vsr_buf_append_slice(&b, vsr__emb_cand_json(k->bank[0]));
         vsr_buf_append_slice(&b, vsr__emb_cand_json(k->bank[1]));

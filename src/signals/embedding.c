@@ -121,13 +121,6 @@ vsr_signal_result_t vsr__embedding_eval(vsr__ctx_t *c, const void *state)
     return r;
 }
 
-/* The routing text as a JSON string: valid UTF-8, at most 2,048 runes
- * (head, middle and tail thirds of a longer one). */
-vsr_slice_t vsr__emb_text_json(vsr_pool_t *pool, vsr_slice_t text)
-{
-    return vsr__text_json(pool, text, VSR__MODEL_MAX_RUNES);
-}
-
 int vsr__embedding_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const emb_t *e = state;

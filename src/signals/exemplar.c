@@ -239,7 +239,7 @@ int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_buf_append_cstr(&b, "{\"input\":[");
-    vsr_buf_append_slice(&b, vsr__emb_text_json(c->pool, c->in->text));
+    vsr_buf_append_slice(&b, vsr__text_json(c->pool, c->in->text, VSR__MODEL_MAX_RUNES));
     if (with_bank)
         vsr_buf_append_slice(&b, e->cand_json);
     vsr_buf_append_cstr(&b, "]}");

@@ -64,10 +64,11 @@ int vsr__reask_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_buf_append_cstr(&b, "{\"input\":[");
-    vsr_buf_append_slice(&b, vsr__emb_text_json(c->pool, c->in->text));
+    vsr_buf_append_slice(&b, vsr__text_json(c->pool, c->in->text, VSR__MODEL_MAX_RUNES));
     for (size_t k = 0; k < n; k++) {
         vsr_buf_append(&b, ",", 1);
-        vsr_buf_append_slice(&b, vsr__emb_text_json(c->pool, c->in->chat->messages[idx[k]].text));
+        vsr_buf_append_slice(&b,
+                             vsr__text_json(c->pool, c->in->chat->messages[idx[k]].text, VSR__MODEL_MAX_RUNES));
     }
     vsr_buf_append_cstr(&b, "]}");
     out->type = "embed";

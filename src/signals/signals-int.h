@@ -242,12 +242,10 @@ int vsr__embedding_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result,
  * state (the examples and the description as candidates, prototype
  * scoring); the embedding functions above evaluate it. */
 int vsr__preference_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
-/* embedding.c's helpers for the families that embed texts of their own:
- * a text as a JSON string of at most 2,048 runes (head, middle and tail
- * thirds of a longer one; valid UTF-8), in pool; and one vector of an embed
+/* embedding.c's helper for the families that embed texts of their own
+ * (their texts go out through vsr__text_json): one vector of an embed
  * result read into v, scaled to unit length (VSR_OK, or VSR_ERR_INVALID for
  * a wrong shape or a zero vector). */
-vsr_slice_t vsr__emb_text_json(vsr_pool_t *pool, vsr_slice_t text);
 int vsr__emb_read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v);
 /* Prototype scoring (docs/signals.md, "Embeddings signals"): n unit
  * vectors grouped into at most 8 prototypes (caller frees the returned
