@@ -612,6 +612,14 @@ pcre2_match_data *vsr__memo_md(vsr__ctx_t *c)
     return m->md;
 }
 
+int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf)
+{
+    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
+        if (sig_types[t].task && *(const size_t *)((const char *)conf + sig_types[t].count_off) > 0)
+            return 1;
+    return conf->n_ext > 0;
+}
+
 int vsr_signals_task(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_signal_task_t *out)
 {
     VSR_BUG_ON(!s || !in || !in->pool || i < 0 || (size_t)i >= s->n);

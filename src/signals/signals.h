@@ -102,6 +102,11 @@ typedef struct {
     vsr_slice_t payload;           /* a JSON object, from the input's pool */
 } vsr_signal_task_t;
 
+/* 1 when a recipe's signals declare any of a model-backed family (one
+ * whose signals ask the runtime for tasks) or of a family registered at
+ * run time: such a recipe needs the model runtime. */
+int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf);
+
 /* 1 when signal i needs a runtime task for this request (*out filled from
  * in->pool), 0 when it evaluates with vsr_signals_eval (every rule-based
  * signal). */
