@@ -817,32 +817,56 @@ static void handle_bundle(conn_t *c)
         req_free(r);
 }
 
+/* The body of r as a JSON object into *j (free it in every case):
+ * VSR_OK, or VSR_ERR_INVALID with *code ("invalid_json" or
+ * "invalid_request", a 400) and *why set. */
+static int parse_object_body(req_t *r, vsr_json_t *j, const char **code, const char **why)
+{
+    vsr_json_limits_t lim = {.max_depth = 64};
+    uint32_t dup;
+    *code = "invalid_json";
+    if (vsr_json_parse(j, r->body.data ? r->body.data : "", r->body.len, &lim) != VSR_OK) {
+        *why = j->err_msg ? j->err_msg : "the body is not valid JSON";
+        return VSR_ERR_INVALID;
+    }
+    if (vsr_json_find_duplicate_key(j, &dup)) {
+        *why = "duplicate member name in the body";
+        return VSR_ERR_INVALID;
+    }
+    *code = "invalid_request";
+    if (vsr_json_type(j, 0) != VSR_JSON_OBJECT) {
+        *why = "the body must be a JSON object";
+        return VSR_ERR_INVALID;
+    }
+    return VSR_OK;
+}
+
+/* 404 model_not_found: "the runtime serves no <what> "<model>" ...". */
+static void send_model_not_found(conn_t *c, int path, const char *what, vsr_slice_t model)
+{
+    vsr_buf_t m;
+    vsr_buf_init(&m, 0);
+    vsr_buf_printf(&m, "the runtime serves no %s \"", what);
+    vsr_json_append_client_text(&m, model, VSR_JSON_QUOTE_MAX);
+    vsr_buf_append_cstr(&m, "\" (see GET /v1/models)");
+    vsr_buf_append(&m, "", 1);
+    send_error(c, path, 404, "model_not_found", m.data, NULL);
+    vsr_buf_free(&m);
+}
+
 static void handle_embeddings(conn_t *c)
 {
     server_t *s = c->srv;
     req_t *r = new_req(c, P_EMBEDDINGS);
     vsr_json_t j;
-    vsr_json_limits_t lim = {.max_depth = 64};
-    const char *why = NULL;
+    const char *why = NULL, *code = NULL;
     int status = 400;
-    const char *code = "invalid_json";
     vsr_embedder_t *e = NULL;
     vsr_slice_t *inputs = NULL;
     size_t n = 0;
-    uint32_t dup, t;
-    if (vsr_json_parse(&j, r->body.data ? r->body.data : "", r->body.len, &lim) != VSR_OK) {
-        why = j.err_msg ? j.err_msg : "the body is not valid JSON";
+    uint32_t t;
+    if (parse_object_body(r, &j, &code, &why) != VSR_OK)
         goto fail;
-    }
-    if (vsr_json_find_duplicate_key(&j, &dup)) {
-        why = "duplicate member name in the body";
-        goto fail;
-    }
-    code = "invalid_request";
-    if (vsr_json_type(&j, 0) != VSR_JSON_OBJECT) {
-        why = "the body must be a JSON object";
-        goto fail;
-    }
     vsr_slice_t model = VSR_SLICE_NULL;
     if (vsr_json_object_get(&j, 0, "model", &t) == VSR_OK && vsr_json_type(&j, t) != VSR_JSON_NULL) {
         if (vsr_json_type(&j, t) != VSR_JSON_STRING || vsr_json_string(&j, t, &r->pool, &model) != VSR_OK) {
@@ -873,14 +897,7 @@ static void handle_embeddings(conn_t *c)
     e = find_model(s, model);
     if (e == NULL) {
         vsr_json_free(&j);
-        vsr_buf_t m;
-        vsr_buf_init(&m, 0);
-        vsr_buf_append_cstr(&m, "the runtime serves no embedding model \"");
-        vsr_json_append_client_text(&m, model, VSR_JSON_QUOTE_MAX);
-        vsr_buf_append_cstr(&m, "\" (see GET /v1/models)");
-        vsr_buf_append(&m, "", 1);
-        send_error(c, P_EMBEDDINGS, 404, "model_not_found", m.data, NULL);
-        vsr_buf_free(&m);
+        send_model_not_found(c, P_EMBEDDINGS, "embedding model", model);
         req_free(r);
         return;
     }
@@ -905,24 +922,12 @@ static void handle_classify(conn_t *c)
     server_t *s = c->srv;
     req_t *r = new_req(c, P_CLASSIFY);
     vsr_json_t j;
-    vsr_json_limits_t lim = {.max_depth = 64};
-    const char *why = NULL, *code = "invalid_json";
+    const char *why = NULL, *code = NULL;
     int status = 400;
-    uint32_t dup, t;
+    uint32_t t;
     vsr_slice_t model = VSR_SLICE_NULL, *text = vsr_pool_alloc(&r->pool, sizeof *text);
-    if (vsr_json_parse(&j, r->body.data ? r->body.data : "", r->body.len, &lim) != VSR_OK) {
-        why = j.err_msg ? j.err_msg : "the body is not valid JSON";
+    if (parse_object_body(r, &j, &code, &why) != VSR_OK)
         goto fail;
-    }
-    if (vsr_json_find_duplicate_key(&j, &dup)) {
-        why = "duplicate member name in the body";
-        goto fail;
-    }
-    code = "invalid_request";
-    if (vsr_json_type(&j, 0) != VSR_JSON_OBJECT) {
-        why = "the body must be a JSON object";
-        goto fail;
-    }
     if (vsr_json_object_get(&j, 0, "model", &t) != VSR_OK || vsr_json_type(&j, t) != VSR_JSON_STRING ||
         vsr_json_string(&j, t, &r->pool, &model) != VSR_OK || model.len == 0) {
         why = "\"model\" must name a classifier (see GET /v1/models)";
@@ -942,14 +947,7 @@ static void handle_classify(conn_t *c)
     vsr_classifier_t *cls = find_classifier(s, model);
     vsr_json_free(&j);
     if (cls == NULL) {
-        vsr_buf_t m;
-        vsr_buf_init(&m, 0);
-        vsr_buf_append_cstr(&m, "the runtime serves no classifier \"");
-        vsr_json_append_client_text(&m, model, VSR_JSON_QUOTE_MAX);
-        vsr_buf_append_cstr(&m, "\" (see GET /v1/models)");
-        vsr_buf_append(&m, "", 1);
-        send_error(c, P_CLASSIFY, 404, "model_not_found", m.data, NULL);
-        vsr_buf_free(&m);
+        send_model_not_found(c, P_CLASSIFY, "classifier", model);
         req_free(r);
         return;
     }
