@@ -27,6 +27,7 @@
 #include "obs/obs.h"
 #include "routing/routing.h"
 #include "runtime/runtime.h"
+#include "signals/signals.h"
 #include "upstream/upstream.h"
 
 #define VSR_VERSION "0.1.0"
@@ -319,12 +320,7 @@ static int rt_ready(void *ud)
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++)
-        if (cfg->recipes[i].signals.n_embeddings || cfg->recipes[i].signals.n_domains ||
-            cfg->recipes[i].signals.n_jailbreak || cfg->recipes[i].signals.n_pii ||
-            cfg->recipes[i].signals.n_preferences || cfg->recipes[i].signals.n_reasks ||
-            cfg->recipes[i].signals.n_fact_check || cfg->recipes[i].signals.n_user_feedbacks ||
-            cfg->recipes[i].signals.n_modality || cfg->recipes[i].signals.n_complexity || cfg->recipes[i].signals.n_kb ||
-            cfg->recipes[i].signals.n_ext)
+        if (vsr_signals_conf_model_backed(&cfg->recipes[i].signals))
             return 1;
     return 0;
 }
