@@ -4,6 +4,7 @@ by the fixture, and must exit cleanly with no sanitizer report."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,6 +16,24 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VSR_BIN = os.environ.get("VSR_BIN", str(ROOT / "build-asan" / "vsr"))
 FAKELLM_BIN = os.environ.get("FAKELLM_BIN", str(ROOT / "build-asan" / "fakellm"))
+
+# The model cache scripts/setup-deps fills (VSR_MODEL_CACHE overrides it).
+MODEL_CACHE = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models"))
+USE_MODEL = MODEL_CACHE / "use-lite.vsrm"
+GUARD_MODEL = MODEL_CACHE / "llm_guardrail"
+
+
+def require(paths=(), commands=(), what="model files"):
+    """Skips the calling test when a file or command it needs is absent;
+    under CI, where scripts/setup-deps has run, that is a failure instead."""
+    missing = [str(p) for p in paths if not pathlib.Path(p).exists()]
+    missing += [c for c in commands if shutil.which(c) is None]
+    if missing:
+        reason = f"{what} absent (run scripts/setup-deps): " + ", ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
 
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
 ENV = dict(os.environ,

@@ -4,16 +4,12 @@ candidates, enable_soft_matching + min_score_threshold let a score under the
 threshold match, and prototype scoring (aggregation_method max) routes the
 evident cases, with the test embedder (hash-512: similarity is shared words)
 and, when it is installed, the real sentence-embedding model."""
-import os
-import pathlib
 
 import httpx
-import pytest
 
-from conftest import free_port
+from conftest import USE_MODEL, free_port, require
 
-MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
-    / "use-lite.vsrm"
+MODEL = USE_MODEL
 
 
 def doc(port, backend, runtime):
@@ -89,8 +85,8 @@ def test_negatives_veto_and_soft_matching_route(vsr, fakellm):
     assert "x-vsr-matched-embeddings" not in r.headers
 
 
-@pytest.mark.skipif(not MODEL.exists(), reason=f"embedding model absent: {MODEL}")
 def test_real_model_routes_the_evident_cases(vsr, fakellm):
+    require([MODEL], what="embedding model")
     be = fakellm("be")
     port = free_port()
     v = vsr(doc(port, be.endpoint, f"      model: {MODEL}\n"), workers=1, port=port)

@@ -8,17 +8,15 @@ The model and the oracle come from scripts/setup-deps (VSR_MODEL_CACHE,
 default ~/.cache/vsr/models).  Without them the tests skip, except under CI
 (CI set), where they fail: CI must prove the model."""
 import json
-import os
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import ENV, SANITIZER_MARKS, VSR_BIN
+from conftest import ENV, MODEL_CACHE, SANITIZER_MARKS, USE_MODEL, VSR_BIN, require
 
-CACHE = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models"))
-MODEL = CACHE / "use-lite.vsrm"
+CACHE = MODEL_CACHE
+MODEL = USE_MODEL
 ORACLE_JS = pathlib.Path(__file__).resolve().parents[1] / "tools" / "use_oracle.js"
 USE_EMBED = pathlib.Path(VSR_BIN).parent / "use_embed"
 TOL = 1e-5
@@ -46,17 +44,8 @@ TEXTS = [
 
 
 def have_model():
-    missing = [str(p) for p in (MODEL, CACHE / "oracle" / "node_modules" / "@energetic-ai" / "embeddings")
-               if not p.exists()]
-    if shutil.which("node") is None:
-        missing.append("node")
-    if not USE_EMBED.exists():
-        missing.append(str(USE_EMBED))
-    if missing:
-        reason = "embedding model or oracle absent (run scripts/setup-deps): " + ", ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require([MODEL, CACHE / "oracle" / "node_modules" / "@energetic-ai" / "embeddings", USE_EMBED], ["node"],
+            what="embedding model or oracle")
 
 
 def oracle(texts):

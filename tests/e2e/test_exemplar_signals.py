@@ -3,24 +3,14 @@ runtime as vsr's child and the real sentence-embedding model (the banks are
 built in: the test embedder would say nothing about them): evident cases
 route to their decisions.  Without the model the routing test skips, and
 fails under CI=1.  And a name that is not a label is refused at its place."""
-import os
-import pathlib
 import subprocess
 
 import httpx
 import pytest
 
-from conftest import VSR_BIN, ENV, free_port
+from conftest import ENV, USE_MODEL, VSR_BIN, free_port, require
 
-MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
-    / "use-lite.vsrm"
-
-
-def need_model():
-    if not MODEL.exists():
-        if os.environ.get("CI") == "1":
-            pytest.fail(f"embedding model absent under CI: {MODEL}")
-        pytest.skip(f"embedding model absent: {MODEL}")
+MODEL = USE_MODEL
 
 
 def doc(port, backend):
@@ -73,7 +63,7 @@ def chat(v, messages):
 
 
 def test_real_model_routes_the_evident_cases(vsr, fakellm):
-    need_model()
+    require([MODEL], what="embedding model")
     be = fakellm("be")
     port = free_port()
     v = vsr(doc(port, be.endpoint), workers=1, port=port)

@@ -11,17 +11,13 @@ The package comes from scripts/setup-deps (VSR_MODEL_CACHE, default
 ~/.cache/vsr/models/llm_guardrail).  Without it or node the tests skip,
 except under CI (CI set), where they fail."""
 import json
-import os
 import pathlib
-import shutil
 import subprocess
 
-import pytest
 
-from conftest import VSR_BIN
+from conftest import GUARD_MODEL, VSR_BIN, require
 
-CACHE = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models"))
-PKG = CACHE / "llm_guardrail"
+PKG = GUARD_MODEL
 ORACLE_JS = pathlib.Path(__file__).resolve().parents[1] / "tools" / "guard_oracle.mjs"
 GUARD_SCORE = pathlib.Path(VSR_BIN).parent / "guard_score"
 TOL = 1e-6
@@ -48,14 +44,7 @@ TEXTS = [
 
 
 def need():
-    missing = [str(p) for p in (PKG / "model" / "jailbreak_model.json", GUARD_SCORE) if not p.exists()]
-    if shutil.which("node") is None:
-        missing.append("node")
-    if missing:
-        reason = "guard package or node absent (run scripts/setup-deps): " + ", ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require([PKG / "model" / "jailbreak_model.json", GUARD_SCORE], ["node"], what="guard package or node")
 
 
 def run(cmd, texts):

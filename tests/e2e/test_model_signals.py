@@ -5,27 +5,20 @@ the obvious cases; all three in one bundle per request (counted on a runtime
 the test starts itself); the routing preview's evidence (entity spans, the
 domain labels); `/v1/classify` of the runtime directly; on_error when the
 runtime is gone."""
-import os
 import pathlib
 import tempfile
 
 import httpx
 import pytest
 
-from conftest import VSR_BIN, Proc, free_port, wait_until
+from conftest import GUARD_MODEL, Proc, USE_MODEL, VSR_BIN, free_port, require, wait_until
 
-CACHE = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models"))
-MODEL = CACHE / "use-lite.vsrm"
-GUARD = CACHE / "llm_guardrail"
+MODEL = USE_MODEL
+GUARD = GUARD_MODEL
 
 
 def need_models():
-    missing = [str(p) for p in (MODEL, GUARD) if not p.exists()]
-    if missing:
-        reason = "model files absent (run scripts/setup-deps): " + ", ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require([MODEL, GUARD])
 
 
 def doc(port, backend, runtime, modules="", mport=None):

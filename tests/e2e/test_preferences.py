@@ -3,18 +3,14 @@ reference-style document loads unchanged and routes a request near a
 preference's examples or description to its decision, with the test
 embedder (hash-512: similarity is shared words) and, when installed, the
 real sentence-embedding model; and its configuration errors."""
-import os
-import pathlib
-import re
 import subprocess
 
 import httpx
 import pytest
 
-from conftest import VSR_BIN, ENV, free_port
+from conftest import ENV, USE_MODEL, VSR_BIN, free_port, require
 
-MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
-    / "use-lite.vsrm"
+MODEL = USE_MODEL
 
 SIGNALS = """    preferences:
       - name: terse
@@ -82,8 +78,8 @@ def test_preferences_route_by_examples_and_description(vsr, fakellm):
     assert "x-vsr-matched-preferences" not in r.headers
 
 
-@pytest.mark.skipif(not MODEL.exists(), reason=f"embedding model absent: {MODEL}")
 def test_real_model_routes_the_evident_cases(vsr, fakellm):
+    require([MODEL], what="embedding model")
     be = fakellm("be")
     port = free_port()
     v = vsr(doc(port, be.endpoint, f"      model: {MODEL}\n"), workers=1, port=port)

@@ -3,17 +3,13 @@ reference-style document loads unchanged; a user turn that repeats the
 previous one routes to the reask decision, a new question or a first turn
 does not (test embedder hash-512: similarity is shared words; and the real
 sentence-embedding model when installed)."""
-import os
-import pathlib
 import subprocess
 
 import httpx
-import pytest
 
-from conftest import VSR_BIN, ENV, free_port
+from conftest import ENV, USE_MODEL, VSR_BIN, free_port, require
 
-MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
-    / "use-lite.vsrm"
+MODEL = USE_MODEL
 
 
 def doc(port, backend, runtime, threshold=0.8):
@@ -71,8 +67,8 @@ def test_a_repeated_question_routes_to_the_reask_decision(vsr, fakellm):
     assert r.headers["x-vsr-selected-model"] == "general"
 
 
-@pytest.mark.skipif(not MODEL.exists(), reason=f"embedding model absent: {MODEL}")
 def test_real_model_routes_the_evident_cases(vsr, fakellm):
+    require([MODEL], what="embedding model")
     be = fakellm("be")
     port = free_port()
     v = vsr(doc(port, be.endpoint, f"      model: {MODEL}\n"), workers=1, port=port)

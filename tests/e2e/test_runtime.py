@@ -6,7 +6,6 @@ import base64
 import http.server
 import json
 import math
-import os
 import re
 import shutil
 import socket
@@ -19,7 +18,7 @@ import pathlib
 import httpx
 import pytest
 
-from conftest import SANITIZER_MARKS, VSR_BIN, Proc, wait_until
+from conftest import Proc, SANITIZER_MARKS, USE_MODEL, VSR_BIN, require, wait_until
 
 
 class Runtime:
@@ -596,16 +595,8 @@ def test_inputs_in_flight_are_bounded(runtime):
         assert rt.c.post("/v1/embeddings", json={"input": ["1", "2", "3"]}).status_code == 200
 
 
-USE_MODEL = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache" / "vsr" / "models")) \
-    / "use-lite.vsrm"
-
-
 def use_model():
-    if not USE_MODEL.exists():
-        reason = f"embedding model absent (run scripts/setup-deps): {USE_MODEL}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require([USE_MODEL], what="embedding model")
     return str(USE_MODEL)
 
 
