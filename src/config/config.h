@@ -531,6 +531,126 @@ typedef struct {
     int prefer_prefix_retention;   int has_prefer_prefix_retention;
 } vsr_retention_conf_t;
 
+/* routing.decisions[].algorithm (ref §1.6, §3): the selector or Looper
+ * algorithm of a decision.  `static` picks the first modelRef; the five
+ * Looper kinds run a request graph (several model calls).  Every string
+ * below is owned by the config; model names are validated (a provider model
+ * or one of the decision's modelRefs). */
+typedef enum {
+    VSR_ALGO_STATIC = 0,
+    VSR_ALGO_CONFIDENCE,
+    VSR_ALGO_RATINGS,
+    VSR_ALGO_REMOM,
+    VSR_ALGO_FUSION,
+    VSR_ALGO_WORKFLOWS
+} vsr_algo_kind_t;
+
+/* algorithm.budget: every physical model exchange (retries included) counts
+ * against max_calls; deadline bounds the whole graph.  0 = unset. */
+typedef struct {
+    uint64_t max_calls;
+    uint64_t deadline_ms;
+} vsr_algo_budget_conf_t;
+
+/* algorithm.confidence (ref §3.3) */
+typedef struct {
+    char *method;                 /* confidence_method: avg_logprob (default) | margin | hybrid | self_verify |
+                                   * automix_entailment */
+    double threshold; int has_threshold; /* [0,1]; 0/omitted = the method's default (executor applies it) */
+    char *escalation_order;       /* size (default; small_to_large normalised to size) | declared | cost | automix */
+    double logprob_weight, margin_weight; /* hybrid_weights, default 0.5 / 0.5, each >= 0 */
+    char *token_filter;           /* NULL | "tool_call_args" */
+    int on_error_fail;            /* on_error: fail (default skip) */
+    char *verifier_server_url;    /* automix_entailment's verifier (http(s) URL), NULL = none */
+    uint64_t verifier_timeout_ms; /* verifier_timeout_seconds; 0 = unset */
+    double cost_quality_tradeoff; /* default 0.3, in [0,1] */
+} vsr_algo_confidence_conf_t;
+
+/* algorithm.ratings (ref §3.4) */
+typedef struct {
+    uint64_t max_concurrent;      /* 0 = #modelRefs */
+    int on_error_fail;            /* default skip */
+} vsr_algo_ratings_conf_t;
+
+/* algorithm.remom (ref §3.5) */
+typedef struct {
+    uint32_t *breadth_schedule; size_t n_breadth_schedule; /* default [4]; each >= 1 */
+    char *model_distribution;     /* weighted (default) | equal | round_robin | first_only */
+    char *synthesis_model;        /* NULL = the distribution's choice */
+    char *synthesis_template;     /* NULL = built-in */
+    char *compaction_strategy;    /* full (default) | last_n_tokens */
+    uint64_t compaction_tokens;   /* default 1000 */
+    int include_reasoning;        /* default false */
+    double temperature;           /* default 1.0 */
+    uint64_t max_completion_tokens, max_concurrent, round_timeout_ms, min_successful_responses,
+             max_responses_per_round; /* 0 = unset */
+    uint64_t shuffle_seed;        /* default 42 */
+    int on_error_fail;            /* default skip */
+    int include_intermediate_responses; /* default true */
+} vsr_algo_remom_conf_t;
+
+/* algorithm.fusion.analysis_overrides[] */
+typedef struct {
+    char *model;                  /* required: a panel model */
+    double temperature; int has_temperature;
+    uint64_t max_completion_tokens; /* 0 = unset */
+} vsr_algo_fusion_override_conf_t;
+
+/* algorithm.fusion (ref §3.6) */
+typedef struct {
+    vsr_strlist_conf_t analysis_models; /* empty = every modelRef */
+    char *model;                  /* judge; NULL = the first analysis model */
+    vsr_algo_fusion_override_conf_t *analysis_overrides; size_t n_analysis_overrides;
+    uint64_t max_concurrent, round_timeout_ms, max_completion_tokens; /* 0 = unset */
+    double temperature; int has_temperature;
+    uint64_t min_successful_responses; /* 0 = panel size; > panel size is capped to it */
+    int quorum_fallback;          /* quorum_failure_policy: fallback (default fail) */
+    char *quorum_fallback_target; /* required with fallback: a provider model */
+    char *analysis_mode;          /* separate (default) | one_call | none */
+    char *analysis_template, *synthesis_template, *judge_prompt_version; /* NULL = built-in ("fusion-v1") */
+    int include_analysis, include_intermediate_responses; /* default false */
+    int on_error_fail;            /* default skip */
+    int grounding_enabled;        /* grounding.enabled: recorded as not implemented when true */
+} vsr_algo_fusion_conf_t;
+
+/* algorithm.workflows.roles[] (static mode) */
+typedef struct {
+    char *name;                   /* required, unique in the decision */
+    char *model;                  /* NULL = the decision's first modelRef */
+    char *prompt;                 /* required: the role's instructions */
+    vsr_strlist_conf_t access_list; /* names of earlier roles whose outputs this role sees; empty = none */
+} vsr_algo_flow_step_conf_t;
+
+/* algorithm.workflows (ref §3.7) */
+typedef struct {
+    int dynamic;                  /* mode: dynamic (default static) */
+    char *template_name;          /* `template`, default micro_agent */
+    char *planner_model; uint64_t planner_max_completion_tokens; /* planner{model (NULL = first modelRef),
+                                                                  * max_completion_tokens (2048)} */
+    uint64_t max_steps;           /* 3 */
+    uint64_t max_parallel;        /* 2 */
+    uint64_t max_completion_tokens, round_timeout_ms, min_successful_responses; /* 0 = unset */
+    double temperature; int has_temperature;
+    int include_intermediate_responses; /* true */
+    int on_error_fail;            /* default fail */
+    vsr_algo_flow_step_conf_t *roles; size_t n_roles; /* static mode: roles[] (name, model, prompt, access_list) */
+    char *final_model; char *final_prompt;            /* final{model, prompt}; NULL = first modelRef / built-in */
+} vsr_algo_workflows_conf_t;
+
+typedef struct {
+    vsr_algo_kind_t kind;
+    char *on_error;               /* algorithm.on_error: NULL | skip | fail | fallback; for a Looper kind the
+                                   * default of its block's on_error when the block does not set one */
+    vsr_algo_budget_conf_t budget;
+    union {
+        vsr_algo_confidence_conf_t confidence;
+        vsr_algo_ratings_conf_t ratings;
+        vsr_algo_remom_conf_t remom;
+        vsr_algo_fusion_conf_t fusion;
+        vsr_algo_workflows_conf_t workflows;
+    } u;
+} vsr_algo_conf_t;
+
 typedef struct {
     char *name;                    /* unique per recipe */
     char *description;
@@ -538,7 +658,9 @@ typedef struct {
     int64_t tier;                  /* default 0 */
     vsr_rule_conf_t *rules;        /* NULL = always matches with confidence 0 */
     vsr_model_ref_conf_t *model_refs; size_t n_model_refs;
-    char *algorithm;               /* "static" or NULL; any other catalogue type: not supported yet */
+    char *algorithm;               /* the type name ("static", "confidence", ...) or NULL; the other catalogue
+                                    * types: not supported yet */
+    vsr_algo_conf_t algo;          /* the decoded algorithm (kind static when absent) */
     vsr_plugin_conf_t *plugins; size_t n_plugins;
     vsr_reliability_conf_t reliability; int has_reliability;
     vsr_fallback_conf_t fallback;
@@ -549,6 +671,7 @@ typedef struct {
     char *name;
     char *description;
     char *param_size;
+    double quality_score; int has_quality_score; /* quality_score, in [0,1] (escalation by automix) */
     vsr_strlist_conf_t loras;      /* loras[].name: LoRA adapters served by the model of the same name */
 } vsr_model_card_conf_t;
 
@@ -622,7 +745,31 @@ typedef struct {
     size_t n_backends;         /* 0: no backend_refs (a gateway-routed model): requests routed to it get 503 */
     char *api_format;          /* "openai" (default); "anthropic": not supported yet */
     vsr_reliability_conf_t reliability; int has_reliability;
+    /* pricing (ref §1.4): per million tokens; escalation by cost/automix reads prompt_per_1m */
+    int has_pricing;
+    char *pricing_currency;            /* NULL = unset */
+    double prompt_per_1m, completion_per_1m, cached_input_per_1m, cache_write_per_1m; /* >= 0 */
+    int has_prompt_per_1m, has_completion_per_1m, has_cached_input_per_1m, has_cache_write_per_1m;
 } vsr_model_conf_t;
+
+/* global.integrations.looper (ref §1.13, §3.1): standalone runs the graphs in
+ * process, so endpoint, retry_count, headers and grpc_max_msg_size_mb are
+ * accepted and unused; timeout and max_response_bytes are in force. */
+typedef struct {
+    char *endpoint;                    /* unused in standalone */
+    uint64_t timeout_ms;               /* timeout_seconds, default 120 s: a hop's timeout when its model
+                                        * sets none */
+    uint32_t retry_count;              /* unused in standalone */
+    vsr_kv_conf_t *headers; size_t n_headers; /* unused in standalone */
+    uint64_t max_response_bytes;       /* max_response_bytes_mb, default 32 MiB: a buffered hop's response cap */
+    uint64_t grpc_max_msg_size_mb;     /* default 16; unused in standalone */
+    vsr_strlist_conf_t remom_model_names, fusion_model_names, flow_model_names; /* {remom,fusion,flow}.model_names */
+    char *flow_state_store_backend;    /* flow.state.store_backend: file | redis, NULL = unset (recorded) */
+    uint64_t flow_state_ttl_ms;        /* flow.state.ttl_seconds, 0 = unset */
+} vsr_looper_integration_conf_t;
+
+#define VSR_LOOPER_DEFAULT_TIMEOUT_MS (120u * 1000u)
+#define VSR_LOOPER_DEFAULT_MAX_RESPONSE_BYTES (32ull * 1024 * 1024)
 
 typedef struct {
     char *path;            /* the file it was read from (a string's: the name given, else "<string>") */
@@ -688,6 +835,7 @@ typedef struct {
     char *remote_embed_key_env;          /* api_key_env */
     char *runtime_guard_model;           /* guard_model: the child's --guard-model DIR (the jailbreak classifier) */
     vsr_modules_conf_t modules;          /* global.model_catalog.modules */
+    vsr_looper_integration_conf_t looper; /* global.integrations.looper */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */
