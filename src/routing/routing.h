@@ -27,6 +27,7 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "graph/graph.h"
 #include "json/json.h"
 
 typedef struct vsr_engine_s vsr_engine_t;
@@ -86,7 +87,7 @@ typedef struct {
 } vsr_signal_hit_t;
 
 typedef enum {
-    VSR_PATH_NONE = 0, VSR_PATH_UPSTREAM, VSR_PATH_FAST_RESPONSE, VSR_PATH_ERROR,
+    VSR_PATH_NONE = 0, VSR_PATH_UPSTREAM, VSR_PATH_FAST_RESPONSE, VSR_PATH_ERROR, VSR_PATH_LOOPER,
 } vsr_response_path_t;
 
 typedef struct {
@@ -106,6 +107,9 @@ typedef struct {
     int injected_system_prompt;
     int debug;                     /* the client sent x-vsr-debug: true */
     unsigned fallbacks;            /* candidates tried after the first */
+    /* the decision's request graph (a Looper algorithm), NULL when none ran:
+     * its calls, models used, summed tokens; valid until finish */
+    const vsr_graph_outcome_t *looper;
 } vsr_evidence_t;
 
 /* ---- engine ---- */
@@ -193,20 +197,18 @@ typedef struct {
 typedef void (*vsr_runtime_done_fn)(void *done_ud, int status, const vsr_runtime_result_t *results,
                                     size_t n_results);
 
-/* A model call through the upstream layer (the graph executor's hops):
- * declared so adapters reserve the port; the core does not call it yet. */
-typedef struct vsr_model_call_s vsr_model_call_t;
-typedef void (*vsr_model_done_fn)(void *done_ud, int status, int http_status, vsr_slice_t body);
-
 typedef struct {
     /* Calls the model runtime with one bundle.  NULL: no runtime (every
      * task fails at once, as a runtime that cannot be reached). */
     void *(*runtime_call)(void *ud, const vsr_runtime_bundle_t *bundle, uint64_t deadline_ms,
                           vsr_runtime_done_fn done, void *done_ud);
     void (*runtime_cancel)(void *ud, void *handle);
-    /* Reserved for the graph executor: NULL today. */
-    void *(*model_call)(void *ud, const vsr_model_conf_t *model, const vsr_model_call_t *call,
-                        uint64_t deadline_ms, vsr_model_done_fn done, void *done_ud);
+    /* Calls a model through the upstream layer (a request graph's hop, see
+     * graph/graph.h: vsr_graph_call_t, its done).  NULL: a decision whose
+     * algorithm is a request graph is served as a single call to its first
+     * modelRef. */
+    void *(*model_call)(void *ud, const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
+                        void *done_ud);
     void (*model_cancel)(void *ud, void *handle);
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);

@@ -50,6 +50,10 @@ struct vsr_session_s {
     vsr_signals_memo_t sig_memo;
     int routed;        /* rc holds a decision */
     int pending;       /* waiting on the ports */
+    /* the decision's request graph, when its algorithm is one */
+    vsr_graph_run_t *graph;
+    vsr_graph_port_t gport;
+    vsr_slice_t final_body; /* the graph's final hop, sent (streamed) as the routed call */
 };
 
 /* ---- small helpers ---- */
@@ -134,7 +138,7 @@ static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t c
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), content_type);
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
-    static const char *paths[] = {"", "upstream", "fast_response", "error"};
+    static const char *paths[] = {"", "upstream", "fast_response", "error", "looper"};
     if (path != VSR_PATH_NONE)
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), vsr_slice_cstr(paths[path]));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"),
@@ -219,8 +223,9 @@ int vsr_session_pending(const vsr_session_t *s)
 
 void vsr_session_cancel(vsr_session_t *s)
 {
-    if (s->pending)
+    if (s->pending && !s->graph)
         vsr__route_cancel(&s->rc);
+    vsr_graph_cancel(s->graph); /* every hop in flight */
     s->pending = 0;
 }
 
@@ -517,6 +522,7 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
 }
 
 static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
@@ -632,6 +638,8 @@ static void route_resumed(route_ctx_t *rc)
     s->pending = 0;
     s->routed = 1;
     const vsr_effect_t *eff = body_decided(s);
+    if (eff->pending)
+        return; /* a request graph runs: it resumes the phase */
     s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
 }
 
@@ -728,8 +736,132 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     }
     s->n_plugin_set = pc.n_set_headers;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
+    if (decision && s->ep == EP_CHAT && vsr_graph_eligible(decision) && s->opts.ports && s->opts.ports->model_call) {
+        s->ev.routing_us = vsr_now_us() - t0;
+        return start_graph(s);
+    }
     aim(s, model, lora);
     s->ev.routing_us = vsr_now_us() - t0;
+    return &s->eff;
+}
+
+/* ---- the decision's request graph (graph/: a Looper algorithm) ---- */
+
+static void *gport_call(void *ud, const vsr_graph_call_t *c, uint64_t deadline_ms, vsr_graph_call_done_fn done,
+                        void *done_ud)
+{
+    vsr_session_t *s = ud;
+    return s->opts.ports->model_call(s->opts.ports_ud, c, deadline_ms, done, done_ud);
+}
+
+static void gport_cancel(void *ud, void *handle)
+{
+    vsr_session_t *s = ud;
+    if (s->opts.ports->model_cancel)
+        s->opts.ports->model_cancel(s->opts.ports_ud, handle);
+}
+
+static uint64_t gport_now(void *ud)
+{
+    vsr_session_t *s = ud;
+    return vsr__ports_now(s->opts.ports, s->opts.ports_ud);
+}
+
+static void add_looper_headers(vsr_session_t *s, hlist_t *h, const vsr_graph_outcome_t *o)
+{
+    if (o->model)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-model"), vsr_slice_cstr(o->model));
+    hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-models-used"), vsr_slice_cstr(o->models_used));
+    hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-iterations"), pool_u64(&s->pool, o->iterations, 0));
+    hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-algorithm"), vsr_slice_cstr(o->algorithm));
+    hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-latency-ms"), pool_u64(&s->pool, o->latency_ms, 0));
+    if (o->prompt_tokens)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-prompt-tokens"), pool_u64(&s->pool, o->prompt_tokens, 0));
+    if (o->completion_tokens)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-completion-tokens"),
+               pool_u64(&s->pool, o->completion_tokens, 0));
+    if (o->prompt_tokens + o->completion_tokens)
+        hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-looper-total-tokens"),
+               pool_u64(&s->pool, o->prompt_tokens + o->completion_tokens, 0));
+}
+
+/* The graph is over: its answer, or its final hop as the routed call. */
+static const vsr_effect_t *graph_effect(vsr_session_t *s, const vsr_graph_outcome_t *o)
+{
+    s->ev.looper = o;
+    if (o->status) {
+        hlist_t h = {0};
+        add_looper_headers(s, &h, o);
+        if (o->status < 400 && o->model) {
+            s->ev.selected_model = o->model;
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-model"), vsr_slice_cstr(o->model));
+        }
+        if (s->ev.recipe)
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(s->ev.decision));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-algorithm"), vsr_slice_cstr(s->ev.algorithm));
+        return immediate(s, o->status, vsr_slice_cstr(o->content_type), o->body,
+                         o->status < 400 ? VSR_PATH_LOOPER : VSR_PATH_ERROR, h.v, h.n);
+    }
+    s->final_body = o->final_body;
+    aim(s, o->final_model, o->final_lora);
+    return &s->eff;
+}
+
+static void graph_done(void *ud, const vsr_graph_outcome_t *o)
+{
+    vsr_session_t *s = ud;
+    s->pending = 0;
+    const vsr_effect_t *eff = graph_effect(s, o);
+    s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
+}
+
+static const vsr_effect_t *start_graph(vsr_session_t *s)
+{
+    /* the body every hop starts from: the client's, after the decision's plugins */
+    size_t n = 0;
+    uint64_t total = 0;
+    vsr_slice_t *pieces = vsr_json_edits_apply(&s->edits, s->body, s->body_len, &s->pool, &n, &total);
+    char *flat = vsr_pool_alloc(&s->pool, total + 1);
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(flat + off, pieces[i].p, pieces[i].len);
+        off += pieces[i].len;
+    }
+    int include_usage = 0;
+    uint32_t so, iu;
+    if (vsr_json_object_get(&s->json, 0, "stream_options", &so) == VSR_OK &&
+        vsr_json_type(&s->json, so) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&s->json, so, "include_usage", &iu) == VSR_OK)
+        include_usage = vsr_json_bool(&s->json, iu) == 1;
+    s->gport = (vsr_graph_port_t){.call = gport_call, .cancel = gport_cancel, .now_ms = gport_now, .ud = s};
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms
+                                            : vsr__ports_now(s->opts.ports, s->opts.ports_ud) + VSR_SESSION_WAIT_DEFAULT_MS;
+    vsr_graph_opts_t o = {
+        .cfg = s->e->cfg,
+        .decision = s->decision,
+        .body = flat,
+        .len = off,
+        .stream = s->chat.stream,
+        .include_usage = include_usage,
+        .pool = &s->pool,
+        .port = &s->gport,
+        .deadline_ms = deadline,
+        .done = graph_done,
+        .done_ud = s,
+    };
+    const vsr_graph_outcome_t *out = NULL;
+    const char *why = NULL;
+    int rc = vsr_graph_start(&o, &s->graph, &out, &why);
+    if (rc == VSR_ERR_INVALID) {
+        s->graph = NULL;
+        return bad_request(s, why ? why : "the request cannot be run by the decision's algorithm");
+    }
+    if (rc == VSR_OK)
+        return graph_effect(s, out);
+    s->pending = 1;
+    reset_effect(s);
+    s->eff.pending = 1;
     return &s->eff;
 }
 
@@ -792,7 +924,12 @@ static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lor
         vsr_json_edit_replace(&s->edits, j, mt, vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&lit)));
         vsr_buf_free(&lit);
     }
-    if (s->edits.n) {
+    if (s->final_body.len) { /* a request graph's final hop: its own body */
+        s->eff.body = &s->final_body;
+        s->eff.n_body = 1;
+        s->eff.body_len = s->final_body.len;
+        s->eff.body_replaced = 1;
+    } else if (s->edits.n) {
         s->eff.body = vsr_json_edits_apply(&s->edits, s->body, s->body_len, &s->pool, &s->eff.n_body, &s->eff.body_len);
         s->eff.body_replaced = 1;
     }
@@ -830,8 +967,8 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
                                          void *ud)
 {
     const vsr_decision_conf_t *d = s->decision;
-    if (d == NULL || s->plan.kind != VSR_PLAN_CALL || s->n_tried == 0)
-        return NULL;
+    if (d == NULL || s->plan.kind != VSR_PLAN_CALL || s->n_tried == 0 || s->ev.looper)
+        return NULL; /* a graph's final hop carries its own prompt: no other candidate takes it */
     for (size_t i = 0; i < d->n_model_refs; i++) {
         const vsr_model_ref_conf_t *ref = &d->model_refs[i];
         const vsr_model_conf_t *m = vsr_config_find_model(s->e->cfg, vsr_slice_cstr(ref->model));
@@ -917,7 +1054,9 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         return &s->eff;
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
-    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), VSR_SLICE_LIT("upstream"));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), s->ev.looper ? VSR_SLICE_LIT("looper") : VSR_SLICE_LIT("upstream"));
+    if (s->ev.looper)
+        add_looper_headers(s, &h, s->ev.looper);
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"), pool_u64(&s->pool, s->e->version, 0));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-routing-latency-ms"), pool_u64(&s->pool, s->ev.routing_us, 3));
     if (status >= 200 && status < 300) {
