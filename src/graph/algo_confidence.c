@@ -89,27 +89,23 @@ int vsr__algo_parse_param_size(const char *s, double *out)
     if (t.len > 32)
         return VSR_ERR_INVALID;
     t = vsr_slice_trim(t);
-    size_t i = 0, digits = 0;
-    double v = 0;
-    while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9') {
-        v = v * 10 + (t.p[i++] - '0');
-        digits++;
-    }
-    if (i < t.len && t.p[i] == '.') {
+    /* Checked by hand (strtod alone would take signs, exponents, hex, inf),
+     * then converted by strtod for a correctly rounded value. */
+    char num[33];
+    size_t i = 0;
+    while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9')
         i++;
-        double scale = 0.1;
-        size_t frac = 0;
-        while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9') {
-            v += (t.p[i++] - '0') * scale;
-            scale /= 10;
-            frac++;
-        }
-        if (frac == 0)
-            return VSR_ERR_INVALID;
-        digits += frac;
-    }
-    if (digits == 0)
+    if (i == 0)
         return VSR_ERR_INVALID;
+    if (i < t.len && t.p[i] == '.') {
+        size_t f = ++i;
+        while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9')
+            i++;
+        if (i == f)
+            return VSR_ERR_INVALID;
+    }
+    memcpy(num, t.p, i);
+    num[i] = '\0';
     double mult = 1;
     if (i < t.len) {
         switch (t.p[i]) {
@@ -123,7 +119,7 @@ int vsr__algo_parse_param_size(const char *s, double *out)
     }
     if (i != t.len)
         return VSR_ERR_INVALID;
-    *out = v * mult;
+    *out = strtod(num, NULL) * mult;
     return VSR_OK;
 }
 
