@@ -1312,6 +1312,20 @@ static void port_runtime_cancel(void *ud, void *handle)
     vsr__gateway_runtime_cancel(req->c->w, handle);
 }
 
+static void *port_model_call(void *ud, const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
+                             void *done_ud)
+{
+    request_t *req = ud;
+    return vsr__gateway_model_call(req->c->w, req->c->l->conf->timeout_ms, request_id(req), call, deadline_ms, done,
+                                   done_ud);
+}
+
+static void port_model_cancel(void *ud, void *handle)
+{
+    VSR_UNUSED(ud);
+    vsr__gateway_model_cancel(handle);
+}
+
 /* A body phase that waited is over: the request goes on from the port's callback. */
 static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
 {
@@ -1327,6 +1341,8 @@ static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
 static const vsr_ports_t gw_ports = {
     .runtime_call = port_runtime_call,
     .runtime_cancel = port_runtime_cancel,
+    .model_call = port_model_call,
+    .model_cancel = port_model_cancel,
     .resume = port_resume,
 };
 

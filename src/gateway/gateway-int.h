@@ -161,6 +161,11 @@ vsr_engine_t *vsr__gateway_pin(vsr_gateway_t *gw);
 void *vsr__gateway_runtime_call(worker_t *w, const vsr_runtime_bundle_t *bundle, uint64_t deadline_ms,
                                 vsr_runtime_done_fn done, void *done_ud);
 void vsr__gateway_runtime_cancel(worker_t *w, void *handle);
+/* hop.c: a request graph's hop through the worker's upstream (the model-call port) */
+void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_slice_t request_id,
+                              const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
+                              void *done_ud);
+void vsr__gateway_model_cancel(void *handle);
 /* /ready: 1 when the gateway serves and the runtime (when one is lent) is ready. */
 int vsr__gateway_runtime_ready(const vsr_gateway_t *gw);
 
