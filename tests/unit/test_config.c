@@ -331,7 +331,6 @@ static void test_reference_example(void **state)
     static const char *const want[] = {
         "providers.defaults.reasoning_effort",
         "providers.models[].reasoning",
-        "providers.models[].pricing",
     };
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
@@ -792,7 +791,6 @@ static void test_unimplemented_paths(void **state)
         "evaluation",
         "routing.model_bindings",
         "routing.modelCards[].tags",
-        "routing.modelCards[].quality_score",
         "routing.decisions[].annotations",
         "routing.decisions[].algorithm.on_error",
         "routing.decisions[].modelRefs[].reasoning_description",
@@ -1525,8 +1523,8 @@ static void test_capability_errors(void **state)
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
-         "      algorithm: {type: confidence, confidence: {threshold: 0.5}}\n",
-         "t.yaml:13:25: algorithm type \"confidence\" is not supported yet\n"},
+         "      algorithm: {type: automix, automix: {cost_quality_tradeoff: 0.5}}\n",
+         "t.yaml:13:25: algorithm type \"automix\" is not supported yet\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
@@ -2419,14 +2417,14 @@ static void test_routing_errors_all_reported(void **state)
                   "      priority: high\n"
                   "      rules: {type: keyword, name: missing}\n"
                   "      modelRefs: [{model: ghost}]\n"
-                  "      algorithm: {type: ratings}\n"
+                  "      algorithm: {type: router_dc}\n"
                   "      plugins: [{type: memory}]\n"
                   "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
                   "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
                   "t.yaml:13:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
                   "runtime)\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
-                  "t.yaml:19:25: algorithm type \"ratings\" is not supported yet\n"
+                  "t.yaml:19:25: algorithm type \"router_dc\" is not supported yet\n"
                   "t.yaml:20:24: plugin \"memory\" is not supported yet\n"
                   "t.yaml:17:14: keyword signal \"missing\" is not declared in routing.signals.keywords\n"
                   "t.yaml:18:27: model \"ghost\" is not defined in providers.models (nor as a LoRA in "
