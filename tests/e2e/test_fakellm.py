@@ -537,7 +537,8 @@ def test_logprobs_in_stream_chunks(fakellm):
 
 MODEL_ARGS = ["--model-text", "m-small=small says hi", "--model-text", "m-large=large says more here",
               "--model-logprob", "m-small=-2.5", "--model-delay-ms", "m-slow=400",
-              "--model-status", "m-bad=503", "--model-text", "m-slow=slow"]
+              "--model-status", "m-bad=503", "--model-text", "m-slow=slow",
+              "--model-logprob-margin", "m-large=2.5", "--model-logprobs-missing", "m-slow=1"]
 
 
 def test_model_flags_answer_per_model(fakellm):
@@ -551,7 +552,12 @@ def test_model_flags_answer_per_model(fakellm):
     assert ask("m-large").json()["usage"]["completion_tokens"] == 4
     assert ask("other").json()["choices"][0]["message"]["content"] == "Hello from a"
     assert ask("m-small", logprobs=True).json()["choices"][0]["logprobs"]["content"][0]["logprob"] == pytest.approx(-2.5)
-    assert ask("m-large", logprobs=True).json()["choices"][0]["logprobs"]["content"][0]["logprob"] == pytest.approx(-0.1)
+    large = ask("m-large", logprobs=True, top_logprobs=2).json()["choices"][0]["logprobs"]["content"][0]
+    assert [t["logprob"] for t in large["top_logprobs"]] == pytest.approx([-0.1, -2.6])
+    assert ask("m-small", logprobs=True, top_logprobs=2).json()["choices"][0]["logprobs"]["content"][0][
+        "top_logprobs"][1]["logprob"] == pytest.approx(-3.5)
+    assert ask("m-slow", logprobs=True).json()["choices"][0]["logprobs"] is None
+    assert ask("m-slow", {"x-fakellm-logprobs-missing": "0"}, logprobs=True).json()["choices"][0]["logprobs"] is not None
     r = ask("m-bad")
     assert r.status_code == 503 and r.json()["error"]["code"] == 503
     t0 = time.monotonic()
@@ -594,7 +600,7 @@ def test_model_text_streams_word_by_word(fakellm):
     ["--model-text", "noequals"], ["--model-text", "=text"], ["--model-delay-ms", "m=-1"],
     ["--model-delay-ms", "m=abc"], ["--model-logprob", "m=1"], ["--model-status", "m=99"],
     ["--model-status", "m=600"], ["--logprob", "0.1"], ["--logprob-margin", "-2"], ["--logprob", "x"],
-    ["--model-logprob", "m"],
+    ["--model-logprob", "m"], ["--model-logprob-margin", "m=-1"], ["--model-logprobs-missing", "m=2"],
 ])
 def test_model_flags_bad_values_exit_2(args):
     import subprocess

@@ -526,6 +526,10 @@ static void model_knobs(knobs_t *k, const char *model, size_t len)
             k->delay_ms = m->delay_ms;
         if (m->has_logprob)
             k->logprob = m->logprob;
+        if (m->has_margin)
+            k->logprob_margin = m->margin;
+        if (m->logprobs_missing >= 0)
+            k->logprobs_missing = m->logprobs_missing;
         if (m->status)
             k->status = m->status;
         return;

@@ -139,9 +139,10 @@ typedef struct fl_model_opt {
     const char *model; /* from argv */
     const char *text;  /* NULL = not set */
     int64_t delay_ms;  /* -1 = not set */
-    double logprob;
-    int has_logprob;
-    int status; /* 0 = not set */
+    double logprob, margin;
+    int has_logprob, has_margin;
+    int logprobs_missing; /* -1 = not set */
+    int status;           /* 0 = not set */
 } fl_model_opt_t;
 
 typedef struct {

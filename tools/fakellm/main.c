@@ -53,6 +53,8 @@ static const char usage_text[] =
     "  --model-delay-ms MODEL=MS    delay before the response head\n"
     "  --model-logprob MODEL=L      the chosen tokens' logprob\n"
     "  --model-status MODEL=CODE    answer with CODE and an error body\n"
+    "  --model-logprob-margin MODEL=M  its logprobs' top1 - top2\n"
+    "  --model-logprobs-missing MODEL=1  answer logprobs: null even when asked\n"
     "See docs/fakellm.md.\n";
 
 static void die_usage(const char *fmt, const char *arg)
@@ -104,6 +106,7 @@ static fl_model_opt_t *model_arg(const char *opt, const char *v, const char **va
     name[n] = 0;
     m->model = name;
     m->delay_ms = -1;
+    m->logprobs_missing = -1;
     fl_cfg.models = table;
     return m;
 }
@@ -204,6 +207,15 @@ static void parse_args(int argc, char **argv)
             fl_model_opt_t *m = model_arg(opt, val, &v);
             m->logprob = real_arg(opt, v, FL_LOGPROB_MIN, 0);
             m->has_logprob = 1;
+        } else if (OPT("--model-logprob-margin")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->margin = real_arg(opt, v, 0, FL_MARGIN_MAX);
+            m->has_margin = 1;
+        } else if (OPT("--model-logprobs-missing")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->logprobs_missing = (int)num_arg(opt, v, 0, 1);
         } else if (OPT("--model-status")) {
             const char *v;
             fl_model_opt_t *m = model_arg(opt, val, &v);
