@@ -132,12 +132,92 @@ static void check_default_model(cfg_decoder_t *d, vsr_config_t *c, const model_i
     }
 }
 
+static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, const vsr_decision_conf_t *dec);
+
 static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix, vsr_recipe_conf_t *r)
 {
-    for (size_t i = 0; i < r->n_decisions; i++)
+    for (size_t i = 0; i < r->n_decisions; i++) {
         for (size_t j = 0; j < r->decisions[i].n_model_refs; j++)
             if (r->decisions[i].model_refs[j].model != NULL)
                 check_model_ref(d, c, ix, &r->decisions[i].model_refs[j]);
+        check_algo_models(d, ix, &r->decisions[i]);
+    }
+}
+
+/* The models a Looper block names (ref §3): each a provider model or one
+ * of the decision's modelRefs (as written, or its LoRA); a fusion override
+ * names a panel model; quorum_fallback_target, where the original request
+ * goes, a provider model. */
+static int is_decision_model(const vsr_decision_conf_t *dec, const char *name)
+{
+    for (size_t i = 0; i < dec->n_model_refs; i++) {
+        const vsr_model_ref_conf_t *r = &dec->model_refs[i];
+        if ((r->model && strcmp(r->model, name) == 0) || (r->lora_name && strcmp(r->lora_name, name) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+static void check_algo_model(cfg_decoder_t *d, const model_index_t *ix, const vsr_decision_conf_t *dec,
+                             char *const *name, const char *what)
+{
+    if (*name == NULL || vsr__cfg_index_find(&ix->models, *name, NULL) != NULL || is_decision_model(dec, *name))
+        return;
+    vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, name),
+                        "%s %s is neither a model of providers.models nor one of the decision's modelRefs", what,
+                        q(d, *name));
+}
+
+static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, const vsr_decision_conf_t *dec)
+{
+    const vsr_algo_conf_t *a = &dec->algo;
+    switch (a->kind) {
+    case VSR_ALGO_STATIC:
+    case VSR_ALGO_CONFIDENCE:
+    case VSR_ALGO_RATINGS:
+        break;
+    case VSR_ALGO_REMOM:
+        check_algo_model(d, ix, dec, &a->u.remom.synthesis_model, "algorithm.remom.synthesis_model");
+        break;
+    case VSR_ALGO_FUSION: {
+        const vsr_algo_fusion_conf_t *f = &a->u.fusion;
+        for (size_t i = 0; i < f->analysis_models.n; i++)
+            check_algo_model(d, ix, dec, &f->analysis_models.items[i], "algorithm.fusion.analysis_models:");
+        check_algo_model(d, ix, dec, &f->model, "algorithm.fusion.model");
+        for (size_t i = 0; i < f->n_analysis_overrides; i++) {
+            char *const *m = &f->analysis_overrides[i].model;
+            if (*m == NULL)
+                continue;
+            int panel = 0;
+            for (size_t j = 0; j < f->analysis_models.n && !panel; j++)
+                panel = strcmp(f->analysis_models.items[j], *m) == 0;
+            if (f->analysis_models.n == 0)
+                panel = is_decision_model(dec, *m);
+            if (!panel)
+                vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m),
+                                    "algorithm.fusion.analysis_overrides[].model %s is not a panel model (%s)",
+                                    q(d, *m), f->analysis_models.n ? "analysis_models" : "the decision's modelRefs");
+        }
+        if (f->quorum_fallback_target != NULL && vsr__cfg_index_find(&ix->models, f->quorum_fallback_target, NULL) == NULL)
+            vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, &f->quorum_fallback_target),
+                                "algorithm.fusion.quorum_fallback_target %s is not defined in providers.models",
+                                q(d, f->quorum_fallback_target));
+        break;
+    }
+    case VSR_ALGO_WORKFLOWS: {
+        const vsr_algo_workflows_conf_t *w = &a->u.workflows;
+        check_algo_model(d, ix, dec, &w->planner_model, "algorithm.workflows.planner.model");
+        check_algo_model(d, ix, dec, &w->final_model, "algorithm.workflows.final.model");
+        for (size_t i = 0; i < w->n_roles; i++)
+            check_algo_model(d, ix, dec, &w->roles[i].model, "algorithm.workflows.roles[].model");
+        break;
+    }
+    }
+    /* ref §3.1: confidence and ratings need a choice; with one modelRef the
+     * request goes to it as with static */
+    if ((a->kind == VSR_ALGO_CONFIDENCE || a->kind == VSR_ALGO_RATINGS) && dec->n_model_refs < 2 && dec->name)
+        vsr__cfg_warn(d, "decision %s: algorithm %s needs more than one modelRef; its first modelRef answers alone",
+                      q(d, dec->name), dec->algorithm);
 }
 
 static void check_model_refs(cfg_decoder_t *d, config_box_t *box)

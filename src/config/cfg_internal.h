@@ -335,6 +335,15 @@ void vsr__cfg_compose_complexity(cfg_decoder_t *d, vsr_recipe_conf_t *r);
  * checks that need the whole recipe (signal and score references, score
  * cycles, unique output names, `type: projection` leaves). */
 extern const cfg_spec_t vsr__cfg_projections_spec;
+/* routing.decisions[].algorithm (cfg_looper.c): the type and its block into
+ * the decision (vsr_decision_conf_t) at obj. */
+int vsr__cfg_decode_algorithm(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* The key of a kind's own block ("confidence", ...; NULL for static). */
+const char *vsr__cfg_algo_block(vsr_algo_kind_t kind);
+/* global.integrations (its object is the vsr_config_t), and the defaults of
+ * its looper block when the document has none. */
+extern const cfg_spec_t vsr__cfg_integrations_spec;
+void vsr__cfg_looper_defaults(vsr_looper_integration_conf_t *l);
 /* routing.signals.metadata[] and .events[] (cfg_events.c) */
 extern const cfg_spec_t vsr__cfg_metadata_spec;
 extern const cfg_spec_t vsr__cfg_event_spec;

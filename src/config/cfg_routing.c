@@ -348,82 +348,7 @@ static const cfg_spec_t model_ref_spec = {
 
 /* ==== algorithm ===================================================================== */
 
-/* ref §1.11 (the newest catalogue): the type and its own config block */
-static const struct {
-    const char *type, *block;
-} algorithms[] = {
-    {"static", NULL},           {"automix", "automix"},   {"confidence", "confidence"},
-    {"fusion", "fusion"},       {"hybrid", "hybrid"},     {"kmeans", NULL},
-    {"knn", NULL},              {"latency_aware", "latency_aware"}, {"mlp", NULL},
-    {"multi_factor", "multi_factor"}, {"ratings", "ratings"}, {"remom", "remom"},
-    {"router_dc", "router_dc"}, {"svm", NULL},            {"workflows", "workflows"},
-    {"prompt", "prompt"},
-};
-
-static int algorithm_block(vsr_slice_t key)
-{
-    for (size_t i = 0; i < VSR_ARRAY_LEN(algorithms); i++)
-        if (algorithms[i].block && vsr_slice_eq_cstr(key, algorithms[i].block))
-            return (int)i;
-    return -1;
-}
-
-static int decode_algorithm(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    vsr_decision_conf_t *dec = obj;
-    if (val->kind != CFG_NODE_MAP) {
-        vsr__cfg_node_error(d, val, "expected a mapping, got %s", vsr__cfg_node_what(val));
-        return -1;
-    }
-    const cfg_node_t *type = vsr__cfg_map_get(val, "type");
-    if (type == NULL) {
-        vsr__cfg_node_error(d, val, "missing required key \"type\"");
-        return -1;
-    }
-    cfg_field_t tf = {.key = "type"};
-    const char *t = vsr__cfg_get_string(d, &tf, type);
-    if (t == NULL)
-        return -1;
-    int ti = -1;
-    for (size_t i = 0; i < VSR_ARRAY_LEN(algorithms); i++)
-        if (strcmp(t, algorithms[i].type) == 0)
-            ti = (int)i;
-    if (ti < 0) {
-        vsr__cfg_node_error(d, type, "unknown algorithm type %s", vsr__cfg_quote(d->pool, t, type->len));
-        return -1;
-    }
-    if (ti != 0) {
-        vsr__cfg_node_error(d, type, "algorithm type \"%s\" is not supported yet", algorithms[ti].type);
-        return -1;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < val->n; i++) {
-        const cfg_node_t *k = val->items[2 * i], *v = val->items[2 * i + 1];
-        if (k->kind != CFG_NODE_SCALAR || k->type != CFG_STR) {
-            vsr__cfg_node_error(d, k, "expected a string key, got %s", vsr__cfg_node_what(k));
-            rc = -1;
-            continue;
-        }
-        vsr_slice_t key = vsr_slice(k->str, k->len);
-        int bi = algorithm_block(key);
-        if (vsr_slice_eq_cstr(key, "type")) {
-            continue;
-        } else if (vsr_slice_eq_cstr(key, "on_error") || vsr_slice_eq_cstr(key, "budget")) {
-            /* a static choice makes no call that could fail or overspend */
-            if (!vsr__cfg_is_empty(v))
-                vsr__cfg_record_unimplemented(d, k->str);
-        } else if (bi >= 0) {
-            vsr__cfg_node_error(d, k, "algorithm.%s only applies to type \"%s\"", algorithms[bi].block,
-                                algorithms[bi].type);
-            rc = -1;
-        } else {
-            vsr__cfg_node_error(d, k, "unknown key %s", vsr__cfg_quote(d->pool, k->str, k->len));
-            rc = -1;
-        }
-    }
-    dec->algorithm = vsr__cfg_strdup(d, "static");
-    return rc;
-}
+/* the table and the blocks: cfg_looper.c */
 
 /* ==== plugins ======================================================================== */
 
@@ -842,7 +767,7 @@ static const cfg_field_t decision_fields[] = {
     {.key = "modelRefs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DEC_OFF(model_refs),
      .count_offset = DEC_OFF(n_model_refs), .spec = &model_ref_spec},
     {.key = "candidateIterations", .decode = vsr__cfg_unsupported},
-    {.key = "algorithm", .decode = decode_algorithm, .flags = CFG_NULL_OK},
+    {.key = "algorithm", .decode = vsr__cfg_decode_algorithm, .flags = CFG_NULL_OK},
     {.key = "plugins", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DEC_OFF(plugins),
      .count_offset = DEC_OFF(n_plugins), .spec = &plugin_spec},
     {.key = "reliability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .offset = DEC_OFF(reliability),
@@ -953,7 +878,8 @@ static const cfg_field_t card_fields[] = {
     {.key = "modalities", .flags = CFG_UNIMPLEMENTED},
     {.key = "modality", .flags = CFG_UNIMPLEMENTED},
     {.key = "tags", .flags = CFG_UNIMPLEMENTED},
-    {.key = "quality_score", .flags = CFG_UNIMPLEMENTED},
+    {.key = "quality_score", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = CARD_OFF(quality_score),
+     .has_offset = CARD_OFF(has_quality_score), .dmin = 0, .dmax = 1},
 };
 
 static void finish_card(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,

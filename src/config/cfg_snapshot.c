@@ -501,6 +501,8 @@ int vsr__cfg_header_entry_secret(const char *path, const cfg_node_t *map)
 int vsr__cfg_under_extra_headers(const char *path)
 {
     size_t n = strlen(path);
+    if (strcmp(path, "global.integrations.looper.headers") == 0) /* sent with every Looper hop, as extra_headers */
+        return 1;
     return n >= 13 && strcmp(path + n - 13, "extra_headers") == 0 && (n == 13 || path[n - 14] == '.');
 }
 

@@ -320,6 +320,20 @@ static int decode_api_format(cfg_decoder_t *d, const cfg_field_t *f, const cfg_n
     return 0;
 }
 
+/* providers.models[].pricing: members of the model (per million tokens, >= 0) */
+#define PRICE(k, m) {.key = (k), .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = offsetof(vsr_model_conf_t, m), \
+                     .has_offset = offsetof(vsr_model_conf_t, has_##m), .dmin = 0, .dmax = 1e9}
+static const cfg_field_t pricing_fields[] = {
+    {.key = "currency", .decode = vsr__cfg_string, .offset = offsetof(vsr_model_conf_t, pricing_currency)},
+    PRICE("prompt_per_1m", prompt_per_1m),
+    PRICE("completion_per_1m", completion_per_1m),
+    PRICE("cached_input_per_1m", cached_input_per_1m),
+    PRICE("cache_write_per_1m", cache_write_per_1m),
+};
+
+static const cfg_spec_t pricing_spec = {
+    .size = sizeof(vsr_model_conf_t), .fields = pricing_fields, .n_fields = VSR_ARRAY_LEN(pricing_fields)};
+
 static const cfg_field_t model_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(vsr_model_conf_t, name)},
     {.key = "provider_model_id", .decode = vsr__cfg_string, .offset = offsetof(vsr_model_conf_t, provider_model_id)},
@@ -333,7 +347,8 @@ static const cfg_field_t model_fields[] = {
      .has_offset = offsetof(vsr_model_conf_t, has_reliability)},
     UNIMPLEMENTED("reasoning"),
     UNIMPLEMENTED("reasoning_family"),
-    UNIMPLEMENTED("pricing"),
+    {.key = "pricing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &pricing_spec,
+     .has_offset = offsetof(vsr_model_conf_t, has_pricing)},
     UNIMPLEMENTED("external_model_ids"),
     UNIMPLEMENTED("catalog"),
     UNIMPLEMENTED("deployment"),
@@ -1305,7 +1320,7 @@ static const cfg_field_t global_fields[] = {
     {.key = "router", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_spec},
     {.key = "services", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &services_spec},
     UNIMPLEMENTED("stores"),
-    UNIMPLEMENTED("integrations"),
+    {.key = "integrations", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_integrations_spec},
     {.key = "model_catalog", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &model_catalog_spec},
 };
 
@@ -1345,6 +1360,7 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->authz_user_groups_header = vsr__cfg_strdup(d, "x-authz-user-groups");
     c->tracing_service_name = vsr__cfg_strdup(d, "vllm-sr");
     c->tracing_sampling_ratio = 1;
+    vsr__cfg_looper_defaults(&c->looper);
     box->default_retryable_codes[0] = 502;
     box->default_retryable_codes[1] = 503;
     box->default_retryable_codes[2] = 504;

@@ -607,7 +607,8 @@ typedef struct {
     int quorum_fallback;          /* quorum_failure_policy: fallback (default fail) */
     char *quorum_fallback_target; /* required with fallback: a provider model */
     char *analysis_mode;          /* separate (default) | one_call | none */
-    char *analysis_template, *synthesis_template, *judge_prompt_version; /* NULL = built-in ("fusion-v1") */
+    char *analysis_template, *synthesis_template; /* NULL = built-in */
+    char *judge_prompt_version;   /* default "fusion-v1" */
     int include_analysis, include_intermediate_responses; /* default false */
     int on_error_fail;            /* default skip */
     int grounding_enabled;        /* grounding.enabled: recorded as not implemented when true */

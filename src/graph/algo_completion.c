@@ -349,6 +349,23 @@ typedef struct {
     uint64_t created;
 } sse_t;
 
+/* Raw JSON inside an SSE data line: CR and LF can only be whitespace (the
+ * parser refuses them raw inside strings), so they are dropped and the event
+ * stays one line. */
+static int put_raw_line(vsr_buf_t *out, vsr_slice_t raw)
+{
+    int rc = VSR_OK;
+    size_t from = 0;
+    for (size_t i = 0; i < raw.len; i++) {
+        if (raw.p[i] != '\n' && raw.p[i] != '\r')
+            continue;
+        PUT(vsr_buf_append(out, raw.p + from, i - from));
+        from = i + 1;
+    }
+    PUT(vsr_buf_append(out, raw.p + from, raw.len - from));
+    return rc;
+}
+
 static int chunk_open(const sse_t *s)
 {
     int rc = VSR_OK;
@@ -377,6 +394,8 @@ static int text_chunks(const sse_t *s, uint32_t index, const char *field, vsr_sl
 {
     int rc = VSR_OK;
     size_t off = 0;
+    if (!text.p)
+        text = VSR_SLICE_LIT("");
     do {
         size_t l = piece_len(text.p + off, text.len - off, VSR_ALGO_SSE_PIECE);
         PUT(chunk_open(s));
@@ -401,11 +420,12 @@ static int tool_calls_chunk(const sse_t *s, const vsr_json_t *j, uint32_t index,
         if (k)
             PUT(vsr_buf_append(s->out, ",", 1));
         vsr_slice_t raw = vsr_json_raw(j, e);
-        if (vsr_json_type(j, e) == VSR_JSON_OBJECT) {
+        uint32_t has_index;
+        if (vsr_json_type(j, e) == VSR_JSON_OBJECT && vsr_json_object_get(j, e, "index", &has_index) != VSR_OK) {
             PUT(vsr_buf_printf(s->out, "{\"index\":%u%s", k, j->toks[e].count ? "," : ""));
-            PUT(vsr_buf_append(s->out, raw.p + 1, raw.len - 1));
+            PUT(put_raw_line(s->out, vsr_slice(raw.p + 1, raw.len - 1)));
         } else {
-            PUT(vsr_buf_append_slice(s->out, raw));
+            PUT(put_raw_line(s->out, raw));
         }
     }
     PUT(vsr_buf_append_cstr(s->out, "]},\"finish_reason\":null}]}\n\n"));
@@ -467,7 +487,7 @@ int vsr__algo_sse_from_completion(vsr_buf_t *out, const char *body, size_t len, 
         PUT(chunk_open(&s));
         PUT(vsr_buf_append_cstr(out, "],\"usage\":"));
         if (get_typed(&j, 0, "usage", VSR_JSON_OBJECT, &v))
-            PUT(vsr_buf_append_slice(out, vsr_json_raw(&j, v)));
+            PUT(put_raw_line(out, vsr_json_raw(&j, v)));
         else
             PUT(put_usage(out, 0, 0));
         PUT(vsr_buf_append_cstr(out, "}\n\n"));

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from conftest import raw_request, sse_events
+from conftest import raw_request, sse_events, wait_until
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 STREAM = dict(CHAT, stream=True)
@@ -434,3 +434,253 @@ def test_chat_stream_chunks_are_shaped_as_openai_sends_them(fakellm):
     body = post(be).json()
     assert body["system_fingerprint"] and body["choices"][0]["logprobs"] is None
     assert body["choices"][0]["message"]["refusal"] is None
+
+
+# ---- logprobs -------------------------------------------------------------
+
+
+def lp_body(top=None, **extra):
+    b = dict(CHAT, logprobs=True, **extra)
+    if top is not None:
+        b["top_logprobs"] = top
+    return b
+
+
+def test_logprobs_shape_and_defaults(fakellm):
+    be = fakellm("a", args=["--text", "one two  three"])
+    r = post(be, body=lp_body(top=3))
+    assert r.status_code == 200, r.text
+    lp = r.json()["choices"][0]["logprobs"]
+    toks = [e["token"] for e in lp["content"]]
+    assert toks == ["one ", "two  ", "three"]            # the words with the spaces the text has
+    assert "".join(toks) == r.json()["choices"][0]["message"]["content"]
+    for e in lp["content"]:
+        assert e["logprob"] == pytest.approx(-0.1)
+        assert e["bytes"] == list(e["token"].encode())
+        assert len(e["top_logprobs"]) == 3
+        assert e["top_logprobs"][0]["token"] == e["token"]
+        assert [t["logprob"] for t in e["top_logprobs"]] == pytest.approx([-0.1, -1.1, -2.1])
+        assert all(t["bytes"] == list(t["token"].encode()) for t in e["top_logprobs"])
+        assert len({t["token"] for t in e["top_logprobs"]}) == 3
+    # not asked, or asked false: null as before
+    assert post(be).json()["choices"][0]["logprobs"] is None
+    assert post(be, body=dict(CHAT, logprobs=False)).json()["choices"][0]["logprobs"] is None
+    # top_logprobs absent = 0 alternatives
+    assert all(e["top_logprobs"] == [] for e in post(be, body=lp_body()).json()["choices"][0]["logprobs"]["content"])
+
+
+def test_logprob_knobs_header_body_flag(fakellm):
+    be = fakellm("a", args=["--logprob", "-0.5", "--logprob-margin", "0.25"])
+
+    def first(r):
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["logprobs"]["content"][0]
+
+    e = first(post(be, body=lp_body(top=2)))
+    assert [t["logprob"] for t in e["top_logprobs"]] == pytest.approx([-0.5, -0.75])
+    e = first(post(be, {"x-fakellm-logprob": "-2", "x-fakellm-logprob-margin": "0"}, body=lp_body(top=2)))
+    assert [t["logprob"] for t in e["top_logprobs"]] == pytest.approx([-2.0, -2.0])
+    e = first(post(be, body=lp_body(top=2, fakellm={"logprob": -3.5, "logprob_margin": 2})))
+    assert e["logprob"] == pytest.approx(-3.5)
+    assert [t["logprob"] for t in e["top_logprobs"]] == pytest.approx([-3.5, -5.5])
+    # header wins over body
+    e = first(post(be, {"x-fakellm-logprob": "-1"}, body=lp_body(top=1, fakellm={"logprob": -3})))
+    assert e["logprob"] == pytest.approx(-1.0)
+
+
+def test_logprobs_missing(fakellm):
+    be = fakellm("a")
+    r = post(be, {"x-fakellm-logprobs-missing": "1"}, body=lp_body(top=2))
+    assert r.status_code == 200 and r.json()["choices"][0]["logprobs"] is None
+    r = post(be, body=lp_body(top=2, fakellm={"logprobs-missing": True}))
+    assert r.json()["choices"][0]["logprobs"] is None
+    be2 = fakellm("b", args=["--logprobs-missing"])
+    assert post(be2, body=lp_body(top=2)).json()["choices"][0]["logprobs"] is None
+    r = post(be2, {"x-fakellm-logprobs-missing": "0"}, body=lp_body(top=2))
+    assert r.json()["choices"][0]["logprobs"] is not None
+
+
+def test_logprob_bad_values(fakellm):
+    be = fakellm("a")
+    for name, value in [("logprob", "0.5"), ("logprob", "abc"), ("logprob", "-1001"), ("logprob", "nan"),
+                        ("logprob-margin", "-1"), ("logprob-margin", "1e9"), ("logprobs-missing", "maybe")]:
+        r = post(be, {"x-fakellm-" + name: value}, body=lp_body(top=1))
+        assert r.status_code == 400, (name, value)
+        assert f"'{name}'" in r.json()["error"]["message"]
+    for top in (-1, 21, "2", 1.5):
+        r = post(be, body=lp_body(top=top))
+        assert r.status_code == 400, top
+        assert "top_logprobs" in r.json()["error"]["message"]
+        assert r.json()["error"]["type"] == "invalid_request_error"
+    assert post(be, body=lp_body(top=20)).status_code == 200
+    assert post(be, body=lp_body(top=0)).status_code == 200
+
+
+def test_logprobs_in_stream_chunks(fakellm):
+    be = fakellm("a")
+    r = post(be, {"x-fakellm-text": "alpha beta", "x-fakellm-logprob": "-0.3"}, body=dict(lp_body(top=2), stream=True))
+    chunks = [json.loads(d) for d in sse_events(r.text) if d != "[DONE]"]
+    content = [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]
+    assert [c["choices"][0]["delta"]["content"] for c in content] == ["alpha ", "beta"]
+    for c in content:
+        lc = c["choices"][0]["logprobs"]["content"]
+        assert len(lc) == 1 and lc[0]["token"] == c["choices"][0]["delta"]["content"]
+        assert [t["logprob"] for t in lc[0]["top_logprobs"]] == pytest.approx([-0.3, -1.3])
+    # without logprobs the chunks keep null
+    r = post(be, body=STREAM)
+    chunks = [json.loads(d) for d in sse_events(r.text) if d != "[DONE]"]
+    assert all(c["choices"][0]["logprobs"] is None for c in chunks if c["choices"])
+
+
+# ---- per-model answers ----------------------------------------------------
+
+
+MODEL_ARGS = ["--model-text", "m-small=small says hi", "--model-text", "m-large=large says more here",
+              "--model-logprob", "m-small=-2.5", "--model-delay-ms", "m-slow=400",
+              "--model-status", "m-bad=503", "--model-text", "m-slow=slow",
+              "--model-logprob-margin", "m-large=2.5", "--model-logprobs-missing", "m-slow=1"]
+
+
+def test_model_flags_answer_per_model(fakellm):
+    be = fakellm("a", args=MODEL_ARGS)
+
+    def ask(model, headers=None, **extra):
+        return post(be, headers, body=dict(CHAT, model=model, **extra))
+
+    assert ask("m-small").json()["choices"][0]["message"]["content"] == "small says hi"
+    assert ask("m-large").json()["choices"][0]["message"]["content"] == "large says more here"
+    assert ask("m-large").json()["usage"]["completion_tokens"] == 4
+    assert ask("other").json()["choices"][0]["message"]["content"] == "Hello from a"
+    assert ask("m-small", logprobs=True).json()["choices"][0]["logprobs"]["content"][0]["logprob"] == pytest.approx(-2.5)
+    large = ask("m-large", logprobs=True, top_logprobs=2).json()["choices"][0]["logprobs"]["content"][0]
+    assert [t["logprob"] for t in large["top_logprobs"]] == pytest.approx([-0.1, -2.6])
+    assert ask("m-small", logprobs=True, top_logprobs=2).json()["choices"][0]["logprobs"]["content"][0][
+        "top_logprobs"][1]["logprob"] == pytest.approx(-3.5)
+    assert ask("m-slow", logprobs=True).json()["choices"][0]["logprobs"] is None
+    assert ask("m-slow", {"x-fakellm-logprobs-missing": "0"}, logprobs=True).json()["choices"][0]["logprobs"] is not None
+    r = ask("m-bad")
+    assert r.status_code == 503 and r.json()["error"]["code"] == 503
+    t0 = time.monotonic()
+    assert ask("m-slow").json()["choices"][0]["message"]["content"] == "slow"
+    assert time.monotonic() - t0 >= 0.35
+    # per-request knobs still win
+    assert ask("m-small", {"x-fakellm-text": "mine"}).json()["choices"][0]["message"]["content"] == "mine"
+    assert ask("m-bad", {"x-fakellm-status": "0"}).status_code == 200
+    assert ask("m-small", {"x-fakellm-logprob": "-0.2"}, logprobs=True).json()[
+        "choices"][0]["logprobs"]["content"][0]["logprob"] == pytest.approx(-0.2)
+    outcomes = [(e["model"], e["outcome"]) for e in entries(be)]
+    assert ("m-bad", "status:503") in outcomes and ("m-slow", "delay") in outcomes
+
+
+def test_model_text_streams_word_by_word(fakellm):
+    be = fakellm("a", args=MODEL_ARGS)
+    r = post(be, body=dict(STREAM, model="m-large"))
+    chunks = [json.loads(d) for d in sse_events(r.text) if d != "[DONE]"]
+    words = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+    assert words[:-1] == ["large ", "says ", "more ", "here"] and words[-1] is None
+    # a text knob per request streams its words too
+    r = post(be, {"x-fakellm-text": "x y"}, body=STREAM)
+    assert [json.loads(d)["choices"][0]["delta"].get("content")
+            for d in sse_events(r.text)[:-1] if json.loads(d)["choices"]][:-1] == ["x ", "y"]
+    # no text per model or per request: tok<i> as before, also with --text
+    r = post(be, body=dict(STREAM, model="other"))
+    assert [json.loads(d)["choices"][0]["delta"].get("content")
+            for d in sse_events(r.text)[:-1]][:5] == [f"tok{i} " for i in range(5)]
+    be2 = fakellm("b", args=["--text", "process wide"])
+    r = post(be2, body=STREAM)
+    assert json.loads(sse_events(r.text)[0])["choices"][0]["delta"]["content"] == "tok0 "
+    # the Responses stream carries the same words and the full text at the end
+    r = post(be, body={"model": "m-small", "input": "hi", "stream": True}, path="/v1/responses")
+    datas = [json.loads(d) for d in sse_events(r.text)]
+    assert [d["delta"] for d in datas if d["type"] == "response.output_text.delta"] == ["small ", "says ", "hi"]
+    assert datas[-1]["response"]["output"][0]["content"][0]["text"] == "small says hi"
+
+
+@pytest.mark.parametrize("args", [
+    ["--model-text", "noequals"], ["--model-text", "=text"], ["--model-delay-ms", "m=-1"],
+    ["--model-delay-ms", "m=abc"], ["--model-logprob", "m=1"], ["--model-status", "m=99"],
+    ["--model-status", "m=600"], ["--logprob", "0.1"], ["--logprob-margin", "-2"], ["--logprob", "x"],
+    ["--model-logprob", "m"], ["--model-logprob-margin", "m=-1"], ["--model-logprobs-missing", "m=2"],
+])
+def test_model_flags_bad_values_exit_2(args):
+    import subprocess
+    from conftest import FAKELLM_BIN
+    p = subprocess.run([FAKELLM_BIN, "--port", "0", *args], capture_output=True, timeout=10)
+    assert p.returncode == 2, (args, p.stderr)
+    assert b"usage" in p.stderr
+
+
+# ---- the log's body essentials and times ----------------------------------
+
+
+def test_log_body_essentials(fakellm):
+    be = fakellm("a")
+    long_user = "u" * 600 + "é"
+    body = {"model": "m", "stream": False, "logprobs": True, "top_logprobs": 2, "temperature": 0.25,
+            "max_completion_tokens": 64, "max_tokens": 32,
+            "messages": [{"role": "system", "content": "be brief"},
+                         {"role": "user", "content": "first"},
+                         {"role": "assistant", "content": "ok"},
+                         {"role": "user", "content": [{"type": "text", "text": "part one "},
+                                                      {"type": "text", "text": "part two"}]}],
+            "tools": [{"type": "function", "function": {"name": "f"}}]}
+    assert post(be, body=body).status_code == 200
+    assert post(be, body=dict(body, tools=[])).status_code == 200
+    assert post(be, body={"model": "m", "messages": [{"role": "user", "content": long_user}], "stream": True}).status_code == 200
+    assert post(be, body={"model": "m", "prompt": "p"}, path="/v1/completions").status_code == 200
+    assert post(be, body="{oops").status_code == 400
+    assert httpx.get(be.url + "/health").status_code == 200
+    got = entries(be)
+    b0 = got[0]["body"]
+    assert b0 == {"stream": False, "logprobs": True, "top_logprobs": 2, "temperature": 0.25,
+                  "max_completion_tokens": 64, "max_tokens": 32, "n_messages": 4,
+                  "last_user": "part one part two", "system": "be brief", "has_tools": True,
+                  "messages_sha": b0["messages_sha"]}
+    assert len(b0["messages_sha"]) == 16 and int(b0["messages_sha"], 16) >= 0
+    b1 = got[1]["body"]
+    assert b1["has_tools"] is False and b1["messages_sha"] == b0["messages_sha"]   # same messages, same hash
+    b2 = got[2]["body"]
+    assert b2["stream"] is True and b2["logprobs"] is None and b2["system"] is None
+    assert b2["last_user"] == "u" * 512 and b2["messages_sha"] != b0["messages_sha"]
+    assert b2["temperature"] is None and b2["max_tokens"] is None and b2["n_messages"] == 1
+    b3 = got[3]["body"]
+    assert b3["n_messages"] is None and b3["last_user"] is None and b3["messages_sha"] is None
+    assert got[4]["body"] is None and got[5]["body"] is None
+
+
+def test_log_start_and_end_times_show_overlap(fakellm):
+    be = fakellm("a", args=["--threads", "1"])
+    results = []
+
+    def call(delay):
+        results.append(post(be, {"x-fakellm-delay-ms": str(delay)}).status_code)
+
+    ts = [threading.Thread(target=call, args=(d,)) for d in (600, 600)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(30)
+    assert results == [200, 200]
+    post_fails(be, {"x-fakellm-hang": "1"}, timeout=0.3)
+    r = post(be, body=STREAM, headers={"x-fakellm-chunk-delay-ms": "100", "x-fakellm-chunks": "3"})
+    assert r.status_code == 200
+    a, b, hang, stream = entries(be)
+    for e in (a, b):
+        assert e["start_ms"] == e["time_ms"] and e["end_ms"] - e["start_ms"] >= 550
+    # both were answered after both had started: they overlapped
+    assert max(a["start_ms"], b["start_ms"]) < min(a["end_ms"], b["end_ms"])
+    assert hang["end_ms"] is None
+    assert stream["end_ms"] - stream["start_ms"] >= 250   # two gaps and the tail's, 100 ms each
+
+
+def test_log_end_ms_over_h2(fakellm):
+    import subprocess
+    be = fakellm("a")
+    p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--max-time", "20", "-H", "x-fakellm-delay-ms: 200",
+                        "-H", "content-type: application/json", "--data-binary", json.dumps(dict(CHAT, model="hm")),
+                        be.url + "/v1/chat/completions"], capture_output=True, timeout=30)
+    assert p.returncode == 0 and json.loads(p.stdout)["model"] == "hm", p.stderr
+    wait_until(lambda: entries(be)[0]["end_ms"] is not None, timeout=5, what="end_ms")
+    e = entries(be)[0]
+    assert e["protocol"] == "h2" and e["model"] == "hm" and e["body"]["n_messages"] == 1
+    assert e["end_ms"] - e["start_ms"] >= 150

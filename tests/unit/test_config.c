@@ -331,7 +331,6 @@ static void test_reference_example(void **state)
     static const char *const want[] = {
         "providers.defaults.reasoning_effort",
         "providers.models[].reasoning",
-        "providers.models[].pricing",
     };
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
@@ -792,7 +791,6 @@ static void test_unimplemented_paths(void **state)
         "evaluation",
         "routing.model_bindings",
         "routing.modelCards[].tags",
-        "routing.modelCards[].quality_score",
         "routing.decisions[].annotations",
         "routing.decisions[].algorithm.on_error",
         "routing.decisions[].modelRefs[].reasoning_description",
@@ -1525,8 +1523,8 @@ static void test_capability_errors(void **state)
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
-         "      algorithm: {type: confidence, confidence: {threshold: 0.5}}\n",
-         "t.yaml:13:25: algorithm type \"confidence\" is not supported yet\n"},
+         "      algorithm: {type: automix, automix: {cost_quality_tradeoff: 0.5}}\n",
+         "t.yaml:13:25: algorithm type \"automix\" is not supported yet\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
@@ -2419,14 +2417,14 @@ static void test_routing_errors_all_reported(void **state)
                   "      priority: high\n"
                   "      rules: {type: keyword, name: missing}\n"
                   "      modelRefs: [{model: ghost}]\n"
-                  "      algorithm: {type: ratings}\n"
+                  "      algorithm: {type: router_dc}\n"
                   "      plugins: [{type: memory}]\n"
                   "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
                   "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
                   "t.yaml:13:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
                   "runtime)\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
-                  "t.yaml:19:25: algorithm type \"ratings\" is not supported yet\n"
+                  "t.yaml:19:25: algorithm type \"router_dc\" is not supported yet\n"
                   "t.yaml:20:24: plugin \"memory\" is not supported yet\n"
                   "t.yaml:17:14: keyword signal \"missing\" is not declared in routing.signals.keywords\n"
                   "t.yaml:18:27: model \"ghost\" is not defined in providers.models (nor as a LoRA in "
@@ -2458,6 +2456,453 @@ static void test_strategy_inheritance(void **state)
     assert_int_equal(c->recipes[0].n_decisions, 0);
     assert_int_equal(c->recipes[0].strategy_confidence, 0);
     assert_int_equal(c->n_entrypoints, 0);
+    vsr_config_free(c);
+}
+
+/* ---- Looper algorithms ---------------------------------------------------- */
+
+/* DOC plus a second provider model "n" (line 10); routing from line 11 */
+#define LOOPER_DOC DOC "    - {name: n, backend_refs: [{endpoint: 127.0.0.1:8000}]}\n"
+
+/* One decision (its algorithm on line 15) with modelRefs m and n and the given algorithm. */
+#define ALGO_DOC(algo)                                     \
+    LOOPER_DOC "routing:\n"                                \
+               "  decisions:\n"                            \
+               "    - name: d\n"                           \
+               "      modelRefs: [{model: m}, {model: n}]\n" \
+               "      algorithm: " algo "\n"
+
+static const vsr_decision_conf_t *only_decision(const vsr_config_t *c)
+{
+    assert_int_equal(c->recipes[0].n_decisions, 1);
+    return &c->recipes[0].decisions[0];
+}
+
+/* Each Looper type loads with the reference's defaults when its block is absent. */
+static void test_looper_defaults(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(ALGO_DOC("{type: confidence}"));
+    const vsr_decision_conf_t *dec = only_decision(c);
+    assert_string_equal(dec->algorithm, "confidence");
+    assert_int_equal(dec->algo.kind, VSR_ALGO_CONFIDENCE);
+    assert_null(dec->algo.on_error);
+    assert_int_equal(dec->algo.budget.max_calls, 0);
+    assert_int_equal(dec->algo.budget.deadline_ms, 0);
+    const vsr_algo_confidence_conf_t *cf = &dec->algo.u.confidence;
+    assert_string_equal(cf->method, "avg_logprob");
+    assert_int_equal(cf->has_threshold, 0);
+    assert_string_equal(cf->escalation_order, "size");
+    assert_true(cf->logprob_weight == 0.5 && cf->margin_weight == 0.5);
+    assert_null(cf->token_filter);
+    assert_int_equal(cf->on_error_fail, 0);
+    assert_null(cf->verifier_server_url);
+    assert_true(cf->cost_quality_tradeoff == 0.3);
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: ratings, ratings: null}"));
+    dec = only_decision(c);
+    assert_int_equal(dec->algo.kind, VSR_ALGO_RATINGS);
+    assert_int_equal(dec->algo.u.ratings.max_concurrent, 0);
+    assert_int_equal(dec->algo.u.ratings.on_error_fail, 0);
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: remom}"));
+    dec = only_decision(c);
+    const vsr_algo_remom_conf_t *rm = &dec->algo.u.remom;
+    assert_int_equal(dec->algo.kind, VSR_ALGO_REMOM);
+    assert_int_equal(rm->n_breadth_schedule, 1);
+    assert_int_equal(rm->breadth_schedule[0], 4);
+    assert_string_equal(rm->model_distribution, "weighted");
+    assert_null(rm->synthesis_model);
+    assert_null(rm->synthesis_template);
+    assert_string_equal(rm->compaction_strategy, "full");
+    assert_int_equal(rm->compaction_tokens, 1000);
+    assert_int_equal(rm->include_reasoning, 0);
+    assert_true(rm->temperature == 1.0);
+    assert_int_equal(rm->max_completion_tokens + rm->max_concurrent + rm->round_timeout_ms +
+                         rm->min_successful_responses + rm->max_responses_per_round, 0);
+    assert_int_equal(rm->shuffle_seed, 42);
+    assert_int_equal(rm->on_error_fail, 0);
+    assert_int_equal(rm->include_intermediate_responses, 1);
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: fusion, fusion: {}}"));
+    dec = only_decision(c);
+    const vsr_algo_fusion_conf_t *fu = &dec->algo.u.fusion;
+    assert_int_equal(dec->algo.kind, VSR_ALGO_FUSION);
+    assert_int_equal(fu->analysis_models.n, 0);
+    assert_null(fu->model);
+    assert_int_equal(fu->n_analysis_overrides, 0);
+    assert_int_equal(fu->has_temperature, 0);
+    assert_int_equal(fu->min_successful_responses, 0);
+    assert_int_equal(fu->quorum_fallback, 0);
+    assert_null(fu->quorum_fallback_target);
+    assert_string_equal(fu->analysis_mode, "separate");
+    assert_string_equal(fu->judge_prompt_version, "fusion-v1");
+    assert_int_equal(fu->include_analysis + fu->include_intermediate_responses + fu->on_error_fail, 0);
+    assert_int_equal(fu->grounding_enabled, 0);
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: workflows}"));
+    dec = only_decision(c);
+    const vsr_algo_workflows_conf_t *wf = &dec->algo.u.workflows;
+    assert_int_equal(dec->algo.kind, VSR_ALGO_WORKFLOWS);
+    assert_int_equal(wf->dynamic, 0);
+    assert_string_equal(wf->template_name, "micro_agent");
+    assert_null(wf->planner_model);
+    assert_int_equal(wf->planner_max_completion_tokens, 2048);
+    assert_int_equal(wf->max_steps, 3);
+    assert_int_equal(wf->max_parallel, 2);
+    assert_int_equal(wf->has_temperature, 0);
+    assert_int_equal(wf->include_intermediate_responses, 1);
+    assert_int_equal(wf->on_error_fail, 1);
+    assert_int_equal(wf->n_roles, 0);
+    assert_null(wf->final_model);
+    assert_null(wf->final_prompt);
+    /* no integrations block: the looper defaults */
+    assert_int_equal(c->looper.timeout_ms, 120000);
+    assert_int_equal(c->looper.max_response_bytes, 32u * 1024 * 1024);
+    assert_int_equal(c->looper.grpc_max_msg_size_mb, 16);
+    assert_null(c->looper.endpoint);
+    vsr_config_free(c);
+
+    /* static keeps its name and kind; no algorithm at all is static too */
+    c = load_ok(ALGO_DOC("{type: static}"));
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_STATIC);
+    assert_string_equal(only_decision(c)->algorithm, "static");
+    vsr_config_free(c);
+}
+
+/* Every field of every block lands in its member. */
+static void test_looper_fields(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(ALGO_DOC(
+        "{type: confidence, on_error: fail, budget: {max_calls: 6, deadline: 1.5s},"
+        " confidence: {confidence_method: hybrid, threshold: 0.6, escalation_order: small_to_large,"
+        " hybrid_weights: {logprob_weight: 0.7, margin_weight: 0}, token_filter: tool_call_args,"
+        " verifier_server_url: \"http://127.0.0.1:9000/verify\", verifier_timeout_seconds: 5,"
+        " cost_quality_tradeoff: 1}}"));
+    const vsr_decision_conf_t *dec = only_decision(c);
+    const vsr_algo_confidence_conf_t *cf = &dec->algo.u.confidence;
+    assert_string_equal(dec->algo.on_error, "fail");
+    assert_int_equal(dec->algo.budget.max_calls, 6);
+    assert_int_equal(dec->algo.budget.deadline_ms, 1500);
+    assert_string_equal(cf->method, "hybrid");
+    assert_true(cf->has_threshold && cf->threshold == 0.6);
+    assert_string_equal(cf->escalation_order, "size"); /* small_to_large is the same order */
+    assert_true(cf->logprob_weight == 0.7 && cf->margin_weight == 0);
+    assert_string_equal(cf->token_filter, "tool_call_args");
+    assert_int_equal(cf->on_error_fail, 1); /* from algorithm.on_error */
+    assert_string_equal(cf->verifier_server_url, "http://127.0.0.1:9000/verify");
+    assert_int_equal(cf->verifier_timeout_ms, 5000);
+    assert_true(cf->cost_quality_tradeoff == 1);
+    vsr_config_free(c);
+
+    /* the block's own on_error wins over algorithm.on_error */
+    c = load_ok(ALGO_DOC("{type: ratings, on_error: fail, ratings: {max_concurrent: 1, on_error: skip}}"));
+    assert_int_equal(only_decision(c)->algo.u.ratings.max_concurrent, 1);
+    assert_int_equal(only_decision(c)->algo.u.ratings.on_error_fail, 0);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: ratings, on_error: fallback}"));
+    assert_string_equal(only_decision(c)->algo.on_error, "fallback");
+    assert_int_equal(only_decision(c)->algo.u.ratings.on_error_fail, 0);
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: remom, remom: {breadth_schedule: [3, 2], model_distribution: round_robin,"
+                         " synthesis_model: n, synthesis_template: \"a\\nb\", compaction_strategy: last_n_tokens,"
+                         " compaction_tokens: 500, include_reasoning: true, temperature: 0, "
+                         "max_completion_tokens: 64,"
+                         " max_concurrent: 2, round_timeout_seconds: 30, min_successful_responses: 1,"
+                         " max_responses_per_round: 3, shuffle_seed: 7, on_error: fail,"
+                         " include_intermediate_responses: false}}"));
+    const vsr_algo_remom_conf_t *rm = &only_decision(c)->algo.u.remom;
+    assert_int_equal(rm->n_breadth_schedule, 2);
+    assert_int_equal(rm->breadth_schedule[0], 3);
+    assert_int_equal(rm->breadth_schedule[1], 2);
+    assert_string_equal(rm->model_distribution, "round_robin");
+    assert_string_equal(rm->synthesis_model, "n");
+    assert_string_equal(rm->synthesis_template, "a\nb");
+    assert_string_equal(rm->compaction_strategy, "last_n_tokens");
+    assert_int_equal(rm->compaction_tokens, 500);
+    assert_int_equal(rm->include_reasoning, 1);
+    assert_true(rm->temperature == 0);
+    assert_int_equal(rm->max_completion_tokens, 64);
+    assert_int_equal(rm->max_concurrent, 2);
+    assert_int_equal(rm->round_timeout_ms, 30000);
+    assert_int_equal(rm->min_successful_responses, 1);
+    assert_int_equal(rm->max_responses_per_round, 3);
+    assert_int_equal(rm->shuffle_seed, 7);
+    assert_int_equal(rm->on_error_fail, 1);
+    assert_int_equal(rm->include_intermediate_responses, 0);
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: fusion, fusion: {analysis_models: [m, n], model: n,"
+                         " analysis_overrides: [{model: m, temperature: 0.2, max_completion_tokens: 9}, {model: n}],"
+                         " max_concurrent: 2, round_timeout_seconds: 45, temperature: 0.5, max_completion_tokens: 99,"
+                         " min_successful_responses: 3, quorum_failure_policy: fallback, quorum_fallback_target: m,"
+                         " analysis_mode: one_call, analysis_template: A, synthesis_template: S,"
+                         " judge_prompt_version: fusion-v2, include_analysis: true,"
+                         " include_intermediate_responses: true, on_error: fail,"
+                         " grounding: {enabled: true, reference: panel, policy: filter, min_score: 0.5}}}"));
+    const vsr_algo_fusion_conf_t *fu = &only_decision(c)->algo.u.fusion;
+    assert_int_equal(fu->analysis_models.n, 2);
+    assert_string_equal(fu->analysis_models.items[1], "n");
+    assert_string_equal(fu->model, "n");
+    assert_int_equal(fu->n_analysis_overrides, 2);
+    assert_string_equal(fu->analysis_overrides[0].model, "m");
+    assert_true(fu->analysis_overrides[0].has_temperature && fu->analysis_overrides[0].temperature == 0.2);
+    assert_int_equal(fu->analysis_overrides[0].max_completion_tokens, 9);
+    assert_int_equal(fu->analysis_overrides[1].has_temperature, 0);
+    assert_int_equal(fu->max_concurrent, 2);
+    assert_int_equal(fu->round_timeout_ms, 45000);
+    assert_true(fu->has_temperature && fu->temperature == 0.5);
+    assert_int_equal(fu->max_completion_tokens, 99);
+    assert_int_equal(fu->min_successful_responses, 3); /* above the panel: the executor caps it */
+    assert_int_equal(fu->quorum_fallback, 1);
+    assert_string_equal(fu->quorum_fallback_target, "m");
+    assert_string_equal(fu->analysis_mode, "one_call");
+    assert_string_equal(fu->analysis_template, "A");
+    assert_string_equal(fu->synthesis_template, "S");
+    assert_string_equal(fu->judge_prompt_version, "fusion-v2");
+    assert_int_equal(fu->include_analysis + fu->include_intermediate_responses + fu->on_error_fail, 3);
+    assert_int_equal(fu->grounding_enabled, 1);
+    assert_int_equal(c->n_unimplemented, 1); /* grounding is not implemented: recorded */
+    assert_string_equal(c->unimplemented[0], "routing.decisions[].algorithm.fusion.grounding.enabled");
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: workflows, workflows: {mode: static, template: t2, planner: {model: n,"
+                         " max_completion_tokens: 100}, max_steps: 5, max_parallel: 4, max_completion_tokens: 50,"
+                         " round_timeout_seconds: 60, min_successful_responses: 1, temperature: 0.3,"
+                         " include_intermediate_responses: false, on_error: skip,"
+                         " roles: [{name: r1, model: m, prompt: P1}, {name: r2, prompt: P2, access_list: [r1]}],"
+                         " final: {model: n, prompt: F}}}"));
+    const vsr_algo_workflows_conf_t *wf = &only_decision(c)->algo.u.workflows;
+    assert_int_equal(wf->dynamic, 0);
+    assert_string_equal(wf->template_name, "t2");
+    assert_string_equal(wf->planner_model, "n");
+    assert_int_equal(wf->planner_max_completion_tokens, 100);
+    assert_int_equal(wf->max_steps, 5);
+    assert_int_equal(wf->max_parallel, 4);
+    assert_int_equal(wf->max_completion_tokens, 50);
+    assert_int_equal(wf->round_timeout_ms, 60000);
+    assert_int_equal(wf->min_successful_responses, 1);
+    assert_true(wf->has_temperature && wf->temperature == 0.3);
+    assert_int_equal(wf->include_intermediate_responses, 0);
+    assert_int_equal(wf->on_error_fail, 0);
+    assert_int_equal(wf->n_roles, 2);
+    assert_string_equal(wf->roles[0].name, "r1");
+    assert_string_equal(wf->roles[0].model, "m");
+    assert_string_equal(wf->roles[0].prompt, "P1");
+    assert_int_equal(wf->roles[0].access_list.n, 0);
+    assert_null(wf->roles[1].model);
+    assert_int_equal(wf->roles[1].access_list.n, 1);
+    assert_string_equal(wf->roles[1].access_list.items[0], "r1");
+    assert_string_equal(wf->final_model, "n");
+    assert_string_equal(wf->final_prompt, "F");
+    vsr_config_free(c);
+
+    c = load_ok(ALGO_DOC("{type: workflows, workflows: {mode: dynamic}}"));
+    assert_int_equal(only_decision(c)->algo.u.workflows.dynamic, 1);
+    vsr_config_free(c);
+}
+
+/* Bad values: each with its message at its line:col. */
+static void test_looper_errors(void **state)
+{
+    (void)state;
+    /* the algorithm line is 15, its value starts at column 18 */
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {threshold: 1.5}}"),
+                  "t.yaml:15:61: threshold must be between 0 and 1, got 1.5\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: entropy}}"),
+                  "t.yaml:15:69: confidence_method must be \"avg_logprob\", \"margin\", \"hybrid\", "
+                  "\"self_verify\" or \"automix_entailment\", got \"entropy\"\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {hybrid_weights: {margin_weight: -0.1}}}"),
+                  "t.yaml:15:82: margin_weight must be between 0 and 1e+06, got -0.1\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: hybrid,"
+                           " hybrid_weights: {logprob_weight: 0, margin_weight: 0}}}"),
+                  "t.yaml:15:93: hybrid_weights: at least one weight must be greater than 0\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: automix_entailment}}"),
+                  "t.yaml:15:49: confidence_method \"automix_entailment\" needs verifier_server_url\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {verifier_server_url: \"ftp://x\"}}"),
+                  "t.yaml:15:71: verifier_server_url: invalid URL \"ftp://x\": the scheme must be http:// or "
+                  "https://\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {cost_quality_tradeoff: 2}}"),
+                  "t.yaml:15:73: cost_quality_tradeoff must be between 0 and 1, got 2\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {thresold: 0.5}}"),
+                  "t.yaml:15:50: unknown key \"thresold\"\n");
+    expect_errors(ALGO_DOC("{type: ratings, ratings: {on_error: retry}}"),
+                  "t.yaml:15:54: on_error must be \"skip\" or \"fail\", got \"retry\"\n");
+    expect_errors(ALGO_DOC("{type: ratings, on_error: maybe}"),
+                  "t.yaml:15:44: on_error must be \"skip\", \"fail\" or \"fallback\", got \"maybe\"\n");
+    expect_errors(ALGO_DOC("{type: ratings, budget: {max_calls: 0}}"),
+                  "t.yaml:15:54: max_calls must be between 1 and 10000, got 0\n");
+    expect_errors(ALGO_DOC("{type: ratings, budget: {deadline: soon}}"),
+                  "t.yaml:15:53: invalid duration \"soon\" (use e.g. \"300s\", \"1.5s\", \"250ms\", \"5m\", "
+                  "\"1h\")\n");
+    expect_errors(ALGO_DOC("{type: ratings, budget: {calls: 3}}"), 
+                  "t.yaml:15:43: unknown key \"calls\"\n");
+    expect_errors(ALGO_DOC("{type: remom, remom: {breadth_schedule: [2, 0]}}"),
+                  "t.yaml:15:62: breadth_schedule: a round makes 1 to 64 calls, got 0\n");
+    expect_errors(ALGO_DOC("{type: remom, remom: {breadth_schedule: []}}"),
+                  "t.yaml:15:58: breadth_schedule must hold 1 to 16 rounds, got 0\n");
+    expect_errors(ALGO_DOC("{type: remom, remom: {breadth_schedule: 3}}"),
+                  "t.yaml:15:58: breadth_schedule: expected a list of call counts, got an integer\n");
+    expect_errors(ALGO_DOC("{type: remom, remom: {model_distribution: random}}"),
+                  "t.yaml:15:60: model_distribution must be \"weighted\", \"equal\", \"round_robin\" or "
+                  "\"first_only\", got \"random\"\n");
+    expect_errors(ALGO_DOC("{type: remom, remom: {temperature: 3}}"),
+                  "t.yaml:15:53: temperature must be between 0 and 2, got 3\n");
+    expect_errors(ALGO_DOC("{type: remom, remom: {include_reasoning: yes}}"),
+                  "t.yaml:15:59: expected a boolean (true or false), got a string\n");
+    expect_errors(ALGO_DOC("{type: remom, confidence: {}}"),
+                  "t.yaml:15:32: algorithm.confidence only applies to type \"confidence\"\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {quorum_failure_policy: fallback}}"),
+                  "t.yaml:15:65: quorum_failure_policy \"fallback\" needs quorum_fallback_target\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {quorum_fallback_target: m}}"),
+                  "t.yaml:15:66: quorum_fallback_target only applies with quorum_failure_policy: fallback\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {analysis_models: [m, m]}}"),
+                  "t.yaml:15:63: duplicate model \"m\" (first defined at 15:60)\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {analysis_overrides: [{temperature: 1}]}}"),
+                  "t.yaml:15:63: missing required key \"model\"\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {analysis_mode: twice}}"),
+                  "t.yaml:15:57: analysis_mode must be \"separate\", \"one_call\" or \"none\", got \"twice\"\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {grounding: {policy: drop}}}"),
+                  "t.yaml:15:62: policy must be \"weight\", \"annotate\" or \"filter\", got \"drop\"\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {mode: auto}}"),
+                  "t.yaml:15:54: mode must be \"static\" or \"dynamic\", got \"auto\"\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {max_steps: 0}}"),
+                  "t.yaml:15:59: max_steps must be between 1 and 32, got 0\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a}]}}"),
+                  "t.yaml:15:56: missing required key \"prompt\"\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p}, {name: a, prompt: q}]}}"),
+                  "t.yaml:15:85: duplicate role name \"a\" (first defined at 15:63)\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, access_list: [b]}, "
+                           "{name: b, prompt: q}]}}"),
+                  "t.yaml:15:91: access_list: \"b\" is not an earlier role of this flow\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {mode: dynamic, roles: [{name: a, prompt: p}]}}"),
+                  "t.yaml:15:70: roles only apply to mode \"static\" (a dynamic flow's steps come from its "
+                  "planner)\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {final: {prompt: \"\"}}}"),
+                  "t.yaml:15:64: prompt must be non-empty text\n");
+    /* the other catalogue types stay refused */
+    expect_errors(ALGO_DOC("{type: router_dc}"), 
+                  "t.yaml:15:25: algorithm type \"router_dc\" is not supported yet\n");
+}
+
+/* Model names in the blocks: a provider model or one of the decision's modelRefs. */
+static void test_looper_model_names(void **state)
+{
+    (void)state;
+    /* a provider model that is not a modelRef is fine (here: n is a provider model, only m a modelRef) */
+    vsr_config_t *c = load_ok(LOOPER_DOC "routing:\n"
+                                         "  decisions:\n"
+                                         "    - name: d\n"
+                                         "      modelRefs: [{model: m}]\n"
+                                         "      algorithm: {type: fusion, fusion: {model: n, analysis_models: "
+                                         "[m]}}\n");
+    vsr_config_free(c);
+    expect_errors(ALGO_DOC("{type: remom, remom: {synthesis_model: ghost}}"),
+                  "t.yaml:15:57: algorithm.remom.synthesis_model \"ghost\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {model: ghost}}"),
+                  "t.yaml:15:49: algorithm.fusion.model \"ghost\" is neither a model of providers.models nor "
+                  "one of the decision's modelRefs\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {analysis_models: [m, ghost]}}"),
+                  "t.yaml:15:63: algorithm.fusion.analysis_models: \"ghost\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {analysis_models: [m], analysis_overrides: [{model: n}]}}"),
+                  "t.yaml:15:93: algorithm.fusion.analysis_overrides[].model \"n\" is not a panel model "
+                  "(analysis_models)\n");
+    expect_errors(ALGO_DOC("{type: fusion, fusion: {quorum_failure_policy: fallback, quorum_fallback_target: ghost}}"),
+                  "t.yaml:15:99: algorithm.fusion.quorum_fallback_target \"ghost\" is not defined in "
+                  "providers.models\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {planner: {model: ghost}, final: {model: ghost2},"
+                           " roles: [{name: a, prompt: p, model: ghost3}]}}"),
+                  "t.yaml:15:65: algorithm.workflows.planner.model \"ghost\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n"
+                  "t.yaml:15:88: algorithm.workflows.final.model \"ghost2\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n"
+                  "t.yaml:15:133: algorithm.workflows.roles[].model \"ghost3\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n");
+}
+
+/* global.integrations.looper, providers.models[].pricing, modelCards[].quality_score */
+static void test_looper_integration_pricing(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(HEAD LISTENERS
+                              "providers:\n"
+                              "  models:\n"
+                              "    - name: m\n"
+                              "      backend_refs: [{endpoint: 127.0.0.1:8000}]\n"
+                              "      pricing: {currency: USD, prompt_per_1m: 0.18, completion_per_1m: 0.42,"
+                              " cached_input_per_1m: 0.01, cache_write_per_1m: 0}\n"
+                              "    - name: n\n"
+                              "      backend_refs: [{endpoint: 127.0.0.1:8000}]\n"
+                              "routing:\n"
+                              "  modelCards: [{name: m, quality_score: 0.8}, {name: n}]\n"
+                              "global:\n"
+                              "  integrations:\n"
+                              "    looper:\n"
+                              "      endpoint: http://localhost:8899/v1/chat/completions\n"
+                              "      timeout_seconds: 30\n"
+                              "      retry_count: 2\n"
+                              "      headers: {x-team: a}\n"
+                              "      max_response_bytes_mb: 4\n"
+                              "      grpc_max_msg_size_mb: 8\n"
+                              "      remom: {model_names: [vllm-sr/remom]}\n"
+                              "      fusion: {model_names: [vllm-sr/fusion, f2]}\n"
+                              "      flow: {model_names: [vllm-sr/flow], state: {store_backend: file, "
+                              "ttl_seconds: 60}}\n");
+    const vsr_model_conf_t *m = &c->models[0];
+    assert_int_equal(m->has_pricing, 1);
+    assert_string_equal(m->pricing_currency, "USD");
+    assert_true(m->has_prompt_per_1m && m->prompt_per_1m == 0.18);
+    assert_true(m->has_completion_per_1m && m->completion_per_1m == 0.42);
+    assert_true(m->has_cached_input_per_1m && m->cached_input_per_1m == 0.01);
+    assert_true(m->has_cache_write_per_1m && m->cache_write_per_1m == 0);
+    assert_int_equal(c->models[1].has_pricing, 0);
+    assert_int_equal(c->models[1].has_prompt_per_1m, 0);
+    assert_true(c->model_cards[0].has_quality_score && c->model_cards[0].quality_score == 0.8);
+    assert_int_equal(c->model_cards[1].has_quality_score, 0);
+    const vsr_looper_integration_conf_t *l = &c->looper;
+    assert_string_equal(l->endpoint, "http://localhost:8899/v1/chat/completions");
+    assert_int_equal(l->timeout_ms, 30000);
+    assert_int_equal(l->retry_count, 2);
+    assert_int_equal(l->n_headers, 1);
+    assert_string_equal(l->headers[0].name, "x-team");
+    assert_string_equal(l->headers[0].value, "a");
+    assert_int_equal(l->max_response_bytes, 4u * 1024 * 1024);
+    assert_int_equal(l->grpc_max_msg_size_mb, 8);
+    assert_int_equal(l->remom_model_names.n, 1);
+    assert_string_equal(l->remom_model_names.items[0], "vllm-sr/remom");
+    assert_int_equal(l->fusion_model_names.n, 2);
+    assert_int_equal(l->flow_model_names.n, 1);
+    assert_string_equal(l->flow_state_store_backend, "file");
+    assert_int_equal(l->flow_state_ttl_ms, 60000);
+    /* flow state is not kept: the store is recorded */
+    assert_int_equal(c->n_unimplemented, 1);
+    assert_string_equal(c->unimplemented[0], "global.integrations.looper.flow.state.store_backend");
+    vsr_config_free(c);
+
+    expect_errors(DOC "global: {integrations: {looper: {max_response_bytes_mb: 0}}}\n",
+                  "t.yaml:10:57: max_response_bytes_mb must be between 1 and 1024, got 0\n");
+    expect_errors(DOC "global: {integrations: {looper: {timeout_seconds: 0}}}\n",
+                  "t.yaml:10:51: timeout_seconds must be between 1 and 1000000000 seconds, got 0\n");
+    expect_errors(DOC "global: {integrations: {looper: {remom: {names: []}}}}\n",
+                  "t.yaml:10:42: unknown key \"names\"\n");
+    expect_errors(DOC "global: {integrations: {loopr: {}}}\n", "t.yaml:10:25: unknown key \"loopr\"\n");
+    expect_errors(DOC "      pricing: {prompt_per_1m: -1}\n",
+                  "t.yaml:10:32: prompt_per_1m must be between 0 and 1e+09, got -1\n");
+    expect_errors(DOC "      pricing: {per_token: 1}\n", "t.yaml:10:17: unknown key \"per_token\"\n");
+    expect_errors(DOC "routing: {modelCards: [{name: m, quality_score: 1.5}]}\n",
+                  "t.yaml:10:49: quality_score must be between 0 and 1, got 1.5\n");
+    /* integrations.tools stays recorded as not implemented */
+    c = load_ok(DOC "global: {integrations: {tools: {enabled: true}}}\n");
+    assert_int_equal(c->n_unimplemented, 1);
+    assert_string_equal(c->unimplemented[0], "global.integrations.tools");
     vsr_config_free(c);
 }
 
@@ -2518,6 +2963,11 @@ int main(void)
         cmocka_unit_test(test_management_api),
         cmocka_unit_test(test_routing_errors_all_reported),
         cmocka_unit_test(test_strategy_inheritance),
+        cmocka_unit_test(test_looper_defaults),
+        cmocka_unit_test(test_looper_fields),
+        cmocka_unit_test(test_looper_errors),
+        cmocka_unit_test(test_looper_model_names),
+        cmocka_unit_test(test_looper_integration_pricing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -574,6 +574,25 @@ static void test_sse_pieces_and_tool_calls(void **state)
     vsr_buf_free(&text);
 }
 
+/* Raw JSON copied into an event (tool calls, usage) loses its line breaks:
+ * a pretty-printed body must not end an event early. */
+static void test_sse_pretty_body(void **state)
+{
+    (void)state;
+    const char *b = "{\"choices\":[{\"message\":{\"content\":null,\"tool_calls\":[\n\n{\"id\":\"c\",\r\n\"index\":3}]}}],"
+                    "\"usage\":{\n\n\"prompt_tokens\":1}}";
+    vsr_buf_t out, text;
+    vsr_buf_init(&out, 0);
+    vsr_buf_init(&text, 0);
+    assert_int_equal(vsr__algo_sse_from_completion(&out, b, strlen(b), 1), VSR_OK);
+    vsr_buf_append(&out, "", 1);
+    assert_int_equal(check_events(out.data, &text), 5); /* role, tool calls, finish, usage, [DONE] */
+    assert_null(strstr(out.data, "\r"));
+    assert_non_null(strstr(out.data, "\"tool_calls\":[{\"id\":\"c\",\"index\":3}]")); /* its own index kept */
+    vsr_buf_free(&out);
+    vsr_buf_free(&text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -597,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_with_usage),
         cmocka_unit_test(test_sse_basic),
         cmocka_unit_test(test_sse_pieces_and_tool_calls),
+        cmocka_unit_test(test_sse_pretty_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,6 +54,11 @@ typedef struct {
     int64_t fail_count;  /* -1 = no budget: faults apply every time */
     int refuse_stream;   /* HTTP/2: RST_STREAM REFUSED_STREAM instead of an answer */
     int goaway;          /* HTTP/2: GOAWAY below this stream, then close */
+    int text_words;      /* text set per model or per request: streams send its words */
+    double logprob, logprob_margin;
+    int logprobs_missing;
+    int want_logprobs;    /* the request asked for "logprobs": true (chat) */
+    int64_t top_logprobs; /* its "top_logprobs", 0..20 */
     char *owned[16]; /* serialised JSON values from the body's "fakellm" object */
     int nowned;
 } knobs_t;
@@ -304,6 +309,20 @@ static int parse_int(const char *v, size_t n, int64_t lo, int64_t hi, int64_t *o
     return 0;
 }
 
+static int parse_real(const char *v, size_t n, double lo, double hi, double *out)
+{
+    char tmp[64], *end;
+    if (n == 0 || n >= sizeof tmp)
+        return -1;
+    memcpy(tmp, v, n);
+    tmp[n] = 0;
+    double x = strtod(tmp, &end);
+    if (end != tmp + n || !isfinite(x) || x < lo || x > hi)
+        return -1;
+    *out = x;
+    return 0;
+}
+
 static int val_is(const char *v, size_t n, const char *lit)
 {
     return strlen(lit) == n && strncasecmp(v, lit, n) == 0;
@@ -397,6 +416,20 @@ static int apply_knob(knobs_t *k, const char *key, size_t klen, const char *v, s
         k->text = v;
         k->text_len = vlen;
         k->has_text = 1;
+        k->text_words = 1;
+    } else if (key_is(key, klen, "logprob")) {
+        if (parse_real(v, vlen, FL_LOGPROB_MIN, 0, &k->logprob) < 0)
+            what = "a number -1000..0";
+    } else if (key_is(key, klen, "logprob-margin")) {
+        if (parse_real(v, vlen, 0, FL_MARGIN_MAX, &k->logprob_margin) < 0)
+            what = "a number 0..1000";
+    } else if (key_is(key, klen, "logprobs-missing")) {
+        if (val_is(v, vlen, "1") || val_is(v, vlen, "true") || val_is(v, vlen, "yes"))
+            k->logprobs_missing = 1;
+        else if (val_is(v, vlen, "0") || val_is(v, vlen, "false") || val_is(v, vlen, "no"))
+            k->logprobs_missing = 0;
+        else
+            what = "1 or 0";
     } else if (key_is(key, klen, "body")) {
         k->body = v;
         k->body_len = vlen;
@@ -454,6 +487,9 @@ static void knobs_init(knobs_t *k, int process_wide)
     k->chunks = fl_cfg.chunks;
     k->chunk_delay_ms = fl_cfg.chunk_delay_ms;
     k->chunk_size = fl_cfg.chunk_size;
+    k->logprob = fl_cfg.logprob;
+    k->logprob_margin = fl_cfg.logprob_margin;
+    k->logprobs_missing = fl_cfg.logprobs_missing;
     if (fl_cfg.text) {
         k->text = fl_cfg.text;
         k->text_len = strlen(fl_cfg.text);
@@ -470,6 +506,34 @@ static void knobs_init(knobs_t *k, int process_wide)
     k->reset = fl_cfg.reset_before_headers ? RESET_BEFORE_HEADERS : RESET_NONE;
     k->drop_after = fl_cfg.drop_after;
     k->hang = fl_cfg.hang;
+}
+
+/* The --model-* flags of the request's model, over the process-wide ones
+ * and under the request's own knobs. */
+static void model_knobs(knobs_t *k, const char *model, size_t len)
+{
+    for (int i = 0; model && i < fl_cfg.nmodels; i++) {
+        const fl_model_opt_t *m = &fl_cfg.models[i];
+        if (strlen(m->model) != len || memcmp(m->model, model, len) != 0)
+            continue;
+        if (m->text) {
+            k->text = m->text;
+            k->text_len = strlen(m->text);
+            k->has_text = 1;
+            k->text_words = 1;
+        }
+        if (m->delay_ms >= 0)
+            k->delay_ms = m->delay_ms;
+        if (m->has_logprob)
+            k->logprob = m->logprob;
+        if (m->has_margin)
+            k->logprob_margin = m->margin;
+        if (m->logprobs_missing >= 0)
+            k->logprobs_missing = m->logprobs_missing;
+        if (m->status)
+            k->status = m->status;
+        return;
+    }
 }
 
 /* Knobs that only make sense together, checked once body and headers are
@@ -653,12 +717,98 @@ static void add_filler(fl_buf_t *b, int64_t n)
     }
 }
 
-static void add_token(fl_buf_t *b, const fl_stream_t *s, int64_t i)
+static int is_space(char ch)
 {
-    fl_buf_adds(b, "tok");
-    fl_buf_addi(b, i);
-    fl_buf_addc(b, ' ');
-    add_filler(b, s->chunk_size);
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+/* The end of the token that starts at off: a word with the whitespace that
+ * follows it (the first token also takes any leading whitespace), so the
+ * tokens of a text put together are the text. */
+static size_t tok_end(const char *t, size_t n, size_t off)
+{
+    while (off < n && is_space(t[off]))
+        off++;
+    while (off < n && !is_space(t[off]))
+        off++;
+    while (off < n && is_space(t[off]))
+        off++;
+    return off;
+}
+
+/* Content event i: "tok<i> ", or the next word of the text at *off. */
+static void tok_render(const fl_stream_t *s, int64_t i, size_t *off, fl_buf_t *out)
+{
+    if (s->words) {
+        size_t e = tok_end(s->text.p, s->text.len, *off);
+        fl_buf_add(out, s->text.p + *off, e - *off);
+        *off = e;
+    } else {
+        fl_buf_adds(out, "tok");
+        fl_buf_addi(out, i);
+        fl_buf_addc(out, ' ');
+    }
+    add_filler(out, s->chunk_size);
+}
+
+static void add_real(fl_buf_t *b, double v)
+{
+    fl_buf_addf(b, "%.9g", v);
+}
+
+static void add_bytes(fl_buf_t *b, const char *t, size_t n)
+{
+    fl_buf_adds(b, ",\"bytes\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fl_buf_addc(b, ',');
+        fl_buf_addu(b, (unsigned char)t[i]);
+    }
+    fl_buf_addc(b, ']');
+}
+
+/* One entry of OpenAI's logprobs.content: the chosen token with logprob lp,
+ * and top alternatives, the first being the chosen token, the k-th (from 1)
+ * "alt<k-1>" with lp - (k-1) * margin. */
+static void add_logprob_entry(fl_buf_t *b, const char *t, size_t n, int64_t top, double lp,
+                              double margin)
+{
+    fl_buf_adds(b, "{\"token\":");
+    fl_json_str(b, t, n);
+    fl_buf_adds(b, ",\"logprob\":");
+    add_real(b, lp);
+    add_bytes(b, t, n);
+    fl_buf_adds(b, ",\"top_logprobs\":[");
+    for (int64_t j = 0; j < top; j++) {
+        char alt[24];
+        const char *at = t;
+        size_t an = n;
+        if (j > 0) {
+            an = (size_t)snprintf(alt, sizeof alt, "alt%lld", (long long)j);
+            at = alt;
+        }
+        fl_buf_adds(b, j ? ",{\"token\":" : "{\"token\":");
+        fl_json_str(b, at, an);
+        fl_buf_adds(b, ",\"logprob\":");
+        add_real(b, lp - (double)j * margin);
+        add_bytes(b, at, an);
+        fl_buf_addc(b, '}');
+    }
+    fl_buf_adds(b, "]}");
+}
+
+/* {"content":[one entry per token of the text]} */
+static void add_logprobs(fl_buf_t *b, const char *t, size_t n, int64_t top, double lp, double margin)
+{
+    uint64_t words = count_words(t, n);
+    fl_buf_adds(b, "{\"content\":[");
+    for (size_t off = 0, e, i = 0; i < words; off = e, i++) {
+        e = tok_end(t, n, off);
+        if (i)
+            fl_buf_addc(b, ',');
+        add_logprob_entry(b, t + off, e - off, top, lp, margin);
+    }
+    fl_buf_adds(b, "]}");
 }
 
 /* Frame one SSE event from scratch into out. */
@@ -727,7 +877,9 @@ int fl_api_stream_next(fl_conn_t *c)
                            "\"response.output_text.delta\",\"item_id\":\"msg_");
             fl_buf_add(b, s->id.p, s->id.len);
             fl_buf_adds(b, "\",\"output_index\":0,\"content_index\":0,\"delta\":\"");
-            add_token(b, s, s->next);
+            s->tok.len = 0;
+            tok_render(s, s->next, &s->text_off, &s->tok);
+            fl_json_esc(b, s->tok.p, s->tok.len);
             fl_buf_addc(b, '"');
             fakellm_tail(b, s, s->next, 0);
             fl_buf_adds(b, "}\n\n");
@@ -738,8 +890,12 @@ int fl_api_stream_next(fl_conn_t *c)
         fl_buf_adds(b, "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":");
         responses_object(b, s->id.p, s->id.len, s->created, s->model.p, s->model.len, "completed");
         responses_message_open(b, s->id.p, s->id.len);
-        for (int64_t i = 0; i < s->n; i++)
-            add_token(b, s, i);
+        size_t off = 0;
+        for (int64_t i = 0; i < s->n; i++) {
+            s->tok.len = 0;
+            tok_render(s, i, &off, &s->tok);
+            fl_json_esc(b, s->tok.p, s->tok.len);
+        }
         responses_message_close(b);
         fl_buf_adds(b, "],");
         add_usage(b, API_RESPONSES, s->prompt_tokens, (uint64_t)s->n);
@@ -749,16 +905,26 @@ int fl_api_stream_next(fl_conn_t *c)
         emit(c, b);
     } else if (s->next < s->n) {
         chunk_prefix(b, s);
+        s->tok.len = 0;
+        tok_render(s, s->next, &s->text_off, &s->tok);
         if (s->api == API_CHAT) {
             /* as OpenAI: the first delta names the role (SDKs that
              * accumulate a stream need it), every choice has logprobs */
             fl_buf_adds(b, s->next == 0 ? ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\""
                                         : ",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
-            add_token(b, s, s->next);
-            fl_buf_adds(b, "\"},\"logprobs\":null,\"finish_reason\":null}]");
+            fl_json_esc(b, s->tok.p, s->tok.len);
+            fl_buf_adds(b, "\"},\"logprobs\":");
+            if (s->logprobs) {
+                fl_buf_adds(b, "{\"content\":[");
+                add_logprob_entry(b, s->tok.p, s->tok.len, s->top_logprobs, s->logprob, s->margin);
+                fl_buf_adds(b, "]}");
+            } else {
+                fl_buf_adds(b, "null");
+            }
+            fl_buf_adds(b, ",\"finish_reason\":null}]");
         } else {
             fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":\"");
-            add_token(b, s, s->next);
+            fl_json_esc(b, s->tok.p, s->tok.len);
             fl_buf_adds(b, "\",\"logprobs\":null,\"finish_reason\":null}]");
         }
         fakellm_tail(b, s, s->next, first);
@@ -812,6 +978,17 @@ static void start_stream(const req_ctx_t *x, fl_api_t api, const knobs_t *k, con
     s->stall_ms = k->stall_ms;
     s->stalled = 0;
     s->include_usage = include_usage;
+    s->words = k->text_words;
+    s->text.len = 0;
+    s->text_off = 0;
+    if (s->words) {
+        fl_buf_add(&s->text, k->text, k->text_len);
+        s->n = (int64_t)count_words(k->text, k->text_len);
+    }
+    s->logprobs = api == API_CHAT && k->want_logprobs && !k->logprobs_missing;
+    s->top_logprobs = k->top_logprobs;
+    s->logprob = k->logprob;
+    s->margin = k->logprob_margin;
     s->chunked_te = c->req.minor == 1 && !c->h2s; /* HTTP/2: DATA frames delimit */
     s->wait_write = 0;
     s->created = (int64_t)time(NULL);
@@ -873,7 +1050,12 @@ static void body_completion(fl_buf_t *b, const req_ctx_t *x, fl_api_t api, const
             fl_buf_adds(b, ",\"system_fingerprint\":\"fp_fakellm\",\"choices\":[{\"index\":0,\"message\":{"
                            "\"role\":\"assistant\",\"content\":");
             fl_json_str(b, text, text_len);
-            fl_buf_adds(b, ",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"stop\"}],");
+            fl_buf_adds(b, ",\"refusal\":null},\"logprobs\":");
+            if (k->want_logprobs && !k->logprobs_missing)
+                add_logprobs(b, text, text_len, k->top_logprobs, k->logprob, k->logprob_margin);
+            else
+                fl_buf_adds(b, "null");
+            fl_buf_adds(b, ",\"finish_reason\":\"stop\"}],");
         } else {
             fl_buf_adds(b, ",\"choices\":[{\"index\":0,\"text\":");
             fl_json_str(b, text, text_len);
@@ -1101,6 +1283,93 @@ static fl_str_t find_header(const req_ctx_t *x, const char *name)
     return (fl_str_t){NULL, 0};
 }
 
+/* The text of a message's content: a string, or the "text" of its parts
+ * put together (into buf, at most cap bytes). */
+static fl_str_t msg_text(json_t *content, char *buf, size_t cap)
+{
+    if (json_is_string(content))
+        return (fl_str_t){json_string_value(content), json_string_length(content)};
+    if (!json_is_array(content))
+        return (fl_str_t){NULL, 0};
+    size_t len = 0, i;
+    json_t *part;
+    json_array_foreach(content, i, part) {
+        json_t *t = json_object_get(part, "text");
+        if (!json_is_string(t))
+            continue;
+        size_t n = json_string_length(t);
+        if (n > cap - len)
+            n = cap - len;
+        memcpy(buf + len, json_string_value(t), n);
+        len += n;
+    }
+    return (fl_str_t){buf, len};
+}
+
+static int64_t int_field(json_t *root, const char *name)
+{
+    json_t *v = json_object_get(root, name);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : FL_NO_INT;
+}
+
+static int bool_field(json_t *root, const char *name)
+{
+    json_t *v = json_object_get(root, name);
+    return json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
+/* The log's view of an inference body.  Strings point into root (or into
+ * the two buffers of FL_LOG_TEXT_MAX + 8 bytes). */
+static void body_essentials(fl_body_t *bd, json_t *root, char *ubuf, char *sbuf)
+{
+    memset(bd, 0, sizeof *bd);
+    bd->stream = bool_field(root, "stream");
+    bd->logprobs = bool_field(root, "logprobs");
+    bd->top_logprobs = int_field(root, "top_logprobs");
+    bd->max_completion_tokens = int_field(root, "max_completion_tokens");
+    bd->max_tokens = int_field(root, "max_tokens");
+    bd->n_messages = FL_NO_INT;
+    json_t *t = json_object_get(root, "temperature");
+    if (json_is_number(t)) {
+        bd->temperature = json_number_value(t);
+        bd->has_temperature = 1;
+    }
+    json_t *tools = json_object_get(root, "tools");
+    bd->has_tools = json_is_array(tools) && json_array_size(tools) > 0;
+    json_t *msgs = json_object_get(root, "messages");
+    if (!json_is_array(msgs))
+        return;
+    bd->n_messages = (int64_t)json_array_size(msgs);
+    char *dump = json_dumps(msgs, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (dump) {
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
+        for (const char *q = dump; *q; q++)
+            h = (h ^ (unsigned char)*q) * 1099511628211ULL;
+        bd->messages_sha = h;
+        bd->has_sha = 1;
+        free(dump);
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        if (!role)
+            continue;
+        if (!strcmp(role, "system") && !bd->system.p)
+            bd->system = msg_text(json_object_get(m, "content"), sbuf, FL_LOG_TEXT_MAX + 8);
+        else if (!strcmp(role, "user"))
+            bd->last_user = msg_text(json_object_get(m, "content"), ubuf, FL_LOG_TEXT_MAX + 8);
+    }
+}
+
+void fl_api_answer_done(fl_conn_t *c)
+{
+    if (c->log_seq) {
+        fl_log_end(c->log_seq);
+        c->log_seq = 0;
+    }
+}
+
 static void call_init(fl_call_t *call, const req_ctx_t *x, route_t route, const knobs_t *k,
                       const char *model, size_t model_len)
 {
@@ -1197,6 +1466,10 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     const char *model = NULL;
     size_t model_len = 0;
     int stream = 0, include_usage = 0, bad_json = 0;
+    const char *field_err = NULL; /* a request field fakellm cannot honour: 400 */
+    fl_body_t bd;
+    int has_bd = 0;
+    char ubuf[FL_LOG_TEXT_MAX + 8], sbuf[FL_LOG_TEXT_MAX + 8];
     fl_api_t api = route == R_CHAT ? API_CHAT : route == R_COMPLETIONS ? API_COMPLETIONS : API_RESPONSES;
     int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES;
 
@@ -1221,6 +1494,20 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
             stream = json_is_true(json_object_get(root, "stream"));
             include_usage = json_is_true(
                 json_object_get(json_object_get(root, "stream_options"), "include_usage"));
+            if (inference) {
+                body_essentials(&bd, root, ubuf, sbuf);
+                has_bd = 1;
+                json_t *tl = json_object_get(root, "top_logprobs");
+                if (tl && !json_is_null(tl) &&
+                    (!json_is_integer(tl) || json_integer_value(tl) < 0 ||
+                     json_integer_value(tl) > FL_TOP_LOGPROBS_MAX)) {
+                    field_err = "\"top_logprobs\" must be an integer from 0 to 20";
+                    bad_json = 1;
+                }
+                k.want_logprobs = route == R_CHAT && bd.logprobs == 1;
+                k.top_logprobs = bd.top_logprobs == FL_NO_INT ? 0 : bd.top_logprobs;
+            }
+            model_knobs(&k, model, model_len);
             json_t *fk = json_object_get(root, "fakellm");
             if (fk && body_knobs(&k, fk, &err) < 0)
                 goto knob_error;
@@ -1232,6 +1519,7 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     /* Counting the attempt, spending the budget and logging happen under
      * one lock, so the log shows each key's attempts in seq order. */
     call_init(&call, &x, route, &k, model, model_len);
+    call.body = has_bd ? &bd : NULL;
     fl_log_lock();
     if (k.key) {
         call.attempt = fl_keys_attempt_locked(k.key, k.key_len);
@@ -1239,7 +1527,7 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
             knobs_drop_faults(&k);
     }
     decide_outcome(&call, &k, bad_json, stream && inference);
-    fl_log_append_locked(&call);
+    c->log_seq = fl_log_append_locked(&call);
     fl_log_unlock();
 
     if (c->h2s && k.refuse_stream) {
@@ -1270,7 +1558,10 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
         goto done;
     }
     if (bad_json) {
-        render_error(b, err.p, err.len, "invalid_request_error", 400);
+        if (field_err)
+            render_error(b, field_err, strlen(field_err), "invalid_request_error", 400);
+        else
+            render_error(b, err.p, err.len, "invalid_request_error", 400);
         send_json(&x, 400, b, &k, k.delay_ms, k.reset);
         goto done;
     }
@@ -1324,9 +1615,12 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
 knob_error:
     /* logged, but not counted as an attempt of its key (attempt 0) */
     call_init(&call, &x, route, &k, model, model_len);
+    call.body = has_bd ? &bd : NULL;
     call.outcome = OUT_STATUS;
     call.status = 400;
-    fl_log_append(&call);
+    fl_log_lock();
+    c->log_seq = fl_log_append_locked(&call);
+    fl_log_unlock();
     b->len = 0;
     render_error(b, err.p, err.len, "invalid_request_error", 400);
     send_json(&x, 400, b, NULL, 0, RESET_NONE);

@@ -19,7 +19,7 @@
 #include <string.h>
 
 typedef struct {
-    uint64_t seq, time_ms, attempt, conn;
+    uint64_t seq, time_ms, end_ms, attempt, conn; /* end_ms: 0 = not yet (else ms + 1) */
     int32_t status;
     uint8_t h2;
     uint16_t thread;
@@ -31,6 +31,15 @@ typedef struct {
     char model[FL_LOG_STR_MAX];
     char rid[FL_LOG_STR_MAX];
     char key[FL_KEY_MAX];
+    /* the body essentials (has_body 0: null) */
+    uint8_t has_body, has_temperature, has_sha, has_tools;
+    int8_t stream, logprobs;
+    int16_t last_user_len, system_len;
+    int64_t top_logprobs, max_completion_tokens, max_tokens, n_messages;
+    double temperature;
+    uint64_t messages_sha;
+    char last_user[FL_LOG_TEXT_MAX];
+    char system[FL_LOG_TEXT_MAX];
 } rec_t;
 
 #define NBUCKETS 8192 /* power of two, twice FL_KEYS_CAP */
@@ -194,11 +203,17 @@ static int16_t copy_field(char *dst, size_t max, fl_str_t s)
     return (int16_t)n;
 }
 
-void fl_log_append_locked(const fl_call_t *call)
+static uint64_t now_ms(void)
+{
+    return (uv_hrtime() - t0_ns) / 1000000u;
+}
+
+uint64_t fl_log_append_locked(const fl_call_t *call)
 {
     rec_t *r = &ring[ring_head];
     r->seq = next_seq++;
-    r->time_ms = (uv_hrtime() - t0_ns) / 1000000u;
+    r->time_ms = now_ms();
+    r->end_ms = 0;
     r->attempt = call->attempt;
     r->status = call->status;
     r->thread = (uint16_t)call->thread;
@@ -211,11 +226,42 @@ void fl_log_append_locked(const fl_call_t *call)
     r->model_len = copy_field(r->model, sizeof r->model, call->model);
     r->rid_len = copy_field(r->rid, sizeof r->rid, call->request_id);
     r->key_len = copy_field(r->key, sizeof r->key, call->key);
+    const fl_body_t *bd = call->body;
+    r->has_body = bd != NULL;
+    if (bd) {
+        r->stream = (int8_t)bd->stream;
+        r->logprobs = (int8_t)bd->logprobs;
+        r->has_tools = (uint8_t)(bd->has_tools != 0);
+        r->top_logprobs = bd->top_logprobs;
+        r->max_completion_tokens = bd->max_completion_tokens;
+        r->max_tokens = bd->max_tokens;
+        r->n_messages = bd->n_messages;
+        r->has_temperature = (uint8_t)(bd->has_temperature != 0);
+        r->temperature = bd->temperature;
+        r->has_sha = (uint8_t)(bd->has_sha != 0);
+        r->messages_sha = bd->messages_sha;
+        r->last_user_len = copy_field(r->last_user, sizeof r->last_user, bd->last_user);
+        r->system_len = copy_field(r->system, sizeof r->system, bd->system);
+    }
+    uint64_t seq = r->seq;
     ring_head = (ring_head + 1) % FL_LOG_CAP;
     if (ring_len < FL_LOG_CAP)
         ring_len++;
     else
         overwritten++;
+    return seq;
+}
+
+void fl_log_end(uint64_t seq)
+{
+    fl_log_lock();
+    /* the ring holds seqs next_seq - ring_len .. next_seq - 1, in order */
+    if (seq < next_seq && next_seq - seq <= ring_len) {
+        rec_t *r = &ring[(ring_head + FL_LOG_CAP - (size_t)(next_seq - seq)) % FL_LOG_CAP];
+        if (r->seq == seq && r->end_ms == 0)
+            r->end_ms = now_ms() + 1;
+    }
+    fl_log_unlock();
 }
 
 void fl_log_append(const fl_call_t *call)
@@ -232,6 +278,50 @@ static void add_field(fl_buf_t *b, const char *name, const char *s, int16_t len)
         fl_buf_adds(b, "null");
     else
         fl_json_str(b, s, (size_t)len);
+}
+
+static void add_int(fl_buf_t *b, const char *name, int64_t v)
+{
+    fl_buf_adds(b, name);
+    if (v == FL_NO_INT)
+        fl_buf_adds(b, "null");
+    else
+        fl_buf_addi(b, v);
+}
+
+static void add_bool(fl_buf_t *b, const char *name, int v)
+{
+    fl_buf_adds(b, name);
+    fl_buf_adds(b, v < 0 ? "null" : v ? "true" : "false");
+}
+
+static void render_body(fl_buf_t *b, const rec_t *r)
+{
+    if (!r->has_body) {
+        fl_buf_adds(b, ",\"body\":null");
+        return;
+    }
+    add_bool(b, ",\"body\":{\"stream\":", r->stream);
+    add_bool(b, ",\"logprobs\":", r->logprobs);
+    add_int(b, ",\"top_logprobs\":", r->top_logprobs);
+    fl_buf_adds(b, ",\"temperature\":");
+    if (r->has_temperature)
+        fl_buf_addf(b, "%.9g", r->temperature);
+    else
+        fl_buf_adds(b, "null");
+    add_int(b, ",\"max_completion_tokens\":", r->max_completion_tokens);
+    add_int(b, ",\"max_tokens\":", r->max_tokens);
+    add_int(b, ",\"n_messages\":", r->n_messages);
+    add_field(b, ",\"last_user\":", r->last_user, r->last_user_len);
+    add_field(b, ",\"system\":", r->system, r->system_len);
+    add_bool(b, ",\"has_tools\":", r->has_tools);
+    fl_buf_adds(b, ",\"messages_sha\":");
+    if (r->has_sha) {
+        fl_buf_addf(b, "\"%016llx\"", (unsigned long long)r->messages_sha);
+    } else {
+        fl_buf_adds(b, "null");
+    }
+    fl_buf_addc(b, '}');
 }
 
 static const char *outcome_name(uint8_t o)
@@ -257,6 +347,13 @@ static void render_entry(fl_buf_t *b, const rec_t *r)
     fl_buf_addu(b, r->seq);
     fl_buf_adds(b, ",\"time_ms\":");
     fl_buf_addu(b, r->time_ms);
+    fl_buf_adds(b, ",\"start_ms\":");
+    fl_buf_addu(b, r->time_ms);
+    fl_buf_adds(b, ",\"end_ms\":");
+    if (r->end_ms)
+        fl_buf_addu(b, r->end_ms - 1);
+    else
+        fl_buf_adds(b, "null");
     fl_buf_adds(b, ",\"thread\":");
     fl_buf_addu(b, r->thread);
     fl_buf_adds(b, ",\"conn\":");
@@ -280,7 +377,9 @@ static void render_entry(fl_buf_t *b, const rec_t *r)
         fl_buf_addc(b, ':');
         fl_buf_addu(b, (uint64_t)r->status);
     }
-    fl_buf_adds(b, r->health ? "\",\"health\":true}" : "\",\"health\":false}");
+    fl_buf_adds(b, r->health ? "\",\"health\":true" : "\",\"health\":false");
+    render_body(b, r);
+    fl_buf_addc(b, '}');
 }
 
 void fl_log_render(fl_buf_t *b, fl_str_t key)

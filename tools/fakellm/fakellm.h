@@ -128,6 +128,23 @@ fl_phase_t fl_req_parse(fl_req_t *r, const char *buf, size_t len, fl_buf_t *body
 
 /* ---- process-wide configuration and counters --------------------------- */
 
+#define FL_MAX_MODELS 64 /* distinct MODEL names in --model-* flags */
+#define FL_LOGPROB_MIN (-1000.0)
+#define FL_MARGIN_MAX 1000.0
+#define FL_TOP_LOGPROBS_MAX 20
+
+/* What --model-text/-delay-ms/-logprob/-status set for requests whose
+ * `model` is exactly `model`; per-request knobs still win. */
+typedef struct fl_model_opt {
+    const char *model; /* from argv */
+    const char *text;  /* NULL = not set */
+    int64_t delay_ms;  /* -1 = not set */
+    double logprob, margin;
+    int has_logprob, has_margin;
+    int logprobs_missing; /* -1 = not set */
+    int status;           /* 0 = not set */
+} fl_model_opt_t;
+
 typedef struct {
     const char *host;
     int port;
@@ -150,6 +167,10 @@ typedef struct {
     int h2_max_streams;             /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS */
     const char *tls_cert, *tls_key; /* both or neither */
     int tls;                        /* every listener speaks TLS */
+    double logprob, logprob_margin; /* chat logprobs: the chosen token's, top1 - top2 */
+    int logprobs_missing;           /* answer logprobs: null even when asked */
+    struct fl_model_opt *models;    /* --model-* flags, one entry per model name */
+    int nmodels;
 
     /* derived */
     fl_buf_t name_json;    /* NAME as a quoted JSON string */
@@ -178,6 +199,7 @@ extern fl_stats_t fl_stats;
 #define FL_LOG_METHOD_MAX 16  /* longer fields are truncated in the log ... */
 #define FL_LOG_PATH_MAX 256
 #define FL_LOG_STR_MAX 128    /* ... model and request id */
+#define FL_LOG_TEXT_MAX 512   /* body.last_user and body.system */
 #define FL_KEY_MAX 128        /* x-fakellm-key: longer keys are refused (400) */
 #define FL_KEYS_CAP 4096      /* keys remembered; the least recently used goes */
 
@@ -200,6 +222,21 @@ typedef struct {
     size_t len;
 } fl_str_t;
 
+#define FL_NO_INT INT64_MIN /* an absent integer field (rendered as null) */
+
+/* The essentials of an inference request body, for the log's "body":
+ * -1 / FL_NO_INT / p == NULL mean absent (null). */
+typedef struct {
+    int stream, logprobs; /* -1 absent (or not a boolean), else 0/1 */
+    int has_tools;        /* a non-empty "tools" array */
+    int64_t top_logprobs, max_completion_tokens, max_tokens, n_messages;
+    double temperature;
+    int has_temperature;
+    fl_str_t last_user, system; /* cut to FL_LOG_TEXT_MAX in the log */
+    uint64_t messages_sha;      /* FNV-1a 64 of the compact "messages" JSON */
+    int has_sha;
+} fl_body_t;
+
 /* One request as the log sees it.  The strings are copied (truncated) into
  * the ring, so they only need to live for the call. */
 typedef struct {
@@ -211,6 +248,7 @@ typedef struct {
     fl_outcome_t outcome;
     int status; /* OUT_STATUS */
     int health; /* a /health request */
+    const fl_body_t *body; /* NULL: not an inference request with a JSON body */
 } fl_call_t;
 
 /* One mutex covers both the log and the key table, so that seq order, time
@@ -224,8 +262,12 @@ void fl_log_unlock(void);
 /* Count one more request carrying `key` (1..FL_KEY_MAX bytes) and return
  * how many there have been, this one included.  Locked. */
 uint64_t fl_keys_attempt_locked(const char *key, size_t len);
-/* Append an entry; fills in seq and time.  Locked. */
-void fl_log_append_locked(const fl_call_t *call);
+/* Append an entry; fills in seq and time (also its start_ms) and returns
+ * seq.  Locked. */
+uint64_t fl_log_append_locked(const fl_call_t *call);
+/* The answer of entry `seq` has been written whole: set its end_ms (if it
+ * is still in the ring).  Takes the lock. */
+void fl_log_end(uint64_t seq);
 /* Lock, append, unlock: for entries that count no attempt. */
 void fl_log_append(const fl_call_t *call);
 /* Render {"backend":..,"capacity":..,"overwritten":..,"entries":[...]}; with
@@ -303,6 +345,13 @@ typedef struct {
     fl_buf_t id;    /* response id (plain ASCII) */
     fl_buf_t model; /* quoted JSON string */
     fl_buf_t echo;  /* "request":{...} fragment for the first event */
+    int words;      /* content events are the words of text, not tok<i> */
+    fl_buf_t text;  /* words: the completion text */
+    size_t text_off; /* words: where the next event's word starts */
+    fl_buf_t tok;   /* the current event's content */
+    int logprobs;   /* chat: each event carries its token's logprobs */
+    int64_t top_logprobs;
+    double logprob, margin;
 } fl_stream_t;
 
 typedef struct fl_worker fl_worker_t;
@@ -346,6 +395,7 @@ typedef struct fl_conn {
     int h2_checked;  /* the first bytes were not the HTTP/2 preface */
     fl_h2_t *h2;     /* this connection speaks HTTP/2 (h2.c) */
     fl_h2_stream_t *h2s; /* not a connection: one HTTP/2 stream's request (h2.c) */
+    uint64_t log_seq; /* the call-log entry of the answer in progress; 0 = none */
 } fl_conn_t;
 
 struct fl_worker {
@@ -398,6 +448,9 @@ void fl_api_reject(fl_conn_t *c, int status, const char *msg);
  * content event 0 (with the request echo), ... ; returns 1 when the stream
  * is complete (the tail has been produced). */
 int fl_api_stream_next(fl_conn_t *c);
+/* The answer in progress on c has been produced whole: its log entry's
+ * end_ms is now (server.c and h2.c call it). */
+void fl_api_answer_done(fl_conn_t *c);
 /* The response head.  content_length >= 0: that length; -1: chunked
  * transfer coding; -2: neither (the body ends when the connection closes). */
 void fl_put_head(fl_buf_t *o, int status, const char *ctype, int64_t content_length,

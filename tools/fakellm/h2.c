@@ -106,6 +106,8 @@ static void stream_timer_closed(uv_handle_t *hd)
     fl_buf_free(&s->sc.st.id);
     fl_buf_free(&s->sc.st.model);
     fl_buf_free(&s->sc.st.echo);
+    fl_buf_free(&s->sc.st.text);
+    fl_buf_free(&s->sc.st.tok);
     fl_buf_free(&s->method);
     fl_buf_free(&s->path);
     fl_buf_free(&s->authority);
@@ -215,6 +217,7 @@ static ssize_t read_data(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t
         fl_buf_shrink(o, 256u << 10);
         if (s->eof) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
+            fl_api_answer_done(&s->sc);
             return (ssize_t)n;
         }
         if (s->rst_after && n == 0)

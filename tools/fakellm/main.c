@@ -6,6 +6,7 @@
 #include "fakellm.h"
 
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -44,6 +45,16 @@ static const char usage_text[] =
     "  --text S              completion text (default \"Hello from NAME\")\n"
     "  --health-status CODE  status of GET /health (default 200)\n"
     "  --h2-max-streams N    HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS (default 1000)\n"
+    "  --logprob L           chat logprobs: the chosen tokens' logprob (default -0.1)\n"
+    "  --logprob-margin M    chat logprobs: top1 - top2 (default 1.0)\n"
+    "  --logprobs-missing    answer \"logprobs\": null even when asked\n"
+    "per model (repeatable; MODEL is the request's \"model\"):\n"
+    "  --model-text MODEL=TEXT      completion text\n"
+    "  --model-delay-ms MODEL=MS    delay before the response head\n"
+    "  --model-logprob MODEL=L      the chosen tokens' logprob\n"
+    "  --model-status MODEL=CODE    answer with CODE and an error body\n"
+    "  --model-logprob-margin MODEL=M  its logprobs' top1 - top2\n"
+    "  --model-logprobs-missing MODEL=1  answer logprobs: null even when asked\n"
     "See docs/fakellm.md.\n";
 
 static void die_usage(const char *fmt, const char *arg)
@@ -64,6 +75,42 @@ static int64_t num_arg(const char *opt, const char *v, int64_t lo, int64_t hi)
     return x;
 }
 
+static double real_arg(const char *opt, const char *v, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+        die_usage("invalid value for %s", opt);
+    return x;
+}
+
+/* MODEL=VALUE of a --model-* flag: the entry of MODEL (created on first
+ * use) and VALUE. */
+static fl_model_opt_t *model_arg(const char *opt, const char *v, const char **value)
+{
+    static fl_model_opt_t table[FL_MAX_MODELS];
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v)
+        die_usage("%s expects MODEL=VALUE", opt);
+    size_t n = (size_t)(eq - v);
+    *value = eq + 1;
+    for (int i = 0; i < fl_cfg.nmodels; i++)
+        if (strlen(table[i].model) == n && !memcmp(table[i].model, v, n))
+            return &table[i];
+    if (fl_cfg.nmodels == FL_MAX_MODELS)
+        die_usage("%s: too many distinct models (at most 64)", opt);
+    fl_model_opt_t *m = &table[fl_cfg.nmodels++];
+    char *name = fl_xmalloc(n + 1);
+    memcpy(name, v, n);
+    name[n] = 0;
+    m->model = name;
+    m->delay_ms = -1;
+    m->logprobs_missing = -1;
+    fl_cfg.models = table;
+    return m;
+}
+
 static void parse_args(int argc, char **argv)
 {
     fl_config_t *c = &fl_cfg;
@@ -75,6 +122,8 @@ static void parse_args(int argc, char **argv)
     c->chunks = 5;
     c->health_status = 200;
     c->h2_max_streams = 1000;
+    c->logprob = -0.1;
+    c->logprob_margin = 1.0;
 
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i];
@@ -139,6 +188,38 @@ static void parse_args(int argc, char **argv)
             c->health_status = (int)num_arg(opt, val, 200, 599);
         } else if (OPT("--h2-max-streams")) {
             c->h2_max_streams = (int)num_arg(opt, val, 1, 1000000);
+        } else if (OPT("--logprob")) {
+            c->logprob = real_arg(opt, val, FL_LOGPROB_MIN, 0);
+        } else if (OPT("--logprob-margin")) {
+            c->logprob_margin = real_arg(opt, val, 0, FL_MARGIN_MAX);
+        } else if (FLAG("--logprobs-missing")) {
+            c->logprobs_missing = 1;
+        } else if (OPT("--model-text")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->text = v;
+        } else if (OPT("--model-delay-ms")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->delay_ms = num_arg(opt, v, 0, FL_MAX_DELAY_MS);
+        } else if (OPT("--model-logprob")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->logprob = real_arg(opt, v, FL_LOGPROB_MIN, 0);
+            m->has_logprob = 1;
+        } else if (OPT("--model-logprob-margin")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->margin = real_arg(opt, v, 0, FL_MARGIN_MAX);
+            m->has_margin = 1;
+        } else if (OPT("--model-logprobs-missing")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->logprobs_missing = (int)num_arg(opt, v, 0, 1);
+        } else if (OPT("--model-status")) {
+            const char *v;
+            fl_model_opt_t *m = model_arg(opt, val, &v);
+            m->status = (int)num_arg(opt, v, 200, 599);
         } else {
             die_usage("unknown option %s", opt);
         }
@@ -341,6 +422,8 @@ int main(int argc, char **argv)
     fl_buf_free(&fl_cfg.name_json);
     fl_buf_free(&fl_cfg.backend_hdr);
     fl_buf_free(&fl_cfg.default_text);
+    for (int i = 0; i < fl_cfg.nmodels; i++)
+        free((char *)fl_cfg.models[i].model);
     fl_log_free();
     fl_tls_teardown();
     return 0;

@@ -49,6 +49,8 @@ static void conn_free(fl_conn_t *c)
     fl_buf_free(&c->st.id);
     fl_buf_free(&c->st.model);
     fl_buf_free(&c->st.echo);
+    fl_buf_free(&c->st.text);
+    fl_buf_free(&c->st.tok);
     fl_tls_free(c->tls);
     free(c);
 }
@@ -450,6 +452,7 @@ static void update_reading(fl_conn_t *c)
 
 static void finish_answer(fl_conn_t *c)
 {
+    fl_api_answer_done(c);
     if (c->keep_alive) {
         c->state = CS_IDLE;
         if (!c->processing)
