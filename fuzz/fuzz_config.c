@@ -172,7 +172,12 @@ static void check_recipe(const vsr_config_t *c, const vsr_recipe_conf_t *r)
             check(vsr_config_find_model(c, vsr_slice_cstr(d->model_refs[j].model)) != NULL, "modelRef resolves");
             check(d->model_refs[j].lora_name == NULL || d->model_refs[j].lora_name[0] != '\0', "lora name");
         }
-        check(d->algorithm == NULL || strcmp(d->algorithm, "static") == 0, "algorithm");
+        {
+            static const char *const kinds[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows"};
+            check(d->algorithm == NULL || ((size_t)d->algo.kind < VSR_ARRAY_LEN(kinds) &&
+                                           strcmp(d->algorithm, kinds[d->algo.kind]) == 0),
+                  "algorithm");
+        }
         for (size_t j = 0; j < d->n_plugins; j++)
             check_plugin(&d->plugins[j]);
         check(!d->has_reliability || d->reliability.retry_count <= 5, "decision retry_count");

@@ -41,7 +41,7 @@ vsr_slice_t vsr__graph_body(vsr_graph_run_t *r, const slot_t *s, int stream)
     const vsr_json_t *j = &r->json;
     const ref_t *ref = &r->refs[s->ref];
     vsr_buf_t m;
-    vsr_buf_init(&m, r->o.len + 256);
+    vsr_buf_init(&m, 0);
     vsr_buf_append_cstr(&m, "{\"model\":");
     vsr_buf_append_json_string(&m, vsr_slice_cstr(ref->upstream_id));
     vsr_buf_append_cstr(&m, stream ? ",\"stream\":true" : ",\"stream\":false");
