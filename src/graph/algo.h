@@ -52,10 +52,10 @@ typedef struct {
 
 /* Reads a chat.completion body (body[0..len), borrowed).  A body is accepted
  * when it is a JSON object whose "object" (if present) is "chat.completion"
- * and whose "choices" is an array holding at least one object with a
- * "message" object.  Allocations come from pool.  Returns VSR_OK, or
- * VSR_ERR_INVALID with out->why set (also for JSON too deep or too large to
- * index: no completion a model returns is either).
+ * and whose "choices" is a non-empty array whose first element is an object
+ * with a "message" object.  Allocations come from pool.  Returns VSR_OK, or
+ * VSR_ERR_INVALID with out->why set (also for JSON nested deeper than 64
+ * levels: no completion a model returns is).
  *
  * Tool-call argument tokens.  OpenAI's logprobs cover only the content
  * tokens; a structured message.tool_calls has no logprobs, so its arguments
@@ -305,7 +305,8 @@ int vsr__algo_with_usage(vsr_buf_t *out, const char *body, size_t len, uint64_t 
  * first piece} (pieces of <= VSR_ALGO_SSE_PIECE bytes cut on UTF-8
  * boundaries; further pieces as delta {"content":...}), reasoning_content
  * likewise before the content when present, message.tool_calls as one delta
- * {"tool_calls":[...]} with an "index" added to each call; then a chunk with
+ * {"tool_calls":[...]} with an "index" (its position) added to each call that
+ * has none, line breaks of the raw JSON dropped; then a chunk with
  * delta {} and the choice's finish_reason ("stop" when absent); then, with
  * include_usage, a chunk with "choices":[] and the body's usage (zeros when
  * absent); then "data: [DONE]\n\n".  VSR_OK, VSR_ERR_INVALID (what

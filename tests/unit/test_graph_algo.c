@@ -136,6 +136,28 @@ static void test_tool_arg_tokens(void **state)
     vsr_pool_free(&pool);
 }
 
+/* Arguments written as a JSON string (OpenAI's wire form): the value ends at
+ * the string's closing quote, escaped quotes included; the rest is plain. */
+static void test_tool_arg_string_value(void **state)
+{
+    (void)state;
+    const char *b = "{\"choices\":[{\"message\":{},\"logprobs\":{\"content\":["
+                    "{\"token\":\"{\\\"arguments\\\": \\\"{\\\\\\\"x\",\"logprob\":-0.1},"
+                    "{\"token\":\"\\\\\\\":1}\\\"\",\"logprob\":-0.2},"
+                    "{\"token\":\"} done\",\"logprob\":-0.3}]}}]}";
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_algo_completion_t c;
+    assert_int_equal(vsr__algo_completion_parse(b, strlen(b), &pool, &c), VSR_OK);
+    assert_int_equal(c.n_tokens, 3);
+    /* texts: {"arguments": "{\"x  |  \":1}"  |  } done */
+    assert_int_equal(c.tokens[0].text_len, 19);
+    assert_int_equal(c.tokens[0].is_tool_arg, 1);
+    assert_int_equal(c.tokens[1].is_tool_arg, 1);
+    assert_int_equal(c.tokens[2].is_tool_arg, 0);
+    vsr_pool_free(&pool);
+}
+
 /* ---- confidence ------------------------------------------------------------ */
 
 static void test_confidence_values(void **state)
@@ -243,6 +265,16 @@ static void test_escalation_order(void **state)
     vsr__algo_escalation_order(VSR_ALGO_ORDER_AUTOMIX, c, 5, 1.0, o);
     size_t cheap_want[5] = {3, 1, 2, 4, 0};
     assert_memory_equal(o, cheap_want, sizeof(o));
+    /* more candidates than the on-stack keys: sizes 69..0 then one unknown → reversed, unknown last */
+    vsr_algo_candidate_t many[71];
+    size_t mo[71];
+    for (size_t i = 0; i < 70; i++)
+        many[i] = (vsr_algo_candidate_t){(double)(69 - i), NAN, NAN};
+    many[70] = (vsr_algo_candidate_t){NAN, NAN, NAN};
+    vsr__algo_escalation_order(VSR_ALGO_ORDER_SIZE, many, 71, 0.3, mo);
+    for (size_t i = 0; i < 70; i++)
+        assert_int_equal(mo[i], 69 - i);
+    assert_int_equal(mo[70], 70);
     assert_int_equal(vsr__algo_order_parse(S("small_to_large")), VSR_ALGO_ORDER_SIZE);
     assert_int_equal(vsr__algo_order_parse(S("automix")), VSR_ALGO_ORDER_AUTOMIX);
     assert_int_equal(vsr__algo_order_parse(S("random")), VSR_ERR_INVALID);
@@ -600,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_parse_tool_calls_and_reasoning_alias),
         cmocka_unit_test(test_parse_refuses),
         cmocka_unit_test(test_tool_arg_tokens),
+        cmocka_unit_test(test_tool_arg_string_value),
         cmocka_unit_test(test_confidence_values),
         cmocka_unit_test(test_confidence_names),
         cmocka_unit_test(test_param_size),
