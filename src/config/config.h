@@ -542,7 +542,8 @@ typedef enum {
     VSR_ALGO_RATINGS,
     VSR_ALGO_REMOM,
     VSR_ALGO_FUSION,
-    VSR_ALGO_WORKFLOWS
+    VSR_ALGO_WORKFLOWS,
+    VSR_ALGO_GRAPH                 /* type: graph (a vsr extension): algorithm.graph */
 } vsr_algo_kind_t;
 
 /* algorithm.budget: every physical model exchange (retries included) counts
@@ -638,6 +639,74 @@ typedef struct {
     char *final_model; char *final_prompt;            /* final{model, prompt}; NULL = first modelRef / built-in */
 } vsr_algo_workflows_conf_t;
 
+/* algorithm.graph (type: graph, a vsr extension): a request graph written in
+ * YAML (docs/graphs.md).  A node is a one-key mapping naming its kind, or a
+ * list (a seq). */
+typedef enum {
+    VSR_GNODE_SEQ = 1, VSR_GNODE_CALL, VSR_GNODE_PARALLEL, VSR_GNODE_LOOP, VSR_GNODE_BRANCH, VSR_GNODE_TRANSFORM,
+    VSR_GNODE_RESPOND, VSR_GNODE_SUBGRAPH,
+} vsr_gnode_kind_t;
+
+/* loop.until and branch.if */
+typedef enum {
+    VSR_GPRED_NONE = 0,
+    VSR_GPRED_SUCCEEDED,           /* {succeeded: true}: the latest call or parallel had a success */
+    VSR_GPRED_CONFIDENCE_GTE,      /* {confidence_gte: X}: the latest answer's avg_logprob confidence >= X */
+    VSR_GPRED_AGREE,               /* {answers_agree: true}: the latest parallel's answers are all the same */
+    VSR_GPRED_SIGNAL,              /* {signal: {type: T, name: N}}: that signal of the request matched */
+    VSR_GPRED_ROUNDS_GTE,          /* {rounds_gte: N}: the enclosing loop has run N rounds */
+} vsr_gpred_kind_t;
+
+typedef struct {
+    vsr_gpred_kind_t kind;
+    int negate;                    /* the value was false ({succeeded: false}) */
+    double value;
+    char *signal_type, *signal_name;
+} vsr_gpred_conf_t;
+
+typedef struct vsr_gnode_conf_s vsr_gnode_conf_t;
+struct vsr_gnode_conf_s {
+    vsr_gnode_kind_t kind;
+    char *name;                    /* `name:` of the node (evidence, metrics), or its kind */
+    vsr_gnode_conf_t *kids; size_t n_kids; /* seq: in order; loop: kids[0] = body; branch: kids[0] then, kids[1] else */
+    /* call, parallel: the models (a call tries them in order, the next when one fails: fallback inside the hop;
+     * a parallel calls each, `count` times in turn when count > models.n) */
+    vsr_strlist_conf_t models;     /* provider models or the decision's modelRefs; empty = the decision's modelRefs */
+    uint64_t count;                /* parallel: calls (0 = one per model) */
+    double temperature; int has_temperature;
+    uint64_t max_completion_tokens;
+    uint64_t timeout_ms;           /* `timeout`: the hop's own (0 = global.integrations.looper.timeout) */
+    int logprobs; uint32_t top_logprobs;
+    int strip_tools;
+    int stream;                    /* call: the final hop, streamed when the client streams */
+    /* parallel */
+    uint64_t max_concurrency, first_k, min_success;
+    int on_error_fail;             /* on_error: fail (default skip) */
+    /* loop */
+    uint64_t max_rounds;           /* required, 1..100 */
+    vsr_gpred_conf_t until;        /* loop.until / branch.if */
+    /* transform: any of */
+    char *system_prompt;           /* replaces (or adds) the leading system message */
+    char *prompt;                  /* replaces the latest user message; {question}, {responses} */
+    char *append;                  /* appends a user message; {question}, {responses} */
+    /* respond */
+    char *aggregate;               /* last (default) | first | vote | concat | choices | longest */
+    /* subgraph */
+    char *subgraph;
+    const vsr_gnode_conf_t *resolved; /* the subgraph's node (after validation) */
+    uint32_t line, col;
+};
+
+typedef struct {
+    char *name;
+    vsr_gnode_conf_t node;
+} vsr_gsub_conf_t;
+
+typedef struct {
+    vsr_gnode_conf_t root;         /* algorithm.graph.root */
+    vsr_gsub_conf_t *subgraphs; size_t n_subgraphs; /* algorithm.graph.subgraphs: {name: node} */
+} vsr_graph_conf_t;
+
 typedef struct {
     vsr_algo_kind_t kind;
     char *on_error;               /* algorithm.on_error: NULL | skip | fail | fallback; for a Looper kind the
@@ -649,6 +718,7 @@ typedef struct {
         vsr_algo_remom_conf_t remom;
         vsr_algo_fusion_conf_t fusion;
         vsr_algo_workflows_conf_t workflows;
+        vsr_graph_conf_t graph;
     } u;
 } vsr_algo_conf_t;
 

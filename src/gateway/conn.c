@@ -604,6 +604,12 @@ static void request_account(request_t *req)
                                           : model);
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
+    if (ev && ev->looper) /* a request graph's calls (its streamed final hop is an attempt above) */
+        for (size_t i = 0; i < ev->looper->n_records; i++) {
+            const vsr_graph_call_record_t *rec = &ev->looper->records[i];
+            vsr_metrics_looper_call(w->metrics, ev->looper->algorithm, rec->node, vsr_slice_cstr(rec->model),
+                                    rec->status == VSR_OK, (double)rec->ms / 1000.0);
+        }
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
     if (!c->l->metrics) {
         vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
@@ -653,6 +659,13 @@ static void request_account(request_t *req)
         .prompt_tokens = req->usage ? req->usage->prompt_tokens : 0,
         .completion_tokens = req->usage ? req->usage->completion_tokens : 0,
     };
+    if (ev && ev->looper) {
+        e.looper_algorithm = ev->looper->algorithm;
+        e.looper_calls = ev->looper->iterations;
+        e.looper_models = vsr_slice_cstr(ev->looper->models_used);
+        e.looper_prompt_tokens = ev->looper->prompt_tokens;
+        e.looper_completion_tokens = ev->looper->completion_tokens;
+    }
     vsr_access_log_write(log, &e);
 }
 

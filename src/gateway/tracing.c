@@ -109,7 +109,7 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
         return;
     static const char *outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "idle_timeout",
                                     "aborted", "overflow"};
-    enum { MAX_SPANS = 2 + VSR_UPSTREAM_MAX_ATTEMPTS, MAX_ATTRS = 8 };
+    enum { MAX_SPANS = 2 + VSR_UPSTREAM_MAX_ATTEMPTS + VSR_GRAPH_MAX_RECORDS, MAX_ATTRS = 8 };
     vsr_span_t spans[MAX_SPANS];
     vsr_span_attr_t attrs[MAX_SPANS][MAX_ATTRS];
     size_t n = 0;
@@ -186,6 +186,28 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
             a[k++] = attr_n("http.response.status_code", at->status);
         if (at->error && (size_t)at->error < VSR_ARRAY_LEN(outcome))
             a[k++] = attr_s("error.type", cs(outcome[at->error]));
+        s->attrs = a;
+        s->n_attrs = k;
+    }
+    /* each call of a request graph (its streamed final hop is an upstream attempt above) */
+    const vsr_graph_outcome_t *lo = e->ev ? e->ev->looper : NULL;
+    for (size_t i = 0; lo && i < lo->n_records && n < MAX_SPANS; i++) {
+        const vsr_graph_call_record_t *rec = &lo->records[i];
+        vsr_span_t *s = &spans[n];
+        a = attrs[n++];
+        k = 0;
+        child_span(s, t, "vsr.graph_call", VSR_SPAN_CLIENT);
+        vsr_trace_new_span_id(s->span_id);
+        s->start_ns = wall_ns(e, rec->start_ms * 1000);
+        s->end_ns = wall_ns(e, (rec->start_ms + rec->ms) * 1000);
+        s->status = rec->status != VSR_OK ? VSR_SPAN_ERROR : VSR_SPAN_UNSET;
+        a[k++] = attr_s("vsr.algorithm", cs(lo->algorithm));
+        a[k++] = attr_s("vsr.node", cs(rec->node));
+        a[k++] = attr_s("vsr.model", cs(rec->model));
+        a[k++] = attr_n("vsr.iteration", rec->iteration);
+        a[k++] = attr_n("vsr.attempts", rec->attempts);
+        if (rec->http_status)
+            a[k++] = attr_n("http.response.status_code", rec->http_status);
         s->attrs = a;
         s->n_attrs = k;
     }

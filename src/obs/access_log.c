@@ -265,6 +265,18 @@ static int format_line(vsr_buf_t *b, const vsr_access_entry_t *e)
     rc |= e->has_usage ? vsr_buf_printf(b, "%" PRIu64, e->prompt_tokens) : vsr_buf_append(b, "null", 4);
     rc |= put_key(b, "completion_tokens");
     rc |= e->has_usage ? vsr_buf_printf(b, "%" PRIu64, e->completion_tokens) : vsr_buf_append(b, "null", 4);
+    rc |= put_key(b, "looper");
+    if (e->looper_algorithm) {
+        rc |= vsr_buf_append_cstr(b, "{\"algorithm\":"); /* put_key would open with a comma */
+        rc |= vsr_buf_append_json_string(b, vsr_slice_cstr(e->looper_algorithm));
+        rc |= put_u64(b, "calls", e->looper_calls);
+        rc |= put_str(b, "models", e->looper_models, FIELD_CAP);
+        rc |= put_u64(b, "prompt_tokens", e->looper_prompt_tokens);
+        rc |= put_u64(b, "completion_tokens", e->looper_completion_tokens);
+        rc |= vsr_buf_append(b, "}", 1);
+    } else {
+        rc |= vsr_buf_append(b, "null", 4);
+    }
     rc |= vsr_buf_append(b, "}\n", 2);
     return rc;
 }

@@ -77,7 +77,7 @@ static const hist_spec_t routing_hist = {VSR_ARRAY_LEN(routing_bounds), routing_
 
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
-       F_CLIENT_TIMEOUT, F_EDGE, F_COUNT };
+       F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -114,6 +114,13 @@ static const family_t families[F_COUNT] = {
     [F_EDGE] = {"vsr_edge_refusals_total",
                 "Requests, streams and connections refused or cut at the edge by a client-facing limit, by reason.",
                 NULL, 1, {"reason"}},
+    [F_LOOPER_CALLS] = {"vsr_looper_calls_total",
+                        "Model calls made by request graphs (Looper algorithms), by algorithm, model and outcome "
+                        "(ok, error).",
+                        NULL, 3, {"algorithm", "model", "outcome"}},
+    [F_LOOPER_DUR] = {"vsr_looper_call_duration_seconds",
+                      "Duration of request-graph calls, by algorithm and the node that made them (panel, judge, ...).",
+                      &dur_hist, 2, {"algorithm", "node"}},
 };
 
 /* ---- series and shards ---- */
@@ -529,6 +536,18 @@ void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prom
     add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("prompt")), NULL)->v[0], prompt);
     add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("completion")), NULL)->v[0],
             completion);
+}
+
+void vsr_metrics_looper_call(vsr_metrics_shard_t *s, const char *algorithm, const char *node, vsr_slice_t model,
+                             int ok, double seconds)
+{
+    if (s == NULL)
+        return;
+    const lv_t *al = intern(s->m, D_OUTCOME, vsr_slice_cstr(algorithm ? algorithm : ""));
+    count1(s, F_LOOPER_CALLS, al, intern(s->m, D_MODEL, model), intern(s->m, D_OUTCOME, vsr_slice_cstr(ok ? "ok" : "error")));
+    if (observable(seconds))
+        hist_observe(series_get(s, F_LOOPER_DUR, al, intern(s->m, D_OUTCOME, vsr_slice_cstr(node ? node : "")), NULL)->v,
+                     &dur_hist, seconds);
 }
 
 void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason)

@@ -63,6 +63,11 @@ typedef struct {
     uint64_t stream_events;     /* SSE events read from it */
     int has_usage;              /* its usage object was read (else the token counts are logged null) */
     uint64_t prompt_tokens, completion_tokens;
+    /* a request graph (logged null without one) */
+    const char *looper_algorithm;
+    unsigned looper_calls;
+    vsr_slice_t looper_models;  /* the models it called, comma-separated */
+    uint64_t looper_prompt_tokens, looper_completion_tokens;
 } vsr_access_entry_t;
 
 /* Formats e as one JSON line and queues it; never blocks.  Thread-safe.
@@ -203,6 +208,11 @@ void vsr_metrics_fallback(vsr_metrics_shard_t *s, vsr_slice_t from_model, vsr_sl
 void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model);
 /* Token counts a response reported (vsr_tokens_total{model,type}). */
 void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion);
+/* One call of a request graph (vsr_looper_calls_total{algorithm,model,outcome},
+ * vsr_looper_call_duration_seconds{algorithm,node}); algorithm and node are
+ * static names. */
+void vsr_metrics_looper_call(vsr_metrics_shard_t *s, const char *algorithm, const char *node, vsr_slice_t model,
+                             int ok, double seconds);
 /* A failed accept (vsr_accept_errors_total{reason}: "emfile", "enfile", "other"). */
 void vsr_metrics_accept_error(vsr_metrics_shard_t *s, const char *reason);
 /* A client connection ended for slowness (vsr_client_timeouts_total{reason}: "header", "body", "write"). */
