@@ -212,6 +212,8 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, const v
             check_algo_model(d, ix, dec, &w->roles[i].model, "algorithm.workflows.roles[].model");
         break;
     }
+    case VSR_ALGO_GRAPH:
+        break; /* its nodes' models are checked where they are decoded */
     }
     /* ref §3.1: confidence and ratings need a choice; with one modelRef the
      * request goes to it as with static */
