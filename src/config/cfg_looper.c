@@ -606,6 +606,8 @@ static void init_algorithm(cfg_decoder_t *d, void *obj)
         w->on_error_fail = 1;
         break;
     }
+    case VSR_ALGO_GRAPH:
+        break;
     }
 }
 
@@ -630,6 +632,7 @@ static void finish_algorithm(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
     case VSR_ALGO_REMOM: a->u.remom.on_error_fail = fail; break;
     case VSR_ALGO_FUSION: a->u.fusion.on_error_fail = fail; break;
     case VSR_ALGO_WORKFLOWS: a->u.workflows.on_error_fail = fail; break;
+    case VSR_ALGO_GRAPH: break;
     }
 }
 
