@@ -213,6 +213,8 @@ static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
                                       vsr_config_find_model(c, vsr_slice_cstr(x->quorum_fallback_target)) != NULL),
               "quorum fallback target");
         check(x->analysis_mode != NULL && x->judge_prompt_version != NULL, "fusion defaults");
+        check(x->min_successful_responses <= (x->analysis_models.n ? x->analysis_models.n : d->n_model_refs),
+              "fusion quorum capped");
         break;
     }
     case VSR_ALGO_WORKFLOWS: {
