@@ -156,6 +156,83 @@ static void check_fallback(const vsr_fallback_conf_t *f)
         check(f->retryable_status_codes[i] >= 100 && f->retryable_status_codes[i] <= 599, "fallback codes");
 }
 
+/* A loaded algorithm: its kind matches its name, its block's values are in
+ * their ranges and every model it names is a provider model or a modelRef. */
+static int algo_model_ok(const vsr_config_t *c, const vsr_decision_conf_t *d, const char *name)
+{
+    if (name == NULL || vsr_config_find_model(c, vsr_slice_cstr(name)) != NULL)
+        return 1;
+    for (size_t i = 0; i < d->n_model_refs; i++)
+        if (strcmp(d->model_refs[i].model, name) == 0 ||
+            (d->model_refs[i].lora_name && strcmp(d->model_refs[i].lora_name, name) == 0))
+            return 1;
+    return 0;
+}
+
+static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
+{
+    static const char *const names[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows", "graph"};
+    const vsr_algo_conf_t *a = &d->algo;
+    check((unsigned)a->kind < VSR_ARRAY_LEN(names), "algorithm kind");
+    check(d->algorithm == NULL ? a->kind == VSR_ALGO_STATIC : strcmp(d->algorithm, names[a->kind]) == 0,
+          "algorithm");
+    check(a->budget.max_calls <= 10000, "budget max_calls");
+    switch (a->kind) {
+    case VSR_ALGO_STATIC:
+        break;
+    case VSR_ALGO_CONFIDENCE: {
+        const vsr_algo_confidence_conf_t *x = &a->u.confidence;
+        check(x->method != NULL && x->escalation_order != NULL, "confidence defaults");
+        check(strcmp(x->escalation_order, "small_to_large") != 0, "escalation order normalised");
+        check(x->threshold >= 0 && x->threshold <= 1, "confidence threshold");
+        check(x->logprob_weight >= 0 && x->margin_weight >= 0, "hybrid weights");
+        check(x->cost_quality_tradeoff >= 0 && x->cost_quality_tradeoff <= 1, "cost_quality_tradeoff");
+        check(strcmp(x->method, "automix_entailment") != 0 || x->verifier_server_url != NULL, "verifier url");
+        break;
+    }
+    case VSR_ALGO_RATINGS:
+        check(a->u.ratings.max_concurrent <= 256, "ratings max_concurrent");
+        break;
+    case VSR_ALGO_REMOM: {
+        const vsr_algo_remom_conf_t *x = &a->u.remom;
+        check(x->n_breadth_schedule >= 1 && x->n_breadth_schedule <= 16, "breadth rounds");
+        for (size_t i = 0; i < x->n_breadth_schedule; i++)
+            check(x->breadth_schedule[i] >= 1 && x->breadth_schedule[i] <= 64, "breadth calls");
+        check(x->model_distribution != NULL && x->compaction_strategy != NULL, "remom defaults");
+        check(algo_model_ok(c, d, x->synthesis_model), "remom synthesis model");
+        break;
+    }
+    case VSR_ALGO_FUSION: {
+        const vsr_algo_fusion_conf_t *x = &a->u.fusion;
+        for (size_t i = 0; i < x->analysis_models.n; i++)
+            check(algo_model_ok(c, d, x->analysis_models.items[i]), "fusion panel model");
+        check(algo_model_ok(c, d, x->model), "fusion judge");
+        for (size_t i = 0; i < x->n_analysis_overrides; i++)
+            check(algo_model_ok(c, d, x->analysis_overrides[i].model), "fusion override model");
+        check(!x->quorum_fallback || (x->quorum_fallback_target != NULL &&
+                                      vsr_config_find_model(c, vsr_slice_cstr(x->quorum_fallback_target)) != NULL),
+              "quorum fallback target");
+        check(x->analysis_mode != NULL && x->judge_prompt_version != NULL, "fusion defaults");
+        check(x->min_successful_responses <= (x->analysis_models.n ? x->analysis_models.n : d->n_model_refs),
+              "fusion quorum capped");
+        break;
+    }
+    case VSR_ALGO_WORKFLOWS: {
+        const vsr_algo_workflows_conf_t *x = &a->u.workflows;
+        check(x->max_steps >= 1 && x->max_steps <= 32 && x->max_parallel >= 1 && x->max_parallel <= 64, "flow bounds");
+        check(x->n_roles <= 32 && (x->n_roles == 0 || !x->dynamic), "flow roles");
+        for (size_t i = 0; i < x->n_roles; i++) {
+            check(x->roles[i].name != NULL && x->roles[i].prompt != NULL, "flow role");
+            check(algo_model_ok(c, d, x->roles[i].model), "flow role model");
+        }
+        check(algo_model_ok(c, d, x->planner_model) && algo_model_ok(c, d, x->final_model), "flow models");
+        break;
+    }
+    case VSR_ALGO_GRAPH:
+        break;
+    }
+}
+
 static void check_recipe(const vsr_config_t *c, const vsr_recipe_conf_t *r)
 {
     check(r->name != NULL, "recipe name");
@@ -172,12 +249,7 @@ static void check_recipe(const vsr_config_t *c, const vsr_recipe_conf_t *r)
             check(vsr_config_find_model(c, vsr_slice_cstr(d->model_refs[j].model)) != NULL, "modelRef resolves");
             check(d->model_refs[j].lora_name == NULL || d->model_refs[j].lora_name[0] != '\0', "lora name");
         }
-        {
-            static const char *const kinds[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows"};
-            check(d->algorithm == NULL || ((size_t)d->algo.kind < VSR_ARRAY_LEN(kinds) &&
-                                           strcmp(d->algorithm, kinds[d->algo.kind]) == 0),
-                  "algorithm");
-        }
+        check_algo(c, d);
         for (size_t j = 0; j < d->n_plugins; j++)
             check_plugin(&d->plugins[j]);
         check(!d->has_reliability || d->reliability.retry_count <= 5, "decision retry_count");

@@ -132,7 +132,7 @@ static void check_default_model(cfg_decoder_t *d, vsr_config_t *c, const model_i
     }
 }
 
-static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, const vsr_decision_conf_t *dec);
+static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_decision_conf_t *dec);
 
 static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix, vsr_recipe_conf_t *r)
 {
@@ -147,7 +147,7 @@ static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const mod
 /* The models a Looper block names (ref §3): each a provider model or one
  * of the decision's modelRefs (as written, or its LoRA); a fusion override
  * names a panel model; quorum_fallback_target, where the original request
- * goes, a provider model. */
+ * goes, a provider model.  A fusion quorum above the panel is capped to it. */
 static int is_decision_model(const vsr_decision_conf_t *dec, const char *name)
 {
     for (size_t i = 0; i < dec->n_model_refs; i++) {
@@ -168,7 +168,7 @@ static void check_algo_model(cfg_decoder_t *d, const model_index_t *ix, const vs
                         q(d, *name));
 }
 
-static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, const vsr_decision_conf_t *dec)
+static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_decision_conf_t *dec)
 {
     const vsr_algo_conf_t *a = &dec->algo;
     switch (a->kind) {
@@ -180,7 +180,11 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, const v
         check_algo_model(d, ix, dec, &a->u.remom.synthesis_model, "algorithm.remom.synthesis_model");
         break;
     case VSR_ALGO_FUSION: {
-        const vsr_algo_fusion_conf_t *f = &a->u.fusion;
+        vsr_algo_fusion_conf_t *f = &dec->algo.u.fusion;
+        /* ref §3.6: the quorum is at most the panel */
+        size_t panel_size = f->analysis_models.n ? f->analysis_models.n : dec->n_model_refs;
+        if (f->min_successful_responses > panel_size)
+            f->min_successful_responses = panel_size;
         for (size_t i = 0; i < f->analysis_models.n; i++)
             check_algo_model(d, ix, dec, &f->analysis_models.items[i], "algorithm.fusion.analysis_models:");
         check_algo_model(d, ix, dec, &f->model, "algorithm.fusion.model");

@@ -13,8 +13,9 @@
  *
  * The v0.3 schema itself (which tables exist, which keys they hold) lives in
  * config.c (document, listeners, providers, global), cfg_routing.c (routing,
- * recipes, decisions, plugins, entrypoints), cfg_signals.c (signal families)
- * and cfg_policy.c (reliability and fallback); the checks that span the document are in cfg_check.c;
+ * recipes, decisions, plugins, entrypoints), cfg_signals.c (signal families),
+ * cfg_policy.c (reliability and fallback) and cfg_looper.c (decision algorithms,
+ * global.integrations); the checks that span the document are in cfg_check.c;
  * host/port/URL/CIDR syntax in cfg_net.c.
  */
 #ifndef VSR_CFG_INTERNAL_H

@@ -506,6 +506,8 @@ static int decode_block(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t
             }
         return -1;
     }
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_NULL)
+        return 0; /* the defaults */
     return vsr__cfg_decode_object(d, algorithms[ti].spec, val, (char *)a + algorithms[ti].offset, 0);
 }
 
@@ -547,7 +549,7 @@ static int decode_budget(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
 
 static const char *const algo_on_error_choices[] = {"skip", "fail", "fallback", NULL};
 
-#define BLOCK(k) {.key = (k), .decode = decode_block, .flags = CFG_NULL_OK}
+#define BLOCK(k) {.key = (k), .decode = decode_block}
 static const cfg_field_t algorithm_fields[] = {
     {.key = "type", .decode = decode_known, .flags = CFG_REQUIRED},
     {.key = "on_error", .decode = decode_on_error, .offset = offsetof(vsr_algo_conf_t, on_error),

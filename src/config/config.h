@@ -604,7 +604,7 @@ typedef struct {
     vsr_algo_fusion_override_conf_t *analysis_overrides; size_t n_analysis_overrides;
     uint64_t max_concurrent, round_timeout_ms, max_completion_tokens; /* 0 = unset */
     double temperature; int has_temperature;
-    uint64_t min_successful_responses; /* 0 = panel size; > panel size is capped to it */
+    uint64_t min_successful_responses; /* 0 = panel size; at load, a value above the panel size is capped to it */
     int quorum_fallback;          /* quorum_failure_policy: fallback (default fail) */
     char *quorum_fallback_target; /* required with fallback: a provider model */
     char *analysis_mode;          /* separate (default) | one_call | none */

@@ -2659,7 +2659,7 @@ static void test_looper_fields(void **state)
     assert_int_equal(fu->round_timeout_ms, 45000);
     assert_true(fu->has_temperature && fu->temperature == 0.5);
     assert_int_equal(fu->max_completion_tokens, 99);
-    assert_int_equal(fu->min_successful_responses, 3); /* above the panel: the executor caps it */
+    assert_int_equal(fu->min_successful_responses, 2); /* 3, capped to the panel */
     assert_int_equal(fu->quorum_fallback, 1);
     assert_string_equal(fu->quorum_fallback_target, "m");
     assert_string_equal(fu->analysis_mode, "one_call");
@@ -2701,6 +2701,18 @@ static void test_looper_fields(void **state)
     assert_string_equal(wf->roles[1].access_list.items[0], "r1");
     assert_string_equal(wf->final_model, "n");
     assert_string_equal(wf->final_prompt, "F");
+    vsr_config_free(c);
+
+    /* without analysis_models the panel is the modelRefs; a quorum within it stays */
+    c = load_ok(ALGO_DOC("{type: fusion, fusion: {min_successful_responses: 5}}"));
+    assert_int_equal(only_decision(c)->algo.u.fusion.min_successful_responses, 2);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: fusion, fusion: {min_successful_responses: 1}}"));
+    assert_int_equal(only_decision(c)->algo.u.fusion.min_successful_responses, 1);
+    vsr_config_free(c);
+    /* a null block is the defaults; a null block of another type is still refused */
+    c = load_ok(ALGO_DOC("{type: remom, remom: null}"));
+    assert_int_equal(only_decision(c)->algo.u.remom.breadth_schedule[0], 4);
     vsr_config_free(c);
 
     c = load_ok(ALGO_DOC("{type: workflows, workflows: {mode: dynamic}}"));
@@ -2756,6 +2768,8 @@ static void test_looper_errors(void **state)
                   "t.yaml:15:53: temperature must be between 0 and 2, got 3\n");
     expect_errors(ALGO_DOC("{type: remom, remom: {include_reasoning: yes}}"),
                   "t.yaml:15:59: expected a boolean (true or false), got a string\n");
+    expect_errors(ALGO_DOC("{type: remom, fusion: null}"),
+                  "t.yaml:15:32: algorithm.fusion only applies to type \"fusion\"\n");
     expect_errors(ALGO_DOC("{type: remom, confidence: {}}"),
                   "t.yaml:15:32: algorithm.confidence only applies to type \"confidence\"\n");
     expect_errors(ALGO_DOC("{type: fusion, fusion: {quorum_failure_policy: fallback}}"),

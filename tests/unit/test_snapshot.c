@@ -650,6 +650,42 @@ static void test_print_redacts_and_fills_defaults(void **state)
     vsr_buf_free(&out);
 }
 
+/* global.integrations.looper.headers go with every hop, as extra_headers
+ * do: printed redacted unless the name is known harmless; a Looper block is
+ * part of the content hash like every other key. */
+static void test_looper_headers_redacted_and_hashed(void **state)
+{
+    (void)state;
+    static const char doc[] = "version: v0.3\n"
+                              "providers: {models: [{name: a, backend_refs: [{endpoint: 127.0.0.1:1}]},"
+                              " {name: b, backend_refs: [{endpoint: 127.0.0.1:1}]}]}\n"
+                              "routing:\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      modelRefs: [{model: a}, {model: b}]\n"
+                              "      algorithm: {type: remom, remom: {breadth_schedule: [3, 2]}}\n"
+                              "global: {integrations: {looper: {headers: {x-signature: s3cret, x-team: t}}}}\n";
+    vsr_buf_t err, out;
+    vsr_buf_init(&err, 0);
+    vsr_buf_init(&out, 0);
+    vsr_config_t *cfg = NULL;
+    assert_int_equal(vsr_config_load_string("a", doc, strlen(doc), &cfg, &err), VSR_OK);
+    assert_int_equal(vsr_config_print("a", doc, strlen(doc), cfg, 1, &out), VSR_OK);
+    assert_null(strstr(out.data, "s3cret"));
+    assert_non_null(strstr(out.data, "\"x-team\": \"t\""));
+    vsr_config_free(cfg);
+
+    char h1[VSR_CONFIG_HASH_LEN], h2[VSR_CONFIG_HASH_LEN];
+    canon_hash(doc, h1);
+    char *other = strdup(doc);
+    strstr(other, "[3, 2]")[1] = '4'; /* breadth_schedule [4, 2] */
+    canon_hash(other, h2);
+    assert_string_not_equal(h1, h2);
+    free(other);
+    vsr_buf_free(&err);
+    vsr_buf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -665,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_admin_submit_and_close),
         cmocka_unit_test(test_upstream_reuse_by_identity),
         cmocka_unit_test(test_print_redacts_and_fills_defaults),
+        cmocka_unit_test(test_looper_headers_redacted_and_hashed),
         cmocka_unit_test(test_signals_reused_per_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
