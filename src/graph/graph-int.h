@@ -39,6 +39,7 @@ typedef struct {
     vsr_algo_completion_t c;       /* parsed (status VSR_OK) */
     double score;                  /* the template's own (confidence ...) */
     int has_score;
+    uint64_t epoch;                /* which execution of its node (r->epoch when the node started) */
 } result_t;
 
 struct node_s {
@@ -58,7 +59,7 @@ struct node_s {
     int soft;                      /* a failure (or too few successes) does not fail the run */
     /* loop */
     size_t max_rounds;
-    int (*until)(vsr_graph_run_t *r, const node_t *n); /* 1: stop before the next round */
+    int (*until)(vsr_graph_run_t *r, const node_t *n, size_t rounds); /* 1: stop before the next round (rounds run) */
     /* transform */
     void (*apply)(vsr_graph_run_t *r, const node_t *n);
     /* branch */
@@ -83,6 +84,7 @@ struct frame_s {
     size_t idx;                    /* seq: the child running */
     size_t round;                  /* loop */
     size_t count, next, inflight, finished, ok;
+    uint64_t epoch;                /* call/parallel: this execution's number */
     gcall_t **calls;               /* parallel: the calls in flight (by slot) */
 };
 
@@ -122,6 +124,8 @@ struct vsr_graph_run_s {
     uint64_t hop_timeout_ms;
     uint64_t max_response_bytes;
     gcall_t *live;
+    uint64_t epoch;                /* call/parallel executions started */
+    const node_t *latest;          /* the call/parallel node that started last */
     /* the end */
     vsr_graph_outcome_t out;
     int finished, reported, cancelled, started;
@@ -154,6 +158,7 @@ void vsr__graph_kids(vsr_graph_run_t *r, node_t *n, size_t k, ...);
 
 /* Builds the template of the run's algorithm (r->root, r->t). */
 int vsr__graph_tpl_workflows(vsr_graph_run_t *r, const char **why);
+int vsr__graph_tpl_graph(vsr_graph_run_t *r, const char **why);
 /* The candidate named `name` (a modelRef's model or LoRA, else any provider
  * model, added as a candidate): VSR_OK or VSR_ERR_NOT_FOUND. */
 int vsr__graph_ref_index(vsr_graph_run_t *r, const char *name, size_t *out);

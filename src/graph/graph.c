@@ -217,6 +217,7 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     res->slot = c->slot;
     res->round = f->parent && f->parent->node->kind == N_LOOP ? f->parent->round : 0;
     res->iteration = c->iteration;
+    res->epoch = f->epoch;
     res->http_status = http_status;
     res->status = status;
     if (status == VSR_OK) {
@@ -356,13 +357,15 @@ static void node_start(vsr_graph_run_t *r, const node_t *n, frame_t *parent)
         return;
     case N_CALL:
     case N_PARALLEL:
+        f->epoch = ++r->epoch;
+        r->latest = n;
         f->count = n->kind == N_CALL ? 1 : n->count(r, n);
         f->calls = vsr_pool_alloc(r->pool, sizeof(gcall_t *) * (f->count ? f->count : 1));
         memset(f->calls, 0, sizeof(gcall_t *) * (f->count ? f->count : 1));
         parallel_pump(r, f);
         return;
     case N_LOOP:
-        if (n->max_rounds == 0 || (n->until && n->until(r, n)))
+        if (n->max_rounds == 0 || (n->until && n->until(r, n, 0)))
             node_done(r, f, 1);
         else
             node_start(r, n->kids[0], f);
@@ -412,7 +415,7 @@ static void node_done(vsr_graph_run_t *r, frame_t *f, int ok)
             node_done(r, p, 1);
         return;
     case N_LOOP:
-        if (++p->round >= pn->max_rounds || (pn->until && pn->until(r, pn)))
+        if (++p->round >= pn->max_rounds || (pn->until && pn->until(r, pn, p->round)))
             node_done(r, p, 1);
         else
             node_start(r, pn->kids[0], p);

@@ -111,6 +111,9 @@ typedef struct {
     vsr_pool_t *pool;
     const vsr_graph_port_t *port;
     uint64_t deadline_ms;          /* absolute, on port->now_ms's clock */
+    /* did the request's signal of this condition type and name match?
+     * (a graph's branch or loop predicate); NULL = never */
+    int (*signal)(void *ud, const char *type, const char *name);
     /* the run is over (never from inside vsr_graph_start): out is valid
      * until the pool goes.  The callee may free the pool. */
     void (*done)(void *ud, const vsr_graph_outcome_t *out);

@@ -34,6 +34,7 @@ int vsr_graph_eligible(const vsr_decision_conf_t *d)
     case VSR_ALGO_REMOM:
     case VSR_ALGO_FUSION:
     case VSR_ALGO_WORKFLOWS:
+    case VSR_ALGO_GRAPH:
         return d->n_model_refs >= 1;
     default:
         return 0;
@@ -223,9 +224,10 @@ static void conf_on_verify(vsr_graph_run_t *r, const node_t *n, result_t *res)
         t->accepted = ans;
 }
 
-static int conf_until(vsr_graph_run_t *r, const node_t *n)
+static int conf_until(vsr_graph_run_t *r, const node_t *n, size_t rounds)
 {
     VSR_UNUSED(n);
+    VSR_UNUSED(rounds);
     conf_t *t = r->t;
     return t->accepted != NULL || t->next >= t->n;
 }
@@ -468,9 +470,10 @@ static void remom_advance(vsr_graph_run_t *r, const node_t *n)
     t->round++;
 }
 
-static int remom_until(vsr_graph_run_t *r, const node_t *n)
+static int remom_until(vsr_graph_run_t *r, const node_t *n, size_t rounds)
 {
     VSR_UNUSED(n);
+    VSR_UNUSED(rounds);
     remom_t *t = r->t;
     return t->round >= t->n_rounds;
 }
@@ -870,6 +873,8 @@ int vsr__graph_template(vsr_graph_run_t *r, const char **why)
         return tpl_fusion(r, why);
     case VSR_ALGO_WORKFLOWS:
         return vsr__graph_tpl_workflows(r, why);
+    case VSR_ALGO_GRAPH:
+        return vsr__graph_tpl_graph(r, why);
     default:
         *why = "the algorithm is not a Looper algorithm";
         return VSR_ERR_INVALID;

@@ -251,9 +251,10 @@ static void steps_result(vsr_graph_run_t *r, const node_t *n, result_t *res)
         s->res = res;
 }
 
-static int steps_until(vsr_graph_run_t *r, const node_t *n)
+static int steps_until(vsr_graph_run_t *r, const node_t *n, size_t rounds)
 {
     VSR_UNUSED(n);
+    VSR_UNUSED(rounds);
     flow_t *t = r->t;
     for (size_t i = 0; i < t->n_steps; i++)
         if (!t->steps[i].started)

@@ -808,6 +808,26 @@ static const vsr_effect_t *graph_effect(vsr_session_t *s, const vsr_graph_outcom
     return &s->eff;
 }
 
+/* A graph predicate's signal: its result when a decision needed it, else
+ * evaluated now when it needs no model (a model signal no decision
+ * referenced was never computed: not matched). */
+static int graph_signal(void *ud, const char *type, const char *name)
+{
+    vsr_session_t *s = ud;
+    route_ctx_t *rc = &s->rc;
+    if (!s->routed || rc->rs == NULL)
+        return 0;
+    int i = vsr_signals_find(rc->rs->signals, type, name);
+    if (i < 0)
+        return 0;
+    if (rc->memo_done && rc->memo_done[i])
+        return !(rc->unknown && rc->unknown[i]) && rc->memo[i].matched;
+    vsr_signal_task_t task;
+    if (vsr_signals_task(rc->rs->signals, i, &rc->in, &task) != 0)
+        return 0;
+    return vsr_signals_eval(rc->rs->signals, i, &rc->in).matched;
+}
+
 static void graph_done(void *ud, const vsr_graph_outcome_t *o)
 {
     vsr_session_t *s = ud;
@@ -847,6 +867,7 @@ static const vsr_effect_t *start_graph(vsr_session_t *s)
         .pool = &s->pool,
         .port = &s->gport,
         .deadline_ms = deadline,
+        .signal = graph_signal,
         .done = graph_done,
         .done_ud = s,
     };
