@@ -2100,7 +2100,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == UV_EOF && c->busy && c->req && !c->h2) {
+    if (nread == UV_EOF && c->busy && c->req && !c->h2 && !(c->req->sess && vsr_session_pending(c->req->sess))) {
         /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
          * the client still reads, so the request is answered, then the
          * connection closes */
@@ -2111,7 +2111,10 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread < 0) {
         /* EOF or error: whatever was in flight is abandoned; an upstream call
-         * is cancelled (its connection closed) with the request. */
+         * is cancelled (its connection closed) with the request.  An EOF
+         * while the routing core waits (model signals, a request graph's
+         * hops) is a client gone too: nothing has been answered yet, and a
+         * graph's calls are too dear to finish for nobody. */
         conn_close(c);
         return;
     }

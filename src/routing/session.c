@@ -54,6 +54,7 @@ struct vsr_session_s {
     vsr_graph_run_t *graph;
     vsr_graph_port_t gport;
     vsr_slice_t final_body; /* the graph's final hop, sent (streamed) as the routed call */
+    int looper_fell_back;   /* the graph failed and algorithm.on_error: fallback sent the request to the first modelRef */
 };
 
 /* ---- small helpers ---- */
@@ -789,6 +790,17 @@ static void add_looper_headers(vsr_session_t *s, hlist_t *h, const vsr_graph_out
 static const vsr_effect_t *graph_effect(vsr_session_t *s, const vsr_graph_outcome_t *o)
 {
     s->ev.looper = o;
+    const vsr_algo_conf_t *a = &s->decision->algo;
+    if (o->status >= 500 && a->on_error && !strcmp(a->on_error, "fallback") && s->decision->n_model_refs) {
+        /* algorithm.on_error: fallback (ref §3.8): the first modelRef answers */
+        const vsr_model_ref_conf_t *ref = &s->decision->model_refs[0];
+        const vsr_model_conf_t *m = vsr_config_find_model(s->e->cfg, vsr_slice_cstr(ref->model));
+        if (m && m->n_backends) {
+            s->looper_fell_back = 1;
+            aim(s, m, ref->lora_name);
+            return &s->eff;
+        }
+    }
     if (o->status) {
         hlist_t h = {0};
         add_looper_headers(s, &h, o);
@@ -988,7 +1000,7 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
                                          void *ud)
 {
     const vsr_decision_conf_t *d = s->decision;
-    if (d == NULL || s->plan.kind != VSR_PLAN_CALL || s->n_tried == 0 || s->ev.looper)
+    if (d == NULL || s->plan.kind != VSR_PLAN_CALL || s->n_tried == 0 || s->final_body.len)
         return NULL; /* a graph's final hop carries its own prompt: no other candidate takes it */
     for (size_t i = 0; i < d->n_model_refs; i++) {
         const vsr_model_ref_conf_t *ref = &d->model_refs[i];
@@ -1075,9 +1087,12 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         return &s->eff;
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
-    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), s->ev.looper ? VSR_SLICE_LIT("looper") : VSR_SLICE_LIT("upstream"));
+    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"),
+           s->ev.looper && !s->looper_fell_back ? VSR_SLICE_LIT("looper") : VSR_SLICE_LIT("upstream"));
     if (s->ev.looper)
         add_looper_headers(s, &h, s->ev.looper);
+    if (s->looper_fell_back)
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-looper-fallback"), VSR_SLICE_LIT("true"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"), pool_u64(&s->pool, s->e->version, 0));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-routing-latency-ms"), pool_u64(&s->pool, s->ev.routing_us, 3));
     if (status >= 200 && status < 300) {
