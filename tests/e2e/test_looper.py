@@ -311,6 +311,17 @@ def test_confidence_streamed_client_makes_the_same_calls(looper):
     check_headers(r, "confidence", "m-mid", ["m-small", "m-mid"], 2)
 
 
+def test_confidence_with_one_model_is_an_ordinary_call(looper):
+    # eligibility (ref §3.1): confidence and ratings need more than one modelRef
+    s = looper(["m-mid"], {"type": "confidence", "confidence": {}})
+    r = s.ask()
+    assert content(r) == TEXT["m-mid"]
+    assert models_of(s.calls()) == ["m-mid"]
+    assert r.headers.get("x-vsr-response-path") != "looper"
+    assert not [h for h in r.headers if h.startswith("x-vsr-looper-")]
+    assert r.json()["fakellm"]["backend"] == "llm"             # the upstream's own body, relayed
+
+
 # ---- ratings (ref §3.4) ------------------------------------------------------
 
 
@@ -517,6 +528,20 @@ def test_budget_max_calls(looper):
     r = s.ask()
     check_error(r, "budget")
     assert len(s.calls()) <= 1
+
+
+def test_budget_deadline(looper):
+    algo = fusion()
+    algo["budget"] = {"deadline": "1s"}
+    s = looper(["m-small", "m-mid", "m-large"], algo, delay={"m-small": 5000, "m-mid": 5000})
+    t0 = time.monotonic()
+    r = s.ask()
+    elapsed = time.monotonic() - t0
+    assert r.status_code >= 400, r.text
+    msg = r.json()["error"]["message"].lower()
+    assert "deadline" in msg or "budget" in msg, msg
+    assert elapsed < 4.5                                       # the deadline, not the 5 s answers
+    assert sorted(models_of(s.calls())) == ["m-mid", "m-small"]
 
 
 def test_client_disconnect_cancels_the_calls(looper):
