@@ -646,6 +646,14 @@ def test_log_body_essentials(fakellm):
     b3 = got[3]["body"]
     assert b3["n_messages"] is None and b3["last_user"] is None and b3["messages_sha"] is None
     assert got[4]["body"] is None and got[5]["body"] is None
+    # the hash is of the messages, not of their spelling; a change in them changes it
+    msgs = [{"role": "user", "content": "first"}]
+    spaced = '{ "model" : "m",\n  "messages" : [ { "role" : "user" , "content" : "first" } ] }'
+    assert httpx.post(be.url + "/v1/chat/completions", content=spaced, timeout=10).status_code == 200
+    assert post(be, body={"model": "other", "messages": msgs}).status_code == 200
+    assert post(be, body={"model": "m", "messages": [{"role": "user", "content": "firsT"}]}).status_code == 200
+    a, b, c = (e["body"]["messages_sha"] for e in entries(be)[-3:])
+    assert a == b != c
 
 
 def test_log_start_and_end_times_show_overlap(fakellm):
