@@ -403,7 +403,6 @@ def test_remom_round_robin_then_synthesis(looper):
     assert all(e["end_ms"] is not None and e["end_ms"] <= final["start_ms"] for e in round1)
     for e in round1:
         assert e["body"]["last_user"] == PROMPT
-        assert e["body"]["temperature"] == pytest.approx(1.0)     # the remom default
         assert e["body"]["stream"] is not True
     # the last user message is replaced by the synthesis prompt, which quotes every answer
     lu = final["body"]["last_user"]
