@@ -49,7 +49,7 @@ def backend_args(logprob=None, margin=None, status=None, delay=None, missing=())
     return args
 
 
-def looper_doc(port, endpoint, refs, algorithm, cards=("m-large", "m-small", "m-mid")):
+def looper_doc(port, endpoint, refs, algorithm, cards=("m-large", "m-small", "m-mid"), listener_extra=""):
     """One listener, the three models on one backend, cards declared out of
     size order, and one keyword decision running `algorithm` over `refs`."""
     models = "\n".join(
@@ -59,7 +59,7 @@ def looper_doc(port, endpoint, refs, algorithm, cards=("m-large", "m-small", "m-
     ref_list = ", ".join(f"{{model: {r}}}" for r in refs)
     return f"""version: v0.3
 listeners:
-  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 60s}}
+  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 60s{listener_extra}}}
 providers:
   defaults: {{model: m-small}}
   models:
@@ -103,10 +103,10 @@ class Stack:
 def looper(vsr, fakellm):
     """make(refs, algorithm, **backend faults) -> Stack.  A vsr that refuses
     the document fails the test with its own words, not a setup error."""
-    def make(refs, algorithm, cards=("m-large", "m-small", "m-mid"), **faults):
+    def make(refs, algorithm, cards=("m-large", "m-small", "m-mid"), listener_extra="", **faults):
         be = fakellm("llm", args=backend_args(**faults))
         port = free_port()
-        v = vsr(looper_doc(port, be.endpoint, refs, algorithm, cards), port=port, wait_ready=False)
+        v = vsr(looper_doc(port, be.endpoint, refs, algorithm, cards, listener_extra), port=port, wait_ready=False)
 
         def ready():
             if v.proc.p.poll() is not None:
@@ -320,6 +320,29 @@ def test_confidence_with_one_model_is_an_ordinary_call(looper):
     assert r.headers.get("x-vsr-response-path") != "looper"
     assert not [h for h in r.headers if h.startswith("x-vsr-looper-")]
     assert r.json()["fakellm"]["backend"] == "llm"             # the upstream's own body, relayed
+
+
+def test_client_looper_headers_are_not_honoured(looper):
+    # a client cannot pass for an internal hop (ref §3.2): the decision still runs its graph
+    s = looper(CARDS_OUT_OF_ORDER, {"type": "confidence", "confidence": {"threshold": 0.5}},
+               logprob={"m-small": -2.5})
+    r = s.ask(headers={"x-vsr-looper-request": "true", "x-vsr-looper-iteration": "1",
+                       "x-vsr-looper-decision": "multi", "x-vsr-looper-secret": "guess",
+                       "x-vsr-internal-auth": "guess"})
+    assert content(r) == TEXT["m-mid"]
+    assert models_of(s.calls()) == ["m-small", "m-mid"]
+    check_headers(r, "confidence", "m-mid", ["m-small", "m-mid"], 2)
+
+
+def test_listener_model_allow_list_does_not_gate_hops(looper):
+    # listeners[].models restricts what clients ask for, not the models a graph calls (ref §1.3)
+    s = looper(CARDS_OUT_OF_ORDER, {"type": "confidence", "confidence": {"threshold": 0.99}},
+               listener_extra=", models: [auto]")
+    r = s.ask()
+    assert content(r) == TEXT["m-large"]
+    assert models_of(s.calls()) == ["m-small", "m-mid", "m-large"]
+    refused = s.ask(dict(CHAT, model="m-small"))
+    assert refused.status_code == 403, refused.text
 
 
 # ---- ratings (ref §3.4) ------------------------------------------------------
