@@ -256,6 +256,19 @@ def test_confidence_margin_method(looper):
     check_headers(r, "confidence", "m-mid", ["m-small", "m-mid"], 2)
 
 
+def test_confidence_hybrid_method(looper):
+    # hybrid: 0.5 * avg_logprob + 0.5 * margin, default threshold 0.5:
+    # small 0.5 * 0.17 + 0.5 * 0.10 = 0.13 (fails); mid 0.5 * 0.97 + 0.5 * 0.28 = 0.63 (passes)
+    s = looper(CARDS_OUT_OF_ORDER, {"type": "confidence", "confidence": {"confidence_method": "hybrid"}},
+               logprob={"m-small": -2.5}, margin={"m-small": 0.3})
+    r = s.ask()
+    assert content(r) == TEXT["m-mid"]
+    calls = s.calls()
+    assert models_of(calls) == ["m-small", "m-mid"]
+    assert all(e["body"]["logprobs"] is True and e["body"]["top_logprobs"] == 2 for e in calls)
+    check_headers(r, "confidence", "m-mid", ["m-small", "m-mid"], 2)
+
+
 def test_confidence_failing_small_model_is_skipped(looper):
     s = looper(CARDS_OUT_OF_ORDER, {"type": "confidence", "confidence": {"on_error": "skip"}},
                status={"m-small": 500})
