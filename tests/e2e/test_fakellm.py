@@ -570,6 +570,8 @@ def test_model_flags_answer_per_model(fakellm):
         "choices"][0]["logprobs"]["content"][0]["logprob"] == pytest.approx(-0.2)
     outcomes = [(e["model"], e["outcome"]) for e in entries(be)]
     assert ("m-bad", "status:503") in outcomes and ("m-slow", "delay") in outcomes
+    # a spent fault budget cancels the per-model fault too
+    assert [ask("m-bad", keyed("mb", fail_count=1)).status_code for _ in range(2)] == [503, 200]
 
 
 def test_model_text_streams_word_by_word(fakellm):
