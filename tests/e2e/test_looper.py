@@ -49,11 +49,14 @@ def backend_args(logprob=None, margin=None, status=None, delay=None, missing=())
     return args
 
 
-def looper_doc(port, endpoint, refs, algorithm, cards=("m-large", "m-small", "m-mid"), listener_extra=""):
+def looper_doc(port, endpoint, refs, algorithm, cards=("m-large", "m-small", "m-mid"), listener_extra="",
+               reliability=None):
     """One listener, the three models on one backend, cards declared out of
     size order, and one keyword decision running `algorithm` over `refs`."""
+    rel = {n: f", reliability: {json.dumps(r)}" for n, r in (reliability or {}).items()}
     models = "\n".join(
-        f'    - {{name: {n}, provider_model_id: {pid}, backend_refs: [{{name: b, endpoint: "{endpoint}"}}]}}'
+        f'    - {{name: {n}, provider_model_id: {pid}, backend_refs: [{{name: b, endpoint: "{endpoint}"}}]'
+        f'{rel.get(n, "")}}}'
         for n, (pid, _, _) in MODELS.items())
     card_lines = "\n".join(f"    - {{name: {n}, description: {n} model, param_size: {MODELS[n][1]}}}" for n in cards)
     ref_list = ", ".join(f"{{model: {r}}}" for r in refs)
@@ -103,10 +106,11 @@ class Stack:
 def looper(vsr, fakellm):
     """make(refs, algorithm, **backend faults) -> Stack.  A vsr that refuses
     the document fails the test with its own words, not a setup error."""
-    def make(refs, algorithm, cards=("m-large", "m-small", "m-mid"), listener_extra="", **faults):
+    def make(refs, algorithm, cards=("m-large", "m-small", "m-mid"), listener_extra="", reliability=None, **faults):
         be = fakellm("llm", args=backend_args(**faults))
         port = free_port()
-        v = vsr(looper_doc(port, be.endpoint, refs, algorithm, cards, listener_extra), port=port, wait_ready=False)
+        v = vsr(looper_doc(port, be.endpoint, refs, algorithm, cards, listener_extra, reliability), port=port,
+                wait_ready=False)
 
         def ready():
             if v.proc.p.poll() is not None:
@@ -566,6 +570,17 @@ def test_budget_max_calls(looper):
     r = s.ask()
     check_error(r, "budget")
     assert len(s.calls()) <= 1
+
+
+def test_budget_counts_retries(looper):
+    # every physical exchange counts: m-small's retry spends the second call of max_calls 2
+    algo = {"type": "confidence", "confidence": {"on_error": "skip"}, "budget": {"max_calls": 2}}
+    s = looper(CARDS_OUT_OF_ORDER, algo, status={"m-small": 503},
+               reliability={"m-small": {"retry_count": 1, "retry_on": "5xx"}})
+    r = s.ask()
+    check_error(r, "budget")
+    assert [(m, e["outcome"]) for m, e in zip(models_of(s.calls()), s.calls())] == [
+        ("m-small", "status:503"), ("m-small", "status:503")]
 
 
 def test_budget_deadline(looper):
