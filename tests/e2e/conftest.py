@@ -41,6 +41,10 @@ ENV = dict(os.environ,
            UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "looper: multi-model request graphs (confidence, ratings, remom, fusion)")
+
+
 _handed_out = set()
 
 

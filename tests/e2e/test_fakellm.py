@@ -570,6 +570,8 @@ def test_model_flags_answer_per_model(fakellm):
         "choices"][0]["logprobs"]["content"][0]["logprob"] == pytest.approx(-0.2)
     outcomes = [(e["model"], e["outcome"]) for e in entries(be)]
     assert ("m-bad", "status:503") in outcomes and ("m-slow", "delay") in outcomes
+    # a spent fault budget cancels the per-model fault too
+    assert [ask("m-bad", keyed("mb", fail_count=1)).status_code for _ in range(2)] == [503, 200]
 
 
 def test_model_text_streams_word_by_word(fakellm):
@@ -646,6 +648,14 @@ def test_log_body_essentials(fakellm):
     b3 = got[3]["body"]
     assert b3["n_messages"] is None and b3["last_user"] is None and b3["messages_sha"] is None
     assert got[4]["body"] is None and got[5]["body"] is None
+    # the hash is of the messages, not of their spelling; a change in them changes it
+    msgs = [{"role": "user", "content": "first"}]
+    spaced = '{ "model" : "m",\n  "messages" : [ { "role" : "user" , "content" : "first" } ] }'
+    assert httpx.post(be.url + "/v1/chat/completions", content=spaced, timeout=10).status_code == 200
+    assert post(be, body={"model": "other", "messages": msgs}).status_code == 200
+    assert post(be, body={"model": "m", "messages": [{"role": "user", "content": "firsT"}]}).status_code == 200
+    a, b, c = (e["body"]["messages_sha"] for e in entries(be)[-3:])
+    assert a == b != c
 
 
 def test_log_start_and_end_times_show_overlap(fakellm):

@@ -1318,6 +1318,58 @@ static int bool_field(json_t *root, const char *name)
     return json_is_boolean(v) ? json_is_true(v) : -1;
 }
 
+/* FNV-1a 64 over a walk of a JSON value: each node's type, then its
+ * content (keys in their order), so equal values hash equal.  Depth is
+ * bounded by jansson's parser. */
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t json_hash(uint64_t h, json_t *v)
+{
+    char num[32];
+    int n;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *x;
+        h = fnv_bytes(h, "{", 1);
+        json_object_foreach(v, key, x) {
+            h = fnv_bytes(h, key, strlen(key) + 1);
+            h = json_hash(h, x);
+        }
+        return fnv_bytes(h, "}", 1);
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        json_t *x;
+        h = fnv_bytes(h, "[", 1);
+        json_array_foreach(v, i, x) h = json_hash(h, x);
+        return fnv_bytes(h, "]", 1);
+    }
+    case JSON_STRING:
+        h = fnv_bytes(h, "\"", 1);
+        h = fnv_bytes(h, json_string_value(v), json_string_length(v));
+        return fnv_bytes(h, "\"", 1);
+    case JSON_INTEGER:
+        n = snprintf(num, sizeof num, "i%lld", (long long)json_integer_value(v));
+        return fnv_bytes(h, num, (size_t)n);
+    case JSON_REAL:
+        n = snprintf(num, sizeof num, "r%.17g", json_real_value(v));
+        return fnv_bytes(h, num, (size_t)n);
+    case JSON_TRUE:
+        return fnv_bytes(h, "t", 1);
+    case JSON_FALSE:
+        return fnv_bytes(h, "f", 1);
+    default:
+        return fnv_bytes(h, "n", 1);
+    }
+}
+
 /* The log's view of an inference body.  Strings point into root (or into
  * the two buffers of FL_LOG_TEXT_MAX + 8 bytes). */
 static void body_essentials(fl_body_t *bd, json_t *root, char *ubuf, char *sbuf)
@@ -1340,15 +1392,8 @@ static void body_essentials(fl_body_t *bd, json_t *root, char *ubuf, char *sbuf)
     if (!json_is_array(msgs))
         return;
     bd->n_messages = (int64_t)json_array_size(msgs);
-    char *dump = json_dumps(msgs, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (dump) {
-        uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
-        for (const char *q = dump; *q; q++)
-            h = (h ^ (unsigned char)*q) * 1099511628211ULL;
-        bd->messages_sha = h;
-        bd->has_sha = 1;
-        free(dump);
-    }
+    bd->messages_sha = json_hash(1469598103934665603ULL, msgs);
+    bd->has_sha = 1;
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
