@@ -119,6 +119,7 @@ struct vsr_graph_run_s {
     vsr_buf_t used;                /* models used, comma-separated */
     unsigned iterations;
     uint64_t attempts, max_calls;  /* the budget's ledger */
+    uint64_t reserved;             /* calls in flight (each will spend at least one) */
     uint64_t pt, ct;
     uint64_t t0_ms;
     uint64_t hop_timeout_ms;

@@ -110,6 +110,11 @@ void vsr__graph_fail(vsr_graph_run_t *r, int status, const char *type, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (status == 502 && now_ms(r) >= r->o.deadline_ms) { /* the calls failed because time ran out */
+        status = 504;
+        code = "looper_deadline";
+        snprintf(msg, sizeof(msg), "the algorithm's deadline passed after %u model calls", r->iterations);
+    }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
@@ -207,6 +212,7 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     c->handle = NULL;
     live_remove(r, c);
     r->attempts += attempts ? attempts : 1;
+    r->reserved--;
     frame_t *f = c->f;
     f->inflight--;
     f->finished++;
@@ -236,7 +242,7 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     if (f->node->on_result)
         f->node->on_result(r, f->node, res);
     if (!r->finished) {
-        if (res->status != VSR_OK && f->node->fail_fast && !f->node->soft)
+        if (res->status != VSR_OK && f->node->fail_fast)
             vsr__graph_fail(r, 502, "server_error", "looper_call_failed",
                             "model \"%.200s\" failed (%s%d) and the algorithm's on_error is fail", r->refs[c->s.ref].name,
                             http_status ? "status " : "error ", http_status ? http_status : status);
@@ -244,6 +250,19 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
             parallel_pump(r, f);
     }
     leave(r);
+}
+
+/* models_used: each model once, in the order of its first call */
+static void note_used(vsr_graph_run_t *r, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i + n <= r->used.len; i++)
+        if ((i == 0 || r->used.data[i - 1] == ',') && !memcmp(r->used.data + i, name, n) &&
+            (i + n == r->used.len || r->used.data[i + n] == ','))
+            return;
+    if (r->used.len)
+        vsr_buf_append_cstr(&r->used, ",");
+    vsr_buf_append_cstr(&r->used, name);
 }
 
 /* Starts slot i of f's node: VSR_OK (started, or answered at once),
@@ -262,9 +281,7 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     if (c->s.final_hop && r->o.stream) {
         /* the adapter sends it, streamed: the run ends here */
         r->iterations++;
-        if (r->used.len)
-            vsr_buf_append_cstr(&r->used, ",");
-        vsr_buf_append_cstr(&r->used, ref->name);
+        note_used(r, ref->name);
         r->out.final_model = ref->model;
         r->out.final_lora = ref->lora;
         r->out.final_body = vsr__graph_body(r, &c->s, 1);
@@ -272,7 +289,7 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
         finish(r);
         return VSR_OK;
     }
-    if (r->attempts >= r->max_calls) {
+    if (r->attempts + r->reserved >= r->max_calls) {
         vsr__graph_fail(r, 429, "rate_limit_error", "looper_budget_exhausted",
                         "the algorithm's call budget is exhausted (%llu model calls, retries included)",
                         (unsigned long long)r->max_calls);
@@ -287,9 +304,7 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     uint64_t hop = c->s.timeout_ms ? c->s.timeout_ms : r->hop_timeout_ms;
     uint64_t deadline = hop && now + hop < r->o.deadline_ms ? now + hop : r->o.deadline_ms;
     c->iteration = ++r->iterations;
-    if (r->used.len)
-        vsr_buf_append_cstr(&r->used, ",");
-    vsr_buf_append_cstr(&r->used, ref->name);
+    note_used(r, ref->name);
     vsr_graph_call_t gc = {
         .model = ref->model,
         .body = vsr__graph_body(r, &c->s, 0),
@@ -298,6 +313,7 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     };
     c->t0 = now;
     c->inflight = 1;
+    r->reserved++;
     f->inflight++;
     f->calls[i] = c;
     c->next_live = r->live;

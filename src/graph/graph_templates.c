@@ -292,7 +292,7 @@ static int tpl_confidence(vsr_graph_run_t *r, const char **why)
     }
     node_t *body = vsr__graph_node(r, N_SEQ, "step");
     vsr__graph_kids(r, body, 2, answer, verify);
-    answer->soft = 1; /* a skipped model is not the end */
+    answer->soft = !c->on_error_fail; /* under skip, a failed model is not the end */
     node_t *loop = vsr__graph_node(r, N_LOOP, "escalation");
     loop->max_rounds = t->n;
     loop->until = conf_until;
