@@ -215,7 +215,11 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     res->node = f->node;
     res->ref = c->s.ref;
     res->slot = c->slot;
-    res->round = f->parent && f->parent->node->kind == N_LOOP ? f->parent->round : 0;
+    for (const frame_t *p = f->parent; p; p = p->parent) /* the nearest enclosing loop (its body may be a seq) */
+        if (p->node->kind == N_LOOP) {
+            res->round = p->round;
+            break;
+        }
     res->iteration = c->iteration;
     res->http_status = http_status;
     res->status = status;
