@@ -54,8 +54,8 @@ struct node_s {
     size_t max_concurrency;        /* 0 = all at once */
     size_t first_k;                /* 0 = wait for every slot */
     size_t min_success;            /* fewer successes fail the node (0 = none needed) */
-    int fail_fast;                 /* on_error: fail — the first failure fails the run */
-    int soft;                      /* a failure (or too few successes) does not fail the run */
+    int fail_fast;                 /* on_error: fail — the first failure fails the run (soft or not) */
+    int soft;                      /* too few successes do not fail the run (the next node judges) */
     /* loop */
     size_t max_rounds;
     int (*until)(vsr_graph_run_t *r, const node_t *n); /* 1: stop before the next round */

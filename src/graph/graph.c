@@ -239,7 +239,7 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     if (f->node->on_result)
         f->node->on_result(r, f->node, res);
     if (!r->finished) {
-        if (res->status != VSR_OK && f->node->fail_fast && !f->node->soft)
+        if (res->status != VSR_OK && f->node->fail_fast)
             vsr__graph_fail(r, 502, "server_error", "looper_call_failed",
                             "model \"%.200s\" failed (%s%d) and the algorithm's on_error is fail", r->refs[c->s.ref].name,
                             http_status ? "status " : "error ", http_status ? http_status : status);
