@@ -262,6 +262,23 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     if (n->prepare(r, n, i, &c->s) != VSR_OK)
         return VSR_DECLINED;
     const ref_t *ref = &r->refs[c->s.ref];
+    /* the ledger: exchanges made, plus one for each call in flight (its
+     * retries are counted when it ends) */
+    uint64_t spent = r->attempts;
+    for (const gcall_t *l = r->live; l; l = l->next_live)
+        spent++;
+    if (spent >= r->max_calls) {
+        vsr__graph_fail(r, 429, "rate_limit_error", "looper_budget_exhausted",
+                        "the algorithm's call budget is exhausted (%llu model calls, retries included)",
+                        (unsigned long long)r->max_calls);
+        return VSR_OK;
+    }
+    uint64_t now = now_ms(r);
+    if (now >= r->o.deadline_ms) {
+        vsr__graph_fail(r, 504, "server_error", "looper_deadline", "the algorithm's deadline passed before "
+                        "call %u", r->iterations + 1);
+        return VSR_OK;
+    }
     if (c->s.final_hop && r->o.stream) {
         /* the adapter sends it, streamed: the run ends here */
         r->iterations++;
@@ -273,18 +290,6 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
         r->out.final_body = vsr__graph_body(r, &c->s, 1);
         r->out.model = ref->name;
         finish(r);
-        return VSR_OK;
-    }
-    if (r->attempts >= r->max_calls) {
-        vsr__graph_fail(r, 429, "rate_limit_error", "looper_budget_exhausted",
-                        "the algorithm's call budget is exhausted (%llu model calls, retries included)",
-                        (unsigned long long)r->max_calls);
-        return VSR_OK;
-    }
-    uint64_t now = now_ms(r);
-    if (now >= r->o.deadline_ms) {
-        vsr__graph_fail(r, 504, "server_error", "looper_deadline", "the algorithm's deadline passed before "
-                        "call %u", r->iterations + 1);
         return VSR_OK;
     }
     uint64_t hop = c->s.timeout_ms ? c->s.timeout_ms : r->hop_timeout_ms;
