@@ -84,6 +84,7 @@ struct frame_s {
     size_t round;                  /* loop */
     size_t count, next, inflight, finished, ok;
     gcall_t **calls;               /* parallel: the calls in flight (by slot) */
+    int ended;                     /* call / parallel: handed to the parent (once) */
 };
 
 struct gcall_s {

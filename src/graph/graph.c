@@ -328,7 +328,8 @@ static void parallel_pump(vsr_graph_run_t *r, frame_t *f)
         if (call_start(r, f, i) == VSR_DECLINED)
             f->finished++;
     }
-    if (r->finished)
+    /* finished, or a call that ended inside the port's call (a nested pump) already ended the node */
+    if (r->finished || f->ended)
         return;
     int enough = n->first_k && f->ok >= n->first_k;
     if (!enough && f->finished < f->count)
@@ -343,6 +344,7 @@ static void parallel_pump(vsr_graph_run_t *r, frame_t *f)
             f->calls[i] = NULL;
         }
     int ok = f->ok >= n->min_success && (f->ok > 0 || f->count == 0 || n->min_success == 0);
+    f->ended = 1;
     node_done(r, f, ok || n->soft);
 }
 

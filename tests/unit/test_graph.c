@@ -1459,6 +1459,64 @@ static void test_sync_every_call(void **state)
         }
 }
 
+/* Answers from inside call for the first calls only: a node whose every
+ * call ended synchronously hands over once, even when the next node's call
+ * stays in flight. */
+static size_t sync_upto;
+
+static void sync_first(fake_t *f, size_t i)
+{
+    if (i < sync_upto)
+        answer(f, i, completion(f->c[i].model, "early", 1, 1));
+}
+
+static void test_sync_then_later(void **state)
+{
+    (void)state;
+    T t;
+    /* fusion: the panel at once, the analysis later */
+    prepare(&t, "[{model: small}, {model: mid}]", "{type: fusion}");
+    t.f.sync = sync_first;
+    sync_upto = 2;
+    go(&t, REQ, 0, 0, 0);
+    assert_int_equal(t.rc, VSR_AGAIN);
+    assert_int_equal(t.f.n, 3);
+    assert_int_equal(t.f.in_flight, 1);
+    answer(&t.f, 2, completion("small-v1", ANALYSIS, 1, 1));
+    assert_int_equal(t.f.n, 4);
+    answer(&t.f, 3, completion("small-v1", "FUSED", 1, 1));
+    assert_int_equal(outcome(&t)->iterations, 4);
+    assert_int_equal(t.f.done_calls, 1);
+    finish_test(&t);
+
+    /* remom: round 1 at once, round 2 later */
+    prepare(&t, "[{model: small}, {model: mid}]",
+            "{type: remom, remom: {breadth_schedule: [2, 2], model_distribution: round_robin}}");
+    t.f.sync = sync_first;
+    sync_upto = 2;
+    go(&t, REQ, 0, 0, 0);
+    assert_int_equal(t.rc, VSR_AGAIN);
+    assert_int_equal(t.f.n, 4);
+    answer_all(&t, "later");
+    assert_int_equal(t.f.n, 5);
+    answer_all(&t, "FINAL");
+    assert_int_equal(outcome(&t)->iterations, 5);
+    assert_string_equal(jget(out_body(&t), "choices.0.message.content"), "FINAL");
+    finish_test(&t);
+
+    /* ratings under max_concurrent 1: the first at once, the rest later */
+    prepare(&t, "[{model: small}, {model: mid}, {model: large}]", "{type: ratings, ratings: {max_concurrent: 1}}");
+    t.f.sync = sync_first;
+    sync_upto = 1;
+    go(&t, REQ, 0, 0, 0);
+    assert_int_equal(t.f.n, 2);
+    answer_all(&t, "b");
+    answer_all(&t, "c");
+    assert_int_equal(t.f.n, 3);
+    assert_int_equal(jcount(out_body(&t), "choices"), 3);
+    finish_test(&t);
+}
+
 /* A large answer passes whole; VSR_ERR_TOO_BIG from the port (the cap it
  * was given) is a failed call like any other. */
 static void test_large_response(void **state)
@@ -1528,6 +1586,7 @@ int main(void)
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_sync_every_call),
+        cmocka_unit_test(test_sync_then_later),
         cmocka_unit_test(test_large_response),
         cmocka_unit_test(test_bad_request),
     };
