@@ -34,7 +34,7 @@ static const char *DOC_HEAD =
     "    - {name: spare, provider_model_id: spare-v1, backend_refs: [{endpoint: '127.0.0.1:4'}]}\n"
     "routing:\n"
     "  modelCards:\n"
-    "    - {name: small, param_size: 8B}\n"
+    "    - {name: small, param_size: 8B, loras: [{name: small-math}]}\n"
     "    - {name: large, param_size: 70B}\n"
     "    - {name: mid, param_size: 13B}\n"
     "  decisions:\n"
@@ -674,6 +674,20 @@ static void test_confidence_stream(void **state)
     finish_test(&t);
 }
 
+/* A modelRef naming a LoRA: the LoRA is the model id sent and the name reported. */
+static void test_confidence_lora(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small, lora_name: small-math}, {model: large}]", "{type: confidence}", 0);
+    assert_string_equal(t.f.c[0].model, "small");
+    assert_string_equal(jget(t.f.c[0].body, "model"), "small-math");
+    answer(&t.f, 0, completion_lp("small-math", "A-lora", 1, 1, -0.1, 0));
+    assert_string_equal(outcome(&t)->model, "small-math");
+    assert_string_equal(outcome(&t)->models_used, "small-math");
+    finish_test(&t);
+}
+
 /* ======================================================================== */
 /* ratings (ref §3.4)                                                        */
 
@@ -952,6 +966,38 @@ static void test_remom_final_failed(void **state)
     finish_test(&t);
 }
 
+/* max_responses_per_round caps the answers carried forward; include_reasoning
+ * carries their reasoning; min_successful_responses fails a short round. */
+static void test_remom_knobs(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}]",
+          "{type: remom, remom: {breadth_schedule: [3], max_responses_per_round: 1, include_reasoning: true}}", 0);
+    answer(&t.f, 0, completion("small-v1", "aa", 1, 1));
+    answer(&t.f, 1, completion("small-v1", "bbbb", 1, 1));
+    static const char *with_reasoning = "{\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                         "\"assistant\",\"content\":\"cccccc\",\"reasoning_content\":\"THOUGHTS\"}}]}";
+    answer(&t.f, 2, with_reasoning);
+    assert_int_equal(t.f.n, 4);
+    const char *p = jget(t.f.c[3].body, "messages.1.content");
+    assert_true(has(p, "Response 1:\n"));
+    assert_false(has(p, "Response 2:\n"));
+    /* which one is carried is the seeded order's first: exactly one of the three */
+    int carried = has(p, "aa") + has(p, "bbbb") + has(p, "cccccc");
+    assert_int_equal(carried, 1);
+    assert_int_equal(has(p, "THOUGHTS"), has(p, "cccccc"));
+    finish_test(&t);
+
+    start(&t, "[{model: small}]", "{type: remom, remom: {breadth_schedule: [3, 1], min_successful_responses: 2}}", 0);
+    answer(&t.f, 0, completion("small-v1", "aa", 1, 1));
+    fail_io(&t.f, 1);
+    fail_io(&t.f, 2);
+    assert_int_equal(t.f.n, 3);
+    expect_error(&t, 502, "looper_quorum");
+    finish_test(&t);
+}
+
 /* Streaming: the final round is left to the adapter (stream true), no answer. */
 static void test_remom_stream(void **state)
 {
@@ -1156,6 +1202,24 @@ static void test_fusion_quorum(void **state)
     finish_test(&t);
 }
 
+/* analysis_overrides: a panel model's own temperature and max_completion_tokens. */
+static void test_fusion_overrides(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: fusion, fusion: {temperature: 0.5, max_completion_tokens: 99, analysis_mode: none,"
+          " analysis_overrides: [{model: mid, temperature: 0.1, max_completion_tokens: 9}]}}",
+          0);
+    assert_string_equal(jget(t.f.c[0].body, "temperature"), "0.5");
+    assert_string_equal(jget(t.f.c[0].body, "max_completion_tokens"), "99");
+    assert_string_equal(jget(t.f.c[1].body, "temperature"), "0.1");
+    assert_string_equal(jget(t.f.c[1].body, "max_completion_tokens"), "9");
+    answer_all(&t, "P");
+    assert_string_equal(jget(t.f.c[2].body, "temperature"), "0.5");
+    finish_test(&t);
+}
+
 static void test_fusion_stream(void **state)
 {
     (void)state;
@@ -1174,6 +1238,19 @@ static void test_fusion_stream(void **state)
     assert_true(has(jget(fb, "messages.1.content"), "both say 4"));
     assert_int_equal(o->iterations, 4);
     assert_string_equal(o->models_used, "small,mid,small,small");
+    finish_test(&t);
+
+    /* the quorum fallback is the final hop too */
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: fusion, fusion: {on_error: fail, quorum_failure_policy: fallback, quorum_fallback_target: spare}}",
+          1);
+    fail_io(&t.f, 0);
+    answer(&t.f, 1, completion("mid-v1", "P", 1, 1));
+    assert_int_equal(t.f.n, 2);
+    assert_int_equal(outcome(&t)->status, 0);
+    assert_string_equal(outcome(&t)->final_model->name, "spare");
+    assert_string_equal(jget(final_body(&t), "messages.0.content"), "Q?");
+    assert_string_equal(jget(final_body(&t), "stream"), "true");
     finish_test(&t);
 }
 
@@ -1285,6 +1362,61 @@ static void test_workflows_dynamic(void **state)
     finish_test(&t);
 }
 
+/* A step sees only the outputs its access_list names; min_successful_responses
+ * needs that many steps to succeed under on_error skip. */
+static void test_workflows_access(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: workflows, workflows: {roles: [{name: r1, prompt: P1}, {name: r2, prompt: P2},"
+          " {name: r3, prompt: P3, access_list: [r1]}]}}",
+          0);
+    answer(&t.f, 0, completion("small-v1", "OUT-r1", 1, 1));
+    answer(&t.f, 1, completion("small-v1", "OUT-r2", 1, 1));
+    const char *p3 = jget(t.f.c[2].body, "messages.2.content");
+    assert_true(has(p3, "OUT-r1"));
+    assert_false(has(p3, "OUT-r2"));
+    finish_test(&t);
+
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: workflows, workflows: {on_error: skip, min_successful_responses: 2,"
+          " roles: [{name: r1, prompt: P1}, {name: r2, prompt: P2}]}}",
+          0);
+    answer(&t.f, 0, completion("small-v1", "OUT-r1", 1, 1));
+    fail_io(&t.f, 1);
+    assert_int_equal(t.f.n, 2);
+    expect_error(&t, 502, "looper_quorum");
+    finish_test(&t);
+
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: workflows, workflows: {on_error: skip, min_successful_responses: 1,"
+          " roles: [{name: r1, prompt: P1}, {name: r2, prompt: P2}]}}",
+          0);
+    answer(&t.f, 0, completion("small-v1", "OUT-r1", 1, 1));
+    fail_io(&t.f, 1);
+    assert_int_equal(t.f.n, 3);
+    answer(&t.f, 2, completion("small-v1", "FINAL", 1, 1));
+    assert_int_equal(outcome(&t)->status, 200);
+    finish_test(&t);
+
+    /* a plan longer than max_steps is cut; the planner is planner.model */
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: workflows, workflows: {mode: dynamic, max_steps: 2, planner: {model: mid}}}", 0);
+    expect_hop(&t, 0, "mid", "mid-v1");
+    answer(&t.f, 0, completion("mid-v1",
+                                "{\"steps\":[{\"id\":\"a\",\"prompt\":\"PA\"},{\"id\":\"b\",\"prompt\":\"PB\"},"
+                                "{\"id\":\"c\",\"prompt\":\"PC\"}]}",
+                                1, 1));
+    assert_int_equal(t.f.n, 3); /* a and b, in parallel */
+    answer_all(&t, "OUT");
+    assert_int_equal(t.f.n, 4);
+    assert_false(has(jget(t.f.c[3].body, "messages.2.content"), "\"c\""));
+    answer_all(&t, "FINAL");
+    assert_int_equal(outcome(&t)->iterations, 4);
+    finish_test(&t);
+}
+
 static void test_workflows_stream(void **state)
 {
     (void)state;
@@ -1374,6 +1506,13 @@ static void test_deadline(void **state)
     t.f.now = 450000;
     answer(&t.f, 0, completion_lp("small-v1", "A-small", 1, 1, -2, 0));
     assert_int_equal(t.f.c[1].deadline, 1000 + 500000);
+    finish_test(&t);
+
+    /* the streamed final hop is not handed on after the deadline */
+    start(&t, "[{model: small}]", "{type: remom, budget: {deadline: 2s}, remom: {breadth_schedule: [1]}}", 1);
+    t.f.now = 3000;
+    answer(&t.f, 0, completion("small-v1", "x", 1, 1));
+    expect_error(&t, 504, "looper_deadline");
     finish_test(&t);
 
     /* round_timeout_seconds is the hop's timeout */
@@ -1564,6 +1703,7 @@ int main(void)
         cmocka_unit_test(test_confidence_on_error),
         cmocka_unit_test(test_confidence_self_verify),
         cmocka_unit_test(test_confidence_stream),
+        cmocka_unit_test(test_confidence_lora),
         cmocka_unit_test(test_ratings_concurrent),
         cmocka_unit_test(test_ratings_max_concurrent),
         cmocka_unit_test(test_ratings_errors),
@@ -1572,14 +1712,17 @@ int main(void)
         cmocka_unit_test(test_remom_distributions),
         cmocka_unit_test(test_remom_compaction),
         cmocka_unit_test(test_remom_final_failed),
+        cmocka_unit_test(test_remom_knobs),
         cmocka_unit_test(test_remom_stream),
         cmocka_unit_test(test_fusion_separate),
         cmocka_unit_test(test_fusion_bad_analysis),
         cmocka_unit_test(test_fusion_modes),
         cmocka_unit_test(test_fusion_quorum),
+        cmocka_unit_test(test_fusion_overrides),
         cmocka_unit_test(test_fusion_stream),
         cmocka_unit_test(test_workflows_static),
         cmocka_unit_test(test_workflows_dynamic),
+        cmocka_unit_test(test_workflows_access),
         cmocka_unit_test(test_workflows_stream),
         cmocka_unit_test(test_budget_attempts),
         cmocka_unit_test(test_budget_parallel),
