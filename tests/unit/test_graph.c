@@ -449,6 +449,7 @@ static void test_confidence_size(void **state)
     assert_int_equal(t.f.n, 2);
     assert_int_equal(t.f.done_calls, 0);
     expect_hop(&t, 1, "mid", "mid-v1");
+    t.f.now = 1750;
     answer(&t.f, 1, completion_lp("mid-v1", "A-mid", 11, 3, -0.1, 0));
     assert_int_equal(t.f.n, 2); /* confident: large is never called */
     assert_int_equal(t.f.done_calls, 1);
@@ -467,9 +468,14 @@ static void test_confidence_size(void **state)
     assert_int_equal(o->iterations, 2);
     assert_int_equal(o->prompt_tokens, 21);
     assert_int_equal(o->completion_tokens, 5);
+    assert_int_equal(o->latency_ms, 750); /* on the port's clock */
     assert_int_equal(o->n_records, 2);
     assert_string_equal(o->records[0].model, "small");
     assert_string_equal(o->records[1].model, "mid");
+    assert_int_equal(o->records[1].start_ms, 1000);
+    assert_int_equal(o->records[1].ms, 750);
+    assert_int_equal(o->records[1].prompt_tokens, 11);
+    assert_string_equal(o->records[1].node, "escalate");
     finish_test(&t);
 }
 
@@ -1180,6 +1186,15 @@ static void test_fusion_quorum(void **state)
     fail_io(&t.f, 2);
     assert_int_equal(t.f.n, 3);
     expect_error(&t, 502, "looper_quorum");
+    finish_test(&t);
+
+    /* a quorum above the panel size is capped to it */
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: fusion, fusion: {min_successful_responses: 5, analysis_mode: none}}", 0);
+    answer_all(&t, "P");
+    assert_int_equal(t.f.n, 3);
+    answer_all(&t, "FUSED");
+    assert_int_equal(outcome(&t)->status, 200);
     finish_test(&t);
 
     /* quorum_failure_policy fallback: the original request to the target */
