@@ -680,6 +680,32 @@ static void test_confidence_stream(void **state)
     finish_test(&t);
 }
 
+/* token_filter tool_call_args: only the tokens of a tool call's arguments
+ * are scored.  Over all tokens (−0.01, −2.5) the score is 0.58 and passes
+ * 0.5; over the argument token alone it is 0.17 and escalates. */
+static void test_confidence_token_filter(void **state)
+{
+    (void)state;
+    static const char *tool_text =
+        "{\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+        "\"content\":\"{\\\"arguments\\\":1}\"},\"logprobs\":{\"content\":[{\"token\":\"{\\\"arguments\\\":\","
+        "\"logprob\":-0.01},{\"token\":\"1}\",\"logprob\":-2.5}]}}]}";
+    for (int filter = 0; filter < 2; filter++) {
+        T t;
+        start(&t, "[{model: small}, {model: large}]",
+              filter ? "{type: confidence, confidence: {threshold: 0.5, token_filter: tool_call_args}}"
+                     : "{type: confidence, confidence: {threshold: 0.5}}",
+              0);
+        answer(&t.f, 0, tool_text);
+        assert_int_equal(t.f.n, filter ? 2 : 1);
+        if (filter)
+            answer(&t.f, 1, completion_lp("large-v2", "A-large", 1, 1, -0.1, 0));
+        assert_int_equal(outcome(&t)->status, 200);
+        assert_string_equal(outcome(&t)->model, filter ? "large" : "small");
+        finish_test(&t);
+    }
+}
+
 /* A modelRef naming a LoRA: the LoRA is the model id sent and the name reported. */
 static void test_confidence_lora(void **state)
 {
@@ -1001,6 +1027,35 @@ static void test_remom_knobs(void **state)
     fail_io(&t.f, 2);
     assert_int_equal(t.f.n, 3);
     expect_error(&t, 502, "looper_quorum");
+    finish_test(&t);
+}
+
+/* max_concurrent bounds a round's calls in flight. */
+static void test_remom_max_concurrent(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}]", "{type: remom, remom: {breadth_schedule: [3], max_concurrent: 1}}", 0);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(t.f.n, i + 1);
+        answer(&t.f, i, completion("small-v1", "x", 1, 1));
+    }
+    assert_int_equal(t.f.n, 4);
+    answer(&t.f, 3, completion("small-v1", "FINAL", 1, 1));
+    assert_int_equal(t.f.max_in_flight, 1);
+    assert_int_equal(outcome(&t)->iterations, 4);
+    finish_test(&t);
+
+    /* Fusion's panel likewise */
+    start(&t, "[{model: small}, {model: mid}, {model: large}]",
+          "{type: fusion, fusion: {max_concurrent: 2, analysis_mode: none}}", 0);
+    assert_int_equal(t.f.n, 2);
+    answer(&t.f, 0, completion("small-v1", "P", 1, 1));
+    assert_int_equal(t.f.n, 3);
+    answer_all(&t, "P");
+    answer_all(&t, "FUSED");
+    assert_int_equal(t.f.max_in_flight, 2);
+    assert_int_equal(outcome(&t)->iterations, 4);
     finish_test(&t);
 }
 
@@ -1718,6 +1773,7 @@ int main(void)
         cmocka_unit_test(test_confidence_on_error),
         cmocka_unit_test(test_confidence_self_verify),
         cmocka_unit_test(test_confidence_stream),
+        cmocka_unit_test(test_confidence_token_filter),
         cmocka_unit_test(test_confidence_lora),
         cmocka_unit_test(test_ratings_concurrent),
         cmocka_unit_test(test_ratings_max_concurrent),
@@ -1728,6 +1784,7 @@ int main(void)
         cmocka_unit_test(test_remom_compaction),
         cmocka_unit_test(test_remom_final_failed),
         cmocka_unit_test(test_remom_knobs),
+        cmocka_unit_test(test_remom_max_concurrent),
         cmocka_unit_test(test_remom_stream),
         cmocka_unit_test(test_fusion_separate),
         cmocka_unit_test(test_fusion_bad_analysis),
