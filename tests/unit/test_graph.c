@@ -1419,6 +1419,16 @@ static void test_workflows_dynamic(void **state)
     assert_int_equal(outcome(&t)->iterations, 4);
     finish_test(&t);
 
+    /* the planner failing: the built-in plan too */
+    start(&t, "[{model: small}, {model: mid}]", "{type: workflows, workflows: {mode: dynamic}}", 0);
+    answer_raw(&t.f, 0, VSR_OK, 500, "{}", 1);
+    assert_int_equal(t.f.n, 2);
+    answer(&t.f, 1, completion("small-v1", "STEP", 1, 1));
+    answer(&t.f, 2, completion("small-v1", "FINAL", 1, 1));
+    assert_int_equal(outcome(&t)->status, 200);
+    assert_int_equal(outcome(&t)->iterations, 3);
+    finish_test(&t);
+
     /* not a plan: the built-in one (one step answering the request) */
     start(&t, "[{model: small}, {model: mid}]", "{type: workflows, workflows: {mode: dynamic}}", 0);
     answer(&t.f, 0, completion("small-v1", "I would first research, then write.", 1, 1));
