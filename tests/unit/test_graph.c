@@ -840,8 +840,8 @@ static void test_ratings_stream(void **state)
 /* ======================================================================== */
 /* remom (ref §3.5)                                                          */
 
-/* The index of the round-r call slot k (0-based) among the recorded calls
- * of a [3, 2] schedule: rounds are sequential. */
+/* breadth [3, 2] round_robin over two models: 3 + 2 + 1 calls, each round
+ * waiting for the previous one, whose answers its prompt embeds. */
 static void test_remom_rounds(void **state)
 {
     (void)state;
@@ -1008,7 +1008,8 @@ static void test_remom_knobs(void **state)
           "{type: remom, remom: {breadth_schedule: [3], max_responses_per_round: 1, include_reasoning: true}}", 0);
     answer(&t.f, 0, completion("small-v1", "aa", 1, 1));
     answer(&t.f, 1, completion("small-v1", "bbbb", 1, 1));
-    static const char *with_reasoning = "{\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+    static const char *with_reasoning =
+        "{\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
                          "\"assistant\",\"content\":\"cccccc\",\"reasoning_content\":\"THOUGHTS\"}}]}";
     answer(&t.f, 2, with_reasoning);
     assert_int_equal(t.f.n, 4);
