@@ -1010,7 +1010,7 @@ static void test_remom_knobs(void **state)
     answer(&t.f, 1, completion("small-v1", "bbbb", 1, 1));
     static const char *with_reasoning =
         "{\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
-                         "\"assistant\",\"content\":\"cccccc\",\"reasoning_content\":\"THOUGHTS\"}}]}";
+        "\"assistant\",\"content\":\"cccccc\",\"reasoning_content\":\"THOUGHTS\"}}]}";
     answer(&t.f, 2, with_reasoning);
     assert_int_equal(t.f.n, 4);
     const char *p = jget(t.f.c[3].body, "messages.1.content");
