@@ -17,7 +17,7 @@
 
 #include "graph/graph-int.h"
 
-#define FLOW_MAX_STEPS 16
+#define FLOW_MAX_STEPS 32 /* the bound of workflows.max_steps (and so of roles[] run) */
 
 typedef struct {
     const char *id;
