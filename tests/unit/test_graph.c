@@ -60,7 +60,7 @@ static char *xstrndup(const char *s, size_t n)
 
 /* ---- the fake port ---- */
 
-#define MAXC 64
+#define MAXC 160
 enum { IN_FLIGHT, ANSWERED, CANCELLED };
 
 typedef struct {
@@ -147,7 +147,7 @@ static void fail_io(fake_t *f, size_t i)
 
 /* ---- canned bodies ---- */
 
-static char *allocs[512];
+static char *allocs[2048];
 static size_t n_allocs;
 
 static const char *keep(char *s)
@@ -1759,6 +1759,47 @@ static void test_large_response(void **state)
     finish_test(&t);
 }
 
+/* More models than any fixed array: every answer is a choice, every panel
+ * answer counts toward the quorum and reaches the judge; a flow runs as many
+ * steps as max_steps allows. */
+static void test_wide(void **state)
+{
+    (void)state;
+    char refs[4096] = "[";
+    size_t n = 70;
+    for (size_t i = 0; i < n; i++)
+        strcat(refs, i ? ", {model: small}" : "{model: small}");
+    strcat(refs, "]");
+    T t;
+    start(&t, refs, "{type: ratings}", 0);
+    assert_int_equal(t.f.n, n);
+    answer_all(&t, "A");
+    assert_int_equal(jcount(out_body(&t), "choices"), n);
+    finish_test(&t);
+
+    start(&t, refs, "{type: fusion, fusion: {analysis_mode: none}}", 0);
+    assert_int_equal(t.f.n, n);
+    answer_all(&t, "P");
+    assert_int_equal(t.f.n, n + 1); /* the quorum (the panel size) is met */
+    assert_true(has(jget(t.f.c[n].body, "messages.2.content"), "Response 70 (small)"));
+    answer_all(&t, "FUSED");
+    assert_int_equal(outcome(&t)->status, 200);
+    finish_test(&t);
+
+    char algo[4096];
+    int len = snprintf(algo, sizeof(algo), "{type: workflows, workflows: {max_steps: 32, max_parallel: 32, roles: [");
+    for (int i = 0; i < 32; i++)
+        len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%s{name: r%d, prompt: P%d}", i ? ", " : "", i, i);
+    snprintf(algo + len, sizeof(algo) - (size_t)len, "]}}");
+    start(&t, "[{model: small}]", algo, 0);
+    assert_int_equal(t.f.n, 32);
+    answer_all(&t, "OUT");
+    assert_int_equal(t.f.n, 33);
+    answer_all(&t, "FINAL");
+    assert_int_equal(outcome(&t)->iterations, 33);
+    finish_test(&t);
+}
+
 /* A body that is not a chat completion request is refused at start. */
 static void test_bad_request(void **state)
 {
@@ -1814,6 +1855,7 @@ int main(void)
         cmocka_unit_test(test_sync_every_call),
         cmocka_unit_test(test_sync_then_later),
         cmocka_unit_test(test_large_response),
+        cmocka_unit_test(test_wide),
         cmocka_unit_test(test_bad_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
