@@ -989,6 +989,17 @@ static void test_remom_final_failed(void **state)
     assert_int_equal(o->iterations, 5);
     finish_test(&t);
 
+    /* an empty final answer is no answer either */
+    start(&t, "[{model: small}, {model: mid}]",
+          "{type: remom, remom: {breadth_schedule: [2], model_distribution: round_robin}}", 0);
+    answer(&t.f, 0, completion("small-v1", "a", 1, 1));
+    answer(&t.f, 1, completion("mid-v1", "LONGER", 1, 1));
+    answer(&t.f, 2, completion("small-v1", "  ", 1, 1));
+    assert_string_equal(jget(out_body(&t), "choices.0.message.content"), "LONGER");
+    assert_string_equal(outcome(&t)->model, "mid");
+    assert_string_equal(jget(out_body(&t), "usage.total_tokens"), "6");
+    finish_test(&t);
+
     /* nothing at all */
     start(&t, "[{model: small}]", "{type: remom, remom: {breadth_schedule: [1]}}", 0);
     fail_io(&t.f, 0);
