@@ -55,8 +55,8 @@ struct node_s {
     size_t max_concurrency;        /* 0 = all at once */
     size_t first_k;                /* 0 = wait for every slot */
     size_t min_success;            /* fewer successes fail the node (0 = none needed) */
-    int fail_fast;                 /* on_error: fail — the first failure fails the run */
-    int soft;                      /* a failure (or too few successes) does not fail the run */
+    int fail_fast;                 /* on_error: fail — the first failure fails the run (soft or not) */
+    int soft;                      /* too few successes do not fail the run (the next node judges) */
     /* loop */
     size_t max_rounds;
     int (*until)(vsr_graph_run_t *r, const node_t *n, size_t rounds); /* 1: stop before the next round (rounds run) */
@@ -86,6 +86,7 @@ struct frame_s {
     size_t count, next, inflight, finished, ok;
     uint64_t epoch;                /* call/parallel: this execution's number */
     gcall_t **calls;               /* parallel: the calls in flight (by slot) */
+    int ended;                     /* call / parallel: handed to the parent (once) */
 };
 
 struct gcall_s {
@@ -119,7 +120,6 @@ struct vsr_graph_run_s {
     vsr_buf_t used;                /* models used, comma-separated */
     unsigned iterations;
     uint64_t attempts, max_calls;  /* the budget's ledger */
-    uint64_t reserved;             /* calls in flight (each will spend at least one) */
     uint64_t pt, ct;
     uint64_t t0_ms;
     uint64_t hop_timeout_ms;

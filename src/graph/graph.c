@@ -212,7 +212,6 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     c->handle = NULL;
     live_remove(r, c);
     r->attempts += attempts ? attempts : 1;
-    r->reserved--;
     frame_t *f = c->f;
     f->inflight--;
     f->finished++;
@@ -221,7 +220,11 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     res->node = f->node;
     res->ref = c->s.ref;
     res->slot = c->slot;
-    res->round = f->parent && f->parent->node->kind == N_LOOP ? f->parent->round : 0;
+    for (const frame_t *p = f->parent; p; p = p->parent) /* the nearest enclosing loop (its body may be a seq) */
+        if (p->node->kind == N_LOOP) {
+            res->round = p->round;
+            break;
+        }
     res->iteration = c->iteration;
     res->epoch = f->epoch;
     res->http_status = http_status;
@@ -278,18 +281,12 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     if (n->prepare(r, n, i, &c->s) != VSR_OK)
         return VSR_DECLINED;
     const ref_t *ref = &r->refs[c->s.ref];
-    if (c->s.final_hop && r->o.stream) {
-        /* the adapter sends it, streamed: the run ends here */
-        r->iterations++;
-        note_used(r, ref->name);
-        r->out.final_model = ref->model;
-        r->out.final_lora = ref->lora;
-        r->out.final_body = vsr__graph_body(r, &c->s, 1);
-        r->out.model = ref->name;
-        finish(r);
-        return VSR_OK;
-    }
-    if (r->attempts + r->reserved >= r->max_calls) {
+    /* the ledger: exchanges made, plus one for each call in flight (its
+     * retries are counted when it ends) */
+    uint64_t spent = r->attempts;
+    for (const gcall_t *l = r->live; l; l = l->next_live)
+        spent++;
+    if (spent >= r->max_calls) {
         vsr__graph_fail(r, 429, "rate_limit_error", "looper_budget_exhausted",
                         "the algorithm's call budget is exhausted (%llu model calls, retries included)",
                         (unsigned long long)r->max_calls);
@@ -299,6 +296,17 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     if (now >= r->o.deadline_ms) {
         vsr__graph_fail(r, 504, "server_error", "looper_deadline", "the algorithm's deadline passed before "
                         "call %u", r->iterations + 1);
+        return VSR_OK;
+    }
+    if (c->s.final_hop && r->o.stream) {
+        /* the adapter sends it, streamed: the run ends here */
+        r->iterations++;
+        note_used(r, ref->name);
+        r->out.final_model = ref->model;
+        r->out.final_lora = ref->lora;
+        r->out.final_body = vsr__graph_body(r, &c->s, 1);
+        r->out.model = ref->name;
+        finish(r);
         return VSR_OK;
     }
     uint64_t hop = c->s.timeout_ms ? c->s.timeout_ms : r->hop_timeout_ms;
@@ -313,7 +321,6 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     };
     c->t0 = now;
     c->inflight = 1;
-    r->reserved++;
     f->inflight++;
     f->calls[i] = c;
     c->next_live = r->live;
@@ -336,7 +343,8 @@ static void parallel_pump(vsr_graph_run_t *r, frame_t *f)
         if (call_start(r, f, i) == VSR_DECLINED)
             f->finished++;
     }
-    if (r->finished)
+    /* finished, or a call that ended inside the port's call (a nested pump) already ended the node */
+    if (r->finished || f->ended)
         return;
     int enough = n->first_k && f->ok >= n->first_k;
     if (!enough && f->finished < f->count)
@@ -351,6 +359,7 @@ static void parallel_pump(vsr_graph_run_t *r, frame_t *f)
             f->calls[i] = NULL;
         }
     int ok = f->ok >= n->min_success && (f->ok > 0 || f->count == 0 || n->min_success == 0);
+    f->ended = 1;
     node_done(r, f, ok || n->soft);
 }
 

@@ -99,6 +99,13 @@ static size_t results_of(vsr_graph_run_t *r, const node_t *n, const result_t **o
     return k;
 }
 
+/* results_of for every successful result of n: *out in the pool. */
+static size_t all_results_of(vsr_graph_run_t *r, const node_t *n, const result_t ***out)
+{
+    *out = vsr_pool_alloc(r->pool, sizeof(**out) * (r->n_results + 1));
+    return results_of(r, n, *out, r->n_results);
+}
+
 static const result_t *last_result_of(vsr_graph_run_t *r, const node_t *n)
 {
     for (size_t i = r->n_results; i-- > 0;)
@@ -326,13 +333,14 @@ static int ratings_prepare(vsr_graph_run_t *r, const node_t *n, size_t slot, slo
 static void ratings_respond(vsr_graph_run_t *r, const node_t *n)
 {
     const node_t *panel = n->arg;
-    const result_t *res[64];
-    size_t k = results_of(r, panel, res, VSR_ARRAY_LEN(res));
+    const result_t **res;
+    size_t k = all_results_of(r, panel, &res);
     if (k == 0) {
         vsr__graph_fail(r, 502, "server_error", "looper_all_failed", "every model of the ratings failed");
         return;
     }
-    vsr_slice_t models[64], contents[64];
+    vsr_slice_t *models = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * k);
+    vsr_slice_t *contents = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * k);
     vsr_buf_t names;
     vsr_buf_init(&names, 0);
     for (size_t i = 0; i < k; i++) {
@@ -644,8 +652,8 @@ static int fusion_panel_prepare(vsr_graph_run_t *r, const node_t *n, size_t slot
 static size_t fusion_answers(vsr_graph_run_t *r, vsr_slice_t **models, vsr_slice_t **answers)
 {
     fusion_t *t = r->t;
-    const result_t *res[64];
-    size_t k = results_of(r, t->panel_node, res, VSR_ARRAY_LEN(res));
+    const result_t **res;
+    size_t k = all_results_of(r, t->panel_node, &res);
     *models = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * (k + 1));
     *answers = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * (k + 1));
     for (size_t i = 0; i < k; i++) {
@@ -659,8 +667,8 @@ static void fusion_quorum(vsr_graph_run_t *r, const node_t *n)
 {
     VSR_UNUSED(n);
     fusion_t *t = r->t;
-    const result_t *res[64];
-    size_t ok = results_of(r, t->panel_node, res, VSR_ARRAY_LEN(res));
+    const result_t **res;
+    size_t ok = all_results_of(r, t->panel_node, &res);
     int short_panel = ok < t->quorum;
     if (ok > 0 && !(short_panel && (t->c->on_error_fail || t->explicit_quorum)))
         return; /* a short panel under on_error: skip goes on with what it has */

@@ -17,7 +17,7 @@
 
 #include "graph/graph-int.h"
 
-#define FLOW_MAX_STEPS 16
+#define FLOW_MAX_STEPS 32 /* the bound of workflows.max_steps (and so of roles[] run) */
 
 typedef struct {
     const char *id;
@@ -271,9 +271,17 @@ static int final_prepare(vsr_graph_run_t *r, const node_t *n, size_t slot, slot_
     VSR_UNUSED(n);
     VSR_UNUSED(slot);
     flow_t *t = r->t;
-    size_t all[FLOW_MAX_STEPS];
-    for (size_t i = 0; i < t->n_steps; i++)
+    size_t all[FLOW_MAX_STEPS], ok = 0;
+    for (size_t i = 0; i < t->n_steps; i++) {
         all[i] = i;
+        ok += t->steps[i].res != NULL;
+    }
+    if (ok < t->c->min_successful_responses) { /* under on_error: skip, the steps that must have worked */
+        vsr__graph_fail(r, 502, "server_error", "looper_quorum",
+                        "workflows: %zu of %zu steps succeeded, %llu needed (min_successful_responses)", ok,
+                        t->n_steps, (unsigned long long)t->c->min_successful_responses);
+        return VSR_DECLINED;
+    }
     vsr_buf_t p;
     vsr_buf_init(&p, 0);
     if (t->final_prompt.len)
