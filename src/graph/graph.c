@@ -287,7 +287,7 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     for (const gcall_t *l = r->live; l; l = l->next_live)
         spent++;
     if (spent >= r->max_calls) {
-        vsr__graph_fail(r, 429, "rate_limit_error", "looper_budget_exhausted",
+        vsr__graph_fail(r, 503, "server_error", "looper_budget_exhausted",
                         "the algorithm's call budget is exhausted (%llu model calls, retries included)",
                         (unsigned long long)r->max_calls);
         return VSR_OK;

@@ -78,7 +78,8 @@ typedef struct {
 } vsr_graph_call_record_t;
 
 #define VSR_GRAPH_MAX_RECORDS 64   /* calls recorded per run; more are counted, not kept */
-#define VSR_GRAPH_MAX_CALLS 256    /* calls a run may make without an algorithm.budget */
+#define VSR_GRAPH_MAX_CALLS 2048   /* calls a run may make without an algorithm.budget (above the largest
+                                    * graph the config accepts: 16 x 64 ReMoM calls, each retried once) */
 
 typedef struct {
     /* the answer: status != 0 */

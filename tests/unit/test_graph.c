@@ -1538,7 +1538,7 @@ static void test_budget_attempts(void **state)
           "{type: confidence, budget: {max_calls: 3}, confidence: {escalation_order: declared}}", 0);
     answer_raw(&t.f, 0, VSR_OK, 503, "{}", 3);
     assert_int_equal(t.f.n, 1);
-    expect_error(&t, 429, "looper_budget_exhausted");
+    expect_error(&t, 503, "looper_budget_exhausted");
     finish_test(&t);
 
     start(&t, "[{model: small}, {model: mid}]",
@@ -1558,7 +1558,7 @@ static void test_budget_parallel(void **state)
     T t;
     start(&t, "[{model: small}, {model: mid}, {model: large}]", "{type: ratings, budget: {max_calls: 2}}", 0);
     assert_int_equal(t.f.n, 2);
-    expect_error(&t, 429, "looper_budget_exhausted");
+    expect_error(&t, 503, "looper_budget_exhausted");
     assert_int_equal(t.f.cancels, 2);
     finish_test(&t);
 
@@ -1566,7 +1566,7 @@ static void test_budget_parallel(void **state)
     start(&t, "[{model: small}]", "{type: remom, budget: {max_calls: 2}, remom: {breadth_schedule: [2]}}", 1);
     answer_all(&t, "x");
     assert_int_equal(t.f.n, 2);
-    expect_error(&t, 429, "looper_budget_exhausted");
+    expect_error(&t, 503, "looper_budget_exhausted");
     finish_test(&t);
     start(&t, "[{model: small}]", "{type: remom, budget: {max_calls: 3}, remom: {breadth_schedule: [2]}}", 1);
     answer_all(&t, "x");
