@@ -13,7 +13,8 @@ usage: bench/looper.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N
      per call through vsr        = one routed request
      per call to the backend     = one direct request
 
-   The graph's hops carry growing prompts (each round embeds the previous
+   and a graph of two calls, whose difference over six is what one more hop
+   costs inside a graph.  The graph's hops carry growing prompts (each round embeds the previous
    answer), the direct calls a fixed small one, so the graph's figure is an
    upper bound of the executor's own cost.
 
@@ -70,6 +71,7 @@ providers:
     - {{name: judge, provider_model_id: m-judge, backend_refs: [{{endpoint: "127.0.0.1:{be}"}}]}}
 entrypoints:
   - {{model_names: [graph], recipe: graph}}
+  - {{model_names: [graph2], recipe: graph2}}
   - {{model_names: [fusion], recipe: fusion}}
   - {{model_names: [plain], recipe: plain}}
 recipes:
@@ -81,6 +83,15 @@ recipes:
           algorithm:
             type: remom
             remom: {{breadth_schedule: [1, 1, 1, 1, 1, 1, 1], model_distribution: first_only,
+                     include_intermediate_responses: false}}
+  - name: graph2
+    routing:
+      decisions:
+        - name: chain2
+          modelRefs: [{{model: a}}]
+          algorithm:
+            type: remom
+            remom: {{breadth_schedule: [1], model_distribution: first_only,
                      include_intermediate_responses: false}}
   - name: fusion
     routing:
@@ -178,21 +189,28 @@ def main():
         msgs = [{"role": "user", "content": "what is two plus two?"}]
         direct = http.client.HTTPConnection("127.0.0.1", be)
         through = http.client.HTTPConnection("127.0.0.1", port)
-        d_calls, v_calls, g_calls = [], [], []
+        d_calls, v_calls, g_calls, g2_calls = [], [], [], []
         for _ in range(20):  # warm the pools
             timed(direct, {"model": "m-a", "messages": msgs})
             timed(through, {"model": "plain", "messages": msgs})
             timed(through, {"model": "graph", "messages": msgs})
+            timed(through, {"model": "graph2", "messages": msgs})
         for _ in range(a.requests):  # interleaved, so drift hits all three alike
             d_calls.append(timed(direct, {"model": "m-a", "messages": msgs})[1])
             v_calls.append(timed(through, {"model": "plain", "messages": msgs})[1])
             g_calls.append(timed(through, {"model": "graph", "messages": msgs})[1])
+            g2_calls.append(timed(through, {"model": "graph2", "messages": msgs})[1])
         hop = [g / 8 for g in g_calls]
         out = {
             "per_call_direct": summary(d_calls),
             "per_call_through_vsr": summary(v_calls),
             "per_hop_in_graph_of_8": summary(hop),
             "graph_of_8": summary(g_calls),
+            "graph_of_2": summary(g2_calls),
+            # what one more hop costs inside a graph: the slope between the two graphs
+            "per_extra_hop_p50_ms": round((pct(g_calls, 50) - pct(g2_calls, 50)) / 6 * 1000, 3),
+            # eight calls made by the client through vsr, against the graph of eight
+            "eight_routed_calls_over_graph_of_8_p50": round(8 * pct(v_calls, 50) / pct(g_calls, 50), 2),
             "hop_over_direct_p50_ms": round((pct(hop, 50) - pct(d_calls, 50)) * 1000, 3),
             "routed_over_direct_p50_ms": round((pct(v_calls, 50) - pct(d_calls, 50)) * 1000, 3),
         }
@@ -201,7 +219,6 @@ def main():
         fus = {"model": "fusion", "messages": msgs, "fakellm": knobs}
         n = max(10, a.requests // 20)
         ttfb, ttlb, buffered = [], [], []
-        subprocess.run(["true"])
         for _ in range(n):
             f1, t1 = first_content(through, dict(fus, stream=True, fakellm=dict(knobs, **{"delay-ms": a.panel_ms})))
             ttfb.append(f1)
