@@ -61,6 +61,7 @@ bench: deps build
 	@bench/run $(BENCH_ARGS)
 	@echo; build/plan_bench 20000
 	@echo; $(PYTHON) bench/reliability.py
+	@echo; $(PYTHON) bench/looper.py
 	@bench/quality/run build
 
 clean:
