@@ -615,3 +615,73 @@ def test_client_disconnect_cancels_the_calls(looper):
     calls = s.calls()
     assert sorted(models_of(calls)) == ["m-mid", "m-small"]       # no judge call after the panel
     assert all(e["end_ms"] is None for e in calls)                 # never answered: cancelled
+
+
+# ---- workflows (ref §3.7), fallback, reload -----------------------------------
+
+
+def test_workflows_static_roles_run_in_waves(looper):
+    algo = {"type": "workflows", "workflows": {
+        "roles": [{"name": "draft", "model": "m-small", "prompt": "Draft an answer."},
+                  {"name": "check", "model": "m-mid", "prompt": "Check the draft.", "access_list": ["draft"]}],
+        "final": {"model": "m-large", "prompt": "Write the final answer."}}}
+    s = looper(["m-small", "m-mid", "m-large"], algo)
+    r = s.ask()
+    assert content(r) == TEXT["m-large"]
+    calls = s.calls()
+    assert models_of(calls) == ["m-small", "m-mid", "m-large"]
+    assert calls[0]["end_ms"] <= calls[1]["start_ms"]   # check waits for the draft it reads
+    assert calls[0]["body"]["last_user"].startswith('You are step "draft"')
+    assert "Check the draft." in calls[1]["body"]["last_user"]
+    assert TEXT["m-small"] in calls[1]["body"]["last_user"]          # the draft's output, by access_list
+    assert calls[2]["body"]["last_user"].startswith("Write the final answer.")
+    assert TEXT["m-small"] in calls[2]["body"]["last_user"] and TEXT["m-mid"] in calls[2]["body"]["last_user"]
+    steps = r.json()["workflow_steps"]
+    assert [(x["id"], x["model"], x["content"]) for x in steps] == [
+        ("draft", "m-small", TEXT["m-small"]), ("check", "m-mid", TEXT["m-mid"])]
+    check_headers(r, "workflows", "m-large", ["m-small", "m-mid", "m-large"], 3,
+                  completion=sum(WORDS.values()))
+
+
+def test_algorithm_on_error_fallback_answers_from_the_first_model_ref(looper):
+    # the whole panel fails: the quorum fails, and algorithm.on_error: fallback routes the request to the
+    # first modelRef as an ordinary call
+    s = looper(["m-small", "m-mid"], {"type": "fusion", "on_error": "fallback", "fusion": {"model": "m-mid"}},
+               status={"m-small": 500, "m-mid": 500})
+    s.clear()
+    r = s.ask()
+    assert r.status_code == 500, r.text           # the fallback call is m-small's own answer, relayed
+    assert r.headers["x-vsr-response-path"] == "upstream"
+    assert r.headers["x-vsr-looper-fallback"] == "true"
+    assert r.headers["x-vsr-looper-models-used"] == "m-small,m-mid"
+    assert models_of(s.calls()) == ["m-small", "m-mid", "m-small"]
+
+
+def test_a_graph_keeps_its_snapshot_across_a_reload(looper):
+    import threading
+    s = looper(["m-small", "m-mid"], {"type": "fusion", "fusion": {"model": "m-mid", "analysis_mode": "none"}},
+               delay={"m-small": 1500})
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", s.ask(timeout=30)))
+    t.start()
+    wait_until(lambda: len(s.calls()) >= 2, timeout=10, what="the panel calls")
+    # the new version routes the decision to one model, statically
+    path = s.v.config_path
+    text = path.read_text()
+    path.write_text(text.replace('{"type": "fusion", "fusion": {"model": "m-mid", "analysis_mode": "none"}}',
+                                 '{"type": "static"}'))
+
+    def reloaded():
+        r = s.ask()
+        return r.headers.get("x-vsr-config-version") == "2"
+    wait_until(reloaded, timeout=15, what="the new version to serve")
+    t.join(30)
+    r = out["r"]
+    # the request that started on version 1 finished as version 1's fusion
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-config-version"] == "1"
+    check_headers(r, "fusion", "m-mid", ["m-small", "m-mid"], 3)
+    assert content(r) == TEXT["m-mid"]
+    # and a request on version 2 is one ordinary call
+    r2 = s.ask()
+    assert r2.headers["x-vsr-response-path"] == "upstream" and content(r2) == TEXT["m-small"]
