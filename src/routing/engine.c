@@ -349,10 +349,31 @@ static void settle_tasks(route_ctx_t *rc)
     }
 }
 
+static void task_answer(route_ctx_t *rc, route_task_t *t, vsr_slice_t result)
+{
+    t->answered = 1;
+    vsr_signal_result_t v;
+    if (vsr_signals_consume(rc->rs->signals, t->sig, &rc->in, result, &v) == VSR_OK) {
+        rc->memo[t->sig] = v;
+        rc->memo_done[t->sig] = 1;
+    }
+}
+
+/* One wait is over; the last one makes the decision (unless the start is
+ * still on the stack: it sees waiting == 0 and goes on itself). */
+static void wait_over(route_ctx_t *rc)
+{
+    if (--rc->waiting > 0 || rc->calling)
+        return;
+    settle_tasks(rc);
+    route_select(rc);
+    rc->cont(rc);
+}
+
 static void route_done(void *ud, int status, const vsr_runtime_result_t *res, size_t n)
 {
     route_ctx_t *rc = ud;
-    if (rc->answered)
+    if (rc->answered || rc->cancelled)
         return; /* a port that answers twice: the first answer stands */
     rc->answered = 1;
     rc->handle = NULL;
@@ -362,22 +383,80 @@ static void route_done(void *ud, int status, const vsr_runtime_result_t *res, si
             continue;
         for (size_t k = 0; k < rc->n_tasks; k++) {
             route_task_t *t = &rc->tasks[k];
-            if (t->answered || strcmp(t->id, res[r].id) != 0)
+            if (t->chat || t->answered || strcmp(t->id, res[r].id) != 0)
                 continue;
-            t->answered = 1;
-            vsr_signal_result_t v;
-            if (vsr_signals_consume(rc->rs->signals, t->sig, &rc->in, res[r].result, &v) == VSR_OK) {
-                rc->memo[t->sig] = v;
-                rc->memo_done[t->sig] = 1;
-            }
+            task_answer(rc, t, res[r].result);
             break;
         }
     }
-    settle_tasks(rc);
-    if (rc->calling)
-        return; /* answered at once: vsr__route_start goes on */
-    route_select(rc);
-    rc->cont(rc);
+    wait_over(rc);
+}
+
+static void chat_done(void *ud, int status, int http_status, vsr_slice_t body, unsigned attempts)
+{
+    VSR_UNUSED(attempts);
+    route_task_t *t = ud;
+    route_ctx_t *rc = t->rc;
+    if (t->answered || rc->cancelled)
+        return;
+    t->answered = 1;
+    t->handle = NULL;
+    int late = vsr__ports_now(rc->ports, rc->ports_ud) > rc->deadline_ms;
+    if (status == VSR_OK && http_status >= 200 && http_status <= 299 && !late)
+        task_answer(rc, t, body);
+    wait_over(rc);
+}
+
+/* A chat task's call: its payload {"model": NAME, "timeout_ms": N, "body": {...}}
+ * names a provider model; the body goes with the model's upstream id. */
+static void chat_start(route_ctx_t *rc, route_task_t *t, uint64_t now)
+{
+    vsr_json_t j;
+    uint32_t mt, bt, tt;
+    vsr_slice_t name = VSR_SLICE_NULL;
+    const vsr_model_conf_t *m = NULL;
+    int parsed = rc->ports->model_call && rc->cfg;
+    int ok = parsed && vsr_json_parse(&j, t->task.payload.p, t->task.payload.len, NULL) == VSR_OK &&
+             vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+             vsr_json_object_get(&j, 0, "model", &mt) == VSR_OK && vsr_json_type(&j, mt) == VSR_JSON_STRING &&
+             vsr_json_object_get(&j, 0, "body", &bt) == VSR_OK && vsr_json_type(&j, bt) == VSR_JSON_OBJECT &&
+             vsr_json_string(&j, mt, rc->pool, &name) == VSR_OK;
+    m = ok ? vsr_config_find_model(rc->cfg, name) : NULL;
+    if (m == NULL || m->n_backends == 0) { /* nothing to call: the signal is unknown */
+        if (parsed)
+            vsr_json_free(&j);
+        t->answered = 1;
+        rc->waiting--;
+        return;
+    }
+    uint64_t deadline = rc->deadline_ms;
+    double tm;
+    if (vsr_json_object_get(&j, 0, "timeout_ms", &tt) == VSR_OK && vsr_json_number(&j, tt, &tm) == VSR_OK && tm > 0 &&
+        now + (uint64_t)tm < deadline)
+        deadline = now + (uint64_t)tm;
+    /* the body with "model": the upstream id */
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"model\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(m->provider_model_id));
+    uint32_t k = bt + 1;
+    for (uint32_t i = 0; i < j.toks[bt].count; i++) {
+        uint32_t v = k + 1;
+        if (!vsr_json_string_eq(&j, k, VSR_SLICE_LIT("model"))) {
+            vsr_buf_append_cstr(&b, ",");
+            vsr_buf_append(&b, j.src + j.toks[k].start, j.toks[v].end - j.toks[k].start);
+        }
+        k = j.toks[v].next;
+    }
+    vsr_buf_append_cstr(&b, "}");
+    vsr_json_free(&j);
+    vsr_graph_call_t gc = {.model = m, .body = vsr_pool_dup_slice(rc->pool, vsr_buf_slice(&b)), .iteration = 1,
+                           .max_response_bytes = (uint64_t)1 << 20};
+    vsr_buf_free(&b);
+    t->rc = rc;
+    void *h = rc->ports->model_call(rc->ports_ud, &gc, deadline, chat_done, t);
+    if (!t->answered)
+        t->handle = h;
 }
 
 int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
@@ -394,7 +473,9 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     rc->tasks = NULL;
     /* every referenced signal, once, as the reference evaluates them all
      * before the rules; unreferenced signals are never computed.  A
-     * model-backed one gives a task instead: all of them go as one bundle. */
+     * model-backed one gives a task instead: the runtime's go as one
+     * bundle, chat tasks as one model call each, all at once. */
+    size_t n_runtime = 0, n_chat = 0;
     for (size_t k = 0; k < rs->n_referenced; k++) {
         int i = rs->referenced[k];
         vsr_signal_task_t t;
@@ -405,6 +486,9 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             memset(rt, 0, sizeof(*rt));
             rt->sig = i;
             rt->task = t;
+            rt->chat = strcmp(t.type, VSR_SIGNAL_TASK_CHAT) == 0;
+            n_chat += rt->chat;
+            n_runtime += !rt->chat;
             snprintf(rt->id, sizeof(rt->id), "t%zu", rc->n_tasks);
             rc->n_tasks++;
             continue;
@@ -419,35 +503,51 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     uint64_t now = vsr__ports_now(rc->ports, rc->ports_ud);
     if (rc->deadline_ms == 0)
         rc->deadline_ms = now + VSR_SESSION_WAIT_DEFAULT_MS;
-    if (rc->ports == NULL || rc->ports->runtime_call == NULL || now >= rc->deadline_ms) {
-        settle_tasks(rc); /* no runtime, or no time left: every task failed */
+    if (rc->ports == NULL || now >= rc->deadline_ms) {
+        settle_tasks(rc); /* no ports, or no time left: every task failed */
         route_select(rc);
         return VSR_OK;
     }
-    vsr_runtime_task_t *tasks = vsr_pool_alloc(pool, sizeof(*tasks) * rc->n_tasks);
-    for (size_t k = 0; k < rc->n_tasks; k++)
-        tasks[k] = (vsr_runtime_task_t){rc->tasks[k].id, rc->tasks[k].task.type, rc->tasks[k].task.payload};
-    vsr_runtime_bundle_t b = {tasks, rc->n_tasks};
-    rc->answered = 0;
     rc->calling = 1;
-    void *h = rc->ports->runtime_call(rc->ports_ud, &b, rc->deadline_ms, route_done, rc);
+    rc->waiting = n_chat + (n_runtime && rc->ports->runtime_call ? 1 : 0);
+    rc->answered = 0;
+    for (size_t k = 0; k < rc->n_tasks; k++)
+        if (rc->tasks[k].chat)
+            chat_start(rc, &rc->tasks[k], now);
+    if (n_runtime && rc->ports->runtime_call) {
+        vsr_runtime_task_t *tasks = vsr_pool_alloc(pool, sizeof(*tasks) * n_runtime);
+        size_t m = 0;
+        for (size_t k = 0; k < rc->n_tasks; k++)
+            if (!rc->tasks[k].chat)
+                tasks[m++] = (vsr_runtime_task_t){rc->tasks[k].id, rc->tasks[k].task.type, rc->tasks[k].task.payload};
+        vsr_runtime_bundle_t b = {tasks, m};
+        void *h = rc->ports->runtime_call(rc->ports_ud, &b, rc->deadline_ms, route_done, rc);
+        if (!rc->answered) {
+            VSR_BUG_ON(h == NULL); /* a port returns NULL only once done has run */
+            rc->handle = h;
+        }
+    }
     rc->calling = 0;
-    if (rc->answered) {
+    if (rc->waiting == 0) {
+        settle_tasks(rc);
         route_select(rc);
         return VSR_OK;
     }
-    VSR_BUG_ON(h == NULL); /* a port returns NULL only once done has run */
-    rc->handle = h;
     return VSR_AGAIN;
 }
 
 void vsr__route_cancel(route_ctx_t *rc)
 {
-    if (rc->handle == NULL)
+    if (rc->cancelled)
         return;
-    void *h = rc->handle;
+    rc->cancelled = 1; /* a done that still comes is ignored */
+    if (rc->handle && rc->ports->runtime_cancel)
+        rc->ports->runtime_cancel(rc->ports_ud, rc->handle);
     rc->handle = NULL;
-    rc->answered = 1; /* a done that still comes is ignored */
-    if (rc->ports->runtime_cancel)
-        rc->ports->runtime_cancel(rc->ports_ud, h);
+    for (size_t k = 0; k < rc->n_tasks; k++) {
+        route_task_t *t = &rc->tasks[k];
+        if (t->chat && !t->answered && t->handle && rc->ports->model_cancel)
+            rc->ports->model_cancel(rc->ports_ud, t->handle);
+        t->handle = NULL;
+    }
 }

@@ -46,14 +46,21 @@ typedef struct {
 } resolution_t;
 
 /* One model task of a request phase. */
+typedef struct route_ctx_s route_ctx_t;
+
+/* One model task of a request phase: a runtime task (it goes in the
+ * phase's bundle), or a chat task (VSR_SIGNAL_TASK_CHAT: one model call
+ * through ports->model_call, e.g. an llm classifier). */
 typedef struct {
     int sig;                 /* the signal that asked for it */
     char id[16];
     vsr_signal_task_t task;
     int answered;
+    int chat;                /* a model call */
+    void *handle;            /* chat: the call in flight */
+    route_ctx_t *rc;
 } route_task_t;
 
-typedef struct route_ctx_s route_ctx_t;
 struct route_ctx_s {
     recipe_state_t *rs;
     vsr_signal_input_t in;
@@ -73,9 +80,12 @@ struct route_ctx_s {
     uint64_t deadline_ms;
     route_task_t *tasks;
     size_t n_tasks;
+    const vsr_config_t *cfg; /* the pinned configuration (chat tasks name its models) */
     void *handle;            /* the runtime call in flight, or NULL */
-    int calling;             /* inside ports->runtime_call */
-    int answered;            /* its done ran */
+    int calling;             /* inside vsr__route_start: the end is reported by its return */
+    int answered;            /* the runtime call's done ran */
+    size_t waiting;          /* the runtime call and chat calls not answered yet */
+    int cancelled;
     void (*cont)(route_ctx_t *rc); /* the decision is made after a wait */
     void *cont_ud;
 };

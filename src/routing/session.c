@@ -605,6 +605,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
             route_ctx_t *rc = &s->rc;
             memset(rc, 0, sizeof(*rc));
             rc->rs = vsr__engine_recipe(s->e, res.recipe);
+            rc->cfg = cfg;
             rc->in.chat = &s->chat;
             rc->in.text = s->chat.last_user >= 0 ? s->chat.messages[s->chat.last_user].text : VSR_SLICE_NULL;
             rc->in.pool = &s->pool;

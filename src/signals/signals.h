@@ -97,6 +97,12 @@ vsr_signal_result_t vsr_signals_eval(const vsr_signals_t *s, int i, const vsr_si
  * and a JSON payload), the routing core sends every task of the request's
  * phase to the runtime as one bundle, and the signal reads its value from
  * the task's JSON result.  The core does the waiting; signals stay pure. */
+/* The task kind of a model call made by the router itself (through the
+ * upstream layer, not the runtime): payload {"model": PROVIDER_MODEL,
+ * "timeout_ms": N (optional), "body": {chat completion request}}; the
+ * result given to consume is the model's chat.completion body. */
+#define VSR_SIGNAL_TASK_CHAT "chat"
+
 typedef struct {
     const char *type;              /* the task kind */
     vsr_slice_t payload;           /* a JSON object, from the input's pool */
