@@ -98,6 +98,8 @@ struct gcall_s {
     int inflight;
     uint64_t t0;
     unsigned iteration;
+    vsr_buf_t body;                /* what it sends (heap): freed when it ends, so a run holds at most
+                                    * its calls in flight's bodies, not every hop's */
     gcall_t *next_live;            /* the run's list of calls in flight */
     gcall_t *prev_live;
 };
@@ -124,6 +126,7 @@ struct vsr_graph_run_s {
     uint64_t t0_ms;
     uint64_t hop_timeout_ms;
     uint64_t max_response_bytes;
+    uint64_t kept_bytes;           /* answers kept (every result's body): at most VSR_GRAPH_MAX_KEPT_BYTES */
     gcall_t *live;
     uint64_t epoch;                /* call/parallel executions started */
     const node_t *latest;          /* the call/parallel node that started last */
@@ -152,7 +155,8 @@ vsr_slice_t vsr__graph_messages_append_user(vsr_graph_run_t *r, vsr_slice_t assi
 /* The latest user message's text. */
 vsr_slice_t vsr__graph_question(vsr_graph_run_t *r);
 /* The body of one call (graph_body.c). */
-vsr_slice_t vsr__graph_body(vsr_graph_run_t *r, const slot_t *s, int stream);
+vsr_slice_t vsr__graph_body(vsr_graph_run_t *r, const slot_t *s, int stream);   /* in the pool */
+void vsr__graph_body_into(vsr_graph_run_t *r, const slot_t *s, int stream, vsr_buf_t *out); /* appended to out */
 
 node_t *vsr__graph_node(vsr_graph_run_t *r, node_kind_t kind, const char *name);
 void vsr__graph_kids(vsr_graph_run_t *r, node_t *n, size_t k, ...);

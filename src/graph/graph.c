@@ -60,6 +60,7 @@ static void cancel_live(vsr_graph_run_t *r)
             r->o.port->cancel(r->o.port->ud, c->handle);
         c->inflight = 0;
         c->handle = NULL;
+        vsr_buf_free(&c->body);
     }
 }
 
@@ -211,6 +212,7 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     c->inflight = 0;
     c->handle = NULL;
     live_remove(r, c);
+    vsr_buf_free(&c->body); /* the port is done with it */
     r->attempts += attempts ? attempts : 1;
     frame_t *f = c->f;
     f->inflight--;
@@ -229,7 +231,10 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     res->epoch = f->epoch;
     res->http_status = http_status;
     res->status = status;
+    if (status == VSR_OK && r->kept_bytes + body.len > VSR_GRAPH_MAX_KEPT_BYTES)
+        res->status = status = VSR_ERR_TOO_BIG; /* the run keeps no more answers */
     if (status == VSR_OK) {
+        r->kept_bytes += body.len;
         res->body = vsr_pool_dup_slice(r->pool, body);
         if (http_status < 200 || http_status > 299)
             res->status = VSR_ERR;
@@ -313,9 +318,11 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     uint64_t deadline = hop && now + hop < r->o.deadline_ms ? now + hop : r->o.deadline_ms;
     c->iteration = ++r->iterations;
     note_used(r, ref->name);
+    vsr_buf_init(&c->body, 0);
+    vsr__graph_body_into(r, &c->s, 0, &c->body);
     vsr_graph_call_t gc = {
         .model = ref->model,
-        .body = vsr__graph_body(r, &c->s, 0),
+        .body = vsr_buf_slice(&c->body),
         .iteration = c->iteration,
         .max_response_bytes = r->max_response_bytes,
     };
@@ -356,6 +363,7 @@ static void parallel_pump(vsr_graph_run_t *r, frame_t *f)
             if (c->handle && r->o.port->cancel)
                 r->o.port->cancel(r->o.port->ud, c->handle);
             c->inflight = 0;
+            vsr_buf_free(&c->body);
             f->calls[i] = NULL;
         }
     int ok = f->ok >= n->min_success && (f->ok > 0 || f->count == 0 || n->min_success == 0);

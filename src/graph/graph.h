@@ -77,6 +77,7 @@ typedef struct {
     const char *node;              /* the node that made it ("panel", "judge", ...) */
 } vsr_graph_call_record_t;
 
+#define VSR_GRAPH_MAX_KEPT_BYTES ((uint64_t)64 << 20) /* answers a run keeps in all; past it a call fails */
 #define VSR_GRAPH_MAX_RECORDS 64   /* calls recorded per run; more are counted, not kept */
 #define VSR_GRAPH_MAX_CALLS 2048   /* calls a run may make without an algorithm.budget (above the largest
                                     * graph the config accepts: 16 x 64 ReMoM calls, each retried once) */

@@ -38,10 +38,19 @@ static int owns(const slot_t *s, int stream, size_t k)
 
 vsr_slice_t vsr__graph_body(vsr_graph_run_t *r, const slot_t *s, int stream)
 {
-    const vsr_json_t *j = &r->json;
-    const ref_t *ref = &r->refs[s->ref];
     vsr_buf_t m;
     vsr_buf_init(&m, 0);
+    vsr__graph_body_into(r, s, stream, &m);
+    vsr_slice_t out = vsr_pool_dup_slice(r->pool, vsr_buf_slice(&m));
+    vsr_buf_free(&m);
+    return out;
+}
+
+void vsr__graph_body_into(vsr_graph_run_t *r, const slot_t *s, int stream, vsr_buf_t *out)
+{
+    const vsr_json_t *j = &r->json;
+    const ref_t *ref = &r->refs[s->ref];
+    vsr_buf_t m = *out;
     vsr_buf_append_cstr(&m, "{\"model\":");
     vsr_buf_append_json_string(&m, vsr_slice_cstr(ref->upstream_id));
     vsr_buf_append_cstr(&m, stream ? ",\"stream\":true" : ",\"stream\":false");
@@ -72,9 +81,7 @@ vsr_slice_t vsr__graph_body(vsr_graph_run_t *r, const slot_t *s, int stream)
         t = j->toks[val].next;
     }
     vsr_buf_append_cstr(&m, "}");
-    vsr_slice_t out = vsr_pool_dup_slice(r->pool, vsr_buf_slice(&m));
-    vsr_buf_free(&m);
-    return out;
+    *out = m;
 }
 
 /* ---- the conversation ---- */

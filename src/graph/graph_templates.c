@@ -395,6 +395,8 @@ typedef struct {
     size_t *dist;                  /* this round's model per call */
     int dist_kind;
     vsr_slice_t prompt;            /* the synthesis prompt built from the previous round; empty in round 1 */
+    vsr_slice_t msgs;              /* the conversation with it in place of the last user message (built once a
+                                    * round, not once a call) */
     node_t *round_node, *final;
     int has_synth;
     size_t synth_ref;
@@ -428,8 +430,7 @@ static int remom_prepare(vsr_graph_run_t *r, const node_t *n, size_t slot, slot_
     VSR_UNUSED(n);
     remom_t *t = r->t;
     s->ref = t->dist[slot];
-    if (t->prompt.len)
-        s->messages = vsr__graph_messages_replace_last_user(r, t->prompt);
+    s->messages = t->msgs;
     remom_knobs(t, s);
     return VSR_OK;
 }
@@ -475,6 +476,7 @@ static void remom_advance(vsr_graph_run_t *r, const node_t *n)
     vsr__algo_remom_prompt(&p, t->c->synthesis_template, vsr__graph_question(r), answers, keep);
     t->prompt = vsr_pool_dup_slice(r->pool, vsr_buf_slice(&p));
     vsr_buf_free(&p);
+    t->msgs = vsr__graph_messages_replace_last_user(r, t->prompt);
     t->round++;
 }
 
@@ -503,8 +505,7 @@ static int remom_final_prepare(vsr_graph_run_t *r, const node_t *n, size_t slot,
             one = 0;
         s->ref = one;
     }
-    if (t->prompt.len)
-        s->messages = vsr__graph_messages_replace_last_user(r, t->prompt);
+    s->messages = t->msgs;
     remom_knobs(t, s);
     s->final_hop = 1;
     return VSR_OK;

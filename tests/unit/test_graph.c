@@ -1770,6 +1770,27 @@ static void test_large_response(void **state)
     finish_test(&t);
 }
 
+/* A run keeps at most VSR_GRAPH_MAX_KEPT_BYTES of answers: three answers of
+ * 30 MiB each, the third past the cap fails as too big, and the answer is
+ * made of the two kept. */
+static void test_kept_bytes_cap(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}, {model: mid}, {model: large}]", "{type: ratings}", 0);
+    size_t n = (size_t)30 << 20;
+    char *big = malloc(n + 1);
+    memset(big, 'x', n);
+    big[n] = '\0';
+    keep(big);
+    for (int i = 0; i < 3; i++)
+        answer(&t.f, (size_t)i, completion(i == 0 ? "small-v1" : i == 1 ? "mid-v2" : "large-v2", big, 1, 1));
+    assert_int_equal(outcome(&t)->status, 200);
+    assert_int_equal(jcount(out_body(&t), "choices"), 2);
+    assert_int_equal(outcome(&t)->records[2].status, VSR_ERR_TOO_BIG);
+    finish_test(&t);
+}
+
 /* More models than any fixed array: every answer is a choice, every panel
  * answer counts toward the quorum and reaches the judge; a flow runs as many
  * steps as max_steps allows. */
@@ -1866,6 +1887,7 @@ int main(void)
         cmocka_unit_test(test_sync_every_call),
         cmocka_unit_test(test_sync_then_later),
         cmocka_unit_test(test_large_response),
+        cmocka_unit_test(test_kept_bytes_cap),
         cmocka_unit_test(test_wide),
         cmocka_unit_test(test_bad_request),
     };
