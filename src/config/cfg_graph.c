@@ -401,11 +401,16 @@ static int decode_kind_map(graph_ctx_t *g, size_t ki, const cfg_node_t *val, vsr
         }
         if (k->kind == CFG_NODE_SCALAR && k->type == CFG_STR && !kind_has_key(ki, k)) {
             char owners[128];
-            size_t o = 0, count = 0;
+            size_t o = 0, count = 0, total = 0;
             owners[0] = '\0';
             for (size_t j = 0; j < VSR_ARRAY_LEN(kinds); j++)
-                if (j != ki && kind_has_key(j, k) && o < sizeof(owners))
-                    o += (size_t)snprintf(owners + o, sizeof(owners) - o, "%s%s", count++ ? ", " : "", kinds[j].key);
+                total += j != ki && kind_has_key(j, k);
+            for (size_t j = 0; j < VSR_ARRAY_LEN(kinds); j++)
+                if (j != ki && kind_has_key(j, k) && o < sizeof(owners)) {
+                    count++;
+                    o += (size_t)snprintf(owners + o, sizeof(owners) - o, "%s%s",
+                                          count == 1 ? "" : count == total ? " and " : ", ", kinds[j].key);
+                }
             if (count > 0) {
                 vsr__cfg_node_error(d, k, "%s is not a field of a %s node (only of %s)",
                                     vsr__cfg_quote(d->pool, k->str, k->len), kinds[ki].key, owners);
