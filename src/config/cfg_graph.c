@@ -761,6 +761,11 @@ static void finish_graph(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
     expand(&e, &gr->root, 1, NULL);
     if (!e.failed && e.calls == 0)
         vsr__cfg_node_error(d, root, "a graph needs at least one call or parallel node reachable from its root");
+    /* a subgraph the root does not use holds the same bounds */
+    for (size_t i = 0; i < gr->n_subgraphs && !e.failed; i++) {
+        e.nodes = 0;
+        expand(&e, &gr->subgraphs[i].node, 1, NULL);
+    }
 }
 
 const cfg_spec_t vsr__cfg_graph_spec = {.size = sizeof(vsr_graph_conf_t),

@@ -3270,6 +3270,10 @@ static void test_graph_subgraphs(void **state)
     expect_errors(doc, "t.yaml:15:62: graph nodes nest at most 16 deep\n");
     snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {subgraphs: {x: %s}, root: [{subgraph: x}]}}"), node);
     expect_errors(doc, "t.yaml:15:105: subgraph \"x\" used here makes graph nodes nest deeper than 16\n");
+    /* ... also in a subgraph the root does not use */
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {subgraphs: {x: %s, y: [{subgraph: x}]}, root: "
+                                        "{call: {}}}}"), node);
+    expect_errors(doc, "t.yaml:15:101: subgraph \"x\" used here makes graph nodes nest deeper than 16\n");
 
     /* nodes: 256 load, 257 do not; a subgraph counts at each use */
     char list[8192];
