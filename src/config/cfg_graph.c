@@ -372,13 +372,9 @@ static int decode_kids(graph_ctx_t *g, const cfg_node_t *list, vsr_gnode_conf_t 
 static int decode_kind_map(graph_ctx_t *g, size_t ki, const cfg_node_t *val, vsr_gnode_conf_t *n, unsigned depth)
 {
     cfg_decoder_t *d = g->d;
-    static const cfg_node_t empty_map = {.kind = CFG_NODE_MAP};
-    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_NULL) {
-        cfg_node_t *m = vsr_pool_alloc(d->pool, sizeof(*m));
-        *m = empty_map;
-        m->line = val->line, m->col = val->col;
-        val = m; /* `call:` or `respond: null`: every default */
-    }
+    cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = val->line, .col = val->col};
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_NULL)
+        val = &empty; /* `call:` or `respond: null`: every default */
     if (val->kind != CFG_NODE_MAP) {
         vsr__cfg_node_error(d, val, "%s: expected a mapping, got %s", kinds[ki].key, vsr__cfg_node_what(val));
         return -1;
