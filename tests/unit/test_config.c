@@ -3228,6 +3228,9 @@ static void test_graph_predicates(void **state)
     expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: keyword, name: x}}, "
                            "then: {call: {}}}}}}"),
                   "t.yaml:15:91: keyword signal \"x\" is not declared in routing.signals.keywords\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: projection, name: x}}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:94: projection output \"x\" is not declared in routing.projections.mappings\n");
 }
 
 /* Subgraphs: resolved by name, defined once, never reaching themselves;
