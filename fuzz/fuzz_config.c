@@ -169,6 +169,103 @@ static int algo_model_ok(const vsr_config_t *c, const vsr_decision_conf_t *d, co
     return 0;
 }
 
+/* A loaded request graph, walked from the root through every subgraph node
+ * (so a cycle or a missing resolution would not stay hidden): depth and
+ * node count within their bounds, each node's fields within theirs. */
+typedef struct {
+    const vsr_config_t *c;
+    const vsr_decision_conf_t *d;
+    const vsr_graph_conf_t *g;
+    size_t nodes, calls;
+} graph_walk_t;
+
+static int is_subgraph_node(const vsr_graph_conf_t *g, const vsr_gnode_conf_t *n)
+{
+    for (size_t i = 0; i < g->n_subgraphs; i++)
+        if (n == &g->subgraphs[i].node)
+            return 1;
+    return 0;
+}
+
+static void check_gnode(graph_walk_t *w, const vsr_gnode_conf_t *n, unsigned depth)
+{
+    check(depth <= VSR_GRAPH_MAX_DEPTH, "graph depth");
+    check(++w->nodes <= VSR_GRAPH_MAX_NODES, "graph nodes");
+    check(n->name != NULL && n->name[0] != '\0', "graph node name");
+    check(n->line >= 1 && n->col >= 1, "graph node position");
+    check(n->kind == VSR_GNODE_SUBGRAPH ? n->resolved != NULL && n->subgraph != NULL &&
+                                              is_subgraph_node(w->g, n->resolved)
+                                        : n->resolved == NULL,
+          "graph subgraph resolved");
+    check(n->stream == 0 || n->kind == VSR_GNODE_CALL, "graph stream only on a call");
+    switch (n->kind) {
+    case VSR_GNODE_SEQ:
+        check(n->n_kids >= 1, "graph seq");
+        break;
+    case VSR_GNODE_CALL:
+    case VSR_GNODE_PARALLEL: {
+        w->calls++;
+        check(n->n_kids == 0 && n->models.n <= VSR_GRAPH_MAX_FANOUT, "graph hop");
+        check(n->models.n > 0 || w->d->n_model_refs > 0, "graph hop has models");
+        for (size_t i = 0; i < n->models.n; i++)
+            check(algo_model_ok(w->c, w->d, n->models.items[i]), "graph model");
+        check(!n->has_temperature || (n->temperature >= 0 && n->temperature <= 2), "graph temperature");
+        check(n->top_logprobs <= 20 && (n->top_logprobs == 0 || n->logprobs), "graph top_logprobs");
+        uint64_t calls = n->count ? n->count : n->models.n ? n->models.n : w->d->n_model_refs;
+        if (n->kind == VSR_GNODE_CALL)
+            check(n->count == 0 && n->first_k == 0 && n->min_success == 0 && n->max_concurrency == 0, "graph call");
+        else
+            check(calls <= VSR_GRAPH_MAX_FANOUT && n->first_k <= calls && n->min_success <= calls &&
+                      n->max_concurrency <= VSR_GRAPH_MAX_FANOUT && (n->on_error_fail == 0 || n->on_error_fail == 1),
+                  "graph parallel");
+        break;
+    }
+    case VSR_GNODE_LOOP:
+        check(n->n_kids == 1 && n->max_rounds >= 1 && n->max_rounds <= VSR_GRAPH_MAX_ROUNDS, "graph loop");
+        break;
+    case VSR_GNODE_BRANCH:
+        check((n->n_kids == 1 || n->n_kids == 2) && n->until.kind != VSR_GPRED_NONE, "graph branch");
+        break;
+    case VSR_GNODE_TRANSFORM:
+        check(n->n_kids == 0 && (n->system_prompt || n->prompt || n->append), "graph transform");
+        break;
+    case VSR_GNODE_RESPOND:
+        check(n->n_kids == 0 && n->aggregate != NULL, "graph respond");
+        break;
+    case VSR_GNODE_SUBGRAPH:
+        check(n->n_kids == 0, "graph subgraph node");
+        break;
+    default:
+        check(0, "graph node kind");
+    }
+    const vsr_gpred_conf_t *p = &n->until;
+    if (p->kind == VSR_GPRED_CONFIDENCE_GTE)
+        check(p->value >= 0 && p->value <= 1, "graph confidence_gte");
+    if (p->kind == VSR_GPRED_ROUNDS_GTE)
+        check(p->value >= 1 && p->value <= VSR_GRAPH_MAX_ROUNDS, "graph rounds_gte");
+    if (p->kind == VSR_GPRED_SIGNAL)
+        check(p->signal_type != NULL && p->signal_name != NULL, "graph signal predicate");
+    if (n->kind == VSR_GNODE_SUBGRAPH)
+        check_gnode(w, n->resolved, depth + 1);
+    for (size_t i = 0; i < n->n_kids; i++)
+        check_gnode(w, &n->kids[i], depth + 1);
+}
+
+static void check_graph(const vsr_config_t *c, const vsr_decision_conf_t *d)
+{
+    const vsr_graph_conf_t *g = &d->algo.u.graph;
+    graph_walk_t w = {c, d, g, 0, 0};
+    check_gnode(&w, &g->root, 1);
+    check(w.calls >= 1, "graph has a call");
+    for (size_t i = 0; i < g->n_subgraphs; i++) {
+        check(g->subgraphs[i].name != NULL, "subgraph name");
+        for (size_t j = 0; j < i; j++)
+            check(strcmp(g->subgraphs[i].name, g->subgraphs[j].name) != 0, "subgraph names unique");
+        graph_walk_t s = {c, d, g, 0, 0};
+        check_gnode(&s, &g->subgraphs[i].node, 1);
+    }
+}
+
 static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
 {
     static const char *const names[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows", "graph"};
@@ -229,6 +326,7 @@ static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
         break;
     }
     case VSR_ALGO_GRAPH:
+        check_graph(c, d);
         break;
     }
 }

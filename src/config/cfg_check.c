@@ -168,6 +168,44 @@ static void check_algo_model(cfg_decoder_t *d, const model_index_t *ix, const vs
                         q(d, *name));
 }
 
+/* A graph's call and parallel nodes: their models as above; without models
+ * they call the decision's modelRefs, so the decision needs some, and a
+ * parallel's first_k and min_success stay within the calls it makes. */
+typedef struct {
+    cfg_decoder_t *d;
+    const model_index_t *ix;
+    const vsr_decision_conf_t *dec;
+} graph_check_t;
+
+static void check_graph_node(const vsr_gnode_conf_t *n, void *arg)
+{
+    graph_check_t *g = arg;
+    if (n->kind != VSR_GNODE_CALL && n->kind != VSR_GNODE_PARALLEL)
+        return;
+    const char *what = n->kind == VSR_GNODE_CALL ? "algorithm.graph: the call's model"
+                                                 : "algorithm.graph: the parallel's model";
+    for (size_t i = 0; i < n->models.n; i++)
+        check_algo_model(g->d, g->ix, g->dec, &n->models.items[i], what);
+    if (n->models.n > 0)
+        return;
+    size_t refs = g->dec->n_model_refs;
+    const char *kind = n->kind == VSR_GNODE_CALL ? "call" : "parallel";
+    if (refs == 0) {
+        vsr__cfg_error(g->d->dg, n->line, n->col, "algorithm.graph: a %s without models calls the decision's "
+                       "modelRefs, and decision %s has none", kind, q(g->d, g->dec->name ? g->dec->name : "?"));
+        return;
+    }
+    if (n->kind != VSR_GNODE_PARALLEL || n->count > 0)
+        return;
+    if (refs > VSR_GRAPH_MAX_FANOUT)
+        vsr__cfg_error(g->d->dg, n->line, n->col, "algorithm.graph: a parallel without models or count makes one "
+                       "call per modelRef: at most %u, the decision has %zu", VSR_GRAPH_MAX_FANOUT, refs);
+    else if (n->first_k > refs || n->min_success > refs)
+        vsr__cfg_error(g->d->dg, n->line, n->col, "algorithm.graph: %s must not exceed the parallel's %zu calls "
+                       "(one per modelRef), got %llu", n->first_k > refs ? "first_k" : "min_success", refs,
+                       (unsigned long long)(n->first_k > refs ? n->first_k : n->min_success));
+}
+
 static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_decision_conf_t *dec)
 {
     const vsr_algo_conf_t *a = &dec->algo;
@@ -216,8 +254,11 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
             check_algo_model(d, ix, dec, &w->roles[i].model, "algorithm.workflows.roles[].model");
         break;
     }
-    case VSR_ALGO_GRAPH:
-        break; /* its nodes' models are checked where they are decoded */
+    case VSR_ALGO_GRAPH: {
+        graph_check_t g = {d, ix, dec};
+        vsr__cfg_graph_walk(&a->u.graph, check_graph_node, &g);
+        break;
+    }
     }
     /* ref §3.1: confidence and ratings need a choice; with one modelRef the
      * request goes to it as with static */

@@ -15,7 +15,7 @@
  * config.c (document, listeners, providers, global), cfg_routing.c (routing,
  * recipes, decisions, plugins, entrypoints), cfg_signals.c (signal families),
  * cfg_policy.c (reliability and fallback) and cfg_looper.c (decision algorithms,
- * global.integrations); the checks that span the document are in cfg_check.c;
+ * global.integrations; cfg_graph.c: algorithm.graph); the checks that span the document are in cfg_check.c;
  * host/port/URL/CIDR syntax in cfg_net.c.
  */
 #ifndef VSR_CFG_INTERNAL_H
@@ -341,6 +341,14 @@ extern const cfg_spec_t vsr__cfg_projections_spec;
 int vsr__cfg_decode_algorithm(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* The key of a kind's own block ("confidence", ...; NULL for static). */
 const char *vsr__cfg_algo_block(vsr_algo_kind_t kind);
+/* algorithm.graph (cfg_graph.c): the block's table (root and subgraphs
+ * decoded, subgraph nodes resolved, recursion and the bounds checked); the
+ * default of every parallel's on_error from algorithm.on_error (NULL: skip),
+ * once the algorithm is decoded; and every node of the root's and of each
+ * subgraph's tree, parents first, subgraph nodes not followed. */
+extern const cfg_spec_t vsr__cfg_graph_spec;
+void vsr__cfg_graph_defaults(vsr_graph_conf_t *g, const char *on_error);
+void vsr__cfg_graph_walk(const vsr_graph_conf_t *g, void (*fn)(const vsr_gnode_conf_t *n, void *arg), void *arg);
 /* global.integrations (its object is the vsr_config_t), and the defaults of
  * its looper block when the document has none. */
 extern const cfg_spec_t vsr__cfg_integrations_spec;

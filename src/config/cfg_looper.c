@@ -2,9 +2,10 @@
  * cfg_looper.c — routing.decisions[].algorithm (ref §1.6, §3) and
  * global.integrations.looper (ref §1.13).
  *
- * A decision's algorithm is `static` (the first modelRef) or one of the five
+ * A decision's algorithm is `static` (the first modelRef), one of the five
  * Looper algorithms (confidence, ratings, remom, fusion, workflows), whose
- * block is decoded into vsr_algo_conf_t with the reference's defaults.  The
+ * block is decoded into vsr_algo_conf_t with the reference's defaults, or
+ * vsr's `graph` (a request graph written in YAML, cfg_graph.c).  The
  * other catalogue types are refused as not supported yet.  Model names inside
  * the blocks are checked against providers.models and the decision's
  * modelRefs once the whole document is decoded (cfg_check.c).
@@ -469,6 +470,8 @@ static const struct {
     {"svm", NULL, -1, NULL, 0},
     {"workflows", "workflows", VSR_ALGO_WORKFLOWS, &workflows_spec, offsetof(vsr_algo_conf_t, u.workflows)},
     {"prompt", "prompt", -1, NULL, 0},
+    /* a vsr extension: a request graph written in YAML (cfg_graph.c) */
+    {"graph", "graph", VSR_ALGO_GRAPH, &vsr__cfg_graph_spec, offsetof(vsr_algo_conf_t, u.graph)},
 };
 
 static int algorithm_of_kind(vsr_algo_kind_t kind)
@@ -558,7 +561,7 @@ static const cfg_field_t algorithm_fields[] = {
      .spec = &budget_spec},
     BLOCK("confidence"),    BLOCK("ratings"),      BLOCK("remom"),  BLOCK("fusion"),    BLOCK("workflows"),
     BLOCK("automix"),       BLOCK("hybrid"),       BLOCK("latency_aware"), BLOCK("multi_factor"),
-    BLOCK("router_dc"),     BLOCK("prompt"),
+    BLOCK("router_dc"),     BLOCK("prompt"),       BLOCK("graph"),
 };
 
 /* The reference's defaults of the chosen kind (ref §3.3–§3.7), before any field. */
@@ -613,15 +616,24 @@ static void init_algorithm(cfg_decoder_t *d, void *obj)
     }
 }
 
-/* algorithm.on_error skip|fail is the default of the block's own on_error. */
+/* algorithm.on_error skip|fail is the default of the block's own on_error
+ * (for a graph: of each parallel's); a graph needs its block. */
 static void finish_algorithm(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                              size_t index)
 {
-    (void)d, (void)map, (void)index;
+    (void)index;
     vsr_algo_conf_t *a = obj;
+    cfg_spec_t s = {.fields = algorithm_fields, .n_fields = VSR_ARRAY_LEN(algorithm_fields)};
+    if (a->kind == VSR_ALGO_GRAPH) {
+        const cfg_node_t *g = vsr__cfg_seen(&s, seen, "graph");
+        if (g == NULL || (g->kind == CFG_NODE_SCALAR && g->type == CFG_NULL))
+            vsr__cfg_node_error(d, map, "algorithm type \"graph\" needs algorithm.graph (its root node)");
+        vsr__cfg_graph_defaults(&a->u.graph,
+                                a->on_error && strcmp(a->on_error, "fallback") != 0 ? a->on_error : NULL);
+        return;
+    }
     if (a->kind == VSR_ALGO_STATIC || a->on_error == NULL || strcmp(a->on_error, "fallback") == 0)
         return;
-    cfg_spec_t s = {.fields = algorithm_fields, .n_fields = VSR_ARRAY_LEN(algorithm_fields)};
     const cfg_node_t *block = vsr__cfg_seen(&s, seen, vsr__cfg_algo_block(a->kind));
     if (block != NULL && vsr__cfg_map_get(block, "on_error") != NULL)
         return;

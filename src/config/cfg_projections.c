@@ -361,6 +361,25 @@ static void resolve_projection_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t 
                        qs(d, n->name), where);
 }
 
+/* A request graph's `signal: {type: projection, name}` predicates, likewise. */
+typedef struct {
+    cfg_decoder_t *d;
+    const vsr_recipe_conf_t *r;
+    const char *where;
+} graph_outputs_t;
+
+static void resolve_graph_output(const vsr_gnode_conf_t *n, void *arg)
+{
+    const graph_outputs_t *g = arg;
+    const vsr_gpred_conf_t *p = &n->until;
+    if (p->kind != VSR_GPRED_SIGNAL || p->signal_type == NULL || p->signal_name == NULL)
+        return;
+    const cfg_mark_t *at = vsr__cfg_mark_find(g->d, p->signal_name);
+    vsr_rule_conf_t leaf = {.kind = VSR_RULE_LEAF, .type = p->signal_type, .name = p->signal_name,
+                            .line = at ? at->line : n->line, .col = at ? at->col : n->col};
+    resolve_projection_leaves(g->d, g->r, &leaf, g->where);
+}
+
 void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where)
 {
     const vsr_projections_conf_t *p = &r->projections;
@@ -435,4 +454,8 @@ void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, co
     for (size_t i = 0; i < r->n_decisions; i++)
         if (r->decisions[i].rules != NULL)
             resolve_projection_leaves(d, r, r->decisions[i].rules, where);
+    graph_outputs_t g = {d, r, where};
+    for (size_t i = 0; i < r->n_decisions; i++)
+        if (r->decisions[i].algo.kind == VSR_ALGO_GRAPH)
+            vsr__cfg_graph_walk(&r->decisions[i].algo.u.graph, resolve_graph_output, &g);
 }

@@ -1018,6 +1018,25 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
                    strcmp(fam->family, "role_bindings") == 0 ? " (as a role or a binding name)" : "");
 }
 
+/* A request graph's signal predicates (loop.until, branch.if) resolve as
+ * rule leaves do, at the position of their name. */
+typedef struct {
+    cfg_decoder_t *d;
+    const signal_index_t *ix;
+    const char *where;
+} graph_leaves_t;
+
+static void resolve_graph_leaf(const vsr_gnode_conf_t *n, void *arg)
+{
+    graph_leaves_t *g = arg;
+    if (n->until.kind != VSR_GPRED_SIGNAL || n->until.signal_type == NULL || n->until.signal_name == NULL)
+        return;
+    const cfg_mark_t *at = vsr__cfg_mark_find(g->d, n->until.signal_name);
+    vsr_rule_conf_t leaf = {.kind = VSR_RULE_LEAF, .type = n->until.signal_type, .name = n->until.signal_name,
+                            .line = at ? at->line : n->line, .col = at ? at->col : n->col};
+    resolve_leaf(g->d, g->ix, &leaf, g->where);
+}
+
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where)
 {
     signal_index_t ix;
@@ -1038,6 +1057,10 @@ void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const
     for (size_t i = 0; i < r->n_decisions; i++)
         if (r->decisions[i].rules != NULL)
             resolve_leaf(d, &ix, r->decisions[i].rules, where);
+    graph_leaves_t gl = {d, &ix, where};
+    for (size_t i = 0; i < r->n_decisions; i++)
+        if (r->decisions[i].algo.kind == VSR_ALGO_GRAPH)
+            vsr__cfg_graph_walk(&r->decisions[i].algo.u.graph, resolve_graph_leaf, &gl);
     for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++)
         vsr__cfg_index_free(&ix.names[t]);
     vsr__cfg_index_free(&ix.roles);

@@ -641,7 +641,17 @@ typedef struct {
 
 /* algorithm.graph (type: graph, a vsr extension): a request graph written in
  * YAML (docs/graphs.md).  A node is a one-key mapping naming its kind, or a
- * list (a seq). */
+ * list (a seq).
+ *
+ * A loaded graph holds: nodes nested at most VSR_GRAPH_MAX_DEPTH deep and at
+ * most VSR_GRAPH_MAX_NODES nodes, both counted from the root with every
+ * subgraph node followed to its `resolved` node (a subgraph counts at each
+ * use); `resolved` set on every subgraph node; no subgraph reaching itself;
+ * at least one call or parallel reachable from the root. */
+#define VSR_GRAPH_MAX_DEPTH 16u
+#define VSR_GRAPH_MAX_NODES 256u
+#define VSR_GRAPH_MAX_FANOUT 64u        /* models of a call or parallel; a parallel's calls */
+#define VSR_GRAPH_MAX_ROUNDS 100u       /* loop.max_rounds */
 typedef enum {
     VSR_GNODE_SEQ = 1, VSR_GNODE_CALL, VSR_GNODE_PARALLEL, VSR_GNODE_LOOP, VSR_GNODE_BRANCH, VSR_GNODE_TRANSFORM,
     VSR_GNODE_RESPOND, VSR_GNODE_SUBGRAPH,

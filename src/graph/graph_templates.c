@@ -36,6 +36,8 @@ int vsr_graph_eligible(const vsr_decision_conf_t *d)
     case VSR_ALGO_WORKFLOWS:
     case VSR_ALGO_GRAPH:
         return d->n_model_refs >= 1;
+    case VSR_ALGO_GRAPH: /* the config saw to it that every call has models to call */
+        return 1;
     default:
         return 0;
     }

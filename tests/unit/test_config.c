@@ -2920,6 +2920,384 @@ static void test_looper_integration_pricing(void **state)
     vsr_config_free(c);
 }
 
+/* ---- request graphs in YAML (algorithm type graph) ------------------------------- */
+
+/* A graph with every node kind and every predicate, lines 11-41 */
+#define GRAPH_DOC                                                                                          \
+    LOOPER_DOC "routing:\n"                                                                                \
+               "  signals:\n"                                                                              \
+               "    keywords: [{name: urgent, operator: OR, keywords: [urgent]}]\n"                        \
+               "  decisions:\n"                                                                            \
+               "    - name: d\n"                                                                           \
+               "      modelRefs: [{model: m}, {model: n}]\n"                                               \
+               "      algorithm:\n"                                                                        \
+               "        type: graph\n"                                                                     \
+               "        on_error: fail\n"                                                                  \
+               "        budget: {max_calls: 8, deadline: 30s}\n"                                           \
+               "        graph:\n"                                                                          \
+               "          subgraphs:\n"                                                                    \
+               "            panel:\n"                                                                      \
+               "              parallel: {models: [m, n], count: 4, max_concurrency: 2, first_k: 3,"        \
+               " min_success: 2, temperature: 0.7, timeout: 5s, max_completion_tokens: 100,"               \
+               " logprobs: true, top_logprobs: 3, strip_tools: true}\n"                                    \
+               "            refine: {seq: [{transform: {system_prompt: be brief, prompt: \"again: {question}\"}}," \
+               " {call: null}], name: refine-step}\n"                                                      \
+               "          root:\n"                                                                         \
+               "            - subgraph: panel\n"                                                           \
+               "            - transform: {append: \"Combine these answers to {question}:\\n{responses}\"}\n" \
+               "            - loop:\n"                                                                     \
+               "                max_rounds: 3\n"                                                           \
+               "                until: {rounds_gte: 2}\n"                                                  \
+               "                body: {subgraph: refine}\n"                                                \
+               "                name: polish\n"                                                            \
+               "            - branch:\n"                                                                   \
+               "                if: {signal: {type: keyword, name: urgent}}\n"                             \
+               "                then: {parallel: {on_error: skip}}\n"                                      \
+               "                else: {call: {models: [n]}, name: plain}\n"                                \
+               "            - branch: {if: {confidence_gte: 0.5}, then: {respond: {aggregate: vote}},"     \
+               " else: {branch: {if: {succeeded: false}, then: {call: {}},"                                \
+               " else: {branch: {if: {answers_agree: true}, then: {respond: {aggregate: longest}}}}}}}\n"  \
+               "            - call: {models: [n, m], stream: true, timeout: 20s, name: judge}\n"           \
+               "            - respond: null\n"
+
+static void assert_node(const vsr_gnode_conf_t *n, vsr_gnode_kind_t kind, const char *name, size_t n_kids,
+                        uint32_t line, uint32_t col)
+{
+    assert_int_equal(n->kind, kind);
+    assert_string_equal(n->name, name);
+    assert_int_equal(n->n_kids, n_kids);
+    assert_int_equal(n->line, line);
+    assert_int_equal(n->col, col);
+}
+
+/* Every node kind decodes to the exact tree, with its defaults, position and resolved subgraphs. */
+static void test_graph_tree(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(GRAPH_DOC);
+    const vsr_decision_conf_t *dec = only_decision(c);
+    assert_string_equal(dec->algorithm, "graph");
+    assert_int_equal(dec->algo.kind, VSR_ALGO_GRAPH);
+    assert_int_equal(dec->algo.budget.max_calls, 8);
+    assert_int_equal(dec->algo.budget.deadline_ms, 30000);
+    const vsr_graph_conf_t *g = &dec->algo.u.graph;
+
+    assert_int_equal(g->n_subgraphs, 2);
+    assert_string_equal(g->subgraphs[0].name, "panel");
+    const vsr_gnode_conf_t *p = &g->subgraphs[0].node;
+    assert_node(p, VSR_GNODE_PARALLEL, "parallel", 0, 24, 15);
+    assert_int_equal(p->models.n, 2);
+    assert_string_equal(p->models.items[0], "m");
+    assert_string_equal(p->models.items[1], "n");
+    assert_int_equal(p->count, 4);
+    assert_int_equal(p->max_concurrency, 2);
+    assert_int_equal(p->first_k, 3);
+    assert_int_equal(p->min_success, 2);
+    assert_true(p->has_temperature && p->temperature == 0.7);
+    assert_int_equal(p->timeout_ms, 5000);
+    assert_int_equal(p->max_completion_tokens, 100);
+    assert_int_equal(p->logprobs, 1);
+    assert_int_equal(p->top_logprobs, 3);
+    assert_int_equal(p->strip_tools, 1);
+    assert_int_equal(p->stream, 0);
+    assert_int_equal(p->on_error_fail, 1); /* from algorithm.on_error */
+    assert_null(p->resolved);
+
+    assert_string_equal(g->subgraphs[1].name, "refine");
+    const vsr_gnode_conf_t *r = &g->subgraphs[1].node;
+    assert_node(r, VSR_GNODE_SEQ, "refine-step", 2, 25, 21);
+    assert_node(&r->kids[0], VSR_GNODE_TRANSFORM, "transform", 0, 25, 28);
+    assert_string_equal(r->kids[0].system_prompt, "be brief");
+    assert_string_equal(r->kids[0].prompt, "again: {question}");
+    assert_null(r->kids[0].append);
+    assert_node(&r->kids[1], VSR_GNODE_CALL, "call", 0, 25, 97);
+    assert_int_equal(r->kids[1].models.n, 0);
+    assert_int_equal(r->kids[1].has_temperature, 0);
+    assert_int_equal(r->kids[1].timeout_ms, 0);
+
+    const vsr_gnode_conf_t *root = &g->root;
+    assert_node(root, VSR_GNODE_SEQ, "seq", 7, 27, 13);
+    const vsr_gnode_conf_t *k = root->kids;
+    assert_node(&k[0], VSR_GNODE_SUBGRAPH, "subgraph", 0, 27, 15);
+    assert_string_equal(k[0].subgraph, "panel");
+    assert_ptr_equal(k[0].resolved, &g->subgraphs[0].node);
+
+    assert_node(&k[1], VSR_GNODE_TRANSFORM, "transform", 0, 28, 15);
+    assert_string_equal(k[1].append, "Combine these answers to {question}:\n{responses}");
+    assert_null(k[1].prompt);
+    assert_null(k[1].system_prompt);
+
+    assert_node(&k[2], VSR_GNODE_LOOP, "polish", 1, 29, 15);
+    assert_int_equal(k[2].max_rounds, 3);
+    assert_int_equal(k[2].until.kind, VSR_GPRED_ROUNDS_GTE);
+    assert_true(k[2].until.value == 2);
+    assert_node(&k[2].kids[0], VSR_GNODE_SUBGRAPH, "subgraph", 0, 32, 23);
+    assert_ptr_equal(k[2].kids[0].resolved, &g->subgraphs[1].node);
+
+    assert_node(&k[3], VSR_GNODE_BRANCH, "branch", 2, 34, 15);
+    assert_int_equal(k[3].until.kind, VSR_GPRED_SIGNAL);
+    assert_string_equal(k[3].until.signal_type, "keyword");
+    assert_string_equal(k[3].until.signal_name, "urgent");
+    assert_node(&k[3].kids[0], VSR_GNODE_PARALLEL, "parallel", 0, 36, 23);
+    assert_int_equal(k[3].kids[0].on_error_fail, 0); /* its own on_error wins */
+    assert_int_equal(k[3].kids[0].models.n, 0);
+    assert_node(&k[3].kids[1], VSR_GNODE_CALL, "plain", 0, 37, 23);
+    assert_string_equal(k[3].kids[1].models.items[0], "n");
+
+    assert_node(&k[4], VSR_GNODE_BRANCH, "branch", 2, 38, 15);
+    assert_int_equal(k[4].until.kind, VSR_GPRED_CONFIDENCE_GTE);
+    assert_true(k[4].until.value == 0.5);
+    assert_int_equal(k[4].until.negate, 0);
+    assert_int_equal(k[4].kids[0].kind, VSR_GNODE_RESPOND);
+    assert_string_equal(k[4].kids[0].aggregate, "vote");
+    const vsr_gnode_conf_t *b2 = &k[4].kids[1];
+    assert_node(b2, VSR_GNODE_BRANCH, "branch", 2, 38, 93);
+    assert_int_equal(b2->until.kind, VSR_GPRED_SUCCEEDED);
+    assert_int_equal(b2->until.negate, 1);
+    assert_int_equal(b2->kids[0].kind, VSR_GNODE_CALL);
+    const vsr_gnode_conf_t *b3 = &b2->kids[1];
+    assert_node(b3, VSR_GNODE_BRANCH, "branch", 1, 38, 151);
+    assert_int_equal(b3->until.kind, VSR_GPRED_AGREE);
+    assert_int_equal(b3->until.negate, 0);
+    assert_string_equal(b3->kids[0].aggregate, "longest");
+
+    assert_node(&k[5], VSR_GNODE_CALL, "judge", 0, 39, 15);
+    assert_int_equal(k[5].models.n, 2);
+    assert_string_equal(k[5].models.items[0], "n");
+    assert_string_equal(k[5].models.items[1], "m");
+    assert_int_equal(k[5].stream, 1);
+    assert_int_equal(k[5].timeout_ms, 20000);
+
+    assert_node(&k[6], VSR_GNODE_RESPOND, "respond", 0, 40, 15);
+    assert_string_equal(k[6].aggregate, "last"); /* the default */
+    vsr_config_free(c);
+
+    /* a name beside the kind key; on_error skip by default; `call:` alone calls the modelRefs */
+    c = load_ok(ALGO_DOC("{type: graph, graph: {root: [{parallel: {}, name: fan}, {call: }]}}"));
+    g = &only_decision(c)->algo.u.graph;
+    assert_node(&g->root.kids[0], VSR_GNODE_PARALLEL, "fan", 0, 15, 47);
+    assert_int_equal(g->root.kids[0].on_error_fail, 0);
+    assert_int_equal(g->root.kids[1].kind, VSR_GNODE_CALL);
+    assert_int_equal(g->n_subgraphs, 0);
+    vsr_config_free(c);
+}
+
+/* Bad nodes and fields: each with its message at its line:col. */
+static void test_graph_errors(void **state)
+{
+    (void)state;
+    /* the algorithm line is 15, its value starts at column 18 */
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {first_k: 2}}}}"),
+                  "t.yaml:15:54: \"first_k\" is not a field of a call node (only of parallel)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {stream: true}}}}"),
+                  "t.yaml:15:58: \"stream\" is not a field of a parallel node (only of call)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 2, body: {call: {}}, models: [m]}}}}"),
+                  "t.yaml:15:87: \"models\" is not a field of a loop node (only of call and parallel)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {}, parallel: {}}}}"),
+                  "t.yaml:15:57: a graph node has one kind: \"call\" and \"parallel\" (first at 15:47)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {}, nme: x}}}"),
+                  "t.yaml:15:57: unknown key \"nme\" (a graph node holds one of seq, call, parallel, loop, branch, "
+                  "transform, respond or subgraph, and an optional name)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {}}}"),
+                  "t.yaml:15:46: a graph node needs one of seq, call, parallel, loop, branch, transform, respond or "
+                  "subgraph\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: 3}}"),
+                  "t.yaml:15:46: expected a graph node (a mapping naming its kind, or a list), got an integer\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: []}}"), "t.yaml:15:46: a seq needs at least one node\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {seq: {call: {}}}}}"),
+                  "t.yaml:15:52: seq: expected a list of nodes, got a mapping\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {name: x}, name: y}}}"),
+                  "t.yaml:15:64: name is set twice: beside \"call\" and inside it\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {name: \"\"}}}}"),
+                  "t.yaml:15:60: name must not be empty\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {}, name: "
+                           "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}}}"),
+                  "t.yaml:15:63: name must be at most 64 bytes, got 65\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {models: []}}}}"),
+                  "t.yaml:15:62: models must not be empty\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {models: [m, m]}}}}"),
+                  "t.yaml:15:66: duplicate model \"m\" (first defined at 15:63)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {temperature: 2.5}}}}"),
+                  "t.yaml:15:67: temperature must be between 0 and 2, got 2.5\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {top_logprobs: 21, logprobs: true}}}}"),
+                  "t.yaml:15:68: top_logprobs must be between 0 and 20, got 21\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {top_logprobs: 2}}}}"),
+                  "t.yaml:15:68: top_logprobs needs logprobs: true\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {timeout: soon}}}}"),
+                  "t.yaml:15:63: invalid duration \"soon\" (use e.g. \"300s\", \"1.5s\", \"250ms\", \"5m\", "
+                  "\"1h\")\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {stream: yes}}}}"),
+                  "t.yaml:15:62: expected a boolean (true or false), got a string\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {count: 65}}}}"),
+                  "t.yaml:15:65: count must be between 1 and 64, got 65\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {models: [m, n], first_k: 3}}}}"),
+                  "t.yaml:15:83: first_k must not exceed the parallel's 2 calls, got 3\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {count: 3, min_success: 4}}}}"),
+                  "t.yaml:15:81: min_success must not exceed the parallel's 3 calls, got 4\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {first_k: 1, min_success: 2}}}}"),
+                  "t.yaml:15:83: min_success must not exceed first_k (1), got 2\n");
+    /* without models or count: one call per modelRef (two here) */
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {first_k: 3}}}}"),
+                  "t.yaml:15:46: algorithm.graph: first_k must not exceed the parallel's 2 calls (one per "
+                  "modelRef), got 3\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {parallel: {on_error: retry}}}}"),
+                  "t.yaml:15:68: on_error must be \"skip\" or \"fail\", got \"retry\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {body: {call: {}}}}}}"),
+                  "t.yaml:15:53: missing required key \"max_rounds\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 0, body: {call: {}}}}}}"),
+                  "t.yaml:15:66: max_rounds must be between 1 and 100, got 0\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 101, body: {call: {}}}}}}"),
+                  "t.yaml:15:66: max_rounds must be between 1 and 100, got 101\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 2}}}}"),
+                  "t.yaml:15:53: missing required key \"body\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {then: {call: {}}}}}}"),
+                  "t.yaml:15:55: missing required key \"if\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {succeeded: true}}}}}"),
+                  "t.yaml:15:55: missing required key \"then\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: [{transform: {}}, {call: {}}]}}"),
+                  "t.yaml:15:59: transform needs at least one of system_prompt, prompt or append\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: [{transform: {prompt: \"\"}}, {call: {}}]}}"),
+                  "t.yaml:15:68: prompt must be non-empty text\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: [{call: {}}, {respond: {aggregate: max}}]}}"),
+                  "t.yaml:15:81: aggregate must be \"last\", \"first\", \"vote\", \"concat\", \"choices\" or "
+                  "\"longest\", got \"max\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: [{call: {}}, {respond: last}]}}"),
+                  "t.yaml:15:69: respond: expected a mapping, got a string\n");
+    /* the graph as a whole */
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {transform: {prompt: hi}}}}"),
+                  "t.yaml:15:46: a graph needs at least one call or parallel node reachable from its root\n");
+    expect_errors(ALGO_DOC("{type: graph}"),
+                  "t.yaml:15:18: algorithm type \"graph\" needs algorithm.graph (its root node)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: null}"),
+                  "t.yaml:15:18: algorithm type \"graph\" needs algorithm.graph (its root node)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {subgraphs: {}}}"), "t.yaml:15:39: missing required key \"root\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {}}, extra: 1}}"),
+                  "t.yaml:15:58: unknown key \"extra\"\n");
+    expect_errors(ALGO_DOC("{type: static, graph: {root: {call: {}}}}"),
+                  "t.yaml:15:33: algorithm.graph only applies to type \"graph\"\n");
+    /* a call without models calls the decision's modelRefs: it needs some */
+    expect_errors(DOC "routing: {decisions: [{name: d, algorithm: {type: graph, graph: {root: {call: {}}}}}]}\n",
+                  "t.yaml:10:72: algorithm.graph: a call without models calls the decision's modelRefs, and "
+                  "decision \"d\" has none\n");
+    vsr_config_t *c = load_ok(DOC "routing: {decisions: [{name: d, algorithm: {type: graph, graph: {root: "
+                                  "{call: {models: [m]}}}}}]}\n");
+    vsr_config_free(c);
+    /* models: provider models or the decision's modelRefs */
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {models: [ghost]}}}}"),
+                  "t.yaml:15:63: algorithm.graph: the call's model \"ghost\" is neither a model of providers.models "
+                  "nor one of the decision's modelRefs\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {subgraphs: {p: {parallel: {models: [m, ghost]}}}, root: "
+                           "{subgraph: p}}}"),
+                  "t.yaml:15:79: algorithm.graph: the parallel's model \"ghost\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n");
+}
+
+/* Predicates: one key each, typed values, signals of the recipe. */
+static void test_graph_predicates(void **state)
+{
+    (void)state;
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 2, until: {}, body: {call: {}}}}}}"),
+                  "t.yaml:15:76: until: expected a mapping with one of succeeded, confidence_gte, answers_agree, "
+                  "signal or rounds_gte, got an empty mapping\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 2, until: true, body: {call: {}}}}}}"),
+                  "t.yaml:15:76: until: expected a mapping with one of succeeded, confidence_gte, answers_agree, "
+                  "signal or rounds_gte, got a boolean\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 2, until: {rounds_gte: 0}, body: "
+                           "{call: {}}}}}}"),
+                  "t.yaml:15:89: rounds_gte must be between 1 and 100, got 0\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {loop: {max_rounds: 2, until: {done: true}, body: "
+                           "{call: {}}}}}}"),
+                  "t.yaml:15:77: unknown predicate \"done\" (one of succeeded, confidence_gte, answers_agree, "
+                  "signal or rounds_gte)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {succeeded: true, answers_agree: true}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:78: if holds one predicate, got a second key\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {succeeded: 1}, then: {call: {}}}}}}"),
+                  "t.yaml:15:72: expected a boolean (true or false), got an integer\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {confidence_gte: 1.5}, then: {call: {}}}}}}"),
+                  "t.yaml:15:77: confidence_gte must be between 0 and 1, got 1.5\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: keywrd, name: x}}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:76: unknown condition type \"keywrd\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: classifier, name: x}}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:76: condition type \"classifier\" is not supported yet\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: keyword}}, then: {call: {}}}}}}"),
+                  "t.yaml:15:69: missing required key \"name\"\n");
+    /* the name resolves against the recipe's signals, as a rule leaf's does */
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: keyword, name: x}}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:91: keyword signal \"x\" is not declared in routing.signals.keywords\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: projection, name: x}}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:94: projection output \"x\" is not declared in routing.projections.mappings\n");
+}
+
+/* Subgraphs: resolved by name, defined once, never reaching themselves;
+ * the bounds count a subgraph at every use. */
+static void test_graph_subgraphs(void **state)
+{
+    (void)state;
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: [{call: {}}, {subgraph: nope}]}}"),
+                  "t.yaml:15:59: subgraph \"nope\" is not defined in algorithm.graph.subgraphs\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {subgraph: [x]}}}"),
+                  "t.yaml:15:57: expected a string, got a list\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {}}, subgraphs: [a]}}"),
+                  "t.yaml:15:69: subgraphs: expected a mapping of names to nodes, got a list\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {call: {}}, subgraphs: {a: {call: {}}, a: {call: {}}}}}"),
+                  "t.yaml:15:85: duplicate key \"a\" (first at 15:70)\n");
+    /* recursion: directly, through another subgraph, and in a subgraph the root does not use */
+    expect_errors(ALGO_DOC("{type: graph, graph: {subgraphs: {x: [{call: {}}, {subgraph: x}]}, root: {subgraph: x}}}"),
+                  "t.yaml:15:68: subgraph \"x\" reaches itself (x -> x)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {subgraphs: {x: [{call: {}}, {subgraph: y}], y: {subgraph: x}}, "
+                           "root: {subgraph: x}}}"),
+                  "t.yaml:15:87: subgraph \"x\" reaches itself (x -> y -> x)\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {subgraphs: {x: {subgraph: y}, y: {subgraph: z}, z: {subgraph: y}}, "
+                           "root: {call: {}}}}"),
+                  "t.yaml:15:91: subgraph \"y\" reaches itself (y -> z -> y)\n");
+    /* a subgraph used twice: the same definition */
+    vsr_config_t *c = load_ok(ALGO_DOC("{type: graph, graph: {subgraphs: {x: {call: {}}}, root: [{subgraph: x}, "
+                                       "{subgraph: x}]}}"));
+    const vsr_graph_conf_t *g = &only_decision(c)->algo.u.graph;
+    assert_ptr_equal(g->root.kids[0].resolved, &g->subgraphs[0].node);
+    assert_ptr_equal(g->root.kids[1].resolved, &g->subgraphs[0].node);
+    vsr_config_free(c);
+
+    /* depth: 16 levels load, 17 do not; a subgraph's levels count where it is used */
+    char doc[16384], node[64];
+    snprintf(node, sizeof(node), "%.15s{call: {}}%.15s", "[[[[[[[[[[[[[[[", "]]]]]]]]]]]]]]]");
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {root: %s}}"), node);
+    c = load_ok(doc);
+    vsr_config_free(c);
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {root: [%s]}}"), node);
+    expect_errors(doc, "t.yaml:15:62: graph nodes nest at most 16 deep\n");
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {subgraphs: {x: %s}, root: [{subgraph: x}]}}"), node);
+    expect_errors(doc, "t.yaml:15:105: subgraph \"x\" used here makes graph nodes nest deeper than 16\n");
+    /* ... also in a subgraph the root does not use */
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {subgraphs: {x: %s, y: [{subgraph: x}]}, root: "
+                                        "{call: {}}}}"), node);
+    expect_errors(doc, "t.yaml:15:101: subgraph \"x\" used here makes graph nodes nest deeper than 16\n");
+
+    /* nodes: 256 load, 257 do not; a subgraph counts at each use */
+    char list[8192];
+    size_t o = 0;
+    for (int i = 0; i < 255; i++)
+        o += (size_t)snprintf(list + o, sizeof(list) - o, "%s{call: {}}", i ? ", " : "");
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {root: [%s]}}"), list);
+    c = load_ok(doc);
+    vsr_config_free(c);
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {root: [%s, {call: {}}]}}"), list);
+    expect_errors(doc, "t.yaml:15:3107: a graph holds at most 256 nodes\n");
+    list[200 * 12 - 2] = '\0'; /* 200 calls: a subgraph of 201 nodes fits once, not twice */
+    snprintf(doc, sizeof(doc), ALGO_DOC("{type: graph, graph: {subgraphs: {x: [%s]}, root: [{subgraph: x}, "
+                                        "{subgraph: x}]}}"), list);
+    expect_errors(doc, "t.yaml:15:2480: a graph holds at most 256 nodes, each subgraph counted at every use\n");
+    /* an alias does not multiply the work: the bound stops the decoding */
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: &a3 [&a2 [&a1 [&a0 [{call: {}}, {call: {}}, {call: {}}, "
+                           "{call: {}}], *a0, *a0, *a0], *a1, *a1, *a1], *a2, *a2, *a2]}}"),
+                  "t.yaml:15:51: a graph holds at most 256 nodes\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2982,6 +3360,10 @@ int main(void)
         cmocka_unit_test(test_looper_errors),
         cmocka_unit_test(test_looper_model_names),
         cmocka_unit_test(test_looper_integration_pricing),
+        cmocka_unit_test(test_graph_tree),
+        cmocka_unit_test(test_graph_errors),
+        cmocka_unit_test(test_graph_predicates),
+        cmocka_unit_test(test_graph_subgraphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
