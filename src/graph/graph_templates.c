@@ -34,7 +34,6 @@ int vsr_graph_eligible(const vsr_decision_conf_t *d)
     case VSR_ALGO_REMOM:
     case VSR_ALGO_FUSION:
     case VSR_ALGO_WORKFLOWS:
-    case VSR_ALGO_GRAPH:
         return d->n_model_refs >= 1;
     case VSR_ALGO_GRAPH: /* the config saw to it that every call has models to call */
         return 1;
@@ -869,7 +868,7 @@ static int tpl_fusion(vsr_graph_run_t *r, const char **why)
 
 int vsr__graph_template(vsr_graph_run_t *r, const char **why)
 {
-    if (r->n_refs == 0) {
+    if (r->n_refs == 0 && r->algo->kind != VSR_ALGO_GRAPH) { /* a graph's nodes may name their own models */
         *why = "the decision has no modelRef to call";
         return VSR_ERR_INVALID;
     }

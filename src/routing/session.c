@@ -714,9 +714,11 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         }
     }
 
-    if (model == NULL)
+    int graph = decision && s->ep == EP_CHAT && vsr_graph_eligible(decision) && s->opts.ports &&
+                s->opts.ports->model_call; /* its nodes name the models they call */
+    if (model == NULL && !graph)
         return bad_request(s, "unable to route request: no model selected and no default model configured");
-    if (model->n_backends == 0)
+    if (model && model->n_backends == 0 && !graph)
         return no_backends(s, model);
 
     /* what every candidate's request shares: the plugins' edits and fields */
@@ -738,7 +740,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     }
     s->n_plugin_set = pc.n_set_headers;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
-    if (decision && s->ep == EP_CHAT && vsr_graph_eligible(decision) && s->opts.ports && s->opts.ports->model_call) {
+    if (graph) {
         s->ev.routing_us = vsr_now_us() - t0;
         return start_graph(s);
     }

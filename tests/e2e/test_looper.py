@@ -685,3 +685,85 @@ def test_a_graph_keeps_its_snapshot_across_a_reload(looper):
     # and a request on version 2 is one ordinary call
     r2 = s.ask()
     assert r2.headers["x-vsr-response-path"] == "upstream" and content(r2) == TEXT["m-small"]
+
+
+# ---- graphs written in YAML (algorithm type graph) -----------------------------
+
+
+def test_yaml_graph_panel_branch_and_streamed_judge(looper):
+    graph = {"subgraphs": {"panel": {"parallel": {"models": ["m-small", "m-mid"], "min_success": 1,
+                                                  "name": "panel"}}},
+             "root": [{"subgraph": "panel"},
+                      {"branch": {"if": {"answers_agree": True},
+                                  "then": {"respond": {"aggregate": "first"}},
+                                  "else": [{"transform": {"append": "Q: {question}\n{responses}\nPick one."}},
+                                           {"call": {"models": ["m-large"], "stream": True, "name": "judge"}},
+                                           {"respond": {"aggregate": "last"}}]}}]}
+    s = looper(["m-small", "m-mid", "m-large"], {"type": "graph", "graph": graph},
+               delay={"m-small": 300, "m-mid": 300})
+    r = s.ask()
+    assert content(r) == TEXT["m-large"]                      # the two answers differ: the judge decides
+    calls = s.calls()
+    assert sorted(models_of(calls[:2])) == ["m-mid", "m-small"] and models_of(calls[2:]) == ["m-large"]
+    assert overlapped(calls[0], calls[1])
+    judge = calls[2]["body"]
+    assert judge["n_messages"] == 2 and judge["last_user"].startswith("Q: " + PROMPT)
+    assert "Response 1 (m-small):\n" + TEXT["m-small"] in judge["last_user"]
+    check_headers(r, "graph", "m-large", ["m-small", "m-mid", "m-large"], 3)
+    # streamed: the judge's call is the one that streams, straight through
+    s.clear()
+    r, chunks, texts = stream(s)
+    assert texts[0].strip() == TEXT["m-large"]
+    calls = s.calls()
+    assert [e["body"]["stream"] for e in calls] == [False, False, True]
+
+
+def test_yaml_graph_call_falls_back_inside_the_hop(looper):
+    graph = {"root": [{"call": {"models": ["m-small", "m-mid"]}}]}
+    s = looper(["m-small"], {"type": "graph", "graph": graph}, status={"m-small": 503})
+    r = s.ask()
+    assert content(r) == TEXT["m-mid"]
+    assert models_of(s.calls()) == ["m-small", "m-mid"]
+    check_headers(r, "graph", "m-mid", ["m-small", "m-mid"], 2)
+
+
+def test_yaml_graph_loop_until_confident_and_vote(looper):
+    # a loop that asks again until the answer is confident (never, here: logprob -2.9) stops at max_rounds
+    graph = {"root": [{"loop": {"max_rounds": 3, "until": {"confidence_gte": 0.9},
+                                "body": {"call": {"models": ["m-small"], "logprobs": True}}}},
+                      {"parallel": {"models": ["m-mid", "m-small"], "count": 3}},   # mid, small, mid
+                      {"respond": {"aggregate": "vote"}}]}
+    s = looper(["m-small", "m-mid"], {"type": "graph", "graph": graph}, logprob={"m-small": -2.9})
+    r = s.ask()
+    assert content(r) == TEXT["m-mid"]                      # two of three said it
+    calls = s.calls()
+    assert models_of(calls[:3]) == ["m-small"] * 3
+    assert sorted(models_of(calls[3:])) == ["m-mid", "m-mid", "m-small"]
+    assert [e["body"]["logprobs"] for e in s.calls()[:3]] == [True] * 3
+    assert int(r.headers["x-vsr-looper-iterations"]) == 6
+
+
+def test_yaml_graph_branch_on_a_signal(looper):
+    # the keyword signal looper_kw matched (the decision needs it): the graph takes the `then` side
+    graph = {"root": [{"branch": {"if": {"signal": {"type": "keyword", "name": "looper_kw"}},
+                                  "then": {"call": {"models": ["m-large"]}},
+                                  "else": {"call": {"models": ["m-small"]}}}}]}
+    s = looper(["m-small"], {"type": "graph", "graph": graph})
+    r = s.ask()
+    assert content(r) == TEXT["m-large"]
+    assert models_of(s.calls()) == ["m-large"]
+
+
+def test_yaml_graph_first_k_cancels_the_rest(looper):
+    graph = {"root": [{"parallel": {"models": ["m-small", "m-large"], "first_k": 1}}]}
+    s = looper(["m-small"], {"type": "graph", "graph": graph}, delay={"m-large": 5000})
+    t0 = time.monotonic()
+    r = s.ask()
+    assert content(r) == TEXT["m-small"]
+    assert time.monotonic() - t0 < 4.0              # it did not wait for the slow one
+    calls = s.calls()
+    assert sorted(models_of(calls)) == ["m-large", "m-small"]
+    slow = [e for e in calls if NAME_OF.get(e["model"]) == "m-large"][0]
+    wait_until(lambda: httpx.get(s.be.url + "/stats", timeout=5).json()["connections_open"] <= 2, timeout=10,
+               what="the slow call's connection to close")
+    assert slow["end_ms"] is None or slow["end_ms"] >= slow["start_ms"]
