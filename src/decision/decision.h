@@ -25,6 +25,13 @@
  * *confidence), 0 when not. */
 typedef int (*vsr_rule_leaf_fn)(void *ud, const vsr_rule_conf_t *leaf, double *confidence);
 
+/* A leaf with a label or a predicate (classifier conditions) over its
+ * signal's result r: matches when the label (if set) is r->label and the
+ * predicate (if set; gt/gte/lt/lte, a conjunction) holds on r->value, else
+ * r->matched (the signal's own threshold).  *confidence: the score (0..1)
+ * when matched, else 0. */
+int vsr_rule_leaf_result(const vsr_rule_conf_t *leaf, const vsr_signal_result_t *r, double *confidence);
+
 /* Evaluates a rule tree: 1 matched (with *confidence), 0 not.  rule NULL =
  * always matches with confidence 0. */
 int vsr_rule_eval(const vsr_rule_conf_t *rule, vsr_rule_leaf_fn leaf, void *ud, double *confidence);

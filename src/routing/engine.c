@@ -292,6 +292,8 @@ static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
     }
+    if (leaf->label || leaf->has_predicate)
+        return vsr_rule_leaf_result(leaf, &rc->memo[i], confidence);
     *confidence = rc->memo[i].confidence;
     return rc->memo[i].matched;
 }
@@ -315,7 +317,7 @@ static const char *fails_request(const route_ctx_t *rc, const vsr_rule_conf_t *r
 static void route_select(route_ctx_t *rc)
 {
     recipe_state_t *rs = rc->rs;
-    for (size_t d = 0; rc->n_tasks && d < rs->conf->n_decisions && !rc->fail_request; d++) {
+    for (size_t d = 0; (rc->n_tasks || rc->n_unknown_now) && d < rs->conf->n_decisions && !rc->fail_request; d++) {
         const vsr_rule_conf_t *r = rs->conf->decisions[d].rules;
         if (r && r->on_unknown_fail && (rc->fail_signal = fails_request(rc, r)) != NULL)
             rc->fail_request = 1;
@@ -391,6 +393,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     rc->unknown = vsr_pool_alloc(pool, n ? n : 1);
     memset(rc->unknown, 0, n ? n : 1);
     rc->n_tasks = 0;
+    rc->n_unknown_now = 0;
     rc->tasks = NULL;
     /* every referenced signal, once, as the reference evaluates them all
      * before the rules; unreferenced signals are never computed.  A
@@ -398,7 +401,16 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     for (size_t k = 0; k < rs->n_referenced; k++) {
         int i = rs->referenced[k];
         vsr_signal_task_t t;
-        if (vsr_signals_task(rs->signals, i, &rc->in, &t)) {
+        int want = vsr_signals_task(rs->signals, i, &rc->in, &t);
+        if (want < 0) {
+            /* cannot be computed: unknown, its policies decide */
+            memset(&rc->memo[i], 0, sizeof(rc->memo[i]));
+            rc->memo_done[i] = 1;
+            rc->unknown[i] = 1;
+            rc->n_unknown_now++;
+            continue;
+        }
+        if (want) {
             if (rc->tasks == NULL)
                 rc->tasks = vsr_pool_alloc(pool, sizeof(route_task_t) * rs->n_referenced);
             route_task_t *rt = &rc->tasks[rc->n_tasks];

@@ -59,7 +59,8 @@ struct route_ctx_s {
     vsr_signal_input_t in;
     vsr_signal_result_t *memo;
     unsigned char *memo_done;
-    unsigned char *unknown;  /* per signal: its model task failed or came late */
+    unsigned char *unknown;  /* per signal: its model task failed or came late, or it cannot be computed */
+    size_t n_unknown_now;    /* signals unknown before any task was sent (an llm classifier) */
     vsr_decision_result_t *results;
     unsigned char *known;    /* per signal: computed (memo_done and not unknown), for projections */
     vsr_projections_run_t proj;

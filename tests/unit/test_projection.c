@@ -123,11 +123,11 @@ static void fixture(fixture_t *f)
     vsr_buf_free(&err);
     f->p = vsr_projections_compile(&f->cfg->recipes[0].projections, find, NULL);
     memset(f->sig, 0, sizeof(f->sig));
-    f->sig[S_CODE] = (vsr_signal_result_t){1, 1.0, 0, VSR_SLICE_NULL};
-    f->sig[S_LONG] = (vsr_signal_result_t){0, 0, 5000, VSR_SLICE_NULL};
-    f->sig[S_MATH] = (vsr_signal_result_t){1, 0.9, 0.9, VSR_SLICE_NULL};
-    f->sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL};
-    f->sig[S_BIO] = (vsr_signal_result_t){0, 0, 0.3, VSR_SLICE_NULL};
+    f->sig[S_CODE] = (vsr_signal_result_t){1, 1.0, 0, VSR_SLICE_NULL, NULL};
+    f->sig[S_LONG] = (vsr_signal_result_t){0, 0, 5000, VSR_SLICE_NULL, NULL};
+    f->sig[S_MATH] = (vsr_signal_result_t){1, 0.9, 0.9, VSR_SLICE_NULL, NULL};
+    f->sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL, NULL};
+    f->sig[S_BIO] = (vsr_signal_result_t){0, 0, 0.3, VSR_SLICE_NULL, NULL};
     memset(f->known, 1, sizeof(f->known));
     vsr_pool_init(&f->pool);
 }
@@ -161,8 +161,8 @@ static void test_softmax_partition(void **state)
     assert_true(f.sig[S_CHEM].confidence == 0);
     assert_false(f.sig[S_BIO].matched);
     /* one match is left alone */
-    f.sig[S_MATH] = (vsr_signal_result_t){0, 0, 0.2, VSR_SLICE_NULL};
-    f.sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL};
+    f.sig[S_MATH] = (vsr_signal_result_t){0, 0, 0.2, VSR_SLICE_NULL, NULL};
+    f.sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL, NULL};
     vsr_projections_partition(f.p, f.sig, f.known);
     assert_true(f.sig[S_CHEM].matched);
     assert_true(f.sig[S_CHEM].confidence == 0.6);
@@ -182,8 +182,8 @@ static void test_exclusive_partition_and_default(void **state)
     vsr_signal_result_t sig[S_N] = {{0}};
     unsigned char known[S_N];
     memset(known, 1, sizeof(known));
-    sig[S_MATH] = (vsr_signal_result_t){1, 0.7, 0.7, VSR_SLICE_NULL};
-    sig[S_CHEM] = (vsr_signal_result_t){1, 0.8, 0.8, VSR_SLICE_NULL};
+    sig[S_MATH] = (vsr_signal_result_t){1, 0.7, 0.7, VSR_SLICE_NULL, NULL};
+    sig[S_CHEM] = (vsr_signal_result_t){1, 0.8, 0.8, VSR_SLICE_NULL, NULL};
     vsr_projections_partition(p, sig, known);
     assert_false(sig[S_MATH].matched);
     assert_true(sig[S_CHEM].matched);
