@@ -446,8 +446,15 @@ typedef enum {
 } vsr_value_source_t;
 
 /* scores[].inputs[]: type is a condition type (keyword, embedding, ...),
- * "score" (an earlier score of the same recipe, by name) or "kb_metric"
- * (accepted; evaluates to `miss` until kb signals exist). */
+ * "score" (an earlier score of the same recipe, by name) or "kb_metric":
+ * a metric of a kb signal over kb `kb` (`name`, or the recipe's first kb
+ * signal over it, resolved at load; none: the input gives `miss`). */
+typedef enum {
+    VSR_KB_METRIC_SCORE = 0,       /* best_score | score | the signal's target value: its similarity */
+    VSR_KB_METRIC_CONFIDENCE,      /* confidence when matched, else miss */
+    VSR_KB_METRIC_MATCHED,         /* match / miss */
+} vsr_kb_metric_t;
+
 typedef struct {
     char *type;
     char *name;
@@ -455,6 +462,7 @@ typedef struct {
     vsr_value_source_t value_source; /* default binary */
     double match, miss;            /* defaults 1.0, 0.0 */
     char *kb, *metric;             /* kb_metric inputs */
+    vsr_kb_metric_t kb_metric;     /* kb_metric inputs: metric, decoded */
 } vsr_score_input_conf_t;
 
 typedef struct {

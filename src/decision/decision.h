@@ -59,7 +59,10 @@ int vsr_decision_select(const vsr_recipe_conf_t *recipe, vsr_rule_leaf_fn leaf, 
  *   scores      weighted sums of signal values (value_source binary:
  *               match/miss; confidence: the confidence, or miss; raw and
  *               score: the signal's measured value) and of other scores;
- *               kb_metric inputs give their miss value (vsr has no kb).
+ *               a kb_metric input reads its kb signal (resolved at load):
+ *               best_score its value (the nearest target entry's
+ *               similarity), confidence, matched; miss when the signal
+ *               was not computed or there is none.
  *   mappings    bands over a score: threshold_bands emits the first band
  *               that holds, multi_emit every one; confidence 1.0, or with
  *               calibration sigmoid_distance 1/(1+exp(-slope*d)), d the
