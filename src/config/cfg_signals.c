@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 
 #include "config/cfg_internal.h"
@@ -1012,6 +1013,11 @@ static int cls_read_bank(cfg_decoder_t *d, const cfg_node_t *val, vsr_sig_classi
     int rc = -1;
     char *data = NULL;
     size_t len = 0, lcap = 0, ecap = 0;
+    struct stat sb;
+    if (stat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        vsr__cfg_node_error(d, val, "model_path: %s is not a regular file", quote_str(d, file));
+        goto out;
+    }
     FILE *fp = fopen(file, "rb");
     if (fp == NULL) {
         vsr__cfg_node_error(d, val, "model_path: cannot open %s: %s", quote_str(d, file), strerror(errno));

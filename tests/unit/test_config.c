@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1574,6 +1575,10 @@ static void test_classifier_signals(void **state)
     snprintf(want, sizeof want, "%s:18:21: model_path: %s:10001: more than 10000 examples\n", cfg, bank);
     expect_file_errors(cfg, want);
     unlink(bank);
+    assert_int_equal(mkdir(bank, 0700), 0); /* not a regular file (a FIFO would block the load) */
+    snprintf(want, sizeof want, "%s:18:21: model_path: \"%s\" is not a regular file\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    rmdir(bank);
     snprintf(want, sizeof want, "%s:18:21: model_path: cannot open \"%s\": No such file or directory\n", cfg, bank);
     expect_file_errors(cfg, want);
     write_text(cfg, CLS_DOC("labels: [{name: a}]"));
