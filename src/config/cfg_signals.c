@@ -1308,6 +1308,7 @@ typedef struct {
     cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
     int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */
     cfg_index_t roles;                          /* role_bindings[].role */
+    const vsr_signals_conf_t *sig;
 } signal_index_t;
 
 /* Every leaf resolves to a declared signal of the same recipe: recipes
@@ -1341,8 +1342,20 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
         base[colon - name] = '\0';
         name = base;
     }
+    /* a classifier condition's label is one of the classifier's */
+    const cfg_name_t *hit = vsr__cfg_index_find(&ix->names[ti], name, NULL);
+    if (hit && n->label && strcmp(fam->family, "classifiers") == 0) {
+        const vsr_sig_classifier_conf_t *c = &ix->sig->classifiers[hit->index];
+        int found = c->n_labels == 0; /* its labels failed to decode: reported already */
+        for (size_t k = 0; k < c->n_labels && !found; k++)
+            found = strcmp(c->labels[k], n->label) == 0;
+        if (!found)
+            vsr__cfg_error(d->dg, n->line, n->col, "classifier %s has no label %s", quote_str(d, name),
+                           quote_str(d, n->label));
+        return;
+    }
     /* a signal that failed to decode may be the one meant: reported already */
-    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], name, NULL) != NULL)
+    if (!ix->complete[ti] || hit != NULL)
         return;
     /* an authz condition names a binding's role (or a binding) */
     if (strcmp(fam->family, "role_bindings") == 0 && vsr__cfg_index_find(&ix->roles, n->name, NULL) != NULL)
@@ -1356,6 +1369,7 @@ void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const
 {
     signal_index_t ix;
     memset(&ix, 0, sizeof(ix));
+    ix.sig = &r->signals;
     for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++) {
         size_t count = signal_count(&family_tables[t], &r->signals);
         ix.complete[t] = 1;

@@ -1599,6 +1599,9 @@ static void test_classifier_signals(void **state)
     expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, labels: [{name: a, examples: [x]}]}]}\n"
                       "  decisions: [{name: d, rules: {type: classifier, name: u}}]\n",
                   "t.yaml:12:32: classifier signal \"u\" is not declared in routing.signals.classifiers\n");
+    expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, labels: [{name: a, examples: [x]}]}]}\n"
+                      "  decisions: [{name: d, rules: {type: classifier, name: t, label: b}}]\n",
+                  "t.yaml:12:32: classifier \"t\" has no label \"b\"\n");
 }
 #undef CLS_DOC
 
