@@ -26,7 +26,7 @@ BANK = [
 ]
 
 
-def doc(port, backend):
+def doc(port, backend, admin):
     return f"""version: v0.3
 listeners:
   - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
@@ -83,7 +83,7 @@ routing:
       modelRefs: [{{model: support}}]
 global:
   services:
-    management_api: {{port: {free_port()}}}
+    management_api: {{port: {admin}}}
   model_catalog:
     runtime:
       model: {MODEL}
@@ -103,7 +103,8 @@ def test_real_model_routes_by_label(vsr, fakellm, tmp_path):
     (tmp_path / "bank.jsonl").write_text("".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in BANK))
     be = fakellm("be")
     port = free_port()
-    v = vsr(doc(port, be.endpoint), workers=1, port=port)
+    admin = free_port()
+    v = vsr(doc(port, be.endpoint, admin), workers=1, port=port)
     assert chat(v, "What is a good recipe for pancakes?") == "chef"
     assert chat(v, "Who scored the most goals in the last world cup?") == "coach"
     assert chat(v, "How do I fix a segmentation fault in my C program?") == "coder"
@@ -111,6 +112,16 @@ def test_real_model_routes_by_label(vsr, fakellm, tmp_path):
     assert chat(v, "My credit card was billed twice this month, I want my money back.") == "support"
     # account wins the desk bank: no billing decision
     assert chat(v, "I forgot my password and cannot sign in.") != "support"
+    # the evidence: the winning label, every label's score, the nearest examples
+    with httpx.Client(base_url=f"http://127.0.0.1:{admin}", timeout=60) as c:
+        r = c.post("/api/v1/routing/preview?trace=true",
+                   json={"model": "auto", "text": "Share a recipe for chocolate cake."})
+    assert r.status_code == 200, r.text
+    ev = r.json()["signal_evidence"]["classifiers:topic"]["result"]
+    assert ev["label"] == "cooking", ev
+    assert set(ev["scores"]) == {"cooking", "sports", "programming"}
+    assert ev["score"] == max(ev["scores"].values())
+    assert len(ev["nearest"]) == 3 and ev["nearest"][0]["label"] == "cooking", ev
 
 
 def test_bank_errors_name_the_bank_line(tmp_path):
