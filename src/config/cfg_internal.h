@@ -319,6 +319,8 @@ extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
 /* routing.signals (cfg_signals.c): decodes the family map into the
  * vsr_signals_conf_t at obj + f->offset. */
 int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* A predicate {gt, gte, lt, lte} (one at least) into *out; 0, or -1 reported. */
+int vsr__cfg_decode_predicate(cfg_decoder_t *d, const cfg_node_t *val, vsr_predicate_conf_t *out);
 /* A rule leaf's condition type: 1 implemented, 0 known but not supported yet, -1 unknown. */
 int vsr__cfg_condition_type(const char *type);
 /* 1 when a rule leaf's condition type is a model-backed family's (on_error applies to it). */

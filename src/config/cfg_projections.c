@@ -380,6 +380,43 @@ static void resolve_graph_output(const vsr_gnode_conf_t *n, void *arg)
     resolve_projection_leaves(g->d, g->r, &leaf, g->where);
 }
 
+/* A kb_metric input reads a kb signal of the recipe over its kb: the one
+ * `name` gives, else the first (its name is filled in); with none the input
+ * gives its miss value.  The metric: best_score (default), score or the
+ * signal's target value (its similarity), confidence, matched. */
+static void check_kb_metric(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_score_input_conf_t *in,
+                            const char *where)
+{
+    char buf[320];
+    const vsr_sig_kb_conf_t *hit = NULL;
+    for (size_t i = 0; in->kb && !hit && i < r->signals.n_kb; i++) {
+        const vsr_sig_kb_conf_t *k = &r->signals.kb[i];
+        if (k->kb && k->name && strcmp(k->kb, in->kb) == 0 && (in->name == NULL || strcmp(k->name, in->name) == 0))
+            hit = k;
+    }
+    if (in->name && hit == NULL) {
+        snprintf(buf, sizeof(buf), "kb signal %s over kb %s is not declared in %s.signals.kb", qs(d, in->name),
+                 qs(d, in->kb ? in->kb : ""), where);
+        err_at(d, in, "kb_metric input:", buf);
+        return;
+    }
+    if (hit)
+        in->name = hit->name;
+    const char *m = in->metric;
+    if (m == NULL || strcmp(m, "best_score") == 0 || strcmp(m, "score") == 0 ||
+        (hit && hit->target.value && strcmp(m, hit->target.value) == 0))
+        in->kb_metric = VSR_KB_METRIC_SCORE;
+    else if (strcmp(m, "confidence") == 0)
+        in->kb_metric = VSR_KB_METRIC_CONFIDENCE;
+    else if (strcmp(m, "matched") == 0)
+        in->kb_metric = VSR_KB_METRIC_MATCHED;
+    else if (hit) {
+        snprintf(buf, sizeof(buf), "metric %s must be best_score, score, confidence, matched or %s (the target of kb "
+                 "signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""), qs(d, hit->name));
+        err_at(d, in, "kb_metric input:", buf);
+    }
+}
+
 void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where)
 {
     const vsr_projections_conf_t *p = &r->projections;
@@ -403,7 +440,11 @@ void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, co
         marks[i] = &p->scores[i];
         for (size_t k = 0; k < p->scores[i].n_inputs; k++) {
             const vsr_score_input_conf_t *in = &p->scores[i].inputs[k];
-            if (in->type == NULL || strcmp(in->type, "kb_metric") == 0 || in->name == NULL)
+            if (in->type != NULL && strcmp(in->type, "kb_metric") == 0) {
+                check_kb_metric(d, r, (vsr_score_input_conf_t *)in, where);
+                continue;
+            }
+            if (in->type == NULL || in->name == NULL)
                 continue;
             if (strcmp(in->type, "score") == 0) {
                 if (find_score(p, in->name) < 0)

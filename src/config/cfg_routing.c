@@ -57,6 +57,7 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
         return -1;
     }
     const cfg_node_t *type = NULL, *name = NULL, *op = NULL, *conds = NULL, *classifier_key = NULL, *on_error_key = NULL;
+    const cfg_node_t *label = NULL, *predicate = NULL;
     int rc = 0;
     for (size_t i = 0; i < n->n; i++) {
         const cfg_node_t *k = n->items[2 * i], *v = n->items[2 * i + 1];
@@ -77,8 +78,13 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
             if (vsr_slice_eq_cstr(key, "on_error")) {
                 if (on_error_key == NULL)
                     on_error_key = k;
-            } else if (classifier_key == NULL) {
-                classifier_key = k;
+            } else {
+                if (classifier_key == NULL)
+                    classifier_key = k;
+                if (vsr_slice_eq_cstr(key, "label"))
+                    label = v;
+                else
+                    predicate = v;
             }
             if (vsr_slice_eq_cstr(key, "on_error")) {
                 static const char *const policies[] = {"match", "no_match", NULL};
@@ -131,6 +137,18 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
         }
         if (classifier_key == NULL && on_error_key != NULL && !vsr__cfg_condition_model_backed(t))
             classifier_key = on_error_key; /* on_error: model-backed conditions (classifiers, embeddings) only */
+        if (classifier_key != NULL && strcmp(t, "classifier") == 0 && classifier_key != on_error_key) {
+            /* label and predicate: classifier conditions */
+            cfg_field_t lf = {.key = "label"};
+            const char *l = label ? vsr__cfg_get_string(d, &lf, label) : NULL;
+            if (label && l == NULL)
+                return -1;
+            out->label = l ? vsr__cfg_strdup(d, l) : NULL;
+            if (predicate && vsr__cfg_decode_predicate(d, predicate, &out->predicate) != 0)
+                return -1;
+            out->has_predicate = predicate != NULL;
+            classifier_key = NULL;
+        }
         if (classifier_key != NULL) {
             vsr__cfg_node_error(d, classifier_key, "%s only applies to classifier conditions", classifier_key->str);
             return -1;

@@ -9,9 +9,12 @@
  */
 #include <stddef.h>
 #include <stdio.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 
 #include "config/cfg_internal.h"
+#include "json/json.h"
 
 #define DEFAULT_LANGUAGE_THRESHOLD 0.3
 
@@ -39,7 +42,7 @@ static const family_t families[] = {
     {"complexity", "complexity", 1, 1},   {"modality", "modality", 1, 1},
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 1, 1},                   {"events", "event", 1, 0},
-    {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 0, 1},
+    {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 1, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 0, 1},
     /* outputs of routing.projections */
@@ -78,6 +81,19 @@ static const cfg_spec_t predicate_spec = {
     .fields = predicate_fields,
     .n_fields = VSR_ARRAY_LEN(predicate_fields),
 };
+
+int vsr__cfg_decode_predicate(cfg_decoder_t *d, const cfg_node_t *val, vsr_predicate_conf_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t saved = vsr__cfg_path_push(d, "predicate");
+    int rc = vsr__cfg_decode_object(d, &predicate_spec, val, out, 0);
+    vsr__cfg_path_pop(d, saved);
+    if (rc == 0 && !out->has_gt && !out->has_gte && !out->has_lt && !out->has_lte) {
+        vsr__cfg_node_error(d, val, "a predicate needs at least one of gt, gte, lt, lte");
+        rc = -1;
+    }
+    return rc;
+}
 
 /* ---- keywords ---- */
 
@@ -847,6 +863,323 @@ static const cfg_spec_t pii_spec = {
     .n_fields = VSR_ARRAY_LEN(pii_fields),
 };
 
+/* ---- classifiers (type local: a labelled example bank; llm: loaded only) ---- */
+
+#define CLS_OFF(m) offsetof(vsr_sig_classifier_conf_t, m)
+#define CLS_STR(x) #x
+#define CLS_XSTR(x) CLS_STR(x)
+
+static const char *const cls_types[] = {"local", "llm", NULL}; /* = vsr_cls_type_t */
+
+/* The label's index in c->labels, added when new (-1 past VSR_CLS_MAX_LABELS). */
+static int cls_label(cfg_decoder_t *d, vsr_sig_classifier_conf_t *c, const char *name, size_t len, size_t *cap)
+{
+    for (size_t i = 0; i < c->n_labels; i++)
+        if (strlen(c->labels[i]) == len && memcmp(c->labels[i], name, len) == 0)
+            return (int)i;
+    if (c->n_labels == VSR_CLS_MAX_LABELS)
+        return -1;
+    if (c->n_labels == *cap) {
+        size_t nc = *cap ? 2 * *cap : 8;
+        char **l = vsr_pool_alloc(d->pool, nc * sizeof(*l));
+        if (c->n_labels)
+            memcpy(l, c->labels, c->n_labels * sizeof(*l));
+        c->labels = l;
+        *cap = nc;
+    }
+    c->labels[c->n_labels] = vsr_pool_strndup(d->pool, name, len);
+    return (int)c->n_labels++;
+}
+
+static void cls_add_example(cfg_decoder_t *d, vsr_sig_classifier_conf_t *c, const char *text, size_t len, int label,
+                            size_t *cap)
+{
+    if (c->n_examples == *cap) {
+        size_t nc = *cap ? 2 * *cap : 16;
+        vsr_cls_example_conf_t *e = vsr_pool_alloc(d->pool, nc * sizeof(*e));
+        if (c->n_examples)
+            memcpy(e, c->examples, c->n_examples * sizeof(*e));
+        c->examples = e;
+        *cap = nc;
+    }
+    c->examples[c->n_examples].text = vsr_pool_strndup(d->pool, text, len);
+    c->examples[c->n_examples++].label = (uint32_t)label;
+}
+
+static int cls_blank(const char *s, size_t len)
+{
+    for (size_t k = 0; k < len; k++)
+        if (s[k] != ' ' && s[k] != '\t' && s[k] != '\n' && s[k] != '\r')
+            return 0;
+    return 1;
+}
+
+/* labels: a list whose items are a label name (llm) or {name, description,
+ * examples: [text, ...]} (local). */
+static int decode_cls_labels(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(f);
+    vsr_sig_classifier_conf_t *c = obj;
+    if (val->kind != CFG_NODE_SEQ || val->n == 0) {
+        vsr__cfg_node_error(d, val, "labels must be a non-empty list of labels ({name, examples} or names)");
+        return -1;
+    }
+    size_t lcap = 0, ecap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *it = val->items[i], *nm = it, *ex = NULL;
+        if (it->kind == CFG_NODE_MAP) {
+            nm = NULL;
+            for (size_t k = 0; k < it->n; k++) {
+                const cfg_node_t *key = it->items[2 * k], *v = it->items[2 * k + 1];
+                if (key->kind == CFG_NODE_SCALAR && vsr_slice_eq_cstr(vsr_slice(key->str, key->len), "name"))
+                    nm = v;
+                else if (key->kind == CFG_NODE_SCALAR && vsr_slice_eq_cstr(vsr_slice(key->str, key->len), "examples"))
+                    ex = v;
+                else if (!(key->kind == CFG_NODE_SCALAR &&
+                           vsr_slice_eq_cstr(vsr_slice(key->str, key->len), "description"))) {
+                    vsr__cfg_node_error(d, key, "unknown key %s (a label has name, description, examples)",
+                                        vsr__cfg_quote(d->pool, key->str, key->len));
+                    rc = -1;
+                }
+            }
+            if (nm == NULL) {
+                vsr__cfg_node_error(d, it, "missing required key \"name\"");
+                rc = -1;
+                continue;
+            }
+        }
+        cfg_field_t nf = {.key = "name"};
+        const char *name = vsr__cfg_get_string(d, &nf, nm);
+        if (name == NULL) {
+            rc = -1;
+            continue;
+        }
+        size_t before = c->n_labels;
+        int li = cls_label(d, c, name, strlen(name), &lcap);
+        if (li < 0) {
+            vsr__cfg_node_error(d, nm, "at most %d labels per classifier", VSR_CLS_MAX_LABELS);
+            return -1;
+        }
+        if (c->n_labels == before) {
+            vsr__cfg_node_error(d, nm, "label %s is listed twice", quote_str(d, name));
+            rc = -1;
+        }
+        if (ex == NULL || (ex->kind == CFG_NODE_SCALAR && ex->type == CFG_NULL))
+            continue;
+        if (ex->kind != CFG_NODE_SEQ) {
+            vsr__cfg_node_error(d, ex, "examples must be a list of texts, got %s", vsr__cfg_node_what(ex));
+            rc = -1;
+            continue;
+        }
+        for (size_t k = 0; k < ex->n; k++) {
+            const char *t = vsr__cfg_get_text(d, ex->items[k]);
+            if (t == NULL) {
+                rc = -1;
+            } else if (cls_blank(t, ex->items[k]->len)) {
+                vsr__cfg_node_error(d, ex->items[k], "an example must not be empty or blank");
+                rc = -1;
+            } else if (ex->items[k]->len > VSR_CLS_MAX_TEXT_BYTES) {
+                vsr__cfg_node_error(d, ex->items[k], "an example is at most %d bytes, got %zu", VSR_CLS_MAX_TEXT_BYTES,
+                                    (size_t)ex->items[k]->len);
+                rc = -1;
+            } else {
+                cls_add_example(d, c, t, ex->items[k]->len, li, &ecap);
+            }
+        }
+    }
+    return rc;
+}
+
+/* The directory of the configuration file (with its slash), "" when none. */
+static size_t cls_dir_len(const char *file)
+{
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    return slash ? (size_t)(slash - file) + 1 : 0;
+}
+
+/* Reads the bank at val's path: one {"text": T, "label": L} object a
+ * line (blank lines skipped), at most VSR_CLS_MAX_FILE_LINES of them and
+ * VSR_CLS_MAX_TEXT_BYTES a text; errors name the bank's FILE:LINE. */
+static int cls_read_bank(cfg_decoder_t *d, const cfg_node_t *val, vsr_sig_classifier_conf_t *c, const char *rel)
+{
+    vsr_buf_t path;
+    vsr_buf_init(&path, 0);
+    if (rel[0] != '/')
+        vsr_buf_append(&path, d->dg->file, cls_dir_len(d->dg->file));
+    vsr_buf_append_cstr(&path, rel);
+    vsr_buf_append(&path, "", 1);
+    const char *file = path.data;
+    int rc = -1;
+    char *data = NULL;
+    size_t len = 0, lcap = 0, ecap = 0;
+    struct stat sb;
+    if (stat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        vsr__cfg_node_error(d, val, "model_path: %s is not a regular file", quote_str(d, file));
+        goto out;
+    }
+    FILE *fp = fopen(file, "rb");
+    if (fp == NULL) {
+        vsr__cfg_node_error(d, val, "model_path: cannot open %s: %s", quote_str(d, file), strerror(errno));
+        goto out;
+    }
+    long size = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    if (size < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        vsr__cfg_node_error(d, val, "model_path: cannot read %s (not a regular file?)", quote_str(d, file));
+        goto out;
+    }
+    if ((unsigned long)size <= VSR_CLS_MAX_FILE_BYTES) {
+        data = vsr_malloc((size_t)size + 1);
+        len = fread(data, 1, (size_t)size + 1, fp);
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        vsr__cfg_node_error(d, val, "model_path: cannot read %s", quote_str(d, file));
+        goto out;
+    }
+    if ((unsigned long)size > VSR_CLS_MAX_FILE_BYTES || len > (size_t)size) {
+        vsr__cfg_node_error(d, val, "model_path: %s is larger than %u bytes", quote_str(d, file),
+                            (unsigned)VSR_CLS_MAX_FILE_BYTES);
+        goto out;
+    }
+    size_t lines = 0, lineno = 0;
+    const char *p = data, *end = data + len;
+    rc = 0;
+    while (p < end && rc == 0) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        lineno++;
+        if (!cls_blank(p, (size_t)(le - p))) {
+            vsr_json_t j;
+            memset(&j, 0, sizeof(j));
+            uint32_t tl, tt;
+            vsr_slice_t ls = VSR_SLICE_NULL, ts = VSR_SLICE_NULL;
+            const char *why = NULL;
+            if (++lines > VSR_CLS_MAX_FILE_LINES)
+                why = "more than " CLS_XSTR(VSR_CLS_MAX_FILE_LINES) " examples";
+            else if (vsr_json_parse(&j, p, (size_t)(le - p), NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT)
+                why = "expected a JSON object {\"text\": ..., \"label\": ...}";
+            else if (vsr_json_object_get(&j, 0, "text", &tt) != VSR_OK || vsr_json_type(&j, tt) != VSR_JSON_STRING ||
+                     vsr_json_string(&j, tt, d->pool, &ts) != VSR_OK)
+                why = "\"text\" must be a string";
+            else if (vsr_json_object_get(&j, 0, "label", &tl) != VSR_OK || vsr_json_type(&j, tl) != VSR_JSON_STRING ||
+                     vsr_json_string(&j, tl, d->pool, &ls) != VSR_OK || ls.len == 0)
+                why = "\"label\" must be a non-empty string";
+            else if (cls_blank(ts.p, ts.len))
+                why = "\"text\" must not be empty or blank";
+            else if (ts.len > VSR_CLS_MAX_TEXT_BYTES)
+                why = "\"text\" is longer than " CLS_XSTR(VSR_CLS_MAX_TEXT_BYTES) " bytes";
+            else if (memchr(ls.p, '\0', ls.len) || memchr(ts.p, '\0', ts.len))
+                why = "a NUL character in \"text\" or \"label\"";
+            int li = why ? -1 : cls_label(d, c, ls.p, ls.len, &lcap);
+            if (why == NULL && li < 0)
+                why = "more than " CLS_XSTR(VSR_CLS_MAX_LABELS) " labels";
+            if (why == NULL)
+                cls_add_example(d, c, ts.p, ts.len, li, &ecap);
+            vsr_json_free(&j);
+            if (why) {
+                vsr__cfg_node_error(d, val, "model_path: %s:%zu: %s", file, lineno, why);
+                rc = -1;
+            }
+        }
+        p = nl ? nl + 1 : end;
+    }
+    if (rc == 0 && c->n_examples == 0) {
+        vsr__cfg_node_error(d, val, "model_path: %s holds no examples", quote_str(d, file));
+        rc = -1;
+    }
+out:
+    vsr_free(data);
+    vsr_buf_free(&path);
+    return rc;
+}
+
+static int decode_cls_model_path(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_string(d, f, val, obj) != 0)
+        return -1;
+    return 0; /* read in finish, once the type and the labels are known */
+}
+
+static const cfg_field_t classifier_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CLS_OFF(name)},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "type", .decode = vsr__cfg_choice, .flags = CFG_NOCASE, .offset = CLS_OFF(type), .choices = cls_types},
+    {.key = "threshold", .decode = vsr__cfg_double, .offset = CLS_OFF(threshold), .dmin = 0, .dmax = 1},
+    {.key = "labels", .decode = decode_cls_labels, .flags = CFG_NULL_OK},
+    {.key = "model_path", .decode = decode_cls_model_path, .offset = CLS_OFF(model_path)},
+    {.key = "model", .decode = vsr__cfg_string, .offset = CLS_OFF(model)},
+    {.key = "instructions", .decode = vsr__cfg_accept_text},
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CLS_OFF(timeout_ms)},
+    {.key = "use_cpu", .decode = vsr__cfg_bool, .offset = CLS_OFF(use_cpu)},
+};
+
+static void init_classifier(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    ((vsr_sig_classifier_conf_t *)obj)->threshold = VSR_CLS_DEFAULT_THRESHOLD;
+}
+
+static void finish_classifier(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                              size_t index)
+{
+    VSR_UNUSED(index);
+    vsr_sig_classifier_conf_t *c = obj;
+    VSR_UNUSED(seen);
+    const cfg_node_t *labels = vsr__cfg_map_get(map, "labels");
+    if (labels && vsr__cfg_is_empty(labels))
+        labels = NULL;
+    const cfg_node_t *mp = vsr__cfg_map_get(map, "model_path"), *ins = vsr__cfg_map_get(map, "instructions");
+    if (ins && ins->kind == CFG_NODE_SCALAR && ins->type == CFG_STR)
+        c->instructions = vsr_pool_strndup(d->pool, ins->str, ins->len);
+    if (c->type == VSR_CLS_LLM) {
+        if (c->model == NULL)
+            vsr__cfg_node_error(d, map, "an llm classifier needs \"model\"");
+        if (c->n_labels == 0)
+            vsr__cfg_node_error(d, map, "an llm classifier needs \"labels\"");
+        if (mp)
+            vsr__cfg_node_error(d, mp, "model_path applies to local classifiers (an llm classifier names a model)");
+        /* the router cannot call a model from the signal phase yet: the
+         * signal is unknown on every request (its on_error decides) */
+        vsr__cfg_record_unimplemented(d, "type: llm");
+        return;
+    }
+    if (c->model && vsr__cfg_map_get(map, "model"))
+        vsr__cfg_node_error(d, vsr__cfg_map_get(map, "model"), "model applies to llm classifiers (a local "
+                                                               "classifier reads model_path or inline labels)");
+    if (c->model_path && labels) {
+        vsr__cfg_node_error(d, labels, "a local classifier takes inline labels or model_path, not both");
+        return;
+    }
+    if (c->model_path && mp) {
+        cls_read_bank(d, mp, c, c->model_path);
+    } else if (!labels) {
+        vsr__cfg_node_error(d, map, "a local classifier needs labels with examples, or model_path");
+        return;
+    }
+    int has[VSR_CLS_MAX_LABELS] = {0};
+    for (size_t i = 0; i < c->n_examples; i++)
+        has[c->examples[i].label] = 1;
+    for (size_t k = 0; k < c->n_labels; k++)
+        if (!has[k]) {
+            vsr__cfg_node_error(d, mp ? mp : labels, "label %s has no examples", quote_str(d, c->labels[k]));
+            break;
+        }
+    if (c->n_labels == 1 && c->n_examples > 0)
+        vsr__cfg_warn(d, "%s:%u:%u: classifier %s has one label: it wins on every request", d->dg->file, map->line,
+                      map->col, quote_str(d, c->name ? c->name : ""));
+}
+
+static const cfg_spec_t classifier_spec = {
+    .size = sizeof(vsr_sig_classifier_conf_t),
+    .fields = classifier_fields,
+    .n_fields = VSR_ARRAY_LEN(classifier_fields),
+    .init = init_classifier,
+    .finish = finish_classifier,
+};
+
 /* ---- the signals map ---- */
 
 typedef struct {
@@ -877,6 +1210,7 @@ static const family_table_t family_tables[] = {
     {"modality", &modality_spec, SIG_OFF(modality), SIG_OFF(n_modality)},
     {"complexity", &complexity_spec, SIG_OFF(complexity), SIG_OFF(n_complexity)},
     {"kb", &kb_signal_spec, SIG_OFF(kb), SIG_OFF(n_kb)},
+    {"classifiers", &classifier_spec, SIG_OFF(classifiers), SIG_OFF(n_classifiers)},
 };
 
 static const family_table_t *family_table(const char *family)
@@ -974,6 +1308,7 @@ typedef struct {
     cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
     int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */
     cfg_index_t roles;                          /* role_bindings[].role */
+    const vsr_signals_conf_t *sig;
 } signal_index_t;
 
 /* Every leaf resolves to a declared signal of the same recipe: recipes
@@ -1007,8 +1342,20 @@ static void resolve_leaf(cfg_decoder_t *d, const signal_index_t *ix, const vsr_r
         base[colon - name] = '\0';
         name = base;
     }
+    /* a classifier condition's label is one of the classifier's */
+    const cfg_name_t *hit = vsr__cfg_index_find(&ix->names[ti], name, NULL);
+    if (hit && n->label && strcmp(fam->family, "classifiers") == 0) {
+        const vsr_sig_classifier_conf_t *c = &ix->sig->classifiers[hit->index];
+        int found = c->n_labels == 0; /* its labels failed to decode: reported already */
+        for (size_t k = 0; k < c->n_labels && !found; k++)
+            found = strcmp(c->labels[k], n->label) == 0;
+        if (!found)
+            vsr__cfg_error(d->dg, n->line, n->col, "classifier %s has no label %s", quote_str(d, name),
+                           quote_str(d, n->label));
+        return;
+    }
     /* a signal that failed to decode may be the one meant: reported already */
-    if (!ix->complete[ti] || vsr__cfg_index_find(&ix->names[ti], name, NULL) != NULL)
+    if (!ix->complete[ti] || hit != NULL)
         return;
     /* an authz condition names a binding's role (or a binding) */
     if (strcmp(fam->family, "role_bindings") == 0 && vsr__cfg_index_find(&ix->roles, n->name, NULL) != NULL)
@@ -1041,6 +1388,7 @@ void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const
 {
     signal_index_t ix;
     memset(&ix, 0, sizeof(ix));
+    ix.sig = &r->signals;
     for (size_t t = 0; t < VSR_ARRAY_LEN(family_tables); t++) {
         size_t count = signal_count(&family_tables[t], &r->signals);
         ix.complete[t] = 1;

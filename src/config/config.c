@@ -1480,6 +1480,18 @@ static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
             if (vsr__cfg_canonical_node(&b, kbs) != VSR_OK)
                 b.len = at;
         }
+        /* a classifier's model_path bank compiles into it: a changed file is a changed signal */
+        const vsr_signals_conf_t *sc = &c->recipes[i].signals;
+        for (size_t k = 0; k < sc->n_classifiers; k++) {
+            if (sc->classifiers[k].model_path == NULL)
+                continue;
+            vsr_buf_printf(&b, "\nbank %zu:", k);
+            for (size_t e = 0; e < sc->classifiers[k].n_examples; e++)
+                vsr_buf_printf(&b, "%u:%zu:%s\n", (unsigned)sc->classifiers[k].examples[e].label,
+                               strlen(sc->classifiers[k].examples[e].text), sc->classifiers[k].examples[e].text);
+            for (size_t l = 0; l < sc->classifiers[k].n_labels; l++)
+                vsr_buf_printf(&b, "%zu:%s\n", strlen(sc->classifiers[k].labels[l]), sc->classifiers[k].labels[l]);
+        }
         c->recipes[i].signals.modules = c->modules;
         vsr_config_hash(b.data, b.len, c->recipes[i].signals_hash);
         vsr_buf_free(&b);

@@ -269,6 +269,40 @@ typedef struct {
     double threshold;              /* 0..1, the family's default when absent */
 } vsr_sig_exemplar_conf_t;
 
+/* routing.signals.classifiers[] (ref §1.9).  type local: a labelled bank
+ * of example texts, inline (labels: [{name, examples: [...]}]) or read at
+ * load from model_path, a JSONL file of {"text": T, "label": L} lines
+ * (relative to the configuration file's directory); the routing text's
+ * prototype score against each label's examples, the nearest label wins and
+ * the signal matches when its score >= threshold.  A condition may name the
+ * label it wants (`label`) and replace the threshold with a `predicate` on
+ * the score.  type llm: loaded, evaluated as unknown (its on_error decides)
+ * until the router calls a model from the signal phase. */
+#define VSR_CLS_DEFAULT_THRESHOLD 0.3
+#define VSR_CLS_MAX_LABELS 64          /* per signal */
+#define VSR_CLS_MAX_FILE_LINES 10000   /* model_path: lines (non-blank) */
+#define VSR_CLS_MAX_TEXT_BYTES 4096    /* model_path: one text */
+#define VSR_CLS_MAX_FILE_BYTES (64u << 20) /* model_path: the whole file */
+typedef enum { VSR_CLS_LOCAL = 0, VSR_CLS_LLM } vsr_cls_type_t;
+
+typedef struct {
+    char *text;
+    uint32_t label;                /* index into labels */
+} vsr_cls_example_conf_t;
+
+typedef struct {
+    char *name;
+    vsr_cls_type_t type;           /* local (default) | llm */
+    double threshold;              /* 0..1, VSR_CLS_DEFAULT_THRESHOLD when absent */
+    char *model_path;              /* local: the bank file as written (NULL: inline labels) */
+    char *model;                   /* llm: the model it would ask */
+    char *instructions;            /* llm */
+    uint64_t timeout_ms;           /* llm: 0 = the routing wait */
+    int use_cpu;                   /* informational */
+    char **labels;                 size_t n_labels;   /* label names, document or file order */
+    vsr_cls_example_conf_t *examples; size_t n_examples; /* local: every label has one at least */
+} vsr_sig_classifier_conf_t;
+
 /* What a condition on a signal that could not be computed (its model task
  * failed or came late) means: DEFAULT defers to the next policy (the
  * condition's on_error, then its signal's family, then the decision's
@@ -387,11 +421,11 @@ typedef struct {
     vsr_sig_exemplar_conf_t *modality;          size_t n_modality;    /* model-backed */
     vsr_sig_complexity_conf_t *complexity;      size_t n_complexity;  /* model-backed */
     vsr_sig_kb_conf_t *kb;                      size_t n_kb;          /* model-backed */
+    vsr_sig_classifier_conf_t *classifiers;     size_t n_classifiers; /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
-    /* other model-backed families (fact_check, user_feedbacks,
-     * modality, classifiers, safety, hallucination, input_modality):
+    /* other model-backed families (safety, hallucination, input_modality):
      * not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
 } vsr_signals_conf_t;
@@ -412,8 +446,15 @@ typedef enum {
 } vsr_value_source_t;
 
 /* scores[].inputs[]: type is a condition type (keyword, embedding, ...),
- * "score" (an earlier score of the same recipe, by name) or "kb_metric"
- * (accepted; evaluates to `miss` until kb signals exist). */
+ * "score" (an earlier score of the same recipe, by name) or "kb_metric":
+ * a metric of a kb signal over kb `kb` (`name`, or the recipe's first kb
+ * signal over it, resolved at load; none: the input gives `miss`). */
+typedef enum {
+    VSR_KB_METRIC_SCORE = 0,       /* best_score | score | the signal's target value: its similarity */
+    VSR_KB_METRIC_CONFIDENCE,      /* confidence when matched, else miss */
+    VSR_KB_METRIC_MATCHED,         /* match / miss */
+} vsr_kb_metric_t;
+
 typedef struct {
     char *type;
     char *name;
@@ -421,6 +462,7 @@ typedef struct {
     vsr_value_source_t value_source; /* default binary */
     double match, miss;            /* defaults 1.0, 0.0 */
     char *kb, *metric;             /* kb_metric inputs */
+    vsr_kb_metric_t kb_metric;     /* kb_metric inputs: metric, decoded */
 } vsr_score_input_conf_t;
 
 typedef struct {
@@ -461,6 +503,9 @@ typedef struct vsr_rule_conf_s {
     char *name;                    /* leaf: signal name, resolved within the same recipe */
     struct vsr_rule_conf_s *children; size_t n_children; /* composite; NOT has exactly one */
     vsr_on_error_t on_error;       /* leaf: `on_error: match | no_match` */
+    char *label;                   /* classifier leaf: the label that must win (NULL: any) */
+    vsr_predicate_conf_t predicate; /* classifier leaf: on the score, in place of the signal's threshold */
+    int has_predicate;
     int on_unknown_fail;           /* root: `on_unknown: fail_request` (else no_match) */
     uint32_t line, col;            /* for messages */
 } vsr_rule_conf_t;

@@ -1,6 +1,23 @@
 /* decision.c — rule trees and decision selection (see decision.h). */
 #include "decision/decision.h"
 
+int vsr_rule_leaf_result(const vsr_rule_conf_t *leaf, const vsr_signal_result_t *r, double *confidence)
+{
+    *confidence = 0;
+    if (leaf->label && (r->label == NULL || strcmp(leaf->label, r->label) != 0))
+        return 0;
+    int ok = r->matched;
+    if (leaf->has_predicate) {
+        const vsr_predicate_conf_t *p = &leaf->predicate;
+        double v = r->value;
+        ok = r->label != NULL && !(p->has_gt && !(v > p->gt)) && !(p->has_gte && !(v >= p->gte)) &&
+             !(p->has_lt && !(v < p->lt)) && !(p->has_lte && !(v <= p->lte));
+    }
+    if (ok)
+        *confidence = VSR_MAX(0.0, VSR_MIN(r->value, 1.0));
+    return ok;
+}
+
 int vsr_rule_eval(const vsr_rule_conf_t *rule, vsr_rule_leaf_fn leaf, void *ud, double *confidence)
 {
     *confidence = 0;

@@ -25,6 +25,13 @@
  * *confidence), 0 when not. */
 typedef int (*vsr_rule_leaf_fn)(void *ud, const vsr_rule_conf_t *leaf, double *confidence);
 
+/* A leaf with a label or a predicate (classifier conditions) over its
+ * signal's result r: matches when the label (if set) is r->label and the
+ * predicate (if set; gt/gte/lt/lte, a conjunction) holds on r->value, else
+ * r->matched (the signal's own threshold).  *confidence: the score (0..1)
+ * when matched, else 0. */
+int vsr_rule_leaf_result(const vsr_rule_conf_t *leaf, const vsr_signal_result_t *r, double *confidence);
+
 /* Evaluates a rule tree: 1 matched (with *confidence), 0 not.  rule NULL =
  * always matches with confidence 0. */
 int vsr_rule_eval(const vsr_rule_conf_t *rule, vsr_rule_leaf_fn leaf, void *ud, double *confidence);
@@ -52,7 +59,10 @@ int vsr_decision_select(const vsr_recipe_conf_t *recipe, vsr_rule_leaf_fn leaf, 
  *   scores      weighted sums of signal values (value_source binary:
  *               match/miss; confidence: the confidence, or miss; raw and
  *               score: the signal's measured value) and of other scores;
- *               kb_metric inputs give their miss value (vsr has no kb).
+ *               a kb_metric input reads its kb signal (resolved at load):
+ *               best_score its value (the nearest target entry's
+ *               similarity), confidence, matched; miss when the signal
+ *               was not computed or there is none.
  *   mappings    bands over a score: threshold_bands emits the first band
  *               that holds, multi_emit every one; confidence 1.0, or with
  *               calibration sigmoid_distance 1/(1+exp(-slope*d)), d the

@@ -73,8 +73,8 @@ vsr_projections_t *vsr_projections_compile(const vsr_projections_conf_t *c, vsr_
             in->conf = &s->conf->inputs[k];
             const char *type = in->conf->type ? in->conf->type : "";
             if (strcmp(type, "kb_metric") == 0) {
-                in->kind = IN_KB;
-                in->ref = -1;
+                in->kind = IN_KB; /* the kb signal the configuration resolved, if any */
+                in->ref = in->conf->name ? find(ud, "kb", in->conf->name) : -1;
             } else if (strcmp(type, "score") == 0) {
                 in->kind = IN_SCORE;
                 in->ref = score_index(c, in->conf->name);
@@ -156,7 +156,7 @@ static void score_deps(const vsr_projections_t *p, int s, void (*add)(void *ud, 
         return;
     const score_t *sc = &p->scores[s];
     for (size_t k = 0; k < sc->n_inputs; k++) {
-        if (sc->inputs[k].kind == IN_SIGNAL && sc->inputs[k].ref >= 0)
+        if ((sc->inputs[k].kind == IN_SIGNAL || sc->inputs[k].kind == IN_KB) && sc->inputs[k].ref >= 0)
             add(ud, sc->inputs[k].ref);
         else if (sc->inputs[k].kind == IN_SCORE)
             score_deps(p, sc->inputs[k].ref, add, ud, depth + 1);
@@ -255,13 +255,24 @@ void vsr_projections_run_init(const vsr_projections_t *p, vsr_projections_run_t 
 static double input_value(const vsr_projections_t *p, vsr_projections_run_t *run, const input_t *in)
 {
     const vsr_score_input_conf_t *c = in->conf;
-    if (in->kind == IN_KB || in->ref < 0)
+    if (in->ref < 0)
         return c->miss;
     if (in->kind == IN_SCORE)
         return vsr_projections_score(p, run, in->ref);
     if (!run->known[in->ref])
         return c->miss;
     const vsr_signal_result_t *r = &run->sig[in->ref];
+    if (in->kind == IN_KB) {
+        switch (c->kb_metric) {
+        case VSR_KB_METRIC_SCORE:
+            return r->value;
+        case VSR_KB_METRIC_CONFIDENCE:
+            return r->matched ? r->confidence : c->miss;
+        case VSR_KB_METRIC_MATCHED:
+            return r->matched ? c->match : c->miss;
+        }
+        return c->miss;
+    }
     switch (c->value_source) {
     case VSR_VALUE_BINARY:
         return r->matched ? c->match : c->miss;

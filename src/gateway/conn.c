@@ -614,6 +614,9 @@ static void request_account(request_t *req)
     if (!c->l->metrics) {
         vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
                             ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
+        for (size_t i = 0; ev && i < ev->n_family_times; i++)
+            vsr_metrics_signal_family(w->metrics, vsr_slice_cstr(ev->family_times[i].family),
+                                      (double)ev->family_times[i].us / 1e6);
         vsr_metrics_active_requests(w->metrics, -1);
     }
     if (req->trace.on) {
@@ -627,6 +630,13 @@ static void request_account(request_t *req)
     if (log == NULL || req->head == NULL)
         return;
     char fallback[512] = "";
+    const char *fam_names[VSR_EVIDENCE_MAX_FAMILIES];
+    uint64_t fam_us[VSR_EVIDENCE_MAX_FAMILIES];
+    size_t n_fam = ev ? VSR_MIN(ev->n_family_times, (size_t)VSR_EVIDENCE_MAX_FAMILIES) : 0;
+    for (size_t i = 0; i < n_fam; i++) {
+        fam_names[i] = ev->family_times[i].family;
+        fam_us[i] = ev->family_times[i].us;
+    }
     size_t n_called = 0, n_tried = 0;
     const vsr_model_conf_t *const *called = models_called(req, &n_called);
     const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
@@ -653,6 +663,9 @@ static void request_account(request_t *req)
         .attempts = rep->n_attempts,
         .config_version = vsr_engine_version(req->eng),
         .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
+        .family_names = fam_names,
+        .family_us = fam_us,
+        .n_families = n_fam,
         .streamed = req->usage != NULL,
         .stream_events = req->usage ? req->usage->parser.events : 0,
         .has_usage = req->usage && req->usage->has_usage,

@@ -22,7 +22,9 @@
 
 #define PATH_CAP 2048            /* bytes of the request target kept */
 #define FIELD_CAP 256            /* bytes kept of every other string field */
-#define LINE_CAP (64 * 1024)     /* above the largest line the caps allow (~29 KiB) */
+#define LINE_CAP (64 * 1024)     /* above the largest line the caps allow (~42 KiB) */
+#define FAMILIES_CAP 32          /* signal families logged a line */
+#define FAMILY_NAME_CAP 64       /* bytes kept of a family's name */
 #define DEFAULT_QUEUE_LINES 65536
 #define MAX_QUEUE_LINES (1u << 22)
 #define MAX_QUEUED_BYTES (64u << 20)
@@ -259,6 +261,22 @@ static int format_line(vsr_buf_t *b, const vsr_access_entry_t *e)
         rc |= vsr_buf_printf(b, "%.3f", e->routing_ms > 0 ? e->routing_ms : 0.0);
     else
         rc |= vsr_buf_append(b, "null", 4);
+    rc |= put_key(b, "signal_families_us");
+    if (e->n_families == 0) {
+        rc |= vsr_buf_append(b, "null", 4);
+    } else {
+        rc |= vsr_buf_append(b, "{", 1);
+        for (size_t i = 0; i < e->n_families && i < FAMILIES_CAP; i++) {
+            if (i)
+                rc |= vsr_buf_append(b, ",", 1);
+            vsr_slice_t name = vsr_slice_cstr(e->family_names[i] ? e->family_names[i] : "");
+            char clean[3 * FAMILY_NAME_CAP];
+            size_t cn = vsr__obs_utf8_clean(name, FAMILY_NAME_CAP, clean);
+            rc |= vsr_buf_append_json_string(b, vsr_slice(clean, cn));
+            rc |= vsr_buf_printf(b, ":%" PRIu64, e->family_us[i]);
+        }
+        rc |= vsr_buf_append(b, "}", 1);
+    }
     rc |= put_key(b, "stream_events");
     rc |= e->streamed ? vsr_buf_printf(b, "%" PRIu64, e->stream_events) : vsr_buf_append(b, "null", 4);
     rc |= put_key(b, "prompt_tokens");

@@ -39,7 +39,7 @@ typedef struct {
 
 #define LV_STATIC(s) {0, sizeof(s) - 1, s, s, sizeof(s) - 1}
 
-enum { D_MODEL, D_DECISION, D_OUTCOME, D_ENDPOINT, D_COUNT };
+enum { D_MODEL, D_DECISION, D_OUTCOME, D_ENDPOINT, D_FAMILY, D_COUNT };
 
 typedef struct {
     _Atomic(lv_t *) slots[DOMAIN_SLOTS];
@@ -73,11 +73,20 @@ static const char *const routing_text[] = {"0.00001", "0.000025", "0.00005", "0.
                                            "0.025",   "0.05",     "0.1"};
 static const hist_spec_t routing_hist = {VSR_ARRAY_LEN(routing_bounds), routing_bounds, routing_text};
 
+/* a signal family's evaluation: rule families take microseconds, model
+ * families a runtime round trip */
+static const double family_bounds[] = {.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005,
+                                       .01,    .025,    .05,    .1,    .25,    .5,    1,    2.5,   5};
+static const char *const family_text[] = {"0.00001", "0.000025", "0.00005", "0.0001", "0.00025", "0.0005",
+                                          "0.001",   "0.0025",   "0.005",   "0.01",   "0.025",   "0.05",
+                                          "0.1",     "0.25",     "0.5",     "1",      "2.5",     "5"};
+static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bounds, family_text};
+
 #define MAX_BUCKETS 32 /* >= every spec's n + 1 */
 
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
-       F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_COUNT };
+       F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -111,6 +120,10 @@ static const family_t families[F_COUNT] = {
     [F_CLIENT_TIMEOUT] = {"vsr_client_timeouts_total",
                           "Client connections ended because the client was too slow, by phase (header, body, write).",
                           NULL, 1, {"reason"}},
+    [F_SIG_FAMILY] = {"vsr_signal_family_seconds",
+                      "Time one request spent evaluating a signal family (rule families: the sum over their signals; "
+                      "model families: from the task's start to its result consumed, the longest of their signals).",
+                      &family_hist, 1, {"family"}},
     [F_EDGE] = {"vsr_edge_refusals_total",
                 "Requests, streams and connections refused or cut at the edge by a client-facing limit, by reason.",
                 NULL, 1, {"reason"}},
@@ -476,6 +489,14 @@ void vsr_metrics_request(vsr_metrics_shard_t *s, int status, vsr_slice_t model, 
         hist_observe(s->routing, &routing_hist, routing_seconds);
     if (observable(upstream_seconds))
         hist_observe(series_get(s, F_UP_DUR, mo, NULL, NULL)->v, &dur_hist, upstream_seconds);
+}
+
+void vsr_metrics_signal_family(vsr_metrics_shard_t *s, vsr_slice_t family, double seconds)
+{
+    if (s == NULL || !observable(seconds))
+        return;
+    const lv_t *fa = intern(s->m, D_FAMILY, family);
+    hist_observe(series_get(s, F_SIG_FAMILY, fa, NULL, NULL)->v, &family_hist, seconds);
 }
 
 void vsr_metrics_ttfb(vsr_metrics_shard_t *s, vsr_slice_t model, double seconds)

@@ -59,6 +59,10 @@ typedef struct {
     unsigned attempts;
     uint64_t config_version;
     double routing_ms;
+    /* signal_families_us: each evaluated signal family's time (names borrowed; NULL/0: none, logged null) */
+    const char *const *family_names;
+    const uint64_t *family_us;
+    size_t n_families;
     int streamed;               /* the response was an event stream (else the three below are logged null) */
     uint64_t stream_events;     /* SSE events read from it */
     int has_usage;              /* its usage object was read (else the token counts are logged null) */
@@ -199,6 +203,9 @@ vsr_metrics_shard_t *vsr_metrics_shard(vsr_metrics_t *m, unsigned i);
  * when no upstream attempt was made. */
 void vsr_metrics_request(vsr_metrics_shard_t *s, int status, vsr_slice_t model, vsr_slice_t decision,
                          double total_seconds, double routing_seconds, double upstream_seconds);
+/* One signal family's evaluation time for one request
+ * (vsr_signal_family_seconds{family}; negative: not observed). */
+void vsr_metrics_signal_family(vsr_metrics_shard_t *s, vsr_slice_t family, double seconds);
 /* Time to the first response byte of a stream (negative: not observed). */
 void vsr_metrics_ttfb(vsr_metrics_shard_t *s, vsr_slice_t model, double seconds);
 /* One upstream attempt: outcome "ok", "5xx", "4xx", "connect_failure", "reset", "timeout", "protocol", "overflow". */

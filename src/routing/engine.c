@@ -289,9 +289,14 @@ static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
         return leaf_policy(rc, leaf, i) == VSR_ON_ERROR_MATCH;
     }
     if (!rc->memo_done[i]) {
+        uint64_t t0 = vsr_now_us();
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
+        if (rc->sig_us)
+            rc->sig_us[i] = vsr_now_us() - t0;
     }
+    if (leaf->label || leaf->has_predicate)
+        return vsr_rule_leaf_result(leaf, &rc->memo[i], confidence);
     *confidence = rc->memo[i].confidence;
     return rc->memo[i].matched;
 }
@@ -315,7 +320,7 @@ static const char *fails_request(const route_ctx_t *rc, const vsr_rule_conf_t *r
 static void route_select(route_ctx_t *rc)
 {
     recipe_state_t *rs = rc->rs;
-    for (size_t d = 0; rc->n_tasks && d < rs->conf->n_decisions && !rc->fail_request; d++) {
+    for (size_t d = 0; (rc->n_tasks || rc->n_unknown_now) && d < rs->conf->n_decisions && !rc->fail_request; d++) {
         const vsr_rule_conf_t *r = rs->conf->decisions[d].rules;
         if (r && r->on_unknown_fail && (rc->fail_signal = fails_request(rc, r)) != NULL)
             rc->fail_request = 1;
@@ -339,10 +344,12 @@ uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud)
 /* Every task without a usable answer makes its signal unknown. */
 static void settle_tasks(route_ctx_t *rc)
 {
+    uint64_t now = vsr_now_us();
     for (size_t k = 0; k < rc->n_tasks; k++) {
         int i = rc->tasks[k].sig;
         if (rc->memo_done[i])
             continue;
+        rc->sig_us[i] = now - rc->tasks[k].t0_us;
         memset(&rc->memo[i], 0, sizeof(rc->memo[i]));
         rc->memo_done[i] = 1;
         rc->unknown[i] = 1;
@@ -356,6 +363,7 @@ static void task_answer(route_ctx_t *rc, route_task_t *t, vsr_slice_t result)
     if (vsr_signals_consume(rc->rs->signals, t->sig, &rc->in, result, &v) == VSR_OK) {
         rc->memo[t->sig] = v;
         rc->memo_done[t->sig] = 1;
+        rc->sig_us[t->sig] = vsr_now_us() - t->t0_us;
     }
 }
 
@@ -469,7 +477,12 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     memset(rc->memo_done, 0, n ? n : 1);
     rc->unknown = vsr_pool_alloc(pool, n ? n : 1);
     memset(rc->unknown, 0, n ? n : 1);
+    rc->sig_us = vsr_pool_alloc(pool, sizeof(uint64_t) * (n ? n : 1));
+    memset(rc->sig_us, 0, sizeof(uint64_t) * (n ? n : 1));
+    rc->sig_task = vsr_pool_alloc(pool, n ? n : 1);
+    memset(rc->sig_task, 0, n ? n : 1);
     rc->n_tasks = 0;
+    rc->n_unknown_now = 0;
     rc->tasks = NULL;
     /* every referenced signal, once, as the reference evaluates them all
      * before the rules; unreferenced signals are never computed.  A
@@ -479,7 +492,18 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     for (size_t k = 0; k < rs->n_referenced; k++) {
         int i = rs->referenced[k];
         vsr_signal_task_t t;
-        if (vsr_signals_task(rs->signals, i, &rc->in, &t)) {
+        uint64_t t0 = vsr_now_us();
+        int want = vsr_signals_task(rs->signals, i, &rc->in, &t);
+        if (want < 0) {
+            /* cannot be computed: unknown, its policies decide */
+            memset(&rc->memo[i], 0, sizeof(rc->memo[i]));
+            rc->memo_done[i] = 1;
+            rc->unknown[i] = 1;
+            rc->n_unknown_now++;
+            rc->sig_us[i] = vsr_now_us() - t0;
+            continue;
+        }
+        if (want) {
             if (rc->tasks == NULL)
                 rc->tasks = vsr_pool_alloc(pool, sizeof(route_task_t) * rs->n_referenced);
             route_task_t *rt = &rc->tasks[rc->n_tasks];
@@ -489,12 +513,15 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             rt->chat = strcmp(t.type, VSR_SIGNAL_TASK_CHAT) == 0;
             n_chat += rt->chat;
             n_runtime += !rt->chat;
+            rt->t0_us = t0;
+            rc->sig_task[i] = 1;
             snprintf(rt->id, sizeof(rt->id), "t%zu", rc->n_tasks);
             rc->n_tasks++;
             continue;
         }
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
+        rc->sig_us[i] = vsr_now_us() - t0;
     }
     if (rc->n_tasks == 0) {
         route_select(rc);
@@ -534,6 +561,41 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
         return VSR_OK;
     }
     return VSR_AGAIN;
+}
+
+size_t vsr__route_family_times(const route_ctx_t *rc, vsr_family_time_t *out, size_t cap)
+{
+    size_t n = 0, total = rc->sig_us ? vsr_signals_count(rc->rs->signals) : 0;
+    /* the referenced signals in evaluation order; others (a lazy leaf) after them */
+    for (size_t pass = 0; pass < 2; pass++) {
+        size_t count = pass == 0 ? rc->rs->n_referenced : total;
+        for (size_t k = 0; k < count; k++) {
+            int i = pass == 0 ? rc->rs->referenced[k] : (int)k;
+            if ((size_t)i >= total || !rc->memo_done[i])
+                continue;
+            if (pass == 1) {
+                size_t r = 0;
+                while (r < rc->rs->n_referenced && rc->rs->referenced[r] != i)
+                    r++;
+                if (r < rc->rs->n_referenced)
+                    continue; /* counted in the first pass */
+            }
+            const char *fam = vsr_signals_family(rc->rs->signals, i);
+            size_t f = 0;
+            while (f < n && strcmp(out[f].family, fam) != 0)
+                f++;
+            if (f == n) {
+                if (n == cap)
+                    continue;
+                out[n++] = (vsr_family_time_t){fam, 0};
+            }
+            if (rc->sig_task[i])
+                out[f].us = VSR_MAX(out[f].us, rc->sig_us[i]);
+            else
+                out[f].us += rc->sig_us[i];
+        }
+    }
+    return n;
 }
 
 void vsr__route_cancel(route_ctx_t *rc)

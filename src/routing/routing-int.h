@@ -59,6 +59,7 @@ typedef struct {
     int chat;                /* a model call */
     void *handle;            /* chat: the call in flight */
     route_ctx_t *rc;
+    uint64_t t0_us;          /* when its signal was asked for it */
 } route_task_t;
 
 struct route_ctx_s {
@@ -66,7 +67,11 @@ struct route_ctx_s {
     vsr_signal_input_t in;
     vsr_signal_result_t *memo;
     unsigned char *memo_done;
-    unsigned char *unknown;  /* per signal: its model task failed or came late */
+    unsigned char *unknown;  /* per signal: its model task failed or came late, or it cannot be computed */
+    size_t n_unknown_now;    /* signals unknown before any task was sent (an llm classifier) */
+    uint64_t *sig_us;        /* per signal: its evaluation time (a model task's: from its start to its result
+                              * consumed or given up) */
+    unsigned char *sig_task; /* per signal: computed by a model task */
     vsr_decision_result_t *results;
     unsigned char *known;    /* per signal: computed (memo_done and not unknown), for projections */
     vsr_projections_run_t proj;
@@ -99,6 +104,11 @@ int vsr__resolve_model(const vsr_engine_t *e, vsr_slice_t name, resolution_t *ou
  * made (from the port's done).  rc (set up as for vsr__route, plus ports,
  * ports_ud, deadline_ms, cont, cont_ud) must stay put meanwhile. */
 int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool);
+/* The evaluation time per family of the signals rc computed, into out
+ * (at most cap, first evaluated first): a rule-based family's is the sum of
+ * its signals', a model-backed family's the longest of its tasks (they run
+ * as one bundle).  Returns the count. */
+size_t vsr__route_family_times(const route_ctx_t *rc, vsr_family_time_t *out, size_t cap);
 /* A waiting route's runtime call is cancelled; cont never runs. */
 void vsr__route_cancel(route_ctx_t *rc);
 uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud);

@@ -86,6 +86,13 @@ typedef struct {
     double value;
 } vsr_signal_hit_t;
 
+/* One signal family's evaluation time for a request (signal_families_us). */
+typedef struct {
+    const char *family;            /* as vsr_signal_hit_t.family */
+    uint64_t us;
+} vsr_family_time_t;
+#define VSR_EVIDENCE_MAX_FAMILIES 32 /* families timed per request (there are fewer) */
+
 typedef enum {
     VSR_PATH_NONE = 0, VSR_PATH_UPSTREAM, VSR_PATH_FAST_RESPONSE, VSR_PATH_ERROR, VSR_PATH_LOOPER,
 } vsr_response_path_t;
@@ -104,6 +111,8 @@ typedef struct {
     size_t n_signals;
     uint64_t context_tokens;
     uint64_t routing_us;           /* time spent in the request-body phase */
+    vsr_family_time_t *family_times; /* per signal family evaluated, first evaluated first */
+    size_t n_family_times;
     int injected_system_prompt;
     int debug;                     /* the client sent x-vsr-debug: true */
     unsigned fallbacks;            /* candidates tried after the first */

@@ -500,6 +500,8 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     recipe_state_t *rs = rc->rs;
     size_t n = vsr_signals_count(rs->signals);
     size_t n_out = vsr_projections_n_outputs(rs->proj);
+    s->ev.family_times = vsr_pool_alloc(&s->pool, sizeof(vsr_family_time_t) * VSR_EVIDENCE_MAX_FAMILIES);
+    s->ev.n_family_times = vsr__route_family_times(rc, s->ev.family_times, VSR_EVIDENCE_MAX_FAMILIES);
     s->ev.signals = vsr_pool_alloc(&s->pool, sizeof(vsr_signal_hit_t) * (n + n_out + 1));
     for (size_t i = 0; i < n; i++) {
         if (!rc->memo_done[i] || !rc->memo[i].matched)

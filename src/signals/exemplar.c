@@ -23,6 +23,16 @@
  *    holding one has VSR__MODALITY_CUE_BONUS added to its DIFFUSION and BOTH
  *    scores before the winner is chosen, a text holding none has it
  *    subtracted from them.
+ *
+ * The `classifiers` family (type local, condition type `classifier`) is the
+ * same method over a bank the configuration gives (inline labels with
+ * examples, or a model_path JSONL file): every label competes, the signal's
+ * result is the winning label (vsr_signal_result_t.label) with its score as
+ * value and confidence; it matches when that score >= threshold, and a
+ * condition may ask for one label and its own predicate on the score
+ * (vsr_rule_leaf_result).  Its evidence: the label, every label's score and
+ * the nearest examples.  type llm compiles to a signal that is unknown on
+ * every request (vsr_signals_task answers -1).
  * Model-backed and pure: the vectors come from the runtime's `embed` task.
  */
 #include <math.h>
@@ -31,8 +41,9 @@
 
 #include "signals/signals-int.h"
 
-#define EX_MAX_LABELS 4
-#define EX_MAX_EXEMPLARS 512
+#define EX_MAX_LABELS VSR_CLS_MAX_LABELS
+#define EX_MAX_EXEMPLARS 512 /* a built-in bank */
+#define EX_NEAREST 3         /* classifier evidence: the nearest examples */
 
 typedef struct {
     const char *family;
@@ -69,12 +80,16 @@ typedef struct {
     size_t dim;
     float *protos; /* rows of dim floats, label by label */
     size_t n_protos[EX_MAX_LABELS], first[EX_MAX_LABELS];
+    float *rows;   /* classifiers: every example's vector, bank order (NULL otherwise) */
 } ex_store_t;
 
 typedef struct {
-    const ex_family_t *fam;
+    const ex_family_t *fam; /* NULL: a classifier */
     size_t n_labels;
-    int target;
+    int target;             /* the signal's label; -1: every label competes (classifiers) */
+    char **names;           /* classifiers: the label names (owned) */
+    char **texts;           /* classifiers: the examples (owned), for evidence */
+    int unknown;            /* classifiers of type llm: never computed */
     double threshold;
     size_t n;            /* exemplars */
     uint8_t *label;      /* n: each exemplar's label index */
@@ -206,12 +221,62 @@ void vsr__exemplar_free(void *state)
         return;
     vsr_free(e->label);
     vsr_free((void *)e->cand_json.p);
+    for (size_t k = 0; e->names && k < e->n_labels; k++)
+        vsr_free(e->names[k]);
+    vsr_free(e->names);
+    for (size_t i = 0; e->texts && i < e->n; i++)
+        vsr_free(e->texts[i]);
+    vsr_free(e->texts);
     ex_store_t *st = atomic_load(&e->store);
     if (st) {
         vsr_free(st->protos);
+        vsr_free(st->rows);
         vsr_free(st);
     }
     vsr_free(e);
+}
+
+int vsr__classifier_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
+{
+    VSR_UNUSED(s);
+    const vsr_sig_classifier_conf_t *c = conf;
+    ex_t *e = vsr_calloc(1, sizeof(*e));
+    e->target = -1;
+    e->threshold = c->threshold;
+    atomic_init(&e->store, NULL);
+    *state = e;
+    if (c->type == VSR_CLS_LLM) {
+        e->unknown = 1;
+        return VSR_OK;
+    }
+    if (c->n_labels == 0 || c->n_labels > EX_MAX_LABELS || c->n_examples == 0) {
+        vsr_buf_printf(err, "%s: a local classifier needs 1 to %d labels, each with examples\n", path, EX_MAX_LABELS);
+        vsr__exemplar_free(e);
+        *state = NULL;
+        return VSR_ERR_INVALID;
+    }
+    e->n_labels = c->n_labels;
+    e->names = vsr_calloc(c->n_labels, sizeof(char *));
+    for (size_t k = 0; k < c->n_labels; k++)
+        e->names[k] = vsr_strdup(c->labels[k]);
+    e->n = c->n_examples;
+    e->label = vsr_calloc(e->n, 1);
+    e->texts = vsr_calloc(e->n, sizeof(char *));
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    for (size_t i = 0; i < e->n; i++) {
+        e->label[i] = (uint8_t)c->examples[i].label;
+        e->texts[i] = vsr_strdup(c->examples[i].text);
+        vsr_buf_append(&b, ",", 1);
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(c->examples[i].text));
+    }
+    e->cand_json = vsr_slice(b.data, b.len);
+    return VSR_OK;
+}
+
+size_t vsr__classifier_bank_size(const vsr_sig_classifier_conf_t *c)
+{
+    return c->type == VSR_CLS_LOCAL ? c->n_examples : 0;
 }
 
 /* 1 when an assistant message with text precedes the routing text's. */
@@ -227,12 +292,14 @@ static int after_assistant(const vsr_chat_view_t *chat)
 
 static int ex_applies(vsr__ctx_t *c, const ex_t *e)
 {
-    return c->in->text.len > 0 && (!e->fam->after_assistant || after_assistant(c->in->chat));
+    return c->in->text.len > 0 && (!e->fam || !e->fam->after_assistant || after_assistant(c->in->chat));
 }
 
 int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const ex_t *e = state;
+    if (e->unknown)
+        return -1; /* an llm classifier: no model call from the signal phase yet */
     if (!ex_applies(c, e))
         return 0; /* nothing to classify: no match */
     int with_bank = atomic_load(&((ex_t *)e)->store) == NULL;
@@ -306,6 +373,10 @@ static ex_store_t *make_store(const ex_t *e, const float *v, size_t dim, vsr_sli
     }
     vsr_free(rows);
     st->protos = all;
+    if (e->fam == NULL) {
+        st->rows = vsr_malloc(e->n * dim * sizeof(float));
+        memcpy(st->rows, v, e->n * dim * sizeof(float));
+    }
     return st;
 }
 
@@ -313,8 +384,76 @@ static void free_store(ex_store_t *st)
 {
     if (st) {
         vsr_free(st->protos);
+        vsr_free(st->rows);
         vsr_free(st);
     }
+}
+
+/* An example as evidence: its first EX_EVIDENCE_BYTES bytes (whole UTF-8
+ * sequences). */
+#define EX_EVIDENCE_BYTES 160
+static vsr_slice_t clip(const char *t)
+{
+    size_t n = strlen(t);
+    if (n > EX_EVIDENCE_BYTES) {
+        n = EX_EVIDENCE_BYTES;
+        while (n > 0 && ((unsigned char)t[n] & 0xC0) == 0x80)
+            n--;
+    }
+    return vsr_slice(t, n);
+}
+
+/* A classifier's evidence: {"label": L, "score": s, "scores": {label: score,
+ * ...}, "nearest": [{"text", "label", "score"}, ...]} (the EX_NEAREST
+ * examples most similar to the routing text). */
+static vsr_slice_t cls_evidence(vsr__ctx_t *c, const ex_t *e, const ex_store_t *st, const float *q, size_t win,
+                                const double *score)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"label\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(e->names[win]));
+    vsr_buf_printf(&b, ",\"score\":%.4f,\"scores\":{", score[win]);
+    for (size_t k = 0; k < e->n_labels; k++) {
+        if (k)
+            vsr_buf_append(&b, ",", 1);
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(e->names[k]));
+        vsr_buf_printf(&b, ":%.4f", score[k]);
+    }
+    vsr_buf_append_cstr(&b, "},\"nearest\":[");
+    size_t top[EX_NEAREST];
+    double ts[EX_NEAREST];
+    size_t nt = 0;
+    for (size_t i = 0; st->rows && i < e->n; i++) {
+        double dot = 0;
+        for (size_t k = 0; k < st->dim; k++)
+            dot += (double)q[k] * st->rows[i * st->dim + k];
+        size_t at = nt;
+        while (at > 0 && ts[at - 1] < dot)
+            at--;
+        if (at >= EX_NEAREST)
+            continue;
+        size_t last = nt < EX_NEAREST ? nt : EX_NEAREST - 1;
+        for (size_t m = last; m > at; m--) {
+            top[m] = top[m - 1];
+            ts[m] = ts[m - 1];
+        }
+        top[at] = i;
+        ts[at] = dot;
+        if (nt < EX_NEAREST)
+            nt++;
+    }
+    for (size_t m = 0; m < nt; m++) {
+        vsr_buf_append_cstr(&b, m ? ",{\"text\":" : "{\"text\":");
+        vsr_buf_append_json_string(&b, clip(e->texts[top[m]]));
+        vsr_buf_append_cstr(&b, ",\"label\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(e->names[e->label[top[m]]]));
+        vsr_buf_printf(&b, ",\"score\":%.4f}", ts[m]);
+    }
+    vsr_buf_append_cstr(&b, "]}");
+    vsr_slice_t out = vsr_pool_dup_slice(c->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return out;
 }
 
 /* {"model": M, "dim": D, "embeddings": [text, (exemplar 1, ..., n)]} */
@@ -365,10 +504,22 @@ int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
     size_t win = 0;
     for (size_t k = 0; k < e->n_labels; k++) {
         score[k] = vsr__emb_proto_score(q, st->protos + st->first[k] * dim, st->n_protos[k], dim);
-        if (e->fam->cues && (strcmp(e->fam->labels[k], "DIFFUSION") == 0 || strcmp(e->fam->labels[k], "BOTH") == 0))
+        if (e->fam && e->fam->cues &&
+            (strcmp(e->fam->labels[k], "DIFFUSION") == 0 || strcmp(e->fam->labels[k], "BOTH") == 0))
             score[k] += cue ? VSR__MODALITY_CUE_BONUS : -VSR__MODALITY_CUE_BONUS;
         if (score[k] > score[win])
             win = k;
+    }
+    if (e->target < 0) {
+        /* a classifier: the winning label, whichever it is */
+        double s = VSR_MIN(score[win], 1.0);
+        out->label = e->names[win];
+        out->matched = s >= e->threshold;
+        out->confidence = out->matched ? VSR_MAX(s, 0.0) : 0;
+        out->value = s;
+        out->evidence = cls_evidence(c, e, st, q, win, score);
+        rc = VSR_OK;
+        goto out;
     }
     double s = VSR_MIN(score[e->target], 1.0);
     out->matched = win == (size_t)e->target && s >= e->threshold;

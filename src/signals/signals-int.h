@@ -271,6 +271,12 @@ int vsr__modality_compile(vsr_signals_t *s, const void *conf, const char *path, 
 void vsr__exemplar_free(void *state);
 int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
 int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+/* exemplar.c's classifiers (routing.signals.classifiers): type local is
+ * the exemplar method over the configured bank, every label competing;
+ * type llm is unknown on every request.  The number of texts a compiled
+ * one embeds with its first request. */
+int vsr__classifier_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+size_t vsr__classifier_bank_size(const vsr_sig_classifier_conf_t *c);
 /* The number of exemplars a compiled signal of family ("fact_check",
  * "user_feedbacks", "modality") embeds; 0 for another. */
 size_t vsr__exemplar_bank_size(const char *family);

@@ -27,6 +27,7 @@ _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_exemplar_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_complexity_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_kb_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_classifier_conf_t, name) == 0, "name first");
 
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
@@ -74,6 +75,9 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__complexity_consume, NULL},
     {"kb", "kb", "kb", FAMILY(kb, n_kb, vsr_sig_kb_conf_t), vsr__kb_compile, vsr__embedding_eval,
      vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume, NULL},
+    {"classifier", "classifiers", "classifiers", FAMILY(classifiers, n_classifiers, vsr_sig_classifier_conf_t),
+     vsr__classifier_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
+     NULL},
 };
 
 /* ---- families registered at run time ---- */
@@ -355,6 +359,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
         n_cands += 3 * (conf->complexity[i].hard.candidates.n + conf->complexity[i].easy.candidates.n + 1);
     for (size_t i = 0; i < conf->n_kb; i++)
         n_cands += vsr__kb_entries(&conf->modules, conf->kb[i].kb) + 1;
+    for (size_t i = 0; i < conf->n_classifiers; i++)
+        n_cands += vsr__classifier_bank_size(&conf->classifiers[i]) + 1;
     if (n_cands > VSR_SIGNALS_MAX_RECIPE_CANDIDATES) {
         vsr_buf_printf(err,
                        "%s.signals: %zu texts to embed (candidates, examples, kb entries and routing texts) "
@@ -627,7 +633,8 @@ int vsr_signals_task(const vsr_signals_t *s, int i, const vsr_signal_input_t *in
         return 0;
     vsr__ctx_t c = {.s = s, .in = in, .pool = in->pool};
     c.m = memo_get(&c);
-    return s->sigs[i].type->task(&c, s->sigs[i].state, out) == 1;
+    int rc = s->sigs[i].type->task(&c, s->sigs[i].state, out);
+    return rc == 1 ? 1 : rc < 0 ? -1 : 0;
 }
 
 int vsr_signals_consume(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_slice_t result,

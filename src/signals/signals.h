@@ -56,6 +56,7 @@ typedef struct {
     double value;                  /* the measured quantity, for traces: token count, count, detected-language confidence... */
     vsr_slice_t evidence;          /* model-backed signals: a JSON value from the input's pool saying what decided it
                                     * (the classifier's answer: labels, entity spans, scores), for traces; else empty */
+    const char *label;             /* classifiers: the winning label (the compiled signals' storage), else NULL */
 } vsr_signal_result_t;
 
 /* metadata and events signals read the body's "metadata" object; one
@@ -115,7 +116,8 @@ int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf);
 
 /* 1 when signal i needs a runtime task for this request (*out filled from
  * in->pool), 0 when it evaluates with vsr_signals_eval (every rule-based
- * signal). */
+ * signal), -1 when it cannot be computed for this request (it is unknown,
+ * as when its task failed: an llm classifier). */
 int vsr_signals_task(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_signal_task_t *out);
 /* Reads signal i's value from its task's result.  VSR_OK, or
  * VSR_ERR_INVALID when the result is unusable (the signal is then unknown,

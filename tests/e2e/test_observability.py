@@ -136,3 +136,50 @@ def test_metrics_listener_serves_probes_too(stack):
     assert httpx.get(base + "/health").json() == {"status": "ok"}
     assert httpx.get(base + "/ready").status_code == 200
     assert httpx.get(base + "/v1/models").status_code == 404
+
+
+def test_signal_family_time_logged_and_measured(vsr, fakellm):
+    """Each signal family a request evaluated: its time in the access log's
+    signal_families_us and in vsr_signal_family_seconds{family}."""
+    from conftest import free_port
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(f"""version: v0.3
+listeners:
+  - {{name: l, address: 127.0.0.1, port: {port}}}
+providers:
+  defaults: {{model: general}}
+  models:
+    - {{name: general, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+    - {{name: coder, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+routing:
+  signals:
+    keywords: [{{name: code, keywords: [python, rust]}}, {{name: sql, keywords: [select]}}]
+    context: [{{name: long, min_tokens: 5000}}]
+  decisions:
+    - name: code
+      rules: {{operator: OR, conditions: [{{type: keyword, name: code}}, {{type: keyword, name: sql}},
+                                          {{type: context, name: long}}]}}
+      modelRefs: [{{model: coder}}]
+global:
+  services:
+    management_api: {{port: {free_port()}}}
+""", port=port, workers=1)
+    for rid in ("fam-1", "fam-2"):
+        r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "write python"}]},
+                        headers={"x-request-id": rid})
+        assert r.status_code == 200
+    r = v.post_chat({"model": "general", "messages": []}, headers={"x-request-id": "fam-none"})
+
+    def line(rid):
+        found = [l for l in log_lines(v) if l.get("x_request_id") == rid]
+        return found[0] if found else None
+    wait_until(lambda: line("fam-1") and line("fam-2") and line("fam-none"), what="three log lines")
+    fam = line("fam-1")["signal_families_us"]
+    assert set(fam) == {"keywords", "context"}, fam
+    assert all(isinstance(us, int) and 0 <= us < 10_000_000 for us in fam.values()), fam
+    assert line("fam-none")["signal_families_us"] is None   # a passthrough evaluates no signal
+    lines = metric_lines(v)
+    assert lines.get('vsr_signal_family_seconds_count{family="keywords"}') == 2, lines
+    assert lines.get('vsr_signal_family_seconds_count{family="context"}') == 2
+    assert 'vsr_signal_family_seconds_bucket{family="keywords",le="+Inf"}' in lines

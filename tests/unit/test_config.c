@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1472,6 +1473,136 @@ static void test_complexity_signals(void **state)
 
 /* kb: global.model_catalog.kbs are decoded into every recipe's signals and
  * are part of their hash */
+/* classifiers: type local with an inline bank or a model_path JSONL file
+ * (relative to the configuration's directory, bounded, errors with the
+ * bank's file:line); type llm loads and is recorded as not implemented; a
+ * classifier condition takes label and predicate. */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+#define CLS_DOC(bank_line)                                                                                       \
+    DOC "routing:\n"                                                                                             \
+        "  signals:\n"                                                                                           \
+        "    classifiers:\n"                                                                                     \
+        "      - name: topic\n"                                                                                  \
+        "        labels:\n"                                                                                      \
+        "          - {name: cooking, examples: [a recipe for soup, how long to boil eggs]}\n"                     \
+        "          - {name: sports, examples: [who won the match]}\n"                                            \
+        "      - name: bank\n"                                                                                   \
+        "        " bank_line "\n"                                                                                \
+        "      - {name: judge, type: llm, model: m, labels: [positive, negative], instructions: say which}\n"    \
+        "  decisions:\n"                                                                                         \
+        "    - name: d\n"                                                                                        \
+        "      rules: {type: classifier, name: topic, label: cooking, predicate: {gte: 0.7}, on_error: match}\n"
+
+static void test_classifier_signals(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vsr-cls-XXXXXX", cfg[64], bank[64], want[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cfg, sizeof cfg, "%s/c.yaml", dir);
+    snprintf(bank, sizeof bank, "%s/bank.jsonl", dir);
+    write_text(bank, "{\"text\": \"reset my password\", \"label\": \"account\"}\n\n"
+                     "{\"text\": \"the invoice is wrong\", \"label\": \"billing\"}\n"
+                     "{\"text\": \"I was charged twice\", \"label\": \"billing\"}\n");
+    write_text(cfg, CLS_DOC("model_path: bank.jsonl"));
+    vsr_config_t *c = load_file_ok(cfg);
+    const vsr_signals_conf_t *s = &c->recipes[0].signals;
+    assert_int_equal(s->n_classifiers, 3);
+    assert_int_equal(s->classifiers[0].type, VSR_CLS_LOCAL);
+    assert_true(s->classifiers[0].threshold == VSR_CLS_DEFAULT_THRESHOLD);
+    assert_int_equal(s->classifiers[0].n_labels, 2);
+    assert_string_equal(s->classifiers[0].labels[1], "sports");
+    assert_int_equal(s->classifiers[0].n_examples, 3);
+    assert_string_equal(s->classifiers[0].examples[1].text, "how long to boil eggs");
+    assert_int_equal(s->classifiers[0].examples[2].label, 1);
+    assert_int_equal(s->classifiers[1].n_labels, 2);
+    assert_string_equal(s->classifiers[1].labels[0], "account");
+    assert_int_equal(s->classifiers[1].n_examples, 3);
+    assert_int_equal(s->classifiers[1].examples[2].label, 1);
+    assert_int_equal(s->classifiers[2].type, VSR_CLS_LLM);
+    assert_string_equal(s->classifiers[2].model, "m");
+    assert_string_equal(s->classifiers[2].instructions, "say which");
+    int llm = 0;
+    for (size_t i = 0; i < c->n_unimplemented; i++)
+        llm |= strcmp(c->unimplemented[i], "routing.signals.classifiers[].type: llm") == 0;
+    assert_true(llm);
+    const vsr_rule_conf_t *r = c->recipes[0].decisions[0].rules;
+    assert_string_equal(r->label, "cooking");
+    assert_true(r->has_predicate && r->predicate.has_gte && r->predicate.gte == 0.7 && !r->predicate.has_gt);
+    assert_int_equal(r->on_error, VSR_ON_ERROR_MATCH);
+    /* the bank file is part of the signals' hash */
+    char hash[sizeof(c->recipes[0].signals_hash)];
+    memcpy(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+    write_text(bank, "{\"text\": \"reset my password\", \"label\": \"account\"}\n"
+                     "{\"text\": \"refund please\", \"label\": \"billing\"}\n");
+    c = load_file_ok(cfg);
+    assert_memory_not_equal(hash, c->recipes[0].signals_hash, sizeof(hash));
+    vsr_config_free(c);
+
+    /* the bank's errors name the document's node and the bank's line */
+    write_text(bank, "{\"text\": \"reset my password\", \"label\": \"account\"}\n{\"text\": 3, \"label\": \"x\"}\n");
+    snprintf(want, sizeof want, "%s:18:21: model_path: %s:2: \"text\" must be a string\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    write_text(bank, "{\"text\": \"a\", \"label\": \"x\"}\nnot json\n");
+    snprintf(want, sizeof want,
+             "%s:18:21: model_path: %s:2: expected a JSON object {\"text\": ..., \"label\": ...}\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    vsr_buf_t big;
+    vsr_buf_init(&big, 0);
+    vsr_buf_append_cstr(&big, "{\"text\": \"");
+    for (int i = 0; i < 4097; i++)
+        vsr_buf_append(&big, "x", 1);
+    vsr_buf_append_cstr(&big, "\", \"label\": \"x\"}\n");
+    vsr_buf_append(&big, "", 1);
+    write_text(bank, big.data);
+    snprintf(want, sizeof want, "%s:18:21: model_path: %s:1: \"text\" is longer than 4096 bytes\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    vsr_buf_reset(&big);
+    for (int i = 0; i < 10001; i++)
+        vsr_buf_printf(&big, "{\"text\": \"t%d\", \"label\": \"l%d\"}\n", i, i % 2);
+    vsr_buf_append(&big, "", 1);
+    write_text(bank, big.data);
+    vsr_buf_free(&big);
+    snprintf(want, sizeof want, "%s:18:21: model_path: %s:10001: more than 10000 examples\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    unlink(bank);
+    assert_int_equal(mkdir(bank, 0700), 0); /* not a regular file (a FIFO would block the load) */
+    snprintf(want, sizeof want, "%s:18:21: model_path: \"%s\" is not a regular file\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    rmdir(bank);
+    snprintf(want, sizeof want, "%s:18:21: model_path: cannot open \"%s\": No such file or directory\n", cfg, bank);
+    expect_file_errors(cfg, want);
+    write_text(cfg, CLS_DOC("labels: [{name: a}]"));
+    snprintf(want, sizeof want, "%s:18:17: label \"a\" has no examples\n", cfg);
+    expect_file_errors(cfg, want);
+    write_text(cfg, CLS_DOC("model: m"));
+    snprintf(want, sizeof want,
+             "%s:18:16: model applies to llm classifiers (a local classifier reads model_path or inline labels)\n"
+             "%s:17:9: a local classifier needs labels with examples, or model_path\n", cfg, cfg);
+    expect_file_errors(cfg, want);
+    unlink(cfg);
+    rmdir(dir);
+
+    /* conditions: a predicate needs a bound; label stays a classifier key */
+    expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, labels: [{name: a, examples: [x]}]}]}\n"
+                      "  decisions: [{name: d, rules: {type: classifier, name: t, predicate: {}}}]\n",
+                  "t.yaml:12:71: a predicate needs at least one of gt, gte, lt, lte\n");
+    expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, labels: [{name: a, examples: [x]}]}]}\n"
+                      "  decisions: [{name: d, rules: {type: classifier, name: u}}]\n",
+                  "t.yaml:12:32: classifier signal \"u\" is not declared in routing.signals.classifiers\n");
+    expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, labels: [{name: a, examples: [x]}]}]}\n"
+                      "  decisions: [{name: d, rules: {type: classifier, name: t, label: b}}]\n",
+                  "t.yaml:12:32: classifier \"t\" has no label \"b\"\n");
+}
+#undef CLS_DOC
+
 static void test_kb_signals(void **state)
 {
     (void)state;
@@ -3219,9 +3350,12 @@ static void test_graph_predicates(void **state)
     expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: keywrd, name: x}}, "
                            "then: {call: {}}}}}}"),
                   "t.yaml:15:76: unknown condition type \"keywrd\"\n");
+    expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: safety, name: x}}, "
+                           "then: {call: {}}}}}}"),
+                  "t.yaml:15:76: condition type \"safety\" is not supported yet\n");
     expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: classifier, name: x}}, "
                            "then: {call: {}}}}}}"),
-                  "t.yaml:15:76: condition type \"classifier\" is not supported yet\n");
+                  "t.yaml:15:94: classifier signal \"x\" is not declared in routing.signals.classifiers\n");
     expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: keyword}}, then: {call: {}}}}}}"),
                   "t.yaml:15:69: missing required key \"name\"\n");
     /* the name resolves against the recipe's signals, as a rule leaf's does */
@@ -3335,6 +3469,7 @@ int main(void)
         cmocka_unit_test(test_capability_errors),
         cmocka_unit_test(test_complexity_signals),
         cmocka_unit_test(test_kb_signals),
+        cmocka_unit_test(test_classifier_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_unknown_names),

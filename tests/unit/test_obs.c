@@ -76,7 +76,7 @@ static const char *const log_keys[] = {
     "start_time", "method", "path", "protocol", "response_code", "response_flags", "bytes_received",
     "bytes_sent", "duration", "upstream_host", "x_request_id", "user_agent", "recipe", "decision",
     "selected_model", "served_model", "fallback_path", "attempts", "config_version", "routing_ms",
-    "stream_events", "prompt_tokens", "completion_tokens", "looper",
+    "signal_families_us", "stream_events", "prompt_tokens", "completion_tokens", "looper",
 };
 
 /* 1 when [p, p+n) is one JSON object with exactly the log's keys in order. */
@@ -95,6 +95,9 @@ static int valid_log_line(const char *p, size_t n)
     vsr_json_free(&j);
     return ok;
 }
+
+static const char *const full_families[] = {"keywords", "embeddings"};
+static const uint64_t full_family_us[] = {12, 3400};
 
 static vsr_access_entry_t full_entry(void)
 {
@@ -119,6 +122,9 @@ static vsr_access_entry_t full_entry(void)
         .attempts = 2,
         .config_version = 7,
         .routing_ms = 0.1254,
+        .family_names = full_families,
+        .family_us = full_family_us,
+        .n_families = 2,
     };
     return e;
 }
@@ -177,37 +183,37 @@ static void test_access_log_format(void **state)
         "\"bytes_sent\":4567,\"duration\":89,\"upstream_host\":\"10.0.0.1:8000\",\"x_request_id\":\"req-1\","
         "\"user_agent\":\"curl/8.0\",\"recipe\":\"default\",\"decision\":\"math\",\"selected_model\":\"m1\","
         "\"served_model\":\"m2\",\"fallback_path\":\"m1,m2\",\"attempts\":2,\"config_version\":7,"
-        "\"routing_ms\":0.125,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
+        "\"routing_ms\":0.125,\"signal_families_us\":{\"keywords\":12,\"embeddings\":3400},\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
         "{\"start_time\":null,\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":499,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
+        "\"routing_ms\":null,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:01.005Z\",\"method\":\"GET\",\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"stream_events\":9,\"prompt_tokens\":3,\"completion_tokens\":5,\"looper\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":9,\"prompt_tokens\":3,\"completion_tokens\":5,\"looper\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"stream_events\":2,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":2,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,"
         "\"looper\":{\"algorithm\":\"fusion\",\"calls\":4,\"models\":\"a,\\\"b\",\"prompt_tokens\":30,"
         "\"completion_tokens\":7}}\n";
     assert_string_equal(text, want);

@@ -123,11 +123,11 @@ static void fixture(fixture_t *f)
     vsr_buf_free(&err);
     f->p = vsr_projections_compile(&f->cfg->recipes[0].projections, find, NULL);
     memset(f->sig, 0, sizeof(f->sig));
-    f->sig[S_CODE] = (vsr_signal_result_t){1, 1.0, 0, VSR_SLICE_NULL};
-    f->sig[S_LONG] = (vsr_signal_result_t){0, 0, 5000, VSR_SLICE_NULL};
-    f->sig[S_MATH] = (vsr_signal_result_t){1, 0.9, 0.9, VSR_SLICE_NULL};
-    f->sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL};
-    f->sig[S_BIO] = (vsr_signal_result_t){0, 0, 0.3, VSR_SLICE_NULL};
+    f->sig[S_CODE] = (vsr_signal_result_t){1, 1.0, 0, VSR_SLICE_NULL, NULL};
+    f->sig[S_LONG] = (vsr_signal_result_t){0, 0, 5000, VSR_SLICE_NULL, NULL};
+    f->sig[S_MATH] = (vsr_signal_result_t){1, 0.9, 0.9, VSR_SLICE_NULL, NULL};
+    f->sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL, NULL};
+    f->sig[S_BIO] = (vsr_signal_result_t){0, 0, 0.3, VSR_SLICE_NULL, NULL};
     memset(f->known, 1, sizeof(f->known));
     vsr_pool_init(&f->pool);
 }
@@ -161,8 +161,8 @@ static void test_softmax_partition(void **state)
     assert_true(f.sig[S_CHEM].confidence == 0);
     assert_false(f.sig[S_BIO].matched);
     /* one match is left alone */
-    f.sig[S_MATH] = (vsr_signal_result_t){0, 0, 0.2, VSR_SLICE_NULL};
-    f.sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL};
+    f.sig[S_MATH] = (vsr_signal_result_t){0, 0, 0.2, VSR_SLICE_NULL, NULL};
+    f.sig[S_CHEM] = (vsr_signal_result_t){1, 0.6, 0.6, VSR_SLICE_NULL, NULL};
     vsr_projections_partition(f.p, f.sig, f.known);
     assert_true(f.sig[S_CHEM].matched);
     assert_true(f.sig[S_CHEM].confidence == 0.6);
@@ -182,8 +182,8 @@ static void test_exclusive_partition_and_default(void **state)
     vsr_signal_result_t sig[S_N] = {{0}};
     unsigned char known[S_N];
     memset(known, 1, sizeof(known));
-    sig[S_MATH] = (vsr_signal_result_t){1, 0.7, 0.7, VSR_SLICE_NULL};
-    sig[S_CHEM] = (vsr_signal_result_t){1, 0.8, 0.8, VSR_SLICE_NULL};
+    sig[S_MATH] = (vsr_signal_result_t){1, 0.7, 0.7, VSR_SLICE_NULL, NULL};
+    sig[S_CHEM] = (vsr_signal_result_t){1, 0.8, 0.8, VSR_SLICE_NULL, NULL};
     vsr_projections_partition(p, sig, known);
     assert_false(sig[S_MATH].matched);
     assert_true(sig[S_CHEM].matched);
@@ -438,10 +438,110 @@ static void test_engine_routes_on_projection(void **state)
     vsr_config_free(c);
 }
 
+static void add_dep(void *ud, int sig)
+{
+    struct { int *d; int *n; } *acc = ud;
+    if (*acc->n < 8)
+        acc->d[(*acc->n)++] = sig;
+}
+
+/* kb_metric inputs read their kb signal, resolved at load (by name, or the
+ * recipe's first kb signal over the kb): best_score its value, the target
+ * value the same, confidence and matched; miss when it was not computed. */
+static int find_kb(void *ud, const char *type, const char *name)
+{
+    (void)ud;
+    if (strcmp(type, "kb") != 0)
+        return -1;
+    return strcmp(name, "acct") == 0 ? 0 : strcmp(name, "money") == 0 ? 1 : -1;
+}
+
+#define KB_DOC(inputs)                                                                                         \
+    HEAD "routing:\n"                                                                                          \
+         "  signals:\n"                                                                                        \
+         "    kb:\n"                                                                                           \
+         "      - {name: acct, kb: support, target: {kind: label, value: account}}\n"                          \
+         "      - {name: money, kb: support, target: {kind: group, value: finance}, match: any}\n"             \
+         "  projections:\n"                                                                                    \
+         "    scores:\n"                                                                                       \
+         "      - name: s\n"                                                                                   \
+         "        inputs:\n" inputs                                                                            \
+         "    mappings: [{name: m, source: s, outputs: [{name: hi, gte: 0.5}]}]\n"                             \
+         "  decisions:\n"                                                                                      \
+         "    - {name: d, rules: {type: projection, name: hi}, modelRefs: [{model: large}]}\n"                 \
+         "global:\n"                                                                                           \
+         "  model_catalog:\n"                                                                                  \
+         "    kbs: [{name: support, entries: [{text: reset password, label: account, group: it},\n"            \
+         "                                    {text: refund, label: billing, group: finance}]}]\n"
+
+static void test_kb_metric_reads_its_kb_signal(void **state)
+{
+    (void)state;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    vsr_config_t *cfg = load(KB_DOC("          - {type: kb_metric, kb: support, weight: 2, miss: 0.05}\n"
+                                    "          - {type: kb_metric, kb: support, name: money, metric: confidence}\n"
+                                    "          - {type: kb_metric, kb: support, name: money, metric: matched,"
+                                    " match: 0.5, weight: 0.1}\n"
+                                    "          - {type: kb_metric, kb: support, metric: account, weight: -1}\n"),
+                             &err);
+    if (cfg == NULL)
+        fprintf(stderr, "%.*s", (int)err.len, err.data ? err.data : "");
+    assert_non_null(cfg);
+    const vsr_score_input_conf_t *in = cfg->recipes[0].projections.scores[0].inputs;
+    assert_string_equal(in[0].name, "acct"); /* the first kb signal over the kb */
+    assert_int_equal(in[1].kb_metric, VSR_KB_METRIC_CONFIDENCE);
+    assert_int_equal(in[3].kb_metric, VSR_KB_METRIC_SCORE);
+    vsr_projections_t *p = vsr_projections_compile(&cfg->recipes[0].projections, find_kb, NULL);
+    vsr_signal_result_t sig[2] = {{1, 0.8, 0.8, VSR_SLICE_NULL, NULL}, {1, 0.6, 0.6, VSR_SLICE_NULL, NULL}};
+    unsigned char known[2] = {1, 1};
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_projections_run_t run;
+    vsr_projections_run_init(p, &run, &pool, sig, known);
+    /* 2*0.8 + 0.6 + 0.1*0.5 - 0.8 = 1.45 */
+    assert_true(fabs(vsr_projections_score(p, &run, 0) - 1.45) < 1e-9);
+    /* money unmatched (value 0.3): 1.6 + 0 (miss) + 0 (miss) - 0.8 = 0.8 */
+    sig[1] = (vsr_signal_result_t){0, 0, 0.3, VSR_SLICE_NULL, NULL};
+    vsr_projections_run_init(p, &run, &pool, sig, known);
+    assert_true(fabs(vsr_projections_score(p, &run, 0) - 0.8) < 1e-9);
+    /* acct not computed: its two inputs give their miss: 2*0.05 + 0 + 0 - 0 = 0.1 */
+    known[0] = 0;
+    vsr_projections_run_init(p, &run, &pool, sig, known);
+    assert_true(fabs(vsr_projections_score(p, &run, 0) - 0.1) < 1e-9);
+    /* the output's dependencies include the kb signals, so they are evaluated */
+    int deps[8], nd = 0;
+    struct { int *d; int *n; } acc = {deps, &nd};
+    vsr_projections_output_deps(p, 0, add_dep, &acc);
+    int saw0 = 0, saw1 = 0;
+    for (int i = 0; i < nd; i++) {
+        saw0 |= deps[i] == 0;
+        saw1 |= deps[i] == 1;
+    }
+    assert_true(saw0 && saw1);
+    vsr_pool_free(&pool);
+    vsr_projections_free(p);
+    vsr_config_free(cfg);
+    vsr_buf_reset(&err);
+    /* a named signal that is not a kb signal over the kb, and a metric it does not have */
+    assert_null(load(KB_DOC("          - {type: kb_metric, kb: support, name: nope}\n"), &err));
+    vsr_buf_append(&err, "", 1);
+    assert_non_null(strstr(err.data, "kb_metric input: kb signal \"nope\" over kb \"support\" is not declared in "
+                                     "routing.signals.kb"));
+    vsr_buf_reset(&err);
+    assert_null(load(KB_DOC("          - {type: kb_metric, kb: support, name: acct, metric: billing}\n"), &err));
+    vsr_buf_append(&err, "", 1);
+    assert_non_null(strstr(err.data, "metric \"billing\" must be best_score, score, confidence, matched or "
+                                     "\"account\" (the target of kb signal \"acct\")"));
+    vsr_buf_free(&err);
+}
+#undef KB_DOC
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_partition),
+        cmocka_unit_test(test_kb_metric_reads_its_kb_signal),
         cmocka_unit_test(test_exclusive_partition_and_default),
         cmocka_unit_test(test_weighted_sums_in_topological_order),
         cmocka_unit_test(test_bands_calibration_multi_emit),
