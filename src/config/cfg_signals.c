@@ -1141,10 +1141,7 @@ static void finish_classifier(cfg_decoder_t *d, const cfg_node_t *map, void *obj
             vsr__cfg_node_error(d, map, "an llm classifier needs \"labels\"");
         if (mp)
             vsr__cfg_node_error(d, mp, "model_path applies to local classifiers (an llm classifier names a model)");
-        /* the router cannot call a model from the signal phase yet: the
-         * signal is unknown on every request (its on_error decides) */
-        vsr__cfg_record_unimplemented(d, "type: llm");
-        return;
+        return; /* its model is checked with the providers (cfg_check.c) */
     }
     if (c->model && vsr__cfg_map_get(map, "model"))
         vsr__cfg_node_error(d, vsr__cfg_map_get(map, "model"), "model applies to llm classifiers (a local "

@@ -31,8 +31,13 @@
  * value and confidence; it matches when that score >= threshold, and a
  * condition may ask for one label and its own predicate on the score
  * (vsr_rule_leaf_result).  Its evidence: the label, every label's score and
- * the nearest examples.  type llm compiles to a signal that is unknown on
- * every request (vsr_signals_task answers -1).
+ * the nearest examples.  type llm asks a configured model instead: a chat
+ * task (VSR_SIGNAL_TASK_CHAT, the router's own model call through the
+ * upstream layer) with the instructions and the labels as a system
+ * message, the routing text as the user's; the answer's label (the whole
+ * reply, else the first label named in it as a word) wins with confidence
+ * 1.0 (0.8 when only found inside a longer reply); a reply naming none, a
+ * failed call or a timeout make the signal unknown, and on_error decides.
  * Model-backed and pure: the vectors come from the runtime's `embed` task.
  */
 #include <math.h>
@@ -89,7 +94,10 @@ typedef struct {
     int target;             /* the signal's label; -1: every label competes (classifiers) */
     char **names;           /* classifiers: the label names (owned) */
     char **texts;           /* classifiers: the examples (owned), for evidence */
-    int unknown;            /* classifiers of type llm: never computed */
+    int llm;                /* classifiers of type llm: a model call */
+    char *model;            /* llm: the provider model asked (owned) */
+    char *system;           /* llm: the system message (owned) */
+    uint64_t timeout_ms;    /* llm: 0 = the routing wait */
     double threshold;
     size_t n;            /* exemplars */
     uint8_t *label;      /* n: each exemplar's label index */
@@ -220,6 +228,8 @@ void vsr__exemplar_free(void *state)
     if (e == NULL)
         return;
     vsr_free(e->label);
+    vsr_free(e->model);
+    vsr_free(e->system);
     vsr_free((void *)e->cand_json.p);
     for (size_t k = 0; e->names && k < e->n_labels; k++)
         vsr_free(e->names[k]);
@@ -246,7 +256,29 @@ int vsr__classifier_compile(vsr_signals_t *s, const void *conf, const char *path
     atomic_init(&e->store, NULL);
     *state = e;
     if (c->type == VSR_CLS_LLM) {
-        e->unknown = 1;
+        if (c->model == NULL || c->n_labels == 0 || c->n_labels > EX_MAX_LABELS) {
+            vsr_buf_printf(err, "%s: an llm classifier needs a model and 1 to %d labels\n", path, EX_MAX_LABELS);
+            vsr__exemplar_free(e);
+            *state = NULL;
+            return VSR_ERR_INVALID;
+        }
+        e->llm = 1;
+        e->model = vsr_strdup(c->model);
+        e->timeout_ms = c->timeout_ms;
+        e->n_labels = c->n_labels;
+        e->names = vsr_calloc(c->n_labels, sizeof(char *));
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        if (c->instructions && c->instructions[0])
+            vsr_buf_printf(&b, "%s\n\n", c->instructions);
+        vsr_buf_append_cstr(&b, "Classify the user's message. Reply with exactly one of these labels and nothing else: ");
+        for (size_t k = 0; k < c->n_labels; k++) {
+            e->names[k] = vsr_strdup(c->labels[k]);
+            vsr_buf_printf(&b, "%s%s", k ? ", " : "", c->labels[k]);
+        }
+        vsr_buf_append_cstr(&b, ".");
+        e->system = vsr_strndup(b.data, b.len);
+        vsr_buf_free(&b);
         return VSR_OK;
     }
     if (c->n_labels == 0 || c->n_labels > EX_MAX_LABELS || c->n_examples == 0) {
@@ -298,10 +330,25 @@ static int ex_applies(vsr__ctx_t *c, const ex_t *e)
 int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const ex_t *e = state;
-    if (e->unknown)
-        return -1; /* an llm classifier: no model call from the signal phase yet */
     if (!ex_applies(c, e))
         return 0; /* nothing to classify: no match */
+    if (e->llm) {
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        vsr_buf_append_cstr(&b, "{\"model\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(e->model));
+        if (e->timeout_ms)
+            vsr_buf_printf(&b, ",\"timeout_ms\":%llu", (unsigned long long)e->timeout_ms);
+        vsr_buf_append_cstr(&b, ",\"body\":{\"messages\":[{\"role\":\"system\",\"content\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(e->system));
+        vsr_buf_append_cstr(&b, "},{\"role\":\"user\",\"content\":");
+        vsr_buf_append_slice(&b, vsr__text_json(c->pool, c->in->text, VSR__MODEL_MAX_RUNES));
+        vsr_buf_append_cstr(&b, "}],\"temperature\":0,\"max_completion_tokens\":16,\"stream\":false}}");
+        out->type = VSR_SIGNAL_TASK_CHAT;
+        out->payload = vsr_pool_dup_slice(c->pool, vsr_buf_slice(&b));
+        vsr_buf_free(&b);
+        return 1;
+    }
     int with_bank = atomic_load(&((ex_t *)e)->store) == NULL;
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
@@ -457,9 +504,78 @@ static vsr_slice_t cls_evidence(vsr__ctx_t *c, const ex_t *e, const ex_store_t *
 }
 
 /* {"model": M, "dim": D, "embeddings": [text, (exemplar 1, ..., n)]} */
+/* case-insensitive equality of n bytes */
+static int ieq(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+        if ((x | (x >= 'A' && x <= 'Z' ? 0x20 : 0)) != (y | (y >= 'A' && y <= 'Z' ? 0x20 : 0)))
+            return 0;
+    }
+    return 1;
+}
+
+/* An llm classifier's answer (a chat.completion): its label. */
+static int llm_consume(vsr__ctx_t *c, const ex_t *e, vsr_slice_t result, vsr_signal_result_t *out)
+{
+    vsr_json_t j;
+    uint32_t ch, msg, ct;
+    vsr_slice_t text = VSR_SLICE_NULL;
+    vsr_json_limits_t lim = {.max_depth = 64, .max_tokens = 1u << 16};
+    int ok = vsr_json_parse(&j, result.p, result.len, &lim) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+             vsr_json_object_get(&j, 0, "choices", &ch) == VSR_OK && vsr_json_type(&j, ch) == VSR_JSON_ARRAY &&
+             j.toks[ch].count > 0 && vsr_json_type(&j, ch + 1) == VSR_JSON_OBJECT &&
+             vsr_json_object_get(&j, ch + 1, "message", &msg) == VSR_OK &&
+             vsr_json_type(&j, msg) == VSR_JSON_OBJECT && vsr_json_object_get(&j, msg, "content", &ct) == VSR_OK &&
+             vsr_json_type(&j, ct) == VSR_JSON_STRING && vsr_json_string(&j, ct, c->pool, &text) == VSR_OK;
+    vsr_json_free(&j);
+    if (!ok)
+        return VSR_ERR_INVALID;
+    /* the reply trimmed of blanks, quotes and a final period */
+    vsr_slice_t t = text;
+    while (t.len && (t.p[0] == ' ' || t.p[0] == '\n' || t.p[0] == '\t' || t.p[0] == '"' || t.p[0] == '\''))
+        t.p++, t.len--;
+    while (t.len && strchr(" \n\t\r\"'.", t.p[t.len - 1]))
+        t.len--;
+    int win = -1;
+    double conf = 1.0;
+    for (size_t k = 0; k < e->n_labels && win < 0; k++)
+        if (strlen(e->names[k]) == t.len && ieq(t.p, e->names[k], t.len))
+            win = (int)k;
+    for (size_t k = 0; k < e->n_labels && win < 0; k++) { /* a label named as a word inside a longer reply */
+        size_t m = strlen(e->names[k]);
+        for (size_t i = 0; m && i + m <= t.len && win < 0; i++)
+            if (ieq(t.p + i, e->names[k], m) && (i == 0 || !is_word((unsigned char)t.p[i - 1])) &&
+                (i + m == t.len || !is_word((unsigned char)t.p[i + m]))) {
+                win = (int)k;
+                conf = 0.8;
+            }
+    }
+    if (win < 0)
+        return VSR_ERR_INVALID; /* no label: the signal is unknown */
+    out->label = e->names[win];
+    out->value = conf;
+    out->matched = conf >= e->threshold;
+    out->confidence = out->matched ? conf : 0;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"label\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(e->names[win]));
+    vsr_buf_printf(&b, ",\"score\":%.2f,\"model\":", conf);
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(e->model));
+    vsr_buf_append_cstr(&b, ",\"answer\":");
+    vsr_buf_append_json_string(&b, vsr_slice(text.p, VSR_MIN(text.len, (size_t)EX_EVIDENCE_BYTES)));
+    vsr_buf_append_cstr(&b, "}");
+    out->evidence = vsr_pool_dup_slice(c->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    return VSR_OK;
+}
+
 int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out)
 {
     ex_t *e = (ex_t *)state;
+    if (e->llm)
+        return llm_consume(c, e, result, out);
     vsr_json_t j;
     memset(&j, 0, sizeof(j));
     int rc = VSR_ERR_INVALID;

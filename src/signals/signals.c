@@ -620,9 +620,15 @@ pcre2_match_data *vsr__memo_md(vsr__ctx_t *c)
 
 int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf)
 {
-    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
-        if (sig_types[t].task && *(const size_t *)((const char *)conf + sig_types[t].count_off) > 0)
+    for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++) {
+        if (!sig_types[t].task || *(const size_t *)((const char *)conf + sig_types[t].count_off) == 0)
+            continue;
+        if (sig_types[t].count_off != offsetof(vsr_signals_conf_t, n_classifiers))
             return 1;
+        for (size_t i = 0; i < conf->n_classifiers; i++) /* an llm classifier asks a provider model instead */
+            if (conf->classifiers[i].type != VSR_CLS_LLM)
+                return 1;
+    }
     return conf->n_ext > 0;
 }
 

@@ -2,8 +2,10 @@
 child and the real sentence-embedding model: a 3-label inline bank and a
 model_path JSONL bank (relative to the configuration's directory) route
 evident cases to the decision of their label; a condition's predicate
-stricter than any score never matches; an llm classifier is unknown and
-its on_error decides.  Without the model the routing test skips, and fails
+stricter than any score never matches; an llm classifier's model answers
+with no label (the signal is unknown) and its on_error decides.  An llm
+classifier on its own asks its model through the router's upstream layer
+(no runtime) and routes by the label it answers.  Without the model the routing test skips, and fails
 under CI=1."""
 import json
 import subprocess
@@ -143,3 +145,56 @@ routing:
     assert p.returncode == 2, p.stdout + p.stderr
     assert f'c.yaml:8:34: model_path: {tmp_path}/bank.jsonl:2: "text" must not be empty or blank' in p.stderr, \
         p.stderr
+
+
+LLM_DOC = """version: v0.3
+listeners:
+  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
+providers:
+  defaults: {{model: general}}
+  models:
+    - {{name: general, backend_refs: [{{endpoint: "{backend}"}}]}}
+    - {{name: happy, backend_refs: [{{endpoint: "{backend}"}}]}}
+    - {{name: grumpy, backend_refs: [{{endpoint: "{backend}"}}]}}
+    - {{name: sentiment, provider_model_id: sentiment-v1, backend_refs: [{{endpoint: "{judge}"}}]}}
+routing:
+  signals:
+    classifiers:
+      - {{name: mood, type: llm, model: sentiment, labels: [positive, negative], instructions: "Judge the tone.",
+          timeout: 5s}}
+  decisions:
+    - {{name: up, priority: 20, rules: {{type: classifier, name: mood, label: positive}}, modelRefs: [{{model: happy}}]}}
+    - {{name: down, priority: 10, rules: {{type: classifier, name: mood, label: negative, on_error: no_match}},
+        modelRefs: [{{model: grumpy}}]}}
+global:
+  services:
+    management_api: {{port: {admin}}}
+"""
+
+
+def test_llm_classifier_asks_its_model(vsr, fakellm):
+    """type llm: the router asks the classifier's model itself (no runtime
+    needed), with the labels and instructions, and routes by the label it
+    answers; an answer naming no label leaves the signal unknown."""
+    be = fakellm("be")
+    judge = fakellm("judge", args=["--text", "negative"])
+    port, admin = free_port(), free_port()
+    v = vsr(LLM_DOC.format(port=port, backend=be.endpoint, judge=judge.endpoint, admin=admin), workers=1, port=port)
+    with httpx.Client(base_url=v.url, timeout=30) as c:
+        r = c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
+                   json={"model": "auto", "messages": [{"role": "user", "content": "this is awful"}]})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "grumpy"
+        assert r.headers["x-vsr-matched-classifiers"] == "mood"
+        log = httpx.get(judge.url + "/_fakellm/log", timeout=5).json()["entries"]
+        calls = [e for e in log if e["path"] == "/v1/chat/completions"]
+        assert len(calls) == 1 and calls[0]["model"] == "sentiment-v1"
+        assert calls[0]["body"]["last_user"] == "this is awful"
+        assert calls[0]["body"]["system"].startswith("Judge the tone.")
+        assert "positive, negative" in calls[0]["body"]["system"]
+        # the classifier's call has its own body: the client's fields never reach the classifier's model
+        r = c.post("/v1/chat/completions",
+                   json={"model": "auto", "messages": [{"role": "user", "content": "meh"}],
+                         "fakellm": {"text": "positive"}})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "grumpy"

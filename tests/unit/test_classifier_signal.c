@@ -155,19 +155,71 @@ static void test_condition_label_and_predicate(void **state)
     assert_false(vsr_rule_leaf_result(&leaf, &low, &c));
 }
 
-static void test_llm_is_unknown(void **state)
+static vsr_signal_result_t llm_answer(vsr_signals_t *s, vsr_signal_input_t *in, const char *content, int *rc)
+{
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"id\":\"x\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":"
+             "{\"role\":\"assistant\",\"content\":\"%s\"},\"finish_reason\":\"stop\"}]}",
+             content);
+    vsr_signal_result_t r;
+    memset(&r, 0, sizeof(r));
+    *rc = vsr_signals_consume(s, 0, in, vsr_slice_cstr(body), &r);
+    return r;
+}
+
+/* type llm: a chat task to its model (instructions and labels as the
+ * system message, the text as the user's); the reply's label wins. */
+static void test_llm_asks_its_model(void **state)
 {
     (void)state;
-    vsr_signals_t *s = compile(VSR_CLS_LLM, 0.5);
+    memset(&conf, 0, sizeof(conf));
+    vsr_signals_t *s;
+    {
+        s = compile(VSR_CLS_LLM, 0.5);
+        assert_null(s); /* no model: refused at compile time */
+    }
+    conf.model = (char *)"judge";
+    conf.instructions = (char *)"Route support tickets.";
+    conf.timeout_ms = 1500;
+    recipe.signals.classifiers = &conf;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    s = vsr_signals_compile(&recipe, &err);
+    vsr_buf_free(&err);
     assert_non_null(s);
     vsr_pool_t pool;
     vsr_pool_init(&pool);
     vsr_signal_input_t in;
     memset(&in, 0, sizeof(in));
-    in.text = vsr_slice_cstr("anything");
+    in.text = vsr_slice_cstr("my \"card\" was charged twice");
     in.pool = &pool;
     vsr_signal_task_t t;
-    assert_int_equal(vsr_signals_task(s, 0, &in, &t), -1);
+    assert_int_equal(vsr_signals_task(s, 0, &in, &t), 1);
+    assert_string_equal(t.type, VSR_SIGNAL_TASK_CHAT);
+    char *p = strndup(t.payload.p, t.payload.len);
+    assert_non_null(strstr(p, "\"model\":\"judge\""));
+    assert_non_null(strstr(p, "\"timeout_ms\":1500"));
+    assert_non_null(strstr(p, "Route support tickets."));
+    assert_non_null(strstr(p, "billing, account, shipping"));
+    assert_non_null(strstr(p, "\"content\":\"my \\\"card\\\" was charged twice\""));
+    free(p);
+    int rc;
+    vsr_signal_result_t r = llm_answer(s, &in, "billing", &rc);
+    assert_int_equal(rc, VSR_OK);
+    assert_string_equal(r.label, "billing");
+    assert_true(r.matched && r.confidence == 1.0);
+    r = llm_answer(s, &in, " Shipping.", &rc); /* case, blanks and a period */
+    assert_string_equal(r.label, "shipping");
+    r = llm_answer(s, &in, "The label is account, I think", &rc); /* named inside: 0.8 */
+    assert_int_equal(rc, VSR_OK);
+    assert_string_equal(r.label, "account");
+    assert_true(r.value == 0.8 && r.matched);
+    assert_non_null(strstr(r.evidence.p, "\"answer\":\"The label is account"));
+    llm_answer(s, &in, "accounting", &rc); /* not a word of it: no label, unknown */
+    assert_int_equal(rc, VSR_ERR_INVALID);
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(vsr_signals_consume(s, 0, &in, vsr_slice_cstr("{\"error\":{}}"), &r), VSR_ERR_INVALID);
     vsr_pool_free(&pool);
     vsr_signals_free(s);
 }
@@ -203,7 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_labels),
         cmocka_unit_test(test_condition_label_and_predicate),
-        cmocka_unit_test(test_llm_is_unknown),
+        cmocka_unit_test(test_llm_asks_its_model),
         cmocka_unit_test(test_bank_counts_toward_recipe_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
