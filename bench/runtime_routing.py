@@ -6,11 +6,13 @@ adds (p50/p99 of the client's wall time), and the runtime call's own split
 Server-Timing queue + compute).
 
 usage: bench/runtime_routing.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N]
-                                [--model use-lite.vsrm [--classifiers [--guard-model DIR]]]
+                                [--model use-lite.vsrm [--classifiers [--guard-model DIR]
+                                 [--jailbreak-method classifier|contrastive|hybrid]]]
 
 With --classifiers the model-backed recipe routes on a `domains`, a
-`jailbreak` (method classifier) and a `pii` signal together instead (one
-bundle of three classify tasks per request; needs --model).
+`jailbreak` (method classifier, or --jailbreak-method) and a `pii` signal
+together instead (one bundle of three classify tasks per request; needs
+--model).
 
 It starts fakellm, `vsr runtime serve --embedder hash --threads 1
 --cache-entries 0` (every call computes) on a temporary socket, and vsr
@@ -39,7 +41,7 @@ def free_port():
 
 CLASSIFIERS = """      signals:
         domains: [{name: coding, mmlu_categories: [computer science]}]
-        jailbreak: [{name: jb, method: classifier}]
+        jailbreak: [{name: jb, method: JB_METHOD}]
         pii: [{name: p, threshold: 0.5}]
       decisions:
         - name: d
@@ -53,8 +55,8 @@ CLASSIFIERS = """      signals:
 """
 
 
-def doc(port, backend, sock, mgmt, classifiers=False):
-    emb = (CLASSIFIERS if classifiers else
+def doc(port, backend, sock, mgmt, classifiers=False, jb_method="classifier"):
+    emb = (CLASSIFIERS.replace("JB_METHOD", jb_method) if classifiers else
            f"""      signals:
         embeddings: [{{name: code, threshold: 0.6, candidates: ["{TEXT}", "write a function in rust"]}}]
       decisions:
@@ -148,7 +150,7 @@ def run(a, tmp, level, n):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
-            f.write(doc(port, f"127.0.0.1:{fl_port}", sock, free_port(), a.classifiers))
+            f.write(doc(port, f"127.0.0.1:{fl_port}", sock, free_port(), a.classifiers, a.jailbreak_method))
         wait_port(fl_port)
         deadline = time.monotonic() + 10
         while not os.path.exists(sock) and time.monotonic() < deadline:
@@ -183,6 +185,8 @@ def main():
     ap.add_argument("--model", help="the USE-lite file (use-lite.vsrm) instead of the test embedder")
     ap.add_argument("--classifiers", action="store_true", help="route on domains + jailbreak + pii (needs --model)")
     ap.add_argument("--guard-model", help="the llm_guardrail directory (default: the runtime's)")
+    ap.add_argument("--jailbreak-method", default="classifier", choices=["classifier", "contrastive", "hybrid"],
+                    help="the jailbreak signal's method with --classifiers")
     a = ap.parse_args()
     if a.classifiers and not a.model:
         raise SystemExit("--classifiers needs --model")

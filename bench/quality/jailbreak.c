@@ -4,19 +4,29 @@
  *   OPENBLAS_NUM_THREADS=1 build/jailbreak_quality [DATA_DIR]
  *
  * DATA_DIR (default data/jailbreak) holds jailbreak_patterns.txt and
- * benign_patterns.txt (the contrastive method's exemplars), dev.tsv (the
+ * benign_patterns.txt (the contrastive method's exemplars), jailbreak.head
+ * (the logistic head over USE-lite, trained on train.tsv), dev.tsv (the
  * split the hybrid's mapping is tuned on) and eval_attacks.txt /
  * eval_benign.txt (the evaluation set, used for nothing else).  The models
  * come from $VSR_MODEL_CACHE (default ~/.cache/vsr/models): llm_guardrail/
  * and use-lite.vsrm; without them it says so and exits 77.
  *
+ * JAILBREAK_DEV_SPLIT=FILE.tsv JAILBREAK_DEV_HEAD=FILE.head (both or
+ * neither; tools/models/jailbreak.sh sets them): a fifth of train.tsv held
+ * out and a head trained on the other four fifths.  The split joins dev.tsv
+ * for tuning, and every dev text is then scored with that head, so no dev
+ * text was seen by the head that scores it.  Without them the dev texts
+ * (dev.tsv only, not in train.tsv) are scored with jailbreak.head.
+ *
  * Methods:
  *   classifier   max(p_jailbreak, p_prompt_injection), chunked (guard.h)
  *   contrastive  max cos(jailbreak patterns) - max cos(benign patterns), USE-lite
- *   hybrid       vsr_guard_hybrid(classifier, contrastive, w, lo, hi), w/lo/hi
- *                chosen on dev.tsv: the most dev attacks at threshold 0.7
- *                with dev false positives <= 2%, then the best dev AUC,
- *                then the widest hi - lo
+ *   head         p(jailbreak) of the head (src/models/head.h)
+ *   hybrid       vsr_guard_with_head(head, vsr_guard_hybrid(classifier,
+ *                contrastive, w, lo, hi), w_head); w_head/w/lo/hi chosen on
+ *                the dev texts: the most dev attacks at threshold 0.7 with
+ *                dev false positives <= 2%, then the best dev AUC, then the
+ *                widest hi - lo.  "hybrid, no head" is the same with w_head 0.
  * Prints a threshold sweep (threshold, TPR, FPR, precision) per method, the
  * recall at FPR <= 2% (threshold just above the benign score ranked
  * floor(2% of benign)+1), the default-threshold (0.7) point, and the
@@ -32,6 +42,10 @@
 #include "models/models.h"
 
 #define MAX_TEXTS 4096
+
+typedef struct {
+    double wh, w, lo, hi, tpr, auc;
+} tuned_t;
 
 typedef struct {
     char *text[MAX_TEXTS];
@@ -119,6 +133,51 @@ static double recall_at_fpr(const double *sc, const int *lab, size_t n, double m
     return tpr;
 }
 
+static double mix(double head, double cls, double con, double wh, double w, double lo, double hi)
+{
+    return vsr_guard_with_head(head, vsr_guard_hybrid(cls, con, w, lo, hi), wh);
+}
+
+/* the grid search of the header comment over w_head in [wh_lo, wh_hi]; with
+ * fixed, w/lo/hi stay the compiled-in VSR_GUARD_HYBRID_* (then only w_head is
+ * searched, in steps of 0.05) */
+static tuned_t tune(const set_t *dev, const double *head, const double *cls, const double *con, double wh_lo,
+                    double wh_hi, int fixed)
+{
+    tuned_t best = {0, VSR_GUARD_HYBRID_W, VSR_GUARD_HYBRID_LO, VSR_GUARD_HYBRID_HI, -1, -1};
+    double best_span = 0;
+    static double h[MAX_TEXTS];
+    for (double wh = wh_lo; wh <= wh_hi + 1e-9; wh += fixed ? 0.05 : 0.1) {
+        for (double w = fixed ? VSR_GUARD_HYBRID_W : 0; w <= (fixed ? VSR_GUARD_HYBRID_W : 1) + 1e-9; w += 0.1) {
+            for (double lo = fixed ? VSR_GUARD_HYBRID_LO : -0.2; lo <= (fixed ? VSR_GUARD_HYBRID_LO : 0.2) + 1e-9;
+                 lo += 0.025) {
+                double s_lo = fixed ? VSR_GUARD_HYBRID_HI - VSR_GUARD_HYBRID_LO : 0.05;
+                double s_hi = fixed ? s_lo : 0.8;
+                for (double span = s_lo; span <= s_hi + 1e-9; span += 0.025) {
+                    double tpr, fpr, prec;
+                    for (size_t i = 0; i < dev->n; i++) h[i] = mix(head[i], cls[i], con[i], wh, w, lo, lo + span);
+                    point(h, dev->label, dev->n, 0.7, &tpr, &fpr, &prec);
+                    if (fpr > 0.02 || tpr < best.tpr - 1e-12) continue;
+                    double auc = 0, pairs = 0;
+                    for (size_t i = 0; i < dev->n; i++)
+                        for (size_t j = 0; j < dev->n; j++)
+                            if (dev->label[i] && !dev->label[j]) {
+                                auc += h[i] > h[j] ? 1 : h[i] == h[j] ? 0.5 : 0;
+                                pairs++;
+                            }
+                    auc /= pairs;
+                    if (tpr > best.tpr + 1e-12 || (auc > best.auc + 1e-12) ||
+                        (fabs(auc - best.auc) < 1e-12 && span > best_span)) {
+                        best = (tuned_t){wh, w, lo, lo + span, tpr, auc};
+                        best_span = span;
+                    }
+                }
+            }
+        }
+    }
+    return best;
+}
+
 static void sweep(const char *name, const double *sc, const int *lab, size_t n, double lo, double hi, double step)
 {
     printf("\n== %s: threshold sweep (eval set)\n%10s %7s %7s %9s\n", name, "threshold", "TPR", "FPR", "precision");
@@ -154,6 +213,23 @@ int main(int argc, char **argv)
         return 77;
     }
     vsr_models_blas_threads(1);
+    vsr_head_t *head = NULL, *dev_head = NULL;
+    const char *split = getenv("JAILBREAK_DEV_SPLIT"), *dev_head_path = getenv("JAILBREAK_DEV_HEAD");
+    snprintf(path, sizeof path, "%s/jailbreak.head", data);
+    if (vsr_head_load(path, &head) != VSR_OK || vsr_head_dim(head) != VSR_USE_DIM ||
+        vsr_head_label_index(head, "jailbreak") < 0) {
+        fprintf(stderr, "jailbreak: %s: not a %d-d head with a \"jailbreak\" class\n", path, VSR_USE_DIM);
+        return 1;
+    }
+    if ((split == NULL) != (dev_head_path == NULL)) {
+        fprintf(stderr, "jailbreak: JAILBREAK_DEV_SPLIT and JAILBREAK_DEV_HEAD go together\n");
+        return 2;
+    }
+    if (dev_head_path && (vsr_head_load(dev_head_path, &dev_head) != VSR_OK || vsr_head_dim(dev_head) != VSR_USE_DIM ||
+                          vsr_head_label_index(dev_head, "jailbreak") < 0)) {
+        fprintf(stderr, "jailbreak: %s: not a %d-d head with a \"jailbreak\" class\n", dev_head_path, VSR_USE_DIM);
+        return 1;
+    }
 
     static set_t jp, bp, dev, ev;
     snprintf(path, sizeof path, "%s/jailbreak_patterns.txt", data);
@@ -162,6 +238,8 @@ int main(int argc, char **argv)
     if (read_lines(path, &bp, 0, 0)) return 1;
     snprintf(path, sizeof path, "%s/dev.tsv", data);
     if (read_lines(path, &dev, 0, 1)) return 1;
+    size_t n_dev_file = dev.n;
+    if (split && read_lines(split, &dev, 0, 1)) return 1;
     snprintf(path, sizeof path, "%s/eval_attacks.txt", data);
     if (read_lines(path, &ev, 1, 0)) return 1;
     snprintf(path, sizeof path, "%s/eval_benign.txt", data);
@@ -173,7 +251,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < bp.n; i++) vsr_use_embed(use, bp.text[i], strlen(bp.text[i]), bv + i * VSR_USE_DIM, scr);
 
     set_t *sets[2] = {&dev, &ev};
-    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS];
+    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS], ph[2][MAX_TEXTS];
     static double lat_cls[MAX_TEXTS], lat_con[MAX_TEXTS], lat_hyb[MAX_TEXTS];
     for (int s = 0; s < 2; s++) {
         for (size_t i = 0; i < sets[s]->n; i++) {
@@ -185,6 +263,10 @@ int main(int argc, char **argv)
             double t1 = now_us();
             vsr_use_embed(use, t, len, q, scr);
             con[s][i] = vsr_guard_contrastive(q, jv, jp.n, bv, bp.n, VSR_USE_DIM);
+            const vsr_head_t *hd = s == 0 && dev_head ? dev_head : head;
+            float probs[VSR_HEAD_MAX_CLASSES];
+            vsr_head_predict(hd, q, VSR_USE_DIM, probs);
+            ph[s][i] = probs[vsr_head_label_index(hd, "jailbreak")];
             double t2 = now_us();
             cls[s][i] = fmax(pj[s][i], pi[s][i]);
             if (s == 1) {
@@ -195,64 +277,57 @@ int main(int argc, char **argv)
         }
     }
 
-    /* the hybrid's weight and mapping, from dev only: the most dev attacks
-     * at the default threshold 0.7 with dev FPR <= 2%, then the best dev
-     * ranking (AUC), then the widest mapping */
-    double best_w = VSR_GUARD_HYBRID_W, best_lo = VSR_GUARD_HYBRID_LO, best_hi = VSR_GUARD_HYBRID_HI;
-    double best_r = -1, best_auc = -1, best_span = 0;
-    for (double w = 0; w <= 1 + 1e-9; w += 0.1) {
-        for (double lo = -0.2; lo <= 0.2 + 1e-9; lo += 0.025) {
-            for (double span = 0.05; span <= 0.8 + 1e-9; span += 0.025) {
-                double h[MAX_TEXTS], tpr, fpr, prec;
-                for (size_t i = 0; i < dev.n; i++) h[i] = vsr_guard_hybrid(cls[0][i], con[0][i], w, lo, lo + span);
-                point(h, dev.label, dev.n, 0.7, &tpr, &fpr, &prec);
-                if (fpr > 0.02) continue;
-                double auc = 0, pairs = 0;
-                for (size_t i = 0; i < dev.n; i++)
-                    for (size_t j = 0; j < dev.n; j++)
-                        if (dev.label[i] && !dev.label[j]) {
-                            auc += h[i] > h[j] ? 1 : h[i] == h[j] ? 0.5 : 0;
-                            pairs++;
-                        }
-                auc /= pairs;
-                if (tpr > best_r + 1e-12 || (fabs(tpr - best_r) < 1e-12 && auc > best_auc + 1e-12) ||
-                    (fabs(tpr - best_r) < 1e-12 && fabs(auc - best_auc) < 1e-12 && span > best_span)) {
-                    best_r = tpr, best_auc = auc, best_w = w, best_lo = lo, best_hi = lo + span, best_span = span;
-                }
-            }
-        }
+    /* the hybrid's weights and mapping, from dev only (tune()) */
+    tuned_t tn = tune(&dev, ph[0], cls[0], con[0], 0, 0, 0), t = tune(&dev, ph[0], cls[0], con[0], 0, 1, 0);
+    tuned_t tf = tune(&dev, ph[0], cls[0], con[0], 0, 1, 1);
+    static double hyb[MAX_TEXTS], hyb0[MAX_TEXTS], hyb_c[MAX_TEXTS];
+    for (size_t i = 0; i < ev.n; i++) {
+        hyb[i] = mix(ph[1][i], cls[1][i], con[1][i], t.wh, t.w, t.lo, t.hi);
+        hyb0[i] = mix(ph[1][i], cls[1][i], con[1][i], 0, tn.w, tn.lo, tn.hi);
+        hyb_c[i] = mix(ph[1][i], cls[1][i], con[1][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO,
+                       VSR_GUARD_HEAD_MIX_HI);
     }
-    static double hyb[MAX_TEXTS];
-    for (size_t i = 0; i < ev.n; i++) hyb[i] = vsr_guard_hybrid(cls[1][i], con[1][i], best_w, best_lo, best_hi);
 
     size_t P = 0;
     for (size_t i = 0; i < ev.n; i++) P += ev.label[i];
     printf("jailbreak quality: %zu attacks, %zu benign (eval); patterns %zu jailbreak, %zu benign; dev %zu\n", P,
            ev.n - P, jp.n, bp.n, dev.n);
-    printf("hybrid tuned on dev: w %.2f lo %.3f hi %.3f (dev TPR at 0.7: %.3f, dev AUC %.3f)\n", best_w, best_lo, best_hi,
-           best_r, best_auc);
+    printf("dev: %zu texts (dev.tsv %zu, held-out split of train.tsv %zu, scored by %s)\n", dev.n, n_dev_file,
+           dev.n - n_dev_file, dev_head ? "the head trained without them" : "jailbreak.head");
+    printf("hybrid tuned on dev: w_head %.2f w %.2f lo %.3f hi %.3f (dev TPR at 0.7: %.3f, dev AUC %.4f)\n", t.wh, t.w,
+           t.lo, t.hi, t.tpr, t.auc);
+    printf("hybrid without the head, tuned on dev: w %.2f lo %.3f hi %.3f (dev TPR at 0.7: %.3f, dev AUC %.4f)\n", tn.w,
+           tn.lo, tn.hi, tn.tpr, tn.auc);
+    printf("w_head alone tuned on dev, w/lo/hi as compiled in: w_head %.2f (dev TPR at 0.7: %.3f, dev AUC %.4f)\n",
+           tf.wh, tf.tpr, tf.auc);
+    printf("compiled in (guard.h): w_head %.2f w %.2f lo %.3f hi %.3f\n", VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
+           VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
 
     sweep("classifier (max of both models)", cls[1], ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("classifier: jailbreak model only", pj[1], ev.label, ev.n, 0.1, 0.9, 0.1);
     sweep("classifier: prompt-injection model only", pi[1], ev.label, ev.n, 0.1, 0.9, 0.1);
     sweep("contrastive", con[1], ev.label, ev.n, -0.2, 0.4, 0.05);
-    sweep("hybrid", hyb, ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("head", ph[1], ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("hybrid, no head (tuned on dev)", hyb0, ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("hybrid (tuned on dev)", hyb, ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("hybrid (compiled in)", hyb_c, ev.label, ev.n, 0.05, 0.95, 0.05);
 
     printf("\n== at the default threshold 0.7\n");
-    const char *names[] = {"classifier", "hybrid"};
-    const double *scs[] = {cls[1], hyb};
-    for (int k = 0; k < 2; k++) {
+    const char *names[] = {"classifier", "head", "hybrid, no head", "hybrid", "hybrid (compiled in)"};
+    const double *scs[] = {cls[1], ph[1], hyb0, hyb, hyb_c};
+    for (int k = 0; k < 5; k++) {
         double tpr, fpr, prec;
         point(scs[k], ev.label, ev.n, 0.7, &tpr, &fpr, &prec);
-        printf("%-11s TPR %.3f FPR %.3f precision %.3f\n", names[k], tpr, fpr, prec);
+        printf("%-20s TPR %.3f FPR %.3f precision %.3f\n", names[k], tpr, fpr, prec);
     }
     if (getenv("JAILBREAK_DUMP")) {
         for (size_t i = 0; i < ev.n; i++)
-            printf("dump\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\n", ev.label[i], pj[1][i], pi[1][i], con[1][i], hyb[i], ev.text[i]);
+            printf("dump\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\n", ev.label[i], pj[1][i], pi[1][i], con[1][i], ph[1][i],
+                   hyb_c[i], ev.text[i]);
     }
     printf("\n== latency per call, one thread, eval texts (us): p50 / p99\n");
     printf("classifier  %8.1f / %8.1f\n", pct(lat_cls, ev.n, 0.5), pct(lat_cls, ev.n, 0.99));
-    printf("contrastive %8.1f / %8.1f (embedding + %zu+%zu cosines)\n", pct(lat_con, ev.n, 0.5),
+    printf("contrastive %8.1f / %8.1f (embedding + %zu+%zu cosines + the head)\n", pct(lat_con, ev.n, 0.5),
            pct(lat_con, ev.n, 0.99), jp.n, bp.n);
     printf("hybrid      %8.1f / %8.1f\n", pct(lat_hyb, ev.n, 0.5), pct(lat_hyb, ev.n, 0.99));
 
@@ -293,5 +368,7 @@ int main(int argc, char **argv)
     vsr_use_scratch_free(scr);
     vsr_use_free(use);
     vsr_guard_free(&g);
+    vsr_head_free(head);
+    vsr_head_free(dev_head);
     return 0;
 }

@@ -871,3 +871,13 @@ double vsr_guard_hybrid(double p_classifier, double contrastive, double w, doubl
         p_classifier = 1;
     return w * p_classifier + (1 - w) * c;
 }
+
+static double unit(double v)
+{
+    return !(v >= 0) ? 0 : v > 1 ? 1 : v;
+}
+
+double vsr_guard_with_head(double p_head, double hybrid, double w_head)
+{
+    return w_head * unit(p_head) + (1 - w_head) * unit(hybrid);
+}

@@ -114,4 +114,21 @@ double vsr_guard_contrastive(const float *q, const float *jailbreak, size_t n_ja
 #define VSR_GUARD_HYBRID_HI 0.05
 double vsr_guard_hybrid(double p_classifier, double contrastive, double w, double lo, double hi);
 
+/* The hybrid score with the jailbreak head (data/jailbreak/jailbreak.head, a
+ * logistic head over the same USE-lite embedding): w_head * p_head +
+ * (1 - w_head) * hybrid, both clamped to [0, 1] (NaN maps to 0).  Pure.
+ * With the head, the hybrid is
+ *   vsr_guard_with_head(p_head, vsr_guard_hybrid(p_classifier, contrastive,
+ *       VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI),
+ *       VSR_GUARD_HEAD_W)
+ * (the four tuned together on dev.tsv + a held-out fifth of train.tsv by
+ * bench/quality/jailbreak.c, run by tools/models/jailbreak.sh;
+ * docs/signals.md); without it (an embedder of another width), the
+ * VSR_GUARD_HYBRID_* formula above. */
+#define VSR_GUARD_HEAD_W 0.5
+#define VSR_GUARD_HEAD_MIX_W 0.1
+#define VSR_GUARD_HEAD_MIX_LO (-0.2)
+#define VSR_GUARD_HEAD_MIX_HI 0.0
+double vsr_guard_with_head(double p_head, double hybrid, double w_head);
+
 #endif

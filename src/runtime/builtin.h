@@ -12,5 +12,7 @@ extern const unsigned char vsr_builtin_jailbreak_patterns[]; /* data/jailbreak/j
 extern const size_t vsr_builtin_jailbreak_patterns_len;
 extern const unsigned char vsr_builtin_benign_patterns[]; /* data/jailbreak/benign_patterns.txt */
 extern const size_t vsr_builtin_benign_patterns_len;
+extern const unsigned char vsr_builtin_jailbreak_head[]; /* data/jailbreak/jailbreak.head */
+extern const size_t vsr_builtin_jailbreak_head_len;
 
 #endif /* VSR_RUNTIME_BUILTIN_H */

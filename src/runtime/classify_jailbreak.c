@@ -9,9 +9,12 @@
  * 384 tokens scored in overlapping windows, the maximum).  contrastive: the
  * highest cosine of the text's embedding with the jailbreak patterns minus
  * the highest with the benign ones, mapped to [0, 1].  hybrid: a weighted
- * mix of the two (VSR_GUARD_HYBRID_W, tuned offline).  The answer:
+ * mix of the two and of the jailbreak head's p(jailbreak) on the same
+ * embedding (data/jailbreak/jailbreak.head, compiled in; VSR_GUARD_HEAD_*,
+ * tuned offline); when the default embedder's width is not the head's, the
+ * mix of the two alone (VSR_GUARD_HYBRID_*).  The answer:
  *   ,"labels":[{"label":"jailbreak","score":S},{"label":"benign","score":1-S}],
- *    "method":M,"scores":{"classifier":P,"injection":Q,"contrastive":C}
+ *    "method":M,"scores":{"classifier":P,"injection":Q,"contrastive":C,"head":H}
  * (scores holds what the method computed).  Pattern vectors come from the
  * default embedder through the embedding cache; the built-in sets' vectors
  * are computed once, on first use, and kept.
@@ -35,6 +38,8 @@ typedef struct {
     pthread_mutex_t mu;
     float *builtin_vecs[2]; /* embedded on first use (under mu); then read-only */
     size_t builtin_dim;
+    vsr_head_t *head; /* the built-in jailbreak head (immutable) */
+    size_t head_jb;   /* its "jailbreak" class */
 } jb_t;
 
 enum { M_CLASSIFIER, M_CONTRASTIVE, M_HYBRID };
@@ -152,7 +157,7 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
             goto out;
         }
     }
-    double p_cls = 0, p_inj = 0, contrast = 0, score = 0;
+    double p_cls = 0, p_inj = 0, contrast = 0, score = 0, p_head = -1;
     if (method != M_CONTRASTIVE) {
         if (!j->have_guard) {
             vsr_buf_printf(err, "the jailbreak classifier's model is not loaded (the runtime's --guard-model)");
@@ -195,11 +200,21 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
         if ((rc = embed_all(env, &text, 1, q, err)) != VSR_OK)
             goto out;
         contrast = vsr_guard_contrastive(q, sets[0], ns[0], sets[1], ns[1], env->dim);
+        float probs[2];
+        if (method == M_HYBRID && env->dim == vsr_head_dim(j->head) &&
+            vsr_head_predict(j->head, q, env->dim, probs) == VSR_OK)
+            p_head = probs[j->head_jb];
     }
-    score = method == M_CLASSIFIER    ? p_cls
-            : method == M_CONTRASTIVE ? vsr_guard_hybrid(0, contrast, 0, VSR_GUARD_HYBRID_LO, VSR_GUARD_HYBRID_HI)
-                                      : vsr_guard_hybrid(p_cls, contrast, VSR_GUARD_HYBRID_W, VSR_GUARD_HYBRID_LO,
-                                                         VSR_GUARD_HYBRID_HI);
+    if (method == M_CLASSIFIER)
+        score = p_cls;
+    else if (method == M_CONTRASTIVE)
+        score = vsr_guard_hybrid(0, contrast, 0, VSR_GUARD_HYBRID_LO, VSR_GUARD_HYBRID_HI);
+    else if (p_head >= 0) {
+        double mix = vsr_guard_hybrid(p_cls, contrast, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
+        score = vsr_guard_with_head(p_head, mix, VSR_GUARD_HEAD_W);
+    }
+    else
+        score = vsr_guard_hybrid(p_cls, contrast, VSR_GUARD_HYBRID_W, VSR_GUARD_HYBRID_LO, VSR_GUARD_HYBRID_HI);
     if (!(score >= 0))
         score = 0;
     if (score > 1)
@@ -224,6 +239,10 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
         vsr_buf_append_cstr(out, method == M_HYBRID ? ",\"contrastive\":" : "\"contrastive\":");
         vsr__rt_append_float(out, (float)contrast);
     }
+    if (p_head >= 0) {
+        vsr_buf_append_cstr(out, ",\"head\":");
+        vsr__rt_append_float(out, (float)p_head);
+    }
     vsr_buf_append_cstr(out, "}");
     rc = VSR_OK;
 out:
@@ -246,6 +265,7 @@ static void jb_free(vsr_classifier_t *c)
         vsr_free(j->builtin[k]);
         vsr_free(j->builtin_vecs[k]);
     }
+    vsr_head_free(j->head);
     pthread_mutex_destroy(&j->mu);
     vsr_free(j);
 }
@@ -267,6 +287,17 @@ vsr_classifier_t *vsr_classifier_jailbreak_new(const char *guard_dir, vsr_buf_t 
         }
         j->have_guard = 1;
     }
+    int li;
+    if (vsr_head_load_mem(vsr_builtin_jailbreak_head, vsr_builtin_jailbreak_head_len, &j->head) != VSR_OK ||
+        vsr_head_classes(j->head) != 2 || (li = vsr_head_label_index(j->head, "jailbreak")) < 0) {
+        vsr_buf_printf(err, "the built-in jailbreak head is malformed");
+        vsr_head_free(j->head);
+        if (j->have_guard)
+            vsr_guard_free(&j->guard);
+        vsr_free(j);
+        return NULL;
+    }
+    j->head_jb = (size_t)li;
     pthread_mutex_init(&j->mu, NULL);
     split_lines(vsr_builtin_jailbreak_patterns, vsr_builtin_jailbreak_patterns_len, &j->builtin[0], &j->n_builtin[0]);
     split_lines(vsr_builtin_benign_patterns, vsr_builtin_benign_patterns_len, &j->builtin[1], &j->n_builtin[1]);

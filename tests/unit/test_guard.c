@@ -185,6 +185,11 @@ static void test_guard_contrastive_hybrid(void **state)
     assert_true(vsr_guard_hybrid(0.0, -5.0, 0.0, 0.0, 0.2) == 0.0);
     assert_true(vsr_guard_hybrid(NAN, NAN, 0.5, 0.0, 0.2) == 0.0);
     assert_true(vsr_guard_hybrid(1.0, 1.0, 1.0, 0.3, 0.3) == 1.0);
+    /* the head's weight over the mix; both clamped, NaN counts 0 */
+    assert_true(fabs(vsr_guard_with_head(0.9, 0.5, 0.5) - 0.7) < 1e-12);
+    assert_true(fabs(vsr_guard_with_head(2.0, -1.0, 0.25) - 0.25) < 1e-12);
+    assert_true(vsr_guard_with_head(NAN, NAN, 0.5) == 0.0);
+    assert_true(vsr_guard_with_head(0.2, 1.0, 0.0) == 1.0);
 }
 
 /* values printed by node tests/tools/guard_oracle.mjs on llm_guardrail@2.1.2 */

@@ -29,19 +29,27 @@ int labeled_load(const char *path, labeled_t *out)
         return -1;
     }
     char *line = malloc(LABELED_MAX_LINE);
-    size_t cap = 0, lineno = 0;
-    int rc = 0;
+    size_t cap = 0, lineno = 0, plen = strlen(path);
+    int rc = 0, tsv = plen >= 4 && strcmp(path + plen - 4, ".tsv") == 0;
     while (rc == 0 && fgets(line, (int)LABELED_MAX_LINE, f)) {
         lineno++;
         size_t len = strlen(line);
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if (len == 0) continue;
+        if (len == 0 || (tsv && line[0] == '#')) continue;
         vsr_json_t j;
         vsr_pool_t pool;
         vsr_pool_init(&pool);
-        char *label = NULL, *text = NULL;
-        if (vsr_json_parse(&j, line, len, NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT ||
-            !(label = field(&j, "label", &pool)) || !(text = field(&j, "text", &pool))) {
+        memset(&j, 0, sizeof j);
+        char *label = NULL, *text = NULL, *tab = tsv ? strchr(line, '\t') : NULL;
+        if (tsv && tab && tab > line && tab[1]) {
+            label = vsr_strndup(line, (size_t)(tab - line));
+            text = vsr_strndup(tab + 1, strlen(tab + 1));
+        }
+        if (tsv && !text) {
+            fprintf(stderr, "%s:%zu: not a label<TAB>text line\n", path, lineno);
+            rc = -1;
+        } else if (!tsv && (vsr_json_parse(&j, line, len, NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT ||
+                            !(label = field(&j, "label", &pool)) || !(text = field(&j, "text", &pool)))) {
             fprintf(stderr, "%s:%zu: not a {\"label\",\"text\"} object\n", path, lineno);
             rc = -1;
         } else if (out->n == LABELED_MAX_ITEMS) {

@@ -1,6 +1,8 @@
 /*
  * labeled — the labelled text sets under data/ (JSON Lines, one
- * {"label":"..","text":".."} object a line; blank lines are skipped), and the
+ * {"label":"..","text":".."} object a line; or, for a path ending in ".tsv",
+ * one label<TAB>text line each, '#' lines being comments; blank lines are
+ * skipped), and the
  * SHA-256 of a file, shared by the head trainer (tools/models/train_head.c)
  * and the quality evaluators (bench/quality/).
  *

@@ -1,0 +1,32 @@
+#!/bin/sh
+# jailbreak.sh — trains the jailbreak head (data/jailbreak/jailbreak.head) and
+# measures it: a logistic head over USE-lite embeddings of
+# data/jailbreak/train.tsv, by tools/models/train_head.c.
+#
+#   tools/models/jailbreak.sh [BUILD_DIR]     (default build; release build)
+#
+# 1. checks that no training text shares a word 5-gram with the evaluation
+#    set (tools/models/ngram_overlap.py);
+# 2. holds out every fifth line of each label of train.tsv (the dev split)
+#    and trains a head on the other four fifths, for tuning only;
+# 3. trains data/jailbreak/jailbreak.head on all of train.tsv;
+# 4. runs bench/quality/jailbreak.c with the dev split and its head: the
+#    hybrid's weights are chosen on dev.tsv + the dev split, the evaluation
+#    set is only scored.  Copy the "hybrid tuned on dev" values into
+#    src/models/guard.h when they change.
+# Needs the model cache ($VSR_MODEL_CACHE, default ~/.cache/vsr/models).
+set -eu
+B=${1:-build}
+D=data/jailbreak
+M=${VSR_MODEL_CACHE:-$HOME/.cache/vsr/models}
+export OPENBLAS_NUM_THREADS=1
+cmake --build "$B" -j2 --target train_head jailbreak_quality >/dev/null
+python3 tools/models/ngram_overlap.py $D/train.tsv $D/eval_attacks.txt $D/eval_benign.txt
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+awk -F'\t' -v fit="$tmp/fit.tsv" -v dev="$tmp/dev.tsv" '
+    /^#/ || NF < 2 { next }
+    { n[$1]++; print > ((n[$1] % 5 == 0) ? dev : fit) }' $D/train.tsv
+"$B/train_head" "$tmp/fit.tsv" "$M/use-lite.vsrm" "$tmp/dev.head"
+"$B/train_head" $D/train.tsv "$M/use-lite.vsrm" $D/jailbreak.head
+JAILBREAK_DEV_SPLIT="$tmp/dev.tsv" JAILBREAK_DEV_HEAD="$tmp/dev.head" "$B/jailbreak_quality" $D
