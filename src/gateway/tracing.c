@@ -109,7 +109,7 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
         return;
     static const char *outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "idle_timeout",
                                     "aborted", "overflow"};
-    enum { MAX_SPANS = 2 + VSR_UPSTREAM_MAX_ATTEMPTS + VSR_GRAPH_MAX_RECORDS, MAX_ATTRS = 8 };
+    enum { MAX_SPANS = 3 + VSR_UPSTREAM_MAX_ATTEMPTS + VSR_GRAPH_MAX_RECORDS, MAX_ATTRS = 8 };
     vsr_span_t spans[MAX_SPANS];
     vsr_span_attr_t attrs[MAX_SPANS][MAX_ATTRS];
     size_t n = 0;
@@ -159,6 +159,26 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
             a[k++] = attr_s("vsr.selected_model", cs(e->ev->selected_model));
         a[k++] = attr_n("vsr.passthrough", e->ev->passthrough);
         a[k++] = attr_n("vsr.fallbacks", e->ev->fallbacks);
+        s->attrs = a;
+        s->n_attrs = k;
+    }
+
+    /* the model runtime's call (the model signals' bundle) */
+    if (e->ev && e->ev->runtime_start_us) {
+        vsr_span_t *s = &spans[n];
+        a = attrs[n++];
+        k = 0;
+        child_span(s, t, "vsr.runtime_call", VSR_SPAN_CLIENT);
+        vsr_trace_new_span_id(s->span_id);
+        s->start_ns = wall_ns(e, e->ev->runtime_start_us);
+        s->end_ns = wall_ns(e, e->ev->runtime_end_us);
+        s->status = e->ev->runtime_status != VSR_OK ? VSR_SPAN_ERROR : VSR_SPAN_UNSET;
+        a[k++] = attr_n("vsr.tasks", e->ev->runtime_tasks);
+        a[k++] = attr_s("vsr.outcome", cs(e->ev->runtime_status == VSR_OK         ? "ok"
+                                          : e->ev->runtime_status == VSR_ERR_IO     ? "unreachable"
+                                          : e->ev->runtime_status == VSR_ERR_TOO_BIG ? "late_or_refused"
+                                          : e->ev->runtime_status == 1              ? "unanswered"
+                                                                                    : "error"));
         s->attrs = a;
         s->n_attrs = k;
     }

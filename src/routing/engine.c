@@ -385,7 +385,9 @@ static void route_done(void *ud, int status, const vsr_runtime_result_t *res, si
         return; /* a port that answers twice: the first answer stands */
     rc->answered = 1;
     rc->handle = NULL;
+    rc->rt_end_us = vsr_now_us();
     int late = vsr__ports_now(rc->ports, rc->ports_ud) > rc->deadline_ms;
+    rc->rt_status = late ? VSR_ERR_TOO_BIG : status;
     for (size_t r = 0; status == VSR_OK && !late && r < n; r++) {
         if (res[r].id == NULL || res[r].status != VSR_OK)
             continue;
@@ -536,6 +538,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
         return VSR_OK;
     }
     rc->calling = 1;
+    rc->n_chat = (unsigned)n_chat;
     rc->waiting = n_chat + (n_runtime && rc->ports->runtime_call ? 1 : 0);
     rc->answered = 0;
     for (size_t k = 0; k < rc->n_tasks; k++)
@@ -548,6 +551,9 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             if (!rc->tasks[k].chat)
                 tasks[m++] = (vsr_runtime_task_t){rc->tasks[k].id, rc->tasks[k].task.type, rc->tasks[k].task.payload};
         vsr_runtime_bundle_t b = {tasks, m};
+        rc->rt_start_us = vsr_now_us();
+        rc->rt_tasks = (unsigned)m;
+        rc->rt_status = 1;
         void *h = rc->ports->runtime_call(rc->ports_ud, &b, rc->deadline_ms, route_done, rc);
         if (!rc->answered) {
             VSR_BUG_ON(h == NULL); /* a port returns NULL only once done has run */

@@ -90,6 +90,9 @@ struct route_ctx_s {
     int calling;             /* inside vsr__route_start: the end is reported by its return */
     int answered;            /* the runtime call's done ran */
     size_t waiting;          /* the runtime call and chat calls not answered yet */
+    uint64_t rt_start_us, rt_end_us; /* the runtime call, for evidence */
+    unsigned rt_tasks, n_chat;
+    int rt_status;
     int cancelled;
     void (*cont)(route_ctx_t *rc); /* the decision is made after a wait */
     void *cont_ud;

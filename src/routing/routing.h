@@ -113,6 +113,12 @@ typedef struct {
     uint64_t routing_us;           /* time spent in the request-body phase */
     vsr_family_time_t *family_times; /* per signal family evaluated, first evaluated first */
     size_t n_family_times;
+    /* the phase's runtime call (model signals' bundle), for a trace span: 0
+     * start when none was made.  Monotonic µs (vsr_now_us). */
+    uint64_t runtime_start_us, runtime_end_us;
+    unsigned runtime_tasks;        /* tasks in its bundle */
+    int runtime_status;            /* VSR_OK, or the call's error (VSR_ERR_IO ...); 1: cancelled or unanswered */
+    unsigned chat_tasks;           /* model calls the phase made itself (llm classifiers) */
     int injected_system_prompt;
     int debug;                     /* the client sent x-vsr-debug: true */
     unsigned fallbacks;            /* candidates tried after the first */

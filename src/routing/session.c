@@ -502,6 +502,11 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     size_t n_out = vsr_projections_n_outputs(rs->proj);
     s->ev.family_times = vsr_pool_alloc(&s->pool, sizeof(vsr_family_time_t) * VSR_EVIDENCE_MAX_FAMILIES);
     s->ev.n_family_times = vsr__route_family_times(rc, s->ev.family_times, VSR_EVIDENCE_MAX_FAMILIES);
+    s->ev.runtime_start_us = rc->rt_start_us;
+    s->ev.runtime_end_us = rc->rt_end_us ? rc->rt_end_us : (rc->rt_start_us ? vsr_now_us() : 0);
+    s->ev.runtime_tasks = rc->rt_tasks;
+    s->ev.runtime_status = rc->rt_status;
+    s->ev.chat_tasks = rc->n_chat;
     s->ev.signals = vsr_pool_alloc(&s->pool, sizeof(vsr_signal_hit_t) * (n + n_out + 1));
     for (size_t i = 0; i < n; i++) {
         if (!rc->memo_done[i] || !rc->memo[i].matched)

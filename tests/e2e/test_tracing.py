@@ -306,3 +306,51 @@ def test_h2_requests_are_traced_like_http1(vsr, fakellm, collector):
     (attempt,) = by_name(spans, "vsr.upstream_attempt")
     assert root["parentSpanId"] == PID
     assert attempt["parentSpanId"] == root["spanId"] and attempt["spanId"] == parent
+
+
+def test_runtime_call_and_graph_call_spans(vsr, fakellm, collector):
+    """A request routed on an embeddings signal (the managed runtime, hash
+    embedder) whose decision runs a fusion graph: one vsr.runtime_call span
+    and one vsr.graph_call span per hop, under the request's root."""
+    be = fakellm("be")
+    port = free_port()
+    doc = f"""version: v0.3
+listeners:
+  - {{name: l, address: 127.0.0.1, port: {port}}}
+providers:
+  defaults: {{model: a}}
+  models:
+    - {{name: a, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+    - {{name: b, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+routing:
+  signals:
+    embeddings:
+      - {{name: greet, threshold: 0.5, candidates: ["hello there"]}}
+  decisions:
+    - name: panel
+      rules: {{type: embedding, name: greet, on_error: match}}
+      modelRefs: [{{model: a}}, {{model: b}}]
+      algorithm: {{type: fusion, fusion: {{analysis_mode: none}}}}
+global:
+  services:
+    management_api: {{port: {free_port()}}}
+{tracing_yaml(f"http://127.0.0.1:{collector.port}")}  model_catalog:
+    runtime:
+      embedder: hash
+"""
+    v = vsr(doc, workers=1, port=port)
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello there"}]},
+                    headers={"traceparent": f"00-{TID}-{PID}-01"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-looper-iterations"] == "3"
+    wait_until(lambda: len(by_name(collector.spans(TID), "vsr.graph_call")) == 3, what="three graph call spans")
+    spans = collector.spans(TID)
+    (root,) = by_name(spans, "vsr.request")
+    (rt,) = by_name(spans, "vsr.runtime_call")
+    assert attr(rt, "vsr.tasks") in (1, "1") and attr(rt, "vsr.outcome") == "ok"
+    calls = sorted(by_name(spans, "vsr.graph_call"), key=lambda s: int(attr(s, "vsr.iteration")))
+    assert [attr(c, "vsr.node") for c in calls] == ["panel", "panel", "synthesis"]
+    assert attr(calls[2], "vsr.algorithm") == "fusion" and attr(calls[2], "vsr.model") == "a"
+    for s in [rt] + calls:
+        assert s["parentSpanId"] == root["spanId"]
+        assert int(s["startTimeUnixNano"]) <= int(s["endTimeUnixNano"])
