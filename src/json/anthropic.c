@@ -63,7 +63,8 @@ static void put(w_t *w, const char *p, size_t n)
     if (w->rc == VSR_OK && n > 0)
         w->rc = vsr_buf_append(w->b, p, n);
 }
-#define PUT(w, lit) put((w), (lit), sizeof(lit) - 1)
+/* lit must be a string literal ("" lit refuses anything else) */
+#define PUT(w, lit) put((w), "" lit, sizeof(lit) - 1)
 
 static void put_slice(w_t *w, vsr_slice_t s)
 {
@@ -458,7 +459,7 @@ static int user_blocks(cx_t *c, uint32_t arr, uint32_t i, int *first_msg)
                 PUT(w, ",");
             *first_msg = 0;
             PUT(w, "{\"role\":\"user\",\"content\":");
-            PUT(w, parts ? "[" : "\"");
+            put(w, parts ? "[" : "\"", 1);
             open = 1, run_n = 0, emitted = 1;
         }
         if (str_is(c, type, "text")) {
@@ -1160,7 +1161,10 @@ static int egress(cx_t *c)
         if (!str_is(c, role, "system") && !str_is(c, role, "developer"))
             continue;
         size_t mark = w->b->len;
-        PUT(w, nsys ? "\\n\\n" : ",\"system\":\"");
+        if (nsys)
+            PUT(w, "\\n\\n");
+        else
+            PUT(w, ",\"system\":\"");
         if (chat_text(c, get(c, m, "content")) == 0 && w->rc == VSR_OK)
             w->b->len = mark; /* nothing to add */
         else
