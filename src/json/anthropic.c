@@ -650,7 +650,7 @@ static int ingress(cx_t *c)
     w_t *w = &c->w;
     uint32_t model = get(c, 0, "model"), max_tokens = get(c, 0, "max_tokens"), messages = get(c, 0, "messages");
     if (model == 0)
-        return BAD(c, "model: Field required");
+        return BAD(c, "model field is required"); /* the reference router's words */
     if (!is(c, model, VSR_JSON_STRING))
         return BAD(c, "model: Input should be a valid string");
     if (max_tokens == 0)
@@ -1731,7 +1731,8 @@ static int dispatch(vsr_anthropic_stream_t *s, vsr_buf_t *out)
     cx_t c;
     vsr_anthropic_limits_t lim = s->lim;
     int rc = cx_open(&c, d.p, d.len, &lim, out, NULL);
-    c.items = (uint32_t)(s->next_block + (uint64_t)(s->cur_tool + 1));
+    /* blocks (tool calls) so far count toward max_items */
+    c.items = s->dir == VSR_ANTHROPIC_TO_MESSAGES ? s->next_block : (uint32_t)(s->cur_tool + 1);
     if (rc != VSR_OK) {
         rc = stream_fail(s, &w, rc, "upstream sent an event that is not a JSON object");
     } else {

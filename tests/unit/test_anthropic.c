@@ -134,7 +134,7 @@ static void test_ingress_errors(void **state)
     conv_fn f = vsr_anthropic_request_to_chat;
     const char *ire = "invalid_request_error";
     assert_err(f, "{\"model\":\"m\",\"messages\":[]}", VSR_ERR_INVALID, ire, "max_tokens: Field required");
-    assert_err(f, "{\"max_tokens\":1,\"messages\":[]}", VSR_ERR_INVALID, ire, "model: Field required");
+    assert_err(f, "{\"max_tokens\":1,\"messages\":[]}", VSR_ERR_INVALID, ire, "model field is required");
     assert_err(f, "{\"model\":\"m\",\"max_tokens\":1}", VSR_ERR_INVALID, ire, "messages: Field required");
     assert_err(f, "{\"model\":\"m\",\"max_tokens\":1,\"messages\":{}}", VSR_ERR_INVALID, ire,
                "messages: Input should be a valid list");
