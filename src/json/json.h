@@ -298,8 +298,10 @@ int vsr_anthropic_error_to_chat(int status, const char *body, size_t len, vsr_bu
  * nothing more; one that ended early gets its open block closed and an
  * error event (api_error, "upstream stream ended before its end") instead of
  * a proper ending, so a client never takes a cut answer for a whole one —
- * except that an OpenAI stream that sent its finish_reason but no [DONE] is
- * ended normally.  VSR_OK, or VSR_ERR_INVALID when it ended early. */
+ * except that a stream that sent its finish (finish_reason; message_delta's
+ * stop_reason) but not its end marker ([DONE]; message_stop) is ended
+ * normally.  VSR_OK, or VSR_ERR_INVALID when it ended early (VSR_ERR_TOO_BIG
+ * when out's cap is hit, here or in feed: the stream has then failed). */
 typedef enum { VSR_ANTHROPIC_TO_MESSAGES = 1, VSR_ANTHROPIC_TO_CHAT } vsr_anthropic_dir_t;
 
 typedef struct {
