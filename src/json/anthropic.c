@@ -889,8 +889,8 @@ static int from_chat(cx_t *c)
             if (args == 0)
                 PUT(w, "{}");
             else if (put_args_object(c, args) != VSR_OK)
-                return UPSTREAM(c, "upstream answer: choices.0.message.tool_calls.%u.function.arguments: not a JSON object",
-                                k);
+                return UPSTREAM(c, "upstream answer: choices.0.message.tool_calls.%u.function.arguments: "
+                                   "not a JSON object", k);
             PUT(w, "}");
         }
     }
@@ -1763,7 +1763,8 @@ static int on_line(vsr_anthropic_stream_t *s, vsr_buf_t *out)
         if (value.len && value.p[0] == ' ')
             value.p++, value.len--;
         if (vsr_slice_eq_cstr(field, "data")) {
-            if ((s->data.len && vsr_buf_append(&s->data, "\n", 1) != VSR_OK) || vsr_buf_append_slice(&s->data, value) != VSR_OK) {
+            if ((s->data.len && vsr_buf_append(&s->data, "\n", 1) != VSR_OK) ||
+                vsr_buf_append_slice(&s->data, value) != VSR_OK) {
                 w_t w = {out, VSR_OK};
                 rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
                 if (w.rc != VSR_OK)
