@@ -694,3 +694,80 @@ def test_log_end_ms_over_h2(fakellm):
     e = entries(be)[0]
     assert e["protocol"] == "h2" and e["model"] == "hm" and e["body"]["n_messages"] == 1
     assert e["end_ms"] - e["start_ms"] >= 150
+
+
+# ---- POST /v1/messages (Anthropic's shapes) --------------------------------
+
+MESSAGES = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def anthropic_events(text):
+    """(event name, data object) of each SSE event, as Anthropic's SDK reads them."""
+    out = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        name = data = None
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                name = line[len("event: "):]
+            elif line.startswith("data: "):
+                data = json.loads(line[len("data: "):])
+        assert name is not None and data is not None, block
+        assert data["type"] == name, block
+        out.append((name, data))
+    return out
+
+
+def test_messages_answer_in_anthropic_shape(fakellm):
+    be = fakellm("claude")
+    r = post(be, {"x-fakellm-text": "Rivers carve the land."}, body=MESSAGES, path="/v1/messages")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["id"].startswith("msg_fakellm_")
+    assert (body["type"], body["role"], body["model"]) == ("message", "assistant", "claude-x")
+    assert body["content"] == [{"type": "text", "text": "Rivers carve the land."}]
+    assert (body["stop_reason"], body["stop_sequence"]) == ("end_turn", None)
+    assert body["usage"]["output_tokens"] == 4 and body["usage"]["input_tokens"] > 0
+    assert body["fakellm"]["request"]["path"] == "/v1/messages"
+
+
+def test_messages_errors_in_anthropic_shape(fakellm):
+    be = fakellm()
+    no_max = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    r = post(be, body=no_max, path="/v1/messages")
+    assert r.status_code == 400
+    assert r.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                   "message": "max_tokens: Field required"}}
+    r = post(be, body={"model": "m", "max_tokens": 1}, path="/v1/messages")
+    assert r.status_code == 400 and r.json()["error"]["message"] == "messages: Field required"
+    for status, kind in ((429, "rate_limit_error"), (529, "overloaded_error"), (503, "api_error"),
+                         (401, "authentication_error")):
+        r = post(be, {"x-fakellm-status": str(status)}, body=MESSAGES, path="/v1/messages")
+        assert r.status_code == status
+        assert r.json() == {"type": "error", "error": {"type": kind, "message": f"fakellm injected {status}"}}
+    # the chat endpoint keeps OpenAI's shape
+    r = post(be, {"x-fakellm-status": "429"})
+    assert r.json()["error"]["code"] == 429
+
+
+def test_messages_stream_events(fakellm):
+    be = fakellm()
+    for n in (3, 0):
+        r = post(be, {"x-fakellm-chunks": str(n)}, body=dict(MESSAGES, stream=True), path="/v1/messages")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        assert "[DONE]" not in r.text
+        ev = anthropic_events(r.text)
+        names = [e[0] for e in ev]
+        assert names == (["message_start", "content_block_start", "ping"] + ["content_block_delta"] * n +
+                         ["content_block_stop", "message_delta", "message_stop"])
+        start = ev[0][1]["message"]
+        assert start["id"].startswith("msg_fakellm_") and start["model"] == "claude-x" and start["content"] == []
+        assert ev[0][1]["fakellm"]["request"]["path"] == "/v1/messages"
+        assert ev[1][1]["content_block"] == {"type": "text", "text": ""}
+        text = "".join(d["delta"]["text"] for name, d in ev if name == "content_block_delta")
+        assert text == "".join(f"tok{i} " for i in range(n))
+        assert all(d["delta"]["type"] == "text_delta" and d["index"] == 0 for name, d in ev if name == "content_block_delta")
+        delta = ev[-2][1]
+        assert delta["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+        assert delta["usage"]["output_tokens"] == n

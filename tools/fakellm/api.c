@@ -21,6 +21,7 @@ typedef enum {
     R_CHAT,
     R_COMPLETIONS,
     R_RESPONSES,
+    R_MESSAGES,
     R_MODELS,
     R_EMBEDDINGS,
     R_HEALTH,
@@ -219,6 +220,35 @@ static void render_error(fl_buf_t *b, const char *msg, size_t msglen, const char
     fl_buf_adds(b, "}}");
 }
 
+/* Anthropic's error type for a status, as its API answers. */
+static const char *anthropic_error_type(int code)
+{
+    switch (code) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 529: return "overloaded_error";
+    default: return code >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+/* An error body in the shape of the endpoint: Anthropic's for /v1/messages
+ * ({"type":"error","error":{"type","message"}}), else OpenAI's. */
+static void render_error_api(fl_buf_t *b, fl_api_t api, const char *msg, size_t msglen, const char *type, int code)
+{
+    if (api != API_MESSAGES) {
+        render_error(b, msg, msglen, type, code);
+        return;
+    }
+    fl_buf_adds(b, "{\"type\":\"error\",\"error\":{\"type\":\"");
+    fl_buf_adds(b, anthropic_error_type(code));
+    fl_buf_adds(b, "\",\"message\":");
+    fl_json_str(b, msg, msglen);
+    fl_buf_adds(b, "}}");
+}
+
 static void add_model_default(fl_buf_t *b)
 {
     fl_buf_addc(b, '"');
@@ -256,9 +286,9 @@ static void add_usage(fl_buf_t *b, fl_api_t api, uint64_t prompt, uint64_t compl
 static void add_id(fl_buf_t *b, fl_api_t api, fl_worker_t *w, uint64_t seq)
 {
     fl_buf_adds(b, api == API_CHAT ? "chatcmpl-fakellm-" : api == API_COMPLETIONS ? "cmpl-fakellm-"
-                                                                               : "resp_fakellm_");
+                   : api == API_MESSAGES ? "msg_fakellm_" : "resp_fakellm_");
     fl_buf_addu(b, (uint64_t)w->index);
-    fl_buf_addc(b, api == API_RESPONSES ? '_' : '-');
+    fl_buf_addc(b, api == API_RESPONSES || api == API_MESSAGES ? '_' : '-');
     fl_buf_addu(b, seq);
 }
 
@@ -638,6 +668,8 @@ static route_t classify(const char *m, size_t ml, const char *t, size_t tl)
         return R_COMPLETIONS;
     if (IS("POST", "/v1/responses"))
         return R_RESPONSES;
+    if (IS("POST", "/v1/messages"))
+        return R_MESSAGES;
     if (IS("GET", "/v1/models"))
         return R_MODELS;
     if (IS("POST", "/v1/embeddings"))
@@ -860,7 +892,47 @@ int fl_api_stream_next(fl_conn_t *c)
     int first = s->next == 0 && s->echo.len > 0;
     b->len = 0;
 
-    if (s->api == API_RESPONSES) {
+    if (s->api == API_MESSAGES) {
+        /* Anthropic's events: message_start (with the echo) and one text
+         * block of N text_delta events, then message_delta and message_stop */
+        if (first) {
+            fl_buf_adds(b, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"");
+            fl_buf_add(b, s->id.p, s->id.len);
+            fl_buf_adds(b, "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+            fl_buf_add(b, s->model.p, s->model.len);
+            fl_buf_adds(b, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
+            fl_buf_addu(b, s->prompt_tokens);
+            fl_buf_adds(b, ",\"output_tokens\":1}}");
+            fakellm_tail(b, s, -1, 1);
+            fl_buf_adds(b, "}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+                           "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+                           "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+            emit(c, b);
+            b->len = 0;
+            s->echo.len = 0;
+        }
+        if (s->next < s->n) {
+            fl_buf_adds(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+                           "\"delta\":{\"type\":\"text_delta\",\"text\":\"");
+            s->tok.len = 0;
+            tok_render(s, s->next, &s->text_off, &s->tok);
+            fl_json_esc(b, s->tok.p, s->tok.len);
+            fl_buf_adds(b, "\"}");
+            fakellm_tail(b, s, s->next, 0);
+            fl_buf_adds(b, "}\n\n");
+            emit(c, b);
+            s->next++;
+            return 0;
+        }
+        fl_buf_adds(b, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
+                       "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+                       "\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":");
+        fl_buf_addu(b, (uint64_t)s->n);
+        fl_buf_adds(b, "}");
+        fakellm_tail(b, s, s->n, 0);
+        fl_buf_adds(b, "}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+        emit(c, b);
+    } else if (s->api == API_RESPONSES) {
         if (first) {
             fl_buf_adds(b, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":");
             responses_object(b, s->id.p, s->id.len, s->created, s->model.p, s->model.len,
@@ -1031,7 +1103,19 @@ static void body_completion(fl_buf_t *b, const req_ctx_t *x, fl_api_t api, const
     idb->len = 0;
     add_id(idb, api, w, ++w->seq);
 
-    if (api == API_RESPONSES) {
+    if (api == API_MESSAGES) {
+        fl_buf_adds(b, "{\"id\":\"");
+        fl_buf_add(b, idb->p, idb->len);
+        fl_buf_adds(b, "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+        fl_buf_add(b, mb->p, mb->len);
+        fl_buf_adds(b, ",\"content\":[{\"type\":\"text\",\"text\":");
+        fl_json_str(b, text, text_len);
+        fl_buf_adds(b, "}],\"stop_reason\":\"end_turn\",\"stop_sequence\":null,\"usage\":{\"input_tokens\":");
+        fl_buf_addu(b, prompt);
+        fl_buf_adds(b, ",\"output_tokens\":");
+        fl_buf_addu(b, completion);
+        fl_buf_addc(b, '}');
+    } else if (api == API_RESPONSES) {
         responses_object(b, idb->p, idb->len, (int64_t)time(NULL), mb->p, mb->len, "completed");
         responses_message_open(b, idb->p, idb->len);
         fl_json_esc(b, text, text_len);
@@ -1515,8 +1599,9 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     fl_body_t bd;
     int has_bd = 0;
     char ubuf[FL_LOG_TEXT_MAX + 8], sbuf[FL_LOG_TEXT_MAX + 8];
-    fl_api_t api = route == R_CHAT ? API_CHAT : route == R_COMPLETIONS ? API_COMPLETIONS : API_RESPONSES;
-    int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES;
+    fl_api_t api = route == R_CHAT ? API_CHAT : route == R_COMPLETIONS ? API_COMPLETIONS
+                   : route == R_MESSAGES ? API_MESSAGES : API_RESPONSES;
+    int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES || route == R_MESSAGES;
 
     if (inference || route == R_EMBEDDINGS) {
         json_error_t jerr;
@@ -1556,6 +1641,14 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
             json_t *fk = json_object_get(root, "fakellm");
             if (fk && body_knobs(&k, fk, &err) < 0)
                 goto knob_error;
+            /* as Anthropic: max_tokens is required, messages must be a list */
+            if (route == R_MESSAGES && !json_is_integer(json_object_get(root, "max_tokens"))) {
+                bad_json = 1;
+                fl_buf_adds(&err, "max_tokens: Field required");
+            } else if (route == R_MESSAGES && !json_is_array(json_object_get(root, "messages"))) {
+                bad_json = 1;
+                fl_buf_adds(&err, "messages: Field required");
+            }
         }
     }
     if (header_knobs(&k, &x, &err) < 0 || knobs_check(&k, &err) < 0)
@@ -1597,16 +1690,16 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
         } else {
             char msg[48];
             int n = snprintf(msg, sizeof msg, "fakellm injected %d", k.status);
-            render_error(b, msg, (size_t)n, "server_error", k.status);
+            render_error_api(b, api, msg, (size_t)n, "server_error", k.status);
         }
         send_json(&x, k.status, b, &k, k.delay_ms, k.reset);
         goto done;
     }
     if (bad_json) {
         if (field_err)
-            render_error(b, field_err, strlen(field_err), "invalid_request_error", 400);
+            render_error_api(b, api, field_err, strlen(field_err), "invalid_request_error", 400);
         else
-            render_error(b, err.p, err.len, "invalid_request_error", 400);
+            render_error_api(b, api, err.p, err.len, "invalid_request_error", 400);
         send_json(&x, 400, b, &k, k.delay_ms, k.reset);
         goto done;
     }
@@ -1623,6 +1716,7 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     case R_CHAT:
     case R_COMPLETIONS:
     case R_RESPONSES:
+    case R_MESSAGES:
         body_completion(b, &x, api, &k, model, model_len);
         break;
     case R_EMBEDDINGS:
@@ -1667,7 +1761,7 @@ knob_error:
     c->log_seq = fl_log_append_locked(&call);
     fl_log_unlock();
     b->len = 0;
-    render_error(b, err.p, err.len, "invalid_request_error", 400);
+    render_error_api(b, api, err.p, err.len, "invalid_request_error", 400);
     send_json(&x, 400, b, NULL, 0, RESET_NONE);
 done:
     if (b->cap > (4u << 20))

@@ -315,7 +315,7 @@ void fl_tls_render_stats(fl_buf_t *b);
 
 /* ---- server (server.c) / endpoints (api.c) ----------------------------- */
 
-typedef enum { API_CHAT, API_COMPLETIONS, API_RESPONSES } fl_api_t;
+typedef enum { API_CHAT, API_COMPLETIONS, API_RESPONSES, API_MESSAGES } fl_api_t;
 
 typedef enum { RESET_NONE, RESET_BEFORE_HEADERS, RESET_AFTER_HEADERS } fl_reset_t;
 
