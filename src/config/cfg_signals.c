@@ -787,7 +787,7 @@ static const cfg_spec_t reask_spec = {
 #define DOM_OFF(m) offsetof(vsr_sig_domain_conf_t, m)
 static const cfg_field_t domain_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = DOM_OFF(name)},
-    {.key = "description", .decode = vsr__cfg_accept_text},
+    {.key = "description", .decode = vsr__cfg_string, .flags = CFG_NULL_OK, .offset = DOM_OFF(description)},
     {.key = "mmlu_categories", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = DOM_OFF(categories)},
     {.key = "model_scores", .flags = CFG_UNIMPLEMENTED},
 };

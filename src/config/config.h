@@ -317,6 +317,8 @@ typedef enum {
 typedef struct {
     char *name;
     vsr_strlist_conf_t categories; /* mmlu_categories */
+    char *description;             /* extra evidence: its similarity to the text; a domain naming no MMLU-Pro
+                                    * category matches on it (docs/signals.md) */
 } vsr_sig_domain_conf_t;
 
 /* routing.signals.jailbreak[] (ref §1.9). */

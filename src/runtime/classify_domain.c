@@ -5,7 +5,11 @@
  * categories (src/models/head.h; data/domains/, docs/signals.md).  Its
  * answer lists every class, highest probability first:
  *   ,"labels":[{"label":"math","score":0.83},...]
+ * With the task option "description": D (a domain signal's description),
+ * also D's cosine similarity to the text, clamped to [0, 1]:
+ *   ,"description_similarity":0.41
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,10 +30,31 @@ static int by_prob(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* The task's "description" string (pool-free: unescaped into *out, owned by the caller), or 0. */
+static int task_description(vsr_slice_t task, vsr_buf_t *out)
+{
+    vsr_json_t j;
+    vsr_json_limits_t lim = {.max_depth = 8};
+    uint32_t t;
+    int found = 0;
+    if (vsr_json_parse(&j, task.p ? task.p : "", task.len, &lim) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, 0, "description", &t) == VSR_OK && vsr_json_type(&j, t) == VSR_JSON_STRING) {
+        vsr_pool_t pool;
+        vsr_pool_init(&pool);
+        vsr_slice_t d;
+        if (vsr_json_string(&j, t, &pool, &d) == VSR_OK && d.len > 0) {
+            vsr_buf_append_slice(out, d);
+            found = 1;
+        }
+        vsr_pool_free(&pool);
+    }
+    vsr_json_free(&j);
+    return found;
+}
+
 static int domain_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_slice_t text, vsr_slice_t task,
                            vsr_buf_t *out, vsr_buf_t *err)
 {
-    VSR_UNUSED(task);
     const vsr_head_t *h = c->impl;
     size_t dim = vsr_head_dim(h), n = vsr_head_classes(h);
     if (env->embed == NULL || env->dim != dim) {
@@ -55,6 +80,25 @@ static int domain_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, v
             vsr_buf_append_cstr(out, "}");
         }
         vsr_buf_append_cstr(out, "]");
+        vsr_buf_t desc;
+        vsr_buf_init(&desc, 0);
+        if (task_description(task, &desc)) {
+            float *dv = vsr_malloc(dim * sizeof(float));
+            rc = env->embed(env->ud, vsr_buf_slice(&desc), dv, err);
+            if (rc == VSR_OK) {
+                double dot = 0, na = 0, nb = 0;
+                for (size_t i = 0; i < dim; i++) {
+                    dot += (double)v[i] * dv[i];
+                    na += (double)v[i] * v[i];
+                    nb += (double)dv[i] * dv[i];
+                }
+                double cs = na > 0 && nb > 0 ? dot / sqrt(na * nb) : 0;
+                vsr_buf_append_cstr(out, ",\"description_similarity\":");
+                vsr__rt_append_float(out, (float)(cs < 0 ? 0 : cs > 1 ? 1 : cs));
+            }
+            vsr_free(dv);
+        }
+        vsr_buf_free(&desc);
     }
     vsr_free(v);
     vsr_free(r);

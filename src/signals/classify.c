@@ -36,6 +36,7 @@ typedef struct {
                           * pii: pii_types_allowed.  Normalised (see norm_label). */
     size_t n_names;
     char *fallback;      /* domain: the class predicted below the threshold */
+    int custom;          /* domain: names none of the 14 classes; with a description it matches on that */
     char *opts;          /* JSON members appended after "text" (jailbreak: method and patterns), or NULL */
 } cls_t;
 
@@ -100,6 +101,21 @@ int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, vo
         add_name(k, c->categories.items[i]);
     const char *fb = m && m->domain_fallback ? m->domain_fallback : "other";
     k->fallback = norm_label(fb, strlen(fb));
+    static const char *const classes[] = {"biology", "business", "chemistry", "computer science", "economics",
+                                          "engineering", "health", "history", "law", "math", "other",
+                                          "philosophy", "physics", "psychology"};
+    k->custom = 1;
+    for (size_t i = 0; i < k->n_names && k->custom; i++)
+        for (size_t j = 0; j < VSR_ARRAY_LEN(classes) && k->custom; j++)
+            k->custom = strcmp(k->names[i], classes[j]) != 0;
+    if (c->description && c->description[0]) {
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        vsr_buf_append_cstr(&b, ",\"description\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(c->description));
+        vsr_buf_append(&b, "", 1);
+        k->opts = b.data; /* owned */
+    }
     *state = k;
     return VSR_OK;
 }
@@ -275,6 +291,14 @@ static int consume_labels(vsr__ctx_t *c, const cls_t *k, const vsr_json_t *j, vs
         out->matched = jb_p >= k->threshold;
         out->confidence = out->matched ? jb_p : 0;
         out->value = jb_p;
+        return VSR_OK;
+    }
+    /* a domain of its own (no MMLU-Pro class): its description's similarity decides */
+    double sim;
+    if (k->custom && k->opts && get_score(j, 0, "description_similarity", &sim) == VSR_OK) {
+        out->value = sim;
+        out->matched = sim >= VSR__DOMAIN_DESCRIPTION_MIN;
+        out->confidence = out->matched ? sim : 0;
         return VSR_OK;
     }
     /* domains: the top class when it is sure enough, else the fallback class */

@@ -49,6 +49,9 @@ uint64_t vsr__hash_runes(const uint32_t *r, size_t n);
  * VSR__MODEL_MAX_RUNES runes, the head, middle and tail thirds joined by an
  * omission marker. */
 #define VSR__MODEL_MAX_RUNES 2048
+/* domains: a domain naming no MMLU-Pro class matches when its description's
+ * cosine similarity to the text reaches this (USE-lite; docs/signals.md). */
+#define VSR__DOMAIN_DESCRIPTION_MIN 0.45
 #define VSR__OMISSION " ... "
 /* text as a JSON string (quoted, escaped, valid UTF-8) of at most max_runes
  * runes (head, middle and tail thirds of a longer one), from pool. */

@@ -177,6 +177,17 @@ def test_runtime_classify_endpoint(ext_runtime):
     assert r.status_code == 200, r.text
     top = r.json()["labels"][0]
     assert top["label"] == "biology", r.json()
+    assert "description_similarity" not in r.json()
+    # a domain's description: its similarity to the text, in [0, 1], higher for the right one
+    sims = {}
+    for name, d in (("code", "Questions about programming, algorithms and software."),
+                    ("food", "Questions about cooking, recipes and restaurants.")):
+        r = c.post("/v1/classify", json={"model": "domain", "text": "How do I reverse a linked list in Python?",
+                                         "description": d})
+        assert r.status_code == 200, r.text
+        sims[name] = r.json()["description_similarity"]
+        assert 0 <= sims[name] <= 1
+    assert sims["code"] > sims["food"] + 0.1, sims
     r = c.post("/v1/classify", json={"model": "pii", "text": "ssn 123-45-6789 and mail bob@corp.io"})
     types = {e["type"] for e in r.json()["entities"]}
     assert {"US_SSN", "EMAIL_ADDRESS"} <= types, r.json()

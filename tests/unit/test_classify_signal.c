@@ -113,6 +113,51 @@ static void test_domains(void **state)
     vsr_signals_free(s);
 }
 
+/* A domain of its own (no MMLU-Pro class) with a description: the task
+ * sends the description, and its similarity to the text decides; a
+ * category domain with a description still goes by the class. */
+static void test_domain_description(void **state)
+{
+    (void)state;
+    vsr_sig_domain_conf_t d[2];
+    memset(d, 0, sizeof(d));
+    d[0].name = (char *)"contracts";
+    d[0].description = (char *)"Questions about \"contracts\" and leases";
+    d[1].name = (char *)"law";
+    d[1].description = (char *)"Legal questions";
+    vsr_recipe_conf_t r;
+    memset(&r, 0, sizeof(r));
+    r.signals.domains = d;
+    r.signals.n_domains = 2;
+    r.signals.modules = modules();
+    vsr_signals_t *s = compile(&r);
+    int c = vsr_signals_find(s, "domain", "contracts"), law = vsr_signals_find(s, "domain", "law");
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_signal_input_t in = input(&pool, "can my landlord raise the rent");
+    vsr_signal_task_t t;
+    assert_int_equal(vsr_signals_task(s, c, &in, &t), 1);
+    assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"domain\",\"text\":\"can my landlord raise the rent\","
+                                             "\"description\":\"Questions about \\\"contracts\\\" and leases\"}"));
+    vsr_signal_result_t v = consume(s, c, &in,
+                                    "{\"labels\":[{\"label\":\"law\",\"score\":0.9}],\"description_similarity\":0.52}",
+                                    VSR_OK);
+    assert_true(v.matched && v.confidence > 0.51 && v.confidence < 0.53);
+    v = consume(s, c, &in, "{\"labels\":[{\"label\":\"law\",\"score\":0.9}],\"description_similarity\":0.3}",
+                VSR_OK);
+    assert_false(v.matched);
+    assert_true(v.value > 0.29 && v.value < 0.31);
+    /* without the similarity (an older runtime): the class rule, and "contracts" is no class */
+    v = consume(s, c, &in, "{\"labels\":[{\"label\":\"law\",\"score\":0.9}]}", VSR_OK);
+    assert_false(v.matched);
+    /* a category domain: the class decides, whatever the description says */
+    v = consume(s, law, &in, "{\"labels\":[{\"label\":\"law\",\"score\":0.9}],\"description_similarity\":0.1}",
+                VSR_OK);
+    assert_true(v.matched && v.confidence > 0.89);
+    vsr_pool_free(&pool);
+    vsr_signals_free(s);
+}
+
 static void test_jailbreak(void **state)
 {
     (void)state;
@@ -248,6 +293,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_domains),
+        cmocka_unit_test(test_domain_description),
         cmocka_unit_test(test_jailbreak),
         cmocka_unit_test(test_pii_and_history),
         cmocka_unit_test(test_long_text_is_shortened),
