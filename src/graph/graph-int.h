@@ -146,6 +146,9 @@ void vsr__graph_fail(vsr_graph_run_t *r, int status, const char *type, const cha
 /* A chat.completion answer from res's body, with usage = the run's sums and
  * an extra top-level member (may be empty); as SSE when the client streams. */
 void vsr__graph_answer_completion(vsr_graph_run_t *r, const result_t *res, vsr_slice_t extra_member);
+/* A chat.completion the run wrote itself (b, taken and freed): the answer,
+ * as SSE when the client streams; model names it in the evidence. */
+void vsr__graph_answer_chat(vsr_graph_run_t *r, const char *model, vsr_buf_t *b);
 /* JSON texts of the conversation: the request's messages array; with the
  * last user message replaced by a user message of `text`; with a user
  * message of `text` appended. */

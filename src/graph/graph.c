@@ -141,16 +141,21 @@ void vsr__graph_answer_completion(vsr_graph_run_t *r, const result_t *res, vsr_s
                         "a chat completion", r->refs[res->ref].name);
         return;
     }
+    vsr__graph_answer_chat(r, r->refs[res->ref].name, &b);
+}
+
+void vsr__graph_answer_chat(vsr_graph_run_t *r, const char *model, vsr_buf_t *b)
+{
     if (r->o.stream) {
         vsr_buf_t sse;
         vsr_buf_init(&sse, 0);
-        vsr__algo_sse_from_completion(&sse, b.data, b.len, r->o.include_usage);
-        vsr_buf_free(&b);
-        b = sse;
+        vsr__algo_sse_from_completion(&sse, b->data, b->len, r->o.include_usage);
+        vsr_buf_free(b);
+        *b = sse;
     }
-    vsr_slice_t body = vsr_pool_dup_slice(r->pool, vsr_buf_slice(&b));
-    vsr_buf_free(&b);
-    r->out.model = r->refs[res->ref].name;
+    vsr_slice_t body = vsr_pool_dup_slice(r->pool, vsr_buf_slice(b));
+    vsr_buf_free(b);
+    r->out.model = model;
     vsr__graph_answer(r, 200, r->o.stream ? "text/event-stream" : "application/json", body);
 }
 

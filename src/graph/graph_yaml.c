@@ -346,18 +346,9 @@ static void y_respond(vsr_graph_run_t *r, const node_t *n)
             vsr_buf_printf(&names, "%s%s", i ? "," : "", r->refs[res[i]->ref].name);
         }
         vsr__algo_ratings_response(&b, vsr_now_us() * 1000, (uint64_t)time(NULL), models, contents, k, r->pt, r->ct);
-        if (r->o.stream) {
-            vsr_buf_t sse;
-            vsr_buf_init(&sse, 0);
-            vsr__algo_sse_from_completion(&sse, b.data, b.len, r->o.include_usage);
-            vsr_buf_free(&b);
-            b = sse;
-        }
-        r->out.model = vsr_pool_strndup(r->pool, names.data, names.len);
+        const char *joined = vsr_pool_strndup(r->pool, names.data, names.len);
         vsr_buf_free(&names);
-        vsr_slice_t body = vsr_pool_dup_slice(r->pool, vsr_buf_slice(&b));
-        vsr_buf_free(&b);
-        vsr__graph_answer(r, 200, r->o.stream ? "text/event-stream" : "application/json", body);
+        vsr__graph_answer_chat(r, joined, &b);
     } else { /* last */
         vsr__graph_answer_completion(r, res[k - 1], vsr_slice(NULL, 0));
     }
