@@ -190,6 +190,7 @@ struct vsr__sig_type_s {
     int (*task)(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
     int (*consume)(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
     const vsr_signal_family_t *ext; /* a family registered at run time */
+    ptrdiff_t on_error_off; /* where the family's on_error policy lives in vsr_modules_conf_t; -1: none */
 };
 
 /* the runtime's classifiers (classify.c) */

@@ -29,55 +29,61 @@ _Static_assert(offsetof(vsr_sig_complexity_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_kb_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_classifier_conf_t, name) == 0, "name first");
 
+/* the family's on_error policy in global.model_catalog.modules, or none */
+#define POLICY(member) ((ptrdiff_t)offsetof(vsr_modules_conf_t, member))
+#define NO_POLICY ((ptrdiff_t)-1)
+
 static const vsr__sig_type_t sig_types[] = {
     {"keyword", "keywords", "keywords", FAMILY(keywords, n_keywords, vsr_sig_keyword_conf_t),
-     vsr__keyword_compile, vsr__keyword_eval, vsr__keyword_free, NULL, NULL, NULL},
+     vsr__keyword_compile, vsr__keyword_eval, vsr__keyword_free, NULL, NULL, NULL, NO_POLICY},
     {"context", "context", "context", FAMILY(context, n_context, vsr_sig_context_conf_t),
-     vsr__context_compile, vsr__context_eval, vsr__context_free, NULL, NULL, NULL},
+     vsr__context_compile, vsr__context_eval, vsr__context_free, NULL, NULL, NULL, NO_POLICY},
     {"structure", "structure", "structure", FAMILY(structure, n_structure, vsr_sig_structure_conf_t),
-     vsr__structure_compile, vsr__structure_eval, vsr__structure_free, NULL, NULL, NULL},
+     vsr__structure_compile, vsr__structure_eval, vsr__structure_free, NULL, NULL, NULL, NO_POLICY},
     {"conversation", "conversation", "conversation", FAMILY(conversation, n_conversation, vsr_sig_conversation_conf_t),
-     vsr__conversation_compile, vsr__conversation_eval, vsr__conversation_free, NULL, NULL, NULL},
+     vsr__conversation_compile, vsr__conversation_eval, vsr__conversation_free, NULL, NULL, NULL, NO_POLICY},
     {"language", "language", "language", FAMILY(language, n_language, vsr_sig_language_conf_t),
-     vsr__language_compile, vsr__language_eval, vsr__language_free, NULL, NULL, NULL},
+     vsr__language_compile, vsr__language_eval, vsr__language_free, NULL, NULL, NULL, NO_POLICY},
     {"authz", "authz", "role_bindings", FAMILY(role_bindings, n_role_bindings, vsr_sig_authz_conf_t),
-     vsr__authz_compile, vsr__authz_eval, vsr__authz_free, NULL, NULL, NULL},
+     vsr__authz_compile, vsr__authz_eval, vsr__authz_free, NULL, NULL, NULL, NO_POLICY},
     {"embedding", "embeddings", "embeddings", FAMILY(embeddings, n_embeddings, vsr_sig_embedding_conf_t),
      vsr__embedding_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
-     NULL},
+     NULL, NO_POLICY},
     {"domain", "domains", "domains", FAMILY(domains, n_domains, vsr_sig_domain_conf_t), vsr__domain_compile,
-     vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
+     vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL,
+     POLICY(domain_on_error)},
     {"jailbreak", "jailbreak", "jailbreak", FAMILY(jailbreak, n_jailbreak, vsr_sig_jailbreak_conf_t),
-     vsr__jailbreak_compile, vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
+     vsr__jailbreak_compile, vsr__classify_eval, vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL,
+     POLICY(guard_on_error)},
     {"pii", "pii", "pii", FAMILY(pii, n_pii, vsr_sig_pii_conf_t), vsr__pii_compile, vsr__classify_eval,
-     vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL},
+     vsr__classify_free, vsr__classify_task, vsr__classify_consume, NULL, POLICY(pii_on_error)},
     {"metadata", "metadata", "metadata", FAMILY(metadata, n_metadata, vsr_sig_metadata_conf_t),
-     vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL},
+     vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL, NO_POLICY},
     {"event", "event", "events", FAMILY(events, n_events, vsr_sig_event_conf_t),
-     vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL},
+     vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL, NO_POLICY},
     {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
      vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
-     NULL},
+     NULL, NO_POLICY},
     {"reask", "reasks", "reasks", FAMILY(reasks, n_reasks, vsr_sig_reask_conf_t),
-     vsr__reask_compile, vsr__embedding_eval, vsr__reask_free, vsr__reask_task, vsr__reask_consume, NULL},
+     vsr__reask_compile, vsr__embedding_eval, vsr__reask_free, vsr__reask_task, vsr__reask_consume, NULL, NO_POLICY},
     {"fact_check", "fact_check", "fact_check", FAMILY(fact_check, n_fact_check, vsr_sig_exemplar_conf_t),
      vsr__fact_check_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
-     NULL},
+     NULL, NO_POLICY},
     {"user_feedback", "user_feedbacks", "user_feedbacks",
      FAMILY(user_feedbacks, n_user_feedbacks, vsr_sig_exemplar_conf_t), vsr__user_feedback_compile,
-     vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume, NULL},
+     vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume, NULL, NO_POLICY},
     {"modality", "modality", "modality", FAMILY(modality, n_modality, vsr_sig_exemplar_conf_t),
      vsr__modality_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
-     NULL},
+     NULL, NO_POLICY},
     /* one configured signal, three compiled ones: see add_levels */
     {"complexity", "complexity", "complexity", FAMILY(complexity, n_complexity, vsr_sig_complexity_conf_t),
      vsr__complexity_compile, vsr__embedding_eval, vsr__complexity_free, vsr__complexity_task,
-     vsr__complexity_consume, NULL},
+     vsr__complexity_consume, NULL, NO_POLICY},
     {"kb", "kb", "kb", FAMILY(kb, n_kb, vsr_sig_kb_conf_t), vsr__kb_compile, vsr__embedding_eval,
-     vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume, NULL},
+     vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume, NULL, NO_POLICY},
     {"classifier", "classifiers", "classifiers", FAMILY(classifiers, n_classifiers, vsr_sig_classifier_conf_t),
      vsr__classifier_compile, vsr__embedding_eval, vsr__exemplar_free, vsr__exemplar_task, vsr__exemplar_consume,
-     NULL},
+     NULL, NO_POLICY},
 };
 
 /* ---- families registered at run time ---- */
@@ -142,6 +148,7 @@ int vsr_signals_register_family(const vsr_signal_family_t *f)
         ty->task = ext_task;
     ty->consume = ext_consume;
     ty->ext = f;
+    ty->on_error_off = NO_POLICY; /* its policy comes with its own settings */
     return VSR_OK;
 }
 
@@ -333,12 +340,8 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             if (ty->compile == vsr__authz_compile && ((const vsr_sig_authz_conf_t *)c)->role)
                 sig->report = vsr_strdup(((const vsr_sig_authz_conf_t *)c)->role);
             sig->state = state;
-            if (ty->compile == vsr__domain_compile)
-                sig->on_error = conf->modules.domain_on_error;
-            else if (ty->compile == vsr__jailbreak_compile)
-                sig->on_error = conf->modules.guard_on_error;
-            else if (ty->compile == vsr__pii_compile)
-                sig->on_error = conf->modules.pii_on_error;
+            if (ty->on_error_off != NO_POLICY) /* the family's policy in global.model_catalog.modules */
+                sig->on_error = *(const vsr_on_error_t *)((const char *)&conf->modules + ty->on_error_off);
         }
     }
     s->modules = NULL;
