@@ -380,6 +380,18 @@ static void send_on(rconn_t *k)
 
 /* ---- calls ---- */
 
+/* The call leaves its connection, which closes: what it was reading can
+ * carry no other call (a deadline passed, or the call was cancelled). */
+static void abandon_conn(vsr_rtc_call_t *call)
+{
+    rconn_t *k = call->conn;
+    if (k) {
+        k->call = NULL;
+        call->conn = NULL;
+        conn_close(k);
+    }
+}
+
 static void timer_cb(uv_timer_t *t)
 {
     vsr_rtc_call_t *call = t->data;
@@ -388,12 +400,7 @@ static void timer_cb(uv_timer_t *t)
         uv_timer_start(&call->timer, timer_cb, call->deadline_ms - now, 0);
         return;
     }
-    rconn_t *k = call->conn;
-    if (k) {
-        k->call = NULL;
-        call->conn = NULL;
-        conn_close(k);
-    }
+    abandon_conn(call);
     call_end(call, VSR_ERR); /* the deadline passed */
 }
 
@@ -547,11 +554,6 @@ void vsr_rtc_cancel(vsr_rtc_call_t *call)
 {
     if (call == NULL || call->ended)
         return;
-    rconn_t *k = call->conn;
-    if (k) {
-        k->call = NULL;
-        call->conn = NULL;
-        conn_close(k);
-    }
+    abandon_conn(call);
     call_drop(call);
 }
