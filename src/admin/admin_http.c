@@ -19,13 +19,7 @@ static void json_error(vsr_admin_response_t *r, int status, const char *type, co
 {
     r->status = status;
     vsr_buf_reset(&r->body);
-    vsr_buf_append_cstr(&r->body, "{\"error\":{\"message\":");
-    vsr_buf_append_json_string(&r->body, vsr_slice_cstr(msg));
-    vsr_buf_append_cstr(&r->body, ",\"type\":");
-    vsr_buf_append_json_string(&r->body, vsr_slice_cstr(type));
-    vsr_buf_append_cstr(&r->body, ",\"code\":");
-    vsr_buf_append_json_string(&r->body, vsr_slice_cstr(code));
-    vsr_buf_append_cstr(&r->body, "}}");
+    vsr_json_error_body(&r->body, vsr_slice_cstr(msg), type, code);
 }
 
 static void method_not_allowed(vsr_admin_response_t *r, const char *allow)

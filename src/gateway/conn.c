@@ -472,16 +472,7 @@ static void reply_error_on(conn_t *c, request_t *req, int status, const char *ty
 {
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
-    vsr_buf_append_json_string(&b, msg);
-    vsr_buf_append_cstr(&b, ",\"type\":");
-    vsr_buf_append_json_string(&b, vsr_slice_cstr(type));
-    vsr_buf_append_cstr(&b, ",\"code\":");
-    if (code)
-        vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
-    else
-        vsr_buf_append_cstr(&b, "null");
-    vsr_buf_append_cstr(&b, "}}");
+    vsr_json_error_body(&b, msg, type, code);
     reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
     vsr_buf_free(&b);
 }

@@ -99,6 +99,11 @@ int vsr_json_find_duplicate_key(const vsr_json_t *j, uint32_t *key);
 int vsr_json_append_client_text(vsr_buf_t *b, vsr_slice_t s, size_t max);
 /* The bound error messages use for a quoted client string (bytes). */
 #define VSR_JSON_QUOTE_MAX 200
+/* An OpenAI-style error body, appended to b:
+ *   {"error":{"message":MSG,"type":TYPE,"code":CODE}}
+ * code NULL writes null (OpenAI's convention: a string or null, never a
+ * number).  VSR_OK or VSR_ERR_TOO_BIG (the buffer's cap). */
+int vsr_json_error_body(vsr_buf_t *b, vsr_slice_t msg, const char *type, const char *code);
 
 /* Boolean value of a true/false token: 1, 0, or VSR_ERR_INVALID. */
 int vsr_json_bool(const vsr_json_t *j, uint32_t t);

@@ -140,3 +140,15 @@ int vsr_json_append_client_text(vsr_buf_t *b, vsr_slice_t s, size_t max)
     }
     return VSR_OK;
 }
+
+int vsr_json_error_body(vsr_buf_t *b, vsr_slice_t msg, const char *type, const char *code)
+{
+    int rc = vsr_buf_append_cstr(b, "{\"error\":{\"message\":");
+    rc |= vsr_buf_append_json_string(b, msg);
+    rc |= vsr_buf_append_cstr(b, ",\"type\":");
+    rc |= vsr_buf_append_json_string(b, vsr_slice_cstr(type));
+    rc |= vsr_buf_append_cstr(b, ",\"code\":");
+    rc |= code ? vsr_buf_append_json_string(b, vsr_slice_cstr(code)) : vsr_buf_append_cstr(b, "null");
+    rc |= vsr_buf_append_cstr(b, "}}");
+    return rc ? VSR_ERR_TOO_BIG : VSR_OK;
+}

@@ -164,14 +164,7 @@ static const vsr_effect_t *error_reply(vsr_session_t *s, int status, const char 
 {
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
-    vsr_buf_append_json_string(&b, msg);
-    vsr_buf_printf(&b, ",\"type\":\"%s\",\"code\":", type);
-    if (code)
-        vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
-    else
-        vsr_buf_append_cstr(&b, "null");
-    vsr_buf_append_cstr(&b, "}}");
+    vsr_json_error_body(&b, msg, type, code);
     vsr_slice_t body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b));
     vsr_buf_free(&b);
     return immediate(s, status, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
