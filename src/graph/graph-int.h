@@ -155,6 +155,10 @@ void vsr__graph_answer_chat(vsr_graph_run_t *r, const char *model, vsr_buf_t *b)
 vsr_slice_t vsr__graph_messages(vsr_graph_run_t *r);
 vsr_slice_t vsr__graph_messages_replace_last_user(vsr_graph_run_t *r, vsr_slice_t text);
 vsr_slice_t vsr__graph_messages_append_user(vsr_graph_run_t *r, vsr_slice_t assistant, vsr_slice_t text);
+/* The successful results of node n (NULL: any node) and of its execution
+ * number epoch (0: every execution), in slot order (completion order is not
+ * call order); *out in the pool. */
+size_t vsr__graph_ok_results(vsr_graph_run_t *r, const node_t *n, uint64_t epoch, const result_t ***out);
 /* The latest user message's text. */
 vsr_slice_t vsr__graph_question(vsr_graph_run_t *r);
 /* The body of one call (graph_body.c). */

@@ -118,14 +118,7 @@ void vsr__graph_fail(vsr_graph_run_t *r, int status, const char *type, const cha
     }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_append_cstr(&b, "{\"error\":{\"message\":");
-    vsr_buf_append_json_string(&b, vsr_slice_cstr(msg));
-    vsr_buf_printf(&b, ",\"type\":\"%s\",\"code\":", type);
-    if (code)
-        vsr_buf_append_json_string(&b, vsr_slice_cstr(code));
-    else
-        vsr_buf_append_cstr(&b, "null");
-    vsr_buf_append_cstr(&b, "}}");
+    vsr_json_error_body(&b, vsr_slice_cstr(msg), type, code);
     vsr_slice_t body = vsr_pool_dup_slice(r->pool, vsr_buf_slice(&b));
     vsr_buf_free(&b);
     vsr__graph_answer(r, status, "application/json", body);
@@ -157,6 +150,27 @@ void vsr__graph_answer_chat(vsr_graph_run_t *r, const char *model, vsr_buf_t *b)
     vsr_buf_free(b);
     r->out.model = model;
     vsr__graph_answer(r, 200, r->o.stream ? "text/event-stream" : "application/json", body);
+}
+
+/* ---- results ---- */
+
+size_t vsr__graph_ok_results(vsr_graph_run_t *r, const node_t *n, uint64_t epoch, const result_t ***out)
+{
+    const result_t **v = vsr_pool_alloc(r->pool, sizeof(*v) * (r->n_results + 1));
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_results; i++) {
+        const result_t *res = &r->results[i];
+        if (res->status == VSR_OK && (n == NULL || res->node == n) && (epoch == 0 || res->epoch == epoch))
+            v[k++] = res;
+    }
+    for (size_t i = 1; i < k; i++) /* insertion sort by slot: completion order is not call order */
+        for (size_t j = i; j > 0 && v[j - 1]->slot > v[j]->slot; j--) {
+            const result_t *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *out = v;
+    return k;
 }
 
 /* ---- calls ---- */

@@ -84,29 +84,6 @@ static vsr_slice_t s_of(const char *s)
     return s ? vsr_slice_cstr(s) : vsr_slice(NULL, 0);
 }
 
-/* The successful results of node n, in slot order. */
-static size_t results_of(vsr_graph_run_t *r, const node_t *n, const result_t **out, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < r->n_results && k < cap; i++)
-        if (r->results[i].node == n && r->results[i].status == VSR_OK)
-            out[k++] = &r->results[i];
-    for (size_t i = 1; i < k; i++) /* insertion sort by slot: completion order is not call order */
-        for (size_t j = i; j > 0 && out[j - 1]->slot > out[j]->slot; j--) {
-            const result_t *t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
-    return k;
-}
-
-/* results_of for every successful result of n: *out in the pool. */
-static size_t all_results_of(vsr_graph_run_t *r, const node_t *n, const result_t ***out)
-{
-    *out = vsr_pool_alloc(r->pool, sizeof(**out) * (r->n_results + 1));
-    return results_of(r, n, *out, r->n_results);
-}
-
 static const result_t *last_result_of(vsr_graph_run_t *r, const node_t *n)
 {
     for (size_t i = r->n_results; i-- > 0;)
@@ -335,7 +312,7 @@ static void ratings_respond(vsr_graph_run_t *r, const node_t *n)
 {
     const node_t *panel = n->arg;
     const result_t **res;
-    size_t k = all_results_of(r, panel, &res);
+    size_t k = vsr__graph_ok_results(r, panel, 0, &res);
     if (k == 0) {
         vsr__graph_fail(r, 502, "server_error", "looper_all_failed", "every model of the ratings failed");
         return;
@@ -432,12 +409,15 @@ static void remom_advance(vsr_graph_run_t *r, const node_t *n)
 {
     VSR_UNUSED(n);
     remom_t *t = r->t;
-    const result_t *res[256];
-    size_t k = 0;
-    for (size_t i = 0; i < r->n_results && k < VSR_ARRAY_LEN(res); i++)
-        if (r->results[i].node == t->round_node && r->results[i].status == VSR_OK &&
-            r->results[i].round == t->round && r->results[i].c.content.len)
-            res[k++] = &r->results[i];
+    /* this round's answers (the round node ran last), in slot order, so that
+     * answers of equal length keep an order that does not depend on which
+     * call finished first */
+    const result_t **all, **res;
+    size_t n_all = vsr__graph_ok_results(r, t->round_node, r->epoch, &all), k = 0;
+    res = all;
+    for (size_t i = 0; i < n_all; i++)
+        if (all[i]->c.content.len)
+            res[k++] = all[i];
     size_t *lens = vsr_pool_alloc(r->pool, sizeof(size_t) * (k + 1));
     size_t *ord = vsr_pool_alloc(r->pool, sizeof(size_t) * (k + 1));
     for (size_t i = 0; i < k; i++)
@@ -646,7 +626,7 @@ static size_t fusion_answers(vsr_graph_run_t *r, vsr_slice_t **models, vsr_slice
 {
     fusion_t *t = r->t;
     const result_t **res;
-    size_t k = all_results_of(r, t->panel_node, &res);
+    size_t k = vsr__graph_ok_results(r, t->panel_node, 0, &res);
     *models = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * (k + 1));
     *answers = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * (k + 1));
     for (size_t i = 0; i < k; i++) {
@@ -661,7 +641,7 @@ static void fusion_quorum(vsr_graph_run_t *r, const node_t *n)
     VSR_UNUSED(n);
     fusion_t *t = r->t;
     const result_t **res;
-    size_t ok = all_results_of(r, t->panel_node, &res);
+    size_t ok = vsr__graph_ok_results(r, t->panel_node, 0, &res);
     int short_panel = ok < t->quorum;
     if (ok > 0 && !(short_panel && (t->c->on_error_fail || t->explicit_quorum)))
         return; /* a short panel under on_error: skip goes on with what it has */

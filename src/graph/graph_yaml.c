@@ -92,27 +92,18 @@ static void conv_insert(vsr_graph_run_t *r, size_t at, vsr_slice_t m)
         t->conv.last_user++;
 }
 
-/* The latest results' successful answers, in slot order. */
-static size_t latest(vsr_graph_run_t *r, const result_t **out, size_t cap)
+/* The latest results' successful answers, in slot order (those of the
+ * call or parallel node that started last). */
+static size_t latest(vsr_graph_run_t *r, const result_t ***out)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < r->n_results && k < cap; i++)
-        if (r->results[i].epoch == r->epoch && r->results[i].status == VSR_OK)
-            out[k++] = &r->results[i];
-    for (size_t i = 1; i < k; i++)
-        for (size_t j = i; j > 0 && out[j - 1]->slot > out[j]->slot; j--) {
-            const result_t *x = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = x;
-        }
-    return k;
+    return vsr__graph_ok_results(r, NULL, r->epoch, out);
 }
 
 /* text with {question} and {responses} filled in */
 static vsr_slice_t fill(vsr_graph_run_t *r, const char *tmpl)
 {
-    const result_t *res[64];
-    size_t k = latest(r, res, VSR_ARRAY_LEN(res));
+    const result_t **res;
+    size_t k = latest(r, &res);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     for (const char *p = tmpl; *p;) {
@@ -227,8 +218,8 @@ static void y_call_reset(vsr_graph_run_t *r, const node_t *n)
 
 static int pred(vsr_graph_run_t *r, const vsr_gpred_conf_t *p, size_t rounds)
 {
-    const result_t *res[64];
-    size_t k = latest(r, res, VSR_ARRAY_LEN(res));
+    const result_t **res;
+    size_t k = latest(r, &res);
     int v = 0;
     switch (p->kind) {
     case VSR_GPRED_NONE:
@@ -294,8 +285,8 @@ static void y_respond(vsr_graph_run_t *r, const node_t *n)
 {
     const ystate_t *st = n->arg;
     const char *agg = st->c->aggregate ? st->c->aggregate : "last";
-    const result_t *res[64];
-    size_t k = latest(r, res, VSR_ARRAY_LEN(res));
+    const result_t **res;
+    size_t k = latest(r, &res);
     if (k == 0) {
         vsr__graph_fail(r, 502, "server_error", "looper_all_failed", "the graph's latest calls all failed");
         return;
@@ -336,7 +327,8 @@ static void y_respond(vsr_graph_run_t *r, const node_t *n)
         vsr_buf_free(&names);
         answer_text(r, model, text);
     } else if (!strcmp(agg, "choices")) {
-        vsr_slice_t models[64], contents[64];
+        vsr_slice_t *models = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * k);
+        vsr_slice_t *contents = vsr_pool_alloc(r->pool, sizeof(vsr_slice_t) * k);
         vsr_buf_t names, b;
         vsr_buf_init(&names, 0);
         vsr_buf_init(&b, 0);
