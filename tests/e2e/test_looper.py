@@ -767,3 +767,22 @@ def test_yaml_graph_first_k_cancels_the_rest(looper):
     wait_until(lambda: httpx.get(s.be.url + "/stats", timeout=5).json()["connections_open"] <= 2, timeout=10,
                what="the slow call's connection to close")
     assert slow["end_ms"] is None or slow["end_ms"] >= slow["start_ms"]
+
+
+def test_a_hop_answer_over_the_cap_fails_that_hop(vsr, fakellm):
+    """Backends that answer buffered hops with more than
+    global.integrations.looper.max_response_bytes_mb: each such hop fails
+    (vsr reads the answer to its end without keeping it) and the graph
+    answers as with failed calls; a small answer still passes."""
+    be = fakellm("llm", args=backend_args())
+    port = free_port()
+    doc = looper_doc(port, be.endpoint, ["m-small", "m-mid"], {"type": "ratings"})
+    doc = doc.replace("global:\n", "global:\n  integrations:\n    looper: {max_response_bytes_mb: 1}\n", 1)
+    v = vsr(doc, port=port)
+    big = dict(CHAT, fakellm={"text": "x" * (1536 * 1024)})      # every hop carries the client's fakellm knob
+    r = httpx.post(v.url + CC, json=big, timeout=60)
+    assert r.status_code == 502, r.text
+    assert "failed" in r.json()["error"]["message"]
+    assert r.headers["x-vsr-looper-iterations"] == "2"
+    r = httpx.post(v.url + CC, json=CHAT, timeout=60)               # the cap leaves ordinary answers alone
+    assert r.status_code == 200 and len(r.json()["choices"]) == 2, r.text
