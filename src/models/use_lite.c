@@ -337,9 +337,14 @@ static size_t chunk_end(const vsr_use_model_t *m, const uint8_t *t, size_t len, 
 }
 
 /* Segments cps[0..n) as the TF.js tokenizer does and appends its ids to
- * out (up to max), merging repeated unknowns (id 0) with *prev_unk. */
+ * out (up to max), merging repeated unknowns (id 0) with *prev_unk.  *carry
+ * is the score the whole text's run has at the chunk's start (0 for the
+ * first chunk) and becomes the one at its end: the JS compares sums against
+ * 0 as "unset", so a chunk that restarted from 0 would, with pieces of
+ * positive or null score, take other ties than one pass over the whole text
+ * does.  Starting from the carried score makes a cut before a space exact. */
 static void viterbi(const vsr_use_model_t *m, vsr_use_scratch_t *s, size_t n, int32_t *out, size_t max,
-                    size_t *n_out, int *prev_unk)
+                    size_t *n_out, int *prev_unk, double *carry)
 {
     const uint32_t *cps = s->cps;
     double *best = s->best;
@@ -348,6 +353,7 @@ static void viterbi(const vsr_use_model_t *m, vsr_use_scratch_t *s, size_t n, in
         best[i] = 0.0;
         words[i] = 0;
     }
+    best[0] = *carry;
     /* push form of the JS pull loop: for a given end the candidates arrive in
      * increasing start order either way, and best[start] is final by then */
     for (size_t i = 0; i < n; i++) {
@@ -374,6 +380,7 @@ static void viterbi(const vsr_use_model_t *m, vsr_use_scratch_t *s, size_t n, in
             }
         }
     }
+    *carry = best[n];
     /* backtrack by the pieces' UTF-16 lengths, as the JS does */
     size_t nrev = 0;
     for (size_t it = n; it > 0;) {
@@ -396,6 +403,7 @@ int vsr_use_tokenize(const vsr_use_model_t *m, const char *text, size_t len, int
     const uint8_t *t = (const uint8_t *)text;
     size_t pos = 0, n_out = 0;
     int prev_unk = 0, rc = VSR_OK;
+    double carry = 0.0;
     while (pos < len && n_out < max_ids) {
         size_t end = chunk_end(m, t, len, pos), clen = end - pos;
         grow((void **)&s->u16, &s->u16_cap, clen + 1, sizeof(UChar));
@@ -431,7 +439,7 @@ int vsr_use_tokenize(const vsr_use_model_t *m, const char *text, size_t len, int
             s->dp_cap = c;
         }
         grow((void **)&s->rev, &s->rev_cap, n + 1, sizeof(int32_t));
-        viterbi(m, s, n, ids, max_ids, &n_out, &prev_unk);
+        viterbi(m, s, n, ids, max_ids, &n_out, &prev_unk, &carry);
         pos = end;
     }
     *n_ids = n_out;
