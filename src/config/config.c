@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <openssl/bio.h>
@@ -307,11 +308,7 @@ static int decode_api_format(cfg_decoder_t *d, const cfg_field_t *f, const cfg_n
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    if (strcmp(s, "anthropic") == 0) {
-        vsr__cfg_node_error(d, val, "api_format \"anthropic\" is not supported yet");
-        return -1;
-    }
-    if (strcmp(s, "openai") != 0) {
+    if (strcmp(s, "openai") != 0 && strcmp(s, "anthropic") != 0) {
         vsr__cfg_node_error(d, val, "api_format must be \"openai\" or \"anthropic\", got %s",
                             vsr__cfg_quote(d->pool, s, val->len));
         return -1;
@@ -365,6 +362,30 @@ static const cfg_node_t *item_name_node(const cfg_node_t *list, size_t i)
     return name ? name : item;
 }
 
+/* A Messages backend's conventions, unless the document says otherwise:
+ * the key in x-api-key (no prefix) and an anthropic-version field. */
+#define ANTHROPIC_VERSION "2023-06-01"
+static void anthropic_backend(cfg_decoder_t *d, vsr_backend_conf_t *b)
+{
+    if (b->auth_header == NULL) {
+        b->auth_header = vsr__cfg_strdup(d, "x-api-key");
+        if (!b->has_auth_prefix) {
+            b->has_auth_prefix = 1;
+            b->auth_prefix = NULL; /* none */
+        }
+    }
+    for (size_t i = 0; i < b->n_extra_headers; i++)
+        if (strcasecmp(b->extra_headers[i].name, "anthropic-version") == 0)
+            return;
+    vsr_kv_conf_t *h = vsr_pool_alloc(d->pool, sizeof(*h) * (b->n_extra_headers + 1));
+    if (b->n_extra_headers)
+        memcpy(h, b->extra_headers, sizeof(*h) * b->n_extra_headers);
+    h[b->n_extra_headers].name = vsr__cfg_strdup(d, "anthropic-version");
+    h[b->n_extra_headers].value = vsr__cfg_strdup(d, ANTHROPIC_VERSION);
+    b->extra_headers = h;
+    b->n_extra_headers++;
+}
+
 static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                          size_t index)
 {
@@ -373,6 +394,9 @@ static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
         m->provider_model_id = vsr__cfg_strdup(d, m->name);
     if (m->api_format == NULL)
         m->api_format = vsr__cfg_strdup(d, "openai");
+    if (strcmp(m->api_format, "anthropic") == 0)
+        for (size_t i = 0; i < m->n_backends; i++)
+            anthropic_backend(d, &m->backends[i]);
     const cfg_node_t *name = vsr__cfg_map_get(map, "name");
     vsr__cfg_mark(d, &m->name, name ? name : map);
 

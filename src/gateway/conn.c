@@ -104,6 +104,13 @@ struct request_s {
     size_t held_len;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
+    /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
+     * whole body come from the session; BUFFER holds the head until then */
+    unsigned body_mode : 2;
+    unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
+    int held_status;
+    vsr_http_header_t *held_fields;
+    size_t n_held_fields;
     unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
@@ -472,7 +479,7 @@ static void reply_error_on(conn_t *c, request_t *req, int status, const char *ty
 {
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_json_error_body(&b, msg, type, code);
+    vsr_session_error_body(req ? req->sess : NULL, status, type, code, msg, &b); /* Anthropic's shape for /v1/messages */
     reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
     vsr_buf_free(&b);
 }
@@ -877,9 +884,21 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     /* 204 never has a content-length (RFC 9110 §8.6); a 304's is optional and
      * describes a body that is not there: neither is relayed */
     int no_length = h->status == 204 || h->status == 304;
+    req->body_mode = eff && !no_body ? eff->body_mode : VSR_BODY_RELAY;
+    /* a translated stream is framed here: the upstream's length is not its length */
+    int chunked = h->chunked || req->body_mode == VSR_BODY_STREAM;
+    req->usage_of_output = req->body_mode == VSR_BODY_STREAM && req->served && req->served->api_format &&
+                           strcmp(req->served->api_format, "anthropic") == 0;
+    if (req->body_mode == VSR_BODY_BUFFER) {
+        /* the answer is translated whole: its head goes out with it */
+        req->held_status = h->status;
+        req->held_fields = f;
+        req->n_held_fields = nf;
+        return;
+    }
     if (req->st) {
         vsr__resp_head_t rh = {.status = h->status, .fields = f, .n_fields = nf,
-                               .content_length = h->chunked || no_length ? -1 : h->content_length};
+                               .content_length = chunked || no_length ? -1 : h->content_length};
         if (!req->is_head && !h->has_body && h->content_length < 0 && h->status != 204 && h->status != 304)
             rh.content_length = 0;
         req->resp_no_body = no_body;
@@ -902,7 +921,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         else if (h->status != 204 && h->status != 304)
             vsr_buf_append_cstr(&b, "content-length: 0\r\n");
         req->resp_no_body = 1;
-    } else if (h->content_length >= 0 && !h->chunked) {
+    } else if (h->content_length >= 0 && !chunked) {
         vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
     } else if (req->head->version_minor >= 1) {
         vsr_buf_append_cstr(&b, "transfer-encoding: chunked\r\n");
@@ -941,12 +960,109 @@ static size_t take_held_head(request_t *req, wop_t *op, uv_buf_t *buf)
     return 1;
 }
 
+/* Sends the session's bytes of a translated answer (copied: the session
+ * reuses its buffer), with the held head when it is still held. */
+static void send_translated(request_t *req, const vsr_effect_t *eff)
+{
+    conn_t *c = req->c;
+    if (req->usage && req->usage_of_output)
+        for (size_t i = 0; i < eff->n_body; i++)
+            vsr__usage_feed(req->usage, eff->body[i].p, eff->body[i].len);
+    if (req->st) {
+        for (size_t i = 0; i < eff->n_body; i++)
+            vsr__h2_body(req->st, eff->body[i].p, eff->body[i].len);
+        req->bytes_sent += eff->body_len;
+        return;
+    }
+    if (eff->body_len == 0 && req->held_head == NULL)
+        return;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    if (req->held_head) {
+        if (c->flush_armed) {
+            c->flush_armed = 0;
+            uv_timer_stop(&c->flush_timer);
+        }
+        vsr_buf_append(&b, req->held_head, req->held_len);
+        vsr_free(req->held_head);
+        req->held_head = NULL;
+    }
+    if (eff->body_len) {
+        char hl[24];
+        if (req->resp_chunked)
+            vsr_buf_append(&b, hl, vsr_http_chunk_head(hl, (size_t)eff->body_len));
+        for (size_t i = 0; i < eff->n_body; i++)
+            vsr_buf_append_slice(&b, eff->body[i]);
+        if (req->resp_chunked)
+            vsr_buf_append(&b, VSR_HTTP_CRLF, 2);
+    }
+    conn_write_buf(c, &b);
+}
+
+/* BUFFER: the whole translated answer, with the head held for it. */
+static void send_buffered(request_t *req, const vsr_effect_t *eff)
+{
+    int status = eff->status ? eff->status : req->held_status;
+    req->resp_status = status;
+    size_t nf = 0;
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (req->n_held_fields + eff->n_resp_headers + 1));
+    for (size_t i = 0; i < req->n_held_fields; i++) {
+        int replaced = 0;
+        for (size_t k = 0; k < eff->n_resp_headers && !replaced; k++)
+            replaced = vsr_slice_case_eq(req->held_fields[i].name, eff->resp_headers[k].name);
+        if (!replaced)
+            f[nf++] = req->held_fields[i];
+    }
+    for (size_t k = 0; k < eff->n_resp_headers; k++)
+        f[nf++] = (vsr_http_header_t){eff->resp_headers[k].name, eff->resp_headers[k].value};
+    vsr_buf_t body;
+    vsr_buf_init(&body, 0);
+    for (size_t i = 0; i < eff->n_body; i++)
+        vsr_buf_append_slice(&body, eff->body[i]);
+    if (req->st) {
+        vsr__resp_head_t rh = {.status = status, .fields = f, .n_fields = nf, .content_length = (int64_t)body.len};
+        req->bytes_sent += body.len;
+        vsr__h2_respond(req->st, &rh, body.data, body.len, 0);
+        vsr_buf_free(&body);
+        return;
+    }
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_http_write_status_line(&b, status, VSR_SLICE_NULL);
+    for (size_t i = 0; i < nf; i++)
+        vsr_http_write_header(&b, f[i].name, f[i].value);
+    vsr_http_write_header_u64(&b, "content-length", body.len);
+    if (!req->keep_alive)
+        vsr_buf_append_cstr(&b, "connection: close\r\n");
+    vsr_http_write_end_head(&b);
+    vsr_buf_append(&b, body.data ? body.data : "", body.len);
+    vsr_buf_free(&body);
+    conn_write_buf(req->c, &b);
+    if (!req->keep_alive)
+        req->c->close_after_write = 1;
+}
+
 static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
 {
     request_t *req = ud;
     conn_t *c = req->c;
     if (req->resp_no_body)
         return;
+    if (req->body_mode != VSR_BODY_RELAY) {
+        const vsr_effect_t *eff = vsr_session_response_body(req->sess, p, n, 0);
+        if (req->usage && !req->usage_of_output)
+            vsr__usage_feed(req->usage, p, n);
+        if (req->body_mode == VSR_BODY_STREAM) {
+            send_translated(req, eff);
+            if (req->call && req->st && vsr__h2_queued(req->st) > VSR__H2_QUEUE_HIGH)
+                vsr_upstream_call_pause(req->call);
+            else if (req->call && !req->st && !c->closing && c->wq_bytes > WQ_HIGH) {
+                vsr_upstream_call_pause(req->call);
+                stall_arm(c);
+            }
+        }
+        return;
+    }
     if (req->usage)
         vsr__usage_feed(req->usage, p, n);
     if (req->st) {
@@ -981,6 +1097,16 @@ static void up_on_complete(void *ud)
     request_t *req = ud;
     conn_t *c = req->c;
     req->call = NULL;
+    if (req->body_mode != VSR_BODY_RELAY) {
+        const vsr_effect_t *eff = vsr_session_response_body(req->sess, NULL, 0, 1);
+        if (req->body_mode == VSR_BODY_BUFFER) {
+            send_buffered(req, eff);
+            if (req->st || !c->closing)
+                request_finish(req);
+            return;
+        }
+        send_translated(req, eff);
+    }
     if (req->st) {
         vsr__h2_end(req->st);
         request_finish(req);
@@ -1011,8 +1137,31 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
         vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb, 0);
     /* connection failures, resets, protocol errors, timeouts and overflow are
      * all retryable classes for fallback; the local reply is the last resort */
+    if (req->head_sent && req->body_mode == VSR_BODY_BUFFER) {
+        req->head_sent = 0; /* held, never sent: the client gets an answer of its own */
+        req->body_mode = VSR_BODY_RELAY;
+    }
     if (!req->head_sent && try_fallback(req))
         return;
+    if (req->head_sent && req->body_mode == VSR_BODY_STREAM && (req->st || req->resp_chunked)) {
+        /* a translated stream ends in its protocol's error event (the
+         * translator says the answer was cut), then ends as a stream */
+        vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
+                      detail ? detail : "");
+        send_translated(req, vsr_session_response_body(req->sess, NULL, 0, 1));
+        req->body_mode = VSR_BODY_RELAY;
+        if (req->st) {
+            vsr__h2_end(req->st);
+            request_finish(req);
+            return;
+        }
+        wop_t *op = wop_get(c);
+        uv_buf_t last = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
+        conn_write(c, op, &last, 1);
+        if (!c->closing)
+            request_finish(req);
+        return;
+    }
     if (req->head_sent) {
         /* Bytes already reached the client: end the stream visibly (no
          * terminating chunk, no second status) by dropping the connection. */
@@ -1124,7 +1273,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
     req->fb_attempts++;
     vsr_upstream_request_t ur = {
         .method = h->method,
-        .path = h->target,
+        .path = eff && eff->path.len ? eff->path : h->target, /* a translated body goes to its protocol's path */
         .rewrite_prefix = plan->rewrite_prefix,
         .headers = req->fwd,
         .n_headers = req->n_fwd,
@@ -1497,6 +1646,19 @@ static void reply_unauthorized(request_t *req, int auth, int close)
 {
     vsr_metrics_edge_refusal(req->c->w->metrics, auth == VSR__AUTH_CONFLICT ? "conflicting_api_keys"
                                                                             : "invalid_api_key");
+    vsr_slice_t path = vsr_slice_split(req->head->target, '?', NULL);
+    if (vsr_slice_eq_cstr(path, "/v1/messages") || vsr_slice_eq_cstr(path, "/v1/messages/")) {
+        /* an Anthropic client reads Anthropic's error shape */
+        reply(req, 401, "application/json",
+              auth == VSR__AUTH_CONFLICT
+                  ? VSR_SLICE_LIT("{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
+                                  "\"Unauthorized: the request carries more than one API key\"}}")
+                  : VSR_SLICE_LIT("{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
+                                  "\"Unauthorized: missing or invalid API key\"}}"),
+              "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, close);
+        request_finish(req);
+        return;
+    }
     reply(req, 401, "application/json",
           auth == VSR__AUTH_CONFLICT
               ? VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: the request carries more than one API key\","

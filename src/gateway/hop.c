@@ -9,14 +9,21 @@
  * The hop is the upstream call's owner: it is freed when its done has run,
  * or when the graph cancels it (the client went away, the budget ran out,
  * a first_k rule no longer needs it).
+ *
+ * A model of api_format anthropic gets the hop's chat request as a Messages
+ * request (POST /v1/messages) and its answer back as a chat completion (an
+ * error as an OpenAI error body), so the graph only ever reads chat.
  */
 #include <string.h>
+#include <time.h>
 
 #include "gateway/gateway-int.h"
 
 typedef struct {
     vsr_upstream_call_t *call;
     vsr_buf_t body;
+    vsr_buf_t xbody;   /* the request in Messages form (an anthropic model), then its answer in chat form */
+    int messages;      /* the model speaks Messages */
     int status;
     int too_big;
     uint64_t max;
@@ -31,6 +38,7 @@ typedef struct {
 static void hop_free(hop_t *h)
 {
     vsr_buf_free(&h->body);
+    vsr_buf_free(&h->xbody);
     vsr_free(h);
 }
 
@@ -64,10 +72,22 @@ static void hop_on_complete(void *ud)
 {
     hop_t *h = ud;
     h->call = NULL;
-    if (h->too_big)
+    if (h->too_big) {
         h->done(h->done_ud, VSR_ERR_TOO_BIG, h->status, vsr_slice(NULL, 0), attempts(h));
-    else
+    } else if (h->messages) {
+        vsr_buf_reset(&h->xbody);
+        vsr_anthropic_error_t err;
+        const char *p = h->body.data ? h->body.data : "";
+        int rc = h->status >= 200 && h->status < 300
+                     ? vsr_anthropic_response_to_chat(p, h->body.len, NULL, (uint64_t)time(NULL), &h->xbody, &err)
+                     : vsr_anthropic_error_to_chat(h->status, p, h->body.len, &h->xbody);
+        if (rc != VSR_OK) /* not a Messages answer: the hop failed */
+            h->done(h->done_ud, VSR_ERR, h->status, vsr_slice(NULL, 0), attempts(h));
+        else
+            h->done(h->done_ud, VSR_OK, h->status, vsr_buf_slice(&h->xbody), attempts(h));
+    } else {
         h->done(h->done_ud, VSR_OK, h->status, vsr_buf_slice(&h->body), attempts(h));
+    }
     hop_free(h);
 }
 
@@ -106,10 +126,22 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
         h->hdrs[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), vsr_slice(h->request_id, request_id.len)};
     }
     h->piece = call->body;
+    vsr_buf_init(&h->xbody, (size_t)h->max);
+    h->messages = call->model->api_format && strcmp(call->model->api_format, "anthropic") == 0;
+    if (h->messages) {
+        vsr_anthropic_error_t err;
+        if (vsr_anthropic_request_from_chat(call->body.p, call->body.len, NULL, &h->xbody, &err) != VSR_OK) {
+            vsr_log_debug("gateway", "graph hop to %s: %s", call->model->name, err.message);
+            hop_free(h);
+            done(done_ud, VSR_ERR, 0, vsr_slice(NULL, 0), 0);
+            return NULL;
+        }
+        h->piece = vsr_buf_slice(&h->xbody);
+    }
     uint64_t now = vsr_now_ms();
     vsr_upstream_request_t ur = {
         .method = VSR_SLICE_LIT("POST"),
-        .path = VSR_SLICE_LIT("/v1/chat/completions"),
+        .path = h->messages ? VSR_SLICE_LIT("/v1/messages") : VSR_SLICE_LIT("/v1/chat/completions"),
         .rewrite_prefix = 1,
         .headers = h->hdrs,
         .n_headers = n,

@@ -7,8 +7,9 @@
  *   x-envoy-original-path pass;
  * - vsr's internal x-vsr-* fields (only the documented client controls pass);
  * - identity fields, unless the listener trusts identity headers;
- * - credentials: proxy-authorization and x-api-key always, authorization and
- *   api-key once a listener's key check has read them.
+ * - credentials: proxy-authorization always; authorization, api-key and
+ *   x-api-key (Anthropic's) once a listener's key check has read them, and
+ *   x-api-key always.
  */
 #include "gateway/gateway-int.h"
 
@@ -65,12 +66,12 @@ static int key_ok(const vsr_listener_conf_t *l, vsr_slice_t key)
     return ok && key.len > 0;
 }
 
-/* The key a credential field carries: api-key's value, or what follows
+/* The key a credential field carries: api-key's or x-api-key's value, or what follows
  * "Bearer" (any case, then spaces or tabs) in authorization; an empty slice
  * for an authorization of another scheme (never a key). */
 static vsr_slice_t presented_key(vsr_slice_t name, vsr_slice_t v)
 {
-    if (vsr_slice_case_eq_cstr(name, "api-key"))
+    if (vsr_slice_case_eq_cstr(name, "api-key") || vsr_slice_case_eq_cstr(name, "x-api-key"))
         return v;
     if (v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") && (v.p[6] == ' ' || v.p[6] == '\t'))
         return vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7));
@@ -81,13 +82,14 @@ int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
 {
     if (l->api_keys.n == 0)
         return VSR__AUTH_OK;
-    /* one credential per request: every authorization / api-key field must
+    /* one credential per request: every authorization / api-key / x-api-key field must
      * carry the same key, so one request tries one key, never a list */
     vsr_slice_t key = VSR_SLICE_NULL;
     size_t seen = 0;
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
-        if (!vsr_slice_case_eq_cstr(name, "api-key") && !vsr_slice_case_eq_cstr(name, "authorization"))
+        if (!vsr_slice_case_eq_cstr(name, "api-key") && !vsr_slice_case_eq_cstr(name, "authorization") &&
+            !vsr_slice_case_eq_cstr(name, "x-api-key"))
             continue;
         vsr_slice_t k = presented_key(name, vsr_slice_trim(h->headers[i].value));
         if (seen++ == 0)

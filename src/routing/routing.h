@@ -39,6 +39,24 @@ typedef struct {
 } vsr_header_t;
 
 /* ---- Effect: what a phase asks the adapter to do ---- */
+
+/* How the response body reaches the client, as the response headers phase
+ * says (vsr_effect_t.body_mode):
+ *  RELAY:  the upstream's bytes as they come (the response body phase may
+ *          still be called with them; it changes nothing);
+ *  STREAM: every chunk goes through vsr_session_response_body, whose
+ *          effect's body pieces replace it (possibly empty), and a last
+ *          call with end_of_stream gives what ends the stream.  The
+ *          upstream's content-length no longer holds: the adapter frames
+ *          the body itself (chunked, HTTP/2 DATA, or close-delimited);
+ *  BUFFER: the adapter holds the response head; every chunk goes through
+ *          the response body phase (nothing to send yet) and the call with
+ *          end_of_stream gives the whole body, plus, when status != 0, the
+ *          status that replaces the upstream's, and resp_headers to set on
+ *          the held head (content-type...).  The adapter sends the head
+ *          then, with the body's length. */
+typedef enum { VSR_BODY_RELAY = 0, VSR_BODY_STREAM, VSR_BODY_BUFFER } vsr_body_mode_t;
+
 typedef struct {
     /* header removals, then sets (a set overwrites every field of that name) */
     vsr_slice_t *remove;
@@ -61,6 +79,13 @@ typedef struct {
      * and there is nothing to apply yet.  The phase's final effect comes
      * through vsr_ports_t.resume (see "ports" below). */
     int pending;
+    /* request phases: the upstream request's path replaces the client's
+     * (the body was translated to another protocol: "/v1/chat/completions"
+     * for Messages ingress, "/v1/messages" for an api_format: anthropic
+     * model); empty = the client's path.  base_url prefixes apply to it. */
+    vsr_slice_t path;
+    /* response headers phase: how the body goes to the client (below) */
+    vsr_body_mode_t body_mode;
 } vsr_effect_t;
 
 /* ---- Plan ---- */
@@ -286,12 +311,32 @@ int vsr_session_pending(const vsr_session_t *s);
  * waits for finish.  Idempotent; finish does it too. */
 void vsr_session_cancel(vsr_session_t *s);
 /* Response headers from the upstream (status and fields): adds the x-vsr-*
- * surface. */
+ * surface, and says how the body goes on (body_mode): RELAY, or, when the
+ * client and the upstream speak different protocols (Messages ingress to an
+ * OpenAI backend, a chat client to an api_format: anthropic model), STREAM
+ * for an event stream and BUFFER for anything else (a JSON answer or error,
+ * translated whole: at most VSR_ANTHROPIC_MAX_INPUT bytes, past which the
+ * client gets a 502). */
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
                                                  size_t n_headers);
-/* Response body (a chunk, or the whole body): no response plugin yet, so no
- * change; present so adapters drive every phase. */
+/* Response body: a chunk as it arrives (end_of_stream 0), then one call
+ * with end_of_stream 1 (chunk may be NULL) when the upstream's body ended —
+ * also when it ended early (a reset, a timeout): the protocol translators
+ * then end the client's stream with an error event rather than let a cut
+ * answer pass for a whole one.  What the effect carries depends on the
+ * headers phase's body_mode (see vsr_body_mode_t); its pieces are valid
+ * until the next phase call.  Under RELAY the effect is empty. */
 const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream);
+
+/* The error body of a reply the adapter makes itself (an upstream that
+ * cannot be reached, a timeout...) in the client's protocol: OpenAI's
+ * {"error":{...}} with type and code (NULL = null), or, for a Messages
+ * client, Anthropic's {"type":"error","error":{"type":...}} whose type
+ * comes from the status.  s may be NULL (OpenAI's shape). */
+void vsr_session_error_body(const vsr_session_t *s, int status, const char *type, const char *code, vsr_slice_t msg,
+                            vsr_buf_t *out);
+/* 1 when the client spoke Anthropic's Messages API (POST /v1/messages). */
+int vsr_session_client_anthropic(const vsr_session_t *s);
 
 /* Cross-model fallback (ref §1.7): re-aims the request at the decision's
  * next candidate (modelRefs in order, a model already tried is never

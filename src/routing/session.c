@@ -10,7 +10,12 @@
 
 /* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
  * `model` field alone, like a passthrough */
-typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE } endpoint_t;
+typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES } endpoint_t;
+
+/* Bytes of a translated answer: the whole body held for a buffered
+ * translation, and one chunk's translated output. */
+#define XLATE_MAX_BODY VSR_ANTHROPIC_MAX_INPUT
+#define XLATE_MAX_OUT (64u << 20)
 
 struct vsr_session_s {
     vsr_engine_t *e;
@@ -55,7 +60,28 @@ struct vsr_session_s {
     vsr_graph_port_t gport;
     vsr_slice_t final_body; /* the graph's final hop, sent (streamed) as the routed call */
     int looper_fell_back;   /* the graph failed and algorithm.on_error: fallback sent the request to the first modelRef */
+    /* protocols: a Messages client (POST /v1/messages) is served as a chat
+     * request (in_body), and a model of api_format anthropic gets the chat
+     * request translated to Messages (up_body) */
+    int anthropic_in;
+    int include_usage;        /* the chat request asked for a usage chunk (stream_options.include_usage) */
+    vsr_buf_t in_body, up_body, scratch;
+    const char *aim_error;    /* why the last aim() could not translate the request */
+    /* the answer's translation, chosen by the response headers phase */
+    vsr_body_mode_t body_mode;
+    int resp_status;
+    int to_chat;              /* the upstream answers in Messages: to chat */
+    vsr_anthropic_stream_t sx;
+    int sx_open;
+    int acc_over;             /* BUFFER: the body passed XLATE_MAX_BODY */
+    vsr_buf_t acc, out;
+    vsr_slice_t out_piece;
 };
+
+static int anthropic_model(const vsr_model_conf_t *m)
+{
+    return m && m->api_format && strcmp(m->api_format, "anthropic") == 0;
+}
 
 /* ---- small helpers ---- */
 
@@ -132,10 +158,49 @@ static void reset_effect(vsr_session_t *s)
     memset(&s->eff, 0, sizeof(s->eff));
 }
 
+static vsr_slice_t keep_buf(vsr_session_t *s, const vsr_buf_t *b)
+{
+    return vsr_pool_dup_slice(&s->pool, vsr_buf_slice(b));
+}
+
+/* A router-made answer (an error, fast_response, a request graph's answer:
+ * all in OpenAI's shapes) in Anthropic's shape, for a Messages client. */
+static vsr_slice_t answer_for_messages(vsr_session_t *s, int *status, vsr_slice_t *content_type, vsr_slice_t body)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, XLATE_MAX_OUT);
+    int rc = VSR_OK;
+    vsr_anthropic_error_t err;
+    if (*status >= 400) {
+        rc = vsr_anthropic_error_from_chat(*status, body.p, body.len, &b);
+    } else if (vsr_slice_starts_with(*content_type, VSR_SLICE_LIT("text/event-stream"))) {
+        vsr_anthropic_stream_t st;
+        vsr_anthropic_stream_init(&st, VSR_ANTHROPIC_TO_MESSAGES, NULL, 0, 0);
+        rc = vsr_anthropic_stream_feed(&st, body.p, body.len, &b);
+        if (rc == VSR_OK)
+            rc = vsr_anthropic_stream_finish(&st, &b);
+        vsr_anthropic_stream_free(&st);
+        rc = VSR_OK; /* a failed stream has its error event written */
+    } else {
+        rc = vsr_anthropic_response_from_chat(body.p, body.len, NULL, &b, &err);
+    }
+    if (rc != VSR_OK) {
+        vsr_buf_reset(&b);
+        *status = 502;
+        *content_type = VSR_SLICE_LIT("application/json");
+        vsr_anthropic_error_body(&b, "api_error", VSR_SLICE_LIT("the router's answer could not be written as a message"));
+    }
+    vsr_slice_t out = keep_buf(s, &b);
+    vsr_buf_free(&b);
+    return out;
+}
+
 /* An immediate answer with a JSON body and the router's headers. */
 static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t content_type, vsr_slice_t body,
                                      vsr_response_path_t path, const vsr_header_t *extra, size_t n_extra)
 {
+    if (s->anthropic_in)
+        body = answer_for_messages(s, &status, &content_type, body);
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), content_type);
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
@@ -207,6 +272,11 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     if (opts)
         s->opts = *opts;
     vsr_json_edits_init(&s->edits);
+    vsr_buf_init(&s->in_body, XLATE_MAX_OUT);
+    vsr_buf_init(&s->up_body, XLATE_MAX_OUT);
+    vsr_buf_init(&s->scratch, XLATE_MAX_OUT);
+    vsr_buf_init(&s->acc, XLATE_MAX_BODY);
+    vsr_buf_init(&s->out, XLATE_MAX_OUT);
     return s;
 }
 
@@ -231,6 +301,13 @@ void vsr_session_finish(vsr_session_t *s)
     if (s->has_json)
         vsr_json_free(&s->json);
     vsr_json_edits_free(&s->edits);
+    if (s->sx_open)
+        vsr_anthropic_stream_free(&s->sx);
+    vsr_buf_free(&s->in_body);
+    vsr_buf_free(&s->up_body);
+    vsr_buf_free(&s->scratch);
+    vsr_buf_free(&s->acc);
+    vsr_buf_free(&s->out);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
     vsr_free(s);
@@ -383,6 +460,7 @@ static const struct {
     {"/v1/chat/completions", "POST", EP_CHAT},
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/responses", "POST", EP_RESPONSES},
+    {"/v1/messages", "POST", EP_MESSAGES}, /* Anthropic's Messages API, served as chat */
     {"/v1/models", "GET", EP_MODELS},
     /* JSON bodies with a `model`, as OpenAI and vLLM serve them */
     {"/v1/embeddings", "POST", EP_SURFACE},
@@ -444,6 +522,7 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
             continue;
         if (endpoints[i].ep == EP_RESPONSES && !s->e->cfg->response_api_enabled)
             break; /* the Responses API is served only when enabled */
+        s->anthropic_in = endpoints[i].ep == EP_MESSAGES; /* its errors too are Anthropic's */
         int is_head = vsr_slice_eq_cstr(method, "HEAD");
         if (!vsr_slice_eq_cstr(method, endpoints[i].method) && !(is_head && endpoints[i].ep == EP_MODELS)) {
             vsr_header_t allow = {VSR_SLICE_LIT("allow"), vsr_slice_cstr(endpoints[i].method)};
@@ -451,7 +530,7 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
                 "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":null}}");
             return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
         }
-        s->ep = endpoints[i].ep;
+        s->ep = endpoints[i].ep == EP_MESSAGES ? EP_CHAT : endpoints[i].ep;
         if (s->ep == EP_MODELS)
             return models_list(s);
         return &s->eff;
@@ -522,7 +601,8 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     }
 }
 
-static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf_t *m);
 static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
@@ -539,6 +619,17 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     uint64_t t0 = vsr_now_us();
     const vsr_config_t *cfg = s->e->cfg;
     reset_effect(s);
+
+    if (s->anthropic_in) {
+        /* decoded once into a chat request; the rest of the phase reads that */
+        vsr_anthropic_error_t aerr;
+        int rc = vsr_anthropic_request_to_chat(body ? body : "", len, NULL, &s->in_body, &aerr);
+        if (rc != VSR_OK)
+            return error_reply(s, rc == VSR_ERR_TOO_BIG ? 413 : 400, "invalid_request_error", NULL,
+                               vsr_slice_cstr(aerr.message));
+        body = s->in_body.data;
+        len = s->in_body.len;
+    }
 
     s->has_json = 1;
     if (vsr_json_parse(&s->json, body ? body : "", len, NULL) != VSR_OK ||
@@ -585,6 +676,10 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     vsr_api_kind_t api = s->ep == EP_CHAT ? VSR_API_CHAT : s->ep == EP_COMPLETIONS ? VSR_API_COMPLETIONS : VSR_API_RESPONSES;
     if (vsr_chat_view_build(j, api, &s->pool, &s->chat, &why) != VSR_OK)
         return bad_request(s, why ? why : "malformed request body");
+    uint32_t so, iu;
+    if (vsr_json_object_get(j, 0, "stream_options", &so) == VSR_OK && vsr_json_type(j, so) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(j, so, "include_usage", &iu) == VSR_OK)
+        s->include_usage = vsr_json_bool(j, iu) == 1;
 
     resolution_t res;
     if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
@@ -744,8 +839,9 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         s->ev.routing_us = vsr_now_us() - t0;
         return start_graph(s);
     }
-    aim(s, model, lora);
     s->ev.routing_us = vsr_now_us() - t0;
+    if (aim(s, model, lora) != VSR_OK)
+        return untranslatable(s, model);
     return &s->eff;
 }
 
@@ -800,7 +896,8 @@ static const vsr_effect_t *graph_effect(vsr_session_t *s, const vsr_graph_outcom
         const vsr_model_conf_t *m = vsr_config_find_model(s->e->cfg, vsr_slice_cstr(ref->model));
         if (m && m->n_backends) {
             s->looper_fell_back = 1;
-            aim(s, m, ref->lora_name);
+            if (aim(s, m, ref->lora_name) != VSR_OK)
+                return untranslatable(s, m);
             return &s->eff;
         }
     }
@@ -819,7 +916,8 @@ static const vsr_effect_t *graph_effect(vsr_session_t *s, const vsr_graph_outcom
                          o->status < 400 ? VSR_PATH_LOOPER : VSR_PATH_ERROR, h.v, h.n);
     }
     s->final_body = o->final_body;
-    aim(s, o->final_model, o->final_lora);
+    if (aim(s, o->final_model, o->final_lora) != VSR_OK)
+        return untranslatable(s, o->final_model);
     return &s->eff;
 }
 
@@ -932,8 +1030,9 @@ static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint
     s->name = name;
     s->model_tok = mt;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
-    aim(s, model, lora);
     s->ev.routing_us = vsr_now_us() - t0;
+    if (aim(s, model, lora) != VSR_OK)
+        return untranslatable(s, model);
     return &s->eff;
 }
 
@@ -942,7 +1041,7 @@ static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint
  * plan.  Used for the first choice and for every fallback candidate.  With
  * a LoRA, the LoRA's name is both the id sent upstream and the selected
  * model (ref §1.11). */
-static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora)
+static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora)
 {
     const char *upstream_id = lora ? lora : model->provider_model_id;
     const vsr_config_t *cfg = s->e->cfg;
@@ -968,6 +1067,36 @@ static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lor
     } else if (s->edits.n) {
         s->eff.body = vsr_json_edits_apply(&s->edits, s->body, s->body_len, &s->pool, &s->eff.n_body, &s->eff.body_len);
         s->eff.body_replaced = 1;
+    } else if (s->anthropic_in) { /* the chat form of the client's body, never its Messages bytes */
+        s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
+        s->eff.body[0] = vsr_slice(s->body, s->body_len);
+        s->eff.n_body = 1;
+        s->eff.body_len = s->body_len;
+        s->eff.body_replaced = 1;
+    }
+    int to_messages = anthropic_model(model);
+    if (to_messages) {
+        /* the chat request, as the plugins and the model rewrite left it, in Messages form */
+        vsr_buf_reset(&s->scratch);
+        if (s->eff.body_replaced)
+            for (size_t i = 0; i < s->eff.n_body; i++)
+                vsr_buf_append_slice(&s->scratch, s->eff.body[i]);
+        else
+            vsr_buf_append(&s->scratch, s->body, s->body_len);
+        vsr_buf_reset(&s->up_body);
+        vsr_anthropic_error_t aerr;
+        if (vsr_anthropic_request_from_chat(s->scratch.data, s->scratch.len, NULL, &s->up_body, &aerr) != VSR_OK) {
+            s->aim_error = vsr_pool_strndup(&s->pool, aerr.message, strlen(aerr.message));
+            return VSR_ERR_INVALID;
+        }
+        s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
+        s->eff.body[0] = vsr_buf_slice(&s->up_body);
+        s->eff.n_body = 1;
+        s->eff.body_len = s->up_body.len;
+        s->eff.body_replaced = 1;
+        s->eff.path = VSR_SLICE_LIT("/v1/messages");
+    } else if (s->anthropic_in) {
+        s->eff.path = VSR_SLICE_LIT("/v1/chat/completions");
     }
 
     /* the upstream request's fields: removals first, then sets */
@@ -977,6 +1106,10 @@ static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lor
     sl_add(&s->pool, &rm, VSR_SLICE_LIT("api-key"));
     for (size_t i = 0; i < s->n_plugin_rm; i++)
         sl_add(&s->pool, &rm, s->plugin_rm[i]);
+    if (s->anthropic_in && !to_messages) { /* a Messages client's protocol fields mean nothing to a chat backend */
+        sl_add(&s->pool, &rm, VSR_SLICE_LIT("anthropic-version"));
+        sl_add(&s->pool, &rm, VSR_SLICE_LIT("anthropic-beta"));
+    }
     hl_add(&s->pool, &set, VSR_SLICE_LIT("x-selected-model"), vsr_slice_cstr(model->name));
     hl_add(&s->pool, &set, VSR_SLICE_LIT("accept-encoding"), VSR_SLICE_LIT("identity"));
     for (size_t i = 0; i < s->n_plugin_set; i++)
@@ -997,6 +1130,16 @@ static void aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lor
     s->plan.reliability = s->decision && s->decision->has_reliability ? &s->decision->reliability : NULL;
     s->plan.max_hops = 1;
     s->ev.path = VSR_PATH_UPSTREAM;
+    return VSR_OK;
+}
+
+/* The request cannot be written for the model aimed at (aim_error). */
+static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf_t *m)
+{
+    s->ev.selected_model = m->name;
+    return error_reply(s, 400, "invalid_request_error", NULL,
+                       pool_printf(&s->pool, "the request cannot be sent to model \"%.200s\" (api_format anthropic): %s",
+                                   m->name, s->aim_error ? s->aim_error : "untranslatable"));
 }
 
 const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud, const vsr_model_conf_t *m),
@@ -1015,7 +1158,10 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
             seen = s->tried[k] == m; /* a model already tried is never revisited */
         if (seen || (allow && !allow(ud, m)))
             continue;
-        aim(s, m, ref->lora_name);
+        if (aim(s, m, ref->lora_name) != VSR_OK) {
+            s->tried[s->n_tried++] = m; /* this candidate cannot take the request: the next one may */
+            continue;
+        }
         s->ev.fallbacks++;
         return &s->eff;
     }
@@ -1082,13 +1228,38 @@ static void add_retention_headers(vsr_session_t *s, hlist_t *h, const vsr_retent
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
                                                  size_t n_headers)
 {
-    VSR_UNUSED(headers);
-    VSR_UNUSED(n_headers);
     VSR_BUG_ON(s->pending);
     reset_effect(s);
     if (s->default_route || s->answered || s->plan.kind != VSR_PLAN_CALL)
         return &s->eff;
     hlist_t h = {0};
+    /* one protocol on each side, or a translation of the answer */
+    int up_messages = anthropic_model(s->plan.model), client_messages = s->anthropic_in;
+    s->resp_status = status;
+    s->body_mode = VSR_BODY_RELAY;
+    vsr_buf_reset(&s->acc); /* a fallback's answer starts afresh */
+    s->acc_over = 0;
+    if (s->sx_open) {
+        vsr_anthropic_stream_free(&s->sx);
+        s->sx_open = 0;
+    }
+    if (up_messages != client_messages) {
+        const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+        int sse = status >= 200 && status < 300 && ct &&
+                  vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
+        s->to_chat = up_messages;
+        s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
+        if (sse) {
+            vsr_anthropic_stream_init(&s->sx, up_messages ? VSR_ANTHROPIC_TO_CHAT : VSR_ANTHROPIC_TO_MESSAGES, NULL,
+                                      (uint64_t)time(NULL), s->include_usage);
+            s->sx_open = 1;
+        }
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"),
+               client_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"),
+               up_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
+    }
+    s->eff.body_mode = s->body_mode;
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"),
            s->ev.looper && !s->looper_fell_back ? VSR_SLICE_LIT("looper") : VSR_SLICE_LIT("upstream"));
@@ -1123,11 +1294,76 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
     return &s->eff;
 }
 
+static const vsr_effect_t *body_out(vsr_session_t *s)
+{
+    s->out_piece = vsr_buf_slice(&s->out);
+    s->eff.body = &s->out_piece;
+    s->eff.n_body = s->out.len ? 1 : 0;
+    s->eff.body_len = s->out.len;
+    s->eff.body_replaced = 1;
+    return &s->eff;
+}
+
+/* BUFFER: the whole answer (or error) in the client's protocol. */
+static const vsr_effect_t *translate_whole(vsr_session_t *s)
+{
+    static vsr_header_t json_type = {VSR_SLICE_LIT("content-type"), VSR_SLICE_LIT("application/json")};
+    vsr_buf_reset(&s->out);
+    int status = s->resp_status, rc;
+    vsr_anthropic_error_t err;
+    snprintf(err.message, sizeof(err.message), "the upstream's answer is larger than %u bytes", XLATE_MAX_BODY);
+    const char *p = s->acc.data ? s->acc.data : "";
+    size_t n = s->acc.len;
+    if (s->acc_over)
+        rc = VSR_ERR_TOO_BIG;
+    else if (status >= 200 && status < 300)
+        rc = s->to_chat ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->out, &err)
+                        : vsr_anthropic_response_from_chat(p, n, NULL, &s->out, &err);
+    else
+        rc = s->to_chat ? vsr_anthropic_error_to_chat(status, p, n, &s->out)
+                        : vsr_anthropic_error_from_chat(status, p, n, &s->out);
+    if (rc != VSR_OK) {
+        /* the backend's bytes are not what its protocol says: a bad gateway, said in the client's shape */
+        vsr_buf_reset(&s->out);
+        status = 502;
+        vsr_slice_t msg = pool_printf(&s->pool, "the upstream's answer could not be translated: %s", err.message);
+        vsr_session_error_body(s, status, "server_error", "upstream_protocol_error", msg, &s->out);
+    }
+    s->eff.status = status;
+    s->eff.resp_headers = &json_type;
+    s->eff.n_resp_headers = 1;
+    return body_out(s);
+}
+
 const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream)
 {
-    VSR_UNUSED(chunk);
-    VSR_UNUSED(len);
-    VSR_UNUSED(end_of_stream);
     reset_effect(s);
+    if (s->body_mode == VSR_BODY_BUFFER) {
+        if (!s->acc_over && len && vsr_buf_append(&s->acc, chunk, len) != VSR_OK)
+            s->acc_over = 1; /* read on to the end (the connection stays usable), keep nothing more */
+        return end_of_stream ? translate_whole(s) : body_out(s);
+    }
+    if (s->body_mode == VSR_BODY_STREAM) {
+        vsr_buf_reset(&s->out);
+        if (len)
+            vsr_anthropic_stream_feed(&s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
+        if (end_of_stream)
+            vsr_anthropic_stream_finish(&s->sx, &s->out);
+        return body_out(s);
+    }
     return &s->eff;
+}
+
+void vsr_session_error_body(const vsr_session_t *s, int status, const char *type, const char *code, vsr_slice_t msg,
+                            vsr_buf_t *out)
+{
+    if (s && s->anthropic_in)
+        vsr_anthropic_error_body(out, vsr_anthropic_error_type(status), msg);
+    else
+        vsr_json_error_body(out, msg, type, code);
+}
+
+int vsr_session_client_anthropic(const vsr_session_t *s)
+{
+    return s && s->anthropic_in;
 }

@@ -114,9 +114,12 @@ def test_one_key_per_request_and_foreign_credentials_stripped(vsr, fakellm):
         hdrs = [("authorization", f"Bearer {KEY}"), ("api-key", KEY)]
         r = cl.post("/v1/chat/completions", json=BODY, headers=hdrs)
         assert r.status_code == 200
-        # credentials meant for a proxy or another API never reach the backend
+        # x-api-key (Anthropic's field) is a client key too: a different one is a second key
+        hdrs = [("authorization", f"Bearer {KEY}"), ("x-api-key", "sk-other-api")]
+        assert cl.post("/v1/chat/completions", json=BODY, headers=hdrs).status_code == 401
+        # credentials, and credentials meant for a proxy, never reach the backend
         hdrs = [("authorization", f"Bearer {KEY}"), ("proxy-authorization", "Basic c2VjcmV0"),
-                ("x-api-key", "sk-other-api")]
+                ("x-api-key", KEY)]
         r = cl.post("/v1/chat/completions", json=BODY, headers=hdrs)
         assert r.status_code == 200
         seen = {k.lower() for k in r.json()["fakellm"]["request"]["headers"]}

@@ -340,15 +340,30 @@ static void test_reference_example(void **state)
     unsetenv("LARGE_API_KEY");
 }
 
-/* The example as published: exactly one capability error. */
+/* The example as published loads as it is, its Messages backend included
+ * (x-api-key and anthropic-version by default). */
 static void test_reference_example_verbatim(void **state)
 {
+    (void)state;
     setenv("LARGE_API_KEY", "k", 1);
-    expect_file_errors("tests/unit/configs/reference-v0.3.yaml",
-                       "tests/unit/configs/reference-v0.3.yaml:56:19: api_format \"anthropic\" is not supported yet\n");
-    expect_file_errors("tests/unit/configs/reference-v0.3-http.yaml",
-                       "tests/unit/configs/reference-v0.3-http.yaml:58:19: api_format \"anthropic\" is not supported "
-                       "yet\n");
+    const char *files[] = {"tests/unit/configs/reference-v0.3.yaml", "tests/unit/configs/reference-v0.3-http.yaml"};
+    for (size_t f = 0; f < 2; f++) {
+        vsr_buf_t err;
+        vsr_buf_init(&err, 1 << 20);
+        vsr_config_t *c = NULL;
+        assert_int_equal(vsr_config_load_file(files[f], &c, &err), VSR_OK);
+        const vsr_model_conf_t *m = vsr_config_find_model(c, VSR_SLICE_LIT("claude-compatible"));
+        assert_non_null(m);
+        assert_string_equal(m->api_format, "anthropic");
+        assert_string_equal(m->backends[0].auth_header, "x-api-key");
+        assert_true(m->backends[0].has_auth_prefix && m->backends[0].auth_prefix == NULL);
+        assert_int_equal(m->backends[0].n_extra_headers, 1);
+        assert_string_equal(m->backends[0].extra_headers[0].name, "anthropic-version");
+        assert_string_equal(m->backends[0].extra_headers[0].value, "2023-06-01");
+        assert_string_equal(vsr_config_find_model(c, VSR_SLICE_LIT("general-large"))->api_format, "openai");
+        vsr_config_free(c);
+        vsr_buf_free(&err);
+    }
     /* the key comes from the environment at load: without it, an error there */
     unsetenv("LARGE_API_KEY");
     expect_file_errors("tests/unit/configs/reference-v0.3-openai.yaml",
@@ -1697,9 +1712,6 @@ static void test_capability_errors(void **state)
         snprintf(yaml, sizeof(yaml), DOC "%s", rows[i].text);
         expect_errors(yaml, rows[i].error);
     }
-    /* api_format on the provider model */
-    expect_errors(HEAD LISTENERS PROVIDERS "      api_format: anthropic\n",
-                  "t.yaml:10:19: api_format \"anthropic\" is not supported yet\n");
 }
 
 /* What is absent, empty or switched off enables nothing: accepted. */

@@ -1,0 +1,62 @@
+// sdk_client.js — drives vsr with the official client SDKs (openai and
+// @anthropic-ai/sdk, installed by scripts/setup-deps into $VSR_SDK_DIR) and
+// prints what the SDK returned as one JSON line, so the end-to-end tests see
+// vsr exactly as those clients do.
+//   node sdk_client.js '{"sdk":"anthropic"|"openai","base":URL,"key":K,"op":OP,"params":{...}}'
+// ops: anthropic: create, stream (the SDK's MessageStream: text and final message);
+//      openai: chat, chat_stream (chunks and their joined text).
+// An SDK error prints {"error":{"status":S,"type":T,"message":M,"name":N}}.
+'use strict';
+const path = require('path');
+const { createRequire } = require('module');
+
+const dir = process.env.VSR_SDK_DIR;
+const req = createRequire(path.join(dir, 'package.json'));
+const cmd = JSON.parse(process.argv[2]);
+
+async function anthropic() {
+  const Anthropic = req('@anthropic-ai/sdk').default;
+  const client = new Anthropic({ apiKey: cmd.key || 'none', baseURL: cmd.base, maxRetries: 0, timeout: 20000 });
+  if (cmd.op === 'create') {
+    const m = await client.messages.create(cmd.params);
+    return { message: m };
+  }
+  if (cmd.op === 'stream') {
+    const s = client.messages.stream(cmd.params);
+    const events = [];
+    let text = '';
+    s.on('streamEvent', (e) => events.push(e.type));
+    s.on('text', (t) => { text += t; });
+    const m = await s.finalMessage();
+    return { events, text, message: m };
+  }
+  throw new Error('unknown op ' + cmd.op);
+}
+
+async function openai() {
+  const { OpenAI } = req('openai');
+  const client = new OpenAI({ apiKey: cmd.key || 'none', baseURL: cmd.base, maxRetries: 0, timeout: 20000 });
+  if (cmd.op === 'chat') {
+    return { completion: await client.chat.completions.create(cmd.params) };
+  }
+  if (cmd.op === 'chat_stream') {
+    const stream = await client.chat.completions.create({ ...cmd.params, stream: true });
+    const chunks = [];
+    let text = '';
+    for await (const c of stream) {
+      chunks.push(c);
+      if (c.choices && c.choices[0] && c.choices[0].delta && c.choices[0].delta.content) text += c.choices[0].delta.content;
+    }
+    return { chunks, text };
+  }
+  throw new Error('unknown op ' + cmd.op);
+}
+
+(cmd.sdk === 'anthropic' ? anthropic() : openai()).then(
+  (out) => { process.stdout.write(JSON.stringify(out) + '\n'); },
+  (e) => {
+    const err = { status: e.status === undefined ? null : e.status, name: e.constructor ? e.constructor.name : null,
+                  message: String(e.message || e) };
+    if (e.error && typeof e.error === 'object') err.body = e.error;
+    process.stdout.write(JSON.stringify({ error: err }) + '\n');
+  });
