@@ -2,10 +2,12 @@
 The backend (fakellm's echo) must receive the rewritten body, byte ranges
 edited and the rest as the client sent it."""
 import json
+import re
+import subprocess
 
 import pytest
 
-from conftest import config_yaml, echo, free_port, model_yaml
+from conftest import VSR_BIN, config_yaml, echo, free_port, model_yaml
 
 ROUTING = """
 routing:
@@ -14,6 +16,7 @@ routing:
       - {name: notools, operator: OR, keywords: ["notools"]}
       - {name: filtertools, operator: OR, keywords: ["filtertools"]}
       - {name: kangaroo, operator: OR, keywords: ["kangaroo"]}
+      - {name: koala, operator: OR, keywords: ["koala"]}
   decisions:
     - name: strip_tools
       priority: 30
@@ -41,6 +44,15 @@ routing:
             targets: [tool_results, history]
             scoring: {method: bm25}
             failure_mode: fail_open
+    - name: compress_strict
+      priority: 5
+      rules: {operator: OR, conditions: [{type: keyword, name: koala}]}
+      modelRefs: [{model: m1}]
+      plugins:
+        - type: context_compression
+          configuration:
+            budget: {trigger_tokens: 20, target_tokens: 10}
+            failure_mode: fail_closed
 """
 
 
@@ -146,3 +158,31 @@ def test_compression_under_trigger_sends_body_unchanged(router):
     assert r.status_code == 200
     assert r.headers["x-vsr-selected-decision"] == "compress"
     assert echo(r)["body"].encode() == raw.replace(b'"auto"', b'"m1"')
+
+
+def test_fail_closed_refuses_what_cannot_fit(router):
+    # what must stay whole (the system message, the last user message) is over the budget
+    body = {"model": "auto",
+            "messages": [{"role": "system", "content": "You are a helpful assistant for koala keepers. " * 3},
+                         {"role": "user", "content": "What do koala eat?"}]}
+    r = router.post_chat(body)
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == \
+        "context_compression: the request does not fit its token budget even compressed"
+
+
+def test_semantic_selection_refused_at_load(tmp_path):
+    cfg = config_yaml(free_port(), [model_yaml("m1", ["127.0.0.1:9"])], default="m1") + """
+routing:
+  decisions:
+    - name: d
+      modelRefs: [{model: m1}]
+      plugins:
+        - type: tools
+          configuration: {mode: filtered, semantic_selection: {top_k: 3}}
+"""
+    path = tmp_path / "config.yaml"
+    path.write_text(cfg)
+    p = subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert re.search(r"config\.yaml:\d+:\d+: tools: semantic_selection is not supported yet", p.stderr + p.stdout)
