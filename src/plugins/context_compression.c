@@ -306,6 +306,13 @@ typedef struct {
     vsr_slice_t text;
 } repl_t;
 
+/* Document order, so the edits are appended rather than inserted. */
+static int by_tok(const void *a, const void *b)
+{
+    uint32_t x = ((const repl_t *)a)->tok, y = ((const repl_t *)b)->tok;
+    return (x > y) - (x < y);
+}
+
 static int is_candidate(const vsr_chat_view_t *chat, size_t i, vsr_cc_target_t target)
 {
     const vsr_chat_message_t *m = &chat->messages[i];
@@ -387,6 +394,7 @@ int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_p
         return VSR_ERR_INVALID;
     }
     /* every target is a distinct string no earlier edit touches */
+    qsort(repl, nrepl, sizeof(*repl), by_tok);
     for (size_t i = 0; i < nrepl; i++) {
         int rc = vsr_json_edit_replace(ctx->edits, j, repl[i].tok, repl[i].text);
         VSR_BUG_ON(rc != VSR_OK);

@@ -80,6 +80,57 @@ static int remove_keys(vsr_plugin_ctx_t *ctx, uint32_t obj, const char *const *n
     return nrm ? vsr_json_edit_remove_members(ctx->edits, j, obj, rm, nrm) : VSR_OK;
 }
 
+/* remove_keys for one message object, in O(members + log edits): the
+ * removal runs are computed here in the canonical form of edits.c (a run
+ * followed by a kept member spans from its first key to that member's key;
+ * a run reaching the end spans from the end of the kept value before it), so
+ * that later removals in the same object still merge with them.  A message
+ * whose members another edit already touches goes through remove_keys (the
+ * general path, linear in all edits: calling it per message of a long
+ * history would be quadratic). */
+static int remove_calls(vsr_plugin_ctx_t *ctx, uint32_t obj, const char *const *names, size_t n_names)
+{
+    const vsr_json_t *j = ctx->json;
+    uint32_t n = j->toks[obj].count;
+    if (n == 0)
+        return VSR_OK;
+    uint32_t *key = vsr_pool_alloc(ctx->pool, (size_t)n * sizeof(*key));
+    uint8_t *rm = vsr_pool_alloc(ctx->pool, n);
+    uint32_t k = obj + 1, nrm = 0;
+    for (uint32_t i = 0; i < n; i++, k = j->toks[k + 1].next) {
+        key[i] = k;
+        rm[i] = 0;
+        for (size_t x = 0; x < n_names && !rm[i]; x++)
+            rm[i] = (uint8_t)vsr_json_string_eq(j, k, vsr_slice_cstr(names[x]));
+        nrm += rm[i];
+    }
+    if (nrm == 0)
+        return VSR_OK;
+    if (nrm == n || vsr_json_edits_overlaps(ctx->edits, j->toks[obj].start + 1, j->toks[obj].end))
+        return remove_keys(ctx, obj, names, n_names);
+    for (uint32_t a = 0; a < n;) {
+        if (!rm[a]) {
+            a++;
+            continue;
+        }
+        uint32_t b = a;
+        while (b + 1 < n && rm[b + 1])
+            b++;
+        uint32_t s, e;
+        if (b + 1 < n) {
+            s = j->toks[key[a]].start;
+            e = j->toks[key[b + 1]].start;
+        } else {
+            s = j->toks[key[a - 1] + 1].end; /* a > 0: not every member goes */
+            e = j->toks[key[b] + 1].end;
+        }
+        int rc = vsr_json_edits_add(ctx->edits, s, e, VSR_SLICE_NULL);
+        VSR_BUG_ON(rc != VSR_OK); /* nothing inside the object was edited */
+        a = b + 1;
+    }
+    return VSR_OK;
+}
+
 static const char *const all_tool_keys[] = {"tools", "tool_choice", "parallel_tool_calls", "functions",
                                             "function_call"};
 
@@ -126,7 +177,7 @@ static int strip_history(vsr_plugin_ctx_t *ctx, const char **why)
             continue;
         if (!has_content(j, m->content_tok)) {
             drop[i] = any = 1;
-        } else if (remove_keys(ctx, m->tok, call_keys, VSR_ARRAY_LEN(call_keys)) != VSR_OK) {
+        } else if (remove_calls(ctx, m->tok, call_keys, VSR_ARRAY_LEN(call_keys)) != VSR_OK) {
             *why = "tools: an assistant message's tool calls were already rewritten by an earlier plugin";
             return VSR_ERR_INVALID;
         }

@@ -251,6 +251,36 @@ static void test_tools_strip_history(void **state)
     fx_close(&f);
 }
 
+/* the call members of a message with content, wherever they sit */
+static void test_tools_strip_call_members(void **state)
+{
+    (void)state;
+    fx_t f;
+    vsr_plugin_conf_t p = tools(VSR_TOOLS_NONE);
+    p.u.tools.strip_tool_history = 1;
+    fx_open(&f, "{\"messages\":[{\"tool_calls\":[{\"id\":\"a\"}],\"role\":\"assistant\",\"function_call\":{},"
+                "\"content\":\"x\"},{\"role\":\"assistant\", \"content\":[{\"type\":\"text\",\"text\":\"y\"}],"
+                " \"tool_calls\":[1] , \"function_call\":null },{\"role\":\"user\",\"content\":\"q\"}]}",
+            VSR_API_CHAT);
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    expect_out(&f, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\"},{\"role\":\"assistant\", "
+                   "\"content\":[{\"type\":\"text\",\"text\":\"y\"}] },{\"role\":\"user\",\"content\":\"q\"}]}");
+    fx_close(&f);
+
+    /* an earlier edit inside the message: the general path, same result */
+    fx_open(&f, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"tool_calls\":[]},"
+                "{\"role\":\"user\",\"content\":\"q\"}]}",
+            VSR_API_CHAT);
+    uint32_t msgs, c;
+    assert_int_equal(vsr_json_object_get(&f.j, 0, "messages", &msgs), VSR_OK);
+    assert_int_equal(vsr_json_object_get(&f.j, msgs + 1, "content", &c), VSR_OK);
+    assert_int_equal(vsr_json_edit_replace(&f.ed, &f.j, c, VSR_SLICE_LIT("\"z\"")), VSR_OK);
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    expect_out(&f, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"z\"},"
+                   "{\"role\":\"user\",\"content\":\"q\"}]}");
+    fx_close(&f);
+}
+
 /* with system_prompt inserting a first message in the same array */
 static void test_tools_strip_with_system_prompt(void **state)
 {
@@ -727,6 +757,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tools_none),
         cmocka_unit_test(test_tools_strip_history),
+        cmocka_unit_test(test_tools_strip_call_members),
         cmocka_unit_test(test_tools_strip_with_system_prompt),
         cmocka_unit_test(test_tools_filtered),
         cmocka_unit_test(test_tools_filtered_all_removed),
