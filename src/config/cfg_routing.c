@@ -384,8 +384,8 @@ static const struct {
     {"response_cache", 0},
     {"memory", 0},
     {"rag", 0},
-    {"context_compression", 0},
-    {"tools", 0},
+    {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
+    {"tools", VSR_PLUGIN_TOOLS},
     {"tool_selection", 0},
     {"hallucination", 0},
     {"response_jailbreak", 0},
@@ -628,6 +628,194 @@ static const cfg_spec_t request_params_spec = {
     .finish = finish_request_params,
 };
 
+/* ---- keys of v0.3 that vsr cannot honour yet ---- */
+
+/* Absent, null, empty, or a block that says enabled: false is fine; anything
+ * else is refused at its node ("<plugin>: <key> is not supported yet"). */
+static int decode_not_yet(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_is_empty(val))
+        return 0;
+    if (val->kind == CFG_NODE_MAP) {
+        const cfg_node_t *en = vsr__cfg_map_get(val, "enabled");
+        if (en != NULL && val->n == 1 && en->kind == CFG_NODE_SCALAR && en->type == CFG_BOOL &&
+            (en->str[0] | 0x20) == 'f')
+            return 0;
+    }
+    const vsr_plugin_conf_t *p = obj;
+    vsr__cfg_node_error(d, val, "%s: %s is not supported yet", p->type ? p->type : "plugin", f->key);
+    return -1;
+}
+
+/* ---- tools ---- */
+
+#define TL_OFF(m) offsetof(vsr_plugin_conf_t, u.tools.m)
+
+static const char *const tools_modes[] = {"filtered", "none", "passthrough", NULL};
+
+static const cfg_field_t tools_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "mode", .decode = vsr__cfg_choice, .offset = TL_OFF(mode), .choices = tools_modes},
+    {.key = "allow_tools", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = TL_OFF(allow_tools)},
+    {.key = "block_tools", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = TL_OFF(block_tools)},
+    {.key = "strip_tool_history", .decode = vsr__cfg_bool, .offset = TL_OFF(strip_tool_history)},
+    /* top-k selection by embedding similarity needs the model runtime at
+     * request time, which the plugin layer has no port for yet */
+    {.key = "semantic_selection", .decode = decode_not_yet},
+};
+
+static void finish_tools(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                         size_t index)
+{
+    vsr_plugin_conf_t *p = obj;
+    vsr_plugin_tools_conf_t *t = &p->u.tools;
+    t->enabled = p->enabled;
+    const cfg_node_t *strip = vsr__cfg_map_get(map, "strip_tool_history");
+    if (t->strip_tool_history && t->mode != VSR_TOOLS_NONE && strip)
+        vsr__cfg_warn(d, "%s:%u:%u: tools: strip_tool_history applies to mode none only; ignored", d->dg->file,
+                      strip->line, strip->col);
+    const cfg_node_t *lists = vsr__cfg_map_get(map, "allow_tools");
+    if (lists == NULL)
+        lists = vsr__cfg_map_get(map, "block_tools");
+    if (t->mode != VSR_TOOLS_FILTERED && (t->allow_tools.n || t->block_tools.n) && lists)
+        vsr__cfg_warn(d, "%s:%u:%u: tools: allow_tools and block_tools apply to mode filtered only; ignored",
+                      d->dg->file, lists->line, lists->col);
+}
+
+static const cfg_spec_t tools_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = tools_fields,
+    .n_fields = VSR_ARRAY_LEN(tools_fields),
+    .finish = finish_tools,
+};
+
+/* ---- context_compression ---- */
+
+#define CC_OFF(m) offsetof(vsr_plugin_conf_t, u.context_compression.m)
+
+static const char *const cc_modes[] = {"auto", NULL};
+static const char *const cc_failure_modes[] = {"fail_open", "fail_closed", NULL};
+static const char *const cc_methods[] = {"bm25", NULL};
+static const char *const cc_targets[] = {"tool_results", "history", NULL};
+
+static const cfg_field_t cc_budget_fields[] = {
+    {.key = "trigger_tokens", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = CC_OFF(trigger_tokens),
+     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
+    {.key = "target_tokens", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = CC_OFF(target_tokens),
+     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
+    {.key = "reserve_output_tokens", .decode = vsr__cfg_uint, .offset = CC_OFF(reserve_output_tokens),
+     .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX},
+};
+
+static void finish_cc_budget(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                             size_t index)
+{
+    const vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
+    const cfg_node_t *target = vsr__cfg_map_get(map, "target_tokens");
+    const cfg_node_t *reserve = vsr__cfg_map_get(map, "reserve_output_tokens");
+    if (c->trigger_tokens && c->target_tokens > c->trigger_tokens && target)
+        vsr__cfg_node_error(d, target, "target_tokens (%llu) exceeds trigger_tokens (%llu)",
+                            (unsigned long long)c->target_tokens, (unsigned long long)c->trigger_tokens);
+    else if (c->target_tokens && c->reserve_output_tokens >= c->target_tokens && reserve)
+        vsr__cfg_node_error(d, reserve, "reserve_output_tokens (%llu) must be below target_tokens (%llu)",
+                            (unsigned long long)c->reserve_output_tokens, (unsigned long long)c->target_tokens);
+}
+
+/* The budget's fields are members of the plugin entry (offsets from it). */
+static const cfg_spec_t cc_budget_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = cc_budget_fields,
+    .n_fields = VSR_ARRAY_LEN(cc_budget_fields),
+    .finish = finish_cc_budget,
+};
+
+static int decode_cc_method(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    int i;
+    return vsr__cfg_choice(d, f, val, &i);
+}
+
+static const cfg_field_t cc_scoring_fields[] = {
+    {.key = "method", .decode = decode_cc_method, .choices = cc_methods},
+};
+
+static const cfg_spec_t cc_scoring_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = cc_scoring_fields,
+    .n_fields = VSR_ARRAY_LEN(cc_scoring_fields),
+};
+
+static int decode_cc_targets(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
+    if (val->kind != CFG_NODE_SEQ) {
+        vsr__cfg_node_error(d, val, "expected a list, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    if (val->n == 0) {
+        vsr__cfg_node_error(d, val, "targets must not be empty");
+        return -1;
+    }
+    cfg_field_t g = {.key = "targets", .choices = cc_targets};
+    int rc = 0;
+    c->n_targets = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        int k;
+        if (vsr__cfg_choice(d, &g, val->items[i], &k) != 0) {
+            rc = -1;
+            continue;
+        }
+        int dup = 0;
+        for (size_t j = 0; j < c->n_targets; j++)
+            dup |= c->targets[j] == (uint8_t)k;
+        if (dup) {
+            vsr__cfg_node_error(d, val->items[i], "targets: %s is listed twice", cc_targets[k]);
+            rc = -1;
+            continue;
+        }
+        c->targets[c->n_targets++] = (uint8_t)k;
+    }
+    return rc;
+}
+
+static const cfg_field_t context_compression_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "mode", .decode = decode_cc_method, .choices = cc_modes},
+    {.key = "budget", .decode = vsr__cfg_object, .spec = &cc_budget_spec},
+    {.key = "targets", .decode = decode_cc_targets},
+    {.key = "scoring", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &cc_scoring_spec},
+    {.key = "failure_mode", .decode = vsr__cfg_choice, .offset = CC_OFF(fail_closed), .choices = cc_failure_modes},
+    /* a store of the cut text for later recovery, and the client's
+     * x-vsr-compression-control header: not built */
+    {.key = "recovery", .decode = decode_not_yet},
+    {.key = "request_controls", .decode = decode_not_yet},
+};
+
+static void init_context_compression(cfg_decoder_t *d, void *obj)
+{
+    vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
+    c->targets[0] = VSR_CC_TOOL_RESULTS;
+    c->targets[1] = VSR_CC_HISTORY;
+    c->n_targets = 2;
+}
+
+static void finish_context_compression(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
+                                       const cfg_node_t *const *seen, size_t index)
+{
+    vsr_plugin_conf_t *p = obj;
+    p->u.context_compression.enabled = p->enabled;
+    if (p->enabled && vsr__cfg_map_get(map, "budget") == NULL)
+        vsr__cfg_node_error(d, map, "missing required key \"budget\"");
+}
+
+static const cfg_spec_t context_compression_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = context_compression_fields,
+    .n_fields = VSR_ARRAY_LEN(context_compression_fields),
+    .init = init_context_compression,
+    .finish = finish_context_compression,
+};
+
 /* ---- the plugin entry ---- */
 
 static int decode_plugin_configuration(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
@@ -668,6 +856,8 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     const cfg_spec_t *spec = p->kind == VSR_PLUGIN_SYSTEM_PROMPT     ? &system_prompt_spec
                              : p->kind == VSR_PLUGIN_HEADER_MUTATION ? &header_mutation_spec
                              : p->kind == VSR_PLUGIN_FAST_RESPONSE   ? &fast_response_spec
+                             : p->kind == VSR_PLUGIN_TOOLS           ? &tools_spec
+                             : p->kind == VSR_PLUGIN_CONTEXT_COMPRESSION ? &context_compression_spec
                                                                      : &request_params_spec;
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};

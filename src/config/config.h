@@ -523,6 +523,7 @@ typedef struct {
 
 typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
+    VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -554,6 +555,30 @@ typedef struct {
     uint64_t default_max_tokens;   int has_default_max_tokens;
 } vsr_plugin_request_params_conf_t;
 
+/* tools (ref §2): mode filtered (default) | none | passthrough. */
+typedef enum { VSR_TOOLS_FILTERED = 0, VSR_TOOLS_NONE, VSR_TOOLS_PASSTHROUGH } vsr_tools_mode_t;
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    int mode;                      /* vsr_tools_mode_t */
+    vsr_strlist_conf_t allow_tools; /* filtered: tool names kept (empty = all) */
+    vsr_strlist_conf_t block_tools; /* filtered: tool names removed (wins over allow_tools) */
+    int strip_tool_history;        /* none: also drop tool calls and tool results from messages */
+} vsr_plugin_tools_conf_t;
+
+/* context_compression (ref §2): what may be compressed, in the order given. */
+typedef enum { VSR_CC_TOOL_RESULTS = 0, VSR_CC_HISTORY } vsr_cc_target_t;
+#define VSR_CC_MAX_TARGETS 2
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    uint64_t trigger_tokens;       /* budget.trigger_tokens (required, >= 1) */
+    uint64_t target_tokens;        /* budget.target_tokens (required, 1..trigger_tokens) */
+    uint64_t reserve_output_tokens; /* budget.reserve_output_tokens (default 0, < target_tokens) */
+    uint8_t targets[VSR_CC_MAX_TARGETS]; size_t n_targets; /* default [tool_results, history] */
+    int fail_closed;               /* failure_mode: fail_open (0, default) | fail_closed (1) */
+} vsr_plugin_context_compression_conf_t;
+
 typedef struct {
     vsr_plugin_kind_t kind;
     char *type;                    /* the catalogue type, aliases normalised (semantic-cache -> response_cache) */
@@ -563,6 +588,8 @@ typedef struct {
         vsr_plugin_header_mutation_conf_t header_mutation;
         vsr_plugin_fast_response_conf_t fast_response;
         vsr_plugin_request_params_conf_t request_params;
+        vsr_plugin_tools_conf_t tools;
+        vsr_plugin_context_compression_conf_t context_compression;
     } u;
 } vsr_plugin_conf_t;
 

@@ -19,6 +19,8 @@ static const struct {
     {VSR_PLUGIN_HEADER_MUTATION, "header_mutation", vsr__plugin_header_mutation_request},
     {VSR_PLUGIN_FAST_RESPONSE, "fast_response", vsr__plugin_fast_response_request},
     {VSR_PLUGIN_REQUEST_PARAMS, "request_params", vsr__plugin_request_params_request},
+    {VSR_PLUGIN_TOOLS, "tools", vsr__plugin_tools_request},
+    {VSR_PLUGIN_CONTEXT_COMPRESSION, "context_compression", vsr__plugin_context_compression_request},
 };
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,
@@ -35,6 +37,51 @@ void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vs
 vsr_slice_t vsr__plugin_keep(vsr_plugin_ctx_t *ctx, const vsr_buf_t *b)
 {
     return vsr_pool_dup_slice(ctx->pool, vsr_buf_slice(b));
+}
+
+int vsr__plugin_remove_elements(vsr_plugin_ctx_t *ctx, uint32_t arr, const uint8_t *drop)
+{
+    const vsr_json_t *j = ctx->json;
+    if (j == NULL || arr >= j->ntoks || vsr_json_type(j, arr) != VSR_JSON_ARRAY)
+        return VSR_ERR_INVALID;
+    uint32_t n = j->toks[arr].count, live = 0;
+    if (n == 0)
+        return VSR_OK;
+    uint32_t *el = vsr_pool_alloc(ctx->pool, (size_t)n * sizeof(*el));
+    uint32_t c = arr + 1;
+    for (uint32_t i = 0; i < n; i++, c = j->toks[c].next) {
+        el[i] = c;
+        live += !drop[i];
+    }
+    if (live == n)
+        return VSR_OK;
+    if (live == 0)
+        return VSR_ERR_INVALID;
+    vsr_json_edit_t *runs = vsr_pool_alloc(ctx->pool, (size_t)n * sizeof(*runs));
+    size_t nruns = 0;
+    for (uint32_t a = 0; a < n;) {
+        if (!drop[a]) {
+            a++;
+            continue;
+        }
+        uint32_t b = a;
+        while (b + 1 < n && drop[b + 1])
+            b++;
+        /* a == 0 with b == n - 1 would be every element: excluded above */
+        if (b + 1 < n)
+            runs[nruns++] = (vsr_json_edit_t){j->toks[el[a]].start, j->toks[el[b + 1]].start, VSR_SLICE_NULL, 0};
+        else
+            runs[nruns++] = (vsr_json_edit_t){j->toks[el[a - 1]].end, j->toks[el[b]].end, VSR_SLICE_NULL, 0};
+        a = b + 1;
+    }
+    for (size_t i = 0; i < nruns; i++)
+        if (vsr_json_edits_overlaps(ctx->edits, runs[i].start, runs[i].end))
+            return VSR_ERR_INVALID;
+    for (size_t i = 0; i < nruns; i++) {
+        int rc = vsr_json_edits_add(ctx->edits, runs[i].start, runs[i].end, VSR_SLICE_NULL);
+        VSR_BUG_ON(rc != VSR_OK); /* checked just above */
+    }
+    return VSR_OK;
 }
 
 /* Grows a pool-allocated array of `size`-byte items to hold one more. */

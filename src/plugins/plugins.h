@@ -5,7 +5,8 @@
  * what it changes: body edits as byte ranges, upstream header mutations, or
  * an immediate response.  Nothing is re-serialised.
  *
- * Implemented: system_prompt, header_mutation, fast_response, request_params.
+ * Implemented: system_prompt, header_mutation, fast_response, request_params,
+ * tools, context_compression.
  */
 #ifndef VSR_PLUGINS_H
 #define VSR_PLUGINS_H
@@ -37,6 +38,16 @@ typedef struct {
     vsr_plugin_header_t imm_headers[4]; size_t n_imm_headers;
     /* debug evidence: the system prompt injected, for x-vsr-injected-system-prompt */
     int injected_system_prompt;
+    /* debug evidence of tools (for x-vsr-tools-*): set when a tools plugin
+     * ran on a chat request; entries of "tools" before it and after it */
+    int tools_applied;
+    size_t tools_before, tools_after;
+    /* debug evidence of context_compression: the token estimate before and
+     * after (after == before when the request was under trigger_tokens or
+     * nothing could be cut), and how many message contents were cut */
+    int compression_applied;
+    uint64_t compression_tokens_before, compression_tokens_after;
+    size_t compression_messages;
 } vsr_plugin_ctx_t;
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,

@@ -48,6 +48,8 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     case VSR_PLUGIN_HEADER_MUTATION: return "header_mutation";
     case VSR_PLUGIN_FAST_RESPONSE: return "fast_response";
     case VSR_PLUGIN_REQUEST_PARAMS: return "request_params";
+    case VSR_PLUGIN_TOOLS: return "tools";
+    case VSR_PLUGIN_CONTEXT_COMPRESSION: return "context_compression";
     case VSR_PLUGIN_UNSUPPORTED: break;
     }
     return "unsupported";

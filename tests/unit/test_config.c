@@ -1810,12 +1810,12 @@ static void test_capability_absent_is_fine(void **state)
                               "        - {type: rag, configuration: {enabled: false, top_k: 3}}\n"
                               "        - {type: response-cache, configuration: {enabled: false}}\n"
                               "        - {type: semantic_cache, configuration: {enabled: false}}\n"
-                              "        - {type: tools, configuration: {enabled: false}}\n"
+                              "        - {type: tool_selection, configuration: {enabled: false}}\n"
                               "global: {services: {authz: {providers: []}, management_api: {enabled: false, auth: {mode: disabled}}}}\n"
                               "entrypoints: [{model_names: [e], recipe: default, rules: []}]\n");
     const vsr_decision_conf_t *d = &c->recipes[0].decisions[0];
     assert_int_equal(d->n_plugins, 4);
-    static const char *const types[] = {"rag", "response_cache", "response_cache", "tools"};
+    static const char *const types[] = {"rag", "response_cache", "response_cache", "tool_selection"};
     for (size_t i = 0; i < 4; i++) {
         assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
         assert_int_equal(d->plugins[i].enabled, 0);
@@ -2104,6 +2104,109 @@ static void test_auto_model_names(void **state)
 }
 
 /* ---- plugins ------------------------------------------------------------------------ */
+
+/* tools and context_compression: decoded, defaults, and every refusal */
+static void test_plugin_tools_compression(void **state)
+{
+#define PLUGIN_DOC(p) DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n        - " p "\n"
+    (void)state;
+    vsr_config_t *c = load_ok(PLUGIN_DOC("{type: tools, configuration: {mode: filtered, allow_tools: [a, b], "
+                                         "block_tools: [b], semantic_selection: {enabled: false}}}"));
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_TOOLS);
+    assert_int_equal(p->u.tools.enabled, 1);
+    assert_int_equal(p->u.tools.mode, VSR_TOOLS_FILTERED);
+    assert_int_equal(p->u.tools.allow_tools.n, 2);
+    assert_string_equal(p->u.tools.block_tools.items[0], "b");
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: tools, configuration: {mode: none, strip_tool_history: true}}"));
+    p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->u.tools.mode, VSR_TOOLS_NONE);
+    assert_int_equal(p->u.tools.strip_tool_history, 1);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: tools}"));
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].u.tools.mode, VSR_TOOLS_FILTERED);
+    vsr_config_free(c);
+
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {mode: auto, budget: {trigger_tokens: 1000, "
+                           "target_tokens: 600, reserve_output_tokens: 100}, targets: [history], scoring: {method: "
+                           "bm25}, failure_mode: fail_closed}}"));
+    p = &c->recipes[0].decisions[0].plugins[0];
+    const vsr_plugin_context_compression_conf_t *cc = &p->u.context_compression;
+    assert_int_equal(p->kind, VSR_PLUGIN_CONTEXT_COMPRESSION);
+    assert_int_equal(cc->enabled, 1);
+    assert_int_equal(cc->trigger_tokens, 1000);
+    assert_int_equal(cc->target_tokens, 600);
+    assert_int_equal(cc->reserve_output_tokens, 100);
+    assert_int_equal(cc->n_targets, 1);
+    assert_int_equal(cc->targets[0], VSR_CC_HISTORY);
+    assert_int_equal(cc->fail_closed, 1);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 10, "
+                           "target_tokens: 10}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_int_equal(cc->n_targets, 2);
+    assert_int_equal(cc->targets[0], VSR_CC_TOOL_RESULTS);
+    assert_int_equal(cc->targets[1], VSR_CC_HISTORY);
+    assert_int_equal(cc->fail_closed, 0);
+    assert_int_equal(cc->reserve_output_tokens, 0);
+    vsr_config_free(c);
+    /* switched off: no budget needed */
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {enabled: false}}"));
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_CONTEXT_COMPRESSION);
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].enabled, 0);
+    vsr_config_free(c);
+
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {PLUGIN_DOC("{type: tools, configuration: {mode: filtered, semantic_selection: {top_k: 3}}}"), "t.yaml:14:77: tools: semantic_selection is not supported yet\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {semantic_selection: {enabled: true}}}"), "t.yaml:14:61: tools: semantic_selection is not supported yet\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {mode: all}}"), "t.yaml:14:47: mode must be \"filtered\", \"none\" or \"passthrough\", got \"all\"\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {allow: [x]}}"), "t.yaml:14:41: unknown key \"allow\"\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {allow_tools: x}}"), "t.yaml:14:54: expected a list of strings, got a string\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {}}"), "t.yaml:14:54: missing required key \"budget\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 100}}}"), "t.yaml:14:63: missing required key \"target_tokens\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 100, target_tokens: 200}}}"),
+         "t.yaml:14:100: target_tokens (200) exceeds trigger_tokens (100)\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 100, target_tokens: 50, "
+                    "reserve_output_tokens: 50}}}"),
+         "t.yaml:14:127: reserve_output_tokens (50) must be below target_tokens (50)\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 0, target_tokens: 0}}}"),
+         "t.yaml:14:80: trigger_tokens must be at least 1, got 0\nt.yaml:14:98: target_tokens must be at least 1, got 0\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "targets: [rag]}}"),
+         "t.yaml:14:112: targets must be \"tool_results\" or \"history\", got \"rag\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "targets: [history, history]}}"),
+         "t.yaml:14:121: targets: history is listed twice\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "targets: []}}"),
+         "t.yaml:14:111: targets must not be empty\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "scoring: {method: tfidf}}}"),
+         "t.yaml:14:120: method must be \"bm25\", got \"tfidf\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "mode: manual}}"),
+         "t.yaml:14:108: mode must be \"auto\", got \"manual\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "failure_mode: retry}}"),
+         "t.yaml:14:116: failure_mode must be \"fail_open\" or \"fail_closed\", got \"retry\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "recovery: {enabled: true, store: memory}}}"),
+         "t.yaml:14:112: context_compression: recovery is not supported yet\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "request_controls: {enabled: true}}}"),
+         "t.yaml:14:120: context_compression: request_controls is not supported yet\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5, "
+                    "max: 3}}}"),
+         "t.yaml:14:101: unknown key \"max\"\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+#undef PLUGIN_DOC
+}
 
 static void test_plugin_errors(void **state)
 {
@@ -3490,6 +3593,7 @@ int main(void)
         cmocka_unit_test(test_client_name_collisions),
         cmocka_unit_test(test_auto_model_names),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_plugin_tools_compression),
         cmocka_unit_test(test_header_mutation_drops_reliability_headers),
         cmocka_unit_test(test_reliability_errors),
         cmocka_unit_test(test_fallback_errors),
