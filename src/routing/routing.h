@@ -145,6 +145,12 @@ typedef struct {
     int runtime_status;            /* VSR_OK, or the call's error (VSR_ERR_IO ...); 1: cancelled or unanswered */
     unsigned chat_tasks;           /* model calls the phase made itself (llm classifiers) */
     int injected_system_prompt;
+    /* the tools and context_compression plugins, when they changed the request */
+    int tools_applied;
+    size_t tools_before, tools_after;
+    int compression_applied;
+    uint64_t compression_tokens_before, compression_tokens_after;
+    size_t compression_messages;   /* messages whose content was cut */
     int debug;                     /* the client sent x-vsr-debug: true */
     unsigned fallbacks;            /* candidates tried after the first */
     /* the decision's request graph (a Looper algorithm), NULL when none ran:

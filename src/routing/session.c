@@ -792,6 +792,13 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         if (vsr_plugins_run_request(decision, &pc, &pwhy) != VSR_OK)
             return bad_request(s, pwhy ? pwhy : "request cannot be processed");
         s->ev.injected_system_prompt = pc.injected_system_prompt;
+        s->ev.tools_applied = pc.tools_applied;
+        s->ev.tools_before = pc.tools_before;
+        s->ev.tools_after = pc.tools_after;
+        s->ev.compression_applied = pc.compression_applied;
+        s->ev.compression_tokens_before = pc.compression_tokens_before;
+        s->ev.compression_tokens_after = pc.compression_tokens_after;
+        s->ev.compression_messages = pc.compression_messages;
         if (pc.imm_status) {
             vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
             size_t n_extra = 0;
@@ -1285,6 +1292,18 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                    pool_printf(&s->pool, "%llu", (unsigned long long)s->ev.context_tokens));
             if (s->ev.injected_system_prompt)
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-injected-system-prompt"), VSR_SLICE_LIT("true"));
+            if (s->ev.tools_applied) {
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-before"), pool_u64(&s->pool, s->ev.tools_before, 0));
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-after"), pool_u64(&s->pool, s->ev.tools_after, 0));
+            }
+            if (s->ev.compression_applied) {
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-compression-tokens-before"),
+                       pool_u64(&s->pool, s->ev.compression_tokens_before, 0));
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-compression-tokens-after"),
+                       pool_u64(&s->pool, s->ev.compression_tokens_after, 0));
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-compression-messages"),
+                       pool_u64(&s->pool, s->ev.compression_messages, 0));
+            }
             if (s->decision)
                 add_retention_headers(s, &h, &s->decision->retention);
         }

@@ -107,8 +107,9 @@ def test_mode_filtered_keeps_allowed_tools(router):
         "tool_choice": {"type": "function", "function": {"name": "calc"}},
         "messages": [{"role": "user", "content": "filtertools: find it"}],
     }
-    r = router.post_chat(body)
+    r = router.post_chat(body, headers={"x-vsr-debug": "true"})
     assert r.headers["x-vsr-selected-decision"] == "filter_tools"
+    assert (r.headers["x-vsr-tools-before"], r.headers["x-vsr-tools-after"]) == ("3", "1")
     got = sent(r)
     assert got["tools"] == [tool("search")]
     assert "tool_choice" not in got          # it named a removed tool
@@ -136,8 +137,11 @@ def test_compression_over_trigger(router):
             {"role": "user", "content": "How much does a kangaroo eat?"},
         ],
     }
-    r = router.post_chat(body)
+    r = router.post_chat(body, headers={"x-vsr-debug": "true"})
     assert r.headers["x-vsr-selected-decision"] == "compress"
+    before, after = int(r.headers["x-vsr-compression-tokens-before"]), int(r.headers["x-vsr-compression-tokens-after"])
+    assert before > 400 >= 300 >= after
+    assert r.headers["x-vsr-compression-messages"] == "2"
     got = sent(r)
     msgs = got["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "tool", "assistant", "user"]
