@@ -28,8 +28,9 @@ ALLOWED = {
     "runtime": {"base", "json", "http", "models"},
     "models": {"base"},
     "obs": {"base"},
+    "store": {"base"},
     "admin": {"base", "json", "http", "config", "routing"},
-    "gateway": {"base", "json", "http", "config", "routing", "upstream", "obs", "admin"},
+    "gateway": {"base", "json", "http", "config", "routing", "upstream", "obs", "admin", "store"},
     "extproc": {"base", "json", "http", "config", "routing", "upstream", "obs"},
     "cmd": None,  # the composition root may include everything
 }

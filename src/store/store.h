@@ -1,0 +1,163 @@
+/*
+ * store — the response cache's stores: a key/value store with per-entry
+ * expiry and an in-process semantic index over the entries' embeddings.
+ * Two backends behind one contract: "memory" (per worker, LRU, bounded by
+ * entries and bytes) and "redis" (hiredis on the worker's libuv loop; the
+ * replicas of a deployment share one cache).  Depends on base, libuv and
+ * hiredis only.
+ *
+ * Threads: one store per worker loop.  Every call and every callback happens
+ * on that loop's thread; nothing blocks.  The counters (vsr_store_stats) may
+ * be read from another thread (relaxed atomic loads, single writer).
+ *
+ * Entries: key (bytes, 1..VSR_STORE_MAX_KEY) -> value (bytes, may be empty),
+ * an expiry (ttl_ms after the put; 0 = the store's default_ttl_ms), an
+ * optional embedding of VSR_STORE_DIM floats (a unit vector: similarity is
+ * the dot product), a scope (e.g. a user id hash; "" = global) and a partition
+ * (the cache's revision/model key).  A put of an existing key replaces it.
+ * An expired entry is never returned: expiry is checked on every read, and
+ * there is no timer per entry.
+ *
+ * Operations and completion (the same for both backends):
+ *   - Each operation takes a callback done(ud, status, hit).  It is called
+ *     exactly once, on the loop thread, unless the operation is cancelled or
+ *     the store closed first.  `hit` (NULL unless status is VSR_OK for get
+ *     and search) and every slice in it are valid only during the callback.
+ *   - The return value says when: VSR_OK = the callback has already run,
+ *     before the call returned (the memory backend always; the redis backend
+ *     for failures it knows at once: not connected, too many commands in
+ *     flight); VSR_AGAIN = it runs later, and *handle (when handle is not
+ *     NULL) names the operation for vsr_store_cancel until then.
+ *     VSR_ERR_INVALID = bad arguments (empty or too long key, scope or
+ *     partition, embedding missing where required, NULL callback): nothing
+ *     happened and the callback is not called.
+ *   - Statuses: VSR_OK (found / stored / deleted), VSR_ERR_NOT_FOUND (miss;
+ *     del of an absent key is VSR_OK), VSR_ERR_TOO_BIG (the entry can never
+ *     fit: larger than max_bytes or max_value_bytes; or, redis, more than
+ *     max_inflight commands in flight), VSR_ERR_IO (the backend failed:
+ *     disconnected, timed out, an error reply).  The caller treats every
+ *     error as a miss and goes on; the store counts it.
+ *
+ * Semantic search: the best live entry (by dot product) with the same scope
+ * and partition whose similarity is >= threshold; the hit carries its key,
+ * value and similarity.  Brute force over a contiguous float32 matrix
+ * (bounded by max_entries), so it stays one pass of memory bandwidth however
+ * the entries were written.  With redis, each store keeps its own index,
+ * filled by its own puts and by polling the shared index stream every
+ * poll_interval_ms (and at start): an entry another replica wrote is visible
+ * to this one's semantic search within one poll interval (exact gets see it at
+ * once).  A search hit then GETs the value from redis; if the key is gone
+ * (deleted, evicted by redis) the index forgets it and the answer is a miss.
+ * See docs/internals/store.md.
+ */
+#ifndef VSR_STORE_H
+#define VSR_STORE_H
+
+#include "base/base.h"
+
+#include <stdint.h>
+
+struct uv_loop_s;
+
+#define VSR_STORE_DIM 512          /* floats in an embedding */
+#define VSR_STORE_MAX_KEY 1024     /* bytes in a key */
+#define VSR_STORE_MAX_TAG 255      /* bytes in a scope or a partition */
+
+typedef enum { VSR_STORE_MEMORY = 0, VSR_STORE_REDIS = 1 } vsr_store_backend_t;
+
+/* How the semantic index computes its dot products (bench/store_bench.c
+ * measures both; AUTO is the faster one there). */
+typedef enum { VSR_STORE_KERNEL_AUTO = 0, VSR_STORE_KERNEL_LOOP, VSR_STORE_KERNEL_BLAS } vsr_store_kernel_t;
+
+/* The clock, in milliseconds.  Default: monotonic for the memory backend;
+ * wall clock (CLOCK_REALTIME) for redis, whose index entries carry absolute
+ * expiry times that every replica must read alike. */
+typedef uint64_t (*vsr_store_clock_fn)(void *ud);
+
+typedef struct {
+    vsr_store_backend_t backend;
+    /* bounds (0 = the default in brackets) */
+    size_t max_entries;       /* entries in memory; entries in the index [10000] */
+    size_t max_bytes;         /* memory: key+value+tags+embedding+overhead [64 MiB] */
+    size_t max_value_bytes;   /* a value larger than this is refused [4 MiB] */
+    uint64_t default_ttl_ms;  /* a put with ttl_ms 0 [3600000] */
+    vsr_store_kernel_t kernel;
+    vsr_store_clock_fn clock; /* NULL = the default above */
+    void *clock_ud;
+
+    /* redis only */
+    const char *address;         /* "host:port" or "unix:/path" [127.0.0.1:6379] */
+    const char *password;        /* NULL = no AUTH */
+    const char *username;        /* with password: AUTH username password (ACL) */
+    unsigned db;                 /* SELECT db when > 0 */
+    const char *key_prefix;      /* ["vsr:rc:"]; at most 64 bytes */
+    unsigned max_inflight;       /* operations waiting for redis [1024] */
+    uint64_t command_timeout_ms; /* per operation [250] */
+    uint64_t connect_timeout_ms; /* [1000] */
+    uint64_t reconnect_min_ms;   /* back-off after a failure, doubling [100] */
+    uint64_t reconnect_max_ms;   /* [5000] */
+    uint64_t poll_interval_ms;   /* the index stream [500] */
+    unsigned poll_batch;         /* index records per poll command [1000] */
+} vsr_store_config_t;
+
+/* Fills the defaults above (backend memory). */
+void vsr_store_config_init(vsr_store_config_t *cfg);
+
+typedef struct {
+    vsr_slice_t key;
+    vsr_slice_t value;
+    float similarity; /* 1 for an exact get */
+} vsr_store_hit_t;
+
+typedef void (*vsr_store_done_fn)(void *ud, int status, const vsr_store_hit_t *hit);
+
+typedef struct vsr_store_s vsr_store_t;
+typedef struct vsr_store_op_s vsr_store_op_t;
+
+/* Counters since the store opened.  hits/misses count get and search
+ * answers; errors count every operation answered VSR_ERR_IO or refused for
+ * the in-flight bound (also in `rejected`); evictions count entries dropped
+ * to make room (memory, and the index of either backend); expired counts
+ * entries found dead on read. */
+typedef struct {
+    uint64_t hits, misses, errors, evictions, expired;
+    uint64_t rejected;       /* redis: over max_inflight */
+    uint64_t timeouts;       /* redis: operations past command_timeout_ms */
+    uint64_t reconnects;     /* redis: connections made after the first */
+    uint64_t index_loaded;   /* redis: index records read from the stream */
+    uint64_t index_bad;      /* redis: malformed index records skipped */
+    uint64_t entries;        /* now: entries (memory) */
+    uint64_t index_entries;  /* now: rows in the semantic index */
+    uint64_t bytes;          /* now: bytes accounted (memory) */
+    int connected;           /* redis: 1 when the connection is up */
+} vsr_store_stats_t;
+
+/* Opens a store on `loop` (the redis backend needs it; the memory backend
+ * accepts NULL).  NULL with a message in err (when err is not NULL) for a bad
+ * configuration.  The redis backend starts connecting at once and never
+ * fails for an unreachable server: it reconnects with back-off. */
+vsr_store_t *vsr_store_open(struct uv_loop_s *loop, const vsr_store_config_t *cfg, vsr_buf_t *err);
+
+/* Closes the store: pending operations are dropped without their callbacks;
+ * the memory is freed once libuv has closed the store's handles (keep running
+ * the loop: uv_run returns when they are gone).  NULL is a no-op.  Not from
+ * inside one of this store's callbacks. */
+void vsr_store_close(vsr_store_t *s);
+
+int vsr_store_get(vsr_store_t *s, vsr_slice_t key, vsr_store_done_fn done, void *ud, vsr_store_op_t **handle);
+/* embedding NULL: the entry is not semantically searchable. */
+int vsr_store_put(vsr_store_t *s, vsr_slice_t key, vsr_slice_t value, uint64_t ttl_ms, const float *embedding,
+                  vsr_slice_t scope, vsr_slice_t partition, vsr_store_done_fn done, void *ud,
+                  vsr_store_op_t **handle);
+int vsr_store_del(vsr_store_t *s, vsr_slice_t key, vsr_store_done_fn done, void *ud, vsr_store_op_t **handle);
+/* threshold in [-1, 1]. */
+int vsr_store_search(vsr_store_t *s, const float *embedding, vsr_slice_t scope, vsr_slice_t partition,
+                     float threshold, vsr_store_done_fn done, void *ud, vsr_store_op_t **handle);
+
+/* The operation's callback will not be called.  Only for a handle whose
+ * callback has not run yet. */
+void vsr_store_cancel(vsr_store_t *s, vsr_store_op_t *op);
+
+void vsr_store_stats(const vsr_store_t *s, vsr_store_stats_t *out);
+
+#endif /* VSR_STORE_H */

@@ -1,0 +1,267 @@
+/*
+ * store_mem.c — the memory table: a chained hash table over the keys, a
+ * doubly linked LRU list, and the semantic index (a contiguous float32
+ * matrix whose rows point back to their entries; a removed row takes the
+ * last row's place, so the matrix stays dense).  get/put/del are O(1);
+ * search is one pass over the rows.
+ */
+#include <cblas.h>
+
+#include "store-int.h"
+
+#define ROW_BYTES (VSR_STORE_DIM * sizeof(float))
+#define EXPIRED_REAP 64 /* rows found dead in one search and dropped after it */
+
+size_t vsr__mtab_cost(size_t klen, size_t vlen, size_t slen, size_t plen, int has_emb)
+{
+    size_t c = sizeof(vsr__mentry_t) + klen + vlen + slen + plen + sizeof(void *); /* + its bucket slot */
+    if (has_emb)
+        c += ROW_BYTES + sizeof(void *) + 2 * sizeof(uint64_t);
+    return c;
+}
+
+void vsr__mtab_init(vsr__mtab_t *t, size_t max_entries, size_t max_bytes, vsr_store_kernel_t kernel,
+                    vsr__store_ctr_t *ctr)
+{
+    memset(t, 0, sizeof(*t));
+    t->max_entries = max_entries;
+    t->max_bytes = max_bytes;
+    t->nbuckets = 16;
+    while (t->nbuckets < max_entries && t->nbuckets < ((size_t)1 << 30))
+        t->nbuckets <<= 1;
+    t->buckets = vsr_calloc(t->nbuckets, sizeof(*t->buckets));
+    t->lru.next = t->lru.prev = &t->lru;
+    t->seed = 0xcbf29ce484222325ULL ^ ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ULL) ^ vsr_now_us();
+    t->kernel = kernel;
+    t->ctr = ctr;
+}
+
+static uint64_t tag_of(const vsr__mtab_t *t, vsr_slice_t scope, vsr_slice_t part)
+{
+    uint64_t h = vsr__store_hash(t->seed, scope);
+    h ^= 0xff; /* separates ("ab","c") from ("a","bc") with the lengths below */
+    h *= 0x100000001b3ULL;
+    h = vsr__store_hash(h ^ (scope.len << 16) ^ part.len, part);
+    return h;
+}
+
+static void row_remove(vsr__mtab_t *t, vsr__mentry_t *e)
+{
+    if (e->row < 0)
+        return;
+    size_t r = (size_t)e->row, last = t->rows - 1;
+    if (r != last) {
+        memcpy(t->mat + r * VSR_STORE_DIM, t->mat + last * VSR_STORE_DIM, ROW_BYTES);
+        t->row_entry[r] = t->row_entry[last];
+        t->row_expiry[r] = t->row_expiry[last];
+        t->row_tag[r] = t->row_tag[last];
+        t->row_entry[r]->row = (int64_t)r;
+    }
+    t->rows--;
+    e->row = -1;
+}
+
+static void row_add(vsr__mtab_t *t, vsr__mentry_t *e, const float *emb)
+{
+    if (t->rows == t->row_cap) {
+        size_t cap = t->row_cap ? t->row_cap * 2 : 64;
+        if (cap > t->max_entries)
+            cap = t->max_entries;
+        VSR_BUG_ON(cap <= t->rows);
+        t->mat = vsr_realloc(t->mat, cap * ROW_BYTES);
+        t->row_entry = vsr_realloc(t->row_entry, cap * sizeof(*t->row_entry));
+        t->row_expiry = vsr_realloc(t->row_expiry, cap * sizeof(*t->row_expiry));
+        t->row_tag = vsr_realloc(t->row_tag, cap * sizeof(*t->row_tag));
+        t->scores = vsr_realloc(t->scores, cap * sizeof(*t->scores));
+        t->row_cap = cap;
+    }
+    size_t r = t->rows++;
+    memcpy(t->mat + r * VSR_STORE_DIM, emb, ROW_BYTES);
+    t->row_entry[r] = e;
+    t->row_expiry[r] = e->expiry;
+    t->row_tag[r] = tag_of(t, vsr__me_scope(e), vsr__me_part(e));
+    e->row = (int64_t)r;
+}
+
+static vsr__mentry_t **find_slot(vsr__mtab_t *t, vsr_slice_t key, uint64_t h)
+{
+    vsr__mentry_t **pp = &t->buckets[h & (t->nbuckets - 1)];
+    while (*pp && !((*pp)->hash == h && vsr_slice_eq(vsr__me_key(*pp), key)))
+        pp = &(*pp)->hnext;
+    return pp;
+}
+
+static void lru_unlink(vsr__mentry_t *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+}
+
+static void lru_front(vsr__mtab_t *t, vsr__mentry_t *e)
+{
+    e->next = t->lru.next;
+    e->prev = &t->lru;
+    t->lru.next->prev = e;
+    t->lru.next = e;
+}
+
+static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
+{
+    vsr__mentry_t **pp = find_slot(t, vsr__me_key(e), e->hash);
+    VSR_BUG_ON(*pp != e);
+    *pp = e->hnext;
+    lru_unlink(e);
+    row_remove(t, e);
+    t->n--;
+    t->bytes -= e->cost;
+    vsr_free(e);
+}
+
+void vsr__mtab_free(vsr__mtab_t *t)
+{
+    vsr__mentry_t *e = t->lru.next;
+    while (e && e != &t->lru) {
+        vsr__mentry_t *next = e->next;
+        vsr_free(e);
+        e = next;
+    }
+    vsr_free(t->buckets);
+    vsr_free(t->mat);
+    vsr_free(t->row_entry);
+    vsr_free(t->row_expiry);
+    vsr_free(t->row_tag);
+    vsr_free(t->scores);
+    memset(t, 0, sizeof(*t));
+}
+
+vsr__mentry_t *vsr__mtab_get(vsr__mtab_t *t, vsr_slice_t key, uint64_t now)
+{
+    uint64_t h = vsr__store_hash(t->seed, key);
+    vsr__mentry_t *e = *find_slot(t, key, h);
+    if (!e)
+        return NULL;
+    if (e->expiry <= now) {
+        entry_remove(t, e);
+        vsr__ctr_inc(&t->ctr->expired);
+        return NULL;
+    }
+    lru_unlink(e);
+    lru_front(t, e);
+    return e;
+}
+
+int vsr__mtab_del(vsr__mtab_t *t, vsr_slice_t key)
+{
+    uint64_t h = vsr__store_hash(t->seed, key);
+    vsr__mentry_t *e = *find_slot(t, key, h);
+    if (!e)
+        return 0;
+    entry_remove(t, e);
+    return 1;
+}
+
+int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t expiry, const float *emb,
+                  vsr_slice_t scope, vsr_slice_t part, uint64_t now)
+{
+    size_t cost = vsr__mtab_cost(key.len, value.len, scope.len, part.len, emb != NULL);
+    if (cost > t->max_bytes || t->max_entries == 0)
+        return VSR_ERR_TOO_BIG;
+    vsr__mtab_del(t, key);
+    /* room: the dead first when the least recent is dead, then least recent */
+    while (t->n >= t->max_entries || t->bytes + cost > t->max_bytes) {
+        vsr__mentry_t *victim = t->lru.prev;
+        VSR_BUG_ON(victim == &t->lru);
+        if (victim->expiry <= now)
+            vsr__ctr_inc(&t->ctr->expired);
+        else
+            vsr__ctr_inc(&t->ctr->evictions);
+        entry_remove(t, victim);
+    }
+    vsr__mentry_t *e = vsr_malloc(sizeof(*e) + key.len + value.len + scope.len + part.len);
+    e->hash = vsr__store_hash(t->seed, key);
+    e->expiry = expiry;
+    e->cost = cost;
+    e->row = -1;
+    e->klen = (uint32_t)key.len;
+    e->vlen = (uint32_t)value.len;
+    e->slen = (uint8_t)scope.len;
+    e->plen = (uint8_t)part.len;
+    char *p = e->data;
+    if (key.len)
+        memcpy(p, key.p, key.len);
+    p += key.len;
+    if (value.len)
+        memcpy(p, value.p, value.len);
+    p += value.len;
+    if (scope.len)
+        memcpy(p, scope.p, scope.len);
+    p += scope.len;
+    if (part.len)
+        memcpy(p, part.p, part.len);
+    vsr__mentry_t **pp = &t->buckets[e->hash & (t->nbuckets - 1)];
+    e->hnext = *pp;
+    *pp = e;
+    lru_front(t, e);
+    t->n++;
+    t->bytes += cost;
+    if (emb)
+        row_add(t, e, emb);
+    return VSR_OK;
+}
+
+static float dot(const float *a, const float *b)
+{
+    float acc[16] = {0};
+    for (size_t j = 0; j < VSR_STORE_DIM; j += 16)
+        for (size_t k = 0; k < 16; k++)
+            acc[k] += a[j + k] * b[j + k];
+    float s = 0;
+    for (size_t k = 0; k < 16; k++)
+        s += acc[k];
+    return s;
+}
+
+vsr__mentry_t *vsr__mtab_search(vsr__mtab_t *t, const float *q, vsr_slice_t scope, vsr_slice_t part,
+                                float threshold, uint64_t now, float *sim)
+{
+    uint64_t tag = tag_of(t, scope, part);
+    size_t dead[EXPIRED_REAP], ndead = 0;
+    ssize_t best = -1;
+    float best_sim = threshold;
+    int blas = t->kernel == VSR_STORE_KERNEL_BLAS;
+    if (blas && t->rows)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)t->rows, VSR_STORE_DIM, 1.0f, t->mat, VSR_STORE_DIM, q, 1,
+                    0.0f, t->scores, 1);
+    for (size_t r = 0; r < t->rows; r++) {
+        if (t->row_tag[r] != tag)
+            continue;
+        if (t->row_expiry[r] <= now) {
+            if (ndead < EXPIRED_REAP)
+                dead[ndead++] = r;
+            continue;
+        }
+        float d = blas ? t->scores[r] : dot(t->mat + r * VSR_STORE_DIM, q);
+        if (d < best_sim || (best >= 0 && d == best_sim))
+            continue;
+        vsr__mentry_t *e = t->row_entry[r];
+        if (!vsr_slice_eq(vsr__me_scope(e), scope) || !vsr_slice_eq(vsr__me_part(e), part))
+            continue; /* a tag collision */
+        best = (ssize_t)r;
+        best_sim = d;
+    }
+    vsr__mentry_t *hit = best >= 0 ? t->row_entry[best] : NULL;
+    /* drop the dead, highest row first: a removal moves the last row into
+     * the hole, which never disturbs the lower rows still to drop */
+    while (ndead > 0) {
+        vsr__mentry_t *e = t->row_entry[dead[--ndead]];
+        VSR_ASSERT(e != hit);
+        entry_remove(t, e);
+        vsr__ctr_inc(&t->ctr->expired);
+    }
+    if (hit) {
+        lru_unlink(hit);
+        lru_front(t, hit);
+        *sim = best_sim;
+    }
+    return hit;
+}

@@ -1,0 +1,819 @@
+/*
+ * test_store.c — the response cache's stores: the memory backend with a fake
+ * clock, and the redis backend against a real redis-server that the test
+ * starts on loopback (a free port and a unix socket in a temporary
+ * directory; no persistence) and kills at the end, also when a test fails.
+ * A missing redis-server fails the redis tests.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "store/store.h"
+
+/* ---- helpers ---- */
+
+typedef struct {
+    int calls, status;
+    char value[256];
+    size_t vlen;
+    char key[256];
+    size_t klen;
+    float sim;
+} result_t;
+
+static void on_done(void *ud, int status, const vsr_store_hit_t *hit)
+{
+    result_t *r = ud;
+    r->calls++;
+    r->status = status;
+    r->vlen = r->klen = 0;
+    if (hit) {
+        r->vlen = VSR_MIN(hit->value.len, sizeof(r->value));
+        memcpy(r->value, hit->value.p, r->vlen);
+        r->klen = VSR_MIN(hit->key.len, sizeof(r->key));
+        memcpy(r->key, hit->key.p, r->klen);
+        r->sim = hit->similarity;
+    }
+}
+
+static uint64_t fake_now = 1000000;
+static uint64_t fake_clock(void *ud)
+{
+    VSR_UNUSED(ud);
+    return fake_now;
+}
+
+static void unit(float *v, int axis)
+{
+    memset(v, 0, VSR_STORE_DIM * sizeof(float));
+    v[axis] = 1.0f;
+}
+
+/* a unit vector at angle theta from e0 toward e1: similarity cos(theta) with e0 */
+static void tilted(float *v, double cosine)
+{
+    memset(v, 0, VSR_STORE_DIM * sizeof(float));
+    v[0] = (float)cosine;
+    v[1] = (float)sqrt(1 - cosine * cosine);
+}
+
+#define S(x) vsr_slice_cstr(x)
+
+static vsr_store_t *mem_store(size_t max_entries, size_t max_bytes, vsr_store_kernel_t kernel)
+{
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.max_entries = max_entries;
+    cfg.max_bytes = max_bytes;
+    cfg.clock = fake_clock;
+    cfg.kernel = kernel;
+    vsr_store_t *s = vsr_store_open(NULL, &cfg, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+static void put(vsr_store_t *s, const char *k, const char *v, uint64_t ttl, const float *emb, const char *scope,
+                const char *part, int want)
+{
+    result_t r = {0};
+    assert_int_equal(vsr_store_put(s, S(k), S(v), ttl, emb, S(scope), S(part), on_done, &r, NULL), VSR_OK);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.status, want);
+}
+
+static result_t get(vsr_store_t *s, const char *k)
+{
+    result_t r = {0};
+    assert_int_equal(vsr_store_get(s, S(k), on_done, &r, NULL), VSR_OK);
+    assert_int_equal(r.calls, 1);
+    return r;
+}
+
+static result_t search(vsr_store_t *s, const float *q, const char *scope, const char *part, float thr)
+{
+    result_t r = {0};
+    assert_int_equal(vsr_store_search(s, q, S(scope), S(part), thr, on_done, &r, NULL), VSR_OK);
+    assert_int_equal(r.calls, 1);
+    return r;
+}
+
+/* ---- memory backend ---- */
+
+static void test_mem_basic(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store(100, 1 << 20, VSR_STORE_KERNEL_AUTO);
+    result_t r = get(s, "a");
+    assert_int_equal(r.status, VSR_ERR_NOT_FOUND);
+    put(s, "a", "alpha", 0, NULL, "", "", VSR_OK);
+    r = get(s, "a");
+    assert_int_equal(r.status, VSR_OK);
+    assert_int_equal(r.vlen, 5);
+    assert_memory_equal(r.value, "alpha", 5);
+    assert_true(r.sim == 1.0f);
+    put(s, "a", "beta", 0, NULL, "", "", VSR_OK); /* replaces */
+    r = get(s, "a");
+    assert_int_equal(r.vlen, 4);
+    assert_memory_equal(r.value, "beta", 4);
+    put(s, "empty", "", 0, NULL, "", "", VSR_OK); /* an empty value is a value */
+    r = get(s, "empty");
+    assert_int_equal(r.status, VSR_OK);
+    assert_int_equal(r.vlen, 0);
+
+    result_t d = {0};
+    assert_int_equal(vsr_store_del(s, S("a"), on_done, &d, NULL), VSR_OK);
+    assert_int_equal(d.status, VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(vsr_store_del(s, S("a"), on_done, &d, NULL), VSR_OK); /* absent: still OK */
+    assert_int_equal(d.status, VSR_OK);
+
+    /* bad arguments: refused, no callback */
+    result_t x = {0};
+    char big[VSR_STORE_MAX_KEY + 1];
+    memset(big, 'k', sizeof(big));
+    assert_int_equal(vsr_store_get(s, VSR_SLICE_NULL, on_done, &x, NULL), VSR_ERR_INVALID);
+    assert_int_equal(vsr_store_get(s, vsr_slice(big, sizeof(big)), on_done, &x, NULL), VSR_ERR_INVALID);
+    assert_int_equal(vsr_store_get(s, S("a"), NULL, &x, NULL), VSR_ERR_INVALID);
+    char tag[VSR_STORE_MAX_TAG + 1];
+    memset(tag, 't', sizeof(tag));
+    assert_int_equal(vsr_store_put(s, S("a"), S("v"), 0, NULL, vsr_slice(tag, sizeof(tag)), S(""), on_done, &x,
+                                   NULL),
+                     VSR_ERR_INVALID);
+    float q[VSR_STORE_DIM];
+    unit(q, 0);
+    q[3] = NAN;
+    assert_int_equal(vsr_store_put(s, S("a"), S("v"), 0, q, S(""), S(""), on_done, &x, NULL), VSR_ERR_INVALID);
+    unit(q, 0);
+    assert_int_equal(vsr_store_search(s, q, S(""), S(""), 1.5f, on_done, &x, NULL), VSR_ERR_INVALID);
+    assert_int_equal(vsr_store_search(s, NULL, S(""), S(""), 0.5f, on_done, &x, NULL), VSR_ERR_INVALID);
+    assert_int_equal(x.calls, 0);
+
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.hits, 3);
+    assert_int_equal(st.misses, 2);
+    assert_int_equal(st.entries, 1);
+    vsr_store_close(s);
+}
+
+static void test_mem_ttl(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store(100, 1 << 20, VSR_STORE_KERNEL_AUTO);
+    float e[VSR_STORE_DIM];
+    unit(e, 0);
+    put(s, "k", "v", 1000, e, "", "p", VSR_OK);
+    put(s, "d", "v", 0, NULL, "", "", VSR_OK); /* the default TTL: an hour */
+    fake_now += 999;
+    assert_int_equal(get(s, "k").status, VSR_OK);
+    assert_int_equal(search(s, e, "", "p", 0.9f).status, VSR_OK);
+    fake_now += 1;
+    assert_int_equal(search(s, e, "", "p", 0.9f).status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "k").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "d").status, VSR_OK);
+    fake_now += 3600000;
+    assert_int_equal(get(s, "d").status, VSR_ERR_NOT_FOUND);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.expired, 2);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.index_entries, 0);
+    assert_int_equal(st.bytes, 0);
+    vsr_store_close(s);
+}
+
+static void test_mem_lru_count(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store(3, 1 << 20, VSR_STORE_KERNEL_AUTO);
+    put(s, "a", "1", 0, NULL, "", "", VSR_OK);
+    put(s, "b", "2", 0, NULL, "", "", VSR_OK);
+    put(s, "c", "3", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_OK); /* a is now the most recent: b is the least */
+    put(s, "d", "4", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "b").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "a").status, VSR_OK);
+    assert_int_equal(get(s, "c").status, VSR_OK);
+    assert_int_equal(get(s, "d").status, VSR_OK);
+    /* a search hit counts as a use too */
+    float e[VSR_STORE_DIM];
+    unit(e, 7);
+    put(s, "e", "5", 0, e, "", "", VSR_OK); /* evicts a (order now c, d after the gets above: a, c, d) */
+    assert_int_equal(get(s, "a").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK);
+    assert_int_equal(get(s, "d").status, VSR_OK);
+    put(s, "f", "6", 0, NULL, "", "", VSR_OK); /* least recent is c */
+    assert_int_equal(get(s, "c").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 3);
+    assert_int_equal(st.entries, 3);
+    vsr_store_close(s);
+}
+
+static void test_mem_lru_bytes(void **state)
+{
+    VSR_UNUSED(state);
+    char v[1000];
+    memset(v, 'x', sizeof(v) - 1);
+    v[sizeof(v) - 1] = 0;
+    /* room for two 1000-byte values with their keys, not three */
+    vsr_store_t *s = mem_store(100, 2600, VSR_STORE_KERNEL_AUTO);
+    put(s, "a", v, 0, NULL, "", "", VSR_OK);
+    put(s, "b", v, 0, NULL, "", "", VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.entries, 2);
+    assert_true(st.bytes <= 2600);
+    put(s, "c", v, 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "b").status, VSR_OK);
+    assert_int_equal(get(s, "c").status, VSR_OK);
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 1);
+    assert_true(st.bytes <= 2600);
+    /* an entry that can never fit is refused and evicts nothing */
+    char huge[3000];
+    memset(huge, 'y', sizeof(huge) - 1);
+    huge[sizeof(huge) - 1] = 0;
+    put(s, "h", huge, 0, NULL, "", "", VSR_ERR_TOO_BIG);
+    assert_int_equal(get(s, "b").status, VSR_OK);
+    assert_int_equal(get(s, "c").status, VSR_OK);
+    vsr_store_close(s);
+}
+
+static void search_cases(vsr_store_kernel_t kernel)
+{
+    vsr_store_t *s = mem_store(1000, 64 << 20, kernel);
+    float q[VSR_STORE_DIM], v[VSR_STORE_DIM];
+    tilted(v, 0.95);
+    put(s, "near", "N", 0, v, "", "m1", VSR_OK);
+    tilted(v, 0.80);
+    put(s, "far", "F", 0, v, "", "m1", VSR_OK);
+    tilted(v, 0.99);
+    put(s, "user", "U", 0, v, "u42", "m1", VSR_OK);
+    put(s, "other-part", "O", 0, v, "", "m2", VSR_OK);
+    put(s, "plain", "P", 0, NULL, "", "m1", VSR_OK); /* no embedding: never a search hit */
+    for (int i = 10; i < 300; i++) { /* noise on other axes */
+        char k[16];
+        snprintf(k, sizeof(k), "n%d", i);
+        unit(v, i);
+        put(s, k, "n", 0, v, "", "m1", VSR_OK);
+    }
+    unit(q, 0);
+    result_t r = search(s, q, "", "m1", 0.9f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_int_equal(r.klen, 4);
+    assert_memory_equal(r.key, "near", 4);
+    assert_memory_equal(r.value, "N", 1);
+    assert_float_equal(r.sim, 0.95f, 1e-4);
+    assert_int_equal(search(s, q, "", "m1", 0.96f).status, VSR_ERR_NOT_FOUND); /* threshold */
+    r = search(s, q, "", "m1", 0.7f); /* the best wins, not the first above */
+    assert_memory_equal(r.key, "near", 4);
+    r = search(s, q, "u42", "m1", 0.9f); /* scope: only the user's */
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.key, "user", 4);
+    assert_int_equal(search(s, q, "u43", "m1", 0.5f).status, VSR_ERR_NOT_FOUND);
+    r = search(s, q, "", "m2", 0.5f); /* partition */
+    assert_memory_equal(r.key, "other-part", 10);
+    assert_int_equal(search(s, q, "", "m3", -1.0f).status, VSR_ERR_NOT_FOUND);
+    /* delete and replace take the row out of the index */
+    result_t d = {0};
+    vsr_store_del(s, S("near"), on_done, &d, NULL);
+    r = search(s, q, "", "m1", 0.7f);
+    assert_memory_equal(r.key, "far", 3);
+    put(s, "far", "F2", 0, NULL, "", "m1", VSR_OK);
+    assert_int_equal(search(s, q, "", "m1", 0.7f).status, VSR_ERR_NOT_FOUND);
+    unit(q, 150);
+    r = search(s, q, "", "m1", 0.99f);
+    assert_memory_equal(r.key, "n150", 4);
+    /* expired entries are never returned, and leave the index */
+    tilted(v, 0.97);
+    put(s, "short", "S", 10, v, "", "m1", VSR_OK);
+    unit(q, 0);
+    assert_int_equal(search(s, q, "", "m1", 0.9f).status, VSR_OK);
+    fake_now += 10;
+    assert_int_equal(search(s, q, "", "m1", 0.9f).status, VSR_ERR_NOT_FOUND);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.index_entries, 292); /* user, other-part, 290 noise */
+    vsr_store_close(s);
+}
+
+static void test_mem_search_loop(void **state)
+{
+    VSR_UNUSED(state);
+    search_cases(VSR_STORE_KERNEL_LOOP);
+}
+
+static void test_mem_search_blas(void **state)
+{
+    VSR_UNUSED(state);
+    search_cases(VSR_STORE_KERNEL_BLAS);
+}
+
+static void test_mem_index_bound(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store(50, 64 << 20, VSR_STORE_KERNEL_AUTO);
+    float v[VSR_STORE_DIM];
+    for (int i = 0; i < 200; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        unit(v, i);
+        put(s, k, "v", 0, v, "", "", VSR_OK);
+    }
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.entries, 50);
+    assert_int_equal(st.index_entries, 50);
+    assert_int_equal(st.evictions, 150);
+    unit(v, 199);
+    assert_int_equal(search(s, v, "", "", 0.9f).status, VSR_OK);
+    unit(v, 100);
+    assert_int_equal(search(s, v, "", "", 0.9f).status, VSR_ERR_NOT_FOUND);
+    vsr_store_close(s);
+}
+
+static void test_config_errors(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_config_t cfg;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1024);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    const char *bad[] = {"nohost", "1.2.3.4:0", "1.2.3.4:65536", "redis.example:6379", "unix:", ":6379"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(bad); i++) {
+        vsr_store_config_init(&cfg);
+        cfg.backend = VSR_STORE_REDIS;
+        cfg.address = bad[i];
+        vsr_buf_reset(&err);
+        assert_null(vsr_store_open(&loop, &cfg, &err));
+        assert_true(err.len > 0);
+    }
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    assert_null(vsr_store_open(NULL, &cfg, &err)); /* redis needs a loop */
+    vsr_store_config_init(&cfg);
+    cfg.max_entries = (size_t)1 << 40;
+    assert_null(vsr_store_open(NULL, &cfg, &err));
+    vsr_buf_free(&err);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* ---- redis ---- */
+
+static pid_t redis_pid = -1;
+static char redis_dir[64];
+static char redis_sock[100];
+static int redis_port;
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t l = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void redis_kill(void)
+{
+    if (redis_pid > 0) {
+        kill(redis_pid, SIGCONT);
+        kill(redis_pid, SIGKILL);
+        waitpid(redis_pid, NULL, 0);
+        redis_pid = -1;
+    }
+}
+
+static int sock_ready(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", redis_sock);
+    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+static void redis_start(void)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", redis_port);
+    unlink(redis_sock);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--unixsocket", redis_sock,
+               "--save", "", "--appendonly", "no", "--dir", redis_dir, (char *)NULL);
+        fprintf(stderr, "test_store: cannot run redis-server: %s (install it: scripts/setup-deps)\n",
+                strerror(errno));
+        _exit(127);
+    }
+    redis_pid = pid;
+    for (int i = 0; i < 500 && !sock_ready(); i++) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            redis_pid = -1;
+            fail_msg("redis-server exited at start (status %d)", st);
+        }
+        usleep(10000);
+    }
+    assert_true(sock_ready());
+}
+
+static void cleanup_at_exit(void)
+{
+    redis_kill();
+    if (redis_dir[0]) {
+        unlink(redis_sock);
+        rmdir(redis_dir);
+    }
+}
+
+static int redis_group_setup(void **state)
+{
+    VSR_UNUSED(state);
+    snprintf(redis_dir, sizeof(redis_dir), "/tmp/vsr-store-test-XXXXXX");
+    if (!mkdtemp(redis_dir))
+        return -1;
+    snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", redis_dir);
+    redis_port = free_port();
+    atexit(cleanup_at_exit);
+    return 0;
+}
+
+static int redis_group_teardown(void **state)
+{
+    VSR_UNUSED(state);
+    cleanup_at_exit();
+    return 0;
+}
+
+static int redis_test_setup(void **state)
+{
+    VSR_UNUSED(state);
+    if (redis_pid < 0)
+        redis_start();
+    return 0;
+}
+
+static uv_loop_t loop;
+static int deadline_hit;
+
+static void on_deadline(uv_timer_t *t)
+{
+    VSR_UNUSED(t);
+    deadline_hit = 1;
+}
+
+/* Runs the loop until *flag (or, flag NULL, for ms).  Fails past ms. */
+static void run_until(const int *flag, uint64_t ms)
+{
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    deadline_hit = 0;
+    uv_timer_start(&t, on_deadline, ms, 0);
+    while (!deadline_hit && !(flag && *flag))
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    if (flag)
+        assert_true(*flag);
+}
+
+static vsr_store_t *redis_store(const char *prefix, int tcp)
+{
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    char addr[160];
+    if (tcp)
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", redis_port);
+    else
+        snprintf(addr, sizeof(addr), "unix:%s", redis_sock);
+    cfg.address = addr;
+    cfg.key_prefix = prefix;
+    cfg.poll_interval_ms = 100;
+    cfg.command_timeout_ms = 300;
+    cfg.reconnect_min_ms = 50;
+    cfg.reconnect_max_ms = 200;
+    cfg.max_inflight = 4;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1024);
+    vsr_store_t *s = vsr_store_open(&loop, &cfg, &err);
+    vsr_buf_free(&err);
+    assert_non_null(s);
+    return s;
+}
+
+static void wait_connected(vsr_store_t *s)
+{
+    vsr_store_stats_t st;
+    for (int i = 0; i < 300; i++) {
+        vsr_store_stats(s, &st);
+        if (st.connected)
+            return;
+        run_until(NULL, 10);
+    }
+    fail_msg("the store did not connect");
+}
+
+static result_t rput(vsr_store_t *s, const char *k, const char *v, uint64_t ttl, const float *emb,
+                     const char *scope, const char *part)
+{
+    result_t r = {0};
+    int rc = vsr_store_put(s, S(k), S(v), ttl, emb, S(scope), S(part), on_done, &r, NULL);
+    assert_true(rc == VSR_OK || rc == VSR_AGAIN);
+    run_until(&r.calls, 2000);
+    assert_int_equal(r.calls, 1);
+    return r;
+}
+
+static result_t rget(vsr_store_t *s, const char *k)
+{
+    result_t r = {0};
+    int rc = vsr_store_get(s, S(k), on_done, &r, NULL);
+    assert_true(rc == VSR_OK || rc == VSR_AGAIN);
+    run_until(&r.calls, 2000);
+    assert_int_equal(r.calls, 1);
+    return r;
+}
+
+static result_t rsearch(vsr_store_t *s, const float *q, const char *scope, const char *part, float thr)
+{
+    result_t r = {0};
+    int rc = vsr_store_search(s, q, S(scope), S(part), thr, on_done, &r, NULL);
+    assert_true(rc == VSR_OK || rc == VSR_AGAIN);
+    run_until(&r.calls, 2000);
+    assert_int_equal(r.calls, 1);
+    return r;
+}
+
+static void close_store(vsr_store_t *s)
+{
+    vsr_store_close(s);
+}
+
+static void loop_open(void)
+{
+    assert_int_equal(uv_loop_init(&loop), 0);
+}
+
+static void loop_done(void)
+{
+    uv_run(&loop, UV_RUN_DEFAULT); /* the stores' handles close */
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void test_redis_roundtrip(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = redis_store("t1:", 0);
+    wait_connected(s);
+    result_t r = {0};
+    vsr_store_op_t *h = NULL;
+    assert_int_equal(vsr_store_put(s, S("key 1"), S("value one"), 60000, NULL, S(""), S(""), on_done, &r, &h),
+                     VSR_AGAIN);
+    assert_non_null(h);
+    assert_int_equal(r.calls, 0);
+    run_until(&r.calls, 2000);
+    assert_int_equal(r.status, VSR_OK);
+    r = rget(s, "key 1");
+    assert_int_equal(r.status, VSR_OK);
+    assert_int_equal(r.vlen, 9);
+    assert_memory_equal(r.value, "value one", 9);
+    assert_int_equal(rget(s, "key 2").status, VSR_ERR_NOT_FOUND);
+    /* binary keys and values */
+    result_t b = {0};
+    const char bin[] = {'a', 0, 'b', '\r', '\n'};
+    vsr_store_put(s, vsr_slice(bin, 5), vsr_slice(bin, 5), 60000, NULL, S(""), S(""), on_done, &b, NULL);
+    run_until(&b.calls, 2000);
+    result_t g = {0};
+    vsr_store_get(s, vsr_slice(bin, 5), on_done, &g, NULL);
+    run_until(&g.calls, 2000);
+    assert_int_equal(g.vlen, 5);
+    assert_memory_equal(g.value, bin, 5);
+    /* the same keys over TCP, from another store */
+    vsr_store_t *t = redis_store("t1:", 1);
+    wait_connected(t);
+    assert_int_equal(rget(t, "key 1").status, VSR_OK);
+    /* another prefix is another namespace */
+    vsr_store_t *u = redis_store("t1b:", 1);
+    wait_connected(u);
+    assert_int_equal(rget(u, "key 1").status, VSR_ERR_NOT_FOUND);
+    result_t d = {0};
+    vsr_store_del(s, S("key 1"), on_done, &d, NULL);
+    run_until(&d.calls, 2000);
+    assert_int_equal(d.status, VSR_OK);
+    assert_int_equal(rget(t, "key 1").status, VSR_ERR_NOT_FOUND);
+    /* cancel: the callback never runs */
+    result_t c = {0};
+    h = NULL;
+    assert_int_equal(vsr_store_get(s, S("key 1"), on_done, &c, &h), VSR_AGAIN);
+    vsr_store_cancel(s, h);
+    run_until(NULL, 100);
+    assert_int_equal(c.calls, 0);
+    /* the in-flight bound (4): the fifth fails at once, counted */
+    result_t many[5] = {{0}};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(vsr_store_get(s, S("x"), on_done, &many[i], NULL), VSR_AGAIN);
+    assert_int_equal(vsr_store_get(s, S("x"), on_done, &many[4], NULL), VSR_OK);
+    assert_int_equal(many[4].calls, 1);
+    assert_int_equal(many[4].status, VSR_ERR_TOO_BIG);
+    run_until(&many[3].calls, 2000);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.rejected, 1);
+    assert_int_equal(st.errors, 1);
+    assert_int_equal(st.hits, 2);
+    /* closing with operations in flight: no callback, nothing leaks */
+    result_t late = {0};
+    vsr_store_get(s, S("x"), on_done, &late, NULL);
+    close_store(s);
+    close_store(t);
+    close_store(u);
+    loop_done();
+    assert_int_equal(late.calls, 0);
+}
+
+static void test_redis_ttl(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = redis_store("t2:", 0);
+    wait_connected(s);
+    float e[VSR_STORE_DIM];
+    unit(e, 3);
+    assert_int_equal(rput(s, "short", "v", 600, e, "", "p").status, VSR_OK);
+    assert_int_equal(rput(s, "long", "v", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(rget(s, "short").status, VSR_OK);
+    assert_int_equal(rsearch(s, e, "", "p", 0.9f).status, VSR_OK);
+    run_until(NULL, 800);
+    assert_int_equal(rget(s, "short").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rsearch(s, e, "", "p", 0.9f).status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "long").status, VSR_OK);
+    /* a store opened now does not load the expired record */
+    vsr_store_t *t = redis_store("t2:", 0);
+    wait_connected(t);
+    run_until(NULL, 200);
+    vsr_store_stats_t st;
+    vsr_store_stats(t, &st);
+    assert_int_equal(st.index_loaded, 1);
+    assert_int_equal(st.index_entries, 0);
+    close_store(s);
+    close_store(t);
+    loop_done();
+}
+
+static void test_redis_replicas(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *a = redis_store("t3:", 0);
+    vsr_store_t *b = redis_store("t3:", 1);
+    wait_connected(a);
+    wait_connected(b);
+    float e[VSR_STORE_DIM], q[VSR_STORE_DIM];
+    tilted(e, 0.96);
+    unit(q, 0);
+    assert_int_equal(rput(a, "shared", "from A", 60000, e, "user7", "rev1").status, VSR_OK);
+    /* exact: at once */
+    result_t r = rget(b, "shared");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "from A", 6);
+    /* semantic: after B's next poll */
+    run_until(NULL, 300);
+    r = rsearch(b, q, "user7", "rev1", 0.9f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_int_equal(r.klen, 6);
+    assert_memory_equal(r.key, "shared", 6);
+    assert_memory_equal(r.value, "from A", 6);
+    assert_float_equal(r.sim, 0.96f, 1e-4);
+    assert_int_equal(rsearch(b, q, "user8", "rev1", 0.5f).status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rsearch(b, q, "user7", "rev2", 0.5f).status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rsearch(b, q, "user7", "rev1", 0.97f).status, VSR_ERR_NOT_FOUND);
+    /* many entries from B reach A in batches */
+    for (int i = 0; i < 40; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "b%d", i);
+        unit(e, 10 + i);
+        assert_int_equal(rput(b, k, "from B", 60000, e, "", "rev1").status, VSR_OK);
+    }
+    run_until(NULL, 300);
+    unit(q, 49);
+    r = rsearch(a, q, "", "rev1", 0.99f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.key, "b39", 3);
+    vsr_store_stats_t st;
+    vsr_store_stats(a, &st);
+    assert_int_equal(st.index_entries, 41);
+    /* A deletes: B's index still has it, the GET misses and B forgets it */
+    result_t d = {0};
+    vsr_store_del(a, S("shared"), on_done, &d, NULL);
+    run_until(&d.calls, 2000);
+    unit(q, 0);
+    vsr_store_stats(b, &st);
+    uint64_t before = st.index_entries;
+    assert_int_equal(rsearch(b, q, "user7", "rev1", 0.9f).status, VSR_ERR_NOT_FOUND);
+    vsr_store_stats(b, &st);
+    assert_int_equal(st.index_entries, before - 1);
+    close_store(a);
+    close_store(b);
+    loop_done();
+}
+
+static void test_redis_down(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = redis_store("t4:", 0);
+    wait_connected(s);
+    float e[VSR_STORE_DIM];
+    unit(e, 5);
+    assert_int_equal(rput(s, "k", "v", 60000, e, "", "").status, VSR_OK);
+    /* killed with an operation in flight */
+    result_t r = {0};
+    int rc = vsr_store_get(s, S("k"), on_done, &r, NULL);
+    assert_true(rc == VSR_AGAIN);
+    redis_kill();
+    run_until(&r.calls, 2000);
+    assert_int_equal(r.status, VSR_ERR_IO);
+    /* while down: every operation still answers, as an error */
+    assert_int_equal(rget(s, "k").status, VSR_ERR_IO);
+    assert_int_equal(rput(s, "k2", "v", 60000, NULL, "", "").status, VSR_ERR_IO);
+    assert_int_equal(rsearch(s, e, "", "", 0.9f).status, VSR_ERR_IO); /* the index hits, the GET fails */
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.errors, 4);
+    assert_int_equal(st.connected, 0);
+    run_until(NULL, 300); /* a few failed reconnects */
+    /* back: it reconnects by itself */
+    redis_start();
+    wait_connected(s);
+    assert_int_equal(rput(s, "k", "again", 60000, NULL, "", "").status, VSR_OK);
+    r = rget(s, "k");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "again", 5);
+    vsr_store_stats(s, &st);
+    assert_true(st.reconnects >= 1);
+    /* a server that stops answering: the operation times out, no hang */
+    kill(redis_pid, SIGSTOP);
+    result_t t = {0};
+    assert_int_equal(vsr_store_get(s, S("k"), on_done, &t, NULL), VSR_AGAIN);
+    run_until(&t.calls, 2000);
+    assert_int_equal(t.status, VSR_ERR_IO);
+    vsr_store_stats(s, &st);
+    assert_true(st.timeouts >= 1);
+    kill(redis_pid, SIGCONT);
+    wait_connected(s);
+    assert_int_equal(rget(s, "k").status, VSR_OK);
+    close_store(s);
+    loop_done();
+}
+
+int main(void)
+{
+    const struct CMUnitTest mem[] = {
+        cmocka_unit_test(test_mem_basic),       cmocka_unit_test(test_mem_ttl),
+        cmocka_unit_test(test_mem_lru_count),   cmocka_unit_test(test_mem_lru_bytes),
+        cmocka_unit_test(test_mem_search_loop), cmocka_unit_test(test_mem_search_blas),
+        cmocka_unit_test(test_mem_index_bound), cmocka_unit_test(test_config_errors),
+    };
+    const struct CMUnitTest redis[] = {
+        cmocka_unit_test_setup(test_redis_roundtrip, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_ttl, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_replicas, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_down, redis_test_setup),
+    };
+    int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
+    fails += cmocka_run_group_tests_name("store_redis", redis, redis_group_setup, redis_group_teardown);
+    return fails;
+}
