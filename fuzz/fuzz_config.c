@@ -139,6 +139,21 @@ static void check_plugin(const vsr_plugin_conf_t *p)
         break;
     case VSR_PLUGIN_REQUEST_PARAMS:
         break;
+    case VSR_PLUGIN_TOOLS:
+        check(p->enabled == p->u.tools.enabled, "tools enabled");
+        break;
+    case VSR_PLUGIN_CONTEXT_COMPRESSION:
+        check(p->enabled == p->u.context_compression.enabled, "context_compression enabled");
+        break;
+    case VSR_PLUGIN_RESPONSE_CACHE: {
+        const vsr_plugin_response_cache_conf_t *rc = &p->u.response_cache;
+        check(p->enabled == rc->enabled, "response_cache enabled");
+        check(rc->mode >= VSR_RC_SEMANTIC && rc->mode <= VSR_RC_EXACT_THEN_SEMANTIC, "response_cache mode");
+        check(!rc->has_similarity_threshold || (rc->similarity_threshold >= 0 && rc->similarity_threshold <= 1),
+              "response_cache threshold");
+        check(!rc->has_ttl_seconds || rc->ttl_seconds >= 1, "response_cache ttl");
+        break;
+    }
     case VSR_PLUGIN_UNSUPPORTED:
         check(!p->enabled, "an unsupported plugin is kept only when disabled");
         break;

@@ -316,12 +316,21 @@ static int rt_ready(void *ud)
     return rw->sup == NULL || vsr_rts_ready(rw->sup);
 }
 
-/* 1 when a recipe declares model-backed signals. */
+/* 1 when a recipe declares model-backed signals, or a decision a response
+ * cache that looks up by meaning (the request's embedding). */
 static int needs_runtime(const vsr_config_t *cfg)
 {
-    for (size_t i = 0; i < cfg->n_recipes; i++)
-        if (vsr_signals_conf_model_backed(&cfg->recipes[i].signals))
+    for (size_t i = 0; i < cfg->n_recipes; i++) {
+        const vsr_recipe_conf_t *r = &cfg->recipes[i];
+        if (vsr_signals_conf_model_backed(&r->signals))
             return 1;
+        for (size_t d = 0; d < r->n_decisions; d++)
+            for (size_t p = 0; p < r->decisions[d].n_plugins; p++) {
+                const vsr_plugin_conf_t *pl = &r->decisions[d].plugins[p];
+                if (pl->kind == VSR_PLUGIN_RESPONSE_CACHE && pl->enabled && pl->u.response_cache.mode != VSR_RC_EXACT)
+                    return 1;
+            }
+    }
     return 0;
 }
 

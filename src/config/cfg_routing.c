@@ -381,7 +381,7 @@ static const struct {
     {"header_mutation", VSR_PLUGIN_HEADER_MUTATION},
     {"fast_response", VSR_PLUGIN_FAST_RESPONSE},
     {"request_params", VSR_PLUGIN_REQUEST_PARAMS},
-    {"response_cache", 0},
+    {"response_cache", VSR_PLUGIN_RESPONSE_CACHE},
     {"memory", 0},
     {"rag", 0},
     {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
@@ -828,6 +828,85 @@ static const cfg_field_t plugin_fields[] = {
     {.key = "configuration", .decode = decode_plugin_configuration},
 };
 
+/* ---- response_cache ---- */
+
+#define RCP_OFF(m) PL_OFF(u.response_cache.m)
+static const char *const rc_modes[] = {"semantic", "exact", "exact_then_semantic", NULL};
+static const char *const rc_scopes[] = {"global", "user", NULL};
+
+static const cfg_field_t rc_semantic_fields[] = {
+    {.key = "similarity_threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = RCP_OFF(similarity_threshold),
+     .has_offset = RCP_OFF(has_similarity_threshold), .dmin = 0, .dmax = 1},
+};
+static const cfg_spec_t rc_semantic_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = rc_semantic_fields,
+    .n_fields = VSR_ARRAY_LEN(rc_semantic_fields),
+};
+static const cfg_field_t rc_controls_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = RCP_OFF(request_controls)},
+};
+static const cfg_spec_t rc_controls_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = rc_controls_fields,
+    .n_fields = VSR_ARRAY_LEN(rc_controls_fields),
+};
+static const cfg_field_t rc_revision_fields[] = {
+    {.key = "cache_epoch", .decode = vsr__cfg_string, .offset = RCP_OFF(cache_epoch)},
+    {.key = "model_revision", .decode = vsr__cfg_string, .offset = RCP_OFF(model_revision)},
+    {.key = "prompt_revision", .decode = vsr__cfg_string, .offset = RCP_OFF(prompt_revision)},
+    {.key = "policy_revision", .decode = vsr__cfg_string, .offset = RCP_OFF(policy_revision)},
+};
+static const cfg_spec_t rc_revision_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = rc_revision_fields,
+    .n_fields = VSR_ARRAY_LEN(rc_revision_fields),
+};
+
+static int decode_rc_personalized(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    int v = 0;
+    cfg_field_t b = *f;
+    b.offset = 0;
+    if (vsr__cfg_bool(d, &b, val, &v) != 0)
+        return -1;
+    if (v)
+        ((vsr_plugin_conf_t *)obj)->u.response_cache.scope_user = 1;
+    return 0;
+}
+
+static const cfg_field_t response_cache_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "mode", .decode = vsr__cfg_choice, .offset = RCP_OFF(mode), .choices = rc_modes},
+    {.key = "scope", .decode = vsr__cfg_choice, .offset = RCP_OFF(scope_user), .choices = rc_scopes},
+    {.key = "personalized", .decode = decode_rc_personalized},
+    {.key = "semantic", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_semantic_spec},
+    {.key = "similarity_threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = RCP_OFF(similarity_threshold),
+     .has_offset = RCP_OFF(has_similarity_threshold), .dmin = 0, .dmax = 1},
+    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .flags = CFG_HAS, .offset = RCP_OFF(ttl_seconds), .size = 8,
+     .has_offset = RCP_OFF(has_ttl_seconds), .min = 1, .max = 365 * 86400},
+    {.key = "request_controls", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_controls_spec},
+    {.key = "revision", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_revision_spec},
+};
+
+static void finish_response_cache(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                  size_t index)
+{
+    VSR_UNUSED(d);
+    VSR_UNUSED(map);
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_plugin_conf_t *p = obj;
+    p->u.response_cache.enabled = p->enabled;
+}
+
+static const cfg_spec_t response_cache_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = response_cache_fields,
+    .n_fields = VSR_ARRAY_LEN(response_cache_fields),
+    .finish = finish_response_cache,
+};
+
 static const cfg_spec_t plugin_spec;
 
 static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -858,6 +937,7 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_FAST_RESPONSE   ? &fast_response_spec
                              : p->kind == VSR_PLUGIN_TOOLS           ? &tools_spec
                              : p->kind == VSR_PLUGIN_CONTEXT_COMPRESSION ? &context_compression_spec
+                             : p->kind == VSR_PLUGIN_RESPONSE_CACHE  ? &response_cache_spec
                                                                      : &request_params_spec;
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};

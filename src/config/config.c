@@ -812,6 +812,89 @@ static const cfg_spec_t response_api_spec = {
     .n_fields = VSR_ARRAY_LEN(response_api_fields),
 };
 
+/* global.stores.response_cache */
+static int decode_rc_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    config_box_t *b = obj;
+    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0 || strcmp(s, "valkey") == 0) {
+        b->conf.rc_store.redis = s[0] != 'm'; /* valkey speaks Redis's protocol */
+        return 0;
+    }
+    if (strcmp(s, "milvus") == 0 || strcmp(s, "hybrid") == 0) {
+        vsr__cfg_node_error(d, val, "global.stores.response_cache.backend_type \"%s\" is not supported yet (memory, "
+                                    "redis and valkey are)", s);
+        return -1;
+    }
+    vsr__cfg_node_error(d, val, "backend_type must be memory, redis, valkey, milvus or hybrid, got %s",
+                        vsr__cfg_quote(d->pool, s, val->len));
+    return -1;
+}
+
+static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(obj);
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "lru") == 0)
+        return 0;
+    if (strcmp(s, "lfu") == 0 || strcmp(s, "fifo") == 0)
+        vsr__cfg_node_error(d, val, "eviction_policy \"%s\" is not supported yet (the stores evict by lru)", s);
+    else
+        vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
+    return -1;
+}
+
+static const cfg_field_t rc_redis_fields[] = {
+    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_address)},
+    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_password)},
+    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.redis_db), .size = 8, .min = 0, .max = 15},
+    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_key_prefix)},
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(rc_store.redis_timeout_ms)},
+};
+
+static const cfg_spec_t rc_redis_spec = {
+    .size = sizeof(config_box_t),
+    .fields = rc_redis_fields,
+    .n_fields = VSR_ARRAY_LEN(rc_redis_fields),
+};
+
+static const cfg_field_t rc_store_fields[] = {
+    {.key = "backend_type", .decode = decode_rc_backend},
+    {.key = "similarity_threshold", .decode = vsr__cfg_double, .offset = CONF_OFF(rc_store.similarity_threshold),
+     .dmin = 0, .dmax = 1},
+    {.key = "max_entries", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_entries), .size = 8, .min = 1,
+     .max = 10000000},
+    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.ttl_seconds), .size = 8, .min = 1,
+     .max = 365 * 86400},
+    {.key = "max_bytes", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_bytes), .size = 8,
+     .min = 1 << 16, .max = (int64_t)1 << 40},
+    {.key = "eviction_policy", .decode = decode_rc_eviction},
+    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_redis_spec},
+    UNIMPLEMENTED("embedding_model"), /* the runtime's embedding model serves the semantic lookup */
+};
+
+static const cfg_spec_t rc_store_spec = {
+    .size = sizeof(config_box_t),
+    .fields = rc_store_fields,
+    .n_fields = VSR_ARRAY_LEN(rc_store_fields),
+};
+
+static const cfg_field_t stores_fields[] = {
+    {.key = "response_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec},
+    UNIMPLEMENTED("memory"),
+    UNIMPLEMENTED("vector_store"),
+};
+
+static const cfg_spec_t stores_spec = {
+    .size = sizeof(config_box_t),
+    .fields = stores_fields,
+    .n_fields = VSR_ARRAY_LEN(stores_fields),
+};
+
 static const cfg_field_t authz_identity_fields[] = {
     {.key = "user_id_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_id_header)},
     {.key = "user_groups_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_groups_header)},
@@ -1343,7 +1426,7 @@ static const cfg_spec_t model_catalog_spec = {
 static const cfg_field_t global_fields[] = {
     {.key = "router", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_spec},
     {.key = "services", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &services_spec},
-    UNIMPLEMENTED("stores"),
+    {.key = "stores", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &stores_spec},
     {.key = "integrations", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_integrations_spec},
     {.key = "model_catalog", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &model_catalog_spec},
 };
@@ -1385,6 +1468,13 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->tracing_service_name = vsr__cfg_strdup(d, "vllm-sr");
     c->tracing_sampling_ratio = 1;
     vsr__cfg_looper_defaults(&c->looper);
+    c->rc_store.similarity_threshold = 0.8;
+    c->rc_store.max_entries = 10000;
+    c->rc_store.ttl_seconds = 3600;
+    c->rc_store.max_bytes = (uint64_t)64 << 20;
+    c->rc_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
+    c->rc_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:rc:");
+    c->rc_store.redis_timeout_ms = 250;
     box->default_retryable_codes[0] = 502;
     box->default_retryable_codes[1] = 503;
     box->default_retryable_codes[2] = 504;

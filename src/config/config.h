@@ -523,7 +523,7 @@ typedef struct {
 
 typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
-    VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION,
+    VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -579,6 +579,24 @@ typedef struct {
     int fail_closed;               /* failure_mode: fail_open (0, default) | fail_closed (1) */
 } vsr_plugin_context_compression_conf_t;
 
+/* response_cache (ref §2): lookup before the call, store after a complete,
+ * successful answer.  Modes: exact (a hash of the request), semantic (the
+ * last user message's embedding, threshold), exact_then_semantic. */
+typedef enum { VSR_RC_SEMANTIC = 0, VSR_RC_EXACT, VSR_RC_EXACT_THEN_SEMANTIC } vsr_rc_mode_t;
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    int mode;                      /* vsr_rc_mode_t, default semantic */
+    int scope_user;                /* scope: user (1) | global (0, default); personalized: true = user */
+    double similarity_threshold;   /* semantic.similarity_threshold; default global.stores.response_cache's (0.8) */
+    int has_similarity_threshold;
+    uint64_t ttl_seconds;          /* default global.stores.response_cache.ttl_seconds (3600) */
+    int has_ttl_seconds;
+    int request_controls;          /* request_controls.enabled: x-vsr-cache-control is read */
+    /* revision keys: part of every key, so changing one retires what was stored under the old value */
+    char *cache_epoch, *model_revision, *prompt_revision, *policy_revision;
+} vsr_plugin_response_cache_conf_t;
+
 typedef struct {
     vsr_plugin_kind_t kind;
     char *type;                    /* the catalogue type, aliases normalised (semantic-cache -> response_cache) */
@@ -590,6 +608,7 @@ typedef struct {
         vsr_plugin_request_params_conf_t request_params;
         vsr_plugin_tools_conf_t tools;
         vsr_plugin_context_compression_conf_t context_compression;
+        vsr_plugin_response_cache_conf_t response_cache;
     } u;
 } vsr_plugin_conf_t;
 
@@ -962,6 +981,19 @@ typedef struct {
     char *management_token_file;         /* management_api.token_file (vsr): the bearer token's file, NULL = none */
     char *management_token_env;          /* management_api.token_env (vsr): ... or its environment variable */
     int response_api_enabled;            /* services.response_api.enabled, default false */
+    /* global.stores.response_cache: where response_cache plugins keep answers */
+    struct {
+        int redis;                       /* backend_type: memory (0, default) | redis / valkey (1) */
+        double similarity_threshold;     /* default 0.8 */
+        uint64_t max_entries;            /* default 10000 */
+        uint64_t ttl_seconds;            /* default 3600 */
+        uint64_t max_bytes;              /* memory backend: default 64 MiB (a vsr key) */
+        char *redis_address;             /* redis.address, "host:port" or "unix:/path"; default 127.0.0.1:6379 */
+        char *redis_password;
+        uint64_t redis_db;
+        char *redis_key_prefix;          /* default "vsr:rc:" */
+        uint64_t redis_timeout_ms;       /* redis.timeout: per command, default 250ms */
+    } rc_store;
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */
     int authz_fail_open;

@@ -108,6 +108,7 @@ struct request_s {
      * whole body come from the session; BUFFER holds the head until then */
     unsigned body_mode : 2;
     unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
+    unsigned observe : 1;          /* RELAY, and the session keeps a copy of the body (the response cache) */
     int held_status;
     vsr_http_header_t *held_fields;
     size_t n_held_fields;
@@ -885,6 +886,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
      * describes a body that is not there: neither is relayed */
     int no_length = h->status == 204 || h->status == 304;
     req->body_mode = eff && !no_body ? eff->body_mode : VSR_BODY_RELAY;
+    req->observe = eff && !no_body && eff->observe && req->body_mode == VSR_BODY_RELAY;
     /* a translated stream is framed here: the upstream's length is not its length */
     int chunked = h->chunked || req->body_mode == VSR_BODY_STREAM;
     req->usage_of_output = req->body_mode == VSR_BODY_STREAM && req->served && req->served->api_format &&
@@ -1063,6 +1065,8 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
         }
         return;
     }
+    if (req->observe)
+        vsr_session_response_body(req->sess, p, n, 0);
     if (req->usage)
         vsr__usage_feed(req->usage, p, n);
     if (req->st) {
@@ -1097,8 +1101,10 @@ static void up_on_complete(void *ud)
     request_t *req = ud;
     conn_t *c = req->c;
     req->call = NULL;
+    if (req->observe)
+        vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
     if (req->body_mode != VSR_BODY_RELAY) {
-        const vsr_effect_t *eff = vsr_session_response_body(req->sess, NULL, 0, 1);
+        const vsr_effect_t *eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
         if (req->body_mode == VSR_BODY_BUFFER) {
             send_buffered(req, eff);
             if (req->st || !c->closing)
@@ -1148,7 +1154,7 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
          * translator says the answer was cut), then ends as a stream */
         vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
                       detail ? detail : "");
-        send_translated(req, vsr_session_response_body(req->sess, NULL, 0, 1));
+        send_translated(req, vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_CUT));
         req->body_mode = VSR_BODY_RELAY;
         if (req->st) {
             vsr__h2_end(req->st);
@@ -1504,9 +1510,30 @@ static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
         vsr__conn_flush_soon(c); /* not from a read: nothing else flushes the stream's frames */
 }
 
+static void *port_cache_lookup(void *ud, const vsr_cache_query_t *q, vsr_cache_done_fn done, void *done_ud)
+{
+    request_t *req = ud;
+    return vsr__gateway_cache_lookup(req->c->w, vsr_engine_config(req->eng), q, done, done_ud);
+}
+
+static void port_cache_cancel(void *ud, void *handle)
+{
+    request_t *req = ud;
+    vsr__gateway_cache_cancel(req->c->w, handle);
+}
+
+static void port_cache_store(void *ud, const vsr_cache_query_t *q, vsr_slice_t value)
+{
+    request_t *req = ud;
+    vsr__gateway_cache_store(req->c->w, vsr_engine_config(req->eng), q, value);
+}
+
 static const vsr_ports_t gw_ports = {
     .runtime_call = port_runtime_call,
     .runtime_cancel = port_runtime_cancel,
+    .cache_lookup = port_cache_lookup,
+    .cache_cancel = port_cache_cancel,
+    .cache_store = port_cache_store,
     .model_call = port_model_call,
     .model_cancel = port_model_cancel,
     .resume = port_resume,

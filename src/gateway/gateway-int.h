@@ -10,6 +10,7 @@
 #include "http/http.h"
 #include "json/json.h"
 #include "routing/routing.h"
+#include "store/store.h"
 #include "upstream/upstream.h"
 
 typedef struct worker_s worker_t;
@@ -68,6 +69,8 @@ struct worker_s {
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
     void *rt_port;               /* the worker's runtime port (vsr_gateway_runtime_t.open), or NULL */
+    vsr_store_t *rc_store;       /* the response cache's store (rcache.c), opened on first use */
+    char rc_sig[1024];           /* ... from these settings of global.stores.response_cache */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
@@ -95,6 +98,12 @@ struct vsr_gateway_s {
     atomic_uint n_drained;
     void (*on_drained)(void *ud);
     void *drained_ud;
+    /* the response cache's memory store, one for every worker (rcache.c):
+     * its calls complete synchronously, each under rc_mu (recursive: a
+     * lookup's callback may call the store again) */
+    pthread_mutex_t rc_mu;
+    vsr_store_t *rc_mem;
+    char rc_mem_sig[1024];
 };
 
 /* tracing.c: one request's W3C trace context and, at its end, its spans */
@@ -166,6 +175,16 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
                               const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
                               void *done_ud);
 void vsr__gateway_model_cancel(void *handle);
+
+/* The response cache port (rcache.c); cfg: the request's version. */
+typedef struct vsr__rc_lookup_s vsr__rc_lookup_t;
+void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_cache_done_fn done,
+                                void *done_ud);
+void vsr__gateway_cache_cancel(worker_t *w, void *handle);
+void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value);
+void vsr__gateway_cache_close(worker_t *w);
+void vsr__gateway_cache_init(vsr_gateway_t *gw);
+void vsr__gateway_cache_free(vsr_gateway_t *gw);
 /* /ready: 1 when the gateway serves and the runtime (when one is lent) is ready. */
 int vsr__gateway_runtime_ready(const vsr_gateway_t *gw);
 

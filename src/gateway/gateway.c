@@ -96,6 +96,7 @@ static void teardown(worker_t *w)
     if (w->rt_port && w->gw->opts.runtime.close)
         w->gw->opts.runtime.close(w->gw->opts.runtime.ud, w->rt_port); /* every call it carried is cancelled */
     w->rt_port = NULL;
+    vsr__gateway_cache_close(w);
     vsr_upstream_free(w->up);
     w->up = NULL;
     uv_close((uv_handle_t *)&w->drain_deadline, close_noop);
@@ -364,6 +365,7 @@ static void gateway_free(vsr_gateway_t *gw)
     pthread_mutex_destroy(&gw->snap_mu);
     pthread_mutex_destroy(&gw->mu);
     pthread_cond_destroy(&gw->cv);
+    vsr__gateway_cache_free(gw);
     vsr_free(gw->listener_active);
     vsr_free(gw->workers);
     vsr_free(gw);
@@ -452,6 +454,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         listener_copy(&gw->listeners[i], &cfg->listeners[i]);
     gw->management_enabled = cfg->management_enabled;
     pthread_mutex_init(&gw->snap_mu, NULL);
+    vsr__gateway_cache_init(gw);
     gw->current = vsr_engine_ref(engine);
     gw->n_workers = workers;
     gw->mgmt = (vsr_listener_conf_t){

@@ -228,6 +228,10 @@ void vsr_metrics_client_timeout(vsr_metrics_shard_t *s, const char *reason);
  * reason is a fixed string (see docs/observability.md). */
 void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason);
 /* Gauges owned by the shard: add +1 / -1. */
+/* vsr_response_cache_total{op, result}: op lookup | store; result hit,
+ * miss, stored, error (the store failed: the request went on), skipped
+ * (an answer not kept: too big, cut, not a completion). */
+void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
 

@@ -116,4 +116,16 @@ size_t vsr__route_family_times(const route_ctx_t *rc, vsr_family_time_t *out, si
 void vsr__route_cancel(route_ctx_t *rc);
 uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud);
 
+/* ---- response_cache (rcache.c) ---- */
+/* The exact key of a chat request (parsed as j from body): "sha256:<hex>". */
+void vsr__rc_key(const vsr_json_t *j, const char *body, vsr_slice_t model, vsr_slice_t partition,
+                 vsr_slice_t scope, char out[VSR_CONFIG_HASH_LEN]);
+/* An answer's stored form ("<ms>\n" + chat.completion) appended to out:
+ * VSR_OK, or VSR_ERR_INVALID when it is not one to keep (not a completion,
+ * a cut stream, tool calls). */
+int vsr__rc_stored_form(const char *body, size_t len, int sse, uint64_t now_ms, vsr_buf_t *out);
+int vsr__rc_parse_stored(vsr_slice_t v, uint64_t *stored_ms, vsr_slice_t *json);
+int vsr__rc_replay_sse(vsr_slice_t json, int include_usage, vsr_buf_t *out);
+int vsr__rc_read_embedding(vsr_slice_t result, float *v, size_t dim);
+
 #endif

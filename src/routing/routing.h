@@ -86,6 +86,10 @@ typedef struct {
     vsr_slice_t path;
     /* response headers phase: how the body goes to the client (below) */
     vsr_body_mode_t body_mode;
+    /* response headers phase, RELAY: the adapter still passes every chunk
+     * and the end to vsr_session_response_body (a plugin keeps a copy on
+     * the side, e.g. the response cache); nothing changes for the client */
+    int observe;
 } vsr_effect_t;
 
 /* ---- Plan ---- */
@@ -119,7 +123,7 @@ typedef struct {
 #define VSR_EVIDENCE_MAX_FAMILIES 32 /* families timed per request (there are fewer) */
 
 typedef enum {
-    VSR_PATH_NONE = 0, VSR_PATH_UPSTREAM, VSR_PATH_FAST_RESPONSE, VSR_PATH_ERROR, VSR_PATH_LOOPER,
+    VSR_PATH_NONE = 0, VSR_PATH_UPSTREAM, VSR_PATH_FAST_RESPONSE, VSR_PATH_ERROR, VSR_PATH_LOOPER, VSR_PATH_CACHE,
 } vsr_response_path_t;
 
 typedef struct {
@@ -156,6 +160,9 @@ typedef struct {
     /* the decision's request graph (a Looper algorithm), NULL when none ran:
      * its calls, models used, summed tokens; valid until finish */
     const vsr_graph_outcome_t *looper;
+    /* the response cache: 1 hit, 0 miss, -1 not looked up; the hit's similarity */
+    int cache_hit;
+    double cache_similarity;
 } vsr_evidence_t;
 
 /* ---- engine ---- */
@@ -243,6 +250,26 @@ typedef struct {
 typedef void (*vsr_runtime_done_fn)(void *done_ud, int status, const vsr_runtime_result_t *results,
                                     size_t n_results);
 
+/* The response cache's store (the response_cache plugin; the adapter opens
+ * one per worker from global.stores.response_cache).  A lookup tries the
+ * exact key when `exact`, then, when embedding is set, the most similar
+ * entry of the same scope and partition at or above threshold. */
+#define VSR_CACHE_DIM 512
+typedef struct {
+    vsr_slice_t key;           /* the exact key */
+    const float *embedding;    /* VSR_CACHE_DIM floats of unit length, or NULL */
+    vsr_slice_t scope;         /* "" = global, else the user's */
+    vsr_slice_t partition;     /* the model and the revision keys */
+    double threshold;          /* semantic lookup */
+    int exact;                 /* lookup: the exact key first */
+    uint64_t ttl_ms;           /* store */
+} vsr_cache_query_t;
+
+/* status VSR_OK with the stored value (borrowed during the call) and its
+ * similarity (1 for an exact hit); anything else is a miss (the store's
+ * failures are counted by the adapter, and the request goes on). */
+typedef void (*vsr_cache_done_fn)(void *done_ud, int status, vsr_slice_t value, double similarity);
+
 typedef struct {
     /* Calls the model runtime with one bundle.  NULL: no runtime (every
      * task fails at once, as a runtime that cannot be reached). */
@@ -256,6 +283,12 @@ typedef struct {
     void *(*model_call)(void *ud, const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
                         void *done_ud);
     void (*model_cancel)(void *ud, void *handle);
+    /* The response cache (NULL: no store; the plugin neither hits nor
+     * stores).  lookup returns a handle for cache_cancel, or NULL when done
+     * already ran; store copies what it keeps and answers nobody. */
+    void *(*cache_lookup)(void *ud, const vsr_cache_query_t *q, vsr_cache_done_fn done, void *done_ud);
+    void (*cache_cancel)(void *ud, void *handle);
+    void (*cache_store)(void *ud, const vsr_cache_query_t *q, vsr_slice_t value);
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);
     /* A pending phase is over: eff is its final effect (never pending),
@@ -332,6 +365,8 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
  * answer pass for a whole one.  What the effect carries depends on the
  * headers phase's body_mode (see vsr_body_mode_t); its pieces are valid
  * until the next phase call.  Under RELAY the effect is empty. */
+#define VSR_BODY_END 1 /* end_of_stream: the body is complete */
+#define VSR_BODY_CUT 2 /* end_of_stream: it ended early (reset, timeout, a client gone) */
 const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream);
 
 /* The error body of a reply the adapter makes itself (an upstream that

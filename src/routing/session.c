@@ -76,7 +76,29 @@ struct vsr_session_s {
     int acc_over;             /* BUFFER: the body passed XLATE_MAX_BODY */
     vsr_buf_t acc, out;
     vsr_slice_t out_piece;
+    /* the response cache (response_cache plugin) */
+    const vsr_plugin_response_cache_conf_t *rc_conf;
+    int rc_lookup, rc_store;        /* this request looks up / stores */
+    int rc_waiting;                 /* 1: the embedding, 2: the store's lookup */
+    int rc_calling, rc_answered;    /* a port answered before its call returned */
+    void *rc_handle;
+    char rc_key[VSR_CONFIG_HASH_LEN];
+    vsr_cache_query_t rc_q;
+    float rc_vec[VSR_CACHE_DIM];
+    uint64_t rc_max_age_ms;         /* x-vsr-cache-control max-age: an older entry is a miss */
+    int rc_status;                  /* the lookup's answer */
+    vsr_slice_t rc_value;           /* ... a hit's stored value (pool) */
+    double rc_similarity;
+    int rc_sse, rc_over;            /* response: the answer is an event stream; past the value cap */
+    vsr_buf_t rc_acc;               /* the answer's chat-side bytes, kept on the side */
+    /* what the body phase goes on with once the cache has missed */
+    const vsr_model_conf_t *d_model;
+    const char *d_lora;
+    int d_graph;
 };
+
+/* Bytes of one answer kept for the response cache (a longer one is not stored). */
+#define RC_MAX_VALUE (4u << 20)
 
 static int anthropic_model(const vsr_model_conf_t *m)
 {
@@ -204,7 +226,7 @@ static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t c
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), content_type);
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
-    static const char *paths[] = {"", "upstream", "fast_response", "error", "looper"};
+    static const char *paths[] = {"", "upstream", "fast_response", "error", "looper", "cache"};
     if (path != VSR_PATH_NONE)
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), vsr_slice_cstr(paths[path]));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-config-version"),
@@ -277,6 +299,8 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_buf_init(&s->scratch, XLATE_MAX_OUT);
     vsr_buf_init(&s->acc, XLATE_MAX_BODY);
     vsr_buf_init(&s->out, XLATE_MAX_OUT);
+    vsr_buf_init(&s->rc_acc, RC_MAX_VALUE);
+    s->ev.cache_hit = -1;
     return s;
 }
 
@@ -287,6 +311,17 @@ int vsr_session_pending(const vsr_session_t *s)
 
 void vsr_session_cancel(vsr_session_t *s)
 {
+    if (s->rc_waiting && s->rc_handle) {
+        if (s->rc_waiting == 1 && s->opts.ports->runtime_cancel)
+            s->opts.ports->runtime_cancel(s->opts.ports_ud, s->rc_handle);
+        else if (s->rc_waiting == 2 && s->opts.ports->cache_cancel)
+            s->opts.ports->cache_cancel(s->opts.ports_ud, s->rc_handle);
+        s->rc_handle = NULL;
+    }
+    if (s->rc_waiting) {
+        s->rc_waiting = 0;
+        s->pending = 0;
+    }
     if (s->pending && !s->graph)
         vsr__route_cancel(&s->rc);
     vsr_graph_cancel(s->graph); /* every hop in flight */
@@ -308,6 +343,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->scratch);
     vsr_buf_free(&s->acc);
     vsr_buf_free(&s->out);
+    vsr_buf_free(&s->rc_acc);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
     vsr_free(s);
@@ -602,6 +638,8 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
 }
 
 static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora);
+static const vsr_effect_t *cache_start(vsr_session_t *s);
+static const vsr_effect_t *dispatch(vsr_session_t *s);
 static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf_t *m);
 static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
@@ -842,14 +880,271 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     }
     s->n_plugin_set = pc.n_set_headers;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
-    if (graph) {
-        s->ev.routing_us = vsr_now_us() - t0;
+    s->d_model = model;
+    s->d_lora = lora;
+    s->d_graph = graph;
+    const vsr_effect_t *cached = cache_start(s);
+    if (cached)
+        return cached; /* a hit, or waiting on the cache */
+    return dispatch(s);
+}
+
+/* The routed request goes on: its graph, or its call. */
+static const vsr_effect_t *dispatch(vsr_session_t *s)
+{
+    s->ev.routing_us = vsr_now_us() - s->t0;
+    if (s->d_graph)
         return start_graph(s);
-    }
-    s->ev.routing_us = vsr_now_us() - t0;
-    if (aim(s, model, lora) != VSR_OK)
-        return untranslatable(s, model);
+    if (aim(s, s->d_model, s->d_lora) != VSR_OK)
+        return untranslatable(s, s->d_model);
     return &s->eff;
+}
+
+/* ---- the response cache (response_cache plugin, ref §2) ---- */
+
+static const vsr_plugin_response_cache_conf_t *rc_conf_of(const vsr_decision_conf_t *d)
+{
+    for (size_t i = 0; d && i < d->n_plugins; i++)
+        if (d->plugins[i].kind == VSR_PLUGIN_RESPONSE_CACHE && d->plugins[i].enabled)
+            return &d->plugins[i].u.response_cache;
+    return NULL;
+}
+
+static uint64_t rc_now(vsr_session_t *s)
+{
+    return s->opts.ports && s->opts.ports->now_ms ? s->opts.ports->now_ms(s->opts.ports_ud) : vsr_now_ms();
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* x-vsr-cache-control (request_controls.enabled): no-cache (no lookup),
+ * no-store, bypass (neither), max-age=S (an older entry is a miss), ttl=S. */
+static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
+{
+    const vsr_header_t *h = find_header(s->headers, s->n_headers, "x-vsr-cache-control");
+    if (h == NULL)
+        return;
+    vsr_slice_t rest = h->value;
+    while (rest.p) {
+        vsr_slice_t t = vsr_slice_trim(vsr_slice_split(rest, ',', &rest));
+        vsr_slice_t val = VSR_SLICE_NULL;
+        vsr_slice_t name = vsr_slice_trim(vsr_slice_split(t, '=', &val));
+        uint64_t n = 0;
+        int num = val.p && val.len > 0 && val.len <= 9;
+        for (size_t i = 0; num && i < val.len; i++) {
+            num = val.p[i] >= '0' && val.p[i] <= '9';
+            n = n * 10 + (uint64_t)(val.p[i] - '0');
+        }
+        if (vsr_slice_case_eq_cstr(name, "no-cache"))
+            s->rc_lookup = 0;
+        else if (vsr_slice_case_eq_cstr(name, "no-store"))
+            s->rc_store = 0;
+        else if (vsr_slice_case_eq_cstr(name, "bypass"))
+            s->rc_lookup = s->rc_store = 0;
+        else if (vsr_slice_case_eq_cstr(name, "max-age") && num)
+            s->rc_max_age_ms = n ? n * 1000 : 1;
+        else if (vsr_slice_case_eq_cstr(name, "ttl") && num && n > 0)
+            *ttl_ms = VSR_MIN(n, (uint64_t)365 * 86400) * 1000;
+    }
+}
+
+static const vsr_effect_t *rc_lookup_step(vsr_session_t *s);
+static const vsr_effect_t *rc_after_lookup(vsr_session_t *s);
+
+static void rc_resume(vsr_session_t *s, const vsr_effect_t *eff)
+{
+    if (eff->pending)
+        return;
+    s->pending = 0;
+    s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
+}
+
+static void rc_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
+{
+    vsr_session_t *s = ud;
+    s->rc_handle = NULL;
+    s->rc_waiting = 0;
+    s->rc_answered = 1;
+    int ok = 0;
+    for (size_t i = 0; status == VSR_OK && i < n && !ok; i++)
+        ok = results[i].id && strcmp(results[i].id, "rc") == 0 && results[i].status == VSR_OK &&
+             vsr__rc_read_embedding(results[i].result, s->rc_vec, VSR_CACHE_DIM) == VSR_OK;
+    if (ok)
+        s->rc_q.embedding = s->rc_vec;
+    else /* no embedding: no semantic lookup, and nothing stored that a lookup could not find */
+        s->rc_lookup = s->rc_store = 0;
+    if (s->rc_calling)
+        return;
+    rc_resume(s, rc_lookup_step(s));
+}
+
+static void rc_lookup_done(void *ud, int status, vsr_slice_t value, double similarity)
+{
+    vsr_session_t *s = ud;
+    s->rc_handle = NULL;
+    s->rc_waiting = 0;
+    s->rc_answered = 1;
+    s->rc_status = status;
+    if (status == VSR_OK) {
+        s->rc_value = vsr_pool_dup_slice(&s->pool, value);
+        s->rc_similarity = similarity;
+    }
+    if (s->rc_calling)
+        return;
+    rc_resume(s, rc_after_lookup(s));
+}
+
+/* Prepares the request's cache work; NULL when there is none, else the
+ * effect (pending, or a hit). */
+static const vsr_effect_t *cache_start(vsr_session_t *s)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_ports_t *ports = s->opts.ports;
+    const vsr_plugin_response_cache_conf_t *rc = rc_conf_of(s->decision);
+    if (rc == NULL || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL || ports->cache_store == NULL)
+        return NULL;
+    s->rc_conf = rc;
+    s->rc_lookup = s->rc_store = 1;
+    uint64_t ttl_ms = (rc->has_ttl_seconds ? rc->ttl_seconds : cfg->rc_store.ttl_seconds) * 1000;
+    if (rc->request_controls)
+        rc_controls(s, &ttl_ms);
+    vsr_slice_t scope = VSR_SLICE_NULL;
+    if (rc->scope_user) {
+        vsr_signal_input_t in = {0};
+        identity(s, &in);
+        if (!in.identity_present) /* nobody to keep it for: neither read nor write */
+            return NULL;
+        char h[VSR_CONFIG_HASH_LEN];
+        vsr_config_hash(in.user_id.p, in.user_id.len, h);
+        scope = pool_printf(&s->pool, "u:%.23s", h + 7); /* 92 bits of the user id's hash */
+    }
+    if (!s->rc_lookup && !s->rc_store)
+        return NULL;
+    vsr_slice_t partition =
+        pool_printf(&s->pool, "d=%s|m=%s|e=%s|mr=%s|pr=%s|po=%s", s->decision->name,
+                    s->d_model ? s->d_model->name : "", rc->cache_epoch ? rc->cache_epoch : "",
+                    rc->model_revision ? rc->model_revision : "", rc->prompt_revision ? rc->prompt_revision : "",
+                    rc->policy_revision ? rc->policy_revision : "");
+    vsr__rc_key(&s->json, s->body, s->name, partition, scope, s->rc_key);
+    s->rc_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->rc_key),
+                                  .scope = scope,
+                                  .partition = partition,
+                                  .threshold = rc->has_similarity_threshold ? rc->similarity_threshold
+                                                                            : cfg->rc_store.similarity_threshold,
+                                  .exact = rc->mode != VSR_RC_SEMANTIC,
+                                  .ttl_ms = ttl_ms};
+    s->ev.cache_hit = 0;
+    if (rc->mode == VSR_RC_EXACT || s->chat.last_user < 0 || ports->runtime_call == NULL) {
+        if (rc->mode == VSR_RC_SEMANTIC)
+            return NULL; /* nothing to embed: no semantic entry to find or make */
+        return rc_lookup_step(s);
+    }
+    /* the last user message's embedding, from the runtime */
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_t text;
+    vsr_buf_init(&text, 0);
+    vsr_json_append_client_text(&text, s->chat.messages[s->chat.last_user].text, 16384); /* the model reads less */
+    vsr_buf_append_cstr(&b, "{\"input\":[");
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&text));
+    vsr_buf_append_cstr(&b, "]}");
+    vsr_buf_free(&text);
+    vsr_runtime_task_t task = {"rc", "embed", vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b))};
+    vsr_buf_free(&b);
+    vsr_runtime_bundle_t bundle = {&task, 1};
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
+    s->rc_waiting = 1;
+    s->rc_calling = 1;
+    s->rc_answered = 0;
+    void *h = ports->runtime_call(s->opts.ports_ud, &bundle, deadline, rc_embed_done, s);
+    s->rc_calling = 0;
+    if (!s->rc_answered) {
+        s->rc_handle = h;
+        s->pending = 1;
+        reset_effect(s);
+        s->eff.pending = 1;
+        return &s->eff;
+    }
+    return rc_lookup_step(s);
+}
+
+static const vsr_effect_t *rc_lookup_step(vsr_session_t *s)
+{
+    if (!s->rc_lookup)
+        return dispatch(s);
+    s->rc_waiting = 2;
+    s->rc_calling = 1;
+    s->rc_answered = 0;
+    void *h = s->opts.ports->cache_lookup(s->opts.ports_ud, &s->rc_q, rc_lookup_done, s);
+    s->rc_calling = 0;
+    if (!s->rc_answered) {
+        s->rc_handle = h;
+        s->pending = 1;
+        reset_effect(s);
+        s->eff.pending = 1;
+        return &s->eff;
+    }
+    return rc_after_lookup(s);
+}
+
+/* A hit answers from the store; anything else goes on to the model. */
+static const vsr_effect_t *rc_after_lookup(vsr_session_t *s)
+{
+    uint64_t stored;
+    vsr_slice_t json;
+    if (s->rc_status != VSR_OK || vsr__rc_parse_stored(s->rc_value, &stored, &json) != VSR_OK ||
+        (s->rc_max_age_ms && wall_ms() > stored + s->rc_max_age_ms))
+        return dispatch(s);
+    s->ev.cache_hit = 1;
+    s->ev.cache_similarity = s->rc_similarity;
+    s->rc_store = 0;
+    vsr_slice_t ctype = VSR_SLICE_LIT("application/json"), body = json;
+    if (s->chat.stream) {
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        if (vsr__rc_replay_sse(json, s->include_usage, &b) != VSR_OK) {
+            vsr_buf_free(&b);
+            return dispatch(s);
+        }
+        body = keep_buf(s, &b);
+        vsr_buf_free(&b);
+        ctype = VSR_SLICE_LIT("text/event-stream");
+    }
+    vsr_header_t extra[6];
+    size_t n = 0;
+    extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-cache-hit"), VSR_SLICE_LIT("true")};
+    if (s->ev.debug)
+        extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-cache-similarity"),
+                                    pool_printf(&s->pool, "%.4f", s->rc_similarity)};
+    if (s->ev.recipe)
+        extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
+    extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(s->ev.decision)};
+    s->ev.routing_us = vsr_now_us() - s->t0;
+    return immediate(s, 200, ctype, body, VSR_PATH_CACHE, extra, n);
+}
+
+/* The answer, complete: kept when it is one to keep. */
+static void rc_keep(vsr_session_t *s)
+{
+    if (!s->rc_store || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
+        return;
+    vsr_buf_t v;
+    vsr_buf_init(&v, RC_MAX_VALUE + 64);
+    if (vsr__rc_stored_form(s->rc_acc.data, s->rc_acc.len, s->rc_sse, wall_ms(), &v) == VSR_OK)
+        s->opts.ports->cache_store(s->opts.ports_ud, &s->rc_q, vsr_buf_slice(&v));
+    vsr_buf_free(&v);
+    s->rc_store = 0;
+}
+
+static void rc_feed(vsr_session_t *s, const char *p, size_t n)
+{
+    if (s->rc_store && !s->rc_over && n && vsr_buf_append(&s->rc_acc, p, n) != VSR_OK)
+        s->rc_over = 1;
 }
 
 /* ---- the decision's request graph (graph/: a Looper algorithm) ---- */
@@ -1267,6 +1562,16 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                up_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
     }
     s->eff.body_mode = s->body_mode;
+    vsr_buf_reset(&s->rc_acc);
+    s->rc_over = 0;
+    if (s->rc_store && status == 200) {
+        const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+        /* the chat side's bytes: the translated ones for a Messages backend */
+        s->rc_sse = ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
+        s->eff.observe = s->body_mode == VSR_BODY_RELAY;
+    }
+    if (s->ev.cache_hit == 0) /* looked up (or to be stored), and answered by the model */
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-cache-hit"), VSR_SLICE_LIT("false"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"),
            s->ev.looper && !s->looper_fell_back ? VSR_SLICE_LIT("looper") : VSR_SLICE_LIT("upstream"));
@@ -1360,7 +1665,14 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
     if (s->body_mode == VSR_BODY_BUFFER) {
         if (!s->acc_over && len && vsr_buf_append(&s->acc, chunk, len) != VSR_OK)
             s->acc_over = 1; /* read on to the end (the connection stays usable), keep nothing more */
-        return end_of_stream ? translate_whole(s) : body_out(s);
+        if (!end_of_stream)
+            return body_out(s);
+        const vsr_effect_t *eff = translate_whole(s);
+        if (end_of_stream == VSR_BODY_END && eff->status == 200) {
+            rc_feed(s, s->to_chat ? s->out.data : s->acc.data, s->to_chat ? s->out.len : s->acc.len);
+            rc_keep(s);
+        }
+        return eff;
     }
     if (s->body_mode == VSR_BODY_STREAM) {
         vsr_buf_reset(&s->out);
@@ -1368,8 +1680,14 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
             vsr_anthropic_stream_feed(&s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
         if (end_of_stream)
             vsr_anthropic_stream_finish(&s->sx, &s->out);
+        rc_feed(s, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+        if (end_of_stream == VSR_BODY_END)
+            rc_keep(s);
         return body_out(s);
     }
+    rc_feed(s, chunk, len);
+    if (end_of_stream == VSR_BODY_END)
+        rc_keep(s);
     return &s->eff;
 }
 

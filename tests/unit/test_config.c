@@ -612,11 +612,12 @@ static void test_full_fixture(void **state)
     assert_int_equal(rp->strip_unknown, 1);
     assert_string_equal(rp->allowed_params.items[0], "user");
     assert_true(rp->has_default_max_tokens && rp->default_max_tokens == 512);
-    /* a disabled entry of a type vsr lacks is kept, switched off */
+    /* a disabled response cache is kept, switched off */
     p = &dec->plugins[4];
-    assert_int_equal(p->kind, VSR_PLUGIN_UNSUPPORTED);
+    assert_int_equal(p->kind, VSR_PLUGIN_RESPONSE_CACHE);
     assert_string_equal(p->type, "response_cache");
     assert_int_equal(p->enabled, 0);
+    assert_int_equal(p->u.response_cache.enabled, 0);
     dec = find_decision(r, "catch_all");
     assert_null(dec->rules);
     assert_int_equal(dec->n_model_refs, 0);
@@ -798,7 +799,6 @@ static void test_unimplemented_paths(void **state)
         "global.router.streamed_body",
         "global.services.observability.metrics",
         "global.services.ratelimit.fail_open",
-        "global.stores",
         "global.model_catalog.embeddings.semantic.use_cpu",
         "providers.defaults.default_reasoning_effort",
         "providers.defaults.reasoning_families",
@@ -1679,8 +1679,8 @@ static void test_capability_errors(void **state)
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
-         "      plugins: [{type: semantic-cache}]\n",
-         "t.yaml:13:24: plugin \"semantic-cache\" (response_cache) is not supported yet\n"},
+         "      plugins: [{type: semantic-cache, configuration: {mode: fuzzy}}]\n",
+         "t.yaml:13:62: mode must be \"semantic\", \"exact\" or \"exact_then_semantic\", got \"fuzzy\"\n"},
         {"routing: {data_policy: {allowed_regions: [eu]}}\n",
          "t.yaml:10:11: routing.data_policy is not supported yet\n"},
         {"routing: {candidate_requirements: {capabilities: [vision]}}\n",
@@ -1808,14 +1808,14 @@ static void test_capability_absent_is_fine(void **state)
                               "      rules: {type: keyword, name: k}\n"
                               "      plugins:\n"
                               "        - {type: rag, configuration: {enabled: false, top_k: 3}}\n"
-                              "        - {type: response-cache, configuration: {enabled: false}}\n"
-                              "        - {type: semantic_cache, configuration: {enabled: false}}\n"
+                              "        - {type: memory, configuration: {enabled: false}}\n"
+                              "        - {type: router_replay, configuration: {enabled: false}}\n"
                               "        - {type: tool_selection, configuration: {enabled: false}}\n"
                               "global: {services: {authz: {providers: []}, management_api: {enabled: false, auth: {mode: disabled}}}}\n"
                               "entrypoints: [{model_names: [e], recipe: default, rules: []}]\n");
     const vsr_decision_conf_t *d = &c->recipes[0].decisions[0];
     assert_int_equal(d->n_plugins, 4);
-    static const char *const types[] = {"rag", "response_cache", "response_cache", "tool_selection"};
+    static const char *const types[] = {"rag", "memory", "router_replay", "tool_selection"};
     for (size_t i = 0; i < 4; i++) {
         assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
         assert_int_equal(d->plugins[i].enabled, 0);

@@ -1,0 +1,307 @@
+/*
+ * rcache.c — the response_cache plugin's pure parts (ref §2): the exact key
+ * of a request, the stored form of an answer, and a stored answer replayed
+ * as the client asked for it.  The waits (the embedding, the store) are the
+ * session's, through its ports.
+ *
+ * Stored form: "<stored-at unix ms>\n" + a chat.completion JSON object.  A
+ * streamed answer is stored in that form too (its events put together: the
+ * text of choice 0, its finish_reason, the usage chunk), so one entry serves
+ * both kinds of client; a stream carrying tool calls, several choices or
+ * refusals is not stored (it would not replay faithfully).
+ */
+#include "routing/routing-int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "http/http.h"
+
+/* The parts of a chat request that decide its answer, hashed: the logical
+ * model asked for, the decision that routed it, the revision keys and
+ * scope (given), the messages after the plugins' edits, and the sampling
+ * and shape fields; `stream`, `stream_options` and `user` do not change the
+ * answer and are left out. */
+static const char *const answer_fields[] = {
+    "messages", "tools", "tool_choice", "temperature", "top_p", "max_tokens", "max_completion_tokens", "n",
+    "stop", "seed", "response_format", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
+    "top_logprobs", "reasoning_effort", "parallel_tool_calls", "functions", "function_call",
+};
+
+void vsr__rc_key(const vsr_json_t *j, const char *body, vsr_slice_t model, vsr_slice_t partition,
+                 vsr_slice_t scope, char out[VSR_CONFIG_HASH_LEN])
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_printf(&b, "m=%zu:", model.len);
+    vsr_buf_append_slice(&b, model);
+    vsr_buf_printf(&b, "|p=%zu:", partition.len);
+    vsr_buf_append_slice(&b, partition);
+    vsr_buf_printf(&b, "|s=%zu:", scope.len);
+    vsr_buf_append_slice(&b, scope);
+    for (size_t i = 0; i < VSR_ARRAY_LEN(answer_fields); i++) {
+        uint32_t t;
+        if (vsr_json_object_get(j, 0, answer_fields[i], &t) != VSR_OK)
+            continue;
+        size_t n = j->toks[t].end - j->toks[t].start;
+        vsr_buf_printf(&b, "|%s=%zu:", answer_fields[i], n);
+        vsr_buf_append(&b, body + j->toks[t].start, n);
+    }
+    vsr_config_hash(b.data, b.len, out);
+    vsr_buf_free(&b);
+}
+
+/* ---- a streamed answer put together ---- */
+
+typedef struct {
+    vsr_buf_t text, id, model, finish, usage;
+    uint64_t created;
+    int done, bad;
+} assemble_t;
+
+static void keep_string(const vsr_json_t *j, uint32_t t, vsr_buf_t *into)
+{
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_slice_t s;
+    if (vsr_json_type(j, t) == VSR_JSON_STRING && vsr_json_string(j, t, &pool, &s) == VSR_OK) {
+        vsr_buf_reset(into);
+        vsr_buf_append_slice(into, s);
+    }
+    vsr_pool_free(&pool);
+}
+
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
+{
+    VSR_UNUSED(type);
+    VSR_UNUSED(id);
+    assemble_t *a = ud;
+    if (vsr_slice_eq_cstr(vsr_slice_trim(data), "[DONE]")) {
+        a->done = 1;
+        return VSR_OK;
+    }
+    vsr_json_t j;
+    if (vsr_json_parse(&j, data.p, data.len, NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT) {
+        vsr_json_free(&j);
+        a->bad = 1;
+        return VSR_ERR_INVALID;
+    }
+    uint32_t t, choices, u;
+    if (a->id.len == 0 && vsr_json_object_get(&j, 0, "id", &t) == VSR_OK)
+        keep_string(&j, t, &a->id);
+    if (a->model.len == 0 && vsr_json_object_get(&j, 0, "model", &t) == VSR_OK)
+        keep_string(&j, t, &a->model);
+    double created;
+    if (!a->created && vsr_json_object_get(&j, 0, "created", &t) == VSR_OK && vsr_json_number(&j, t, &created) == VSR_OK &&
+        created > 0)
+        a->created = (uint64_t)created;
+    if (vsr_json_object_get(&j, 0, "usage", &u) == VSR_OK && vsr_json_type(&j, u) == VSR_JSON_OBJECT) {
+        vsr_buf_reset(&a->usage);
+        vsr_buf_append(&a->usage, data.p + j.toks[u].start, j.toks[u].end - j.toks[u].start);
+    }
+    if (vsr_json_object_get(&j, 0, "choices", &choices) == VSR_OK && vsr_json_type(&j, choices) == VSR_JSON_ARRAY) {
+        for (uint32_t k = 0, c = choices + 1; k < j.toks[choices].count; k++, c = j.toks[c].next) {
+            uint32_t idx, delta, fr;
+            double ix = 0;
+            if (vsr_json_object_get(&j, c, "index", &idx) == VSR_OK)
+                vsr_json_number(&j, idx, &ix);
+            if (ix != 0) {
+                a->bad = 1; /* several choices */
+                continue;
+            }
+            if (vsr_json_object_get(&j, c, "delta", &delta) == VSR_OK && vsr_json_type(&j, delta) == VSR_JSON_OBJECT) {
+                uint32_t x;
+                if (vsr_json_object_get(&j, delta, "tool_calls", &x) == VSR_OK ||
+                    vsr_json_object_get(&j, delta, "function_call", &x) == VSR_OK ||
+                    (vsr_json_object_get(&j, delta, "refusal", &x) == VSR_OK && vsr_json_type(&j, x) != VSR_JSON_NULL))
+                    a->bad = 1;
+                if (vsr_json_object_get(&j, delta, "content", &x) == VSR_OK && vsr_json_type(&j, x) == VSR_JSON_STRING) {
+                    vsr_pool_t pool;
+                    vsr_pool_init(&pool);
+                    vsr_slice_t s;
+                    if (vsr_json_string(&j, x, &pool, &s) == VSR_OK)
+                        vsr_buf_append_slice(&a->text, s);
+                    vsr_pool_free(&pool);
+                }
+            }
+            if (vsr_json_object_get(&j, c, "finish_reason", &fr) == VSR_OK && vsr_json_type(&j, fr) == VSR_JSON_STRING)
+                keep_string(&j, fr, &a->finish);
+        }
+    }
+    vsr_json_free(&j);
+    return VSR_OK;
+}
+
+static const vsr_sse_callbacks_t assemble_cb = {on_event};
+
+int vsr__rc_stored_form(const char *body, size_t len, int sse, uint64_t now_ms, vsr_buf_t *out)
+{
+    vsr_buf_printf(out, "%llu\n", (unsigned long long)now_ms);
+    if (!sse) {
+        /* a chat.completion as the backend sent it, once it is one */
+        vsr_json_t j;
+        uint32_t t;
+        int ok = vsr_json_parse(&j, body, len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+                 vsr_json_object_get(&j, 0, "choices", &t) == VSR_OK && vsr_json_type(&j, t) == VSR_JSON_ARRAY &&
+                 j.toks[t].count > 0;
+        vsr_json_free(&j);
+        if (!ok)
+            return VSR_ERR_INVALID;
+        return vsr_buf_append(out, body, len);
+    }
+    assemble_t a;
+    memset(&a, 0, sizeof(a));
+    vsr_buf_init(&a.text, 0);
+    vsr_buf_init(&a.id, 0);
+    vsr_buf_init(&a.model, 0);
+    vsr_buf_init(&a.finish, 0);
+    vsr_buf_init(&a.usage, 0);
+    vsr_sse_parser_t p;
+    vsr_sse_init(&p, 0, &assemble_cb, &a);
+    int rc = vsr_sse_feed(&p, body, len);
+    vsr_sse_free(&p);
+    if (rc == VSR_OK && a.done && !a.bad && a.finish.len) {
+        vsr_buf_append_cstr(out, "{\"id\":");
+        vsr_buf_append_json_string(out, vsr_buf_slice(&a.id));
+        vsr_buf_printf(out, ",\"object\":\"chat.completion\",\"created\":%llu,\"model\":", (unsigned long long)a.created);
+        vsr_buf_append_json_string(out, vsr_buf_slice(&a.model));
+        vsr_buf_append_cstr(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        vsr_buf_append_json_string(out, vsr_buf_slice(&a.text));
+        vsr_buf_append_cstr(out, "},\"finish_reason\":");
+        vsr_buf_append_json_string(out, vsr_buf_slice(&a.finish));
+        vsr_buf_append_cstr(out, "}]");
+        if (a.usage.len) {
+            vsr_buf_append_cstr(out, ",\"usage\":");
+            vsr_buf_append_slice(out, vsr_buf_slice(&a.usage));
+        }
+        rc = vsr_buf_append_cstr(out, "}");
+    } else {
+        rc = VSR_ERR_INVALID; /* cut, or not something a replay could give back whole */
+    }
+    vsr_buf_free(&a.text);
+    vsr_buf_free(&a.id);
+    vsr_buf_free(&a.model);
+    vsr_buf_free(&a.finish);
+    vsr_buf_free(&a.usage);
+    return rc;
+}
+
+int vsr__rc_parse_stored(vsr_slice_t v, uint64_t *stored_ms, vsr_slice_t *json)
+{
+    const char *nl = memchr(v.p, '\n', v.len);
+    if (nl == NULL || nl == v.p)
+        return VSR_ERR_INVALID;
+    uint64_t t = 0;
+    for (const char *p = v.p; p < nl; p++) {
+        if (*p < '0' || *p > '9' || t > UINT64_MAX / 10)
+            return VSR_ERR_INVALID;
+        t = t * 10 + (uint64_t)(*p - '0');
+    }
+    *stored_ms = t;
+    *json = vsr_slice(nl + 1, v.len - (size_t)(nl + 1 - v.p));
+    return json->len ? VSR_OK : VSR_ERR_INVALID;
+}
+
+/* A stored chat.completion as the event stream a streaming client expects:
+ * the role and content in one chunk, the finish_reason, the usage chunk
+ * when the request asked for it, then [DONE]. */
+int vsr__rc_replay_sse(vsr_slice_t json, int include_usage, vsr_buf_t *out)
+{
+    vsr_json_t j;
+    if (vsr_json_parse(&j, json.p, json.len, NULL) != VSR_OK || vsr_json_type(&j, 0) != VSR_JSON_OBJECT) {
+        vsr_json_free(&j);
+        return VSR_ERR_INVALID;
+    }
+    uint32_t t, choices, c, msg, content, fr, usage;
+    vsr_slice_t id = VSR_SLICE_LIT("\"\""), model = VSR_SLICE_LIT("\"\""), created = VSR_SLICE_LIT("0");
+#define RAW(tok) vsr_slice(json.p + j.toks[tok].start, j.toks[tok].end - j.toks[tok].start)
+    if (vsr_json_object_get(&j, 0, "id", &t) == VSR_OK)
+        id = RAW(t);
+    if (vsr_json_object_get(&j, 0, "model", &t) == VSR_OK)
+        model = RAW(t);
+    if (vsr_json_object_get(&j, 0, "created", &t) == VSR_OK)
+        created = RAW(t);
+    if (vsr_json_object_get(&j, 0, "choices", &choices) != VSR_OK || vsr_json_type(&j, choices) != VSR_JSON_ARRAY ||
+        j.toks[choices].count == 0) {
+        vsr_json_free(&j);
+        return VSR_ERR_INVALID;
+    }
+    c = choices + 1;
+    vsr_slice_t text = VSR_SLICE_LIT("\"\""), finish = VSR_SLICE_LIT("\"stop\"");
+    if (vsr_json_object_get(&j, c, "message", &msg) == VSR_OK && vsr_json_type(&j, msg) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, msg, "content", &content) == VSR_OK && vsr_json_type(&j, content) == VSR_JSON_STRING)
+        text = RAW(content);
+    if (vsr_json_object_get(&j, c, "finish_reason", &fr) == VSR_OK && vsr_json_type(&j, fr) == VSR_JSON_STRING)
+        finish = RAW(fr);
+    const char *shape[3] = {"{\"role\":\"assistant\",\"content\":", "{}", NULL};
+    for (int k = 0; k < 2; k++) {
+        vsr_buf_append_cstr(out, "data: {\"id\":");
+        vsr_buf_append_slice(out, id);
+        vsr_buf_append_cstr(out, ",\"object\":\"chat.completion.chunk\",\"created\":");
+        vsr_buf_append_slice(out, created);
+        vsr_buf_append_cstr(out, ",\"model\":");
+        vsr_buf_append_slice(out, model);
+        vsr_buf_append_cstr(out, ",\"choices\":[{\"index\":0,\"delta\":");
+        vsr_buf_append_cstr(out, shape[k]);
+        if (k == 0) {
+            vsr_buf_append_slice(out, text);
+            vsr_buf_append_cstr(out, "},\"finish_reason\":null}]}\n\n");
+        } else {
+            vsr_buf_append_cstr(out, ",\"finish_reason\":");
+            vsr_buf_append_slice(out, finish);
+            vsr_buf_append_cstr(out, "}]}\n\n");
+        }
+    }
+    if (include_usage && vsr_json_object_get(&j, 0, "usage", &usage) == VSR_OK &&
+        vsr_json_type(&j, usage) == VSR_JSON_OBJECT) {
+        vsr_buf_append_cstr(out, "data: {\"id\":");
+        vsr_buf_append_slice(out, id);
+        vsr_buf_append_cstr(out, ",\"object\":\"chat.completion.chunk\",\"created\":");
+        vsr_buf_append_slice(out, created);
+        vsr_buf_append_cstr(out, ",\"model\":");
+        vsr_buf_append_slice(out, model);
+        vsr_buf_append_cstr(out, ",\"choices\":[],\"usage\":");
+        vsr_buf_append_slice(out, RAW(usage));
+        vsr_buf_append_cstr(out, "}\n\n");
+    }
+#undef RAW
+    vsr_json_free(&j);
+    return vsr_buf_append_cstr(out, "data: [DONE]\n\n");
+}
+
+/* The embedding of a runtime embed task's result: {"embeddings":[[...]]},
+ * the first vector, scaled to unit length.  VSR_OK or VSR_ERR_INVALID. */
+int vsr__rc_read_embedding(vsr_slice_t result, float *v, size_t dim)
+{
+    vsr_json_t j;
+    if (vsr_json_parse(&j, result.p, result.len, NULL) != VSR_OK)
+        return VSR_ERR_INVALID;
+    uint32_t e;
+    int rc = VSR_ERR_INVALID;
+    if (vsr_json_type(&j, 0) == VSR_JSON_OBJECT && vsr_json_object_get(&j, 0, "embeddings", &e) == VSR_OK &&
+        vsr_json_type(&j, e) == VSR_JSON_ARRAY && j.toks[e].count >= 1) {
+        uint32_t arr = e + 1;
+        if (vsr_json_type(&j, arr) == VSR_JSON_ARRAY && j.toks[arr].count == dim) {
+            double norm = 0;
+            uint32_t t = arr + 1;
+            rc = VSR_OK;
+            for (size_t i = 0; i < dim && rc == VSR_OK; i++, t = j.toks[t].next) {
+                double x;
+                if (vsr_json_number(&j, t, &x) != VSR_OK || !(x == x) || x > 1e30 || x < -1e30)
+                    rc = VSR_ERR_INVALID;
+                v[i] = (float)x;
+                norm += x * x;
+            }
+            if (rc == VSR_OK && norm > 0) {
+                float inv = (float)(1.0 / sqrt(norm));
+                for (size_t i = 0; i < dim; i++)
+                    v[i] *= inv;
+            } else {
+                rc = VSR_ERR_INVALID;
+            }
+        }
+    }
+    vsr_json_free(&j);
+    return rc;
+}

@@ -1,0 +1,249 @@
+"""The response_cache plugin (ref §2) end to end: exact and semantic hits
+from the in-memory store and from a real redis-server (started here on a
+free loopback port), streamed hits replayed as SSE, only complete answers
+stored, TTL, scope, request controls, and Redis down (the request still
+succeeds; the failure is counted)."""
+import json
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from conftest import USE_MODEL, config_yaml, free_port, model_yaml, require, sse_events, wait_until
+
+
+def routing(mode="exact", extra=""):
+    return f"""
+routing:
+  signals:
+    keywords:
+      - {{name: cached_kw, operator: OR, keywords: ["cacheme"]}}
+  decisions:
+    - name: cached_route
+      priority: 10
+      rules: {{operator: AND, conditions: [{{type: keyword, name: cached_kw}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: semantic-cache
+          configuration:
+            mode: {mode}
+            ttl_seconds: 60
+            request_controls: {{enabled: true}}
+{extra}
+"""
+
+
+def start(vsr, fakellm, mode="exact", store="", extra="", runtime=False):
+    be = fakellm("a")
+    port = free_port()
+    glob = "  stores:\n    response_cache:\n" + (store or "      backend_type: memory\n")
+    if runtime:
+        glob += f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      timeout: 30s\n"
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+    cfg = cfg.replace("\nglobal:", routing(mode, extra) + "global:", 1) + glob
+    v = vsr(cfg, port=port)
+    v.be = be
+    return v
+
+
+def ask(v, text, stream=False, headers=None, **extra):
+    body = {"model": "auto", "messages": [{"role": "user", "content": text}], **extra}
+    if stream:
+        body["stream"] = True
+    with v.client() as c:
+        r = c.post("/v1/chat/completions", json=body, headers=headers or {})
+    return r
+
+
+def upstream_calls(v):
+    return v.be.stats()["requests"]
+
+
+def cache_metric(v, op, result):
+    text = httpx.get(v.metrics_url, timeout=5).text
+    for line in text.splitlines():
+        if line.startswith("vsr_response_cache_total{") and f'op="{op}"' in line and f'result="{result}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_exact_hit_from_memory(vsr, fakellm):
+    v = start(vsr, fakellm)
+    r1 = ask(v, "cacheme: what is two plus two?")
+    assert r1.status_code == 200 and r1.headers["x-vsr-cache-hit"] == "false"
+    assert r1.headers["x-vsr-response-path"] == "upstream"
+    r2 = ask(v, "cacheme: what is two plus two?")
+    assert r2.status_code == 200
+    assert r2.headers["x-vsr-cache-hit"] == "true"
+    assert r2.headers["x-vsr-response-path"] == "cache"
+    assert r2.headers["x-vsr-selected-decision"] == "cached_route"
+    assert r2.json()["choices"][0]["message"]["content"] == r1.json()["choices"][0]["message"]["content"]
+    assert r2.json()["id"] == r1.json()["id"]   # the stored answer itself
+    assert upstream_calls(v) == 1
+    # another question, or other sampling, is another entry
+    assert ask(v, "cacheme: what is three plus three?").headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: what is two plus two?", temperature=0.1).headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 3
+    # a request no cache plugin covers is never looked up
+    r = ask(v, "plain question")
+    assert "x-vsr-cache-hit" not in r.headers
+    assert cache_metric(v, "lookup", "hit") == 1 and cache_metric(v, "store", "stored") == 3
+
+
+def test_streamed_answer_is_stored_and_replayed(vsr, fakellm):
+    v = start(vsr, fakellm)
+    r1 = ask(v, "cacheme: stream me", stream=True)
+    assert r1.status_code == 200
+    text1 = "".join(json.loads(e)["choices"][0]["delta"].get("content") or ""
+                    for e in sse_events(r1.text)[:-1] if json.loads(e)["choices"])
+    # a streaming client gets the hit as SSE, a plain one as JSON
+    r2 = ask(v, "cacheme: stream me", stream=True)
+    assert r2.headers["x-vsr-cache-hit"] == "true"
+    assert r2.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(r2.text)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == text1
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    r3 = ask(v, "cacheme: stream me")
+    assert r3.headers["x-vsr-cache-hit"] == "true"
+    assert r3.json()["choices"][0]["message"]["content"] == text1
+    assert upstream_calls(v) == 1
+
+
+def test_only_complete_successful_answers_are_stored(vsr, fakellm):
+    v = start(vsr, fakellm)
+    # a cut stream is never stored
+    with pytest.raises(httpx.RemoteProtocolError):  # the cut reaches the client as a cut
+        ask(v, "cacheme: cut", stream=True, headers={"x-fakellm-drop-after": "2"})
+    # nor an error
+    r = ask(v, "cacheme: error", headers={"x-fakellm-status": "500"})
+    assert r.status_code == 500
+    assert ask(v, "cacheme: cut", stream=True).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: error").headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 4
+
+
+def test_request_controls_and_ttl(vsr, fakellm):
+    v = start(vsr, fakellm)
+    q = "cacheme: controls"
+    assert ask(v, q, headers={"x-vsr-cache-control": "no-store"}).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "false"           # nothing was stored; now it is
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "true"
+    assert ask(v, q, headers={"x-vsr-cache-control": "no-cache"}).headers["x-vsr-cache-hit"] == "false"
+    assert "x-vsr-cache-hit" not in ask(v, q, headers={"x-vsr-cache-control": "bypass"}).headers
+    assert upstream_calls(v) == 4
+    # ttl=1: gone after a second; max-age refuses an entry older than asked
+    q2 = "cacheme: short lived"
+    ask(v, q2, headers={"x-vsr-cache-control": "ttl=1"})
+    assert ask(v, q2).headers["x-vsr-cache-hit"] == "true"
+    time.sleep(1.3)
+    assert ask(v, q2).headers["x-vsr-cache-hit"] == "false"
+    time.sleep(1.1)
+    assert ask(v, q2, headers={"x-vsr-cache-control": "max-age=1"}).headers["x-vsr-cache-hit"] == "false"
+
+
+def test_scope_user_keeps_users_apart(vsr, fakellm):
+    v = start(vsr, fakellm, extra="            scope: user\n")
+    # identity headers are only read from trusted peers: without trust, no user, no caching
+    q = "cacheme: personal"
+    assert "x-vsr-cache-hit" not in ask(v, q, headers={"x-authz-user-id": "alice"}).headers
+
+
+def test_scope_user_with_trusted_identity(vsr, fakellm):
+    be = fakellm("a")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1",
+                      listener_extra="    identity:\n      trust_headers: true\n")
+    cfg = cfg.replace("\nglobal:", routing("exact", "            scope: user\n") + "global:", 1)
+    v = vsr(cfg, port=port)
+    v.be = be
+    q = "cacheme: personal"
+    assert ask(v, q, headers={"x-authz-user-id": "alice"}).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, q, headers={"x-authz-user-id": "alice"}).headers["x-vsr-cache-hit"] == "true"
+    assert ask(v, q, headers={"x-authz-user-id": "bob"}).headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 2
+
+
+@pytest.fixture
+def redis(tmp_path):
+    require(commands=["redis-server"], what="redis-server")
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            import socket
+            s = socket.create_connection(("127.0.0.1", port), timeout=0.5)
+            s.sendall(b"PING\r\n")
+            ok = s.recv(16).startswith(b"+PONG")
+            s.close()
+            return ok
+        except OSError:
+            return False
+    wait_until(up, what="redis-server")
+    p.port = port
+    yield p
+    if p.poll() is None:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def redis_store(port):
+    return f"      backend_type: redis\n      redis: {{address: \"127.0.0.1:{port}\", key_prefix: \"t:\"}}\n"
+
+
+def test_redis_shared_by_two_replicas(vsr, fakellm, redis):
+    a = start(vsr, fakellm, store=redis_store(redis.port))
+    b = start(vsr, fakellm, store=redis_store(redis.port))
+    q = "cacheme: shared answer"
+    r1 = ask(a, q)
+    assert r1.headers["x-vsr-cache-hit"] == "false"
+    wait_until(lambda: cache_metric(a, "store", "stored") == 1, what="the store's put")
+    r2 = ask(b, q)   # the other replica, its own backend never called
+    assert r2.headers["x-vsr-cache-hit"] == "true"
+    assert r2.json()["choices"][0]["message"]["content"] == r1.json()["choices"][0]["message"]["content"]
+    assert upstream_calls(b) == 0
+
+
+def test_redis_down_requests_still_succeed(vsr, fakellm, redis):
+    v = start(vsr, fakellm, store=redis_store(redis.port))
+    redis.terminate()
+    redis.wait(timeout=10)
+    for _ in range(3):
+        r = ask(v, "cacheme: redis is gone")
+        assert r.status_code == 200 and r.headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 3
+    assert cache_metric(v, "lookup", "error") >= 3
+
+
+def test_semantic_hit(vsr, fakellm):
+    require([USE_MODEL], what="embedding model")
+    v = start(vsr, fakellm, mode="semantic", runtime=True,
+              extra="            semantic: {similarity_threshold: 0.8}\n")
+    r1 = ask(v, "cacheme: How do I reset my password?")
+    assert r1.headers["x-vsr-cache-hit"] == "false"
+    r2 = ask(v, "cacheme: how do i reset my password", headers={"x-vsr-debug": "true"})
+    assert r2.headers["x-vsr-cache-hit"] == "true", r2.headers
+    assert 0.8 <= float(r2.headers["x-vsr-cache-similarity"]) <= 1.0
+    r3 = ask(v, "cacheme: What is the capital of France?")
+    assert r3.headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 2
+
+
+def test_messages_client_gets_hits_in_anthropic_shape(vsr, fakellm):
+    v = start(vsr, fakellm)
+    body = {"model": "auto", "max_tokens": 32, "messages": [{"role": "user", "content": "cacheme: anthropic"}]}
+    with v.client() as c:
+        r1 = c.post("/v1/messages", json=body)
+        r2 = c.post("/v1/messages", json=body)
+        r3 = c.post("/v1/messages", json={**body, "stream": True})
+    assert r1.headers["x-vsr-cache-hit"] == "false" and r2.headers["x-vsr-cache-hit"] == "true"
+    assert r2.json()["type"] == "message"
+    assert r2.json()["content"] == r1.json()["content"]
+    assert r3.headers["x-vsr-cache-hit"] == "true"
+    assert "event: message_stop" in r3.text
+    assert upstream_calls(v) == 1
