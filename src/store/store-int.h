@@ -52,6 +52,7 @@ typedef struct {
     uint64_t seed;
     /* the semantic index: rows x VSR_STORE_DIM floats, contiguous */
     float *mat;
+    int8_t *qmat; /* the rows quantised (kernel INT8 only) */
     vsr__mentry_t **row_entry;
     uint64_t *row_expiry;
     uint64_t *row_tag; /* hash of (scope, partition) */

@@ -331,6 +331,62 @@ static void test_mem_search_blas(void **state)
     search_cases(VSR_STORE_KERNEL_BLAS);
 }
 
+static void test_mem_search_int8(void **state)
+{
+    VSR_UNUSED(state);
+    search_cases(VSR_STORE_KERNEL_INT8);
+}
+
+/* int8 estimates pick candidates; the float32 similarity decides: the same
+ * answers as the float32 scan on random data, similarity for similarity */
+static void test_mem_int8_agrees(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *a = mem_store(3000, 256 << 20, VSR_STORE_KERNEL_LOOP);
+    vsr_store_t *b = mem_store(3000, 256 << 20, VSR_STORE_KERNEL_INT8);
+    static float vecs[2000][VSR_STORE_DIM];
+    uint64_t x = 12345;
+    for (int i = 0; i < 2000; i++) {
+        double n = 0;
+        for (int j = 0; j < VSR_STORE_DIM; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            vecs[i][j] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+            n += (double)vecs[i][j] * vecs[i][j];
+        }
+        for (int j = 0; j < VSR_STORE_DIM; j++)
+            vecs[i][j] = (float)(vecs[i][j] / sqrt(n));
+        char k[16];
+        snprintf(k, sizeof(k), "r%d", i);
+        put(a, k, "v", 0, vecs[i], "", "", VSR_OK);
+        put(b, k, "v", 0, vecs[i], "", "", VSR_OK);
+    }
+    int hits = 0;
+    for (int i = 0; i < 300; i++) {
+        float q[VSR_STORE_DIM];
+        const float *base = vecs[(i * 7) % 2000];
+        for (int j = 0; j < VSR_STORE_DIM; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            q[j] = base[j] + (float)(((double)(x >> 11) / 9007199254740992.0 - 0.5) * 0.02 * (i % 5));
+        }
+        double n = 0;
+        for (int j = 0; j < VSR_STORE_DIM; j++)
+            n += (double)q[j] * q[j];
+        for (int j = 0; j < VSR_STORE_DIM; j++)
+            q[j] = (float)(q[j] / sqrt(n));
+        result_t ra = search(a, q, "", "", 0.9f), rb = search(b, q, "", "", 0.9f);
+        assert_int_equal(ra.status, rb.status);
+        if (ra.status == VSR_OK) {
+            hits++;
+            assert_int_equal(ra.klen, rb.klen);
+            assert_memory_equal(ra.key, rb.key, ra.klen);
+            assert_true(ra.sim == rb.sim);
+        }
+    }
+    assert_true(hits > 100 && hits < 300); /* both hits and misses were tried */
+    vsr_store_close(a);
+    vsr_store_close(b);
+}
+
 static void test_mem_index_bound(void **state)
 {
     VSR_UNUSED(state);
@@ -805,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_mem_basic),       cmocka_unit_test(test_mem_ttl),
         cmocka_unit_test(test_mem_lru_count),   cmocka_unit_test(test_mem_lru_bytes),
         cmocka_unit_test(test_mem_search_loop), cmocka_unit_test(test_mem_search_blas),
+        cmocka_unit_test(test_mem_search_int8), cmocka_unit_test(test_mem_int8_agrees),
         cmocka_unit_test(test_mem_index_bound), cmocka_unit_test(test_config_errors),
     };
     const struct CMUnitTest redis[] = {
