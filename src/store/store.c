@@ -74,6 +74,12 @@ vsr_store_t *vsr_store_open(struct uv_loop_s *loop, const vsr_store_config_t *cf
         s->cfg.max_bytes = 64u << 20;
     if (!s->cfg.max_value_bytes)
         s->cfg.max_value_bytes = 4u << 20;
+    if (s->cfg.max_value_bytes > (512u << 20)) { /* redis's own limit for a string */
+        vsr_buf_printf(err, "store: max_value_bytes %zu is over 512 MiB", s->cfg.max_value_bytes);
+        vsr_free(s);
+        s = NULL;
+        goto out;
+    }
     if (!s->cfg.default_ttl_ms)
         s->cfg.default_ttl_ms = 3600000;
     /* int8 scans a quarter of the bytes: 2.7x faster than float32 at 100k

@@ -115,16 +115,16 @@ static vsr__mentry_t **find_slot(vsr__mtab_t *t, vsr_slice_t key, uint64_t h)
 
 static void lru_unlink(vsr__mentry_t *e)
 {
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
+    e->lru.prev->next = e->lru.next;
+    e->lru.next->prev = e->lru.prev;
 }
 
 static void lru_front(vsr__mtab_t *t, vsr__mentry_t *e)
 {
-    e->next = t->lru.next;
-    e->prev = &t->lru;
-    t->lru.next->prev = e;
-    t->lru.next = e;
+    e->lru.next = t->lru.next;
+    e->lru.prev = &t->lru;
+    t->lru.next->prev = &e->lru;
+    t->lru.next = &e->lru;
 }
 
 static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
@@ -141,11 +141,11 @@ static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
 
 void vsr__mtab_free(vsr__mtab_t *t)
 {
-    vsr__mentry_t *e = t->lru.next;
-    while (e && e != &t->lru) {
-        vsr__mentry_t *next = e->next;
-        vsr_free(e);
-        e = next;
+    vsr__lru_t *l = t->lru.next;
+    while (l && l != &t->lru) {
+        vsr__lru_t *next = l->next;
+        vsr_free(l); /* the link is the entry's first member */
+        l = next;
     }
     vsr_free(t->buckets);
     vsr_free(t->mat);
@@ -192,8 +192,8 @@ int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t e
     vsr__mtab_del(t, key);
     /* room: the dead first when the least recent is dead, then least recent */
     while (t->n >= t->max_entries || t->bytes + cost > t->max_bytes) {
-        vsr__mentry_t *victim = t->lru.prev;
-        VSR_BUG_ON(victim == &t->lru);
+        VSR_BUG_ON(t->lru.prev == &t->lru);
+        vsr__mentry_t *victim = (vsr__mentry_t *)t->lru.prev;
         if (victim->expiry <= now)
             vsr__ctr_inc(&t->ctr->expired);
         else
