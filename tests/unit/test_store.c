@@ -806,6 +806,50 @@ static void test_redis_replicas(void **state)
     loop_done();
 }
 
+/* the index is bounded on both sides: the local rows by max_entries, the
+ * stream by MAXLEN ~ max_entries (approximate: redis trims whole nodes) */
+static void test_redis_index_bound(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    char addr[160];
+    snprintf(addr, sizeof(addr), "unix:%s", redis_sock);
+    cfg.address = addr;
+    cfg.key_prefix = "t5:";
+    cfg.max_entries = 10;
+    cfg.poll_interval_ms = 50;
+    cfg.poll_batch = 4; /* several polls in a row */
+    vsr_store_t *a = vsr_store_open(&loop, &cfg, NULL);
+    assert_non_null(a);
+    wait_connected(a);
+    float e[VSR_STORE_DIM];
+    for (int i = 0; i < 300; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "x%d", i);
+        unit(e, i);
+        assert_int_equal(rput(a, k, "v", 60000, e, "", "").status, VSR_OK);
+    }
+    vsr_store_stats_t st;
+    vsr_store_stats(a, &st);
+    assert_int_equal(st.index_entries, 10);
+    vsr_store_t *b = vsr_store_open(&loop, &cfg, NULL);
+    wait_connected(b);
+    run_until(NULL, 400);
+    vsr_store_stats(b, &st);
+    assert_int_equal(st.index_entries, 10);
+    assert_true(st.index_loaded >= 10 && st.index_loaded < 300); /* the stream was trimmed */
+    unit(e, 299); /* the newest is there */
+    result_t r = rsearch(b, e, "", "", 0.9f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.key, "x299", 4);
+    close_store(a);
+    close_store(b);
+    loop_done();
+}
+
 static void test_redis_down(void **state)
 {
     VSR_UNUSED(state);
@@ -868,6 +912,7 @@ int main(void)
         cmocka_unit_test_setup(test_redis_roundtrip, redis_test_setup),
         cmocka_unit_test_setup(test_redis_ttl, redis_test_setup),
         cmocka_unit_test_setup(test_redis_replicas, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_index_bound, redis_test_setup),
         cmocka_unit_test_setup(test_redis_down, redis_test_setup),
     };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
