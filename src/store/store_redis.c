@@ -264,6 +264,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *rep = reply;
     int st = VSR_OK, again = 0;
     vsr_store_hit_t hit, *hp = NULL;
+    if (rep)
+        r->backoff_ms = s->cfg.reconnect_min_ms; /* the server answers */
     if (!rep) {
         st = VSR_ERR_IO;
     } else if (rep->type == REDIS_REPLY_ERROR) {
@@ -356,8 +358,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
         schedule_reconnect(s);
         return;
     }
-    r->state = ST_UP;
-    r->backoff_ms = s->cfg.reconnect_min_ms;
+    r->state = ST_UP; /* the back-off resets at the first reply: a server that accepts but never answers keeps it */
     uv_timer_stop(&r->t_conn);
     if (r->ever_up)
         vsr__ctr_inc(&s->ctr.reconnects);
