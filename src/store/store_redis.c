@@ -565,11 +565,11 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         c->poll_interval_ms = 500;
     if (!c->poll_batch)
         c->poll_batch = 1000;
-    c->address = NULL; /* not kept: the caller's strings */
-    c->password = c->username = c->key_prefix = NULL;
     r->password = cfg->password ? vsr_strdup(cfg->password) : NULL;
     r->username = cfg->username ? vsr_strdup(cfg->username) : NULL;
     r->prefix = vsr_strdup(prefix);
+    c->address = NULL; /* not kept: the caller's strings (cfg may be c itself) */
+    c->password = c->username = c->key_prefix = NULL;
     vsr_buf_init(&r->kbuf, 0);
     vsr_buf_init(&r->rec, 0);
     r->loop = loop;

@@ -806,6 +806,58 @@ static void test_redis_replicas(void **state)
     loop_done();
 }
 
+/* sends RESP commands to the test server on a plain blocking socket and
+ * returns the first reply line (enough for +OK / -ERR) */
+static void raw_command(const char *resp, char *reply, size_t cap)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", redis_sock);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(write(fd, resp, strlen(resp)), (ssize_t)strlen(resp));
+    ssize_t n = read(fd, reply, cap - 1);
+    assert_true(n > 0);
+    reply[n] = 0;
+    close(fd);
+}
+
+static void test_redis_auth(void **state)
+{
+    VSR_UNUSED(state);
+    char reply[256];
+    raw_command("*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$11\r\nrequirepass\r\n$6\r\nsecret\r\n", reply,
+                sizeof(reply));
+    assert_string_equal(reply, "+OK\r\n");
+    loop_open();
+    vsr_store_t *anon = redis_store("t6:", 0);
+    wait_connected(anon);
+    assert_int_equal(rput(anon, "k", "v", 60000, NULL, "", "").status, VSR_ERR_IO); /* NOAUTH */
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    char addr[160];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", redis_port);
+    cfg.address = addr;
+    cfg.key_prefix = "t6:";
+    cfg.password = "secret";
+    cfg.db = 2;
+    vsr_store_t *auth = vsr_store_open(&loop, &cfg, NULL);
+    wait_connected(auth);
+    assert_int_equal(rput(auth, "k", "v", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(rget(auth, "k").status, VSR_OK);
+    cfg.db = 0; /* another database: another namespace */
+    vsr_store_t *db0 = vsr_store_open(&loop, &cfg, NULL);
+    wait_connected(db0);
+    assert_int_equal(rget(db0, "k").status, VSR_ERR_NOT_FOUND);
+    close_store(anon);
+    close_store(auth);
+    close_store(db0);
+    loop_done();
+    raw_command("*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$11\r\nrequirepass\r\n$0\r\n\r\n",
+                reply, sizeof(reply));
+    assert_true(!strncmp(reply, "+OK\r\n", 5));
+}
+
 /* the index is bounded on both sides: the local rows by max_entries, the
  * stream by MAXLEN ~ max_entries (approximate: redis trims whole nodes) */
 static void test_redis_index_bound(void **state)
@@ -913,6 +965,7 @@ int main(void)
         cmocka_unit_test_setup(test_redis_ttl, redis_test_setup),
         cmocka_unit_test_setup(test_redis_replicas, redis_test_setup),
         cmocka_unit_test_setup(test_redis_index_bound, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_auth, redis_test_setup),
         cmocka_unit_test_setup(test_redis_down, redis_test_setup),
     };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
