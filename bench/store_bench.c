@@ -140,7 +140,9 @@ static void bench_memory(size_t n, int q, vsr_store_kernel_t kernel, int exact)
         }
         hits += r.status == VSR_OK;
     }
-    report(kernel == VSR_STORE_KERNEL_BLAS ? "memory (blas)" : "memory (loop)", exact ? "exact get" : "semantic search", n,
+    report(kernel == VSR_STORE_KERNEL_BLAS   ? "memory (blas)"
+           : kernel == VSR_STORE_KERNEL_INT8 ? "memory (int8)"
+                                             : "memory (loop)", exact ? "exact get" : "semantic search", n,
            lat, q, hits);
     free(lat);
     vsr_store_close(s);
@@ -298,6 +300,7 @@ int main(int argc, char **argv)
         bench_memory(sizes[i], q, VSR_STORE_KERNEL_LOOP, 1);
         bench_memory(sizes[i], q, VSR_STORE_KERNEL_LOOP, 0);
         bench_memory(sizes[i], q, VSR_STORE_KERNEL_BLAS, 0);
+        bench_memory(sizes[i], q, VSR_STORE_KERNEL_INT8, 0);
     }
     uv_loop_init(&loop);
     if (redis_start() != 0) {

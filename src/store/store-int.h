@@ -21,9 +21,13 @@ static inline void vsr__ctr_inc(_Atomic uint64_t *c)
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
+typedef struct vsr__lru_s {
+    struct vsr__lru_s *prev, *next; /* the LRU list, most recent first */
+} vsr__lru_t;
+
 typedef struct vsr__mentry_s {
+    vsr__lru_t lru;                     /* first: a link is its entry */
     struct vsr__mentry_s *hnext;        /* hash chain */
-    struct vsr__mentry_s *prev, *next;  /* LRU list, most recent first */
     uint64_t hash;
     uint64_t expiry;                    /* clock ms; dead when <= now */
     size_t cost;                        /* bytes accounted */
@@ -47,11 +51,12 @@ static inline vsr_slice_t vsr__me_part(const vsr__mentry_t *e)
 typedef struct {
     vsr__mentry_t **buckets;
     size_t nbuckets; /* power of two */
-    vsr__mentry_t lru; /* sentinel: lru.next = most recent, lru.prev = least */
+    vsr__lru_t lru; /* sentinel: lru.next = most recent, lru.prev = least */
     size_t n, bytes, max_entries, max_bytes;
     uint64_t seed;
     /* the semantic index: rows x VSR_STORE_DIM floats, contiguous */
     float *mat;
+    int8_t *qmat; /* the rows quantised (kernel INT8 only) */
     vsr__mentry_t **row_entry;
     uint64_t *row_expiry;
     uint64_t *row_tag; /* hash of (scope, partition) */
@@ -77,6 +82,16 @@ vsr__mentry_t *vsr__mtab_search(vsr__mtab_t *t, const float *q, vsr_slice_t scop
                                 float threshold, uint64_t now, float *sim);
 /* The record size of an entry (what max_bytes counts). */
 size_t vsr__mtab_cost(size_t klen, size_t vlen, size_t slen, size_t plen, int has_emb);
+
+/* the redis index stream's record (store_redis.c): version 1, expiry
+ * (wall-clock ms), key length (u16), scope length, partition length, then the
+ * key, scope, partition and VSR_STORE_DIM floats, in host byte order.
+ * Decoding gives slices into rec and copies the floats out; VSR_OK, or
+ * VSR_ERR_INVALID for a wrong version, length or non-finite float. */
+void vsr__store_encode_record(vsr_buf_t *out, vsr_slice_t key, uint64_t expiry, vsr_slice_t scope, vsr_slice_t part,
+                              const float *emb);
+int vsr__store_decode_record(vsr_slice_t rec, uint64_t *expiry, vsr_slice_t *key, vsr_slice_t *scope,
+                             vsr_slice_t *part, float *emb);
 
 /* the redis backend (store_redis.c) */
 typedef struct vsr__redis_s vsr__redis_t;

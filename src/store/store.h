@@ -66,8 +66,18 @@ struct uv_loop_s;
 typedef enum { VSR_STORE_MEMORY = 0, VSR_STORE_REDIS = 1 } vsr_store_backend_t;
 
 /* How the semantic index computes its dot products (bench/store_bench.c
- * measures both; AUTO is the faster one there). */
-typedef enum { VSR_STORE_KERNEL_AUTO = 0, VSR_STORE_KERNEL_LOOP, VSR_STORE_KERNEL_BLAS } vsr_store_kernel_t;
+ * measures them; AUTO is the fastest there).  LOOP and BLAS scan float32
+ * rows.  INT8 scans rows quantised to int8 (a quarter of the bytes) and
+ * rescores the few within 0.02 of the threshold on their float32 rows: the
+ * similarity reported and compared with the threshold is always the
+ * float32 one, so a hit is never false; a true hit whose int8 estimate is
+ * off by more than 0.02 (not seen in the benchmark's data) would be a miss. */
+typedef enum {
+    VSR_STORE_KERNEL_AUTO = 0,
+    VSR_STORE_KERNEL_LOOP,
+    VSR_STORE_KERNEL_BLAS,
+    VSR_STORE_KERNEL_INT8
+} vsr_store_kernel_t;
 
 /* The clock, in milliseconds.  Default: monotonic for the memory backend;
  * wall clock (CLOCK_REALTIME) for redis, whose index entries carry absolute

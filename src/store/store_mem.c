@@ -6,17 +6,24 @@
  * search is one pass over the rows.
  */
 #include <cblas.h>
+#include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "store-int.h"
 
 #define ROW_BYTES (VSR_STORE_DIM * sizeof(float))
 #define EXPIRED_REAP 64 /* rows found dead in one search and dropped after it */
+#define Q_SCALE 127.0f  /* int8 rows: round(x * 127); unit vectors' components are in [-1, 1] */
+#define Q_MARGIN 0.02f  /* int8 estimates this close to the threshold are rescored */
+#define Q_CANDIDATES 8  /* at most this many rescored per search, the best estimates */
 
 size_t vsr__mtab_cost(size_t klen, size_t vlen, size_t slen, size_t plen, int has_emb)
 {
     size_t c = sizeof(vsr__mentry_t) + klen + vlen + slen + plen + sizeof(void *); /* + its bucket slot */
     if (has_emb)
-        c += ROW_BYTES + sizeof(void *) + 2 * sizeof(uint64_t);
+        c += ROW_BYTES + VSR_STORE_DIM + sizeof(void *) + 2 * sizeof(uint64_t);
     return c;
 }
 
@@ -52,6 +59,8 @@ static void row_remove(vsr__mtab_t *t, vsr__mentry_t *e)
     size_t r = (size_t)e->row, last = t->rows - 1;
     if (r != last) {
         memcpy(t->mat + r * VSR_STORE_DIM, t->mat + last * VSR_STORE_DIM, ROW_BYTES);
+        if (t->qmat)
+            memcpy(t->qmat + r * VSR_STORE_DIM, t->qmat + last * VSR_STORE_DIM, VSR_STORE_DIM);
         t->row_entry[r] = t->row_entry[last];
         t->row_expiry[r] = t->row_expiry[last];
         t->row_tag[r] = t->row_tag[last];
@@ -59,6 +68,15 @@ static void row_remove(vsr__mtab_t *t, vsr__mentry_t *e)
     }
     t->rows--;
     e->row = -1;
+}
+
+static void quantise(int8_t *out, const float *v)
+{
+    for (size_t i = 0; i < VSR_STORE_DIM; i++) {
+        float x = v[i] * Q_SCALE;
+        x = x > Q_SCALE ? Q_SCALE : x < -Q_SCALE ? -Q_SCALE : x;
+        out[i] = (int8_t)lrintf(x);
+    }
 }
 
 static void row_add(vsr__mtab_t *t, vsr__mentry_t *e, const float *emb)
@@ -73,10 +91,14 @@ static void row_add(vsr__mtab_t *t, vsr__mentry_t *e, const float *emb)
         t->row_expiry = vsr_realloc(t->row_expiry, cap * sizeof(*t->row_expiry));
         t->row_tag = vsr_realloc(t->row_tag, cap * sizeof(*t->row_tag));
         t->scores = vsr_realloc(t->scores, cap * sizeof(*t->scores));
+        if (t->kernel == VSR_STORE_KERNEL_INT8)
+            t->qmat = vsr_realloc(t->qmat, cap * VSR_STORE_DIM);
         t->row_cap = cap;
     }
     size_t r = t->rows++;
     memcpy(t->mat + r * VSR_STORE_DIM, emb, ROW_BYTES);
+    if (t->qmat)
+        quantise(t->qmat + r * VSR_STORE_DIM, emb);
     t->row_entry[r] = e;
     t->row_expiry[r] = e->expiry;
     t->row_tag[r] = tag_of(t, vsr__me_scope(e), vsr__me_part(e));
@@ -93,16 +115,16 @@ static vsr__mentry_t **find_slot(vsr__mtab_t *t, vsr_slice_t key, uint64_t h)
 
 static void lru_unlink(vsr__mentry_t *e)
 {
-    e->prev->next = e->next;
-    e->next->prev = e->prev;
+    e->lru.prev->next = e->lru.next;
+    e->lru.next->prev = e->lru.prev;
 }
 
 static void lru_front(vsr__mtab_t *t, vsr__mentry_t *e)
 {
-    e->next = t->lru.next;
-    e->prev = &t->lru;
-    t->lru.next->prev = e;
-    t->lru.next = e;
+    e->lru.next = t->lru.next;
+    e->lru.prev = &t->lru;
+    t->lru.next->prev = &e->lru;
+    t->lru.next = &e->lru;
 }
 
 static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
@@ -119,14 +141,15 @@ static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
 
 void vsr__mtab_free(vsr__mtab_t *t)
 {
-    vsr__mentry_t *e = t->lru.next;
-    while (e && e != &t->lru) {
-        vsr__mentry_t *next = e->next;
-        vsr_free(e);
-        e = next;
+    vsr__lru_t *l = t->lru.next;
+    while (l && l != &t->lru) {
+        vsr__lru_t *next = l->next;
+        vsr_free(l); /* the link is the entry's first member */
+        l = next;
     }
     vsr_free(t->buckets);
     vsr_free(t->mat);
+    vsr_free(t->qmat);
     vsr_free(t->row_entry);
     vsr_free(t->row_expiry);
     vsr_free(t->row_tag);
@@ -169,8 +192,8 @@ int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t e
     vsr__mtab_del(t, key);
     /* room: the dead first when the least recent is dead, then least recent */
     while (t->n >= t->max_entries || t->bytes + cost > t->max_bytes) {
-        vsr__mentry_t *victim = t->lru.prev;
-        VSR_BUG_ON(victim == &t->lru);
+        VSR_BUG_ON(t->lru.prev == &t->lru);
+        vsr__mentry_t *victim = (vsr__mentry_t *)t->lru.prev;
         if (victim->expiry <= now)
             vsr__ctr_inc(&t->ctr->expired);
         else
@@ -221,9 +244,51 @@ static float dot(const float *a, const float *b)
     return s;
 }
 
+/* the int8 row against the query widened to int16 */
+#if defined(__SSE2__)
+static int32_t dot_i8(const int8_t *a, const int16_t *b)
+{
+    __m128i acc0 = _mm_setzero_si128(), acc1 = _mm_setzero_si128();
+    for (size_t j = 0; j < VSR_STORE_DIM; j += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(a + j));
+        /* sign-extend the bytes to words: each byte in a word's high half, then shift */
+        __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8);
+        __m128i hi = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
+        acc0 = _mm_add_epi32(acc0, _mm_madd_epi16(lo, _mm_loadu_si128((const __m128i *)(b + j))));
+        acc1 = _mm_add_epi32(acc1, _mm_madd_epi16(hi, _mm_loadu_si128((const __m128i *)(b + j + 8))));
+    }
+    __m128i acc = _mm_add_epi32(acc0, acc1);
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0x4E));
+    acc = _mm_add_epi32(acc, _mm_shuffle_epi32(acc, 0xB1));
+    return _mm_cvtsi128_si32(acc);
+}
+#else
+static int32_t dot_i8(const int8_t *a, const int16_t *b)
+{
+    int32_t s = 0;
+    for (size_t j = 0; j < VSR_STORE_DIM; j++)
+        s += a[j] * b[j];
+    return s;
+}
+#endif
+
 vsr__mentry_t *vsr__mtab_search(vsr__mtab_t *t, const float *q, vsr_slice_t scope, vsr_slice_t part,
                                 float threshold, uint64_t now, float *sim)
 {
+    int8_t qq[VSR_STORE_DIM];
+    int16_t qw[VSR_STORE_DIM];
+    size_t cand[Q_CANDIDATES];
+    int32_t cand_est[Q_CANDIDATES];
+    size_t ncand = 0;
+    int int8 = t->kernel == VSR_STORE_KERNEL_INT8;
+    int32_t floor_est = 0;
+    if (int8) {
+        quantise(qq, q);
+        for (size_t i = 0; i < VSR_STORE_DIM; i++)
+            qw[i] = qq[i];
+        float f = (threshold - Q_MARGIN) * Q_SCALE * Q_SCALE;
+        floor_est = f < -1e9f ? INT32_MIN : (int32_t)floorf(f);
+    }
     uint64_t tag = tag_of(t, scope, part);
     size_t dead[EXPIRED_REAP], ndead = 0;
     ssize_t best = -1;
@@ -240,6 +305,20 @@ vsr__mentry_t *vsr__mtab_search(vsr__mtab_t *t, const float *q, vsr_slice_t scop
                 dead[ndead++] = r;
             continue;
         }
+        if (int8) {
+            int32_t est = dot_i8(t->qmat + r * VSR_STORE_DIM, qw);
+            if (est < floor_est || (ncand == Q_CANDIDATES && est <= cand_est[ncand - 1]))
+                continue;
+            size_t i = ncand < Q_CANDIDATES ? ncand++ : Q_CANDIDATES - 1; /* sorted, best first */
+            while (i > 0 && cand_est[i - 1] < est) {
+                cand[i] = cand[i - 1];
+                cand_est[i] = cand_est[i - 1];
+                i--;
+            }
+            cand[i] = r;
+            cand_est[i] = est;
+            continue;
+        }
         float d = blas ? t->scores[r] : dot(t->mat + r * VSR_STORE_DIM, q);
         if (d < best_sim || (best >= 0 && d == best_sim))
             continue;
@@ -247,6 +326,16 @@ vsr__mentry_t *vsr__mtab_search(vsr__mtab_t *t, const float *q, vsr_slice_t scop
         if (!vsr_slice_eq(vsr__me_scope(e), scope) || !vsr_slice_eq(vsr__me_part(e), part))
             continue; /* a tag collision */
         best = (ssize_t)r;
+        best_sim = d;
+    }
+    for (size_t i = 0; i < ncand; i++) { /* int8: the float32 similarity decides */
+        float d = dot(t->mat + cand[i] * VSR_STORE_DIM, q);
+        if (d < best_sim || (best >= 0 && d == best_sim))
+            continue;
+        vsr__mentry_t *e = t->row_entry[cand[i]];
+        if (!vsr_slice_eq(vsr__me_scope(e), scope) || !vsr_slice_eq(vsr__me_part(e), part))
+            continue;
+        best = (ssize_t)cand[i];
         best_sim = d;
     }
     vsr__mentry_t *hit = best >= 0 ? t->row_entry[best] : NULL;

@@ -32,9 +32,13 @@
 enum { ST_DOWN, ST_CONNECTING, ST_UP };
 enum { OP_GET, OP_PUT, OP_DEL, OP_SEARCH, OP_POLL, OP_SETUP };
 
+typedef struct oplink_s {
+    struct oplink_s *prev, *next; /* the in-flight list, oldest first */
+} oplink_t;
+
 struct vsr_store_op_s {
+    oplink_t link; /* first: a link is its operation */
     vsr_store_t *s;
-    struct vsr_store_op_s *prev, *next; /* the in-flight list, oldest first */
     uint64_t deadline;                  /* monotonic ms */
     vsr_store_done_fn done;
     void *ud;
@@ -49,7 +53,7 @@ struct vsr__redis_s {
     redisAsyncContext *ac;
     int state, closing, open_handles, ever_up, polling;
     uv_timer_t t_op, t_conn, t_poll;
-    struct vsr_store_op_s ops; /* sentinel */
+    oplink_t ops; /* sentinel */
     unsigned inflight;          /* user operations */
     uint64_t backoff_ms;
     uint64_t last_ms, last_seq; /* the last stream id read */
@@ -84,10 +88,10 @@ static vsr_slice_t data_key(vsr__redis_t *r, vsr_slice_t key)
     return vsr_buf_slice(&r->kbuf);
 }
 
-static vsr_slice_t encode_record(vsr__redis_t *r, vsr_slice_t key, uint64_t expiry, vsr_slice_t scope,
-                                 vsr_slice_t part, const float *emb)
+void vsr__store_encode_record(vsr_buf_t *out, vsr_slice_t key, uint64_t expiry, vsr_slice_t scope, vsr_slice_t part,
+                              const float *emb)
 {
-    vsr_buf_reset(&r->rec);
+    vsr_buf_reset(out);
     uint8_t h[REC_HEAD];
     uint16_t kl = (uint16_t)key.len;
     h[0] = REC_VERSION;
@@ -95,18 +99,13 @@ static vsr_slice_t encode_record(vsr__redis_t *r, vsr_slice_t key, uint64_t expi
     memcpy(h + 9, &kl, 2);
     h[11] = (uint8_t)scope.len;
     h[12] = (uint8_t)part.len;
-    vsr_buf_append(&r->rec, h, sizeof(h));
-    vsr_buf_append_slice(&r->rec, key);
-    vsr_buf_append_slice(&r->rec, scope);
-    vsr_buf_append_slice(&r->rec, part);
-    vsr_buf_append(&r->rec, emb, VSR_STORE_DIM * sizeof(float));
-    return vsr_buf_slice(&r->rec);
+    vsr_buf_append(out, h, sizeof(h));
+    vsr_buf_append_slice(out, key);
+    vsr_buf_append_slice(out, scope);
+    vsr_buf_append_slice(out, part);
+    vsr_buf_append(out, emb, VSR_STORE_DIM * sizeof(float));
 }
 
-/* VSR_OK with the parts (slices into rec; emb copied, rows need no alignment
- * from the reply) or VSR_ERR_INVALID. */
-int vsr__store_decode_record(vsr_slice_t rec, uint64_t *expiry, vsr_slice_t *key, vsr_slice_t *scope,
-                             vsr_slice_t *part, float *emb);
 int vsr__store_decode_record(vsr_slice_t rec, uint64_t *expiry, vsr_slice_t *key, vsr_slice_t *scope,
                              vsr_slice_t *part, float *emb)
 {
@@ -165,10 +164,10 @@ static int op_send(vsr_store_op_t *op, int argc, const char **argv, const size_t
     if (op->pending++ == 0) {
         uint64_t now = vsr_now_ms();
         op->deadline = now + s->cfg.command_timeout_ms;
-        op->prev = r->ops.prev;
-        op->next = &r->ops;
-        r->ops.prev->next = op;
-        r->ops.prev = op;
+        op->link.prev = r->ops.prev;
+        op->link.next = &r->ops;
+        r->ops.prev->next = &op->link;
+        r->ops.prev = &op->link;
         if (is_user(op))
             r->inflight++;
         if (!uv_is_active((uv_handle_t *)&r->t_op))
@@ -265,6 +264,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *rep = reply;
     int st = VSR_OK, again = 0;
     vsr_store_hit_t hit, *hp = NULL;
+    if (rep)
+        r->backoff_ms = s->cfg.reconnect_min_ms; /* the server answers */
     if (!rep) {
         st = VSR_ERR_IO;
     } else if (rep->type == REDIS_REPLY_ERROR) {
@@ -288,8 +289,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         op->status = st;
     if (--op->pending > 0)
         return;
-    op->prev->next = op->next;
-    op->next->prev = op->prev;
+    op->link.prev->next = op->link.next;
+    op->link.next->prev = op->link.prev;
     if (is_user(op))
         r->inflight--;
     if (op->kind == OP_POLL)
@@ -330,16 +331,16 @@ static void op_timer_cb(uv_timer_t *t)
 {
     vsr_store_t *s = t->data;
     vsr__redis_t *r = s->redis;
-    vsr_store_op_t *head = r->ops.next;
-    if (head == &r->ops)
+    if (r->ops.next == &r->ops)
         return;
+    vsr_store_op_t *head = (vsr_store_op_t *)r->ops.next;
     uint64_t now = vsr_now_ms();
     if (head->deadline > now) {
         uv_timer_start(&r->t_op, op_timer_cb, head->deadline - now + 1, 0);
         return;
     }
-    for (vsr_store_op_t *op = head; op != &r->ops && op->deadline <= now; op = op->next)
-        if (is_user(op))
+    for (oplink_t *l = &head->link; l != &r->ops && ((vsr_store_op_t *)l)->deadline <= now; l = l->next)
+        if (is_user((vsr_store_op_t *)l))
             vsr__ctr_inc(&s->ctr.timeouts);
     kill_conn(s, "a command timed out");
 }
@@ -357,8 +358,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
         schedule_reconnect(s);
         return;
     }
-    r->state = ST_UP;
-    r->backoff_ms = s->cfg.reconnect_min_ms;
+    r->state = ST_UP; /* the back-off resets at the first reply: a server that accepts but never answers keeps it */
     uv_timer_stop(&r->t_conn);
     if (r->ever_up)
         vsr__ctr_inc(&s->ctr.reconnects);
@@ -565,11 +565,11 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         c->poll_interval_ms = 500;
     if (!c->poll_batch)
         c->poll_batch = 1000;
-    c->address = NULL; /* not kept: the caller's strings */
-    c->password = c->username = c->key_prefix = NULL;
     r->password = cfg->password ? vsr_strdup(cfg->password) : NULL;
     r->username = cfg->username ? vsr_strdup(cfg->username) : NULL;
     r->prefix = vsr_strdup(prefix);
+    c->address = NULL; /* not kept: the caller's strings (cfg may be c itself) */
+    c->password = c->username = c->key_prefix = NULL;
     vsr_buf_init(&r->kbuf, 0);
     vsr_buf_init(&r->rec, 0);
     r->loop = loop;
@@ -648,7 +648,8 @@ int vsr__redis_put(vsr_store_t *s, vsr_slice_t key, vsr_slice_t value, uint64_t 
         char ix[160], maxlen[24];
         snprintf(ix, sizeof(ix), "%six", r->prefix);
         int ml = snprintf(maxlen, sizeof(maxlen), "%zu", s->cfg.max_entries);
-        vsr_slice_t rec = encode_record(r, key, now + ttl_ms, scope, part, emb);
+        vsr__store_encode_record(&r->rec, key, now + ttl_ms, scope, part, emb);
+        vsr_slice_t rec = vsr_buf_slice(&r->rec);
         const char *xv[8] = {"XADD", ix, "MAXLEN", "~", maxlen, "*", "r", rec.p};
         size_t xl[8] = {4, strlen(ix), 6, 1, (size_t)ml, 1, 1, rec.len};
         if (op_send(op, 8, xv, xl) != VSR_OK)

@@ -331,6 +331,62 @@ static void test_mem_search_blas(void **state)
     search_cases(VSR_STORE_KERNEL_BLAS);
 }
 
+static void test_mem_search_int8(void **state)
+{
+    VSR_UNUSED(state);
+    search_cases(VSR_STORE_KERNEL_INT8);
+}
+
+/* int8 estimates pick candidates; the float32 similarity decides: the same
+ * answers as the float32 scan on random data, similarity for similarity */
+static void test_mem_int8_agrees(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *a = mem_store(3000, 256 << 20, VSR_STORE_KERNEL_LOOP);
+    vsr_store_t *b = mem_store(3000, 256 << 20, VSR_STORE_KERNEL_INT8);
+    static float vecs[2000][VSR_STORE_DIM];
+    uint64_t x = 12345;
+    for (int i = 0; i < 2000; i++) {
+        double n = 0;
+        for (int j = 0; j < VSR_STORE_DIM; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            vecs[i][j] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+            n += (double)vecs[i][j] * vecs[i][j];
+        }
+        for (int j = 0; j < VSR_STORE_DIM; j++)
+            vecs[i][j] = (float)(vecs[i][j] / sqrt(n));
+        char k[16];
+        snprintf(k, sizeof(k), "r%d", i);
+        put(a, k, "v", 0, vecs[i], "", "", VSR_OK);
+        put(b, k, "v", 0, vecs[i], "", "", VSR_OK);
+    }
+    int hits = 0;
+    for (int i = 0; i < 300; i++) {
+        float q[VSR_STORE_DIM];
+        const float *base = vecs[(i * 7) % 2000];
+        for (int j = 0; j < VSR_STORE_DIM; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            q[j] = base[j] + (float)(((double)(x >> 11) / 9007199254740992.0 - 0.5) * 0.02 * (i % 5));
+        }
+        double n = 0;
+        for (int j = 0; j < VSR_STORE_DIM; j++)
+            n += (double)q[j] * q[j];
+        for (int j = 0; j < VSR_STORE_DIM; j++)
+            q[j] = (float)(q[j] / sqrt(n));
+        result_t ra = search(a, q, "", "", 0.9f), rb = search(b, q, "", "", 0.9f);
+        assert_int_equal(ra.status, rb.status);
+        if (ra.status == VSR_OK) {
+            hits++;
+            assert_int_equal(ra.klen, rb.klen);
+            assert_memory_equal(ra.key, rb.key, ra.klen);
+            assert_true(ra.sim == rb.sim);
+        }
+    }
+    assert_true(hits > 100 && hits < 300); /* both hits and misses were tried */
+    vsr_store_close(a);
+    vsr_store_close(b);
+}
+
 static void test_mem_index_bound(void **state)
 {
     VSR_UNUSED(state);
@@ -750,6 +806,102 @@ static void test_redis_replicas(void **state)
     loop_done();
 }
 
+/* sends RESP commands to the test server on a plain blocking socket and
+ * returns the first reply line (enough for +OK / -ERR) */
+static void raw_command(const char *resp, char *reply, size_t cap)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", redis_sock);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(write(fd, resp, strlen(resp)), (ssize_t)strlen(resp));
+    ssize_t n = read(fd, reply, cap - 1);
+    assert_true(n > 0);
+    reply[n] = 0;
+    close(fd);
+}
+
+static void test_redis_auth(void **state)
+{
+    VSR_UNUSED(state);
+    char reply[256];
+    raw_command("*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$11\r\nrequirepass\r\n$6\r\nsecret\r\n", reply,
+                sizeof(reply));
+    assert_string_equal(reply, "+OK\r\n");
+    loop_open();
+    vsr_store_t *anon = redis_store("t6:", 0);
+    wait_connected(anon);
+    assert_int_equal(rput(anon, "k", "v", 60000, NULL, "", "").status, VSR_ERR_IO); /* NOAUTH */
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    char addr[160];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", redis_port);
+    cfg.address = addr;
+    cfg.key_prefix = "t6:";
+    cfg.password = "secret";
+    cfg.db = 2;
+    vsr_store_t *auth = vsr_store_open(&loop, &cfg, NULL);
+    wait_connected(auth);
+    assert_int_equal(rput(auth, "k", "v", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(rget(auth, "k").status, VSR_OK);
+    cfg.db = 0; /* another database: another namespace */
+    vsr_store_t *db0 = vsr_store_open(&loop, &cfg, NULL);
+    wait_connected(db0);
+    assert_int_equal(rget(db0, "k").status, VSR_ERR_NOT_FOUND);
+    close_store(anon);
+    close_store(auth);
+    close_store(db0);
+    loop_done();
+    raw_command("*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$11\r\nrequirepass\r\n$0\r\n\r\n",
+                reply, sizeof(reply));
+    assert_true(!strncmp(reply, "+OK\r\n", 5));
+}
+
+/* the index is bounded on both sides: the local rows by max_entries, the
+ * stream by MAXLEN ~ max_entries (approximate: redis trims whole nodes) */
+static void test_redis_index_bound(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    char addr[160];
+    snprintf(addr, sizeof(addr), "unix:%s", redis_sock);
+    cfg.address = addr;
+    cfg.key_prefix = "t5:";
+    cfg.max_entries = 10;
+    cfg.poll_interval_ms = 50;
+    cfg.poll_batch = 4; /* several polls in a row */
+    vsr_store_t *a = vsr_store_open(&loop, &cfg, NULL);
+    assert_non_null(a);
+    wait_connected(a);
+    float e[VSR_STORE_DIM];
+    for (int i = 0; i < 300; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "x%d", i);
+        unit(e, i);
+        assert_int_equal(rput(a, k, "v", 60000, e, "", "").status, VSR_OK);
+    }
+    vsr_store_stats_t st;
+    vsr_store_stats(a, &st);
+    assert_int_equal(st.index_entries, 10);
+    vsr_store_t *b = vsr_store_open(&loop, &cfg, NULL);
+    wait_connected(b);
+    run_until(NULL, 400);
+    vsr_store_stats(b, &st);
+    assert_int_equal(st.index_entries, 10);
+    assert_true(st.index_loaded >= 10 && st.index_loaded < 300); /* the stream was trimmed */
+    unit(e, 299); /* the newest is there */
+    result_t r = rsearch(b, e, "", "", 0.9f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.key, "x299", 4);
+    close_store(a);
+    close_store(b);
+    loop_done();
+}
+
 static void test_redis_down(void **state)
 {
     VSR_UNUSED(state);
@@ -805,12 +957,15 @@ int main(void)
         cmocka_unit_test(test_mem_basic),       cmocka_unit_test(test_mem_ttl),
         cmocka_unit_test(test_mem_lru_count),   cmocka_unit_test(test_mem_lru_bytes),
         cmocka_unit_test(test_mem_search_loop), cmocka_unit_test(test_mem_search_blas),
+        cmocka_unit_test(test_mem_search_int8), cmocka_unit_test(test_mem_int8_agrees),
         cmocka_unit_test(test_mem_index_bound), cmocka_unit_test(test_config_errors),
     };
     const struct CMUnitTest redis[] = {
         cmocka_unit_test_setup(test_redis_roundtrip, redis_test_setup),
         cmocka_unit_test_setup(test_redis_ttl, redis_test_setup),
         cmocka_unit_test_setup(test_redis_replicas, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_index_bound, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_auth, redis_test_setup),
         cmocka_unit_test_setup(test_redis_down, redis_test_setup),
     };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
