@@ -349,7 +349,8 @@ void vsr_anthropic_stream_free(vsr_anthropic_stream_t *s);
  * request's input, the assistant's turn) for the next previous_response_id.
  *
  * Errors fill a vsr_responses_error_t: the HTTP status to answer (400,
- * 413; 502 for a chat answer the codec cannot read), an OpenAI error type,
+ * 413; 502 for a chat answer the codec cannot read; 500 for a stored
+ * conversation that is not a JSON array), an OpenAI error type,
  * the parameter at fault ("input[2].content[0].type", "" for none) and a
  * message in OpenAI's words ("Missing required parameter: 'model'."). */
 #define VSR_RESPONSES_MAX_INPUT (16u << 20)  /* bytes of one body */
@@ -464,8 +465,8 @@ int vsr_responses_error_from_chat(int status, const char *body, size_t len, vsr_
  * empty when the stream failed), for the store.
  *
  * Memory: one pending line and one event's data, each at most max_event
- * bytes; the answer's text, arguments and items, at most max_output bytes
- * in all (plus the copied meta). */
+ * bytes; the answer's text, its arguments, its finished items and the
+ * assistant's turn, each at most max_output bytes (plus the copied meta). */
 typedef struct {
     vsr_responses_limits_t lim;
     vsr_buf_t line, data;           /* private: the pending line; the current event's data */
