@@ -12,9 +12,11 @@
  *    message; an array of items:
  *     message (type "message", or no type with a role): role user, system,
  *       developer (→ system, which every chat backend knows) or assistant;
- *       content a string, or parts: input_text → text, input_image with an
- *       image_url → image_url {url, detail} (user only), output_text and
- *       refusal (assistant) → text / refusal parts;
+ *       content a string, or parts: text parts only (input_text,
+ *       output_text) → one string, the texts joined with "\n"; else content
+ *       parts: input_text → text, input_image with an image_url →
+ *       image_url {url, detail} (user only), output_text and refusal
+ *       (assistant) → text / refusal parts;
  *     function_call {call_id, name, arguments} → tool_calls of an assistant
  *       message (consecutive calls, and the assistant message right before
  *       them, form one chat message);
@@ -628,8 +630,23 @@ static int in_message(in_t *in, uint32_t m, uint32_t i)
     else
         PUT(&in->m, "\"system\"");
     PUT(&in->m, ",\"content\":");
+    int only_text = is(c, content, VSR_JSON_ARRAY);
+    if (only_text) {
+        uint32_t p = content + 1;
+        for (uint32_t k = 0; k < count(c, content); k++, p = next_sib(c, p))
+            only_text &= !str_is(c, get(c, p, "type"), "input_image") && !str_is(c, get(c, p, "type"), "refusal");
+    }
     if (is(c, content, VSR_JSON_STRING)) {
         mraw(in, content);
+    } else if (only_text) { /* texts joined: a string every chat backend takes */
+        PUT(&in->m, "\"");
+        uint32_t p = content + 1;
+        for (uint32_t k = 0; k < count(c, content); k++, p = next_sib(c, p)) {
+            if (k)
+                PUT(&in->m, "\\n");
+            put_slice(&in->m, inner(c, get(c, p, "text")));
+        }
+        PUT(&in->m, "\"");
     } else {
         PUT(&in->m, "[");
         uint32_t p = content + 1;

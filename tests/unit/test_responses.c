@@ -150,7 +150,7 @@ static void test_request_full(void **state)
         "{'id':'call_2','type':'function','function':{'name':'get_weather','arguments':'{}'}}]},"
         "{'role':'tool','tool_call_id':'call_1','content':'-3 C'},"
         "{'role':'tool','tool_call_id':'call_2','content':'a\\nb'},"
-        "{'role':'assistant','content':[{'type':'text','text':'Cold.'}]}";
+        "{'role':'assistant','content':'Cold.'}";
     char want[8192];
     snprintf(want, sizeof(want),
              "{'model':'auto','messages':[%s],"
@@ -192,6 +192,16 @@ static void test_request_full(void **state)
     assert_buf(&r.chat, J("{'model':'m','messages':[{'role':'assistant','content':null,'tool_calls':[{'id':'c','type':"
                           "'function','function':{'name':'f','arguments':''}}]},{'role':'tool','tool_call_id':'c',"
                           "'content':'ok'}],'tool_choice':'required','response_format':{'type':'json_object'}}"));
+    req_free(&r);
+
+    /* text parts alone become one string; a refusal keeps the parts */
+    req_run(&r, J("{'model':'m','input':[{'role':'user','content':[{'type':'input_text','text':'a'},"
+                  "{'type':'input_text','text':'b'}]},{'role':'assistant','content':[{'type':'output_text','text':'c'},"
+                  "{'type':'refusal','refusal':'no'}]}]}"),
+            NULL, NULL);
+    assert_int_equal(r.rc, VSR_OK);
+    assert_buf(&r.chat, J("{'model':'m','messages':[{'role':'user','content':'a\\nb'},{'role':'assistant','content':"
+                          "[{'type':'text','text':'c'},{'type':'refusal','refusal':'no'}]}]}"));
     req_free(&r);
 }
 
