@@ -444,8 +444,9 @@ int vsr_responses_error_from_chat(int status, const char *body, size_t len, vsr_
 /* Streams: chat.completion.chunk SSE bytes, in chunks of any size → the
  * Responses events (`event: <type>\ndata: {...}\n\n`, sequence_number 0,
  * 1, 2 ...): response.created, response.in_progress, then per output item
- * output_item.added, (messages) content_part.added, output_text.delta...,
- * output_text.done, content_part.done, (function calls)
+ * output_item.added, (messages) content_part.added, output_text.delta...
+ * (refusal.delta... in a refusal part), output_text.done (refusal.done),
+ * content_part.done, (function calls)
  * function_call_arguments.delta..., function_call_arguments.done, then
  * output_item.done; and at the end response.completed (or
  * response.incomplete, as OpenAI sends for status "incomplete") carrying the
@@ -481,6 +482,8 @@ typedef struct {
     vsr_buf_t items;                /* private: finished output items, comma-separated */
     vsr_buf_t calls;                /* private: finished chat tool_calls, comma-separated */
     vsr_buf_t turn_text;            /* private: the message text, for the conversation */
+    vsr_buf_t refusal, turn_refusal; /* private: the open message's refusal; all of it, for the conversation */
+    int text_part, refusal_part;    /* private: content_index of the open message's parts, -1 none */
     int open;                       /* private: 0 none, 1 message, 2 function call */
     uint32_t n_items;               /* private: output items so far */
     int64_t cur_tool;               /* private: the open call's chat index */

@@ -53,8 +53,9 @@
  * completed; usage prompt / completion / total tokens (and cached /
  * reasoning details) → input / output / total tokens.  Item ids derive
  * from the response id: "resp_X" → "msg_X_<index>", "fc_X_<index>".
- * Streams: text deltas and tool-call deltas map to the events in json.h;
- * refusal deltas, logprobs and choices other than 0 are dropped.
+ * Streams: text, refusal and tool-call deltas map to the events in json.h
+ * (a message's text and refusal parts are numbered in the order they
+ * start); logprobs and choices other than 0 are dropped.
  */
 #include "json/json.h"
 
@@ -1653,6 +1654,9 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
     vsr_buf_init(&s->items, mo);
     vsr_buf_init(&s->calls, mo);
     vsr_buf_init(&s->turn_text, mo);
+    vsr_buf_init(&s->refusal, mo);
+    vsr_buf_init(&s->turn_refusal, mo);
+    s->text_part = s->refusal_part = -1;
     vsr_buf_init(&s->final, 0);
     vsr_buf_init(&s->conv, 0);
     s->created_at = meta->created_at;
@@ -1668,7 +1672,7 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
 void vsr_responses_stream_free(vsr_responses_stream_t *s)
 {
     vsr_buf_t *all[] = {&s->line, &s->data, &s->id, &s->model, &s->echo, &s->conv_in, &s->text, &s->args,
-                        &s->call_id, &s->call_name, &s->items, &s->calls, &s->turn_text, &s->final, &s->conv};
+                        &s->call_id, &s->call_name, &s->items, &s->calls, &s->turn_text, &s->refusal, &s->turn_refusal, &s->final, &s->conv};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         vsr_buf_free(all[i]);
 }
@@ -1745,17 +1749,33 @@ static int stream_fail(vsr_responses_stream_t *s, w_t *w, int rc, const char *me
     return rc;
 }
 
-static void msg_item(vsr_responses_stream_t *s, w_t *w, const char *status, int with_text)
+static void part_json(vsr_responses_stream_t *s, w_t *w, int refusal)
+{
+    if (refusal) {
+        PUT(w, "{\"type\":\"refusal\",\"refusal\":\"");
+        put_slice(w, vsr_buf_slice(&s->refusal));
+        PUT(w, "\"}");
+    } else {
+        PUT(w, "{\"type\":\"output_text\",\"text\":\"");
+        put_slice(w, vsr_buf_slice(&s->text));
+        PUT(w, "\",\"annotations\":[]}");
+    }
+}
+
+static void msg_item(vsr_responses_stream_t *s, w_t *w, const char *status, int with_parts)
 {
     PUT(w, "{\"id\":");
     put_item_id(w, "msg_", s_id(s), s->n_items);
     PUT(w, ",\"type\":\"message\",\"status\":\"");
     put(w, status, strlen(status));
     PUT(w, "\",\"role\":\"assistant\",\"content\":[");
-    if (with_text) {
-        PUT(w, "{\"type\":\"output_text\",\"text\":\"");
-        put_slice(w, vsr_buf_slice(&s->text));
-        PUT(w, "\",\"annotations\":[]}");
+    for (int k = 0; with_parts && k < 2; k++) {
+        if (k && s->text_part >= 0 && s->refusal_part >= 0)
+            PUT(w, ",");
+        if (s->text_part == k)
+            part_json(s, w, 0);
+        else if (s->refusal_part == k)
+            part_json(s, w, 1);
     }
     PUT(w, "]}");
 }
@@ -1781,6 +1801,26 @@ static int too_much(vsr_responses_stream_t *s, w_t *w)
     return stream_fail(s, w, VSR_ERR_TOO_BIG, "upstream answer is larger than the limit");
 }
 
+/* Opens the message's text or refusal part (content_index: the parts
+ * opened before it). */
+static void part_open(vsr_responses_stream_t *s, w_t *w, int refusal)
+{
+    int *part = refusal ? &s->refusal_part : &s->text_part;
+    if (*part >= 0)
+        return;
+    *part = (s->text_part >= 0) + (s->refusal_part >= 0);
+    ev_open(s, w, "response.content_part.added");
+    ev_item_ref(s, w, "msg_");
+    PUT(w, ",\"content_index\":");
+    put_u64(w, (uint64_t)*part);
+    PUT(w, ",\"part\":");
+    if (refusal)
+        PUT(w, "{\"type\":\"refusal\",\"refusal\":\"\"}");
+    else
+        PUT(w, "{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}");
+    ev_close(w);
+}
+
 /* Closes the open item: its done events, and the item into s->items. */
 static int item_close(vsr_responses_stream_t *s, w_t *w)
 {
@@ -1791,18 +1831,35 @@ static int item_close(vsr_responses_stream_t *s, w_t *w)
     if (s->n_items)
         PUT(&iw, ",");
     if (s->open == OPEN_MSG) {
-        ev_open(s, w, "response.output_text.done");
-        ev_item_ref(s, w, "msg_");
-        PUT(w, ",\"content_index\":0,\"text\":\"");
-        put_slice(w, vsr_buf_slice(&s->text));
-        PUT(w, "\",\"logprobs\":[]");
-        ev_close(w);
-        ev_open(s, w, "response.content_part.done");
-        ev_item_ref(s, w, "msg_");
-        PUT(w, ",\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"");
-        put_slice(w, vsr_buf_slice(&s->text));
-        PUT(w, "\",\"annotations\":[]}");
-        ev_close(w);
+        if (s->text_part < 0 && s->refusal_part < 0)
+            part_open(s, w, 0); /* an empty message still has its text part */
+        for (int k = 0; k < 2; k++) {
+            int refusal = s->refusal_part == k;
+            if (!refusal && s->text_part != k)
+                continue;
+            vsr_slice_t body = vsr_buf_slice(refusal ? &s->refusal : &s->text);
+            ev_open(s, w, refusal ? "response.refusal.done" : "response.output_text.done");
+            ev_item_ref(s, w, "msg_");
+            PUT(w, ",\"content_index\":");
+            put_u64(w, (uint64_t)k);
+            if (refusal)
+                PUT(w, ",\"refusal\":\"");
+            else
+                PUT(w, ",\"text\":\"");
+            put_slice(w, body);
+            if (refusal)
+                PUT(w, "\"");
+            else
+                PUT(w, "\",\"logprobs\":[]");
+            ev_close(w);
+            ev_open(s, w, "response.content_part.done");
+            ev_item_ref(s, w, "msg_");
+            PUT(w, ",\"content_index\":");
+            put_u64(w, (uint64_t)k);
+            PUT(w, ",\"part\":");
+            part_json(s, w, refusal);
+            ev_close(w);
+        }
         ev_open(s, w, "response.output_item.done");
         PUT(w, ",\"output_index\":");
         put_u64(w, s->n_items);
@@ -1810,9 +1867,11 @@ static int item_close(vsr_responses_stream_t *s, w_t *w)
         msg_item(s, w, status, 1);
         ev_close(w);
         msg_item(s, &iw, status, 1);
-        if (vsr_buf_append_slice(&s->turn_text, vsr_buf_slice(&s->text)) != VSR_OK)
+        if (vsr_buf_append_slice(&s->turn_text, vsr_buf_slice(&s->text)) != VSR_OK ||
+            vsr_buf_append_slice(&s->turn_refusal, vsr_buf_slice(&s->refusal)) != VSR_OK)
             iw.rc = VSR_ERR_TOO_BIG;
         vsr_buf_reset(&s->text);
+        vsr_buf_reset(&s->refusal);
     } else {
         ev_open(s, w, "response.function_call_arguments.done");
         ev_item_ref(s, w, "fc_");
@@ -1864,10 +1923,7 @@ static int msg_open(vsr_responses_stream_t *s, w_t *w)
     PUT(w, ",\"item\":");
     msg_item(s, w, "in_progress", 0);
     ev_close(w);
-    ev_open(s, w, "response.content_part.added");
-    ev_item_ref(s, w, "msg_");
-    PUT(w, ",\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}");
-    ev_close(w);
+    s->text_part = s->refusal_part = -1;
     s->open = OPEN_MSG;
     return VSR_OK;
 }
@@ -1893,12 +1949,17 @@ static void stream_end(vsr_responses_stream_t *s, w_t *w)
     vsr_buf_init(&turn, 0);
     w_t tw = {&turn, VSR_OK};
     PUT(&tw, "{\"role\":\"assistant\",\"content\":");
-    if (s->turn_text.len || s->calls.len == 0) {
+    if (s->turn_text.len || (s->calls.len == 0 && s->turn_refusal.len == 0)) {
         PUT(&tw, "\"");
         put_slice(&tw, vsr_buf_slice(&s->turn_text));
         PUT(&tw, "\"");
     } else {
         PUT(&tw, "null");
+    }
+    if (s->turn_refusal.len) {
+        PUT(&tw, ",\"refusal\":\"");
+        put_slice(&tw, vsr_buf_slice(&s->turn_refusal));
+        PUT(&tw, "\"");
     }
     if (s->calls.len) {
         PUT(&tw, ",\"tool_calls\":[");
@@ -1956,16 +2017,24 @@ static int chunk(vsr_responses_stream_t *s, cx_t *c)
         return VSR_OK; /* only choice 0 */
     uint32_t delta = get(c, ch, "delta");
     uint32_t content = get(c, delta, "content");
-    if (nonempty_str(c, content)) {
+    uint32_t refusal = get(c, delta, "refusal");
+    for (int r = 0; r < 2; r++) {
+        uint32_t t = r ? refusal : content;
+        if (!nonempty_str(c, t))
+            continue;
         if (msg_open(s, w) != VSR_OK)
             return VSR_ERR_TOO_BIG;
-        if (vsr_buf_append_slice(&s->text, inner(c, content)) != VSR_OK)
+        part_open(s, w, r);
+        if (vsr_buf_append_slice(r ? &s->refusal : &s->text, inner(c, t)) != VSR_OK)
             return too_much(s, w);
-        ev_open(s, w, "response.output_text.delta");
+        ev_open(s, w, r ? "response.refusal.delta" : "response.output_text.delta");
         ev_item_ref(s, w, "msg_");
-        PUT(w, ",\"content_index\":0,\"delta\":");
-        raw(c, content);
-        PUT(w, ",\"logprobs\":[]");
+        PUT(w, ",\"content_index\":");
+        put_u64(w, (uint64_t)(r ? s->refusal_part : s->text_part));
+        PUT(w, ",\"delta\":");
+        raw(c, t);
+        if (!r)
+            PUT(w, ",\"logprobs\":[]");
         ev_close(w);
     }
     uint32_t calls = get(c, delta, "tool_calls");

@@ -687,6 +687,39 @@ static void test_stream_tools(void **state)
     vsr_buf_free(&conv);
 }
 
+static void test_stream_refusal(void **state)
+{
+    (void)state;
+    const char *in = "data: {\"choices\":[{\"delta\":{\"refusal\":\"I can\"}}]}\n\n"
+                     "data: {\"choices\":[{\"delta\":{\"refusal\":\"not.\"},\"finish_reason\":\"stop\"}]}\n\n"
+                     "data: [DONE]\n\n";
+    vsr_buf_t out, final, conv;
+    vsr_buf_init(&out, 0);
+    vsr_buf_init(&final, 0);
+    vsr_buf_init(&conv, 0);
+    assert_int_equal(stream_run(in, strlen(in), 0, NULL, &out, &final, &conv), VSR_OK);
+    char types[2048];
+    check_events(&out, types, sizeof(types));
+    assert_string_equal(types, "response.created response.in_progress response.output_item.added "
+                               "response.content_part.added response.refusal.delta response.refusal.delta "
+                               "response.refusal.done response.content_part.done response.output_item.done "
+                               "response.completed");
+    assert_non_null(strstr(out.data, "\"part\":{\"type\":\"refusal\",\"refusal\":\"\"}"));
+    assert_non_null(strstr(final.data, "\"content\":[{\"type\":\"refusal\",\"refusal\":\"I cannot.\"}]"));
+    assert_buf(&conv, "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":null,"
+                      "\"refusal\":\"I cannot.\"}]");
+    /* text, then a refusal: two parts of one message */
+    const char *both = "data: {\"choices\":[{\"delta\":{\"content\":\"Well\"}}]}\n\n"
+                       "data: {\"choices\":[{\"delta\":{\"refusal\":\"no\"},\"finish_reason\":\"stop\"}]}\n\n";
+    assert_int_equal(stream_run(both, strlen(both), 0, NULL, &out, &final, NULL), VSR_OK);
+    assert_non_null(strstr(out.data, "\"content_index\":1,\"delta\":\"no\""));
+    assert_non_null(strstr(final.data, "\"content\":[{\"type\":\"output_text\",\"text\":\"Well\",\"annotations\":[]},"
+                                       "{\"type\":\"refusal\",\"refusal\":\"no\"}]"));
+    vsr_buf_free(&out);
+    vsr_buf_free(&final);
+    vsr_buf_free(&conv);
+}
+
 static void test_stream_incomplete_and_failures(void **state)
 {
     (void)state;
@@ -815,6 +848,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_stream_text),
         cmocka_unit_test(test_stream_tools),
+        cmocka_unit_test(test_stream_refusal),
         cmocka_unit_test(test_stream_incomplete_and_failures),
         cmocka_unit_test(test_stream_limits),
     };
