@@ -136,6 +136,7 @@ static void check_stream(const vsr_responses_meta_t *m, const char *p, size_t n)
         while (end + 1 < whole.data + whole.len && !(end[0] == '\n' && end[1] == '\n'))
             end++;
         CHECK(end + 1 < whole.data + whole.len && (size_t)(end - d) > 6 && memcmp(d, "data: ", 6) == 0);
+        CHECK(memchr(d, '\n', (size_t)(end - d)) == NULL); /* one data line */
         check_json(d + 6, (size_t)(end - d - 6));
         char want[128];
         int wl = snprintf(want, sizeof(want), "{\"type\":\"%.*s\",\"sequence_number\":%llu,", (int)tlen, ev + 7,

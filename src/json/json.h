@@ -398,8 +398,9 @@ int vsr_responses_request_info(const char *body, size_t len, const vsr_responses
  *  echo:  a JSON object of the request fields a Response object repeats
  *         (instructions, max_output_tokens, metadata, parallel_tool_calls,
  *         previous_response_id, reasoning, store, temperature, text,
- *         tool_choice, tools, top_p, truncation, user), defaults filled in;
- *         pass it back in vsr_responses_meta_t. */
+ *         tool_choice, tools, top_p, truncation, user), defaults filled in,
+ *         without whitespace between tokens (one SSE line); pass it back in
+ *         vsr_responses_meta_t. */
 typedef struct {
     vsr_buf_t *chat, *items, *conv, *echo;
 } vsr_responses_out_t;

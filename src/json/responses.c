@@ -87,6 +87,31 @@ static void put_str(w_t *w, vsr_slice_t s)
         w->rc = vsr_buf_append_json_string(w->b, s);
 }
 
+/* Valid JSON text without the whitespace between its tokens: what goes
+ * into an SSE data line must hold no line break. */
+static void put_compact(w_t *w, vsr_slice_t s)
+{
+    int in_str = 0, esc = 0;
+    size_t run = 0; /* start of the pending run of kept bytes */
+    for (size_t i = 0; i < s.len; i++) {
+        char ch = s.p[i];
+        if (in_str) {
+            if (esc)
+                esc = 0;
+            else if (ch == '\\')
+                esc = 1;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') {
+            put(w, s.p + run, i - run);
+            run = i + 1;
+        }
+    }
+    put(w, s.p + run, s.len - run);
+}
+
 static void put_u64(w_t *w, uint64_t v)
 {
     char tmp[VSR_U64_DIGITS];
@@ -1153,7 +1178,7 @@ static void write_echo(cx_t *c, vsr_buf_t *b)
         uint32_t v_ = get(c, 0, key);            \
         PUT(&c->w, "\"" key "\":");              \
         if (!none(c, v_))                        \
-            raw(c, v_);                          \
+            put_compact(&c->w, vsr_json_raw(&c->j, v_)); \
         else                                     \
             PUT(&c->w, dflt);                    \
     } while (0)
@@ -1664,7 +1689,8 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
     vsr_buf_append_json_string(&s->model, meta->model); /* kept as a raw string body */
     vsr_buf_consume(&s->model, 1);
     s->model.len--;
-    vsr_buf_append_slice(&s->echo, meta->echo);
+    w_t ew = {&s->echo, VSR_OK};
+    put_compact(&ew, meta->echo); /* events are one line each */
     vsr_buf_append_slice(&s->conv_in, meta->conv);
     s->cur_tool = -1;
 }

@@ -564,6 +564,7 @@ static void check_events(const vsr_buf_t *out, char *types, size_t cap)
         assert_true(memcmp(d, "data: ", 6) == 0);
         const char *end = strstr(d, "\n\n");
         assert_non_null(end);
+        assert_null(memchr(d, '\n', (size_t)(end - d))); /* one data line */
         assert_json(d + 6, (size_t)(end - d - 6));
         char want[160];
         snprintf(want, sizeof(want), "{\"type\":\"%.*s\",\"sequence_number\":%llu", (int)tlen, p + 7,
@@ -685,6 +686,35 @@ static void test_stream_tools(void **state)
     vsr_buf_free(&out);
     vsr_buf_free(&final);
     vsr_buf_free(&conv);
+}
+
+/* A request's echo (here with line breaks inside its tools) goes into every
+ * event's response object, so it must not break the one-line data rule. */
+static void test_stream_echo(void **state)
+{
+    (void)state;
+    req_t r;
+    req_run(&r, "{\"model\":\"m\",\"input\":\"x\",\"tools\":[\n {\"type\": \"function\",\r\n\t\"name\":\"a b\"}\n]}",
+            NULL, NULL);
+    assert_int_equal(r.rc, VSR_OK);
+    assert_null(memchr(r.echo.data, '\n', r.echo.len));
+    assert_non_null(strstr(r.echo.data, "\"tools\":[{\"type\":\"function\",\"name\":\"a b\"}]"));
+    vsr_responses_meta_t m;
+    stream_meta(&m);
+    m.echo = vsr_buf_slice(&r.echo);
+    vsr_responses_stream_t s;
+    vsr_responses_stream_init(&s, &m, NULL);
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    size_t n = strlen(SSE_TEXT);
+    assert_int_equal(vsr_responses_stream_feed(&s, SSE_TEXT, n, &out), VSR_OK);
+    char types[2048];
+    check_events(&out, types, sizeof(types));
+    assert_non_null(strstr(types, "response.completed"));
+    assert_json(s.final.data, s.final.len);
+    vsr_responses_stream_free(&s);
+    vsr_buf_free(&out);
+    req_free(&r);
 }
 
 static void test_stream_refusal(void **state)
@@ -848,6 +878,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_stream_text),
         cmocka_unit_test(test_stream_tools),
+        cmocka_unit_test(test_stream_echo),
         cmocka_unit_test(test_stream_refusal),
         cmocka_unit_test(test_stream_incomplete_and_failures),
         cmocka_unit_test(test_stream_limits),
