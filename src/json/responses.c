@@ -91,6 +91,8 @@ static void put_str(w_t *w, vsr_slice_t s)
  * into an SSE data line must hold no line break. */
 static void put_compact(w_t *w, vsr_slice_t s)
 {
+    if (s.len == 0)
+        return;
     int in_str = 0, esc = 0;
     size_t run = 0; /* start of the pending run of kept bytes */
     for (size_t i = 0; i < s.len; i++) {
