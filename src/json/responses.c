@@ -46,8 +46,8 @@
  *    "auto"; prompt, conversation, max_tool_calls; input_file, input_audio,
  *    input images by file_id, item_reference and other item types; every
  *    unknown parameter ("Unknown parameter: 'x'.", as OpenAI answers).
- * Chat answer → Response object: choice 0; content → a message item with
- * an output_text part (a refusal → a refusal part); tool_calls →
+ * Chat answer → Response object: choice 0; content (a string, or text
+ * parts joined with "\n") → a message item with an output_text part (a refusal → a refusal part); tool_calls →
  * function_call items; finish_reason length → status incomplete
  * (max_output_tokens), content_filter → incomplete (content_filter), else
  * completed; usage prompt / completion / total tokens (and cached /
@@ -1529,18 +1529,40 @@ static int from_chat(cx_t *c, const vsr_responses_meta_t *meta, vsr_buf_t *conv)
     int has_calls = is(c, calls, VSR_JSON_ARRAY) && count(c, calls) > 0;
     int rc = VSR_OK;
     PUT(&tw, "{\"role\":\"assistant\",\"content\":");
-    if (nonempty_str(c, content) || nonempty_str(c, refusal) || !has_calls) {
+    /* the text: a string, or (some backends) text parts joined */
+    vsr_buf_t tb;
+    vsr_buf_init(&tb, c->w.b->cap);
+    w_t tbw = {&tb, VSR_OK};
+    if (is(c, content, VSR_JSON_ARRAY)) {
+        PUT(&tbw, "\"");
+        uint32_t p = content + 1;
+        for (uint32_t k = 0, np = 0; k < count(c, content); k++, p = next_sib(c, p)) {
+            uint32_t t = get(c, p, "text");
+            if (!is(c, p, VSR_JSON_OBJECT) || !is(c, t, VSR_JSON_STRING) ||
+                !(str_is(c, get(c, p, "type"), "text") || str_is(c, get(c, p, "type"), "output_text")))
+                continue;
+            if (np++)
+                PUT(&tbw, "\\n");
+            put_slice(&tbw, inner(c, t));
+        }
+        PUT(&tbw, "\"");
+    } else if (is(c, content, VSR_JSON_STRING)) {
+        put_slice(&tbw, vsr_json_raw(&c->j, content));
+    }
+    vsr_slice_t text = vsr_buf_slice(&tb);
+    int has_text = text.len > 2;
+    if (has_text || nonempty_str(c, refusal) || !has_calls) {
         PUT(&iw, "{\"id\":");
         put_item_id(&iw, "msg_", meta->id, n);
         PUT(&iw, ",\"type\":\"message\",\"status\":\"");
         put(&iw, r.status, strlen(r.status));
         PUT(&iw, "\",\"role\":\"assistant\",\"content\":[");
         int parts = 0;
-        if (is(c, content, VSR_JSON_STRING) && (nonempty_str(c, content) || !nonempty_str(c, refusal))) {
+        if (has_text) {
             PUT(&iw, "{\"type\":\"output_text\",\"text\":");
-            put_slice(&iw, vsr_json_raw(&c->j, content));
+            put_slice(&iw, text);
             PUT(&iw, ",\"annotations\":[]}");
-            put_slice(&tw, vsr_json_raw(&c->j, content));
+            put_slice(&tw, text);
             parts++;
         } else if (!nonempty_str(c, refusal)) {
             PUT(&iw, "{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}");
@@ -1618,7 +1640,7 @@ static int from_chat(cx_t *c, const vsr_responses_meta_t *meta, vsr_buf_t *conv)
         PUT(&tw, "]");
     }
     PUT(&tw, "}");
-    if (rc == VSR_OK && (iw.rc != VSR_OK || tw.rc != VSR_OK))
+    if (rc == VSR_OK && (iw.rc != VSR_OK || tw.rc != VSR_OK || tbw.rc != VSR_OK))
         rc = big(c, NULL, "The translated answer is larger than the output limit.");
     if (rc == VSR_OK) {
         r.items = vsr_buf_slice(&items);
@@ -1633,6 +1655,7 @@ static int from_chat(cx_t *c, const vsr_responses_meta_t *meta, vsr_buf_t *conv)
     vsr_buf_free(&items);
     vsr_buf_free(&turn);
     vsr_buf_free(&mb);
+    vsr_buf_free(&tb);
     return rc;
 }
 

@@ -432,6 +432,14 @@ static void test_response_text(void **state)
              VSR_OK);
     assert_non_null(strstr(out.data, J("'content':[{'type':'refusal','refusal':'No.'}]")));
     assert_buf(&conv, J("[{'role':'assistant','content':null,'refusal':'No.'}]"));
+    /* content as text parts */
+    vsr_buf_reset(&out);
+    vsr_buf_reset(&conv);
+    resp_run(J("{'choices':[{'message':{'content':[{'type':'text','text':'a'},{'type':'image'},{'type':'text','text':'b'}]},"
+               "'finish_reason':'stop'}]}"),
+             "[]", &out, &conv, VSR_OK);
+    assert_non_null(strstr(out.data, J("'content':[{'type':'output_text','text':'a\\nb','annotations':[]}]")));
+    assert_buf(&conv, J("[{'role':'assistant','content':'a\\nb'}]"));
     vsr_buf_free(&out);
     vsr_buf_free(&conv);
 }
