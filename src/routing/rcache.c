@@ -94,7 +94,7 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
         keep_string(&j, t, &a->model);
     double created;
     if (!a->created && vsr_json_object_get(&j, 0, "created", &t) == VSR_OK && vsr_json_number(&j, t, &created) == VSR_OK &&
-        created > 0)
+        created > 0 && created < 1e15)
         a->created = (uint64_t)created;
     if (vsr_json_object_get(&j, 0, "usage", &u) == VSR_OK && vsr_json_type(&j, u) == VSR_JSON_OBJECT) {
         vsr_buf_reset(&a->usage);
