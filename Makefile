@@ -62,6 +62,7 @@ bench: deps build
 	@echo; build/plan_bench 20000
 	@echo; $(PYTHON) bench/reliability.py
 	@echo; $(PYTHON) bench/looper.py
+	@echo; $(PYTHON) bench/protocols.py
 	@bench/quality/run build
 
 clean:

@@ -83,7 +83,7 @@ def post(conn, path, body, headers=None):
     r = conn.getresponse()
     n = 0
     while True:
-        chunk = r.read1(1 << 20)
+        chunk = r.read(1 << 20)
         if not chunk:
             break
         n += len(chunk)
@@ -196,14 +196,14 @@ def main():
 
 def cache_run(conn, entries):
     for i in range(entries):
-        post(conn, "/v1/chat/completions", chat(f"cacheme question number {i}"))
+        post(conn, "/v1/chat/completions", chat(f"cacheme question number {i}", model="auto"))
     time.sleep(0.2)
     hits, misses = [], []
     for i in range(min(entries, 400)):
-        dt, _, hit = post(conn, "/v1/chat/completions", chat(f"cacheme question number {i}"))
+        dt, _, hit = post(conn, "/v1/chat/completions", chat(f"cacheme question number {i}", model="auto"))
         if hit == "true":
             hits.append(dt * 1000)
-        dt, _, hit = post(conn, "/v1/chat/completions", chat(f"cacheme new question {i} {time.time()}"))
+        dt, _, hit = post(conn, "/v1/chat/completions", chat(f"cacheme new question {i} {time.time()}", model="auto"))
         misses.append(dt * 1000)
     return {"entries": entries, "hits": len(hits), "hit_p50_ms": round(pct(hits, .5), 3) if hits else None,
             "miss_p50_ms": round(pct(misses, .5), 3)}
