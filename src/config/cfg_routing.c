@@ -926,10 +926,28 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             p->enabled = 0;
             return;
         }
+        static const struct {
+            const char *type, *why;
+        } reasons[] = {
+            {"memory", "it needs a memory store and a model that extracts memories"},
+            {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
+            {"image_gen", "it needs an image generation backend"},
+            {"hallucination", "it needs a hallucination detector model the runtime does not have"},
+            {"response_jailbreak", "the answer is not scanned yet"},
+            {"router_replay", "replay capture is not built yet"},
+            {"tool_selection", "it needs a tools database and embeddings at request time"},
+            {"shadow_dispatch", "shadow calls are not built yet"},
+        };
+        const char *why = NULL;
+        for (size_t i = 0; i < VSR_ARRAY_LEN(reasons) && !why; i++)
+            if (strcmp(reasons[i].type, p->type) == 0)
+                why = reasons[i].why;
         if (strcmp(type->str, p->type) != 0)
-            vsr__cfg_node_error(d, type, "plugin \"%s\" (%s) is not supported yet", type->str, p->type);
+            vsr__cfg_node_error(d, type, "plugin \"%s\" (%s) is not supported yet%s%s%s", type->str, p->type,
+                                why ? " (" : "", why ? why : "", why ? ")" : "");
         else
-            vsr__cfg_node_error(d, type, "plugin \"%s\" is not supported yet", p->type);
+            vsr__cfg_node_error(d, type, "plugin \"%s\" is not supported yet%s%s%s", p->type, why ? " (" : "",
+                                why ? why : "", why ? ")" : "");
         return;
     }
     const cfg_spec_t *spec = p->kind == VSR_PLUGIN_SYSTEM_PROMPT     ? &system_prompt_spec

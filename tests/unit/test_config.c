@@ -1675,7 +1675,8 @@ static void test_capability_errors(void **state)
          "      plugins:\n"
          "        - type: rag\n"
          "          configuration: {enabled: true, top_k: 3}\n",
-         "t.yaml:14:17: plugin \"rag\" is not supported yet\n"},
+         "t.yaml:14:17: plugin \"rag\" is not supported yet (it needs a retrieval backend (vector store, external API "
+         "or MCP))\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
@@ -2669,7 +2670,8 @@ static void test_routing_errors_all_reported(void **state)
                   "runtime)\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
                   "t.yaml:19:25: algorithm type \"router_dc\" is not supported yet\n"
-                  "t.yaml:20:24: plugin \"memory\" is not supported yet\n"
+                  "t.yaml:20:24: plugin \"memory\" is not supported yet (it needs a memory store and a model that "
+                  "extracts memories)\n"
                   "t.yaml:17:14: keyword signal \"missing\" is not declared in routing.signals.keywords\n"
                   "t.yaml:18:27: model \"ghost\" is not defined in providers.models (nor as a LoRA in "
                   "routing.modelCards)\n"
