@@ -671,6 +671,16 @@ static void request_account(request_t *req)
         .prompt_tokens = req->usage ? req->usage->prompt_tokens : 0,
         .completion_tokens = req->usage ? req->usage->completion_tokens : 0,
     };
+    if (ev && ev->cache_hit >= 0)
+        e.cache = ev->cache_hit ? VSR_SLICE_LIT("hit") : VSR_SLICE_LIT("miss");
+    if (req->sess) {
+        int client_a = vsr_session_client_anthropic(req->sess);
+        int up_a = req->served && req->served->api_format && strcmp(req->served->api_format, "anthropic") == 0;
+        if (client_a != up_a && req->served) {
+            e.client_protocol = client_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
+            e.upstream_protocol = up_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
+        }
+    }
     if (ev && ev->looper) {
         e.looper_algorithm = ev->looper->algorithm;
         e.looper_calls = ev->looper->iterations;

@@ -295,6 +295,9 @@ static int format_line(vsr_buf_t *b, const vsr_access_entry_t *e)
     } else {
         rc |= vsr_buf_append(b, "null", 4);
     }
+    rc |= put_str(b, "cache", e->cache, FIELD_CAP);
+    rc |= put_str(b, "client_protocol", e->client_protocol, FIELD_CAP);
+    rc |= put_str(b, "upstream_protocol", e->upstream_protocol, FIELD_CAP);
     rc |= vsr_buf_append(b, "}\n", 2);
     return rc;
 }

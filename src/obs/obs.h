@@ -72,6 +72,8 @@ typedef struct {
     unsigned looper_calls;
     vsr_slice_t looper_models;  /* the models it called, comma-separated */
     uint64_t looper_prompt_tokens, looper_completion_tokens;
+    vsr_slice_t cache;          /* the response cache: "hit" / "miss"; empty (null) when not looked up */
+    vsr_slice_t client_protocol, upstream_protocol; /* "openai" / "anthropic"; empty (null) without translation */
 } vsr_access_entry_t;
 
 /* Formats e as one JSON line and queues it; never blocks.  Thread-safe.

@@ -247,3 +247,26 @@ def test_messages_client_gets_hits_in_anthropic_shape(vsr, fakellm):
     assert r3.headers["x-vsr-cache-hit"] == "true"
     assert "event: message_stop" in r3.text
     assert upstream_calls(v) == 1
+
+
+def test_access_log_names_the_cache_and_protocols(vsr, fakellm):
+    v = start(vsr, fakellm)
+    ask(v, "cacheme: logged", headers={"x-request-id": "rc-1"})
+    ask(v, "cacheme: logged", headers={"x-request-id": "rc-2"})
+    ask(v, "not cached", headers={"x-request-id": "rc-3"})
+    with v.client() as c:
+        c.post("/v1/messages", headers={"x-request-id": "rc-4"},
+               json={"model": "m1", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+
+    def lines():
+        out = {}
+        for l in v.proc.output().splitlines():
+            if l.startswith("{"):
+                d = json.loads(l)
+                out[d.get("x_request_id")] = d
+        return out
+    wait_until(lambda: {"rc-1", "rc-2", "rc-3", "rc-4"} <= set(lines()), what="four log lines")
+    got = lines()
+    assert got["rc-1"]["cache"] == "miss" and got["rc-2"]["cache"] == "hit" and got["rc-3"]["cache"] is None
+    assert got["rc-1"]["client_protocol"] is None
+    assert (got["rc-4"]["client_protocol"], got["rc-4"]["upstream_protocol"]) == ("anthropic", "openai")
