@@ -798,12 +798,41 @@ static const cfg_spec_t router_spec = {
     .n_fields = VSR_ARRAY_LEN(router_fields),
 };
 
+static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "memory") != 0 && strcmp(s, "redis") != 0) {
+        vsr__cfg_node_error(d, val, "store_backend must be memory or redis, got %s", vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    ((config_box_t *)obj)->conf.resp_store.redis = s[0] == 'r';
+    return 0;
+}
+
+static const cfg_field_t resp_redis_fields[] = {
+    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_address)},
+    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_password)},
+    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.redis_db), .size = 8, .min = 0, .max = 15},
+    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_key_prefix)},
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(resp_store.redis_timeout_ms)},
+};
+
+static const cfg_spec_t resp_redis_spec = {
+    .size = sizeof(config_box_t),
+    .fields = resp_redis_fields,
+    .n_fields = VSR_ARRAY_LEN(resp_redis_fields),
+};
+
 static const cfg_field_t response_api_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(response_api_enabled)},
-    UNIMPLEMENTED("store_backend"),
-    UNIMPLEMENTED("ttl_seconds"),
-    UNIMPLEMENTED("max_responses"),
-    UNIMPLEMENTED("redis"), /* the store_backend: redis connection */
+    {.key = "store_backend", .decode = decode_resp_backend},
+    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.ttl_seconds), .size = 8, .min = 1,
+     .max = 365 * 86400},
+    {.key = "max_responses", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.max_responses), .size = 8,
+     .min = 1, .max = 10000000},
+    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &resp_redis_spec},
 };
 
 static const cfg_spec_t response_api_spec = {
@@ -1475,6 +1504,11 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->rc_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->rc_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:rc:");
     c->rc_store.redis_timeout_ms = 250;
+    c->resp_store.ttl_seconds = 86400;
+    c->resp_store.max_responses = 10000;
+    c->resp_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
+    c->resp_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:resp:");
+    c->resp_store.redis_timeout_ms = 250;
     box->default_retryable_codes[0] = 502;
     box->default_retryable_codes[1] = 503;
     box->default_retryable_codes[2] = 504;

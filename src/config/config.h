@@ -981,6 +981,14 @@ typedef struct {
     char *management_token_file;         /* management_api.token_file (vsr): the bearer token's file, NULL = none */
     char *management_token_env;          /* management_api.token_env (vsr): ... or its environment variable */
     int response_api_enabled;            /* services.response_api.enabled, default false */
+    /* services.response_api: where stored Response objects live (store_backend memory | redis) */
+    struct {
+        int redis;
+        uint64_t ttl_seconds;            /* default 86400 */
+        uint64_t max_responses;          /* default 10000 (memory entries; redis index rows) */
+        char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
+        uint64_t redis_db, redis_timeout_ms;
+    } resp_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
     struct {
         int redis;                       /* backend_type: memory (0, default) | redis / valkey (1) */

@@ -1538,12 +1538,19 @@ static void port_cache_store(void *ud, const vsr_cache_query_t *q, vsr_slice_t v
     vsr__gateway_cache_store(req->c->w, vsr_engine_config(req->eng), q, value);
 }
 
+static void port_cache_delete(void *ud, const vsr_cache_query_t *q)
+{
+    request_t *req = ud;
+    vsr__gateway_cache_delete(req->c->w, vsr_engine_config(req->eng), q);
+}
+
 static const vsr_ports_t gw_ports = {
     .runtime_call = port_runtime_call,
     .runtime_cancel = port_runtime_cancel,
     .cache_lookup = port_cache_lookup,
     .cache_cancel = port_cache_cancel,
     .cache_store = port_cache_store,
+    .cache_delete = port_cache_delete,
     .model_call = port_model_call,
     .model_cancel = port_model_cancel,
     .resume = port_resume,

@@ -69,8 +69,8 @@ struct worker_s {
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
     void *rt_port;               /* the worker's runtime port (vsr_gateway_runtime_t.open), or NULL */
-    vsr_store_t *rc_store;       /* the response cache's store (rcache.c), opened on first use */
-    char rc_sig[1024];           /* ... from these settings of global.stores.response_cache */
+    vsr_store_t *rc_store[2];    /* the redis stores (rcache.c): the response cache's, the Responses API's */
+    char rc_sig[2][1024];        /* ... opened from these settings */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
@@ -102,8 +102,8 @@ struct vsr_gateway_s {
      * its calls complete synchronously, each under rc_mu (recursive: a
      * lookup's callback may call the store again) */
     pthread_mutex_t rc_mu;
-    vsr_store_t *rc_mem;
-    char rc_mem_sig[1024];
+    vsr_store_t *rc_mem[2];      /* the response cache's, the Responses API's */
+    char rc_mem_sig[2][1024];
 };
 
 /* tracing.c: one request's W3C trace context and, at its end, its spans */
@@ -182,6 +182,7 @@ void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_
                                 void *done_ud);
 void vsr__gateway_cache_cancel(worker_t *w, void *handle);
 void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value);
+void vsr__gateway_cache_delete(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q);
 void vsr__gateway_cache_close(worker_t *w);
 void vsr__gateway_cache_init(vsr_gateway_t *gw);
 void vsr__gateway_cache_free(vsr_gateway_t *gw);

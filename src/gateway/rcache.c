@@ -30,30 +30,45 @@ struct vsr__rc_lookup_s {
     int in_call, finished;
 };
 
-/* The store settings of a version, as one string: equal strings, same store. */
-static void store_signature(const vsr_config_t *cfg, char *out, size_t cap)
+/* One store's settings, from either block of the document. */
+typedef struct {
+    int redis;
+    uint64_t max_entries, max_bytes, ttl_seconds, db, timeout_ms;
+    const char *address, *password, *prefix;
+} settings_t;
+
+static settings_t settings(const vsr_config_t *cfg, int which)
 {
-    snprintf(out, cap, "%d|%llu|%llu|%s|%s|%llu|%s|%llu", cfg->rc_store.redis,
-             (unsigned long long)cfg->rc_store.max_entries, (unsigned long long)cfg->rc_store.max_bytes,
-             cfg->rc_store.redis_address ? cfg->rc_store.redis_address : "",
-             cfg->rc_store.redis_password ? cfg->rc_store.redis_password : "",
-             (unsigned long long)cfg->rc_store.redis_db,
-             cfg->rc_store.redis_key_prefix ? cfg->rc_store.redis_key_prefix : "",
-             (unsigned long long)cfg->rc_store.redis_timeout_ms);
+    if (which == 0)
+        return (settings_t){cfg->rc_store.redis, cfg->rc_store.max_entries, cfg->rc_store.max_bytes,
+                            cfg->rc_store.ttl_seconds, cfg->rc_store.redis_db, cfg->rc_store.redis_timeout_ms,
+                            cfg->rc_store.redis_address, cfg->rc_store.redis_password, cfg->rc_store.redis_key_prefix};
+    return (settings_t){cfg->resp_store.redis, cfg->resp_store.max_responses, (uint64_t)256 << 20,
+                        cfg->resp_store.ttl_seconds, cfg->resp_store.redis_db, cfg->resp_store.redis_timeout_ms,
+                        cfg->resp_store.redis_address, cfg->resp_store.redis_password,
+                        cfg->resp_store.redis_key_prefix};
 }
 
-static void open_config(const vsr_config_t *cfg, vsr_store_config_t *sc)
+/* The store settings of a version, as one string: equal strings, same store. */
+static void store_signature(const settings_t *c, char *out, size_t cap)
+{
+    snprintf(out, cap, "%d|%llu|%llu|%s|%s|%llu|%s|%llu", c->redis, (unsigned long long)c->max_entries,
+             (unsigned long long)c->max_bytes, c->address ? c->address : "", c->password ? c->password : "",
+             (unsigned long long)c->db, c->prefix ? c->prefix : "", (unsigned long long)c->timeout_ms);
+}
+
+static void open_config(const settings_t *c, vsr_store_config_t *sc)
 {
     vsr_store_config_init(sc);
-    sc->backend = cfg->rc_store.redis ? VSR_STORE_REDIS : VSR_STORE_MEMORY;
-    sc->max_entries = (size_t)cfg->rc_store.max_entries;
-    sc->max_bytes = (size_t)cfg->rc_store.max_bytes;
-    sc->default_ttl_ms = cfg->rc_store.ttl_seconds * 1000;
-    sc->address = cfg->rc_store.redis_address;
-    sc->password = cfg->rc_store.redis_password;
-    sc->db = (unsigned)cfg->rc_store.redis_db;
-    sc->key_prefix = cfg->rc_store.redis_key_prefix;
-    sc->command_timeout_ms = cfg->rc_store.redis_timeout_ms;
+    sc->backend = c->redis ? VSR_STORE_REDIS : VSR_STORE_MEMORY;
+    sc->max_entries = (size_t)c->max_entries;
+    sc->max_bytes = (size_t)c->max_bytes;
+    sc->default_ttl_ms = c->ttl_seconds * 1000;
+    sc->address = c->address;
+    sc->password = c->password;
+    sc->db = (unsigned)c->db;
+    sc->key_prefix = c->prefix;
+    sc->command_timeout_ms = c->timeout_ms;
 }
 
 void vsr__gateway_cache_init(vsr_gateway_t *gw)
@@ -67,51 +82,61 @@ void vsr__gateway_cache_init(vsr_gateway_t *gw)
 
 void vsr__gateway_cache_free(vsr_gateway_t *gw)
 {
-    vsr_store_close(gw->rc_mem); /* no handles: the memory backend frees at once */
-    gw->rc_mem = NULL;
+    for (int i = 0; i < 2; i++) {
+        vsr_store_close(gw->rc_mem[i]); /* no handles: the memory backend frees at once */
+        gw->rc_mem[i] = NULL;
+    }
     pthread_mutex_destroy(&gw->rc_mu);
 }
 
-/* The memory store, under rc_mu (held by the caller). */
-static vsr_store_t *shared_store(vsr_gateway_t *gw, const vsr_config_t *cfg, const char *sig)
+static const char *const store_names[2] = {"response cache store", "Responses API store"};
+
+/* A memory store, under rc_mu (held by the caller). */
+static vsr_store_t *shared_store(vsr_gateway_t *gw, int which, const settings_t *c, const char *sig)
 {
-    if (gw->rc_mem && strcmp(sig, gw->rc_mem_sig) == 0)
-        return gw->rc_mem;
-    vsr_store_close(gw->rc_mem);
+    if (gw->rc_mem[which] && strcmp(sig, gw->rc_mem_sig[which]) == 0)
+        return gw->rc_mem[which];
+    vsr_store_close(gw->rc_mem[which]);
     vsr_store_config_t sc;
-    open_config(cfg, &sc);
+    open_config(c, &sc);
     vsr_buf_t err;
     vsr_buf_init(&err, 4096);
-    gw->rc_mem = vsr_store_open(NULL, &sc, &err);
-    if (gw->rc_mem == NULL)
-        vsr_log_warn("gateway", "response cache store: %.*s", (int)err.len, err.data ? err.data : "");
+    gw->rc_mem[which] = vsr_store_open(NULL, &sc, &err);
+    if (gw->rc_mem[which] == NULL)
+        vsr_log_warn("gateway", "%s: %.*s", store_names[which], (int)err.len, err.data ? err.data : "");
     vsr_buf_free(&err);
-    snprintf(gw->rc_mem_sig, sizeof(gw->rc_mem_sig), "%s", sig);
-    return gw->rc_mem;
+    snprintf(gw->rc_mem_sig[which], sizeof(gw->rc_mem_sig[which]), "%s", sig);
+    return gw->rc_mem[which];
 }
 
-static vsr_store_t *worker_store(worker_t *w, const vsr_config_t *cfg)
+static vsr_store_t *worker_store(worker_t *w, const vsr_config_t *cfg, int which)
 {
     if (w->torn_down)
         return NULL;
-    char sig[sizeof(w->rc_sig)];
-    store_signature(cfg, sig, sizeof(sig));
-    if (!cfg->rc_store.redis)
-        return shared_store(w->gw, cfg, sig);
-    if (w->rc_store && strcmp(sig, w->rc_sig) == 0)
-        return w->rc_store;
-    vsr_store_close(w->rc_store); /* operations in flight are dropped: their requests see misses */
-    w->rc_store = NULL;
+    settings_t c = settings(cfg, which);
+    char sig[sizeof(w->rc_sig[0])];
+    store_signature(&c, sig, sizeof(sig));
+    if (!c.redis)
+        return shared_store(w->gw, which, &c, sig);
+    if (w->rc_store[which] && strcmp(sig, w->rc_sig[which]) == 0)
+        return w->rc_store[which];
+    vsr_store_close(w->rc_store[which]); /* operations in flight are dropped: their requests see misses */
+    w->rc_store[which] = NULL;
     vsr_store_config_t sc;
-    open_config(cfg, &sc);
+    open_config(&c, &sc);
     vsr_buf_t err;
     vsr_buf_init(&err, 4096);
-    w->rc_store = vsr_store_open(&w->loop, &sc, &err);
-    if (w->rc_store == NULL)
-        vsr_log_warn("gateway", "response cache store: %.*s", (int)err.len, err.data ? err.data : "");
+    w->rc_store[which] = vsr_store_open(&w->loop, &sc, &err);
+    if (w->rc_store[which] == NULL)
+        vsr_log_warn("gateway", "%s: %.*s", store_names[which], (int)err.len, err.data ? err.data : "");
     vsr_buf_free(&err);
-    snprintf(w->rc_sig, sizeof(w->rc_sig), "%s", sig);
-    return w->rc_store;
+    snprintf(w->rc_sig[which], sizeof(w->rc_sig[which]), "%s", sig);
+    return w->rc_store[which];
+}
+
+static int is_shared(const vsr_config_t *cfg, int which)
+{
+    return which ? !cfg->resp_store.redis : !cfg->rc_store.redis;
 }
 
 static void lookup_finish(vsr__rc_lookup_t *l, int status, const vsr_store_hit_t *hit)
@@ -157,10 +182,10 @@ static void get_done(void *ud, int status, const vsr_store_hit_t *hit)
 void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_cache_done_fn done,
                                 void *done_ud)
 {
-    int shared = !cfg->rc_store.redis;
+    int which = q->responses != 0, shared = is_shared(cfg, which);
     if (shared)
         pthread_mutex_lock(&w->gw->rc_mu);
-    vsr_store_t *st = worker_store(w, cfg);
+    vsr_store_t *st = worker_store(w, cfg, which);
     if (st == NULL || q->scope.len > VSR_STORE_MAX_TAG || q->partition.len > VSR_STORE_MAX_TAG ||
         (!q->exact && q->embedding == NULL)) {
         if (shared)
@@ -222,10 +247,10 @@ static void put_done(void *ud, int status, const vsr_store_hit_t *hit)
 
 void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value)
 {
-    int shared = !cfg->rc_store.redis;
+    int which = q->responses != 0, shared = is_shared(cfg, which);
     if (shared)
         pthread_mutex_lock(&w->gw->rc_mu);
-    vsr_store_t *st = worker_store(w, cfg);
+    vsr_store_t *st = worker_store(w, cfg, which);
     /* fire and forget: the worker outlives the operation, the request need not */
     if (st == NULL)
         vsr_metrics_cache(w->metrics, "store", "error");
@@ -236,8 +261,29 @@ void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_ca
         pthread_mutex_unlock(&w->gw->rc_mu);
 }
 
+static void del_done(void *ud, int status, const vsr_store_hit_t *hit)
+{
+    VSR_UNUSED(hit);
+    if (status != VSR_OK)
+        vsr_metrics_cache(((worker_t *)ud)->metrics, "delete", "error");
+}
+
+void vsr__gateway_cache_delete(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q)
+{
+    int which = q->responses != 0, shared = is_shared(cfg, which);
+    if (shared)
+        pthread_mutex_lock(&w->gw->rc_mu);
+    vsr_store_t *st = worker_store(w, cfg, which);
+    if (st)
+        vsr_store_del(st, q->key, del_done, w, NULL);
+    if (shared)
+        pthread_mutex_unlock(&w->gw->rc_mu);
+}
+
 void vsr__gateway_cache_close(worker_t *w)
 {
-    vsr_store_close(w->rc_store);
-    w->rc_store = NULL;
+    for (int i = 0; i < 2; i++) {
+        vsr_store_close(w->rc_store[i]);
+        w->rc_store[i] = NULL;
+    }
 }

@@ -263,6 +263,7 @@ typedef struct {
     double threshold;          /* semantic lookup */
     int exact;                 /* lookup: the exact key first */
     uint64_t ttl_ms;           /* store */
+    int responses;             /* 1: the Responses API's store (global.services.response_api), not the cache */
 } vsr_cache_query_t;
 
 /* status VSR_OK with the stored value (borrowed during the call) and its
@@ -289,6 +290,7 @@ typedef struct {
     void *(*cache_lookup)(void *ud, const vsr_cache_query_t *q, vsr_cache_done_fn done, void *done_ud);
     void (*cache_cancel)(void *ud, void *handle);
     void (*cache_store)(void *ud, const vsr_cache_query_t *q, vsr_slice_t value);
+    void (*cache_delete)(void *ud, const vsr_cache_query_t *q); /* the entry of q->key, if any */
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);
     /* A pending phase is over: eff is its final effect (never pending),

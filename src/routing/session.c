@@ -10,7 +10,10 @@
 
 /* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
  * `model` field alone, like a passthrough */
-typedef enum { EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES } endpoint_t;
+typedef enum {
+    EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES,
+    EP_RESP_GET, EP_RESP_ITEMS, EP_RESP_DELETE, /* the Responses API's stored objects */
+} endpoint_t;
 
 /* Bytes of a translated answer: the whole body held for a buffered
  * translation, and one chunk's translated output. */
@@ -91,6 +94,19 @@ struct vsr_session_s {
     double rc_similarity;
     int rc_sse, rc_over;            /* response: the answer is an event stream; past the value cap */
     vsr_buf_t rc_acc;               /* the answer's chat-side bytes, kept on the side */
+    /* the Responses API (global.services.response_api.enabled): a POST is
+     * translated to chat (in_body) and its answer back, and kept under its
+     * id; GET / DELETE read the store */
+    int responses_in;
+    vsr_responses_info_t rinfo;
+    char resp_id[64];
+    vsr_slice_t resp_key;           /* "resp:<id>" (pool) */
+    vsr_buf_t r_items, r_conv, r_echo, r_prior;
+    uint64_t r_created;
+    vsr_responses_stream_t rs;
+    int rs_open;
+    const char *r_body;             /* the client's body, while the previous response is fetched */
+    size_t r_len;
     /* what the body phase goes on with once the cache has missed */
     const vsr_model_conf_t *d_model;
     const char *d_lora;
@@ -99,6 +115,9 @@ struct vsr_session_s {
 
 /* Bytes of one answer kept for the response cache (a longer one is not stored). */
 #define RC_MAX_VALUE (4u << 20)
+
+static void rc_resume(vsr_session_t *s, const vsr_effect_t *eff);
+static vsr_slice_t answer_for_responses(vsr_session_t *s, int *status, vsr_slice_t *content_type, vsr_slice_t body);
 
 static int anthropic_model(const vsr_model_conf_t *m)
 {
@@ -223,6 +242,8 @@ static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t c
 {
     if (s->anthropic_in)
         body = answer_for_messages(s, &status, &content_type, body);
+    else if (s->responses_in)
+        body = answer_for_responses(s, &status, &content_type, body);
     hlist_t h = {0};
     hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), content_type);
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
@@ -300,6 +321,10 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_buf_init(&s->acc, XLATE_MAX_BODY);
     vsr_buf_init(&s->out, XLATE_MAX_OUT);
     vsr_buf_init(&s->rc_acc, RC_MAX_VALUE);
+    vsr_buf_init(&s->r_items, VSR_RESPONSES_MAX_OUTPUT);
+    vsr_buf_init(&s->r_conv, VSR_RESPONSES_MAX_OUTPUT);
+    vsr_buf_init(&s->r_echo, VSR_RESPONSES_MAX_OUTPUT);
+    vsr_buf_init(&s->r_prior, VSR_RESPONSES_MAX_OUTPUT);
     s->ev.cache_hit = -1;
     return s;
 }
@@ -344,6 +369,12 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->acc);
     vsr_buf_free(&s->out);
     vsr_buf_free(&s->rc_acc);
+    if (s->rs_open)
+        vsr_responses_stream_free(&s->rs);
+    vsr_buf_free(&s->r_items);
+    vsr_buf_free(&s->r_conv);
+    vsr_buf_free(&s->r_echo);
+    vsr_buf_free(&s->r_prior);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
     vsr_free(s);
@@ -511,6 +542,8 @@ static const struct {
     {"/v1/detokenize", "POST", EP_SURFACE},
 };
 
+static const vsr_effect_t *stored_response_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t rest);
+
 const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t target,
                                                 const vsr_header_t *headers, size_t n_headers)
 {
@@ -553,12 +586,16 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
         s->ep = EP_MODELS;
         return model_retrieve(s, vsr_slice(path.p + 11, path.len - 11));
     }
+    if (s->e->cfg->response_api_enabled && vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/responses/")) &&
+        path.len > 14)
+        return stored_response_headers(s, method, vsr_slice(path.p + 14, path.len - 14));
     for (size_t i = 0; i < VSR_ARRAY_LEN(endpoints); i++) {
         if (!vsr_slice_eq_cstr(path, endpoints[i].path))
             continue;
         if (endpoints[i].ep == EP_RESPONSES && !s->e->cfg->response_api_enabled)
             break; /* the Responses API is served only when enabled */
         s->anthropic_in = endpoints[i].ep == EP_MESSAGES; /* its errors too are Anthropic's */
+        s->responses_in = endpoints[i].ep == EP_RESPONSES;
         int is_head = vsr_slice_eq_cstr(method, "HEAD");
         if (!vsr_slice_eq_cstr(method, endpoints[i].method) && !(is_head && endpoints[i].ep == EP_MODELS)) {
             vsr_header_t allow = {VSR_SLICE_LIT("allow"), vsr_slice_cstr(endpoints[i].method)};
@@ -646,6 +683,259 @@ static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
                                         size_t len, uint64_t t0);
+static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t len, uint64_t t0);
+static const vsr_effect_t *stored_response_fetch(vsr_session_t *s);
+static const vsr_effect_t *previous_fetch(vsr_session_t *s);
+static const vsr_effect_t *responses_translate(vsr_session_t *s, const char *body, size_t len);
+static const vsr_effect_t *responses_error(vsr_session_t *s, const vsr_responses_error_t *err);
+
+/* ---- the Responses API (POST /v1/responses, its stored objects) ---- */
+
+static const vsr_effect_t *responses_error(vsr_session_t *s, const vsr_responses_error_t *err)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_responses_error_body(&b, err);
+    vsr_slice_t body = keep_buf(s, &b);
+    vsr_buf_free(&b);
+    return immediate(s, err->status, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, NULL, 0);
+}
+
+static const vsr_effect_t *not_found_response(vsr_session_t *s)
+{
+    vsr_responses_error_t e = {.status = 404, .type = "invalid_request_error"};
+    snprintf(e.message, sizeof(e.message), "Response with id '%s' not found.", s->resp_id);
+    return responses_error(s, &e);
+}
+
+/* /v1/responses/{id} (GET, DELETE) and /v1/responses/{id}/input_items (GET):
+ * answered in the body phase, which may wait on the store. */
+static const vsr_effect_t *stored_response_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t rest)
+{
+    vsr_slice_t sub = VSR_SLICE_NULL;
+    vsr_slice_t id = vsr_slice_split(rest, '/', &sub);
+    int items = sub.p != NULL;
+    int ok = id.len > 0 && id.len < 60 && (!items || vsr_slice_eq_cstr(sub, "input_items"));
+    for (size_t i = 0; ok && i < id.len; i++) {
+        char c = id.p[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    }
+    if (!ok)
+        return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
+    int get = vsr_slice_eq_cstr(method, "GET"), del = vsr_slice_eq_cstr(method, "DELETE");
+    if (!get && !(del && !items)) {
+        vsr_header_t allow = {VSR_SLICE_LIT("allow"), items ? VSR_SLICE_LIT("GET") : VSR_SLICE_LIT("GET, DELETE")};
+        vsr_slice_t body = VSR_SLICE_LIT(
+            "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":null}}");
+        return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
+    }
+    memcpy(s->resp_id, id.p, id.len);
+    s->resp_id[id.len] = '\0';
+    s->resp_key = pool_printf(&s->pool, "resp:%s", s->resp_id);
+    s->ep = items ? EP_RESP_ITEMS : del ? EP_RESP_DELETE : EP_RESP_GET;
+    return &s->eff;
+}
+
+/* A stored record: {"response":R,"conv":C,"items":I}; the raw text of one member. */
+static int record_member(vsr_slice_t rec, const char *name, vsr_slice_t *out)
+{
+    vsr_json_t j;
+    uint32_t t;
+    int rc = VSR_ERR_INVALID;
+    if (vsr_json_parse(&j, rec.p, rec.len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, 0, name, &t) == VSR_OK) {
+        *out = vsr_slice(rec.p + j.toks[t].start, j.toks[t].end - j.toks[t].start);
+        rc = VSR_OK;
+    }
+    vsr_json_free(&j);
+    return rc;
+}
+
+static const vsr_effect_t *stored_answer(vsr_session_t *s)
+{
+    vsr_slice_t v;
+    if (s->rc_status != VSR_OK)
+        return not_found_response(s);
+    if (s->ep == EP_RESP_DELETE) {
+        vsr_cache_query_t q = {.key = s->resp_key, .responses = 1};
+        if (s->opts.ports->cache_delete)
+            s->opts.ports->cache_delete(s->opts.ports_ud, &q);
+        vsr_slice_t body = pool_printf(&s->pool, "{\"id\":\"%s\",\"object\":\"response\",\"deleted\":true}", s->resp_id);
+        return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
+    }
+    if (record_member(s->rc_value, s->ep == EP_RESP_ITEMS ? "items" : "response", &v) != VSR_OK)
+        return not_found_response(s);
+    if (s->ep == EP_RESP_GET)
+        return immediate(s, 200, VSR_SLICE_LIT("application/json"), v, VSR_PATH_NONE, NULL, 0);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"object\":\"list\",\"data\":");
+    vsr_buf_append_slice(&b, v);
+    vsr_buf_append_cstr(&b, ",\"first_id\":null,\"last_id\":null,\"has_more\":false}");
+    vsr_slice_t body = keep_buf(s, &b);
+    vsr_buf_free(&b);
+    return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
+}
+
+/* what a fetch goes on with: 1 a stored object's answer, 2 a POST's previous response */
+static const vsr_effect_t *fetch_then(vsr_session_t *s, int what)
+{
+    if (what == 1)
+        return stored_answer(s);
+    vsr_slice_t conv;
+    if (s->rc_status != VSR_OK || record_member(s->rc_value, "conv", &conv) != VSR_OK) {
+        vsr_responses_error_t e = {.status = 400, .type = "invalid_request_error"};
+        snprintf(e.param, sizeof(e.param), "previous_response_id");
+        snprintf(e.message, sizeof(e.message), "Previous response with id '%s' not found.",
+                 s->rinfo.previous_response_id);
+        return responses_error(s, &e);
+    }
+    vsr_buf_reset(&s->r_prior);
+    vsr_buf_append_slice(&s->r_prior, conv);
+    return responses_translate(s, s->r_body, s->r_len);
+}
+
+static int fetch_kind(const vsr_session_t *s)
+{
+    return s->ep == EP_RESP_GET || s->ep == EP_RESP_ITEMS || s->ep == EP_RESP_DELETE ? 1 : 2;
+}
+
+static void fetch_done(void *ud, int status, vsr_slice_t value, double similarity)
+{
+    VSR_UNUSED(similarity);
+    vsr_session_t *s = ud;
+    s->rc_handle = NULL;
+    s->rc_waiting = 0;
+    s->rc_answered = 1;
+    s->rc_status = status;
+    if (status == VSR_OK)
+        s->rc_value = vsr_pool_dup_slice(&s->pool, value);
+    if (s->rc_calling)
+        return;
+    s->pending = 0;
+    rc_resume(s, fetch_then(s, fetch_kind(s)));
+}
+
+static const vsr_effect_t *fetch(vsr_session_t *s, vsr_slice_t key)
+{
+    const vsr_ports_t *ports = s->opts.ports;
+    if (ports == NULL || ports->cache_lookup == NULL) {
+        s->rc_status = VSR_ERR_NOT_FOUND; /* no store: nothing was kept */
+        return fetch_then(s, fetch_kind(s));
+    }
+    s->rc_q = (vsr_cache_query_t){.key = key, .exact = 1, .responses = 1};
+    s->rc_waiting = 2;
+    s->rc_calling = 1;
+    s->rc_answered = 0;
+    void *h = ports->cache_lookup(s->opts.ports_ud, &s->rc_q, fetch_done, s);
+    s->rc_calling = 0;
+    if (!s->rc_answered) {
+        s->rc_handle = h;
+        s->pending = 1;
+        reset_effect(s);
+        s->eff.pending = 1;
+        return &s->eff;
+    }
+    return fetch_then(s, fetch_kind(s));
+}
+
+static const vsr_effect_t *stored_response_fetch(vsr_session_t *s)
+{
+    return fetch(s, s->resp_key);
+}
+
+static const vsr_effect_t *previous_fetch(vsr_session_t *s)
+{
+    return fetch(s, pool_printf(&s->pool, "resp:%s", s->rinfo.previous_response_id));
+}
+
+/* The POST's body (and the previous response's conversation) in chat form;
+ * the request then goes on as chat. */
+static const vsr_effect_t *responses_translate(vsr_session_t *s, const char *body, size_t len)
+{
+    vsr_responses_error_t err;
+    vsr_responses_out_t out = {&s->in_body, &s->r_items, &s->r_conv, &s->r_echo};
+    if (vsr_responses_request_to_chat(body ? body : "", len, s->r_prior.data, s->r_prior.len, NULL, &out, &err) !=
+        VSR_OK)
+        return responses_error(s, &err);
+    char uuid[37];
+    vsr_uuid4(uuid);
+    size_t w = (size_t)snprintf(s->resp_id, sizeof(s->resp_id), "resp_");
+    for (const char *p = uuid; *p && w + 1 < sizeof(s->resp_id); p++)
+        if (*p != '-')
+            s->resp_id[w++] = *p;
+    s->resp_id[w] = '\0';
+    s->resp_key = pool_printf(&s->pool, "resp:%s", s->resp_id);
+    s->r_created = (uint64_t)time(NULL);
+    s->ep = EP_CHAT;
+    return chat_body(s, s->in_body.data, s->in_body.len, s->t0);
+}
+
+static vsr_responses_meta_t responses_meta(vsr_session_t *s)
+{
+    return (vsr_responses_meta_t){.id = vsr_slice_cstr(s->resp_id),
+                                  .created_at = s->r_created,
+                                  .model = s->ev.selected_model ? vsr_slice_cstr(s->ev.selected_model) : s->name,
+                                  .echo = vsr_buf_slice(&s->r_echo),
+                                  .conv = vsr_buf_slice(&s->r_conv)};
+}
+
+/* Keeps a finished Response under its id (store: true, the default). */
+static void responses_keep(vsr_session_t *s, vsr_slice_t response, vsr_slice_t conv)
+{
+    const vsr_ports_t *ports = s->opts.ports;
+    if (!s->rinfo.store || ports == NULL || ports->cache_store == NULL || response.len == 0)
+        return;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"response\":");
+    vsr_buf_append_slice(&b, response);
+    vsr_buf_append_cstr(&b, ",\"conv\":");
+    vsr_buf_append_slice(&b, conv.len ? conv : VSR_SLICE_LIT("[]"));
+    vsr_buf_append_cstr(&b, ",\"items\":");
+    vsr_buf_append_slice(&b, s->r_items.len ? vsr_buf_slice(&s->r_items) : VSR_SLICE_LIT("[]"));
+    vsr_buf_append_cstr(&b, "}");
+    vsr_cache_query_t q = {.key = s->resp_key, .exact = 1, .responses = 1,
+                           .ttl_ms = s->e->cfg->resp_store.ttl_seconds * 1000};
+    ports->cache_store(s->opts.ports_ud, &q, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+}
+
+/* A router-made chat answer (fast_response, a cache hit, a graph's answer)
+ * as a Response object or its event stream. */
+static vsr_slice_t answer_for_responses(vsr_session_t *s, int *status, vsr_slice_t *content_type, vsr_slice_t body)
+{
+    if (*status >= 400)
+        return body; /* the error shapes are OpenAI's either way */
+    vsr_buf_t b, conv;
+    vsr_buf_init(&b, XLATE_MAX_OUT);
+    vsr_buf_init(&conv, XLATE_MAX_OUT);
+    vsr_responses_meta_t meta = responses_meta(s);
+    vsr_responses_error_t err;
+    int rc = VSR_OK;
+    if (vsr_slice_starts_with(*content_type, VSR_SLICE_LIT("text/event-stream"))) {
+        vsr_responses_stream_t st;
+        vsr_responses_stream_init(&st, &meta, NULL);
+        vsr_responses_stream_feed(&st, body.p, body.len, &b);
+        vsr_responses_stream_finish(&st, &b);
+        responses_keep(s, vsr_buf_slice(&st.final), vsr_buf_slice(&st.conv));
+        vsr_responses_stream_free(&st);
+    } else {
+        rc = vsr_responses_response_from_chat(body.p, body.len, &meta, NULL, &b, &conv, &err);
+        if (rc == VSR_OK)
+            responses_keep(s, vsr_buf_slice(&b), vsr_buf_slice(&conv));
+    }
+    if (rc != VSR_OK) {
+        vsr_buf_reset(&b);
+        *status = err.status ? err.status : 502;
+        *content_type = VSR_SLICE_LIT("application/json");
+        vsr_responses_error_body(&b, &err);
+    }
+    vsr_slice_t out = keep_buf(s, &b);
+    vsr_buf_free(&b);
+    vsr_buf_free(&conv);
+    return out;
+}
 
 const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body, size_t len)
 {
@@ -655,9 +945,30 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         return &s->eff;
     }
     uint64_t t0 = vsr_now_us();
-    const vsr_config_t *cfg = s->e->cfg;
     reset_effect(s);
 
+    if (s->ep == EP_RESP_GET || s->ep == EP_RESP_ITEMS || s->ep == EP_RESP_DELETE)
+        return stored_response_fetch(s);
+    if (s->responses_in) {
+        vsr_responses_error_t rerr;
+        if (vsr_responses_request_info(body ? body : "", len, NULL, &s->rinfo, &rerr) != VSR_OK)
+            return responses_error(s, &rerr);
+        s->t0 = t0;
+        if (s->rinfo.previous_response_id[0]) { /* its conversation comes first */
+            s->r_body = body;
+            s->r_len = len;
+            return previous_fetch(s);
+        }
+        return responses_translate(s, body, len);
+    }
+    return chat_body(s, body, len, t0);
+}
+
+/* The body phase of a chat request (a Messages or Responses one already in
+ * chat form). */
+static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t len, uint64_t t0)
+{
+    const vsr_config_t *cfg = s->e->cfg;
     if (s->anthropic_in) {
         /* decoded once into a chat request; the rest of the phase reads that */
         vsr_anthropic_error_t aerr;
@@ -1369,7 +1680,7 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
     } else if (s->edits.n) {
         s->eff.body = vsr_json_edits_apply(&s->edits, s->body, s->body_len, &s->pool, &s->eff.n_body, &s->eff.body_len);
         s->eff.body_replaced = 1;
-    } else if (s->anthropic_in) { /* the chat form of the client's body, never its Messages bytes */
+    } else if (s->anthropic_in || s->responses_in) { /* the chat form of the client's body, never its own bytes */
         s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
         s->eff.body[0] = vsr_slice(s->body, s->body_len);
         s->eff.n_body = 1;
@@ -1377,6 +1688,10 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->eff.body_replaced = 1;
     }
     int to_messages = anthropic_model(model);
+    if (to_messages && s->responses_in) {
+        s->aim_error = "the Responses API is not served through api_format anthropic models yet";
+        return VSR_ERR_INVALID;
+    }
     if (to_messages) {
         /* the chat request, as the plugins and the model rewrite left it, in Messages form */
         vsr_buf_reset(&s->scratch);
@@ -1397,7 +1712,7 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->eff.body_len = s->up_body.len;
         s->eff.body_replaced = 1;
         s->eff.path = VSR_SLICE_LIT("/v1/messages");
-    } else if (s->anthropic_in) {
+    } else if (s->anthropic_in || s->responses_in) {
         s->eff.path = VSR_SLICE_LIT("/v1/chat/completions");
     }
 
@@ -1545,7 +1860,24 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         vsr_anthropic_stream_free(&s->sx);
         s->sx_open = 0;
     }
-    if (up_messages != client_messages) {
+    if (s->rs_open) {
+        vsr_responses_stream_free(&s->rs);
+        s->rs_open = 0;
+    }
+    if (s->responses_in) {
+        const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+        int sse = status >= 200 && status < 300 && ct &&
+                  vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
+        s->to_chat = 0;
+        s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
+        if (sse) {
+            vsr_responses_meta_t meta = responses_meta(s);
+            vsr_responses_stream_init(&s->rs, &meta, NULL);
+            s->rs_open = 1;
+        }
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"), VSR_SLICE_LIT("openai-responses"));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"), VSR_SLICE_LIT("openai"));
+    } else if (up_messages != client_messages) {
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
         int sse = status >= 200 && status < 300 && ct &&
                   vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
@@ -1638,9 +1970,22 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
     snprintf(err.message, sizeof(err.message), "the upstream's answer is larger than %u bytes", XLATE_MAX_BODY);
     const char *p = s->acc.data ? s->acc.data : "";
     size_t n = s->acc.len;
-    if (s->acc_over)
+    if (s->acc_over) {
         rc = VSR_ERR_TOO_BIG;
-    else if (status >= 200 && status < 300)
+    } else if (s->responses_in) {
+        vsr_responses_error_t rerr = {.status = 502};
+        snprintf(rerr.message, sizeof(rerr.message), "the answer is larger than the Responses codec's limits");
+        vsr_buf_t conv;
+        vsr_buf_init(&conv, XLATE_MAX_OUT);
+        vsr_responses_meta_t meta = responses_meta(s);
+        rc = status >= 200 && status < 300 ? vsr_responses_response_from_chat(p, n, &meta, NULL, &s->out, &conv, &rerr)
+                                           : vsr_responses_error_from_chat(status, p, n, &s->out);
+        if (rc != VSR_OK)
+            snprintf(err.message, sizeof(err.message), "%s", rerr.message);
+        else if (status >= 200 && status < 300)
+            responses_keep(s, vsr_buf_slice(&s->out), vsr_buf_slice(&conv));
+        vsr_buf_free(&conv);
+    } else if (status >= 200 && status < 300)
         rc = s->to_chat ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->out, &err)
                         : vsr_anthropic_response_from_chat(p, n, NULL, &s->out, &err);
     else
@@ -1676,10 +2021,20 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
     }
     if (s->body_mode == VSR_BODY_STREAM) {
         vsr_buf_reset(&s->out);
-        if (len)
-            vsr_anthropic_stream_feed(&s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
-        if (end_of_stream)
-            vsr_anthropic_stream_finish(&s->sx, &s->out);
+        if (s->responses_in) {
+            if (len)
+                vsr_responses_stream_feed(&s->rs, chunk, len, &s->out); /* a failure has written response.failed */
+            if (end_of_stream) {
+                vsr_responses_stream_finish(&s->rs, &s->out);
+                if (end_of_stream == VSR_BODY_END && s->rs.conv.len)
+                    responses_keep(s, vsr_buf_slice(&s->rs.final), vsr_buf_slice(&s->rs.conv));
+            }
+        } else {
+            if (len)
+                vsr_anthropic_stream_feed(&s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
+            if (end_of_stream)
+                vsr_anthropic_stream_finish(&s->sx, &s->out);
+        }
         rc_feed(s, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
         if (end_of_stream == VSR_BODY_END)
             rc_keep(s);

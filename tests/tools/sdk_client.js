@@ -4,7 +4,8 @@
 // vsr exactly as those clients do.
 //   node sdk_client.js '{"sdk":"anthropic"|"openai","base":URL,"key":K,"op":OP,"params":{...}}'
 // ops: anthropic: create, stream (the SDK's MessageStream: text and final message);
-//      openai: chat, chat_stream (chunks and their joined text).
+//      openai: chat, chat_stream (chunks and their joined text), responses (create, retrieve,
+//      previous_response_id, input items, delete), responses_stream.
 // An SDK error prints {"error":{"status":S,"type":T,"message":M,"name":N}}.
 'use strict';
 const path = require('path');
@@ -48,6 +49,33 @@ async function openai() {
       if (c.choices && c.choices[0] && c.choices[0].delta && c.choices[0].delta.content) text += c.choices[0].delta.content;
     }
     return { chunks, text };
+  }
+  if (cmd.op === 'responses') {
+    // create, retrieve, continue with previous_response_id, list input items, delete, retrieve again
+    const first = await client.responses.create(cmd.params);
+    const got = await client.responses.retrieve(first.id);
+    const next = await client.responses.create({ model: cmd.params.model, input: 'and then?',
+                                                 previous_response_id: first.id });
+    const items = await client.responses.inputItems.list(first.id);
+    const itemList = [];
+    for await (const it of items) itemList.push(it);
+    await client.responses.delete(first.id);
+    let after = null;
+    try { await client.responses.retrieve(first.id); } catch (e) { after = e.status; }
+    return { first, got, next, items: itemList, after_delete_status: after };
+  }
+  if (cmd.op === 'responses_stream') {
+    const stream = await client.responses.create({ ...cmd.params, stream: true });
+    const types = [];
+    let text = '';
+    let final = null;
+    for await (const ev of stream) {
+      types.push(ev.type);
+      if (ev.type === 'response.output_text.delta') text += ev.delta;
+      if (ev.type === 'response.completed') final = ev.response;
+    }
+    const got = await client.responses.retrieve(final.id);
+    return { types, text, final, got };
   }
   throw new Error('unknown op ' + cmd.op);
 }
