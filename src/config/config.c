@@ -798,6 +798,23 @@ static const cfg_spec_t router_spec = {
     .n_fields = VSR_ARRAY_LEN(router_fields),
 };
 
+/* redis.password_env: the password from the environment, read at load (an
+ * unset variable: a warning, and no password) */
+static int decode_password_env(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *name = vsr__cfg_get_string(d, f, val);
+    if (name == NULL)
+        return -1;
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0') {
+        vsr__cfg_warn(d, "%s:%u:%u: environment variable %s is not set: Redis is reached without a password",
+                      d->dg->file, val->line, val->col, name);
+        return 0;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, v);
+    return 0;
+}
+
 static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
@@ -814,6 +831,8 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
 static const cfg_field_t resp_redis_fields[] = {
     {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_address)},
     {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_password)},
+    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(resp_store.redis_password)},
+    UNIMPLEMENTED("pool_size"), /* one connection per worker */
     {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.redis_db), .size = 8, .min = 0, .max = 15},
     {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_key_prefix)},
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(resp_store.redis_timeout_ms)},
@@ -880,6 +899,8 @@ static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
 static const cfg_field_t rc_redis_fields[] = {
     {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_address)},
     {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_password)},
+    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(rc_store.redis_password)},
+    UNIMPLEMENTED("pool_size"), /* one connection per worker */
     {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.redis_db), .size = 8, .min = 0, .max = 15},
     {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_key_prefix)},
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(rc_store.redis_timeout_ms)},
