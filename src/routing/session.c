@@ -84,6 +84,7 @@ struct vsr_session_s {
     int rc_lookup, rc_store;        /* this request looks up / stores */
     int rc_waiting;                 /* 1: the embedding, 2: the store's lookup */
     int rc_calling, rc_answered;    /* a port answered before its call returned */
+    const vsr_effect_t *(*rc_then)(vsr_session_t *s); /* what the phase goes on with once it has */
     void *rc_handle;
     char rc_key[VSR_CONFIG_HASH_LEN];
     vsr_cache_query_t rc_q;
@@ -197,6 +198,56 @@ static void sl_add(vsr_pool_t *pool, slist_t *l, vsr_slice_t s)
 static void reset_effect(vsr_session_t *s)
 {
     memset(&s->eff, 0, sizeof(s->eff));
+}
+
+/* ---- one wait on a port of the response cache or the Responses store ----
+ * (rc_waiting: 1 the runtime's embedding, 2 the store).  A port may answer
+ * before its call returns; either way the phase goes on with `then`. */
+static void port_wait_begin(vsr_session_t *s, int kind, const vsr_effect_t *(*then)(vsr_session_t *s))
+{
+    s->rc_waiting = kind;
+    s->rc_then = then;
+    s->rc_calling = 1;
+    s->rc_answered = 0;
+}
+
+/* The port call has returned with `handle`: the pending effect while it
+ * waits, else what `then` gives. */
+static const vsr_effect_t *port_wait_end(vsr_session_t *s, void *handle)
+{
+    s->rc_calling = 0;
+    if (s->rc_answered)
+        return s->rc_then(s);
+    s->rc_handle = handle;
+    s->pending = 1;
+    reset_effect(s);
+    s->eff.pending = 1;
+    return &s->eff;
+}
+
+/* The port has answered (its result recorded): the phase goes on now,
+ * unless the call is still on the stack (port_wait_end goes on then). */
+static void port_wait_done(vsr_session_t *s)
+{
+    s->rc_handle = NULL;
+    s->rc_waiting = 0;
+    s->rc_answered = 1;
+    if (s->rc_calling)
+        return;
+    s->pending = 0;
+    rc_resume(s, s->rc_then(s));
+}
+
+/* A store lookup's answer (a stored value is copied into the pool). */
+static void store_done(void *ud, int status, vsr_slice_t value, double similarity)
+{
+    vsr_session_t *s = ud;
+    s->rc_status = status;
+    if (status == VSR_OK) {
+        s->rc_value = vsr_pool_dup_slice(&s->pool, value);
+        s->rc_similarity = similarity;
+    }
+    port_wait_done(s);
 }
 
 static vsr_slice_t keep_buf(vsr_session_t *s, const vsr_buf_t *b)
@@ -777,11 +828,9 @@ static const vsr_effect_t *stored_answer(vsr_session_t *s)
     return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
 }
 
-/* what a fetch goes on with: 1 a stored object's answer, 2 a POST's previous response */
-static const vsr_effect_t *fetch_then(vsr_session_t *s, int what)
+/* A POST's previous response has been looked up: its conversation comes first. */
+static const vsr_effect_t *previous_then(vsr_session_t *s)
 {
-    if (what == 1)
-        return stored_answer(s);
     vsr_slice_t conv;
     if (s->rc_status != VSR_OK || record_member(s->rc_value, "conv", &conv) != VSR_OK) {
         vsr_responses_error_t e = {.status = 400, .type = "invalid_request_error"};
@@ -795,58 +844,27 @@ static const vsr_effect_t *fetch_then(vsr_session_t *s, int what)
     return responses_translate(s, s->r_body, s->r_len);
 }
 
-static int fetch_kind(const vsr_session_t *s)
-{
-    return s->ep == EP_RESP_GET || s->ep == EP_RESP_ITEMS || s->ep == EP_RESP_DELETE ? 1 : 2;
-}
-
-static void fetch_done(void *ud, int status, vsr_slice_t value, double similarity)
-{
-    VSR_UNUSED(similarity);
-    vsr_session_t *s = ud;
-    s->rc_handle = NULL;
-    s->rc_waiting = 0;
-    s->rc_answered = 1;
-    s->rc_status = status;
-    if (status == VSR_OK)
-        s->rc_value = vsr_pool_dup_slice(&s->pool, value);
-    if (s->rc_calling)
-        return;
-    s->pending = 0;
-    rc_resume(s, fetch_then(s, fetch_kind(s)));
-}
-
-static const vsr_effect_t *fetch(vsr_session_t *s, vsr_slice_t key)
+/* Looks `key` up in the Responses store, then goes on with `then`. */
+static const vsr_effect_t *fetch(vsr_session_t *s, vsr_slice_t key, const vsr_effect_t *(*then)(vsr_session_t *s))
 {
     const vsr_ports_t *ports = s->opts.ports;
     if (ports == NULL || ports->cache_lookup == NULL) {
         s->rc_status = VSR_ERR_NOT_FOUND; /* no store: nothing was kept */
-        return fetch_then(s, fetch_kind(s));
+        return then(s);
     }
     s->rc_q = (vsr_cache_query_t){.key = key, .exact = 1, .responses = 1};
-    s->rc_waiting = 2;
-    s->rc_calling = 1;
-    s->rc_answered = 0;
-    void *h = ports->cache_lookup(s->opts.ports_ud, &s->rc_q, fetch_done, s);
-    s->rc_calling = 0;
-    if (!s->rc_answered) {
-        s->rc_handle = h;
-        s->pending = 1;
-        reset_effect(s);
-        s->eff.pending = 1;
-        return &s->eff;
-    }
-    return fetch_then(s, fetch_kind(s));
+    port_wait_begin(s, 2, then);
+    return port_wait_end(s, ports->cache_lookup(s->opts.ports_ud, &s->rc_q, store_done, s));
 }
 
 static const vsr_effect_t *stored_response_fetch(vsr_session_t *s)
 {
-    return fetch(s, s->resp_key);
+    return fetch(s, s->resp_key, stored_answer);
 }
 
 static const vsr_effect_t *previous_fetch(vsr_session_t *s)
 {
-    return fetch(s, pool_printf(&s->pool, "resp:%s", s->rinfo.previous_response_id));
+    return fetch(s, pool_printf(&s->pool, "resp:%s", s->rinfo.previous_response_id), previous_then);
 }
 
 /* The POST's body (and the previous response's conversation) in chat form;
@@ -1278,9 +1296,6 @@ static void rc_resume(vsr_session_t *s, const vsr_effect_t *eff)
 static void rc_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
 {
     vsr_session_t *s = ud;
-    s->rc_handle = NULL;
-    s->rc_waiting = 0;
-    s->rc_answered = 1;
     int ok = 0;
     for (size_t i = 0; status == VSR_OK && i < n && !ok; i++)
         ok = results[i].id && strcmp(results[i].id, "rc") == 0 && results[i].status == VSR_OK &&
@@ -1289,25 +1304,7 @@ static void rc_embed_done(void *ud, int status, const vsr_runtime_result_t *resu
         s->rc_q.embedding = s->rc_vec;
     else /* no embedding: no semantic lookup, and nothing stored that a lookup could not find */
         s->rc_lookup = s->rc_store = 0;
-    if (s->rc_calling)
-        return;
-    rc_resume(s, rc_lookup_step(s));
-}
-
-static void rc_lookup_done(void *ud, int status, vsr_slice_t value, double similarity)
-{
-    vsr_session_t *s = ud;
-    s->rc_handle = NULL;
-    s->rc_waiting = 0;
-    s->rc_answered = 1;
-    s->rc_status = status;
-    if (status == VSR_OK) {
-        s->rc_value = vsr_pool_dup_slice(&s->pool, value);
-        s->rc_similarity = similarity;
-    }
-    if (s->rc_calling)
-        return;
-    rc_resume(s, rc_after_lookup(s));
+    port_wait_done(s);
 }
 
 /* Prepares the request's cache work; NULL when there is none, else the
@@ -1369,38 +1366,16 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     vsr_buf_free(&b);
     vsr_runtime_bundle_t bundle = {&task, 1};
     uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
-    s->rc_waiting = 1;
-    s->rc_calling = 1;
-    s->rc_answered = 0;
-    void *h = ports->runtime_call(s->opts.ports_ud, &bundle, deadline, rc_embed_done, s);
-    s->rc_calling = 0;
-    if (!s->rc_answered) {
-        s->rc_handle = h;
-        s->pending = 1;
-        reset_effect(s);
-        s->eff.pending = 1;
-        return &s->eff;
-    }
-    return rc_lookup_step(s);
+    port_wait_begin(s, 1, rc_lookup_step);
+    return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, rc_embed_done, s));
 }
 
 static const vsr_effect_t *rc_lookup_step(vsr_session_t *s)
 {
     if (!s->rc_lookup)
         return dispatch(s);
-    s->rc_waiting = 2;
-    s->rc_calling = 1;
-    s->rc_answered = 0;
-    void *h = s->opts.ports->cache_lookup(s->opts.ports_ud, &s->rc_q, rc_lookup_done, s);
-    s->rc_calling = 0;
-    if (!s->rc_answered) {
-        s->rc_handle = h;
-        s->pending = 1;
-        reset_effect(s);
-        s->eff.pending = 1;
-        return &s->eff;
-    }
-    return rc_after_lookup(s);
+    port_wait_begin(s, 2, rc_after_lookup);
+    return port_wait_end(s, s->opts.ports->cache_lookup(s->opts.ports_ud, &s->rc_q, store_done, s));
 }
 
 /* A hit answers from the store; anything else goes on to the model. */
