@@ -25,29 +25,13 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            raise SystemExit(f"process exited: {proc.args}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"port {port} did not open")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import free_port, wait_http  # noqa: E402
 
 
 DOC = """version: v0.3
@@ -103,13 +87,13 @@ def start(args, store):
     be_port, port, mgmt = free_port(), free_port(), free_port()
     fl = subprocess.Popen([args.fakellm, "--host", "127.0.0.1", "--port", str(be_port), "--threads", "1"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(be_port, fl)
+    wait_http(f"http://127.0.0.1:{be_port}/health", what="fakellm")
     cfg = os.path.join(tmp, "c.yaml")
     with open(cfg, "w") as f:
         f.write(DOC.format(port=port, be=be_port, mgmt=mgmt, store=store))
     v = subprocess.Popen([args.vsr, "serve", "--config", cfg, "--workers", "1", "--metrics-listen", "off",
                           "--access-log", "off"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, v)
+    wait_http(f"http://127.0.0.1:{port}/health", what="vsr")
     return fl, v, be_port, port, tmp
 
 
@@ -182,7 +166,7 @@ def main():
         rd = subprocess.Popen(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
                                "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_port(rport, rd)
+            wait_redis(rport)
             fl, v, be_port, port, tmp = start(args, f"      backend_type: redis\n      redis: {{address: \"127.0.0.1:{rport}\"}}\n")
             try:
                 out["cache_redis"] = cache_run(http.client.HTTPConnection("127.0.0.1", port), args.entries)
@@ -192,6 +176,19 @@ def main():
         finally:
             stop(rd)
     print(json.dumps(out, indent=1))
+
+
+def wait_redis(port, timeout=15):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.5) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("bench: redis-server did not come up")
 
 
 def cache_run(conn, entries):
