@@ -9,6 +9,7 @@ import threading
 import time
 
 import httpx
+import pytest
 from test_http2 import curl
 
 from conftest import ENV, FAKELLM_BIN, VSR_BIN, Proc, Vsr, config_yaml, free_port, model_yaml, wait_until
@@ -173,6 +174,50 @@ def test_paused_stream_is_cut_when_the_client_never_reads(vsr, fakellm):
     assert closed
     assert not data.endswith(b"0\r\n\r\n")   # visibly cut: no terminating chunk
     assert len(data) < 16 * 1024 * 1024
+    assert metric(v, 'vsr_client_timeouts_total{reason="write"}') >= 1
+    wait_until(lambda: be.stats().get("connections_open", 0) <= 1, timeout=10, what="the upstream call cancelled")
+    assert health_ok(v)
+
+
+@pytest.mark.parametrize("direction", ["messages-to-chat", "chat-to-messages"])
+def test_translated_stream_is_bounded_when_the_client_never_reads(vsr, fakellm, direction):
+    """A translated stream (each event parsed and written anew) is held to the
+    same bounds as a relayed one: the upstream is paused, memory stays bounded,
+    and the client that never drains is cut after the listener's timeout."""
+    be = fakellm()
+    port = free_port()
+    asan = ENV.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
+    models = model_yaml("m", [be.endpoint])
+    if direction == "chat-to-messages":
+        models = models.replace("      backend_refs:", "      api_format: anthropic\n      backend_refs:", 1)
+    v = vsr(config_yaml(port, [models], listener_extra="    timeout: 3s"), port=port, workers=1,
+            env={"ASAN_OPTIONS": asan})
+    pid = v.proc.p.pid
+    before = rss_kb(pid)
+    if direction == "messages-to-chat":
+        path = b"/v1/messages"
+        body = json.dumps({"model": "m", "max_tokens": 64, "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]}).encode()
+    else:
+        path = b"/v1/chat/completions"
+        body = json.dumps({**CHAT, "stream": True}).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    # 2,000 events of 16 KiB: about 32 MB before translation
+    s.sendall(b"POST " + path + b" HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"x-fakellm-chunks: 2000\r\nx-fakellm-chunk-size: 16384\r\n"
+              b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    peak, deadline = before, time.monotonic() + 8
+    while time.monotonic() < deadline:   # never reading
+        peak = max(peak, rss_kb(pid))
+        time.sleep(0.1)
+    data, closed = read_to_close(s, 30)
+    s.close()
+    assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    assert closed
+    assert not data.endswith(b"0\r\n\r\n")   # visibly cut: no terminating chunk
+    assert len(data) < 16 * 1024 * 1024
+    assert peak - before < 64 * 1024, (before, peak)   # not the 32 MB the backend had to give
     assert metric(v, 'vsr_client_timeouts_total{reason="write"}') >= 1
     wait_until(lambda: be.stats().get("connections_open", 0) <= 1, timeout=10, what="the upstream call cancelled")
     assert health_ok(v)
