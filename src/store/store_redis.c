@@ -59,6 +59,9 @@ struct vsr__redis_s {
     uint64_t last_ms, last_seq; /* the last stream id read */
     char host[64];
     int port;
+    int resolve;                /* host is a name: resolved before each connect (uv_getaddrinfo) */
+    int resolving;              /* a lookup is in flight (it holds an open_handles count) */
+    uv_getaddrinfo_t gai;
     char *unix_path, *password, *username, *prefix;
     vsr_buf_t kbuf, rec;
 };
@@ -382,10 +385,66 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     schedule_reconnect(s);
 }
 
+static void handle_closed(vsr_store_t *s);
+static void connect_to(vsr_store_t *s, const char *ip);
+
+/* A host name is looked up on libuv's thread pool before every connect, so
+ * the loop never blocks on a resolver and a server that moved (a new pod
+ * address) is found on the next reconnect.  While the lookup runs the store
+ * is down: operations fail at once, as during a back-off. */
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    vsr_store_t *s = req->data;
+    vsr__redis_t *r = s->redis;
+    r->resolving = 0;
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (status == 0 && res) {
+        const void *a = res->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+                                                    : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        if (!inet_ntop(res->ai_family, a, ip, sizeof(ip)))
+            ip[0] = 0;
+    }
+    if (res)
+        uv_freeaddrinfo(res);
+    if (r->closing) {
+        handle_closed(s);
+        return;
+    }
+    r->open_handles--;
+    if (!ip[0]) {
+        vsr_log_warn("store", "redis: cannot resolve \"%s\": %s", r->host,
+                     status ? uv_strerror(status) : "no address");
+        schedule_reconnect(s);
+        return;
+    }
+    connect_to(s, ip);
+}
+
 static void do_connect(vsr_store_t *s)
 {
     vsr__redis_t *r = s->redis;
-    redisAsyncContext *ac = r->unix_path ? redisAsyncConnectUnix(r->unix_path) : redisAsyncConnect(r->host, r->port);
+    if (r->resolve && !r->unix_path) {
+        if (r->resolving)
+            return;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        r->gai.data = s;
+        int rc = uv_getaddrinfo(r->loop, &r->gai, on_resolved, r->host, NULL, &hints);
+        if (rc != 0) {
+            vsr_log_warn("store", "redis: cannot resolve \"%s\": %s", r->host, uv_strerror(rc));
+            schedule_reconnect(s);
+            return;
+        }
+        r->resolving = 1;
+        r->open_handles++;
+        return;
+    }
+    connect_to(s, r->host);
+}
+
+static void connect_to(vsr_store_t *s, const char *ip)
+{
+    vsr__redis_t *r = s->redis;
+    redisAsyncContext *ac = r->unix_path ? redisAsyncConnectUnix(r->unix_path) : redisAsyncConnect(ip, r->port);
     if (!ac || ac->err) {
         vsr_log_warn("store", "redis: connect failed: %s", ac ? ac->errstr : "out of memory");
         if (ac)
@@ -505,10 +564,12 @@ static int parse_address(vsr__redis_t *r, const char *addr, vsr_buf_t *err)
     r->host[hl] = 0;
     if (!strcmp(r->host, "localhost"))
         strcpy(r->host, "127.0.0.1");
-    /* an IP literal: a name would make the connect resolve it, blocking the loop */
+    /* a name is looked up before each connect (do_connect): hiredis would
+     * resolve it itself, blocking the loop */
     unsigned char a[16];
-    if (inet_pton(AF_INET, r->host, a) != 1 && inet_pton(AF_INET6, r->host, a) != 1) {
-        vsr_buf_printf(err, "store: redis address \"%s\": the host must be an IP address or localhost", addr);
+    r->resolve = inet_pton(AF_INET, r->host, a) != 1 && inet_pton(AF_INET6, r->host, a) != 1;
+    if (r->resolve && hl == 0) {
+        vsr_buf_printf(err, "store: redis address \"%s\": want host:port or unix:/path", addr);
         return VSR_ERR_INVALID;
     }
     r->port = (int)port;
@@ -585,14 +646,18 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
     return VSR_OK;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void handle_closed(vsr_store_t *s)
 {
-    vsr_store_t *s = h->data;
     if (--s->redis->open_handles > 0)
         return;
     redis_free(s);
     vsr__mtab_free(&s->tab);
     vsr_free(s);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    handle_closed(h->data);
 }
 
 void vsr__redis_close(vsr_store_t *s)
@@ -604,6 +669,8 @@ void vsr__redis_close(vsr_store_t *s)
     r->state = ST_DOWN;
     if (ac)
         redisAsyncFree(ac); /* the pending operations end, without their callbacks */
+    if (r->resolving)
+        uv_cancel((uv_req_t *)&r->gai); /* its callback still runs (UV_EAI_CANCELED or done) and frees */
     uv_close((uv_handle_t *)&r->t_op, on_timer_closed);
     uv_close((uv_handle_t *)&r->t_conn, on_timer_closed);
     uv_close((uv_handle_t *)&r->t_poll, on_timer_closed);

@@ -418,7 +418,7 @@ static void test_config_errors(void **state)
     vsr_buf_init(&err, 1024);
     uv_loop_t loop;
     uv_loop_init(&loop);
-    const char *bad[] = {"nohost", "1.2.3.4:0", "1.2.3.4:65536", "redis.example:6379", "unix:", ":6379"};
+    const char *bad[] = {"nohost", "1.2.3.4:0", "1.2.3.4:65536", "unix:", ":6379", "[]:6379"};
     for (size_t i = 0; i < VSR_ARRAY_LEN(bad); i++) {
         vsr_store_config_init(&cfg);
         cfg.backend = VSR_STORE_REDIS;
@@ -902,6 +902,61 @@ static void test_redis_index_bound(void **state)
     loop_done();
 }
 
+/* A host name is looked up before each connect, off the loop: a name of
+ * this machine's that resolves to the loopback reaches the server; one that
+ * resolves to nothing leaves the store down (every operation an error, at
+ * once) and closes cleanly, with or without a lookup in flight. */
+static void test_redis_hostname(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    cfg.reconnect_min_ms = 20;
+    cfg.reconnect_max_ms = 50;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1024);
+    char addr[320];
+    cfg.address = "no-such-host.invalid:6379";
+    vsr_store_t *s = vsr_store_open(&loop, &cfg, &err);
+    assert_non_null(s);
+    run_until(NULL, 200); /* lookups fail, reconnects are scheduled */
+    assert_int_equal(rget(s, "k").status, VSR_ERR_IO);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.connected, 0);
+    close_store(s);
+    s = vsr_store_open(&loop, &cfg, &err); /* closed with its first lookup in flight */
+    assert_non_null(s);
+    close_store(s);
+    loop_done();
+    char host[256] = "";
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int loopback = gethostname(host, sizeof(host) - 1) == 0 && host[0] && getaddrinfo(host, NULL, &hints, &res) == 0 &&
+                   res && ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+    if (res)
+        freeaddrinfo(res);
+    if (!loopback) {
+        vsr_buf_free(&err);
+        skip(); /* no name of this machine resolves to 127.0.0.1 */
+    }
+    loop_open();
+    snprintf(addr, sizeof(addr), "%s:%d", host, redis_port);
+    cfg.address = addr;
+    cfg.key_prefix = "th:";
+    s = vsr_store_open(&loop, &cfg, &err);
+    assert_non_null(s);
+    wait_connected(s);
+    assert_int_equal(rput(s, "k", "by name", 60000, NULL, "", "").status, VSR_OK);
+    result_t r = rget(s, "k");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "by name", 7);
+    close_store(s);
+    loop_done();
+    vsr_buf_free(&err);
+}
+
 static void test_redis_down(void **state)
 {
     VSR_UNUSED(state);
@@ -967,6 +1022,7 @@ int main(void)
         cmocka_unit_test_setup(test_redis_index_bound, redis_test_setup),
         cmocka_unit_test_setup(test_redis_auth, redis_test_setup),
         cmocka_unit_test_setup(test_redis_down, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_hostname, redis_test_setup),
     };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
     fails += cmocka_run_group_tests_name("store_redis", redis, redis_group_setup, redis_group_teardown);
