@@ -176,6 +176,33 @@ void vsr__conn_flush_after(conn_t *c, uint64_t ms)
     c->flush_due = 1;
 }
 
+/* the ext_proc listener's calls (xp.c): this session is a client
+ * listener's, whose streams are never Process calls */
+xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *lc, h2_stream_t *st,
+                             const vsr_http_head_t *head)
+{
+    (void)c, (void)w, (void)lc, (void)st, (void)head;
+    abort();
+}
+
+void vsr__xp_call_data(xp_call_t *x, const char *p, size_t n)
+{
+    (void)x, (void)p, (void)n;
+    abort();
+}
+
+void vsr__xp_call_end(xp_call_t *x)
+{
+    (void)x;
+    abort();
+}
+
+void vsr__xp_call_free(xp_call_t *x)
+{
+    (void)x;
+    abort();
+}
+
 vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c)
 {
     (void)c;

@@ -36,7 +36,8 @@
 enum { EXIT_RUNTIME = 1, EXIT_CONFIG = 2, EXIT_IN_USE = 3, EXIT_USAGE = 64 };
 
 static const char serve_synopsis[] =
-    "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]\n"
+    "usage: vsr serve [--config FILE] [--workers N] [--gateway standalone|extproc] [--log-level LEVEL]\n"
+    "                 [--extproc-listen ADDR:PORT]\n"
     "                 [--drain-timeout DURATION] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
     "                 [--config-audit-log PATH] [--config-watch on|off]\n"
     "                 [--management-token-file PATH | --management-token-env NAME]\n";
@@ -46,7 +47,9 @@ static const char serve_help[] =
     "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
     "    --config FILE  the v0.3 configuration document (default " DEFAULT_CONFIG ")\n"
     "    --workers N    worker threads, each with its own event loop (default: cores)\n"
-    "    --gateway MODE standalone (the only mode so far)\n"
+    "    --gateway MODE standalone (default): vsr serves the configuration's listeners; extproc: Envoy\n"
+    "                   serves them and asks vsr at each phase over ext_proc (gRPC)\n"
+    "    --extproc-listen A:P  extproc mode: the ext_proc gRPC listener (default 0.0.0.0:50051)\n"
     "    --log-level L  debug, info, warn or error (default info)\n"
     "    --drain-timeout D  on SIGTERM/SIGINT, how long in-flight requests may take: seconds (30)\n"
     "                   or a duration (5s, 1500ms, 2m; default 30s)\n"
@@ -653,6 +656,9 @@ static int cmd_serve(int argc, char **argv)
     int watch = 1;
     const char *token_file = NULL, *token_env = NULL;
     char maddr[64] = "127.0.0.1"; /* --metrics-listen, default 127.0.0.1:9190 */
+    char xaddr[64] = "0.0.0.0"; /* --extproc-listen, default 0.0.0.0:50051 */
+    uint16_t xport = 50051;
+    int extproc = 0, xlisten_given = 0;
     uint16_t mport = 9190;
     int rc = 0;
     for (int i = 1; i < argc; i++) {
@@ -715,10 +721,23 @@ static int cmd_serve(int argc, char **argv)
             }
             i++;
         } else if (strcmp(a, "--gateway") == 0 && v) {
-            if (strcmp(v, "standalone") != 0) {
-                fprintf(stderr, "vsr: --gateway %s is not supported yet (only standalone)\n", v);
+            if (strcmp(v, "standalone") != 0 && strcmp(v, "extproc") != 0) {
+                fprintf(stderr, "vsr: --gateway takes standalone or extproc\n");
                 return EXIT_USAGE;
             }
+            extproc = strcmp(v, "extproc") == 0;
+            i++;
+        } else if (strcmp(a, "--extproc-listen") == 0 && v) {
+            const char *colon = strrchr(v, ':');
+            long p = colon ? strtol(colon + 1, NULL, 10) : 0;
+            if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof(xaddr) || p < 1 || p > 65535) {
+                fprintf(stderr, "vsr: --extproc-listen takes ADDRESS:PORT\n");
+                return EXIT_USAGE;
+            }
+            memcpy(xaddr, v, (size_t)(colon - v));
+            xaddr[colon - v] = '\0';
+            xport = (uint16_t)p;
+            xlisten_given = 1;
             i++;
         } else if (strcmp(a, "--log-level") == 0 && v) {
             int lvl = parse_level(v);
@@ -732,6 +751,10 @@ static int cmd_serve(int argc, char **argv)
             fprintf(stderr, "vsr: unknown or incomplete option \"%s\"\n%s", a, serve_synopsis);
             return EXIT_USAGE;
         }
+    }
+    if (xlisten_given && !extproc) {
+        fprintf(stderr, "vsr: --extproc-listen applies to --gateway extproc only\n");
+        return EXIT_USAGE;
     }
     if (!path_given && access(path, F_OK) != 0) {
         fprintf(stderr, "vsr: no configuration: the default %s does not exist here; name the document with "
@@ -813,6 +836,10 @@ static int cmd_serve(int argc, char **argv)
     int rt_ok = runtime_setup(cfg, loop, &sv.rt, &err) == VSR_OK;
     if (sv.rt.enabled)
         gopts.runtime = (vsr_gateway_runtime_t){rt_open, rt_close, rt_call, rt_cancel, rt_ready, &sv.rt};
+    if (extproc) {
+        gopts.extproc_address = xaddr;
+        gopts.extproc_port = xport;
+    }
     gopts.metrics_address = maddr;
     gopts.metrics_port = mport;
     gopts.metrics = sv.metrics;

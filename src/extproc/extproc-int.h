@@ -25,25 +25,13 @@
 #define VSR_EXTPROC_INT_H
 
 #include "base/base.h"
+#include "extproc/extproc.h"
 #include "routing/routing.h"
 
 /* ---- gRPC length-prefixed messages ---- */
 
 #define VSR_GRPC_PREFIX 5                    /* compressed flag (1 byte) + length (4, big endian) */
 #define VSR_GRPC_DEFAULT_MAX (64u << 20)     /* bytes of one message: a buffered body rides in one */
-
-/* gRPC status codes (the ones the adapter answers with). */
-enum {
-    VSR_GRPC_OK = 0,
-    VSR_GRPC_CANCELLED = 1,
-    VSR_GRPC_INVALID_ARGUMENT = 3,
-    VSR_GRPC_DEADLINE_EXCEEDED = 4,
-    VSR_GRPC_RESOURCE_EXHAUSTED = 8,
-    VSR_GRPC_FAILED_PRECONDITION = 9,
-    VSR_GRPC_UNIMPLEMENTED = 12,
-    VSR_GRPC_INTERNAL = 13,
-    VSR_GRPC_UNAVAILABLE = 14,
-};
 
 /* Splits a stream's DATA into messages.  Bytes are fed as they come; each
  * whole message goes to on_msg (borrowed for the call).  max bounds one
@@ -76,9 +64,6 @@ int vsr__grpc_frame_prefix(vsr_buf_t *out, size_t len);
  * timeout in ms (rounded up; a timeout over a day is a day), or
  * VSR_ERR_INVALID. */
 int vsr__grpc_timeout_ms(vsr_slice_t v, uint64_t *ms);
-/* grpc-message: percent-encodes what is not printable ASCII (and '%'), at
- * most 1 KiB of the result. */
-void vsr__grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg);
 
 /* ---- ProcessingRequest ---- */
 

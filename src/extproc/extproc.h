@@ -38,6 +38,23 @@
 
 typedef struct vsr_xp_stream_s vsr_xp_stream_t;
 
+/* gRPC status codes (the ones the adapter answers with). */
+enum {
+    VSR_GRPC_OK = 0,
+    VSR_GRPC_CANCELLED = 1,
+    VSR_GRPC_INVALID_ARGUMENT = 3,
+    VSR_GRPC_DEADLINE_EXCEEDED = 4,
+    VSR_GRPC_RESOURCE_EXHAUSTED = 8,
+    VSR_GRPC_FAILED_PRECONDITION = 9,
+    VSR_GRPC_UNIMPLEMENTED = 12,
+    VSR_GRPC_INTERNAL = 13,
+    VSR_GRPC_UNAVAILABLE = 14,
+};
+
+/* grpc-message: percent-encodes what is not printable ASCII (and '%'), at
+ * most 1 KiB of the result. */
+void vsr_grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg);
+
 typedef struct {
     /* Framed ProcessingResponse bytes for the stream's DATA (borrowed for
      * the call: the callee copies). */

@@ -109,7 +109,7 @@ int vsr__grpc_timeout_ms(vsr_slice_t v, uint64_t *ms)
     return VSR_OK;
 }
 
-void vsr__grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg)
+void vsr_grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t start = out->len;

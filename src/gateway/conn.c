@@ -2176,6 +2176,8 @@ static int start_h2(conn_t *c)
         conn_close(c);
         return VSR_ERR;
     }
+    if (c->l->extproc)
+        vsr__h2_extproc(c->h2, c->w);
     return VSR_OK;
 }
 
@@ -2206,6 +2208,10 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
             return; /* not enough to tell yet */
         }
         c->sniff = 0;
+        if (!match && c->l->extproc) { /* gRPC is HTTP/2: nothing else is served here */
+            conn_close(c);
+            return;
+        }
         if (match) {
             if (start_h2(c) != VSR_OK)
                 return;

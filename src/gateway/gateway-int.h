@@ -28,6 +28,7 @@ typedef struct {
     atomic_uint *active; /* connections on this listener, all workers together */
     int bound;
     int management;      /* the management API listener */
+    int extproc;         /* the ext_proc gRPC listener (--gateway extproc): HTTP/2 only, every stream a Process call */
     int metrics;         /* the metrics listener */
     vsr_tls_ctx_t *tls;  /* listeners[].tls: the gateway's, shared by every worker; NULL = plain */
     uv_timer_t backoff;  /* accepting pauses after a failed accept (out of descriptors) */
@@ -264,5 +265,22 @@ void vsr__h2_end(h2_stream_t *st);
 void vsr__h2_reset(h2_stream_t *st);
 size_t vsr__h2_queued(const h2_stream_t *st);
 void vsr__h2_detach(h2_stream_t *st); /* the request is finished; the stream drains on its own */
+/* After the body: trailers end the stream (gRPC's grpc-status); names and
+ * values are copied. */
+void vsr__h2_trailers(h2_stream_t *st, const vsr_http_header_t *f, size_t n);
+/* The session serves ext_proc: every stream is a Process call (xp.c). */
+void vsr__h2_extproc(h2_sess_t *s, worker_t *w);
+
+/* xp.c: the ext_proc listener's calls, one per HTTP/2 stream.  open
+ * answers a stream that is not a Process call (UNIMPLEMENTED) at once;
+ * data and end are the stream's DATA and END_STREAM; free when the stream
+ * closes (the call is cancelled if it was not over). */
+typedef struct xp_call_s xp_call_t;
+xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *lc, h2_stream_t *st,
+                             const vsr_http_head_t *head);
+void vsr__xp_call_data(xp_call_t *x, const char *p, size_t n);
+void vsr__xp_call_end(xp_call_t *x);
+int vsr__xp_call_done(const xp_call_t *x);
+void vsr__xp_call_free(xp_call_t *x);
 
 #endif

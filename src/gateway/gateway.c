@@ -230,6 +230,7 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
         w->listeners[k].conf = &gw->listeners[i];
         w->listeners[k].index = (long)i;
         w->listeners[k].tls = gw->listener_tls[i];
+        w->listeners[k].extproc = gw->opts.extproc_port != 0;
     }
     if (gw->management_enabled) {
         w->listeners[k].conf = &gw->mgmt;
@@ -452,6 +453,23 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
     gw->listeners = vsr_calloc(cfg->n_listeners ? cfg->n_listeners : 1, sizeof(vsr_listener_conf_t));
     for (size_t i = 0; i < cfg->n_listeners; i++)
         listener_copy(&gw->listeners[i], &cfg->listeners[i]);
+    if (opts->extproc_port) {
+        /* ext_proc: Envoy serves the configuration's listeners; vsr serves
+         * one gRPC listener, with the first listener's timeouts and limits */
+        for (size_t i = 1; i < gw->n_listeners; i++)
+            listener_copy_free(&gw->listeners[i]);
+        gw->n_listeners = 1;
+        vsr_listener_conf_t *x = &gw->listeners[0];
+        vsr_free(x->name);
+        vsr_free(x->address);
+        vsr_free(x->tls_cert_file);
+        vsr_free(x->tls_key_file);
+        x->name = vsr_strdup("extproc");
+        x->address = vsr_strdup(opts->extproc_address ? opts->extproc_address : "0.0.0.0");
+        x->port = opts->extproc_port;
+        x->tls_cert_file = x->tls_key_file = NULL;
+        x->max_body_bytes = VSR_MAX(x->max_body_bytes, (uint64_t)64 << 20);
+    }
     gw->management_enabled = cfg->management_enabled;
     pthread_mutex_init(&gw->snap_mu, NULL);
     vsr__gateway_cache_init(gw);
@@ -494,7 +512,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         gateway_free(gw);
         return NULL;
     }
-    for (size_t i = 0; i < cfg->n_listeners; i++) {
+    for (size_t i = 0; i < cfg->n_listeners && !opts->extproc_port; i++) {
         const vsr_listener_conf_t *lc = &cfg->listeners[i];
         if (lc->tls_cert_file == NULL)
             continue;

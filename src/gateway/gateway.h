@@ -61,6 +61,11 @@ typedef struct {
     vsr_admin_t *admin;          /* serves /api/v1/config* on the management listener; NULL = none */
     int *addr_in_use;            /* optional, out: set to 1 when the start failed because another
                                     process already listens on one of the addresses */
+    /* --gateway extproc: serve Envoy's ext_proc (gRPC over HTTP/2 cleartext)
+     * on this address and port instead of the configuration's listeners
+     * (Envoy serves those); port 0 = standalone */
+    const char *extproc_address; /* NULL = 0.0.0.0 */
+    uint16_t extproc_port;
 } vsr_gateway_opts_t;
 
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,

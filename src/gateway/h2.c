@@ -86,6 +86,10 @@ struct h2_stream_s {
     unsigned answered : 1;     /* the reply's last frame is out */
     size_t dropped;            /* body bytes received after the reply and dropped */
     unsigned cut : 1;          /* reset by a limit: its request ends at the next flush */
+    xp_call_t *xp;             /* an ext_proc listener's stream: its Process call */
+    nghttp2_nv *trailers;      /* sent after the body (vsr__h2_trailers), with their bytes in trailer_mem */
+    size_t n_trailers;
+    char *trailer_mem;
 };
 
 struct h2_sess_s {
@@ -105,6 +109,7 @@ struct h2_sess_s {
     double rst_tokens;         /* the RST_STREAM budget (H2_RST_BURST, H2_RST_PER_SEC) */
     uint64_t rst_at_ms;
     h2_stream_t *ready, **ready_tail; /* streams to dispatch, in arrival order */
+    worker_t *xp_worker;       /* an ext_proc listener's session: its streams are Process calls */
 };
 
 /* ---- streams ---- */
@@ -144,6 +149,14 @@ static void stream_free(h2_stream_t *st)
         s->n_requests--;
         vsr__request_reset(req); /* the client is gone: the upstream call is cancelled */
     }
+    if (st->xp) {
+        xp_call_t *x = st->xp;
+        st->xp = NULL;
+        s->n_requests--;
+        vsr__xp_call_free(x);
+    }
+    vsr_free(st->trailers);
+    vsr_free(st->trailer_mem);
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -392,6 +405,14 @@ static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
         h->num_headers++;
     }
     h->has_body = !end_stream;
+    if (s->xp_worker) { /* a Process call: its messages are the stream's DATA */
+        s->n_requests++;
+        st->dispatched = 1;
+        st->xp = vsr__xp_call_open(s->c, s->xp_worker, s->lc, st, h);
+        if (end_stream)
+            vsr__xp_call_end(st->xp);
+        return;
+    }
     if (h->target.len == 0)
         st->reject = 400; /* CONNECT (no :path): vsr is no tunnel */
     st->req = vsr__request_open(s->c, st, h);
@@ -447,6 +468,11 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
         start_request(s, st, end);
         return 0;
     }
+    if (st->xp) {
+        if (end)
+            vsr__xp_call_end(st->xp); /* Envoy closed its side (DATA, or trailers) */
+        return 0;
+    }
     if (end && st->req && !st->dispatched) {
         if (st->head.content_length >= 0 && vsr__request_body_len(st->req) != (uint64_t)st->head.content_length) {
             st->dispatched = 1;
@@ -488,6 +514,10 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     VSR_UNUSED(flags);
     VSR_UNUSED(ud);
     h2_stream_t *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (st && st->xp) {
+        vsr__xp_call_data(st->xp, (const char *)data, len);
+        return 0;
+    }
     if (st && st->rst_after) {
         st->dropped += len;
         refuse_body(ng, st);
@@ -514,6 +544,16 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
     return 0;
 }
 
+/* The body's last DATA frame does not end the stream: the trailers do
+ * (nghttp2 lets them be submitted from here). */
+static void send_trailers(nghttp2_session *ng, h2_stream_t *st, uint32_t *data_flags)
+{
+    *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    int rc = nghttp2_submit_trailer(ng, st->id, st->trailers, st->n_trailers);
+    if (rc != 0)
+        vsr_log_debug("gateway", "h2: cannot submit trailers: %s", nghttp2_strerror(rc));
+}
+
 /* nghttp2 asks for response body bytes, at most `len` (the window allows). */
 static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_t *data_flags,
                          nghttp2_data_source *src, void *ud)
@@ -530,6 +570,8 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
     size_t n = VSR_MIN(avail, len);
     if (n == 0) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF; /* the end, and nothing (more) before it */
+        if (st->trailers)
+            send_trailers(ng, st, data_flags);
         return 0;
     }
     memcpy(buf, st->out.data + st->out_off, n);
@@ -542,8 +584,11 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
         vsr_buf_consume(&st->out, st->out_off); /* keeps the queue from creeping forward */
         st->out_off = 0;
     }
-    if (st->eof && queued(st) == 0)
+    if (st->eof && queued(st) == 0) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (st->trailers)
+            send_trailers(ng, st, data_flags);
+    }
     if (queued(st) < VSR__H2_QUEUE_LOW)
         unpause(st);
     if (st->req && queued(st) < VSR__H2_QUEUE_LOW)
@@ -924,4 +969,35 @@ void vsr__h2_detach(h2_stream_t *st)
         st->req = NULL;
         st->s->n_requests--;
     }
+}
+
+void vsr__h2_trailers(h2_stream_t *st, const vsr_http_header_t *f, size_t n)
+{
+    if (st->s->dead || st->eof || st->trailers)
+        return;
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += f[i].name.len + f[i].value.len;
+    st->trailers = vsr_malloc(sizeof(nghttp2_nv) * (n ? n : 1));
+    st->trailer_mem = vsr_malloc(bytes + 1);
+    char *q = st->trailer_mem;
+    for (size_t i = 0; i < n; i++) {
+        char *name = q;
+        for (size_t j = 0; j < f[i].name.len; j++)
+            *q++ = (char)((f[i].name.p[j] >= 'A' && f[i].name.p[j] <= 'Z') ? f[i].name.p[j] + 32 : f[i].name.p[j]);
+        char *value = q;
+        if (f[i].value.len)
+            memcpy(q, f[i].value.p, f[i].value.len);
+        q += f[i].value.len;
+        st->trailers[i] = (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, f[i].name.len, f[i].value.len,
+                                       NGHTTP2_NV_FLAG_NONE};
+    }
+    st->n_trailers = n;
+    st->eof = 1;
+    wake(st);
+}
+
+void vsr__h2_extproc(h2_sess_t *s, worker_t *w)
+{
+    s->xp_worker = w;
 }

@@ -524,13 +524,13 @@ static void test_grpc_timeout_and_message(void **state)
     assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("-1S"), &ms), VSR_ERR_INVALID);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr__grpc_message_encode(&b, VSR_SLICE_LIT("bad 100% \xe2\x9c\x93\n"));
+    vsr_grpc_message_encode(&b, VSR_SLICE_LIT("bad 100% \xe2\x9c\x93\n"));
     vsr_buf_append(&b, "", 1);
     assert_string_equal(b.data, "bad 100%25 %E2%9C%93%0A");
     vsr_buf_reset(&b);
     char longmsg[4096];
     memset(longmsg, '\n', sizeof(longmsg));
-    vsr__grpc_message_encode(&b, vsr_slice(longmsg, sizeof(longmsg)));
+    vsr_grpc_message_encode(&b, vsr_slice(longmsg, sizeof(longmsg)));
     assert_true(b.len <= 1024);
     vsr_buf_free(&b);
 }

@@ -1,0 +1,208 @@
+/*
+ * xp.c — the ext_proc listener's calls: an HTTP/2 stream whose request is
+ * gRPC's POST /envoy.service.ext_proc.v3.ExternalProcessor/Process becomes
+ * one vsr_xp_stream_t (extproc/extproc.h) with this worker's ports (the
+ * runtime, the upstream layer for graph hops, the response cache).  Its
+ * answers are the stream's DATA (after a 200 with content-type
+ * application/grpc), and its end the grpc-status trailers.  Anything else
+ * on the listener gets gRPC's UNIMPLEMENTED.
+ */
+#include "gateway/gateway-int.h"
+
+#include <stdio.h>
+
+#include "extproc/extproc.h"
+
+#define XP_PATH "/envoy.service.ext_proc.v3.ExternalProcessor/Process"
+
+struct xp_call_s {
+    conn_t *c;
+    worker_t *w;
+    h2_stream_t *st;
+    vsr_engine_t *eng;
+    vsr_xp_stream_t *xs;
+    int responded, finished;
+    uint64_t timeout_ms;
+    char id[40];               /* for the model-call port: this call's id */
+};
+
+/* ---- the h2 stream side ---- */
+
+static void respond_once(xp_call_t *x)
+{
+    if (x->responded)
+        return;
+    x->responded = 1;
+    vsr_http_header_t f[] = {{VSR_SLICE_LIT("content-type"), VSR_SLICE_LIT("application/grpc")}};
+    vsr__resp_head_t rh = {.status = 200, .fields = f, .n_fields = 1, .content_length = -1};
+    vsr__h2_respond(x->st, &rh, NULL, 0, 1);
+}
+
+static void end_rpc(xp_call_t *x, int grpc_status, const char *message)
+{
+    if (x->finished || x->st == NULL)
+        return;
+    x->finished = 1;
+    respond_once(x);
+    char code[16];
+    snprintf(code, sizeof(code), "%d", grpc_status);
+    vsr_buf_t msg;
+    vsr_buf_init(&msg, 0);
+    vsr_http_header_t t[2] = {{VSR_SLICE_LIT("grpc-status"), vsr_slice_cstr(code)}};
+    size_t n = 1;
+    if (grpc_status != 0 && message && message[0]) {
+        vsr_grpc_message_encode(&msg, vsr_slice_cstr(message));
+        t[n++] = (vsr_http_header_t){VSR_SLICE_LIT("grpc-message"), vsr_buf_slice(&msg)};
+    }
+    vsr__h2_trailers(x->st, t, n);
+    vsr_buf_free(&msg);
+}
+
+static void io_send(void *ud, const char *p, size_t n)
+{
+    xp_call_t *x = ud;
+    if (x->st == NULL)
+        return;
+    respond_once(x);
+    vsr__h2_body(x->st, p, n);
+}
+
+static void io_finish(void *ud, int grpc_status, const char *message)
+{
+    end_rpc(ud, grpc_status, message);
+}
+
+/* ---- the ports: this worker's ---- */
+
+static void *p_runtime_call(void *ud, const vsr_runtime_bundle_t *b, uint64_t deadline_ms, vsr_runtime_done_fn done,
+                            void *done_ud)
+{
+    xp_call_t *x = ud;
+    return vsr__gateway_runtime_call(x->w, b, deadline_ms, done, done_ud);
+}
+
+static void p_runtime_cancel(void *ud, void *h)
+{
+    xp_call_t *x = ud;
+    vsr__gateway_runtime_cancel(x->w, h);
+}
+
+static void *p_model_call(void *ud, const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
+                          void *done_ud)
+{
+    xp_call_t *x = ud;
+    return vsr__gateway_model_call(x->w, x->timeout_ms, vsr_slice_cstr(x->id), call, deadline_ms, done, done_ud);
+}
+
+static void p_model_cancel(void *ud, void *h)
+{
+    VSR_UNUSED(ud);
+    vsr__gateway_model_cancel(h);
+}
+
+static void *p_cache_lookup(void *ud, const vsr_cache_query_t *q, vsr_cache_done_fn done, void *done_ud)
+{
+    xp_call_t *x = ud;
+    return vsr__gateway_cache_lookup(x->w, vsr_engine_config(x->eng), q, done, done_ud);
+}
+
+static void p_cache_cancel(void *ud, void *h)
+{
+    xp_call_t *x = ud;
+    vsr__gateway_cache_cancel(x->w, h);
+}
+
+static void p_cache_store(void *ud, const vsr_cache_query_t *q, vsr_slice_t v)
+{
+    xp_call_t *x = ud;
+    vsr__gateway_cache_store(x->w, vsr_engine_config(x->eng), q, v);
+}
+
+static void p_cache_delete(void *ud, const vsr_cache_query_t *q)
+{
+    xp_call_t *x = ud;
+    vsr__gateway_cache_delete(x->w, vsr_engine_config(x->eng), q);
+}
+
+static void p_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
+{
+    VSR_UNUSED(ud);
+    VSR_UNUSED(s);
+    VSR_UNUSED(eff); /* the xp stream takes the session's resume itself */
+}
+
+static const vsr_ports_t xp_ports = {
+    .runtime_call = p_runtime_call,
+    .runtime_cancel = p_runtime_cancel,
+    .model_call = p_model_call,
+    .model_cancel = p_model_cancel,
+    .cache_lookup = p_cache_lookup,
+    .cache_cancel = p_cache_cancel,
+    .cache_store = p_cache_store,
+    .cache_delete = p_cache_delete,
+    .resume = p_resume,
+};
+
+/* ---- the call ---- */
+
+xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *lc, h2_stream_t *st,
+                             const vsr_http_head_t *head)
+{
+    xp_call_t *x = vsr_calloc(1, sizeof(*x));
+    x->c = c;
+    x->w = w;
+    x->st = st;
+    x->timeout_ms = lc->timeout_ms;
+    static atomic_uint_fast64_t seq;
+    snprintf(x->id, sizeof(x->id), "xp-%u-%llu", w->id, (unsigned long long)atomic_fetch_add(&seq, 1) + 1);
+    vsr_slice_t ct;
+    int grpc = vsr_slice_eq_cstr(head->method, "POST") && vsr_slice_eq_cstr(head->target, XP_PATH) &&
+               vsr_http_head_get(head, "content-type", &ct) &&
+               vsr_slice_starts_with(ct, VSR_SLICE_LIT("application/grpc"));
+    if (!grpc) {
+        end_rpc(x, VSR_GRPC_UNIMPLEMENTED, "vsr serves envoy.service.ext_proc.v3.ExternalProcessor/Process only");
+        return x;
+    }
+    vsr_slice_t enc;
+    if (vsr_http_head_get(head, "grpc-encoding", &enc) && !vsr_slice_eq_cstr(enc, "identity")) {
+        end_rpc(x, VSR_GRPC_UNIMPLEMENTED, "no grpc-encoding but identity");
+        return x;
+    }
+    x->eng = vsr__gateway_pin(w->gw);
+    vsr_xp_stream_opts_t o = {0};
+    o.session.ports = &xp_ports;
+    o.session.ports_ud = x;
+    o.max_message = (uint32_t)VSR_MIN(lc->max_body_bytes + (1u << 20), (uint64_t)UINT32_MAX);
+    vsr_xp_io_t io = {.send = io_send, .finish = io_finish, .ud = x};
+    x->xs = vsr_xp_stream_open(x->eng, &o, &io);
+    return x;
+}
+
+void vsr__xp_call_data(xp_call_t *x, const char *p, size_t n)
+{
+    if (x->xs && !x->finished)
+        vsr_xp_stream_data(x->xs, (const uint8_t *)p, n);
+}
+
+void vsr__xp_call_end(xp_call_t *x)
+{
+    if (x->xs && !x->finished)
+        vsr_xp_stream_end(x->xs);
+    else if (!x->finished)
+        end_rpc(x, VSR_GRPC_OK, NULL);
+}
+
+int vsr__xp_call_done(const xp_call_t *x)
+{
+    return x->finished;
+}
+
+void vsr__xp_call_free(xp_call_t *x)
+{
+    if (x == NULL)
+        return;
+    x->st = NULL; /* the stream is gone: nothing more is sent */
+    vsr_xp_stream_free(x->xs);
+    vsr_engine_unref(x->eng);
+    vsr_free(x);
+}
