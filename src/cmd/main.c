@@ -41,7 +41,7 @@ static const char serve_synopsis[] =
     "                 [--drain-timeout DURATION] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
     "                 [--config-audit-log PATH] [--config-watch on|off]\n"
     "                 [--management-token-file PATH | --management-token-env NAME]\n";
-static const char config_synopsis[] = "       vsr config validate FILE\n"
+static const char config_synopsis[] = "       vsr config validate FILE [--gateway standalone|extproc]\n"
                                       "       vsr config print FILE [--redact]\n";
 static const char serve_help[] =
     "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
@@ -72,7 +72,8 @@ static const char runtime_synopsis[] =
     "                 [--default-embedder NAME] [--classifiers LIST] [--guard-model DIR]\n"
     "                 [--log-level L] [--test-delay-ms MS]\n";
 static const char config_help[] =
-    "  config validate  check a configuration document; exit 0 when valid, 2 when not\n"
+    "  config validate  check a configuration document; exit 0 when valid, 2 when not; --gateway extproc\n"
+    "                   also checks what Envoy must carry in that mode\n"
     "  config print     the effective document (defaults filled in); --redact hides secrets\n";
 static const char exit_help[] =
     "\nexit codes: 0 success, 1 runtime failure, 2 invalid configuration, 3 an address is already\n"
@@ -142,7 +143,8 @@ static int cmd_config(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (is_help(argv[i])) {
-            printf("usage: vsr config validate FILE\n       vsr config print FILE [--redact]\n\n%s%s", config_help,
+            printf("usage: vsr config validate FILE [--gateway standalone|extproc]\n       vsr config print FILE "
+                   "[--redact]\n\n%s%s", config_help,
                    exit_help);
             return 0;
         }
@@ -165,18 +167,41 @@ static int cmd_config(int argc, char **argv)
         }
         return cmd_config_print(file, redact);
     }
-    if (argc != 3 || strcmp(argv[1], "validate") != 0) {
+    const char *file = NULL, *mode = "standalone";
+    int ok = argc >= 3 && strcmp(argv[1], "validate") == 0;
+    for (int i = 2; ok && i < argc; i++) {
+        if (strcmp(argv[i], "--gateway") == 0 && i + 1 < argc &&
+            (strcmp(argv[i + 1], "standalone") == 0 || strcmp(argv[i + 1], "extproc") == 0))
+            mode = argv[++i];
+        else if (file == NULL && argv[i][0] != '-')
+            file = argv[i];
+        else
+            ok = 0;
+    }
+    if (!ok || file == NULL) {
         fprintf(stderr, "%s", config_synopsis);
         return EXIT_USAGE;
     }
     vsr_config_t *cfg = NULL;
     vsr_engine_t *engine = NULL;
-    if (load_config(argv[2], &cfg, &engine) != VSR_OK)
+    if (load_config(file, &cfg, &engine) != VSR_OK)
         return EXIT_CONFIG;
     vsr_config_warn_unimplemented(cfg);
     vsr_engine_unref(engine);
-    printf("%s: valid (%zu listener%s, %zu model%s)\n", argv[2], cfg->n_listeners, cfg->n_listeners == 1 ? "" : "s",
-           cfg->n_models, cfg->n_models == 1 ? "" : "s");
+    if (strcmp(mode, "extproc") == 0) {
+        vsr_buf_t err;
+        vsr_buf_init(&err, 0);
+        size_t bad = vsr_config_check_extproc(cfg, &err);
+        if (bad) {
+            fprintf(stderr, "%s: not valid for --gateway extproc:\n%.*s", file, (int)err.len, err.data);
+            vsr_buf_free(&err);
+            vsr_config_free(cfg);
+            return EXIT_CONFIG;
+        }
+        vsr_buf_free(&err);
+    }
+    printf("%s: valid%s (%zu listener%s, %zu model%s)\n", file, strcmp(mode, "extproc") == 0 ? " for extproc" : "",
+           cfg->n_listeners, cfg->n_listeners == 1 ? "" : "s", cfg->n_models, cfg->n_models == 1 ? "" : "s");
     vsr_config_free(cfg);
     return 0;
 }
@@ -447,6 +472,7 @@ typedef struct {
     uint64_t drain_timeout_ms;
     int draining;
     rt_wire_t rt;             /* the model runtime the workers call */
+    int extproc;              /* --gateway extproc: a version must be one Envoy can carry */
 } serve_t;
 
 /* ---- the version pipeline's hooks (admin/ calls them under its lock) ---- */
@@ -460,7 +486,9 @@ static void free_shared(void *p)
  * an earlier version already has (pools, health, ejection survive). */
 static int warm_version(void *ud, vsr_engine_t *e, int dry_run, vsr_buf_t *err)
 {
-    VSR_UNUSED(ud);
+    serve_t *sv = ud;
+    if (sv->extproc && vsr_config_check_extproc(vsr_engine_config(e), err) > 0)
+        return VSR_ERR; /* at start-up, on reload and on a management PUT alike */
     vsr_upstream_shared_t *sh = vsr_upstream_shared_new(vsr_engine_config(e), err);
     if (sh == NULL)
         return VSR_ERR;
@@ -765,6 +793,7 @@ static int cmd_serve(int argc, char **argv)
     serve_t sv;
     memset(&sv, 0, sizeof(sv));
     sv.drain_timeout_ms = drain_ms;
+    sv.extproc = extproc;
     unsigned n_workers = workers ? (unsigned)workers : uv_available_parallelism();
     sv.metrics = vsr_metrics_new(n_workers);
 

@@ -598,3 +598,38 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
         c->entrypoints[i].resolved = ep_index[i] >= 0 ? &c->recipes[ep_index[i]] : NULL;
     vsr_free(ep_index);
 }
+
+/* ---- what a gateway mode can carry ------------------------------------------------ */
+
+size_t vsr_config_check_extproc(const vsr_config_t *c, vsr_buf_t *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_recipes; i++) {
+        const vsr_recipe_conf_t *rc = &c->recipes[i];
+        for (size_t j = 0; j < rc->n_decisions; j++) {
+            const vsr_decision_conf_t *d = &rc->decisions[j];
+            if (!d->has_reliability)
+                continue;
+            const vsr_reliability_conf_t *r = &d->reliability;
+            /* Envoy takes total_timeout, per_try_timeout, retry_count, retry_on
+             * and retriable_status_codes per request (x-envoy-*); not these */
+            static const char *const names[] = {"idle_timeout", "first_byte_timeout", "retry_back_off_base",
+                                                "retry_back_off_max", "retry_after_max"};
+            const int set[] = {r->has_idle_timeout, r->has_first_byte_timeout, r->has_retry_back_off_base,
+                               r->has_retry_back_off_max, r->has_retry_after_max};
+            for (size_t k = 0; k < VSR_ARRAY_LEN(names); k++) {
+                if (!set[k])
+                    continue;
+                n++;
+                vsr_buf_printf(err,
+                               "%s%s%sdecision \"%s\": reliability.%s: Envoy cannot apply it per request in "
+                               "--gateway extproc (only total_timeout, per_try_timeout, retry_count, retry_on and "
+                               "retriable_status_codes); serve with --gateway standalone, or set it on Envoy's "
+                               "route\n",
+                               strcmp(rc->name, "default") ? "recipe \"" : "", strcmp(rc->name, "default") ? rc->name : "",
+                               strcmp(rc->name, "default") ? "\": " : "", d->name, names[k]);
+            }
+        }
+    }
+    return n;
+}

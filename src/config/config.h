@@ -1072,6 +1072,10 @@ const vsr_model_conf_t *vsr_config_default_model(const vsr_config_t *c);
  * implemented yet, ...: routing, listeners[].api_keys"); nothing when the
  * list is empty.  Meant to be called once at startup after a load. */
 void vsr_config_warn_unimplemented(const vsr_config_t *c);
+/* --gateway extproc: what of the document Envoy cannot carry (a decision's
+ * reliability fields beyond the five Envoy takes per request), a line each
+ * appended to err; returns how many (0: the document serves in extproc). */
+size_t vsr_config_check_extproc(const vsr_config_t *c, vsr_buf_t *err);
 
 /* ==== Versions ==============================================================
  * A document becomes a version in three steps: its canonical form (the YAML

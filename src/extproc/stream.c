@@ -566,6 +566,7 @@ vsr_xp_stream_t *vsr_xp_stream_open(vsr_engine_t *e, const vsr_xp_stream_opts_t 
     vsr_xp_stream_t *st = vsr_calloc(1, sizeof(*st));
     st->io = *io;
     vsr_session_opts_t so = opts->session;
+    so.envoy = 1; /* Envoy calls the backend: credentials and the reliability headers go in the effect */
     if (so.ports) {
         st->outer = so.ports;
         st->outer_ud = so.ports_ud;

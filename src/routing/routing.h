@@ -309,6 +309,14 @@ typedef struct {
 typedef struct {
     const vsr_listener_conf_t *listener; /* allow-list, identity trust */
     int identity_trusted;                /* the adapter judged the peer trusted for identity headers */
+    /* The adapter is Envoy's ext_proc: Envoy calls the backend, so the
+     * request effect also carries what vsr's upstream layer would add in
+     * standalone mode — the provider's credentials and extra_headers (of
+     * the model's first backend_ref) — and a decision's reliability
+     * override as Envoy's five per-request headers (x-envoy-upstream-rq-
+     * timeout-ms, -per-try-timeout-ms, x-envoy-max-retries, -retry-on,
+     * -retriable-status-codes). */
+    int envoy;
     /* Ports (borrowed: they outlive the session) and the ud each of their
      * functions gets.  ports NULL: no runtime and nobody to resume; a phase
      * then never answers pending (model tasks fail at once, and on_error

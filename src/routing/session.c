@@ -1624,6 +1624,45 @@ static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint
     return &s->eff;
 }
 
+/* ext_proc: what vsr's upstream layer adds in standalone mode, for Envoy
+ * to send — the provider's credentials and extra_headers (the model's first
+ * backend_ref: Envoy picks the endpoint), and the decision's reliability
+ * override as Envoy's per-request headers. */
+static void envoy_fields(vsr_session_t *s, hlist_t *set, const vsr_model_conf_t *model)
+{
+    if (model->n_backends) {
+        const vsr_backend_conf_t *b = &model->backends[0];
+        if (b->resolved_api_key && b->resolved_api_key[0]) {
+            const char *prefix = b->has_auth_prefix ? (b->auth_prefix ? b->auth_prefix : "") : "Bearer";
+            hl_add(&s->pool, set, vsr_slice_cstr(b->auth_header ? b->auth_header : "authorization"),
+                   prefix[0] ? pool_printf(&s->pool, "%s %s", prefix, b->resolved_api_key)
+                             : vsr_slice_cstr(b->resolved_api_key));
+        }
+        for (size_t i = 0; i < b->n_extra_headers; i++)
+            hl_add(&s->pool, set, vsr_slice_cstr(b->extra_headers[i].name), vsr_slice_cstr(b->extra_headers[i].value));
+    }
+    const vsr_reliability_conf_t *r = s->decision && s->decision->has_reliability ? &s->decision->reliability : NULL;
+    if (r == NULL)
+        return;
+    if (r->has_total_timeout)
+        hl_add(&s->pool, set, VSR_SLICE_LIT("x-envoy-upstream-rq-timeout-ms"), pool_u64(&s->pool, r->total_timeout_ms, 0));
+    if (r->has_per_try_timeout)
+        hl_add(&s->pool, set, VSR_SLICE_LIT("x-envoy-upstream-rq-per-try-timeout-ms"),
+               pool_u64(&s->pool, r->per_try_timeout_ms, 0));
+    if (r->has_retry_count)
+        hl_add(&s->pool, set, VSR_SLICE_LIT("x-envoy-max-retries"), pool_u64(&s->pool, r->retry_count, 0));
+    if (r->retry_on && r->retry_on[0])
+        hl_add(&s->pool, set, VSR_SLICE_LIT("x-envoy-retry-on"), vsr_slice_cstr(r->retry_on));
+    if (r->n_retriable_status_codes) {
+        vsr_buf_t b;
+        vsr_buf_init(&b, 0);
+        for (size_t i = 0; i < r->n_retriable_status_codes; i++)
+            vsr_buf_printf(&b, "%s%u", i ? "," : "", r->retriable_status_codes[i]);
+        hl_add(&s->pool, set, VSR_SLICE_LIT("x-envoy-retriable-status-codes"), keep_buf(s, &b));
+        vsr_buf_free(&b);
+    }
+}
+
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
  * plan.  Used for the first choice and for every fallback candidate.  With
@@ -1704,6 +1743,8 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
     }
     hl_add(&s->pool, &set, VSR_SLICE_LIT("x-selected-model"), vsr_slice_cstr(model->name));
     hl_add(&s->pool, &set, VSR_SLICE_LIT("accept-encoding"), VSR_SLICE_LIT("identity"));
+    if (s->opts.envoy)
+        envoy_fields(s, &set, model);
     for (size_t i = 0; i < s->n_plugin_set; i++)
         hl_add(&s->pool, &set, s->plugin_set[i].name, s->plugin_set[i].value);
     s->eff.remove = rm.v;

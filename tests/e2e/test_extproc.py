@@ -16,7 +16,7 @@ import grpc  # python3-grpcio (scripts/setup-deps)
 import httpx
 import pytest
 
-from conftest import ROOT, config_yaml, free_port, model_yaml, wait_until
+from conftest import ROOT, VSR_BIN, config_yaml, free_port, model_yaml, wait_until
 
 
 PROCESS = "/envoy.service.ext_proc.v3.ExternalProcessor/Process"
@@ -283,3 +283,76 @@ def test_stream_translated_event_by_event(vsr, fakellm, pb):
     assert events[0] == "message_start" and events[-1] == "message_stop"
     assert "content_block_delta" in events
     assert b"[DONE]" not in out
+
+
+ROUTED = """
+routing:
+  signals:
+    keywords: [{name: urgent, keywords: [urgent]}]
+  decisions:
+    - name: urgent_route
+      rules: {type: keyword, name: urgent}
+      modelRefs: [{model: m}]
+      reliability: {total_timeout: 7s, per_try_timeout: 2s, retry_count: 2, retry_on: "5xx,reset",
+                    retriable_status_codes: [503, 429]}
+"""
+
+
+def test_credentials_and_the_five_headers_go_to_envoy(vsr, fakellm, pb):
+    """Envoy calls the backend: the provider's key and the decision's
+    reliability override are in vsr's answer, as Envoy's per-request headers."""
+    be = fakellm()
+    port, xport = free_port(), free_port()
+    model = model_yaml("m", [{"endpoint": be.endpoint, "api_key": "sk-provider"}], "up-m")
+    cfg = config_yaml(port, [model], default="m",
+                      global_extra="  router:\n    clear_route_cache: true\n").replace(
+        "global:\n  router:\n    include_config_models_in_list: true\n", "global:\n") + ROUTED
+    v = vsr(cfg, port=port, wait_ready=False,
+            extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}"))
+    wait_until(lambda: _ready(v), what="vsr /ready")
+    v.xport = xport
+    env = Envoy(pb, xport)
+    data = json.dumps({"model": "auto", "messages": [{"role": "user", "content": "urgent: the build is red"}]}).encode()
+    req = [(":method", "POST"), (":path", "/v1/chat/completions"), (":authority", "vsr"),
+           ("content-type", "application/json"), ("authorization", "Bearer client-key"),
+           ("x-envoy-max-retries", "9")]
+    env.headers(req)
+    c = common(env.body(data))
+    h = dict(apply_headers(req, c.header_mutation))
+    assert c.clear_route_cache
+    assert h["x-selected-model"] == "m"
+    assert h["authorization"] == "Bearer sk-provider"   # the client's key replaced by the provider's
+    assert h["x-envoy-upstream-rq-timeout-ms"] == "7000"
+    assert h["x-envoy-upstream-rq-per-try-timeout-ms"] == "2000"
+    assert h["x-envoy-max-retries"] == "2"
+    assert h["x-envoy-retry-on"] == "5xx,reset"
+    assert h["x-envoy-retriable-status-codes"] == "503,429"
+    env.end()
+
+
+def _ready(v):
+    assert v.proc.p.poll() is None, v.proc.output()
+    try:
+        return httpx.get(v.metrics_url.replace("/metrics", "/ready"), timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_reliability_envoy_cannot_carry_is_refused(vsr, fakellm, tmp_path):
+    be = fakellm()
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m", [be.endpoint])], default="m") + ROUTED.replace(
+        "retry_count: 2,", "retry_count: 2, idle_timeout: 30s, retry_back_off_base: 50ms,")
+    path = tmp_path / "c.yaml"
+    path.write_text(cfg)
+    ok = subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([VSR_BIN, "config", "validate", str(path), "--gateway", "extproc"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2
+    assert 'decision "urgent_route": reliability.idle_timeout' in bad.stderr
+    assert "reliability.retry_back_off_base" in bad.stderr
+    v = vsr(cfg, port=port, wait_ready=False,
+            extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{free_port()}"))
+    assert v.proc.p.wait(timeout=20) == 2
+    assert "reliability.idle_timeout" in v.proc.output()
