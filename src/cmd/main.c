@@ -27,6 +27,7 @@
 #include "obs/obs.h"
 #include "routing/routing.h"
 #include "runtime/runtime.h"
+#include "envoy.h"
 #include "signals/signals.h"
 #include "upstream/upstream.h"
 
@@ -75,14 +76,20 @@ static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not; --gateway extproc\n"
     "                   also checks what Envoy must carry in that mode\n"
     "  config print     the effective document (defaults filled in); --redact hides secrets\n";
+static const char envoy_synopsis[] = "       vsr envoy render FILE [--extproc ADDR:PORT] [--admin-port N]\n";
+static const char envoy_help[] =
+    "  envoy render     the Envoy bootstrap for FILE in extproc mode (standard output): its listeners, one route\n"
+    "                   per model on x-selected-model, the clusters, the ext_proc filter pointing at vsr\n"
+    "                   (--extproc, default 127.0.0.1:50051); exit 2 when FILE cannot serve in extproc mode\n";
 static const char exit_help[] =
     "\nexit codes: 0 success, 1 runtime failure, 2 invalid configuration, 3 an address is already\n"
     "in use by another process, 64 usage error\n";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "%s%s%s       vsr version\n\n%s%s  runtime serve    the model runtime (docs/runtime.md)\n%s", serve_synopsis,
-            config_synopsis, runtime_synopsis, serve_help, config_help, exit_help);
+    fprintf(f, "%s%s%s%s       vsr version\n\n%s%s%s  runtime serve    the model runtime (docs/runtime.md)\n%s",
+            serve_synopsis, config_synopsis, envoy_synopsis, runtime_synopsis, serve_help, config_help, envoy_help,
+            exit_help);
 }
 
 static int is_help(const char *a)
@@ -1193,6 +1200,65 @@ out:
     return rc;
 }
 
+/* vsr envoy render FILE [--extproc ADDR:PORT] [--admin-port N] */
+static int cmd_envoy(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (is_help(argv[i])) {
+            printf("usage: %s\n%s%s", envoy_synopsis + 7, envoy_help, exit_help);
+            return 0;
+        }
+    vsr_envoy_render_opts_t o = {0};
+    char xaddr[64] = "127.0.0.1";
+    const char *file = NULL;
+    int ok = argc >= 3 && strcmp(argv[1], "render") == 0;
+    for (int i = 2; ok && i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--extproc") == 0 && v) {
+            const char *colon = strrchr(v, ':');
+            long p = colon ? strtol(colon + 1, NULL, 10) : 0;
+            ok = colon && colon != v && (size_t)(colon - v) < sizeof(xaddr) && p >= 1 && p <= 65535;
+            if (ok) {
+                memcpy(xaddr, v, (size_t)(colon - v));
+                xaddr[colon - v] = '\0';
+                o.extproc_port = (uint16_t)p;
+            }
+            i++;
+        } else if (strcmp(a, "--admin-port") == 0 && v) {
+            long p = strtol(v, NULL, 10);
+            ok = p >= 1 && p <= 65535;
+            o.admin_port = (uint16_t)p;
+            i++;
+        } else if (file == NULL && a[0] != '-') {
+            file = a;
+        } else {
+            ok = 0;
+        }
+    }
+    if (!ok || file == NULL) {
+        fprintf(stderr, "usage: %s", envoy_synopsis + 7);
+        return EXIT_USAGE;
+    }
+    o.extproc_address = xaddr;
+    vsr_config_t *cfg = NULL;
+    vsr_engine_t *engine = NULL;
+    if (load_config(file, &cfg, &engine) != VSR_OK)
+        return EXIT_CONFIG;
+    vsr_engine_unref(engine);
+    vsr_buf_t out, err;
+    vsr_buf_init(&out, 0);
+    vsr_buf_init(&err, 0);
+    int rc = vsr_envoy_render(cfg, &o, &out, &err);
+    if (rc == VSR_OK)
+        fwrite(out.data, 1, out.len, stdout);
+    else
+        fprintf(stderr, "%s: cannot be served in extproc mode:\n%.*s", file, (int)err.len, err.data ? err.data : "");
+    vsr_buf_free(&out);
+    vsr_buf_free(&err);
+    vsr_config_free(cfg);
+    return rc == VSR_OK ? 0 : EXIT_CONFIG;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1206,6 +1272,8 @@ int main(int argc, char **argv)
         return cmd_config(argc - 1, argv + 1);
     if (strcmp(cmd, "runtime") == 0)
         return cmd_runtime(argc - 1, argv + 1);
+    if (strcmp(cmd, "envoy") == 0)
+        return cmd_envoy(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vsr %s\n", VSR_VERSION);
         return 0;
