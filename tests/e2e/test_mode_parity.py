@@ -1,0 +1,244 @@
+"""Both gateway modes make the same decisions, the same upstream requests and
+the same client responses.  The parity corpus's document (corpus/
+config.yaml.tmpl, plus a Messages-format model) is served twice: by vsr
+standalone, and by vsr --gateway extproc behind a gRPC client that plays
+Envoy's part (test_extproc.Envoy: vsr's answers applied with Envoy's rules,
+the backend called on x-selected-model's cluster, the answer sent back
+through vsr).  Each mode has its own fake backends; every case runs through
+both, and its client result (status, the x-vsr surface, the body without
+its volatile fields) and its backend calls (the call log, the headers that
+reached the backend) must agree."""
+import json
+import pathlib
+import string
+
+import httpx
+import pytest
+
+from conftest import free_port, wait_until
+from test_extproc import Envoy, apply_headers, common, pb  # noqa: F401  (pb: the fixture)
+
+TEMPLATE = pathlib.Path(__file__).parent / "corpus" / "config.yaml.tmpl"
+CLAUDE = """    - name: claude-compatible
+      api_format: anthropic
+      backend_refs:
+        - {name: claude-primary, endpoint: ${CLAUDE}, api_key: sk-parity-anthropic}
+"""
+SURFACE = ["x-vsr-selected-model", "x-vsr-selected-decision", "x-vsr-selected-recipe", "x-vsr-selected-algorithm",
+           "x-vsr-selected-confidence", "x-vsr-response-path", "x-vsr-fast-response", "x-vsr-cache-hit",
+           "x-vsr-client-protocol", "x-vsr-upstream-protocol", "retry-after", "x-fakellm-backend"]
+UPSTREAM = ["authorization", "x-api-key", "anthropic-version", "x-selected-model", "x-route-source", "x-tenant",
+            "content-type"]
+
+
+def document(ports, backends):
+    text = string.Template(TEMPLATE.read_text()).substitute(
+        PORT=ports[0], MGMT=ports[1], SMALL=backends["small"].endpoint, LARGE=backends["large"].endpoint,
+        ESSAY=backends["essay"].endpoint)
+    text = text.replace("\nrouting:\n", "\n" + string.Template(CLAUDE).substitute(
+        CLAUDE=backends["claude"].endpoint) + "\nrouting:\n", 1)
+    return text.replace("  router:\n    include_config_models_in_list: true\n",
+                        "  router:\n    include_config_models_in_list: true\n    clear_route_cache: true\n")
+
+
+@pytest.fixture
+def modes(vsr, fakellm, pb):  # noqa: F811
+    def backends():
+        return {n: fakellm(n) for n in
+                ("small", "large", "essay", "claude")}
+    sa_be, xp_be = backends(), backends()
+    sa_ports = (free_port(), free_port())
+    sa = vsr(document(sa_ports, sa_be), port=sa_ports[0])
+    xp_ports, xport = (free_port(), free_port()), free_port()
+    xp = vsr(document(xp_ports, xp_be), port=xp_ports[0], wait_ready=False,
+             extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}"))
+    ready = xp.metrics_url.replace("/metrics", "/ready")
+
+    def up():
+        assert xp.proc.p.poll() is None, xp.proc.output()
+        try:
+            return httpx.get(ready, timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+    wait_until(up, what="extproc vsr /ready")
+    # Envoy's clusters: the route key to the backend (model names as the document has them)
+    clusters = {"general-small": xp_be["small"], "general-large": xp_be["large"], "general-essay": xp_be["essay"],
+                "claude-compatible": xp_be["claude"]}
+    return sa, sa_be, (pb, xport, clusters), xp_be
+
+
+def via_envoy(envoy_side, method, path, headers, body):
+    pb_, xport, clusters = envoy_side
+    env = Envoy(pb_, xport)
+    req = [(":method", method), (":path", path), (":authority", "vsr"), *headers]
+    if body is not None:
+        req.append(("content-length", str(len(body))))
+    a = env.headers(req, eos=body is None)
+    if a.WhichOneof("response") != "immediate_response":
+        req = apply_headers(req, common(a).header_mutation)
+        if body is not None:
+            a = env.body(body)
+    if a.WhichOneof("response") == "immediate_response":
+        im = a.immediate_response
+        env.end()
+        hd = {h.header.key: h.header.raw_value.decode() for h in im.headers.set_headers}
+        return im.status.code or 200, hd, im.body
+    c = common(a)
+    req = apply_headers(req, c.header_mutation)
+    if c.HasField("body_mutation"):
+        body = c.body_mutation.body
+    h = dict(req)
+    be = clusters[h.get("x-selected-model", "general-small")]   # the default route: the default model
+    send = {k: v for k, v in req if not k.startswith(":") and k not in ("content-length", "host")}
+    with httpx.stream(method, f"http://{be.endpoint}{h[':path']}", content=body, headers=send, timeout=30) as up:
+        resp = [(":status", str(up.status_code))] + list(up.headers.items())
+        a = env.headers(resp, response=True)
+        resp = apply_headers(resp, common(a).header_mutation)
+        mode = a.mode_override.response_body_mode
+        pieces = list(up.iter_raw())
+    out = b""
+    if mode == 0:
+        out = b"".join(pieces)
+    else:
+        if mode == 2:   # BUFFERED: the whole body in one message
+            pieces = [b"".join(pieces)]
+        for i, piece in enumerate(pieces or [b""]):
+            a = env.body(piece, eos=i == len(pieces or [b""]) - 1, response=True)
+            if a.WhichOneof("response") == "immediate_response":
+                return a.immediate_response.status.code, {}, a.immediate_response.body
+            c = common(a)
+            resp = apply_headers(resp, c.header_mutation)
+            bm = c.body_mutation
+            if c.HasField("body_mutation"):
+                out += bm.body if bm.WhichOneof("mutation") == "body" else b""
+            else:
+                out += piece
+    assert env.end() == []
+    hd = dict(resp)
+    return int(hd.pop(":status")), hd, out
+
+
+def standalone(v, method, path, headers, body):
+    r = httpx.request(method, v.url + path, headers=dict(headers), content=body, timeout=30)
+    return r.status_code, dict(r.headers), r.content
+
+
+VOLATILE = {"id", "created", "created_at", "system_fingerprint", "fakellm"}
+
+
+def scrub(o):
+    if isinstance(o, dict):
+        return {k: scrub(v) for k, v in o.items() if k not in VOLATILE}
+    if isinstance(o, list):
+        return [scrub(x) for x in o]
+    if isinstance(o, str) and (o.startswith("chatcmpl-") or o.startswith("msg_")):
+        return "<id>"
+    return o
+
+
+def normalised(headers, body):
+    """The body without its volatile fields: JSON, or each SSE event's data."""
+    ct = headers.get("content-type", "")
+    if ct.startswith("text/event-stream"):
+        events = []
+        for block in body.decode().split("\n\n"):
+            lines = [ln for ln in block.split("\n") if ln]
+            if not lines:
+                continue
+            data = "\n".join(ln[6:] for ln in lines if ln.startswith("data: "))
+            kind = [ln[7:] for ln in lines if ln.startswith("event: ")]
+            try:
+                data = scrub(json.loads(data))
+            except ValueError:
+                pass
+            events.append((kind, data))
+        return events
+    try:
+        return scrub(json.loads(body))
+    except ValueError:
+        return body
+
+
+def echo_headers(body):
+    """The headers that reached the backend, when the answer carries fakellm's echo."""
+    try:
+        o = json.loads(body)
+    except ValueError:
+        text = body.decode(errors="replace")
+        start = text.find('"fakellm":')
+        if start < 0:
+            return None
+        o = json.loads(text[text.find("{", text.rfind("data: ", 0, start)):text.find("\n", start)])
+    fk = o.get("fakellm") if isinstance(o, dict) else None
+    if not fk or "request" not in fk:
+        return None
+    h = fk["request"]["headers"]
+    return {k: h.get(k) for k in UPSTREAM}, fk["request"]["path"]
+
+
+def calls(backends):
+    out = {}
+    for name, be in backends.items():
+        log = httpx.get(be.url + "/_fakellm/log", timeout=5).json()["entries"]
+        out[name] = [(e["method"], e["path"], e["model"], e["outcome"], e["body"]) for e in log if not e["health"]]
+        httpx.delete(be.url + "/_fakellm/log", timeout=5)
+    return out
+
+
+def chat(content, model="auto", **extra):
+    return json.dumps({"model": model, "messages": [{"role": "user", "content": content}], **extra}).encode()
+
+
+JSON = [("content-type", "application/json")]
+CASES = {
+    "auto-code-route": ("POST", "/v1/chat/completions", JSON, chat("Write a python function that reverses a list.")),
+    "auto-urgent-route": ("POST", "/v1/chat/completions", JSON, json.dumps({
+        "model": "auto", "temperature": 0.2, "messages": [
+            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "This is urgent, reply now"}]}
+    ).encode()),
+    "auto-essay-route": ("POST", "/v1/chat/completions", JSON, chat("Write a short poem about rivers", max_tokens=64)),
+    "auto-no-match-default-model": ("POST", "/v1/chat/completions", JSON, chat("Hello there.")),
+    "explicit-remote-model": ("POST", "/v1/chat/completions", JSON + [("authorization", "Bearer sk-client")],
+                              chat("hi", model="general-large")),
+    "anthropic-backend": ("POST", "/v1/chat/completions", JSON, chat("tell me about rivers",
+                                                                    model="claude-compatible", max_tokens=64)),
+    "anthropic-backend-stream": ("POST", "/v1/chat/completions", JSON,
+                                 chat("tell me about rivers", model="claude-compatible", stream=True)),
+    "unknown-model": ("POST", "/v1/chat/completions", JSON, chat("x", model="no-such-model")),
+    "entrypoint-support-recipe": ("POST", "/v1/chat/completions", JSON,
+                                  chat("I need a refund for my invoice", model="vllm-sr/support")),
+    "streaming-code-route": ("POST", "/v1/chat/completions", JSON, chat("golang generics", stream=True)),
+    "models-list": ("GET", "/v1/models", [], None),
+    "invalid-json-body": ("POST", "/v1/chat/completions", JSON, b'{"model": "auto", "messages": ['),
+    "missing-model-field": ("POST", "/v1/chat/completions", JSON, json.dumps(
+        {"messages": [{"role": "user", "content": "x"}]}).encode()),
+    "upstream-503": ("POST", "/v1/chat/completions", JSON + [("x-fakellm-status", "503")],
+                     chat("compile this python please")),
+    "upstream-429": ("POST", "/v1/chat/completions", JSON + [("x-fakellm-status", "429"),
+                                                              ("x-fakellm-retry-after", "2")], chat("hi",
+                                                                                                  model="general-small")),
+    "client-selected-model-overwritten": ("POST", "/v1/chat/completions",
+                                          JSON + [("x-selected-model", "general-large")], chat("This is urgent")),
+    "fast-response": ("POST", "/v1/chat/completions", JSON, chat("urgent: write me an essay")),
+    "anthropic-messages-ingress": ("POST", "/v1/messages", JSON + [("anthropic-version", "2023-06-01")], json.dumps(
+        {"model": "auto", "max_tokens": 64, "messages": [{"role": "user", "content": "a python question"}]}).encode()),
+    "anthropic-messages-ingress-stream": ("POST", "/v1/messages", JSON, json.dumps(
+        {"model": "auto", "max_tokens": 64, "stream": True,
+         "messages": [{"role": "user", "content": "a python question"}]}).encode()),
+    "responses-api-not-enabled": ("POST", "/v1/responses", JSON, json.dumps({"model": "auto", "input": "hi"}).encode()),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_both_modes_agree(modes, case):
+    sa, sa_be, envoy_side, xp_be = modes
+    method, path, headers, body = CASES[case]
+    calls(sa_be), calls(xp_be)   # a clean log
+    s_status, s_headers, s_body = standalone(sa, method, path, headers, body)
+    x_status, x_headers, x_body = via_envoy(envoy_side, method, path, headers, body)
+    assert (case, s_status) == (case, x_status), (s_body[:300], x_body[:300])
+    for h in SURFACE:
+        assert (h, s_headers.get(h)) == (h, x_headers.get(h))
+    assert normalised(s_headers, s_body) == normalised(x_headers, x_body)
+    assert echo_headers(s_body) == echo_headers(x_body)
+    assert calls(sa_be) == calls(xp_be)
