@@ -95,4 +95,17 @@ vsr_session_t *vsr_xp_stream_session(const vsr_xp_stream_t *st);
 /* 1 once finish has run. */
 int vsr_xp_stream_finished(const vsr_xp_stream_t *st);
 
+/* What the stream saw of its HTTP request, for the access log and metrics
+ * (slices valid until free; empty when not seen). */
+typedef struct {
+    vsr_slice_t method, path, request_id, user_agent;
+    int status;              /* the client's status as vsr answered it: an immediate answer's, the upstream's
+                              * (or the one vsr put in its place); 0 before any */
+    uint64_t request_bytes;  /* the request body */
+    uint64_t response_bytes; /* the response body as vsr answered it (what Envoy was told to send; unchanged
+                              * chunks count as they came) */
+    int answered;            /* every message got its answer and the RPC ended OK */
+} vsr_xp_info_t;
+void vsr_xp_stream_info(const vsr_xp_stream_t *st, vsr_xp_info_t *out);
+
 #endif /* VSR_EXTPROC_H */

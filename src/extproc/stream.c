@@ -61,6 +61,8 @@ struct vsr_xp_stream_s {
     vsr_body_mode_t body_mode;
     int observe;
     int resp_status;               /* the upstream's :status */
+    size_t chunk_len;              /* the response chunk being answered */
+    vsr_xp_info_t info;
     queued_t *q_head, **q_tail;
     size_t queued, max_queued;
     vsr_buf_t out;
@@ -156,6 +158,7 @@ static void finish(vsr_xp_stream_t *st, int grpc_status, const char *msg)
     if (st->finished)
         return;
     st->finished = 1;
+    st->info.answered = grpc_status == VSR_GRPC_OK;
     if (!st->cancelled)
         st->io.finish(st->io.ud, grpc_status, msg);
 }
@@ -165,7 +168,10 @@ static void send_answer(vsr_xp_stream_t *st, vsr_xp_kind_t kind, const vsr_xp_mo
     ans_t *a = &st->ans;
     vsr_effect_t eff = {0};
     vsr_slice_t piece = vsr_buf_slice(&a->body);
+    if (a->status || kind == VSR_XP_RESPONSE_BODY)
+        st->info.response_bytes += piece.len;
     if (a->status) {
+        st->info.status = a->status;
         eff.status = a->status;
         eff.resp_headers = a->resp;
         eff.n_resp_headers = a->n_resp;
@@ -279,6 +285,7 @@ static void phase_done(vsr_xp_stream_t *st, const vsr_effect_t *eff)
         if (st->body_mode == VSR_BODY_RELAY) { /* observed or not asked for: the chunk as it is */
             st->ans.body_replaced = 0;
             vsr_buf_reset(&st->ans.body);
+            st->info.response_bytes += st->chunk_len;
         }
         send_answer(st, kind, NULL);
         break;
@@ -302,6 +309,10 @@ static void on_request_headers(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
     vsr_slice_t method = VSR_SLICE_LIT("GET"), path = VSR_SLICE_LIT("/");
     vsr__xp_header(m, ":method", &method);
     vsr__xp_header(m, ":path", &path);
+    st->info.method = method;
+    st->info.path = path;
+    vsr__xp_header(m, "x-request-id", &st->info.request_id);
+    vsr__xp_header(m, "user-agent", &st->info.user_agent);
     size_t n;
     vsr_header_t *h = plain_headers(m, &st->req_pool, &n);
     const vsr_effect_t *eff = vsr_session_request_headers(st->sess, method, path, h, n);
@@ -323,6 +334,7 @@ static void on_request_body(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
                        "vsr needs the whole request body in one message (ext_proc request_body_mode BUFFERED)");
         return;
     }
+    st->info.request_bytes = m->body.len;
     call_phase(st, VSR_XP_REQUEST_BODY,
                vsr_session_request_body(st->sess, m->body.p ? m->body.p : "", m->body.len));
 }
@@ -338,6 +350,7 @@ static void on_response_headers(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
     size_t n;
     vsr_header_t *h = plain_headers(m, &st->msg_pool, &n);
     st->resp_status = (int)status;
+    st->info.status = (int)status;
     const vsr_effect_t *eff = vsr_session_response_headers(st->sess, (int)status, h, n);
     st->body_mode = m->end_of_stream ? VSR_BODY_RELAY : eff->body_mode;
     st->observe = eff->observe;
@@ -359,7 +372,9 @@ static void on_response_headers(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
 
 static void on_response_body(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
 {
+    st->chunk_len = m->body.len;
     if (st->body_mode == VSR_BODY_RELAY && !st->observe) { /* a mode we did not ask for: unchanged */
+        st->info.response_bytes += m->body.len;
         send_answer(st, VSR_XP_RESPONSE_BODY, NULL);
         return;
     }
@@ -643,4 +658,9 @@ vsr_session_t *vsr_xp_stream_session(const vsr_xp_stream_t *st)
 int vsr_xp_stream_finished(const vsr_xp_stream_t *st)
 {
     return st->finished;
+}
+
+void vsr_xp_stream_info(const vsr_xp_stream_t *st, vsr_xp_info_t *out)
+{
+    *out = st->info;
 }

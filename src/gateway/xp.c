@@ -23,6 +23,8 @@ struct xp_call_s {
     vsr_xp_stream_t *xs;
     int responded, finished;
     uint64_t timeout_ms;
+    double start_wall;
+    uint64_t start_us;
     char id[40];               /* for the model-call port: this call's id */
 };
 
@@ -169,6 +171,9 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
         return x;
     }
     x->eng = vsr__gateway_pin(w->gw);
+    x->start_wall = vsr_wall_time();
+    x->start_us = vsr_now_us();
+    vsr_metrics_active_requests(w->metrics, 1);
     vsr_xp_stream_opts_t o = {0};
     o.session.ports = &xp_ports;
     o.session.ports_ud = x;
@@ -197,11 +202,73 @@ int vsr__xp_call_done(const xp_call_t *x)
     return x->finished;
 }
 
+static vsr_slice_t or_empty(const char *s)
+{
+    return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
+}
+
+/* The call is over: one access-log line and the request metrics, as a
+ * standalone request has (no upstream attempt: Envoy made it). */
+static void account(xp_call_t *x)
+{
+    vsr_xp_info_t in;
+    vsr_xp_stream_info(x->xs, &in);
+    if (in.method.len == 0)
+        return; /* not an HTTP request's stream (refused, or cut before its headers) */
+    const vsr_evidence_t *ev = vsr_session_evidence(vsr_xp_stream_session(x->xs));
+    double total = (double)(vsr_now_us() - x->start_us) / 1e6;
+    vsr_slice_t model = or_empty(ev->selected_model), decision = or_empty(ev->decision);
+    vsr_metrics_request(x->w->metrics, in.status, model, decision, total,
+                        ev->routing_us ? (double)ev->routing_us / 1e6 : -1, -1);
+    for (size_t i = 0; i < ev->n_family_times; i++)
+        vsr_metrics_signal_family(x->w->metrics, vsr_slice_cstr(ev->family_times[i].family),
+                                  (double)ev->family_times[i].us / 1e6);
+    vsr_access_log_t *log = x->w->gw->opts.access_log;
+    if (log == NULL)
+        return;
+    const char *fam_names[VSR_EVIDENCE_MAX_FAMILIES];
+    uint64_t fam_us[VSR_EVIDENCE_MAX_FAMILIES];
+    size_t n_fam = VSR_MIN(ev->n_family_times, (size_t)VSR_EVIDENCE_MAX_FAMILIES);
+    for (size_t i = 0; i < n_fam; i++) {
+        fam_names[i] = ev->family_times[i].family;
+        fam_us[i] = ev->family_times[i].us;
+    }
+    vsr_access_entry_t e = {
+        .start_time = x->start_wall,
+        .method = in.method,
+        .path = in.path,
+        .protocol = VSR_SLICE_LIT("ext_proc"),
+        .status = in.status,
+        .response_flags = in.answered ? VSR_SLICE_LIT("-") : VSR_SLICE_LIT("DC"),
+        .bytes_received = in.request_bytes,
+        .bytes_sent = in.response_bytes,
+        .duration_ms = (vsr_now_us() - x->start_us) / 1000,
+        .request_id = in.request_id,
+        .user_agent = in.user_agent,
+        .recipe = or_empty(ev->recipe),
+        .decision = decision,
+        .selected_model = model,
+        .served_model = model,
+        .config_version = vsr_engine_version(x->eng),
+        .routing_ms = (double)ev->routing_us / 1000.0,
+        .family_names = fam_names,
+        .family_us = fam_us,
+        .n_families = n_fam,
+    };
+    if (ev->cache_hit >= 0)
+        e.cache = ev->cache_hit ? VSR_SLICE_LIT("hit") : VSR_SLICE_LIT("miss");
+    vsr_access_log_write(log, &e);
+}
+
 void vsr__xp_call_free(xp_call_t *x)
 {
     if (x == NULL)
         return;
     x->st = NULL; /* the stream is gone: nothing more is sent */
+    if (x->xs) {
+        account(x);
+        vsr_metrics_active_requests(x->w->metrics, -1);
+    }
     vsr_xp_stream_free(x->xs);
     vsr_engine_unref(x->eng);
     vsr_free(x);

@@ -356,3 +356,27 @@ def test_reliability_envoy_cannot_carry_is_refused(vsr, fakellm, tmp_path):
             extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{free_port()}"))
     assert v.proc.p.wait(timeout=20) == 2
     assert "reliability.idle_timeout" in v.proc.output()
+
+
+def test_access_log_and_metrics_of_extproc_calls(vsr, fakellm, pb):
+    v, be = start_extproc(vsr, fakellm)
+    status, headers, body, upstream = run_chat(pb, v, be, CHAT, extra=(("x-request-id", "xp-req-1"),
+                                                                       ("user-agent", "envoy-sim")))
+    assert status == 200
+    status, headers, body, _ = run_chat(pb, v, be, {"model": "nope", "messages": [{"role": "user", "content": "x"}]})
+    assert status == 400
+
+    def lines():
+        return [json.loads(ln) for ln in v.proc.output().splitlines() if ln.startswith("{")]
+    wait_until(lambda: len(lines()) >= 2, what="two access-log lines")
+    ok = [ln for ln in lines() if ln.get("x_request_id") == "xp-req-1"]
+    assert len(ok) == 1
+    ln = ok[0]
+    assert ln["protocol"] == "ext_proc" and ln["method"] == "POST" and ln["path"] == "/v1/chat/completions"
+    assert ln["response_code"] == 200 and ln["response_flags"] == "-"
+    assert ln["selected_model"] == "m" and ln["user_agent"] == "envoy-sim"
+    assert ln["bytes_received"] == len(json.dumps(CHAT))
+    assert any(l["response_code"] == 400 for l in lines())
+    m = httpx.get(v.metrics_url, timeout=5).text
+    assert 'vsr_requests_total{status_class="2xx",model="m",decision=""} 1' in m
+    assert "vsr_active_requests 0" in m
