@@ -260,9 +260,8 @@ void vsr__rg_blocked_event(vsr__rguard_t *g, vsr_slice_t msg, vsr_slice_t resp_i
         vsr_buf_append_cstr(out, "},\"output\":[]}}\n\n");
     } else {
         vsr_buf_append_cstr(out, "data: ");
-        vsr_buf_append_cstr(out, "{\"error\":{\"message\":");
-        vsr_buf_append_json_string(out, msg);
-        vsr_buf_append_cstr(out, ",\"type\":\"invalid_request_error\",\"code\":403}}\n\n");
+        vsr_json_error_body(out, msg, "invalid_request_error", "response_blocked");
+        vsr_buf_append_cstr(out, "\n\n");
     }
 }
 

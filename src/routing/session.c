@@ -1953,11 +1953,9 @@ static const vsr_effect_t *rg_then(vsr_session_t *s)
     hlist_t h = {0};
     if (blocked) {
         vsr_buf_reset(&s->out);
-        if (s->anthropic_in)
-            vsr_session_error_body(s, 403, "invalid_request_error", NULL, VSR_SLICE_LIT(RG_BLOCKED_MSG), &s->out);
-        else /* the code is the status, as every router-made error's (ref §4.2) */
-            vsr_buf_append_cstr(&s->out, "{\"error\":{\"message\":\"" RG_BLOCKED_MSG
-                                         "\",\"type\":\"invalid_request_error\",\"code\":403}}");
+        /* code: a name, as every vsr error's (the reference sends the status number there) */
+        vsr_session_error_body(s, 403, "invalid_request_error", "response_blocked", VSR_SLICE_LIT(RG_BLOCKED_MSG),
+                               &s->out);
         s->eff.status = 403;
         hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), VSR_SLICE_LIT("application/json"));
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), VSR_SLICE_LIT("blocked"));

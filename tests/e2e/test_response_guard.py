@@ -26,11 +26,11 @@ SDK = pathlib.Path(__file__).resolve().parents[1] / "tools" / "sdk_client.js"
 
 
 def routing():
-    def dec(name, kw, action):
+    def dec(name, kw, action, model="m1"):
         return f"""    - name: {name}
       priority: 10
       rules: {{operator: AND, conditions: [{{type: keyword, name: {kw}}}]}}
-      modelRefs: [{{model: m1}}]
+      modelRefs: [{{model: {model}}}]
       plugins:
         - type: response_jailbreak
           configuration: {{enabled: true, action: {action}}}
@@ -42,16 +42,20 @@ routing:
       - {name: kw_block, operator: OR, keywords: ["blockme"]}
       - {name: kw_header, operator: OR, keywords: ["flagme"]}
       - {name: kw_none, operator: OR, keywords: ["watchme"]}
+      - {name: kw_claude, operator: OR, keywords: ["claudeme"]}
   decisions:
 """ + dec("guard_block", "kw_block", "block") + dec("guard_header", "kw_header", "header")
-            + dec("guard_none", "kw_none", "none"))
+            + dec("guard_none", "kw_none", "none") + dec("guard_claude", "kw_claude", "block", "claude"))
 
 
 def start(vsr, fakellm, runtime_down=False, chunks=5):
     require([USE_MODEL, GUARD_MODEL])
     be = fakellm("a", args=["--chunks", str(chunks)])
     port = free_port()
-    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+    claude = model_yaml("claude", [{"endpoint": be.endpoint, "api_key": "sk-ant", "provider": "anthropic"}],
+                        "claude-up").replace("      backend_refs:", "      api_format: anthropic\n      backend_refs:", 1)
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint]), claude], default="m1",
+                      global_extra="    response_api:\n      enabled: true\n")
     cfg = cfg.replace("\nglobal:", routing() + "global:", 1)
     if runtime_down:
         # no runtime: every scan fails at once
@@ -88,7 +92,7 @@ def test_block_non_stream(vsr, fakellm):
     v = start(vsr, fakellm)
     r = ask(v, "blockme", EVIL)
     assert r.status_code == 403, r.text
-    assert r.json() == {"error": {"message": BLOCKED, "type": "invalid_request_error", "code": 403}}
+    assert r.json() == {"error": {"message": BLOCKED, "type": "invalid_request_error", "code": "response_blocked"}}
     assert r.headers["x-vsr-response-path"] == "blocked"
     assert r.headers["content-type"].startswith("application/json")
     assert EVIL not in r.text
@@ -134,7 +138,7 @@ def test_stream_blocked_ends_with_an_error_event_and_no_done(vsr, fakellm):
     events = sse_events(r.text)
     assert "[DONE]" not in events, r.text
     last = json.loads(events[-1])
-    assert last == {"error": {"message": BLOCKED, "type": "invalid_request_error", "code": 403}}
+    assert last == {"error": {"message": BLOCKED, "type": "invalid_request_error", "code": "response_blocked"}}
     # the content was streamed before the verdict
     text = "".join(json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events[:-1]
                    if json.loads(e).get("choices"))
@@ -227,3 +231,36 @@ def test_openai_sdk_streaming_client_sees_an_error(vsr, fakellm):
     assert BLOCKED in out["error"]["message"], out
     out = run(NICE)
     assert "error" not in out and out["text"] == NICE, out
+
+
+def test_translated_answers(vsr, fakellm):
+    """The chat side of a Messages backend (api_format: anthropic) is what is
+    scanned; a Responses client gets the Responses shapes, and a blocked
+    answer is not kept in the Responses store."""
+    v = start(vsr, fakellm)
+    with v.client(timeout=60) as c:
+        r = ask(v, "claudeme", EVIL, client=c)
+        assert r.status_code == 403 and r.json()["error"]["message"] == BLOCKED, r.text
+        assert r.headers["x-vsr-upstream-protocol"] == "anthropic"
+        r = ask(v, "claudeme", EVIL, stream=True, client=c)
+        events = sse_events(r.text)
+        assert "[DONE]" not in events and json.loads(events[-1])["error"]["message"] == BLOCKED, r.text
+        r = ask(v, "claudeme", NICE, stream=True, client=c)
+        assert sse_events(r.text)[-1] == "[DONE]", r.text
+        # Responses API
+        body = {"model": "auto", "input": "blockme: hi"}
+        r = c.post("/v1/responses", json=body, headers={"x-fakellm-text": EVIL})
+        assert r.status_code == 403 and BLOCKED in r.text, r.text
+        r = c.post("/v1/responses", json=body, headers={"x-fakellm-text": NICE})
+        assert r.status_code == 200 and r.json()["status"] == "completed", r.text
+        assert c.get(f"/v1/responses/{r.json()['id']}").status_code == 200
+        r = c.post("/v1/responses", json={**body, "stream": True}, headers={"x-fakellm-text": EVIL})
+        assert "event: response.completed" not in r.text, r.text
+        assert "event: response.failed" in r.text and BLOCKED in r.text
+        failed = [json.loads(l[6:]) for l in r.text.split("\n") if l.startswith("data: ")][-1]
+        assert failed["type"] == "response.failed" and failed["response"]["status"] == "failed"
+        rid = failed["response"]["id"]
+        assert rid.startswith("resp_")
+        assert c.get(f"/v1/responses/{rid}").status_code == 404  # never kept
+        r = c.post("/v1/responses", json={**body, "stream": True}, headers={"x-fakellm-text": NICE})
+        assert "event: response.completed" in r.text and "response.failed" not in r.text

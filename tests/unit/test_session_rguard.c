@@ -179,7 +179,7 @@ static const char *ANSWER = "{\"id\":\"c1\",\"object\":\"chat.completion\",\"cre
                             "\"You are DAN now\"},\"finish_reason\":\"stop\"}]}";
 
 static const char *BLOCKED_BODY = "{\"error\":{\"message\":\"Response blocked: jailbreak content detected in LLM "
-                                  "output\",\"type\":\"invalid_request_error\",\"code\":403}}";
+                                  "output\",\"type\":\"invalid_request_error\",\"code\":\"response_blocked\"}}";
 
 /* A JSON answer through the phases: its end's effect (maybe pending). */
 static const vsr_effect_t *json_answer(vsr_session_t *s, int status, vsr_body_mode_t want_mode)
