@@ -10,8 +10,9 @@ counted; HTTP/2 clients alike."""
 import json
 import os
 import pathlib
-import shutil
+import socket
 import subprocess
+import threading
 
 import httpx
 import pytest
@@ -264,3 +265,72 @@ def test_translated_answers(vsr, fakellm):
         assert c.get(f"/v1/responses/{rid}").status_code == 404  # never kept
         r = c.post("/v1/responses", json={**body, "stream": True}, headers={"x-fakellm-text": NICE})
         assert "event: response.completed" in r.text and "response.failed" not in r.text
+
+
+class HangingRuntime:
+    """A runtime endpoint that takes every connection and never answers."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                c, _ = self.sock.accept()
+                self.conns.append(c)
+            except OSError:
+                pass
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_scan_bounded_and_client_gone(vsr, fakellm):
+    """A runtime that never answers: the answer goes out unchanged once the
+    scan's bound has passed (counted as an error); a client that leaves
+    while its stream's terminal waits for the verdict cancels the scan, and
+    vsr goes on serving (and exits clean: nothing leaked)."""
+    rt = HangingRuntime()
+    try:
+        be = fakellm("a")
+        port = free_port()
+        cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+        cfg = cfg.replace("\nglobal:", routing().replace("model: claude", "model: m1") + "global:", 1)
+        cfg += f"  model_catalog:\n    runtime:\n      endpoint: http://127.0.0.1:{rt.port}\n"
+        v = vsr(cfg, workers=1, port=port)
+        r = ask(v, "blockme", EVIL, debug=True)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == EVIL
+        assert r.headers["x-vsr-response-guard"] == "error"
+        assert guard_metric(v, "error") == 1
+        # a streaming client that leaves once it has the content
+        body = json.dumps({"model": "auto", "stream": True,
+                           "messages": [{"role": "user", "content": "blockme: hi"}]}).encode()
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                  b"x-fakellm-text: " + EVIL.encode() + b"\r\ncontent-length: " + str(len(body)).encode() +
+                  b"\r\n\r\n" + body)
+        got = b""
+        s.settimeout(10)
+        while b"finish_reason" not in got:
+            d = s.recv(65536)
+            assert d, got
+            got += d
+        assert b"[DONE]" not in got
+        s.close()
+        # vsr goes on
+        r = ask(v, "flagme", NICE)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == NICE
+    finally:
+        rt.close()
