@@ -2364,10 +2364,11 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == UV_EOF && c->busy && c->req && !c->h2 && !(c->req->sess && vsr_session_pending(c->req->sess))) {
+    if (nread == UV_EOF && c->busy && c->req && !c->h2 &&
+        !(c->req->sess && vsr_session_pending(c->req->sess) && !c->req->resp_wait)) {
         /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
-         * the client still reads, so the request is answered, then the
-         * connection closes */
+         * the client still reads, so the request is answered (also when the
+         * answer waits for its scan), then the connection closes */
         c->peer_eof = 1;
         c->req->keep_alive = 0;
         set_reading(c, 0);

@@ -1899,9 +1899,11 @@ static const vsr_effect_t *rg_scan(vsr_session_t *s, const vsr_effect_t *eff)
     vsr__rguard_t *g = &s->rg;
     g->final = *eff;
     vsr_slice_t text = vsr__rg_text(g, &s->pool);
-    if (text.len == 0) { /* nothing said: nothing to scan */
+    if (text.len == 0) { /* nothing said (tool calls only): nothing to scan, nothing counted */
         g->result = VSR__RG_PASS;
-        return rg_then(s);
+        const vsr_effect_t *out = rg_then(s);
+        s->ev.response_guard = NULL;
+        return out;
     }
     vsr_signal_task_t t;
     vsr_signals_guard_task(&s->pool, text, g->conf->method, &t);

@@ -329,6 +329,22 @@ def test_scan_bounded_and_client_gone(vsr, fakellm):
             got += d
         assert b"[DONE]" not in got
         s.close()
+        # a client that half-closes after its request still gets the answer, held for its scan
+        plain = json.dumps({"model": "auto", "messages": [{"role": "user", "content": "blockme: hi"}]}).encode()
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                  b"x-fakellm-text: " + NICE.encode() + b"\r\ncontent-length: " + str(len(plain)).encode() +
+                  b"\r\n\r\n" + plain)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        s.close()
+        assert got.startswith(b"HTTP/1.1 200"), got
+        assert NICE.encode() in got
         # vsr goes on
         r = ask(v, "flagme", NICE)
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == NICE

@@ -316,6 +316,20 @@ static void test_not_scanned(void **state)
     assert_int_equal(f.calls, 0);
     assert_null(vsr_session_evidence(s)->response_guard);
     vsr_session_finish(s);
+    /* an answer without text (tool calls only): nothing to scan, nothing counted */
+    const char *tools = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":null,"
+                        "\"tool_calls\":[{\"id\":\"t\",\"type\":\"function\",\"function\":{\"name\":\"f\","
+                        "\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}";
+    s = open_req(&d, &f, 0, "/v1/chat/completions", NULL);
+    e = vsr_session_response_headers(s, 200, &ct, 1);
+    assert_int_equal(e->body_mode, VSR_BODY_BUFFER);
+    vsr_session_response_body(s, tools, strlen(tools), 0);
+    e = vsr_session_response_body(s, NULL, 0, VSR_BODY_END);
+    assert_false(e->pending);
+    assert_int_equal(e->status, 200);
+    assert_int_equal(f.calls, 0);
+    assert_null(vsr_session_evidence(s)->response_guard);
+    vsr_session_finish(s);
     /* another decision (no plugin): not scanned */
     const char *other = "{\"model\":\"auto\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}";
     s = open_req(&d, &f, 0, "/v1/chat/completions", other);
