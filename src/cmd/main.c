@@ -352,7 +352,8 @@ static int rt_ready(void *ud)
 }
 
 /* 1 when a recipe declares model-backed signals, or a decision a response
- * cache that looks up by meaning (the request's embedding). */
+ * cache that looks up by meaning (the request's embedding) or a
+ * response_jailbreak plugin. */
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++) {
@@ -364,6 +365,8 @@ static int needs_runtime(const vsr_config_t *cfg)
                 const vsr_plugin_conf_t *pl = &r->decisions[d].plugins[p];
                 if (pl->kind == VSR_PLUGIN_RESPONSE_CACHE && pl->enabled && pl->u.response_cache.mode != VSR_RC_EXACT)
                     return 1;
+                if (pl->kind == VSR_PLUGIN_RESPONSE_JAILBREAK && pl->enabled)
+                    return 1; /* the answer goes to the prompt guard */
             }
     }
     return 0;

@@ -388,7 +388,7 @@ static const struct {
     {"tools", VSR_PLUGIN_TOOLS},
     {"tool_selection", 0},
     {"hallucination", 0},
-    {"response_jailbreak", 0},
+    {"response_jailbreak", VSR_PLUGIN_RESPONSE_JAILBREAK},
     {"router_replay", 0},
     {"image_gen", 0},
     {"shadow_dispatch", 0},
@@ -907,6 +907,38 @@ static const cfg_spec_t response_cache_spec = {
     .finish = finish_response_cache,
 };
 
+/* ---- response_jailbreak ---- */
+
+#define RJ_OFF(m) PL_OFF(u.response_jailbreak.m)
+static const char *const rj_actions[] = {"header", "block", "none", NULL};
+static const char *const rj_methods[] = {"classifier", "contrastive", "hybrid", NULL};
+
+static const cfg_field_t response_jailbreak_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = RJ_OFF(threshold),
+     .has_offset = RJ_OFF(has_threshold), .dmin = 0, .dmax = 1},
+    {.key = "action", .decode = vsr__cfg_choice, .offset = RJ_OFF(action), .choices = rj_actions},
+    {.key = "method", .decode = vsr__cfg_choice, .offset = RJ_OFF(method), .choices = rj_methods},
+};
+
+static void finish_response_jailbreak(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
+                                      const cfg_node_t *const *seen, size_t index)
+{
+    VSR_UNUSED(d);
+    VSR_UNUSED(map);
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_plugin_conf_t *p = obj;
+    p->u.response_jailbreak.enabled = p->enabled;
+}
+
+static const cfg_spec_t response_jailbreak_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = response_jailbreak_fields,
+    .n_fields = VSR_ARRAY_LEN(response_jailbreak_fields),
+    .finish = finish_response_jailbreak,
+};
+
 static const cfg_spec_t plugin_spec;
 
 static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -933,7 +965,6 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
             {"image_gen", "it needs an image generation backend"},
             {"hallucination", "it needs a hallucination detector model the runtime does not have"},
-            {"response_jailbreak", "the answer is not scanned yet"},
             {"router_replay", "replay capture is not built yet"},
             {"tool_selection", "it needs a tools database and embeddings at request time"},
             {"shadow_dispatch", "shadow calls are not built yet"},
@@ -956,6 +987,7 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_TOOLS           ? &tools_spec
                              : p->kind == VSR_PLUGIN_CONTEXT_COMPRESSION ? &context_compression_spec
                              : p->kind == VSR_PLUGIN_RESPONSE_CACHE  ? &response_cache_spec
+                             : p->kind == VSR_PLUGIN_RESPONSE_JAILBREAK ? &response_jailbreak_spec
                                                                      : &request_params_spec;
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};

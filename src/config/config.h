@@ -523,7 +523,7 @@ typedef struct {
 
 typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
-    VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE,
+    VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -597,6 +597,20 @@ typedef struct {
     char *cache_epoch, *model_revision, *prompt_revision, *policy_revision;
 } vsr_plugin_response_cache_conf_t;
 
+/* response_jailbreak (ref §2): the answer scanned by the prompt guard (the
+ * jailbreak signal's classifier).  action: header (default) adds the
+ * warning code response_jailbreak to x-vsr-response-warnings, block answers
+ * 403 instead, none only counts. */
+typedef enum { VSR_RJ_HEADER = 0, VSR_RJ_BLOCK, VSR_RJ_NONE } vsr_rj_action_t;
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    double threshold;              /* default global.model_catalog.modules.prompt_guard.threshold */
+    int has_threshold;
+    int action;                    /* vsr_rj_action_t */
+    int method;                    /* vsr_jb_method_t (a vsr extension), default classifier */
+} vsr_plugin_response_jailbreak_conf_t;
+
 typedef struct {
     vsr_plugin_kind_t kind;
     char *type;                    /* the catalogue type, aliases normalised (semantic-cache -> response_cache) */
@@ -609,6 +623,7 @@ typedef struct {
         vsr_plugin_tools_conf_t tools;
         vsr_plugin_context_compression_conf_t context_compression;
         vsr_plugin_response_cache_conf_t response_cache;
+        vsr_plugin_response_jailbreak_conf_t response_jailbreak;
     } u;
 } vsr_plugin_conf_t;
 

@@ -109,6 +109,10 @@ struct request_s {
     unsigned body_mode : 2;
     unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
     unsigned observe : 1;          /* RELAY, and the session keeps a copy of the body (the response cache) */
+    /* the response body phase's end waits on the session's ports (the
+     * answer's scan): 1 its effect is to come (STREAM, BUFFER), 2 the body
+     * has ended (RELAY) and only the finish waits */
+    unsigned resp_wait : 2;
     int held_status;
     vsr_http_header_t *held_fields;
     size_t n_held_fields;
@@ -617,6 +621,8 @@ static void request_account(request_t *req)
             vsr_metrics_signal_family(w->metrics, vsr_slice_cstr(ev->family_times[i].family),
                                       (double)ev->family_times[i].us / 1e6);
         vsr_metrics_active_requests(w->metrics, -1);
+        if (ev && ev->response_guard)
+            vsr_metrics_response_guard(w->metrics, ev->response_guard);
     }
     if (req->trace.on) {
         req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
@@ -673,6 +679,8 @@ static void request_account(request_t *req)
     };
     if (ev && ev->cache_hit >= 0)
         e.cache = ev->cache_hit ? VSR_SLICE_LIT("hit") : VSR_SLICE_LIT("miss");
+    if (ev && ev->response_guard)
+        e.response_guard = vsr_slice_cstr(ev->response_guard);
     if (req->sess) {
         int client_a = vsr_session_client_anthropic(req->sess);
         int up_a = req->served && req->served->api_format && strcmp(req->served->api_format, "anthropic") == 0;
@@ -1106,15 +1114,12 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     }
 }
 
-static void up_on_complete(void *ud)
+/* The end of the answer: the session's last effect (STREAM, BUFFER; NULL
+ * for RELAY) goes out, then the stream's end. */
+static void response_end(request_t *req, const vsr_effect_t *eff)
 {
-    request_t *req = ud;
     conn_t *c = req->c;
-    req->call = NULL;
-    if (req->observe)
-        vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
     if (req->body_mode != VSR_BODY_RELAY) {
-        const vsr_effect_t *eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
         if (req->body_mode == VSR_BODY_BUFFER) {
             send_buffered(req, eff);
             if (req->st || !c->closing)
@@ -1138,6 +1143,41 @@ static void up_on_complete(void *ud)
     }
     if (!c->closing)
         request_finish(req);
+}
+
+static void up_on_complete(void *ud)
+{
+    request_t *req = ud;
+    conn_t *c = req->c;
+    req->call = NULL;
+    if (req->observe) {
+        const vsr_effect_t *eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
+        if (eff->pending) {
+            /* the client has the whole answer; the request ends when the session has looked at it */
+            req->body_mode = VSR_BODY_RELAY;
+            req->resp_wait = 2;
+            if (req->st)
+                return; /* the stream's end waits (ending it would close it under the request) */
+            if (req->resp_chunked || req->held_head) {
+                wop_t *op = wop_get(c);
+                uv_buf_t bufs[2];
+                size_t nb = take_held_head(req, op, &bufs[0]);
+                if (req->resp_chunked)
+                    bufs[nb++] = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
+                conn_write(c, op, bufs, (unsigned)nb);
+            }
+            return;
+        }
+    }
+    const vsr_effect_t *eff = NULL;
+    if (req->body_mode != VSR_BODY_RELAY) {
+        eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
+        if (eff->pending) {
+            req->resp_wait = 1; /* port_resume goes on */
+            return;
+        }
+    }
+    response_end(req, eff);
 }
 
 static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, int retried)
@@ -1508,14 +1548,28 @@ static void port_model_cancel(void *ud, void *handle)
     vsr__gateway_model_cancel(handle);
 }
 
-/* A body phase that waited is over: the request goes on from the port's callback. */
+static void response_end(request_t *req, const vsr_effect_t *eff);
+
+/* A phase that waited is over: the request goes on from the port's
+ * callback — the request body phase's routing, or the response body's end. */
 static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
 {
     VSR_UNUSED(s);
     request_t *req = ud;
     conn_t *c = req->c;
     int h2 = req->st != NULL;
-    routed(req, eff);
+    int wait = req->resp_wait;
+    req->resp_wait = 0;
+    if (wait == 2) {
+        if (h2)
+            vsr__h2_end(req->st);
+        if (h2 || !c->closing)
+            request_finish(req);
+    } else if (wait == 1) {
+        response_end(req, eff);
+    } else {
+        routed(req, eff);
+    }
     if (h2)
         vsr__conn_flush_soon(c); /* not from a read: nothing else flushes the stream's frames */
 }
@@ -2316,10 +2370,11 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == UV_EOF && c->busy && c->req && !c->h2 && !(c->req->sess && vsr_session_pending(c->req->sess))) {
+    if (nread == UV_EOF && c->busy && c->req && !c->h2 &&
+        !(c->req->sess && vsr_session_pending(c->req->sess) && !c->req->resp_wait)) {
         /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
-         * the client still reads, so the request is answered, then the
-         * connection closes */
+         * the client still reads, so the request is answered (also when the
+         * answer waits for its scan), then the connection closes */
         c->peer_eof = 1;
         c->req->keep_alive = 0;
         set_reading(c, 0);

@@ -298,6 +298,7 @@ static int format_line(vsr_buf_t *b, const vsr_access_entry_t *e)
     rc |= put_str(b, "cache", e->cache, FIELD_CAP);
     rc |= put_str(b, "client_protocol", e->client_protocol, FIELD_CAP);
     rc |= put_str(b, "upstream_protocol", e->upstream_protocol, FIELD_CAP);
+    rc |= put_str(b, "response_guard", e->response_guard, FIELD_CAP);
     rc |= vsr_buf_append(b, "}\n", 2);
     return rc;
 }

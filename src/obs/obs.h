@@ -74,6 +74,7 @@ typedef struct {
     uint64_t looper_prompt_tokens, looper_completion_tokens;
     vsr_slice_t cache;          /* the response cache: "hit" / "miss"; empty (null) when not looked up */
     vsr_slice_t client_protocol, upstream_protocol; /* "openai" / "anthropic"; empty (null) without translation */
+    vsr_slice_t response_guard; /* response_jailbreak: pass / flagged / blocked / error; empty (null) when not scanned */
 } vsr_access_entry_t;
 
 /* Formats e as one JSON line and queues it; never blocks.  Thread-safe.
@@ -234,6 +235,9 @@ void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason);
  * miss, stored, error (the store failed: the request went on), skipped
  * (an answer not kept: too big, cut, not a completion). */
 void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *result);
+/* vsr_response_guard_total{result}: the response_jailbreak plugin's scan of
+ * an answer; result pass | flagged | blocked | error (fail open). */
+void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
 

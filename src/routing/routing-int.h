@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "decision/decision.h"
+#include "http/http.h"
 #include "routing/routing.h"
 #include "signals/signals.h"
 
@@ -127,5 +128,59 @@ int vsr__rc_stored_form(const char *body, size_t len, int sse, uint64_t now_ms, 
 int vsr__rc_parse_stored(vsr_slice_t v, uint64_t *stored_ms, vsr_slice_t *json);
 int vsr__rc_replay_sse(vsr_slice_t json, int include_usage, vsr_buf_t *out);
 int vsr__rc_read_embedding(vsr_slice_t result, float *v, size_t dim);
+
+
+/* ---- response_jailbreak (rguard.c) ---- */
+/* x-vsr-response-warnings codes (the session's one bitmask; written in this order) */
+#define VSR__WARN_HALLUCINATION 1u
+#define VSR__WARN_UNVERIFIED_FACTUAL 2u
+#define VSR__WARN_RESPONSE_JAILBREAK 4u
+/* the client protocol's stream terminal, held back until the verdict */
+enum { VSR__RG_TERM_CHAT = 0, VSR__RG_TERM_MESSAGES, VSR__RG_TERM_RESPONSES };
+/* a scan's result (vsr_evidence_t.response_guard names it) */
+enum { VSR__RG_NONE = 0, VSR__RG_PASS, VSR__RG_FLAGGED, VSR__RG_BLOCKED, VSR__RG_ERROR };
+extern const char *const vsr__rg_result_names[];
+
+typedef struct {
+    const vsr_plugin_response_jailbreak_conf_t *conf;
+    double threshold;
+    int on;                  /* this answer is scanned */
+    int sse;                 /* its chat side is an event stream */
+    int own_buffer;          /* BUFFER only for the scan (no translation) */
+    int withhold;            /* STREAM: the client's terminal event waits for the verdict */
+    int own_stream;          /* STREAM only for the scan (no translation) */
+    int term;                /* VSR__RG_TERM_* */
+    int held;                /* the terminal is in carry */
+    int result;              /* VSR__RG_*; 0 until decided */
+    double score;
+    vsr_sse_parser_t sp;
+    int sp_open;
+    vsr_buf_t head, tail;    /* the answer's text (see rguard.c) */
+    vsr_buf_t carry;         /* client bytes held back: a partial event, or the terminal and what follows */
+    vsr_buf_t kept;          /* the Responses store's record, kept until the verdict */
+    int has_kept;
+    vsr_effect_t final;      /* the body phase's end, as it stands before the verdict */
+    uint64_t t0_us;
+    uint64_t deadline_ms;    /* the scan's, on the ports' clock */
+} vsr__rguard_t;
+
+void vsr__rg_init(vsr__rguard_t *g);
+void vsr__rg_free(vsr__rguard_t *g);
+void vsr__rg_reset(vsr__rguard_t *g);
+/* The answer's chat-side bytes: a whole chat.completion, or stream bytes in any pieces. */
+void vsr__rg_feed_json(vsr__rguard_t *g, const char *p, size_t n);
+void vsr__rg_feed_sse(vsr__rguard_t *g, const char *p, size_t n);
+/* The text to scan (from pool, or g's own buffer: valid until the next feed). */
+vsr_slice_t vsr__rg_text(vsr__rguard_t *g, vsr_pool_t *pool);
+/* Client-side stream bytes in `out` (replaced): what may go out now stays
+ * in out; a partial event and the terminal event (with what follows it)
+ * are held in g.  cut: the stream ended early: everything goes out. */
+void vsr__rg_withhold(vsr__rguard_t *g, vsr_buf_t *out, int cut);
+/* The held bytes appended to out (a pass). */
+void vsr__rg_release(vsr__rguard_t *g, vsr_buf_t *out);
+/* The held terminal dropped; the protocol's error event appended to out. */
+void vsr__rg_blocked_event(vsr__rguard_t *g, vsr_slice_t msg, vsr_slice_t resp_id, uint64_t seq, vsr_buf_t *out);
+/* "hallucination,unverified_factual,response_jailbreak" subset, from pool; empty when none. */
+vsr_slice_t vsr__rg_warnings(unsigned bits, vsr_pool_t *pool);
 
 #endif

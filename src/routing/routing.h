@@ -163,6 +163,14 @@ typedef struct {
     /* the response cache: 1 hit, 0 miss, -1 not looked up; the hit's similarity */
     int cache_hit;
     double cache_similarity;
+    /* response_jailbreak: the answer's scan, "pass" | "flagged" | "blocked" |
+     * "error" (failed or late: the answer went out unchanged), NULL when not
+     * scanned; and the warning codes of x-vsr-response-warnings (bits, in
+     * the reference's order: 1 hallucination, 2 unverified_factual, 4
+     * response_jailbreak) */
+    const char *response_guard;
+    double response_guard_score;
+    unsigned response_warnings;
 } vsr_evidence_t;
 
 /* ---- engine ---- */
@@ -293,8 +301,10 @@ typedef struct {
     void (*cache_delete)(void *ud, const vsr_cache_query_t *q); /* the entry of q->key, if any */
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);
-    /* A pending phase is over: eff is its final effect (never pending),
-     * valid until the next phase call or finish.  Runs from a port's done,
+    /* A pending phase is over (the request body phase, or the response
+     * body phase's end: the adapter knows which one it waits on): eff is
+     * its final effect (never pending), valid until the next phase call or
+     * finish.  Runs from a port's done,
      * on the session's thread; the adapter may call the next phase or
      * vsr_session_finish() from here (the core no longer touches the
      * session once resume is called). */
@@ -365,7 +375,10 @@ void vsr_session_cancel(vsr_session_t *s);
  * OpenAI backend, a chat client to an api_format: anthropic model), STREAM
  * for an event stream and BUFFER for anything else (a JSON answer or error,
  * translated whole: at most VSR_ANTHROPIC_MAX_INPUT bytes, past which the
- * client gets a 502). */
+ * client gets a 502).  A 2xx answer the decision's response_jailbreak
+ * plugin scans (action block or header) is held likewise without
+ * translation: BUFFER for a JSON answer, STREAM for an event stream (whose
+ * terminal event waits for the verdict); action none only observes. */
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
                                                  size_t n_headers);
 /* Response body: a chunk as it arrives (end_of_stream 0), then one call
@@ -374,7 +387,19 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
  * then end the client's stream with an error event rather than let a cut
  * answer pass for a whole one.  What the effect carries depends on the
  * headers phase's body_mode (see vsr_body_mode_t); its pieces are valid
- * until the next phase call.  Under RELAY the effect is empty. */
+ * until the next phase call.  Under RELAY the effect is empty.
+ *
+ * The call with VSR_BODY_END may answer pending (eff->pending) when a
+ * response plugin waits on the ports with the whole answer (the
+ * response_jailbreak plugin's scan: ports->runtime_call, bounded by the
+ * request's deadline and 2 s): the final effect of that call comes through
+ * ports->resume, with what the end would have carried — STREAM: the bytes
+ * that end the stream (its terminal event, or the protocol's error event
+ * when the answer is blocked); BUFFER: the whole body and its status and
+ * resp_headers (a 403 when blocked; x-vsr-response-warnings); RELAY (the
+ * body has gone out already, observe was set): nothing, the request only
+ * ends then.  Chunks before the end never wait.  A client that leaves
+ * meanwhile: vsr_session_cancel (or finish) cancels the scan. */
 #define VSR_BODY_END 1 /* end_of_stream: the body is complete */
 #define VSR_BODY_CUT 2 /* end_of_stream: it ended early (reset, timeout, a client gone) */
 const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream);

@@ -112,12 +112,15 @@ struct vsr_session_s {
     const vsr_model_conf_t *d_model;
     const char *d_lora;
     int d_graph;
+    /* response_jailbreak: the answer's scan (rguard.c; the wait is port_wait's) */
+    vsr__rguard_t rg;
 };
 
 /* Bytes of one answer kept for the response cache (a longer one is not stored). */
 #define RC_MAX_VALUE (4u << 20)
 
 static void rc_resume(vsr_session_t *s, const vsr_effect_t *eff);
+static const vsr_effect_t *body_out(vsr_session_t *s);
 static vsr_slice_t answer_for_responses(vsr_session_t *s, int *status, vsr_slice_t *content_type, vsr_slice_t body);
 
 static int anthropic_model(const vsr_model_conf_t *m)
@@ -376,6 +379,7 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_buf_init(&s->r_conv, VSR_RESPONSES_MAX_OUTPUT);
     vsr_buf_init(&s->r_echo, VSR_RESPONSES_MAX_OUTPUT);
     vsr_buf_init(&s->r_prior, VSR_RESPONSES_MAX_OUTPUT);
+    vsr__rg_init(&s->rg);
     s->ev.cache_hit = -1;
     return s;
 }
@@ -426,6 +430,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->r_conv);
     vsr_buf_free(&s->r_echo);
     vsr_buf_free(&s->r_prior);
+    vsr__rg_free(&s->rg);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
     vsr_free(s);
@@ -913,6 +918,13 @@ static void responses_keep(vsr_session_t *s, vsr_slice_t response, vsr_slice_t c
     vsr_buf_append_cstr(&b, ",\"items\":");
     vsr_buf_append_slice(&b, s->r_items.len ? vsr_buf_slice(&s->r_items) : VSR_SLICE_LIT("[]"));
     vsr_buf_append_cstr(&b, "}");
+    if (s->rg.on && !s->rg.result) { /* stored once the scan lets it through */
+        vsr_buf_reset(&s->rg.kept);
+        vsr_buf_append_slice(&s->rg.kept, vsr_buf_slice(&b));
+        s->rg.has_kept = 1;
+        vsr_buf_free(&b);
+        return;
+    }
     vsr_cache_query_t q = {.key = s->resp_key, .exact = 1, .responses = 1,
                            .ttl_ms = s->e->cfg->resp_store.ttl_seconds * 1000};
     ports->cache_store(s->opts.ports_ud, &q, vsr_buf_slice(&b));
@@ -1417,6 +1429,8 @@ static const vsr_effect_t *rc_after_lookup(vsr_session_t *s)
 /* The answer, complete: kept when it is one to keep. */
 static void rc_keep(vsr_session_t *s)
 {
+    if (s->rg.on && !s->rg.result)
+        return; /* kept once the scan lets it through */
     if (!s->rc_store || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
         return;
     vsr_buf_t v;
@@ -1858,6 +1872,151 @@ static void add_retention_headers(vsr_session_t *s, hlist_t *h, const vsr_retent
                vsr_slice_cstr(r->prefer_prefix_retention ? "true" : "false"));
 }
 
+/* ---- response_jailbreak (ref §2): the answer scanned by the prompt guard ---- */
+
+/* How long the scan may hold an answer (within the request's deadline). */
+#define RG_WAIT_MS 2000
+#define RG_BLOCKED_MSG "Response blocked: jailbreak content detected in LLM output"
+
+static const vsr_plugin_response_jailbreak_conf_t *rj_conf_of(const vsr_decision_conf_t *d)
+{
+    for (size_t i = 0; d && i < d->n_plugins; i++)
+        if (d->plugins[i].kind == VSR_PLUGIN_RESPONSE_JAILBREAK && d->plugins[i].enabled)
+            return &d->plugins[i].u.response_jailbreak;
+    return NULL;
+}
+
+/* A 2xx chat-side answer of a decision with the plugin is scanned: block and
+ * header hold what the verdict may change (a JSON answer whole: BUFFER; a
+ * stream's terminal event: STREAM), none only observes. */
+static void rg_begin(vsr_session_t *s, int status, const vsr_header_t *headers, size_t n_headers)
+{
+    vsr__rguard_t *g = &s->rg;
+    vsr__rg_reset(g);
+    const vsr_plugin_response_jailbreak_conf_t *c = rj_conf_of(s->decision);
+    const vsr_ports_t *ports = s->opts.ports;
+    if (c == NULL || s->ep != EP_CHAT || status < 200 || status >= 300 || ports == NULL ||
+        ports->runtime_call == NULL || ports->resume == NULL)
+        return;
+    const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+    g->conf = c;
+    g->on = 1;
+    g->sse = ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
+    g->threshold = c->has_threshold ? c->threshold : s->e->cfg->modules.guard_threshold;
+    g->term = s->anthropic_in ? VSR__RG_TERM_MESSAGES : s->responses_in ? VSR__RG_TERM_RESPONSES : VSR__RG_TERM_CHAT;
+    if (c->action == VSR_RJ_NONE)
+        return;
+    if (s->body_mode == VSR_BODY_RELAY) {
+        s->body_mode = g->sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
+        g->own_stream = g->sse;
+        g->own_buffer = !g->sse;
+    }
+    g->withhold = s->body_mode == VSR_BODY_STREAM;
+}
+
+static const vsr_effect_t *rg_then(vsr_session_t *s);
+
+static void rg_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
+{
+    vsr_session_t *s = ud;
+    vsr__rguard_t *g = &s->rg;
+    int ok = 0;
+    for (size_t i = 0; status == VSR_OK && i < n && !ok; i++)
+        ok = results[i].id && strcmp(results[i].id, "rj") == 0 && results[i].status == VSR_OK &&
+             vsr_signals_guard_score(results[i].result, &s->pool, &g->score) == VSR_OK;
+    if (!ok || rc_now(s) > g->deadline_ms)
+        g->result = VSR__RG_ERROR; /* failed or late: fail open */
+    else if (g->score < g->threshold)
+        g->result = VSR__RG_PASS;
+    else
+        g->result = g->conf->action == VSR_RJ_BLOCK ? VSR__RG_BLOCKED : VSR__RG_FLAGGED;
+    port_wait_done(s);
+}
+
+/* The end of the answer: its text goes to the prompt guard; the phase's
+ * effect (eff, kept) waits for the verdict (rg_then). */
+static const vsr_effect_t *rg_scan(vsr_session_t *s, const vsr_effect_t *eff)
+{
+    vsr__rguard_t *g = &s->rg;
+    g->final = *eff;
+    vsr_slice_t text = vsr__rg_text(g, &s->pool);
+    if (text.len == 0) { /* nothing said (tool calls only): nothing to scan, nothing counted */
+        g->result = VSR__RG_PASS;
+        const vsr_effect_t *out = rg_then(s);
+        s->ev.response_guard = NULL;
+        return out;
+    }
+    vsr_signal_task_t t;
+    vsr_signals_guard_task(&s->pool, text, g->conf->method, &t);
+    vsr_runtime_task_t task = {"rj", t.type, t.payload};
+    vsr_runtime_bundle_t bundle = {&task, 1};
+    uint64_t now = rc_now(s);
+    uint64_t deadline = now + RG_WAIT_MS;
+    if (s->opts.deadline_ms && s->opts.deadline_ms < deadline)
+        deadline = s->opts.deadline_ms > now ? s->opts.deadline_ms : now;
+    g->t0_us = vsr_now_us();
+    g->deadline_ms = deadline;
+    port_wait_begin(s, 1, rg_then);
+    return port_wait_end(s, s->opts.ports->runtime_call(s->opts.ports_ud, &bundle, deadline, rg_done, s));
+}
+
+/* The verdict is in: the answer goes on unchanged, with its warning, or
+ * blocked (BUFFER: a 403 in the client's shape; STREAM: the protocol's
+ * error event instead of its terminal one). */
+static const vsr_effect_t *rg_then(vsr_session_t *s)
+{
+    vsr__rguard_t *g = &s->rg;
+    int blocked = g->result == VSR__RG_BLOCKED;
+    s->ev.response_guard = vsr__rg_result_names[g->result];
+    s->ev.response_guard_score = g->score;
+    if (g->result == VSR__RG_FLAGGED)
+        s->ev.response_warnings |= VSR__WARN_RESPONSE_JAILBREAK;
+    if (g->result == VSR__RG_ERROR)
+        vsr_log_debug("routing", "response_jailbreak: the answer's scan failed or came late; it goes out unscanned");
+    if (!blocked) {
+        rc_keep(s);
+        if (g->has_kept) {
+            vsr_cache_query_t q = {.key = s->resp_key, .exact = 1, .responses = 1,
+                                   .ttl_ms = s->e->cfg->resp_store.ttl_seconds * 1000};
+            s->opts.ports->cache_store(s->opts.ports_ud, &q, vsr_buf_slice(&g->kept));
+        }
+    }
+    g->has_kept = 0;
+    s->eff = g->final;
+    if (s->body_mode == VSR_BODY_STREAM) {
+        if (blocked)
+            vsr__rg_blocked_event(g, VSR_SLICE_LIT(RG_BLOCKED_MSG), vsr_slice_cstr(s->resp_id),
+                                  s->rs_open && s->rs.seq ? s->rs.seq - 1 : 0, &s->out);
+        else
+            vsr__rg_release(g, &s->out);
+        return body_out(s);
+    }
+    if (s->body_mode != VSR_BODY_BUFFER)
+        return &s->eff;
+    hlist_t h = {0};
+    if (blocked) {
+        vsr_buf_reset(&s->out);
+        /* code: a name, as every vsr error's (the reference sends the status number there) */
+        vsr_session_error_body(s, 403, "invalid_request_error", "response_blocked", VSR_SLICE_LIT(RG_BLOCKED_MSG),
+                               &s->out);
+        s->eff.status = 403;
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("content-type"), VSR_SLICE_LIT("application/json"));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-path"), VSR_SLICE_LIT("blocked"));
+        body_out(s);
+    } else {
+        for (size_t i = 0; i < g->final.n_resp_headers; i++)
+            hl_add(&s->pool, &h, g->final.resp_headers[i].name, g->final.resp_headers[i].value);
+        vsr_slice_t w = vsr__rg_warnings(s->ev.response_warnings, &s->pool);
+        if (w.len)
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-warnings"), w);
+    }
+    if (s->ev.debug)
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-guard"), vsr_slice_cstr(s->ev.response_guard));
+    s->eff.resp_headers = h.v;
+    s->eff.n_resp_headers = h.n;
+    return &s->eff;
+}
+
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
                                                  size_t n_headers)
 {
@@ -1909,6 +2068,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"),
                up_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
     }
+    rg_begin(s, status, headers, n_headers);
     s->eff.body_mode = s->body_mode;
     vsr_buf_reset(&s->rc_acc);
     s->rc_over = 0;
@@ -1918,6 +2078,8 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         s->rc_sse = ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
         s->eff.observe = s->body_mode == VSR_BODY_RELAY;
     }
+    if (s->rg.on && s->body_mode == VSR_BODY_RELAY)
+        s->eff.observe = 1; /* action none: scanned on the side */
     if (s->ev.cache_hit == 0) /* looked up (or to be stored), and answered by the model */
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-cache-hit"), VSR_SLICE_LIT("false"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
@@ -1988,6 +2150,10 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
     size_t n = s->acc.len;
     if (s->acc_over) {
         rc = VSR_ERR_TOO_BIG;
+    } else if (s->rg.own_buffer) { /* held for the scan only: the answer as it came */
+        vsr_buf_append(&s->out, p, n);
+        s->eff.status = status;
+        return body_out(s);
     } else if (s->responses_in) {
         vsr_responses_error_t rerr = {.status = 502};
         snprintf(rerr.message, sizeof(rerr.message), "the answer is larger than the Responses codec's limits");
@@ -2029,9 +2195,15 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
         if (!end_of_stream)
             return body_out(s);
         const vsr_effect_t *eff = translate_whole(s);
+        const char *chat_p = s->to_chat ? s->out.data : s->acc.data;
+        size_t chat_n = s->to_chat ? s->out.len : s->acc.len;
         if (end_of_stream == VSR_BODY_END && eff->status == 200) {
-            rc_feed(s, s->to_chat ? s->out.data : s->acc.data, s->to_chat ? s->out.len : s->acc.len);
+            rc_feed(s, chat_p, chat_n);
             rc_keep(s);
+        }
+        if (end_of_stream == VSR_BODY_END && s->rg.on && eff->status >= 200 && eff->status < 300) {
+            vsr__rg_feed_json(&s->rg, chat_p, chat_n);
+            return rg_scan(s, eff);
         }
         return eff;
     }
@@ -2045,6 +2217,12 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
                 if (end_of_stream == VSR_BODY_END && s->rs.conv.len)
                     responses_keep(s, vsr_buf_slice(&s->rs.final), vsr_buf_slice(&s->rs.conv));
             }
+        } else if (s->rg.own_stream) { /* streamed for the scan only: the events as they came */
+            if (len)
+                vsr_buf_append(&s->out, chunk, len);
+            if (end_of_stream == VSR_BODY_CUT)
+                vsr_buf_append_cstr(&s->out, "data: {\"error\":{\"message\":\"the upstream's stream ended early\","
+                                             "\"type\":\"server_error\",\"code\":\"upstream_stream_cut\"}}\n\n");
         } else {
             if (len)
                 vsr_anthropic_stream_feed(&s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
@@ -2052,13 +2230,27 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
                 vsr_anthropic_stream_finish(&s->sx, &s->out);
         }
         rc_feed(s, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+        if (s->rg.on)
+            vsr__rg_feed_sse(&s->rg, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+        vsr__rg_withhold(&s->rg, &s->out, end_of_stream == VSR_BODY_CUT);
         if (end_of_stream == VSR_BODY_END)
             rc_keep(s);
+        if (end_of_stream == VSR_BODY_END && s->rg.on)
+            return rg_scan(s, body_out(s));
         return body_out(s);
     }
     rc_feed(s, chunk, len);
+    if (s->rg.on && s->rg.sse)
+        vsr__rg_feed_sse(&s->rg, chunk, len);
+    else if (s->rg.on && len && vsr_buf_append(&s->acc, chunk, len) != VSR_OK)
+        s->acc_over = 1;
     if (end_of_stream == VSR_BODY_END)
         rc_keep(s);
+    if (end_of_stream == VSR_BODY_END && s->rg.on) {
+        if (!s->rg.sse && !s->acc_over)
+            vsr__rg_feed_json(&s->rg, s->acc.data, s->acc.len);
+        return rg_scan(s, &s->eff);
+    }
     return &s->eff;
 }
 

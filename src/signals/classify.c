@@ -26,6 +26,8 @@
 
 typedef enum { K_DOMAIN, K_JAILBREAK, K_PII } kind_t;
 
+static const char *const jb_methods[] = {"classifier", "contrastive", "hybrid"};
+
 typedef struct {
     kind_t kind;
     const char *model;   /* the runtime classifier (static) */
@@ -141,10 +143,9 @@ int vsr__jailbreak_compile(vsr_signals_t *s, const void *conf, const char *path,
     const vsr_modules_conf_t *m = s->modules;
     double th = c->has_threshold ? c->threshold : m ? m->guard_threshold : VSR_DEFAULT_GUARD_THRESHOLD;
     cls_t *k = new_cls(K_JAILBREAK, "jailbreak", th, c->include_history, VSR__MODEL_MAX_RUNES);
-    static const char *const methods[] = {"classifier", "contrastive", "hybrid"};
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_printf(&b, ",\"method\":\"%s\"", methods[c->method <= VSR_JB_HYBRID ? c->method : 0]);
+    vsr_buf_printf(&b, ",\"method\":\"%s\"", jb_methods[c->method <= VSR_JB_HYBRID ? c->method : 0]);
     if (c->method != VSR_JB_CLASSIFIER) {
         append_list(&b, "jailbreak_patterns", &c->jailbreak_patterns);
         append_list(&b, "benign_patterns", &c->benign_patterns);
@@ -217,23 +218,38 @@ static vsr_slice_t subject(vsr__ctx_t *c, const cls_t *k)
     return out;
 }
 
+/* {"model":MODEL,"text":TEXT(shortened)OPTS}: a classify task. */
+static void classify_payload(vsr_pool_t *pool, const char *model, vsr_slice_t text, size_t max_runes,
+                             const char *opts, vsr_signal_task_t *out)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_printf(&b, "{\"model\":\"%s\",\"text\":", model);
+    vsr_buf_append_slice(&b, vsr__text_json(pool, text, max_runes));
+    if (opts)
+        vsr_buf_append_cstr(&b, opts);
+    vsr_buf_append_cstr(&b, "}");
+    out->type = "classify";
+    out->payload = vsr_pool_dup_slice(pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+}
+
 int vsr__classify_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const cls_t *k = state;
     vsr_slice_t text = subject(c, k);
     if (text.len == 0)
         return 0; /* nothing to classify: no match */
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    vsr_buf_printf(&b, "{\"model\":\"%s\",\"text\":", k->model);
-    vsr_buf_append_slice(&b, vsr__text_json(c->pool, text, k->max_runes));
-    if (k->opts)
-        vsr_buf_append_cstr(&b, k->opts);
-    vsr_buf_append_cstr(&b, "}");
-    out->type = "classify";
-    out->payload = vsr_pool_dup_slice(c->pool, vsr_buf_slice(&b));
-    vsr_buf_free(&b);
+    classify_payload(c->pool, k->model, text, k->max_runes, k->opts, out);
     return 1;
+}
+
+void vsr_signals_guard_task(vsr_pool_t *pool, vsr_slice_t text, int method, vsr_signal_task_t *out)
+{
+    char opts[48];
+    snprintf(opts, sizeof(opts), ",\"method\":\"%s\"",
+             jb_methods[method >= 0 && method <= VSR_JB_HYBRID ? method : 0]);
+    classify_payload(pool, "jailbreak", text, VSR__MODEL_MAX_RUNES, opts, out);
 }
 
 /* A number member of object o in [0, 1]. */
@@ -356,5 +372,25 @@ int vsr__classify_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
     if (rc == VSR_OK && c->pool)
         out->evidence = vsr_pool_dup_slice(c->pool, result);
     vsr_json_free(&j);
+    return rc;
+}
+
+int vsr_signals_guard_score(vsr_slice_t result, vsr_pool_t *pool, double *score)
+{
+    cls_t k = {.kind = K_JAILBREAK, .model = "jailbreak", .threshold = 1};
+    vsr__ctx_t c;
+    memset(&c, 0, sizeof(c));
+    c.pool = pool;
+    vsr_signal_result_t r = {0};
+    vsr_json_t j;
+    memset(&j, 0, sizeof(j));
+    vsr_json_limits_t lim = {.max_depth = 16};
+    int rc = VSR_ERR_INVALID;
+    if (vsr_json_parse(&j, result.p ? result.p : "", result.len, &lim) == VSR_OK &&
+        vsr_json_type(&j, 0) == VSR_JSON_OBJECT)
+        rc = consume_labels(&c, &k, &j, &r);
+    vsr_json_free(&j);
+    if (rc == VSR_OK)
+        *score = r.value;
     return rc;
 }

@@ -124,6 +124,14 @@ int vsr_signals_task(const vsr_signals_t *s, int i, const vsr_signal_input_t *in
  * as when the task failed). */
 int vsr_signals_consume(const vsr_signals_t *s, int i, const vsr_signal_input_t *in, vsr_slice_t result,
                         vsr_signal_result_t *out);
+/* The prompt guard outside a signal (the response_jailbreak plugin scans an
+ * answer with it): the classify task the jailbreak signal makes for `text`
+ * ({"model":"jailbreak","text":T,"method":M}, T shortened to what the model
+ * sees, as the signal's), its payload from pool; method a vsr_jb_method_t.
+ * guard_score reads the `jailbreak` label's score from the task's result, as
+ * the signal does: VSR_OK, or VSR_ERR_INVALID for an unusable result. */
+void vsr_signals_guard_task(vsr_pool_t *pool, vsr_slice_t text, int method, vsr_signal_task_t *out);
+int vsr_signals_guard_score(vsr_slice_t result, vsr_pool_t *pool, double *score);
 /* The on_error policy of signal i's family (VSR_ON_ERROR_DEFAULT: none). */
 vsr_on_error_t vsr_signals_on_error(const vsr_signals_t *s, int i);
 

@@ -6,6 +6,7 @@
 // ops: anthropic: create, stream (the SDK's MessageStream: text and final message);
 //      openai: chat, chat_stream (chunks and their joined text), responses (create, retrieve,
 //      previous_response_id, input items, delete), responses_stream.
+// "headers" (optional): extra request headers (the openai client's defaultHeaders).
 // An SDK error prints {"error":{"status":S,"type":T,"message":M,"name":N}}.
 'use strict';
 const path = require('path');
@@ -36,7 +37,8 @@ async function anthropic() {
 
 async function openai() {
   const { OpenAI } = req('openai');
-  const client = new OpenAI({ apiKey: cmd.key || 'none', baseURL: cmd.base, maxRetries: 0, timeout: 20000 });
+  const client = new OpenAI({ apiKey: cmd.key || 'none', baseURL: cmd.base, maxRetries: 0, timeout: 20000,
+                               defaultHeaders: cmd.headers || {} });
   if (cmd.op === 'chat') {
     return { completion: await client.chat.completions.create(cmd.params) };
   }

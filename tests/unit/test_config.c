@@ -2209,6 +2209,51 @@ static void test_plugin_tools_compression(void **state)
 #undef PLUGIN_DOC
 }
 
+/* response_jailbreak: enabled, threshold (default: the prompt guard's), action, method */
+static void test_plugin_response_jailbreak(void **state)
+{
+#define PLUGIN_DOC(p) DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n        - " p "\n"
+    (void)state;
+    vsr_config_t *c = load_ok(PLUGIN_DOC("{type: response_jailbreak}"));
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_RESPONSE_JAILBREAK);
+    assert_int_equal(p->u.response_jailbreak.enabled, 1);
+    assert_int_equal(p->u.response_jailbreak.action, VSR_RJ_HEADER);
+    assert_int_equal(p->u.response_jailbreak.method, VSR_JB_CLASSIFIER);
+    assert_false(p->u.response_jailbreak.has_threshold);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: response_jailbreak, configuration: {enabled: true, threshold: 0.85, action: block, "
+                           "method: contrastive}}"));
+    p = &c->recipes[0].decisions[0].plugins[0];
+    assert_true(p->u.response_jailbreak.has_threshold);
+    assert_true(p->u.response_jailbreak.threshold == 0.85);
+    assert_int_equal(p->u.response_jailbreak.action, VSR_RJ_BLOCK);
+    assert_int_equal(p->u.response_jailbreak.method, VSR_JB_CONTRASTIVE);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: response_jailbreak, configuration: {enabled: false, action: none}}"));
+    p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->enabled, 0);
+    assert_int_equal(p->u.response_jailbreak.enabled, 0);
+    assert_int_equal(p->u.response_jailbreak.action, VSR_RJ_NONE);
+    vsr_config_free(c);
+    static const struct {
+        const char *doc;
+        const char *error;
+    } rows[] = {
+        {PLUGIN_DOC("{type: response_jailbreak, configuration: {action: drop}}"),
+         "t.yaml:14:62: action must be \"header\", \"block\" or \"none\", got \"drop\"\n"},
+        {PLUGIN_DOC("{type: response_jailbreak, configuration: {threshold: 1.5}}"),
+         "t.yaml:14:65: threshold must be between 0 and 1, got 1.5\n"},
+        {PLUGIN_DOC("{type: response_jailbreak, configuration: {method: regex}}"),
+         "t.yaml:14:62: method must be \"classifier\", \"contrastive\" or \"hybrid\", got \"regex\"\n"},
+        {PLUGIN_DOC("{type: response_jailbreak, configuration: {patterns: [x]}}"),
+         "t.yaml:14:54: unknown key \"patterns\"\n"},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        expect_errors(rows[i].doc, rows[i].error);
+#undef PLUGIN_DOC
+}
+
 static void test_plugin_errors(void **state)
 {
 #define PLUGIN_DOC(p) DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n        - " p "\n"
@@ -3595,6 +3640,7 @@ int main(void)
         cmocka_unit_test(test_client_name_collisions),
         cmocka_unit_test(test_auto_model_names),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_plugin_response_jailbreak),
         cmocka_unit_test(test_plugin_tools_compression),
         cmocka_unit_test(test_header_mutation_drops_reliability_headers),
         cmocka_unit_test(test_reliability_errors),

@@ -77,7 +77,7 @@ static const char *const log_keys[] = {
     "bytes_sent", "duration", "upstream_host", "x_request_id", "user_agent", "recipe", "decision",
     "selected_model", "served_model", "fallback_path", "attempts", "config_version", "routing_ms",
     "signal_families_us", "stream_events", "prompt_tokens", "completion_tokens", "looper", "cache",
-    "client_protocol", "upstream_protocol",
+    "client_protocol", "upstream_protocol", "response_guard",
 };
 
 /* 1 when [p, p+n) is one JSON object with exactly the log's keys in order. */
@@ -184,39 +184,39 @@ static void test_access_log_format(void **state)
         "\"bytes_sent\":4567,\"duration\":89,\"upstream_host\":\"10.0.0.1:8000\",\"x_request_id\":\"req-1\","
         "\"user_agent\":\"curl/8.0\",\"recipe\":\"default\",\"decision\":\"math\",\"selected_model\":\"m1\","
         "\"served_model\":\"m2\",\"fallback_path\":\"m1,m2\",\"attempts\":2,\"config_version\":7,"
-        "\"routing_ms\":0.125,\"signal_families_us\":{\"keywords\":12,\"embeddings\":3400},\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n"
+        "\"routing_ms\":0.125,\"signal_families_us\":{\"keywords\":12,\"embeddings\":3400},\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n"
         "{\"start_time\":null,\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":499,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":null,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n"
+        "\"routing_ms\":null,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:01.005Z\",\"method\":\"GET\",\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":9,\"prompt_tokens\":3,\"completion_tokens\":5,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":9,\"prompt_tokens\":3,\"completion_tokens\":5,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
-        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":2,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n"
+        "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":2,\"prompt_tokens\":null,\"completion_tokens\":null,\"looper\":null,\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n"
         "{\"start_time\":\"1970-01-01T00:00:00.000Z\",\"method\":null,\"path\":null,\"protocol\":null,"
         "\"response_code\":0,\"response_flags\":null,\"bytes_received\":0,\"bytes_sent\":0,\"duration\":0,"
         "\"upstream_host\":null,\"x_request_id\":null,\"user_agent\":null,\"recipe\":null,\"decision\":null,"
         "\"selected_model\":null,\"served_model\":null,\"fallback_path\":null,\"attempts\":0,\"config_version\":0,"
         "\"routing_ms\":0.000,\"signal_families_us\":null,\"stream_events\":null,\"prompt_tokens\":null,\"completion_tokens\":null,"
         "\"looper\":{\"algorithm\":\"fusion\",\"calls\":4,\"models\":\"a,\\\"b\",\"prompt_tokens\":30,"
-        "\"completion_tokens\":7},\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null}\n";
+        "\"completion_tokens\":7},\"cache\":null,\"client_protocol\":null,\"upstream_protocol\":null,\"response_guard\":null}\n";
     assert_string_equal(text, want);
     const char *line = text;
     for (int i = 0; i < 4; i++) {
