@@ -63,6 +63,7 @@ bench: deps build
 	@echo; $(PYTHON) bench/reliability.py
 	@echo; $(PYTHON) bench/looper.py
 	@echo; $(PYTHON) bench/protocols.py
+	@echo; $(PYTHON) bench/extproc.py
 	@bench/quality/run build
 
 clean:
