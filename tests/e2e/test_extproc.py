@@ -380,3 +380,33 @@ def test_access_log_and_metrics_of_extproc_calls(vsr, fakellm, pb):
     m = httpx.get(v.metrics_url, timeout=5).text
     assert 'vsr_requests_total{status_class="2xx",model="m",decision=""} 1' in m
     assert "vsr_active_requests 0" in m
+
+
+def test_request_graph_in_extproc_mode(vsr, fakellm, pb):
+    """A decision's request graph in extproc mode: vsr makes the hops
+    itself, through its upstream layer, and answers with the assembled result
+    (or, streaming, hands the final hop to Envoy)."""
+    from test_looper import CHAT as LCHAT, TEXT, backend_args, looper_doc, models_of, NAME_OF  # noqa: F401
+    be = fakellm("llm", args=backend_args(logprob={"m-small": -2.5}))
+    port, xport = free_port(), free_port()
+    doc = looper_doc(port, be.endpoint, ["m-small", "m-mid", "m-large"],
+                     {"type": "confidence", "confidence": {"threshold": 0.5}})
+    v = vsr(doc, port=port, wait_ready=False,
+            extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}"))
+    wait_until(lambda: _ready(v), what="vsr /ready")
+    v.xport = xport
+    env = Envoy(pb, xport)
+    data = json.dumps(LCHAT).encode()
+    req = [(":method", "POST"), (":path", "/v1/chat/completions"), ("content-type", "application/json")]
+    env.headers(req)
+    a = env.body(data)
+    assert a.WhichOneof("response") == "immediate_response", a
+    im = a.immediate_response
+    assert im.status.code == 200
+    out = json.loads(im.body)
+    assert out["choices"][0]["message"]["content"] == TEXT["m-mid"]
+    hdrs = {h.header.key: h.header.raw_value.decode() for h in im.headers.set_headers}
+    assert hdrs["x-vsr-response-path"] == "looper"
+    env.end()
+    log = httpx.get(be.url + "/_fakellm/log", timeout=5).json()["entries"]
+    assert models_of([e for e in log if e["path"] == "/v1/chat/completions"]) == ["m-small", "m-mid"]
