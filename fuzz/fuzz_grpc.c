@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     vsr_buf_free(&c);
     uint64_t ms;
     size_t tl = n < 12 ? n : 12;
-    if (vsr__grpc_timeout_ms(vsr_slice((const char *)p, tl), &ms) == VSR_OK) {
+    if (vsr_grpc_timeout_ms(vsr_slice((const char *)p, tl), &ms) == VSR_OK) {
         CHECK(tl >= 2 && tl <= 9);
         for (size_t i = 0; i + 1 < tl; i++)
             CHECK(p[i] >= '0' && p[i] <= '9');

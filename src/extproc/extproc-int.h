@@ -60,10 +60,6 @@ int vsr__grpc_deframer_idle(const vsr_grpc_deframer_t *d);
 /* Appends the 5-byte prefix for a message of len bytes (uncompressed). */
 int vsr__grpc_frame_prefix(vsr_buf_t *out, size_t len);
 
-/* grpc-timeout ("1-8 digits" then H, M, S, m, u or n): VSR_OK with the
- * timeout in ms (rounded up; a timeout over a day is a day), or
- * VSR_ERR_INVALID. */
-int vsr__grpc_timeout_ms(vsr_slice_t v, uint64_t *ms);
 
 /* ---- ProcessingRequest ---- */
 

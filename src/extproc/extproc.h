@@ -51,6 +51,10 @@ enum {
     VSR_GRPC_UNAVAILABLE = 14,
 };
 
+/* grpc-timeout ("1-8 digits" then H, M, S, m, u or n): VSR_OK with the
+ * timeout in ms (rounded up; a timeout over a day is a day), or
+ * VSR_ERR_INVALID. */
+int vsr_grpc_timeout_ms(vsr_slice_t v, uint64_t *ms);
 /* grpc-message: percent-encodes what is not printable ASCII (and '%'), at
  * most 1 KiB of the result. */
 void vsr_grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg);

@@ -83,7 +83,7 @@ int vsr__grpc_frame_prefix(vsr_buf_t *out, size_t len)
     return vsr_buf_append(out, b, sizeof(b));
 }
 
-int vsr__grpc_timeout_ms(vsr_slice_t v, uint64_t *ms)
+int vsr_grpc_timeout_ms(vsr_slice_t v, uint64_t *ms)
 {
     /* TimeoutValue: 1 to 8 ASCII digits; TimeoutUnit: one letter */
     if (v.len < 2 || v.len > 9)

@@ -177,6 +177,13 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
     vsr_xp_stream_opts_t o = {0};
     o.session.ports = &xp_ports;
     o.session.ports_ud = x;
+    /* the session's waits end by the listener's timeout, or by Envoy's
+     * grpc-timeout when it sets a shorter one */
+    uint64_t budget = lc->timeout_ms, gt;
+    vsr_slice_t tv;
+    if (vsr_http_head_get(head, "grpc-timeout", &tv) && vsr_grpc_timeout_ms(tv, &gt) == VSR_OK && gt < budget)
+        budget = gt;
+    o.session.deadline_ms = x->start_us / 1000 + budget;
     o.max_message = (uint32_t)VSR_MIN(lc->max_body_bytes + (1u << 20), (uint64_t)UINT32_MAX);
     vsr_xp_io_t io = {.send = io_send, .finish = io_finish, .ud = x};
     x->xs = vsr_xp_stream_open(x->eng, &o, &io);

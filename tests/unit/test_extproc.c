@@ -506,22 +506,22 @@ static void test_grpc_timeout_and_message(void **state)
 {
     (void)state;
     uint64_t ms = 0;
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("200m"), &ms), VSR_OK);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("200m"), &ms), VSR_OK);
     assert_int_equal(ms, 200);
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("3S"), &ms), VSR_OK);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("3S"), &ms), VSR_OK);
     assert_int_equal(ms, 3000);
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("2M"), &ms), VSR_OK);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("2M"), &ms), VSR_OK);
     assert_int_equal(ms, 120000);
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("1500u"), &ms), VSR_OK);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("1500u"), &ms), VSR_OK);
     assert_int_equal(ms, 2); /* rounded up */
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("1n"), &ms), VSR_OK);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("1n"), &ms), VSR_OK);
     assert_int_equal(ms, 1);
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("99999999H"), &ms), VSR_OK);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("99999999H"), &ms), VSR_OK);
     assert_int_equal(ms, 24ull * 3600 * 1000); /* a day at most */
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("123456789m"), &ms), VSR_ERR_INVALID); /* 9 digits */
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("m"), &ms), VSR_ERR_INVALID);
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("10x"), &ms), VSR_ERR_INVALID);
-    assert_int_equal(vsr__grpc_timeout_ms(VSR_SLICE_LIT("-1S"), &ms), VSR_ERR_INVALID);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("123456789m"), &ms), VSR_ERR_INVALID); /* 9 digits */
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("m"), &ms), VSR_ERR_INVALID);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("10x"), &ms), VSR_ERR_INVALID);
+    assert_int_equal(vsr_grpc_timeout_ms(VSR_SLICE_LIT("-1S"), &ms), VSR_ERR_INVALID);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_grpc_message_encode(&b, VSR_SLICE_LIT("bad 100% \xe2\x9c\x93\n"));
