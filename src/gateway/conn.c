@@ -1415,7 +1415,7 @@ static vsr_slice_t keep(vsr_buf_t *b, vsr_slice_t s)
 static int handle_admin(request_t *req)
 {
     vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL || !vsr_admin_owns(req->head->target))
+    if (admin == NULL || !(vsr_admin_owns(req->head->target) || vsr__gateway_replay_owns(req->head->target)))
         return 0;
     admin_job_t *job = vsr_calloc(1, sizeof(*job));
     pthread_mutex_init(&job->mu, NULL);
@@ -1544,6 +1544,12 @@ static void port_cache_delete(void *ud, const vsr_cache_query_t *q)
     vsr__gateway_cache_delete(req->c->w, vsr_engine_config(req->eng), q);
 }
 
+static void port_replay_store(void *ud, const vsr_replay_record_t *r)
+{
+    request_t *req = ud;
+    vsr__gateway_replay_put(vsr_engine_config(req->eng), r);
+}
+
 static const vsr_ports_t gw_ports = {
     .runtime_call = port_runtime_call,
     .runtime_cancel = port_runtime_cancel,
@@ -1551,6 +1557,7 @@ static const vsr_ports_t gw_ports = {
     .cache_cancel = port_cache_cancel,
     .cache_store = port_cache_store,
     .cache_delete = port_cache_delete,
+    .replay_store = port_replay_store,
     .model_call = port_model_call,
     .model_cancel = port_model_cancel,
     .resume = port_resume,
@@ -1784,6 +1791,7 @@ static void dispatch(request_t *req)
                                                     vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
                 }
             }
+            vsr__gateway_replay_metrics(gw->opts.metrics);
             vsr_buf_t out;
             vsr_buf_init(&out, 0);
             vsr_metrics_render(gw->opts.metrics, &out);

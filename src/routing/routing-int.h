@@ -128,4 +128,26 @@ int vsr__rc_parse_stored(vsr_slice_t v, uint64_t *stored_ms, vsr_slice_t *json);
 int vsr__rc_replay_sse(vsr_slice_t json, int include_usage, vsr_buf_t *out);
 int vsr__rc_read_embedding(vsr_slice_t result, float *v, size_t dim);
 
+/* ---- router_replay (replay.c) ---- */
+typedef struct vsr__replay_s vsr__replay_t;
+/* The decision's enabled router_replay plugin (NULL: none, or
+ * global.services.router_replay.enabled is false). */
+const vsr_plugin_router_replay_conf_t *vsr__replay_conf(const vsr_config_t *cfg, const vsr_decision_conf_t *d);
+/* A record, in pool (free its buffer with vsr__replay_free); the slices are
+ * copied but body, borrowed until the write. */
+vsr__replay_t *vsr__replay_begin(vsr_pool_t *pool, const vsr_plugin_router_replay_conf_t *conf, vsr_slice_t method,
+                                 vsr_slice_t path, vsr_slice_t request_id, vsr_slice_t model, vsr_slice_t body);
+const char *vsr__replay_id(const vsr__replay_t *r);
+/* The answer's head (again for a fallback's: the body kept starts afresh). */
+void vsr__replay_response(vsr__replay_t *r, int status, int streamed);
+int vsr__replay_wants_body(const vsr__replay_t *r);
+/* Bytes of the answer as the client gets them (kept up to max_body_bytes). */
+void vsr__replay_feed(vsr__replay_t *r, const char *p, size_t n);
+/* The answer ended: status (0 = as given before), how it was served, cut early. */
+void vsr__replay_end(vsr__replay_t *r, int status, vsr_response_path_t path, int cut);
+/* The record, once, through ports->replay_store (req: the parsed request, or NULL). */
+void vsr__replay_write(vsr__replay_t *r, const vsr_evidence_t *ev, const vsr_json_t *req, uint64_t latency_us,
+                       const vsr_ports_t *ports, void *ud);
+void vsr__replay_free(vsr__replay_t *r);
+
 #endif

@@ -271,6 +271,17 @@ typedef struct {
  * failures are counted by the adapter, and the request goes on). */
 typedef void (*vsr_cache_done_fn)(void *done_ud, int status, vsr_slice_t value, double similarity);
 
+/* A router replay record (the router_replay plugin): the adapter keeps it in
+ * global.services.router_replay's store and answers nobody (the store copies
+ * what it keeps; a failure is the adapter's to count). */
+typedef struct {
+    vsr_slice_t id;            /* "rr_" + 32 hex digits, as sent in x-vsr-replay-id */
+    uint64_t timestamp_ms;     /* wall clock, when the record started */
+    vsr_slice_t summary;       /* the record's JSON without bodies and tool trace (listing) */
+    vsr_slice_t record;        /* the whole record's JSON */
+    uint64_t max_records;      /* the plugin's bound on the records kept */
+} vsr_replay_record_t;
+
 typedef struct {
     /* Calls the model runtime with one bundle.  NULL: no runtime (every
      * task fails at once, as a runtime that cannot be reached). */
@@ -291,6 +302,9 @@ typedef struct {
     void (*cache_cancel)(void *ud, void *handle);
     void (*cache_store)(void *ud, const vsr_cache_query_t *q, vsr_slice_t value);
     void (*cache_delete)(void *ud, const vsr_cache_query_t *q); /* the entry of q->key, if any */
+    /* Keeps a router replay record (NULL: the router_replay plugin records
+     * nothing and sends no x-vsr-replay-id). */
+    void (*replay_store)(void *ud, const vsr_replay_record_t *r);
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);
     /* A pending phase is over: eff is its final effect (never pending),
