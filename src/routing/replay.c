@@ -83,11 +83,6 @@ void vsr__replay_response(vsr__replay_t *r, int status, int streamed)
     vsr_buf_reset(&r->resp);
 }
 
-int vsr__replay_wants_body(const vsr__replay_t *r)
-{
-    return r->conf->capture_response_body;
-}
-
 void vsr__replay_feed(vsr__replay_t *r, const char *p, size_t n)
 {
     r->resp_bytes += n;

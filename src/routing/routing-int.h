@@ -140,7 +140,6 @@ vsr__replay_t *vsr__replay_begin(vsr_pool_t *pool, const vsr_plugin_router_repla
 const char *vsr__replay_id(const vsr__replay_t *r);
 /* The answer's head (again for a fallback's: the body kept starts afresh). */
 void vsr__replay_response(vsr__replay_t *r, int status, int streamed);
-int vsr__replay_wants_body(const vsr__replay_t *r);
 /* Bytes of the answer as the client gets them (kept up to max_body_bytes). */
 void vsr__replay_feed(vsr__replay_t *r, const char *p, size_t n);
 /* The answer ended: status (0 = as given before), how it was served, cut early. */

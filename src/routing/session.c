@@ -1923,8 +1923,8 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         vsr__replay_response(s->rp, status,
                              ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream")));
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(vsr__replay_id(s->rp)));
-        if (vsr__replay_wants_body(s->rp) && s->body_mode == VSR_BODY_RELAY)
-            s->eff.observe = 1;
+        if (s->body_mode == VSR_BODY_RELAY)
+            s->eff.observe = 1; /* the end (or the cut) and the bytes, kept when capture_response_body */
     }
     if (s->ev.cache_hit == 0) /* looked up (or to be stored), and answered by the model */
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-cache-hit"), VSR_SLICE_LIT("false"));

@@ -160,6 +160,7 @@ def test_capture_switches(vsr, fakellm):
     r = ask(v, "replayme quietly")
     rec = record(v, r.headers["x-vsr-replay-id"]).json()
     assert "request" not in rec and "response" not in rec and rec["status"] == 200
+    assert rec["completed"] is True and rec["cut"] is False   # the end is still seen
 
 
 def test_streamed_answer_captured_as_sent(vsr, fakellm):
@@ -297,3 +298,72 @@ def test_redis_down_requests_still_succeed(vsr, fakellm, redis):
     assert replay_metric(v, "redis", "written") == 0
     r = httpx.get(v.mgmt + "/api/v1/router_replay", timeout=10)
     assert r.status_code == 503 and r.json()["error"]["code"] == "store_unavailable"
+
+
+def test_cache_hit_carries_the_replay_id(vsr, fakellm):
+    be = fakellm("a")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+    cfg = cfg.replace("\nglobal:", routing().replace(
+        "        - type: router_replay\n          configuration: {enabled: true}\n",
+        "        - type: router_replay\n          configuration: {enabled: true}\n"
+        "        - type: response_cache\n          configuration: {mode: exact, ttl_seconds: 60}\n") + "global:", 1)
+    cfg += "  stores:\n    response_cache:\n      backend_type: memory\n"
+    v = vsr(cfg, port=port)
+    v.be = be
+    v.mgmt = "http://127.0.0.1:" + re.search(r"management_api:\n\s+port: (\d+)", cfg).group(1)
+    r1 = ask(v, "replayme: cached?")
+    r2 = ask(v, "replayme: cached?")
+    assert r2.headers["x-vsr-cache-hit"] == "true"
+    id1, id2 = r1.headers["x-vsr-replay-id"], r2.headers["x-vsr-replay-id"]
+    assert id1 != id2
+    rec = record(v, id2).json()
+    assert rec["response_path"] == "cache" and rec["status"] == 200
+    assert json.loads(rec["response"]["body"])["choices"][0]["message"]["content"] == \
+        r1.json()["choices"][0]["message"]["content"]
+    assert be.stats()["requests"] == 1
+
+
+def test_messages_client_and_tool_trace(vsr, fakellm):
+    v = start(vsr, fakellm)
+    body = {"model": "auto", "max_tokens": 50, "messages": [{"role": "user", "content": "replayme in messages"}]}
+    with v.client() as c:
+        r = c.post("/v1/messages", json=body)
+    assert r.status_code == 200 and r.json()["type"] == "message"
+    rec = record(v, r.headers["x-vsr-replay-id"]).json()
+    assert rec["path"] == "/v1/messages"
+    assert json.loads(rec["request"]["body"]) == body            # what the client sent
+    assert json.loads(rec["response"]["body"])["type"] == "message"  # what the client got, translated
+    # the assistant's tool calls of the request
+    chat = {"model": "auto", "messages": [
+        {"role": "user", "content": "replayme with tools"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":1}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"}]}
+    r = v.post_chat(chat)
+    assert r.status_code == 200
+    tr = record(v, r.headers["x-vsr-replay-id"]).json()["tool_trace"]
+    assert tr["truncated"] is False
+    assert tr["steps"] == [{"source": "request", "call": chat["messages"][1]["tool_calls"][0]}]
+
+
+def test_management_token_guards_replay(vsr, fakellm, tmp_path):
+    token = "replay-token-0123456789abcdef"
+    tf = tmp_path / "token"
+    tf.write_text(token + "\n")
+    be = fakellm("a")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+    cfg = cfg.replace("\nglobal:", routing() + "global:", 1)
+    v = vsr(cfg, port=port, extra_args=("--management-token-file", str(tf)))
+    mgmt = "http://127.0.0.1:" + re.search(r"management_api:\n\s+port: (\d+)", cfg).group(1)
+    rid = ask(v, "replayme secretly").headers["x-vsr-replay-id"]
+    for path in ("/api/v1/router_replay", "/api/v1/router_replay/" + rid):
+        assert httpx.get(mgmt + path, timeout=10).status_code == 401
+        assert httpx.get(mgmt + path, headers={"authorization": "Bearer nope-0123456789abcdef"},
+                         timeout=10).status_code == 401
+        ok = httpx.get(mgmt + path, headers={"authorization": "Bearer " + token}, timeout=10)
+        assert ok.status_code == 200 and rid in ok.text
+    assert httpx.delete(mgmt + "/api/v1/router_replay/" + rid, timeout=10).status_code == 401
+    h = httpx.head(mgmt + "/api/v1/router_replay/" + rid, headers={"authorization": "Bearer " + token}, timeout=10)
+    assert h.status_code == 200 and h.content == b""
