@@ -77,7 +77,7 @@ static vsr_replay_store_t *acquire(const vsr_config_t *cfg)
     }
     st = vsr_replay_ref(g_store);
     pthread_mutex_unlock(&g_mu);
-    vsr_replay_unref(old); /* outside the lock: a redis writer may take a command's timeout to stop */
+    vsr_replay_unref(old); /* never waits: a redis writer finishes and frees it on its own */
     return st;
 }
 

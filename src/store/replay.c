@@ -259,6 +259,8 @@ static int write_one(vsr_replay_store_t *st, redisContext *c, const rec_t *r)
     return rc;
 }
 
+static void store_free(vsr_replay_store_t *st);
+
 static void *writer_main(void *arg)
 {
     vsr_replay_store_t *st = arg;
@@ -290,6 +292,7 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&st->mu);
     }
     pthread_mutex_unlock(&st->mu);
+    store_free(st); /* the last reference is gone: the writer closes the store, nobody waits for it */
     return NULL;
 }
 
@@ -316,10 +319,10 @@ vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *e
         if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
             if (err)
                 vsr_buf_printf(err, "router replay store: cannot start its writer: %s", strerror(errno));
-            st->refs = 1;
-            vsr_replay_unref(st);
+            store_free(st);
             return NULL;
         }
+        pthread_detach(st->writer);
         st->has_writer = 1;
     }
     return st;
@@ -336,13 +339,18 @@ void vsr_replay_unref(vsr_replay_store_t *st)
 {
     if (st == NULL || atomic_fetch_sub(&st->refs, 1) != 1)
         return;
-    if (st->has_writer) {
+    if (st->has_writer) { /* the writer frees it once its command in flight is over */
         pthread_mutex_lock(&st->mu);
         st->stop = 1;
         pthread_cond_signal(&st->cv);
         pthread_mutex_unlock(&st->mu);
-        pthread_join(st->writer, NULL);
+        return;
     }
+    store_free(st);
+}
+
+static void store_free(vsr_replay_store_t *st)
+{
     int queued = st->cfg.backend == VSR_STORE_REDIS;
     while (st->head.next != &st->head) {
         rec_t *r = st->head.next;

@@ -218,9 +218,10 @@ void vsr_replay_config_init(vsr_replay_config_t *cfg);
  * is not one (the writer retries).  The store has one reference. */
 vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *err);
 vsr_replay_store_t *vsr_replay_ref(vsr_replay_store_t *st);
-/* The last reference closes the store: the writer stops (within one
- * command's timeout; queued records are dropped and counted failed) and
- * the memory goes.  NULL is a no-op. */
+/* The last reference closes the store without waiting: the redis writer
+ * stops after its command in flight (bounded by the timeout), drops what is
+ * queued (counted failed) and frees the store itself; a memory store goes at
+ * once.  NULL is a no-op. */
 void vsr_replay_unref(vsr_replay_store_t *st);
 /* Keeps one record (copied): id 1..128 bytes, ts_ms its wall-clock time (the
  * list's order).  VSR_OK (stored, or queued for redis), or an error when it
