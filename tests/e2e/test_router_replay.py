@@ -367,3 +367,13 @@ def test_management_token_guards_replay(vsr, fakellm, tmp_path):
     assert httpx.delete(mgmt + "/api/v1/router_replay/" + rid, timeout=10).status_code == 401
     h = httpx.head(mgmt + "/api/v1/router_replay/" + rid, headers={"authorization": "Bearer " + token}, timeout=10)
     assert h.status_code == 200 and h.content == b""
+
+
+def test_redis_ttl(vsr, fakellm, redis):
+    v = start(vsr, fakellm, service=redis_service(redis.port, "      ttl_seconds: 1\n"))
+    rid = ask(v, "replayme briefly").headers["x-vsr-replay-id"]
+    wait_until(lambda: replay_metric(v, "redis", "written") == 1, what="the writer's put")
+    assert record(v, rid).status_code == 200
+    time.sleep(2.2)   # past the keys' EX 1 (redis expires within its second)
+    assert record(v, rid).status_code == 404
+    assert listing(v)["total"] == 0
