@@ -396,9 +396,9 @@ static vsr_slice_t request_id(request_t *req);
 /* A local reply on an HTTP/2 stream: the same fields, no framing ones.
  * extra_headers are this file's own "name: value\r\n" lines. */
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
-                     int is_head)
+                     int is_head, const char *replay_id)
 {
-    vsr_http_header_t f[7];
+    vsr_http_header_t f[8];
     size_t n = 0;
     char ver[24];
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
@@ -408,6 +408,8 @@ static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t 
         f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                      vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
                                                                      (unsigned long long)vsr_engine_version(req->eng)))};
+    if (replay_id)
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id)};
     vsr_slice_t rest = extra_headers ? vsr_slice_cstr(extra_headers) : VSR_SLICE_NULL;
     while (rest.len > 2 && n < VSR_ARRAY_LEN(f)) {
         vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
@@ -432,8 +434,10 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
         if (req->flags == NULL)
             req->flags = "LR"; /* a local reply */
     }
+    /* a router_replay record of the request takes this answer, and names itself */
+    const char *replay_id = req ? vsr_session_local_reply(req->sess, status, body) : NULL;
     if (req && req->st) {
-        reply_h2(req, status, ctype, body, extra_headers, is_head);
+        reply_h2(req, status, ctype, body, extra_headers, is_head, replay_id);
         return;
     }
     vsr_buf_t b;
@@ -451,6 +455,8 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     }
     if (req && req->head)
         vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
+    if (replay_id)
+        vsr_http_write_header(&b, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id));
     if (extra_headers)
         vsr_buf_append_cstr(&b, extra_headers);
     if (close)

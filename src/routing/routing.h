@@ -392,6 +392,12 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
  * comes from the status.  s may be NULL (OpenAI's shape). */
 void vsr_session_error_body(const vsr_session_t *s, int status, const char *type, const char *code, vsr_slice_t msg,
                             vsr_buf_t *out);
+/* The adapter answers the request itself (an upstream that cannot be
+ * reached, a timeout, a local error) with status and body (borrowed for the
+ * call): a router_replay record of the request takes that answer.  Returns
+ * the record's id for the reply's x-vsr-replay-id (valid until finish), or
+ * NULL when there is no record.  s may be NULL. */
+const char *vsr_session_local_reply(vsr_session_t *s, int status, vsr_slice_t body);
 /* 1 when the client spoke Anthropic's Messages API (POST /v1/messages). */
 int vsr_session_client_anthropic(const vsr_session_t *s);
 

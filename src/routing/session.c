@@ -2098,6 +2098,16 @@ void vsr_session_error_body(const vsr_session_t *s, int status, const char *type
         vsr_json_error_body(out, msg, type, code);
 }
 
+const char *vsr_session_local_reply(vsr_session_t *s, int status, vsr_slice_t body)
+{
+    if (s == NULL || s->rp == NULL)
+        return NULL;
+    vsr__replay_response(s->rp, status, 0);
+    vsr__replay_feed(s->rp, body.p, body.len);
+    vsr__replay_end(s->rp, status, VSR_PATH_ERROR, 0);
+    return vsr__replay_id(s->rp);
+}
+
 int vsr_session_client_anthropic(const vsr_session_t *s)
 {
     return s && s->anthropic_in;

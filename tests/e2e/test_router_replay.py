@@ -377,3 +377,18 @@ def test_redis_ttl(vsr, fakellm, redis):
     time.sleep(2.2)   # past the keys' EX 1 (redis expires within its second)
     assert record(v, rid).status_code == 404
     assert listing(v)["total"] == 0
+
+
+def test_local_reply_when_no_backend_answers(vsr, fakellm):
+    port = free_port()
+    dead = f"127.0.0.1:{free_port()}"   # nothing listens there
+    cfg = config_yaml(port, [model_yaml("m1", [dead])], default="m1")
+    cfg = cfg.replace("\nglobal:", routing() + "global:", 1)
+    v = vsr(cfg, port=port)
+    mgmt = "http://127.0.0.1:" + re.search(r"management_api:\n\s+port: (\d+)", cfg).group(1)
+    r = ask(v, "replayme: nobody home")
+    assert r.status_code in (502, 503)
+    rid = r.headers["x-vsr-replay-id"]
+    rec = httpx.get(mgmt + "/api/v1/router_replay/" + rid, timeout=10).json()
+    assert rec["status"] == r.status_code and rec["response_path"] == "error" and rec["completed"] is True
+    assert rec["response"]["body"] == r.text

@@ -241,12 +241,28 @@ static void test_cut_and_abandoned_answers(void **state)
     assert_true(is(&f, "status", "502") && is(&f, "cut", "true") && is(&f, "completed", "false"));
     fake_free(&f);
 
-    /* no answer at all (the adapter replied itself): status 0 */
+    /* no answer at all (the client left while the call was on its way): status 0 */
     fake_init(&f);
     s = open_req(&d, &f, BODY, &e, 1);
     vsr_session_finish(s);
     assert_int_equal(f.writes, 1);
     assert_true(is(&f, "status", "0") && is(&f, "cut", "false") && is(&f, "completed", "false"));
+    fake_free(&f);
+
+    /* the adapter answered itself (no backend could be reached) */
+    fake_init(&f);
+    s = open_req(&d, &f, BODY, &e, 1);
+    const char *id = vsr_session_local_reply(s, 503, VSR_SLICE_LIT("no healthy upstream"));
+    assert_non_null(id);
+    char kept[64];
+    snprintf(kept, sizeof(kept), "%s", id); /* the session's: gone with it */
+    assert_true(strncmp(kept, "rr_", 3) == 0);
+    vsr_session_finish(s);
+    assert_int_equal(f.writes, 1);
+    assert_string_equal(f.id, kept);
+    assert_true(is(&f, "status", "503") && is(&f, "response_path", "\"error\"") && is(&f, "completed", "true"));
+    assert_true(is(&f, "response.body", "\"no healthy upstream\""));
+    assert_null(vsr_session_local_reply(NULL, 503, VSR_SLICE_NULL));
     fake_free(&f);
     doc_free(&d);
 }
