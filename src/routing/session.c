@@ -444,7 +444,7 @@ void vsr_session_finish(vsr_session_t *s)
     if (s == NULL)
         return;
     vsr_session_cancel(s);
-    replay_write(s); /* an answer that never ended (the client left, the adapter answered) */
+    replay_write(s); /* an answer that never ended (the client left, a stream cut short) */
     vsr__replay_free(s->rp);
     if (s->has_json)
         vsr_json_free(&s->json);
