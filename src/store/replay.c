@@ -237,6 +237,8 @@ static int write_one(vsr_replay_store_t *st, redisContext *c, const rec_t *r)
     if (card <= (long long)r->max_records)
         return 0;
     long long extra = card - (long long)r->max_records;
+    if (extra > 1000)
+        extra = 1000; /* bounded work per write: the next writes go on trimming */
     redisReply *old = redisCommand(c, "ZRANGE %sindex 0 %lld", p, extra - 1);
     if (old == NULL)
         return -1;
@@ -479,21 +481,43 @@ int vsr_replay_list(vsr_replay_store_t *st, size_t limit, vsr_buf_t *out, uint64
         ids = redisCommand(c, "ZREVRANGE %sindex 0 %llu", st->prefix, (unsigned long long)(limit - 1));
         if (ids == NULL || ids->type != REDIS_REPLY_ARRAY)
             goto out;
-        for (size_t i = 0; i < ids->elements; i++) {
-            redisReply *e = ids->element[i];
-            if (e->type != REDIS_REPLY_STRING)
-                continue;
-            if (sums)
-                freeReplyObject(sums);
-            sums = redisCommand(c, "GET %ss:%b", st->prefix, e->str, e->len);
-            if (sums == NULL)
+        if (ids->elements > 0) {
+            /* one MGET of the summaries: argv "MGET", <prefix>s:<id>... */
+            size_t n = ids->elements + 1, plen = strlen(st->prefix);
+            const char **argv = vsr_malloc(n * sizeof(*argv));
+            size_t *lens = vsr_malloc(n * sizeof(*lens));
+            vsr_buf_t keys;
+            vsr_buf_init(&keys, 0);
+            size_t *offs = vsr_malloc(n * sizeof(*offs));
+            argv[0] = "MGET";
+            lens[0] = 4;
+            for (size_t i = 0; i < ids->elements; i++) {
+                redisReply *e = ids->element[i];
+                offs[i + 1] = keys.len;
+                vsr_buf_append(&keys, st->prefix, plen);
+                vsr_buf_append(&keys, "s:", 2);
+                if (e->type == REDIS_REPLY_STRING)
+                    vsr_buf_append(&keys, e->str, e->len);
+                lens[i + 1] = keys.len - offs[i + 1];
+            }
+            for (size_t i = 1; i < n; i++)
+                argv[i] = keys.data + offs[i];
+            sums = redisCommandArgv(c, (int)n, argv, lens);
+            vsr_free(argv);
+            vsr_free(lens);
+            vsr_free(offs);
+            vsr_buf_free(&keys);
+            if (sums == NULL || sums->type != REDIS_REPLY_ARRAY)
                 goto out;
-            if (sums->type != REDIS_REPLY_STRING)
-                continue; /* expired, or deleted meanwhile */
-            if (!first)
-                vsr_buf_append_cstr(out, ",");
-            first = 0;
-            vsr_buf_append(out, sums->str, sums->len);
+            for (size_t i = 0; i < sums->elements; i++) {
+                redisReply *v = sums->element[i];
+                if (v->type != REDIS_REPLY_STRING)
+                    continue; /* expired, or deleted meanwhile */
+                if (!first)
+                    vsr_buf_append_cstr(out, ",");
+                first = 0;
+                vsr_buf_append(out, v->str, v->len);
+            }
         }
     }
     rc = vsr_buf_append_cstr(out, "]");
