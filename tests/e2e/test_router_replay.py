@@ -392,3 +392,24 @@ def test_local_reply_when_no_backend_answers(vsr, fakellm):
     rec = httpx.get(mgmt + "/api/v1/router_replay/" + rid, timeout=10).json()
     assert rec["status"] == r.status_code and rec["response_path"] == "error" and rec["completed"] is True
     assert rec["response"]["body"] == r.text
+
+
+def test_config_change_moves_to_a_new_store(vsr, fakellm, redis):
+    be = fakellm("a")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+    cfg = cfg.replace("\nglobal:", routing() + "global:", 1)
+    v = vsr(cfg, port=port)
+    v.mgmt = "http://127.0.0.1:" + re.search(r"management_api:\n\s+port: (\d+)", cfg).group(1)
+    first = ask(v, "replayme in memory").headers["x-vsr-replay-id"]
+    assert listing(v)["backend"] == "memory"
+    # the same document with the records in Redis: activated live, no restart
+    two = cfg + "    router_replay:\n" + redis_service(redis.port)
+    r = httpx.put(v.mgmt + "/api/v1/config", content=two.encode(), headers={"content-type": "application/yaml"},
+                  timeout=30)
+    assert r.status_code == 200 and r.json()["status"] == "ACK", r.text
+    second = ask(v, "replayme in redis").headers["x-vsr-replay-id"]
+    wait_until(lambda: replay_metric(v, "redis", "written") == 1, what="the writer's put")
+    lst = listing(v)
+    assert lst["backend"] == "redis" and [s["id"] for s in lst["data"]] == [second]
+    assert record(v, first).status_code == 404   # the memory store went with its block
