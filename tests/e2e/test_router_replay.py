@@ -413,3 +413,27 @@ def test_config_change_moves_to_a_new_store(vsr, fakellm, redis):
     lst = listing(v)
     assert lst["backend"] == "redis" and [s["id"] for s in lst["data"]] == [second]
     assert record(v, first).status_code == 404   # the memory store went with its block
+
+
+def test_a_large_stream_costs_max_body_bytes(vsr, fakellm):
+    v = start(vsr, fakellm, plugin=", max_body_bytes: 4096")
+    pid = v.proc.p.pid
+
+    def rss_kb():
+        with open(f"/proc/{pid}/status") as f:
+            return int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+    base = rss_kb()
+    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "replayme big"}]}
+    total = 0
+    with v.client(timeout=60) as c:
+        with c.stream("POST", "/v1/chat/completions", json=body,
+                      headers={"x-fakellm-chunks": "512", "x-fakellm-chunk-size": "65536"}) as r:
+            rid = r.headers["x-vsr-replay-id"]
+            for chunk in r.iter_bytes():
+                total += len(chunk)
+    assert total > 32 << 20
+    rec = record(v, rid).json()
+    assert rec["response"]["bytes"] == total and rec["response"]["truncated"] is True
+    assert len(rec["response"]["body"]) == 4096 and rec["cut"] is False and rec["completed"] is True
+    grown = rss_kb() - base
+    assert grown < 24 * 1024   # 32 MB went through; the record kept 4 KiB of it
