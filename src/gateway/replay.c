@@ -40,11 +40,13 @@ static void count(void *ud, const char *result)
 
 static void signature(const vsr_config_t *cfg, char *out, size_t cap)
 {
-    const __typeof__(cfg->replay_store) *c = &cfg->replay_store;
-    snprintf(out, cap, "%d|%llu|%s|%s|%llu|%s|%llu", c->redis, (unsigned long long)c->ttl_seconds,
-             c->redis_address ? c->redis_address : "", c->redis_password ? c->redis_password : "",
-             (unsigned long long)c->redis_db, c->redis_key_prefix ? c->redis_key_prefix : "",
-             (unsigned long long)c->redis_timeout_ms);
+    snprintf(out, cap, "%d|%llu|%s|%s|%llu|%s|%llu", cfg->replay_store.redis,
+             (unsigned long long)cfg->replay_store.ttl_seconds,
+             cfg->replay_store.redis_address ? cfg->replay_store.redis_address : "",
+             cfg->replay_store.redis_password ? cfg->replay_store.redis_password : "",
+             (unsigned long long)cfg->replay_store.redis_db,
+             cfg->replay_store.redis_key_prefix ? cfg->replay_store.redis_key_prefix : "",
+             (unsigned long long)cfg->replay_store.redis_timeout_ms);
 }
 
 /* The store for cfg, with a reference for the caller; NULL when it cannot be opened. */
@@ -118,7 +120,7 @@ int vsr__gateway_replay_owns(vsr_slice_t target)
     return vsr_slice_eq_cstr(p, ROOT) || vsr_slice_starts_with(p, VSR_SLICE_LIT(ROOT "/"));
 }
 
-static void error(vsr_admin_response_t *r, int status, const char *type, const char *code, vsr_slice_t msg)
+static void answer_error(vsr_admin_response_t *r, int status, const char *type, const char *code, vsr_slice_t msg)
 {
     r->status = status;
     vsr_buf_reset(&r->body);
@@ -158,11 +160,11 @@ static void handle(void *ud, vsr_engine_t *active, const vsr_admin_request_t *re
     int list = vsr_slice_eq_cstr(path, ROOT);
     vsr_slice_t id = list ? VSR_SLICE_NULL : vsr_slice(path.p + strlen(ROOT "/"), path.len - strlen(ROOT "/"));
     if (!list && memchr(id.p, '/', id.len) != NULL) {
-        error(r, 404, "invalid_request_error", "not_found", VSR_SLICE_LIT("endpoint not found"));
+        answer_error(r, 404, "invalid_request_error", "not_found", VSR_SLICE_LIT("endpoint not found"));
         return;
     }
     if (!(get || (del && !list))) {
-        error(r, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"));
+        answer_error(r, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"));
         vsr_buf_append_cstr(&r->headers, list ? "allow: GET, HEAD\r\n" : "allow: GET, HEAD, DELETE\r\n");
         return;
     }
@@ -170,12 +172,12 @@ static void handle(void *ud, vsr_engine_t *active, const vsr_admin_request_t *re
     if (list && limit == 0) {
         char msg[96];
         snprintf(msg, sizeof(msg), "limit must be a whole number from 1 to %d", LIST_MAX);
-        error(r, 400, "invalid_request_error", "invalid_limit", vsr_slice_cstr(msg));
+        answer_error(r, 400, "invalid_request_error", "invalid_limit", vsr_slice_cstr(msg));
         return;
     }
     vsr_replay_store_t *st = active ? acquire(vsr_engine_config(active)) : NULL;
     if (st == NULL) {
-        error(r, 503, "server_error", "unavailable", VSR_SLICE_LIT("the router replay store is not available"));
+        answer_error(r, 503, "server_error", "unavailable", VSR_SLICE_LIT("the router replay store is not available"));
         return;
     }
     const char *backend = vsr_engine_config(active)->replay_store.redis ? "redis" : "memory";
@@ -209,10 +211,10 @@ static void handle(void *ud, vsr_engine_t *active, const vsr_admin_request_t *re
         vsr_buf_append_cstr(&m, "replay record ");
         vsr_json_append_client_text(&m, id, VSR_JSON_QUOTE_MAX);
         vsr_buf_append_cstr(&m, " not found");
-        error(r, 404, "invalid_request_error", "not_found", vsr_buf_slice(&m));
+        answer_error(r, 404, "invalid_request_error", "not_found", vsr_buf_slice(&m));
         vsr_buf_free(&m);
     } else if (rc != VSR_OK) {
-        error(r, 503, "server_error", "store_unavailable",
+        answer_error(r, 503, "server_error", "store_unavailable",
               VSR_SLICE_LIT("the router replay store cannot be reached"));
     }
 }
