@@ -543,6 +543,7 @@ static vsr_slice_t request_id(request_t *req)
             char *id = vsr_pool_alloc(&req->pool, 37);
             vsr_uuid4(id);
             req->request_id = vsr_slice(id, 36);
+            req->id_made = 1; /* the one the backend gets too */
         }
     }
     return req->request_id;
@@ -1829,7 +1830,7 @@ static void dispatch(request_t *req)
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
     vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .ports = &gw_ports,
-                               .ports_ud = req, .deadline_ms = request_deadline(req)};
+                               .ports_ud = req, .deadline_ms = request_deadline(req), .request_id = request_id(req)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {

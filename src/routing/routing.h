@@ -333,6 +333,10 @@ typedef struct {
      * bounds every wait of the session; 0 = now + VSR_SESSION_WAIT_DEFAULT_MS
      * when a wait starts. */
     uint64_t deadline_ms;
+    /* The request's id as the adapter logs it and sends it upstream (borrowed
+     * until finish); empty = the client's x-request-id, if any.  Records
+     * (router_replay) carry it. */
+    vsr_slice_t request_id;
 } vsr_session_opts_t;
 
 vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts);

@@ -299,8 +299,8 @@ static void replay_begin(vsr_session_t *s, const vsr_decision_conf_t *d)
     if (c == NULL || s->rp || s->opts.ports == NULL || s->opts.ports->replay_store == NULL)
         return;
     const vsr_header_t *rid = find_header(s->headers, s->n_headers, "x-request-id");
-    s->rp = vsr__replay_begin(&s->pool, c, s->rq_method, s->rq_path, rid ? rid->value : VSR_SLICE_NULL, s->name,
-                              s->rq_body);
+    vsr_slice_t id = s->opts.request_id.len ? s->opts.request_id : rid ? rid->value : VSR_SLICE_NULL;
+    s->rp = vsr__replay_begin(&s->pool, c, s->rq_method, s->rq_path, id, s->name, s->rq_body);
 }
 
 static void replay_write(vsr_session_t *s)

@@ -132,6 +132,7 @@ def test_upstream_error_and_fast_response_are_recorded(vsr, fakellm):
     rid = r.headers["x-vsr-replay-id"]
     rec = record(v, rid).json()
     assert rec["status"] == 503 and rec["response_path"] == "upstream"
+    assert rec["request_id"] == r.headers["x-request-id"] and len(rec["request_id"]) == 36   # the one vsr made
     f = ask(v, "fastme now")
     assert f.status_code == 200 and f.headers["x-vsr-response-path"] == "fast_response"
     frec = record(v, f.headers["x-vsr-replay-id"]).json()
