@@ -154,6 +154,14 @@ static void check_plugin(const vsr_plugin_conf_t *p)
         check(!rc->has_ttl_seconds || rc->ttl_seconds >= 1, "response_cache ttl");
         break;
     }
+    case VSR_PLUGIN_ROUTER_REPLAY: {
+        const vsr_plugin_router_replay_conf_t *rr = &p->u.router_replay;
+        check(p->enabled == rr->enabled, "router_replay enabled");
+        check(rr->max_records >= 1 && rr->max_records <= 1000000, "router_replay max_records");
+        check(rr->max_body_bytes <= 16u << 20, "router_replay max_body_bytes");
+        check(rr->max_tool_trace_bytes <= 1u << 20 && rr->max_tool_trace_steps <= 1024, "router_replay tool trace");
+        break;
+    }
     case VSR_PLUGIN_UNSUPPORTED:
         check(!p->enabled, "an unsupported plugin is kept only when disabled");
         break;

@@ -29,6 +29,10 @@ struct vsr_admin_s {
     pthread_mutex_t hook_mu;       /* guards closed; held while activate and outcome run */
     int closed;                    /* vsr_admin_close: no hook runs any more */
     admin_watch_t *watch;
+    /* more endpoints (vsr_admin_set_extra), set before the listener starts */
+    int (*extra_owns)(vsr_slice_t target);
+    void (*extra_handle)(void *ud, vsr_engine_t *active, const vsr_admin_request_t *req, vsr_admin_response_t *resp);
+    void *extra_ud;
 };
 
 /* Drops a reference; the last one frees the admin. */

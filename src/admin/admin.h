@@ -114,7 +114,8 @@ typedef struct {
     vsr_buf_t body;
 } vsr_admin_response_t;
 
-/* 1 when target's path is one of the endpoints below (whatever the method). */
+/* 1 when target's path is one of the endpoints below (whatever the method);
+ * the extra endpoints (vsr_admin_set_extra) are the owner's to recognise. */
 int vsr_admin_owns(vsr_slice_t target);
 /* Serves GET/PUT /api/v1/config, POST /api/v1/config/validate, GET
  * /api/v1/config/versions, POST /api/v1/config/rollback and GET
@@ -122,6 +123,19 @@ int vsr_admin_owns(vsr_slice_t target);
  * vsr_admin_response_free), or 0 when the path is not one of them. */
 int vsr_admin_handle(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *resp);
 void vsr_admin_response_free(vsr_admin_response_t *resp);
+
+/* More endpoints on the management API, served like the configuration
+ * ones (vsr_admin_handle, and so vsr_admin_submit's threads, where a call
+ * may block for a bounded time): owns(target) says which paths (any
+ * thread), handle answers with resp initialised (status 200,
+ * application/json, empty buffers) and the active version (NULL before the
+ * first; a reference held for the call).  Before the management listener
+ * starts; ud must outlive every call (a call may still run after the
+ * admin's owner is gone: keep ud static or refcounted). */
+void vsr_admin_set_extra(vsr_admin_t *a, int (*owns)(vsr_slice_t target),
+                         void (*handle)(void *ud, vsr_engine_t *active, const vsr_admin_request_t *req,
+                                        vsr_admin_response_t *resp),
+                         void *ud);
 
 /* At most this many management calls run at once (vsr_admin_submit). */
 #define VSR_ADMIN_MAX_JOBS 8

@@ -324,15 +324,33 @@ int vsr_admin_owns(vsr_slice_t target)
     return which_path(target) >= 0;
 }
 
+void vsr_admin_set_extra(vsr_admin_t *a, int (*owns)(vsr_slice_t target),
+                         void (*handle)(void *ud, vsr_engine_t *active, const vsr_admin_request_t *req,
+                                        vsr_admin_response_t *resp),
+                         void *ud)
+{
+    a->extra_owns = owns;
+    a->extra_handle = handle;
+    a->extra_ud = ud;
+}
+
 int vsr_admin_handle(vsr_admin_t *a, const vsr_admin_request_t *req, vsr_admin_response_t *r)
 {
     int which = which_path(req->target);
-    if (which < 0)
+    int extra = which < 0 && a->extra_owns && a->extra_handle && a->extra_owns(req->target);
+    if (which < 0 && !extra)
         return 0;
     memset(r, 0, sizeof(*r));
     vsr_buf_init(&r->headers, 0);
     vsr_buf_init(&r->body, 0);
     r->content_type = "application/json";
+    r->status = 200;
+    if (extra) {
+        vsr_engine_t *active = vsr_admin_active(a);
+        a->extra_handle(a->extra_ud, active, req, r);
+        vsr_engine_unref(active);
+        return 1;
+    }
     int get = vsr_slice_eq_cstr(req->method, "GET") || vsr_slice_eq_cstr(req->method, "HEAD");
     int post = vsr_slice_eq_cstr(req->method, "POST");
     switch (which) {

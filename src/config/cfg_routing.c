@@ -389,7 +389,7 @@ static const struct {
     {"tool_selection", 0},
     {"hallucination", 0},
     {"response_jailbreak", VSR_PLUGIN_RESPONSE_JAILBREAK},
-    {"router_replay", 0},
+    {"router_replay", VSR_PLUGIN_ROUTER_REPLAY},
     {"image_gen", 0},
     {"shadow_dispatch", 0},
 };
@@ -939,6 +939,41 @@ static const cfg_spec_t response_jailbreak_spec = {
     .finish = finish_response_jailbreak,
 };
 
+/* router_replay */
+#define RR_OFF(m) PL_OFF(u.router_replay.m)
+
+static const cfg_field_t router_replay_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
+    {.key = "max_records", .decode = vsr__cfg_uint, .offset = RR_OFF(max_records), .size = 8, .min = 1,
+     .max = 1000000},
+    {.key = "capture_request_body", .decode = vsr__cfg_bool, .offset = RR_OFF(capture_request_body)},
+    {.key = "capture_response_body", .decode = vsr__cfg_bool, .offset = RR_OFF(capture_response_body)},
+    {.key = "max_body_bytes", .decode = vsr__cfg_uint, .offset = RR_OFF(max_body_bytes), .size = 8, .min = 0,
+     .max = 16 << 20},
+    {.key = "max_tool_trace_bytes", .decode = vsr__cfg_uint, .offset = RR_OFF(max_tool_trace_bytes), .size = 8,
+     .min = 0, .max = 1 << 20},
+    {.key = "max_tool_trace_steps", .decode = vsr__cfg_uint, .offset = RR_OFF(max_tool_trace_steps), .size = 8,
+     .min = 0, .max = 1024},
+};
+
+static void finish_router_replay(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                 size_t index)
+{
+    VSR_UNUSED(d);
+    VSR_UNUSED(map);
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_plugin_conf_t *p = obj;
+    p->u.router_replay.enabled = p->enabled;
+}
+
+static const cfg_spec_t router_replay_spec = {
+    .size = sizeof(vsr_plugin_conf_t),
+    .fields = router_replay_fields,
+    .n_fields = VSR_ARRAY_LEN(router_replay_fields),
+    .finish = finish_router_replay,
+};
+
 static const cfg_spec_t plugin_spec;
 
 static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -965,7 +1000,6 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
             {"image_gen", "it needs an image generation backend"},
             {"hallucination", "it needs a hallucination detector model the runtime does not have"},
-            {"router_replay", "replay capture is not built yet"},
             {"tool_selection", "it needs a tools database and embeddings at request time"},
             {"shadow_dispatch", "shadow calls are not built yet"},
         };
@@ -988,11 +1022,20 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_CONTEXT_COMPRESSION ? &context_compression_spec
                              : p->kind == VSR_PLUGIN_RESPONSE_CACHE  ? &response_cache_spec
                              : p->kind == VSR_PLUGIN_RESPONSE_JAILBREAK ? &response_jailbreak_spec
+                             : p->kind == VSR_PLUGIN_ROUTER_REPLAY   ? &router_replay_spec
                                                                      : &request_params_spec;
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};
     if (conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL))
         conf = &empty;
+    if (p->kind == VSR_PLUGIN_ROUTER_REPLAY) {
+        vsr_plugin_router_replay_conf_t *rr = &p->u.router_replay;
+        rr->max_records = 1000;
+        rr->capture_request_body = rr->capture_response_body = 1;
+        rr->max_body_bytes = 65536;
+        rr->max_tool_trace_bytes = 16384;
+        rr->max_tool_trace_steps = 32;
+    }
     size_t saved = vsr__cfg_path_push(d, "configuration");
     vsr__cfg_decode_object(d, spec, conf, p, 0);
     vsr__cfg_path_pop(d, saved);

@@ -828,15 +828,18 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
     return 0;
 }
 
-static const cfg_field_t resp_redis_fields[] = {
-    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_address)},
-    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_password)},
-    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(resp_store.redis_password)},
-    UNIMPLEMENTED("pool_size"), /* one connection per worker */
-    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.redis_db), .size = 8, .min = 0, .max = 15},
-    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(resp_store.redis_key_prefix)},
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(resp_store.redis_timeout_ms)},
-};
+/* A store's redis block (response_api, stores.response_cache, router_replay):
+ * the same keys into the same-named members of the store's struct. */
+#define REDIS_FIELDS(st)                                                                                         \
+    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_address)},                       \
+    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_password)},                     \
+    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(st.redis_password)},             \
+    UNIMPLEMENTED("pool_size"), /* one connection per worker (router_replay: one writer) */                     \
+    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
+    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)}
+
+static const cfg_field_t resp_redis_fields[] = {REDIS_FIELDS(resp_store)};
 
 static const cfg_spec_t resp_redis_spec = {
     .size = sizeof(config_box_t),
@@ -858,6 +861,49 @@ static const cfg_spec_t response_api_spec = {
     .size = sizeof(config_box_t),
     .fields = response_api_fields,
     .n_fields = VSR_ARRAY_LEN(response_api_fields),
+};
+
+/* global.services.router_replay: where router_replay plugins' records go */
+static int decode_replay_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0) {
+        ((config_box_t *)obj)->conf.replay_store.redis = s[0] == 'r';
+        return 0;
+    }
+    if (strcmp(s, "postgres") == 0 || strcmp(s, "milvus") == 0 || strcmp(s, "qdrant") == 0) {
+        vsr__cfg_node_error(d, val, "global.services.router_replay.store_backend \"%s\" is not supported yet "
+                                    "(memory and redis are)", s);
+        return -1;
+    }
+    vsr__cfg_node_error(d, val, "store_backend must be memory, redis, postgres, milvus or qdrant, got %s",
+                        vsr__cfg_quote(d->pool, s, val->len));
+    return -1;
+}
+
+static const cfg_field_t replay_redis_fields[] = {REDIS_FIELDS(replay_store)};
+
+static const cfg_spec_t replay_redis_spec = {
+    .size = sizeof(config_box_t),
+    .fields = replay_redis_fields,
+    .n_fields = VSR_ARRAY_LEN(replay_redis_fields),
+};
+
+static const cfg_field_t router_replay_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.enabled)},
+    {.key = "store_backend", .decode = decode_replay_backend},
+    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.ttl_seconds), .size = 8,
+     .min = 1, .max = 365 * 86400},
+    {.key = "async_writes", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.async_writes)},
+    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_redis_spec},
+};
+
+static const cfg_spec_t router_replay_spec = {
+    .size = sizeof(config_box_t),
+    .fields = router_replay_fields,
+    .n_fields = VSR_ARRAY_LEN(router_replay_fields),
 };
 
 /* global.stores.response_cache */
@@ -896,15 +942,7 @@ static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
     return -1;
 }
 
-static const cfg_field_t rc_redis_fields[] = {
-    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_address)},
-    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_password)},
-    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(rc_store.redis_password)},
-    UNIMPLEMENTED("pool_size"), /* one connection per worker */
-    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.redis_db), .size = 8, .min = 0, .max = 15},
-    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(rc_store.redis_key_prefix)},
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(rc_store.redis_timeout_ms)},
-};
+static const cfg_field_t rc_redis_fields[] = {REDIS_FIELDS(rc_store)};
 
 static const cfg_spec_t rc_redis_spec = {
     .size = sizeof(config_box_t),
@@ -1191,7 +1229,7 @@ static const cfg_field_t services_fields[] = {
     {.key = "ratelimit", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &ratelimit_spec},
     {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
      .has_offset = BOX_OFF(has_management)},
-    UNIMPLEMENTED("router_replay"),
+    {.key = "router_replay", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_replay_spec},
     UNIMPLEMENTED("startup_status"), /* where the reference records its start-up progress (store_backend, redis) */
 };
 
@@ -1530,6 +1568,12 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->resp_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->resp_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:resp:");
     c->resp_store.redis_timeout_ms = 250;
+    c->replay_store.enabled = 1;
+    c->replay_store.ttl_seconds = 86400;
+    c->replay_store.async_writes = 1;
+    c->replay_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
+    c->replay_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:replay:");
+    c->replay_store.redis_timeout_ms = 250;
     box->default_retryable_codes[0] = 502;
     box->default_retryable_codes[1] = 503;
     box->default_retryable_codes[2] = 504;

@@ -524,6 +524,7 @@ typedef struct {
 typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
     VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
+    VSR_PLUGIN_ROUTER_REPLAY,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -610,6 +611,17 @@ typedef struct {
     int action;                    /* vsr_rj_action_t */
     int method;                    /* vsr_jb_method_t (a vsr extension), default classifier */
 } vsr_plugin_response_jailbreak_conf_t;
+/* router_replay (ref §2): a record of the request and its answer, kept in
+ * global.services.router_replay's store and read through the management API. */
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    uint64_t max_records;          /* default 1000: the store keeps at most this many (oldest evicted) */
+    int capture_request_body;      /* default true */
+    int capture_response_body;     /* default true */
+    uint64_t max_body_bytes;       /* default 65536: each body is cut there (`truncated`) */
+    uint64_t max_tool_trace_bytes; /* default 16384: the tool calls recorded, in bytes of JSON */
+    uint64_t max_tool_trace_steps; /* default 32: ... and in calls */
+} vsr_plugin_router_replay_conf_t;
 
 typedef struct {
     vsr_plugin_kind_t kind;
@@ -624,6 +636,7 @@ typedef struct {
         vsr_plugin_context_compression_conf_t context_compression;
         vsr_plugin_response_cache_conf_t response_cache;
         vsr_plugin_response_jailbreak_conf_t response_jailbreak;
+        vsr_plugin_router_replay_conf_t router_replay;
     } u;
 } vsr_plugin_conf_t;
 
@@ -1004,6 +1017,15 @@ typedef struct {
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
     } resp_store;
+    /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis) */
+    struct {
+        int enabled;                     /* default true: false turns every router_replay plugin off */
+        int redis;
+        uint64_t ttl_seconds;            /* default 86400 */
+        int async_writes;                /* default true; writes never wait in any case (docs/configuration.md) */
+        char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:replay:" */
+        uint64_t redis_db, redis_timeout_ms; /* 0, 250 ms */
+    } replay_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
     struct {
         int redis;                       /* backend_type: memory (0, default) | redis / valkey (1) */

@@ -400,9 +400,9 @@ static vsr_slice_t request_id(request_t *req);
 /* A local reply on an HTTP/2 stream: the same fields, no framing ones.
  * extra_headers are this file's own "name: value\r\n" lines. */
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
-                     int is_head)
+                     int is_head, const char *replay_id)
 {
-    vsr_http_header_t f[7];
+    vsr_http_header_t f[8];
     size_t n = 0;
     char ver[24];
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
@@ -412,6 +412,8 @@ static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t 
         f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                      vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
                                                                      (unsigned long long)vsr_engine_version(req->eng)))};
+    if (replay_id)
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id)};
     vsr_slice_t rest = extra_headers ? vsr_slice_cstr(extra_headers) : VSR_SLICE_NULL;
     while (rest.len > 2 && n < VSR_ARRAY_LEN(f)) {
         vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
@@ -436,8 +438,10 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
         if (req->flags == NULL)
             req->flags = "LR"; /* a local reply */
     }
+    /* a router_replay record of the request takes this answer, and names itself */
+    const char *replay_id = req ? vsr_session_local_reply(req->sess, status, body) : NULL;
     if (req && req->st) {
-        reply_h2(req, status, ctype, body, extra_headers, is_head);
+        reply_h2(req, status, ctype, body, extra_headers, is_head, replay_id);
         return;
     }
     vsr_buf_t b;
@@ -455,6 +459,8 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     }
     if (req && req->head)
         vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
+    if (replay_id)
+        vsr_http_write_header(&b, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id));
     if (extra_headers)
         vsr_buf_append_cstr(&b, extra_headers);
     if (close)
@@ -541,6 +547,7 @@ static vsr_slice_t request_id(request_t *req)
             char *id = vsr_pool_alloc(&req->pool, 37);
             vsr_uuid4(id);
             req->request_id = vsr_slice(id, 36);
+            req->id_made = 1; /* the one the backend gets too */
         }
     }
     return req->request_id;
@@ -1455,7 +1462,7 @@ static vsr_slice_t keep(vsr_buf_t *b, vsr_slice_t s)
 static int handle_admin(request_t *req)
 {
     vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL || !vsr_admin_owns(req->head->target))
+    if (admin == NULL || !(vsr_admin_owns(req->head->target) || vsr__gateway_replay_owns(req->head->target)))
         return 0;
     admin_job_t *job = vsr_calloc(1, sizeof(*job));
     pthread_mutex_init(&job->mu, NULL);
@@ -1598,6 +1605,12 @@ static void port_cache_delete(void *ud, const vsr_cache_query_t *q)
     vsr__gateway_cache_delete(req->c->w, vsr_engine_config(req->eng), q);
 }
 
+static void port_replay_store(void *ud, const vsr_replay_record_t *r)
+{
+    request_t *req = ud;
+    vsr__gateway_replay_put(vsr_engine_config(req->eng), r);
+}
+
 static const vsr_ports_t gw_ports = {
     .runtime_call = port_runtime_call,
     .runtime_cancel = port_runtime_cancel,
@@ -1605,6 +1618,7 @@ static const vsr_ports_t gw_ports = {
     .cache_cancel = port_cache_cancel,
     .cache_store = port_cache_store,
     .cache_delete = port_cache_delete,
+    .replay_store = port_replay_store,
     .model_call = port_model_call,
     .model_cancel = port_model_cancel,
     .resume = port_resume,
@@ -1838,6 +1852,7 @@ static void dispatch(request_t *req)
                                                     vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
                 }
             }
+            vsr__gateway_replay_metrics(gw->opts.metrics);
             vsr_buf_t out;
             vsr_buf_init(&out, 0);
             vsr_metrics_render(gw->opts.metrics, &out);
@@ -1869,7 +1884,7 @@ static void dispatch(request_t *req)
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
     vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .ports = &gw_ports,
-                               .ports_ud = req, .deadline_ms = request_deadline(req)};
+                               .ports_ud = req, .deadline_ms = request_deadline(req), .request_id = request_id(req)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {

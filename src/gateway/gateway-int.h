@@ -185,6 +185,12 @@ void vsr__gateway_cache_cancel(worker_t *w, void *handle);
 void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value);
 void vsr__gateway_cache_delete(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q);
 void vsr__gateway_cache_close(worker_t *w);
+/* replay.c: router replay records (the replay_store port, the management endpoints) */
+void vsr__gateway_replay_init(vsr_gateway_t *gw);
+void vsr__gateway_replay_free(vsr_gateway_t *gw);
+void vsr__gateway_replay_put(const vsr_config_t *cfg, const vsr_replay_record_t *r);
+int vsr__gateway_replay_owns(vsr_slice_t target);
+void vsr__gateway_replay_metrics(vsr_metrics_t *m); /* before a render */
 void vsr__gateway_cache_init(vsr_gateway_t *gw);
 void vsr__gateway_cache_free(vsr_gateway_t *gw);
 /* /ready: 1 when the gateway serves and the runtime (when one is lent) is ready. */

@@ -367,6 +367,7 @@ static void gateway_free(vsr_gateway_t *gw)
     pthread_mutex_destroy(&gw->mu);
     pthread_cond_destroy(&gw->cv);
     vsr__gateway_cache_free(gw);
+    vsr__gateway_replay_free(gw);
     vsr_free(gw->listener_active);
     vsr_free(gw->workers);
     vsr_free(gw);
@@ -473,6 +474,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
     gw->management_enabled = cfg->management_enabled;
     pthread_mutex_init(&gw->snap_mu, NULL);
     vsr__gateway_cache_init(gw);
+    vsr__gateway_replay_init(gw);
     gw->current = vsr_engine_ref(engine);
     gw->n_workers = workers;
     gw->mgmt = (vsr_listener_conf_t){

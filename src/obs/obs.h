@@ -253,6 +253,11 @@ void vsr_metrics_count_activation(vsr_metrics_t *m);
  * (rejected) or "unchanged" (vsr_config_updates_total{result}). */
 void vsr_metrics_count_config_update(vsr_metrics_t *m, const char *result);
 
+/* vsr_router_replay_records_total{backend, result}: backend "memory" |
+ * "redis", result "written" | "failed" | "evicted"; n is the count so far
+ * (the store keeps the counts; any thread). */
+void vsr_metrics_set_replay_records(vsr_metrics_t *m, const char *backend, const char *result, uint64_t n);
+
 /* Renders every metric (shards summed) in the Prometheus text format 0.0.4,
  * appended to out (when out's cap is reached, only whole lines are kept).
  * Safe while workers write (a scrape may see a counter mid-update, never a

@@ -52,6 +52,7 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     case VSR_PLUGIN_CONTEXT_COMPRESSION: return "context_compression";
     case VSR_PLUGIN_RESPONSE_CACHE: return "response_cache";
     case VSR_PLUGIN_RESPONSE_JAILBREAK: return "response_jailbreak";
+    case VSR_PLUGIN_ROUTER_REPLAY: return "router_replay";
     case VSR_PLUGIN_UNSUPPORTED: break;
     }
     return "unsupported";

@@ -182,5 +182,25 @@ void vsr__rg_release(vsr__rguard_t *g, vsr_buf_t *out);
 void vsr__rg_blocked_event(vsr__rguard_t *g, vsr_slice_t msg, vsr_slice_t resp_id, uint64_t seq, vsr_buf_t *out);
 /* "hallucination,unverified_factual,response_jailbreak" subset, from pool; empty when none. */
 vsr_slice_t vsr__rg_warnings(unsigned bits, vsr_pool_t *pool);
+/* ---- router_replay (replay.c) ---- */
+typedef struct vsr__replay_s vsr__replay_t;
+/* The decision's enabled router_replay plugin (NULL: none, or
+ * global.services.router_replay.enabled is false). */
+const vsr_plugin_router_replay_conf_t *vsr__replay_conf(const vsr_config_t *cfg, const vsr_decision_conf_t *d);
+/* A record, in pool (free its buffer with vsr__replay_free); the slices are
+ * copied but body, borrowed until the write. */
+vsr__replay_t *vsr__replay_begin(vsr_pool_t *pool, const vsr_plugin_router_replay_conf_t *conf, vsr_slice_t method,
+                                 vsr_slice_t path, vsr_slice_t request_id, vsr_slice_t model, vsr_slice_t body);
+const char *vsr__replay_id(const vsr__replay_t *r);
+/* The answer's head (again for a fallback's: the body kept starts afresh). */
+void vsr__replay_response(vsr__replay_t *r, int status, int streamed);
+/* Bytes of the answer as the client gets them (kept up to max_body_bytes). */
+void vsr__replay_feed(vsr__replay_t *r, const char *p, size_t n);
+/* The answer ended: status (0 = as given before), how it was served, cut early. */
+void vsr__replay_end(vsr__replay_t *r, int status, vsr_response_path_t path, int cut);
+/* The record, once, through ports->replay_store (req: the parsed request, or NULL). */
+void vsr__replay_write(vsr__replay_t *r, const vsr_evidence_t *ev, const vsr_json_t *req, uint64_t latency_us,
+                       const vsr_ports_t *ports, void *ud);
+void vsr__replay_free(vsr__replay_t *r);
 
 #endif

@@ -279,6 +279,17 @@ typedef struct {
  * failures are counted by the adapter, and the request goes on). */
 typedef void (*vsr_cache_done_fn)(void *done_ud, int status, vsr_slice_t value, double similarity);
 
+/* A router replay record (the router_replay plugin): the adapter keeps it in
+ * global.services.router_replay's store and answers nobody (the store copies
+ * what it keeps; a failure is the adapter's to count). */
+typedef struct {
+    vsr_slice_t id;            /* "rr_" + 32 hex digits, as sent in x-vsr-replay-id */
+    uint64_t timestamp_ms;     /* wall clock, when the record started */
+    vsr_slice_t summary;       /* the record's JSON without bodies and tool trace (listing) */
+    vsr_slice_t record;        /* the whole record's JSON */
+    uint64_t max_records;      /* the plugin's bound on the records kept */
+} vsr_replay_record_t;
+
 typedef struct {
     /* Calls the model runtime with one bundle.  NULL: no runtime (every
      * task fails at once, as a runtime that cannot be reached). */
@@ -299,6 +310,9 @@ typedef struct {
     void (*cache_cancel)(void *ud, void *handle);
     void (*cache_store)(void *ud, const vsr_cache_query_t *q, vsr_slice_t value);
     void (*cache_delete)(void *ud, const vsr_cache_query_t *q); /* the entry of q->key, if any */
+    /* Keeps a router replay record (NULL: the router_replay plugin records
+     * nothing and sends no x-vsr-replay-id). */
+    void (*replay_store)(void *ud, const vsr_replay_record_t *r);
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);
     /* A pending phase is over (the request body phase, or the response
@@ -337,6 +351,10 @@ typedef struct {
      * bounds every wait of the session; 0 = now + VSR_SESSION_WAIT_DEFAULT_MS
      * when a wait starts. */
     uint64_t deadline_ms;
+    /* The request's id as the adapter logs it and sends it upstream (borrowed
+     * until finish); empty = the client's x-request-id, if any.  Records
+     * (router_replay) carry it. */
+    vsr_slice_t request_id;
 } vsr_session_opts_t;
 
 vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts);
@@ -411,6 +429,12 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
  * comes from the status.  s may be NULL (OpenAI's shape). */
 void vsr_session_error_body(const vsr_session_t *s, int status, const char *type, const char *code, vsr_slice_t msg,
                             vsr_buf_t *out);
+/* The adapter answers the request itself (an upstream that cannot be
+ * reached, a timeout, a local error) with status and body (borrowed for the
+ * call): a router_replay record of the request takes that answer.  Returns
+ * the record's id for the reply's x-vsr-replay-id (valid until finish), or
+ * NULL when there is no record.  s may be NULL. */
+const char *vsr_session_local_reply(vsr_session_t *s, int status, vsr_slice_t body);
 /* 1 when the client spoke Anthropic's Messages API (POST /v1/messages). */
 int vsr_session_client_anthropic(const vsr_session_t *s);
 

@@ -108,6 +108,11 @@ struct vsr_session_s {
     int rs_open;
     const char *r_body;             /* the client's body, while the previous response is fetched */
     size_t r_len;
+    /* the router_replay plugin's record (replay.c), NULL when the decision has none */
+    vsr__replay_t *rp;
+    int rp_ended;               /* the record has the answer's end */
+    vsr_slice_t rq_method, rq_path; /* the client's, for the record */
+    vsr_slice_t rq_body;
     /* what the body phase goes on with once the cache has missed */
     const vsr_model_conf_t *d_model;
     const char *d_lora;
@@ -290,6 +295,35 @@ static vsr_slice_t answer_for_messages(vsr_session_t *s, int *status, vsr_slice_
     return out;
 }
 
+/* ---- router_replay hooks (replay.c keeps the record) ---- */
+
+static void replay_begin(vsr_session_t *s, const vsr_decision_conf_t *d)
+{
+    const vsr_plugin_router_replay_conf_t *c = vsr__replay_conf(s->e->cfg, d);
+    if (c == NULL || s->rp || s->opts.ports == NULL || s->opts.ports->replay_store == NULL)
+        return;
+    const vsr_header_t *rid = find_header(s->headers, s->n_headers, "x-request-id");
+    vsr_slice_t id = s->opts.request_id.len ? s->opts.request_id : rid ? rid->value : VSR_SLICE_NULL;
+    s->rp = vsr__replay_begin(&s->pool, c, s->rq_method, s->rq_path, id, s->name, s->rq_body);
+}
+
+static void replay_write(vsr_session_t *s)
+{
+    if (s->rp)
+        vsr__replay_write(s->rp, &s->ev, s->has_json ? &s->json : NULL, vsr_now_us() - s->t0, s->opts.ports,
+                          s->opts.ports_ud);
+}
+
+static void replay_immediate(vsr_session_t *s, hlist_t *h, int status, vsr_slice_t ctype, vsr_slice_t body,
+                             vsr_response_path_t path)
+{
+    hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(vsr__replay_id(s->rp)));
+    vsr__replay_response(s->rp, status, vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream")));
+    vsr__replay_feed(s->rp, body.p, body.len);
+    vsr__replay_end(s->rp, status, path, 0);
+    replay_write(s);
+}
+
 /* An immediate answer with a JSON body and the router's headers. */
 static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t content_type, vsr_slice_t body,
                                      vsr_response_path_t path, const vsr_header_t *extra, size_t n_extra)
@@ -308,6 +342,8 @@ static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t c
            pool_printf(&s->pool, "%llu", (unsigned long long)s->e->version));
     for (size_t i = 0; i < n_extra; i++)
         hl_add(&s->pool, &h, extra[i].name, extra[i].value);
+    if (s->rp)
+        replay_immediate(s, &h, status, content_type, body, path);
     reset_effect(s);
     s->eff.status = status;
     s->eff.resp_headers = h.v;
@@ -413,6 +449,8 @@ void vsr_session_finish(vsr_session_t *s)
     if (s == NULL)
         return;
     vsr_session_cancel(s);
+    replay_write(s); /* an answer that never ended (the client left, a stream cut short) */
+    vsr__replay_free(s->rp);
     if (s->has_json)
         vsr_json_free(&s->json);
     vsr_json_edits_free(&s->edits);
@@ -606,6 +644,8 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
     reset_effect(s);
     s->headers = headers;
     s->n_headers = n_headers;
+    s->rq_method = vsr_pool_dup_slice(&s->pool, method);
+    s->rq_path = vsr_pool_dup_slice(&s->pool, vsr_slice_split(target, '?', NULL));
     const vsr_header_t *dbg = find_header(headers, n_headers, "x-vsr-debug");
     s->ev.debug = dbg && vsr_slice_case_eq_cstr(vsr_slice_trim(dbg->value), "true");
 
@@ -976,6 +1016,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
     }
     uint64_t t0 = vsr_now_us();
     reset_effect(s);
+    s->rq_body = vsr_slice(body, len);
 
     if (s->ep == EP_RESP_GET || s->ep == EP_RESP_ITEMS || s->ep == EP_RESP_DELETE)
         return stored_response_fetch(s);
@@ -1162,6 +1203,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
 
+    replay_begin(s, decision);
     /* plugins of the selected decision */
     vsr_plugin_ctx_t pc;
     vsr_plugin_ctx_init(&pc, j, &s->chat, &s->edits, &s->pool);
@@ -1915,6 +1957,7 @@ static void rg_begin(vsr_session_t *s, int status, const vsr_header_t *headers, 
 }
 
 static const vsr_effect_t *rg_then(vsr_session_t *s);
+static const vsr_effect_t *rg_then_captured(vsr_session_t *s);
 
 static void rg_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
 {
@@ -1956,7 +1999,7 @@ static const vsr_effect_t *rg_scan(vsr_session_t *s, const vsr_effect_t *eff)
         deadline = s->opts.deadline_ms > now ? s->opts.deadline_ms : now;
     g->t0_us = vsr_now_us();
     g->deadline_ms = deadline;
-    port_wait_begin(s, 1, rg_then);
+    port_wait_begin(s, 1, rg_then_captured);
     return port_wait_end(s, s->opts.ports->runtime_call(s->opts.ports_ud, &bundle, deadline, rg_done, s));
 }
 
@@ -2080,6 +2123,14 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
     }
     if (s->rg.on && s->body_mode == VSR_BODY_RELAY)
         s->eff.observe = 1; /* action none: scanned on the side */
+    if (s->rp) {
+        const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+        vsr__replay_response(s->rp, status,
+                             ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream")));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(vsr__replay_id(s->rp)));
+        if (s->body_mode == VSR_BODY_RELAY)
+            s->eff.observe = 1; /* the end (or the cut) and the bytes, kept when capture_response_body */
+    }
     if (s->ev.cache_hit == 0) /* looked up (or to be stored), and answered by the model */
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-cache-hit"), VSR_SLICE_LIT("false"));
     hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-schema-version"), VSR_SLICE_LIT("2"));
@@ -2186,7 +2237,7 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
     return body_out(s);
 }
 
-const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream)
+static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream)
 {
     reset_effect(s);
     if (s->body_mode == VSR_BODY_BUFFER) {
@@ -2254,6 +2305,42 @@ const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chun
     return &s->eff;
 }
 
+/* What the client got of a body phase's call, for the replay record: at
+ * once, or (the answer's end waited on the response guard) when the
+ * verdict's effect comes (rg_then_captured). */
+static void replay_capture(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream, const vsr_effect_t *eff)
+{
+    if (s->rp == NULL || s->rp_ended || s->answered || s->plan.kind != VSR_PLAN_CALL)
+        return;
+    if (eff->body_replaced)
+        for (size_t i = 0; i < eff->n_body; i++)
+            vsr__replay_feed(s->rp, eff->body[i].p, eff->body[i].len);
+    else
+        vsr__replay_feed(s->rp, chunk, len);
+    if (end_of_stream) {
+        s->rp_ended = 1;
+        vsr__replay_end(s->rp, eff->status, s->ev.looper && !s->looper_fell_back ? VSR_PATH_LOOPER : VSR_PATH_UPSTREAM,
+                        end_of_stream == VSR_BODY_CUT);
+        replay_write(s);
+    }
+}
+
+static const vsr_effect_t *rg_then_captured(vsr_session_t *s)
+{
+    const vsr_effect_t *eff = rg_then(s);
+    replay_capture(s, NULL, 0, VSR_BODY_END, eff);
+    return eff;
+}
+
+/* The body phase, and the record of what the client got (router_replay). */
+const vsr_effect_t *vsr_session_response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream)
+{
+    const vsr_effect_t *eff = response_body(s, chunk, len, end_of_stream);
+    if (!eff->pending)
+        replay_capture(s, chunk, len, end_of_stream, eff);
+    return eff;
+}
+
 void vsr_session_error_body(const vsr_session_t *s, int status, const char *type, const char *code, vsr_slice_t msg,
                             vsr_buf_t *out)
 {
@@ -2261,6 +2348,16 @@ void vsr_session_error_body(const vsr_session_t *s, int status, const char *type
         vsr_anthropic_error_body(out, vsr_anthropic_error_type(status), msg);
     else
         vsr_json_error_body(out, msg, type, code);
+}
+
+const char *vsr_session_local_reply(vsr_session_t *s, int status, vsr_slice_t body)
+{
+    if (s == NULL || s->rp == NULL)
+        return NULL;
+    vsr__replay_response(s->rp, status, 0);
+    vsr__replay_feed(s->rp, body.p, body.len);
+    vsr__replay_end(s->rp, status, VSR_PATH_ERROR, 0);
+    return vsr__replay_id(s->rp);
 }
 
 int vsr_session_client_anthropic(const vsr_session_t *s)

@@ -170,4 +170,70 @@ void vsr_store_cancel(vsr_store_t *s, vsr_store_op_t *op);
 
 void vsr_store_stats(const vsr_store_t *s, vsr_store_stats_t *out);
 
+/* ---- router replay records (the router_replay plugin) ----
+ *
+ * A process-wide store of replay records: id -> a whole record (JSON) and
+ * its summary (the record without bodies), listed newest first.  Any thread
+ * may call any function.
+ *
+ * memory: records under one mutex, newest first; a put evicts the oldest
+ *   past the put's max_records (and past cfg.max_records or max_bytes); a
+ *   record older than ttl_ms is never returned.  Every call is immediate.
+ * redis: a put goes to a bounded queue (max_queue records, max_queue_bytes)
+ *   that one writer thread drains over its own blocking connection (each
+ *   command bounded by timeout_ms): <prefix>r:<id> and <prefix>s:<id> (SET
+ *   EX ttl) and the index <prefix>index (a sorted set by time, trimmed to
+ *   max_records, whose evicted records are deleted).  A put never waits: a
+ *   full queue, or a server that cannot be reached (retried after a back-off
+ *   of at most 1 s), fails the record, and the store counts it.  Reads
+ *   (get, list, delete) block their caller on a connection of their own, at
+ *   most a connect and a few commands' timeouts: call them from a thread
+ *   that may block (the management API's), never from an event loop.
+ *
+ * Counts go to cfg.count(count_ud, result) with result "written", "failed"
+ * or "evicted", from whichever thread did it.
+ */
+typedef struct vsr_replay_store_s vsr_replay_store_t;
+
+typedef struct {
+    vsr_store_backend_t backend;
+    uint64_t ttl_ms;          /* [86400000] */
+    size_t max_records;       /* memory: at most, whatever the puts ask [1000000] */
+    size_t max_bytes;         /* memory: record and summary bytes kept [256 MiB] */
+    size_t max_record_bytes;  /* a larger record is refused (failed) [32 MiB] */
+    /* redis only */
+    const char *address;      /* "host:port" or "unix:/path" [127.0.0.1:6379] */
+    const char *password;     /* NULL = no AUTH */
+    unsigned db;
+    const char *key_prefix;   /* ["vsr:replay:"]; at most 64 bytes */
+    uint64_t timeout_ms;      /* per command, and connect (at least 100) [250] */
+    size_t max_queue;         /* records waiting for the writer [1024] */
+    size_t max_queue_bytes;   /* [64 MiB] */
+    void (*count)(void *ud, const char *result);
+    void *count_ud;
+} vsr_replay_config_t;
+
+void vsr_replay_config_init(vsr_replay_config_t *cfg);
+/* NULL with a message in err for a bad configuration; an unreachable redis
+ * is not one (the writer retries).  The store has one reference. */
+vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *err);
+vsr_replay_store_t *vsr_replay_ref(vsr_replay_store_t *st);
+/* The last reference closes the store without waiting: the redis writer
+ * stops after its command in flight (bounded by the timeout), drops what is
+ * queued (counted failed) and frees the store itself; a memory store goes at
+ * once.  NULL is a no-op. */
+void vsr_replay_unref(vsr_replay_store_t *st);
+/* Keeps one record (copied): id 1..128 bytes, ts_ms its wall-clock time (the
+ * list's order).  VSR_OK (stored, or queued for redis), or an error when it
+ * was refused at once (counted failed). */
+int vsr_replay_put(vsr_replay_store_t *st, vsr_slice_t id, uint64_t ts_ms, vsr_slice_t summary, vsr_slice_t record,
+                   size_t max_records);
+/* The whole record appended to out: VSR_OK, VSR_ERR_NOT_FOUND, VSR_ERR_IO (redis). */
+int vsr_replay_get(vsr_replay_store_t *st, vsr_slice_t id, vsr_buf_t *out);
+/* A JSON array of at most `limit` summaries, newest first, appended to out:
+ * VSR_OK or VSR_ERR_IO.  *total gets the records kept (redis: in the index). */
+int vsr_replay_list(vsr_replay_store_t *st, size_t limit, vsr_buf_t *out, uint64_t *total);
+/* VSR_OK, VSR_ERR_NOT_FOUND or VSR_ERR_IO. */
+int vsr_replay_delete(vsr_replay_store_t *st, vsr_slice_t id);
+
 #endif /* VSR_STORE_H */

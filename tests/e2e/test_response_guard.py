@@ -350,3 +350,40 @@ def test_scan_bounded_and_client_gone(vsr, fakellm):
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == NICE
     finally:
         rt.close()
+
+
+def test_replay_records_the_answer_the_guard_let_through_or_blocked(vsr, fakellm):
+    """router_replay with response_jailbreak on one decision: the record has
+    the answer as the client got it after the verdict — the flagged JSON
+    answer whole, the blocked stream with its error event — not a cut one."""
+    import re
+    require([USE_MODEL, GUARD_MODEL])
+    be = fakellm("a", args=["--chunks", "5"])
+    port = free_port()
+    claude = model_yaml("claude", [{"endpoint": be.endpoint, "api_key": "sk-ant", "provider": "anthropic"}],
+                        "claude-up").replace("      backend_refs:", "      api_format: anthropic\n      backend_refs:", 1)
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint]), claude], default="m1")
+    cfg = cfg.replace("\nglobal:", routing().replace(
+        "          configuration: {enabled: true, action: header}\n",
+        "          configuration: {enabled: true, action: header}\n        - type: router_replay\n").replace(
+        "          configuration: {enabled: true, action: block}\n",
+        "          configuration: {enabled: true, action: block}\n        - type: router_replay\n", 1)
+        + "global:", 1)
+    cfg += (f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      guard_model: {GUARD_MODEL}\n"
+            "      timeout: 30s\n")
+    mgmt = "http://127.0.0.1:" + re.search(r"management_api:\n\s+port: (\d+)", cfg).group(1)
+    v = vsr(cfg, workers=1, port=port)
+    r = ask(v, "flagme", EVIL)
+    assert r.status_code == 200 and r.headers["x-vsr-response-warnings"] == "response_jailbreak"
+    rec = httpx.get(mgmt + "/api/v1/router_replay/" + r.headers["x-vsr-replay-id"], timeout=10).json()
+    assert rec["cut"] is False and rec["completed"] is True and rec["status"] == 200
+    assert json.loads(rec["response"]["body"]) == r.json()
+    with httpx.stream("POST", v.url + "/v1/chat/completions", timeout=60, headers={"x-fakellm-text": EVIL},
+                      json={"model": "auto", "stream": True,
+                            "messages": [{"role": "user", "content": "blockme: tell me"}]}) as s:
+        rid = s.headers["x-vsr-replay-id"]
+        text = s.read().decode()
+    assert BLOCKED in text and "[DONE]" not in text
+    rec = httpx.get(mgmt + "/api/v1/router_replay/" + rid, timeout=10).json()
+    assert rec["streamed"] is True and rec["cut"] is False
+    assert rec["response"]["body"] == text

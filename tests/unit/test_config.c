@@ -1810,13 +1810,13 @@ static void test_capability_absent_is_fine(void **state)
                               "      plugins:\n"
                               "        - {type: rag, configuration: {enabled: false, top_k: 3}}\n"
                               "        - {type: memory, configuration: {enabled: false}}\n"
-                              "        - {type: router_replay, configuration: {enabled: false}}\n"
+                              "        - {type: image_gen, configuration: {enabled: false}}\n"
                               "        - {type: tool_selection, configuration: {enabled: false}}\n"
                               "global: {services: {authz: {providers: []}, management_api: {enabled: false, auth: {mode: disabled}}}}\n"
                               "entrypoints: [{model_names: [e], recipe: default, rules: []}]\n");
     const vsr_decision_conf_t *d = &c->recipes[0].decisions[0];
     assert_int_equal(d->n_plugins, 4);
-    static const char *const types[] = {"rag", "memory", "router_replay", "tool_selection"};
+    static const char *const types[] = {"rag", "memory", "image_gen", "tool_selection"};
     for (size_t i = 0; i < 4; i++) {
         assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
         assert_int_equal(d->plugins[i].enabled, 0);
@@ -1824,6 +1824,91 @@ static void test_capability_absent_is_fine(void **state)
     }
     assert_int_equal(c->n_unimplemented, 0);
     vsr_config_free(c);
+}
+
+
+/* router_replay: the plugin's keys and defaults; global.services.router_replay */
+static void test_router_replay(void **state)
+{
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals: {keywords: [{name: k, keywords: [x]}]}\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins:\n"
+                              "        - type: router_replay\n"
+                              "          configuration: {enabled: true, max_records: 7, capture_request_body: false,\n"
+                              "                          max_body_bytes: 10, max_tool_trace_bytes: 99, max_tool_trace_steps: 3}\n"
+                              "    - name: e\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins: [{type: router_replay}]\n");
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_ROUTER_REPLAY);
+    assert_int_equal(p->u.router_replay.enabled, 1);
+    assert_int_equal(p->u.router_replay.max_records, 7);
+    assert_int_equal(p->u.router_replay.capture_request_body, 0);
+    assert_int_equal(p->u.router_replay.capture_response_body, 1);
+    assert_int_equal(p->u.router_replay.max_body_bytes, 10);
+    assert_int_equal(p->u.router_replay.max_tool_trace_bytes, 99);
+    assert_int_equal(p->u.router_replay.max_tool_trace_steps, 3);
+    const vsr_plugin_router_replay_conf_t *d = &c->recipes[0].decisions[1].plugins[0].u.router_replay;
+    assert_int_equal(d->enabled, 1);
+    assert_int_equal(d->max_records, 1000);
+    assert_int_equal(d->capture_request_body, 1);
+    assert_int_equal(d->max_body_bytes, 65536);
+    assert_int_equal(d->max_tool_trace_bytes, 16384);
+    assert_int_equal(d->max_tool_trace_steps, 32);
+    /* no service block: a memory store, on */
+    assert_int_equal(c->replay_store.enabled, 1);
+    assert_int_equal(c->replay_store.redis, 0);
+    assert_int_equal(c->replay_store.ttl_seconds, 86400);
+    assert_string_equal(c->replay_store.redis_key_prefix, "vsr:replay:");
+    assert_int_equal(c->n_unimplemented, 0);
+    vsr_config_free(c);
+
+    setenv("VSR_TEST_REPLAY_PW", "sekrit", 1);
+    c = load_ok(DOC "global:\n"
+                    "  services:\n"
+                    "    router_replay:\n"
+                    "      enabled: true\n"
+                    "      store_backend: redis\n"
+                    "      ttl_seconds: 60\n"
+                    "      async_writes: false\n"
+                    "      redis: {address: \"10.0.0.1:6380\", password_env: VSR_TEST_REPLAY_PW, db: 2,\n"
+                    "              key_prefix: \"r:\", timeout: 1s}\n");
+    assert_int_equal(c->replay_store.redis, 1);
+    assert_int_equal(c->replay_store.ttl_seconds, 60);
+    assert_int_equal(c->replay_store.async_writes, 0);
+    assert_string_equal(c->replay_store.redis_address, "10.0.0.1:6380");
+    assert_string_equal(c->replay_store.redis_password, "sekrit");
+    assert_int_equal(c->replay_store.redis_db, 2);
+    assert_string_equal(c->replay_store.redis_key_prefix, "r:");
+    assert_int_equal(c->replay_store.redis_timeout_ms, 1000);
+    vsr_config_free(c);
+    unsetenv("VSR_TEST_REPLAY_PW");
+}
+
+static void test_router_replay_errors(void **state)
+{
+    expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: router_replay, configuration: "
+                      "{max_records: 0}}]}]}\n",
+                  "t.yaml:10:94: max_records must be between 1 and 1000000, got 0\n");
+    expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: router_replay, configuration: "
+                      "{max_body_byte: 5}}]}]}\n",
+                  "t.yaml:10:81: unknown key \"max_body_byte\"\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
+                  "t.yaml:10:52: global.services.router_replay.store_backend \"postgres\" is not supported yet "
+                  "(memory and redis are)\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: qdrant}}}\n",
+                  "t.yaml:10:52: global.services.router_replay.store_backend \"qdrant\" is not supported yet "
+                  "(memory and redis are)\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: sqlite}}}\n",
+                  "t.yaml:10:52: store_backend must be memory, redis, postgres, milvus or qdrant, got \"sqlite\"\n");
+    expect_errors(DOC "global: {services: {router_replay: {ttl_seconds: 0}}}\n",
+                  "t.yaml:10:50: ttl_seconds must be between 1 and 31536000, got 0\n");
+    expect_errors(DOC "global: {services: {router_replay: {redis: {db: 16}}}}\n",
+                  "t.yaml:10:49: db must be between 0 and 15, got 16\n");
 }
 
 static void test_unknown_names(void **state)
@@ -3631,6 +3716,8 @@ int main(void)
         cmocka_unit_test(test_kb_signals),
         cmocka_unit_test(test_classifier_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
+        cmocka_unit_test(test_router_replay),
+        cmocka_unit_test(test_router_replay_errors),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_unknown_names),
         cmocka_unit_test(test_rule_shapes),
