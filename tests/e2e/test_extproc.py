@@ -43,7 +43,8 @@ def start_extproc(vsr, fakellm, extra_models=(), global_extra=""):
     cfg = config_yaml(port, [model_yaml("m", [be.endpoint], "up-m"), *extra_models], default="m",
                       global_extra=global_extra)
     v = vsr(cfg, port=port, wait_ready=False, extra_args=("--gateway", "extproc",
-                                                          "--extproc-listen", f"127.0.0.1:{xport}"))
+                                                          "--extproc-listen", f"127.0.0.1:{xport}",
+                                                          "--drain-timeout", "5s"))
     ready_url = v.metrics_url.replace("/metrics", "/ready")
 
     def ready():

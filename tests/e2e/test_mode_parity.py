@@ -7,8 +7,11 @@ the backend called on x-selected-model's cluster, the answer sent back
 through vsr).  Each mode has its own fake backends; every case runs through
 both, and its client result (status, the x-vsr surface, the body without
 its volatile fields) and its backend calls (the call log, the headers that
-reached the backend) must agree."""
+reached the backend) must agree, and the ext_proc adapter's answers (each
+ProcessingResponse, normalised for ids and timings only) must be the ones
+pinned in corpus/extproc_answers.json."""
 import json
+import os
 import pathlib
 import string
 
@@ -51,7 +54,8 @@ def modes(vsr, fakellm, pb):  # noqa: F811
     sa = vsr(document(sa_ports, sa_be), port=sa_ports[0])
     xp_ports, xport = (free_port(), free_port()), free_port()
     xp = vsr(document(xp_ports, xp_be), port=xp_ports[0], wait_ready=False,
-             extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}"))
+             extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}",
+                         "--drain-timeout", "5s"))   # a stream a failed test left open ends the drain early
     ready = xp.metrics_url.replace("/metrics", "/ready")
 
     def up():
@@ -67,9 +71,17 @@ def modes(vsr, fakellm, pb):  # noqa: F811
     return sa, sa_be, (pb, xport, clusters), xp_be
 
 
-def via_envoy(envoy_side, method, path, headers, body):
+def via_envoy(envoy_side, method, path, headers, body, record=None):
     pb_, xport, clusters = envoy_side
     env = Envoy(pb_, xport)
+    if record is not None:   # vsr's answers, normalised, for the goldens
+        plain_send = env.send
+
+        def recorded(**part):
+            a = plain_send(**part)
+            record.append(answer_of(a))
+            return a
+        env.send = recorded
     req = [(":method", method), (":path", path), (":authority", "vsr"), *headers]
     if body is not None:
         req.append(("content-length", str(len(body))))
@@ -116,6 +128,50 @@ def via_envoy(envoy_side, method, path, headers, body):
     assert env.end() == []
     hd = dict(resp)
     return int(hd.pop(":status")), hd, out
+
+
+# header values that change from run to run (timings, ids, lengths of bodies that carry ids)
+VOLATILE_HEADERS = {"x-vsr-routing-latency-ms", "x-request-id", "x-vsr-replay-id"}
+
+
+def answer_of(a):
+    """One of vsr's answers as the goldens pin it."""
+    kind = a.WhichOneof("response")
+    out = {"kind": kind}
+
+    def sets(mut, response_side):
+        d = {}
+        for o in mut.set_headers:
+            k, v = o.header.key, o.header.raw_value.decode()
+            if k in VOLATILE_HEADERS or (response_side and k == "content-length"):
+                v = "<volatile>"
+            d[k] = v
+        return d
+
+    def body_of(raw, hdrs):
+        ct = hdrs.get("content-type", "")
+        if raw.startswith(b"data:") or raw.startswith(b"event:"):
+            ct = "text/event-stream"
+        return normalised({"content-type": ct}, raw)
+    if kind == "immediate_response":
+        im = a.immediate_response
+        hd = sets(im.headers, True)
+        out.update(status=im.status.code, headers=hd, body=body_of(im.body, hd))
+        return out
+    c = getattr(a, kind).response
+    response_side = kind.startswith("response")
+    hd = sets(c.header_mutation, response_side)
+    out.update(status=c.status, set=hd, remove=sorted(c.header_mutation.remove_headers),
+               clear_route_cache=c.clear_route_cache)
+    if c.HasField("body_mutation"):
+        bm = c.body_mutation
+        out["body"] = body_of(bm.body, hd) if bm.WhichOneof("mutation") == "body" else "<cleared>"
+    if a.HasField("mode_override"):
+        out["mode_override"] = [a.mode_override.request_body_mode, a.mode_override.response_body_mode]
+    return out
+
+
+GOLDENS = pathlib.Path(__file__).parent / "corpus" / "extproc_answers.json"
 
 
 def standalone(v, method, path, headers, body):
@@ -235,7 +291,16 @@ def test_both_modes_agree(modes, case):
     method, path, headers, body = CASES[case]
     calls(sa_be), calls(xp_be)   # a clean log
     s_status, s_headers, s_body = standalone(sa, method, path, headers, body)
-    x_status, x_headers, x_body = via_envoy(envoy_side, method, path, headers, body)
+    answers = []
+    x_status, x_headers, x_body = via_envoy(envoy_side, method, path, headers, body, record=answers)
+    answers = json.loads(json.dumps(answers))   # as the golden file has them (tuples are lists)
+    # the adapter's exact answers, pinned (VSR_UPDATE_GOLDENS=1 rewrites them after a deliberate change)
+    goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
+    if os.environ.get("VSR_UPDATE_GOLDENS") == "1":
+        goldens[case] = answers
+        GOLDENS.write_text(json.dumps(goldens, indent=1, sort_keys=True) + "\n")
+    assert case in goldens, f"no golden for {case}: run with VSR_UPDATE_GOLDENS=1 and review the diff"
+    assert answers == goldens[case]
     assert (case, s_status) == (case, x_status), (s_body[:300], x_body[:300])
     for h in SURFACE:
         assert (h, s_headers.get(h)) == (h, x_headers.get(h))
