@@ -317,7 +317,8 @@ static int rt_ready(void *ud)
 }
 
 /* 1 when a recipe declares model-backed signals, or a decision a response
- * cache that looks up by meaning (the request's embedding). */
+ * cache that looks up by meaning (the request's embedding) or a tool plugin
+ * that selects by similarity. */
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++) {
@@ -328,6 +329,10 @@ static int needs_runtime(const vsr_config_t *cfg)
             for (size_t p = 0; p < r->decisions[d].n_plugins; p++) {
                 const vsr_plugin_conf_t *pl = &r->decisions[d].plugins[p];
                 if (pl->kind == VSR_PLUGIN_RESPONSE_CACHE && pl->enabled && pl->u.response_cache.mode != VSR_RC_EXACT)
+                    return 1;
+                if (pl->enabled && (pl->kind == VSR_PLUGIN_TOOL_SELECTION ||
+                                    (pl->kind == VSR_PLUGIN_TOOLS && pl->u.tools.semantic &&
+                                     pl->u.tools.mode == VSR_TOOLS_FILTERED)))
                     return 1;
             }
     }

@@ -51,6 +51,7 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     case VSR_PLUGIN_TOOLS: return "tools";
     case VSR_PLUGIN_CONTEXT_COMPRESSION: return "context_compression";
     case VSR_PLUGIN_RESPONSE_CACHE: return "response_cache";
+    case VSR_PLUGIN_TOOL_SELECTION: return "tool_selection";
     case VSR_PLUGIN_UNSUPPORTED: break;
     }
     return "unsupported";
