@@ -234,6 +234,8 @@ void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason);
  * miss, stored, error (the store failed: the request went on), skipped
  * (an answer not kept: too big, cut, not a completion). */
 void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *result);
+/* vsr_tool_selection_total{result}: semantic | unavailable (fail open). */
+void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
 

@@ -3,6 +3,8 @@
 out of reach (the tools go as sent)."""
 import json
 
+import httpx
+
 from conftest import config_yaml, echo, free_port, model_yaml
 
 DB = [
@@ -104,3 +106,5 @@ def test_runtime_down_leaves_the_tools_unchanged(vsr, fakellm, tmp_path):
     r, got = ask(v, "addtools: stock price quote")
     assert "tools" not in got
     assert r.headers["x-vsr-tools-selection"] == "unavailable"
+    metrics = httpx.get(v.metrics_url, timeout=5).text
+    assert 'vsr_tool_selection_total{result="unavailable"} 2' in metrics, metrics
