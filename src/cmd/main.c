@@ -352,8 +352,8 @@ static int rt_ready(void *ud)
 }
 
 /* 1 when a recipe declares model-backed signals, or a decision a response
- * cache that looks up by meaning (the request's embedding) or a
- * response_jailbreak plugin. */
+ * cache that looks up by meaning (the request's embedding), a
+ * response_jailbreak plugin, or a tool plugin that selects by similarity. */
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++) {
@@ -367,6 +367,10 @@ static int needs_runtime(const vsr_config_t *cfg)
                     return 1;
                 if (pl->kind == VSR_PLUGIN_RESPONSE_JAILBREAK && pl->enabled)
                     return 1; /* the answer goes to the prompt guard */
+                if (pl->enabled && (pl->kind == VSR_PLUGIN_TOOL_SELECTION ||
+                                    (pl->kind == VSR_PLUGIN_TOOLS && pl->u.tools.semantic &&
+                                     pl->u.tools.mode == VSR_TOOLS_FILTERED)))
+                    return 1;
             }
     }
     return 0;

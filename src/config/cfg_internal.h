@@ -316,6 +316,14 @@ extern const cfg_spec_t vsr__cfg_routing_spec;              /* the top-level rou
 extern const cfg_spec_t vsr__cfg_recipe_spec;               /* recipes[] */
 extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
 
+/* global.integrations.tools, tool_selection, tools.semantic_selection (cfg_tools.c) */
+extern const cfg_spec_t vsr__cfg_tools_integration_spec;
+extern const cfg_spec_t vsr__cfg_tool_selection_spec;
+int vsr__cfg_tools_semantic(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* The tool plugins' unset fields from global.integrations.tools; mode add
+ * without a tools database is an error at the plugin. */
+void vsr__cfg_tools_resolve(cfg_decoder_t *d, config_box_t *box);
+
 /* routing.signals (cfg_signals.c): decodes the family map into the
  * vsr_signals_conf_t at obj + f->offset. */
 int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);

@@ -797,7 +797,8 @@ static const cfg_spec_t looper_spec = {.size = sizeof(vsr_looper_integration_con
                                        .init = init_looper};
 
 static const cfg_field_t integrations_fields[] = {
-    {.key = "tools", .flags = CFG_UNIMPLEMENTED},
+    {.key = "tools", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = offsetof(vsr_config_t, tools),
+     .spec = &vsr__cfg_tools_integration_spec},
     {.key = "looper", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = offsetof(vsr_config_t, looper),
      .spec = &looper_spec},
 };

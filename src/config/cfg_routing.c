@@ -386,7 +386,7 @@ static const struct {
     {"rag", 0},
     {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
     {"tools", VSR_PLUGIN_TOOLS},
-    {"tool_selection", 0},
+    {"tool_selection", VSR_PLUGIN_TOOL_SELECTION},
     {"hallucination", 0},
     {"response_jailbreak", VSR_PLUGIN_RESPONSE_JAILBREAK},
     {"router_replay", VSR_PLUGIN_ROUTER_REPLAY},
@@ -659,9 +659,8 @@ static const cfg_field_t tools_fields[] = {
     {.key = "allow_tools", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = TL_OFF(allow_tools)},
     {.key = "block_tools", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = TL_OFF(block_tools)},
     {.key = "strip_tool_history", .decode = vsr__cfg_bool, .offset = TL_OFF(strip_tool_history)},
-    /* top-k selection by embedding similarity needs the model runtime at
-     * request time, which the plugin layer has no port for yet */
-    {.key = "semantic_selection", .decode = decode_not_yet},
+    /* top-k by similarity to the routing text (cfg_tools.c) */
+    {.key = "semantic_selection", .decode = vsr__cfg_tools_semantic, .flags = CFG_NULL_OK},
 };
 
 static void finish_tools(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -1000,7 +999,6 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
             {"image_gen", "it needs an image generation backend"},
             {"hallucination", "it needs a hallucination detector model the runtime does not have"},
-            {"tool_selection", "it needs a tools database and embeddings at request time"},
             {"shadow_dispatch", "shadow calls are not built yet"},
         };
         const char *why = NULL;
@@ -1023,6 +1021,7 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_RESPONSE_CACHE  ? &response_cache_spec
                              : p->kind == VSR_PLUGIN_RESPONSE_JAILBREAK ? &response_jailbreak_spec
                              : p->kind == VSR_PLUGIN_ROUTER_REPLAY   ? &router_replay_spec
+                             : p->kind == VSR_PLUGIN_TOOL_SELECTION  ? &vsr__cfg_tool_selection_spec
                                                                      : &request_params_spec;
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};

@@ -524,7 +524,7 @@ typedef struct {
 typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
     VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
-    VSR_PLUGIN_ROUTER_REPLAY,
+    VSR_PLUGIN_ROUTER_REPLAY, VSR_PLUGIN_TOOL_SELECTION,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -565,7 +565,70 @@ typedef struct {
     vsr_strlist_conf_t allow_tools; /* filtered: tool names kept (empty = all) */
     vsr_strlist_conf_t block_tools; /* filtered: tool names removed (wins over allow_tools) */
     int strip_tool_history;        /* none: also drop tool calls and tool results from messages */
+    /* semantic_selection (filtered): after allow/block, keep the top_k tools
+     * most similar to the routing text, at or above similarity_threshold.
+     * `true` or a block; unset fields take global.integrations.tools' values */
+    int semantic;                  /* semantic_selection.enabled */
+    uint32_t top_k;                /* 1..VSR_TOOLS_MAX_SELECT */
+    double similarity_threshold;   /* -1..1 */
+    int fallback_to_empty;         /* = global.integrations.tools.fallback_to_empty */
+    int has_top_k, has_similarity_threshold; /* set in the plugin's block */
 } vsr_plugin_tools_conf_t;
+
+/* tool_selection (ref §2): mode add (tools of the tools database most
+ * similar to the routing text join the request's) | filter (the request's
+ * tools below relevance_threshold go, preserve_count at least stay). */
+typedef enum { VSR_TOOLSEL_ADD = 0, VSR_TOOLSEL_FILTER } vsr_toolsel_mode_t;
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    int mode;                      /* vsr_toolsel_mode_t, default add */
+    uint32_t top_k;                /* add: default global.integrations.tools.top_k */
+    double similarity_threshold;   /* add: default global.integrations.tools.similarity_threshold */
+    double relevance_threshold;    /* filter: default global.integrations.tools.similarity_threshold */
+    uint32_t preserve_count;       /* filter: default 1 */
+    int fallback_to_empty;         /* = global.integrations.tools.fallback_to_empty */
+    int has_top_k, has_similarity_threshold, has_relevance_threshold, has_preserve_count;
+} vsr_plugin_tool_selection_conf_t;
+
+/* The tools database (global.integrations.tools.tools_db_path): a JSON
+ * array of {"tool": {"type": "function", "function": {"name", "description",
+ * "parameters"}}, "description", "category", "tags": [..]}, loaded and
+ * checked with the document; part of the snapshot, read-only. */
+#define VSR_TOOLS_DB_MAX_BYTES (4u << 20)
+#define VSR_TOOLS_DB_MAX_TOOLS 256u
+#define VSR_TOOLS_MAX_SELECT 64u  /* top_k at most */
+typedef struct {
+    char *name;                    /* tool.function.name (unique in the file) */
+    char *text;                    /* what is embedded: "name: description" (the entry's description, else the
+                                    * function's), then the category and the tags */
+    char *category;                /* NULL = none */
+    vsr_strlist_conf_t tags;
+    vsr_slice_t json;              /* the `tool` object as written in the file: added to requests as is */
+} vsr_tool_entry_t;
+
+typedef struct {
+    vsr_tool_entry_t *tools;
+    size_t n;
+} vsr_tools_db_t;
+
+/* Parses a tools database (`name` stands in for FILE in messages) into db,
+ * allocated from pool.  VSR_OK, or VSR_ERR_INVALID with one line
+ * "NAME:LINE:COL: message\n" per problem appended to err (may be NULL). */
+int vsr_tools_db_parse(const char *name, const char *data, size_t len, vsr_pool_t *pool, vsr_tools_db_t *db,
+                       vsr_buf_t *err);
+
+/* global.integrations.tools (ref §1.13): defaults for the semantic tool
+ * plugins and the tools database of tool_selection's mode add. */
+typedef struct {
+    int present;                   /* the block was given */
+    int enabled;                   /* default true when the block is given */
+    uint32_t top_k;                /* default 3 */
+    double similarity_threshold;   /* default 0.2 */
+    char *tools_db_path;           /* as written; relative to the configuration file's directory */
+    int fallback_to_empty;         /* default false: no similarities (runtime down): tools unchanged */
+    vsr_tools_db_t db;             /* loaded at load time (n 0 when no path) */
+} vsr_tools_integration_conf_t;
 
 /* context_compression (ref §2): what may be compressed, in the order given. */
 typedef enum { VSR_CC_TOOL_RESULTS = 0, VSR_CC_HISTORY } vsr_cc_target_t;
@@ -637,6 +700,7 @@ typedef struct {
         vsr_plugin_response_cache_conf_t response_cache;
         vsr_plugin_response_jailbreak_conf_t response_jailbreak;
         vsr_plugin_router_replay_conf_t router_replay;
+        vsr_plugin_tool_selection_conf_t tool_selection;
     } u;
 } vsr_plugin_conf_t;
 
@@ -1068,6 +1132,7 @@ typedef struct {
     char *runtime_guard_model;           /* guard_model: the child's --guard-model DIR (the jailbreak classifier) */
     vsr_modules_conf_t modules;          /* global.model_catalog.modules */
     vsr_looper_integration_conf_t looper; /* global.integrations.looper */
+    vsr_tools_integration_conf_t tools;   /* global.integrations.tools */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */

@@ -620,6 +620,8 @@ static void request_account(request_t *req)
             vsr_metrics_looper_call(w->metrics, ev->looper->algorithm, rec->node, vsr_slice_cstr(rec->model),
                                     rec->status == VSR_OK, (double)rec->ms / 1000.0);
         }
+    if (ev && ev->tools_selection)
+        vsr_metrics_tool_selection(w->metrics, ev->tools_selection == 1 ? "semantic" : "unavailable");
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
     if (!c->l->metrics) {
         vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,

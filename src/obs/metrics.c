@@ -86,7 +86,8 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
-       F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD, F_COUNT };
+       F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
+       F_TOOLSEL, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -139,6 +140,10 @@ static const family_t families[F_COUNT] = {
                   "Answers scanned by the response_jailbreak plugin, by result (pass, flagged, blocked, error: the "
                   "scan failed or came late and the answer went out unchanged).",
                   NULL, 1, {"result"}},
+    [F_TOOLSEL] = {"vsr_tool_selection_total",
+                   "Requests whose tool plugins selected by similarity, by result (semantic: on similarities; "
+                   "unavailable: the runtime gave none and the tools went as sent).",
+                   NULL, 1, {"result"}},
     [F_LOOPER_DUR] = {"vsr_looper_call_duration_seconds",
                       "Duration of request-graph calls, by algorithm and the node that made them (panel, judge, ...).",
                       &dur_hist, 2, {"algorithm", "node"}},
@@ -600,6 +605,12 @@ void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result)
     if (s == NULL || result == NULL)
         return;
     count1(s, F_RGUARD, intern(s->m, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
+}
+
+void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)
+{
+    if (s != NULL)
+        count1(s, F_TOOLSEL, intern(s->m, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
 }
 
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta)

@@ -238,6 +238,8 @@ void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *resul
 /* vsr_response_guard_total{result}: the response_jailbreak plugin's scan of
  * an answer; result pass | flagged | blocked | error (fail open). */
 void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result);
+/* vsr_tool_selection_total{result}: semantic | unavailable (fail open). */
+void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
 

@@ -20,6 +20,7 @@ static const struct {
     {VSR_PLUGIN_FAST_RESPONSE, "fast_response", vsr__plugin_fast_response_request},
     {VSR_PLUGIN_REQUEST_PARAMS, "request_params", vsr__plugin_request_params_request},
     {VSR_PLUGIN_TOOLS, "tools", vsr__plugin_tools_request},
+    {VSR_PLUGIN_TOOL_SELECTION, "tool_selection", vsr__plugin_tool_selection_request},
     {VSR_PLUGIN_CONTEXT_COMPRESSION, "context_compression", vsr__plugin_context_compression_request},
 };
 
@@ -135,6 +136,7 @@ int vsr_plugins_run_request(const vsr_decision_conf_t *decision, vsr_plugin_ctx_
     *why = NULL;
     if (decision == NULL)
         return VSR_OK;
+    ctx->_decision = decision;
     for (size_t i = 0; i < decision->n_plugins; i++) {
         const vsr_plugin_conf_t *p = &decision->plugins[i];
         if (!p->enabled)

@@ -6,7 +6,13 @@
  * an immediate response.  Nothing is re-serialised.
  *
  * Implemented: system_prompt, header_mutation, fast_response, request_params,
- * tools, context_compression.
+ * tools, tool_selection, context_compression.
+ *
+ * The tool plugins' semantic parts (tools.semantic_selection, tool_selection)
+ * compare tools with the routing text by embedding.  The plugin layer has no
+ * ports: before the plugins run, the session asks vsr_plugins_tool_texts()
+ * what to embed, has the runtime embed it, and hands the plugins the cosine
+ * similarities (vsr_plugin_ctx_t.tool_scores).
  */
 #ifndef VSR_PLUGINS_H
 #define VSR_PLUGINS_H
@@ -20,6 +26,20 @@ typedef struct {
     vsr_slice_t value;
 } vsr_plugin_header_t;
 
+/* The similarities of the candidate tools to the routing text. */
+typedef struct {
+    int ok;                    /* 1: valid; 0: they could not be had (runtime down, failed task, deadline) */
+    const double *request;     /* per element of the request's "tools", in order; NAN: the tool has no text */
+    size_t n_request;          /* elements scored (<= VSR_TOOLS_MAX_SCORED); the ones past it are kept as they are */
+    const double *db;          /* per tools-database entry */
+    size_t n_db;
+} vsr_tool_scores_t;
+
+#define VSR_TOOLS_MAX_SCORED 128u /* request tools scored at most */
+#define VSR_TOOLS_TEXT_MAX 1024u  /* bytes of one tool's text sent to be embedded */
+
+typedef enum { VSR_TOOLSEL_NONE = 0, VSR_TOOLSEL_SEMANTIC, VSR_TOOLSEL_UNAVAILABLE } vsr_toolsel_state_t;
+
 /* Where a plugin reads the request and writes its changes. */
 typedef struct {
     /* in */
@@ -27,6 +47,9 @@ typedef struct {
     const vsr_chat_view_t *chat;
     int stream;                      /* the client asked for SSE (fast_response answers in SSE then) */
     vsr_pool_t *pool;                /* everything a plugin allocates */
+    const vsr_tools_db_t *tools_db;  /* global.integrations.tools' database (NULL: none) */
+    const vsr_tool_scores_t *tool_scores; /* NULL: none gathered (a semantic plugin then fails open) */
+    const vsr_decision_conf_t *_decision; /* private: the decision being run */
     /* out */
     vsr_json_edits_t *edits;         /* body edits (the engine adds its own, e.g. the model rewrite) */
     vsr_plugin_header_t *set_headers; size_t n_set_headers, cap_set_headers; /* upstream request: set/overwrite */
@@ -42,6 +65,13 @@ typedef struct {
      * ran on a chat request; entries of "tools" before it and after it */
     int tools_applied;
     size_t tools_before, tools_after;
+    /* ... and of the semantic selection: whether it ran on similarities or
+     * failed open (vsr_toolsel_state_t), the tools it added from the
+     * database, and the names it kept or added, best first, comma-separated
+     * (x-vsr-tools-selected; names are [A-Za-z0-9_-], others are left out) */
+    int tools_selection;
+    size_t tools_added;
+    vsr_slice_t tools_selected;
     /* debug evidence of context_compression: the token estimate before and
      * after (after == before when the request was under trigger_tokens or
      * nothing could be cut), and how many message contents were cut */
@@ -55,6 +85,15 @@ void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vs
 /* Records a header set / removal (copies nothing: slices must live in the pool or the config). */
 void vsr_plugin_set_header(vsr_plugin_ctx_t *ctx, vsr_slice_t name, vsr_slice_t value);
 void vsr_plugin_remove_header(vsr_plugin_ctx_t *ctx, vsr_slice_t name);
+
+/* What a decision's enabled plugins need compared with the routing text:
+ * 0 when nothing (no semantic tool plugin, not a chat request, no tool to
+ * compare).  1: *texts gets one text per element of the request's "tools"
+ * (*n of them, at most VSR_TOOLS_MAX_SCORED; an empty slice for a tool with
+ * neither name nor description), allocated from ctx->pool, and *with_db
+ * says whether the tools database's texts are needed too. */
+int vsr_plugins_tool_texts(const vsr_decision_conf_t *decision, const vsr_plugin_ctx_t *ctx, vsr_slice_t **texts,
+                           size_t *n, int *with_db);
 
 /* Runs the request-side hook of every enabled plugin of a decision, in order.
  * Returns VSR_OK (ctx holds the changes; ctx->imm_status != 0 means answer

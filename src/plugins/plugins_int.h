@@ -18,6 +18,7 @@ int vsr__plugin_header_mutation_request(const vsr_plugin_conf_t *conf, vsr_plugi
 int vsr__plugin_fast_response_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 int vsr__plugin_request_params_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 int vsr__plugin_tools_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
+int vsr__plugin_tool_selection_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 
 /* Copies the bytes of b into the pool (b is left untouched). */
@@ -33,5 +34,24 @@ vsr_slice_t vsr__plugin_keep(vsr_plugin_ctx_t *ctx, const vsr_buf_t *b);
  * array, every element would go (the array is never emptied: an earlier
  * insertion's separator would dangle), or a run overlaps an earlier edit. */
 int vsr__plugin_remove_elements(vsr_plugin_ctx_t *ctx, uint32_t arr, const uint8_t *drop);
+
+/* ---- shared by the tool plugins (tools.c) ---- */
+
+/* The names of the n elements of array `tools` (a NULL slice: none readable). */
+vsr_slice_t *vsr__tools_names(vsr_plugin_ctx_t *ctx, uint32_t tools, uint32_t n);
+/* allow_tools / block_tools of a tools plugin say name may stay. */
+int vsr__tools_allowed(const vsr_plugin_tools_conf_t *tc, vsr_slice_t name);
+/* A tool's text compared with the routing text ("name: description"), NULL slice when it has neither. */
+vsr_slice_t vsr__tools_text(vsr_plugin_ctx_t *ctx, uint32_t t);
+/* Among the first n_scored of n elements not dropped, best score first:
+ * keeps at most top_k, those at or above threshold, and at least min_keep
+ * whatever their scores; drops the other scored ones, notes the kept names
+ * (ctx->tools_selected).  Elements past n_scored are not touched. */
+void vsr__tools_select(vsr_plugin_ctx_t *ctx, const double *score, size_t n_scored, uint32_t n, uint8_t *drop,
+                       const vsr_slice_t *names, uint32_t top_k, double threshold, uint32_t min_keep);
+/* Removes the dropped elements of `tools` (all of them: the tools members go). */
+int vsr__tools_apply_drop(vsr_plugin_ctx_t *ctx, uint32_t tools, const uint8_t *drop, const vsr_slice_t *names,
+                          const char **why);
+void vsr__tools_note_selected(vsr_plugin_ctx_t *ctx, vsr_slice_t name);
 
 #endif /* VSR_PLUGINS_INT_H */

@@ -12,6 +12,11 @@
  *    go (an empty tools array is refused by OpenAI-style backends).  When
  *    some stay and tool_choice is an object naming a removed function
  *    ({"type":"function","function":{"name":...}}), tool_choice goes.
+ *    With semantic_selection, the tools left are then cut to the top_k most
+ *    similar to the routing text at or above similarity_threshold (the
+ *    similarities come in ctx->tool_scores; tools past the scored ones are
+ *    kept).  Without similarities (the runtime failed): unchanged, or with
+ *    fallback_to_empty every tool goes.
  *  - mode none: "tools", "tool_choice", "parallel_tool_calls" and the legacy
  *    "functions" / "function_call" go.  With strip_tool_history the history
  *    goes too, so a backend without tool support accepts it: messages with
@@ -198,23 +203,18 @@ static int strip_history(vsr_plugin_ctx_t *ctx, const char **why)
     return VSR_OK;
 }
 
-static int filter(const vsr_plugin_tools_conf_t *tc, vsr_plugin_ctx_t *ctx, uint32_t tools, const char **why)
+/* Applies drop[] to the n elements of array `tools` (names[i]: element i's
+ * name or NULL): the kept count goes to tools_after; no tool kept removes
+ * "tools", "tool_choice" and "parallel_tool_calls" (an empty tools array is
+ * refused by OpenAI-style backends); a tool_choice naming a removed function
+ * goes. */
+int vsr__tools_apply_drop(vsr_plugin_ctx_t *ctx, uint32_t tools, const uint8_t *drop, const vsr_slice_t *names,
+                          const char **why)
 {
     const vsr_json_t *j = ctx->json;
-    uint32_t n = j->toks[tools].count;
-    uint8_t *drop = vsr_pool_alloc(ctx->pool, n ? n : 1);
-    vsr_slice_t *names = vsr_pool_alloc(ctx->pool, (n ? n : 1) * sizeof(*names));
-    uint32_t kept = 0;
-    uint32_t t = tools + 1;
-    for (uint32_t i = 0; i < n; i++, t = j->toks[t].next) {
-        int named = tool_name(ctx, t, &names[i]);
-        if (!named)
-            names[i] = VSR_SLICE_NULL;
-        int keep = (tc->allow_tools.n == 0 || (named && in_list(names[i], &tc->allow_tools))) &&
-                   !(named && in_list(names[i], &tc->block_tools));
-        drop[i] = !keep;
-        kept += keep;
-    }
+    uint32_t n = j->toks[tools].count, kept = 0;
+    for (uint32_t i = 0; i < n; i++)
+        kept += !drop[i];
     ctx->tools_after = kept;
     if (kept == n)
         return VSR_OK;
@@ -240,6 +240,143 @@ static int filter(const vsr_plugin_tools_conf_t *tc, vsr_plugin_ctx_t *ctx, uint
 conflict:
     *why = "tools: the tools were already rewritten by an earlier plugin";
     return VSR_ERR_INVALID;
+}
+
+/* The names of the n elements of `tools` (NULL slice: none readable). */
+vsr_slice_t *vsr__tools_names(vsr_plugin_ctx_t *ctx, uint32_t tools, uint32_t n)
+{
+    const vsr_json_t *j = ctx->json;
+    vsr_slice_t *names = vsr_pool_alloc(ctx->pool, (n ? n : 1) * sizeof(*names));
+    uint32_t t = tools + 1;
+    for (uint32_t i = 0; i < n; i++, t = j->toks[t].next)
+        if (!tool_name(ctx, t, &names[i]))
+            names[i] = VSR_SLICE_NULL;
+    return names;
+}
+
+int vsr__tools_allowed(const vsr_plugin_tools_conf_t *tc, vsr_slice_t name)
+{
+    int named = name.p != NULL;
+    return (tc->allow_tools.n == 0 || (named && in_list(name, &tc->allow_tools))) &&
+           !(named && in_list(name, &tc->block_tools));
+}
+
+static int score_cmp_desc(double a, double b)
+{
+    /* NAN (no text) sorts last */
+    if (a != a)
+        return b != b ? 0 : 1;
+    if (b != b)
+        return -1;
+    return a > b ? -1 : a < b;
+}
+
+static int header_safe(vsr_slice_t n)
+{
+    if (n.len == 0 || n.len > 64)
+        return 0;
+    for (size_t i = 0; i < n.len; i++) {
+        unsigned char c = (unsigned char)n.p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* Appends a name to ctx->tools_selected (bounded; unsafe names left out). */
+void vsr__tools_note_selected(vsr_plugin_ctx_t *ctx, vsr_slice_t name)
+{
+    if (!header_safe(name) || ctx->tools_selected.len + 1 + name.len > 1024)
+        return;
+    size_t len = ctx->tools_selected.len;
+    char *p = vsr_pool_alloc(ctx->pool, len + 1 + name.len);
+    if (len)
+        memcpy(p, ctx->tools_selected.p, len);
+    if (len)
+        p[len++] = ',';
+    memcpy(p + len, name.p, name.len);
+    ctx->tools_selected = vsr_slice(p, len + name.len);
+}
+
+void vsr__tools_select(vsr_plugin_ctx_t *ctx, const double *score, size_t n_scored, uint32_t n, uint8_t *drop,
+                       const vsr_slice_t *names, uint32_t top_k, double threshold, uint32_t min_keep)
+{
+    /* the candidates: scored and not dropped, best first (ties: in order) */
+    uint32_t *order = vsr_pool_alloc(ctx->pool, (n ? n : 1) * sizeof(*order));
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n && i < n_scored; i++) {
+        if (drop[i])
+            continue;
+        uint32_t k = m++;
+        while (k > 0 && score_cmp_desc(score[i], score[order[k - 1]]) < 0) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    uint32_t kept = 0;
+    for (uint32_t r = 0; r < m; r++) {
+        uint32_t i = order[r];
+        int pass = score[i] == score[i] && score[i] >= threshold;
+        int keep = kept < top_k && (pass || kept < min_keep);
+        drop[i] = !keep;
+        if (keep) {
+            kept++;
+            vsr__tools_note_selected(ctx, names[i]);
+        }
+    }
+}
+
+static int filter(const vsr_plugin_tools_conf_t *tc, vsr_plugin_ctx_t *ctx, uint32_t tools, const char **why)
+{
+    const vsr_json_t *j = ctx->json;
+    uint32_t n = j->toks[tools].count;
+    uint8_t *drop = vsr_pool_alloc(ctx->pool, n ? n : 1);
+    vsr_slice_t *names = vsr__tools_names(ctx, tools, n);
+    for (uint32_t i = 0; i < n; i++)
+        drop[i] = !vsr__tools_allowed(tc, names[i]);
+    if (tc->semantic) {
+        const vsr_tool_scores_t *sc = ctx->tool_scores;
+        if (sc && sc->ok) {
+            ctx->tools_selection = VSR_TOOLSEL_SEMANTIC;
+            vsr__tools_select(ctx, sc->request, VSR_MIN(sc->n_request, (size_t)n), n, drop, names, tc->top_k,
+                              tc->similarity_threshold, 0);
+        } else {
+            ctx->tools_selection = VSR_TOOLSEL_UNAVAILABLE;
+            if (tc->fallback_to_empty)
+                memset(drop, 1, n);
+        }
+    }
+    return vsr__tools_apply_drop(ctx, tools, drop, names, why);
+}
+
+/* The text compared with the routing text: "name: description". */
+vsr_slice_t vsr__tools_text(vsr_plugin_ctx_t *ctx, uint32_t t)
+{
+    const vsr_json_t *j = ctx->json;
+    vsr_slice_t name = VSR_SLICE_NULL, desc = VSR_SLICE_NULL;
+    uint32_t fn;
+    if (vsr_json_type(j, t) != VSR_JSON_OBJECT)
+        return VSR_SLICE_NULL;
+    uint32_t holder = t;
+    if (vsr_json_object_get(j, t, "function", &fn) == VSR_OK && vsr_json_type(j, fn) == VSR_JSON_OBJECT)
+        holder = fn;
+    get_string(ctx, holder, "name", &name);
+    get_string(ctx, holder, "description", &desc);
+    name = vsr_slice_trim(name);
+    desc = vsr_slice_trim(desc);
+    if (name.len == 0 && desc.len == 0)
+        return VSR_SLICE_NULL;
+    size_t len = name.len + (name.len && desc.len ? 2 : 0) + desc.len;
+    char *p = vsr_pool_alloc(ctx->pool, len ? len : 1);
+    size_t w = 0;
+    if (name.len)
+        memcpy(p, name.p, name.len), w = name.len;
+    if (name.len && desc.len)
+        memcpy(p + w, ": ", 2), w += 2;
+    if (desc.len)
+        memcpy(p + w, desc.p, desc.len);
+    return vsr_slice(p, len);
 }
 
 int vsr__plugin_tools_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why)

@@ -152,6 +152,12 @@ typedef struct {
     /* the tools and context_compression plugins, when they changed the request */
     int tools_applied;
     size_t tools_before, tools_after;
+    /* the tools' semantic selection: 0 none, 1 on similarities, 2 failed
+     * open (no similarities: the runtime down, a failed task, the deadline);
+     * the tools added from the database; the names kept or added (pool) */
+    int tools_selection;
+    size_t tools_added;
+    vsr_slice_t tools_selected;
     int compression_applied;
     uint64_t compression_tokens_before, compression_tokens_after;
     size_t compression_messages;   /* messages whose content was cut */

@@ -3,6 +3,7 @@
  */
 #include "routing/routing-int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -113,6 +114,13 @@ struct vsr_session_s {
     int rp_ended;               /* the record has the answer's end */
     vsr_slice_t rq_method, rq_path; /* the client's, for the record */
     vsr_slice_t rq_body;
+    /* the tool plugins' similarities (tools_start), asked before the plugins run */
+    const vsr_decision_conf_t *p_decision;
+    int ts_asked;
+    vsr_tool_scores_t ts;
+    int32_t *ts_map;                /* input k+1 of the embed task: >= 0 a request tool, < 0 db tool -(i+1) */
+    size_t ts_inputs;
+    uint64_t ts_deadline;
     /* what the body phase goes on with once the cache has missed */
     const vsr_model_conf_t *d_model;
     const char *d_lora;
@@ -777,6 +785,8 @@ static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf
 static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
+static const vsr_effect_t *body_plugins(vsr_session_t *s);
+static const vsr_effect_t *tools_start(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
                                         size_t len, uint64_t t0);
 static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t len, uint64_t t0);
@@ -1160,13 +1170,11 @@ static void route_resumed(route_ctx_t *rc)
     s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
 }
 
-/* The body phase once the decision is made: evidence, plugins, the
- * upstream request's rewrites. */
+/* The body phase once the decision is made: its evidence, then what its
+ * plugins need (body_plugins goes on). */
 static const vsr_effect_t *body_decided(vsr_session_t *s)
 {
     const vsr_config_t *cfg = s->e->cfg;
-    vsr_json_t *j = &s->json;
-    uint64_t t0 = s->t0;
     const resolution_t res = s->res;
     const vsr_model_conf_t *model = res.model;
     const vsr_decision_conf_t *decision = NULL;
@@ -1202,12 +1210,34 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         s->ev.passthrough = 1;
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
+    s->p_decision = decision;
+    s->d_model = model;
+    s->d_lora = lora;
+    const vsr_effect_t *waiting = tools_start(s);
+    if (waiting)
+        return waiting; /* the tools' similarities first */
+    return body_plugins(s);
+}
+
+/* The body phase once the decision is made and what its plugins need is
+ * gathered: plugins, the upstream request's rewrites. */
+static const vsr_effect_t *body_plugins(vsr_session_t *s)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    vsr_json_t *j = &s->json;
+    uint64_t t0 = s->t0;
+    const resolution_t res = s->res;
+    const vsr_decision_conf_t *decision = s->p_decision;
+    const vsr_model_conf_t *model = s->d_model;
+    const char *lora = s->d_lora;
 
     replay_begin(s, decision);
     /* plugins of the selected decision */
     vsr_plugin_ctx_t pc;
     vsr_plugin_ctx_init(&pc, j, &s->chat, &s->edits, &s->pool);
     pc.stream = s->chat.stream;
+    pc.tools_db = cfg->tools.db.n ? &cfg->tools.db : NULL;
+    pc.tool_scores = s->ts_asked ? &s->ts : NULL;
     if (decision && decision->n_plugins) {
         const char *pwhy = NULL;
         if (vsr_plugins_run_request(decision, &pc, &pwhy) != VSR_OK)
@@ -1216,6 +1246,9 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         s->ev.tools_applied = pc.tools_applied;
         s->ev.tools_before = pc.tools_before;
         s->ev.tools_after = pc.tools_after;
+        s->ev.tools_selection = pc.tools_selection;
+        s->ev.tools_added = pc.tools_added;
+        s->ev.tools_selected = pc.tools_selected;
         s->ev.compression_applied = pc.compression_applied;
         s->ev.compression_tokens_before = pc.compression_tokens_before;
         s->ev.compression_tokens_after = pc.compression_tokens_after;
@@ -1270,6 +1303,151 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     if (cached)
         return cached; /* a hit, or waiting on the cache */
     return dispatch(s);
+}
+
+/* ---- the tool plugins' similarities (tools.semantic_selection, tool_selection) ----
+ * One embed task: the routing text, then every tool text the plugins named
+ * (the request's, the database's).  Whatever goes wrong leaves ts.ok 0:
+ * the plugins then fail open. */
+
+static uint64_t rc_now(vsr_session_t *s);
+
+static const vsr_effect_t *tools_ready(vsr_session_t *s)
+{
+    return body_plugins(s);
+}
+
+/* embeddings[k]: dim finite numbers, scaled to unit length; VSR_OK or VSR_ERR_INVALID. */
+static int read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v)
+{
+    if (vsr_json_type(j, arr) != VSR_JSON_ARRAY || j->toks[arr].count != dim)
+        return VSR_ERR_INVALID;
+    double norm = 0;
+    uint32_t t = arr + 1;
+    for (size_t i = 0; i < dim; i++, t = j->toks[t].next) {
+        double x;
+        if (vsr_json_type(j, t) != VSR_JSON_NUMBER || vsr_json_number(j, t, &x) != VSR_OK || !isfinite(x) ||
+            fabs(x) > 1e30)
+            return VSR_ERR_INVALID;
+        v[i] = (float)x;
+        norm += x * x;
+    }
+    if (!(norm > 0))
+        return VSR_ERR_INVALID;
+    float inv = (float)(1.0 / sqrt(norm));
+    for (size_t i = 0; i < dim; i++)
+        v[i] *= inv;
+    return VSR_OK;
+}
+
+static void tools_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
+{
+    vsr_session_t *s = ud;
+    if (rc_now(s) > s->ts_deadline)
+        status = VSR_ERR; /* late: as if unanswered */
+    for (size_t i = 0; status == VSR_OK && i < n; i++) {
+        if (results[i].id == NULL || strcmp(results[i].id, "tools") != 0 || results[i].status != VSR_OK)
+            continue;
+        vsr_json_t j;
+        uint32_t arr, d;
+        double dimv;
+        if (vsr_json_parse(&j, results[i].result.p ? results[i].result.p : "", results[i].result.len, NULL) == VSR_OK &&
+            vsr_json_type(&j, 0) == VSR_JSON_OBJECT && vsr_json_object_get(&j, 0, "dim", &d) == VSR_OK &&
+            vsr_json_number(&j, d, &dimv) == VSR_OK && dimv >= 1 && dimv <= 65536 &&
+            vsr_json_object_get(&j, 0, "embeddings", &arr) == VSR_OK && vsr_json_type(&j, arr) == VSR_JSON_ARRAY &&
+            j.toks[arr].count == s->ts_inputs + 1) {
+            size_t dim = (size_t)dimv;
+            float *q = vsr_malloc(dim * sizeof(float) * 2), *v = q + dim;
+            uint32_t t = arr + 1;
+            int ok = read_vec(&j, t, dim, q) == VSR_OK;
+            for (size_t k = 0; ok && k < s->ts_inputs; k++) {
+                t = j.toks[t].next;
+                ok = read_vec(&j, t, dim, v) == VSR_OK;
+                double dot = 0;
+                for (size_t x = 0; ok && x < dim; x++)
+                    dot += (double)q[x] * v[x];
+                int32_t m = s->ts_map[k];
+                if (m >= 0)
+                    ((double *)s->ts.request)[m] = dot;
+                else
+                    ((double *)s->ts.db)[-(m + 1)] = dot;
+            }
+            s->ts.ok = ok;
+            vsr_free(q);
+        }
+        vsr_json_free(&j);
+        break;
+    }
+    port_wait_done(s);
+}
+
+/* Asks the runtime for the similarities the decision's tool plugins need;
+ * NULL when none are needed (or none can be had: the plugins fail open),
+ * else the pending effect, or the phase's effect when the port answered
+ * at once. */
+static const vsr_effect_t *tools_start(vsr_session_t *s)
+{
+    const vsr_decision_conf_t *d = s->p_decision;
+    const vsr_config_t *cfg = s->e->cfg;
+    if (d == NULL || d->n_plugins == 0 || s->ep != EP_CHAT)
+        return NULL;
+    vsr_plugin_ctx_t pc;
+    vsr_plugin_ctx_init(&pc, &s->json, &s->chat, &s->edits, &s->pool);
+    const vsr_tools_db_t *db = cfg->tools.db.n ? &cfg->tools.db : NULL;
+    pc.tools_db = db;
+    vsr_slice_t *texts;
+    size_t n;
+    int with_db;
+    if (!vsr_plugins_tool_texts(d, &pc, &texts, &n, &with_db))
+        return NULL;
+    s->ts_asked = 1;
+    size_t n_db = with_db ? db->n : 0;
+    double *req = vsr_pool_alloc(&s->pool, (n + 1) * sizeof(double));
+    double *dbs = vsr_pool_alloc(&s->pool, (n_db + 1) * sizeof(double));
+    for (size_t i = 0; i < n; i++)
+        req[i] = NAN;
+    for (size_t i = 0; i < n_db; i++)
+        dbs[i] = NAN;
+    s->ts = (vsr_tool_scores_t){.ok = 0, .request = req, .n_request = n, .db = dbs, .n_db = n_db};
+    vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
+                                               : VSR_SLICE_NULL;
+    const vsr_ports_t *ports = s->opts.ports;
+    if (query.len == 0 || ports == NULL || ports->runtime_call == NULL)
+        return NULL; /* nothing to compare with, or nobody to ask */
+    s->ts_map = vsr_pool_alloc(&s->pool, (n + n_db + 1) * sizeof(int32_t));
+    s->ts_inputs = 0;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"input\":[");
+    vsr_buf_t one;
+    vsr_buf_init(&one, 0);
+    for (size_t k = 0; k < 1 + n + n_db; k++) {
+        vsr_slice_t t = k == 0 ? query : k <= n ? texts[k - 1] : vsr_slice_cstr(db->tools[k - 1 - n].text);
+        t = vsr_slice_trim(t);
+        if (t.len == 0)
+            continue; /* no text: stays NAN, which the plugins rank last */
+        if (k > 0)
+            s->ts_map[s->ts_inputs++] = k <= n ? (int32_t)(k - 1) : -(int32_t)(k - n);
+        vsr_buf_reset(&one);
+        vsr_json_append_client_text(&one, t, k == 0 ? 16384 : VSR_TOOLS_TEXT_MAX); /* the model reads less */
+        if (k > 0)
+            vsr_buf_append(&b, ",", 1);
+        vsr_buf_append_json_string(&b, vsr_buf_slice(&one));
+    }
+    vsr_buf_free(&one);
+    vsr_buf_append_cstr(&b, "]}");
+    if (s->ts_inputs == 0) {
+        vsr_buf_free(&b);
+        s->ts.ok = 1; /* no tool has a text: every one ranks last */
+        return NULL;
+    }
+    vsr_runtime_task_t task = {"tools", "embed", vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b))};
+    vsr_buf_free(&b);
+    vsr_runtime_bundle_t bundle = {&task, 1};
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
+    s->ts_deadline = deadline;
+    port_wait_begin(s, 1, tools_ready);
+    return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, tools_embed_done, s));
 }
 
 /* The routed request goes on: its graph, or its call. */
@@ -2161,6 +2339,14 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
             if (s->ev.tools_applied) {
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-before"), pool_u64(&s->pool, s->ev.tools_before, 0));
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-after"), pool_u64(&s->pool, s->ev.tools_after, 0));
+            }
+            if (s->ev.tools_selection) {
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-selection"),
+                       s->ev.tools_selection == VSR_TOOLSEL_SEMANTIC ? VSR_SLICE_LIT("semantic")
+                                                                     : VSR_SLICE_LIT("unavailable"));
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-added"), pool_u64(&s->pool, s->ev.tools_added, 0));
+                if (s->ev.tools_selected.len)
+                    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-selected"), s->ev.tools_selected);
             }
             if (s->ev.compression_applied) {
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-compression-tokens-before"),

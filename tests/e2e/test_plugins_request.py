@@ -175,8 +175,13 @@ def test_fail_closed_refuses_what_cannot_fit(router):
         "context_compression: the request does not fit its token budget even compressed"
 
 
-def test_semantic_selection_refused_at_load(tmp_path):
+def test_bad_tools_database_refused_at_load(tmp_path):
+    (tmp_path / "tools_db.json").write_text('[\n  {"tool": {"type": "function", "function": {"name": "a b"}}}\n]\n')
     cfg = config_yaml(free_port(), [model_yaml("m1", ["127.0.0.1:9"])], default="m1") + """
+  integrations:
+    tools: {tools_db_path: tools_db.json}
+"""
+    cfg = cfg.replace("\nglobal:", """
 routing:
   decisions:
     - name: d
@@ -184,9 +189,13 @@ routing:
       plugins:
         - type: tools
           configuration: {mode: filtered, semantic_selection: {top_k: 3}}
-"""
+        - type: tool_selection
+          configuration: {mode: add}
+global:""", 1)
     path = tmp_path / "config.yaml"
     path.write_text(cfg)
     p = subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True, timeout=30)
     assert p.returncode != 0
-    assert re.search(r"config\.yaml:\d+:\d+: tools: semantic_selection is not supported yet", p.stderr + p.stdout)
+    out = p.stderr + p.stdout
+    assert re.search(r"config\.yaml:\d+:\d+: tools_db_path: .* is not a valid tools database", out), out
+    assert re.search(r"tools_db\.json:2:\d+: tool\.function\.name must be", out), out

@@ -1817,7 +1817,9 @@ static void test_capability_absent_is_fine(void **state)
     const vsr_decision_conf_t *d = &c->recipes[0].decisions[0];
     assert_int_equal(d->n_plugins, 4);
     static const char *const types[] = {"rag", "memory", "image_gen", "tool_selection"};
-    for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(d->plugins[3].kind, VSR_PLUGIN_TOOL_SELECTION); /* implemented: decoded, switched off */
+    assert_int_equal(d->plugins[3].enabled, 0);
+    for (size_t i = 0; i < 3; i++) {
         assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
         assert_int_equal(d->plugins[i].enabled, 0);
         assert_string_equal(d->plugins[i].type, types[i]);
@@ -2247,8 +2249,13 @@ static void test_plugin_tools_compression(void **state)
         const char *doc;
         const char *error;
     } rows[] = {
-        {PLUGIN_DOC("{type: tools, configuration: {mode: filtered, semantic_selection: {top_k: 3}}}"), "t.yaml:14:77: tools: semantic_selection is not supported yet\n"},
-        {PLUGIN_DOC("{type: tools, configuration: {semantic_selection: {enabled: true}}}"), "t.yaml:14:61: tools: semantic_selection is not supported yet\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {mode: filtered, semantic_selection: {top_k: 0}}}"), "t.yaml:14:85: top_k must be between 1 and 64, got 0\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {semantic_selection: {similarity_threshold: 2}}}"), "t.yaml:14:84: similarity_threshold must be between 0 and 1, got 2\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {semantic_selection: {k: 1}}}"), "t.yaml:14:62: unknown key \"k\"\n"},
+        {PLUGIN_DOC("{type: tools, configuration: {semantic_selection: yes}}"), "t.yaml:14:61: semantic_selection: expected true, false or a mapping {enabled, top_k, similarity_threshold}, got a string\n"},
+        {PLUGIN_DOC("{type: tool_selection, configuration: {mode: filter, relevance_threshold: -1}}"), "t.yaml:14:85: relevance_threshold must be between 0 and 1, got -1\n"},
+        {PLUGIN_DOC("{type: tool_selection, configuration: {mode: pick}}"), "t.yaml:14:56: mode must be \"add\" or \"filter\", got \"pick\"\n"},
+        {PLUGIN_DOC("{type: tool_selection, configuration: {mode: add}}"), "t.yaml:14:49: tool_selection: mode add takes its tools from the tools database, and global.integrations.tools.tools_db_path is not set\n"},
         {PLUGIN_DOC("{type: tools, configuration: {mode: all}}"), "t.yaml:14:47: mode must be \"filtered\", \"none\" or \"passthrough\", got \"all\"\n"},
         {PLUGIN_DOC("{type: tools, configuration: {allow: [x]}}"), "t.yaml:14:41: unknown key \"allow\"\n"},
         {PLUGIN_DOC("{type: tools, configuration: {allow_tools: x}}"), "t.yaml:14:54: expected a list of strings, got a string\n"},
@@ -3289,11 +3296,139 @@ static void test_looper_integration_pricing(void **state)
     expect_errors(DOC "      pricing: {per_token: 1}\n", "t.yaml:10:17: unknown key \"per_token\"\n");
     expect_errors(DOC "routing: {modelCards: [{name: m, quality_score: 1.5}]}\n",
                   "t.yaml:10:49: quality_score must be between 0 and 1, got 1.5\n");
-    /* integrations.tools stays recorded as not implemented */
+    /* integrations.tools: its defaults (no database named) */
     c = load_ok(DOC "global: {integrations: {tools: {enabled: true}}}\n");
-    assert_int_equal(c->n_unimplemented, 1);
-    assert_string_equal(c->unimplemented[0], "global.integrations.tools");
+    assert_int_equal(c->n_unimplemented, 0);
+    assert_int_equal(c->tools.present, 1);
+    assert_int_equal(c->tools.top_k, 3);
+    assert_int_equal(c->tools.db.n, 0);
     vsr_config_free(c);
+}
+
+
+/* ---- global.integrations.tools, the tools database, the semantic tool plugins ---- */
+
+static const char tools_db_json[] =
+    "[\n"
+    "  {\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Current weather\",\n"
+    "            \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}},\n"
+    "   \"description\": \"Weather forecast for a city\", \"category\": \"weather\", \"tags\": [\"rain\", \"sun\"]},\n"
+    "  {\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"send_email\", \"description\": \"Send an email\"}}}\n"
+    "]\n";
+
+static char *write_tmp(const char *content)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/vsr-tools-db-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(content);
+    assert_int_equal(write(fd, content, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+static void expect_db_error(const char *json, const char *expected)
+{
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    vsr_tools_db_t db;
+    assert_int_equal(vsr_tools_db_parse("db.json", json, strlen(json), &pool, &db, &err), VSR_ERR_INVALID);
+    vsr_buf_append(&err, "", 1);
+    assert_string_equal(err.data, expected);
+    vsr_buf_free(&err);
+    vsr_pool_free(&pool);
+}
+
+static void test_tools_db_and_selection(void **state)
+{
+    (void)state;
+    /* the database on its own */
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_tools_db_t db;
+    assert_int_equal(vsr_tools_db_parse("db.json", tools_db_json, strlen(tools_db_json), &pool, &db, NULL), VSR_OK);
+    assert_int_equal(db.n, 2);
+    assert_string_equal(db.tools[0].name, "get_weather");
+    assert_string_equal(db.tools[0].text, "get_weather: Weather forecast for a city (weather) Tags: rain, sun");
+    assert_string_equal(db.tools[0].category, "weather");
+    assert_int_equal(db.tools[0].tags.n, 2);
+    assert_true(db.tools[0].json.len > 0 && db.tools[0].json.p[0] == '{' && db.tools[0].json.p[db.tools[0].json.len - 1] == '}');
+    assert_string_equal(db.tools[1].text, "send_email: Send an email"); /* the function's description */
+    assert_null(db.tools[1].category);
+    vsr_pool_free(&pool);
+
+    expect_db_error("{}", "db.json:1:1: a tools database is a JSON array of {\"tool\": {...}, \"description\": ...}\n");
+    expect_db_error("[1,", "db.json:1:4: not valid JSON: unexpected end of input, expected a value\n");
+    expect_db_error("[{\"description\": \"x\"}]", "db.json:1:2: missing \"tool\" (an OpenAI tool definition)\n");
+    expect_db_error("[{\"tool\": {\"type\": \"web\", \"function\": {\"name\": \"a\", \"description\": \"d\"}}}]",
+                    "db.json:1:11: tool.type must be \"function\"\n");
+    expect_db_error("[{\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"a b\", \"description\": \"d\"}}}]",
+                    "db.json:1:44: tool.function.name must be 1 to 64 letters, digits, '_' or '-'\n");
+    expect_db_error("[{\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"a\"}}}]",
+                    "db.json:1:2: tool \"a\" has no description (description or tool.function.description): it is "
+                    "chosen by what its description says\n");
+    expect_db_error("[{\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"a\", \"description\": \"d\"}}},\n"
+                    " {\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"a\", \"description\": \"e\"}}}]",
+                    "db.json:2:2: duplicate tool name \"a\" (first at entry 1)\n");
+    expect_db_error("[{\"tool\": {\"type\": \"function\", \"function\": {\"name\": \"a\", \"description\": \"d\"}}, "
+                    "\"tags\": [1]}]",
+                    "db.json:1:89: tags must be a list of strings\n");
+    expect_db_error("[{\"tool\": {}, \"tool\": {}}]", "db.json:1:15: duplicate key \"tool\"\n");
+
+    /* in a document: loaded with it; the plugins take their defaults from it */
+    char *path = write_tmp(tools_db_json);
+    char doc[4096];
+    snprintf(doc, sizeof(doc),
+             DOC "global: {integrations: {tools: {top_k: 2, similarity_threshold: 0.4, tools_db_path: \"%s\", "
+                 "fallback_to_empty: true}}}\n"
+                 "routing:\n  decisions:\n    - name: d\n      plugins:\n"
+                 "        - {type: tools, configuration: {semantic_selection: true}}\n"
+                 "        - {type: tools, configuration: {semantic_selection: {top_k: 5}}}\n"
+                 "        - {type: tool_selection, configuration: {mode: add}}\n"
+                 "        - {type: tool_selection, configuration: {mode: filter, preserve_count: 0, relevance_threshold: 0.5}}\n",
+             path);
+    vsr_config_t *c = load_ok(doc);
+    assert_int_equal(c->tools.db.n, 2);
+    const vsr_plugin_conf_t *p = c->recipes[0].decisions[0].plugins;
+    assert_int_equal(p[0].u.tools.semantic, 1);
+    assert_int_equal(p[0].u.tools.top_k, 2);
+    assert_true(p[0].u.tools.similarity_threshold == 0.4);
+    assert_int_equal(p[0].u.tools.fallback_to_empty, 1);
+    assert_int_equal(p[1].u.tools.semantic, 1);
+    assert_int_equal(p[1].u.tools.top_k, 5);
+    assert_int_equal(p[2].kind, VSR_PLUGIN_TOOL_SELECTION);
+    assert_int_equal(p[2].u.tool_selection.mode, VSR_TOOLSEL_ADD);
+    assert_int_equal(p[2].u.tool_selection.top_k, 2);
+    assert_int_equal(p[3].u.tool_selection.mode, VSR_TOOLSEL_FILTER);
+    assert_int_equal(p[3].u.tool_selection.preserve_count, 0);
+    assert_true(p[3].u.tool_selection.relevance_threshold == 0.5);
+    vsr_config_free(c);
+
+    /* no integrations block: built-in defaults */
+    c = load_ok(DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n"
+                    "        - {type: tools, configuration: {semantic_selection: {enabled: true}}}\n"
+                    "        - {type: tool_selection, configuration: {mode: filter}}\n");
+    p = c->recipes[0].decisions[0].plugins;
+    assert_int_equal(p[0].u.tools.top_k, 3);
+    assert_true(p[0].u.tools.similarity_threshold == 0.2);
+    assert_int_equal(p[1].u.tool_selection.preserve_count, 1);
+    vsr_config_free(c);
+
+    /* a bad database fails the document, with its own positions */
+    unlink(path);
+    path = write_tmp("[\n  {\"tool\": 3}\n]\n");
+    snprintf(doc, sizeof(doc), DOC "global: {integrations: {tools: {tools_db_path: \"%s\"}}}\n", path);
+    char want[1024];
+    snprintf(want, sizeof(want),
+             "t.yaml:10:48: tools_db_path: \"%s\" is not a valid tools database:\n"
+             "%s:2:12: \"tool\" must be an object {\"type\": \"function\", \"function\": {...}}\n", path, path);
+    expect_errors(doc, want);
+    unlink(path);
+    snprintf(doc, sizeof(doc), DOC "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
+    expect_errors(doc, "t.yaml:10:48: tools_db_path: cannot open \"/nonexistent/db.json\": No such file or directory\n");
 }
 
 /* ---- request graphs in YAML (algorithm type graph) ------------------------------- */
@@ -3729,6 +3864,7 @@ int main(void)
         cmocka_unit_test(test_plugin_errors),
         cmocka_unit_test(test_plugin_response_jailbreak),
         cmocka_unit_test(test_plugin_tools_compression),
+        cmocka_unit_test(test_tools_db_and_selection),
         cmocka_unit_test(test_header_mutation_drops_reliability_headers),
         cmocka_unit_test(test_reliability_errors),
         cmocka_unit_test(test_fallback_errors),

@@ -752,6 +752,158 @@ static void test_compression_unbreakable(void **state)
     free(body);
 }
 
+
+/* ---- semantic selection on given similarities ---- */
+
+#define STOOL(n, d) "{\"type\":\"function\",\"function\":{\"name\":\"" n "\",\"description\":\"" d "\"}}"
+static const char sem_body[] =
+    "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"weather in Paris?\"}],\"tools\":["
+    STOOL("get_weather", "weather") "," STOOL("send_email", "mail") "," STOOL("calc", "math") "],"
+    "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"send_email\"}}}";
+
+static void test_semantic_texts_and_topk(void **state)
+{
+    (void)state;
+    fx_t f;
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    vsr_plugin_conf_t p = tools(VSR_TOOLS_FILTERED);
+    p.u.tools.semantic = 1;
+    p.u.tools.top_k = 1;
+    p.u.tools.similarity_threshold = 0.3;
+    vsr_decision_conf_t d = {.name = (char *)"t", .plugins = &p, .n_plugins = 1};
+    vsr_slice_t *texts;
+    size_t n;
+    int with_db;
+    assert_int_equal(vsr_plugins_tool_texts(&d, &f.ctx, &texts, &n, &with_db), 1);
+    assert_int_equal(n, 3);
+    assert_int_equal(with_db, 0);
+    assert_true(vsr_slice_eq_cstr(texts[1], "send_email: mail"));
+    static const double sims[] = {0.9, 0.5, 0.1};
+    vsr_tool_scores_t sc = {.ok = 1, .request = sims, .n_request = 3};
+    f.ctx.tool_scores = &sc;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#0.function.name"), "get_weather");
+    assert_null(out_string(&f, "tools.#1.function.name"));
+    assert_null(out_string(&f, "tool_choice.function.name")); /* named a removed tool */
+    assert_int_equal(f.ctx.tools_selection, VSR_TOOLSEL_SEMANTIC);
+    assert_int_equal(f.ctx.tools_after, 1);
+    assert_true(vsr_slice_eq_cstr(f.ctx.tools_selected, "get_weather"));
+    fx_close(&f);
+
+    /* threshold: nothing reaches it, every tool goes */
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    static const double low[] = {0.1, 0.2, 0.05};
+    vsr_tool_scores_t sl = {.ok = 1, .request = low, .n_request = 3};
+    f.ctx.tool_scores = &sl;
+    p.u.tools.top_k = 3;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_null(out_string(&f, "tools.#0.function.name"));
+    assert_int_equal(f.ctx.tools_after, 0);
+    fx_close(&f);
+
+    /* no similarities: unchanged (fail open), or with fallback_to_empty none left */
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    vsr_tool_scores_t bad = {.ok = 0};
+    f.ctx.tool_scores = &bad;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    assert_int_equal(f.ed.n, 0);
+    assert_int_equal(f.ctx.tools_selection, VSR_TOOLSEL_UNAVAILABLE);
+    assert_int_equal(f.ctx.tools_after, 3);
+    fx_close(&f);
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    f.ctx.tool_scores = NULL;
+    p.u.tools.fallback_to_empty = 1;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_null(out_string(&f, "tools.#0.function.name"));
+    fx_close(&f);
+}
+
+static void test_tool_selection_filter_and_add(void **state)
+{
+    (void)state;
+    fx_t f;
+    /* filter: below relevance_threshold goes, preserve_count best stay */
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    vsr_plugin_conf_t p;
+    memset(&p, 0, sizeof(p));
+    p.kind = VSR_PLUGIN_TOOL_SELECTION;
+    p.enabled = 1;
+    p.u.tool_selection.enabled = 1;
+    p.u.tool_selection.mode = VSR_TOOLSEL_FILTER;
+    p.u.tool_selection.relevance_threshold = 0.95;
+    p.u.tool_selection.preserve_count = 2;
+    static const double sims[] = {0.2, 0.9, 0.5};
+    vsr_tool_scores_t sc = {.ok = 1, .request = sims, .n_request = 3};
+    f.ctx.tool_scores = &sc;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#0.function.name"), "send_email");
+    assert_string_equal(out_string(&f, "tools.#1.function.name"), "calc");
+    assert_null(out_string(&f, "tools.#2.function.name"));
+    assert_true(vsr_slice_eq_cstr(f.ctx.tools_selected, "send_email,calc"));
+    fx_close(&f);
+
+    /* add: the database's best, not duplicating the request's, not blocked */
+    static vsr_tool_entry_t entries[] = {
+        {.name = (char *)"get_weather", .text = (char *)"get_weather: w", .json = VSR_SLICE_LIT(STOOL("get_weather", "db"))},
+        {.name = (char *)"search_web", .text = (char *)"search_web: s", .json = VSR_SLICE_LIT(STOOL("search_web", "db"))},
+        {.name = (char *)"shell", .text = (char *)"shell: x", .json = VSR_SLICE_LIT(STOOL("shell", "db"))},
+        {.name = (char *)"translate", .text = (char *)"translate: t", .json = VSR_SLICE_LIT(STOOL("translate", "db"))},
+    };
+    vsr_tools_db_t db = {entries, 4};
+    static const double dbs[] = {0.99, 0.8, 0.95, 0.1};
+    vsr_plugin_conf_t two[2];
+    two[0] = tools(VSR_TOOLS_FILTERED);
+    static char *blocked[] = {(char *)"shell"};
+    two[0].u.tools.block_tools.items = blocked;
+    two[0].u.tools.block_tools.n = 1;
+    two[1] = p;
+    two[1].u.tool_selection.mode = VSR_TOOLSEL_ADD;
+    two[1].u.tool_selection.top_k = 2;
+    two[1].u.tool_selection.similarity_threshold = 0.5;
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    vsr_tool_scores_t sa = {.ok = 1, .db = dbs, .n_db = 4};
+    f.ctx.tool_scores = &sa;
+    vsr_decision_conf_t d = {.name = (char *)"t", .plugins = two, .n_plugins = 2};
+    vsr_slice_t *texts;
+    size_t n;
+    int with_db;
+    assert_int_equal(vsr_plugins_tool_texts(&d, &f.ctx, &texts, &n, &with_db), 1);
+    assert_int_equal(with_db, 1);
+    assert_int_equal(n, 0);
+    assert_int_equal(fx_run(&f, two, 2), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#2.function.name"), "calc");
+    assert_string_equal(out_string(&f, "tools.#3.function.name"), "search_web"); /* get_weather already there, shell blocked */
+    assert_null(out_string(&f, "tools.#4.function.name")); /* translate is below the threshold */
+    assert_int_equal(f.ctx.tools_added, 1);
+    assert_int_equal(f.ctx.tools_after, 4);
+    fx_close(&f);
+
+    /* add to a request without tools: the member is created */
+    fx_open(&f, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    f.ctx.tool_scores = &sa;
+    assert_int_equal(fx_run(&f, &two[1], 1), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#0.function.name"), "get_weather");
+    assert_string_equal(out_string(&f, "tools.#1.function.name"), "shell");
+    assert_null(out_string(&f, "tools.#2.function.name"));
+    fx_close(&f);
+
+    /* no similarities: nothing added */
+    fx_open(&f, sem_body, VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    assert_int_equal(fx_run(&f, &two[1], 1), VSR_OK);
+    assert_int_equal(f.ed.n, 0);
+    assert_int_equal(f.ctx.tools_selection, VSR_TOOLSEL_UNAVAILABLE);
+    fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -770,6 +922,8 @@ int main(void)
         cmocka_unit_test(test_compression_reserve),
         cmocka_unit_test(test_compression_leaves_alone),
         cmocka_unit_test(test_compression_unbreakable),
+        cmocka_unit_test(test_semantic_texts_and_topk),
+        cmocka_unit_test(test_tool_selection_filter_and_add),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
