@@ -92,6 +92,20 @@ static void usage(FILE *f)
             exit_help);
 }
 
+/* ADDRESS:PORT (a non-empty address, a port 1..65535) into addr and *port;
+ * VSR_ERR_INVALID leaves them untouched. */
+static int parse_host_port(const char *v, char *addr, size_t cap, uint16_t *port)
+{
+    const char *colon = strrchr(v, ':');
+    long p = colon ? strtol(colon + 1, NULL, 10) : 0;
+    if (colon == NULL || colon == v || (size_t)(colon - v) >= cap || p < 1 || p > 65535)
+        return VSR_ERR_INVALID;
+    memcpy(addr, v, (size_t)(colon - v));
+    addr[colon - v] = '\0';
+    *port = (uint16_t)p;
+    return VSR_OK;
+}
+
 static int is_help(const char *a)
 {
     return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "help") == 0;
@@ -770,15 +784,10 @@ static int cmd_serve(int argc, char **argv)
             extproc = strcmp(v, "extproc") == 0;
             i++;
         } else if (strcmp(a, "--extproc-listen") == 0 && v) {
-            const char *colon = strrchr(v, ':');
-            long p = colon ? strtol(colon + 1, NULL, 10) : 0;
-            if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof(xaddr) || p < 1 || p > 65535) {
+            if (parse_host_port(v, xaddr, sizeof(xaddr), &xport) != VSR_OK) {
                 fprintf(stderr, "vsr: --extproc-listen takes ADDRESS:PORT\n");
                 return EXIT_USAGE;
             }
-            memcpy(xaddr, v, (size_t)(colon - v));
-            xaddr[colon - v] = '\0';
-            xport = (uint16_t)p;
             xlisten_given = 1;
             i++;
         } else if (strcmp(a, "--log-level") == 0 && v) {
@@ -1222,14 +1231,7 @@ static int cmd_envoy(int argc, char **argv)
     for (int i = 2; ok && i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--extproc") == 0 && v) {
-            const char *colon = strrchr(v, ':');
-            long p = colon ? strtol(colon + 1, NULL, 10) : 0;
-            ok = colon && colon != v && (size_t)(colon - v) < sizeof(xaddr) && p >= 1 && p <= 65535;
-            if (ok) {
-                memcpy(xaddr, v, (size_t)(colon - v));
-                xaddr[colon - v] = '\0';
-                o.extproc_port = (uint16_t)p;
-            }
+            ok = parse_host_port(v, xaddr, sizeof(xaddr), &o.extproc_port) == VSR_OK;
             i++;
         } else if (strcmp(a, "--admin-port") == 0 && v) {
             long p = strtol(v, NULL, 10);
