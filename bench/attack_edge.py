@@ -26,20 +26,9 @@ import threading
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from benchlib import cpu_seconds, free_port, wait_http  # noqa: E402
+from benchlib import cpu_seconds, free_port, rss_kb, wait_http  # noqa: E402
 
 HEALTH = b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n"
-
-
-def rss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def vsr_pid(proc):

@@ -28,7 +28,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from benchlib import cpu_seconds, free_port, wait_http  # noqa: E402
+from benchlib import cpu_seconds, free_port, rss_kb, wait_http  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VSR = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build" / "vsr").resolve()
@@ -178,13 +178,6 @@ ATTACK_PROCS = {
 
 
 # ---- measurement ----
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def canary(port, deadline, out):

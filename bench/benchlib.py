@@ -45,3 +45,15 @@ def cpu_seconds(pids):
             fields = f.read().rsplit(")", 1)[1].split()
         total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
     return total / CLK_TCK
+
+
+def rss_kb(pid):
+    """The process's resident set size in kB (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

@@ -30,17 +30,9 @@ import sys
 import tempfile
 import time
 
-from benchlib import cpu_seconds, free_port, wait_http
+from benchlib import cpu_seconds, free_port, rss_kb, wait_http
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def compile_protos(out):
