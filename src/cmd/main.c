@@ -50,7 +50,7 @@ static const char serve_help[] =
     "    --workers N    worker threads, each with its own event loop (default: cores)\n"
     "    --gateway MODE standalone (default): vsr serves the configuration's listeners; extproc: Envoy\n"
     "                   serves them and asks vsr at each phase over ext_proc (gRPC)\n"
-    "    --extproc-listen A:P  extproc mode: the ext_proc gRPC listener (default 0.0.0.0:50051)\n"
+    "    --extproc-listen A:P  extproc mode: the ext_proc gRPC listener (default 127.0.0.1:50051)\n"
     "    --log-level L  debug, info, warn or error (default info)\n"
     "    --drain-timeout D  on SIGTERM/SIGINT, how long in-flight requests may take: seconds (30)\n"
     "                   or a duration (5s, 1500ms, 2m; default 30s)\n"
@@ -712,7 +712,7 @@ static int cmd_serve(int argc, char **argv)
     int watch = 1;
     const char *token_file = NULL, *token_env = NULL;
     char maddr[64] = "127.0.0.1"; /* --metrics-listen, default 127.0.0.1:9190 */
-    char xaddr[64] = "0.0.0.0"; /* --extproc-listen, default 0.0.0.0:50051 */
+    char xaddr[64] = "127.0.0.1"; /* --extproc-listen, default 127.0.0.1:50051: the port has no authentication */
     uint16_t xport = 50051;
     int extproc = 0, xlisten_given = 0;
     uint16_t mport = 9190;
