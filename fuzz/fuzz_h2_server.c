@@ -203,6 +203,12 @@ void vsr__xp_call_free(xp_call_t *x)
     abort();
 }
 
+uint64_t vsr__xp_call_check(xp_call_t *x, uint64_t now)
+{
+    (void)x, (void)now;
+    abort();
+}
+
 vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c)
 {
     (void)c;

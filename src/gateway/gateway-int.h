@@ -287,6 +287,12 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
 void vsr__xp_call_data(xp_call_t *x, const char *p, size_t n);
 void vsr__xp_call_end(xp_call_t *x);
 int vsr__xp_call_done(const xp_call_t *x);
+/* The call's clock, at time now (ms): when Envoy has sent nothing on the
+ * stream for the listener's timeout (and vsr has sent nothing either), or
+ * its grpc-timeout passed, the call ends with DEADLINE_EXCEEDED and this
+ * returns 0; otherwise the ms until that could happen (UINT64_MAX for a
+ * call that is over). */
+uint64_t vsr__xp_call_check(xp_call_t *x, uint64_t now);
 void vsr__xp_call_free(xp_call_t *x);
 
 #endif

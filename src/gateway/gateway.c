@@ -466,7 +466,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
         vsr_free(x->tls_cert_file);
         vsr_free(x->tls_key_file);
         x->name = vsr_strdup("extproc");
-        x->address = vsr_strdup(opts->extproc_address ? opts->extproc_address : "0.0.0.0");
+        x->address = vsr_strdup(opts->extproc_address ? opts->extproc_address : "127.0.0.1");
         x->port = opts->extproc_port;
         x->tls_cert_file = x->tls_key_file = NULL;
         x->max_body_bytes = VSR_MAX(x->max_body_bytes, (uint64_t)64 << 20);

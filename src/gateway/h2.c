@@ -87,6 +87,7 @@ struct h2_stream_s {
     size_t dropped;            /* body bytes received after the reply and dropped */
     unsigned cut : 1;          /* reset by a limit: its request ends at the next flush */
     xp_call_t *xp;             /* an ext_proc listener's stream: its Process call */
+    uint64_t xp_expired;       /* ms: the call ended on its deadline; the stream is reset once answered */
     nghttp2_nv *trailers;      /* sent after the body (vsr__h2_trailers), with their bytes in trailer_mem */
     size_t n_trailers;
     char *trailer_mem;
@@ -110,6 +111,7 @@ struct h2_sess_s {
     uint64_t rst_at_ms;
     h2_stream_t *ready, **ready_tail; /* streams to dispatch, in arrival order */
     worker_t *xp_worker;       /* an ext_proc listener's session: its streams are Process calls */
+    uint64_t xp_check_at;      /* ms: no Process call's deadline comes before this (0: look now) */
 };
 
 /* ---- streams ---- */
@@ -409,6 +411,7 @@ static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
         s->n_requests++;
         st->dispatched = 1;
         st->xp = vsr__xp_call_open(s->c, s->xp_worker, s->lc, st, h);
+        s->xp_check_at = 0; /* its grpc-timeout may come first */
         if (end_stream)
             vsr__xp_call_end(st->xp);
         return;
@@ -505,6 +508,11 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
     if (st) {
         st->answered = 1;
         refuse_body(ng, st);
+        /* a Process call that ended on its deadline: Envoy's side, still
+         * open, is closed for it (RFC 9113 §8.1: a complete answer, then
+         * RST_STREAM(NO_ERROR)) so that the stream is freed now */
+        if (st->xp_expired && !nghttp2_session_get_stream_remote_close(ng, st->id))
+            nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
     }
     return 0;
 }
@@ -601,9 +609,9 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 /* Frames out to the connection, as many as the socket's queue allows.  They
  * are gathered into receive-sized buffers from the thread's cache, which the
  * writes give back: no allocation per flush. */
-/* Streams paused past the listener's timeout are cut; cut streams' requests
- * end (their upstream calls cancelled).  Returns the ms until the next
- * paused stream's deadline, 0 when none is paused. */
+/* Streams paused past the listener's timeout are cut; Process calls past
+ * theirs end; cut streams' requests end (their upstream calls cancelled).
+ * Returns the ms until the next such deadline, 0 when there is none. */
 static uint64_t sweep(h2_sess_t *s)
 {
     uint64_t next = 0;
@@ -620,6 +628,43 @@ static uint64_t sweep(h2_sess_t *s)
             if (next == 0 || limit - age < next)
                 next = limit - age;
         }
+    }
+    if (s->xp_worker && s->n_requests) {
+        /* Process calls: silent past the listener's timeout (or past
+         * Envoy's grpc-timeout) they end with DEADLINE_EXCEEDED; one whose
+         * answer cannot go out within another timeout (a peer that does not
+         * read) is cut */
+        uint64_t now = vsr_now_ms(), limit = s->lc->timeout_ms, xp_next = 0;
+        /* activity only moves deadlines later, so the streams are walked
+         * when the earliest one seen last time is due, not at every flush */
+        for (h2_stream_t *st = now >= s->xp_check_at ? s->streams : NULL; st; st = st->next) {
+            if (st->xp == NULL || st->cut)
+                continue;
+            uint64_t left;
+            if (st->xp_expired) {
+                if (st->answered)
+                    continue;
+                if (now - st->xp_expired >= limit) {
+                    stream_cut(st, "extproc_stream_unread");
+                    continue;
+                }
+                left = limit - (now - st->xp_expired);
+            } else {
+                left = vsr__xp_call_check(st->xp, now);
+                if (left == 0) {
+                    st->xp_expired = now ? now : 1;
+                    vsr_metrics_edge_refusal(vsr__conn_metrics(s->c), "extproc_stream_idle");
+                    left = limit;
+                }
+            }
+            if (left != UINT64_MAX && (xp_next == 0 || left < xp_next))
+                xp_next = left;
+        }
+        if (now >= s->xp_check_at)
+            s->xp_check_at = now + (xp_next ? xp_next : limit);
+        xp_next = s->xp_check_at - now;
+        if (next == 0 || xp_next < next)
+            next = xp_next;
     }
     if (s->n_cut) {
         for (h2_stream_t *st = s->streams; st; st = st->next) {

@@ -22,7 +22,9 @@ struct xp_call_s {
     vsr_engine_t *eng;
     vsr_xp_stream_t *xs;
     int responded, finished;
-    uint64_t timeout_ms;
+    uint64_t timeout_ms;       /* the listener's: the session's budget and the longest silence */
+    uint64_t active_ms;        /* the last message byte in either direction */
+    uint64_t hard_ms;          /* Envoy's grpc-timeout, as a clock time; 0 when it set none */
     double start_wall;
     uint64_t start_us;
     char id[40];               /* for the model-call port: this call's id */
@@ -63,8 +65,9 @@ static void end_rpc(xp_call_t *x, int grpc_status, const char *message)
 static void io_send(void *ud, const char *p, size_t n)
 {
     xp_call_t *x = ud;
-    if (x->st == NULL)
+    if (x->st == NULL || x->finished)
         return;
+    x->active_ms = vsr_now_ms();
     respond_once(x);
     vsr__h2_body(x->st, p, n);
 }
@@ -181,9 +184,13 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
      * grpc-timeout when it sets a shorter one */
     uint64_t budget = lc->timeout_ms, gt;
     vsr_slice_t tv;
-    if (vsr_http_head_get(head, "grpc-timeout", &tv) && vsr_grpc_timeout_ms(tv, &gt) == VSR_OK && gt < budget)
-        budget = gt;
-    o.session.deadline_ms = x->start_us / 1000 + budget;
+    x->active_ms = x->start_us / 1000;
+    if (vsr_http_head_get(head, "grpc-timeout", &tv) && vsr_grpc_timeout_ms(tv, &gt) == VSR_OK) {
+        x->hard_ms = x->active_ms + gt;
+        if (gt < budget)
+            budget = gt;
+    }
+    o.session.deadline_ms = x->active_ms + budget;
     o.max_message = (uint32_t)VSR_MIN(lc->max_body_bytes + (1u << 20), (uint64_t)UINT32_MAX);
     vsr_xp_io_t io = {.send = io_send, .finish = io_finish, .ud = x};
     x->xs = vsr_xp_stream_open(x->eng, &o, &io);
@@ -192,8 +199,10 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
 
 void vsr__xp_call_data(xp_call_t *x, const char *p, size_t n)
 {
-    if (x->xs && !x->finished)
+    if (x->xs && !x->finished) {
+        x->active_ms = vsr_now_ms();
         vsr_xp_stream_data(x->xs, (const uint8_t *)p, n);
+    }
 }
 
 void vsr__xp_call_end(xp_call_t *x)
@@ -207,6 +216,25 @@ void vsr__xp_call_end(xp_call_t *x)
 int vsr__xp_call_done(const xp_call_t *x)
 {
     return x->finished;
+}
+
+uint64_t vsr__xp_call_check(xp_call_t *x, uint64_t now)
+{
+    if (x->finished || x->xs == NULL)
+        return UINT64_MAX;
+    uint64_t idle_end = x->active_ms + x->timeout_ms;
+    char msg[96];
+    if (x->hard_ms && now >= x->hard_ms) {
+        snprintf(msg, sizeof(msg), "the call's grpc-timeout of %llu ms passed",
+                 (unsigned long long)(x->hard_ms - x->start_us / 1000));
+    } else if (now >= idle_end) {
+        snprintf(msg, sizeof(msg), "no message on the stream for %llu ms", (unsigned long long)x->timeout_ms);
+    } else {
+        uint64_t end = x->hard_ms && x->hard_ms < idle_end ? x->hard_ms : idle_end;
+        return end - now;
+    }
+    end_rpc(x, VSR_GRPC_DEADLINE_EXCEEDED, msg);
+    return 0;
 }
 
 static vsr_slice_t or_empty(const char *s)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import grpc  # python3-grpcio (scripts/setup-deps)
 import httpx
@@ -37,11 +38,11 @@ def pb(tmp_path_factory):
     sys.path.remove(str(out))
 
 
-def start_extproc(vsr, fakellm, extra_models=(), global_extra=""):
+def start_extproc(vsr, fakellm, extra_models=(), global_extra="", listener_extra=""):
     be = fakellm()
     port, xport = free_port(), free_port()
     cfg = config_yaml(port, [model_yaml("m", [be.endpoint], "up-m"), *extra_models], default="m",
-                      global_extra=global_extra)
+                      global_extra=global_extra, listener_extra=listener_extra)
     v = vsr(cfg, port=port, wait_ready=False, extra_args=("--gateway", "extproc",
                                                           "--extproc-listen", f"127.0.0.1:{xport}",
                                                           "--drain-timeout", "5s"))
@@ -381,6 +382,44 @@ def test_access_log_and_metrics_of_extproc_calls(vsr, fakellm, pb):
     m = httpx.get(v.metrics_url, timeout=5).text
     assert 'vsr_requests_total{status_class="2xx",model="m",decision=""} 1' in m
     assert "vsr_active_requests 0" in m
+
+
+def test_a_silent_stream_ends_with_deadline_exceeded(vsr, fakellm, pb):
+    """Envoy opens a Process call, sends the request's headers and then
+    nothing: past the listener's timeout (here 3 s) the call ends with
+    DEADLINE_EXCEEDED and its stream is closed, so a peer that stalls holds
+    nothing; a stream that keeps talking is not cut."""
+    v, be = start_extproc(vsr, fakellm, listener_extra="    timeout: 3s")
+    data = json.dumps(CHAT).encode()
+    req = [(":method", "POST"), (":path", "/v1/chat/completions"), (":authority", "vsr"),
+           ("content-type", "application/json"), ("content-length", str(len(data)))]
+    env = Envoy(pb, v.xport)
+    assert env.headers(req).WhichOneof("response") == "request_headers"
+    with pytest.raises(grpc.RpcError) as e:
+        next(env.calls)  # the client's own deadline is 30 s: this is vsr's
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "no message on the stream for 3000 ms" in e.value.details()
+    env.chan.close()
+
+    def freed():
+        m = httpx.get(v.metrics_url, timeout=5).text
+        return "vsr_active_requests 0" in m and 'vsr_edge_refusals_total{reason="extproc_stream_idle"} 1' in m
+    wait_until(freed, what="the silent call counted and freed")
+    # a call whose messages come 1 s apart, over 3 s in all, completes (2 s to spare each time)
+    env = Envoy(pb, v.xport)
+    assert env.headers(req).WhichOneof("response") == "request_headers"
+    time.sleep(1)
+    a = env.body(data)
+    assert a.WhichOneof("response") == "request_body"
+    time.sleep(1)
+    up = json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode()
+    assert env.headers([(":status", "200"), ("content-type", "application/json")],
+                       response=True).WhichOneof("response") == "response_headers"
+    time.sleep(1)
+    assert env.body(up, response=True).WhichOneof("response") == "response_body"
+    assert env.end() == []
+    m = httpx.get(v.metrics_url, timeout=5).text
+    assert 'vsr_edge_refusals_total{reason="extproc_stream_idle"} 1' in m
 
 
 def test_request_graph_in_extproc_mode(vsr, fakellm, pb):
