@@ -10,6 +10,7 @@ its volatile fields) and its backend calls (the call log, the headers that
 reached the backend) must agree, and the ext_proc adapter's answers (each
 ProcessingResponse, normalised for ids and timings only) must be the ones
 pinned in corpus/extproc_answers.json."""
+import contextlib
 import json
 import os
 import pathlib
@@ -67,11 +68,24 @@ def modes(vsr, fakellm, pb):  # noqa: F811
     wait_until(up, what="extproc vsr /ready")
     # Envoy's clusters: the route key to the backend (model names as the document has them)
     clusters = {"general-small": xp_be["small"], "general-large": xp_be["large"], "general-essay": xp_be["essay"],
-                "claude-compatible": xp_be["claude"]}
+                "claude-compatible": xp_be["claude"], "default": "general-small"}
     return sa, sa_be, (pb, xport, clusters), xp_be
 
 
-def via_envoy(envoy_side, method, path, headers, body, record=None):
+@contextlib.contextmanager
+def one_attempt(method, url, body, headers, cluster):
+    """Envoy's router with no retry policy: one attempt, its answer as it
+    comes (an upstream: yields (response, None), or (None, local reply))."""
+    with httpx.stream(method, url, content=body, headers=headers, timeout=30) as up:
+        yield up, None
+
+
+def via_envoy(envoy_side, method, path, headers, body, record=None, upstream=one_attempt):
+    """A request through Envoy's side: vsr's answers applied, `upstream` (the
+    router filter) called on x-selected-model's cluster.  A local reply of
+    the router reaches the client without ext_proc's response phases (the
+    Process stream is closed); a response cut after its head reaches the
+    client cut (httpx.RemoteProtocolError, as a client of Envoy sees)."""
     pb_, xport, clusters = envoy_side
     env = Envoy(pb_, xport)
     if record is not None:   # vsr's answers, normalised, for the goldens
@@ -100,14 +114,24 @@ def via_envoy(envoy_side, method, path, headers, body, record=None):
     if c.HasField("body_mutation"):
         body = c.body_mutation.body
     h = dict(req)
-    be = clusters[h.get("x-selected-model", "general-small")]   # the default route: the default model
-    send = {k: v for k, v in req if not k.startswith(":") and k not in ("content-length", "host")}
-    with httpx.stream(method, f"http://{be.endpoint}{h[':path']}", content=body, headers=send, timeout=30) as up:
+    cluster = h.get("x-selected-model", clusters["default"])   # the default route: the default model
+    be = clusters[cluster]
+    send = [(k, v) for k, v in req if not k.startswith(":") and k not in ("content-length", "host")]
+    with upstream(method, f"http://{be.endpoint}{h[':path']}", body, send, cluster) as (up, local):
+        if local is not None:
+            env.chan.close()
+            return local
         resp = [(":status", str(up.status_code))] + list(up.headers.items())
         a = env.headers(resp, response=True)
         resp = apply_headers(resp, common(a).header_mutation)
         mode = a.mode_override.response_body_mode
-        pieces = list(up.iter_raw())
+        pieces = []
+        try:
+            for piece in up.iter_raw():
+                pieces.append(piece)
+        except httpx.TransportError as e:
+            env.chan.close()   # Envoy resets the client's stream, and the filter's gRPC stream with it
+            raise httpx.RemoteProtocolError("the upstream response was cut") from e
     out = b""
     if mode == 0:
         out = b"".join(pieces)
