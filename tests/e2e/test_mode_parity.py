@@ -19,11 +19,13 @@ import json
 import os
 import pathlib
 import string
+import subprocess
+import tempfile
 
 import httpx
 import pytest
 
-from conftest import free_port, wait_until
+from conftest import VSR_BIN, free_port, wait_until
 from test_extproc import Envoy, apply_headers, common, pb  # noqa: F401  (pb: the fixture)
 from test_model_signals import ext_runtime  # noqa: F401  (the fixture)
 
@@ -59,7 +61,8 @@ def modes(vsr, fakellm, pb):  # noqa: F811
     sa_ports = (free_port(), free_port())
     sa = vsr(document(sa_ports, sa_be), port=sa_ports[0])
     xp_ports, xport = (free_port(), free_port()), free_port()
-    xp = vsr(document(xp_ports, xp_be), port=xp_ports[0], wait_ready=False,
+    xp_doc = document(xp_ports, xp_be)
+    xp = vsr(xp_doc, port=xp_ports[0], wait_ready=False,
              extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}",
                          "--drain-timeout", "5s"))   # a stream a failed test left open ends the drain early
     ready = xp.metrics_url.replace("/metrics", "/ready")
@@ -74,7 +77,7 @@ def modes(vsr, fakellm, pb):  # noqa: F811
     # Envoy's clusters: the route key to the backend (model names as the document has them)
     clusters = {"general-small": xp_be["small"], "general-large": xp_be["large"], "general-essay": xp_be["essay"],
                 "claude-compatible": xp_be["claude"], "default": "general-small"}
-    return sa, sa_be, (pb, xport, clusters), xp_be
+    return sa, sa_be, (pb, xport, clusters), xp_be, xp_doc
 
 
 @contextlib.contextmanager
@@ -85,7 +88,7 @@ def one_attempt(method, url, body, headers, cluster):
         yield up, None
 
 
-def via_envoy(envoy_side, method, path, headers, body, record=None, upstream=one_attempt):
+def via_envoy(envoy_side, method, path, headers, body, record=None, upstream=one_attempt, trace=None):
     """A request through Envoy's side: vsr's answers applied, `upstream` (the
     router filter) called on x-selected-model's cluster.  A local reply of
     the router reaches the client without ext_proc's response phases (the
@@ -122,11 +125,15 @@ def via_envoy(envoy_side, method, path, headers, body, record=None, upstream=one
     cluster = h.get("x-selected-model", clusters["default"])   # the default route: the default model
     be = clusters[cluster]
     send = [(k, v) for k, v in req if not k.startswith(":") and k not in ("content-length", "host")]
+    if trace is not None:   # the upstream request as Envoy sends it
+        trace["upstream_request"] = (h[":path"], sorted(send), body)
     with upstream(method, f"http://{be.endpoint}{h[':path']}", body, send, cluster) as (up, local):
         if local is not None:
             env.chan.close()
             return local
         resp = [(":status", str(up.status_code))] + list(up.headers.items())
+        if trace is not None:
+            trace["upstream_response"] = (up.status_code, list(up.headers.items()))
         a = env.headers(resp, response=True)
         resp = apply_headers(resp, common(a).header_mutation)
         mode = a.mode_override.response_body_mode
@@ -137,6 +144,8 @@ def via_envoy(envoy_side, method, path, headers, body, record=None, upstream=one
         except httpx.TransportError as e:
             env.chan.close()   # Envoy resets the client's stream, and the filter's gRPC stream with it
             raise httpx.RemoteProtocolError("the upstream response was cut") from e
+        if trace is not None:
+            trace["upstream_body"] = b"".join(pieces)
     out = b""
     if mode == 0:
         out = b"".join(pieces)
@@ -213,7 +222,10 @@ VOLATILE = {"id", "created", "created_at", "system_fingerprint", "fakellm"}
 
 def scrub(o):
     if isinstance(o, dict):
-        return {k: scrub(v) for k, v in o.items() if k not in VOLATILE}
+        out = {k: scrub(v) for k, v in o.items() if k not in VOLATILE}
+        if isinstance(out.get("reasoning_mom_responses"), list):   # a round's answers in arrival order
+            out["reasoning_mom_responses"].sort(key=lambda r: (r.get("round", 0), json.dumps(r, sort_keys=True)))
+        return out
     if isinstance(o, list):
         return [scrub(x) for x in o]
     if isinstance(o, str) and (o.startswith("chatcmpl-") or o.startswith("msg_")):
@@ -314,19 +326,25 @@ CASES = {
 }
 
 
+@pytest.fixture
+def corpus_session(tmp_path, modes):
+    """The first document as the extproc vsr serves it, for the session way."""
+    return session_way(tmp_path, modes[4])
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_both_modes_agree(modes, case):
-    agree(modes, case, *CASES[case])
+def test_both_modes_agree(modes, corpus_session, case):
+    agree(modes[:4], case, *CASES[case], in_process=corpus_session)
 
 
-def agree(modes, case, method, path, headers, body):
+def agree(modes, case, method, path, headers, body, in_process=None):
     """One case through both modes: the adapter's answers as pinned, and the
     same client result and backend calls.  Returns standalone's headers."""
     sa, sa_be, envoy_side, xp_be = modes
     calls(sa_be), calls(xp_be)   # a clean log
     s_status, s_headers, s_body = standalone(sa, method, path, headers, body)
-    answers = []
-    x_status, x_headers, x_body = via_envoy(envoy_side, method, path, headers, body, record=answers)
+    answers, trace = [], {}
+    x_status, x_headers, x_body = via_envoy(envoy_side, method, path, headers, body, record=answers, trace=trace)
     answers = json.loads(json.dumps(answers))   # as the golden file has them (tuples are lists)
     # the adapter's exact answers, pinned (VSR_UPDATE_GOLDENS=1 rewrites them after a deliberate change)
     goldens = json.loads(GOLDENS.read_text()) if GOLDENS.exists() else {}
@@ -341,7 +359,85 @@ def agree(modes, case, method, path, headers, body):
     assert normalised(s_headers, s_body) == normalised(x_headers, x_body)
     assert echo_headers(s_body) == echo_headers(x_body)
     assert calls(sa_be) == calls(xp_be)
+    if in_process is not None:
+        in_process(method, path, headers, body, trace, (x_status, x_headers, x_body))
     return s_headers
+
+
+PARITY_SESSION = pathlib.Path(VSR_BIN).parent / "parity_session"
+
+
+def session_way(tmp_path, config_text, runtime=None):
+    """The corpus's third way: the request through an in-process routing
+    session (tests/parity/parity_session.c, no adapter), its effects applied
+    with Envoy's rules, against what the ext_proc wire run gave: the same
+    upstream request, and the same client answer for the same upstream
+    answer."""
+    cfg = tmp_path / "session-config.yaml"
+    cfg.write_text(config_text)
+
+    def run(method, path, headers, body, trace, client):
+        d = pathlib.Path(tempfile.mkdtemp(dir=tmp_path))
+        req = [(":method", method), (":path", path), (":authority", "vsr"), *headers]
+        if body is not None:
+            req.append(("content-length", str(len(body))))
+            (d / "body").write_bytes(body)
+        (d / "method").write_text(method)
+        (d / "path").write_text(path)
+        plain = [(k, v) for k, v in req if not k.startswith(":")]
+        (d / "headers").write_text("".join(f"{k}\t{v}\n" for k, v in plain))
+        if "upstream_response" in trace:
+            st, rh = trace["upstream_response"]
+            (d / "response_status").write_text(str(st))
+            (d / "response_headers").write_text("".join(f"{k}\t{v}\n" for k, v in rh))
+            (d / "response_body").write_bytes(trace.get("upstream_body", b""))
+        args = [str(PARITY_SESSION), "--config", str(cfg), "--request", str(d)]
+        if runtime:
+            args += ["--runtime", runtime.endpoint.replace("unix://", "unix:")]
+        r = subprocess.run(args, capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode()
+        out = json.loads(r.stdout)
+        x_status, x_headers, x_body = client
+        for eff in (out["request_headers"], out["request_body"]):
+            if eff and eff["status"]:   # an immediate answer
+                hd = dict(eff["resp_headers"])
+                assert (eff["status"], normalised(hd, eff["resp_body"].encode())) == \
+                    (x_status, normalised(x_headers, x_body))
+                return
+        # the upstream request: the two request effects applied as Envoy applies them
+        for eff in (out["request_headers"], out["request_body"]):
+            if eff["path"]:
+                req = [(k, v) for k, v in req if k != ":path"] + [(":path", eff["path"])]
+            req = [(k, v) for k, v in req if k not in {r.lower() for r in eff["remove"]}]
+            for k, v in eff["set"]:   # names go lowercase, as HTTP/2 has them
+                req = [(a, b) for a, b in req if a != k.lower()] + [(k.lower(), v)]
+            if eff["body"] is not None:
+                body = eff["body"].encode()
+        h = dict(req)
+        send = sorted((k, v) for k, v in req if not k.startswith(":") and k not in ("content-length", "host"))
+        want_path, want_send, want_body = trace["upstream_request"]
+        assert (h[":path"], send) == (want_path, sorted((k, v) for k, v in want_send if k != "content-length"))
+        assert normalised({"content-type": "application/json"}, body or b"") == \
+            normalised({"content-type": "application/json"}, want_body or b"")
+        # the client's answer for the upstream's
+        rh = out["response_headers"]
+        resp = dict(trace["upstream_response"][1])
+        for k in rh["remove"]:
+            resp.pop(k.lower(), None)
+        resp.update({k.lower(): v for k, v in rh["set"]})
+        for h_ in SURFACE:
+            if h_ != "x-fakellm-backend":
+                assert (h_, resp.get(h_)) == (h_, x_headers.get(h_))
+        rb = out["response_body"]
+        got = trace.get("upstream_body", b"") if rb is None or rb["body"] is None else rb["body"].encode()
+        if rb is not None:
+            resp.update({k.lower(): v for k, v in rb["resp_headers"]})
+        assert normalised(resp, got) == normalised(x_headers, x_body)
+        ev = out["evidence"]   # the session's evidence is what the surface says
+        if "x-vsr-selected-model" in x_headers:
+            assert (ev["decision"] or None, ev["selected_model"]) == \
+                (x_headers.get("x-vsr-selected-decision") or None, x_headers["x-vsr-selected-model"])
+    return run
 
 
 # ---- the second document: model-backed signals, the other rule families, algorithms ----
@@ -362,7 +458,8 @@ def semantic_modes(vsr, fakellm, pb, ext_runtime):  # noqa: F811
     sa_ports = (free_port(), free_port())
     sa = vsr(document(sa_ports, sa_be), port=sa_ports[0])
     xp_ports, xport = (free_port(), free_port()), free_port()
-    xp = vsr(document(xp_ports, xp_be), port=xp_ports[0], wait_ready=False,
+    xp_doc = document(xp_ports, xp_be)
+    xp = vsr(xp_doc, port=xp_ports[0], wait_ready=False,
              extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}", "--drain-timeout", "5s"))
     ready = xp.metrics_url.replace("/metrics", "/ready")
 
@@ -373,7 +470,7 @@ def semantic_modes(vsr, fakellm, pb, ext_runtime):  # noqa: F811
         except httpx.TransportError:
             return False
     wait_until(up, what="extproc vsr /ready")
-    return sa, sa_be, (pb, xport, {**xp_be, "default": "small"}), xp_be
+    return sa, sa_be, (pb, xport, {**xp_be, "default": "small"}), xp_be, xp_doc
 
 
 def ask(text, stream=False, **extra):
@@ -404,8 +501,13 @@ SEMANTIC_CASES = {
 }
 
 
+# decisions whose algorithm is a request graph: the session way has no port for graph hops
+GRAPH_DECISIONS = {"panel", "rounds", "judged", "math"}
+
+
 @pytest.mark.parametrize("case", list(SEMANTIC_CASES))
-def test_both_modes_agree_on_model_signals_and_algorithms(semantic_modes, case):
+def test_both_modes_agree_on_model_signals_and_algorithms(semantic_modes, ext_runtime, tmp_path, case):  # noqa: F811
     request, decision = SEMANTIC_CASES[case]
-    headers = agree(semantic_modes, "semantic-" + case, *request)
+    in_process = None if decision in GRAPH_DECISIONS else session_way(tmp_path, semantic_modes[4], ext_runtime)
+    headers = agree(semantic_modes[:4], "semantic-" + case, *request, in_process=in_process)
     assert headers.get("x-vsr-selected-decision") == decision
