@@ -92,3 +92,15 @@ def test_external_redis_and_hpa():
     assert hpa["apiVersion"] == "autoscaling/v2"
     dep, _ = vsr_container(docs)
     assert "replicas" not in dep["spec"]
+
+
+@pytest.mark.parametrize("sets,mode", [((), "standalone"), (("gateway.mode=extproc",), "extproc"),
+                                       (("replicaCount=3",), "standalone")])
+def test_rendered_config_is_valid(sets, mode, tmp_path):
+    vsr = os.environ.get("VSR_BIN")
+    if not vsr:
+        pytest.skip("VSR_BIN not set")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(kind(render(*sets), "ConfigMap")[0]["data"]["config.yaml"])
+    r = subprocess.run([vsr, "config", "validate", str(cfg), "--gateway", mode], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
