@@ -104,3 +104,11 @@ def test_rendered_config_is_valid(sets, mode, tmp_path):
     cfg.write_text(kind(render(*sets), "ConfigMap")[0]["data"]["config.yaml"])
     r = subprocess.run([vsr, "config", "validate", str(cfg), "--gateway", mode], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_management_port_only_when_asked():
+    assert "management" not in {p["name"] for p in kind(render(), "Service")[0]["spec"]["ports"]}
+    docs = render("service.managementPort=8080")
+    assert {p["name"]: p["port"] for p in kind(docs, "Service")[0]["spec"]["ports"]}["management"] == 8080
+    _, c = vsr_container(docs)
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["management"] == 8080
