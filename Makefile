@@ -55,6 +55,7 @@ test: deps
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory helm-check
 
 bench: deps build
 	@scripts/setup-deps --bench
@@ -70,3 +71,17 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 FORCE:
+
+# The Helm chart: lint and render four value sets, validate the manifests
+# against the Kubernetes schemas (kubernetes-models), assert the rendered manifests
+# and check the rendered configurations with vsr itself.
+.PHONY: helm-check
+helm-check: build-asan/vsr
+	@HELM=$$(scripts/fetch-helm) && K8SM=$$(scripts/fetch-helm --validators) && \
+	for s in "" "--set gateway.mode=extproc --set extproc.networkPolicy.enabled=true" \
+	         "--set replicaCount=3" "--set autoscaling.enabled=true"; do \
+	  $$HELM lint deploy/helm/vsr $$s >/dev/null && \
+	  $$HELM template t deploy/helm/vsr $$s | $(PYTHON) -c 'import json, sys, yaml; [print(json.dumps(d)) for d in yaml.safe_load_all(sys.stdin) if d]' | \
+	    node tests/helm/validate.js $$K8SM || exit 1; \
+	done && \
+	HELM=$$HELM VSR_BIN=$(CURDIR)/build-asan/vsr /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/helm
