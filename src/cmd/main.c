@@ -46,22 +46,26 @@ static const char config_synopsis[] = "       vsr config validate FILE [--gatewa
                                       "       vsr config print FILE [--redact]\n";
 static const char serve_help[] =
     "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
+    "   general (every gateway mode):\n"
     "    --config FILE  the v0.3 configuration document (default " DEFAULT_CONFIG ")\n"
     "    --workers N    worker threads, each with its own event loop (default: cores)\n"
     "    --gateway MODE standalone (default): vsr serves the configuration's listeners; extproc: Envoy\n"
     "                   serves them and asks vsr at each phase over ext_proc (gRPC)\n"
-    "    --extproc-listen A:P  extproc mode: the ext_proc gRPC listener (default 127.0.0.1:50051)\n"
     "    --log-level L  debug, info, warn or error (default info)\n"
     "    --drain-timeout D  on SIGTERM/SIGINT, how long in-flight requests may take: seconds (30)\n"
     "                   or a duration (5s, 1500ms, 2m; default 30s)\n"
     "    --access-log P one JSON line per request to P (a file), - (standard output, default) or off\n"
-    "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
+    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
     "    --config-audit-log P  append one JSON line per configuration activation, rejection and\n"
     "                   rollback to P (default: none)\n"
-    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
+    "   management (the management API, every gateway mode; one of the two):\n"
     "    --management-token-file P  the management API's bearer token, read from file P\n"
     "    --management-token-env N   ... or from environment variable N (either overrides\n"
-    "                   global.services.management_api.token_file / token_env)\n";
+    "                   global.services.management_api.token_file / token_env)\n"
+    "   metrics (every gateway mode):\n"
+    "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
+    "   extproc (only with --gateway extproc):\n"
+    "    --extproc-listen A:P  the ext_proc gRPC listener (default 127.0.0.1:50051)\n";
 static const char runtime_synopsis[] =
     "       vsr runtime serve --socket PATH | --listen ADDR:PORT [--embedder hash] [--model PATH]\n"
     "                 [--remote-embeddings URL --remote-model NAME [--remote-api-key-env VAR]\n"
