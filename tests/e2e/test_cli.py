@@ -32,3 +32,16 @@ def test_extproc_flag_outside_its_group_is_a_usage_error():
     r = subprocess.run([VSR_BIN, "serve", "--extproc-listen", "127.0.0.1:1"], capture_output=True, text=True,
                        timeout=20)
     assert r.returncode == 64 and "vsr: --extproc-listen applies to --gateway extproc only" in r.stderr
+
+
+def test_extproc_flag_inside_its_group_passes_the_group_check(tmp_path):
+    # no configuration at the default path: parsing got past the group check to the next one
+    r = subprocess.run([VSR_BIN, "serve", "--gateway", "extproc", "--extproc-listen", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=20, cwd=tmp_path)
+    assert r.returncode == 64 and "applies to" not in r.stderr and "does not exist" in r.stderr, r.stderr
+
+
+def test_management_token_file_and_env_exclude_each_other(tmp_path):
+    r = subprocess.run([VSR_BIN, "serve", "--management-token-file", "t", "--management-token-env", "T"],
+                       capture_output=True, text=True, timeout=20, cwd=tmp_path)
+    assert r.returncode == 64 and 'unknown or incomplete option "--management-token-env"' in r.stderr, r.stderr
