@@ -46,22 +46,26 @@ static const char config_synopsis[] = "       vsr config validate FILE [--gatewa
                                       "       vsr config print FILE [--redact]\n";
 static const char serve_help[] =
     "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
+    "   general (every gateway mode):\n"
     "    --config FILE  the v0.3 configuration document (default " DEFAULT_CONFIG ")\n"
     "    --workers N    worker threads, each with its own event loop (default: cores)\n"
     "    --gateway MODE standalone (default): vsr serves the configuration's listeners; extproc: Envoy\n"
     "                   serves them and asks vsr at each phase over ext_proc (gRPC)\n"
-    "    --extproc-listen A:P  extproc mode: the ext_proc gRPC listener (default 127.0.0.1:50051)\n"
     "    --log-level L  debug, info, warn or error (default info)\n"
     "    --drain-timeout D  on SIGTERM/SIGINT, how long in-flight requests may take: seconds (30)\n"
     "                   or a duration (5s, 1500ms, 2m; default 30s)\n"
     "    --access-log P one JSON line per request to P (a file), - (standard output, default) or off\n"
-    "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
+    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
     "    --config-audit-log P  append one JSON line per configuration activation, rejection and\n"
     "                   rollback to P (default: none)\n"
-    "    --config-watch W  on (default): apply the configuration file whenever it changes; off\n"
+    "   management (the management API, every gateway mode; one of the two):\n"
     "    --management-token-file P  the management API's bearer token, read from file P\n"
     "    --management-token-env N   ... or from environment variable N (either overrides\n"
-    "                   global.services.management_api.token_file / token_env)\n";
+    "                   global.services.management_api.token_file / token_env)\n"
+    "   metrics (every gateway mode):\n"
+    "    --metrics-listen A:P  Prometheus /metrics on address:port (default 127.0.0.1:9190), or off\n"
+    "   extproc (only with --gateway extproc):\n"
+    "    --extproc-listen A:P  the ext_proc gRPC listener (default 127.0.0.1:50051)\n";
 static const char runtime_synopsis[] =
     "       vsr runtime serve --socket PATH | --listen ADDR:PORT [--embedder hash] [--model PATH]\n"
     "                 [--remote-embeddings URL --remote-model NAME [--remote-api-key-env VAR]\n"
@@ -701,21 +705,154 @@ static char *management_token(const char *file, const char *env, const vsr_confi
     return tok;
 }
 
+/* What `vsr serve` flags set; cmd_serve reads it once parsing is done. */
+typedef struct {
+    const char *path;
+    int path_given;
+    long workers;
+    uint64_t drain_ms;
+    const char *access_log, *audit_log;
+    int watch;
+    const char *token_file, *token_env;
+    char maddr[64]; /* --metrics-listen, default 127.0.0.1:9190 */
+    uint16_t mport;
+    char xaddr[64]; /* --extproc-listen, default 127.0.0.1:50051: the port has no authentication */
+    uint16_t xport;
+    int extproc;
+} serve_args_t;
+
+/* A handler takes the flag's value; on a bad one it prints the flag's
+ * message and returns EXIT_USAGE, else 0. */
+static int sf_config(serve_args_t *s, const char *v)
+{
+    s->path = v;
+    s->path_given = 1;
+    return 0;
+}
+static int sf_workers(serve_args_t *s, const char *v)
+{
+    char *end;
+    s->workers = strtol(v, &end, 10);
+    if (*end || s->workers < 1 || s->workers > 1024) {
+        fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+static int sf_audit_log(serve_args_t *s, const char *v)
+{
+    s->audit_log = v;
+    return 0;
+}
+static int sf_config_watch(serve_args_t *s, const char *v)
+{
+    if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+        fprintf(stderr, "vsr: --config-watch takes on or off\n");
+        return EXIT_USAGE;
+    }
+    s->watch = strcmp(v, "on") == 0;
+    return 0;
+}
+static int sf_token_file(serve_args_t *s, const char *v)
+{
+    s->token_file = v;
+    return 0;
+}
+static int sf_token_env(serve_args_t *s, const char *v)
+{
+    s->token_env = v;
+    return 0;
+}
+static int sf_access_log(serve_args_t *s, const char *v)
+{
+    s->access_log = v;
+    return 0;
+}
+static int sf_metrics_listen(serve_args_t *s, const char *v)
+{
+    if (strcmp(v, "off") == 0) {
+        s->mport = 0;
+        return 0;
+    }
+    const char *colon = strrchr(v, ':');
+    long p = colon ? strtol(colon + 1, NULL, 10) : 0;
+    if (colon == NULL || (size_t)(colon - v) >= sizeof(s->maddr) || p < 1 || p > 65535) {
+        fprintf(stderr, "vsr: --metrics-listen takes ADDRESS:PORT or off\n");
+        return EXIT_USAGE;
+    }
+    memcpy(s->maddr, v, (size_t)(colon - v));
+    s->maddr[colon - v] = '\0';
+    s->mport = (uint16_t)p;
+    return 0;
+}
+static int sf_drain_timeout(serve_args_t *s, const char *v)
+{
+    if (parse_drain(v, &s->drain_ms) != VSR_OK) {
+        fprintf(stderr, "vsr: --drain-timeout takes seconds or a duration (5s, 1500ms, 2m) up to 24h\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+static int sf_gateway(serve_args_t *s, const char *v)
+{
+    if (strcmp(v, "standalone") != 0 && strcmp(v, "extproc") != 0) {
+        fprintf(stderr, "vsr: --gateway takes standalone or extproc\n");
+        return EXIT_USAGE;
+    }
+    s->extproc = strcmp(v, "extproc") == 0;
+    return 0;
+}
+static int sf_extproc_listen(serve_args_t *s, const char *v)
+{
+    if (parse_host_port(v, s->xaddr, sizeof(s->xaddr), &s->xport) != VSR_OK) {
+        fprintf(stderr, "vsr: --extproc-listen takes ADDRESS:PORT\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+static int sf_log_level(serve_args_t *s, const char *v)
+{
+    (void)s;
+    int lvl = parse_level(v);
+    if (lvl < 0) {
+        fprintf(stderr, "vsr: --log-level takes debug, info, warn or error\n");
+        return EXIT_USAGE;
+    }
+    vsr_log_min_level = (vsr_log_level_t)lvl;
+    return 0;
+}
+
+/* Where a serve flag applies; serve_help prints the flags under these groups. */
+typedef enum { SG_GENERAL, SG_MANAGEMENT, SG_METRICS, SG_EXTPROC } serve_group_t;
+
+/* Every `vsr serve` flag takes one value. `excludes` names a flag that may not
+ * be given with this one. */
+static const struct {
+    const char *name;
+    serve_group_t group;
+    int (*set)(serve_args_t *, const char *);
+    const char *excludes;
+} serve_flags[] = {
+    {"--config", SG_GENERAL, sf_config, NULL},
+    {"--workers", SG_GENERAL, sf_workers, NULL},
+    {"--gateway", SG_GENERAL, sf_gateway, NULL},
+    {"--log-level", SG_GENERAL, sf_log_level, NULL},
+    {"--drain-timeout", SG_GENERAL, sf_drain_timeout, NULL},
+    {"--access-log", SG_GENERAL, sf_access_log, NULL},
+    {"--config-watch", SG_GENERAL, sf_config_watch, NULL},
+    {"--config-audit-log", SG_GENERAL, sf_audit_log, NULL},
+    {"--management-token-file", SG_MANAGEMENT, sf_token_file, "--management-token-env"},
+    {"--management-token-env", SG_MANAGEMENT, sf_token_env, "--management-token-file"},
+    {"--metrics-listen", SG_METRICS, sf_metrics_listen, NULL},
+    {"--extproc-listen", SG_EXTPROC, sf_extproc_listen, NULL},
+};
+#define N_SERVE_FLAGS (sizeof(serve_flags) / sizeof(serve_flags[0]))
+
 static int cmd_serve(int argc, char **argv)
 {
-    const char *path = DEFAULT_CONFIG;
-    int path_given = 0;
-    long workers = 0;
-    uint64_t drain_ms = 30000;
-    const char *access_log = "-";
-    const char *audit_log = NULL;
-    int watch = 1;
-    const char *token_file = NULL, *token_env = NULL;
-    char maddr[64] = "127.0.0.1"; /* --metrics-listen, default 127.0.0.1:9190 */
-    char xaddr[64] = "127.0.0.1"; /* --extproc-listen, default 127.0.0.1:50051: the port has no authentication */
-    uint16_t xport = 50051;
-    int extproc = 0, xlisten_given = 0;
-    uint16_t mport = 9190;
+    serve_args_t sa = {.path = DEFAULT_CONFIG, .drain_ms = 30000, .access_log = "-", .watch = 1,
+                       .maddr = "127.0.0.1", .mport = 9190, .xaddr = "127.0.0.1", .xport = 50051};
+    int given[N_SERVE_FLAGS] = {0};
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -724,89 +861,35 @@ static int cmd_serve(int argc, char **argv)
             printf("%s\n%s%s", serve_synopsis, serve_help, exit_help);
             return 0;
         }
-        if (strcmp(a, "--config") == 0 && v) {
-            path = v;
-            path_given = 1;
-            i++;
-        } else if (strcmp(a, "--workers") == 0 && v) {
-            char *end;
-            workers = strtol(v, &end, 10);
-            if (*end || workers < 1 || workers > 1024) {
-                fprintf(stderr, "vsr: --workers takes a number from 1 to 1024\n");
-                return EXIT_USAGE;
-            }
-            i++;
-        } else if (strcmp(a, "--config-audit-log") == 0 && v) {
-            audit_log = v;
-            i++;
-        } else if (strcmp(a, "--config-watch") == 0 && v) {
-            if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
-                fprintf(stderr, "vsr: --config-watch takes on or off\n");
-                return EXIT_USAGE;
-            }
-            watch = strcmp(v, "on") == 0;
-            i++;
-        } else if (strcmp(a, "--management-token-file") == 0 && v && token_env == NULL) {
-            token_file = v;
-            i++;
-        } else if (strcmp(a, "--management-token-env") == 0 && v && token_file == NULL) {
-            token_env = v;
-            i++;
-        } else if (strcmp(a, "--access-log") == 0 && v) {
-            access_log = v;
-            i++;
-        } else if (strcmp(a, "--metrics-listen") == 0 && v) {
-            if (strcmp(v, "off") == 0) {
-                mport = 0;
-            } else {
-                const char *colon = strrchr(v, ':');
-                long p = colon ? strtol(colon + 1, NULL, 10) : 0;
-                if (colon == NULL || (size_t)(colon - v) >= sizeof(maddr) || p < 1 || p > 65535) {
-                    fprintf(stderr, "vsr: --metrics-listen takes ADDRESS:PORT or off\n");
-                    return EXIT_USAGE;
-                }
-                memcpy(maddr, v, (size_t)(colon - v));
-                maddr[colon - v] = '\0';
-                mport = (uint16_t)p;
-            }
-            i++;
-        } else if (strcmp(a, "--drain-timeout") == 0 && v) {
-            if (parse_drain(v, &drain_ms) != VSR_OK) {
-                fprintf(stderr, "vsr: --drain-timeout takes seconds or a duration (5s, 1500ms, 2m) up to 24h\n");
-                return EXIT_USAGE;
-            }
-            i++;
-        } else if (strcmp(a, "--gateway") == 0 && v) {
-            if (strcmp(v, "standalone") != 0 && strcmp(v, "extproc") != 0) {
-                fprintf(stderr, "vsr: --gateway takes standalone or extproc\n");
-                return EXIT_USAGE;
-            }
-            extproc = strcmp(v, "extproc") == 0;
-            i++;
-        } else if (strcmp(a, "--extproc-listen") == 0 && v) {
-            if (parse_host_port(v, xaddr, sizeof(xaddr), &xport) != VSR_OK) {
-                fprintf(stderr, "vsr: --extproc-listen takes ADDRESS:PORT\n");
-                return EXIT_USAGE;
-            }
-            xlisten_given = 1;
-            i++;
-        } else if (strcmp(a, "--log-level") == 0 && v) {
-            int lvl = parse_level(v);
-            if (lvl < 0) {
-                fprintf(stderr, "vsr: --log-level takes debug, info, warn or error\n");
-                return EXIT_USAGE;
-            }
-            vsr_log_min_level = (vsr_log_level_t)lvl;
-            i++;
-        } else {
+        size_t f = 0;
+        while (f < N_SERVE_FLAGS && strcmp(a, serve_flags[f].name) != 0)
+            f++;
+        int clash = 0;
+        for (size_t g = 0; f < N_SERVE_FLAGS && serve_flags[f].excludes && g < N_SERVE_FLAGS; g++)
+            clash |= given[g] && strcmp(serve_flags[g].name, serve_flags[f].excludes) == 0;
+        if (f == N_SERVE_FLAGS || v == NULL || clash) {
             fprintf(stderr, "vsr: unknown or incomplete option \"%s\"\n%s", a, serve_synopsis);
             return EXIT_USAGE;
         }
+        if ((rc = serve_flags[f].set(&sa, v)) != 0)
+            return rc;
+        given[f] = 1;
+        i++;
     }
-    if (xlisten_given && !extproc) {
-        fprintf(stderr, "vsr: --extproc-listen applies to --gateway extproc only\n");
-        return EXIT_USAGE;
-    }
+    for (size_t f = 0; f < N_SERVE_FLAGS; f++)
+        if (given[f] && serve_flags[f].group == SG_EXTPROC && !sa.extproc) {
+            fprintf(stderr, "vsr: %s applies to --gateway extproc only\n", serve_flags[f].name);
+            return EXIT_USAGE;
+        }
+    const char *path = sa.path, *access_log = sa.access_log, *audit_log = sa.audit_log;
+    const char *token_file = sa.token_file, *token_env = sa.token_env;
+    int path_given = sa.path_given, watch = sa.watch, extproc = sa.extproc;
+    long workers = sa.workers;
+    uint64_t drain_ms = sa.drain_ms;
+    uint16_t mport = sa.mport, xport = sa.xport;
+    char maddr[64], xaddr[64];
+    memcpy(maddr, sa.maddr, sizeof(maddr));
+    memcpy(xaddr, sa.xaddr, sizeof(xaddr));
     if (!path_given && access(path, F_OK) != 0) {
         fprintf(stderr, "vsr: no configuration: the default %s does not exist here; name the document with "
                         "--config FILE\n", path);
