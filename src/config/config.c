@@ -705,7 +705,8 @@ static int decode_config_source(cfg_decoder_t *d, const cfg_field_t *f, const cf
     if (s == NULL)
         return -1;
     if (strcmp(s, "file") != 0) {
-        vsr__cfg_node_error(d, val, "config_source %s is not supported yet (vsr reads \"file\")",
+        vsr__cfg_node_error(d, val, "config_source %s is not supported yet (vsr reads \"file\"; on Kubernetes, mount the "
+                            "document from a ConfigMap: deploy/helm/vsr)",
                             vsr__cfg_quote(d->pool, s, val->len));
         return -1;
     }

@@ -38,12 +38,12 @@ def pb(tmp_path_factory):
     sys.path.remove(str(out))
 
 
-def start_extproc(vsr, fakellm, extra_models=(), global_extra="", listener_extra=""):
-    be = fakellm()
-    port, xport = free_port(), free_port()
-    cfg = config_yaml(port, [model_yaml("m", [be.endpoint], "up-m"), *extra_models], default="m",
-                      global_extra=global_extra, listener_extra=listener_extra)
-    v = vsr(cfg, port=port, wait_ready=False, extra_args=("--gateway", "extproc",
+def serve_extproc(vsr, doc, port):
+    """vsr --gateway extproc on doc, its gRPC listener on a free port
+    (v.xport), once /ready answers on its metrics listener.  Drains in 5 s,
+    so that a stream a failed test left open does not outlast the teardown."""
+    xport = free_port()
+    v = vsr(doc, port=port, wait_ready=False, extra_args=("--gateway", "extproc",
                                                           "--extproc-listen", f"127.0.0.1:{xport}",
                                                           "--drain-timeout", "5s"))
     ready_url = v.metrics_url.replace("/metrics", "/ready")
@@ -56,7 +56,15 @@ def start_extproc(vsr, fakellm, extra_models=(), global_extra="", listener_extra
             return False
     wait_until(ready, what="vsr /ready on the metrics listener")
     v.xport = xport
-    return v, be
+    return v
+
+
+def start_extproc(vsr, fakellm, extra_models=(), global_extra="", listener_extra=""):
+    be = fakellm()
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m", [be.endpoint], "up-m"), *extra_models], default="m",
+                      global_extra=global_extra, listener_extra=listener_extra)
+    return serve_extproc(vsr, cfg, port), be
 
 
 class Envoy:

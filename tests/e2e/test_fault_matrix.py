@@ -20,8 +20,8 @@ import httpx
 import pytest
 import yaml
 
-from conftest import VSR_BIN, free_port, wait_until
-from test_extproc import pb  # noqa: F401  (the fixture)
+from conftest import VSR_BIN, free_port
+from test_extproc import pb, serve_extproc  # noqa: F401  (pb: the fixture)
 from test_mode_parity import via_envoy
 
 RELIABILITY = ('{retry_count: 1, retry_on: "5xx,retriable-status-codes", retriable_status_codes: [429], '
@@ -143,20 +143,8 @@ def matrix(vsr, fakellm, pb, tmp_path):  # noqa: F811
                 v = vsr(doc, port=port)
                 sides[mode] = (v, None, (m_be, alt_be))
                 continue
-            xport = free_port()
-            v = vsr(doc, port=port, wait_ready=False,
-                    extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}",
-                                "--drain-timeout", "5s"))
-            ready = v.metrics_url.replace("/metrics", "/ready")
-
-            def up(v=v, ready=ready):
-                assert v.proc.p.poll() is None, v.proc.output()
-                try:
-                    return httpx.get(ready, timeout=1).status_code == 200
-                except httpx.TransportError:
-                    return False
-            wait_until(up, what="extproc vsr /ready")
-            envoy_side = (pb, xport, {"m": m_be, "alt": alt_be, "default": "m"})
+            v = serve_extproc(vsr, doc, port)
+            envoy_side = (pb, v.xport, {"m": m_be, "alt": alt_be, "default": "m"})
             sides[mode] = (v, (envoy_side, envoy_router(route_policies(doc, tmp_path))), (m_be, alt_be))
 
         def send(mode, faults, stream=False, content="hello"):

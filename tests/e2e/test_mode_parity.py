@@ -25,8 +25,8 @@ import tempfile
 import httpx
 import pytest
 
-from conftest import VSR_BIN, free_port, wait_until
-from test_extproc import Envoy, apply_headers, common, pb  # noqa: F401  (pb: the fixture)
+from conftest import VSR_BIN, free_port
+from test_extproc import Envoy, apply_headers, common, pb, serve_extproc  # noqa: F401  (pb: the fixture)
 from test_model_signals import ext_runtime  # noqa: F401  (the fixture)
 
 TEMPLATE = pathlib.Path(__file__).parent / "corpus" / "config.yaml.tmpl"
@@ -60,20 +60,9 @@ def modes(vsr, fakellm, pb):  # noqa: F811
     sa_be, xp_be = backends(), backends()
     sa_ports = (free_port(), free_port())
     sa = vsr(document(sa_ports, sa_be), port=sa_ports[0])
-    xp_ports, xport = (free_port(), free_port()), free_port()
+    xp_ports = (free_port(), free_port())
     xp_doc = document(xp_ports, xp_be)
-    xp = vsr(xp_doc, port=xp_ports[0], wait_ready=False,
-             extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}",
-                         "--drain-timeout", "5s"))   # a stream a failed test left open ends the drain early
-    ready = xp.metrics_url.replace("/metrics", "/ready")
-
-    def up():
-        assert xp.proc.p.poll() is None, xp.proc.output()
-        try:
-            return httpx.get(ready, timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-    wait_until(up, what="extproc vsr /ready")
+    xport = serve_extproc(vsr, xp_doc, xp_ports[0]).xport
     # Envoy's clusters: the route key to the backend (model names as the document has them)
     clusters = {"general-small": xp_be["small"], "general-large": xp_be["large"], "general-essay": xp_be["essay"],
                 "claude-compatible": xp_be["claude"], "default": "general-small"}
@@ -457,19 +446,9 @@ def semantic_modes(vsr, fakellm, pb, ext_runtime):  # noqa: F811
     xp_be = {n: fakellm(f"{n}") for n in SEMANTIC_MODELS}
     sa_ports = (free_port(), free_port())
     sa = vsr(document(sa_ports, sa_be), port=sa_ports[0])
-    xp_ports, xport = (free_port(), free_port()), free_port()
+    xp_ports = (free_port(), free_port())
     xp_doc = document(xp_ports, xp_be)
-    xp = vsr(xp_doc, port=xp_ports[0], wait_ready=False,
-             extra_args=("--gateway", "extproc", "--extproc-listen", f"127.0.0.1:{xport}", "--drain-timeout", "5s"))
-    ready = xp.metrics_url.replace("/metrics", "/ready")
-
-    def up():
-        assert xp.proc.p.poll() is None, xp.proc.output()
-        try:
-            return httpx.get(ready, timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-    wait_until(up, what="extproc vsr /ready")
+    xport = serve_extproc(vsr, xp_doc, xp_ports[0]).xport
     return sa, sa_be, (pb, xport, {**xp_be, "default": "small"}), xp_be, xp_doc
 
 

@@ -1706,7 +1706,8 @@ static void test_capability_errors(void **state)
         {"global: {services: {management_api: {auth: {mode: bearer, tokens: [t]}}}}\n",
          "t.yaml:10:38: global.services.management_api.auth is not supported yet (only mode: disabled)\n"},
         {"global: {router: {config_source: kubernetes}}\n",
-         "t.yaml:10:34: config_source \"kubernetes\" is not supported yet (vsr reads \"file\")\n"},
+         "t.yaml:10:34: config_source \"kubernetes\" is not supported yet (vsr reads \"file\"; on Kubernetes, "
+         "mount the document from a ConfigMap: deploy/helm/vsr)\n"},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char yaml[2048];
