@@ -9,6 +9,7 @@
 #                then the routing core alone and the reliability layer (overhead, failover).
 #                BENCH_ARGS=--quick for a one-minute smoke run (bench/run --help)
 #   make fuzz    fuzz every parser for FUZZ_SECONDS each (default 60)
+#   make image   the container image, build/vsr-image.tar (an OCI archive: podman load -i ...)
 
 MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -56,6 +57,7 @@ test: deps
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory e2e
 	@$(MAKE) --no-print-directory helm-check
+	@$(MAKE) --no-print-directory image-check
 
 bench: deps build
 	@scripts/setup-deps --bench
@@ -85,3 +87,13 @@ helm-check: build-asan/vsr
 	    node tests/helm/validate.js $$K8SM || exit 1; \
 	done && \
 	HELM=$$HELM VSR_BIN=$(CURDIR)/build-asan/vsr /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/helm
+
+# The container image (scripts/build-image) and its check: the OCI config, the
+# file list, and the image run by podman (tests/image).
+.PHONY: image image-check
+image: build
+	@scripts/setup-deps --image
+	@scripts/build-image build/vsr-image.tar
+
+image-check: image
+	@VSR_BIN=$(CURDIR)/build/vsr FAKELLM_BIN=$(CURDIR)/build/fakellm $(PYTHON) -m pytest -q -p no:cacheprovider -rs tests/image
