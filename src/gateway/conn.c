@@ -31,11 +31,11 @@ typedef struct admin_job_s admin_job_t;
 struct conn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
-    uv_timer_t flush_timer;        /* HTTP/2: frames out once the current callback is over */
-    uv_shutdown_t shutdown_req;
+    uv_timer_t *flush_timer;       /* HTTP/2's delayed flush (its sweep's next deadline): made on first use */
     worker_t *w;
     listener_t *l;
     conn_t *prev, *next;
+    conn_t *post_prev, *post_next; /* on the worker's list of flushes due once the current callback is over */
     vsr_http_parser_t *parser;     /* NULL between requests: taken again by the next bytes (conn_parser) */
     vsr_buf_t pending;
     request_t *req;
@@ -51,7 +51,7 @@ struct conn_s {
     unsigned counted : 1;          /* in the active-connections gauge */
     unsigned sniff : 1;            /* no request yet: the HTTP/2 preface (prior knowledge) is recognised */
     unsigned tls_open : 1;         /* the TLS handshake is done */
-    unsigned flush_armed : 1;
+    unsigned flush_armed : 1;      /* posted: on the worker's list (post_*) */
     unsigned peer_eof : 1;         /* the client half-closed after a complete request: answered, then closed */
     unsigned out_paused : 1;       /* over the output budget: no request is read or parsed until it drains */
     unsigned stalled : 1;          /* the timer runs for a client that does not read its replies */
@@ -187,6 +187,7 @@ static void linger_timeout_cb(uv_timer_t *t)
 static void shutdown_cb(uv_shutdown_t *req, int status)
 {
     conn_t *c = req->data;
+    vsr_free(req); /* a close cancels it (UV_ECANCELED) before the connection's close callbacks */
     if (status < 0 && !c->closing)
         conn_close(c);
 }
@@ -238,8 +239,10 @@ static void conn_linger(conn_t *c)
         return;
     c->lingering = 1;
     c->stalled = 0;
-    c->shutdown_req.data = c;
-    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_cb) < 0) {
+    uv_shutdown_t *req = vsr_malloc(sizeof(*req)); /* once per connection at most: not in conn_t */
+    req->data = c;
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, shutdown_cb) < 0) {
+        vsr_free(req);
         conn_close(c);
         return;
     }
@@ -842,7 +845,8 @@ static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h
     return out;
 }
 
-static void flush_timer_cb(uv_timer_t *t);
+static void conn_post(conn_t *c);
+static void conn_unpost(conn_t *c);
 
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
@@ -963,14 +967,11 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     vsr_http_write_end_head(&b);
     /* held: it goes out with body bytes or the end that arrive in the same
      * read (one write), or else from a zero timer once this callback is over
-     * (flush_timer_cb): the client has the head when the backend has sent it,
+     * (conn_post): the client has the head when the backend has sent it,
      * even when the body is slow to follow */
     req->held_head = b.data;
     req->held_len = b.len;
-    if (!c->flush_armed && !c->closing) {
-        c->flush_armed = 1;
-        uv_timer_start(&c->flush_timer, flush_timer_cb, 0, 0);
-    }
+    conn_post(c);
 }
 
 /* Takes the held response head into a write: the write frees it when done. */
@@ -979,10 +980,8 @@ static size_t take_held_head(request_t *req, wop_t *op, uv_buf_t *buf)
     if (req->held_head == NULL)
         return 0;
     conn_t *c = req->c;
-    if (c->flush_armed && !c->h2) {
-        c->flush_armed = 0;
-        uv_timer_stop(&c->flush_timer);
-    }
+    if (!c->h2)
+        conn_unpost(c);
     op->heap = req->held_head;
     *buf = uv_buf_init(req->held_head, (unsigned)req->held_len);
     req->held_head = NULL;
@@ -1008,10 +1007,7 @@ static void send_translated(request_t *req, const vsr_effect_t *eff)
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     if (req->held_head) {
-        if (c->flush_armed) {
-            c->flush_armed = 0;
-            uv_timer_stop(&c->flush_timer);
-        }
+        conn_unpost(c);
         vsr_buf_append(&b, req->held_head, req->held_len);
         vsr_free(req->held_head);
         req->held_head = NULL;
@@ -2430,6 +2426,7 @@ static void conn_close_cb(uv_handle_t *h)
         vsr_free(c->parser);
     }
     vsr_buf_free(&c->pending);
+    vsr_free(c->flush_timer);
     worker_t *w = c->w;
     vsr_free(c);
     if (w->conns == NULL)
@@ -2453,10 +2450,12 @@ static void conn_close(conn_t *c)
         c->w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    c->pending_closes = 3;
+    conn_unpost(c);
+    c->pending_closes = c->flush_timer ? 3 : 2;
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
-    uv_close((uv_handle_t *)&c->flush_timer, conn_close_cb);
+    if (c->flush_timer)
+        uv_close((uv_handle_t *)c->flush_timer, conn_close_cb);
 }
 
 static void reject_close_cb(uv_handle_t *h)
@@ -2574,10 +2573,8 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
     c->l = l;
     uv_tcp_init(&w->loop, &c->tcp);
     uv_timer_init(&w->loop, &c->timer);
-    uv_timer_init(&w->loop, &c->flush_timer);
     c->tcp.data = c;
     c->timer.data = c;
-    c->flush_timer.data = c;
     vsr_buf_init(&c->pending, PENDING_MAX + VSR_RBUF_SIZE);
     c->next = w->conns;
     if (w->conns)
@@ -2763,16 +2760,15 @@ void vsr__conn_send(conn_t *c, vsr_buf_t *b)
     conn_write_buf(c, b);
 }
 
-static void flush_timer_cb(uv_timer_t *t)
+/* What a connection flushes: HTTP/2's frames, or an HTTP/1.1 response head
+ * that no body bytes followed in the same read. */
+static void conn_flush(conn_t *c)
 {
-    conn_t *c = t->data;
-    c->flush_armed = 0;
     if (c->closing)
         return;
     if (c->h2) {
         vsr__h2_flush(c->h2);
     } else if (c->req && c->req->held_head) {
-        /* HTTP/1.1: a response head no body bytes followed in the same read */
         wop_t *op = wop_get(c);
         uv_buf_t ub;
         take_held_head(c->req, op, &ub);
@@ -2784,18 +2780,75 @@ static void flush_timer_cb(uv_timer_t *t)
     }
 }
 
+/* Flushes "once the current callback is over" are posted on the worker's
+ * list and run from one zero timer of the worker (nginx's posted events), so
+ * a connection carries two list links instead of a timer of its own.  The
+ * list being run is w->posting: a connection posted meanwhile waits for the
+ * next run, and one closed meanwhile leaves either list. */
+static void posted_cb(uv_timer_t *t)
+{
+    worker_t *w = t->data;
+    w->posting = w->posted;
+    w->posted = NULL;
+    while (w->posting) {
+        conn_t *c = w->posting;
+        conn_unpost(c);
+        conn_flush(c);
+    }
+}
+
+static void conn_post(conn_t *c)
+{
+    if (c->flush_armed || c->closing)
+        return;
+    worker_t *w = c->w;
+    c->flush_armed = 1;
+    c->post_prev = NULL;
+    c->post_next = w->posted;
+    if (w->posted)
+        w->posted->post_prev = c;
+    else
+        uv_timer_start(&w->posted_timer, posted_cb, 0, 0);
+    w->posted = c;
+}
+
+static void conn_unpost(conn_t *c)
+{
+    if (!c->flush_armed)
+        return;
+    worker_t *w = c->w;
+    c->flush_armed = 0;
+    if (c->post_prev)
+        c->post_prev->post_next = c->post_next;
+    else if (w->posting == c)
+        w->posting = c->post_next;
+    else
+        w->posted = c->post_next;
+    if (c->post_next)
+        c->post_next->post_prev = c->post_prev;
+    c->post_prev = c->post_next = NULL;
+}
+
+static void flush_timer_cb(uv_timer_t *t)
+{
+    conn_flush(t->data);
+}
+
 void vsr__conn_flush_soon(conn_t *c)
 {
-    if (!c->flush_armed && !c->closing) {
-        c->flush_armed = 1;
-        uv_timer_start(&c->flush_timer, flush_timer_cb, 0, 0);
-    }
+    conn_post(c);
 }
 
 void vsr__conn_flush_after(conn_t *c, uint64_t ms)
 {
-    if (!c->flush_armed && !c->closing)
-        uv_timer_start(&c->flush_timer, flush_timer_cb, ms, 0);
+    if (c->flush_armed || c->closing)
+        return;
+    if (c->flush_timer == NULL) {
+        c->flush_timer = vsr_malloc(sizeof(*c->flush_timer));
+        uv_timer_init(&c->w->loop, c->flush_timer);
+        c->flush_timer->data = c;
+    }
+    uv_timer_start(c->flush_timer, flush_timer_cb, ms, 0);
 }
 
 vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c)

@@ -65,6 +65,8 @@ struct worker_s {
     uv_timer_t drain_deadline;   /* the drain timeout: then whatever is left is closed */
     uv_timer_t drain_check;      /* a zero timer: "is anything still in flight?" */
     uv_timer_t trim_timer;       /* freed connection memory goes back to the system (conn.c) */
+    uv_timer_t posted_timer;     /* a zero timer: the posted connections' flushes (conn.c) */
+    conn_t *posted, *posting;    /* ... posted since its last run, and those of the run in progress */
     int reserve_fd;              /* a descriptor given up when accept fails for want of one (conn.c) */
     uint64_t accept_log_ms;      /* failed accepts are logged once per interval ... */
     unsigned accept_unlogged;    /* ... with the count since */

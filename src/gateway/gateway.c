@@ -102,6 +102,7 @@ static void teardown(worker_t *w)
     uv_close((uv_handle_t *)&w->drain_deadline, close_noop);
     uv_close((uv_handle_t *)&w->drain_check, close_noop);
     uv_close((uv_handle_t *)&w->trim_timer, close_noop);
+    uv_close((uv_handle_t *)&w->posted_timer, close_noop);
     pthread_mutex_lock(&w->async_mu);
     w->async_closed = 1;
     uv_close((uv_handle_t *)&w->stop_async, close_noop);
@@ -215,6 +216,8 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     uv_timer_init(&w->loop, &w->trim_timer);
     uv_unref((uv_handle_t *)&w->trim_timer);
     w->trim_timer.data = w;
+    uv_timer_init(&w->loop, &w->posted_timer);
+    w->posted_timer.data = w;
     pthread_mutex_init(&w->async_mu, NULL);
     vsr_buf_init(&w->start_err, 4096);
     w->reserve_fd = -1;
@@ -541,6 +544,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
             uv_close((uv_handle_t *)&w->drain_deadline, NULL);
             uv_close((uv_handle_t *)&w->drain_check, NULL);
             uv_close((uv_handle_t *)&w->trim_timer, NULL);
+            uv_close((uv_handle_t *)&w->posted_timer, NULL);
             uv_run(&w->loop, UV_RUN_DEFAULT);
             worker_free(w);
             break;
