@@ -185,6 +185,11 @@ static int open_map_at(mig_t *m, onode_t *map, size_t i)
 
 /* ---- diagnostics -------------------------------------------------------------- */
 
+/* Entries of the lists and mappings this file matches pairwise (models,
+ * endpoints, blocks merged key by key): the matching is quadratic, so a
+ * document past this is refused rather than ground through. */
+#define MIG_MAX_ENTRIES 4096
+
 #define ERR(m, node, ...) vsr__cfg_error(&(m)->dg, (node)->line, (node)->col, __VA_ARGS__)
 
 static const char *q(mig_t *m, const char *s)
@@ -206,6 +211,15 @@ static void unknown_key(mig_t *m, const cfg_node_t *key, const char *where)
     else
         ERR(m, key, "unknown pre-v0.3 key %s (see docs/cli.md, config migrate, for the keys it maps)",
             vsr__cfg_quote(&m->pool, key->str, key->len));
+}
+
+/* 0, or -1 reported when the collection v is too large to match pairwise. */
+static int too_many(mig_t *m, const cfg_node_t *v, const char *what)
+{
+    if (v->kind == CFG_NODE_SCALAR || v->n <= MIG_MAX_ENTRIES)
+        return 0;
+    vsr__cfg_error(&m->dg, v->line, v->col, "%s: more than %u entries", what, MIG_MAX_ENTRIES);
+    return -1;
 }
 
 static int is_null(const cfg_node_t *v)
@@ -256,8 +270,11 @@ static void merge_into(mig_t *m, onode_t *dst, onode_t *key, onode_t *val, const
     onode_t *have = dst->vals[i];
     if (src_is_map(have) && src_is_map(val) && open_map_at(m, dst, (size_t)i) == 0) {
         have = dst->vals[i];
-        if (val->kind == ON_SRC)
+        if (val->kind == ON_SRC) {
+            if (too_many(m, val->src, sub) != 0)
+                return;
             val = map_from_src(m, val->src);
+        }
         for (size_t j = 0; j < val->n; j++) {
             const cfg_node_t *where = val->keys[j]->kind == ON_SRC ? val->keys[j]->src : at;
             merge_into(m, have, val->keys[j], val->vals[j], sub, where);
@@ -465,8 +482,8 @@ static void add_profile(doc_t *d, onode_t *ref, const cfg_node_t *name_val)
         ERR(m, name_val, "provider_profile %s is not declared in provider_profiles", q(m, pname));
         return;
     }
-    if (expect(m, prof, CFG_NODE_MAP, "provider_profiles entry") != 0)
-        return;
+    if (prof->kind != CFG_NODE_MAP)
+        return; /* reported in check_profiles */
     static const char *const keys[] = {"base_url", "type", "auth_header", "auth_prefix",
                                        "extra_headers", "api_version", "chat_path"};
     for (size_t i = 0; i < prof->n; i++) {
@@ -586,7 +603,7 @@ static void read_endpoint(doc_t *d, const cfg_node_t *ep, endpoint_t *out)
 static void read_endpoints(doc_t *d, const cfg_node_t *v)
 {
     mig_t *m = d->m;
-    if (expect(m, v, CFG_NODE_SEQ, "vllm_endpoints") != 0)
+    if (expect(m, v, CFG_NODE_SEQ, "vllm_endpoints") != 0 || too_many(m, v, "vllm_endpoints") != 0)
         return;
     d->endpoints = vsr_pool_alloc(&m->pool, (v->n ? v->n : 1) * sizeof(*d->endpoints));
     d->n_endpoints = v->n;
@@ -617,7 +634,7 @@ static void model_backends(doc_t *d, onode_t *pm, const char *model, const cfg_n
                            const cfg_node_t *access_key)
 {
     mig_t *m = d->m;
-    if (expect(m, pref, CFG_NODE_SEQ, "preferred_endpoints") != 0)
+    if (expect(m, pref, CFG_NODE_SEQ, "preferred_endpoints") != 0 || too_many(m, pref, "preferred_endpoints") != 0)
         return;
     onode_t *refs = on_new(m, ON_SEQ, pref);
     for (size_t i = 0; i < pref->n; i++) {
@@ -736,7 +753,7 @@ static void read_model(doc_t *d, const cfg_node_t *key, const cfg_node_t *entry)
 
 static void read_model_config(doc_t *d, const cfg_node_t *v)
 {
-    if (expect(d->m, v, CFG_NODE_MAP, "model_config") != 0)
+    if (expect(d->m, v, CFG_NODE_MAP, "model_config") != 0 || too_many(d->m, v, "model_config") != 0)
         return;
     for (size_t i = 0; i < v->n; i++)
         read_model(d, v->items[2 * i], v->items[2 * i + 1]);
@@ -780,6 +797,10 @@ static void read_providers(doc_t *d, const cfg_node_t *v)
     mig_t *m = d->m;
     if (expect(m, v, CFG_NODE_MAP, "providers") != 0)
         return;
+    const cfg_node_t *pm = vsr__cfg_map_get(v, "models"), *pd = vsr__cfg_map_get(v, "defaults");
+    if ((pm != NULL && too_many(m, pm, "providers.models") != 0) ||
+        (pd != NULL && too_many(m, pd, "providers.defaults") != 0))
+        return;
     for (size_t i = 0; i < v->n; i++) {
         const cfg_node_t *k = v->items[2 * i], *val = v->items[2 * i + 1];
         if (k->kind != CFG_NODE_SCALAR) {
@@ -816,7 +837,7 @@ static void read_providers(doc_t *d, const cfg_node_t *v)
 static void read_routing(doc_t *d, const cfg_node_t *v)
 {
     mig_t *m = d->m;
-    if (is_null(v) || expect(m, v, CFG_NODE_MAP, "routing") != 0)
+    if (is_null(v) || expect(m, v, CFG_NODE_MAP, "routing") != 0 || too_many(m, v, "routing") != 0)
         return;
     const cfg_node_t *cards = vsr__cfg_map_get(v, "modelCards"), *old = vsr__cfg_map_get(v, "models");
     if (cards != NULL && old != NULL) {
@@ -828,7 +849,8 @@ static void read_routing(doc_t *d, const cfg_node_t *v)
     for (size_t i = 0; i < v->n; i++) {
         const cfg_node_t *k = v->items[2 * i], *val = v->items[2 * i + 1];
         if (val == cards) {
-            if (!is_null(cards) && expect(m, cards, CFG_NODE_SEQ, "routing.modelCards") == 0)
+            if (!is_null(cards) && expect(m, cards, CFG_NODE_SEQ, "routing.modelCards") == 0 &&
+                too_many(m, cards, "routing.modelCards") == 0)
                 d->cards = open_list(m, cards);
             continue;
         }
@@ -930,7 +952,7 @@ static void place_global(doc_t *d, const cfg_node_t *k, const cfg_node_t *v, con
     int shaped = !strcmp(key, "semantic_cache") || !strcmp(key, "prompt_guard") || !strcmp(key, "feedback_detector") ||
                  !strcmp(key, "classifier") || !strcmp(key, "hallucination_mitigation") || !strcmp(key, "bert_model") ||
                  !strcmp(key, "router");
-    if (shaped && expect(m, v, CFG_NODE_MAP, key) != 0)
+    if (shaped && (expect(m, v, CFG_NODE_MAP, key) != 0 || too_many(m, v, key) != 0))
         return;
     if (!strcmp(key, "semantic_cache")) {
         val = map_from_src(m, v);
@@ -984,11 +1006,19 @@ static void read_top(doc_t *d, const cfg_node_t *k, const cfg_node_t *v, onode_t
     if (!strcmp(key, "providers") || !strcmp(key, "routing"))
         return; /* read first, see migrate_root */
     if (!strcmp(key, "global")) {
-        if (is_null(v) || expect(m, v, CFG_NODE_MAP, "global") != 0)
+        if (is_null(v) || expect(m, v, CFG_NODE_MAP, "global") != 0 || too_many(m, v, "global") != 0)
             return;
-        for (size_t i = 0; i < v->n; i++)
-            merge_into(m, d->global, on_src(m, v->items[2 * i]), on_src(m, v->items[2 * i + 1]), "global",
-                       v->items[2 * i]);
+        for (size_t i = 0; i < v->n; i++) {
+            const cfg_node_t *gk = v->items[2 * i];
+            /* the reference's older global layout: not converted here */
+            if (gk->kind == CFG_NODE_SCALAR &&
+                (!strcmp(gk->str, "runtime") || !strcmp(gk->str, "models") || !strcmp(gk->str, "modules"))) {
+                ERR(m, gk, "global.%s (an older layout of global) is not converted by vsr config migrate: move its "
+                    "blocks to global.router, services, stores, integrations or model_catalog", gk->str);
+                continue;
+            }
+            merge_into(m, d->global, on_src(m, gk), on_src(m, v->items[2 * i + 1]), "global", gk);
+        }
         return;
     }
     if (!strcmp(key, "model_config"))
@@ -998,7 +1028,7 @@ static void read_top(doc_t *d, const cfg_node_t *k, const cfg_node_t *v, onode_t
     if (default_key(d, k, v))
         return;
     if (!strcmp(key, "signals")) {
-        if (is_null(v) || expect(m, v, CFG_NODE_MAP, "signals") != 0)
+        if (is_null(v) || expect(m, v, CFG_NODE_MAP, "signals") != 0 || too_many(m, v, "signals") != 0)
             return;
         onode_t *signals = map_path(m, d->routing, "signals", k);
         for (size_t i = 0; signals != NULL && i < v->n; i++)
@@ -1343,6 +1373,8 @@ static void migrate_root(mig_t *m, const cfg_node_t *root, onode_t *out)
     d.routing = on_new(m, ON_MAP, NULL);
     d.global = on_new(m, ON_MAP, NULL);
 
+    if (too_many(m, root, "the document") != 0)
+        return;
     for (size_t i = 0; i < root->n; i++)
         if (root->items[2 * i]->kind != CFG_NODE_SCALAR || root->items[2 * i]->type != CFG_STR) {
             ERR(m, root->items[2 * i], "top-level keys must be strings, got %s", vsr__cfg_node_what(root->items[2 * i]));

@@ -153,3 +153,53 @@ def test_help_lists_migrate():
     assert "vsr config migrate FILE [-o OUT]" in r.stdout and "config migrate" in r.stdout
     r = subprocess.run([VSR_BIN, "--help"], capture_output=True, text=True, timeout=20)
     assert "vsr config migrate FILE [-o OUT]" in r.stdout
+
+
+WORDS = ["yes", "no", "on", "off", "y", "N", "null", "Null", "~", "true", "False", "1e5", "0x1f", "0o17", ".inf",
+         "-.5", "012", "1_000", "12:30", "-", "---", "...", "? x", "- x", "a: b", "a #b", "#c", "@x", "`x", "%x",
+         "!x", "&x", "*x", "|", ">", "'", '"', "\\", "", " ", " x", "x ", "8B", "127.0.0.1:8000", "[::1]:80",
+         "<<", "=", "{}", "[]", "x,y"]
+CHARS = "aZ09 :#-?\"'\\\n\t\x01\x7f\x85\u2028\u00e9\U0001F600{}[],&*!|>%@`\ufeff"
+
+
+def random_value(rng, depth=0):
+    kind = rng.randrange(9 if depth < 4 else 6)
+    if kind == 0:
+        return rng.choice(WORDS)
+    if kind == 1:
+        return "".join(rng.choice(CHARS) for _ in range(rng.randrange(0, 12)))
+    if kind == 2:
+        return rng.choice([0, 1, -7, 2**63 - 1, -(2**63), 10**20, 8080])
+    if kind == 3:
+        return rng.choice([0.5, -1.25, 3.0, 1e-3, 123.456])
+    if kind == 4:
+        return rng.choice([True, False, None])
+    if kind == 5:
+        return rng.choice(WORDS) + rng.choice(CHARS)
+    if kind in (6, 7):
+        return {random_key(rng): random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))}
+    return [random_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+
+
+def random_key(rng):
+    return rng.choice(WORDS) if rng.randrange(2) else "".join(rng.choice(CHARS) for _ in range(rng.randrange(1, 6)))
+
+
+def test_values_and_types_round_trip(tmp_path):
+    """Carried values come out with the same value and type, read by PyYAML
+    (YAML 1.1) from the migrated document. The input is JSON, which both
+    YAML versions read alike."""
+    import json
+    import random
+    rng = random.Random(20261203)
+    path = tmp_path / "rt.yaml"
+    for case in range(150):
+        value = {random_key(rng): random_value(rng) for _ in range(rng.randrange(1, 5))}
+        text = json.dumps(value, ensure_ascii=False)
+        for raw in "\u2028\u2029\x85\ufeff\x7f":   # what a YAML reader takes for a break or refuses raw
+            text = text.replace(raw, "\\u%04x" % ord(raw))
+        path.write_text("model_selection: " + text + "\n")
+        r = migrate(path)
+        assert r.returncode == 0, (case, value, r.stderr)
+        got = yaml.safe_load(r.stdout)["global"]["router"]["model_selection"]
+        assert got == value and repr(got) == repr(value), (case, value, r.stdout)

@@ -480,6 +480,23 @@ static void test_references_and_conflicts(void **state)
                   "old.yaml:2:19: global.router.strategy is given twice (first at 1:11)\n");
 }
 
+static void test_older_global_layout_and_limits(void **state)
+{
+    (void)state;
+    expect_errors("global: {runtime: {router: {strategy: priority}}}\n",
+                  "old.yaml:1:10: global.runtime (an older layout of global) is not converted by vsr config migrate: "
+                  "move its blocks to global.router, services, stores, integrations or model_catalog\n");
+    /* pairwise matching is bounded: 4097 models are refused at the block */
+    vsr_buf_t doc;
+    vsr_buf_init(&doc, 0);
+    vsr_buf_append_cstr(&doc, "model_config:\n");
+    for (int i = 0; i <= 4096; i++)
+        vsr_buf_printf(&doc, "  m%d: {}\n", i);
+    vsr_buf_append(&doc, "", 1);
+    expect_errors(doc.data, "old.yaml:2:3: model_config: more than 4096 entries\n");
+    vsr_buf_free(&doc);
+}
+
 /* A partly migrated document: its providers, routing and global blocks are
  * kept and the legacy keys fill them. */
 static void test_mixed_document(void **state)
@@ -529,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_references_and_conflicts),
         cmocka_unit_test(test_mixed_document),
+        cmocka_unit_test(test_older_global_layout_and_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
