@@ -788,6 +788,112 @@ static int default_key(doc_t *d, const cfg_node_t *k, const cfg_node_t *v)
     return 1;
 }
 
+/* The older surface of a providers.models[] entry (the reference's
+ * LEGACY_PROVIDER_MODEL_SURFACE_KEYS and its `access` block):
+ * endpoints[] + access_key become backend_refs, the card fields go to the
+ * model's routing.modelCards entry, access.* to the model; other keys are
+ * v0.3 keys and stay. */
+static const char *const card_keys[] = {"param_size", "context_window_size", "description", "capabilities",
+                                        "loras",      "quality_score",       "modality",    "tags"};
+
+static int in_list(const cfg_node_t *k, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (k->kind == CFG_NODE_SCALAR && k->len == strlen(list[i]) && strcmp(k->str, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static onode_t *model_endpoints(doc_t *d, const cfg_node_t *eps, const cfg_node_t *access_key)
+{
+    mig_t *m = d->m;
+    static const char *const carried[] = {"name", "endpoint", "backend_id", "engine_kind", "protocol", "weight", "type"};
+    onode_t *refs = on_new(m, ON_SEQ, eps);
+    for (size_t i = 0; i < eps->n; i++) {
+        const cfg_node_t *ep = eps->items[i];
+        if (expect(m, ep, CFG_NODE_MAP, "providers.models[].endpoints[]") != 0)
+            continue;
+        const cfg_node_t *where = vsr__cfg_map_get(ep, "endpoint");
+        if (where == NULL || is_empty(where)) {
+            ERR(m, ep, "providers.models[].endpoints[]: an endpoint needs its endpoint (host:port)");
+            continue;
+        }
+        onode_t *ref = on_new(m, ON_MAP, ep);
+        if (vsr__cfg_map_get(ep, "name") == NULL) {
+            /* the names the v0.3 loader gives unnamed refs: primary, backend-2, ... */
+            char nm[32];
+            snprintf(nm, sizeof(nm), i == 0 ? "primary" : "backend-%zu", i + 1);
+            map_add(m, ref, on_str(m, "name"), on_str(m, nm));
+        }
+        for (size_t j = 0; j < ep->n; j++) {
+            const cfg_node_t *k = ep->items[2 * j], *v = ep->items[2 * j + 1];
+            if (!in_list(k, carried, VSR_ARRAY_LEN(carried)))
+                unknown_key(m, k, "providers.models[].endpoints[]");
+            else if (!is_empty(v))
+                map_add(m, ref, on_src(m, k), on_src(m, v));
+        }
+        if (access_key != NULL)
+            map_add(m, ref, on_str(m, "api_key"), on_src(m, access_key));
+        seq_add(m, refs, ref);
+    }
+    return refs;
+}
+
+static onode_t *read_provider_model(doc_t *d, const cfg_node_t *item)
+{
+    mig_t *m = d->m;
+    if (item->kind != CFG_NODE_MAP)
+        return on_src(m, item); /* the loader says what is wrong */
+    const cfg_node_t *name = vsr__cfg_map_get(item, "name"), *eps = vsr__cfg_map_get(item, "endpoints"),
+                     *key = vsr__cfg_map_get(item, "access_key"), *access = vsr__cfg_map_get(item, "access");
+    int legacy = eps != NULL || key != NULL || access != NULL;
+    for (size_t i = 0; i < item->n && !legacy; i++)
+        legacy = in_list(item->items[2 * i], card_keys, VSR_ARRAY_LEN(card_keys));
+    if (!legacy)
+        return map_from_src(m, item);
+    const char *nm = name ? expect_string(m, name, "providers.models[].name") : NULL;
+    if (nm == NULL) {
+        if (name == NULL)
+            ERR(m, item, "providers.models[]: a model needs a name");
+        return on_src(m, item);
+    }
+    if (key != NULL && (is_empty(key) || key->kind != CFG_NODE_SCALAR || key->type != CFG_STR)) {
+        if (!is_empty(key))
+            ERR(m, key, "providers.models[].access_key: expected a string, got %s", vsr__cfg_node_what(key));
+        key = NULL;
+    }
+    onode_t *pm = on_new(m, ON_MAP, item);
+    onode_t *card = named_entry(d, &d->cards, nm);
+    for (size_t i = 0; i < item->n; i++) {
+        const cfg_node_t *k = item->items[2 * i], *v = item->items[2 * i + 1];
+        if (v == eps || v == key || (k->kind == CFG_NODE_SCALAR && strcmp(k->str, "access_key") == 0))
+            continue;
+        if (v == access) {
+            if (is_null(v) || expect(m, v, CFG_NODE_MAP, "providers.models[].access") != 0)
+                continue;
+            static const char *const access_keys[] = {"provider_model_id", "pricing", "api_format",
+                                                      "external_model_ids", "backend_refs"};
+            for (size_t j = 0; j < v->n; j++) {
+                const cfg_node_t *ak = v->items[2 * j], *av = v->items[2 * j + 1];
+                if (!in_list(ak, access_keys, VSR_ARRAY_LEN(access_keys)))
+                    unknown_key(m, ak, "providers.models[].access");
+                else if (!is_empty(av))
+                    merge_into(m, pm, on_src(m, ak), on_src(m, av), "providers.models[]", ak);
+            }
+        } else if (in_list(k, card_keys, VSR_ARRAY_LEN(card_keys))) {
+            set_new(d, card, k->str, v, k, "routing.modelCards[]");
+        } else {
+            merge_into(m, pm, on_src(m, k), on_src(m, v), "providers.models[]", k);
+        }
+    }
+    if (eps != NULL && !is_null(eps) && expect(m, eps, CFG_NODE_SEQ, "providers.models[].endpoints") == 0 &&
+        too_many(m, eps, "providers.models[].endpoints") == 0 && eps->n > 0)
+        merge_into(m, pm, on_str(m, "backend_refs"), model_endpoints(d, eps, key), "providers.models[]", eps);
+    else if (key != NULL && (eps == NULL || is_empty(eps)))
+        ERR(m, key, "providers.models[].access_key without endpoints: there is no backend to send it to");
+    return pm;
+}
+
 /* A `providers` block in a partly migrated document: defaults and models are
  * kept, the three older default keys move into defaults, external_models to
  * the model catalog; the older backends/auth_profiles/model_targets layout
@@ -814,9 +920,8 @@ static void read_providers(doc_t *d, const cfg_node_t *v)
         } else if (strcmp(k->str, "models") == 0) {
             if (is_null(val) || expect(m, val, CFG_NODE_SEQ, "providers.models") != 0)
                 continue;
-            onode_t *list = open_list(m, val);
-            for (size_t j = 0; j < list->n; j++)
-                seq_add(m, d->models, list->vals[j]);
+            for (size_t j = 0; j < val->n; j++)
+                seq_add(m, d->models, read_provider_model(d, val->items[j]));
         } else if (default_key(d, k, val)) {
             continue;
         } else if (strcmp(k->str, "external_models") == 0) {

@@ -480,6 +480,57 @@ static void test_references_and_conflicts(void **state)
                   "old.yaml:2:19: global.router.strategy is given twice (first at 1:11)\n");
 }
 
+/* providers.models[] entries with the older surface (endpoints,
+ * access_key, access, card fields) are reshaped; v0.3 entries are kept. */
+static void test_older_provider_models(void **state)
+{
+    (void)state;
+    expect_doc("providers:\n"
+               "  models:\n"
+               "    - name: a\n"
+               "      param_size: 7B\n"
+               "      access_key: sk\n"
+               "      endpoints:\n"
+               "        - {endpoint: 'h:1', weight: 2}\n"
+               "        - {endpoint: 'h:2'}\n"
+               "      access: {provider_model_id: a-up}\n"
+               "      reliability: {retry_count: 1}\n"
+               "    - {name: b, backend_refs: [{endpoint: 'h:3'}]}\n",
+               "version: v0.3\n"
+               "providers:\n"
+               "  models:\n"
+               "    - name: a\n"
+               "      provider_model_id: a-up\n"
+               "      reliability:\n"
+               "        retry_count: 1\n"
+               "      backend_refs:\n"
+               "        - name: primary\n"
+               "          endpoint: \"h:1\"\n"
+               "          weight: 2\n"
+               "          api_key: sk\n"
+               "        - name: backend-2\n"
+               "          endpoint: \"h:2\"\n"
+               "          api_key: sk\n"
+               "    - name: b\n"
+               "      backend_refs:\n"
+               "        - endpoint: \"h:3\"\n"
+               "routing:\n"
+               "  modelCards:\n"
+               "    - name: a\n"
+               "      param_size: \"7B\"\n"
+               "    - name: b\n");
+    expect_errors("providers:\n"
+                  "  models:\n"
+                  "    - name: a\n"
+                  "      endpoints: [{endpoint: 'h:1', region: eu}, {weight: 1}]\n"
+                  "      access: {provider_model_id: x, tier: 1}\n"
+                  "      backend_refs: [{endpoint: 'h:2'}]\n",
+                  "old.yaml:5:38: unknown pre-v0.3 key \"tier\" in providers.models[].access" UNKNOWN
+                  "old.yaml:4:37: unknown pre-v0.3 key \"region\" in providers.models[].endpoints[]" UNKNOWN
+                  "old.yaml:4:50: providers.models[].endpoints[]: an endpoint needs its endpoint (host:port)\n"
+                  "old.yaml:4:18: providers.models[].backend_refs is given twice (first at 6:21)\n");
+}
+
 static void test_older_global_layout_and_limits(void **state)
 {
     (void)state;
@@ -546,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_references_and_conflicts),
         cmocka_unit_test(test_mixed_document),
+        cmocka_unit_test(test_older_provider_models),
         cmocka_unit_test(test_older_global_layout_and_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
