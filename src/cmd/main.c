@@ -5,6 +5,7 @@
  *   vsr serve [--config FILE] [--workers N] [--gateway standalone] [--log-level LEVEL]
  *   vsr config validate FILE
  *   vsr config print FILE [--redact]
+ *   vsr config migrate FILE [-o OUT]
  *   vsr runtime serve --socket PATH | --listen ADDR:PORT [...]   (docs/runtime.md)
  *   vsr version
  *
@@ -13,10 +14,12 @@
  * 3 another process already listens on one of the addresses, 64 a usage
  * error (EX_USAGE of sysexits.h).
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -43,7 +46,8 @@ static const char serve_synopsis[] =
     "                 [--config-audit-log PATH] [--config-watch on|off]\n"
     "                 [--management-token-file PATH | --management-token-env NAME]\n";
 static const char config_synopsis[] = "       vsr config validate FILE [--gateway standalone|extproc]\n"
-                                      "       vsr config print FILE [--redact]\n";
+                                      "       vsr config print FILE [--redact]\n"
+                                      "       vsr config migrate FILE [-o OUT]\n";
 static const char serve_help[] =
     "  serve            run the router: an OpenAI-compatible endpoint and reverse proxy\n"
     "   general (every gateway mode):\n"
@@ -79,7 +83,10 @@ static const char runtime_synopsis[] =
 static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not; --gateway extproc\n"
     "                   also checks what Envoy must carry in that mode\n"
-    "  config print     the effective document (defaults filled in); --redact hides secrets\n";
+    "  config print     the effective document (defaults filled in); --redact hides secrets\n"
+    "  config migrate   convert a pre-v0.3 document (vllm_endpoints, model_config, flat signal lists, ...)\n"
+    "                   to canonical v0.3 YAML on standard output, or atomically into OUT with -o; exit 2\n"
+    "                   on bad input, unknown pre-v0.3 keys, or a document that is already v0.3\n";
 static const char envoy_synopsis[] = "       vsr envoy render FILE [--extproc ADDR:PORT] [--admin-port N]\n";
 static const char envoy_help[] =
     "  envoy render     the Envoy bootstrap for FILE in extproc mode (standard output): its listeners, one route\n"
@@ -164,15 +171,99 @@ static int cmd_config_print(const char *path, int redact)
     return rc;
 }
 
+/* Writes len bytes to path through a temporary file in the same directory
+ * and a rename, so path holds the old document or the whole new one, never
+ * a part.  An existing file keeps its permissions; a new one is 0600 (the
+ * document may hold API keys).  VSR_OK, or "vsr: PATH: reason" on stderr. */
+static int write_atomically(const char *path, const char *data, size_t len)
+{
+    size_t plen = strlen(path);
+    char *tmp = vsr_malloc(plen + sizeof(".tmp.XXXXXX"));
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", sizeof(".tmp.XXXXXX"));
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "vsr: %s: cannot create a temporary file next to it: %s\n", path, strerror(errno));
+        vsr_free(tmp);
+        return VSR_ERR_IO;
+    }
+    struct stat st;
+    const char *why = NULL;
+    if (stat(path, &st) == 0 && fchmod(fd, st.st_mode & 07777) != 0)
+        why = strerror(errno);
+    for (size_t off = 0; why == NULL && off < len;) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            why = n < 0 ? strerror(errno) : "short write";
+        else
+            off += (size_t)n;
+    }
+    if (why == NULL && fsync(fd) != 0)
+        why = strerror(errno);
+    if (close(fd) != 0 && why == NULL)
+        why = strerror(errno);
+    if (why == NULL && rename(tmp, path) != 0)
+        why = strerror(errno);
+    if (why != NULL) {
+        fprintf(stderr, "vsr: %s: %s\n", path, why);
+        unlink(tmp);
+    }
+    vsr_free(tmp);
+    return why == NULL ? VSR_OK : VSR_ERR_IO;
+}
+
+/* vsr config migrate FILE [-o OUT]: a pre-v0.3 document as canonical v0.3. */
+static int cmd_config_migrate(int argc, char **argv)
+{
+    const char *file = NULL, *out_path = NULL;
+    for (int i = 2; i < argc; i++) {
+        if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) && i + 1 < argc && out_path == NULL &&
+            argv[i + 1][0] != '\0')
+            out_path = argv[++i];
+        else if (file == NULL && argv[i][0] != '-' && argv[i][0] != '\0')
+            file = argv[i];
+        else
+            file = NULL, i = argc; /* a usage error */
+    }
+    if (file == NULL) {
+        fprintf(stderr, "usage: vsr config migrate FILE [-o OUT]\n");
+        return EXIT_USAGE;
+    }
+    char *doc = NULL;
+    size_t len = 0;
+    vsr_buf_t out, err, warn;
+    vsr_buf_init(&out, 0);
+    vsr_buf_init(&err, 1 << 20);
+    vsr_buf_init(&warn, 1 << 20);
+    int rc = EXIT_CONFIG;
+    if (vsr_admin_read_file(file, &doc, &len, &err) == VSR_OK &&
+        vsr_config_migrate(file, doc, len, &out, &err, &warn) == VSR_OK) {
+        fwrite(warn.data ? warn.data : "", 1, warn.len, stderr);
+        if (out_path != NULL)
+            rc = write_atomically(out_path, out.data, out.len) == VSR_OK ? 0 : EXIT_RUNTIME;
+        else
+            rc = fwrite(out.data, 1, out.len, stdout) == out.len && fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
+    } else {
+        fprintf(stderr, "%s", err.len ? err.data : "vsr: cannot migrate the document\n");
+    }
+    vsr_free(doc);
+    vsr_buf_free(&out);
+    vsr_buf_free(&err);
+    vsr_buf_free(&warn);
+    return rc;
+}
+
 static int cmd_config(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (is_help(argv[i])) {
-            printf("usage: vsr config validate FILE [--gateway standalone|extproc]\n       vsr config print FILE "
-                   "[--redact]\n\n%s%s", config_help,
-                   exit_help);
+            printf("usage: %s\n%s%s", config_synopsis + 7, config_help, exit_help);
             return 0;
         }
+    if (argc >= 2 && strcmp(argv[1], "migrate") == 0)
+        return cmd_config_migrate(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "print") == 0) {
         int redact = 0;
         const char *file = NULL;

@@ -1241,6 +1241,17 @@ int vsr_config_restart_required(const vsr_config_t *running, const vsr_config_t 
  * VSR_ERR_INVALID. */
 int vsr_config_print(const char *name, const char *doc, size_t len, const vsr_config_t *c, int redact, vsr_buf_t *out);
 
+/* `vsr config migrate` (migrate.c): converts a pre-v0.3 document (data, len;
+ * `file` names it in messages) to the canonical v0.3 layout.  On success
+ * VSR_OK and the YAML document appended to out; notes on values whose
+ * meaning changed appended to warn (may be NULL) as "FILE:LINE:COL: note:
+ * ...".  On bad input (malformed YAML, wrong types, unknown pre-v0.3 keys,
+ * two sources for one v0.3 place, a document already at v0.3)
+ * VSR_ERR_INVALID, "FILE:LINE:COL: message" lines in err and nothing in
+ * out.  docs/cli.md lists what is mapped. */
+int vsr_config_migrate(const char *file, const char *data, size_t len, vsr_buf_t *out, vsr_buf_t *err,
+                       vsr_buf_t *warn);
+
 /* What stands for a secret in a redacted document (vsr_config_print). */
 #define VSR_CONFIG_REDACTED "<redacted>"
 
