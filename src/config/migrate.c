@@ -1293,6 +1293,19 @@ static void emit_string(emit_t *e, const char *s, size_t len)
     vsr_buf_append(e->b, "\"", 1);
 }
 
+/* The run of digits at s[i], or "0" when there is none; returns its end. */
+static size_t emit_digits(emit_t *e, const char *s, size_t len, size_t i)
+{
+    size_t start = i;
+    while (i < len && s[i] >= '0' && s[i] <= '9')
+        i++;
+    if (i == start)
+        vsr_buf_append(e->b, "0", 1);
+    else
+        vsr_buf_append(e->b, s + start, i - start);
+    return i;
+}
+
 /* A float in a form both YAML 1.1 and 1.2 read as a float:
  * [sign] digits "." digits ["e" sign digits], or the .inf/.nan words. */
 static void emit_float(emit_t *e, const char *s, size_t len)
@@ -1304,23 +1317,11 @@ static void emit_float(emit_t *e, const char *s, size_t len)
     size_t i = 0;
     if (i < len && (s[i] == '-' || s[i] == '+'))
         vsr_buf_append(e->b, s + i++, 1);
-    size_t start = i;
-    while (i < len && s[i] >= '0' && s[i] <= '9')
-        i++;
-    if (i == start)
-        vsr_buf_append(e->b, "0", 1);
-    else
-        vsr_buf_append(e->b, s + start, i - start);
+    i = emit_digits(e, s, len, i);
     vsr_buf_append(e->b, ".", 1);
     if (i < len && s[i] == '.')
         i++;
-    start = i;
-    while (i < len && s[i] >= '0' && s[i] <= '9')
-        i++;
-    if (i == start)
-        vsr_buf_append(e->b, "0", 1);
-    else
-        vsr_buf_append(e->b, s + start, i - start);
+    i = emit_digits(e, s, len, i);
     if (i < len && (s[i] == 'e' || s[i] == 'E')) {
         i++;
         vsr_buf_append(e->b, "e", 1);
