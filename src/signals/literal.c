@@ -189,15 +189,21 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
     for (uint32_t s = 1; s < ns; s++)
         ac->hit[s] = ac->out_first[s] != VSR__NO_PAT || ac->dict[s] != 0;
     /* the pairs of bytes that can begin a match: a first byte's depth-1
-     * state and a child of it in the trie (not a fail transition) */
+     * state and a child of it in the trie (not a fail transition); and the
+     * bytes that can come second in one */
+    uint8_t second[256] = {0};
+    int n_second = 0;
     for (int a = 0; a < 256; a++) {
         uint32_t u = ac->cls[a] ? ac->trans[ac->cls[a]] : 0;
         if (u == 0)
             continue;
         for (int b = 0; b < 256; b++) {
             uint32_t v = ac->cls[b] ? ac->trans[(size_t)u * nc + ac->cls[b]] : 0;
-            if (ac->hit[u] || (v && parent[v] == u))
+            if (ac->hit[u] || (v && parent[v] == u)) {
                 ac->pair[a * 32 + (b >> 3)] |= (uint8_t)(1u << (b & 7));
+                n_second += !second[b];
+                second[b] = 1;
+            }
         }
     }
     VSR_BUG_ON((uint64_t)ns * nc >= HIT_FLAG);
@@ -207,15 +213,8 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
     }
     for (int b = 0; b < 256; b++)
         ac->start[b] = ac->trans[ac->cls[b]] != 0;
-    uint8_t second[256] = {0};
-    int any_second = 0;
-    for (int a = 0; a < 256; a++)
-        for (int b = 0; b < 256; b++)
-            second[b] |= (ac->pair[a * 32 + (b >> 3)] >> (b & 7)) & 1u;
-    for (int b = 0; b < 256; b++)
-        any_second += second[b];
     nibs_build(&ac->first, ac->start);
-    if (any_second < 256)
+    if (n_second < 256)
         nibs_build(&ac->second, second);
 #ifdef HAVE_SSSE3_SKIP
     ac->simd = ac->first.ok && __builtin_cpu_supports("ssse3");
@@ -267,6 +266,31 @@ static int boundary_ok(const vsr__pat_t *p, const char *buf, size_t len, size_t 
     }
 }
 
+/* From i at the root: the next position the automaton must take, or len.
+ * A byte i whose pair (i, i+1) begins no pattern can go by: the state after
+ * i+1 is then the one the root reaches on i+1 alone, and i alone is no
+ * pattern. */
+static inline size_t root_skip(const vsr__ac_t *ac, const unsigned char *s, size_t i, size_t len)
+{
+    const uint8_t *lead = ac->start;
+#ifdef HAVE_SSSE3_SKIP
+    if (ac->simd) { /* 16 positions at a time, then the bytes that remain */
+        i = skip16(ac, s, i, len);
+        if (i + 17 <= len)
+            return i;
+    }
+#endif
+    for (;;) {
+        while (i + 4 <= len && !(lead[s[i]] | lead[s[i + 1]] | lead[s[i + 2]] | lead[s[i + 3]]))
+            i += 4;
+        while (i < len && !lead[s[i]])
+            i++;
+        if (i + 1 >= len || PAIR(ac->pair, s, i))
+            return i;
+        i++;
+    }
+}
+
 void vsr__ac_scan(const vsr__ac_t *ac, const vsr__pat_t *pats, const char *buf, size_t len, uint64_t *bits,
                   uint32_t *counts, uint32_t *last_end)
 {
@@ -276,38 +300,14 @@ void vsr__ac_scan(const vsr__ac_t *ac, const vsr__pat_t *pats, const char *buf, 
     const uint32_t *trans = ac->trans;
     const uint16_t *cls = ac->cls;
     const unsigned char *s = (const unsigned char *)buf;
-    const uint8_t *lead = ac->start;
-    const uint8_t *pair = ac->pair;
     uint32_t row = 0;
     size_t i = 0;
     while (i < len) {
         if (row == 0) {
-            /* At the root, a byte i whose pair (i, i+1) begins no pattern
-             * can go by: the state after i+1 is then the one the root
-             * reaches on i+1 alone, and i alone is no pattern. */
-#ifdef HAVE_SSSE3_SKIP
-            /* 16 positions at a time, then the bytes that remain */
-            if (ac->simd) {
-                i = skip16(ac, s, i, len);
-                if (i + 17 <= len)
-                    goto step;
-            }
-#endif
-            for (;;) {
-                while (i + 4 <= len && !(lead[s[i]] | lead[s[i + 1]] | lead[s[i + 2]] | lead[s[i + 3]]))
-                    i += 4;
-                while (i < len && !lead[s[i]])
-                    i++;
-                if (i + 1 >= len || PAIR(pair, s, i))
-                    break;
-                i++;
-            }
+            i = root_skip(ac, s, i, len);
             if (i == len)
                 break;
         }
-#ifdef HAVE_SSSE3_SKIP
-    step:;
-#endif
         uint32_t t = trans[row + cls[s[i++]]];
         row = t & ~HIT_FLAG;
         if (VSR_LIKELY(!(t & HIT_FLAG)))
