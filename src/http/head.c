@@ -15,13 +15,20 @@ int vsr_http_head_get(const vsr_http_head_t *h, const char *name, vsr_slice_t *v
 
 int vsr_http_is_hop_by_hop(const vsr_http_head_t *h, vsr_slice_t name)
 {
-#define F(s) {s, sizeof(s) - 1}
-    static const vsr_slice_t fixed[] = {F("connection"), F("keep-alive"), F("proxy-connection"), F("te"),
-                                        F("trailer"),    F("transfer-encoding"), F("upgrade")};
-#undef F
-    for (size_t i = 0; i < VSR_ARRAY_LEN(fixed); i++)
-        if (vsr_slice_case_eq(name, fixed[i])) /* lengths first: no strlen */
-            return 1;
+    /* called for every field of every relayed head: the fixed names by
+     * length first, one comparison at most */
+    const char *fixed = NULL;
+    switch (name.len) {
+    case 2: fixed = "te"; break;
+    case 7: fixed = (name.p[0] | 0x20) == 't' ? "trailer" : "upgrade"; break;
+    case 10: fixed = (name.p[0] | 0x20) == 'c' ? "connection" : "keep-alive"; break;
+    case 16: fixed = "proxy-connection"; break;
+    case 17: fixed = "transfer-encoding"; break;
+    }
+    if (fixed && vsr_slice_case_eq(name, vsr_slice(fixed, name.len)))
+        return 1;
+    if (h != NULL && h->conn_plain)
+        return 0; /* the parser saw no Connection token naming another field */
     if (h == NULL || name.len == 0)
         return 0;
     /* Connection options name further fields that must not be forwarded */

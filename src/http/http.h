@@ -44,6 +44,8 @@ typedef struct {
     unsigned upgrade : 1;     /* Connection: upgrade with an Upgrade field */
     unsigned has_body : 1;    /* a body follows: CL > 0, chunked, or read-until-close */
     unsigned until_close : 1; /* responses: body delimited by connection close */
+    unsigned conn_plain : 1;  /* set by the parser when no Connection token names a field beyond the
+                               * fixed hop-by-hop ones (see vsr_http_is_hop_by_hop); 0 = look */
 } vsr_http_head_t;
 
 /* Callbacks return VSR_OK to go on, VSR_PAUSED to make execute() return

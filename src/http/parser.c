@@ -294,6 +294,7 @@ typedef struct {
     int conn_close;
     int conn_keep_alive;
     int conn_upgrade;
+    int conn_other;      /* a Connection token other than keep-alive and upgrade */
     int upgrade_field;
     int expect_continue;
 } fields_t;
@@ -304,11 +305,13 @@ static void scan_connection(vsr_slice_t v, fields_t *f)
         vsr_slice_t rest;
         vsr_slice_t tok = vsr_slice_trim(vsr_slice_split(v, ',', &rest));
         if (EQ_LIT(tok, "close"))
-            f->conn_close = 1;
+            f->conn_close = f->conn_other = 1; /* a field named close is hop-by-hop too */
         else if (EQ_LIT(tok, "keep-alive"))
             f->conn_keep_alive = 1;
         else if (EQ_LIT(tok, "upgrade"))
             f->conn_upgrade = 1;
+        else if (tok.len)
+            f->conn_other = 1;
         v = rest;
     }
 }
@@ -365,9 +368,9 @@ static int parse_field(vsr_http_parser_t *p, const char *s, size_t n, fields_t *
         return fail(p, 400, "empty field name");
     vsr_slice_t name = vsr_slice(s, i);
     i++;
-    for (size_t j = i; j < n; j++)
-        if (!vsr__http_is((unsigned char)s[j], VSR__HTTP_VCHAR))
-            return fail(p, 400, s[j] == '\r' ? "bare CR in head" : "invalid character in field value");
+    size_t j = i + vsr__http_vchar_span(s + i, n - i);
+    if (j < n)
+        return fail(p, 400, s[j] == '\r' ? "bare CR in head" : "invalid character in field value");
     vsr_slice_t value = vsr_slice_trim(vsr_slice(s + i, n - i));
     if (h->num_headers >= p->limits.max_headers)
         return fail(p, 431, "too many header fields");
@@ -403,6 +406,7 @@ static int apply_fields(vsr_http_parser_t *p, const fields_t *f)
         h->content_length = (int64_t)f->cl;
     h->keep_alive = !f->conn_close && (h->version_minor == 1 || f->conn_keep_alive);
     h->upgrade = f->conn_upgrade && f->upgrade_field;
+    h->conn_plain = !f->conn_other;
     h->expect_continue = req && f->expect_continue && h->version_minor == 1;
 
     int bodiless = !req && (h->status < 200 || h->status == 204 || h->status == 304 || p->_req_is_head);

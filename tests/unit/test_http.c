@@ -1100,6 +1100,54 @@ static void test_response_reject(void **state)
     check_reject(&o, "HTTP/1.1 200 OK\r\nX-Long: 01234567890123456789\r\n\r\n", 502);
 }
 
+/* Field values are checked sixteen bytes at a time by the parser and the
+ * writer: a bad byte is found at every offset of a long value, on both
+ * sides of each 16-byte step, and every good byte class passes there. */
+static void test_value_bytes_every_offset(void **state)
+{
+    (void)state;
+    static const unsigned char bad[] = {0x00, 0x01, 0x08, 0x0a, 0x0d, 0x1f, 0x7f};
+    static const unsigned char good[] = {0x09, 0x20, 0x21, 0x7e, 0x80, 0xa0, 0xff};
+    char v[48];
+    for (size_t len = 1; len <= sizeof(v); len++)
+        for (size_t at = 0; at < len; at++) {
+            for (int g = 0; g < 2; g++) {
+                const unsigned char *set = g ? good : bad;
+                size_t n = g ? sizeof(good) : sizeof(bad);
+                for (size_t k = 0; k < n; k++) {
+                    memset(v, 'a', len);
+                    v[at] = (char)set[k];
+                    if (g && (at == 0 || at == len - 1) && (set[k] == 0x09 || set[k] == 0x20))
+                        continue; /* edge whitespace is trimmed by the parser: checked below */
+                    vsr_buf_t b;
+                    vsr_buf_init(&b, 0);
+                    int rc = vsr_http_write_header(&b, VSR_SLICE_LIT("X"), vsr_slice(v, len));
+                    assert_int_equal(rc, g ? VSR_OK : VSR_ERR_INVALID);
+                    assert_int_equal(b.len, g ? len + 5 : 0);
+                    vsr_buf_free(&b);
+
+                    char msg[128];
+                    int m = snprintf(msg, sizeof(msg), "GET / HTTP/1.1\r\nHost: a\r\nX: ");
+                    memcpy(msg + m, v, len);
+                    memcpy(msg + m + len, "\r\n\r\n", 4);
+                    size_t total = (size_t)m + len + 4;
+                    vsr_http_parser_t p;
+                    vsr_http_parser_init(&p, VSR_HTTP_REQUEST, NULL, NULL, NULL);
+                    ptrdiff_t r = vsr_http_parser_execute(&p, msg, total);
+                    if (g) {
+                        assert_int_equal(r, (ptrdiff_t)total);
+                        assert_int_equal(p.head.headers[1].value.len, len);
+                        assert_memory_equal(p.head.headers[1].value.p, v, len);
+                    } else {
+                        assert_true(r < 0);
+                        assert_int_equal(p.error_status, 400);
+                    }
+                    vsr_http_parser_free(&p);
+                }
+            }
+        }
+}
+
 /* ---- head helpers ------------------------------------------------------- */
 
 static void test_hop_by_hop_and_get(void **state)
@@ -1118,6 +1166,29 @@ static void test_hop_by_hop_and_get(void **state)
     static const char *e2e[] = {"Host", "X-Baz", "Content-Length", "Trailers", "X-Fo", "X-Foo2", "", "tE2"};
     for (size_t i = 0; i < VSR_ARRAY_LEN(e2e); i++)
         assert_false(vsr_http_is_hop_by_hop(h, vsr_slice_cstr(e2e[i])));
+    vsr_http_parser_free(&p);
+
+    /* a Connection field naming only fixed ones leaves every other field
+     * end to end; close is an option that names a field too */
+    static const struct { const char *conn; int close_hop; } plain[] = {
+        {"keep-alive", 0}, {"Upgrade, keep-alive", 0}, {"close", 1}, {"keep-alive, ,", 0}};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(plain); i++) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "GET / HTTP/1.1\r\nHost: a\r\nConnection: %s\r\nClose: 1\r\n\r\n",
+                 plain[i].conn);
+        vsr_http_parser_init(&p, VSR_HTTP_REQUEST, NULL, NULL, NULL);
+        assert_int_equal(vsr_http_parser_execute(&p, msg, strlen(msg)), strlen(msg));
+        assert_int_equal(p.head.conn_plain, !plain[i].close_hop);
+        assert_int_equal(vsr_http_is_hop_by_hop(&p.head, VSR_SLICE_LIT("close")), plain[i].close_hop);
+        assert_false(vsr_http_is_hop_by_hop(&p.head, VSR_SLICE_LIT("X-Foo")));
+        assert_true(vsr_http_is_hop_by_hop(&p.head, VSR_SLICE_LIT("Keep-Alive")));
+        vsr_http_parser_free(&p);
+    }
+    vsr_http_parser_init(&p, VSR_HTTP_REQUEST, NULL, NULL, NULL);
+    assert_int_equal(vsr_http_parser_execute(&p, m, strlen(m)), strlen(m));
+    h = &p.head;
+    assert_false(h->conn_plain);
+
     /* without a head only the fixed list counts */
     assert_true(vsr_http_is_hop_by_hop(NULL, VSR_SLICE_LIT("Upgrade")));
     assert_false(vsr_http_is_hop_by_hop(NULL, VSR_SLICE_LIT("X-Foo")));
@@ -1306,6 +1377,7 @@ int main(void)
         cmocka_unit_test(test_response_interim),
         cmocka_unit_test(test_response_truncated),
         cmocka_unit_test(test_response_reject),
+        cmocka_unit_test(test_value_bytes_every_offset),
         cmocka_unit_test(test_hop_by_hop_and_get),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_writers),
