@@ -75,7 +75,7 @@ struct vsr_session_s {
     vsr_body_mode_t body_mode;
     int resp_status;
     int to_chat;              /* the upstream answers in Messages: to chat */
-    vsr_anthropic_stream_t sx;
+    vsr_anthropic_stream_t *sx;     /* (pool) made the first time an answer is translated */
     int sx_open;
     int acc_over;             /* BUFFER: the body passed XLATE_MAX_BODY */
     vsr_buf_t acc, out;
@@ -89,7 +89,7 @@ struct vsr_session_s {
     void *rc_handle;
     char rc_key[VSR_CONFIG_HASH_LEN];
     vsr_cache_query_t rc_q;
-    float rc_vec[VSR_CACHE_DIM];
+    float *rc_vec;                  /* the request's embedding (pool), once it has one */
     uint64_t rc_max_age_ms;         /* x-vsr-cache-control max-age: an older entry is a miss */
     int rc_status;                  /* the lookup's answer */
     vsr_slice_t rc_value;           /* ... a hit's stored value (pool) */
@@ -105,7 +105,7 @@ struct vsr_session_s {
     vsr_slice_t resp_key;           /* "resp:<id>" (pool) */
     vsr_buf_t r_items, r_conv, r_echo, r_prior;
     uint64_t r_created;
-    vsr_responses_stream_t rs;
+    vsr_responses_stream_t *rs;     /* (pool) likewise */
     int rs_open;
     const char *r_body;             /* the client's body, while the previous response is fetched */
     size_t r_len;
@@ -463,7 +463,7 @@ void vsr_session_finish(vsr_session_t *s)
         vsr_json_free(&s->json);
     vsr_json_edits_free(&s->edits);
     if (s->sx_open)
-        vsr_anthropic_stream_free(&s->sx);
+        vsr_anthropic_stream_free(s->sx);
     vsr_buf_free(&s->in_body);
     vsr_buf_free(&s->up_body);
     vsr_buf_free(&s->scratch);
@@ -471,7 +471,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->out);
     vsr_buf_free(&s->rc_acc);
     if (s->rs_open)
-        vsr_responses_stream_free(&s->rs);
+        vsr_responses_stream_free(s->rs);
     vsr_buf_free(&s->r_items);
     vsr_buf_free(&s->r_conv);
     vsr_buf_free(&s->r_echo);
@@ -1525,13 +1525,20 @@ static void rc_resume(vsr_session_t *s, const vsr_effect_t *eff)
     s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
 }
 
+static float *rc_vec(vsr_session_t *s)
+{
+    if (s->rc_vec == NULL)
+        s->rc_vec = vsr_pool_alloc(&s->pool, VSR_CACHE_DIM * sizeof(float));
+    return s->rc_vec;
+}
+
 static void rc_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
 {
     vsr_session_t *s = ud;
     int ok = 0;
     for (size_t i = 0; status == VSR_OK && i < n && !ok; i++)
         ok = results[i].id && strcmp(results[i].id, "rc") == 0 && results[i].status == VSR_OK &&
-             vsr__rc_read_embedding(results[i].result, s->rc_vec, VSR_CACHE_DIM) == VSR_OK;
+             vsr__rc_read_embedding(results[i].result, rc_vec(s), VSR_CACHE_DIM) == VSR_OK;
     if (ok)
         s->rc_q.embedding = s->rc_vec;
     else /* no embedding: no semantic lookup, and nothing stored that a lookup could not find */
@@ -2207,7 +2214,7 @@ static const vsr_effect_t *rg_then(vsr_session_t *s)
     if (s->body_mode == VSR_BODY_STREAM) {
         if (blocked)
             vsr__rg_blocked_event(g, VSR_SLICE_LIT(RG_BLOCKED_MSG), vsr_slice_cstr(s->resp_id),
-                                  s->rs_open && s->rs.seq ? s->rs.seq - 1 : 0, &s->out);
+                                  s->rs_open && s->rs->seq ? s->rs->seq - 1 : 0, &s->out);
         else
             vsr__rg_release(g, &s->out);
         return body_out(s);
@@ -2253,11 +2260,11 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
     vsr_buf_reset(&s->acc); /* a fallback's answer starts afresh */
     s->acc_over = 0;
     if (s->sx_open) {
-        vsr_anthropic_stream_free(&s->sx);
+        vsr_anthropic_stream_free(s->sx);
         s->sx_open = 0;
     }
     if (s->rs_open) {
-        vsr_responses_stream_free(&s->rs);
+        vsr_responses_stream_free(s->rs);
         s->rs_open = 0;
     }
     if (s->responses_in) {
@@ -2268,7 +2275,9 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
         if (sse) {
             vsr_responses_meta_t meta = responses_meta(s);
-            vsr_responses_stream_init(&s->rs, &meta, NULL);
+            if (s->rs == NULL)
+                s->rs = vsr_pool_alloc(&s->pool, sizeof(*s->rs));
+            vsr_responses_stream_init(s->rs, &meta, NULL);
             s->rs_open = 1;
         }
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"), VSR_SLICE_LIT("openai-responses"));
@@ -2280,7 +2289,9 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         s->to_chat = up_messages;
         s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
         if (sse) {
-            vsr_anthropic_stream_init(&s->sx, up_messages ? VSR_ANTHROPIC_TO_CHAT : VSR_ANTHROPIC_TO_MESSAGES, NULL,
+            if (s->sx == NULL)
+                s->sx = vsr_pool_alloc(&s->pool, sizeof(*s->sx));
+            vsr_anthropic_stream_init(s->sx, up_messages ? VSR_ANTHROPIC_TO_CHAT : VSR_ANTHROPIC_TO_MESSAGES, NULL,
                                       (uint64_t)time(NULL), s->include_usage);
             s->sx_open = 1;
         }
@@ -2448,11 +2459,11 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
         vsr_buf_reset(&s->out);
         if (s->responses_in) {
             if (len)
-                vsr_responses_stream_feed(&s->rs, chunk, len, &s->out); /* a failure has written response.failed */
+                vsr_responses_stream_feed(s->rs, chunk, len, &s->out); /* a failure has written response.failed */
             if (end_of_stream) {
-                vsr_responses_stream_finish(&s->rs, &s->out);
-                if (end_of_stream == VSR_BODY_END && s->rs.conv.len)
-                    responses_keep(s, vsr_buf_slice(&s->rs.final), vsr_buf_slice(&s->rs.conv));
+                vsr_responses_stream_finish(s->rs, &s->out);
+                if (end_of_stream == VSR_BODY_END && s->rs->conv.len)
+                    responses_keep(s, vsr_buf_slice(&s->rs->final), vsr_buf_slice(&s->rs->conv));
             }
         } else if (s->rg.own_stream) { /* streamed for the scan only: the events as they came */
             if (len)
@@ -2462,9 +2473,9 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
                                              "\"type\":\"server_error\",\"code\":\"upstream_stream_cut\"}}\n\n");
         } else {
             if (len)
-                vsr_anthropic_stream_feed(&s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
+                vsr_anthropic_stream_feed(s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
             if (end_of_stream)
-                vsr_anthropic_stream_finish(&s->sx, &s->out);
+                vsr_anthropic_stream_finish(s->sx, &s->out);
         }
         rc_feed(s, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
         if (s->rg.on)
