@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,25 @@ size_t vsr_fmt_u64(char *out, uint64_t v, unsigned frac)
     for (size_t i = 0; i < n; i++)
         out[i] = tmp[n - 1 - i];
     return n;
+}
+
+size_t vsr_fmt_fixed4(char *out, double v)
+{
+    double a = fabs(v), t = a * 10000.0, r = nearbyint(t);
+    /* t carries one rounding of its own (below 1e-6 under 1e5): away from
+     * a tie by more than that, the nearest integer is the one printf
+     * rounds the exact value to; nearer, or out of range, printf decides */
+    if (!(a < 1e5) || fabs(t - r) > 0.5 - 1e-6) {
+        char tmp[400];
+        int n = snprintf(tmp, sizeof(tmp), "%.4f", v);
+        n = n < 0 ? 0 : n > VSR_U64_DIGITS ? VSR_U64_DIGITS : n;
+        memcpy(out, tmp, (size_t)n);
+        return (size_t)n;
+    }
+    size_t n = 0;
+    if (signbit(v))
+        out[n++] = '-'; /* as printf: -0.0000 for a negative zero or a value that rounds to it */
+    return n + vsr_fmt_u64(out + n, (uint64_t)r, 4);
 }
 
 int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out)

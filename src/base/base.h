@@ -129,6 +129,11 @@ int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out);
  * as printf's "%.<frac>f" shows v / 10^frac ("%.3f" of ms from µs). */
 #define VSR_U64_DIGITS 32
 size_t vsr_fmt_u64(char *out, uint64_t v, unsigned frac);
+/* printf's "%.4f" of v, byte for byte, into out (room for VSR_U64_DIGITS
+ * bytes; no NUL); returns the length.  Scores in response headers: the
+ * common case is integer arithmetic, and printf itself is asked only for
+ * values it could round otherwise (near a tie, huge, NaN). */
+size_t vsr_fmt_fixed4(char *out, double v);
 
 /* ---- buffers: growable bytes with a hard cap ---------------------------
  * `cap` bounds the length; appending past it returns VSR_ERR_TOO_BIG and

@@ -173,6 +173,12 @@ static vsr_slice_t pool_u64(vsr_pool_t *pool, uint64_t v, unsigned frac)
     return vsr_pool_dup_slice(pool, vsr_slice(tmp, vsr_fmt_u64(tmp, v, frac)));
 }
 
+static vsr_slice_t pool_fixed4(vsr_pool_t *pool, double v)
+{
+    char tmp[VSR_U64_DIGITS];
+    return vsr_pool_dup_slice(pool, vsr_slice(tmp, vsr_fmt_fixed4(tmp, v)));
+}
+
 typedef struct {
     vsr_header_t *v;
     size_t n, cap;
@@ -1645,7 +1651,7 @@ static const vsr_effect_t *rc_after_lookup(vsr_session_t *s)
     extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-cache-hit"), VSR_SLICE_LIT("true")};
     if (s->ev.debug)
         extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-cache-similarity"),
-                                    pool_printf(&s->pool, "%.4f", s->rc_similarity)};
+                                    pool_fixed4(&s->pool, s->rc_similarity)};
     if (s->ev.recipe)
         extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
     extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(s->ev.decision)};
@@ -2338,7 +2344,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         if (s->ev.decision) {
             hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(s->ev.decision));
             hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-confidence"),
-                   pool_printf(&s->pool, "%.4f", s->ev.confidence));
+                   pool_fixed4(&s->pool, s->ev.confidence));
             hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-algorithm"), vsr_slice_cstr(s->ev.algorithm));
         }
         if (s->ev.debug && s->ev.decision_evaluated) {

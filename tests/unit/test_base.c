@@ -1,8 +1,10 @@
 /* test_base.c — slices, bounded buffers, the pool, durations, uuids. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "base/base.h"
@@ -60,6 +62,41 @@ static void test_fmt_u64(void **state)
         char out[VSR_U64_DIGITS];
         size_t n = vsr_fmt_u64(out, cases[i].v, cases[i].frac);
         assert_true(vsr_slice_eq_cstr(vsr_slice(out, n), cases[i].want));
+    }
+}
+
+/* "%.4f" without printf: byte for byte what printf writes, on ties,
+ * near-ties, signs, the range edge, non-finite values and a million
+ * random scores. */
+static void check_fixed4(double v)
+{
+    char want[512], out[VSR_U64_DIGITS];
+    int w = snprintf(want, sizeof(want), "%.4f", v);
+    size_t n = vsr_fmt_fixed4(out, v);
+    if ((size_t)w > VSR_U64_DIGITS)
+        w = VSR_U64_DIGITS;
+    if (n != (size_t)w || memcmp(out, want, n) != 0)
+        fail_msg("%.17g: \"%.*s\", printf \"%s\"", v, (int)n, out, want);
+}
+
+static void test_fmt_fixed4(void **state)
+{
+    (void)state;
+    static const double cases[] = {0.0, -0.0, 1.0, 0.5, 0.12345, 0.00005, 0.00015, 2.5e-5, 0.99995, 0.999949999,
+                                   -0.12345, -0.00004, -1.5, 1e-300, 99999.99995, 99999.9999, 1e5, 1e300, -1e300,
+                                   NAN, INFINITY, -INFINITY, 0.1, 0.7, 1.0 / 3.0, 2.0 / 3.0};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_fixed4(cases[i]);
+    for (int k = 0; k <= 20000; k++) { /* every tie of the fourth decimal in [0, 1] */
+        check_fixed4((k + 0.5) / 10000.0);
+        check_fixed4(nextafter((k + 0.5) / 10000.0, 0));
+        check_fixed4(nextafter((k + 0.5) / 10000.0, 2));
+    }
+    uint64_t x = 88172645463325252ull;
+    for (int k = 0; k < 1000000; k++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double u = (double)(x >> 11) / 9007199254740992.0;
+        check_fixed4(k % 3 == 0 ? u : k % 3 == 1 ? u * 200000.0 - 100000.0 : u * 1e-3);
     }
 }
 
@@ -186,7 +223,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
         cmocka_unit_test(test_pool),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
-        cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64),
+        cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
