@@ -6,6 +6,7 @@ adds (p50/p99 of the client's wall time), and the runtime call's own split
 Server-Timing queue + compute).
 
 usage: bench/runtime_routing.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N]
+                                [--clients C] [--runtime-threads T]
                                 [--model use-lite.vsrm [--classifiers [--guard-model DIR]
                                  [--jailbreak-method classifier|contrastive|hybrid]]]
 
@@ -19,10 +20,12 @@ It starts fakellm, `vsr runtime serve --embedder hash --threads 1
 (--workers 1) whose recipe `emb` routes on an embeddings signal and recipe
 `kw` on a keyword signal (entrypoints: model emb / model kw), then sends the
 two kinds of request interleaved, one at a time on one keep-alive connection
-each.  A second, shorter pass runs vsr at --log-level debug and reads its
+each.  With --clients C, C such clients run at once (threads; each sends
+requests/C of each kind), so the runtime's queue is measured too.  A second, shorter pass runs vsr at --log-level debug and reads its
 `bundle call: ... wall W ms, runtime R ms` lines for the split."""
 import argparse
 import os
+import threading
 import re
 import socket
 import statistics
@@ -146,7 +149,7 @@ def run(a, tmp, level, n):
         if a.guard_model:
             model += ["--guard-model", a.guard_model]
         procs.append(subprocess.Popen([a.vsr, "runtime", "serve", "--socket", sock, *model,
-                                       "--threads", "1", "--cache-entries", "0"],
+                                       "--threads", str(a.runtime_threads), "--cache-entries", "0"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
@@ -159,14 +162,33 @@ def run(a, tmp, level, n):
                                        "--metrics-listen", "off", "--config-watch", "off", "--log-level", level],
                                       stdout=log, stderr=subprocess.STDOUT))
         wait_port(port)
-        emb, kw = Conn(port, "emb"), Conn(port, "kw")
-        for _ in range(200):  # warm-up: pools, the candidates' vectors
-            emb.call()
-            kw.call()
-        te, tk = [], []
-        for _ in range(n):
-            te.append(emb.call())
-            tk.append(kw.call())
+        clients = max(1, a.clients)
+        conns = [(Conn(port, "emb"), Conn(port, "kw")) for _ in range(clients)]
+        te, tk, failed = [], [], []
+        start = threading.Barrier(clients)
+
+        def client(emb, kw, count):
+            try:
+                start.wait()
+                for _ in range(200 // clients + 1):  # warm-up: pools, the candidates' vectors
+                    emb.call()
+                    kw.call()
+                e, k = [], []
+                for _ in range(count):
+                    e.append(emb.call())
+                    k.append(kw.call())
+                te.extend(e)
+                tk.extend(k)
+            except BaseException as exc:  # noqa: B036 - reported by the main thread
+                failed.append(exc)
+
+        th = [threading.Thread(target=client, args=(e, k, max(1, n // clients))) for e, k in conns]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        if failed:
+            raise SystemExit(f"a client failed: {failed[0]!r}")
         log.flush()
         return te, tk, open(log.name).read()
     finally:
@@ -182,6 +204,8 @@ def main():
     ap.add_argument("--vsr", default="build/vsr")
     ap.add_argument("--fakellm", default="build/fakellm")
     ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--clients", type=int, default=1, help="clients sending at once (each one request at a time)")
+    ap.add_argument("--runtime-threads", type=int, default=1, help="the runtime's compute threads")
     ap.add_argument("--model", help="the USE-lite file (use-lite.vsrm) instead of the test embedder")
     ap.add_argument("--classifiers", action="store_true", help="route on domains + jailbreak + pii (needs --model)")
     ap.add_argument("--guard-model", help="the llm_guardrail directory (default: the runtime's)")
@@ -193,7 +217,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="vsrrb", dir="/tmp")
     te, tk, _ = run(a, tmp, "info", a.requests)
     what = "domains+jailbreak+pii signals" if a.classifiers else "embeddings signal"
-    print(f"requests={a.requests} each; {what} p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
+    print(f"clients={a.clients} runtime-threads={a.runtime_threads} requests={len(te)} each; {what} p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
           f"keyword signal p50={pct(tk, 50):.3f} ms p99={pct(tk, 99):.3f} ms; "
           f"added p50={pct(te, 50) - pct(tk, 50):.3f} ms p99={pct(te, 99) - pct(tk, 99):.3f} ms")
     _, _, out = run(a, tmp, "debug", max(500, a.requests // 3))
