@@ -941,6 +941,10 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     }
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
+    size_t room = 96 + h->reason.len; /* status line, framing, the end */
+    for (size_t i = 0; i < nf; i++)
+        room += f[i].name.len + f[i].value.len + 4;
+    vsr_buf_reserve(&b, room); /* one allocation for the whole head */
     vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
     for (size_t i = 0; i < nf; i++)
         vsr_http_write_header(&b, f[i].name, f[i].value);
