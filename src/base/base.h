@@ -182,6 +182,16 @@ vsr_slice_t vsr_pool_dup_slice(vsr_pool_t *pool, vsr_slice_t s);
 void vsr_pool_on_clear(vsr_pool_t *pool, void (*fn)(void *), void *arg);
 void vsr_pool_clear(vsr_pool_t *pool); /* runs cleanups, keeps the first chunk */
 void vsr_pool_free(vsr_pool_t *pool);
+/* Freed standard chunks stay on a per-thread list (at most 128 KiB) for
+ * the next pool or block on that thread.  A thread's list is given back when
+ * it ends, or earlier with this (a worker, after its last connection). */
+void vsr_pool_trim_cache(void);
+/* A zeroed block of n <= VSR_BLOCK_MAX bytes taken from that list, for an
+ * object made and freed once per request (malloc's slower sizes otherwise);
+ * vsr_block_free (NULL is fine) puts it back, on any thread. */
+#define VSR_BLOCK_MAX 4000
+void *vsr_block_calloc(size_t n);
+void vsr_block_free(void *p);
 
 /* ---- rbuf: refcounted receive buffers ----------------------------------
  * A socket read lands in an rbuf; body slices handed to the other side of

@@ -1,8 +1,13 @@
 /* pool.c — per-request arena with cleanup hooks. */
 #include "base/base.h"
 
+#include <pthread.h>
+
 #define POOL_CHUNK 4096
 #define POOL_ALIGN 16
+/* Standard chunks a thread keeps once freed (128 KiB): a request's pools
+ * and blocks take theirs from here instead of from malloc. */
+#define POOL_CACHE_MAX 32
 
 struct vsr_pool_chunk_s {
     vsr_pool_chunk_t *next;
@@ -17,6 +22,77 @@ struct vsr_pool_cleanup_s {
 };
 
 #define CHUNK_HDR ((sizeof(vsr_pool_chunk_t) + POOL_ALIGN - 1) & ~(size_t)(POOL_ALIGN - 1))
+
+static __thread vsr_pool_chunk_t *cache;
+static __thread unsigned cache_n;
+static __thread int cache_owned; /* this thread's exit gives the cache back */
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static pthread_key_t cache_key;
+
+static void cache_exit(void *unused)
+{
+    VSR_UNUSED(unused);
+    vsr_pool_trim_cache();
+}
+
+static void cache_key_make(void)
+{
+    if (pthread_key_create(&cache_key, cache_exit) != 0)
+        VSR_BUG_ON(1);
+}
+
+static vsr_pool_chunk_t *chunk_get(void)
+{
+    vsr_pool_chunk_t *c = cache;
+    if (c == NULL)
+        return vsr_malloc(CHUNK_HDR + POOL_CHUNK);
+    cache = c->next;
+    cache_n--;
+    return c;
+}
+
+static void chunk_put(vsr_pool_chunk_t *c)
+{
+    if (c->size != POOL_CHUNK || cache_n >= POOL_CACHE_MAX) {
+        vsr_free(c);
+        return;
+    }
+    if (!cache_owned) {
+        pthread_once(&cache_once, cache_key_make);
+        pthread_setspecific(cache_key, &cache_owned); /* any non-NULL value: the destructor runs */
+        cache_owned = 1;
+    }
+    c->next = cache;
+    cache = c;
+    cache_n++;
+}
+
+void *vsr_block_calloc(size_t n)
+{
+    VSR_BUG_ON(n > VSR_BLOCK_MAX);
+    vsr_pool_chunk_t *c = chunk_get();
+    c->size = POOL_CHUNK;
+    c->next = NULL;
+    void *p = (char *)c + CHUNK_HDR;
+    memset(p, 0, n);
+    return p;
+}
+
+void vsr_block_free(void *p)
+{
+    if (p != NULL)
+        chunk_put((vsr_pool_chunk_t *)(void *)((char *)p - CHUNK_HDR));
+}
+
+void vsr_pool_trim_cache(void)
+{
+    while (cache) {
+        vsr_pool_chunk_t *c = cache;
+        cache = c->next;
+        vsr_free(c);
+    }
+    cache_n = 0;
+}
 
 void vsr_pool_init(vsr_pool_t *pool)
 {
@@ -48,7 +124,7 @@ void *vsr_pool_alloc(vsr_pool_t *pool, size_t n)
         }
         return (char *)c + CHUNK_HDR;
     }
-    vsr_pool_chunk_t *c = vsr_malloc(CHUNK_HDR + POOL_CHUNK);
+    vsr_pool_chunk_t *c = chunk_get();
     c->size = POOL_CHUNK;
     c->next = pool->chunks;
     pool->chunks = c;
@@ -101,7 +177,7 @@ void vsr_pool_clear(vsr_pool_t *pool)
             keep = c;
             keep->next = NULL;
         } else {
-            vsr_free(c);
+            chunk_put(c);
         }
         c = next;
     }
@@ -120,7 +196,7 @@ void vsr_pool_free(vsr_pool_t *pool)
     vsr_pool_chunk_t *c = pool->chunks;
     while (c) {
         vsr_pool_chunk_t *next = c->next;
-        vsr_free(c);
+        chunk_put(c);
         c = next;
     }
     vsr_pool_init(pool);

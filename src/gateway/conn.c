@@ -515,7 +515,8 @@ static void req_error(request_t *req, int status, const char *msg)
 
 static request_t *request_new(conn_t *c)
 {
-    request_t *req = vsr_calloc(1, sizeof(*req));
+    _Static_assert(sizeof(request_t) <= VSR_BLOCK_MAX, "a request is one block");
+    request_t *req = vsr_block_calloc(sizeof(*req));
     req->c = c;
     req->start_wall = vsr_wall_time();
     req->start_us = vsr_now_us();
@@ -728,7 +729,7 @@ static void request_free(request_t *req)
     vsr_engine_unref(req->eng); /* the version may drain now */
     vsr_buf_free(&req->body);
     vsr_pool_free(&req->pool);
-    vsr_free(req);
+    vsr_block_free(req);
 }
 
 /* The response has been handed to the socket: the next request may start. */
@@ -2140,6 +2141,7 @@ static void idle_timer_cb(uv_timer_t *t)
 static void trim_cb(uv_timer_t *t)
 {
     VSR_UNUSED(t);
+    vsr_pool_trim_cache(); /* the requests' spare chunks go back first */
 #if defined(__GLIBC__)
     /* glibc keeps freed chunks in the middle of its heaps resident: after
      * many connections close, RSS would stay at its peak */

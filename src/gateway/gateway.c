@@ -199,6 +199,7 @@ static void *worker_main(void *arg)
     uv_run(&w->loop, UV_RUN_DEFAULT);
     vsr__gateway_worker_cleanup(w);
     vsr_rbuf_trim_cache();
+    vsr_pool_trim_cache();
     return NULL;
 }
 

@@ -413,7 +413,8 @@ static const vsr_effect_t *bad_request(vsr_session_t *s, const char *msg)
 
 vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
 {
-    vsr_session_t *s = vsr_calloc(1, sizeof(*s));
+    _Static_assert(sizeof(vsr_session_t) <= VSR_BLOCK_MAX, "a session is one block");
+    vsr_session_t *s = vsr_block_calloc(sizeof(*s));
     s->e = vsr_engine_ref(e);
     vsr_pool_init(&s->pool);
     if (opts)
@@ -485,7 +486,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr__rg_free(&s->rg);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
-    vsr_free(s);
+    vsr_block_free(s);
 }
 
 const vsr_plan_t *vsr_session_plan(const vsr_session_t *s)
