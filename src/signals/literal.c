@@ -9,8 +9,8 @@
  *
  * Most of a prompt is spent at the root, where a position can be skipped
  * when its byte and the next begin no pattern: a table of such pairs
- * decides, and on x86-64 with SSSE3 two nibble-table lookups test 16
- * positions at a time (first byte, second byte) before that table is asked.
+ * decides, and on x86-64 with SSSE3 a bucketed test of three bytes (Teddy's
+ * nibble tables) clears 16 positions at a time before that table is asked.
  * These tests depend on nothing before them, unlike the automaton's loads. */
 #include "signals/signals-int.h"
 
@@ -19,14 +19,17 @@
  * match, so the common no-match byte costs a single dependent load. */
 #define HIT_FLAG 0x80000000u
 
-/* A set of bytes as two 16-entry tables for PSHUFB: byte b is in the set
- * when lo[b & 15] & hi[b >> 4] is not zero.  Each distinct high nibble of
- * the set gets one of 8 bits, so the test is exact for sets spanning at most
- * 8 high nibbles (ASCII letters of either case span 4); ok == 0 otherwise. */
+/* Three bytes at a time, as Teddy does: the patterns are put in 8 buckets
+ * (one bit each, by first byte) and for offset j < 3 of a pattern, lo[j][b &
+ * 15] and hi[j][b >> 4] carry its bucket's bit for every byte b the automaton
+ * takes there (both cases when it folds); an offset past a short pattern
+ * carries it for every byte.  Position k can begin a pattern of bucket x only
+ * if bit x survives the AND over the three offsets.  The test is a superset
+ * (the nibbles of a bucket's different bytes combine), exact for a bucket of
+ * one ASCII pattern. */
 typedef struct {
-    uint8_t lo[16], hi[16];
-    int ok;
-} vsr__nibs_t;
+    uint8_t lo[3][16], hi[3][16];
+} vsr__teddy_t;
 
 struct vsr__ac_s {
     uint32_t n_states;
@@ -34,9 +37,8 @@ struct vsr__ac_s {
     uint16_t cls[256];
     uint8_t start[256];   /* the byte leaves the root: the scan skips the others there */
     uint8_t pair[256 * 32]; /* bit (a, b): some pattern starts with a then b, or a alone is one */
-    vsr__nibs_t first;      /* start[] as nibble tables, for 16 positions at a time */
-    vsr__nibs_t second;     /* the bytes pair[] allows second, likewise (ok == 0: too many) */
-    int simd;               /* the CPU has SSSE3 and first.ok */
+    vsr__teddy_t teddy;     /* the patterns' first three bytes, for 16 positions at a time */
+    int simd;               /* the CPU has SSSE3 */
     uint32_t *trans;      /* n_states x n_classes; row offsets | HIT_FLAG */
     uint8_t *hit;         /* state reports something (own output or via dict) */
     uint32_t *dict;       /* next state on the fail chain with outputs, 0 = none */
@@ -48,60 +50,74 @@ struct vsr__ac_s {
 /* Bit (s[i], s[i + 1]) of a pair table. */
 #define PAIR(pair, s, i) (((pair)[(s)[i] * 32u + ((s)[(i) + 1] >> 3)] >> ((s)[(i) + 1] & 7)) & 1u)
 
-static void nibs_build(vsr__nibs_t *t, const uint8_t *in)
-{
-    int bit_of[16];
-    int n = 0;
-    memset(t, 0, sizeof(*t));
-    for (int h = 0; h < 16; h++) {
-        bit_of[h] = -1;
-        for (int l = 0; l < 16 && bit_of[h] < 0; l++)
-            if (in[h << 4 | l])
-                bit_of[h] = n++;
-    }
-    if (n > 8)
-        return;
-    for (int b = 0; b < 256; b++)
-        if (in[b]) {
-            t->hi[b >> 4] |= (uint8_t)(1u << bit_of[b >> 4]);
-            t->lo[b & 15] |= (uint8_t)(1u << bit_of[b >> 4]);
-        }
-    t->ok = 1;
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_SSSE3_SKIP 1
 
-/* Bit j: byte j of the 16 at p is in the set. */
-__attribute__((target("ssse3"))) static inline unsigned nibs16(const vsr__nibs_t *t, const unsigned char *p)
+static void teddy_build(vsr__teddy_t *t, const vsr__pat_t *pats, const uint32_t *ids, size_t n, const uint16_t *cls)
 {
-    const __m128i x = _mm_loadu_si128((const __m128i *)p);
-    const __m128i m = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)t->lo), _mm_and_si128(x, m));
-    const __m128i hi =
-        _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)t->hi), _mm_and_si128(_mm_srli_epi16(x, 4), m));
-    const __m128i none = _mm_cmpeq_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128());
-    return ~(unsigned)_mm_movemask_epi8(none) & 0xffffu;
+    memset(t, 0, sizeof(*t));
+    uint16_t firsts[8];
+    size_t n_firsts = 0;
+    for (size_t i = 0; i < n; i++) {
+        const vsr__pat_t *p = &pats[ids[i]];
+        /* a bucket per first byte (its class) while there are buckets to give */
+        uint16_t c0 = p->len ? cls[(unsigned char)p->bytes[0]] : 0;
+        size_t b = 0;
+        while (b < n_firsts && firsts[b] != c0)
+            b++;
+        if (b == n_firsts) {
+            if (n_firsts < 8)
+                firsts[n_firsts++] = c0;
+            else
+                b = c0 % 8u;
+        }
+        uint8_t bit = (uint8_t)(1u << b);
+        for (size_t j = 0; j < 3; j++) {
+            for (int x = 0; x < 256; x++)
+                if (j >= p->len || cls[x] == cls[(unsigned char)p->bytes[j]]) {
+                    t->lo[j][x & 15] |= bit;
+                    t->hi[j][x >> 4] |= bit;
+                }
+        }
+    }
 }
 
-/* From i at the root: the first position before len - 16 whose byte can
- * start a pattern and whose pair can begin one, or the first position that
- * is not checked (i >= len - 16). */
+
+/* From i at the root: the first position before len - 17 that can begin a
+ * pattern (its three bytes pass the buckets, and its pair), or the first
+ * position that is not checked (i + 18 > len).  The first byte alone clears
+ * most blocks of most texts: the next two are looked at only when it does
+ * not.  The six tables stay in registers. */
 __attribute__((target("ssse3"))) static size_t skip16(const vsr__ac_t *ac, const unsigned char *s, size_t i,
                                                       size_t len)
 {
-    while (i + 17 <= len) {
-        unsigned m = nibs16(&ac->first, s + i);
-        if (m && ac->second.ok)
-            m &= nibs16(&ac->second, s + i + 1);
-        for (; m; m &= m - 1) {
-            size_t k = i + (unsigned)__builtin_ctz(m);
-            if (PAIR(ac->pair, s, k))
-                return k;
+    const vsr__teddy_t *t = &ac->teddy;
+    const __m128i nib = _mm_set1_epi8(0x0f), zero = _mm_setzero_si128();
+    const __m128i lo0 = _mm_loadu_si128((const __m128i *)(const void *)t->lo[0]);
+    const __m128i hi0 = _mm_loadu_si128((const __m128i *)(const void *)t->hi[0]);
+    const __m128i lo1 = _mm_loadu_si128((const __m128i *)(const void *)t->lo[1]);
+    const __m128i hi1 = _mm_loadu_si128((const __m128i *)(const void *)t->hi[1]);
+    const __m128i lo2 = _mm_loadu_si128((const __m128i *)(const void *)t->lo[2]);
+    const __m128i hi2 = _mm_loadu_si128((const __m128i *)(const void *)t->hi[2]);
+#define TEDDY_AT(lo, hi, x)                                                                                          \
+    _mm_and_si128(_mm_shuffle_epi8(lo, _mm_and_si128(x, nib)), _mm_shuffle_epi8(hi, _mm_and_si128(_mm_srli_epi16(x, 4), nib)))
+    while (i + 18 <= len) {
+        const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i r = TEDDY_AT(lo0, hi0, x0);
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(r, zero)) != 0xffff) {
+            const __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 1));
+            const __m128i x2 = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 2));
+            r = _mm_and_si128(r, _mm_and_si128(TEDDY_AT(lo1, hi1, x1), TEDDY_AT(lo2, hi2, x2)));
+            for (unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(r, zero)) & 0xffffu; m; m &= m - 1) {
+                size_t k = i + (unsigned)__builtin_ctz(m);
+                if (PAIR(ac->pair, s, k))
+                    return k;
+            }
         }
         i += 16;
     }
+#undef TEDDY_AT
     return i;
 }
 #endif
@@ -189,21 +205,15 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
     for (uint32_t s = 1; s < ns; s++)
         ac->hit[s] = ac->out_first[s] != VSR__NO_PAT || ac->dict[s] != 0;
     /* the pairs of bytes that can begin a match: a first byte's depth-1
-     * state and a child of it in the trie (not a fail transition); and the
-     * bytes that can come second in one */
-    uint8_t second[256] = {0};
-    int n_second = 0;
+     * state and a child of it in the trie (not a fail transition) */
     for (int a = 0; a < 256; a++) {
         uint32_t u = ac->cls[a] ? ac->trans[ac->cls[a]] : 0;
         if (u == 0)
             continue;
         for (int b = 0; b < 256; b++) {
             uint32_t v = ac->cls[b] ? ac->trans[(size_t)u * nc + ac->cls[b]] : 0;
-            if (ac->hit[u] || (v && parent[v] == u)) {
+            if (ac->hit[u] || (v && parent[v] == u))
                 ac->pair[a * 32 + (b >> 3)] |= (uint8_t)(1u << (b & 7));
-                n_second += !second[b];
-                second[b] = 1;
-            }
         }
     }
     VSR_BUG_ON((uint64_t)ns * nc >= HIT_FLAG);
@@ -213,11 +223,9 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
     }
     for (int b = 0; b < 256; b++)
         ac->start[b] = ac->trans[ac->cls[b]] != 0;
-    nibs_build(&ac->first, ac->start);
-    if (n_second < 256)
-        nibs_build(&ac->second, second);
 #ifdef HAVE_SSSE3_SKIP
-    ac->simd = ac->first.ok && __builtin_cpu_supports("ssse3");
+    teddy_build(&ac->teddy, pats, ids, n, ac->cls);
+    ac->simd = __builtin_cpu_supports("ssse3");
 #endif
     vsr_free(queue);
     vsr_free(parent);
@@ -276,7 +284,7 @@ static inline size_t root_skip(const vsr__ac_t *ac, const unsigned char *s, size
 #ifdef HAVE_SSSE3_SKIP
     if (ac->simd) { /* 16 positions at a time, then the bytes that remain */
         i = skip16(ac, s, i, len);
-        if (i + 17 <= len)
+        if (i + 18 <= len)
             return i;
     }
 #endif

@@ -2,9 +2,11 @@
  * presence bit of every pattern after a scan must equal "the pattern occurs
  * in the text" (ASCII letters folded for the case-insensitive automaton), on
  * random texts long enough for the 16-byte skip and its scalar tail, for
- * pattern sets that take each of the skip's paths: both nibble filters, the
- * first only (a one-byte pattern lets any byte follow), and none (first bytes
- * spanning more than eight high nibbles). */
+ * pattern sets that load the skip's buckets differently: one pattern per
+ * bucket, patterns shorter than the three bytes it looks at (a one-byte
+ * pattern lets any byte follow), more first bytes than buckets (first bytes
+ * spanning more than eight high nibbles), and buckets shared by patterns
+ * whose second and third bytes differ. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,11 +122,25 @@ static void test_no_filter(void **st)
     check_set(w, 9, 0, pieces, 16, 400, 3000);
 }
 
+static void test_shared_buckets(void **st)
+{
+    (void)st;
+    /* eleven first bytes for eight buckets, and one first byte with four
+     * different continuations: a bucket's nibbles combine into bytes no
+     * pattern has there */
+    static const char *const w[] = {"abc", "axy", "aq", "abz", "bcd", "cde", "def", "efg", "fgh", "ghi",
+                                    "hij", "ijk", "jkl", "k", "lmn", "Xa"};
+    static const char *const pieces[] = {"a", "b", "c", "q", "x", "y", "z", "d", "e", "f", "g", "h", "i", "j",
+                                         "k", "l", "m", "n", "X", "A", "ay", "bq", "ab", " ", "filler words "};
+    check_set(w, 16, 1, pieces, 25, 500, 3000);
+    check_set(w, 16, 0, pieces, 25, 500, 3000);
+}
+
 static void test_matches_at_every_offset(void **st)
 {
     (void)st;
     /* one match placed at each offset of texts whose lengths cross the
-     * skip's 16- and 17-byte bounds */
+     * skip's 16- and 18-byte bounds */
     static const char *const w[] = {"golang"};
     vsr__pat_t p = {.bytes = (char *)"golang", .len = 6, .ci = 1, .slot = 0};
     uint32_t id = 0;
@@ -147,12 +163,44 @@ static void test_matches_at_every_offset(void **st)
     vsr__ac_free(ac);
 }
 
+/* A short pattern found once at each offset, followed by bytes of the
+ * patterns that complete nothing: the skip must not ask for more bytes of
+ * a pattern than it has. */
+static void test_short_patterns_at_every_offset(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *placed;
+        uint64_t want;
+    } cases[] = {{"ca", 1}, {"cb", 1}, {"aba", 2}, {"abb", 2}, {"cba", 1}};
+    vsr__pat_t p[2] = {{.bytes = (char *)"c", .len = 1, .slot = 0}, {.bytes = (char *)"ab", .len = 2, .slot = 1}};
+    uint32_t ids[2] = {0, 1};
+    vsr__ac_t *ac = vsr__ac_build(p, ids, 2, 0);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        size_t k = strlen(cases[c].placed);
+        char text[80];
+        for (size_t n = k; n < sizeof(text); n++)
+            for (size_t at = 0; at + k <= n; at++) {
+                memset(text, 'x', n);
+                memcpy(text + at, cases[c].placed, k);
+                uint64_t bits[1] = {0};
+                vsr__ac_scan(ac, p, text, n, bits, NULL, NULL);
+                if (bits[0] != cases[c].want)
+                    fail_msg("\"%s\" at %zu of %zu bytes: bits %llu", cases[c].placed, at, n,
+                             (unsigned long long)bits[0]);
+            }
+    }
+    vsr__ac_free(ac);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_both_filters),
         cmocka_unit_test(test_first_filter_only),
         cmocka_unit_test(test_no_filter),
+        cmocka_unit_test(test_shared_buckets),
+        cmocka_unit_test(test_short_patterns_at_every_offset),
         cmocka_unit_test(test_matches_at_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
