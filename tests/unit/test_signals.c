@@ -154,6 +154,21 @@ static void test_keyword_case_sensitive(void **st)
     assert_false(kw_match(s, "uber_cs", "Über alles"));
     assert_true(kw_match(s, "uber_cs", "über alles"));
     assert_false(kw_match(s, "uber", "überall")); /* the right side is an ASCII letter */
+    /* the text is folded when any byte of it is not ASCII: "ÜBER" at every
+     * offset of texts long enough for the 64-byte ASCII test and its tail */
+    char text[200];
+    for (size_t n = 5; n < 180; n += 7)
+        for (size_t at = 0; at + 6 <= n; at++) {
+            memset(text, 'x', n);
+            text[n] = '\0';
+            if (at > 0)
+                text[at - 1] = ' ';
+            memcpy(text + at, "\xc3\x9c" "BER", 5);
+            if (at + 5 < n)
+                text[at + 5] = ' ';
+            if (!kw_match(s, "uber", text))
+                fail_msg("\"\xc3\x9c" "BER\" at %zu of %zu bytes: not matched", at, n);
+        }
     vsr_signals_free(s);
 }
 
