@@ -15,6 +15,9 @@
  * error (EX_USAGE of sysexits.h).
  */
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1442,8 +1445,23 @@ static int cmd_envoy(int argc, char **argv)
     return rc == VSR_OK ? 0 : EXIT_CONFIG;
 }
 
+/* glibc returns the free top of a thread's heap to the kernel as soon as it
+ * passes the trim threshold (128 KiB, or twice the last mmapped size): one
+ * request with a 64 KiB body frees a 128 KiB buffer and then faults the
+ * pages back in on the next, a madvise and dozens of page faults per
+ * request.  Fixed thresholds keep that memory for the next request; the
+ * gateway still trims explicitly once a worker's connections are gone. */
+static void malloc_tune(void)
+{
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 2 << 20); /* fixed values end glibc's dynamic ones */
+    mallopt(M_TRIM_THRESHOLD, 8 << 20);
+#endif
+}
+
 int main(int argc, char **argv)
 {
+    malloc_tune();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
