@@ -10,7 +10,8 @@
  * Most of a prompt is spent at the root, where a position can be skipped
  * when its byte and the next begin no pattern: a table of such pairs
  * decides, and on x86-64 with SSSE3 a bucketed test of three bytes (Teddy's
- * nibble tables) clears 16 positions at a time before that table is asked.
+ * nibble tables) clears 16 positions at a time before that table is asked,
+ * 32 with AVX2 (VSR_NO_AVX2 in the environment turns that one off).
  * These tests depend on nothing before them, unlike the automaton's loads. */
 #include "signals/signals-int.h"
 
@@ -38,7 +39,7 @@ struct vsr__ac_s {
     uint8_t start[256];   /* the byte leaves the root: the scan skips the others there */
     uint8_t pair[256 * 32]; /* bit (a, b): some pattern starts with a then b, or a alone is one */
     vsr__teddy_t teddy;     /* the patterns' first three bytes, for 16 positions at a time */
-    int simd;               /* the CPU has SSSE3 */
+    int simd;               /* 0: bytes one by one; 1: the CPU has SSSE3 (skip16); 2: AVX2 too (skip32) */
     uint32_t *trans;      /* n_states x n_classes; row offsets | HIT_FLAG */
     uint8_t *hit;         /* state reports something (own output or via dict) */
     uint32_t *dict;       /* next state on the fail chain with outputs, 0 = none */
@@ -116,6 +117,41 @@ __attribute__((target("ssse3"))) static size_t skip16(const vsr__ac_t *ac, const
             }
         }
         i += 16;
+    }
+#undef TEDDY_AT
+    return i;
+}
+
+/* skip16 over 32 positions at a time (AVX2: PSHUFB works within each
+ * 128-bit lane, so each table is in both); stops where fewer than 34
+ * bytes are left, for skip16 to go on. */
+__attribute__((target("avx2"))) static size_t skip32(const vsr__ac_t *ac, const unsigned char *s, size_t i,
+                                                     size_t len)
+{
+    const vsr__teddy_t *t = &ac->teddy;
+    const __m256i nib = _mm256_set1_epi8(0x0f), zero = _mm256_setzero_si256();
+#define TABLE(x) _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(x)))
+    const __m256i lo0 = TABLE(t->lo[0]), hi0 = TABLE(t->hi[0]);
+    const __m256i lo1 = TABLE(t->lo[1]), hi1 = TABLE(t->hi[1]);
+    const __m256i lo2 = TABLE(t->lo[2]), hi2 = TABLE(t->hi[2]);
+#undef TABLE
+#define TEDDY_AT(lo, hi, x)                                                                                          \
+    _mm256_and_si256(_mm256_shuffle_epi8(lo, _mm256_and_si256(x, nib)),                                             \
+                     _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(x, 4), nib)))
+    while (i + 34 <= len) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        __m256i r = TEDDY_AT(lo0, hi0, x0);
+        if ((unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(r, zero)) != 0xffffffffu) {
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(s + i + 1));
+            const __m256i x2 = _mm256_loadu_si256((const __m256i *)(const void *)(s + i + 2));
+            r = _mm256_and_si256(r, _mm256_and_si256(TEDDY_AT(lo1, hi1, x1), TEDDY_AT(lo2, hi2, x2)));
+            for (unsigned m = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(r, zero)); m; m &= m - 1) {
+                size_t k = i + (unsigned)__builtin_ctz(m);
+                if (PAIR(ac->pair, s, k))
+                    return k;
+            }
+        }
+        i += 32;
     }
 #undef TEDDY_AT
     return i;
@@ -225,7 +261,7 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
         ac->start[b] = ac->trans[ac->cls[b]] != 0;
 #ifdef HAVE_SSSE3_SKIP
     teddy_build(&ac->teddy, pats, ids, n, ac->cls);
-    ac->simd = __builtin_cpu_supports("ssse3");
+    ac->simd = !__builtin_cpu_supports("ssse3") ? 0 : __builtin_cpu_supports("avx2") && !getenv("VSR_NO_AVX2") ? 2 : 1;
 #endif
     vsr_free(queue);
     vsr_free(parent);
@@ -282,7 +318,12 @@ static inline size_t root_skip(const vsr__ac_t *ac, const unsigned char *s, size
 {
     const uint8_t *lead = ac->start;
 #ifdef HAVE_SSSE3_SKIP
-    if (ac->simd) { /* 16 positions at a time, then the bytes that remain */
+    if (ac->simd) { /* 32 or 16 positions at a time, then the bytes that remain */
+        if (ac->simd == 2) {
+            i = skip32(ac, s, i, len);
+            if (i + 34 <= len)
+                return i;
+        }
         i = skip16(ac, s, i, len);
         if (i + 18 <= len)
             return i;

@@ -6,12 +6,14 @@
  * bucket, patterns shorter than the three bytes it looks at (a one-byte
  * pattern lets any byte follow), more first bytes than buckets (first bytes
  * spanning more than eight high nibbles), and buckets shared by patterns
- * whose second and third bytes differ. */
+ * whose second and third bytes differ; each with the 32-byte (AVX2) skip
+ * and without it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -43,6 +45,16 @@ static int occurs(const char *text, size_t n, const char *pat, size_t k, int ci)
     return 0;
 }
 
+/* The automaton as the CPU would have it (no_avx2 0), or without its AVX2 skip. */
+static vsr__ac_t *build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, int ci, int no_avx2)
+{
+    if (no_avx2)
+        setenv("VSR_NO_AVX2", "1", 1);
+    vsr__ac_t *ac = vsr__ac_build(pats, ids, n, ci);
+    unsetenv("VSR_NO_AVX2");
+    return ac;
+}
+
 /* Texts of random lengths up to max, made of the given pieces (the patterns'
  * bytes and filler), each scanned and checked pattern by pattern. */
 static void check_set(const char *const *words, size_t nw, int ci, const char *const *pieces, size_t np,
@@ -63,28 +75,30 @@ static void check_set(const char *const *words, size_t nw, int ci, const char *c
         pats[i].slot = (uint32_t)i;
         ids[i] = (uint32_t)i;
     }
-    vsr__ac_t *ac = vsr__ac_build(pats, ids, nw, ci);
-    char text[1024];
-    for (int round = 0; round < rounds; round++) {
-        size_t want = rnd() % max, n = 0;
-        while (n < want) {
-            const char *p = pieces[rnd() % np];
-            size_t k = strlen(p);
-            if (n + k >= sizeof(text))
-                break;
-            memcpy(text + n, p, k);
-            n += k;
+    for (int no_avx2 = 0; no_avx2 < 2; no_avx2++) { /* skip32 and skip16, where the CPU has them */
+        vsr__ac_t *ac = build(pats, ids, nw, ci, no_avx2);
+        char text[1024];
+        for (int round = 0; round < rounds; round++) {
+            size_t want = rnd() % max, n = 0;
+            while (n < want) {
+                const char *p = pieces[rnd() % np];
+                size_t k = strlen(p);
+                if (n + k >= sizeof(text))
+                    break;
+                memcpy(text + n, p, k);
+                n += k;
+            }
+            uint64_t bits[1] = {0};
+            vsr__ac_scan(ac, pats, text, n, bits, NULL, NULL);
+            for (size_t i = 0; i < nw; i++) {
+                int got = (int)((bits[0] >> i) & 1u), exp = occurs(text, n, words[i], strlen(words[i]), ci);
+                if (got != exp)
+                    fail_msg("pattern \"%s\" (ci %d, no avx2 %d) over %zu bytes \"%.*s\": the scan says %d", words[i], ci,
+                             no_avx2, n, (int)n, text, got);
+            }
         }
-        uint64_t bits[1] = {0};
-        vsr__ac_scan(ac, pats, text, n, bits, NULL, NULL);
-        for (size_t i = 0; i < nw; i++) {
-            int got = (int)((bits[0] >> i) & 1u), exp = occurs(text, n, words[i], strlen(words[i]), ci);
-            if (got != exp)
-                fail_msg("pattern \"%s\" (ci %d) over %zu bytes \"%.*s\": the scan says %d", words[i], ci, n, (int)n,
-                         text, got);
-        }
+        vsr__ac_free(ac);
     }
-    vsr__ac_free(ac);
     for (size_t i = 0; i < nw; i++)
         vsr_free(pats[i].bytes);
 }
@@ -140,27 +154,29 @@ static void test_matches_at_every_offset(void **st)
 {
     (void)st;
     /* one match placed at each offset of texts whose lengths cross the
-     * skip's 16- and 18-byte bounds */
+     * skips' 16-, 18-, 32- and 34-byte bounds */
     static const char *const w[] = {"golang"};
     vsr__pat_t p = {.bytes = (char *)"golang", .len = 6, .ci = 1, .slot = 0};
     uint32_t id = 0;
-    vsr__ac_t *ac = vsr__ac_build(&p, &id, 1, 1);
-    char text[80];
-    for (size_t n = 6; n < sizeof(text); n++)
-        for (size_t at = 0; at + 6 <= n; at++) {
-            memset(text, 'g', n); /* a first byte everywhere, never followed by its o */
-            memcpy(text + at, "GoLang", 6);
-            uint64_t bits[1] = {0};
-            vsr__ac_scan(ac, &p, text, n, bits, NULL, NULL);
-            if (bits[0] != 1)
-                fail_msg("%s at %zu of %zu bytes: not found", w[0], at, n);
-            text[at + 5] = 'x';
-            bits[0] = 0;
-            vsr__ac_scan(ac, &p, text, n, bits, NULL, NULL);
-            if (bits[0] != 0)
-                fail_msg("a broken %s at %zu of %zu bytes: found", w[0], at, n);
-        }
-    vsr__ac_free(ac);
+    for (int no_avx2 = 0; no_avx2 < 2; no_avx2++) {
+        vsr__ac_t *ac = build(&p, &id, 1, 1, no_avx2);
+        char text[80];
+        for (size_t n = 6; n < sizeof(text); n++)
+            for (size_t at = 0; at + 6 <= n; at++) {
+                memset(text, 'g', n); /* a first byte everywhere, never followed by its o */
+                memcpy(text + at, "GoLang", 6);
+                uint64_t bits[1] = {0};
+                vsr__ac_scan(ac, &p, text, n, bits, NULL, NULL);
+                if (bits[0] != 1)
+                    fail_msg("%s at %zu of %zu bytes: not found", w[0], at, n);
+                text[at + 5] = 'x';
+                bits[0] = 0;
+                vsr__ac_scan(ac, &p, text, n, bits, NULL, NULL);
+                if (bits[0] != 0)
+                    fail_msg("a broken %s at %zu of %zu bytes: found", w[0], at, n);
+            }
+        vsr__ac_free(ac);
+    }
 }
 
 /* A short pattern found once at each offset, followed by bytes of the
@@ -175,22 +191,24 @@ static void test_short_patterns_at_every_offset(void **st)
     } cases[] = {{"ca", 1}, {"cb", 1}, {"aba", 2}, {"abb", 2}, {"cba", 1}};
     vsr__pat_t p[2] = {{.bytes = (char *)"c", .len = 1, .slot = 0}, {.bytes = (char *)"ab", .len = 2, .slot = 1}};
     uint32_t ids[2] = {0, 1};
-    vsr__ac_t *ac = vsr__ac_build(p, ids, 2, 0);
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        size_t k = strlen(cases[c].placed);
-        char text[80];
-        for (size_t n = k; n < sizeof(text); n++)
-            for (size_t at = 0; at + k <= n; at++) {
-                memset(text, 'x', n);
-                memcpy(text + at, cases[c].placed, k);
-                uint64_t bits[1] = {0};
-                vsr__ac_scan(ac, p, text, n, bits, NULL, NULL);
-                if (bits[0] != cases[c].want)
-                    fail_msg("\"%s\" at %zu of %zu bytes: bits %llu", cases[c].placed, at, n,
-                             (unsigned long long)bits[0]);
-            }
+    for (int no_avx2 = 0; no_avx2 < 2; no_avx2++) {
+        vsr__ac_t *ac = build(p, ids, 2, 0, no_avx2);
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+            size_t k = strlen(cases[c].placed);
+            char text[80];
+            for (size_t n = k; n < sizeof(text); n++)
+                for (size_t at = 0; at + k <= n; at++) {
+                    memset(text, 'x', n);
+                    memcpy(text + at, cases[c].placed, k);
+                    uint64_t bits[1] = {0};
+                    vsr__ac_scan(ac, p, text, n, bits, NULL, NULL);
+                    if (bits[0] != cases[c].want)
+                        fail_msg("\"%s\" at %zu of %zu bytes: bits %llu", cases[c].placed, at, n,
+                                 (unsigned long long)bits[0]);
+                }
+        }
+        vsr__ac_free(ac);
     }
-    vsr__ac_free(ac);
 }
 
 int main(void)
