@@ -79,6 +79,19 @@ static inline size_t find_special(const uint8_t *s, size_t pos, size_t len)
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i bslash = _mm_set1_epi8('\\');
     const __m128i ctl = _mm_set1_epi8(0x1f);
+#define SPECIAL(v) \
+    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), \
+                 _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl))
+    /* long strings (prompts) 64 bytes per test; the 16-byte loop finds where */
+    while (len - pos >= 64) {
+        const __m128i *p = (const __m128i *)(const void *)(s + pos);
+        __m128i m = _mm_or_si128(_mm_or_si128(SPECIAL(_mm_loadu_si128(p)), SPECIAL(_mm_loadu_si128(p + 1))),
+                                 _mm_or_si128(SPECIAL(_mm_loadu_si128(p + 2)), SPECIAL(_mm_loadu_si128(p + 3))));
+        if (_mm_movemask_epi8(m))
+            break;
+        pos += 64;
+    }
+#undef SPECIAL
     while (len - pos >= 16) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + pos));
         /* unsigned v <= 0x1f  <=>  max(v, 0x1f) == 0x1f */

@@ -747,6 +747,41 @@ static void test_large_string(void **state)
     free(doc);
 }
 
+/* The string scanner steps 64 and 16 bytes at a time: a string's end, an
+ * escape and a control byte are each found at every offset of strings
+ * across those steps. */
+static void test_string_specials_every_offset(void **state)
+{
+    VSR_UNUSED(state);
+    char doc[160];
+    for (size_t n = 0; n < 140; n++) {
+        /* ["aaa...a"]: the end at offset n */
+        doc[0] = '[';
+        doc[1] = '"';
+        memset(doc + 2, 'a', n);
+        memcpy(doc + 2 + n, "\"]", 2);
+        vsr_json_t j;
+        assert_int_equal(vsr_json_parse(&j, doc, n + 4, NULL), VSR_OK);
+        assert_int_equal(j.toks[1].end, n + 3);
+        vsr_json_free(&j);
+        for (size_t at = 0; at < n; at++) {
+            memset(doc + 2, 'a', n);
+            doc[2 + at] = '\x01'; /* a control byte: refused where it is */
+            if (vsr_json_parse(&j, doc, n + 4, NULL) != VSR_ERR_INVALID || j.err_offset != 2 + at)
+                fail_msg("control byte at %zu of %zu: not refused there (%zu)", at, n, j.err_offset);
+            vsr_json_free(&j);
+            if (at + 1 < n) {
+                doc[2 + at] = '\\';
+                doc[3 + at] = '"'; /* an escaped quote does not end the string */
+                assert_int_equal(vsr_json_parse(&j, doc, n + 4, NULL), VSR_OK);
+                assert_int_equal(j.toks[1].end, n + 3);
+                assert_true(j.toks[1].escaped);
+                vsr_json_free(&j);
+            }
+        }
+    }
+}
+
 static void test_many_tokens(void **state)
 {
     VSR_UNUSED(state);
@@ -795,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_string_eq),
         cmocka_unit_test(test_bool_and_number),
         cmocka_unit_test(test_large_string),
+        cmocka_unit_test(test_string_specials_every_offset),
         cmocka_unit_test(test_many_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
