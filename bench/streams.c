@@ -23,6 +23,7 @@
 #define HEAD_MAX (64 * 1024)
 #define RESPONSE_MAX (16 * 1024 * 1024)
 #define READ_BUF (256 * 1024)
+#define RETRY_MS 100 /* a connection that failed waits this long before the next */
 
 /* what ended a stream; ERR_NONE is a good one */
 typedef enum {
@@ -65,7 +66,9 @@ typedef struct conn {
     uv_connect_t connect;
     uv_write_t write;
     phase_t phase;
-    int open; /* tcp initialised and not yet closed */
+    int open;    /* tcp initialised and not yet closed */
+    int failed;  /* the last stream was an error: reconnect after RETRY_MS */
+    uint64_t retry_ns;
     int keep_alive;
     uint64_t last_io_ns; /* for the idle timeout */
     uint64_t sent_ns;    /* the request was handed to the socket */
@@ -113,8 +116,8 @@ static char read_buf[READ_BUF];
 /* results */
 static uint64_t streams_done, streams_ok, errors, error_kinds[ERR_COUNT];
 static uint64_t stalls, stalled_streams, events_total;
-static double *ttfb_ms, *gap_ms;
-static size_t n_ttfb, cap_ttfb, n_gap, cap_gap;
+static double *ttfb_ms, *gap_ms, *dur_ms;
+static size_t n_ttfb, cap_ttfb, n_gap, cap_gap, n_dur, cap_dur;
 static uint64_t max_gap_ns;
 
 static void conn_start(conn_t *c);
@@ -159,8 +162,12 @@ static void on_closed(uv_handle_t *h)
     c->head = NULL;
     c->head_len = 0;
     c->phase = P_IDLE;
-    if (holding)
-        conn_start(c); /* the sweep ends the run once all are closed */
+    if (!holding)
+        return; /* the sweep ends the run once all are closed */
+    if (c->failed)
+        c->retry_ns = uv_hrtime() + RETRY_MS * 1000000ull; /* the sweep starts it again */
+    else
+        conn_start(c);
 }
 
 static void conn_close(conn_t *c)
@@ -193,12 +200,15 @@ static void stream_end(conn_t *c, err_kind_t err)
     } else {
         streams_ok++;
     }
+    if (err == ERR_NONE)
+        push(&dur_ms, &n_dur, &cap_dur, (double)(c->last_event_ns - c->sent_ns) / 1e6);
     if (c->events > 0) {
         push(&gap_ms, &n_gap, &cap_gap, (double)c->max_gap_ns / 1e6);
         if (c->max_gap_ns > max_gap_ns)
             max_gap_ns = c->max_gap_ns;
     }
     c->phase = P_IDLE;
+    c->failed = err != ERR_NONE;
     if (err != ERR_NONE || !c->keep_alive || !holding)
         conn_close(c);
     else
@@ -319,6 +329,10 @@ static int feed(conn_t *c, const char *p, size_t n, uint64_t now)
         size_t avail = n, old = c->head_len;
         if (old == 0 && (e = memmem(p, n, "\r\n\r\n", 4)) != NULL) {
             avail = (size_t)(e - p) + 4; /* the whole head in this read: parsed in place */
+            if (avail > HEAD_MAX) {
+                stream_end(c, ERR_HEAD);
+                return 1;
+            }
         } else {
             /* a head split over reads gathers in its own buffer */
             size_t room = HEAD_MAX - old, take = n < room ? n : room;
@@ -548,6 +562,7 @@ static void conn_start(conn_t *c)
     c->connect.data = c;
     c->write.data = c;
     c->open = 1;
+    c->failed = 0;
     open_conns++;
     c->phase = P_CONNECTING;
     c->last_io_ns = uv_hrtime();
@@ -578,7 +593,12 @@ static void on_sweep(uv_timer_t *t)
     uint64_t limit = (uint64_t)(opt.timeout_ms * 1e6);
     for (int i = 0; i < launched; i++) {
         conn_t *c = &conns[i];
-        if (!c->open || c->phase == P_CLOSING)
+        if (!c->open) {
+            if (holding && c->failed && now >= c->retry_ns)
+                conn_start(c);
+            continue;
+        }
+        if (c->phase == P_CLOSING)
             continue;
         if (c->phase == P_IDLE) {
             if (!holding)
@@ -627,7 +647,8 @@ static const char USAGE[] =
     "Output: {\"n\", \"streams\", \"ok\", \"errors\", \"error_kinds\", \"stalls\" (gaps over\n"
     "--stall-ms), \"stalled_streams\", \"events\", \"ttfb_ms\" {p50, p90, p99, max} (request\n"
     "written to first event), \"max_gap_ms\", \"gap_p99_ms\" (p99 over streams of each\n"
-    "stream's largest gap), \"wall_s\", \"cpu_s_client\", \"nofile\"}.\n";
+    "stream's largest gap), \"duration_ms\" {p50, p99} (request written to the last\n"
+    "event, good streams: how far the pace slipped), \"wall_s\", \"cpu_s_client\", \"nofile\"}.\n";
 
 static char *read_file(const char *path, size_t *len)
 {
@@ -741,6 +762,7 @@ static void print_results(double wall_s)
                  (double)ru.ru_stime.tv_usec / 1e6;
     qsort(ttfb_ms, n_ttfb, sizeof *ttfb_ms, cmp_double);
     qsort(gap_ms, n_gap, sizeof *gap_ms, cmp_double);
+    qsort(dur_ms, n_dur, sizeof *dur_ms, cmp_double);
     printf("{\"n\":%d,\"streams\":%" PRIu64 ",\"ok\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"error_kinds\":{", opt.n,
            streams_done, streams_ok, errors);
     int first = 1;
@@ -752,10 +774,12 @@ static void print_results(double wall_s)
     }
     printf("},\"stalls\":%" PRIu64 ",\"stalled_streams\":%" PRIu64 ",\"events\":%" PRIu64
            ",\"ttfb_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"max_gap_ms\":%.3f,"
-           "\"gap_p99_ms\":%.3f,\"wall_s\":%.3f,\"cpu_s_client\":%.3f,\"nofile\":%d}\n",
+           "\"gap_p99_ms\":%.3f,\"duration_ms\":{\"p50\":%.1f,\"p99\":%.1f},\"wall_s\":%.3f,"
+           "\"cpu_s_client\":%.3f,\"nofile\":%d}\n",
            stalls, stalled_streams, events_total, pct(ttfb_ms, n_ttfb, 0.5), pct(ttfb_ms, n_ttfb, 0.9),
            pct(ttfb_ms, n_ttfb, 0.99), n_ttfb ? ttfb_ms[n_ttfb - 1] : 0.0, (double)max_gap_ns / 1e6,
-           pct(gap_ms, n_gap, 0.99), wall_s, cpu, raise_nofile());
+           pct(gap_ms, n_gap, 0.99), pct(dur_ms, n_dur, 0.5), pct(dur_ms, n_dur, 0.99), wall_s, cpu,
+           raise_nofile());
 }
 
 int main(int argc, char **argv)
@@ -811,5 +835,6 @@ int main(int argc, char **argv)
     free(request);
     free(ttfb_ms);
     free(gap_ms);
+    free(dur_ms);
     return 0;
 }
