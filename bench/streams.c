@@ -116,6 +116,7 @@ static char read_buf[READ_BUF];
 /* results */
 static uint64_t streams_done, streams_ok, errors, error_kinds[ERR_COUNT];
 static uint64_t stalls, stalled_streams, events_total;
+static uint64_t status_count[600]; /* answers by status code (other codes at 0) */
 static double *ttfb_ms, *gap_ms, *dur_ms;
 static size_t n_ttfb, cap_ttfb, n_gap, cap_gap, n_dur, cap_dur;
 static uint64_t max_gap_ns;
@@ -242,6 +243,7 @@ static int parse_head(conn_t *c, const char *h, size_t len)
     if (len < 12 || memcmp(h, "HTTP/1.", 7) != 0)
         return -1;
     c->status = atoi(h + 9);
+    status_count[c->status > 0 && c->status < 600 ? c->status : 0]++;
     c->keep_alive = h[7] == '1';
     int chunked = 0, have_length = 0;
     uint64_t length = 0;
@@ -644,11 +646,12 @@ static const char USAGE[] =
     "before the end, no byte comes for the timeout, it has fewer events than --events,\n"
     "no `data: [DONE]`, a head over 64 KB or an answer over 16 MB.\n"
     "\n"
-    "Output: {\"n\", \"streams\", \"ok\", \"errors\", \"error_kinds\", \"stalls\" (gaps over\n"
-    "--stall-ms), \"stalled_streams\", \"events\", \"ttfb_ms\" {p50, p90, p99, max} (request\n"
-    "written to first event), \"max_gap_ms\", \"gap_p99_ms\" (p99 over streams of each\n"
-    "stream's largest gap), \"duration_ms\" {p50, p99} (request written to the last\n"
-    "event, good streams: how far the pace slipped), \"wall_s\", \"cpu_s_client\", \"nofile\"}.\n";
+    "Output: {\"n\", \"streams\", \"ok\", \"errors\", \"error_kinds\", \"statuses\" (answers\n"
+    "by status code), \"stalls\" (gaps over --stall-ms), \"stalled_streams\", \"events\",\n"
+    "\"ttfb_ms\" {p50, p90, p99, max} (request written to first event), \"max_gap_ms\",\n"
+    "\"gap_p99_ms\" (p99 over streams of each stream's largest gap), \"duration_ms\"\n"
+    "{p50, p99} (request written to the last event, good streams: how far the pace\n"
+    "slipped), \"wall_s\", \"cpu_s_client\", \"nofile\"}.\n";
 
 static char *read_file(const char *path, size_t *len)
 {
@@ -769,6 +772,14 @@ static void print_results(double wall_s)
     for (int k = 1; k < ERR_COUNT; k++) {
         if (error_kinds[k]) {
             printf("%s\"%s\":%" PRIu64, first ? "" : ",", ERR_NAMES[k], error_kinds[k]);
+            first = 0;
+        }
+    }
+    printf("},\"statuses\":{");
+    first = 1;
+    for (int k = 0; k < 600; k++) {
+        if (status_count[k]) {
+            printf("%s\"%d\":%" PRIu64, first ? "" : ",", k, status_count[k]);
             first = 0;
         }
     }
