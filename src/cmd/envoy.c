@@ -225,10 +225,14 @@ static void render_cluster(vsr_buf_t *b, const vsr_model_conf_t *m)
         vsr_buf_append_cstr(b, "      lb_policy: LEAST_REQUEST\n      least_request_lb_config:\n        choice_count: 2\n");
     else
         vsr_buf_append_cstr(b, "      lb_policy: ROUND_ROBIN\n");
-    if (r && ((r->has_retry_count && r->retry_count) || r->has_consecutive_5xx))
-        vsr_buf_append_cstr(b, "      circuit_breakers:\n        thresholds:\n"
-                               "          - max_connections: 1024\n            max_pending_requests: 1024\n"
-                               "            max_requests: 4096\n");
+    int enhanced = r && ((r->has_retry_count && r->retry_count) || r->has_consecutive_5xx);
+    if (enhanced || (r && (r->has_max_connections || r->has_max_pending_requests || r->has_max_requests)))
+        vsr_buf_printf(b, "      circuit_breakers:\n        thresholds:\n"
+                          "          - max_connections: %u\n            max_pending_requests: %u\n"
+                          "            max_requests: %u\n",
+                       r->has_max_connections ? r->max_connections : 1024,
+                       r->has_max_pending_requests ? r->max_pending_requests : 1024,
+                       r->has_max_requests ? r->max_requests : enhanced ? 4096 : 1024);
     if (r && r->has_consecutive_5xx) {
         vsr_buf_printf(b, "      outlier_detection:\n        interval: \"10s\"\n        consecutive_5xx: %u\n",
                        r->consecutive_5xx);

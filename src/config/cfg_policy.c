@@ -119,6 +119,9 @@ static const cfg_field_t model_reliability_fields[] = {
     {.key = "health_check_path", .decode = decode_health_check_path, .offset = R_OFF(health_check_path)},
     R_DURATION("health_check_interval", health_check_interval_ms, has_health_check_interval, 0),
     R_DURATION("health_check_timeout", health_check_timeout_ms, has_health_check_timeout, 0),
+    R_UINT32("max_connections", max_connections, has_max_connections, 1, VSR_MAX_CIRCUIT_LIMIT),
+    R_UINT32("max_pending_requests", max_pending_requests, has_max_pending_requests, 1, VSR_MAX_CIRCUIT_LIMIT),
+    R_UINT32("max_requests", max_requests, has_max_requests, 1, VSR_MAX_CIRCUIT_LIMIT),
 };
 
 static const cfg_field_t decision_reliability_fields[] = {

@@ -48,6 +48,9 @@ typedef struct {
     size_t n;
 } vsr_strlist_conf_t;
 
+/* The largest circuit-breaker threshold a model may set. */
+#define VSR_MAX_CIRCUIT_LIMIT 1000000u
+
 /* providers.models[].reliability and routing.decisions[].reliability (ref §1.5/§1.6) */
 typedef struct {
     char *lb_policy;                 /* "round_robin" (default) | "least_request" */
@@ -70,6 +73,10 @@ typedef struct {
     char *health_check_path;         /* must start with '/' */
     uint64_t health_check_interval_ms; int has_health_check_interval; /* 10s */
     uint64_t health_check_timeout_ms;  int has_health_check_timeout;  /* 2s */
+    /* vsr's own: the model's circuit-breaker thresholds (the reference fixes them) */
+    uint32_t max_connections;        int has_max_connections;      /* 1024 */
+    uint32_t max_pending_requests;   int has_max_pending_requests; /* 1024 */
+    uint32_t max_requests;           int has_max_requests;         /* 1024; 4096 with retries or ejection */
 } vsr_reliability_conf_t;
 
 /* global.router.fallback, recipes[].routing.fallback, decisions[].fallback (ref §1.7) */

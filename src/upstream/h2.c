@@ -891,12 +891,12 @@ vsr_h2_stream_t *vsr__h2_start(vsr_h2_pool_t *p, vsr_upstream_call_t *call, cons
         c = c->next;
     if (c == NULL) {
         shared_cluster_t *sc = p->sc;
-        if (atomic_fetch_add(&sc->connections, 1) >= sc->max_connections) {
+        if (atomic_fetch_add(&sc->connections, 1) >= atomic_load(&sc->max_connections)) {
             atomic_fetch_sub(&sc->connections, 1);
             *overflow = "connection overflow";
             return NULL;
         }
-        if (atomic_fetch_add(&sc->pending, 1) >= sc->max_pending) {
+        if (atomic_fetch_add(&sc->pending, 1) >= atomic_load(&sc->max_pending)) {
             atomic_fetch_sub(&sc->pending, 1);
             atomic_fetch_sub(&sc->connections, 1);
             *overflow = "pending overflow";

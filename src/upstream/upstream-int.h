@@ -40,8 +40,8 @@ struct shared_cluster_s {
     atomic_uint active_retries;
     atomic_uint pending;                /* attempts waiting for a connection */
     atomic_uint connections;            /* upstream connections open, all workers */
-    uint32_t max_connections;           /* 1024 */
-    uint32_t max_pending;               /* 1024 */
+    atomic_uint max_connections;        /* reliability.max_connections, 1024 */
+    atomic_uint max_pending;            /* reliability.max_pending_requests, 1024 */
     vsr_breaker_t breaker;              /* cross-model fallback's circuit breaker of this model */
 };
 

@@ -263,12 +263,23 @@ static void reg_tls_unref(vsr_tls_ctx_t *ctx)
 
 static void cluster_unref_locked(shared_cluster_t *sc);
 
+/* The connection and pending limits of m's cluster: the newest version that
+ * uses the cluster sets them (it outlives the versions). */
+static void set_limits(shared_cluster_t *sc, const vsr_model_conf_t *m)
+{
+    const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
+    atomic_store(&sc->max_connections, r && r->has_max_connections ? r->max_connections : 1024);
+    atomic_store(&sc->max_pending, r && r->has_max_pending_requests ? r->max_pending_requests : 1024);
+}
+
 /* The cluster's limit of requests in flight: 1024; 4096 once retries or
  * ejection are enabled.  Read from the call's version, since a cluster
  * outlives versions that may set it differently. */
 static uint32_t max_requests_for(const vsr_model_conf_t *m)
 {
     const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
+    if (r && r->has_max_requests)
+        return r->max_requests;
     int enhanced = r && ((r->has_retry_count && r->retry_count > 0) || (r->has_consecutive_5xx && r->consecutive_5xx > 0));
     return enhanced ? 4096 : 1024;
 }
@@ -314,8 +325,7 @@ static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_b
     }
     if (ok && tls && (sc->tls_ctx = reg_tls_ref(err)) == NULL)
         ok = 0;
-    sc->max_pending = 1024;
-    sc->max_connections = 1024;
+    set_limits(sc, m);
     vsr__breaker_init(&sc->breaker);
     atomic_init(&sc->refs, 1);
     atomic_init(&sc->snap_refs, 0);
@@ -397,6 +407,7 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
         shared_cluster_t *sc = reg_lookup(m, h);
         if (sc) {
             atomic_fetch_add(&sc->refs, 1);
+            set_limits(sc, m);
             sh->n_reused++;
         } else if ((sc = reg_create(m, h, err)) == NULL) {
             ok = 0;
@@ -1089,12 +1100,12 @@ static void connect_cb(uv_connect_t *req, int status)
 static void call_connect(vsr_upstream_call_t *call)
 {
     cluster_t *cl = call->cl;
-    if (atomic_fetch_add(&cl->sc->connections, 1) >= cl->sc->max_connections) {
+    if (atomic_fetch_add(&cl->sc->connections, 1) >= atomic_load(&cl->sc->max_connections)) {
         atomic_fetch_sub(&cl->sc->connections, 1);
         call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "connection overflow");
         return;
     }
-    if (atomic_fetch_add(&cl->sc->pending, 1) >= cl->sc->max_pending) {
+    if (atomic_fetch_add(&cl->sc->pending, 1) >= atomic_load(&cl->sc->max_pending)) {
         atomic_fetch_sub(&cl->sc->pending, 1);
         atomic_fetch_sub(&cl->sc->connections, 1);
         call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "pending overflow");
