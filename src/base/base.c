@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +180,37 @@ size_t vsr_fmt_u64(char *out, uint64_t v, unsigned frac)
     for (size_t i = 0; i < n; i++)
         out[i] = tmp[n - 1 - i];
     return n;
+}
+
+const char *vsr_find(const char *hay, size_t n, const char *needle, size_t k)
+{
+    if (k == 0)
+        return hay;
+    if (k > n)
+        return NULL;
+    size_t i = 0;
+#if defined(__SSE2__)
+    if (k >= 2) {
+        /* two bytes of the needle filter: inside it when it is 4 or longer,
+         * since delimiters ("...") repeat all over JSON */
+        size_t x = k >= 4 ? 1 : 0, y = k >= 4 ? k - 2 : k - 1;
+        const __m128i bx = _mm_set1_epi8(needle[x]), by = _mm_set1_epi8(needle[y]);
+        for (; i + k + 15 <= n; i += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(hay + i + x));
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(hay + i + y));
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, bx), _mm_cmpeq_epi8(b, by)));
+            for (; m; m &= m - 1) {
+                size_t at = i + (size_t)__builtin_ctz(m);
+                if (memcmp(hay + at, needle, k) == 0)
+                    return hay + at;
+            }
+        }
+    }
+#endif
+    for (; i + k <= n; i++)
+        if (hay[i] == needle[0] && memcmp(hay + i + 1, needle + 1, k - 1) == 0)
+            return hay + i;
+    return NULL;
 }
 
 size_t vsr_fmt_fixed4(char *out, double v)

@@ -122,6 +122,10 @@ vsr_slice_t vsr_slice_trim(vsr_slice_t s); /* strips SP and HTAB both ends */
 /* Splits off the part before the first `sep`; *rest gets what follows it
  * (NULL slice when `sep` is absent).  Returns the head. */
 vsr_slice_t vsr_slice_split(vsr_slice_t s, char sep, vsr_slice_t *rest);
+/* The first occurrence of needle in hay, or NULL (memmem's contract).  For
+ * short needles over streamed bytes: candidates are positions where two of
+ * the needle's bytes match, sixteen positions at a time where there is SSE2. */
+const char *vsr_find(const char *hay, size_t n, const char *needle, size_t k);
 /* Strict unsigned decimal: digits only, no sign, no overflow past max. */
 int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out);
 /* Writes v in decimal to out (room for VSR_U64_DIGITS bytes; no NUL) and

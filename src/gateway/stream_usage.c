@@ -24,7 +24,7 @@ static int read_count(const vsr_json_t *j, uint32_t obj, const char *a, const ch
 static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
 {
     stream_usage_t *u = ud;
-    if (data.len < 8 || memmem(data.p, data.len, "\"usage\"", 7) == NULL)
+    if (data.len < 8 || vsr_find(data.p, data.len, "\"usage\"", 7) == NULL)
         return VSR_OK;
     vsr_json_t j;
     if (vsr_json_parse(&j, data.p, data.len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT) {

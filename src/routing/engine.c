@@ -491,10 +491,12 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
      * model-backed one gives a task instead: the runtime's go as one
      * bundle, chat tasks as one model call each, all at once. */
     size_t n_runtime = 0, n_chat = 0;
+    uint64_t t_next = 0; /* the end of the last signal computed here is the start of the next */
     for (size_t k = 0; k < rs->n_referenced; k++) {
         int i = rs->referenced[k];
         vsr_signal_task_t t;
-        uint64_t t0 = vsr_now_us();
+        uint64_t t0 = t_next ? t_next : vsr_now_us();
+        t_next = 0;
         int want = vsr_signals_task(rs->signals, i, &rc->in, &t);
         if (want < 0) {
             /* cannot be computed: unknown, its policies decide */
@@ -502,7 +504,8 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             rc->memo_done[i] = 1;
             rc->unknown[i] = 1;
             rc->n_unknown_now++;
-            rc->sig_us[i] = vsr_now_us() - t0;
+            t_next = vsr_now_us();
+            rc->sig_us[i] = t_next - t0;
             continue;
         }
         if (want) {
@@ -523,7 +526,8 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
         }
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
-        rc->sig_us[i] = vsr_now_us() - t0;
+        t_next = vsr_now_us();
+        rc->sig_us[i] = t_next - t0;
     }
     if (rc->n_tasks == 0) {
         route_select(rc);

@@ -69,6 +69,8 @@ typedef enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_CLOSING } uc_state_t;
 struct uconn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uint64_t idle_ms;            /* the timer is the stream-idle clock, restarted lazily (idle_progress) */
+    uint64_t progress_at;        /* loop time of the last progress, while idle_ms */
     uv_connect_t connect_req;
     uv_write_t write_req;
     vsr_upstream_t *up;
@@ -728,10 +730,29 @@ static void uc_timer_cb(uv_timer_t *t);
 
 static void arm(uconn_t *uc, uint64_t ms)
 {
+    uc->idle_ms = 0;
     if (ms)
         uv_timer_start(&uc->timer, uc_timer_cb, ms, 0);
     else
         uv_timer_stop(&uc->timer);
+}
+
+/* Progress on a response: its stream-idle clock restarts.  Moving the timer
+ * on every read is a heap update each (a third of a paced stream's cost per
+ * event), so the timer stays armed: the time of the last progress is noted,
+ * and a timer that fires before the stream has been idle that long is armed
+ * again for what is left (uc_timer_cb). */
+static void idle_progress(uconn_t *uc, uint64_t ms)
+{
+    if (ms == 0) {
+        arm(uc, 0);
+        return;
+    }
+    uc->progress_at = uv_now(uc->up->loop);
+    if (uc->idle_ms == ms && uv_is_active((uv_handle_t *)&uc->timer))
+        return;
+    arm(uc, ms);
+    uc->idle_ms = ms;
 }
 
 static void uconn_make_idle(uconn_t *uc)
@@ -822,9 +843,10 @@ static void record_attempt(vsr_upstream_call_t *call, int status, vsr_upstream_e
         a->retry = call->attempt > 1;
         a->status = status;
         a->error = err;
-        a->duration_ms = vsr_now_ms() - call->attempt_start_ms;
+        uint64_t end_us = vsr_now_us();
+        a->duration_ms = end_us / 1000u - call->attempt_start_ms;
         a->start_us = call->attempt_start_us;
-        a->end_us = vsr_now_us();
+        a->end_us = end_us;
     }
     r->n_attempts++;
 }
@@ -1132,14 +1154,14 @@ static void call_connect(vsr_upstream_call_t *call)
 static void attempt_start(vsr_upstream_call_t *call)
 {
     cluster_t *cl = call->cl;
-    uint64_t now = vsr_now_ms();
+    uint64_t now_us = vsr_now_us(), now = now_us / 1000u; /* one clock read: vsr_now_ms() is this */
     if (call->deadline_ms && now >= call->deadline_ms) {
         call_fail(call, VSR_UPSTREAM_E_TIMEOUT, "total timeout");
         return;
     }
     call->attempt++;
     call->attempt_start_ms = now;
-    call->attempt_start_us = vsr_now_us();
+    call->attempt_start_us = now_us;
     call->written = call->write_failed = call->got_bytes = 0;
     int idx = vsr__lb_pick(cl->states, cl->weights, cl->cur, cl->n_eps, call->pol.least_request, call->tried, now,
                            &call->up->rng);
@@ -1391,7 +1413,7 @@ static int handle_bytes(uconn_t *uc, vsr_upstream_call_t *call, const char *p, s
         return 1;
     }
     if (call->got_head && !call->paused)
-        arm(uc, call->pol.idle_ms); /* progress: restart the stream-idle clock */
+        idle_progress(uc, call->pol.idle_ms); /* progress: restart the stream-idle clock */
     return 0;
 }
 
@@ -1604,6 +1626,13 @@ static void uc_timer_cb(uv_timer_t *t)
     if (uc->state == UC_IDLE || call == NULL) {
         uconn_close(uc);
         return;
+    }
+    if (uc->idle_ms) { /* the stream-idle clock: idle that long since the last progress? */
+        uint64_t idle = uv_now(uc->up->loop) - uc->progress_at;
+        if (idle < uc->idle_ms) {
+            uv_timer_start(&uc->timer, uc_timer_cb, uc->idle_ms - idle, 0);
+            return;
+        }
     }
     call_timed_out(call, uc->state == UC_CONNECTING);
 }

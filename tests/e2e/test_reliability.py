@@ -312,6 +312,22 @@ def test_total_timeout_bounds_a_call_only_until_its_response_starts(rstack):
     assert outcomes(v, key) == ["ok"]
 
 
+def test_idle_timeout_restarts_with_every_event(rstack):
+    # 8 events 600 ms apart under a 1 s idle timeout: the stream lasts about 5 s, four times the timeout, and
+    # each gap is under it, so it is never cut (the clock restarts lazily: the timer, armed once, is armed
+    # again for what is left each time it finds progress)
+    v = rstack({"idle_timeout": "1s"})
+    t0 = time.monotonic()
+    r, key = call(v, {"x-fakellm-chunks": "8", "x-fakellm-chunk-delay-ms": "600"}, stream=True)
+    assert r.status_code == 200
+    events = sse_events(r.text)
+    assert events[-1] == "[DONE]"
+    assert sum(1 for e in events if e != "[DONE]" and json.loads(e)["choices"] and
+               json.loads(e)["choices"][0]["delta"].get("content")) == 8
+    assert time.monotonic() - t0 > 4
+    assert outcomes(v, key) == ["ok"]
+
+
 def test_a_stream_that_stalls_past_idle_timeout_is_cut_even_within_total_timeout(rstack):
     v = rstack({"total_timeout": "60s", "idle_timeout": "1s"})
     t0 = time.monotonic()

@@ -101,6 +101,36 @@ static void test_fmt_fixed4(void **state)
     }
 }
 
+/* vsr_find against memmem: needles of 1 to 9 bytes placed at every offset
+ * of haystacks across the 16-byte step, with near misses around them. */
+static void test_find(void **state)
+{
+    (void)state;
+    static const char *const needles[] = {"u", "ab", "\"u\"", "\"usage\"", "\"usage\":{", "aaaa"};
+    char hay[80];
+    for (size_t k = 0; k < sizeof(needles) / sizeof(needles[0]); k++) {
+        const char *nd = needles[k];
+        size_t nl = strlen(nd);
+        for (size_t n = 0; n < sizeof(hay); n++)
+            for (size_t at = 0; at <= n; at++) {
+                for (size_t i = 0; i < n; i++)
+                    hay[i] = "\"usag a"[i % 7]; /* every byte of the needles, no whole one */
+                for (int miss = 0; miss < 3; miss++) { /* whole, last byte wrong, first byte wrong */
+                    if (at + nl <= n) {
+                        memcpy(hay + at, nd, nl);
+                        if (miss)
+                            hay[at + (miss == 1 ? nl - 1 : 0)] = '#';
+                    }
+                    const char *want = memmem(hay, n, nd, nl), *got = vsr_find(hay, n, nd, nl);
+                    if (got != want)
+                        fail_msg("\"%s\" in %zu bytes (placed at %zu, miss %d): %td, memmem %td", nd, n, at, miss,
+                                 got ? got - hay : -1, want ? want - hay : -1);
+                }
+            }
+    }
+    assert_ptr_equal(vsr_find("abc", 3, "", 0), "abc");
+}
+
 static void test_buf_cap(void **state)
 {
     (void)state;
@@ -259,7 +289,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
         cmocka_unit_test(test_pool), cmocka_unit_test(test_pool_chunk_cache),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
-        cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4),
+        cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4), cmocka_unit_test(test_find),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
