@@ -276,9 +276,8 @@ static int parse_status_line(vsr_http_parser_t *p, const char *s, size_t n)
     }
     if (s[12] != ' ')
         return fail(p, 502, "invalid status line");
-    for (size_t i = 13; i < n; i++)
-        if (!vsr__http_is((unsigned char)s[i], VSR__HTTP_VCHAR))
-            return fail(p, 502, "invalid character in reason phrase");
+    if (vsr__http_vchar_span(s + 13, n - 13) != n - 13)
+        return fail(p, 502, "invalid character in reason phrase");
     h->reason = vsr_slice(s + 13, n - 13);
     return VSR_OK;
 }

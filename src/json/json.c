@@ -79,6 +79,7 @@ static inline size_t find_special(const uint8_t *s, size_t pos, size_t len)
     const __m128i quote = _mm_set1_epi8('"');
     const __m128i bslash = _mm_set1_epi8('\\');
     const __m128i ctl = _mm_set1_epi8(0x1f);
+    /* unsigned v <= 0x1f  <=>  max(v, 0x1f) == 0x1f */
 #define SPECIAL(v) \
     _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), \
                  _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl))
@@ -91,17 +92,13 @@ static inline size_t find_special(const uint8_t *s, size_t pos, size_t len)
             break;
         pos += 64;
     }
-#undef SPECIAL
     while (len - pos >= 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + pos));
-        /* unsigned v <= 0x1f  <=>  max(v, 0x1f) == 0x1f */
-        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
-                                 _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl));
-        unsigned mask = (unsigned)_mm_movemask_epi8(m);
+        unsigned mask = (unsigned)_mm_movemask_epi8(SPECIAL(_mm_loadu_si128((const __m128i *)(const void *)(s + pos))));
         if (mask)
             return pos + (size_t)__builtin_ctz(mask);
         pos += 16;
     }
+#undef SPECIAL
 #else
     const uint64_t ones = 0x0101010101010101ull;
     const uint64_t highs = 0x8080808080808080ull;

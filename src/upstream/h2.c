@@ -890,18 +890,8 @@ vsr_h2_stream_t *vsr__h2_start(vsr_h2_pool_t *p, vsr_upstream_call_t *call, cons
     while (c && !conn_accepts(c))
         c = c->next;
     if (c == NULL) {
-        shared_cluster_t *sc = p->sc;
-        if (atomic_fetch_add(&sc->connections, 1) >= atomic_load(&sc->max_connections)) {
-            atomic_fetch_sub(&sc->connections, 1);
-            *overflow = "connection overflow";
+        if ((*overflow = vsr__call_admit_connection(call, p->sc)) != NULL)
             return NULL;
-        }
-        if (atomic_fetch_add(&sc->pending, 1) >= atomic_load(&sc->max_pending)) {
-            atomic_fetch_sub(&sc->pending, 1);
-            atomic_fetch_sub(&sc->connections, 1);
-            *overflow = "pending overflow";
-            return NULL;
-        }
         c = conn_new(p, connect_ms);
         c->counted_pending = 1;
     }

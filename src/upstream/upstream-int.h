@@ -40,8 +40,6 @@ struct shared_cluster_s {
     atomic_uint active_retries;
     atomic_uint pending;                /* attempts waiting for a connection */
     atomic_uint connections;            /* upstream connections open, all workers */
-    atomic_uint max_connections;        /* reliability.max_connections, 1024 */
-    atomic_uint max_pending;            /* reliability.max_pending_requests, 1024 */
     vsr_breaker_t breaker;              /* cross-model fallback's circuit breaker of this model */
 };
 
@@ -107,6 +105,12 @@ vsr_h2_pool_t *vsr__h2_pool_new(vsr_upstream_t *up, uv_loop_t *loop, const char 
 void vsr__h2_pool_free(vsr_h2_pool_t *pool);
 /* 0 once a TLS server answered ALPN with http/1.1: calls go over HTTP/1.1. */
 int vsr__h2_pool_usable(const vsr_h2_pool_t *pool);
+/* A new upstream connection to sc for the call's attempt, against the
+ * connection and pending limits of the call's version (a cluster outlives
+ * versions that may set them differently; reliability.max_connections and
+ * max_pending_requests, 1024 each): NULL when admitted, sc's counts taken;
+ * else which limit refused it. */
+const char *vsr__call_admit_connection(const vsr_upstream_call_t *call, shared_cluster_t *sc);
 /* Starts the attempt's stream on a connection with room (opening one when
  * none has; the cluster's connection and pending limits apply).  head: the
  * serialized HTTP/1.1 request head, turned into HTTP/2 fields; body: the

@@ -265,17 +265,8 @@ static void reg_tls_unref(vsr_tls_ctx_t *ctx)
 
 static void cluster_unref_locked(shared_cluster_t *sc);
 
-/* The connection and pending limits of m's cluster: the newest version that
- * uses the cluster sets them (it outlives the versions). */
-static void set_limits(shared_cluster_t *sc, const vsr_model_conf_t *m)
-{
-    const vsr_reliability_conf_t *r = m->has_reliability ? &m->reliability : NULL;
-    atomic_store(&sc->max_connections, r && r->has_max_connections ? r->max_connections : 1024);
-    atomic_store(&sc->max_pending, r && r->has_max_pending_requests ? r->max_pending_requests : 1024);
-}
-
-/* The cluster's limit of requests in flight: 1024; 4096 once retries or
- * ejection are enabled.  Read from the call's version, since a cluster
+/* The cluster's limit of requests in flight: reliability.max_requests, else
+ * 1024, 4096 once retries or ejection are enabled.  Read from the call's version, since a cluster
  * outlives versions that may set it differently. */
 static uint32_t max_requests_for(const vsr_model_conf_t *m)
 {
@@ -327,7 +318,6 @@ static shared_cluster_t *reg_create(const vsr_model_conf_t *m, uint64_t h, vsr_b
     }
     if (ok && tls && (sc->tls_ctx = reg_tls_ref(err)) == NULL)
         ok = 0;
-    set_limits(sc, m);
     vsr__breaker_init(&sc->breaker);
     atomic_init(&sc->refs, 1);
     atomic_init(&sc->snap_refs, 0);
@@ -409,7 +399,6 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
         shared_cluster_t *sc = reg_lookup(m, h);
         if (sc) {
             atomic_fetch_add(&sc->refs, 1);
-            set_limits(sc, m);
             sh->n_reused++;
         } else if ((sc = reg_create(m, h, err)) == NULL) {
             ok = 0;
@@ -1118,19 +1107,30 @@ static void connect_cb(uv_connect_t *req, int status)
     call_send(call);
 }
 
+const char *vsr__call_admit_connection(const vsr_upstream_call_t *call, shared_cluster_t *sc)
+{
+    const vsr_reliability_conf_t *r = call->model->has_reliability ? &call->model->reliability : NULL;
+    unsigned max_connections = r && r->has_max_connections ? r->max_connections : 1024;
+    unsigned max_pending = r && r->has_max_pending_requests ? r->max_pending_requests : 1024;
+    if (atomic_fetch_add(&sc->connections, 1) >= max_connections) {
+        atomic_fetch_sub(&sc->connections, 1);
+        return "connection overflow";
+    }
+    if (atomic_fetch_add(&sc->pending, 1) >= max_pending) {
+        atomic_fetch_sub(&sc->pending, 1);
+        atomic_fetch_sub(&sc->connections, 1);
+        return "pending overflow";
+    }
+    return NULL;
+}
+
 /* Opens a fresh connection for the call's current attempt. */
 static void call_connect(vsr_upstream_call_t *call)
 {
     cluster_t *cl = call->cl;
-    if (atomic_fetch_add(&cl->sc->connections, 1) >= atomic_load(&cl->sc->max_connections)) {
-        atomic_fetch_sub(&cl->sc->connections, 1);
-        call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "connection overflow");
-        return;
-    }
-    if (atomic_fetch_add(&cl->sc->pending, 1) >= atomic_load(&cl->sc->max_pending)) {
-        atomic_fetch_sub(&cl->sc->pending, 1);
-        atomic_fetch_sub(&cl->sc->connections, 1);
-        call_fail(call, VSR_UPSTREAM_E_OVERFLOW, "pending overflow");
+    const char *overflow = vsr__call_admit_connection(call, cl->sc);
+    if (overflow) {
+        call_fail(call, VSR_UPSTREAM_E_OVERFLOW, overflow);
         return;
     }
     uconn_t *uc = uconn_new(call->up, cl, call->ep);

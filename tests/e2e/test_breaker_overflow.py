@@ -7,12 +7,13 @@ Resource-light: raw sockets to vsr, one worker, and an HTTP/2 backend so
 the 1024 upstream calls share a couple of connections instead of 1024."""
 import resource
 import socket
+import subprocess
 import time
 
 import httpx
 import pytest
 
-from conftest import config_yaml, free_port, wait_until
+from conftest import VSR_BIN, config_yaml, free_port, wait_until
 
 HELD = 1024
 HOLD_MS = 6000
@@ -175,8 +176,6 @@ def test_configured_max_connections(vsr, fakellm):
 
 def test_circuit_limits_are_checked(vsr, tmp_path):
     """0 and more than 1,000,000 are refused with the place and the range."""
-    import subprocess
-    from conftest import VSR_BIN
     for bad in ("max_connections: 0", "max_pending_requests: 1000001", "max_requests: -1"):
         path = tmp_path / "bad.yaml"
         path.write_text(limited_doc(free_port(), "127.0.0.1:9", bad))
