@@ -55,9 +55,13 @@ struct vsr__ac_s {
 #include <immintrin.h>
 #define HAVE_SSSE3_SKIP 1
 
-static void teddy_build(vsr__teddy_t *t, const vsr__pat_t *pats, const uint32_t *ids, size_t n, const uint16_t *cls)
+static void teddy_build(vsr__teddy_t *t, const vsr__pat_t *pats, const uint32_t *ids, size_t n, const uint16_t *cls,
+                        uint32_t n_classes)
 {
-    memset(t, 0, sizeof(*t));
+    /* the buckets each byte class may be at offset j, and the buckets any byte
+     * may be there (past a short pattern); then the nibble tables in one pass */
+    uint8_t (*by_class)[3] = vsr_calloc(n_classes, sizeof(*by_class));
+    uint8_t any[3] = {0};
     uint16_t firsts[8];
     size_t n_firsts = 0;
     for (size_t i = 0; i < n; i++) {
@@ -75,13 +79,20 @@ static void teddy_build(vsr__teddy_t *t, const vsr__pat_t *pats, const uint32_t 
         }
         uint8_t bit = (uint8_t)(1u << b);
         for (size_t j = 0; j < 3; j++) {
-            for (int x = 0; x < 256; x++)
-                if (j >= p->len || cls[x] == cls[(unsigned char)p->bytes[j]]) {
-                    t->lo[j][x & 15] |= bit;
-                    t->hi[j][x >> 4] |= bit;
-                }
+            if (j >= p->len)
+                any[j] |= bit;
+            else
+                by_class[cls[(unsigned char)p->bytes[j]]][j] |= bit;
         }
     }
+    memset(t, 0, sizeof(*t));
+    for (int x = 0; x < 256; x++)
+        for (size_t j = 0; j < 3; j++) {
+            uint8_t bits = (uint8_t)(by_class[cls[x]][j] | any[j]);
+            t->lo[j][x & 15] |= bits;
+            t->hi[j][x >> 4] |= bits;
+        }
+    vsr_free(by_class);
 }
 
 
@@ -260,7 +271,7 @@ vsr__ac_t *vsr__ac_build(const vsr__pat_t *pats, const uint32_t *ids, size_t n, 
     for (int b = 0; b < 256; b++)
         ac->start[b] = ac->trans[ac->cls[b]] != 0;
 #ifdef HAVE_SSSE3_SKIP
-    teddy_build(&ac->teddy, pats, ids, n, ac->cls);
+    teddy_build(&ac->teddy, pats, ids, n, ac->cls, ac->n_classes);
     ac->simd = !__builtin_cpu_supports("ssse3") ? 0 : __builtin_cpu_supports("avx2") && !getenv("VSR_NO_AVX2") ? 2 : 1;
 #endif
     vsr_free(queue);
