@@ -91,6 +91,8 @@ int main(int argc, char **argv)
     run(m, s, "short", short_text, 1, iters);
     run(m, s, "long", long_text, 1, iters / 2);
     long rss_one = status_kb("VmRSS:");
+    for (size_t b = 2; b <= 8; b *= 2)
+        run(m, s, "short", short_text, b, iters / (int)b * 2);
     run(m, s, "short", short_text, 16, iters / 4);
     run(m, s, "long", long_text, 16, iters / 10);
     printf("load %.1f ms; file %zu bytes; RSS KiB: before load %ld, loaded %ld, after single texts %ld, "

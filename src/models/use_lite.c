@@ -483,8 +483,9 @@ static void layer_norm(const float *x, float *y, size_t rows, size_t d, const fl
 #include <immintrin.h>
 #define HAVE_AVX512_KERNEL 1
 /* y[RB rows, 32 columns] += x[RB,k]·w[k, 32 columns] with the accumulators
- * in registers while w streams by rows.  For few rows this beats sgemm,
- * which repacks the whole weight matrix on every call. */
+ * in registers while w streams by rows.  On the forward pass's shapes this
+ * beats sgemm, which repacks the whole weight matrix on every call, at every
+ * row count measured (22 to 2,048 rows: docs/runtime.md). */
 static inline __attribute__((always_inline, target("avx512f"))) void
 tile32(const float *x, size_t k, const float *w, size_t n, float *y, const size_t RB)
 {
@@ -508,8 +509,8 @@ tile32(const float *x, size_t k, const float *w, size_t n, float *y, const size_
     }
 }
 
-__attribute__((target("avx512f"))) static void gemm_few_rows(const float *x, size_t rows, size_t k,
-                                                              const float *w, size_t n, float *y)
+__attribute__((target("avx512f"))) static void gemm_strips(const float *x, size_t rows, size_t k,
+                                                            const float *w, size_t n, float *y)
 {
     /* column strips outermost: a strip of w (k × 128 bytes) stays in L2 while
      * every block of rows passes over it */
@@ -543,10 +544,6 @@ static int have_avx512(void)
 }
 #endif
 
-/* up to this many rows the kernel above, past it sgemm (measured on the
- * forward pass's shapes: the kernel wins by ~30% at 22 rows, loses at 128) */
-#define FEW_ROWS 48
-
 /* y[rows,n] = (accumulate ? y : 0) + bias + x[rows,k]·w[k,n] */
 static void dense(const float *x, size_t rows, size_t k, const float *w, const float *bias, size_t n, float *y,
                   int accumulate)
@@ -559,8 +556,8 @@ static void dense(const float *x, size_t rows, size_t k, const float *w, const f
             memcpy(o, bias, n * sizeof *o);
     }
 #ifdef HAVE_AVX512_KERNEL
-    if (rows <= FEW_ROWS && n % 32 == 0 && have_avx512()) {
-        gemm_few_rows(x, rows, k, w, n, y);
+    if (n % 32 == 0 && have_avx512()) {
+        gemm_strips(x, rows, k, w, n, y);
         return;
     }
 #endif
