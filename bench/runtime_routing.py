@@ -149,7 +149,8 @@ def run(a, tmp, level, n):
         if a.guard_model:
             model += ["--guard-model", a.guard_model]
         procs.append(subprocess.Popen([a.vsr, "runtime", "serve", "--socket", sock, *model,
-                                       "--threads", str(a.runtime_threads), "--cache-entries", "0"],
+                                       "--threads", str(a.runtime_threads), "--cache-entries", "0",
+                                       *(["--max-batch", str(a.runtime_max_batch)] if a.runtime_max_batch else [])],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
@@ -206,6 +207,8 @@ def main():
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--clients", type=int, default=1, help="clients sending at once (each one request at a time)")
     ap.add_argument("--runtime-threads", type=int, default=1, help="the runtime's compute threads")
+    ap.add_argument("--runtime-max-batch", type=int, default=0,
+                    help="the runtime's --max-batch (default: the runtime's own; 1: no batches)")
     ap.add_argument("--model", help="the USE-lite file (use-lite.vsrm) instead of the test embedder")
     ap.add_argument("--classifiers", action="store_true", help="route on domains + jailbreak + pii (needs --model)")
     ap.add_argument("--guard-model", help="the llm_guardrail directory (default: the runtime's)")
@@ -217,7 +220,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="vsrrb", dir="/tmp")
     te, tk, _ = run(a, tmp, "info", a.requests)
     what = "domains+jailbreak+pii signals" if a.classifiers else "embeddings signal"
-    print(f"clients={a.clients} runtime-threads={a.runtime_threads} requests={len(te)} each; {what} p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
+    print(f"clients={a.clients} runtime-threads={a.runtime_threads} max-batch={a.runtime_max_batch or 'default'} requests={len(te)} each; {what} p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
           f"keyword signal p50={pct(tk, 50):.3f} ms p99={pct(tk, 99):.3f} ms; "
           f"added p50={pct(te, 50) - pct(tk, 50):.3f} ms p99={pct(te, 99) - pct(tk, 99):.3f} ms")
     _, _, out = run(a, tmp, "debug", max(500, a.requests // 3))

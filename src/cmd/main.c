@@ -81,6 +81,7 @@ static const char runtime_synopsis[] =
     "                 [--cache-bytes N]\n"
     "                 [--header-timeout-ms MS] [--body-timeout-ms MS] [--idle-timeout-ms MS]\n"
     "                 [--max-connections N] [--max-buffered-bytes N] [--default-deadline-ms MS]\n"
+    "                 [--max-batch N]\n"
     "                 [--default-embedder NAME] [--classifiers LIST] [--guard-model DIR]\n"
     "                 [--log-level L] [--test-delay-ms MS]\n";
 static const char config_help[] =
@@ -1246,6 +1247,7 @@ static int cmd_runtime(int argc, char **argv)
         {"--max-connections", 1u << 20, NULL, &o.max_connections, NULL},
         {"--max-buffered-bytes", 1ull << 36, NULL, &o.max_buffered, NULL},
         {"--default-deadline-ms", 3600000, &o.default_deadline_ms, NULL, NULL},
+        {"--max-batch", 256, NULL, &o.max_batch, NULL},
         {"--test-delay-ms", 600000, &o.test_delay_ms, NULL, NULL},
         {"--remote-dim", VSR_RT_MAX_DIM, &remote_dim, NULL, NULL},
         {"--remote-timeout-ms", 3600000, &remote_timeout, NULL, NULL},

@@ -127,6 +127,7 @@ vsr_classifier_t *vsr_classifier_domain_new(const char *head_path, vsr_buf_t *er
     c->backend = "linear-head";
     c->output = "labels";
     c->needs_dim = vsr_head_dim(h);
+    c->embeds_text = 1;
     c->ops = &domain_ops;
     c->impl = h;
     return c;

@@ -114,6 +114,8 @@ struct vsr_classifier_s {
     const char *backend; /* static: "linear-head", "tfidf-lr", "rules", ... */
     const char *output;  /* static: "labels" or "entities" */
     size_t needs_dim;    /* an embedding width it was built for (0: none): checked against the default embedder */
+    int embeds_text;     /* 1: classify() always embeds its text through env->embed, so the runtime may
+                          * compute that vector ahead, in one batch with other work's texts */
     void *impl;
 };
 void vsr_classifier_free(vsr_classifier_t *c); /* accepts NULL */
@@ -214,7 +216,8 @@ typedef struct {
     size_t max_connections;    /* 1024 */
     size_t max_buffered;       /* request body bytes held at once, all connections: 256 MiB (→ 503) */
     uint64_t default_deadline_ms; /* 30000 */
-    uint64_t test_delay_ms;    /* test knob: every work item sleeps this long first; 0 */
+    size_t max_batch;          /* texts one forward pass may take from waiting work: 16; 1 = no batching */
+    uint64_t test_delay_ms;    /* test knob: a compute thread sleeps this long on each item it takes; 0 */
 } vsr_runtime_opts_t;
 
 /* Fills the defaults above (no address, no embedders). */

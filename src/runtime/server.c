@@ -38,6 +38,7 @@ typedef struct {
     atomic_uint_fast64_t requests[P_N][C_N];
     atomic_uint_fast64_t tasks[2][RES_N]; /* [0] embed, [1] other types */
     atomic_uint_fast64_t rejected;
+    atomic_uint_fast64_t batch_passes, batch_texts; /* embed() calls of batches, the texts they computed */
     atomic_uint_fast64_t hist[B_N + 1];
     atomic_uint_fast64_t hist_count, hist_sum_us;
     /* per classifier (its index in the options; the first RT_MAX_CLS_METRICS) */
@@ -104,6 +105,7 @@ typedef struct ework_s {
     size_t n;
     float *out;          /* n * dim, req pool */
     uint8_t *cached;     /* n, req pool */
+    uint8_t *ready;      /* n, req pool: out[i] was filled by the batch's prepare() */
     uint64_t tokens;
     int rc;
     char err[256];
@@ -610,6 +612,10 @@ static int env_embed(void *ud, vsr_slice_t text, float *out, vsr_buf_t *err)
 {
     ework_t *w = ud;
     vsr_embedder_t *e = w->e;
+    if (w->ready[0] && vsr_slice_eq(text, w->inputs[0])) {
+        memcpy(out, w->out, e->dim * sizeof *out);
+        return VSR_OK;
+    }
     vsr_slice_t model = vsr_slice_cstr(e->name);
     if (vsr_emb_cache_get(w->srv->cache, model, text, out, e->dim))
         return VSR_OK;
@@ -652,6 +658,8 @@ static void ework_run(vsr_rt_work_t *wk)
     size_t *miss_at = vsr_malloc((w->n ? w->n : 1) * sizeof *miss_at);
     size_t nm = 0;
     for (size_t i = 0; i < w->n; i++) {
+        if (w->ready[i])
+            continue;
         if (vsr_emb_cache_get(w->srv->cache, model, w->inputs[i], w->out + i * dim, dim)) {
             w->cached[i] = 1;
         } else {
@@ -681,6 +689,67 @@ static void ework_run(vsr_rt_work_t *wk)
     observe_compute(w->srv, vsr_now_us() - w->w.started_us);
 }
 
+/* The pool's prepare() for work over one embedder: the texts of all the
+ * items that the cache does not hold, deduplicated, in one embed() call;
+ * the vectors go to each item's out[] (ready) and to the cache.  When the
+ * call fails each item's run() embeds its own texts and reports its own
+ * error. */
+static void ework_prepare(vsr_rt_work_t **items, size_t n)
+{
+    ework_t *w0 = (ework_t *)items[0];
+    vsr_embedder_t *e = w0->e;
+    server_t *s = w0->srv;
+    size_t dim = e->dim, total = 0;
+    vsr_slice_t model = vsr_slice_cstr(e->name);
+    for (size_t k = 0; k < n; k++)
+        total += ((ework_t *)items[k])->n;
+    vsr_slice_t *miss = vsr_malloc(total * sizeof *miss);
+    struct {
+        ework_t *w;
+        size_t i, m;
+    } *use = vsr_malloc(total * sizeof *use);
+    float *tmp = NULL;
+    size_t nm = 0, nu = 0;
+    for (size_t k = 0; k < n; k++) {
+        ework_t *w = (ework_t *)items[k];
+        for (size_t i = 0; i < w->n; i++) {
+            if (vsr_emb_cache_get(s->cache, model, w->inputs[i], w->out + i * dim, dim)) {
+                w->cached[i] = w->ready[i] = 1;
+                continue;
+            }
+            size_t m = 0;
+            while (m < nm && !vsr_slice_eq(miss[m], w->inputs[i]))
+                m++;
+            if (m == nm)
+                miss[nm++] = w->inputs[i];
+            use[nu].w = w;
+            use[nu].i = i;
+            use[nu++].m = m;
+        }
+    }
+    if (nm == 0)
+        goto out;
+    tmp = vsr_malloc(nm * dim * sizeof *tmp);
+    vsr_buf_t err;
+    vsr_buf_init(&err, 256);
+    int rc = e->ops->embed(e, miss, nm, tmp, NULL, &err);
+    vsr_buf_free(&err);
+    if (rc != VSR_OK)
+        goto out;
+    for (size_t u = 0; u < nu; u++) {
+        memcpy(use[u].w->out + use[u].i * dim, tmp + use[u].m * dim, dim * sizeof *tmp);
+        use[u].w->ready[use[u].i] = 1;
+    }
+    for (size_t m = 0; m < nm; m++)
+        vsr_emb_cache_put(s->cache, model, miss[m], tmp + m * dim, dim);
+    atomic_fetch_add(&s->m.batch_passes, 1);
+    atomic_fetch_add(&s->m.batch_texts, nm);
+out:
+    vsr_free(tmp);
+    vsr_free(use);
+    vsr_free(miss);
+}
+
 static void ework_done(vsr_rt_work_t *wk)
 {
     ework_t *w = (ework_t *)wk;
@@ -702,6 +771,13 @@ static void ework_done(vsr_rt_work_t *wk)
     req_free(r);
 }
 
+static void batchable(ework_t *w)
+{
+    w->w.prepare = ework_prepare;
+    w->w.batch_key = w->e;
+    w->w.batch_weight = w->n;
+}
+
 static ework_t *new_work(req_t *r, vsr_embedder_t *e, const vsr_slice_t *inputs, size_t n, uint64_t deadline_us)
 {
     ework_t *w = vsr_pool_alloc(&r->pool, sizeof *w);
@@ -715,8 +791,13 @@ static ework_t *new_work(req_t *r, vsr_embedder_t *e, const vsr_slice_t *inputs,
     w->inputs = inputs;
     w->n = n;
     w->out = e ? vsr_pool_alloc(&r->pool, (n ? n : 1) * e->dim * sizeof(float)) : NULL;
-    w->cached = vsr_pool_alloc(&r->pool, n ? n : 1);
-    memset(w->cached, 0, n ? n : 1);
+    w->cached = vsr_pool_alloc(&r->pool, 2 * (n ? n : 1));
+    memset(w->cached, 0, 2 * (n ? n : 1));
+    w->ready = w->cached + (n ? n : 1);
+    /* a bundle's embed task may share a forward pass (an /v1/embeddings
+     * call reports its tokens, which a shared pass does not count) */
+    if (e && r->kind == P_BUNDLE)
+        batchable(w);
     return w;
 }
 
@@ -727,6 +808,10 @@ static ework_t *new_cwork(req_t *r, vsr_classifier_t *cls, vsr_embedder_t *e, co
     w->cls = cls;
     w->payload = payload;
     vsr_buf_init(&w->result, 0);
+    w->w.prepare = NULL;
+    w->w.batch_key = NULL;
+    if (e && cls->embeds_text && (cls->needs_dim == 0 || cls->needs_dim == e->dim))
+        batchable(w);
     return w;
 }
 
@@ -1026,6 +1111,21 @@ static void handle_metrics(conn_t *c)
                    "# HELP vsr_runtime_connections Open connections.\n"
                    "# TYPE vsr_runtime_connections gauge\nvsr_runtime_connections %zu\n",
                    vsr__rt_pool_depth(s->pool), (unsigned long long)ld(&m->rejected), s->n_conns);
+    uint64_t batches, batched;
+    vsr__rt_pool_batches(s->pool, &batches, &batched);
+    vsr_buf_printf(&b,
+                   "# HELP vsr_runtime_batches_total Work items taken together by one compute thread "
+                   "(two or more, one key).\n"
+                   "# TYPE vsr_runtime_batches_total counter\nvsr_runtime_batches_total %llu\n"
+                   "# HELP vsr_runtime_batched_tasks_total Work items taken in those batches.\n"
+                   "# TYPE vsr_runtime_batched_tasks_total counter\nvsr_runtime_batched_tasks_total %llu\n"
+                   "# HELP vsr_runtime_batch_passes_total Embedding calls that computed a batch's texts "
+                   "together.\n"
+                   "# TYPE vsr_runtime_batch_passes_total counter\nvsr_runtime_batch_passes_total %llu\n"
+                   "# HELP vsr_runtime_batch_texts_total Texts those calls computed (deduplicated).\n"
+                   "# TYPE vsr_runtime_batch_texts_total counter\nvsr_runtime_batch_texts_total %llu\n",
+                   (unsigned long long)batches, (unsigned long long)batched,
+                   (unsigned long long)ld(&m->batch_passes), (unsigned long long)ld(&m->batch_texts));
     vsr_buf_append_cstr(&b, "# HELP vsr_runtime_compute_seconds Time a work item spent computing.\n"
                             "# TYPE vsr_runtime_compute_seconds histogram\n");
     uint64_t cum = 0;
@@ -1360,6 +1460,7 @@ void vsr_runtime_opts_init(vsr_runtime_opts_t *o)
     o->max_buffered = 256u << 20;
     o->max_inputs = 16384;
     o->default_deadline_ms = 30000;
+    o->max_batch = 16;
 }
 
 /* 0 bound, 3 in use by a live process, 1 another failure. */
@@ -1487,7 +1588,7 @@ int vsr_runtime_serve(const vsr_runtime_opts_t *opts)
         threads = n > 0 ? (unsigned)n : 1;
     }
     s->cache = vsr_emb_cache_new(opts->cache_entries, opts->cache_bytes);
-    s->pool = vsr__rt_pool_new(&loop, threads, opts->queue, opts->test_delay_ms);
+    s->pool = vsr__rt_pool_new(&loop, threads, opts->queue, opts->max_batch, opts->test_delay_ms);
     if (s->pool == NULL) {
         s->draining = 1;
         finish(s);
@@ -1508,7 +1609,7 @@ int vsr_runtime_serve(const vsr_runtime_opts_t *opts)
                  opts->n_embedders + opts->n_classifiers,
                  opts->socket_path ? opts->socket_path : opts->listen, threads, opts->queue);
     if (opts->test_delay_ms)
-        vsr_log_warn("runtime", "--test-delay-ms %llu: every work item is delayed (a test knob)",
+        vsr_log_warn("runtime", "--test-delay-ms %llu: every work item taken is delayed (a test knob)",
                      (unsigned long long)opts->test_delay_ms);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = 0;

@@ -634,3 +634,66 @@ def test_a_file_that_is_no_model_is_refused_at_start(runtime, tmp_path):
     rt.proc.p.wait(20)
     assert rt.proc.p.returncode not in (0, None)
     assert "not a USE-lite model file" in rt.proc.output()
+
+
+def test_waiting_work_shares_one_embedding_pass(runtime):
+    """Work that waits for the compute thread is taken together when it
+    frees: one embed() call computes every waiting bundle's texts (each text
+    once), and the answers are the ones each bundle gets alone."""
+    args = ("--embedder", "hash", "--classifiers", "domain,pii", "--cache-entries", "0")
+    rt = runtime(*args, "--threads", "1", "--test-delay-ms", "4000")
+    alone = runtime(*args, "--max-batch", "1")
+    bundles = [
+        [{"id": "e", "embed": {"input": ["alpha beta", "gamma"]}},
+         {"id": "d", "classify": {"model": "domain", "text": "alpha beta"}},
+         {"id": "p", "classify": {"model": "pii", "text": "mail me at a@b.example"}}],
+        [{"id": "d", "classify": {"model": "domain", "text": "what is the derivative of x squared"}},
+         {"id": "e", "embed": {"input": "gamma"}}],
+        [{"id": "e", "embed": {"input": "delta"}}],
+    ]
+    results = {}
+
+    def send(key, tasks):
+        c = httpx.Client(transport=httpx.HTTPTransport(uds=str(rt.sock)), base_url="http://runtime", timeout=60)
+        try:
+            results[key] = c.post("/v1/bundle", json={"tasks": tasks})
+        finally:
+            c.close()
+    threads = [threading.Thread(target=send, args=("first", [{"id": "w", "embed": {"input": "warm up"}}]))]
+    threads[0].start()
+    # the thread has taken the first item and sleeps on it
+    wait_until(lambda: re.search(r"^vsr_runtime_connections 2$", rt.c.get("/metrics").text, re.M) and
+               "vsr_runtime_queue_depth 0" in rt.c.get("/metrics").text, timeout=10, what="the first item taken")
+    for i, b in enumerate(bundles):
+        threads.append(threading.Thread(target=send, args=(i, b)))
+        threads[-1].start()
+    # 2 + 2 + 1 + the pii task: all wait behind the first
+    wait_until(lambda: "vsr_runtime_queue_depth 6" in rt.c.get("/metrics").text, timeout=10,
+               what="the bundles queued")
+    for t in threads:
+        t.join(60)
+    assert results["first"].status_code == 200
+    # the first item took the five over the embedder along, not the pii task;
+    # the texts: warm up, alpha beta, gamma, the question, delta
+    assert rt.metric("vsr_runtime_batches_total") == 1
+    assert rt.metric("vsr_runtime_batched_tasks_total") == 6
+    assert rt.metric("vsr_runtime_batch_passes_total") == 1
+    assert rt.metric("vsr_runtime_batch_texts_total") == 5
+    assert rt.metric("vsr_runtime_compute_seconds_count") == 7
+    for i, b in enumerate(bundles):
+        got = results[i]
+        assert got.status_code == 200, got.text
+        want = alone.bundle(b).json()["results"]
+        assert got.json()["results"] == want
+    for r in results[0].json()["results"] + results[1].json()["results"]:
+        if "embed" in r:
+            assert not any(r["embed"]["cached"])
+    assert alone.metric("vsr_runtime_batches_total") == 0
+
+
+def test_max_batch_one_takes_items_alone(runtime):
+    rt = runtime("--embedder", "hash", "--threads", "1", "--test-delay-ms", "300", "--max-batch", "1")
+    r = rt.bundle([{"id": str(i), "embed": {"input": f"text {i}"}} for i in range(3)])
+    assert r.status_code == 200 and len(r.json()["results"]) == 3
+    assert rt.metric("vsr_runtime_batches_total") == 0
+    assert rt.metric("vsr_runtime_compute_seconds_count") == 3

@@ -1,6 +1,6 @@
 /* test_runtime.c — the model runtime's pieces without sockets: the bundle
  * request parser, the embedding cache (LRU, both bounds, threads), the hash
- * test embedder and the base64 writer. */
+ * test embedder, the base64 writer and the compute pool's batches. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/runtime-int.h"
 #include "runtime/runtime.h"
 
 static int parse(const char *body, size_t max, vsr_pool_t *pool, vsr_rt_bundle_t *b, const char **code)
@@ -285,6 +286,172 @@ static void test_remote_refuses_bad_urls(void **state)
     vsr_buf_free(&err);
 }
 
+/* ---- the compute pool's batches ----
+ * One thread, held busy by a blocker until every item is queued, so what it
+ * takes together afterwards is decided by the queue alone. */
+typedef struct {
+    vsr_rt_work_t w;
+    int id;
+    int ran, done;
+    int prepared_with;   /* the id of the first item of the batch that prepared it, 0: none */
+    size_t batch_n;      /* that batch's size */
+} pitem_t;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_release, g_blocked;
+static int g_order[64], g_n_order, g_n_done;
+
+static void blocker_run(vsr_rt_work_t *w)
+{
+    (void)w;
+    pthread_mutex_lock(&g_mu);
+    g_blocked = 1;
+    pthread_cond_broadcast(&g_cv);
+    while (!g_release)
+        pthread_cond_wait(&g_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void item_run(vsr_rt_work_t *w)
+{
+    pitem_t *it = (pitem_t *)w;
+    it->ran = 1;
+    g_order[g_n_order++] = it->id; /* one pool thread: no race */
+}
+
+static void item_prepare(vsr_rt_work_t **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        pitem_t *it = (pitem_t *)items[i];
+        it->prepared_with = ((pitem_t *)items[0])->id;
+        it->batch_n = n;
+    }
+}
+
+static void item_done(vsr_rt_work_t *w)
+{
+    ((pitem_t *)w)->done = 1;
+    g_n_done++;
+}
+
+static void test_pool_batches(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    vsr_rt_pool_t *p = vsr__rt_pool_new(&loop, 1, 64, 4, 0);
+    assert_non_null(p);
+    static int key_a, key_b;
+    pitem_t blocker = {.w = {.run = blocker_run, .done = item_done}, .id = 100};
+    /* ids 1..9: A A B A(weight 3) A A A(expired) A A */
+    pitem_t it[10];
+    memset(it, 0, sizeof it);
+    const void *keys[10] = {NULL, &key_a, &key_a, &key_b, &key_a, &key_a, &key_a, &key_a, &key_a, &key_a};
+    for (int i = 1; i <= 9; i++) {
+        it[i].id = i;
+        it[i].w.run = item_run;
+        it[i].w.done = item_done;
+        it[i].w.prepare = item_prepare;
+        it[i].w.batch_key = keys[i];
+    }
+    it[4].w.batch_weight = 3;
+    it[7].w.deadline_us = 1; /* long past */
+    vsr_rt_work_t *b = &blocker.w;
+    assert_int_equal(vsr__rt_pool_submit(p, &b, 1), VSR_OK);
+    pthread_mutex_lock(&g_mu);
+    while (!g_blocked)
+        pthread_cond_wait(&g_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+    vsr_rt_work_t *items[9];
+    for (int i = 0; i < 9; i++)
+        items[i] = &it[i + 1].w;
+    assert_int_equal(vsr__rt_pool_submit(p, items, 9), VSR_OK);
+    assert_int_equal(vsr__rt_pool_depth(p), 9);
+    pthread_mutex_lock(&g_mu);
+    g_release = 1;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+    while (g_n_done < 10)
+        uv_run(&loop, UV_RUN_ONCE);
+    /* 1 takes 2 along; 4 (weight 3) does not fit beside them (5 in all) and
+     * 3 is another key; the expired 7 is left for its own turn.  Then B
+     * alone, then 4 with 5 (weight 4 in all), then 6 with 8 and 9; 7
+     * expires. */
+    int with[10] = {0, 1, 1, 0, 4, 4, 6, 0, 6, 6};
+    size_t size[10] = {0, 2, 2, 0, 2, 2, 3, 0, 3, 3};
+    for (int i = 1; i <= 9; i++) {
+        assert_int_equal(it[i].prepared_with, with[i]);
+        assert_int_equal(it[i].batch_n, size[i]);
+    }
+    assert_true(it[7].w.expired);
+    assert_false(it[7].ran);
+    int want[] = {1, 2, 3, 4, 5, 6, 8, 9};
+    assert_int_equal(g_n_order, 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(g_order[i], want[i]);
+    for (int i = 1; i <= 9; i++)
+        assert_true(it[i].done);
+    uint64_t batches, batched;
+    vsr__rt_pool_batches(p, &batches, &batched);
+    assert_int_equal(batches, 3);
+    assert_int_equal(batched, 7);
+    vsr__rt_pool_free(p);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* Two threads over batchable work: however they share it out (the share
+ * depends on which is idle when), every item is run and done once, in
+ * exactly one batch or alone. */
+static int g_started;
+static void share_run(vsr_rt_work_t *w)
+{
+    (void)w;
+    pthread_mutex_lock(&g_mu);
+    g_started++;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void test_pool_two_threads_run_each_item_once(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    vsr_rt_pool_t *p = vsr__rt_pool_new(&loop, 2, 64, 16, 0);
+    assert_non_null(p);
+    static int key;
+    pitem_t it[8];
+    memset(it, 0, sizeof it);
+    vsr_rt_work_t *items[8];
+    for (int i = 0; i < 8; i++) {
+        it[i].id = i + 1;
+        it[i].w.run = share_run;
+        it[i].w.done = item_done;
+        it[i].w.prepare = item_prepare;
+        it[i].w.batch_key = &key;
+        items[i] = &it[i].w;
+    }
+    g_n_done = 0;
+    assert_int_equal(vsr__rt_pool_submit(p, items, 8), VSR_OK);
+    while (g_n_done < 8)
+        uv_run(&loop, UV_RUN_ONCE);
+    size_t total = 0;
+    for (int i = 0; i < 8; i++) {
+        assert_true(it[i].done);
+        if (it[i].prepared_with == it[i].id)
+            total += it[i].batch_n;
+        else if (it[i].prepared_with == 0)
+            total++;
+    }
+    assert_int_equal(total, 8);
+    assert_int_equal(g_started, 8);
+    vsr__rt_pool_free(p);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +461,8 @@ int main(void)
         cmocka_unit_test(test_cache_threads),
         cmocka_unit_test(test_hash_embedder),
         cmocka_unit_test(test_remote_refuses_bad_urls),
+        cmocka_unit_test(test_pool_batches),
+        cmocka_unit_test(test_pool_two_threads_run_each_item_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
