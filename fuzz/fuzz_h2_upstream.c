@@ -142,7 +142,7 @@ static void on_error(void *ud, vsr_upstream_error_t err, const char *detail, int
     st.ends++;
 }
 
-static const vsr_upstream_callbacks_t cbs = {on_head, on_body, on_complete, on_error};
+static const vsr_upstream_callbacks_t cbs = {on_head, on_body, on_complete, on_error, NULL};
 
 static void setup(void)
 {

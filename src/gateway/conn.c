@@ -25,6 +25,7 @@
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
 #define PARSER_POOL 64              /* request parsers a worker keeps for its connections' next requests */
+#define HELD_BUFS 16                /* relayed body pieces' buffers held for one write (HTTP/1.x) */
 
 typedef struct admin_job_s admin_job_t;
 
@@ -102,6 +103,13 @@ struct request_s {
     unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
     char *held_head;               /* the response head, held to go out with the first body bytes */
     size_t held_len;
+    /* RELAY over HTTP/1.x: the body pieces relayed since the last write,
+     * held until the backend read that brought them is over (on_read_end),
+     * or the connection's next write, so the pieces of one read go out in
+     * one write; the posted flush is the backstop */
+    struct wop_s *held_op;         /* the write that carries them; the other pieces' ops chained to it */
+    uv_buf_t held_bufs[HELD_BUFS];
+    unsigned n_held_bufs;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
     /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
@@ -141,6 +149,7 @@ struct admin_job_s {
 typedef struct wop_s {
     uv_write_t w;
     struct wop_s *next_free;
+    struct wop_s *chain; /* more ops whose bytes this write carries: released with it */
     conn_t *c;
     vsr_rbuf_t *rb;   /* a relayed body slice's buffer, unref'd when written */
     char *heap;       /* a head or local reply built for this write, freed when written */
@@ -152,6 +161,8 @@ static void conn_close(conn_t *c);
 static void conn_process(conn_t *c);
 static void request_finish(request_t *req);
 static void admin_job_abandon(admin_job_t *job);
+static void conn_post(conn_t *c);
+static void conn_unpost(conn_t *c);
 
 /* ---- write operations ---- */
 
@@ -167,16 +178,21 @@ static wop_t *wop_get(conn_t *c)
     op->c = c;
     op->rb = NULL;
     op->heap = NULL;
+    op->chain = NULL;
     op->bytes = 0;
     return op;
 }
 
 static void wop_put(worker_t *w, wop_t *op)
 {
-    vsr_rbuf_unref(op->rb);
-    vsr_free(op->heap);
-    op->next_free = w->wop_free;
-    w->wop_free = op;
+    while (op) {
+        wop_t *next = op->chain;
+        vsr_rbuf_unref(op->rb);
+        vsr_free(op->heap);
+        op->next_free = w->wop_free;
+        w->wop_free = op;
+        op = next;
+    }
 }
 
 static void linger_timeout_cb(uv_timer_t *t)
@@ -303,7 +319,7 @@ static int conn_send_op(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
 {
     uv_stream_t *s = (uv_stream_t *)&c->tcp;
     size_t left = op->bytes;
-    if (s->write_queue_size == 0 && n <= 8) {
+    if (s->write_queue_size == 0 && n <= HELD_BUFS) {
         int k = uv_try_write(s, bufs, n);
         if (k > 0) {
             left -= (size_t)k;
@@ -318,7 +334,7 @@ static int conn_send_op(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
                 bufs++;
                 n--;
             }
-            uv_buf_t rest[8];
+            uv_buf_t rest[HELD_BUFS];
             memcpy(rest, bufs, n * sizeof(*bufs));
             rest[0].base += skip;
             rest[0].len -= skip;
@@ -359,8 +375,12 @@ static void tls_flush_out(conn_t *c)
 
 /* Queues a write.  Never closes the connection synchronously, so callers may
  * go on using the request after it; a failure closes it from the timer. */
+static void held_flush(conn_t *c);
+
 static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
 {
+    if (c->req && c->req->held_op)
+        held_flush(c); /* the held pieces go first */
     for (unsigned i = 0; i < n; i++)
         op->bytes += bufs[i].len;
     if (c->req)
@@ -383,6 +403,38 @@ static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
     }
     if (conn_send_op(c, op, bufs, n) < 0)
         conn_doom(c);
+}
+
+/* Writes the relayed body pieces held for c's request, in one write. */
+static void held_flush(conn_t *c)
+{
+    request_t *req = c->req;
+    wop_t *op = req->held_op;
+    uv_buf_t bufs[HELD_BUFS];
+    unsigned n = req->n_held_bufs;
+    memcpy(bufs, req->held_bufs, n * sizeof *bufs);
+    req->held_op = NULL;
+    req->n_held_bufs = 0;
+    if (req->held_head == NULL)
+        conn_unpost(c); /* nothing is held now */
+    conn_write(c, op, bufs, n);
+}
+
+/* Holds a relayed body piece's write (op, its n buffers) for the posted
+ * flush: the pieces that follow before it go out in the same write. */
+static void held_add(conn_t *c, request_t *req, wop_t *op, const uv_buf_t *bufs, unsigned n)
+{
+    if (req->n_held_bufs + n > HELD_BUFS)
+        held_flush(c);
+    if (req->held_op) {
+        op->chain = req->held_op->chain;
+        req->held_op->chain = op;
+    } else {
+        req->held_op = op;
+    }
+    memcpy(req->held_bufs + req->n_held_bufs, bufs, n * sizeof *bufs);
+    req->n_held_bufs += n;
+    conn_post(c);
 }
 
 /* Writes a buffer whose memory passes to the write (freed when written). */
@@ -717,6 +769,8 @@ static void request_free(request_t *req)
     if (req->admin_job)
         admin_job_abandon(req->admin_job); /* its answer has nobody to go to */
     vsr_free(req->held_head); /* never written: the response was abandoned */
+    if (req->held_op)
+        wop_put(req->c->w, req->held_op); /* ... and so were these pieces */
     request_account(req);
     vsr__usage_free(req->usage);
     if (req->call)
@@ -744,6 +798,8 @@ static void request_finish(request_t *req)
         request_free(req);
         return;
     }
+    if (req->held_op && c->req == req)
+        held_flush(c); /* "handed to the socket": the held pieces too */
     int keep = req->keep_alive && !c->close_after_write && !c->w->draining && !c->peer_eof;
     vsr__gateway_drain_poke(c->w);
     c->req = NULL;
@@ -846,8 +902,6 @@ static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h
     return out;
 }
 
-static void conn_post(conn_t *c);
-static void conn_unpost(conn_t *c);
 
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
@@ -1117,7 +1171,10 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     } else {
         bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
     }
-    conn_write(c, op, bufs, (unsigned)nb);
+    if (c->closing || c->doomed)
+        conn_write(c, op, bufs, (unsigned)nb);
+    else
+        held_add(c, req, op, bufs, (unsigned)nb);
     if (!c->closing && req->call && c->wq_bytes > WQ_HIGH) {
         vsr_upstream_call_pause(req->call);
         stall_arm(c);
@@ -1143,13 +1200,18 @@ static void response_end(request_t *req, const vsr_effect_t *eff)
         request_finish(req);
         return;
     }
-    if (req->resp_chunked || req->held_head) {
+    if (req->resp_chunked || req->held_head || req->held_op) {
         wop_t *op = wop_get(c);
         uv_buf_t bufs[2];
         size_t nb = take_held_head(req, op, &bufs[0]);
         if (req->resp_chunked)
             bufs[nb++] = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
-        conn_write(c, op, bufs, (unsigned)nb);
+        if (req->held_op && !c->closing && !c->doomed) {
+            held_add(c, req, op, bufs, (unsigned)nb); /* the end goes out with the last pieces */
+            held_flush(c);
+        } else {
+            conn_write(c, op, bufs, (unsigned)nb);
+        }
     }
     if (!c->closing)
         request_finish(req);
@@ -1240,6 +1302,8 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
             request_free(req);
             return;
         }
+        if (req->held_op)
+            held_flush(c); /* what came before the failure goes out first */
         conn_close(c);
         return;
     }
@@ -1259,7 +1323,16 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     request_finish(req);
 }
 
-static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up_on_complete, up_on_error};
+/* The pieces of one backend read go out in one write. */
+static void up_on_read_end(void *ud)
+{
+    request_t *req = ud;
+    if (req->held_op && !req->st && req->c->req == req)
+        held_flush(req->c);
+}
+
+static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up_on_complete, up_on_error,
+                                                      up_on_read_end};
 
 static void trace_attempt_headers(void *ud, unsigned index, vsr_buf_t *head)
 {
@@ -2766,14 +2839,16 @@ void vsr__conn_send(conn_t *c, vsr_buf_t *b)
     conn_write_buf(c, b);
 }
 
-/* What a connection flushes: HTTP/2's frames, or an HTTP/1.1 response head
- * that no body bytes followed in the same read. */
+/* What a connection flushes: HTTP/2's frames, or an HTTP/1.1 response's
+ * held body pieces, or its head that no body bytes followed in the same read. */
 static void conn_flush(conn_t *c)
 {
     if (c->closing)
         return;
     if (c->h2) {
         vsr__h2_flush(c->h2);
+    } else if (c->req && c->req->held_op) {
+        held_flush(c);
     } else if (c->req && c->req->held_head) {
         wop_t *op = wop_get(c);
         uv_buf_t ub;

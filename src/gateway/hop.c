@@ -102,7 +102,7 @@ static void hop_on_error(void *ud, vsr_upstream_error_t err, const char *detail,
     hop_free(h);
 }
 
-static const vsr_upstream_callbacks_t hop_callbacks = {hop_on_head, hop_on_body, hop_on_complete, hop_on_error};
+static const vsr_upstream_callbacks_t hop_callbacks = {hop_on_head, hop_on_body, hop_on_complete, hop_on_error, NULL};
 
 void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_slice_t request_id,
                               const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,

@@ -1440,7 +1440,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         handle_eof(uc, call, nread);
         goto out;
     }
-    handle_bytes(uc, call, buf->base, (size_t)nread);
+    if (handle_bytes(uc, call, buf->base, (size_t)nread) == 0 && call->cb && call->cb->on_read_end)
+        call->cb->on_read_end(call->ud);
 out:
     if (uc->cur_rbuf) {
         vsr_rbuf_unref(uc->cur_rbuf);
@@ -1542,6 +1543,8 @@ static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf)
         nread = UV_ECONNRESET;
     if (nread < 0 && uc->call == call)
         handle_eof(uc, call, nread);
+    else if (uc->call == call && call->cb && call->cb->on_read_end)
+        call->cb->on_read_end(call->ud);
 }
 
 /* A final response head: a retriable answer is not delivered, the next
@@ -1810,8 +1813,12 @@ void vsr__call_h2_body(vsr_upstream_call_t *call, const char *p, size_t n, vsr_r
     call->got_bytes = 1;
     if (!call->paused)
         h2_arm(call, call->pol.idle_ms); /* progress: restart the stream-idle clock */
-    if (call->cb && call->cb->on_body)
-        call->cb->on_body(call->ud, p, n, owner);
+    const vsr_upstream_callbacks_t *cb = call->cb;
+    void *ud = call->ud;
+    if (cb && cb->on_body)
+        cb->on_body(ud, p, n, owner);
+    if (cb && cb->on_read_end) /* a callback never ends the call it is called for */
+        cb->on_read_end(ud);
 }
 
 void vsr__call_h2_complete(vsr_upstream_call_t *call)

@@ -81,6 +81,11 @@ typedef struct {
     /* The call is over; detail is a short static string or NULL; retried:
      * attempts were retried before this failure ("retried and the latest"). */
     void (*on_error)(void *ud, vsr_upstream_error_t err, const char *detail, int retried);
+    /* Optional: the body pieces of one read from the backend have all been
+     * delivered and the call goes on (not called when the read ended it:
+     * on_complete or on_error come instead).  The place to send together
+     * what on_body gathered.  Over HTTP/2, after each DATA frame's piece. */
+    void (*on_read_end)(void *ud);
 } vsr_upstream_callbacks_t;
 
 typedef struct {

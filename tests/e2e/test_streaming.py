@@ -74,6 +74,27 @@ def test_mid_stream_drop_ends_visibly(stack):
             pass
 
 
+def test_events_before_a_mid_stream_reset_reach_the_client(stack):
+    """The events the backend sent before it reset the stream (all in one
+    burst, so read together with the reset) reach the client, in order,
+    before the connection is cut: none is lost with the cut."""
+    for _ in range(5):
+        text = ""
+        with stack.client() as c:
+            try:
+                with c.stream("POST", "/v1/chat/completions", json=STREAM,
+                              headers={"x-fakellm-chunks": "10", "x-fakellm-drop-after": "4"}) as r:
+                    assert r.status_code == 200
+                    for part in r.iter_text():
+                        text += part
+                raise AssertionError("stream ended cleanly: " + text[-200:])
+            except httpx.RemoteProtocolError:
+                pass
+        contents = [json.loads(e)["choices"][0]["delta"].get("content") for e in sse_events(text)
+                    if e != "[DONE]"]
+        assert [x for x in contents if x] == [f"tok{i} " for i in range(4)], text
+
+
 def rss_kb(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:

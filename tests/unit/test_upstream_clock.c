@@ -56,7 +56,7 @@ static void on_error(void *ud, vsr_upstream_error_t err, const char *detail, int
     r->end_ms = vsr_now_ms();
     r->done = 1;
 }
-static const vsr_upstream_callbacks_t cbs = {on_head, on_body, on_complete, on_error};
+static const vsr_upstream_callbacks_t cbs = {on_head, on_body, on_complete, on_error, NULL};
 
 static void sleep_ms(unsigned ms)
 {
