@@ -129,6 +129,8 @@ struct vsr_upstream_call_s {
     unsigned paused : 1;
     unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
     unsigned h2_sent : 1;        /* the h2 stream's connection is up: past connecting */
+    uint64_t h2_idle_ms;         /* an h2 attempt's timer is the stream-idle clock, restarted lazily */
+    uint64_t h2_progress_at;     /* ... loop time of the last progress, while h2_idle_ms */
     unsigned bound_by_deadline : 1; /* the attempt's timer waits for the total deadline */
     unsigned deadline_hit : 1;   /* that timer fired: the total deadline is over */
 };
@@ -847,6 +849,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void attempt_start(vsr_upstream_call_t *call);
 static void call_h2_start(vsr_upstream_call_t *call);
 static void h2_arm(vsr_upstream_call_t *call, uint64_t ms);
+static void h2_idle_progress(vsr_upstream_call_t *call, uint64_t ms);
 static int build_head(vsr_upstream_call_t *call);
 
 static void call_timer_cb(uv_timer_t *t)
@@ -1685,7 +1688,7 @@ void vsr_upstream_call_resume(vsr_upstream_call_t *call)
     call->paused = 0;
     if (call->h2s) {
         if (call->got_head)
-            h2_arm(call, call->pol.idle_ms);
+            h2_idle_progress(call, call->pol.idle_ms);
         vsr__h2_resume(call->h2s); /* may deliver held bytes, and end the call */
         return;
     }
@@ -1762,15 +1765,40 @@ static void h2_timer_cb(uv_timer_t *t)
     vsr_upstream_call_t *call = t->data;
     if (call->ended || call->h2s == NULL)
         return;
+    if (call->h2_idle_ms) {
+        /* the idle clock is not moved on each DATA frame: re-armed here for
+         * what is left since the last one */
+        uint64_t idle = uv_now(call->up->loop) - call->h2_progress_at;
+        if (idle < call->h2_idle_ms) {
+            uv_timer_start(&call->timer, h2_timer_cb, call->h2_idle_ms - idle, 0);
+            return;
+        }
+    }
     call_timed_out(call, !call->h2_sent);
 }
 
+/* The attempt's deadlines before the stream idles (connect, first byte). */
 static void h2_arm(vsr_upstream_call_t *call, uint64_t ms)
 {
+    call->h2_idle_ms = 0;
     if (ms)
         uv_timer_start(&call->timer, h2_timer_cb, ms, 0);
     else
         uv_timer_stop(&call->timer);
+}
+
+/* Progress on the stream: its idle clock (ms; 0 stops it) restarts from now. */
+static void h2_idle_progress(vsr_upstream_call_t *call, uint64_t ms)
+{
+    if (ms == 0) {
+        h2_arm(call, 0);
+        return;
+    }
+    call->h2_progress_at = uv_now(call->up->loop);
+    if (call->h2_idle_ms == ms && uv_is_active((uv_handle_t *)&call->timer))
+        return;
+    h2_arm(call, ms);
+    call->h2_idle_ms = ms;
 }
 
 static void call_h2_start(vsr_upstream_call_t *call)
@@ -1803,7 +1831,7 @@ void vsr__call_h2_head(vsr_upstream_call_t *call, const vsr_http_head_t *head)
     if (head_retried(call, head))
         return;
     head_accepted(call, head);
-    h2_arm(call, call->paused ? 0 : call->pol.idle_ms);
+    h2_idle_progress(call, call->paused ? 0 : call->pol.idle_ms);
     if (call->cb && call->cb->on_head)
         call->cb->on_head(call->ud, head);
 }
@@ -1812,7 +1840,7 @@ void vsr__call_h2_body(vsr_upstream_call_t *call, const char *p, size_t n, vsr_r
 {
     call->got_bytes = 1;
     if (!call->paused)
-        h2_arm(call, call->pol.idle_ms); /* progress: restart the stream-idle clock */
+        h2_idle_progress(call, call->pol.idle_ms); /* progress: restart the stream-idle clock */
     const vsr_upstream_callbacks_t *cb = call->cb;
     void *ud = call->ud;
     if (cb && cb->on_body)

@@ -226,6 +226,21 @@ def test_idle_timeout_cuts_a_stalled_h2_stream(h2stack):
                     pass
 
 
+def test_idle_timeout_restarts_with_every_h2_data_frame(h2stack):
+    # 8 events 600 ms apart under a 1 s idle timeout: the stream lasts about 5 s, four times the timeout, each gap
+    # under it, so it is never cut (the clock restarts lazily, as over HTTP/1.1)
+    v = h2stack({"idle_timeout": "1s"})
+    t0 = time.monotonic()
+    with httpx.Client(timeout=30) as c:
+        r = c.post(v.url + "/v1/chat/completions",
+                   headers={"x-fakellm-chunks": "8", "x-fakellm-chunk-delay-ms": "600"},
+                   json={"model": "m", "stream": True, "messages": []})
+    assert r.status_code == 200
+    assert r.text.rstrip().endswith("data: [DONE]")
+    assert r.text.count('"content":"tok') == 8
+    assert time.monotonic() - t0 > 4
+
+
 def test_client_cancel_resets_only_its_stream(h2stack):
     """A client that goes away mid-stream: its stream is reset, the shared
     connection keeps serving the others."""
