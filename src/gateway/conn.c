@@ -420,8 +420,10 @@ static void held_flush(conn_t *c)
     conn_write(c, op, bufs, n);
 }
 
-/* Holds a relayed body piece's write (op, its n buffers) for the posted
- * flush: the pieces that follow before it go out in the same write. */
+/* Holds a relayed body piece's write (op, its n buffers) until the backend
+ * read that brought it is over (up_on_read_end), the connection writes
+ * anything else, or, as a backstop, the posted flush: the pieces that follow
+ * meanwhile go out in the same write. */
 static void held_add(conn_t *c, request_t *req, wop_t *op, const uv_buf_t *bufs, unsigned n)
 {
     if (req->n_held_bufs + n > HELD_BUFS)
