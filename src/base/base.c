@@ -251,11 +251,39 @@ int vsr_slice_to_u64(vsr_slice_t s, uint64_t max, uint64_t *out)
 
 /* ---- clocks ---- */
 
-uint64_t vsr_now_us(void)
+static _Thread_local struct {
+    uint64_t us;
+    unsigned char on, valid;
+} clock_tls;
+
+uint64_t vsr_now_us_exact(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t vsr_now_us(void)
+{
+    if (clock_tls.valid)
+        return clock_tls.us;
+    uint64_t us = vsr_now_us_exact();
+    if (clock_tls.on) {
+        clock_tls.us = us;
+        clock_tls.valid = 1;
+    }
+    return us;
+}
+
+void vsr_clock_cache(int on)
+{
+    clock_tls.on = on != 0;
+    clock_tls.valid = 0;
+}
+
+void vsr_clock_tick(void)
+{
+    clock_tls.valid = 0;
 }
 
 uint64_t vsr_now_ms(void)

@@ -217,10 +217,22 @@ static inline void vsr_rbuf_ref(vsr_rbuf_t *b)
 void vsr_rbuf_unref(vsr_rbuf_t *b); /* accepts NULL */
 void vsr_rbuf_trim_cache(void);     /* frees this thread's cached rbufs */
 
-/* ---- clocks ------------------------------------------------------------ */
-uint64_t vsr_now_ms(void);  /* monotonic */
-uint64_t vsr_now_us(void);  /* monotonic */
-double vsr_wall_time(void); /* seconds since the epoch, for logs */
+/* ---- clocks --------------------------------------------------------------
+ * vsr_now_us and vsr_now_ms read the monotonic clock.  A thread that runs an
+ * event loop may cache it (vsr_clock_cache(1)): each read then returns the
+ * time first read since the thread's last vsr_clock_tick, as nginx's cached
+ * time does, so the ten-odd reads of one request cost one.  The loop ticks
+ * before it waits for I/O and after each round of callbacks, and the hot read
+ * callbacks tick on entry, so a cached time is never older than the callback
+ * being run (a few µs of work), never a wait.  A thread that does not cache
+ * (the default) reads the clock every time.  vsr_now_us_exact always reads:
+ * for durations measured inside one callback (a signal's evaluation). */
+uint64_t vsr_now_ms(void);        /* monotonic */
+uint64_t vsr_now_us(void);        /* monotonic */
+uint64_t vsr_now_us_exact(void);  /* monotonic, never cached */
+void vsr_clock_cache(int on);     /* this thread caches its reads between ticks (1) or not (0) */
+void vsr_clock_tick(void);        /* the next read on this thread reads the clock */
+double vsr_wall_time(void);       /* seconds since the epoch, for logs */
 
 /* ---- logging -------------------------------------------------------------
  * One line per call to stderr, prefixed with time, level and module.  Never

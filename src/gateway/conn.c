@@ -57,6 +57,8 @@ struct conn_s {
     unsigned out_paused : 1;       /* over the output budget: no request is read or parsed until it drains */
     unsigned stalled : 1;          /* the timer runs for a client that does not read its replies */
     unsigned deadline_armed : 1;   /* the timer runs for the request-head or request-body deadline */
+    unsigned tkind : 3;            /* what the timer is wanted for (ctimer_set), T_NONE = nothing */
+    uint64_t tdue;                 /* ... and the loop time it is wanted at */
     uint64_t req_start_ms;         /* the current request's first byte was taken (its head deadline runs) */
     uint64_t body_start_ms;        /* ... and its head was complete (its body deadline runs); 0 = not yet */
     vsr_tls_t *tls;                /* a TLS listener's: between the socket and the protocol */
@@ -164,6 +166,32 @@ static void admin_job_abandon(admin_job_t *job);
 static void conn_post(conn_t *c);
 static void conn_unpost(conn_t *c);
 
+/* ---- the connection's timer ----
+ * One timer serves every wait of a connection; tkind says which.  It is moved
+ * lazily, as nginx's timers are: only when it is wanted sooner than it is
+ * armed for.  Stopping it only notes that nothing is wanted, and a timer that
+ * fires before it is due is armed again for what is left, so a keep-alive
+ * request's stop and the idle timeout armed again after it cost no timer-heap
+ * update. */
+enum { T_NONE, T_STALL, T_LINGER, T_DOOMED, T_IDLE, T_SOON };
+
+static void ctimer_cb(uv_timer_t *t);
+
+static void ctimer_set(conn_t *c, unsigned kind, uint64_t ms)
+{
+    uint64_t now = uv_now(&c->w->loop);
+    c->tkind = kind & 7;
+    c->tdue = now + ms;
+    if (uv_is_active((uv_handle_t *)&c->timer) && now + uv_timer_get_due_in(&c->timer) <= c->tdue)
+        return;
+    uv_timer_start(&c->timer, ctimer_cb, ms, 0);
+}
+
+static void ctimer_stop(conn_t *c)
+{
+    c->tkind = T_NONE;
+}
+
 /* ---- write operations ---- */
 
 static wop_t *wop_get(conn_t *c)
@@ -233,7 +261,7 @@ static void stall_arm(conn_t *c)
         return;
     c->stalled = 1;
     c->deadline_armed = 0;
-    uv_timer_start(&c->timer, stall_cb, c->l->conf->timeout_ms, 0);
+    ctimer_set(c, T_STALL, c->l->conf->timeout_ms);
 }
 
 static void stall_clear(conn_t *c)
@@ -242,7 +270,7 @@ static void stall_clear(conn_t *c)
         return;
     c->stalled = 0;
     if (!c->closing && !c->doomed && !c->lingering)
-        uv_timer_stop(&c->timer);
+        ctimer_stop(c);
 }
 
 /* The final reply is written: send FIN and drain what the client still sends
@@ -262,7 +290,7 @@ static void conn_linger(conn_t *c)
         conn_close(c);
         return;
     }
-    uv_timer_start(&c->timer, linger_timeout_cb, LINGER_MS, 0);
+    ctimer_set(c, T_LINGER, LINGER_MS);
     set_reading(c, 1);
 }
 
@@ -305,7 +333,7 @@ static void conn_doom(conn_t *c)
     if (!c->closing && !c->doomed) {
         c->doomed = 1;
         c->stalled = 0;
-        uv_timer_start(&c->timer, doomed_cb, 0, 0);
+        ctimer_set(c, T_DOOMED, 0);
     }
 }
 
@@ -2199,7 +2227,7 @@ static void idle_timer_cb(uv_timer_t *t)
     if (c->h2) {
         /* HTTP/2: idle means no stream in flight for the listener's timeout */
         if (vsr__h2_active(c->h2)) {
-            uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+            ctimer_set(c, T_IDLE, c->l->conf->timeout_ms);
             return;
         }
         vsr__h2_goaway(c->h2);
@@ -2249,7 +2277,7 @@ static void idle_arm(conn_t *c)
             c->deadline_armed = 1;
         }
     }
-    uv_timer_start(&c->timer, idle_timer_cb, ms, 0);
+    ctimer_set(c, T_IDLE, ms);
 }
 
 /* A complete request: its deadlines end, its answer starts. */
@@ -2258,13 +2286,32 @@ static void conn_answer(conn_t *c)
     c->req_start_ms = c->body_start_ms = 0;
     c->deadline_armed = 0;
     c->stalled = 0;
-    uv_timer_stop(&c->timer);
+    ctimer_stop(c);
     dispatch(c->req);
 }
 
 static void process_soon_cb(uv_timer_t *t)
 {
     conn_process(t->data);
+}
+
+static void ctimer_cb(uv_timer_t *t)
+{
+    static const uv_timer_cb by_kind[] = {
+        [T_STALL] = stall_cb, [T_LINGER] = linger_timeout_cb, [T_DOOMED] = doomed_cb,
+        [T_IDLE] = idle_timer_cb, [T_SOON] = process_soon_cb,
+    };
+    conn_t *c = t->data;
+    unsigned kind = c->tkind;
+    if (kind == T_NONE || c->closing)
+        return; /* stopped since it was armed */
+    uint64_t now = uv_now(t->loop);
+    if (now < c->tdue) {
+        uv_timer_start(t, ctimer_cb, c->tdue - now, 0); /* moved later since it was armed */
+        return;
+    }
+    c->tkind = T_NONE;
+    by_kind[kind](t);
 }
 
 #define PROCESS_DEPTH_MAX 16 /* pipelined requests answered in one go (each finish starts the next) */
@@ -2305,7 +2352,7 @@ static void conn_process(conn_t *c)
          * neither grows the stack nor keeps the worker from its other
          * connections */
         c->stalled = c->deadline_armed = 0;
-        uv_timer_start(&c->timer, process_soon_cb, 0, 0);
+        ctimer_set(c, T_SOON, 0);
         return;
     }
     w->process_depth++;
@@ -2332,7 +2379,7 @@ static int start_h2(conn_t *c)
 /* HTTP/2 bytes: the session takes them all; the idle timer restarts. */
 static void h2_input(conn_t *c, const char *p, size_t n)
 {
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0);
+    ctimer_set(c, T_IDLE, c->l->conf->timeout_ms);
     if (vsr__h2_feed(c->h2, p, n) != VSR_OK)
         vsr__conn_end(c, 1); /* a connection error: GOAWAY is queued, then close */
 }
@@ -2452,6 +2499,7 @@ static void tls_input(conn_t *c, const char *data, size_t nread)
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     conn_t *c = s->data;
+    vsr_clock_tick(); /* a request's times are its own, not those of the round's first event */
     if (nread == 0 || c->closing)
         return;
     if (c->lingering || c->close_after_write) {
@@ -2759,7 +2807,7 @@ static int upgrade_h2c(request_t *req)
     req->st = st;
     req->bytes_sent = 0;
     req->keep_alive = 1;
-    uv_timer_start(&c->timer, idle_timer_cb, c->l->conf->timeout_ms, 0); /* idle as HTTP/2 from now on */
+    ctimer_set(c, T_IDLE, c->l->conf->timeout_ms); /* idle as HTTP/2 from now on */
     set_reading(c, 1);
     dispatch(req);
     if (c->pending.len && !c->closing) {
@@ -2864,13 +2912,16 @@ static void conn_flush(conn_t *c)
 }
 
 /* Flushes "once the current callback is over" are posted on the worker's
- * list and run from one zero timer of the worker (nginx's posted events), so
- * a connection carries two list links instead of a timer of its own.  The
- * list being run is w->posting: a connection posted meanwhile waits for the
- * next run, and one closed meanwhile leaves either list. */
-static void posted_cb(uv_timer_t *t)
+ * list (nginx's posted events), so a connection carries two list links
+ * instead of a timer of its own.  The list runs from the worker's check
+ * handle, after the round of I/O callbacks that posted it; its idle handle,
+ * active while anything is posted, keeps the loop from blocking for I/O
+ * before that (a flush posted from a timer), and runs the list too.  Both
+ * start and stop in O(1), where a zero timer was two timer-heap updates per
+ * round.  The list being run is w->posting: a connection posted meanwhile
+ * waits for the next run, and one closed meanwhile leaves either list. */
+static void posted_run(worker_t *w)
 {
-    worker_t *w = t->data;
     w->posting = w->posted;
     w->posted = NULL;
     while (w->posting) {
@@ -2878,6 +2929,20 @@ static void posted_cb(uv_timer_t *t)
         conn_unpost(c);
         conn_flush(c);
     }
+    if (w->posted == NULL) {
+        uv_check_stop(&w->posted_check);
+        uv_idle_stop(&w->posted_idle);
+    }
+}
+
+static void posted_check_cb(uv_check_t *h)
+{
+    posted_run(h->data);
+}
+
+static void posted_idle_cb(uv_idle_t *h)
+{
+    posted_run(h->data);
 }
 
 static void conn_post(conn_t *c)
@@ -2890,8 +2955,10 @@ static void conn_post(conn_t *c)
     c->post_next = w->posted;
     if (w->posted)
         w->posted->post_prev = c;
-    else
-        uv_timer_start(&w->posted_timer, posted_cb, 0, 0);
+    else if (!w->torn_down) {
+        uv_check_start(&w->posted_check, posted_check_cb);
+        uv_idle_start(&w->posted_idle, posted_idle_cb);
+    }
     w->posted = c;
 }
 

@@ -65,7 +65,10 @@ struct worker_s {
     uv_timer_t drain_deadline;   /* the drain timeout: then whatever is left is closed */
     uv_timer_t drain_check;      /* a zero timer: "is anything still in flight?" */
     uv_timer_t trim_timer;       /* freed connection memory goes back to the system (conn.c) */
-    uv_timer_t posted_timer;     /* a zero timer: the posted connections' flushes (conn.c) */
+    uv_check_t posted_check;     /* the posted connections' flushes, after the round of I/O callbacks (conn.c) */
+    uv_idle_t posted_idle;       /* ... and, while any is posted, the loop does not block for I/O first */
+    uv_prepare_t clock_prepare;  /* the worker's cached clock is read anew before it waits for I/O ... */
+    uv_check_t clock_check;      /* ... and after each round of callbacks (vsr_clock_tick) */
     conn_t *posted, *posting;    /* ... posted since its last run, and those of the run in progress */
     int reserve_fd;              /* a descriptor given up when accept fails for want of one (conn.c) */
     uint64_t accept_log_ms;      /* failed accepts are logged once per interval ... */

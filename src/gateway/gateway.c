@@ -102,7 +102,10 @@ static void teardown(worker_t *w)
     uv_close((uv_handle_t *)&w->drain_deadline, close_noop);
     uv_close((uv_handle_t *)&w->drain_check, close_noop);
     uv_close((uv_handle_t *)&w->trim_timer, close_noop);
-    uv_close((uv_handle_t *)&w->posted_timer, close_noop);
+    uv_close((uv_handle_t *)&w->posted_check, close_noop);
+    uv_close((uv_handle_t *)&w->posted_idle, close_noop);
+    uv_close((uv_handle_t *)&w->clock_prepare, close_noop);
+    uv_close((uv_handle_t *)&w->clock_check, close_noop);
     pthread_mutex_lock(&w->async_mu);
     w->async_closed = 1;
     uv_close((uv_handle_t *)&w->stop_async, close_noop);
@@ -182,6 +185,7 @@ static void *worker_main(void *arg)
     vsr_gateway_t *gw = w->gw;
     int rc = VSR_OK;
 
+    vsr_clock_cache(1); /* the loop ticks it (worker_new) */
     w->up = vsr_upstream_new(&w->loop, NULL, NULL); /* clusters come from each request's version */
     if (gw->opts.runtime.open)
         w->rt_port = gw->opts.runtime.open(gw->opts.runtime.ud, &w->loop, w->id);
@@ -203,6 +207,18 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static void clock_prepare_cb(uv_prepare_t *h)
+{
+    VSR_UNUSED(h);
+    vsr_clock_tick();
+}
+
+static void clock_check_cb(uv_check_t *h)
+{
+    VSR_UNUSED(h);
+    vsr_clock_tick();
+}
+
 static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
 {
     worker_t *w = vsr_calloc(1, sizeof(*w));
@@ -217,8 +233,17 @@ static worker_t *worker_new(vsr_gateway_t *gw, unsigned id)
     uv_timer_init(&w->loop, &w->trim_timer);
     uv_unref((uv_handle_t *)&w->trim_timer);
     w->trim_timer.data = w;
-    uv_timer_init(&w->loop, &w->posted_timer);
-    w->posted_timer.data = w;
+    uv_check_init(&w->loop, &w->posted_check);
+    w->posted_check.data = w;
+    uv_idle_init(&w->loop, &w->posted_idle);
+    w->posted_idle.data = w;
+    /* the clock's ticks run every round but keep no loop alive */
+    uv_prepare_init(&w->loop, &w->clock_prepare);
+    uv_prepare_start(&w->clock_prepare, clock_prepare_cb);
+    uv_unref((uv_handle_t *)&w->clock_prepare);
+    uv_check_init(&w->loop, &w->clock_check);
+    uv_check_start(&w->clock_check, clock_check_cb);
+    uv_unref((uv_handle_t *)&w->clock_check);
     pthread_mutex_init(&w->async_mu, NULL);
     vsr_buf_init(&w->start_err, 4096);
     w->reserve_fd = -1;
@@ -545,7 +570,10 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
             uv_close((uv_handle_t *)&w->drain_deadline, NULL);
             uv_close((uv_handle_t *)&w->drain_check, NULL);
             uv_close((uv_handle_t *)&w->trim_timer, NULL);
-            uv_close((uv_handle_t *)&w->posted_timer, NULL);
+            uv_close((uv_handle_t *)&w->posted_check, NULL);
+            uv_close((uv_handle_t *)&w->posted_idle, NULL);
+            uv_close((uv_handle_t *)&w->clock_prepare, NULL);
+            uv_close((uv_handle_t *)&w->clock_check, NULL);
             uv_run(&w->loop, UV_RUN_DEFAULT);
             worker_free(w);
             break;

@@ -289,11 +289,11 @@ static int leaf_cb(void *ud, const vsr_rule_conf_t *leaf, double *confidence)
         return leaf_policy(rc, leaf, i) == VSR_ON_ERROR_MATCH;
     }
     if (!rc->memo_done[i]) {
-        uint64_t t0 = vsr_now_us();
+        uint64_t t0 = vsr_now_us_exact();
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
         if (rc->sig_us)
-            rc->sig_us[i] = vsr_now_us() - t0;
+            rc->sig_us[i] = vsr_now_us_exact() - t0;
     }
     if (leaf->label || leaf->has_predicate)
         return vsr_rule_leaf_result(leaf, &rc->memo[i], confidence);
@@ -344,7 +344,7 @@ uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud)
 /* Every task without a usable answer makes its signal unknown. */
 static void settle_tasks(route_ctx_t *rc)
 {
-    uint64_t now = vsr_now_us();
+    uint64_t now = vsr_now_us_exact();
     for (size_t k = 0; k < rc->n_tasks; k++) {
         int i = rc->tasks[k].sig;
         if (rc->memo_done[i])
@@ -363,7 +363,7 @@ static void task_answer(route_ctx_t *rc, route_task_t *t, vsr_slice_t result)
     if (vsr_signals_consume(rc->rs->signals, t->sig, &rc->in, result, &v) == VSR_OK) {
         rc->memo[t->sig] = v;
         rc->memo_done[t->sig] = 1;
-        rc->sig_us[t->sig] = vsr_now_us() - t->t0_us;
+        rc->sig_us[t->sig] = vsr_now_us_exact() - t->t0_us;
     }
 }
 
@@ -385,7 +385,7 @@ static void route_done(void *ud, int status, const vsr_runtime_result_t *res, si
         return; /* a port that answers twice: the first answer stands */
     rc->answered = 1;
     rc->handle = NULL;
-    rc->rt_end_us = vsr_now_us();
+    rc->rt_end_us = vsr_now_us_exact();
     int late = vsr__ports_now(rc->ports, rc->ports_ud) > rc->deadline_ms;
     rc->rt_status = late ? VSR_ERR_TOO_BIG : status;
     for (size_t r = 0; status == VSR_OK && !late && r < n; r++) {
@@ -495,7 +495,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     for (size_t k = 0; k < rs->n_referenced; k++) {
         int i = rs->referenced[k];
         vsr_signal_task_t t;
-        uint64_t t0 = t_next ? t_next : vsr_now_us();
+        uint64_t t0 = t_next ? t_next : vsr_now_us_exact();
         t_next = 0;
         int want = vsr_signals_task(rs->signals, i, &rc->in, &t);
         if (want < 0) {
@@ -504,7 +504,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             rc->memo_done[i] = 1;
             rc->unknown[i] = 1;
             rc->n_unknown_now++;
-            t_next = vsr_now_us();
+            t_next = vsr_now_us_exact();
             rc->sig_us[i] = t_next - t0;
             continue;
         }
@@ -526,7 +526,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
         }
         rc->memo[i] = vsr_signals_eval(rs->signals, i, &rc->in);
         rc->memo_done[i] = 1;
-        t_next = vsr_now_us();
+        t_next = vsr_now_us_exact();
         rc->sig_us[i] = t_next - t0;
     }
     if (rc->n_tasks == 0) {
@@ -555,7 +555,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             if (!rc->tasks[k].chat)
                 tasks[m++] = (vsr_runtime_task_t){rc->tasks[k].id, rc->tasks[k].task.type, rc->tasks[k].task.payload};
         vsr_runtime_bundle_t b = {tasks, m};
-        rc->rt_start_us = vsr_now_us();
+        rc->rt_start_us = vsr_now_us_exact();
         rc->rt_tasks = (unsigned)m;
         rc->rt_status = 1;
         void *h = rc->ports->runtime_call(rc->ports_ud, &b, rc->deadline_ms, route_done, rc);

@@ -324,7 +324,7 @@ static void replay_begin(vsr_session_t *s, const vsr_decision_conf_t *d)
 static void replay_write(vsr_session_t *s)
 {
     if (s->rp)
-        vsr__replay_write(s->rp, &s->ev, s->has_json ? &s->json : NULL, vsr_now_us() - s->t0, s->opts.ports,
+        vsr__replay_write(s->rp, &s->ev, s->has_json ? &s->json : NULL, vsr_now_us_exact() - s->t0, s->opts.ports,
                           s->opts.ports_ud);
 }
 
@@ -759,7 +759,7 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     s->ev.family_times = vsr_pool_alloc(&s->pool, sizeof(vsr_family_time_t) * VSR_EVIDENCE_MAX_FAMILIES);
     s->ev.n_family_times = vsr__route_family_times(rc, s->ev.family_times, VSR_EVIDENCE_MAX_FAMILIES);
     s->ev.runtime_start_us = rc->rt_start_us;
-    s->ev.runtime_end_us = rc->rt_end_us ? rc->rt_end_us : (rc->rt_start_us ? vsr_now_us() : 0);
+    s->ev.runtime_end_us = rc->rt_end_us ? rc->rt_end_us : (rc->rt_start_us ? vsr_now_us_exact() : 0);
     s->ev.runtime_tasks = rc->rt_tasks;
     s->ev.runtime_status = rc->rt_status;
     s->ev.chat_tasks = rc->n_chat;
@@ -1031,7 +1031,7 @@ const vsr_effect_t *vsr_session_request_body(vsr_session_t *s, const char *body,
         reset_effect(s);
         return &s->eff;
     }
-    uint64_t t0 = vsr_now_us();
+    uint64_t t0 = vsr_now_us_exact();
     reset_effect(s);
     s->rq_body = vsr_slice(body, len);
 
@@ -1271,7 +1271,7 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
             if (s->ev.recipe)
                 extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
             extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
-            s->ev.routing_us = vsr_now_us() - t0;
+            s->ev.routing_us = vsr_now_us_exact() - t0;
             return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body, VSR_PATH_FAST_RESPONSE, extra,
                              n_extra);
         }
@@ -1460,7 +1460,7 @@ static const vsr_effect_t *tools_start(vsr_session_t *s)
 /* The routed request goes on: its graph, or its call. */
 static const vsr_effect_t *dispatch(vsr_session_t *s)
 {
-    s->ev.routing_us = vsr_now_us() - s->t0;
+    s->ev.routing_us = vsr_now_us_exact() - s->t0;
     if (s->d_graph)
         return start_graph(s);
     if (aim(s, s->d_model, s->d_lora) != VSR_OK)
@@ -1656,7 +1656,7 @@ static const vsr_effect_t *rc_after_lookup(vsr_session_t *s)
     if (s->ev.recipe)
         extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
     extra[n++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(s->ev.decision)};
-    s->ev.routing_us = vsr_now_us() - s->t0;
+    s->ev.routing_us = vsr_now_us_exact() - s->t0;
     return immediate(s, 200, ctype, body, VSR_PATH_CACHE, extra, n);
 }
 
@@ -1866,7 +1866,7 @@ static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint
     s->name = name;
     s->model_tok = mt;
     s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
-    s->ev.routing_us = vsr_now_us() - t0;
+    s->ev.routing_us = vsr_now_us_exact() - t0;
     if (aim(s, model, lora) != VSR_OK)
         return untranslatable(s, model);
     return &s->eff;

@@ -682,6 +682,7 @@ static void tls_input(h2conn_t *c, ssize_t nread, const uv_buf_t *buf)
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     h2conn_t *c = st->data;
+    vsr_clock_tick(); /* a response's times are its own (base.h: the cached clock) */
     if (c->state == H2C_CLOSING) {
         /* nothing */
     } else if (c->tls) {

@@ -69,6 +69,7 @@ typedef enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_CLOSING } uc_state_t;
 struct uconn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
+    uint64_t due;                /* loop time the timer is wanted at, 0 = not wanted (arm: moved lazily) */
     uint64_t idle_ms;            /* the timer is the stream-idle clock, restarted lazily (idle_progress) */
     uint64_t progress_at;        /* loop time of the last progress, while idle_ms */
     uv_connect_t connect_req;
@@ -719,13 +720,24 @@ static uconn_t *uconn_new(vsr_upstream_t *up, cluster_t *cl, endpoint_t *ep)
 
 static void uc_timer_cb(uv_timer_t *t);
 
+/* The connection's timer, wanted ms from now (0: not at all).  It is moved
+ * lazily, as nginx's timers are: only when it is wanted sooner than it is
+ * armed for.  Stopping it only notes that nothing is wanted, and a timer that
+ * fires before it is due is armed again for what is left (uc_timer_cb), so a
+ * request's connect, first-byte and idle timeouts and the pool's idle
+ * timeout after it, each later than the last, cost no timer-heap update. */
 static void arm(uconn_t *uc, uint64_t ms)
 {
     uc->idle_ms = 0;
-    if (ms)
-        uv_timer_start(&uc->timer, uc_timer_cb, ms, 0);
-    else
-        uv_timer_stop(&uc->timer);
+    if (ms == 0) {
+        uc->due = 0;
+        return;
+    }
+    uint64_t now = uv_now(uc->up->loop);
+    uc->due = now + ms;
+    if (uv_is_active((uv_handle_t *)&uc->timer) && now + uv_timer_get_due_in(&uc->timer) <= uc->due)
+        return;
+    uv_timer_start(&uc->timer, uc_timer_cb, ms, 0);
 }
 
 /* Progress on a response: its stream-idle clock restarts.  Moving the timer
@@ -1427,6 +1439,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     uconn_t *uc = s->data;
     vsr_upstream_call_t *call = uc->call;
 
+    vsr_clock_tick(); /* a response's times are its own (base.h: the cached clock) */
     if (uc->state == UC_IDLE || call == NULL) {
         /* the pooled connection was closed by the peer, or spoke out of turn */
         if (nread != 0 && uc->state != UC_CLOSING)
@@ -1627,8 +1640,13 @@ static void uc_timer_cb(uv_timer_t *t)
 {
     uconn_t *uc = t->data;
     vsr_upstream_call_t *call = uc->call;
-    if (uc->state == UC_CLOSING)
+    if (uc->state == UC_CLOSING || uc->due == 0)
+        return; /* closing, or stopped since it was armed (arm) */
+    uint64_t now = uv_now(uc->up->loop);
+    if (now < uc->due) {
+        uv_timer_start(&uc->timer, uc_timer_cb, uc->due - now, 0); /* moved later since it was armed */
         return;
+    }
     if (uc->state == UC_IDLE || call == NULL) {
         uconn_close(uc);
         return;
