@@ -104,22 +104,20 @@ int vsr_secret_eq(vsr_slice_t got, vsr_slice_t want)
     return diff == 0;
 }
 
-int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b)
+int vsr__case_eq_n(const char *a, const char *b, size_t n)
 {
-    if (a.len != b.len)
-        return 0;
     /* names mostly arrive in the case they are compared with: equal runs
      * go eight bytes at a time, folding only where bytes differ */
     size_t i = 0;
-    for (; i + 8 <= a.len; i += 8) {
+    for (; i + 8 <= n; i += 8) {
         uint64_t x, y;
-        memcpy(&x, a.p + i, 8);
-        memcpy(&y, b.p + i, 8);
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
         if (x != y)
             break;
     }
-    for (; i < a.len; i++) {
-        unsigned char x = (unsigned char)a.p[i], y = (unsigned char)b.p[i];
+    for (; i < n; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
         if (x != y && lower(x) != lower(y))
             return 0;
     }

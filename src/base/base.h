@@ -104,8 +104,14 @@ static inline int vsr_slice_eq_cstr(vsr_slice_t a, const char *b)
  * in time that depends only on the longer length: no early exit on the
  * first differing byte, so timing does not reveal how much matched. */
 int vsr_secret_eq(vsr_slice_t got, vsr_slice_t want);
-/* ASCII case-insensitive equality (header names, tokens). */
-int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b);
+/* ASCII case-insensitive equality (header names, tokens).  Inline for its
+ * length test: most comparisons (a field name against each one an effect
+ * sets) decide on the length, without a call. */
+int vsr__case_eq_n(const char *a, const char *b, size_t n);
+static inline int vsr_slice_case_eq(vsr_slice_t a, vsr_slice_t b)
+{
+    return a.len == b.len && vsr__case_eq_n(a.p, b.p, a.len);
+}
 int vsr__slice_case_eq_str(vsr_slice_t a, const char *b); /* the general case of the next */
 /* Inline because most callers compare with a literal: its length is then
  * known at compile time and a different length decides without a call. */

@@ -1256,6 +1256,12 @@ static int build_head(vsr_upstream_call_t *call)
     uint64_t body_len = 0;
     for (size_t i = 0; i < req->n_body; i++)
         body_len += req->body[i].len;
+    /* the head's size, roughly and from above: one allocation, not one per
+     * doubling from the buffer's first 256 bytes */
+    size_t est = req->method.len + path.len + strlen(b->authority) + 512;
+    for (size_t i = 0; i < req->n_headers; i++)
+        est += req->headers[i].name.len + req->headers[i].value.len + 4;
+    vsr_buf_reserve(h, est); /* a failure shows in the appends below */
 
     int rc = vsr_buf_append_slice(h, req->method);
     rc |= vsr_buf_append(h, " ", 1);
