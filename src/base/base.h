@@ -172,6 +172,10 @@ static inline vsr_slice_t vsr_buf_slice(const vsr_buf_t *b)
 }
 /* Appends s as a JSON string literal (with quotes), escaping as RFC 8259. */
 int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s);
+/* The same literal's size in bytes, and the literal written at dst (which
+ * has that many bytes); returns the end of what was written. */
+size_t vsr_json_string_size(vsr_slice_t s);
+char *vsr_json_string_put(char *dst, vsr_slice_t s);
 
 /* ---- pool: a per-request arena -----------------------------------------
  * Everything allocated from a pool dies with vsr_pool_clear/free.  Cleanup

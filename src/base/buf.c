@@ -90,42 +90,65 @@ void vsr_buf_consume(vsr_buf_t *b, size_t n)
     b->len -= n;
 }
 
-int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s)
+/* The bytes a JSON string escapes: quote, backslash and the controls. */
+static inline int json_escaped(unsigned char c)
+{
+    return c < 0x20 || c == '"' || c == '\\';
+}
+
+size_t vsr_json_string_size(vsr_slice_t s)
+{
+    size_t n = s.len + 2;
+    for (size_t i = 0; i < s.len; i++) {
+        unsigned char c = (unsigned char)s.p[i];
+        if (json_escaped(c))
+            n += (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') ? 1 : 5;
+    }
+    return n;
+}
+
+char *vsr_json_string_put(char *d, vsr_slice_t s)
 {
     static const char hex[] = "0123456789abcdef";
-    if (vsr_buf_reserve(b, s.len + 2) != VSR_OK)
-        return VSR_ERR_TOO_BIG;
-    if (vsr_buf_append(b, "\"", 1) != VSR_OK)
-        return VSR_ERR_TOO_BIG;
+    *d++ = '"';
     size_t start = 0;
     for (size_t i = 0; i < s.len; i++) {
         unsigned char c = (unsigned char)s.p[i];
-        const char *esc = NULL;
-        char u[6];
-        size_t elen = 2;
+        if (!json_escaped(c))
+            continue;
+        memcpy(d, s.p + start, i - start);
+        d += i - start;
+        start = i + 1;
+        *d++ = '\\';
         switch (c) {
-        case '"': esc = "\\\""; break;
-        case '\\': esc = "\\\\"; break;
-        case '\n': esc = "\\n"; break;
-        case '\r': esc = "\\r"; break;
-        case '\t': esc = "\\t"; break;
-        case '\b': esc = "\\b"; break;
-        case '\f': esc = "\\f"; break;
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\r': *d++ = 'r'; break;
+        case '\t': *d++ = 't'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\f': *d++ = 'f'; break;
         default:
-            if (c < 0x20) {
-                u[0] = '\\', u[1] = 'u', u[2] = '0', u[3] = '0', u[4] = hex[c >> 4], u[5] = hex[c & 15];
-                esc = u;
-                elen = 6;
-            }
-        }
-        if (esc) {
-            if (vsr_buf_append(b, s.p + start, i - start) != VSR_OK ||
-                vsr_buf_append(b, esc, elen) != VSR_OK)
-                return VSR_ERR_TOO_BIG;
-            start = i + 1;
+            d[0] = 'u', d[1] = '0', d[2] = '0', d[3] = hex[c >> 4], d[4] = hex[c & 15];
+            d += 5;
         }
     }
-    if (s.len > start && vsr_buf_append(b, s.p + start, s.len - start) != VSR_OK) /* s may be VSR_SLICE_NULL */
+    if (s.len > start) { /* s may be VSR_SLICE_NULL */
+        memcpy(d, s.p + start, s.len - start);
+        d += s.len - start;
+    }
+    *d++ = '"';
+    return d;
+}
+
+int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s)
+{
+    size_t n = vsr_json_string_size(s);
+    if (vsr_buf_reserve(b, n) != VSR_OK)
         return VSR_ERR_TOO_BIG;
-    return vsr_buf_append(b, "\"", 1);
+    char *end = vsr_json_string_put(b->data + b->len, s);
+    VSR_BUG_ON((size_t)(end - (b->data + b->len)) != n);
+    b->len += n;
+    b->data[b->len] = '\0'; /* as vsr_buf_append does */
+    return VSR_OK;
 }

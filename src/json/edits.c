@@ -33,15 +33,18 @@ static const char lead_comma[] = ",";
 
 void vsr_json_edits_init(vsr_json_edits_t *ed)
 {
-    memset(ed, 0, sizeof(*ed));
+    ed->e = NULL;
+    ed->n = ed->cap = 0;
 }
 
 void vsr_json_edits_free(vsr_json_edits_t *ed)
 {
     if (ed == NULL)
         return;
-    vsr_free(ed->e);
-    memset(ed, 0, sizeof(*ed));
+    if (ed->e != ed->inline_e)
+        vsr_free(ed->e);
+    ed->e = NULL;
+    ed->n = ed->cap = 0;
 }
 
 /* Index of the first edit whose (start, end) is greater than (s, e): where
@@ -99,8 +102,17 @@ static int conflicts_at(const vsr_json_edits_t *ed, size_t idx, uint32_t s, uint
 static void insert_at(vsr_json_edits_t *ed, size_t idx, uint32_t s, uint32_t e, vsr_slice_t text)
 {
     if (ed->n == ed->cap) {
-        ed->cap = ed->cap ? ed->cap * 2 : 8;
-        ed->e = vsr_realloc(ed->e, ed->cap * sizeof(*ed->e));
+        if (ed->e == NULL) {
+            ed->e = ed->inline_e;
+            ed->cap = VSR_JSON_EDITS_INLINE;
+        } else {
+            vsr_json_edit_t *grown = vsr_malloc(ed->cap * 2 * sizeof(*ed->e));
+            memcpy(grown, ed->e, ed->n * sizeof(*ed->e));
+            if (ed->e != ed->inline_e)
+                vsr_free(ed->e);
+            ed->e = grown;
+            ed->cap *= 2;
+        }
     }
     if (idx < ed->n)
         memmove(&ed->e[idx + 1], &ed->e[idx], (ed->n - idx) * sizeof(*ed->e));
@@ -347,7 +359,8 @@ int vsr_json_edit_remove_members(vsr_json_edits_t *ed, const vsr_json_t *j, uint
         merged[w++] = ed->e[i];
     }
     if (rc == VSR_OK) {
-        vsr_free(ed->e);
+        if (ed->e != ed->inline_e)
+            vsr_free(ed->e);
         ed->e = merged;
         ed->n = w;
         ed->cap = mcap;

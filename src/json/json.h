@@ -136,9 +136,14 @@ typedef struct {
     uint32_t seq;         /* private: insertion order, for ties at one offset */
 } vsr_json_edit_t;
 
+#define VSR_JSON_EDITS_INLINE 4
+/* The first few edits are kept in the struct itself (a request's usual
+ * edits: the model rewrite and a plugin's insertion), so the struct must
+ * not be copied once it holds any. */
 typedef struct {
     vsr_json_edit_t *e;
     size_t n, cap;
+    vsr_json_edit_t inline_e[VSR_JSON_EDITS_INLINE];
 } vsr_json_edits_t;
 
 void vsr_json_edits_init(vsr_json_edits_t *ed);

@@ -25,6 +25,17 @@ static int conflict(const char **why)
     return VSR_ERR_INVALID;
 }
 
+/* pre, then text as a JSON string literal, then post: in the request's pool */
+static vsr_slice_t literal(vsr_plugin_ctx_t *ctx, const char *pre, vsr_slice_t text, const char *post)
+{
+    size_t a = strlen(pre), b = vsr_json_string_size(text), c = strlen(post);
+    char *p = vsr_pool_alloc(ctx->pool, a + b + c);
+    memcpy(p, pre, a);
+    vsr_json_string_put(p + a, text);
+    memcpy(p + a + b, post, c);
+    return vsr_slice(p, a + b + c);
+}
+
 int vsr__plugin_system_prompt_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why)
 {
     const vsr_plugin_system_prompt_conf_t *sp = &conf->u.system_prompt;
@@ -38,32 +49,24 @@ int vsr__plugin_system_prompt_request(const vsr_plugin_conf_t *conf, vsr_plugin_
     const vsr_chat_message_t *first = chat->n_messages > 0 ? &chat->messages[0] : NULL;
     int has_system = first != NULL && first->role == VSR_ROLE_SYSTEM;
 
-    vsr_buf_t raw, out;
-    vsr_buf_init(&raw, 0);
-    vsr_buf_init(&out, 0);
     if (sp->insert && has_system) {
-        vsr_buf_append_slice(&raw, prompt);
-        vsr_buf_append(&raw, "\n\n", 2);
-        vsr_buf_append_slice(&raw, first->text);
-        prompt = vsr_buf_slice(&raw);
+        size_t n = prompt.len + 2 + first->text.len;
+        char *raw = vsr_pool_alloc(ctx->pool, n);
+        memcpy(raw, prompt.p, prompt.len);
+        memcpy(raw + prompt.len, "\n\n", 2);
+        if (first->text.len)
+            memcpy(raw + prompt.len + 2, first->text.p, first->text.len);
+        prompt = vsr_slice(raw, n);
     }
 
     int rc;
-    if (has_system && first->content_tok != 0) {
-        vsr_buf_append_json_string(&out, prompt);
-        rc = vsr_json_edit_replace(ctx->edits, ctx->json, first->content_tok, vsr__plugin_keep(ctx, &out));
-    } else if (has_system) {
-        vsr_buf_append_cstr(&out, "\"content\":");
-        vsr_buf_append_json_string(&out, prompt);
-        rc = vsr_json_edit_insert_member(ctx->edits, ctx->json, first->tok, vsr__plugin_keep(ctx, &out));
-    } else {
-        vsr_buf_append_cstr(&out, "{\"role\":\"system\",\"content\":");
-        vsr_buf_append_json_string(&out, prompt);
-        vsr_buf_append(&out, "}", 1);
-        rc = vsr_json_edit_insert_element(ctx->edits, ctx->json, chat->messages_tok, vsr__plugin_keep(ctx, &out));
-    }
-    vsr_buf_free(&raw);
-    vsr_buf_free(&out);
+    if (has_system && first->content_tok != 0)
+        rc = vsr_json_edit_replace(ctx->edits, ctx->json, first->content_tok, literal(ctx, "", prompt, ""));
+    else if (has_system)
+        rc = vsr_json_edit_insert_member(ctx->edits, ctx->json, first->tok, literal(ctx, "\"content\":", prompt, ""));
+    else
+        rc = vsr_json_edit_insert_element(ctx->edits, ctx->json, chat->messages_tok,
+                                          literal(ctx, "{\"role\":\"system\",\"content\":", prompt, "}"));
     if (rc != VSR_OK)
         return conflict(why);
     ctx->injected_system_prompt = 1;

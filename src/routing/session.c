@@ -1928,11 +1928,10 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
     vsr_slice_t id = vsr_slice_cstr(upstream_id);
     uint32_t mt = s->model_tok;
     if (mt && !(vsr_slice_eq(s->name, id) && !j->toks[mt].escaped)) {
-        vsr_buf_t lit;
-        vsr_buf_init(&lit, 0);
-        vsr_buf_append_json_string(&lit, id);
-        vsr_json_edit_replace(&s->edits, j, mt, vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&lit)));
-        vsr_buf_free(&lit);
+        size_t n = vsr_json_string_size(id);
+        char *lit = vsr_pool_alloc(&s->pool, n);
+        vsr_json_string_put(lit, id);
+        vsr_json_edit_replace(&s->edits, j, mt, vsr_slice(lit, n));
     }
     if (s->final_body.len) { /* a request graph's final hop: its own body */
         s->eff.body = &s->final_body;

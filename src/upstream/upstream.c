@@ -66,6 +66,8 @@ struct vsr_upstream_s {
 
 typedef enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_CLOSING } uc_state_t;
 
+#define CALL_INLINE_BUFS 8 /* a call's head and body pieces kept in the call itself (a rewritten body is a few) */
+
 struct uconn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -108,7 +110,8 @@ struct vsr_upstream_call_s {
     vsr_h2_stream_t *h2s;        /* the attempt's HTTP/2 stream (instead of uc) */
     vsr_policy_t pol;
     vsr_buf_t head;              /* the serialized request head of the current attempt */
-    uv_buf_t *bufs;              /* head + body pieces */
+    uv_buf_t *bufs;              /* head + body pieces: bufs_inline when they fit */
+    uv_buf_t bufs_inline[CALL_INLINE_BUFS];
     unsigned n_bufs;
     uv_timer_t timer;            /* back-off waits and deferred failures */
     uint64_t deadline_ms;        /* absolute, 0 = none */
@@ -813,7 +816,8 @@ static void call_end(vsr_upstream_call_t *call)
     vsr__h2_stream_detach(call->h2s);
     call->h2s = NULL;
     vsr_buf_free(&call->head);
-    vsr_free(call->bufs);
+    if (call->bufs != call->bufs_inline)
+        vsr_free(call->bufs);
     call->bufs = NULL;
     uv_close((uv_handle_t *)&call->timer, call_close_cb);
 }
@@ -1308,7 +1312,10 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
 {
     cluster_t *cl = find_cluster(up, model);
     VSR_BUG_ON(cl == NULL || cl->n_eps == 0);
-    vsr_upstream_call_t *call = vsr_calloc(1, sizeof(*call));
+    /* malloc and memset, not calloc: glibc's calloc bypasses the thread
+     * cache, one trip through its bins per request */
+    vsr_upstream_call_t *call = vsr_malloc(sizeof(*call));
+    memset(call, 0, sizeof(*call));
     call->up = up;
     call->cl = cl;
     call->model = model;
@@ -1333,7 +1340,7 @@ vsr_upstream_call_t *vsr_upstream_call_start(vsr_upstream_t *up, const vsr_model
     call->deadline_ms = call->pol.total_ms ? now + call->pol.total_ms : 0;
     vsr_buf_init(&call->head, 0);
     call->n_bufs = (unsigned)req->n_body + 1;
-    call->bufs = vsr_malloc(sizeof(uv_buf_t) * call->n_bufs);
+    call->bufs = call->n_bufs <= CALL_INLINE_BUFS ? call->bufs_inline : vsr_malloc(sizeof(uv_buf_t) * call->n_bufs);
     for (size_t i = 0; i < req->n_body; i++)
         call->bufs[i + 1] = uv_buf_init((char *)req->body[i].p, (unsigned)req->body[i].len);
 

@@ -163,6 +163,51 @@ static void test_json_string_escape(void **state)
     vsr_buf_free(&b);
 }
 
+/* RFC 8259's escapes, one byte at a time: the reference for the writer */
+static size_t ref_escape(const unsigned char *p, size_t n, char *out)
+{
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        const char *short_esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                              : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        if (short_esc)
+            o += (size_t)sprintf(out + o, "%s", short_esc);
+        else if (c < 0x20)
+            o += (size_t)sprintf(out + o, "\\u%04x", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o++] = '"';
+    return o;
+}
+
+/* Every byte value alone and at every offset of a longer text: the size
+ * matches what is written, and both match the reference. */
+static void test_json_string_every_byte(void **state)
+{
+    (void)state;
+    unsigned char text[64];
+    char want[64 * 6 + 2], got[64 * 6 + 2];
+    for (unsigned v = 0; v < 256; v++) {
+        for (size_t at = 0; at < sizeof(text); at += 7) {
+            for (size_t i = 0; i < sizeof(text); i++)
+                text[i] = (unsigned char)('a' + i % 26);
+            text[at] = (unsigned char)v;
+            vsr_slice_t s = vsr_slice((const char *)text, sizeof(text));
+            size_t n = ref_escape(text, sizeof(text), want);
+            assert_int_equal(vsr_json_string_size(s), n);
+            memset(got, 0, sizeof(got));
+            assert_ptr_equal(vsr_json_string_put(got, s), got + n);
+            assert_memory_equal(got, want, n);
+        }
+    }
+    assert_int_equal(vsr_json_string_size(VSR_SLICE_NULL), 2);
+    assert_ptr_equal(vsr_json_string_put(got, VSR_SLICE_NULL), got + 2);
+    assert_memory_equal(got, "\"\"", 2);
+}
+
 static int cleaned;
 static void on_clear(void *arg)
 {
@@ -288,6 +333,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
+        cmocka_unit_test(test_json_string_every_byte),
         cmocka_unit_test(test_pool), cmocka_unit_test(test_pool_chunk_cache),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
         cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4), cmocka_unit_test(test_find),
     };
