@@ -600,11 +600,10 @@ static int string_eq(const vsr_json_t *j, uint32_t t, const char *s, size_t n)
     return k == n;
 }
 
-int vsr_json_object_get(const vsr_json_t *j, uint32_t obj, const char *key, uint32_t *value)
+int vsr__json_object_get_n(const vsr_json_t *j, uint32_t obj, const char *key, size_t klen, uint32_t *value)
 {
     if (j->toks == NULL || obj >= j->ntoks || j->toks[obj].type != VSR_JSON_OBJECT)
         return VSR_ERR_NOT_FOUND;
-    size_t klen = strlen(key);
     uint32_t n = j->toks[obj].count;
     uint32_t c = obj + 1;
     int found = 0;

@@ -68,7 +68,12 @@ static inline vsr_slice_t vsr_json_raw(const vsr_json_t *j, uint32_t t)
 /* Object member lookup by key, comparing unescaped keys.  On duplicate keys
  * the last one wins (as in Go's encoding/json).  Returns VSR_OK with *value
  * the value token, or VSR_ERR_NOT_FOUND (also when obj is not an object). */
-int vsr_json_object_get(const vsr_json_t *j, uint32_t obj, const char *key, uint32_t *value);
+int vsr__json_object_get_n(const vsr_json_t *j, uint32_t obj, const char *key, size_t klen, uint32_t *value);
+/* Inline so that a literal key's length is known at compile time. */
+static inline int vsr_json_object_get(const vsr_json_t *j, uint32_t obj, const char *key, uint32_t *value)
+{
+    return vsr__json_object_get_n(j, obj, key, strlen(key), value);
+}
 
 /* Iteration: the first child of an object/array is t + 1 (objects: a key);
  * the sibling after child c is toks[c].next.  A container holds toks[t].count

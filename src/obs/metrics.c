@@ -25,6 +25,7 @@
 
 #define MAX_LABEL_VALUES 256
 #define LABEL_VALUE_CAP 256 /* bytes of a label value kept */
+#define SHARD_MEMO 32       /* label values a shard remembers (intern_sh) */
 #define DOMAIN_SLOTS 512    /* open addressing, at most half full */
 
 /* ---- interned label values ---- */
@@ -172,6 +173,11 @@ struct vsr_metrics_shard_s {
     _Atomic uint64_t connections; /* two's complement: the sum of the deltas */
     _Atomic uint64_t requests;
     _Atomic uint64_t routing[VSR_ARRAY_LEN(routing_bounds) + 2];
+    /* the owner's memo of label values it interned (intern_sh) */
+    struct {
+        unsigned dom;
+        const lv_t *lv;
+    } memo[SHARD_MEMO];
     char _pad[64]; /* keeps the next shard's hot fields off this one's cache line */
 };
 
@@ -322,6 +328,24 @@ static const lv_t *intern(vsr_metrics_t *m, unsigned dom, vsr_slice_t v)
     }
     pthread_mutex_unlock(&m->intern_mu);
     return found;
+}
+
+/* intern() for a shard's own thread: a request's labels are mostly the
+ * same few configuration strings, found again in the shard's memo (indexed
+ * by length and end bytes, checked against the interned key) without
+ * hashing every byte and probing the shared table. */
+static const lv_t *intern_sh(vsr_metrics_shard_t *sh, unsigned dom, vsr_slice_t v)
+{
+    size_t len = VSR_MIN(v.len, (size_t)LABEL_VALUE_CAP);
+    size_t i = len ? (len * 7u + (unsigned char)v.p[0] * 3u + (unsigned char)v.p[len - 1] + dom * 5u) : dom;
+    i &= SHARD_MEMO - 1;
+    const lv_t *lv = sh->memo[i].lv;
+    if (lv && sh->memo[i].dom == dom && lv->key_len == len && (len == 0 || memcmp(lv->key, v.p, len) == 0))
+        return lv;
+    lv = intern(sh->m, dom, v);
+    sh->memo[i].dom = dom;
+    sh->memo[i].lv = lv;
+    return lv;
 }
 
 static const lv_t *status_class(int status)
@@ -494,8 +518,8 @@ void vsr_metrics_request(vsr_metrics_shard_t *s, int status, vsr_slice_t model, 
 {
     if (s == NULL)
         return;
-    const lv_t *mo = intern(s->m, D_MODEL, model);
-    const lv_t *de = intern(s->m, D_DECISION, decision);
+    const lv_t *mo = intern_sh(s, D_MODEL, model);
+    const lv_t *de = intern_sh(s, D_DECISION, decision);
     count1(s, F_REQUESTS, status_class(status), mo, de);
     if (observable(total_seconds))
         hist_observe(series_get(s, F_REQ_DUR, mo, NULL, NULL)->v, &dur_hist, total_seconds);
@@ -509,7 +533,7 @@ void vsr_metrics_signal_family(vsr_metrics_shard_t *s, vsr_slice_t family, doubl
 {
     if (s == NULL || !observable(seconds))
         return;
-    const lv_t *fa = intern(s->m, D_FAMILY, family);
+    const lv_t *fa = intern_sh(s, D_FAMILY, family);
     hist_observe(series_get(s, F_SIG_FAMILY, fa, NULL, NULL)->v, &family_hist, seconds);
 }
 
@@ -517,7 +541,7 @@ void vsr_metrics_ttfb(vsr_metrics_shard_t *s, vsr_slice_t model, double seconds)
 {
     if (s == NULL || !observable(seconds))
         return;
-    const lv_t *mo = intern(s->m, D_MODEL, model);
+    const lv_t *mo = intern_sh(s, D_MODEL, model);
     hist_observe(series_get(s, F_TTFB, mo, NULL, NULL)->v, &dur_hist, seconds);
 }
 
@@ -525,51 +549,51 @@ void vsr_metrics_attempt(vsr_metrics_shard_t *s, vsr_slice_t model, const char *
 {
     if (s == NULL)
         return;
-    count1(s, F_ATTEMPTS, intern(s->m, D_MODEL, model), intern(s->m, D_OUTCOME, vsr_slice_cstr(outcome)), NULL);
+    count1(s, F_ATTEMPTS, intern_sh(s, D_MODEL, model), intern_sh(s, D_OUTCOME, vsr_slice_cstr(outcome)), NULL);
 }
 
 void vsr_metrics_retry(vsr_metrics_shard_t *s, vsr_slice_t model)
 {
     if (s == NULL)
         return;
-    count1(s, F_RETRIES, intern(s->m, D_MODEL, model), NULL, NULL);
+    count1(s, F_RETRIES, intern_sh(s, D_MODEL, model), NULL, NULL);
 }
 
 void vsr_metrics_fallback(vsr_metrics_shard_t *s, vsr_slice_t from_model, vsr_slice_t to_model)
 {
     if (s == NULL)
         return;
-    count1(s, F_FALLBACKS, intern(s->m, D_MODEL, from_model), intern(s->m, D_MODEL, to_model), NULL);
+    count1(s, F_FALLBACKS, intern_sh(s, D_MODEL, from_model), intern_sh(s, D_MODEL, to_model), NULL);
 }
 
 void vsr_metrics_overflow(vsr_metrics_shard_t *s, vsr_slice_t model)
 {
     if (s == NULL)
         return;
-    count1(s, F_OVERFLOW, intern(s->m, D_MODEL, model), NULL, NULL);
+    count1(s, F_OVERFLOW, intern_sh(s, D_MODEL, model), NULL, NULL);
 }
 
 void vsr_metrics_accept_error(vsr_metrics_shard_t *s, const char *reason)
 {
     if (s == NULL)
         return;
-    count1(s, F_ACCEPT_ERR, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
+    count1(s, F_ACCEPT_ERR, intern_sh(s, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
 }
 
 void vsr_metrics_client_timeout(vsr_metrics_shard_t *s, const char *reason)
 {
     if (s == NULL)
         return;
-    count1(s, F_CLIENT_TIMEOUT, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
+    count1(s, F_CLIENT_TIMEOUT, intern_sh(s, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
 }
 
 void vsr_metrics_tokens(vsr_metrics_shard_t *s, vsr_slice_t model, uint64_t prompt, uint64_t completion)
 {
     if (s == NULL)
         return;
-    const lv_t *mo = intern(s->m, D_MODEL, model);
-    add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("prompt")), NULL)->v[0], prompt);
-    add_u64(&series_get(s, F_TOKENS, mo, intern(s->m, D_OUTCOME, VSR_SLICE_LIT("completion")), NULL)->v[0],
+    const lv_t *mo = intern_sh(s, D_MODEL, model);
+    add_u64(&series_get(s, F_TOKENS, mo, intern_sh(s, D_OUTCOME, VSR_SLICE_LIT("prompt")), NULL)->v[0], prompt);
+    add_u64(&series_get(s, F_TOKENS, mo, intern_sh(s, D_OUTCOME, VSR_SLICE_LIT("completion")), NULL)->v[0],
             completion);
 }
 
@@ -578,10 +602,10 @@ void vsr_metrics_looper_call(vsr_metrics_shard_t *s, const char *algorithm, cons
 {
     if (s == NULL)
         return;
-    const lv_t *al = intern(s->m, D_OUTCOME, vsr_slice_cstr(algorithm ? algorithm : ""));
-    count1(s, F_LOOPER_CALLS, al, intern(s->m, D_MODEL, model), intern(s->m, D_OUTCOME, vsr_slice_cstr(ok ? "ok" : "error")));
+    const lv_t *al = intern_sh(s, D_OUTCOME, vsr_slice_cstr(algorithm ? algorithm : ""));
+    count1(s, F_LOOPER_CALLS, al, intern_sh(s, D_MODEL, model), intern_sh(s, D_OUTCOME, vsr_slice_cstr(ok ? "ok" : "error")));
     if (observable(seconds))
-        hist_observe(series_get(s, F_LOOPER_DUR, al, intern(s->m, D_OUTCOME, vsr_slice_cstr(node ? node : "")), NULL)->v,
+        hist_observe(series_get(s, F_LOOPER_DUR, al, intern_sh(s, D_OUTCOME, vsr_slice_cstr(node ? node : "")), NULL)->v,
                      &dur_hist, seconds);
 }
 
@@ -589,14 +613,14 @@ void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason)
 {
     if (s == NULL)
         return;
-    count1(s, F_EDGE, intern(s->m, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
+    count1(s, F_EDGE, intern_sh(s, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
 }
 
 void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *result)
 {
     if (s == NULL)
         return;
-    count1(s, F_CACHE, intern(s->m, D_OUTCOME, vsr_slice_cstr(op)), intern(s->m, D_OUTCOME, vsr_slice_cstr(result)),
+    count1(s, F_CACHE, intern_sh(s, D_OUTCOME, vsr_slice_cstr(op)), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)),
            NULL);
 }
 
@@ -604,13 +628,13 @@ void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result)
 {
     if (s == NULL || result == NULL)
         return;
-    count1(s, F_RGUARD, intern(s->m, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
+    count1(s, F_RGUARD, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
 }
 
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)
 {
     if (s != NULL)
-        count1(s, F_TOOLSEL, intern(s->m, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
+        count1(s, F_TOOLSEL, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
 }
 
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta)

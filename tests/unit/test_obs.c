@@ -776,6 +776,34 @@ static void test_metrics_label_overflow_other(void **state)
     vsr_metrics_free(m);
 }
 
+/* Labels that share a length and their end bytes fall on the same place of
+ * a shard's memo: each still counts on its own series, in any order, and a
+ * label's bytes reused at the same address under another value do too. */
+static void test_metrics_label_memo_collisions(void **state)
+{
+    (void)state;
+    vsr_metrics_t *m = vsr_metrics_new(1);
+    vsr_metrics_shard_t *s0 = vsr_metrics_shard(m, 0);
+    char name[4] = "m?x";
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 20; i++) {
+            name[1] = (char)('A' + (i * 7) % 20); /* one buffer, its bytes changed: the address repeats */
+            for (int k = 0; k <= i % 3; k++)
+                vsr_metrics_request(s0, 200, vsr_slice(name, 3), S("d"), 0.1, -1, -1);
+        }
+    char *t = render(m);
+    for (int i = 0; i < 20; i++) {
+        char line[128];
+        int c = 'A' + (i * 7) % 20;
+        snprintf(line, sizeof(line), "vsr_requests_total{status_class=\"2xx\",model=\"m%cx\",decision=\"d\"} %d", c,
+                 3 * (i % 3 + 1));
+        assert_line(t, line);
+    }
+    assert_int_equal(count_prefix(t, "vsr_requests_total{"), 20);
+    vsr_free(t);
+    vsr_metrics_free(m);
+}
+
 static void test_metrics_gauges_and_globals(void **state)
 {
     (void)state;
@@ -1016,6 +1044,7 @@ int main(void)
         cmocka_unit_test(test_metrics_histograms),
         cmocka_unit_test(test_metrics_label_escaping),
         cmocka_unit_test(test_metrics_label_overflow_other),
+        cmocka_unit_test(test_metrics_label_memo_collisions),
         cmocka_unit_test(test_metrics_gauges_and_globals),
         cmocka_unit_test(test_metrics_concurrent_scrapes),
     };
