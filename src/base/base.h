@@ -16,6 +16,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---- return codes ------------------------------------------------------
  * 0 is success; positive codes are "not an error, but not done"; negative
@@ -176,6 +179,56 @@ int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s);
  * has that many bytes); returns the end of what was written. */
 size_t vsr_json_string_size(vsr_slice_t s);
 char *vsr_json_string_put(char *dst, vsr_slice_t s);
+extern const uint8_t vsr__json_special[256]; /* 1 for the bytes below */
+/* Offset of the first byte at or after pos that a JSON string cannot hold
+ * raw (the quote, a backslash, a control byte), or len: the JSON scanner's
+ * string loop and the string writer's. */
+static inline size_t vsr_json_find_special(const uint8_t *s, size_t pos, size_t len)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i bslash = _mm_set1_epi8('\\');
+    const __m128i ctl = _mm_set1_epi8(0x1f);
+    /* unsigned v <= 0x1f  <=>  max(v, 0x1f) == 0x1f */
+#define SPECIAL(v) \
+    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), \
+                 _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl))
+    /* long strings (prompts) 64 bytes per test; the 16-byte loop finds where */
+    while (len - pos >= 64) {
+        const __m128i *p = (const __m128i *)(const void *)(s + pos);
+        __m128i m = _mm_or_si128(_mm_or_si128(SPECIAL(_mm_loadu_si128(p)), SPECIAL(_mm_loadu_si128(p + 1))),
+                                 _mm_or_si128(SPECIAL(_mm_loadu_si128(p + 2)), SPECIAL(_mm_loadu_si128(p + 3))));
+        if (_mm_movemask_epi8(m))
+            break;
+        pos += 64;
+    }
+    while (len - pos >= 16) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(SPECIAL(_mm_loadu_si128((const __m128i *)(const void *)(s + pos))));
+        if (mask)
+            return pos + (size_t)__builtin_ctz(mask);
+        pos += 16;
+    }
+#undef SPECIAL
+#else
+    const uint64_t ones = 0x0101010101010101ull;
+    const uint64_t highs = 0x8080808080808080ull;
+    while (len - pos >= 8) {
+        uint64_t x;
+        memcpy(&x, s + pos, 8);
+        uint64_t xq = x ^ (ones * '"');
+        uint64_t xb = x ^ (ones * '\\');
+        /* Each term is the classic exact "some byte is zero / is < n"
+         * test; only whether any bit survives is used, not where. */
+        uint64_t hit = ((xq - ones) & ~xq) | ((xb - ones) & ~xb) | ((x - ones * 0x20) & ~x);
+        if (hit & highs)
+            break;
+        pos += 8;
+    }
+#endif
+    while (pos < len && !vsr__json_special[s[pos]])
+        pos++;
+    return pos;
+}
 
 /* ---- pool: a per-request arena -----------------------------------------
  * Everything allocated from a pool dies with vsr_pool_clear/free.  Cleanup

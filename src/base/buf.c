@@ -90,32 +90,41 @@ void vsr_buf_consume(vsr_buf_t *b, size_t n)
     b->len -= n;
 }
 
-/* The bytes a JSON string escapes: quote, backslash and the controls. */
-static inline int json_escaped(unsigned char c)
+/* The bytes a JSON string escapes (RFC 8259): the quote, the backslash and
+ * the control bytes; the writer's and the JSON scanner's. */
+const uint8_t vsr__json_special[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* '"' */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* '\\' */
+};
+
+/* The bytes the escape of c adds to it: \" \\ \n \r \t \b \f add one,
+ * other controls (\u00XX) five. */
+static inline size_t escape_extra(unsigned char c)
 {
-    return c < 0x20 || c == '"' || c == '\\';
+    return (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') ? 1 : 5;
 }
 
 size_t vsr_json_string_size(vsr_slice_t s)
 {
+    const uint8_t *p = (const uint8_t *)s.p;
     size_t n = s.len + 2;
-    for (size_t i = 0; i < s.len; i++) {
-        unsigned char c = (unsigned char)s.p[i];
-        if (json_escaped(c))
-            n += (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') ? 1 : 5;
-    }
+    for (size_t i = vsr_json_find_special(p, 0, s.len); i < s.len; i = vsr_json_find_special(p, i + 1, s.len))
+        n += escape_extra(p[i]);
     return n;
 }
 
 char *vsr_json_string_put(char *d, vsr_slice_t s)
 {
     static const char hex[] = "0123456789abcdef";
+    const uint8_t *p = (const uint8_t *)s.p;
     *d++ = '"';
     size_t start = 0;
-    for (size_t i = 0; i < s.len; i++) {
-        unsigned char c = (unsigned char)s.p[i];
-        if (!json_escaped(c))
-            continue;
+    for (size_t i = vsr_json_find_special(p, 0, s.len); i < s.len; i = vsr_json_find_special(p, i + 1, s.len)) {
+        unsigned char c = p[i];
         memcpy(d, s.p + start, i - start);
         d += i - start;
         start = i + 1;

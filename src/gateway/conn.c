@@ -905,7 +905,7 @@ static int protected_name(vsr_slice_t name)
             return 1;
         break;
     }
-    return name.len >= 8 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-");
+    return name.len >= 8 && (name.p[0] | 0x20) == 'x' && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-");
 }
 
 /* A field the effect removes or sets (sets replace every field of the name). */

@@ -25,16 +25,6 @@
 #define JSON_INITIAL_TOKS_MAX 4096u
 #define JSON_INLINE_STACK 64u
 
-/* Bytes that end the fast scan of a string body: the closing quote, the
- * start of an escape, or a control byte that RFC 8259 forbids raw. */
-static const uint8_t str_special[256] = {
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* '"' */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* '\\' */
-};
 
 static const int8_t hex_val[256] = {
     -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
@@ -72,53 +62,6 @@ static inline size_t skip_ws(const uint8_t *s, size_t pos, size_t len)
     return pos;
 }
 
-/* Offset of the first str_special byte at or after pos, or len. */
-static inline size_t find_special(const uint8_t *s, size_t pos, size_t len)
-{
-#if defined(__SSE2__)
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i bslash = _mm_set1_epi8('\\');
-    const __m128i ctl = _mm_set1_epi8(0x1f);
-    /* unsigned v <= 0x1f  <=>  max(v, 0x1f) == 0x1f */
-#define SPECIAL(v) \
-    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)), \
-                 _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl))
-    /* long strings (prompts) 64 bytes per test; the 16-byte loop finds where */
-    while (len - pos >= 64) {
-        const __m128i *p = (const __m128i *)(const void *)(s + pos);
-        __m128i m = _mm_or_si128(_mm_or_si128(SPECIAL(_mm_loadu_si128(p)), SPECIAL(_mm_loadu_si128(p + 1))),
-                                 _mm_or_si128(SPECIAL(_mm_loadu_si128(p + 2)), SPECIAL(_mm_loadu_si128(p + 3))));
-        if (_mm_movemask_epi8(m))
-            break;
-        pos += 64;
-    }
-    while (len - pos >= 16) {
-        unsigned mask = (unsigned)_mm_movemask_epi8(SPECIAL(_mm_loadu_si128((const __m128i *)(const void *)(s + pos))));
-        if (mask)
-            return pos + (size_t)__builtin_ctz(mask);
-        pos += 16;
-    }
-#undef SPECIAL
-#else
-    const uint64_t ones = 0x0101010101010101ull;
-    const uint64_t highs = 0x8080808080808080ull;
-    while (len - pos >= 8) {
-        uint64_t x;
-        memcpy(&x, s + pos, 8);
-        uint64_t xq = x ^ (ones * '"');
-        uint64_t xb = x ^ (ones * '\\');
-        /* Each term is the classic exact "some byte is zero / is < n"
-         * test; only whether any bit survives is used, not where. */
-        uint64_t hit = ((xq - ones) & ~xq) | ((xb - ones) & ~xb) | ((x - ones * 0x20) & ~x);
-        if (hit & highs)
-            break;
-        pos += 8;
-    }
-#endif
-    while (pos < len && !str_special[s[pos]])
-        pos++;
-    return pos;
-}
 
 typedef enum {
     ST_VALUE,       /* a value must come next */
@@ -184,7 +127,7 @@ static inline size_t scan_string(parser_t *p, size_t pos, uint8_t *escaped)
     size_t len = p->len;
     pos++;
     for (;;) {
-        pos = find_special(s, pos, len);
+        pos = vsr_json_find_special(s, pos, len);
         if (VSR_UNLIKELY(pos >= len)) {
             fail(p, VSR_ERR_INVALID, len, "unterminated string");
             return 0;

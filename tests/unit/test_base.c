@@ -183,26 +183,44 @@ static size_t ref_escape(const unsigned char *p, size_t n, char *out)
     return o;
 }
 
-/* Every byte value alone and at every offset of a longer text: the size
+/* Every byte value at offsets of texts whose lengths cross the scanner's
+ * 16- and 64-byte steps, and every offset for the escaped kinds: the size
  * matches what is written, and both match the reference. */
+static void check_escape(const unsigned char *text, size_t len)
+{
+    static char want[130 * 6 + 2], got[130 * 6 + 2];
+    vsr_slice_t s = vsr_slice((const char *)text, len);
+    size_t n = ref_escape(text, len, want);
+    assert_int_equal(vsr_json_string_size(s), n);
+    memset(got, 0, sizeof(got));
+    assert_ptr_equal(vsr_json_string_put(got, s), got + n);
+    assert_memory_equal(got, want, n);
+}
+
 static void test_json_string_every_byte(void **state)
 {
     (void)state;
-    unsigned char text[64];
-    char want[64 * 6 + 2], got[64 * 6 + 2];
-    for (unsigned v = 0; v < 256; v++) {
-        for (size_t at = 0; at < sizeof(text); at += 7) {
-            for (size_t i = 0; i < sizeof(text); i++)
-                text[i] = (unsigned char)('a' + i % 26);
-            text[at] = (unsigned char)v;
-            vsr_slice_t s = vsr_slice((const char *)text, sizeof(text));
-            size_t n = ref_escape(text, sizeof(text), want);
-            assert_int_equal(vsr_json_string_size(s), n);
-            memset(got, 0, sizeof(got));
-            assert_ptr_equal(vsr_json_string_put(got, s), got + n);
-            assert_memory_equal(got, want, n);
-        }
+    static const size_t lens[] = {1, 15, 16, 17, 63, 64, 65, 127, 130};
+    static const unsigned char kinds[] = {'"', '\\', '\n', 0x01, 0x1f, 0x7f, 0xc3, 'a'};
+    unsigned char text[130];
+    for (size_t l = 0; l < VSR_ARRAY_LEN(lens); l++) {
+        size_t len = lens[l];
+        for (size_t at = 0; at < len; at++)
+            for (unsigned v = 0; v < 256; v++) {
+                int kind = 0;
+                for (size_t k = 0; k < sizeof(kinds); k++)
+                    kind |= kinds[k] == v;
+                if (!kind && at % 13 != 0)
+                    continue; /* every byte value at every 13th offset, the escaped kinds at all */
+                for (size_t i = 0; i < len; i++)
+                    text[i] = (unsigned char)('a' + i % 26);
+                text[at] = (unsigned char)v;
+                check_escape(text, len);
+                text[len - 1 - (len - 1 - at) / 2] = '"'; /* a second escape after it */
+                check_escape(text, len);
+            }
     }
+    char got[2];
     assert_int_equal(vsr_json_string_size(VSR_SLICE_NULL), 2);
     assert_ptr_equal(vsr_json_string_put(got, VSR_SLICE_NULL), got + 2);
     assert_memory_equal(got, "\"\"", 2);
