@@ -84,6 +84,7 @@ struct request_s {
     vsr_upstream_call_t *call;
     vsr_http_header_t *fwd;
     size_t n_fwd;
+    size_t n_fwd_checked;          /* ... the first ones from the parsed head (vsr_http_write_checked_header) */
     vsr_slice_t pieces[3];
     size_t n_pieces;
     vsr_upstream_report_t report;
@@ -968,6 +969,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             continue;
         f[nf++] = h->headers[i];
     }
+    size_t n_backend = h->fields_checked ? nf : 0; /* the backend's own fields, checked by the parser */
     if (!effect_names(eff, VSR_SLICE_LIT("x-request-id"))) /* the request's own, as the backend got it */
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
     for (size_t i = 0; eff && i < eff->n_set; i++)
@@ -1032,7 +1034,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     vsr_buf_reserve(&b, room); /* one allocation for the whole head */
     vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
     for (size_t i = 0; i < nf; i++)
-        vsr_http_write_header(&b, f[i].name, f[i].value);
+        (i < n_backend ? vsr_http_write_checked_header : vsr_http_write_header)(&b, f[i].name, f[i].value);
     if (req->is_head) {
         if (h->content_length >= 0 && !no_length)
             vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
@@ -1393,6 +1395,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         req->fwd[req->n_fwd].value = req->hdrs[i].value;
         req->n_fwd++;
     }
+    req->n_fwd_checked = h->fields_checked ? req->n_fwd : 0; /* the client's own fields, as parsed */
     for (size_t i = 0; eff && i < eff->n_set; i++) {
         if (protected_name(eff->set[i].name))
             continue;
@@ -1446,6 +1449,7 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         .rewrite_prefix = plan->rewrite_prefix,
         .headers = req->fwd,
         .n_headers = req->n_fwd,
+        .n_checked_headers = req->n_fwd_checked,
         .body = body,
         .n_body = n_body,
         .send_length = h->has_body || vsr_slice_eq_cstr(h->method, "POST") || vsr_slice_eq_cstr(h->method, "PUT"),

@@ -46,6 +46,8 @@ typedef struct {
     unsigned until_close : 1; /* responses: body delimited by connection close */
     unsigned conn_plain : 1;  /* set by the parser when no Connection token names a field beyond the
                                * fixed hop-by-hop ones (see vsr_http_is_hop_by_hop); 0 = look */
+    unsigned fields_checked : 1; /* set by the HTTP/1.x parser: every name is a token and every value
+                                  * field-vchar, what vsr_http_write_header checks (not HTTP/2 heads) */
 } vsr_http_head_t;
 
 /* Callbacks return VSR_OK to go on, VSR_PAUSED to make execute() return
@@ -161,6 +163,8 @@ int vsr_http_write_status_line(vsr_buf_t *b, int status, vsr_slice_t reason);
 int vsr_http_write_request_line(vsr_buf_t *b, vsr_slice_t method, vsr_slice_t target);
 /* "<name>: <value>\r\n" */
 int vsr_http_write_header(vsr_buf_t *b, vsr_slice_t name, vsr_slice_t value);
+/* The same for a field of a head with fields_checked: not checked again. */
+int vsr_http_write_checked_header(vsr_buf_t *b, vsr_slice_t name, vsr_slice_t value);
 int vsr_http_write_header_u64(vsr_buf_t *b, const char *name, uint64_t value);
 /* "\r\n" */
 int vsr_http_write_end_head(vsr_buf_t *b);

@@ -406,6 +406,7 @@ static int apply_fields(vsr_http_parser_t *p, const fields_t *f)
     h->keep_alive = !f->conn_close && (h->version_minor == 1 || f->conn_keep_alive);
     h->upgrade = f->conn_upgrade && f->upgrade_field;
     h->conn_plain = !f->conn_other;
+    h->fields_checked = 1; /* parse_field checked each name and value as the writer does */
     h->expect_continue = req && f->expect_continue && h->version_minor == 1;
 
     int bodiless = !req && (h->status < 200 || h->status == 204 || h->status == 304 || p->_req_is_head);

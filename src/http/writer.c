@@ -134,6 +134,11 @@ int vsr_http_write_header(vsr_buf_t *b, vsr_slice_t name, vsr_slice_t value)
 {
     if (name.len == 0 || !all_of(name, VSR__HTTP_TCHAR) || vsr__http_vchar_span(value.p, value.len) != value.len)
         return VSR_ERR_INVALID;
+    return vsr_http_write_checked_header(b, name, value);
+}
+
+int vsr_http_write_checked_header(vsr_buf_t *b, vsr_slice_t name, vsr_slice_t value)
+{
     /* the hottest writer (every field of both heads): one reserve, then
      * the bytes, not put()'s four copies */
     size_t n = name.len + value.len + 4;

@@ -1295,7 +1295,8 @@ static int build_head(vsr_upstream_call_t *call)
     rc |= vsr_buf_append(h, "\r\n", 2);
     for (size_t i = 0; i < req->n_headers; i++)
         if (!req->with_credentials || !endpoint_sets(b, req->headers[i].name))
-            rc |= vsr_http_write_header(h, req->headers[i].name, req->headers[i].value);
+            rc |= (i < req->n_checked_headers ? vsr_http_write_checked_header
+                                              : vsr_http_write_header)(h, req->headers[i].name, req->headers[i].value);
     if (req->attempt_headers)
         req->attempt_headers(call->ud, req->report ? req->report->n_attempts : call->attempt - 1, h);
     if (req->with_credentials)

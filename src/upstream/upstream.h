@@ -95,6 +95,7 @@ typedef struct {
     const vsr_http_header_t *headers; /* end-to-end fields to forward: no host, content-length or hop-by-hop;
                                        * borrowed until the call ends (a retry rebuilds the head) */
     size_t n_headers;
+    size_t n_checked_headers;     /* the first ones come from a head with fields_checked (http.h) */
     const vsr_slice_t *body;      /* body pieces, sent in order */
     size_t n_body;
     int send_length;              /* send content-length even when the body is empty */

@@ -1234,6 +1234,64 @@ static void test_reason(void **state)
         assert_string_equal(vsr_http_reason(cases[i].code), cases[i].reason);
 }
 
+/* fields_checked's promise: every field the parser accepts, the checking
+ * writer accepts too, and the unchecked one writes the same bytes.  Tried
+ * with each byte value in a field's name and in its value. */
+static int checked_head(void *ud, vsr_http_head_t *h)
+{
+    int *ok = ud;
+    *ok = h->fields_checked ? 1 : 2;
+    for (size_t i = 0; i < h->num_headers; i++) {
+        vsr_buf_t a, b;
+        vsr_buf_init(&a, 0);
+        vsr_buf_init(&b, 0);
+        if (vsr_http_write_header(&a, h->headers[i].name, h->headers[i].value) != VSR_OK ||
+            vsr_http_write_checked_header(&b, h->headers[i].name, h->headers[i].value) != VSR_OK || a.len != b.len ||
+            memcmp(a.data, b.data, a.len) != 0)
+            *ok = 3;
+        vsr_buf_free(&a);
+        vsr_buf_free(&b);
+    }
+    return VSR_OK;
+}
+static int checked_body(void *ud, const char *p, size_t n)
+{
+    (void)ud, (void)p, (void)n;
+    return VSR_OK;
+}
+static int checked_complete(void *ud)
+{
+    (void)ud;
+    return VSR_OK;
+}
+
+static void test_checked_fields_are_writable(void **state)
+{
+    (void)state;
+    static const vsr_http_callbacks_t cbs = {checked_head, checked_body, checked_complete};
+    unsigned accepted = 0;
+    for (unsigned v = 0; v < 256; v++)
+        for (int in_name = 0; in_name < 2; in_name++) {
+            char msg[128];
+            int n = in_name ? snprintf(msg, sizeof(msg), "GET / HTTP/1.1\r\nHost: a\r\nX-%cT: ab\r\n\r\n", 'Q')
+                            : snprintf(msg, sizeof(msg), "GET / HTTP/1.1\r\nHost: a\r\nX-T: a%cb\r\n\r\n", 'Q');
+            char *at = strchr(msg + 24, 'Q');
+            *at = (char)v;
+            vsr_http_parser_t p;
+            int ok = 0;
+            vsr_http_parser_init(&p, VSR_HTTP_REQUEST, NULL, &cbs, &ok);
+            ssize_t r = vsr_http_parser_execute(&p, msg, (size_t)n);
+            if (r == n && ok) {
+                accepted++;
+                if (ok != 1)
+                    fail_msg("byte 0x%02x in the %s: fields_checked %s", v, in_name ? "name" : "value",
+                             ok == 2 ? "not set" : "but the writer refuses it or writes it otherwise");
+            }
+            vsr_http_parser_free(&p);
+        }
+    assert_true(accepted > 200); /* the value takes most bytes; the name, the token ones */
+}
+
 static void test_writers(void **state)
 {
     (void)state;
@@ -1381,6 +1439,7 @@ int main(void)
         cmocka_unit_test(test_hop_by_hop_and_get),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_writers),
+        cmocka_unit_test(test_checked_fields_are_writable),
         cmocka_unit_test(test_chunk_head),
         cmocka_unit_test(test_round_trip),
     };
