@@ -62,6 +62,10 @@ test: deps
 bench: deps build
 	@scripts/setup-deps --bench
 	@bench/run $(BENCH_ARGS)
+	@echo; echo "model signals (domains + jailbreak + pii) over a keyword request, 1 and 8 clients:"
+	@M=$${VSR_MODEL_CACHE:-$$HOME/.cache/vsr/models}/use-lite.vsrm; \
+	  $(PYTHON) bench/runtime_routing.py --model $$M --classifiers --requests 1600 && \
+	  $(PYTHON) bench/runtime_routing.py --model $$M --classifiers --requests 1600 --clients 8 --runtime-threads 2
 	@echo; build/plan_bench 20000
 	@echo; $(PYTHON) bench/reliability.py
 	@echo; $(PYTHON) bench/looper.py

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One chat request routed on one embeddings signal, end to end through vsr,
 against the same request routed on one keyword signal: what the runtime call
-adds (p50/p99 of the client's wall time), and the runtime call's own split
-(its wall time as vsr's runtime client measures it against the runtime's
+adds (p50/p99 of the client's wall time), the runtime child's RSS with its
+model (loaded, and after the load), and the runtime call's own split (its
+wall time as vsr's runtime client measures it against the runtime's
 Server-Timing queue + compute).
 
 usage: bench/runtime_routing.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N]
@@ -137,6 +138,15 @@ def pct(v, p):
     return v[min(len(v) - 1, int(p / 100 * len(v)))]
 
 
+def rss_mb(pid):
+    """The process's resident set in MB (VmRSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def run(a, tmp, level, n):
     sock = os.path.join(tmp, "rt.sock")
     fl_port, port = free_port(), free_port()
@@ -159,6 +169,7 @@ def run(a, tmp, level, n):
         deadline = time.monotonic() + 10
         while not os.path.exists(sock) and time.monotonic() < deadline:
             time.sleep(0.02)
+        rss = {"loaded": rss_mb(procs[1].pid)}  # the runtime child with its model, before any call
         procs.append(subprocess.Popen([a.vsr, "serve", "--config", cfg, "--workers", "1", "--access-log", "off",
                                        "--metrics-listen", "off", "--config-watch", "off", "--log-level", level],
                                       stdout=log, stderr=subprocess.STDOUT))
@@ -191,7 +202,8 @@ def run(a, tmp, level, n):
         if failed:
             raise SystemExit(f"a client failed: {failed[0]!r}")
         log.flush()
-        return te, tk, open(log.name).read()
+        rss["after"] = rss_mb(procs[1].pid)
+        return te, tk, open(log.name).read(), rss
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -218,12 +230,13 @@ def main():
     if a.classifiers and not a.model:
         raise SystemExit("--classifiers needs --model")
     tmp = tempfile.mkdtemp(prefix="vsrrb", dir="/tmp")
-    te, tk, _ = run(a, tmp, "info", a.requests)
+    te, tk, _, rss = run(a, tmp, "info", a.requests)
     what = "domains+jailbreak+pii signals" if a.classifiers else "embeddings signal"
     print(f"clients={a.clients} runtime-threads={a.runtime_threads} max-batch={a.runtime_max_batch or 'default'} requests={len(te)} each; {what} p50={pct(te, 50):.3f} ms p99={pct(te, 99):.3f} ms; "
           f"keyword signal p50={pct(tk, 50):.3f} ms p99={pct(tk, 99):.3f} ms; "
           f"added p50={pct(te, 50) - pct(tk, 50):.3f} ms p99={pct(te, 99) - pct(tk, 99):.3f} ms")
-    _, _, out = run(a, tmp, "debug", max(500, a.requests // 3))
+    print(f"runtime child RSS: {rss['loaded']:.1f} MB with its model loaded, {rss['after']:.1f} MB after the load")
+    _, _, out, _ = run(a, tmp, "debug", max(500, a.requests // 3))
     calls = [(float(w), float(r)) for w, r in re.findall(r"bundle call: status 0, http 200, wall ([0-9.]+) ms, "
                                                          r"runtime ([0-9.]+) ms", out)]
     calls = calls[200:]  # past the warm-up
