@@ -168,24 +168,18 @@ static void conn_post(conn_t *c);
 static void conn_unpost(conn_t *c);
 
 /* ---- the connection's timer ----
- * One timer serves every wait of a connection; tkind says which.  It is moved
- * lazily, as nginx's timers are: only when it is wanted sooner than it is
- * armed for.  Stopping it only notes that nothing is wanted, and a timer that
- * fires before it is due is armed again for what is left, so a keep-alive
- * request's stop and the idle timeout armed again after it cost no timer-heap
- * update. */
+ * One timer serves every wait of a connection; tkind says which.  It is a
+ * lazy timer (upstream.h): stopping it only notes that nothing is wanted, so
+ * a keep-alive request's stop and the idle timeout armed again after it cost
+ * no timer-heap update. */
 enum { T_NONE, T_STALL, T_LINGER, T_DOOMED, T_IDLE, T_SOON };
 
 static void ctimer_cb(uv_timer_t *t);
 
 static void ctimer_set(conn_t *c, unsigned kind, uint64_t ms)
 {
-    uint64_t now = uv_now(&c->w->loop);
     c->tkind = kind & 7;
-    c->tdue = now + ms;
-    if (uv_is_active((uv_handle_t *)&c->timer) && now + uv_timer_get_due_in(&c->timer) <= c->tdue)
-        return;
-    uv_timer_start(&c->timer, ctimer_cb, ms, 0);
+    vsr_timer_want(&c->timer, ctimer_cb, &c->tdue, ms);
 }
 
 static void ctimer_stop(conn_t *c)
@@ -2309,11 +2303,8 @@ static void ctimer_cb(uv_timer_t *t)
     unsigned kind = c->tkind;
     if (kind == T_NONE || c->closing)
         return; /* stopped since it was armed */
-    uint64_t now = uv_now(t->loop);
-    if (now < c->tdue) {
-        uv_timer_start(t, ctimer_cb, c->tdue - now, 0); /* moved later since it was armed */
-        return;
-    }
+    if (!vsr_timer_due(t, ctimer_cb, c->tdue))
+        return; /* moved later since it was armed */
     c->tkind = T_NONE;
     by_kind[kind](t);
 }

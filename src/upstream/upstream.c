@@ -68,12 +68,19 @@ typedef enum { UC_CONNECTING, UC_ACTIVE, UC_IDLE, UC_CLOSING } uc_state_t;
 
 #define CALL_INLINE_BUFS 8 /* a call's head and body pieces kept in the call itself (a rewritten body is a few) */
 
+/* An attempt's waits on one lazy timer (upstream.h): a deadline (connect,
+ * first byte, per try; the pool's idle timeout), then the response's
+ * stream-idle clock, each later than the last. */
+typedef struct {
+    uint64_t due;         /* loop time the timer is wanted at, 0 = not wanted */
+    uint64_t idle_ms;     /* nonzero: the wait is the stream-idle clock (waits_progress) ... */
+    uint64_t progress_at; /* ... and the loop time of the last progress */
+} waits_t;
+
 struct uconn_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
-    uint64_t due;                /* loop time the timer is wanted at, 0 = not wanted (arm: moved lazily) */
-    uint64_t idle_ms;            /* the timer is the stream-idle clock, restarted lazily (idle_progress) */
-    uint64_t progress_at;        /* loop time of the last progress, while idle_ms */
+    waits_t waits;               /* what the timer is wanted for (arm, idle_progress) */
     uv_connect_t connect_req;
     uv_write_t write_req;
     vsr_upstream_t *up;
@@ -133,8 +140,7 @@ struct vsr_upstream_call_s {
     unsigned paused : 1;
     unsigned starting : 1;       /* inside vsr_upstream_call_start: failures are deferred */
     unsigned h2_sent : 1;        /* the h2 stream's connection is up: past connecting */
-    uint64_t h2_idle_ms;         /* an h2 attempt's timer is the stream-idle clock, restarted lazily */
-    uint64_t h2_progress_at;     /* ... loop time of the last progress, while h2_idle_ms */
+    waits_t h2_waits;            /* an h2 attempt's waits on the call's timer (h2_arm, h2_idle_progress) */
     unsigned bound_by_deadline : 1; /* the attempt's timer waits for the total deadline */
     unsigned deadline_hit : 1;   /* that timer fired: the total deadline is over */
 };
@@ -723,42 +729,52 @@ static uconn_t *uconn_new(vsr_upstream_t *up, cluster_t *cl, endpoint_t *ep)
 
 static void uc_timer_cb(uv_timer_t *t);
 
-/* The connection's timer, wanted ms from now (0: not at all).  It is moved
- * lazily, as nginx's timers are: only when it is wanted sooner than it is
- * armed for.  Stopping it only notes that nothing is wanted, and a timer that
- * fires before it is due is armed again for what is left (uc_timer_cb), so a
- * request's connect, first-byte and idle timeouts and the pool's idle
- * timeout after it, each later than the last, cost no timer-heap update. */
-static void arm(uconn_t *uc, uint64_t ms)
+/* The timer, wanted for a deadline ms from now (0: not at all). */
+static void waits_arm(waits_t *wt, uv_timer_t *t, uv_timer_cb cb, uint64_t ms)
 {
-    uc->idle_ms = 0;
-    if (ms == 0) {
-        uc->due = 0;
-        return;
-    }
-    uint64_t now = uv_now(uc->up->loop);
-    uc->due = now + ms;
-    if (uv_is_active((uv_handle_t *)&uc->timer) && now + uv_timer_get_due_in(&uc->timer) <= uc->due)
-        return;
-    uv_timer_start(&uc->timer, uc_timer_cb, ms, 0);
+    wt->idle_ms = 0;
+    if (ms == 0)
+        wt->due = 0;
+    else
+        vsr_timer_want(t, cb, &wt->due, ms);
 }
 
-/* Progress on a response: its stream-idle clock restarts.  Moving the timer
- * on every read is a heap update each (a third of a paced stream's cost per
- * event), so the timer stays armed: the time of the last progress is noted,
- * and a timer that fires before the stream has been idle that long is armed
- * again for what is left (uc_timer_cb). */
-static void idle_progress(uconn_t *uc, uint64_t ms)
+/* Progress on a response: its stream-idle clock (ms; 0 stops it) restarts.
+ * Moving the timer on every read is a heap update each (a third of a paced
+ * stream's cost per event), so only the time of the progress is noted. */
+static void waits_progress(waits_t *wt, uv_timer_t *t, uv_timer_cb cb, uint64_t ms)
 {
     if (ms == 0) {
-        arm(uc, 0);
+        waits_arm(wt, t, cb, 0);
         return;
     }
-    uc->progress_at = uv_now(uc->up->loop);
-    if (uc->idle_ms == ms && uv_is_active((uv_handle_t *)&uc->timer))
+    wt->progress_at = uv_now(t->loop);
+    if (wt->idle_ms == ms && wt->due && uv_is_active((uv_handle_t *)t))
         return;
-    arm(uc, ms);
-    uc->idle_ms = ms;
+    waits_arm(wt, t, cb, ms);
+    wt->idle_ms = ms;
+}
+
+/* In the timer's callback: 1 when the wait is over (its deadline, or the
+ * stream idle that long); 0 when nothing is wanted, or the timer fired early
+ * and is armed again for what is left. */
+static int waits_over(const waits_t *wt, uv_timer_t *t, uv_timer_cb cb)
+{
+    if (wt->due == 0 || !vsr_timer_due(t, cb, wt->due))
+        return 0;
+    return wt->idle_ms == 0 || vsr_timer_idle(t, cb, wt->progress_at, wt->idle_ms);
+}
+
+/* The connection's timer: a request's connect, first-byte and idle timeouts
+ * and the pool's idle timeout after it cost no timer-heap update. */
+static void arm(uconn_t *uc, uint64_t ms)
+{
+    waits_arm(&uc->waits, &uc->timer, uc_timer_cb, ms);
+}
+
+static void idle_progress(uconn_t *uc, uint64_t ms)
+{
+    waits_progress(&uc->waits, &uc->timer, uc_timer_cb, ms);
 }
 
 static void uconn_make_idle(uconn_t *uc)
@@ -1654,23 +1670,11 @@ static void uc_timer_cb(uv_timer_t *t)
 {
     uconn_t *uc = t->data;
     vsr_upstream_call_t *call = uc->call;
-    if (uc->state == UC_CLOSING || uc->due == 0)
-        return; /* closing, or stopped since it was armed (arm) */
-    uint64_t now = uv_now(uc->up->loop);
-    if (now < uc->due) {
-        uv_timer_start(&uc->timer, uc_timer_cb, uc->due - now, 0); /* moved later since it was armed */
-        return;
-    }
+    if (uc->state == UC_CLOSING || !waits_over(&uc->waits, t, uc_timer_cb))
+        return; /* closing, stopped since it was armed, or moved later */
     if (uc->state == UC_IDLE || call == NULL) {
         uconn_close(uc);
         return;
-    }
-    if (uc->idle_ms) { /* the stream-idle clock: idle that long since the last progress? */
-        uint64_t idle = uv_now(uc->up->loop) - uc->progress_at;
-        if (idle < uc->idle_ms) {
-            uv_timer_start(&uc->timer, uc_timer_cb, uc->idle_ms - idle, 0);
-            return;
-        }
     }
     call_timed_out(call, uc->state == UC_CONNECTING);
 }
@@ -1702,7 +1706,7 @@ void vsr_upstream_call_pause(vsr_upstream_call_t *call)
     if (call->h2s) {
         vsr__h2_pause(call->h2s);
         if (call->got_head)
-            uv_timer_stop(&call->timer); /* a slow client is not an idle upstream */
+            h2_arm(call, 0); /* a slow client is not an idle upstream */
         return;
     }
     uconn_t *uc = call->uc;
@@ -1795,42 +1799,21 @@ const char *vsr_upstream_breaker_state(vsr_upstream_t *up, const vsr_model_conf_
 static void h2_timer_cb(uv_timer_t *t)
 {
     vsr_upstream_call_t *call = t->data;
-    if (call->ended || call->h2s == NULL)
+    if (call->ended || call->h2s == NULL || !waits_over(&call->h2_waits, t, h2_timer_cb))
         return;
-    if (call->h2_idle_ms) {
-        /* the idle clock is not moved on each DATA frame: re-armed here for
-         * what is left since the last one */
-        uint64_t idle = uv_now(call->up->loop) - call->h2_progress_at;
-        if (idle < call->h2_idle_ms) {
-            uv_timer_start(&call->timer, h2_timer_cb, call->h2_idle_ms - idle, 0);
-            return;
-        }
-    }
     call_timed_out(call, !call->h2_sent);
 }
 
 /* The attempt's deadlines before the stream idles (connect, first byte). */
 static void h2_arm(vsr_upstream_call_t *call, uint64_t ms)
 {
-    call->h2_idle_ms = 0;
-    if (ms)
-        uv_timer_start(&call->timer, h2_timer_cb, ms, 0);
-    else
-        uv_timer_stop(&call->timer);
+    waits_arm(&call->h2_waits, &call->timer, h2_timer_cb, ms);
 }
 
 /* Progress on the stream: its idle clock (ms; 0 stops it) restarts from now. */
 static void h2_idle_progress(vsr_upstream_call_t *call, uint64_t ms)
 {
-    if (ms == 0) {
-        h2_arm(call, 0);
-        return;
-    }
-    call->h2_progress_at = uv_now(call->up->loop);
-    if (call->h2_idle_ms == ms && uv_is_active((uv_handle_t *)&call->timer))
-        return;
-    h2_arm(call, ms);
-    call->h2_idle_ms = ms;
+    waits_progress(&call->h2_waits, &call->timer, h2_timer_cb, ms);
 }
 
 static void call_h2_start(vsr_upstream_call_t *call)
@@ -1838,7 +1821,9 @@ static void call_h2_start(vsr_upstream_call_t *call)
     const char *overflow = NULL;
     call->h2_sent = 0;
     call->bufs[0] = uv_buf_init(call->head.data, (unsigned)call->head.len);
-    /* armed first: the stream may report its connection up at once */
+    /* armed first: the stream may report its connection up at once; the
+     * timer is the attempt's alone from here (no back-off is pending) */
+    uv_timer_stop(&call->timer);
     h2_arm(call, attempt_wait(call, call->pol.connect_ms));
     call->h2s = vsr__h2_start(call->ep->h2, call, call->head.data, call->head.len, call->bufs + 1, call->n_bufs - 1,
                               call->req.head_request, call->pol.connect_ms, &overflow);

@@ -176,6 +176,46 @@ void vsr_upstream_breaker_record(vsr_upstream_t *up, const vsr_model_conf_t *m, 
 /* The breaker's state name now: "closed", "open" or "half_open". */
 const char *vsr_upstream_breaker_state(vsr_upstream_t *up, const vsr_model_conf_t *m, const vsr_fallback_conf_t *f);
 
+/* ---- lazy loop timers ----
+ * A connection's or a call's timeouts each come later than the last (connect,
+ * first byte, idle; a keep-alive request's stop, then the idle timeout), so
+ * its one timer is moved lazily, as nginx's are: only when it is wanted
+ * sooner than it is armed for.  The owner keeps the loop time it is wanted at
+ * (*due; 0 = not wanted), and its callback first asks vsr_timer_due, which
+ * arms the timer again for what is left when it fired early.  Stopping is
+ * *due = 0.  A stream's idle clock is not moved per read either: the owner
+ * notes the time of the last progress, and vsr_timer_idle re-arms the timer
+ * for what is left of the idle time when it fires before the stream has been
+ * idle that long.  Each costs a timer-heap update only when it re-arms. */
+
+/* The timer, wanted ms from now (ms may be 0: the next loop iteration). */
+static inline void vsr_timer_want(uv_timer_t *t, uv_timer_cb cb, uint64_t *due, uint64_t ms)
+{
+    uint64_t now = uv_now(t->loop);
+    *due = now + ms;
+    if (uv_is_active((uv_handle_t *)t) && now + uv_timer_get_due_in(t) <= *due)
+        return; /* armed for no later than wanted: fires then, and is re-armed */
+    uv_timer_start(t, cb, ms, 0);
+}
+
+/* In cb: 1 when the time wanted (due, nonzero) has come; 0 when it has not,
+ * and the timer is armed again for what is left. */
+static inline int vsr_timer_due(uv_timer_t *t, uv_timer_cb cb, uint64_t due)
+{
+    uint64_t now = uv_now(t->loop);
+    if (now >= due)
+        return 1;
+    uv_timer_start(t, cb, due - now, 0);
+    return 0;
+}
+
+/* In cb, for an idle clock: 1 when idle_ms have passed since progress_at;
+ * 0 when not, and the timer is armed again for what is left. */
+static inline int vsr_timer_idle(uv_timer_t *t, uv_timer_cb cb, uint64_t progress_at, uint64_t idle_ms)
+{
+    return vsr_timer_due(t, cb, progress_at + idle_ms);
+}
+
 /* ---- TLS for the gateway's listeners ----
  * The upstream's sans-IO TLS (OpenSSL over memory BIOs) in the server role,
  * so there is one TLS code base.  The caller moves ciphertext between the
