@@ -185,3 +185,16 @@ global:
     assert lines.get('vsr_signal_family_seconds_count{family="keywords"}') == 2, lines
     assert lines.get('vsr_signal_family_seconds_count{family="context"}') == 2
     assert 'vsr_signal_family_seconds_bucket{family="keywords",le="+Inf"}' in lines
+
+
+def test_instant_answers_have_a_duration(stack):
+    """An answer vsr makes itself (an unknown model's 400) still takes time:
+    the worker's cached clock is ticked between callbacks, so a request that
+    ends after its write completes is not given a duration of zero."""
+    for _ in range(20):
+        r = httpx.post(stack.url + "/v1/chat/completions", json={"model": "nope", "messages": []})
+        assert r.status_code == 400
+    lines = metric_lines(stack)
+    # no model was chosen: the series without one (the fixture's /ready polls may be in it too)
+    assert lines['vsr_request_duration_seconds_count{model=""}'] >= 20
+    assert lines['vsr_request_duration_seconds_sum{model=""}'] > 0
