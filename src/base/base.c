@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -326,30 +328,86 @@ void vsr_log(vsr_log_level_t lvl, const char *module, const char *fmt, ...)
 
 /* ---- misc ---- */
 
+/* Random bytes from the kernel's CSPRNG (getrandom(2)), drawn in blocks
+ * into a per-thread buffer so that an id costs one syscall in RNG_BLOCK/16.
+ * Bytes are handed out once and wiped as they go; a forked child drops the
+ * buffer it inherited (its parent hands out the same bytes). */
+#define RNG_BLOCK 4096
+
+static _Thread_local struct {
+    unsigned char buf[RNG_BLOCK];
+    size_t left; /* unused bytes, at the end of buf; the ones before are wiped */
+    int registered;
+} rng;
+
+static void rng_forget(void)
+{
+    memset(rng.buf, 0, sizeof(rng.buf));
+    rng.left = 0;
+}
+
+static pthread_once_t rng_once = PTHREAD_ONCE_INIT;
+
+static void rng_register(void)
+{
+    /* only the forking thread lives on in the child: its buffer is the one to drop */
+    pthread_atfork(NULL, NULL, rng_forget);
+}
+
+/* Fills p with n bytes of the kernel's CSPRNG; never a weaker source. */
+static void kernel_random(unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == ENOSYS) { /* a kernel before 3.17 */
+            int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+            r = fd < 0 ? -1 : read(fd, p, n);
+            if (fd >= 0)
+                close(fd);
+        }
+        if (r <= 0) {
+            /* an id or a token must not come from a guessable source */
+            fprintf(stderr, "vsr: no random bytes from the kernel: %s\n", strerror(errno));
+            abort();
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+void vsr_random_bytes(void *out, size_t n)
+{
+    unsigned char *o = out;
+    if (VSR_UNLIKELY(!rng.registered)) {
+        pthread_once(&rng_once, rng_register);
+        rng.registered = 1;
+    }
+    if (n > RNG_BLOCK / 4) { /* a large request goes straight to the kernel */
+        kernel_random(o, n);
+        return;
+    }
+    while (n > 0) {
+        if (rng.left == 0) {
+            kernel_random(rng.buf, RNG_BLOCK);
+            rng.left = RNG_BLOCK;
+        }
+        size_t take = VSR_MIN(n, rng.left);
+        unsigned char *from = rng.buf + RNG_BLOCK - rng.left;
+        memcpy(o, from, take);
+        memset(from, 0, take); /* handed out once */
+        rng.left -= take;
+        o += take;
+        n -= take;
+    }
+}
+
 void vsr_uuid4(char out[37])
 {
-    static __thread uint64_t s[2];
     static const char hex[] = "0123456789abcdef";
-    if (s[0] == 0 && s[1] == 0) {
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || read(fd, s, sizeof(s)) != (ssize_t)sizeof(s)) {
-            s[0] = vsr_now_us() ^ (uint64_t)(uintptr_t)&s;
-            s[1] = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-        }
-        if (fd >= 0)
-            close(fd);
-        s[0] |= 1;
-    }
     unsigned char b[16];
-    for (int k = 0; k < 2; k++) {
-        /* xorshift128+ */
-        uint64_t x = s[0], y = s[1];
-        s[0] = y;
-        x ^= x << 23;
-        s[1] = x ^ y ^ (x >> 17) ^ (y >> 26);
-        uint64_t r = s[1] + y;
-        memcpy(b + 8 * k, &r, 8);
-    }
+    vsr_random_bytes(b, sizeof(b));
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
     int j = 0;

@@ -310,7 +310,13 @@ void vsr_log(vsr_log_level_t lvl, const char *module, const char *fmt, ...) VSR_
 #define vsr_log_error(mod, ...) vsr_log(VSR_LOG_ERROR, mod, __VA_ARGS__)
 
 /* ---- misc ---------------------------------------------------------------- */
-/* Writes a random RFC 4122 version-4 UUID (36 chars + NUL) into out. */
+/* n bytes from the kernel's CSPRNG (getrandom(2), drawn in 4 KiB blocks per
+ * thread, so a small request costs a copy).  Unpredictable: fit for ids
+ * that grant access and for tokens.  Any thread; aborts only when the kernel
+ * gives no random bytes at all (never falls back to a guessable source). */
+void vsr_random_bytes(void *out, size_t n);
+/* Writes a random RFC 4122 version-4 UUID (36 chars + NUL) into out: 122
+ * bits of vsr_random_bytes, so one id tells nothing about the next. */
 void vsr_uuid4(char out[37]);
 /* Parses "300s", "1.5s", "250ms", "2m", "1h", "10us" into milliseconds.
  * VSR_OK or VSR_ERR_INVALID. */

@@ -6,6 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "base/base.h"
@@ -332,6 +336,116 @@ static void test_uuid(void **state)
     assert_int_equal(a[23], '-');
 }
 
+/* The linear complexity of a bit sequence (Berlekamp-Massey over GF(2)): the
+ * length of the shortest LFSR that produces it.  About n/2 for random bits;
+ * at most 128 for a bit that a 128-bit GF(2)-linear state determines, such as
+ * the lowest bit of xorshift128+'s outputs (no carry reaches it). */
+static size_t linear_complexity(const unsigned char *s, size_t n)
+{
+    unsigned char *c = vsr_calloc(n + 1, 1), *b = vsr_calloc(n + 1, 1), *t = vsr_malloc(n + 1);
+    size_t L = 0, m = 0; /* m: one past the position of the last length change */
+    c[0] = b[0] = 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned d = s[i];
+        for (size_t j = 1; j <= L; j++)
+            d ^= c[j] & s[i - j];
+        if (!d)
+            continue;
+        memcpy(t, c, n + 1);
+        size_t shift = i + 1 - m;
+        for (size_t j = 0; j + shift <= n; j++)
+            c[j + shift] ^= b[j];
+        if (2 * L <= i) {
+            L = i + 1 - L;
+            m = i + 1;
+            memcpy(b, t, n + 1);
+        }
+    }
+    vsr_free(c);
+    vsr_free(b);
+    vsr_free(t);
+    return L;
+}
+
+static int hexval(char c)
+{
+    return c <= '9' ? c - '0' : c - 'a' + 10;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    return memcmp(a, b, 37);
+}
+
+/* 1,000 consecutive ids: all different, and no bit of them follows from the
+ * ones before by a linear recurrence shorter than chance gives (the state of
+ * the former xorshift128+ generator was recovered from 20 request ids). */
+static void test_uuid_unpredictable(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static char ids[N][37];
+    static unsigned char bytes[N][16];
+    static unsigned char seq[2 * N];
+    for (size_t i = 0; i < N; i++) {
+        vsr_uuid4(ids[i]);
+        for (size_t k = 0, h = 0; k < 16; k++, h += 2) {
+            if (ids[i][h] == '-')
+                h++;
+            bytes[i][k] = (unsigned char)(hexval(ids[i][h]) << 4 | hexval(ids[i][h + 1]));
+        }
+    }
+    qsort(ids, N, sizeof(ids[0]), cmp_id);
+    for (size_t i = 1; i < N; i++)
+        assert_true(memcmp(ids[i - 1], ids[i], 37) != 0);
+    /* every one of the 122 random bits, id after id (version and variant bits skipped) */
+    size_t lo = N, hi = 0;
+    for (size_t bit = 0; bit < 128; bit++) {
+        size_t byte = bit / 8, shift = bit % 8;
+        if ((byte == 6 && shift >= 4) || (byte == 8 && shift >= 6))
+            continue;
+        for (size_t i = 0; i < N; i++)
+            seq[i] = (bytes[i][byte] >> shift) & 1;
+        size_t L = linear_complexity(seq, N);
+        lo = L < lo ? L : lo;
+        hi = L > hi ? L : hi;
+    }
+    /* random bits: n/2 give or take a few (a deviation of k has odds about 2^-2k) */
+    assert_in_range(lo, N / 2 - 24, N / 2 + 24);
+    assert_in_range(hi, N / 2 - 24, N / 2 + 24);
+    /* the lowest bit of each 64-bit half, in the order they were made */
+    for (size_t i = 0; i < N; i++) {
+        seq[2 * i] = bytes[i][0] & 1;
+        seq[2 * i + 1] = bytes[i][8] & 1;
+    }
+    assert_in_range(linear_complexity(seq, 2 * N), N - 24, N + 24);
+}
+
+/* A forked child does not hand out the random bytes its parent will. */
+static void test_random_after_fork(void **state)
+{
+    (void)state;
+    unsigned char one, mine[16], child[16];
+    vsr_random_bytes(&one, 1); /* the thread's buffer is full now */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        vsr_random_bytes(child, sizeof(child));
+        ssize_t w = write(fds[1], child, sizeof(child));
+        _exit(w == (ssize_t)sizeof(child) ? 0 : 1);
+    }
+    close(fds[1]);
+    vsr_random_bytes(mine, sizeof(mine));
+    assert_int_equal(read(fds[0], child, sizeof(child)), (ssize_t)sizeof(child));
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(memcmp(mine, child, sizeof(mine)) != 0);
+}
+
 static void test_rbuf(void **state)
 {
     (void)state;
@@ -353,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
         cmocka_unit_test(test_json_string_every_byte),
         cmocka_unit_test(test_pool), cmocka_unit_test(test_pool_chunk_cache),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_uuid_unpredictable), cmocka_unit_test(test_random_after_fork),
         cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4), cmocka_unit_test(test_find),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
