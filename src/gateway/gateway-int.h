@@ -164,7 +164,13 @@ int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int
  * configured one; BAD when it is missing or wrong; CONFLICT when the fields
  * carry different keys. */
 enum { VSR__AUTH_OK = 0, VSR__AUTH_BAD = 1, VSR__AUTH_CONFLICT = 2 };
-int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h);
+/* On OK, *presented (when not NULL) is the key checked (a slice of the
+ * head), empty when the listener needs none. */
+int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented);
+/* The owner of what a client stores (vsr_session_opts_t.owner) from its
+ * checked key: 64 hex digits of SHA-256 over a domain prefix and the key, so
+ * the key itself is never stored; "" for no key (the shared owner). */
+void vsr__ingress_owner(vsr_slice_t key, char out[VSR_SESSION_MAX_OWNER + 1]);
 /* identity headers are trusted from this peer (identity.trust_headers, trusted_peers) */
 int vsr__ingress_identity_trusted(const vsr_listener_conf_t *l, const struct sockaddr_storage *peer);
 

@@ -10,10 +10,13 @@
  * - credentials: proxy-authorization always; authorization, api-key and
  *   x-api-key (Anthropic's) once a listener's key check has read them, and
  *   x-api-key always.
+ * It also names the owner of what a client stores (vsr__ingress_owner).
  */
 #include "gateway/gateway-int.h"
 
 #include <arpa/inet.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 
@@ -78,8 +81,10 @@ static vsr_slice_t presented_key(vsr_slice_t name, vsr_slice_t v)
     return VSR_SLICE_NULL;
 }
 
-int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
+int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented)
 {
+    if (presented)
+        *presented = VSR_SLICE_NULL;
     if (l->api_keys.n == 0)
         return VSR__AUTH_OK;
     /* one credential per request: every authorization / api-key / x-api-key field must
@@ -99,7 +104,36 @@ int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
     }
     if (seen == 0)
         return VSR__AUTH_BAD;
-    return key_ok(l, key) ? VSR__AUTH_OK : VSR__AUTH_BAD;
+    if (!key_ok(l, key))
+        return VSR__AUTH_BAD;
+    if (presented)
+        *presented = key;
+    return VSR__AUTH_OK;
+}
+
+void vsr__ingress_owner(vsr_slice_t key, char out[VSR_SESSION_MAX_OWNER + 1])
+{
+    out[0] = '\0';
+    if (key.len == 0)
+        return; /* a listener without keys: the shared owner */
+    /* plain, not keyed: every replica sharing a Redis store names a key's
+     * owner alike; the prefix keeps the digest apart from any other use */
+    static const char domain[] = "vsr response owner v1";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1 &&
+             EVP_DigestUpdate(c, domain, sizeof(domain)) == 1 && /* its NUL too */
+             EVP_DigestUpdate(c, key.p, key.len) == 1 && EVP_DigestFinal_ex(c, md, &mdlen) == 1 &&
+             mdlen == SHA256_DIGEST_LENGTH;
+    EVP_MD_CTX_free(c);
+    VSR_BUG_ON(!ok); /* SHA-256 is always there; an owner must never fall back to shared */
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[2 * SHA256_DIGEST_LENGTH] = '\0';
 }
 
 /* CIDR match of a peer address against "addr/len" networks (canonical form). */

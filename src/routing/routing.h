@@ -361,7 +361,18 @@ typedef struct {
      * until finish); empty = the client's x-request-id, if any.  Records
      * (router_replay) carry it. */
     vsr_slice_t request_id;
+    /* Whose stored objects (Responses API: responses, their conversations
+     * and input items) the request may read, continue and delete, and whose
+     * its own become: a name the adapter derives from the client's verified
+     * credential (the gateway: vsr__ingress_owner, a SHA-256 of the
+     * listener's API key), never the credential itself.  At most
+     * VSR_SESSION_MAX_OWNER bytes of [0-9a-f].  Empty: the one shared owner
+     * (a listener without keys).  Borrowed until finish.  Another owner's
+     * object is answered as a missing one. */
+    vsr_slice_t owner;
 } vsr_session_opts_t;
+
+#define VSR_SESSION_MAX_OWNER 64
 
 vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts);
 /* Request headers: validates the path and method (404/405 immediate

@@ -102,7 +102,7 @@ struct vsr_session_s {
     int responses_in;
     vsr_responses_info_t rinfo;
     char resp_id[64];
-    vsr_slice_t resp_key;           /* "resp:<id>" (pool) */
+    vsr_slice_t resp_key;           /* "resp:<id>", or "resp:<owner>:<id>" (pool): resp_store_key */
     vsr_buf_t r_items, r_conv, r_echo, r_prior;
     uint64_t r_created;
     vsr_responses_stream_t *rs;     /* (pool) likewise */
@@ -419,6 +419,7 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_pool_init(&s->pool);
     if (opts)
         s->opts = *opts;
+    VSR_BUG_ON(s->opts.owner.len > VSR_SESSION_MAX_OWNER); /* the adapter's name, never a client's bytes */
     vsr_json_edits_init(&s->edits);
     vsr_buf_init(&s->in_body, XLATE_MAX_OUT);
     vsr_buf_init(&s->up_body, XLATE_MAX_OUT);
@@ -821,6 +822,17 @@ static const vsr_effect_t *not_found_response(vsr_session_t *s)
     return responses_error(s, &e);
 }
 
+/* The store's key of response `id` for this request's owner: the shared
+ * owner's "resp:<id>" (as before owners), another's "resp:<owner>:<id>".  An
+ * id holds no ':', so no id of one owner names another's key. */
+static vsr_slice_t resp_store_key(vsr_session_t *s, const char *id)
+{
+    vsr_slice_t o = s->opts.owner;
+    if (o.len == 0)
+        return pool_printf(&s->pool, "resp:%s", id);
+    return pool_printf(&s->pool, "resp:%.*s:%s", (int)o.len, o.p, id);
+}
+
 /* /v1/responses/{id} (GET, DELETE) and /v1/responses/{id}/input_items (GET):
  * answered in the body phase, which may wait on the store. */
 static const vsr_effect_t *stored_response_headers(vsr_session_t *s, vsr_slice_t method, vsr_slice_t rest)
@@ -844,21 +856,31 @@ static const vsr_effect_t *stored_response_headers(vsr_session_t *s, vsr_slice_t
     }
     memcpy(s->resp_id, id.p, id.len);
     s->resp_id[id.len] = '\0';
-    s->resp_key = pool_printf(&s->pool, "resp:%s", s->resp_id);
+    s->resp_key = resp_store_key(s, s->resp_id);
     s->ep = items ? EP_RESP_ITEMS : del ? EP_RESP_DELETE : EP_RESP_GET;
     return &s->eff;
 }
 
-/* A stored record: {"response":R,"conv":C,"items":I}; the raw text of one member. */
-static int record_member(vsr_slice_t rec, const char *name, vsr_slice_t *out)
+/* A stored record: {"owner":O,"response":R,"conv":C,"items":I}; the raw text
+ * of member `name` when the record is this request's owner's.  A record
+ * without "owner" (kept before owners were) is the shared owner's.  Another
+ * owner's record is VSR_ERR_NOT_FOUND, as a missing one. */
+static int record_member(vsr_session_t *s, vsr_slice_t rec, const char *name, vsr_slice_t *out)
 {
     vsr_json_t j;
-    uint32_t t;
+    uint32_t t, o;
     int rc = VSR_ERR_INVALID;
-    if (vsr_json_parse(&j, rec.p, rec.len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
-        vsr_json_object_get(&j, 0, name, &t) == VSR_OK) {
-        *out = vsr_slice(rec.p + j.toks[t].start, j.toks[t].end - j.toks[t].start);
-        rc = VSR_OK;
+    if (vsr_json_parse(&j, rec.p, rec.len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT) {
+        vsr_slice_t owner = VSR_SLICE_NULL;
+        if (vsr_json_object_get(&j, 0, "owner", &o) == VSR_OK &&
+            (vsr_json_type(&j, o) != VSR_JSON_STRING || vsr_json_string(&j, o, &s->pool, &owner) != VSR_OK))
+            owner = VSR_SLICE_LIT("-"); /* not an owner's name: nobody's */
+        if (!vsr_slice_eq(owner, s->opts.owner))
+            rc = VSR_ERR_NOT_FOUND;
+        else if (vsr_json_object_get(&j, 0, name, &t) == VSR_OK) {
+            *out = vsr_slice(rec.p + j.toks[t].start, j.toks[t].end - j.toks[t].start);
+            rc = VSR_OK;
+        }
     }
     vsr_json_free(&j);
     return rc;
@@ -867,8 +889,9 @@ static int record_member(vsr_slice_t rec, const char *name, vsr_slice_t *out)
 static const vsr_effect_t *stored_answer(vsr_session_t *s)
 {
     vsr_slice_t v;
-    if (s->rc_status != VSR_OK)
-        return not_found_response(s);
+    if (s->rc_status != VSR_OK ||
+        record_member(s, s->rc_value, s->ep == EP_RESP_ITEMS ? "items" : "response", &v) != VSR_OK)
+        return not_found_response(s); /* missing, or another owner's: the same answer */
     if (s->ep == EP_RESP_DELETE) {
         vsr_cache_query_t q = {.key = s->resp_key, .responses = 1};
         if (s->opts.ports->cache_delete)
@@ -876,8 +899,6 @@ static const vsr_effect_t *stored_answer(vsr_session_t *s)
         vsr_slice_t body = pool_printf(&s->pool, "{\"id\":\"%s\",\"object\":\"response\",\"deleted\":true}", s->resp_id);
         return immediate(s, 200, VSR_SLICE_LIT("application/json"), body, VSR_PATH_NONE, NULL, 0);
     }
-    if (record_member(s->rc_value, s->ep == EP_RESP_ITEMS ? "items" : "response", &v) != VSR_OK)
-        return not_found_response(s);
     if (s->ep == EP_RESP_GET)
         return immediate(s, 200, VSR_SLICE_LIT("application/json"), v, VSR_PATH_NONE, NULL, 0);
     vsr_buf_t b;
@@ -894,7 +915,7 @@ static const vsr_effect_t *stored_answer(vsr_session_t *s)
 static const vsr_effect_t *previous_then(vsr_session_t *s)
 {
     vsr_slice_t conv;
-    if (s->rc_status != VSR_OK || record_member(s->rc_value, "conv", &conv) != VSR_OK) {
+    if (s->rc_status != VSR_OK || record_member(s, s->rc_value, "conv", &conv) != VSR_OK) {
         vsr_responses_error_t e = {.status = 400, .type = "invalid_request_error"};
         snprintf(e.param, sizeof(e.param), "previous_response_id");
         snprintf(e.message, sizeof(e.message), "Previous response with id '%s' not found.",
@@ -926,7 +947,7 @@ static const vsr_effect_t *stored_response_fetch(vsr_session_t *s)
 
 static const vsr_effect_t *previous_fetch(vsr_session_t *s)
 {
-    return fetch(s, pool_printf(&s->pool, "resp:%s", s->rinfo.previous_response_id), previous_then);
+    return fetch(s, resp_store_key(s, s->rinfo.previous_response_id), previous_then);
 }
 
 /* The POST's body (and the previous response's conversation) in chat form;
@@ -945,7 +966,7 @@ static const vsr_effect_t *responses_translate(vsr_session_t *s, const char *bod
         if (*p != '-')
             s->resp_id[w++] = *p;
     s->resp_id[w] = '\0';
-    s->resp_key = pool_printf(&s->pool, "resp:%s", s->resp_id);
+    s->resp_key = resp_store_key(s, s->resp_id);
     s->r_created = (uint64_t)time(NULL);
     s->ep = EP_CHAT;
     return chat_body(s, s->in_body.data, s->in_body.len, s->t0);
@@ -968,7 +989,9 @@ static void responses_keep(vsr_session_t *s, vsr_slice_t response, vsr_slice_t c
         return;
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_append_cstr(&b, "{\"response\":");
+    vsr_buf_append_cstr(&b, "{\"owner\":");
+    vsr_buf_append_json_string(&b, s->opts.owner);
+    vsr_buf_append_cstr(&b, ",\"response\":");
     vsr_buf_append_slice(&b, response);
     vsr_buf_append_cstr(&b, ",\"conv\":");
     vsr_buf_append_slice(&b, conv.len ? conv : VSR_SLICE_LIT("[]"));

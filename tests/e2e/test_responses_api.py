@@ -16,10 +16,11 @@ SDK_DIR = MODEL_CACHE / "sdk"
 SDK_CLIENT = ROOT / "tests" / "tools" / "sdk_client.js"
 
 
-def start(vsr, fakellm, extra=""):
+def start(vsr, fakellm, extra="", listener_extra=""):
     be = fakellm("a")
     port = free_port()
     v = vsr(config_yaml(port, [model_yaml("m1", [be.endpoint], "m1-up")], default="m1",
+                        listener_extra=listener_extra,
                         global_extra="    response_api:\n      enabled: true\n" + extra), port=port)
     v.be = be
     return v
@@ -117,3 +118,75 @@ def test_openai_sdk_responses(vsr, fakellm):
     assert out["types"][0] == "response.created" and out["types"][-1] == "response.completed"
     assert out["text"] == "tok0 tok1 tok2 tok3 tok4 "
     assert out["got"]["id"] == out["final"]["id"]
+
+
+KEY_A, KEY_B = "sk-owner-a-0123456789", "sk-owner-b-9876543210"
+
+
+def cross_owner(v):
+    """A stores a response; B, with another key of the same listener, can
+    neither read it, nor its input items, nor continue it, nor delete it, and
+    every answer B gets is the one a missing id gets.  A still can."""
+    a = {"authorization": f"Bearer {KEY_A}"}
+    b = {"authorization": f"Bearer {KEY_B}"}
+    with v.client() as c:
+        r = c.post("/v1/responses", headers=a, json={"model": "m1", "input": "a secret of A's"})
+        assert r.status_code == 200, r.text
+        rid = r.json()["id"]
+        missing = "resp_" + "0" * 32
+        def same_as_missing(got, want):
+            assert got.status_code == want.status_code, got.text
+            assert got.text.replace(rid, "ID") == want.text.replace(missing, "ID")
+        same_as_missing(c.get(f"/v1/responses/{rid}", headers=b), c.get(f"/v1/responses/{missing}", headers=b))
+        same_as_missing(c.get(f"/v1/responses/{rid}/input_items", headers=b),
+                        c.get(f"/v1/responses/{missing}/input_items", headers=b))
+        calls = len(httpx.get(v.be.url + "/_fakellm/log", timeout=5).json()["entries"])
+        same_as_missing(c.post("/v1/responses", headers=b,
+                               json={"model": "m1", "input": "go on", "previous_response_id": rid}),
+                        c.post("/v1/responses", headers=b,
+                               json={"model": "m1", "input": "go on", "previous_response_id": missing}))
+        assert len(httpx.get(v.be.url + "/_fakellm/log", timeout=5).json()["entries"]) == calls  # nothing went on
+        same_as_missing(c.delete(f"/v1/responses/{rid}", headers=b), c.delete(f"/v1/responses/{missing}", headers=b))
+        # the same key in another field is the same owner
+        assert c.get(f"/v1/responses/{rid}", headers={"api-key": KEY_A}).status_code == 200
+        items = c.get(f"/v1/responses/{rid}/input_items", headers=a).json()
+        assert items["data"][0]["content"][0]["text"] == "a secret of A's"
+        r2 = c.post("/v1/responses", headers=a, json={"model": "m1", "input": "go on", "previous_response_id": rid})
+        assert r2.status_code == 200 and last_call(v)["body"]["n_messages"] == 3
+        # B's own responses are B's
+        rb = c.post("/v1/responses", headers=b, json={"model": "m1", "input": "B's"}).json()["id"]
+        assert c.get(f"/v1/responses/{rb}", headers=b).status_code == 200
+        assert c.get(f"/v1/responses/{rb}", headers=a).status_code == 404
+        assert c.delete(f"/v1/responses/{rid}", headers=a).json()["deleted"] is True
+        assert c.get(f"/v1/responses/{rid}", headers=a).status_code == 404
+    return rid, rb
+
+
+def test_responses_belong_to_their_key(vsr, fakellm):
+    v = start(vsr, fakellm, listener_extra=f"    api_keys: [{KEY_A}, {KEY_B}]")
+    cross_owner(v)
+
+
+def test_responses_belong_to_their_key_in_redis(vsr, fakellm, redis):  # noqa: F811
+    extra = f"      store_backend: redis\n      redis: {{address: \"127.0.0.1:{redis.port}\"}}\n"
+    v = start(vsr, fakellm, extra, listener_extra=f"    api_keys: [{KEY_A}, {KEY_B}]")
+    _, rb = cross_owner(v)
+    # what redis holds names the owner by a digest, never by the key
+    def cli(*args):
+        out = subprocess.run(["redis-cli", "-p", str(redis.port), "--no-raw", *args], capture_output=True,
+                             text=True, timeout=10)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    keys = [k for k in cli("--scan").split("\n") if rb in k]
+    assert len(keys) == 1, cli("--scan")
+    held = keys[0] + cli("GET", keys[0].strip().strip('"'))
+    assert "B's" in held and KEY_B not in held and KEY_A not in held
+    assert "sk-owner" not in cli("--scan")
+
+
+def test_listener_without_keys_shares_one_owner(vsr, fakellm):
+    v = start(vsr, fakellm)
+    with v.client() as c:
+        rid = c.post("/v1/responses", json={"model": "m1", "input": "shared"}).json()["id"]
+        # a key no listener checks is no owner: the listener's clients share what they keep
+        assert c.get(f"/v1/responses/{rid}", headers={"authorization": "Bearer anything"}).status_code == 200

@@ -318,6 +318,87 @@ static void test_client_leaves_while_waiting(void **state)
     doc_free(&d);
 }
 
+/* ---- the Responses API's stored objects belong to an owner ---- */
+
+static int deletes;
+
+static void fake_delete(void *ud, const vsr_cache_query_t *q)
+{
+    (void)ud;
+    (void)q;
+    deletes++;
+}
+
+static const vsr_ports_t resp_ports = {
+    .cache_lookup = fake_lookup,
+    .cache_cancel = fake_lookup_cancel,
+    .cache_store = fake_store,
+    .cache_delete = fake_delete,
+    .resume = fake_resume,
+};
+
+#define OWNER_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define OWNER_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+/* `method` /v1/responses/resp_1 as `owner`, the store holding `record`: the status. */
+static int stored_call(const char *owner, const char *method, const char *record, fake_t *f)
+{
+    static const char *yaml = "version: v0.3\n"
+                              "listeners: [{name: l, address: 127.0.0.1, port: 8899}]\n"
+                              "providers:\n"
+                              "  defaults: {model: m}\n"
+                              "  models: [{name: m, backend_refs: [{endpoint: \"127.0.0.1:9\"}]}]\n"
+                              "global: {services: {response_api: {enabled: true}}}\n";
+    doc_t d;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    assert_int_equal(vsr_config_load_string("c.yaml", yaml, strlen(yaml), &d.cfg, &err), VSR_OK);
+    d.engine = vsr_engine_new(d.cfg, 1, &err);
+    assert_non_null(d.engine);
+    vsr_buf_free(&err);
+    *f = (fake_t){.hit = 1, .value = record};
+    vsr_session_opts_t o = {.listener = &d.cfg->listeners[0], .ports = &resp_ports, .ports_ud = f,
+                            .owner = vsr_slice_cstr(owner)};
+    vsr_session_t *s = vsr_session_open(d.engine, &o);
+    const vsr_effect_t *e = vsr_session_request_headers(s, vsr_slice_cstr(method), VSR_SLICE_LIT("/v1/responses/resp_1"),
+                                                        NULL, 0);
+    assert_int_equal(e->status, 0);
+    e = vsr_session_request_body(s, NULL, 0);
+    int status = e->status;
+    if (status == 404)
+        assert_non_null(strstr(e->resp_body.p, "Response with id 'resp_1' not found."));
+    vsr_session_finish(s);
+    doc_free(&d);
+    return status;
+}
+
+static void test_stored_response_owner(void **state)
+{
+    (void)state;
+    const char *rec_a = "{\"owner\":\"" OWNER_A "\",\"response\":{\"id\":\"resp_1\"},\"conv\":[],\"items\":[]}";
+    const char *rec_shared = "{\"owner\":\"\",\"response\":{\"id\":\"resp_1\"},\"conv\":[],\"items\":[]}";
+    const char *rec_before = "{\"response\":{\"id\":\"resp_1\"},\"conv\":[],\"items\":[]}";
+    fake_t f;
+    /* the key names the owner; the record is checked too */
+    assert_int_equal(stored_call(OWNER_A, "GET", rec_a, &f), 200);
+    assert_string_equal(f.key, "resp:" OWNER_A ":resp_1");
+    assert_int_equal(stored_call(OWNER_B, "GET", rec_a, &f), 404);
+    assert_string_equal(f.key, "resp:" OWNER_B ":resp_1");
+    assert_int_equal(stored_call("", "GET", rec_a, &f), 404);
+    assert_string_equal(f.key, "resp:resp_1");
+    /* the shared owner (no key), and records kept before owners were, are the shared owner's */
+    assert_int_equal(stored_call("", "GET", rec_shared, &f), 200);
+    assert_int_equal(stored_call("", "GET", rec_before, &f), 200);
+    assert_int_equal(stored_call(OWNER_A, "GET", rec_shared, &f), 404);
+    assert_int_equal(stored_call(OWNER_A, "GET", rec_before, &f), 404);
+    /* delete: only the owner's, and another's is not touched */
+    deletes = 0;
+    assert_int_equal(stored_call(OWNER_B, "DELETE", rec_a, &f), 404);
+    assert_int_equal(deletes, 0);
+    assert_int_equal(stored_call(OWNER_A, "DELETE", rec_a, &f), 200);
+    assert_int_equal(deletes, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +406,7 @@ int main(void)
         cmocka_unit_test(test_miss_then_store_once_whole),
         cmocka_unit_test(test_semantic_waits_then_hits),
         cmocka_unit_test(test_client_leaves_while_waiting),
+        cmocka_unit_test(test_stored_response_owner),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
