@@ -1977,9 +1977,10 @@ static void dispatch(request_t *req)
         reply_unauthorized(req, auth, !req->keep_alive);
         return;
     }
-    /* what this client stores is its key's, and only its key's */
+    /* what this client stores is its key's, and only its key's (only the
+     * Responses API stores: other requests skip the digest) */
     char *owner = vsr_pool_alloc(&req->pool, VSR_SESSION_MAX_OWNER + 1);
-    vsr__ingress_owner(key, owner);
+    vsr__ingress_owner(vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/responses")) ? key : VSR_SLICE_NULL, owner);
 
     /* ingress hygiene: what a client may not send never reaches routing or a backend */
     req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 1));
