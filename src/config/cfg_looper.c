@@ -17,6 +17,7 @@
 /* Bounds of the graph a block may ask for: each is far above what a request
  * graph of the reference uses, and keeps one request's fan-out finite. */
 #define ALGO_MAX_CALLS 10000          /* budget.max_calls */
+#define ALGO_MAX_UPSTREAM_BYTES ((uint64_t)64 << 30) /* budget.max_upstream_bytes */
 #define ALGO_MAX_BREADTH 64           /* calls of one ReMoM round */
 #define ALGO_MAX_ROUNDS 16            /* ReMoM rounds (breadth_schedule entries) */
 #define ALGO_MAX_CONCURRENT 256       /* max_concurrent, min_successful_responses, max_responses_per_round */
@@ -100,6 +101,7 @@ static const char *const on_error_choices[] = {"skip", "fail", NULL}; /* index =
 static const cfg_field_t budget_fields[] = {
     UINT_FIELD("max_calls", vsr_algo_budget_conf_t, max_calls, 1, ALGO_MAX_CALLS),
     {.key = "deadline", .decode = vsr__cfg_duration_ms, .offset = offsetof(vsr_algo_budget_conf_t, deadline_ms)},
+    UINT_FIELD("max_upstream_bytes", vsr_algo_budget_conf_t, max_upstream_bytes, 1, ALGO_MAX_UPSTREAM_BYTES),
 };
 static const cfg_spec_t budget_spec = {
     .size = sizeof(vsr_algo_budget_conf_t), .fields = budget_fields, .n_fields = VSR_ARRAY_LEN(budget_fields)};

@@ -739,10 +739,13 @@ typedef enum {
 } vsr_algo_kind_t;
 
 /* algorithm.budget: every physical model exchange (retries included) counts
- * against max_calls; deadline bounds the whole graph.  0 = unset. */
+ * against max_calls (unset: what the algorithm's configuration implies);
+ * deadline bounds the whole graph; max_upstream_bytes bounds the request
+ * bytes all its hops send upstream together (unset: 64 MiB).  0 = unset. */
 typedef struct {
     uint64_t max_calls;
     uint64_t deadline_ms;
+    uint64_t max_upstream_bytes;
 } vsr_algo_budget_conf_t;
 
 /* algorithm.confidence (ref §3.3) */

@@ -100,6 +100,7 @@ struct gcall_s {
     unsigned iteration;
     vsr_buf_t body;                /* what it sends (heap): freed when it ends, so a run holds at most
                                     * its calls in flight's bodies, not every hop's */
+    size_t sent;                   /* its length: each retry sends it again */
     gcall_t *next_live;            /* the run's list of calls in flight */
     gcall_t *prev_live;
 };
@@ -122,6 +123,8 @@ struct vsr_graph_run_s {
     vsr_buf_t used;                /* models used, comma-separated */
     unsigned iterations;
     uint64_t attempts, max_calls;  /* the budget's ledger */
+    uint64_t sent_bytes, max_bytes; /* the byte budget's: request bytes sent upstream (retries included) */
+    vsr_graph_implied_t implied;   /* the algorithm's implied budget */
     uint64_t pt, ct;
     uint64_t t0_ms;
     uint64_t hop_timeout_ms;

@@ -233,6 +233,8 @@ static void call_done(void *ud, int status, int http_status, vsr_slice_t body, u
     live_remove(r, c);
     vsr_buf_free(&c->body); /* the port is done with it */
     r->attempts += attempts ? attempts : 1;
+    if (attempts > 1) /* the retries sent the body again */
+        r->sent_bytes += (uint64_t)c->sent * (attempts - 1);
     frame_t *f = c->f;
     f->inflight--;
     f->finished++;
@@ -292,6 +294,19 @@ static void note_used(vsr_graph_run_t *r, const char *name)
     vsr_buf_append_cstr(&r->used, name);
 }
 
+/* Would a hop of len bytes pass the byte budget?  Then the run fails (the
+ * hops already sent are spent; none starts past the budget). */
+static int over_bytes(vsr_graph_run_t *r, size_t len)
+{
+    if (r->sent_bytes + len <= r->max_bytes)
+        return 0;
+    vsr__graph_fail(r, 503, "server_error", "looper_budget_exhausted",
+                    "the algorithm's upstream byte budget is exhausted: %llu bytes sent in %u model calls, the "
+                    "next call's %zu bytes would pass %llu", (unsigned long long)r->sent_bytes, r->iterations, len,
+                    (unsigned long long)r->max_bytes);
+    return 1;
+}
+
 /* Starts slot i of f's node: VSR_OK (started, or answered at once),
  * VSR_DECLINED (nothing to call), or the run finished. */
 static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
@@ -324,21 +339,31 @@ static int call_start(vsr_graph_run_t *r, frame_t *f, size_t i)
     }
     if (c->s.final_hop && r->o.stream) {
         /* the adapter sends it, streamed: the run ends here */
+        vsr_slice_t body = vsr__graph_body(r, &c->s, 1);
+        if (over_bytes(r, body.len))
+            return VSR_OK;
+        r->sent_bytes += body.len;
         r->iterations++;
         note_used(r, ref->name);
         r->out.final_model = ref->model;
         r->out.final_lora = ref->lora;
-        r->out.final_body = vsr__graph_body(r, &c->s, 1);
+        r->out.final_body = body;
         r->out.model = ref->name;
         finish(r);
         return VSR_OK;
     }
     uint64_t hop = c->s.timeout_ms ? c->s.timeout_ms : r->hop_timeout_ms;
     uint64_t deadline = hop && now + hop < r->o.deadline_ms ? now + hop : r->o.deadline_ms;
-    c->iteration = ++r->iterations;
-    note_used(r, ref->name);
     vsr_buf_init(&c->body, 0);
     vsr__graph_body_into(r, &c->s, 0, &c->body);
+    if (over_bytes(r, c->body.len)) {
+        vsr_buf_free(&c->body);
+        return VSR_OK;
+    }
+    c->sent = c->body.len;
+    r->sent_bytes += c->body.len;
+    c->iteration = ++r->iterations;
+    note_used(r, ref->name);
     vsr_graph_call_t gc = {
         .model = ref->model,
         .body = vsr_buf_slice(&c->body),
@@ -521,7 +546,15 @@ int vsr_graph_start(const vsr_graph_opts_t *o, vsr_graph_run_t **run, const vsr_
     const vsr_looper_integration_conf_t *li = &o->cfg->looper;
     r->hop_timeout_ms = li->timeout_ms;
     r->max_response_bytes = li->max_response_bytes ? li->max_response_bytes : (uint64_t)32 << 20;
-    r->max_calls = r->algo->budget.max_calls ? r->algo->budget.max_calls : VSR_GRAPH_MAX_CALLS;
+    if (o->implied)
+        r->implied = *o->implied;
+    else
+        vsr_graph_implied_budget(o->cfg, d, &r->implied);
+    r->max_calls = r->algo->budget.max_calls ? r->algo->budget.max_calls
+                   : r->implied.calls        ? r->implied.calls
+                                             : VSR_GRAPH_MAX_CALLS;
+    r->max_bytes = r->algo->budget.max_upstream_bytes ? r->algo->budget.max_upstream_bytes
+                                                      : VSR_GRAPH_DEFAULT_UPSTREAM_BYTES;
     if (r->algo->budget.deadline_ms && r->t0_ms + r->algo->budget.deadline_ms < r->o.deadline_ms)
         r->o.deadline_ms = r->t0_ms + r->algo->budget.deadline_ms;
     if (vsr__graph_template(r, why) != VSR_OK) {
@@ -529,7 +562,16 @@ int vsr_graph_start(const vsr_graph_opts_t *o, vsr_graph_run_t **run, const vsr_
         return VSR_ERR_INVALID;
     }
     r->depth++;
-    node_start(r, r->root, NULL);
+    /* known in advance: every hop sends about the request, so the hops the
+     * algorithm may make (no more than its call budget) times its size */
+    uint64_t hops = r->implied.hops < r->max_calls ? r->implied.hops : r->max_calls;
+    if (hops && (uint64_t)o->len > r->max_bytes / hops)
+        vsr__graph_fail(r, 413, "invalid_request_error", "looper_request_too_large",
+                        "the request's %zu bytes, sent on each of the algorithm's up to %llu model calls, would "
+                        "pass its upstream byte budget of %llu bytes", o->len, (unsigned long long)hops,
+                        (unsigned long long)r->max_bytes);
+    else
+        node_start(r, r->root, NULL);
     r->depth--;
     if (r->finished) {
         r->reported = 1;

@@ -15,8 +15,10 @@
  * a built-in template `looper.<algorithm>` built from these nodes.
  *
  * A run is one request's execution: one deadline, one call budget (the
- * ledger counts physical exchanges, retries included), a bounded record of
- * every call (model, status, tokens, latency).  It waits on one port (the
+ * ledger counts physical exchanges, retries included; without
+ * algorithm.budget.max_calls, the algorithm's implied budget), one byte
+ * budget (the request bytes its hops send upstream, all together), a
+ * bounded record of every call (model, status, tokens, latency).  It waits on one port (the
  * adapter's "call this model through the upstream layer") and finishes
  * through its done callback with an outcome: an answer (status, content
  * type, body), or — for a streaming client — the final hop left for the
@@ -79,8 +81,28 @@ typedef struct {
 
 #define VSR_GRAPH_MAX_KEPT_BYTES ((uint64_t)64 << 20) /* answers a run keeps in all; past it a call fails */
 #define VSR_GRAPH_MAX_RECORDS 64   /* calls recorded per run; more are counted, not kept */
-#define VSR_GRAPH_MAX_CALLS 2048   /* calls a run may make without an algorithm.budget (above the largest
-                                    * graph the config accepts: 16 x 64 ReMoM calls, each retried once) */
+#define VSR_GRAPH_MAX_CALLS 2048   /* the most calls a run may make without algorithm.budget.max_calls (its
+                                    * implied budget is capped to it: a YAML graph of nested loops can imply
+                                    * far more) */
+#define VSR_GRAPH_DEFAULT_UPSTREAM_BYTES ((uint64_t)64 << 20) /* request bytes one run may send upstream, all
+                                    * its hops together, without algorithm.budget.max_upstream_bytes */
+
+/* What a decision's algorithm may cost without an algorithm.budget, from its
+ * configuration alone: hops, the model calls its structure allows (a remom
+ * schedule's calls plus its synthesis, a fusion panel plus its judge's
+ * calls, a YAML graph's calls x loop rounds x parallel fan-out, taking the
+ * larger side of every branch); calls, those hops each with the retries
+ * its model's reliability allows (retry_count), at most VSR_GRAPH_MAX_CALLS.
+ * Computed once per configuration version (the routing engine keeps it
+ * per decision), never per request. */
+typedef struct {
+    uint64_t hops;
+    uint64_t calls;
+} vsr_graph_implied_t;
+
+/* The implied budget of decision d of cfg (zeros for a decision that runs
+ * no graph). */
+void vsr_graph_implied_budget(const vsr_config_t *cfg, const vsr_decision_conf_t *d, vsr_graph_implied_t *out);
 
 typedef struct {
     /* the answer: status != 0 */
@@ -113,6 +135,9 @@ typedef struct {
     vsr_pool_t *pool;
     const vsr_graph_port_t *port;
     uint64_t deadline_ms;          /* absolute, on port->now_ms's clock */
+    /* the decision's implied budget, computed when the configuration was
+     * compiled (vsr_graph_implied_budget); NULL: computed at start */
+    const vsr_graph_implied_t *implied;
     /* did the request's signal of this condition type and name match?
      * (a graph's branch or loop predicate); NULL = never */
     int (*signal)(void *ud, const char *type, const char *name);

@@ -139,8 +139,13 @@ vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *p
             rs->box = box_new(rs->signals);
         }
         rs->proj = vsr_projections_compile(&rs->conf->projections, find_signal, rs->signals);
-        for (size_t d = 0; d < rs->conf->n_decisions; d++)
+        /* each decision's rules, and what its graph may cost without a budget (once per version, not per
+         * request) */
+        rs->implied = vsr_calloc(rs->conf->n_decisions ? rs->conf->n_decisions : 1, sizeof(vsr_graph_implied_t));
+        for (size_t d = 0; d < rs->conf->n_decisions; d++) {
             collect_leaves(rs, rs->conf->decisions[d].rules);
+            vsr_graph_implied_budget(cfg, &rs->conf->decisions[d], &rs->implied[d]);
+        }
         /* a partition's winner is chosen among all its members */
         for (size_t k = 0; k < rs->n_referenced; k++)
             vsr_projections_partners(rs->proj, rs->referenced[k], add_referenced, rs);
@@ -172,6 +177,7 @@ void vsr_engine_unref(vsr_engine_t *e)
         vsr_projections_free(e->recipes[i].proj);
         vsr_free(e->recipes[i].leaves);
         vsr_free(e->recipes[i].referenced);
+        vsr_free(e->recipes[i].implied);
     }
     vsr_free(e->recipes);
     if (e->part_free)

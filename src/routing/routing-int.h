@@ -25,6 +25,7 @@ typedef struct {
     int needs_identity; /* an authz signal is referenced */
     vsr_projections_t *proj; /* routing.projections, compiled per version */
     struct sig_box_s *box; /* the compiled signals, shared with other versions whose recipe has the same signals */
+    vsr_graph_implied_t *implied; /* per decision (conf->decisions order): its algorithm's implied budget */
 } recipe_state_t;
 
 struct vsr_engine_s {

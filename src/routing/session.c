@@ -1829,6 +1829,12 @@ static const vsr_effect_t *start_graph(vsr_session_t *s)
     s->gport = (vsr_graph_port_t){.call = gport_call, .cancel = gport_cancel, .now_ms = gport_now, .ud = s};
     uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms
                                             : vsr__ports_now(s->opts.ports, s->opts.ports_ud) + VSR_SESSION_WAIT_DEFAULT_MS;
+    /* the decision's implied budget, compiled with this version */
+    const vsr_graph_implied_t *implied = NULL;
+    const recipe_state_t *rs = s->recipe ? vsr__engine_recipe(s->e, s->recipe) : NULL;
+    if (rs && rs->implied && s->decision >= rs->conf->decisions &&
+        s->decision < rs->conf->decisions + rs->conf->n_decisions)
+        implied = &rs->implied[s->decision - rs->conf->decisions];
     vsr_graph_opts_t o = {
         .cfg = s->e->cfg,
         .decision = s->decision,
@@ -1839,6 +1845,7 @@ static const vsr_effect_t *start_graph(vsr_session_t *s)
         .pool = &s->pool,
         .port = &s->gport,
         .deadline_ms = deadline,
+        .implied = implied,
         .signal = graph_signal,
         .done = graph_done,
         .done_ud = s,

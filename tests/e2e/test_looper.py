@@ -34,12 +34,12 @@ TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "loo
 CC = "/v1/chat/completions"
 
 
-def backend_args(logprob=None, margin=None, status=None, delay=None, missing=()):
-    """fakellm flags: every model's text, plus per-model faults and logprobs,
-    keyed by logical name."""
+def backend_args(logprob=None, margin=None, status=None, delay=None, missing=(), text=None):
+    """fakellm flags: every model's text (or text[name]), plus per-model
+    faults and logprobs, keyed by logical name."""
     args = []
-    for name, (pid, _, text) in MODELS.items():
-        args += ["--model-text", f"{pid}={text}"]
+    for name, (pid, _, t) in MODELS.items():
+        args += ["--model-text", f"{pid}={(text or {}).get(name, t)}"]
     for flag, table in (("--model-logprob", logprob), ("--model-logprob-margin", margin),
                         ("--model-status", status), ("--model-delay-ms", delay)):
         for name, value in (table or {}).items():
@@ -595,6 +595,65 @@ def test_budget_deadline(looper):
     assert "deadline" in msg or "budget" in msg, msg
     assert elapsed < 4.5                                       # the deadline, not the 5 s answers
     assert sorted(models_of(s.calls())) == ["m-mid", "m-small"]
+
+
+def big_chat(n):
+    """CHAT with n more bytes in its prompt (the keyword stays, so the decision matches)."""
+    return {"model": "auto", "messages": [{"role": "user", "content": PROMPT + " " + "x" * n}]}
+
+
+def test_without_a_budget_a_graph_makes_at_most_its_implied_calls(looper):
+    # 8 rounds of 8 calls imply 64 hops; without a budget block the byte budget is 64 MiB
+    graph = {"root": [{"loop": {"max_rounds": 8,
+                                "body": {"parallel": {"models": ["m-small", "m-mid"], "count": 8}}}}]}
+    s = looper(["m-small", "m-mid"], {"type": "graph", "graph": graph})
+    # 64 hops of 1.1 MiB would send 70 MiB: refused before any hop, with a client error
+    r = s.ask(big_chat(1100 << 10))
+    assert r.status_code == 413, r.text[:300]
+    assert r.json()["error"]["code"] == "looper_request_too_large"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    check_error(r, "byte budget", str(64 << 20))
+    assert s.calls() == []
+    assert r.headers["x-vsr-looper-iterations"] == "0"
+    # a request that fits makes the graph's calls, and no more than it implies
+    r = s.ask(big_chat(64 << 10))
+    assert r.status_code == 200, r.text
+    assert len(s.calls()) == 64
+    assert int(r.headers["x-vsr-looper-iterations"]) == 64
+
+
+def test_budget_upstream_bytes_refuses_a_request_before_any_hop(looper):
+    # remom [2] makes three hops; three times a 2 KiB request passes a 4 KiB budget
+    algo = {"type": "remom", "remom": {"breadth_schedule": [2]}, "budget": {"max_upstream_bytes": 4096}}
+    s = looper(["m-small"], algo)
+    r = s.ask(big_chat(2000))
+    assert r.status_code == 413, r.text[:300]
+    assert r.json()["error"]["code"] == "looper_request_too_large"
+    check_error(r, "4096")
+    assert s.calls() == []
+    # a small request fits
+    r = s.ask()
+    assert content(r) == TEXT["m-small"]
+    assert len(s.calls()) == 3
+
+
+def test_budget_upstream_bytes_stops_at_the_budget(looper):
+    # the rounds fit; the synthesis carries both 3000-byte answers and would pass the budget: it is not sent
+    algo = {"type": "remom", "remom": {"breadth_schedule": [2]}, "budget": {"max_upstream_bytes": 2500}}
+    s = looper(["m-small"], algo, text={"m-small": "y" * 3000})
+    r = s.ask()
+    assert r.status_code == 503, r.text
+    assert r.json()["error"]["code"] == "looper_budget_exhausted"
+    check_error(r, "byte budget")
+    calls = s.calls()
+    assert len(calls) == 2
+    assert all(e["body"]["stream"] is False for e in calls)
+    # streamed: the final hop is not sent either
+    s.clear()
+    r = s.ask(dict(CHAT, stream=True))
+    assert r.status_code == 503, r.text
+    check_error(r, "byte budget")
+    assert len(s.calls()) == 2
 
 
 def test_client_disconnect_cancels_the_calls(looper):

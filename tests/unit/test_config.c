@@ -2963,7 +2963,7 @@ static void test_looper_fields(void **state)
 {
     (void)state;
     vsr_config_t *c = load_ok(ALGO_DOC(
-        "{type: confidence, on_error: fail, budget: {max_calls: 6, deadline: 1.5s},"
+        "{type: confidence, on_error: fail, budget: {max_calls: 6, deadline: 1.5s, max_upstream_bytes: 1048576},"
         " confidence: {confidence_method: hybrid, threshold: 0.6, escalation_order: small_to_large,"
         " hybrid_weights: {logprob_weight: 0.7, margin_weight: 0}, token_filter: tool_call_args,"
         " verifier_server_url: \"http://127.0.0.1:9000/verify\", verifier_timeout_seconds: 5,"
@@ -2973,6 +2973,7 @@ static void test_looper_fields(void **state)
     assert_string_equal(dec->algo.on_error, "fail");
     assert_int_equal(dec->algo.budget.max_calls, 6);
     assert_int_equal(dec->algo.budget.deadline_ms, 1500);
+    assert_int_equal(dec->algo.budget.max_upstream_bytes, 1048576);
     assert_string_equal(cf->method, "hybrid");
     assert_true(cf->has_threshold && cf->threshold == 0.6);
     assert_string_equal(cf->escalation_order, "size"); /* small_to_large is the same order */
@@ -3134,6 +3135,8 @@ static void test_looper_errors(void **state)
                   "t.yaml:15:44: on_error must be \"skip\", \"fail\" or \"fallback\", got \"maybe\"\n");
     expect_errors(ALGO_DOC("{type: ratings, budget: {max_calls: 0}}"),
                   "t.yaml:15:54: max_calls must be between 1 and 10000, got 0\n");
+    expect_errors(ALGO_DOC("{type: ratings, budget: {max_upstream_bytes: 0}}"),
+                  "t.yaml:15:63: max_upstream_bytes must be between 1 and 68719476736, got 0\n");
     expect_errors(ALGO_DOC("{type: ratings, budget: {deadline: soon}}"),
                   "t.yaml:15:53: invalid duration \"soon\" (use e.g. \"300s\", \"1.5s\", \"250ms\", \"5m\", "
                   "\"1h\")\n");

@@ -18,7 +18,8 @@
 
 /* ---- the document ----
  * Four provider models; cards give small < mid < large by param_size,
- * pricing gives mid < small < large by prompt_per_1m (spare has neither). */
+ * pricing gives mid < small < large by prompt_per_1m (spare has neither,
+ * and retries twice). */
 static const char *DOC_HEAD =
     "version: v0.3\n"
     "listeners: [{name: l1, address: 127.0.0.1, port: 18899}]\n"
@@ -31,7 +32,8 @@ static const char *DOC_HEAD =
     " backend_refs: [{endpoint: '127.0.0.1:2'}]}\n"
     "    - {name: mid, provider_model_id: mid-v1, pricing: {prompt_per_1m: 0.1},"
     " backend_refs: [{endpoint: '127.0.0.1:3'}]}\n"
-    "    - {name: spare, provider_model_id: spare-v1, backend_refs: [{endpoint: '127.0.0.1:4'}]}\n"
+    "    - {name: spare, provider_model_id: spare-v1, backend_refs: [{endpoint: '127.0.0.1:4'}],"
+    " reliability: {retry_count: 2}}\n"
     "routing:\n"
     "  modelCards:\n"
     "    - {name: small, param_size: 8B, loras: [{name: small-math}]}\n"
@@ -1575,6 +1577,179 @@ static void test_budget_parallel(void **state)
     finish_test(&t);
 }
 
+/* Without algorithm.budget, the call budget is what the configuration
+ * implies: hops from the algorithm's structure, calls with each hop's
+ * retries (spare retries twice), both capped at VSR_GRAPH_MAX_CALLS. */
+static void test_implied_budget(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *refs, *algo;
+        uint64_t hops, calls;
+    } cases[] = {
+        {"[{model: small}, {model: mid}]", "{type: static}", 0, 0},
+        {"[{model: small}, {model: mid}, {model: large}]", "{type: confidence}", 3, 3},
+        {"[{model: small}, {model: spare}]", "{type: confidence}", 2, 4},
+        {"[{model: small}, {model: mid}]", "{type: confidence, confidence: {confidence_method: self_verify}}", 4, 4},
+        {"[{model: small}, {model: mid}, {model: large}]", "{type: ratings}", 3, 3},
+        {"[{model: small}]", "{type: remom}", 5, 5},
+        {"[{model: small}, {model: mid}]", "{type: remom, remom: {breadth_schedule: [2, 3, 1]}}", 7, 7},
+        {"[{model: small}, {model: spare}]", "{type: remom, remom: {breadth_schedule: [2]}}", 3, 9},
+        {"[{model: small}]", "{type: remom, remom: {breadth_schedule: [2], synthesis_model: spare}}", 3, 5},
+        {"[{model: small}, {model: mid}, {model: large}]", "{type: fusion}", 5, 5},
+        {"[{model: small}, {model: mid}, {model: large}]", "{type: fusion, fusion: {analysis_mode: one_call}}", 4, 4},
+        {"[{model: small}, {model: mid}, {model: large}]", "{type: fusion, fusion: {analysis_mode: none}}", 4, 4},
+        {"[{model: small}, {model: mid}]", "{type: fusion, fusion: {analysis_models: [small, mid, large], model: large}}",
+         5, 5},
+        {"[{model: small}, {model: mid}, {model: large}]",
+         "{type: fusion, fusion: {analysis_mode: none, quorum_failure_policy: fallback,"
+         " quorum_fallback_target: spare}}", 4, 6},
+        {"[{model: small}]", "{type: workflows}", 2, 2},
+        {"[{model: small}]", "{type: workflows, workflows: {mode: dynamic}}", 5, 5},
+        {"[{model: small}]", "{type: workflows, workflows: {mode: dynamic, max_steps: 8}}", 10, 10},
+        {"[{model: small}]",
+         "{type: workflows, workflows: {roles: [{name: a, prompt: A}, {name: b, prompt: B, model: spare}]}}", 3, 7},
+        {"[{model: small}]",
+         "{type: workflows, workflows: {max_steps: 1, roles: [{name: a, prompt: A}, {name: b, prompt: B}]}}", 2, 2},
+        /* a graph: calls x loop rounds x fan-out, the larger side of a branch */
+        {"[{model: small}, {model: mid}]",
+         "{type: graph, graph: {root: [{parallel: {models: [small, mid], count: 3}},"
+         " {loop: {max_rounds: 4, body: {call: {models: [small, spare]}}}},"
+         " {branch: {if: {succeeded: true}, then: {call: {models: [small]}}, else: {parallel: {count: 2}}}}]}}",
+         13, 21},
+        {"[{model: small}, {model: mid}]",
+         "{type: graph, graph: {subgraphs: {p: {parallel: {}}}, root: [{subgraph: p}, {subgraph: p}, {call: {}}]}}",
+         6, 6},
+        {"[{model: small}]",
+         "{type: graph, graph: {root: {loop: {max_rounds: 100, body: {loop: {max_rounds: 100,"
+         " body: {parallel: {count: 64}}}}}}}}", VSR_GRAPH_MAX_CALLS, VSR_GRAPH_MAX_CALLS},
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(cases); i++) {
+        T t;
+        memset(&t, 0, sizeof(t));
+        load(&t, cases[i].refs, cases[i].algo);
+        vsr_graph_implied_t im;
+        vsr_graph_implied_budget(t.cfg, decision(&t), &im);
+        if (im.hops != cases[i].hops || im.calls != cases[i].calls)
+            fail_msg("case %zu (%s): hops %llu calls %llu, want %llu and %llu", i, cases[i].algo,
+                     (unsigned long long)im.hops, (unsigned long long)im.calls, (unsigned long long)cases[i].hops,
+                     (unsigned long long)cases[i].calls);
+        vsr_config_free(t.cfg);
+    }
+}
+
+/* The implied budget is the ledger's cap: two modelRefs imply two calls, so
+ * a first call that took two exchanges leaves none; a modelRef that may
+ * retry twice brings its retries with it. */
+static void test_budget_implied(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}, {model: mid}]", "{type: confidence, confidence: {escalation_order: declared}}", 0);
+    answer_raw(&t.f, 0, VSR_OK, 503, "{}", 2);
+    assert_int_equal(t.f.n, 1);
+    expect_error(&t, 503, "looper_budget_exhausted");
+    finish_test(&t);
+
+    start(&t, "[{model: spare}, {model: mid}]", "{type: confidence, confidence: {escalation_order: declared}}", 0);
+    answer_raw(&t.f, 0, VSR_OK, 503, "{}", 3);
+    assert_int_equal(t.f.n, 2);
+    answer(&t.f, 1, completion_lp("mid-v1", "A-mid", 1, 1, -0.1, 0));
+    assert_int_equal(outcome(&t)->status, 200);
+    finish_test(&t);
+
+    /* the snapshot's implied budget is the one used: a run does not work it out again */
+    prepare(&t, "[{model: small}, {model: mid}]", "{type: ratings}");
+    vsr_graph_implied_t one = {1, 1};
+    vsr_graph_opts_t o = {.cfg = t.cfg, .decision = decision(&t), .body = REQ, .len = strlen(REQ), .pool = &t.pool,
+                          .port = &t.port, .deadline_ms = 1000 + 600000, .implied = &one, .done = on_done,
+                          .done_ud = &t};
+    const vsr_graph_outcome_t *out = NULL;
+    assert_int_equal(vsr_graph_start(&o, &t.run, &out, &t.why), VSR_OK); /* the second call is refused at once */
+    t.f.out = out;
+    assert_int_equal(t.f.n, 1);
+    expect_error(&t, 503, "looper_budget_exhausted");
+    finish_test(&t);
+}
+
+/* A request body with one user message of n bytes (malloc'd). */
+static char *big_request(size_t n)
+{
+    const char *head = "{\"model\":\"auto\",\"messages\":[{\"role\":\"user\",\"content\":\"";
+    size_t h = strlen(head);
+    char *b = malloc(h + n + 8);
+    assert_non_null(b);
+    memcpy(b, head, h);
+    memset(b + h, 'x', n);
+    strcpy(b + h + n, "\"}]}");
+    return b;
+}
+
+/* The byte budget: a request whose size times the hops the algorithm may
+ * make passes it is refused before any hop (413); one that fits goes on,
+ * and a hop that would pass it (the synthesis carries the round's answers)
+ * is not sent: the run fails there, the streamed final hop included. */
+static void test_byte_budget(void **state)
+{
+    (void)state;
+    T t;
+    /* the default, 64 MiB: three hops of 22 MiB would send 66 */
+    char *big = big_request((size_t)22 << 20);
+    prepare(&t, "[{model: small}, {model: mid}, {model: large}]", "{type: confidence}");
+    assert_int_equal(go(&t, big, 0, 0, 0), VSR_OK);
+    assert_int_equal(t.f.n, 0);
+    expect_error(&t, 413, "looper_request_too_large");
+    assert_true(has(jget(out_body(&t), "error.message"), "67108864"));
+    assert_string_equal(jget(out_body(&t), "error.type"), "invalid_request_error");
+    finish_test(&t);
+    /* with a budget that holds them, they go */
+    prepare(&t, "[{model: small}, {model: mid}]", "{type: confidence, budget: {max_upstream_bytes: 100000000}}");
+    assert_int_equal(go(&t, big, 0, 0, 0), VSR_AGAIN);
+    assert_int_equal(t.f.n, 1);
+    finish_test(&t);
+    free(big);
+
+    /* configured: 3 x the request is too much */
+    size_t len = strlen(REQ);
+    char algo[256];
+    snprintf(algo, sizeof(algo), "{type: remom, budget: {max_upstream_bytes: %zu}, remom: {breadth_schedule: [2]}}",
+             3 * len - 1);
+    prepare(&t, "[{model: small}]", algo);
+    assert_int_equal(go(&t, REQ, 0, 0, 0), VSR_OK);
+    assert_int_equal(t.f.n, 0);
+    expect_error(&t, 413, "looper_request_too_large");
+    finish_test(&t);
+
+    /* room for the rounds, not for a synthesis that carries 2 x 2000 bytes of answers */
+    char *long_answer = malloc(2001);
+    assert_non_null(long_answer);
+    memset(long_answer, 'a', 2000);
+    long_answer[2000] = '\0';
+    for (int stream = 0; stream <= 1; stream++) {
+        const char *req = stream ? REQ_STREAM : REQ;
+        snprintf(algo, sizeof(algo), "{type: remom, budget: {max_upstream_bytes: %zu}, remom: {breadth_schedule: [2]}}",
+                 3 * strlen(req) + 600);
+        start(&t, "[{model: small}]", algo, stream);
+        assert_int_equal(t.f.n, 2);
+        answer_all(&t, long_answer);
+        assert_int_equal(t.f.n, 2);
+        expect_error(&t, 503, "looper_budget_exhausted");
+        assert_true(has(jget(out_body(&t), "error.message"), "byte budget"));
+        finish_test(&t);
+    }
+    free(long_answer);
+
+    /* a retry sends the body again: it counts */
+    snprintf(algo, sizeof(algo),
+             "{type: confidence, budget: {max_upstream_bytes: %zu}, confidence: {escalation_order: declared}}",
+             3 * len + 600);
+    start(&t, "[{model: small}, {model: mid}]", algo, 0);
+    answer_raw(&t.f, 0, VSR_OK, 503, "{}", 3);
+    assert_int_equal(t.f.n, 1);
+    expect_error(&t, 503, "looper_budget_exhausted");
+    finish_test(&t);
+}
+
 /* budget.deadline bounds the run: every call's deadline is at most the
  * run's, and a call due after it is refused. */
 static void test_deadline(void **state)
@@ -1882,6 +2057,9 @@ int main(void)
         cmocka_unit_test(test_workflows_stream),
         cmocka_unit_test(test_budget_attempts),
         cmocka_unit_test(test_budget_parallel),
+        cmocka_unit_test(test_implied_budget),
+        cmocka_unit_test(test_budget_implied),
+        cmocka_unit_test(test_byte_budget),
         cmocka_unit_test(test_deadline),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_sync_every_call),
