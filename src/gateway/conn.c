@@ -53,7 +53,7 @@ struct conn_s {
     unsigned sniff : 1;            /* no request yet: the HTTP/2 preface (prior knowledge) is recognised */
     unsigned tls_open : 1;         /* the TLS handshake is done */
     unsigned flush_armed : 1;      /* posted: on the worker's list (post_*) */
-    unsigned peer_eof : 1;         /* the client half-closed after a complete request: answered, then closed */
+    unsigned peer_eof : 1;         /* the client half-closed with its whole answer sent: closed once it ends */
     unsigned out_paused : 1;       /* over the output budget: no request is read or parsed until it drains */
     unsigned stalled : 1;          /* the timer runs for a client that does not read its replies */
     unsigned deadline_armed : 1;   /* the timer runs for the request-head or request-body deadline */
@@ -2507,22 +2507,23 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == UV_EOF && c->busy && c->req && !c->h2 &&
-        !(c->req->sess && vsr_session_pending(c->req->sess) && !c->req->resp_wait)) {
-        /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
-         * the client still reads, so the request is answered (also when the
-         * answer waits for its scan), then the connection closes */
+    if (nread == UV_EOF && c->busy && c->req && !c->h2 && c->req->resp_wait == 2) {
+        /* the client has the whole answer and only the session's look at it
+         * is pending: the request ends answered, then the connection closes */
         c->peer_eof = 1;
         c->req->keep_alive = 0;
         set_reading(c, 0);
         return;
     }
     if (nread < 0) {
-        /* EOF or error: whatever was in flight is abandoned; an upstream call
-         * is cancelled (its connection closed) with the request.  An EOF
-         * while the routing core waits (model signals, a request graph's
-         * hops) is a client gone too: nothing has been answered yet, and a
-         * graph's calls are too dear to finish for nobody. */
+        /* EOF or error: the client is gone, whatever was in flight is
+         * abandoned at once (access log DC, its duration the time the client
+         * left).  A half-close (shutdown(SHUT_WR), `nc -N`) counts too, as
+         * nginx's proxy_ignore_client_abort off: the EOF is all a proxy can
+         * tell of a client that closed.  The request ends with its upstream
+         * call (the backend's connection closed), a routing wait (model
+         * signals) and a request graph's hops in flight, through
+         * vsr_session_finish. */
         conn_close(c);
         return;
     }
