@@ -209,7 +209,8 @@ static ssize_t read_data(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t
     size_t n = o->len - s->out_off;
     if (n > length)
         n = length;
-    memcpy(buf, o->p + s->out_off, n);
+    if (n) /* a stream paused before its first event has no buffer yet */
+        memcpy(buf, o->p + s->out_off, n);
     s->out_off += n;
     if (s->out_off == o->len) {
         o->len = 0;
