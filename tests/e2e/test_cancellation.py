@@ -78,13 +78,19 @@ def check_access(v, rid, t_start_ns, t_close_ns):
     return line
 
 
-@pytest.fixture
-def one(vsr, fakellm):
+def start_one(vsr, fakellm, upstream="http1"):
+    """vsr in front of one backend, reached over HTTP/1.1 or HTTP/2 (h2c)."""
     be = fakellm("be")
     port = free_port()
-    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], default="m"), port=port)
+    ref = {"endpoint": be.endpoint, "protocol": "h2"} if upstream == "h2" else be.endpoint
+    v = vsr(config_yaml(port, [model_yaml("m", [ref])], default="m"), port=port)
     v.be = be
     return v
+
+
+@pytest.fixture
+def one(vsr, fakellm):
+    return start_one(vsr, fakellm)
 
 
 def chat_body(stream):
@@ -111,8 +117,12 @@ def read_until(s, marker):
     return got
 
 
+@pytest.mark.parametrize("upstream", ["http1", "h2"])
 @pytest.mark.parametrize("wait", list(WAITS))
-def test_http1_client_close_cancels_the_backend_call(one, wait):
+def test_http1_client_close_cancels_the_backend_call(vsr, fakellm, wait, upstream):
+    """Over an HTTP/2 upstream the cancel is the stream's RST_STREAM, which
+    the backend logs as its client leaving."""
+    one = start_one(vsr, fakellm, upstream)
     rid = str(uuid.uuid4())
     t_start = time.monotonic_ns()
     s = http1_request(one.port, rid, WAITS[wait], chat_body(wait != "head"))
@@ -149,6 +159,25 @@ def test_http1_half_close_is_a_client_gone(one):
     assert -1 <= delta <= BOUND_MS, delta
     assert s.recv(65536) == b""   # closed without an answer
     s.close()
+    check_access(one, rid, t_start, t_close)
+
+
+def test_http1_close_behind_held_pipelined_bytes(one):
+    """A client that pipelined past the 1 MiB vsr holds (its reads stopped
+    there) and then closes: the FIN waits behind bytes vsr has not read, and
+    is noticed all the same."""
+    rid = str(uuid.uuid4())
+    t_start = time.monotonic_ns()
+    s = http1_request(one.port, rid, WAITS["head"], chat_body(False))
+    wait_until(lambda: calls_of(one.be, rid), what="the backend call")
+    extra = (1 << 20) + (64 << 10)   # past the bound, and little enough to sit in vsr's socket buffer
+    s.sendall(b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+              % (CC.encode(), extra) + b"x" * extra)
+    time.sleep(0.3)
+    t_close = time.monotonic_ns()
+    s.close()
+    (delta,) = left_ms_after_close(one.be, lambda e: e["request_id"] == rid, t_close)
+    assert -1 <= delta <= BOUND_MS, f"the backend saw the close {delta:.1f} ms after the client's"
     check_access(one, rid, t_start, t_close)
 
 
