@@ -55,7 +55,9 @@ def left_ms_after_close(be, pred, t_close_ns, n=1):
     for e in es:
         assert e["end_ms"] is None, e  # never answered whole
     # client_left_ms is whole milliseconds, cut down: at most 1 ms early
-    return [(zero + e["client_left_ms"] * 1_000_000 - t_close_ns) / 1e6 for e in es]
+    deltas = [(zero + e["client_left_ms"] * 1_000_000 - t_close_ns) / 1e6 for e in es]
+    print("backend saw the close after (ms):", ", ".join(f"{d:.1f}" for d in deltas))   # pytest -s shows it
+    return deltas
 
 
 def access_line(v, rid):
