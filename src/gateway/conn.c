@@ -5,8 +5,9 @@
  * head and body are in, the parser is paused and any pipelined bytes wait in
  * `pending` (bounded; reading stops when it is full, the client's FIN still
  * watched) until the response has been handed to the socket.  A client's
- * EOF while a request is in flight ends it at once (read_cb).  Request bodies are buffered (bounded by the
- * listener's body limit) because routing needs the whole JSON document.
+ * EOF while a request is in flight ends it at once (read_cb).  Request
+ * bodies are buffered (bounded by the listener's body limit) because
+ * routing needs the whole JSON document.
  * Responses stream: upstream body bytes are written to the client straight
  * from the upstream's receive buffers, and a client that reads slowly pauses
  * the upstream read (high/low watermarks), so memory stays bounded.
