@@ -183,6 +183,50 @@ def test_http1_close_behind_held_pipelined_bytes(one):
     check_access(one, rid, t_start, t_close)
 
 
+def test_tls_client_close_mid_stream(vsr, fakellm, tmp_path):
+    """Over a TLS listener the close is the same read EOF, under the TLS
+    layer."""
+    import ssl
+    from test_upstream_tls import make_certs
+    ca, cert, key = make_certs(tmp_path)
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], default="m",
+                        listener_extra=f"    tls:\n      cert_file: {cert}\n      key_file: {key}\n"),
+            port=port, wait_ready=False)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.set_alpn_protocols(["http/1.1"])
+
+    def connect():
+        return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost")
+
+    def ready():
+        try:
+            connect().close()
+            return True
+        except OSError:
+            return False
+    wait_until(ready, what="vsr's TLS listener")
+    rid = str(uuid.uuid4())
+    body = chat_body(True)
+    t_start = time.monotonic_ns()
+    s = connect()
+    s.settimeout(10)
+    s.sendall(b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-request-id: %s\r\n"
+              % (CC.encode(), rid.encode()) + b"".join(b"%s: %s\r\n" % (k.encode(), x.encode())
+                                                       for k, x in WAITS["mid_stream"])
+              + b"content-length: %d\r\n\r\n" % len(body) + body)
+    got = read_until(s, b"tok1 ")
+    assert b"tok2 " not in got
+    time.sleep(0.2)
+    t_close = time.monotonic_ns()
+    s.shutdown(socket.SHUT_WR)   # no close_notify: a TCP FIN under TLS (close() could send a reset)
+    (delta,) = left_ms_after_close(be, lambda e: e["request_id"] == rid, t_close)
+    s.close()
+    assert -1 <= delta <= BOUND_MS, f"the backend saw the close {delta:.1f} ms after the client's"
+    check_access(v, rid, t_start, t_close)
+
+
 def h2_request(port, rid, fields, body):
     c = H2Conn(port)
     hdrs = [(":method", "POST"), (":scheme", "http"), (":path", CC), (":authority", "x"),
