@@ -3,9 +3,11 @@
  *
  * Requests on a connection are answered strictly in order: when a request's
  * head and body are in, the parser is paused and any pipelined bytes wait in
- * `pending` (bounded; reading stops when it is full) until the response has
- * been handed to the socket.  Request bodies are buffered (bounded by the
- * listener's body limit) because routing needs the whole JSON document.
+ * `pending` (bounded; reading stops when it is full, the client's FIN still
+ * watched) until the response has been handed to the socket.  A client's
+ * EOF while a request is in flight ends it at once (read_cb).  Request
+ * bodies are buffered (bounded by the listener's body limit) because
+ * routing needs the whole JSON document.
  * Responses stream: upstream body bytes are written to the client straight
  * from the upstream's receive buffers, and a client that reads slowly pauses
  * the upstream read (high/low watermarks), so memory stays bounded.
@@ -53,7 +55,7 @@ struct conn_s {
     unsigned sniff : 1;            /* no request yet: the HTTP/2 preface (prior knowledge) is recognised */
     unsigned tls_open : 1;         /* the TLS handshake is done */
     unsigned flush_armed : 1;      /* posted: on the worker's list (post_*) */
-    unsigned peer_eof : 1;         /* the client half-closed after a complete request: answered, then closed */
+    unsigned peer_eof : 1;         /* the client half-closed with its whole answer sent: closed once it ends */
     unsigned out_paused : 1;       /* over the output budget: no request is read or parsed until it drains */
     unsigned stalled : 1;          /* the timer runs for a client that does not read its replies */
     unsigned deadline_armed : 1;   /* the timer runs for the request-head or request-body deadline */
@@ -63,6 +65,7 @@ struct conn_s {
     uint64_t body_start_ms;        /* ... and its head was complete (its body deadline runs); 0 = not yet */
     vsr_tls_t *tls;                /* a TLS listener's: between the socket and the protocol */
     h2_sess_t *h2;                 /* the connection speaks HTTP/2: every request is a stream of it */
+    struct fin_watch_s *fin;       /* reads stopped at PENDING_MAX: the client's FIN is watched (fin_watch) */
 };
 
 struct request_s {
@@ -161,6 +164,7 @@ typedef struct wop_s {
 } wop_t;
 
 static void conn_close(conn_t *c);
+static void conn_handle_closed(conn_t *c);
 static void conn_process(conn_t *c);
 static void request_finish(request_t *req);
 static void admin_job_abandon(admin_job_t *job);
@@ -2177,10 +2181,73 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
+/* ---- the client's FIN while reads are stopped ----
+ * Past PENDING_MAX of pipelined bytes reads stop, and an EOF queued behind
+ * the unread bytes would go unseen until the request ahead is answered.  So
+ * the socket is watched meanwhile for the peer's FIN alone (EPOLLRDHUP,
+ * which libuv's stream does not ask for), through a duplicate of its
+ * descriptor: the client that closed has left (read_cb's EOF), and its
+ * request is cancelled at once. */
+typedef struct fin_watch_s {
+    uv_poll_t poll;                /* data: the connection; NULL once it no longer waits for this close */
+    int fd;                        /* the duplicate, closed with the watch */
+} fin_watch_t;
+
+static void fin_closed_cb(uv_handle_t *h)
+{
+    fin_watch_t *fw = (fin_watch_t *)h;
+    conn_t *c = h->data;
+    close(fw->fd);
+    vsr_free(fw);
+    if (c)
+        conn_handle_closed(c); /* one of the connection's closes: it closed with it */
+}
+
+/* counted: the connection's close waits for this one (conn_close) */
+static void fin_unwatch(conn_t *c, int counted)
+{
+    fin_watch_t *fw = c->fin;
+    c->fin = NULL;
+    if (!counted)
+        fw->poll.data = NULL;
+    uv_close((uv_handle_t *)&fw->poll, fin_closed_cb);
+}
+
+static void fin_cb(uv_poll_t *p, int status, int events)
+{
+    VSR_UNUSED(status);
+    VSR_UNUSED(events);
+    conn_t *c = p->data;
+    vsr_clock_tick();
+    vsr_log_debug("gateway", "client closed with %zu pipelined bytes held: cancelling its request", c->pending.len);
+    conn_close(c); /* a FIN, a reset or an error: the client is gone */
+}
+
+static void fin_watch(conn_t *c)
+{
+    uv_os_fd_t fd;
+    if (c->fin || c->closing || c->h2 || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    fin_watch_t *fw = vsr_malloc(sizeof(*fw));
+    fw->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (fw->fd < 0 || uv_poll_init(&c->w->loop, &fw->poll, fw->fd) != 0) {
+        if (fw->fd >= 0)
+            close(fw->fd);
+        vsr_free(fw); /* out of descriptors: the EOF is seen when reads resume */
+        return;
+    }
+    fw->poll.data = c;
+    c->fin = fw;
+    if (uv_poll_start(&fw->poll, UV_DISCONNECT, fin_cb) != 0)
+        fin_unwatch(c, 0);
+}
+
 static void set_reading(conn_t *c, int on)
 {
     if (c->lingering)
         on = 1;
+    if (on && c->fin && !c->closing)
+        fin_unwatch(c, 0); /* reads see the EOF again */
     if (on && !c->reading && !c->closing)
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
     else if (!on && c->reading)
@@ -2452,8 +2519,10 @@ static void conn_input(conn_t *c, const char *data, size_t nread)
         conn_close(c);
         return;
     }
-    if (c->pending.len >= PENDING_MAX)
+    if (c->pending.len >= PENDING_MAX) {
         set_reading(c, 0);
+        fin_watch(c);
+    }
 }
 
 /* The handshake is done: ALPN h2 makes the connection HTTP/2 at once. */
@@ -2513,22 +2582,23 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == UV_EOF && c->busy && c->req && !c->h2 &&
-        !(c->req->sess && vsr_session_pending(c->req->sess) && !c->req->resp_wait)) {
-        /* a half-close after a complete request (shutdown(SHUT_WR), `nc -N`):
-         * the client still reads, so the request is answered (also when the
-         * answer waits for its scan), then the connection closes */
+    if (nread == UV_EOF && c->busy && c->req && !c->h2 && c->req->resp_wait == 2) {
+        /* the client has the whole answer and only the session's look at it
+         * is pending: the request ends answered, then the connection closes */
         c->peer_eof = 1;
         c->req->keep_alive = 0;
         set_reading(c, 0);
         return;
     }
     if (nread < 0) {
-        /* EOF or error: whatever was in flight is abandoned; an upstream call
-         * is cancelled (its connection closed) with the request.  An EOF
-         * while the routing core waits (model signals, a request graph's
-         * hops) is a client gone too: nothing has been answered yet, and a
-         * graph's calls are too dear to finish for nobody. */
+        /* EOF or error: the client is gone, whatever was in flight is
+         * abandoned at once (access log DC, its duration the time the client
+         * left).  A half-close (shutdown(SHUT_WR), `nc -N`) counts too, as
+         * nginx's proxy_ignore_client_abort off: the EOF is all a proxy can
+         * tell of a client that closed.  The request ends with its upstream
+         * call (the backend's connection closed), a routing wait (model
+         * signals) and a request graph's hops in flight, through
+         * vsr_session_finish. */
         conn_close(c);
         return;
     }
@@ -2540,9 +2610,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 /* ---- accept and close ---- */
 
-static void conn_close_cb(uv_handle_t *h)
+static void conn_handle_closed(conn_t *c)
 {
-    conn_t *c = h->data;
     if (--c->pending_closes > 0)
         return;
     if (c->counted)
@@ -2561,6 +2630,11 @@ static void conn_close_cb(uv_handle_t *h)
     vsr_free(c);
     if (w->conns == NULL)
         memory_released(w); /* the last one: what the connections held can go back */
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+    conn_handle_closed(h->data);
 }
 
 static void conn_close(conn_t *c)
@@ -2582,6 +2656,10 @@ static void conn_close(conn_t *c)
         c->next->prev = c->prev;
     conn_unpost(c);
     c->pending_closes = c->flush_timer ? 3 : 2;
+    if (c->fin) {
+        c->pending_closes++;
+        fin_unwatch(c, 1);
+    }
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
     if (c->flush_timer)

@@ -696,6 +696,45 @@ def test_log_end_ms_over_h2(fakellm):
     assert e["end_ms"] - e["start_ms"] >= 150
 
 
+def test_log_client_left_ms(fakellm):
+    """A client that goes away while its answer is pending (a delay, a paused
+    stream; over HTTP/2 also a RST_STREAM) is logged with when fakellm saw
+    it, on the clock whose CLOCK_MONOTONIC zero the log gives; answered
+    calls have null."""
+    import socket
+    from h2raw import DATA, END_HEADERS, END_STREAM, HEADERS, H2Conn, encode_headers, frame
+    be = fakellm("a")
+    assert post(be).status_code == 200
+    body = json.dumps(STREAM).encode()
+    req = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+           b"x-fakellm-stall-after: 1\r\nx-fakellm-stall-ms: 5000\r\ncontent-length: %d\r\n\r\n" % len(body)) + body
+    s = socket.create_connection(("127.0.0.1", be.port))
+    s.sendall(req)
+    s.settimeout(5)
+    got = b""
+    while b"tok0 " not in got:
+        got += s.recv(65536)
+    t_close = time.monotonic_ns()
+    s.close()
+    c = H2Conn(be.port)
+    fields = [(":method", "POST"), (":scheme", "http"), (":path", "/v1/chat/completions"), (":authority", "x"),
+              ("x-fakellm-delay-ms", "5000")]
+    c.s.sendall(frame(HEADERS, END_HEADERS, 1, encode_headers(fields)) + frame(DATA, END_STREAM, 1, body))
+    wait_until(lambda: len(entries(be)) == 3, timeout=5, what="the HTTP/2 call")
+    t_reset = time.monotonic_ns()
+    c.reset(1)
+    wait_until(lambda: all(e["client_left_ms"] is not None for e in entries(be)[1:]), timeout=4,
+               what="both clients seen leaving")
+    zero = log(be)["clock_zero_ns"]
+    done, h1, h2 = entries(be)
+    assert done["client_left_ms"] is None and done["end_ms"] is not None
+    for e, t in ((h1, t_close), (h2, t_reset)):
+        assert e["end_ms"] is None
+        seen = (zero + e["client_left_ms"] * 1_000_000 - t) / 1e6
+        assert -1 <= seen < 1000, (e, seen)
+    c.close()
+
+
 # ---- POST /v1/messages (Anthropic's shapes) --------------------------------
 
 MESSAGES = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}

@@ -329,13 +329,13 @@ def test_scan_bounded_and_client_gone(vsr, fakellm):
             got += d
         assert b"[DONE]" not in got
         s.close()
-        # a client that half-closes after its request still gets the answer, held for its scan
+        # a client that waits (connection: close) gets the answer, held for its scan
         plain = json.dumps({"model": "auto", "messages": [{"role": "user", "content": "blockme: hi"}]}).encode()
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                  b"connection: close\r\n"
                   b"x-fakellm-text: " + NICE.encode() + b"\r\ncontent-length: " + str(len(plain)).encode() +
                   b"\r\n\r\n" + plain)
-        s.shutdown(socket.SHUT_WR)
         got = b""
         while True:
             d = s.recv(65536)

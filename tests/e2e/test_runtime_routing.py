@@ -247,7 +247,7 @@ def test_client_gone_cancels_its_runtime_call(vsr, fakellm, ext_runtime):
         s.sendall(req)
         socks.append(s)
     time.sleep(0.5)
-    for s in socks:  # gone for good: a reset (a FIN alone is a half-close, still answered)
+    for s in socks:  # gone for good: a reset (a FIN would do as well)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
     time.sleep(3.5)  # the runtime has finished the work by now

@@ -20,6 +20,7 @@
 
 typedef struct {
     uint64_t seq, time_ms, end_ms, attempt, conn; /* end_ms: 0 = not yet (else ms + 1) */
+    uint64_t left_ms;   /* the client went away with the answer pending: 0 = not (else ms + 1) */
     int32_t status;
     uint8_t h2;
     uint16_t thread;
@@ -214,6 +215,7 @@ uint64_t fl_log_append_locked(const fl_call_t *call)
     r->seq = next_seq++;
     r->time_ms = now_ms();
     r->end_ms = 0;
+    r->left_ms = 0;
     r->attempt = call->attempt;
     r->status = call->status;
     r->thread = (uint16_t)call->thread;
@@ -252,15 +254,31 @@ uint64_t fl_log_append_locked(const fl_call_t *call)
     return seq;
 }
 
+/* Entry `seq` if the ring still holds it, else NULL.  Locked. */
+static rec_t *find_locked(uint64_t seq)
+{
+    /* the ring holds seqs next_seq - ring_len .. next_seq - 1, in order */
+    if (seq == 0 || seq >= next_seq || next_seq - seq > ring_len)
+        return NULL;
+    rec_t *r = &ring[(ring_head + FL_LOG_CAP - (size_t)(next_seq - seq)) % FL_LOG_CAP];
+    return r->seq == seq ? r : NULL;
+}
+
 void fl_log_end(uint64_t seq)
 {
     fl_log_lock();
-    /* the ring holds seqs next_seq - ring_len .. next_seq - 1, in order */
-    if (seq < next_seq && next_seq - seq <= ring_len) {
-        rec_t *r = &ring[(ring_head + FL_LOG_CAP - (size_t)(next_seq - seq)) % FL_LOG_CAP];
-        if (r->seq == seq && r->end_ms == 0)
-            r->end_ms = now_ms() + 1;
-    }
+    rec_t *r = find_locked(seq);
+    if (r && r->end_ms == 0)
+        r->end_ms = now_ms() + 1;
+    fl_log_unlock();
+}
+
+void fl_log_client_left(uint64_t seq)
+{
+    fl_log_lock();
+    rec_t *r = find_locked(seq);
+    if (r && r->end_ms == 0 && r->left_ms == 0)
+        r->left_ms = now_ms() + 1;
     fl_log_unlock();
 }
 
@@ -354,6 +372,11 @@ static void render_entry(fl_buf_t *b, const rec_t *r)
         fl_buf_addu(b, r->end_ms - 1);
     else
         fl_buf_adds(b, "null");
+    fl_buf_adds(b, ",\"client_left_ms\":");
+    if (r->left_ms)
+        fl_buf_addu(b, r->left_ms - 1);
+    else
+        fl_buf_adds(b, "null");
     fl_buf_adds(b, ",\"thread\":");
     fl_buf_addu(b, r->thread);
     fl_buf_adds(b, ",\"conn\":");
@@ -391,6 +414,8 @@ void fl_log_render(fl_buf_t *b, fl_str_t key)
     fl_buf_addu(b, FL_LOG_CAP);
     fl_buf_adds(b, ",\"overwritten\":");
     fl_buf_addu(b, overwritten);
+    fl_buf_adds(b, ",\"clock_zero_ns\":");
+    fl_buf_addu(b, t0_ns);
     fl_buf_adds(b, ",\"entries\":[");
     size_t start = (ring_head + FL_LOG_CAP - ring_len) % FL_LOG_CAP;
     int first = 1;

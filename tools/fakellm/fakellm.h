@@ -268,6 +268,10 @@ uint64_t fl_log_append_locked(const fl_call_t *call);
 /* The answer of entry `seq` has been written whole: set its end_ms (if it
  * is still in the ring).  Takes the lock. */
 void fl_log_end(uint64_t seq);
+/* The client went away (closed the connection, reset the stream) while the
+ * answer of entry `seq` was pending: set its client_left_ms, once.  Takes
+ * the lock; seq 0 (no answer in progress) is ignored. */
+void fl_log_client_left(uint64_t seq);
 /* Lock, append, unlock: for entries that count no attempt. */
 void fl_log_append(const fl_call_t *call);
 /* Render {"backend":..,"capacity":..,"overwritten":..,"entries":[...]}; with
@@ -428,6 +432,7 @@ void fl_h2_start(fl_conn_t *c);
 void fl_h2_input(fl_conn_t *c);      /* c->in holds new bytes (or the peer closed) */
 void fl_h2_after_write(fl_conn_t *c);
 void fl_h2_free(fl_conn_t *c);       /* the connection is closing */
+void fl_h2_client_left(fl_conn_t *c); /* the client closed the connection: its pending answers are logged so */
 void fl_h2_queue(fl_conn_t *sc, fl_action_t action, int64_t delay_ms);
 void fl_h2_hang(fl_conn_t *sc);
 void fl_h2_refuse(fl_conn_t *sc);    /* RST_STREAM REFUSED_STREAM */

@@ -209,7 +209,8 @@ static ssize_t read_data(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t
     size_t n = o->len - s->out_off;
     if (n > length)
         n = length;
-    memcpy(buf, o->p + s->out_off, n);
+    if (n) /* a stream paused before its first event has no buffer yet */
+        memcpy(buf, o->p + s->out_off, n);
     s->out_off += n;
     if (s->out_off == o->len) {
         o->len = 0;
@@ -461,6 +462,13 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *f, void *ud)
 {
     (void)ud;
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+        /* the client cancelled the stream: its pending answer is logged so */
+        fl_h2_stream_t *s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
+        if (s)
+            fl_log_client_left(s->sc.log_seq);
+        return 0;
+    }
     if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     fl_h2_stream_t *s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
@@ -525,10 +533,17 @@ void fl_h2_input(fl_conn_t *c)
         fl_buf_shrink(&c->in, 256u << 10);
     }
     if (c->peer_eof) {
+        fl_h2_client_left(c);
         fl_conn_close(c, 0);
         return;
     }
     h2_send(h);
+}
+
+void fl_h2_client_left(fl_conn_t *c)
+{
+    for (fl_h2_stream_t *s = c->h2 ? c->h2->streams : NULL; s; s = s->next)
+        fl_log_client_left(s->sc.log_seq);
 }
 
 void fl_h2_free(fl_conn_t *c)

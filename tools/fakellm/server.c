@@ -287,6 +287,17 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *out)
     *out = uv_buf_init(b->p + b->len, (unsigned int)(b->cap - b->len));
 }
 
+/* The client went away (an EOF with an answer pending, a reset): the
+ * answers in progress are logged as left, then the connection closes. */
+static void client_left(fl_conn_t *c)
+{
+    if (c->h2)
+        fl_h2_client_left(c);
+    else
+        fl_log_client_left(c->log_seq);
+    conn_close(c, 0);
+}
+
 /* The client closed (or half-closed) its side. */
 static void peer_closed(fl_conn_t *c)
 {
@@ -301,7 +312,7 @@ static void peer_closed(fl_conn_t *c)
         break;
     default:
         /* the client went away while an answer was pending: cancel it */
-        conn_close(c, 0);
+        client_left(c);
         break;
     }
 }
@@ -329,7 +340,7 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     if (n == 0)
         return;
     if (n != UV_EOF) {
-        conn_close(c, 0);
+        client_left(c);
         return;
     }
     c->reading = 0; /* libuv stops reading at EOF */
@@ -369,7 +380,7 @@ static void tls_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         return;
     if (n < 0) {
         if (n != UV_EOF) {
-            conn_close(c, 0);
+            client_left(c);
             return;
         }
         c->reading = 0;
