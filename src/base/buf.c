@@ -101,6 +101,77 @@ const uint8_t vsr__json_special[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* '\\' */
 };
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
+ * (overlong forms, surrogates and code points past U+10FFFF included). */
+size_t vsr_utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+int vsr_utf8_valid(vsr_slice_t s)
+{
+    const unsigned char *p = (const unsigned char *)s.p;
+    size_t i = 0;
+    while (i < s.len) {
+        uint64_t w;
+        while (i + 8 <= s.len && (memcpy(&w, p + i, 8), (w & 0x8080808080808080ull) == 0))
+            i += 8; /* eight ASCII bytes at a time */
+        if (i == s.len)
+            break;
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t n = vsr_utf8_seq(p + i, s.len - i);
+        if (n == 0)
+            return 0;
+        i += n;
+    }
+    return 1;
+}
+
+size_t vsr_utf8_repair(const char *s, size_t n, char *out)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = p[i] < 0x80 ? 1 : vsr_utf8_seq(p + i, n - i);
+        memcpy(out + o, k ? s + i : "\xEF\xBF\xBD", k ? k : 3);
+        o += k ? k : 3;
+        i += k ? k : 1;
+    }
+    return o;
+}
+
 /* The bytes the escape of c adds to it: \" \\ \n \r \t \b \f add one,
  * other controls (\u00XX) five. */
 static inline size_t escape_extra(unsigned char c)
@@ -108,8 +179,73 @@ static inline size_t escape_extra(unsigned char c)
     return (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') ? 1 : 5;
 }
 
+/* The escape of a byte vsr__json_special marks, written at d. */
+static char *put_escape(char *d, unsigned char c)
+{
+    static const char hex[] = "0123456789abcdef";
+    *d++ = '\\';
+    switch (c) {
+    case '"': *d++ = '"'; break;
+    case '\\': *d++ = '\\'; break;
+    case '\n': *d++ = 'n'; break;
+    case '\r': *d++ = 'r'; break;
+    case '\t': *d++ = 't'; break;
+    case '\b': *d++ = 'b'; break;
+    case '\f': *d++ = 'f'; break;
+    default:
+        d[0] = 'u', d[1] = '0', d[2] = '0', d[3] = hex[c >> 4], d[4] = hex[c & 15];
+        d += 5;
+    }
+    return d;
+}
+
+/* A string that is not UTF-8, written with U+FFFD for each byte outside a
+ * valid sequence (the slow path: a backend's or a client's broken bytes). */
+static const char fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
+
+static size_t repaired_size(vsr_slice_t s)
+{
+    const unsigned char *p = (const unsigned char *)s.p;
+    size_t n = 2;
+    for (size_t i = 0; i < s.len;) {
+        if (p[i] >= 0x80) {
+            size_t k = vsr_utf8_seq(p + i, s.len - i);
+            n += k ? k : 3;
+            i += k ? k : 1;
+            continue;
+        }
+        n += 1 + (vsr__json_special[p[i]] ? escape_extra(p[i]) : 0);
+        i++;
+    }
+    return n;
+}
+
+static char *repaired_put(char *d, vsr_slice_t s)
+{
+    const unsigned char *p = (const unsigned char *)s.p;
+    *d++ = '"';
+    for (size_t i = 0; i < s.len;) {
+        if (p[i] >= 0x80) {
+            size_t k = vsr_utf8_seq(p + i, s.len - i);
+            memcpy(d, k ? s.p + i : fffd, k ? k : 3);
+            d += k ? k : 3;
+            i += k ? k : 1;
+            continue;
+        }
+        if (vsr__json_special[p[i]])
+            d = put_escape(d, p[i]);
+        else
+            *d++ = (char)p[i];
+        i++;
+    }
+    *d++ = '"';
+    return d;
+}
+
 size_t vsr_json_string_size(vsr_slice_t s)
 {
+    if (!vsr_utf8_valid(s))
+        return repaired_size(s);
     const uint8_t *p = (const uint8_t *)s.p;
     size_t n = s.len + 2;
     for (size_t i = vsr_json_find_special(p, 0, s.len); i < s.len; i = vsr_json_find_special(p, i + 1, s.len))
@@ -119,7 +255,8 @@ size_t vsr_json_string_size(vsr_slice_t s)
 
 char *vsr_json_string_put(char *d, vsr_slice_t s)
 {
-    static const char hex[] = "0123456789abcdef";
+    if (!vsr_utf8_valid(s))
+        return repaired_put(d, s);
     const uint8_t *p = (const uint8_t *)s.p;
     *d++ = '"';
     size_t start = 0;
@@ -128,19 +265,7 @@ char *vsr_json_string_put(char *d, vsr_slice_t s)
         memcpy(d, s.p + start, i - start);
         d += i - start;
         start = i + 1;
-        *d++ = '\\';
-        switch (c) {
-        case '"': *d++ = '"'; break;
-        case '\\': *d++ = '\\'; break;
-        case '\n': *d++ = 'n'; break;
-        case '\r': *d++ = 'r'; break;
-        case '\t': *d++ = 't'; break;
-        case '\b': *d++ = 'b'; break;
-        case '\f': *d++ = 'f'; break;
-        default:
-            d[0] = 'u', d[1] = '0', d[2] = '0', d[3] = hex[c >> 4], d[4] = hex[c & 15];
-            d += 5;
-        }
+        d = put_escape(d, c);
     }
     if (s.len > start) { /* s may be VSR_SLICE_NULL */
         memcpy(d, s.p + start, s.len - start);

@@ -3,6 +3,7 @@ from the in-memory store and from a real redis-server (started here on a
 free loopback port), streamed hits replayed as SSE, only complete answers
 stored, TTL, scope, request controls, and Redis down (the request still
 succeeds; the failure is counted)."""
+import base64
 import json
 import subprocess
 import time
@@ -270,3 +271,43 @@ def test_access_log_names_the_cache_and_protocols(vsr, fakellm):
     assert got["rc-1"]["cache"] == "miss" and got["rc-2"]["cache"] == "hit" and got["rc-3"]["cache"] is None
     assert got["rc-1"]["client_protocol"] is None
     assert (got["rc-4"]["client_protocol"], got["rc-4"]["upstream_protocol"]) == ("anthropic", "openai")
+
+
+# ---- only what the first client saw, and only good answers ----
+
+def chunk(text=None, finish=None):
+    delta = {"content": text} if text is not None else {}
+    return "data: " + json.dumps({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1,
+                                  "model": "m1", "choices": [{"index": 0, "delta": delta,
+                                                              "finish_reason": finish}]}) + "\n\n"
+
+
+def crafted(body, ctype="text/event-stream"):
+    """fakellm answers these bytes (base64 in a header field: they may hold newlines)."""
+    raw = body if isinstance(body, bytes) else body.encode()
+    return {"x-fakellm-body-base64": base64.b64encode(raw).decode(), "x-fakellm-content-type": ctype}
+
+
+def completion(text, finish="stop"):
+    return json.dumps({"id": "chatcmpl-y", "object": "chat.completion", "created": 1, "model": "m1",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": finish}]})
+
+
+def test_translated_answers_replace_invalid_utf8(vsr, fakellm):
+    """A backend's bytes that are not UTF-8 never reach a client inside JSON
+    vsr wrote: a Messages client gets U+FFFD in their place, whole or streamed."""
+    v = start(vsr, fakellm)
+    body = {"model": "auto", "max_tokens": 16, "messages": [{"role": "user", "content": "not cached"}]}
+    bad = completion("caf BAD").encode().replace(b"BAD", b"\xff\xfe")
+    ev = (chunk("ok BAD") + chunk(finish="stop") + "data: [DONE]\n\n").encode().replace(b"BAD", b"\xc3\x28")
+    with v.client() as c:
+        r = c.post("/v1/messages", json=body, headers=crafted(bad, "application/json"))
+        s = c.post("/v1/messages", json={**body, "stream": True}, headers=crafted(ev))
+    assert r.status_code == 200
+    assert r.content.decode("utf-8")  # strict: raises on a stray byte
+    assert r.json()["content"][0]["text"] == "caf \ufffd\ufffd"
+    assert s.status_code == 200
+    text = "".join(json.loads(e)["delta"].get("text", "") for e in sse_events(s.content.decode("utf-8"))
+                   if json.loads(e)["type"] == "content_block_delta")
+    assert text == "ok \ufffd("
