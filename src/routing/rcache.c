@@ -8,7 +8,10 @@
  * streamed answer is stored in that form too (its events put together: the
  * text of choice 0, its finish_reason, the usage chunk), so one entry serves
  * both kinds of client; a stream carrying tool calls, several choices or
- * refusals is not stored (it would not replay faithfully).
+ * refusals is not stored (it would not replay faithfully).  Nor is an answer
+ * that is not a good one, or not what its client saw: an error (an `error`
+ * event or member), data after [DONE] (no client reads it), a choice that
+ * finished with content_filter, or bytes that are not UTF-8.
  */
 #include "routing/routing-int.h"
 
@@ -74,9 +77,12 @@ static void keep_string(const vsr_json_t *j, uint32_t t, vsr_buf_t *into)
 
 static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
 {
-    VSR_UNUSED(type);
     VSR_UNUSED(id);
     assemble_t *a = ud;
+    if (a->done || vsr_slice_eq_cstr(type, "error")) {
+        a->bad = 1; /* data after [DONE] (no client reads it), or an error event */
+        return VSR_OK;
+    }
     if (vsr_slice_eq_cstr(vsr_slice_trim(data), "[DONE]")) {
         a->done = 1;
         return VSR_OK;
@@ -88,6 +94,8 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
         return VSR_ERR_INVALID;
     }
     uint32_t t, choices, u;
+    if (vsr_json_object_get(&j, 0, "error", &t) == VSR_OK && vsr_json_type(&j, t) != VSR_JSON_NULL)
+        a->bad = 1; /* an error in the stream */
     if (a->id.len == 0 && vsr_json_object_get(&j, 0, "id", &t) == VSR_OK)
         keep_string(&j, t, &a->id);
     if (a->model.len == 0 && vsr_json_object_get(&j, 0, "model", &t) == VSR_OK)
@@ -135,16 +143,34 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
 
 static const vsr_sse_callbacks_t assemble_cb = {on_event};
 
+/* An answer a moderation layer stopped is the provider's verdict on that
+ * request, not an answer to hand others. */
+static int filtered(vsr_slice_t finish)
+{
+    return vsr_slice_eq_cstr(finish, "content_filter");
+}
+
 int vsr__rc_stored_form(const char *body, size_t len, int sse, uint64_t now_ms, vsr_buf_t *out)
 {
+    /* bytes that are not UTF-8 are not JSON (RFC 8259 §8.1): a replay
+     * would hand on what the first client's parser may have refused */
+    if (!vsr_utf8_valid(vsr_slice(body, len)))
+        return VSR_ERR_INVALID;
     vsr_buf_printf(out, "%llu\n", (unsigned long long)now_ms);
     if (!sse) {
-        /* a chat.completion as the backend sent it, once it is one */
+        /* a chat.completion as the backend sent it, once it is one, without an error or a filtered choice */
         vsr_json_t j;
-        uint32_t t;
+        uint32_t t = 0, e;
         int ok = vsr_json_parse(&j, body, len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
                  vsr_json_object_get(&j, 0, "choices", &t) == VSR_OK && vsr_json_type(&j, t) == VSR_JSON_ARRAY &&
-                 j.toks[t].count > 0;
+                 j.toks[t].count > 0 &&
+                 (vsr_json_object_get(&j, 0, "error", &e) != VSR_OK || vsr_json_type(&j, e) == VSR_JSON_NULL);
+        for (uint32_t k = 0, c = t + 1; ok && k < j.toks[t].count; k++, c = j.toks[c].next) {
+            uint32_t fr;
+            ok = vsr_json_type(&j, c) == VSR_JSON_OBJECT &&
+                 !(vsr_json_object_get(&j, c, "finish_reason", &fr) == VSR_OK &&
+                   vsr_json_string_eq(&j, fr, VSR_SLICE_LIT("content_filter")));
+        }
         vsr_json_free(&j);
         if (!ok)
             return VSR_ERR_INVALID;
@@ -161,7 +187,7 @@ int vsr__rc_stored_form(const char *body, size_t len, int sse, uint64_t now_ms, 
     vsr_sse_init(&p, 0, &assemble_cb, &a);
     int rc = vsr_sse_feed(&p, body, len);
     vsr_sse_free(&p);
-    if (rc == VSR_OK && a.done && !a.bad && a.finish.len) {
+    if (rc == VSR_OK && a.done && !a.bad && a.finish.len && !filtered(vsr_buf_slice(&a.finish))) {
         vsr_buf_append_cstr(out, "{\"id\":");
         vsr_buf_append_json_string(out, vsr_buf_slice(&a.id));
         vsr_buf_printf(out, ",\"object\":\"chat.completion\",\"created\":%llu,\"model\":", (unsigned long long)a.created);

@@ -288,10 +288,49 @@ def crafted(body, ctype="text/event-stream"):
     return {"x-fakellm-body-base64": base64.b64encode(raw).decode(), "x-fakellm-content-type": ctype}
 
 
+@pytest.mark.parametrize("stream", [
+    chunk("BEFORE") + chunk(finish="stop") + "data: [DONE]\n\n" + chunk(" AFTERDONE") + chunk(finish="stop"),
+    chunk("BEFORE") + 'event: error\ndata: {"error":{"message":"overloaded"}}\n\n' + chunk(finish="stop")
+    + "data: [DONE]\n\n",
+    chunk("BEFORE") + 'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n' + chunk(finish="stop")
+    + "data: [DONE]\n\n",
+    chunk("BEFO") + chunk(finish="content_filter") + "data: [DONE]\n\n",
+], ids=["data-after-done", "error-event", "error-object", "content-filter"])
+def test_streams_not_kept(vsr, fakellm, stream):
+    v = start(vsr, fakellm)
+    q = "cacheme: a stream"
+    r1 = ask(v, q, stream=True, headers=crafted(stream))
+    assert r1.status_code == 200 and r1.headers["x-vsr-cache-hit"] == "false"
+    r2 = ask(v, q, stream=True, headers=crafted(stream))
+    assert r2.headers["x-vsr-cache-hit"] == "false", "a stream that was not a good answer was kept"
+    assert "AFTERDONE" not in r2.text.split("[DONE]")[0]
+    assert upstream_calls(v) == 2
+
+
 def completion(text, finish="stop"):
     return json.dumps({"id": "chatcmpl-y", "object": "chat.completion", "created": 1, "model": "m1",
                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                     "finish_reason": finish}]})
+
+
+def test_filtered_and_invalid_utf8_answers_not_kept(vsr, fakellm):
+    v = start(vsr, fakellm)
+    filtered = crafted(completion("partial", "content_filter"), "application/json")
+    assert ask(v, "cacheme: filtered", headers=filtered).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: filtered", headers=filtered).headers["x-vsr-cache-hit"] == "false"
+    bad = completion("caf\u00e9 BAD").encode().replace("BAD".encode(), b"\xff\xfe")
+    h = crafted(bad, "application/json")
+    assert ask(v, "cacheme: bad bytes", headers=h).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: bad bytes", headers=h).headers["x-vsr-cache-hit"] == "false"
+    ev = chunk("ok ") + chunk("BAD") + chunk(finish="stop") + "data: [DONE]\n\n"
+    hs = crafted(ev.encode().replace(b"BAD", b"\xc3\x28"))
+    assert ask(v, "cacheme: bad stream", stream=True, headers=hs).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: bad stream", stream=True, headers=hs).headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 6
+    # a good crafted answer is kept: the checks above are not refusing everything
+    good = crafted(completion("fine"), "application/json")
+    ask(v, "cacheme: good", headers=good)
+    assert ask(v, "cacheme: good", headers=good).headers["x-vsr-cache-hit"] == "true"
 
 
 def test_translated_answers_replace_invalid_utf8(vsr, fakellm):
