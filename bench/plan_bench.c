@@ -174,10 +174,9 @@ static void run_cache_key(int iters)
         {VSR_SLICE_LIT("openai-organization"), VSR_SLICE_LIT("org-billing")},
         {VSR_SLICE_LIT("accept-encoding"), VSR_SLICE_LIT("gzip, deflate")},
     };
-    VSR_UNUSED(hdrs);
     vsr_slice_t model = VSR_SLICE_LIT("auto"), scope = VSR_SLICE_LIT("k:3f9a0c1d2e4b5a6978"),
                 partition = VSR_SLICE_LIT("d=billing|m=m1|e=|mr=|pr=|po=");
-    char key[VSR_CONFIG_HASH_LEN];
+    char key[VSR_CONFIG_HASH_LEN], ctx[VSR_CONFIG_HASH_LEN];
     unsigned long a0 = 0;
     double t0 = 0;
     for (int i = 0; i < iters + iters / 10; i++) {
@@ -185,7 +184,7 @@ static void run_cache_key(int iters)
             a0 = allocs;
             t0 = now_ns();
         }
-        vsr__rc_key(&j, CACHE_BODY, model, partition, scope, key);
+        vsr__rc_key(&j, 3, hdrs, VSR_ARRAY_LEN(hdrs), model, partition, scope, key, ctx);
     }
     double ns = (now_ns() - t0) / iters;
     printf("| response cache key  | %6zu B body    | %9.0f ns/key     | %5.1f allocations/key     | %.15s |\n",

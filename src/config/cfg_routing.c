@@ -844,6 +844,7 @@ static const cfg_spec_t rc_semantic_spec = {
 };
 static const cfg_field_t rc_controls_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = RCP_OFF(request_controls)},
+    {.key = "allow_replace", .decode = vsr__cfg_bool, .offset = RCP_OFF(allow_replace)},
 };
 static const cfg_spec_t rc_controls_spec = {
     .size = sizeof(vsr_plugin_conf_t),

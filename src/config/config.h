@@ -664,6 +664,7 @@ typedef struct {
     uint64_t ttl_seconds;          /* default global.stores.response_cache.ttl_seconds (3600) */
     int has_ttl_seconds;
     int request_controls;          /* request_controls.enabled: x-vsr-cache-control is read */
+    int allow_replace;             /* request_controls.allow_replace (vsr): a no-cache answer replaces a fresh entry */
     /* revision keys: part of every key, so changing one retires what was stored under the old value */
     char *cache_epoch, *model_revision, *prompt_revision, *policy_revision;
 } vsr_plugin_response_cache_conf_t;

@@ -21,36 +21,144 @@
 
 #include "http/http.h"
 
-/* The parts of a chat request that decide its answer, hashed: the logical
- * model asked for, the decision that routed it, the revision keys and
- * scope (given), the messages after the plugins' edits, and the sampling
- * and shape fields; `stream`, `stream_options` and `user` do not change the
- * answer and are left out. */
-static const char *const answer_fields[] = {
-    "messages", "tools", "tool_choice", "temperature", "top_p", "max_tokens", "max_completion_tokens", "n",
-    "stop", "seed", "response_format", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
-    "top_logprobs", "reasoning_effort", "parallel_tool_calls", "functions", "function_call",
-};
+/* The exact key covers the whole request, less what is known not to change
+ * the answer: every member of the body but these (`model` is hashed as the
+ * model asked for, before routing), and every header field the client sent
+ * (after ingress) but the neutral ones below.  An unknown field, in the body
+ * or the head, is part of the key: it can only make a miss, never hand one
+ * client's answer to another request. */
+static const char *const neutral_members[] = {"model", "stream", "stream_options", "user"};
 
-void vsr__rc_key(const vsr_json_t *j, const char *body, vsr_slice_t model, vsr_slice_t partition,
-                 vsr_slice_t scope, char out[VSR_CONFIG_HASH_LEN])
+static const char *const neutral_fields[] = {
+    "accept", "accept-encoding", "accept-language", "cache-control", "connection", "content-length",
+    "content-type", "expect", "forwarded", "host", "keep-alive", "origin", "pragma", "referer", "te",
+    "traceparent", "tracestate", "baggage", "transfer-encoding", "user-agent", "via", "x-forwarded-for",
+    "x-forwarded-host", "x-forwarded-port", "x-forwarded-proto", "x-real-ip", "x-request-id",
+    /* credentials: the routing core removes them before any backend; the scope keeps keys apart */
+    "authorization", "api-key", "x-api-key",
+    /* identity: only from trusted peers; `scope: user` keeps users apart */
+    "x-authz-user-id", "x-authz-user-groups", "x-authz-team-id", "x-authz-tenant-id",
+};
+static const char *const neutral_prefixes[] = {"x-vsr-", "x-stainless-", "x-b3-", "x-envoy-", "sec-"};
+
+static int neutral_field(vsr_slice_t name)
+{
+    for (size_t i = 0; i < VSR_ARRAY_LEN(neutral_fields); i++)
+        if (vsr_slice_case_eq_cstr(name, neutral_fields[i]))
+            return 1;
+    for (size_t i = 0; i < VSR_ARRAY_LEN(neutral_prefixes); i++) {
+        size_t n = strlen(neutral_prefixes[i]);
+        if (name.len > n && vsr_slice_case_eq(vsr_slice(name.p, n), vsr_slice(neutral_prefixes[i], n)))
+            return 1;
+    }
+    return 0;
+}
+
+static int lower(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+typedef struct {
+    vsr_slice_t name, value;
+    uint32_t order; /* arrival: repeated header fields keep theirs */
+    uint32_t tok;   /* body members: the value token */
+} kv_t;
+
+static int kv_cmp(const void *a, const void *b)
+{
+    const kv_t *x = a, *y = b;
+    size_t n = VSR_MIN(x->name.len, y->name.len);
+    for (size_t i = 0; i < n; i++) {
+        int cx = lower((unsigned char)x->name.p[i]), cy = lower((unsigned char)y->name.p[i]);
+        if (cx != cy)
+            return cx - cy;
+    }
+    if (x->name.len != y->name.len)
+        return x->name.len < y->name.len ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Sorted copies of what goes into the key; small requests stay on the stack. */
+#define KEY_STACK_ITEMS 32
+
+static kv_t *kv_alloc(kv_t *stack, size_t n)
+{
+    return n <= KEY_STACK_ITEMS ? stack : vsr_malloc(n * sizeof(kv_t));
+}
+
+static void put_sized(vsr_buf_t *b, char tag, vsr_slice_t v)
+{
+    vsr_buf_printf(b, "|%c%zu:", tag, v.len);
+    vsr_buf_append_slice(b, v);
+}
+
+void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers,
+                 size_t n_headers, vsr_slice_t model, vsr_slice_t partition, vsr_slice_t scope,
+                 char out[VSR_CONFIG_HASH_LEN], char context[VSR_CONFIG_HASH_LEN])
 {
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_printf(&b, "m=%zu:", model.len);
-    vsr_buf_append_slice(&b, model);
-    vsr_buf_printf(&b, "|p=%zu:", partition.len);
-    vsr_buf_append_slice(&b, partition);
-    vsr_buf_printf(&b, "|s=%zu:", scope.len);
-    vsr_buf_append_slice(&b, scope);
-    for (size_t i = 0; i < VSR_ARRAY_LEN(answer_fields); i++) {
-        uint32_t t;
-        if (vsr_json_object_get(j, 0, answer_fields[i], &t) != VSR_OK)
-            continue;
-        size_t n = j->toks[t].end - j->toks[t].start;
-        vsr_buf_printf(&b, "|%s=%zu:", answer_fields[i], n);
-        vsr_buf_append(&b, body + j->toks[t].start, n);
+    vsr_buf_reserve(&b, 512);
+    put_sized(&b, 'm', model);
+    put_sized(&b, 'p', partition);
+    put_sized(&b, 's', scope);
+    vsr_slice_t last = VSR_SLICE_NULL;
+    /* the body's members, by name */
+    uint32_t n = vsr_json_type(j, 0) == VSR_JSON_OBJECT ? j->toks[0].count : 0;
+    kv_t stack[KEY_STACK_ITEMS], *m = kv_alloc(stack, n);
+    size_t k = 0;
+    for (uint32_t i = 0, t = 1; i < n; i++, t = j->toks[t + 1].next) {
+        int skip = 0;
+        for (size_t x = 0; x < VSR_ARRAY_LEN(neutral_members) && !skip; x++)
+            skip = vsr_json_string_eq(j, t, vsr_slice_cstr(neutral_members[x]));
+        if (!skip)
+            m[k++] = (kv_t){vsr_json_raw(j, t), vsr_json_raw(j, t + 1), i, t + 1};
     }
+    qsort(m, k, sizeof(kv_t), kv_cmp);
+    for (size_t i = 0; i < k; i++) {
+        put_sized(&b, 'b', m[i].name);
+        uint32_t v = m[i].tok;
+        if (last_user >= 0 && vsr_json_type(j, v) == VSR_JSON_ARRAY && vsr_json_string_eq(j, v - 1, VSR_SLICE_LIT("messages"))) {
+            /* the conversation with its last user message set aside: what a
+             * semantic hit must share with the request */
+            vsr_buf_printf(&b, "[%u", j->toks[v].count);
+            uint32_t e = v + 1;
+            for (uint32_t x = 0; x < j->toks[v].count; x++, e = j->toks[e].next) {
+                if ((int)x == last_user) {
+                    last = vsr_json_raw(j, e);
+                    vsr_buf_append_cstr(&b, "|U");
+                } else {
+                    put_sized(&b, 'e', vsr_json_raw(j, e));
+                }
+            }
+        } else {
+            vsr_buf_printf(&b, "=%zu:", m[i].value.len);
+            vsr_buf_append_slice(&b, m[i].value);
+        }
+    }
+    if (m != stack)
+        vsr_free(m);
+    /* the header fields that reach the backend and may change its answer */
+    kv_t hstack[KEY_STACK_ITEMS], *h = kv_alloc(hstack, n_headers);
+    k = 0;
+    for (size_t i = 0; i < n_headers; i++)
+        if (!neutral_field(headers[i].name))
+            h[k++] = (kv_t){headers[i].name, headers[i].value, (uint32_t)i, 0};
+    qsort(h, k, sizeof(kv_t), kv_cmp);
+    for (size_t i = 0; i < k; i++) {
+        vsr_buf_printf(&b, "|h%zu:", h[i].name.len);
+        for (size_t c = 0; c < h[i].name.len; c++) {
+            char ch = (char)lower((unsigned char)h[i].name.p[c]);
+            vsr_buf_append(&b, &ch, 1);
+        }
+        put_sized(&b, 'v', vsr_slice_trim(h[i].value));
+    }
+    if (h != hstack)
+        vsr_free(h);
+    if (context)
+        vsr_config_hash(b.data, b.len, context);
+    put_sized(&b, 'u', last);
     vsr_config_hash(b.data, b.len, out);
     vsr_buf_free(&b);
 }

@@ -35,14 +35,16 @@ routing:
 """
 
 
-def start(vsr, fakellm, mode="exact", store="", extra="", runtime=False):
+def start(vsr, fakellm, mode="exact", store="", extra="", runtime=False, listener_extra="", ttl=60, controls=""):
     be = fakellm("a")
     port = free_port()
     glob = "  stores:\n    response_cache:\n" + (store or "      backend_type: memory\n")
     if runtime:
         glob += f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      timeout: 30s\n"
-    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
-    cfg = cfg.replace("\nglobal:", routing(mode, extra) + "global:", 1) + glob
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
+    r = routing(mode, extra).replace("ttl_seconds: 60", f"ttl_seconds: {ttl}")
+    r = r.replace("request_controls: {enabled: true}", "request_controls: {enabled: true%s}" % controls)
+    cfg = cfg.replace("\nglobal:", r + "global:", 1) + glob
     v = vsr(cfg, port=port)
     v.be = be
     return v
@@ -350,3 +352,76 @@ def test_translated_answers_replace_invalid_utf8(vsr, fakellm):
     text = "".join(json.loads(e)["delta"].get("text", "") for e in sse_events(s.content.decode("utf-8"))
                    if json.loads(e)["type"] == "content_block_delta")
     assert text == "ok \ufffd("
+
+
+# ---- the key is the whole request; clients cannot pin answers ----
+
+def content(r):
+    return r.json()["choices"][0]["message"]["content"]
+
+
+def test_every_answer_changing_field_is_in_the_key(vsr, fakellm):
+    """A body member or a header field the key does not know still changes
+    what a backend answers: each one is part of the key, so a request that
+    carries it cannot plant its answer for requests without it."""
+    v = start(vsr, fakellm)
+    q = "cacheme: pick a colour"
+    poisons = [
+        ({"guided_choice": ["red"], "fakellm": {"text": "POISON-1"}}, {}),
+        ({"chat_template": "{{ 'POISON' }}", "fakellm": {"text": "POISON-2"}}, {}),
+        ({"structured_outputs": {"choice": ["x"]}, "fakellm": {"text": "POISON-3"}}, {}),
+        ({}, {"x-fakellm-text": "POISON-4"}),   # a header the backend acts on
+    ]
+    for extra, headers in poisons:
+        r = ask(v, q, headers=headers, **extra)
+        assert r.headers["x-vsr-cache-hit"] == "false" and content(r).startswith("POISON")
+    clean = ask(v, q)
+    assert clean.headers["x-vsr-cache-hit"] == "false", "a poisoned entry was served"
+    assert "POISON" not in content(clean)
+    assert upstream_calls(v) == 5
+    # what does not change the answer does not split the cache: member order,
+    # stream options, the request id, the client's user agent and SDK fields
+    body = {"messages": [{"role": "user", "content": q}], "model": "auto", "user": "u1"}
+    with v.client() as c:
+        r = c.post("/v1/chat/completions", json=body, headers={"x-request-id": "other", "user-agent": "sdk/2",
+                                                                "x-stainless-retry-count": "1"})
+    assert r.headers["x-vsr-cache-hit"] == "true" and content(r) == content(clean)
+    # a value's own spelling is kept: the same member with another value is another entry
+    assert ask(v, q, seed=1).headers["x-vsr-cache-hit"] == "false"
+
+
+def test_client_ttl_is_capped_by_the_configured_ttl(vsr, fakellm):
+    v = start(vsr, fakellm, ttl=1)
+    q = "cacheme: pin me"
+    ask(v, q, headers={"x-vsr-cache-control": "ttl=31536000"})
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "true"
+    time.sleep(1.3)
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "false", "a client's ttl outlived the operator's"
+
+
+def test_no_cache_revalidates_but_never_replaces_a_fresh_entry(vsr, fakellm):
+    v = start(vsr, fakellm)
+    q = "cacheme: keep the first answer"
+    first = ask(v, q)
+    assert first.headers["x-vsr-cache-hit"] == "false"
+    # no-cache goes to the model (each fakellm answer has a new id) ...
+    again = ask(v, q, headers={"x-vsr-cache-control": "no-cache, ttl=31536000"})
+    assert again.headers["x-vsr-cache-hit"] == "false" and again.json()["id"] != first.json()["id"]
+    assert upstream_calls(v) == 2
+    # ... and the entry everyone else gets is still the first one
+    hit = ask(v, q)
+    assert hit.headers["x-vsr-cache-hit"] == "true" and hit.json()["id"] == first.json()["id"]
+    # with no entry, a no-cache answer is stored as any other
+    q2 = "cacheme: nothing stored yet"
+    made = ask(v, q2, headers={"x-vsr-cache-control": "no-cache"})
+    assert ask(v, q2).json()["id"] == made.json()["id"]
+
+
+def test_no_cache_replaces_where_the_operator_allows_it(vsr, fakellm):
+    v = start(vsr, fakellm, controls=", allow_replace: true")
+    q = "cacheme: refresh"
+    first = ask(v, q)
+    fresh = ask(v, q, headers={"x-vsr-cache-control": "no-cache"})
+    hit = ask(v, q)
+    assert hit.headers["x-vsr-cache-hit"] == "true"
+    assert hit.json()["id"] == fresh.json()["id"] != first.json()["id"]
