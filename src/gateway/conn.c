@@ -1854,7 +1854,7 @@ static int early_auth(const request_t *req)
     const listener_t *l = req->c->l;
     if (l->management || l->metrics || is_probe(req->head))
         return VSR__AUTH_OK;
-    return vsr__ingress_auth(live_listener(req), req->head);
+    return vsr__ingress_auth(live_listener(req), req->head, NULL);
 }
 
 /* 401: a missing or wrong key, or several different ones (`auth` says which). */
@@ -1971,7 +1971,8 @@ static void dispatch(request_t *req)
     /* api_keys and models change live: the request's version has them */
     const vsr_config_t *cfg = vsr_engine_config(req->eng);
     const vsr_listener_conf_t *lc = live_listener(req);
-    int auth = vsr__ingress_auth(lc, h);
+    vsr_slice_t key;
+    int auth = vsr__ingress_auth(lc, h, &key);
     if (auth != VSR__AUTH_OK) {
         reply_unauthorized(req, auth, !req->keep_alive);
         return;
@@ -1987,7 +1988,7 @@ static void dispatch(request_t *req)
         req->n_hdrs++;
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
-    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .ports = &gw_ports,
+    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .api_key = key, .ports = &gw_ports,
                                .ports_ud = req, .deadline_ms = request_deadline(req), .request_id = request_id(req)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);

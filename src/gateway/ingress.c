@@ -78,8 +78,10 @@ static vsr_slice_t presented_key(vsr_slice_t name, vsr_slice_t v)
     return VSR_SLICE_NULL;
 }
 
-int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
+int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented)
 {
+    if (presented)
+        *presented = VSR_SLICE_NULL;
     if (l->api_keys.n == 0)
         return VSR__AUTH_OK;
     /* one credential per request: every authorization / api-key / x-api-key field must
@@ -99,7 +101,11 @@ int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h)
     }
     if (seen == 0)
         return VSR__AUTH_BAD;
-    return key_ok(l, key) ? VSR__AUTH_OK : VSR__AUTH_BAD;
+    if (!key_ok(l, key))
+        return VSR__AUTH_BAD;
+    if (presented)
+        *presented = key;
+    return VSR__AUTH_OK;
 }
 
 /* CIDR match of a peer address against "addr/len" networks (canonical form). */

@@ -1573,7 +1573,10 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     if (s->rc_revalidate && !s->rc_store)
         s->rc_lookup = 0; /* nothing to protect */
     vsr_slice_t scope = VSR_SLICE_NULL;
-    if (rc->scope_user) {
+    int scope_kind = rc->has_scope ? rc->scope
+                     : s->opts.listener && s->opts.listener->api_keys.n ? VSR_RC_SCOPE_API_KEY
+                                                                         : VSR_RC_SCOPE_GLOBAL;
+    if (scope_kind == VSR_RC_SCOPE_USER) {
         vsr_signal_input_t in = {0};
         identity(s, &in);
         if (!in.identity_present) /* nobody to keep it for: neither read nor write */
@@ -1581,6 +1584,12 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
         char h[VSR_CONFIG_HASH_LEN];
         vsr_config_hash(in.user_id.p, in.user_id.len, h);
         scope = pool_printf(&s->pool, "u:%.23s", h + 7); /* 92 bits of the user id's hash */
+    } else if (scope_kind == VSR_RC_SCOPE_API_KEY) {
+        if (s->opts.api_key.len == 0) /* no key presented: nobody to keep it for */
+            return NULL;
+        char h[VSR_CONFIG_HASH_LEN];
+        vsr_config_hash(s->opts.api_key.p, s->opts.api_key.len, h);
+        scope = pool_printf(&s->pool, "k:%.23s", h + 7); /* 92 bits of the key's hash */
     }
     if (!s->rc_lookup && !s->rc_store)
         return NULL;
@@ -1591,6 +1600,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
                     rc->policy_revision ? rc->policy_revision : "");
     vsr__rc_key(&s->json, s->chat.last_user, s->headers, s->n_headers, s->name, partition, scope, s->rc_key,
                 s->rc_ctx);
+    /* a semantic hit shares everything with the request but its last user
+     * message: the system prompt, the earlier turns, the sampling fields */
+    partition = pool_printf(&s->pool, "%.*s|c=%.23s", (int)partition.len, partition.p, s->rc_ctx + 7);
     s->rc_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->rc_key),
                                   .scope = scope,
                                   .partition = partition,

@@ -425,3 +425,52 @@ def test_no_cache_replaces_where_the_operator_allows_it(vsr, fakellm):
     hit = ask(v, q)
     assert hit.headers["x-vsr-cache-hit"] == "true"
     assert hit.json()["id"] == fresh.json()["id"] != first.json()["id"]
+
+
+# ---- scope ----
+
+def test_default_scope_is_per_api_key(vsr, fakellm):
+    v = start(vsr, fakellm, listener_extra="    api_keys: [key-one, key-two]")
+    q = "cacheme: per key"
+    k1 = {"authorization": "Bearer key-one"}
+    k2 = {"authorization": "Bearer key-two"}
+    r1 = ask(v, q, headers=k1, fakellm={"text": "answer for key one"})
+    assert r1.headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, q, headers=k1, fakellm={"text": "answer for key one"}).headers["x-vsr-cache-hit"] == "true"
+    r2 = ask(v, q, headers=k2, fakellm={"text": "answer for key one"})
+    assert r2.headers["x-vsr-cache-hit"] == "false", "another key's answer was served"
+    # the same key sent in another field is the same scope
+    assert ask(v, q, headers={"api-key": "key-two"},
+               fakellm={"text": "answer for key one"}).headers["x-vsr-cache-hit"] == "true"
+    assert upstream_calls(v) == 2
+
+
+def test_scope_global_is_shared_across_keys(vsr, fakellm):
+    v = start(vsr, fakellm, extra="            scope: global\n", listener_extra="    api_keys: [key-one, key-two]")
+    q = "cacheme: shared on purpose"
+    assert ask(v, q, headers={"authorization": "Bearer key-one"}).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, q, headers={"authorization": "Bearer key-two"}).headers["x-vsr-cache-hit"] == "true"
+
+
+def test_scope_api_key_without_keys_caches_nothing(vsr, fakellm):
+    v = start(vsr, fakellm, extra="            scope: api_key\n")
+    assert "x-vsr-cache-hit" not in ask(v, "cacheme: nobody").headers
+
+
+def test_semantic_key_covers_the_conversation(vsr, fakellm):
+    """Two conversations that end in the same question are two entries: the
+    system prompt and the earlier turns are part of what a hit must share."""
+    require([USE_MODEL], what="embedding model")
+    v = start(vsr, fakellm, mode="semantic", runtime=True, extra="            semantic: {similarity_threshold: 0.8}\n")
+
+    def conv(system, text):
+        body = {"model": "auto", "messages": [{"role": "system", "content": system},
+                                              {"role": "user", "content": "cacheme: what is the code?"}],
+                "fakellm": {"text": text}}
+        with v.client() as c:
+            return c.post("/v1/chat/completions", json=body)
+    a = conv("The code is SECRET-ALPHA.", "It is SECRET-ALPHA.")
+    assert a.headers["x-vsr-cache-hit"] == "false"
+    b = conv("You know no codes.", "It is SECRET-ALPHA.")
+    assert b.headers["x-vsr-cache-hit"] == "false", "another conversation's answer was served"
+    assert conv("The code is SECRET-ALPHA.", "It is SECRET-ALPHA.").headers["x-vsr-cache-hit"] == "true"
