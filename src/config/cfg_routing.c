@@ -880,8 +880,8 @@ static int decode_rc_personalized(cfg_decoder_t *d, const cfg_field_t *f, const 
 static const cfg_field_t response_cache_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
     {.key = "mode", .decode = vsr__cfg_choice, .offset = RCP_OFF(mode), .choices = rc_modes},
-    {.key = "scope", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = RCP_OFF(scope), .has_offset = RCP_OFF(has_scope),
-     .choices = rc_scopes},
+    {.key = "scope", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = RCP_OFF(scope),
+     .has_offset = RCP_OFF(has_scope), .choices = rc_scopes},
     {.key = "personalized", .decode = decode_rc_personalized},
     {.key = "semantic", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_semantic_spec},
     {.key = "similarity_threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = RCP_OFF(similarity_threshold),

@@ -29,26 +29,29 @@
  * client's answer to another request. */
 static const char *const neutral_members[] = {"model", "stream", "stream_options", "user"};
 
-static const char *const neutral_fields[] = {
-    "accept", "accept-encoding", "accept-language", "cache-control", "connection", "content-length",
-    "content-type", "expect", "forwarded", "host", "keep-alive", "origin", "pragma", "referer", "te",
-    "traceparent", "tracestate", "baggage", "transfer-encoding", "user-agent", "via", "x-forwarded-for",
-    "x-forwarded-host", "x-forwarded-port", "x-forwarded-proto", "x-real-ip", "x-request-id",
+#define N(s) {s, sizeof(s) - 1}
+static const struct {
+    const char *p;
+    size_t len;
+} neutral_fields[] = {N("accept"), N("accept-encoding"), N("accept-language"), N("cache-control"), N("connection"),
+    N("content-length"), N("content-type"), N("expect"), N("forwarded"), N("host"), N("keep-alive"), N("origin"),
+    N("pragma"), N("referer"), N("te"), N("traceparent"), N("tracestate"), N("baggage"), N("transfer-encoding"),
+    N("user-agent"), N("via"), N("x-forwarded-for"), N("x-forwarded-host"), N("x-forwarded-port"),
+    N("x-forwarded-proto"), N("x-real-ip"), N("x-request-id"),
     /* credentials: the routing core removes them before any backend; the scope keeps keys apart */
-    "authorization", "api-key", "x-api-key",
+    N("authorization"), N("api-key"), N("x-api-key"),
     /* identity: only from trusted peers; `scope: user` keeps users apart */
-    "x-authz-user-id", "x-authz-user-groups", "x-authz-team-id", "x-authz-tenant-id",
-};
-static const char *const neutral_prefixes[] = {"x-vsr-", "x-stainless-", "x-b3-", "x-envoy-", "sec-"};
-
+    N("x-authz-user-id"), N("x-authz-user-groups"), N("x-authz-team-id"), N("x-authz-tenant-id")},
+  neutral_prefixes[] = {N("x-vsr-"), N("x-stainless-"), N("x-b3-"), N("x-envoy-"), N("sec-")};
+#undef N
 static int neutral_field(vsr_slice_t name)
 {
     for (size_t i = 0; i < VSR_ARRAY_LEN(neutral_fields); i++)
-        if (vsr_slice_case_eq_cstr(name, neutral_fields[i]))
+        if (name.len == neutral_fields[i].len && vsr_slice_case_eq(name, vsr_slice(neutral_fields[i].p, name.len)))
             return 1;
     for (size_t i = 0; i < VSR_ARRAY_LEN(neutral_prefixes); i++) {
-        size_t n = strlen(neutral_prefixes[i]);
-        if (name.len > n && vsr_slice_case_eq(vsr_slice(name.p, n), vsr_slice(neutral_prefixes[i], n)))
+        size_t n = neutral_prefixes[i].len;
+        if (name.len > n && vsr_slice_case_eq(vsr_slice(name.p, n), vsr_slice(neutral_prefixes[i].p, n)))
             return 1;
     }
     return 0;
@@ -87,9 +90,15 @@ static kv_t *kv_alloc(kv_t *stack, size_t n)
     return n <= KEY_STACK_ITEMS ? stack : vsr_malloc(n * sizeof(kv_t));
 }
 
+/* "|<tag><len>:<bytes>": each part's length first, so no two requests run together */
 static void put_sized(vsr_buf_t *b, char tag, vsr_slice_t v)
 {
-    vsr_buf_printf(b, "|%c%zu:", tag, v.len);
+    char head[VSR_U64_DIGITS + 3];
+    head[0] = '|';
+    head[1] = tag;
+    size_t n = 2 + vsr_fmt_u64(head + 2, v.len, 0);
+    head[n++] = ':';
+    vsr_buf_append(b, head, n);
     vsr_buf_append_slice(b, v);
 }
 
@@ -119,10 +128,11 @@ void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers
     for (size_t i = 0; i < k; i++) {
         put_sized(&b, 'b', m[i].name);
         uint32_t v = m[i].tok;
-        if (last_user >= 0 && vsr_json_type(j, v) == VSR_JSON_ARRAY && vsr_json_string_eq(j, v - 1, VSR_SLICE_LIT("messages"))) {
+        if (last_user >= 0 && vsr_json_type(j, v) == VSR_JSON_ARRAY &&
+            vsr_json_string_eq(j, v - 1, VSR_SLICE_LIT("messages"))) {
             /* the conversation with its last user message set aside: what a
              * semantic hit must share with the request */
-            vsr_buf_printf(&b, "[%u", j->toks[v].count);
+            put_sized(&b, '[', VSR_SLICE_NULL);
             uint32_t e = v + 1;
             for (uint32_t x = 0; x < j->toks[v].count; x++, e = j->toks[e].next) {
                 if ((int)x == last_user) {
@@ -133,8 +143,7 @@ void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers
                 }
             }
         } else {
-            vsr_buf_printf(&b, "=%zu:", m[i].value.len);
-            vsr_buf_append_slice(&b, m[i].value);
+            put_sized(&b, '=', m[i].value);
         }
     }
     if (m != stack)
@@ -147,17 +156,22 @@ void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers
             h[k++] = (kv_t){headers[i].name, headers[i].value, (uint32_t)i, 0};
     qsort(h, k, sizeof(kv_t), kv_cmp);
     for (size_t i = 0; i < k; i++) {
-        vsr_buf_printf(&b, "|h%zu:", h[i].name.len);
-        for (size_t c = 0; c < h[i].name.len; c++) {
-            char ch = (char)lower((unsigned char)h[i].name.p[c]);
-            vsr_buf_append(&b, &ch, 1);
-        }
+        size_t at = b.len;
+        put_sized(&b, 'h', h[i].name);
+        for (size_t c = at; c < b.len; c++)
+            b.data[c] = (char)lower((unsigned char)b.data[c]);
         put_sized(&b, 'v', vsr_slice_trim(h[i].value));
     }
     if (h != hstack)
         vsr_free(h);
+    /* everything but the last user message, then the key: that hash and the
+     * message (the request is hashed once, the message twice) */
+    char ctx[VSR_CONFIG_HASH_LEN];
+    vsr_config_hash(b.data, b.len, ctx);
     if (context)
-        vsr_config_hash(b.data, b.len, context);
+        memcpy(context, ctx, sizeof(ctx));
+    vsr_buf_reset(&b);
+    vsr_buf_append_cstr(&b, ctx);
     put_sized(&b, 'u', last);
     vsr_config_hash(b.data, b.len, out);
     vsr_buf_free(&b);

@@ -339,7 +339,8 @@ typedef struct {
 typedef struct {
     const vsr_listener_conf_t *listener; /* allow-list, identity trust */
     int identity_trusted;                /* the adapter judged the peer trusted for identity headers */
-    vsr_slice_t api_key;                 /* the key the listener checked (borrowed; empty: none): the response cache's api_key scope */
+    vsr_slice_t api_key;                 /* the key the listener checked (borrowed; empty: none), for the
+                                          * response cache's api_key scope */
     /* The adapter is Envoy's ext_proc: Envoy calls the backend, so the
      * request effect also carries what vsr's upstream layer would add in
      * standalone mode — the provider's credentials and extra_headers (of

@@ -386,8 +386,12 @@ static int base64_decode(const char *in, size_t len, unsigned char *out, size_t 
         int pad = 0;
         for (int j = 0; j < 4; j++) {
             char c = in[i + j];
-            int d = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
-                  : c == '+' ? 62 : c == '/' ? 63 : -1;
+            int d = c >= 'A' && c <= 'Z'   ? c - 'A'
+                    : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                    : c >= '0' && c <= '9' ? c - '0' + 52
+                    : c == '+'             ? 62
+                    : c == '/'             ? 63
+                                           : -1;
             if (c == '=' && i + 4 == len && j >= 2) {
                 pad++;
                 d = 0;
