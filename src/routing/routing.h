@@ -276,6 +276,7 @@ typedef struct {
     vsr_slice_t partition;     /* the model and the revision keys */
     double threshold;          /* semantic lookup */
     int exact;                 /* lookup: the exact key first */
+    int revalidate;            /* lookup for x-vsr-cache-control no-cache (counted as op="revalidate", never a hit) */
     uint64_t ttl_ms;           /* store */
     int responses;             /* 1: the Responses API's store (global.services.response_api), not the cache */
 } vsr_cache_query_t;

@@ -1643,6 +1643,7 @@ static const vsr_effect_t *rc_lookup_step(vsr_session_t *s)
     if (s->rc_revalidate) { /* is there an entry under this very key? */
         s->rc_rq.exact = 1;
         s->rc_rq.embedding = NULL;
+        s->rc_rq.revalidate = 1;
     }
     return port_wait_end(s, s->opts.ports->cache_lookup(s->opts.ports_ud, &s->rc_rq, store_done, s));
 }

@@ -411,6 +411,8 @@ def test_no_cache_revalidates_but_never_replaces_a_fresh_entry(vsr, fakellm):
     # ... and the entry everyone else gets is still the first one
     hit = ask(v, q)
     assert hit.headers["x-vsr-cache-hit"] == "true" and hit.json()["id"] == first.json()["id"]
+    # the look no-cache took is not counted as a hit
+    assert cache_metric(v, "revalidate", "hit") == 1 and cache_metric(v, "lookup", "hit") == 1
     # with no entry, a no-cache answer is stored as any other
     q2 = "cacheme: nothing stored yet"
     made = ask(v, q2, headers={"x-vsr-cache-control": "no-cache"})
