@@ -164,8 +164,8 @@ void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers
     }
     if (h != hstack)
         vsr_free(h);
-    /* everything but the last user message, then the key: that hash and the
-     * message (the request is hashed once, the message twice) */
+    /* the context (everything but the last user message), then the key:
+     * the context's hash and that message, so the request is hashed once */
     char ctx[VSR_CONFIG_HASH_LEN];
     vsr_config_hash(b.data, b.len, ctx);
     if (context)

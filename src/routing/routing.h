@@ -272,8 +272,8 @@ typedef void (*vsr_runtime_done_fn)(void *done_ud, int status, const vsr_runtime
 typedef struct {
     vsr_slice_t key;           /* the exact key */
     const float *embedding;    /* VSR_CACHE_DIM floats of unit length, or NULL */
-    vsr_slice_t scope;         /* "" = global, else the user's */
-    vsr_slice_t partition;     /* the model and the revision keys */
+    vsr_slice_t scope;         /* "" = global, else the user's ("u:...") or the API key's ("k:...") */
+    vsr_slice_t partition;     /* the decision, the model, the revision keys and the semantic context */
     double threshold;          /* semantic lookup */
     int exact;                 /* lookup: the exact key first */
     int revalidate;            /* lookup for x-vsr-cache-control no-cache (counted as op="revalidate", never a hit) */
