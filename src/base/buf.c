@@ -139,22 +139,29 @@ size_t vsr_utf8_seq(const unsigned char *s, size_t n)
 
 int vsr_utf8_valid(vsr_slice_t s)
 {
-    const unsigned char *p = (const unsigned char *)s.p;
-    size_t i = 0;
-    while (i < s.len) {
-        uint64_t w;
-        while (i + 8 <= s.len && (memcpy(&w, p + i, 8), (w & 0x8080808080808080ull) == 0))
-            i += 8; /* eight ASCII bytes at a time */
-        if (i == s.len)
-            break;
-        if (p[i] < 0x80) {
-            i++;
+    const unsigned char *p = (const unsigned char *)s.p, *end = p + s.len;
+    while (p < end) {
+        if (*p < 0x80) { /* a run of ASCII, 32 bytes at a time */
+            uint64_t w[4];
+            while (end - p >= 32 && (memcpy(w, p, 32), ((w[0] | w[1] | w[2] | w[3]) & 0x8080808080808080ull) == 0))
+                p += 32;
+            while (p < end && *p < 0x80)
+                p++;
             continue;
         }
-        size_t n = vsr_utf8_seq(p + i, s.len - i);
-        if (n == 0)
-            return 0;
-        i += n;
+        do { /* a run of sequences, the common ones inline */
+            unsigned char c = *p;
+            if (c >= 0xE1 && c <= 0xEF && c != 0xED && end - p >= 3 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80) {
+                p += 3; /* three bytes, no surrogate or overlong form possible */
+            } else if (c >= 0xC2 && c <= 0xDF && end - p >= 2 && (p[1] & 0xC0) == 0x80) {
+                p += 2;
+            } else {
+                size_t n = vsr_utf8_seq(p, (size_t)(end - p));
+                if (n == 0)
+                    return 0;
+                p += n;
+            }
+        } while (p < end && *p >= 0x80);
     }
     return 1;
 }
@@ -242,10 +249,9 @@ static char *repaired_put(char *d, vsr_slice_t s)
     return d;
 }
 
-size_t vsr_json_string_size(vsr_slice_t s)
+/* The writer for valid UTF-8: the escapes alone. */
+static size_t valid_size(vsr_slice_t s)
 {
-    if (!vsr_utf8_valid(s))
-        return repaired_size(s);
     const uint8_t *p = (const uint8_t *)s.p;
     size_t n = s.len + 2;
     for (size_t i = vsr_json_find_special(p, 0, s.len); i < s.len; i = vsr_json_find_special(p, i + 1, s.len))
@@ -253,10 +259,8 @@ size_t vsr_json_string_size(vsr_slice_t s)
     return n;
 }
 
-char *vsr_json_string_put(char *d, vsr_slice_t s)
+static char *valid_put(char *d, vsr_slice_t s)
 {
-    if (!vsr_utf8_valid(s))
-        return repaired_put(d, s);
     const uint8_t *p = (const uint8_t *)s.p;
     *d++ = '"';
     size_t start = 0;
@@ -275,12 +279,23 @@ char *vsr_json_string_put(char *d, vsr_slice_t s)
     return d;
 }
 
+size_t vsr_json_string_size(vsr_slice_t s)
+{
+    return vsr_utf8_valid(s) ? valid_size(s) : repaired_size(s);
+}
+
+char *vsr_json_string_put(char *d, vsr_slice_t s)
+{
+    return vsr_utf8_valid(s) ? valid_put(d, s) : repaired_put(d, s);
+}
+
 int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s)
 {
-    size_t n = vsr_json_string_size(s);
+    int valid = vsr_utf8_valid(s); /* once for both passes */
+    size_t n = valid ? valid_size(s) : repaired_size(s);
     if (vsr_buf_reserve(b, n) != VSR_OK)
         return VSR_ERR_TOO_BIG;
-    char *end = vsr_json_string_put(b->data + b->len, s);
+    char *end = valid ? valid_put(b->data + b->len, s) : repaired_put(b->data + b->len, s);
     VSR_BUG_ON((size_t)(end - (b->data + b->len)) != n);
     b->len += n;
     b->data[b->len] = '\0'; /* as vsr_buf_append does */

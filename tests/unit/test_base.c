@@ -169,11 +169,17 @@ static void test_utf8(void **state)
 {
     (void)state;
     static const char *const valid[] = {"", "plain ascii text, longer than eight", "caf\xc3\xa9",
-                                        "\xe6\x97\xa5\xe6\x9c\xac", "12345678\xf0\x9f\x98\x80", "\xef\xbf\xbd"};
+                                        "\xe6\x97\xa5\xe6\x9c\xac", "12345678\xf0\x9f\x98\x80", "\xef\xbf\xbd",
+                                        "0123456789012345678901234567890123456789"
+                                        "\xe6\x97\xa5\xc3\xa9\xf0\x9f\x98\x80\xe0\xa0\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf"
+                                        "0123456789012345678901234567890123456789"};
     for (size_t i = 0; i < VSR_ARRAY_LEN(valid); i++)
         assert_true(vsr_utf8_valid(vsr_slice_cstr(valid[i])));
     static const char *const invalid[] = {"\xff", "abc\xc3", "\xc0\x80", "\xed\xa0\x80", "\xf5\x80\x80\x80",
-                                          "12345678\xe6\x97", "\xc3(", "\x80"};
+                                          "12345678\xe6\x97", "\xc3(", "\x80", "\xe6\x97\xa5\xe0\x80\x80",
+                                          "\xe6\x97\xa5\xed\xa0\x80",
+                                          "0123456789012345678901234567890123456789\xe6\x97\xa5\xff",
+                                          "\xf0\x9f\x98\x80\xf4\x90\x80\x80"};
     for (size_t i = 0; i < VSR_ARRAY_LEN(invalid); i++)
         assert_false(vsr_utf8_valid(vsr_slice_cstr(invalid[i])));
     char out[64];
