@@ -5,16 +5,18 @@
  * keyword signals and 10 decisions, with 10 and with 100 keywords per
  * signal; and for bench/run's 64 KB request: its English filler against
  * bench/config.yaml's 6 keywords, whose first letters are frequent in it.
- * Prints ns and heap allocations per request.
+ * Prints ns and heap allocations per request.  Last, the response cache's
+ * exact key of a chat request (a system prompt, three turns, sampling
+ * fields, eight client header fields): ns per key.
  *
- *   build/plan_bench [iterations] [english]   (english: that row only)
+ *   build/plan_bench [iterations] [english|cachekey]   (that row only)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "routing/routing.h"
+#include "routing/routing-int.h"
 
 /* allocation counting through the linker's --wrap */
 void *__real_malloc(size_t n);
@@ -147,11 +149,58 @@ static void run(vsr_engine_t *e, const vsr_config_t *cfg, size_t prompt, int ite
     free(body);
 }
 
+static const char CACHE_BODY[] =
+    "{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"content\":\"You are a careful assistant for the "
+    "billing team. Answer in two sentences.\"},{\"role\":\"user\",\"content\":\"How do I read my invoice?\"},"
+    "{\"role\":\"assistant\",\"content\":\"The invoice lists each service, its usage and the total.\"},"
+    "{\"role\":\"user\",\"content\":\"And where is the due date printed on it?\"}],\"temperature\":0.2,"
+    "\"top_p\":0.9,\"max_tokens\":256,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+    "\"user\":\"u-1842\",\"seed\":7}";
+
+static void run_cache_key(int iters)
+{
+    vsr_json_t j;
+    if (vsr_json_parse(&j, CACHE_BODY, sizeof(CACHE_BODY) - 1, NULL) != VSR_OK) {
+        fprintf(stderr, "cache key body does not parse\n");
+        exit(1);
+    }
+    static const vsr_header_t hdrs[] = {
+        {VSR_SLICE_LIT("content-type"), VSR_SLICE_LIT("application/json")},
+        {VSR_SLICE_LIT("accept"), VSR_SLICE_LIT("text/event-stream")},
+        {VSR_SLICE_LIT("user-agent"), VSR_SLICE_LIT("OpenAI/Python 1.54.0")},
+        {VSR_SLICE_LIT("x-request-id"), VSR_SLICE_LIT("9b51b9e8-af0c-4e2d-8b3a-0c1f5e2d7a11")},
+        {VSR_SLICE_LIT("x-stainless-lang"), VSR_SLICE_LIT("python")},
+        {VSR_SLICE_LIT("x-stainless-retry-count"), VSR_SLICE_LIT("0")},
+        {VSR_SLICE_LIT("openai-organization"), VSR_SLICE_LIT("org-billing")},
+        {VSR_SLICE_LIT("accept-encoding"), VSR_SLICE_LIT("gzip, deflate")},
+    };
+    vsr_slice_t model = VSR_SLICE_LIT("auto"), scope = VSR_SLICE_LIT("k:3f9a0c1d2e4b5a6978"),
+                partition = VSR_SLICE_LIT("d=billing|m=m1|e=|mr=|pr=|po=");
+    char key[VSR_CONFIG_HASH_LEN], ctx[VSR_CONFIG_HASH_LEN];
+    unsigned long a0 = 0;
+    double t0 = 0;
+    for (int i = 0; i < iters + iters / 10; i++) {
+        if (i == iters / 10) { /* after the warm-up */
+            a0 = allocs;
+            t0 = now_ns();
+        }
+        vsr__rc_key(&j, 3, hdrs, VSR_ARRAY_LEN(hdrs), model, partition, scope, key, ctx);
+    }
+    double ns = (now_ns() - t0) / iters;
+    printf("| response cache key  | %6zu B body    | %9.0f ns/key     | %5.1f allocations/key     | %.15s |\n",
+           sizeof(CACHE_BODY) - 1, ns, (double)(allocs - a0) / iters, key);
+    vsr_json_free(&j);
+}
+
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 20000;
     vsr_log_min_level = VSR_LOG_ERROR;
     printf("plan_bench: 20 keyword signals, 10 decisions, %d iterations\n", iters);
+    if (argc > 2 && strcmp(argv[2], "cachekey") == 0) {
+        run_cache_key(iters * 10);
+        return 0;
+    }
     for (int kw = 10; kw <= 1000; kw *= 10) {
         int english = kw == 1000;
         if (argc > 2 && strcmp(argv[2], "english") == 0 && !english)
@@ -177,5 +226,6 @@ int main(int argc, char **argv)
         vsr_buf_free(&err);
         free(doc);
     }
+    run_cache_key(iters * 10);
     return 0;
 }

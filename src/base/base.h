@@ -173,7 +173,17 @@ static inline vsr_slice_t vsr_buf_slice(const vsr_buf_t *b)
 {
     return vsr_slice(b->data, b->len);
 }
-/* Appends s as a JSON string literal (with quotes), escaping as RFC 8259. */
+/* Length of the valid UTF-8 sequence at s[0..n) (n >= 1), or 0 when it is
+ * not one (overlong forms, surrogates, code points past U+10FFFF). */
+size_t vsr_utf8_seq(const unsigned char *s, size_t n);
+/* 1 when s is valid UTF-8, else 0. */
+int vsr_utf8_valid(vsr_slice_t s);
+/* s[0..n) written at out (room for 3n bytes) with each byte outside a valid
+ * sequence replaced by U+FFFD; returns the bytes written. */
+size_t vsr_utf8_repair(const char *s, size_t n, char *out);
+/* Appends s as a JSON string literal (with quotes), escaping as RFC 8259.
+ * JSON text is UTF-8 (RFC 8259 §8.1): each byte of s outside a valid UTF-8
+ * sequence is written as U+FFFD, so what vsr writes always parses. */
 int vsr_buf_append_json_string(vsr_buf_t *b, vsr_slice_t s);
 /* The same literal's size in bytes, and the literal written at dst (which
  * has that many bytes); returns the end of what was written. */

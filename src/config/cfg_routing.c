@@ -831,7 +831,7 @@ static const cfg_field_t plugin_fields[] = {
 
 #define RCP_OFF(m) PL_OFF(u.response_cache.m)
 static const char *const rc_modes[] = {"semantic", "exact", "exact_then_semantic", NULL};
-static const char *const rc_scopes[] = {"global", "user", NULL};
+static const char *const rc_scopes[] = {"global", "user", "api_key", NULL}; /* vsr_rc_scope_t */
 
 static const cfg_field_t rc_semantic_fields[] = {
     {.key = "similarity_threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = RCP_OFF(similarity_threshold),
@@ -844,6 +844,7 @@ static const cfg_spec_t rc_semantic_spec = {
 };
 static const cfg_field_t rc_controls_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = RCP_OFF(request_controls)},
+    {.key = "allow_replace", .decode = vsr__cfg_bool, .offset = RCP_OFF(allow_replace)},
 };
 static const cfg_spec_t rc_controls_spec = {
     .size = sizeof(vsr_plugin_conf_t),
@@ -869,15 +870,18 @@ static int decode_rc_personalized(cfg_decoder_t *d, const cfg_field_t *f, const 
     b.offset = 0;
     if (vsr__cfg_bool(d, &b, val, &v) != 0)
         return -1;
-    if (v)
-        ((vsr_plugin_conf_t *)obj)->u.response_cache.scope_user = 1;
+    if (v) {
+        ((vsr_plugin_conf_t *)obj)->u.response_cache.scope = VSR_RC_SCOPE_USER;
+        ((vsr_plugin_conf_t *)obj)->u.response_cache.has_scope = 1;
+    }
     return 0;
 }
 
 static const cfg_field_t response_cache_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
     {.key = "mode", .decode = vsr__cfg_choice, .offset = RCP_OFF(mode), .choices = rc_modes},
-    {.key = "scope", .decode = vsr__cfg_choice, .offset = RCP_OFF(scope_user), .choices = rc_scopes},
+    {.key = "scope", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = RCP_OFF(scope),
+     .has_offset = RCP_OFF(has_scope), .choices = rc_scopes},
     {.key = "personalized", .decode = decode_rc_personalized},
     {.key = "semantic", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_semantic_spec},
     {.key = "similarity_threshold", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = RCP_OFF(similarity_threshold),

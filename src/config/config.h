@@ -655,15 +655,22 @@ typedef struct {
  * last user message's embedding, threshold), exact_then_semantic. */
 typedef enum { VSR_RC_SEMANTIC = 0, VSR_RC_EXACT, VSR_RC_EXACT_THEN_SEMANTIC } vsr_rc_mode_t;
 
+/* Whose requests share entries: everyone's (global), one user's (a trusted
+ * x-authz-user-id), or one API key's (the key the listener checked).  The
+ * default is api_key on a listener with api_keys, else global. */
+typedef enum { VSR_RC_SCOPE_GLOBAL = 0, VSR_RC_SCOPE_USER, VSR_RC_SCOPE_API_KEY } vsr_rc_scope_t;
+
 typedef struct {
     int enabled;                   /* = the entry's enabled */
     int mode;                      /* vsr_rc_mode_t, default semantic */
-    int scope_user;                /* scope: user (1) | global (0, default); personalized: true = user */
+    int scope;                     /* vsr_rc_scope_t; personalized: true = user */
+    int has_scope;                 /* given (else: api_key where the listener has keys, else global) */
     double similarity_threshold;   /* semantic.similarity_threshold; default global.stores.response_cache's (0.8) */
     int has_similarity_threshold;
     uint64_t ttl_seconds;          /* default global.stores.response_cache.ttl_seconds (3600) */
     int has_ttl_seconds;
     int request_controls;          /* request_controls.enabled: x-vsr-cache-control is read */
+    int allow_replace;             /* request_controls.allow_replace (vsr): a no-cache answer replaces a fresh entry */
     /* revision keys: part of every key, so changing one retires what was stored under the old value */
     char *cache_epoch, *model_revision, *prompt_revision, *policy_revision;
 } vsr_plugin_response_cache_conf_t;

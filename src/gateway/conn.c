@@ -1996,9 +1996,9 @@ static void dispatch(request_t *req)
         req->n_hdrs++;
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
-    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .ports = &gw_ports,
-                               .ports_ud = req, .deadline_ms = request_deadline(req), .request_id = request_id(req),
-                               .owner = vsr_slice_cstr(owner)};
+    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .api_key = key,
+                               .ports = &gw_ports, .ports_ud = req, .deadline_ms = request_deadline(req),
+                               .request_id = request_id(req), .owner = vsr_slice_cstr(owner)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {

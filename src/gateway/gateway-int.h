@@ -162,7 +162,8 @@ int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int
  * needs no key or the request carries exactly one key (authorization: Bearer
  * or api-key; the same key in several of them counts once) and it is a
  * configured one; BAD when it is missing or wrong; CONFLICT when the fields
- * carry different keys. */
+ * carry different keys.  presented (may be NULL) gets the key on OK (a
+ * slice of the head; empty when the listener has no keys). */
 enum { VSR__AUTH_OK = 0, VSR__AUTH_BAD = 1, VSR__AUTH_CONFLICT = 2 };
 /* On OK, *presented (when not NULL) is the key checked (a slice of the
  * head), empty when the listener needs none. */

@@ -27,6 +27,7 @@ struct vsr__rc_lookup_s {
     char scope[VSR_STORE_MAX_TAG + 1], partition[VSR_STORE_MAX_TAG + 1];
     size_t scope_len, partition_len;
     float threshold;
+    const char *metric_op; /* lookup, or revalidate (no-cache) */
     int in_call, finished;
 };
 
@@ -142,11 +143,11 @@ static int is_shared(const vsr_config_t *cfg, int which)
 static void lookup_finish(vsr__rc_lookup_t *l, int status, const vsr_store_hit_t *hit)
 {
     if (status == VSR_OK)
-        vsr_metrics_cache(l->w->metrics, "lookup", "hit");
+        vsr_metrics_cache(l->w->metrics, l->metric_op, "hit");
     else if (status == VSR_ERR_NOT_FOUND)
-        vsr_metrics_cache(l->w->metrics, "lookup", "miss");
+        vsr_metrics_cache(l->w->metrics, l->metric_op, "miss");
     else
-        vsr_metrics_cache(l->w->metrics, "lookup", "error");
+        vsr_metrics_cache(l->w->metrics, l->metric_op, "error");
     l->done(l->done_ud, status, status == VSR_OK ? hit->value : VSR_SLICE_NULL,
             status == VSR_OK ? (double)hit->similarity : 0.0);
     l->finished = 1;
@@ -190,7 +191,7 @@ void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_
         (!q->exact && q->embedding == NULL)) {
         if (shared)
             pthread_mutex_unlock(&w->gw->rc_mu);
-        vsr_metrics_cache(w->metrics, "lookup", "error");
+        vsr_metrics_cache(w->metrics, q->revalidate ? "revalidate" : "lookup", "error");
         done(done_ud, VSR_ERR_IO, VSR_SLICE_NULL, 0);
         return NULL;
     }
@@ -200,6 +201,7 @@ void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_
     l->done = done;
     l->done_ud = done_ud;
     l->threshold = (float)q->threshold;
+    l->metric_op = q->revalidate ? "revalidate" : "lookup";
     if (q->scope.len)
         memcpy(l->scope, q->scope.p, q->scope.len);
     l->scope_len = q->scope.len;

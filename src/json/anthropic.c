@@ -144,8 +144,10 @@ static const char *quote(cx_t *c, uint32_t t)
     return r;
 }
 
+/* repair: input that is not UTF-8 is translated with U+FFFD for each stray
+ * byte (0 only where a result points into the input, which must stay as is). */
 static int cx_open(cx_t *c, const char *body, size_t len, const vsr_anthropic_limits_t *lim, vsr_buf_t *out,
-                   vsr_anthropic_error_t *err)
+                   vsr_anthropic_error_t *err, int repair)
 {
     memset(c, 0, sizeof(*c));
     limits_fill(&c->lim, lim);
@@ -158,6 +160,14 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_anthropic_li
     if (len > c->lim.max_input) {
         c->j.toks = NULL;
         return fail(c, VSR_ERR_TOO_BIG, "request_too_large", "body: larger than %zu bytes", c->lim.max_input);
+    }
+    if (repair && !vsr_utf8_valid(vsr_slice(body, len))) {
+        /* JSON is UTF-8 (RFC 8259 §8.1): what the translation writes must be
+         * too, so each stray byte becomes U+FFFD (it can only be inside a
+         * string, or the parse fails as it would have) */
+        char *fixed = vsr_pool_alloc(&c->pool, 3 * len + 1);
+        len = vsr_utf8_repair(body, len, fixed);
+        body = fixed;
     }
     vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
     int rc = vsr_json_parse(&c->j, body, len, &jl);
@@ -308,7 +318,7 @@ static int error_convert(int status, const char *body, size_t len, vsr_buf_t *ou
 {
     cx_t c;
     size_t mark = out->len;
-    int ok = cx_open(&c, body, len, NULL, out, NULL) == VSR_OK;
+    int ok = cx_open(&c, body, len, NULL, out, NULL, 1) == VSR_OK;
     uint32_t e = ok ? get(&c, 0, "error") : 0;
     uint32_t msg = is(&c, e, VSR_JSON_OBJECT) ? get(&c, e, "message") : (is(&c, e, VSR_JSON_STRING) ? e : 0);
     uint32_t etype = is(&c, e, VSR_JSON_OBJECT) ? get(&c, e, "type") : 0;
@@ -787,7 +797,7 @@ int vsr_anthropic_request_to_chat(const char *body, size_t len, const vsr_anthro
                                   vsr_anthropic_error_t *err)
 {
     cx_t c;
-    int rc = cx_open(&c, body, len, lim, out, err);
+    int rc = cx_open(&c, body, len, lim, out, err, 1);
     if (rc == VSR_OK)
         rc = ingress(&c);
     return cx_close(&c, rc);
@@ -910,7 +920,7 @@ int vsr_anthropic_response_from_chat(const char *body, size_t len, const vsr_ant
                                      vsr_anthropic_error_t *err)
 {
     cx_t c;
-    int rc = cx_open(&c, body, len, lim, out, err);
+    int rc = cx_open(&c, body, len, lim, out, err, 1);
     if (rc == VSR_OK)
         rc = from_chat(&c);
     return cx_close(&c, rc);
@@ -1244,7 +1254,7 @@ int vsr_anthropic_request_from_chat(const char *body, size_t len, const vsr_anth
                                     vsr_anthropic_error_t *err)
 {
     cx_t c;
-    int rc = cx_open(&c, body, len, lim, out, err);
+    int rc = cx_open(&c, body, len, lim, out, err, 1);
     if (rc == VSR_OK)
         rc = egress(&c);
     return cx_close(&c, rc);
@@ -1347,7 +1357,7 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
                                    vsr_buf_t *out, vsr_anthropic_error_t *err)
 {
     cx_t c;
-    int rc = cx_open(&c, body, len, lim, out, err);
+    int rc = cx_open(&c, body, len, lim, out, err, 1);
     if (rc == VSR_OK)
         rc = to_chat(&c, created);
     return cx_close(&c, rc);
@@ -1730,7 +1740,7 @@ static int dispatch(vsr_anthropic_stream_t *s, vsr_buf_t *out)
     }
     cx_t c;
     vsr_anthropic_limits_t lim = s->lim;
-    int rc = cx_open(&c, d.p, d.len, &lim, out, NULL);
+    int rc = cx_open(&c, d.p, d.len, &lim, out, NULL, 1);
     /* blocks (tool calls) so far count toward max_items */
     c.items = s->dir == VSR_ANTHROPIC_TO_MESSAGES ? s->next_block : (uint32_t)(s->cur_tool + 1);
     if (rc != VSR_OK) {

@@ -246,8 +246,10 @@ static const char *type_name(const cx_t *c, uint32_t t)
     }
 }
 
+/* repair: input that is not UTF-8 is translated with U+FFFD for each stray
+ * byte (0 only where a result points into the input, which must stay as is). */
 static int cx_open(cx_t *c, const char *body, size_t len, const vsr_responses_limits_t *lim, vsr_buf_t *out,
-                   vsr_responses_error_t *err)
+                   vsr_responses_error_t *err, int repair)
 {
     memset(c, 0, sizeof(*c));
     limits_fill(&c->lim, lim);
@@ -258,6 +260,14 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_responses_li
     vsr_pool_init(&c->pool);
     if (len > c->lim.max_input)
         return big(c, NULL, "Request body is larger than %zu bytes.", c->lim.max_input);
+    if (repair && !vsr_utf8_valid(vsr_slice(body, len))) {
+        /* JSON is UTF-8 (RFC 8259 §8.1): what the translation writes must be
+         * too, so each stray byte becomes U+FFFD (it can only be inside a
+         * string, or the parse fails as it would have) */
+        char *fixed = vsr_pool_alloc(&c->pool, 3 * len + 1);
+        len = vsr_utf8_repair(body, len, fixed);
+        body = fixed;
+    }
     vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
     int rc = vsr_json_parse(&c->j, body, len, &jl);
     if (rc == VSR_ERR_TOO_BIG)
@@ -397,7 +407,7 @@ int vsr_responses_error_from_chat(int status, const char *body, size_t len, vsr_
 {
     cx_t c;
     size_t mark = out->len;
-    int ok = cx_open(&c, body, len, NULL, out, NULL) == VSR_OK;
+    int ok = cx_open(&c, body, len, NULL, out, NULL, 1) == VSR_OK;
     uint32_t e = ok ? get(&c, 0, "error") : 0;
     uint32_t msg = is(&c, e, VSR_JSON_OBJECT) ? get(&c, e, "message") : (is(&c, e, VSR_JSON_STRING) ? e : 0);
     uint32_t etype = is(&c, e, VSR_JSON_OBJECT) ? get(&c, e, "type") : 0;
@@ -476,7 +486,7 @@ int vsr_responses_request_info(const char *body, size_t len, const vsr_responses
     cx_t c;
     vsr_buf_t none_buf;
     vsr_buf_init(&none_buf, 1);
-    int rc = cx_open(&c, body, len, lim, &none_buf, err);
+    int rc = cx_open(&c, body, len, lim, &none_buf, err, 0);
     if (rc == VSR_OK)
         rc = check_info(&c, info);
     else
@@ -1346,7 +1356,7 @@ int vsr_responses_request_to_chat(const char *body, size_t len, const char *prio
                                   vsr_responses_error_t *err)
 {
     cx_t c;
-    int rc = cx_open(&c, body, len, lim, out->chat, err);
+    int rc = cx_open(&c, body, len, lim, out->chat, err, 1);
     if (rc == VSR_OK)
         rc = to_chat(&c, prior, prior_len, out);
     return cx_close(&c, rc);
@@ -1664,7 +1674,7 @@ int vsr_responses_response_from_chat(const char *body, size_t len, const vsr_res
                                      vsr_responses_error_t *err)
 {
     cx_t c;
-    int rc = cx_open(&c, body, len, lim, out, err);
+    int rc = cx_open(&c, body, len, lim, out, err, 1);
     if (rc == VSR_ERR_INVALID) {
         /* an answer that does not parse is the upstream's fault */
         c.err->status = 502;
@@ -2175,7 +2185,7 @@ static int dispatch(vsr_responses_stream_t *s, vsr_buf_t *out)
     cx_t c;
     vsr_responses_limits_t lim = s->lim;
     lim.max_input = s->lim.max_event;
-    int rc = cx_open(&c, d.p, d.len, &lim, out, NULL);
+    int rc = cx_open(&c, d.p, d.len, &lim, out, NULL, 1);
     if (rc != VSR_OK || vsr_json_type(&c.j, 0) != VSR_JSON_OBJECT) {
         rc = stream_fail(s, &w, rc != VSR_OK ? rc : VSR_ERR_INVALID, "upstream sent an event that is not a JSON object");
     } else {

@@ -86,49 +86,13 @@ int vsr_json_find_duplicate_key(const vsr_json_t *j, uint32_t *key)
     return found;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return len;
-}
-
 int vsr_json_append_client_text(vsr_buf_t *b, vsr_slice_t s, size_t max)
 {
     static const char fffd[] = "\xEF\xBF\xBD";
     const unsigned char *p = (const unsigned char *)s.p;
     size_t i = 0, out = 0;
     while (i < s.len) {
-        size_t n = utf8_seq(p + i, s.len - i);
+        size_t n = vsr_utf8_seq(p + i, s.len - i);
         size_t w = n ? n : 3;
         if (out + w > max)
             return vsr_buf_append(b, "...", 3);

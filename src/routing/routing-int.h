@@ -119,12 +119,19 @@ void vsr__route_cancel(route_ctx_t *rc);
 uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud);
 
 /* ---- response_cache (rcache.c) ---- */
-/* The exact key of a chat request (parsed as j from body): "sha256:<hex>". */
-void vsr__rc_key(const vsr_json_t *j, const char *body, vsr_slice_t model, vsr_slice_t partition,
-                 vsr_slice_t scope, char out[VSR_CONFIG_HASH_LEN]);
+/* The exact key of a chat request (its body parsed as j; headers as they
+ * reach the session): "sha256:<hex>" of the model asked for, the partition,
+ * the scope, every body member but model/stream/stream_options/user (by
+ * name) and every non-neutral header field (by name).  context, when not
+ * NULL, gets the same hash with messages[last_user] (-1: none) left out:
+ * what a semantic hit must share with the request. */
+void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers,
+                 size_t n_headers, vsr_slice_t model, vsr_slice_t partition, vsr_slice_t scope,
+                 char out[VSR_CONFIG_HASH_LEN], char context[VSR_CONFIG_HASH_LEN]);
 /* An answer's stored form ("<ms>\n" + chat.completion) appended to out:
  * VSR_OK, or VSR_ERR_INVALID when it is not one to keep (not a completion,
- * a cut stream, tool calls). */
+ * a cut stream, tool calls, an error, data after [DONE], content_filter,
+ * bytes that are not UTF-8). */
 int vsr__rc_stored_form(const char *body, size_t len, int sse, uint64_t now_ms, vsr_buf_t *out);
 int vsr__rc_parse_stored(vsr_slice_t v, uint64_t *stored_ms, vsr_slice_t *json);
 int vsr__rc_replay_sse(vsr_slice_t json, int include_usage, vsr_buf_t *out);

@@ -272,10 +272,11 @@ typedef void (*vsr_runtime_done_fn)(void *done_ud, int status, const vsr_runtime
 typedef struct {
     vsr_slice_t key;           /* the exact key */
     const float *embedding;    /* VSR_CACHE_DIM floats of unit length, or NULL */
-    vsr_slice_t scope;         /* "" = global, else the user's */
-    vsr_slice_t partition;     /* the model and the revision keys */
+    vsr_slice_t scope;         /* "" = global, else the user's ("u:...") or the API key's ("k:...") */
+    vsr_slice_t partition;     /* the decision, the model, the revision keys and the semantic context */
     double threshold;          /* semantic lookup */
     int exact;                 /* lookup: the exact key first */
+    int revalidate;            /* lookup for x-vsr-cache-control no-cache (counted as op="revalidate", never a hit) */
     uint64_t ttl_ms;           /* store */
     int responses;             /* 1: the Responses API's store (global.services.response_api), not the cache */
 } vsr_cache_query_t;
@@ -339,6 +340,8 @@ typedef struct {
 typedef struct {
     const vsr_listener_conf_t *listener; /* allow-list, identity trust */
     int identity_trusted;                /* the adapter judged the peer trusted for identity headers */
+    vsr_slice_t api_key;                 /* the key the listener checked (borrowed; empty: none), for the
+                                          * response cache's api_key scope */
     /* The adapter is Envoy's ext_proc: Envoy calls the backend, so the
      * request effect also carries what vsr's upstream layer would add in
      * standalone mode — the provider's credentials and extra_headers (of

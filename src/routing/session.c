@@ -87,8 +87,9 @@ struct vsr_session_s {
     int rc_calling, rc_answered;    /* a port answered before its call returned */
     const vsr_effect_t *(*rc_then)(vsr_session_t *s); /* what the phase goes on with once it has */
     void *rc_handle;
-    char rc_key[VSR_CONFIG_HASH_LEN];
-    vsr_cache_query_t rc_q;
+    char rc_key[VSR_CONFIG_HASH_LEN], rc_ctx[VSR_CONFIG_HASH_LEN];
+    vsr_cache_query_t rc_q, rc_rq;  /* the query; a no-cache request's revalidation (exact, no embedding) */
+    int rc_revalidate;              /* x-vsr-cache-control no-cache: look up, never answer from it */
     float *rc_vec;                  /* the request's embedding (pool), once it has one */
     uint64_t rc_max_age_ms;         /* x-vsr-cache-control max-age: an older entry is a miss */
     int rc_status;                  /* the lookup's answer */
@@ -1513,8 +1514,10 @@ static uint64_t wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* x-vsr-cache-control (request_controls.enabled): no-cache (no lookup),
- * no-store, bypass (neither), max-age=S (an older entry is a miss), ttl=S. */
+/* x-vsr-cache-control (request_controls.enabled): no-cache (the model
+ * answers; a fresh entry under the key is kept unless request_controls.
+ * allow_replace), no-store, bypass (neither lookup nor store), max-age=S (an
+ * older entry is a miss), ttl=S (at most the configured TTL). */
 static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
 {
     const vsr_header_t *h = find_header(s->headers, s->n_headers, "x-vsr-cache-control");
@@ -1532,7 +1535,7 @@ static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
             n = n * 10 + (uint64_t)(val.p[i] - '0');
         }
         if (vsr_slice_case_eq_cstr(name, "no-cache"))
-            s->rc_lookup = 0;
+            s->rc_revalidate = 1;
         else if (vsr_slice_case_eq_cstr(name, "no-store"))
             s->rc_store = 0;
         else if (vsr_slice_case_eq_cstr(name, "bypass"))
@@ -1540,7 +1543,7 @@ static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
         else if (vsr_slice_case_eq_cstr(name, "max-age") && num)
             s->rc_max_age_ms = n ? n * 1000 : 1;
         else if (vsr_slice_case_eq_cstr(name, "ttl") && num && n > 0)
-            *ttl_ms = VSR_MIN(n, (uint64_t)365 * 86400) * 1000;
+            *ttl_ms = VSR_MIN(n * 1000, *ttl_ms); /* shorter than the operator's, never longer */
     }
 }
 
@@ -1590,8 +1593,13 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     uint64_t ttl_ms = (rc->has_ttl_seconds ? rc->ttl_seconds : cfg->rc_store.ttl_seconds) * 1000;
     if (rc->request_controls)
         rc_controls(s, &ttl_ms);
+    if (s->rc_revalidate && !s->rc_store)
+        s->rc_lookup = 0; /* nothing to protect */
     vsr_slice_t scope = VSR_SLICE_NULL;
-    if (rc->scope_user) {
+    int scope_kind = rc->has_scope ? rc->scope
+                     : s->opts.listener && s->opts.listener->api_keys.n ? VSR_RC_SCOPE_API_KEY
+                                                                         : VSR_RC_SCOPE_GLOBAL;
+    if (scope_kind == VSR_RC_SCOPE_USER) {
         vsr_signal_input_t in = {0};
         identity(s, &in);
         if (!in.identity_present) /* nobody to keep it for: neither read nor write */
@@ -1599,6 +1607,12 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
         char h[VSR_CONFIG_HASH_LEN];
         vsr_config_hash(in.user_id.p, in.user_id.len, h);
         scope = pool_printf(&s->pool, "u:%.23s", h + 7); /* 92 bits of the user id's hash */
+    } else if (scope_kind == VSR_RC_SCOPE_API_KEY) {
+        if (s->opts.api_key.len == 0) /* no key presented: nobody to keep it for */
+            return NULL;
+        char h[VSR_CONFIG_HASH_LEN];
+        vsr_config_hash(s->opts.api_key.p, s->opts.api_key.len, h);
+        scope = pool_printf(&s->pool, "k:%.23s", h + 7); /* 92 bits of the key's hash */
     }
     if (!s->rc_lookup && !s->rc_store)
         return NULL;
@@ -1607,7 +1621,11 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
                     s->d_model ? s->d_model->name : "", rc->cache_epoch ? rc->cache_epoch : "",
                     rc->model_revision ? rc->model_revision : "", rc->prompt_revision ? rc->prompt_revision : "",
                     rc->policy_revision ? rc->policy_revision : "");
-    vsr__rc_key(&s->json, s->body, s->name, partition, scope, s->rc_key);
+    vsr__rc_key(&s->json, s->chat.last_user, s->headers, s->n_headers, s->name, partition, scope, s->rc_key,
+                s->rc_ctx);
+    /* a semantic hit shares everything with the request but its last user
+     * message: the system prompt, the earlier turns, the sampling fields */
+    partition = pool_printf(&s->pool, "%.*s|c=%.23s", (int)partition.len, partition.p, s->rc_ctx + 7);
     s->rc_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->rc_key),
                                   .scope = scope,
                                   .partition = partition,
@@ -1644,7 +1662,13 @@ static const vsr_effect_t *rc_lookup_step(vsr_session_t *s)
     if (!s->rc_lookup)
         return dispatch(s);
     port_wait_begin(s, 2, rc_after_lookup);
-    return port_wait_end(s, s->opts.ports->cache_lookup(s->opts.ports_ud, &s->rc_q, store_done, s));
+    s->rc_rq = s->rc_q;
+    if (s->rc_revalidate) { /* is there an entry under this very key? */
+        s->rc_rq.exact = 1;
+        s->rc_rq.embedding = NULL;
+        s->rc_rq.revalidate = 1;
+    }
+    return port_wait_end(s, s->opts.ports->cache_lookup(s->opts.ports_ud, &s->rc_rq, store_done, s));
 }
 
 /* A hit answers from the store; anything else goes on to the model. */
@@ -1652,6 +1676,12 @@ static const vsr_effect_t *rc_after_lookup(vsr_session_t *s)
 {
     uint64_t stored;
     vsr_slice_t json;
+    if (s->rc_revalidate) {
+        /* no-cache: the model answers; its answer replaces a fresh entry only where the operator allows */
+        if (s->rc_status == VSR_OK && !s->rc_conf->allow_replace)
+            s->rc_store = 0;
+        return dispatch(s);
+    }
     if (s->rc_status != VSR_OK || vsr__rc_parse_stored(s->rc_value, &stored, &json) != VSR_OK ||
         (s->rc_max_age_ms && wall_ms() > stored + s->rc_max_age_ms))
         return dispatch(s);

@@ -3,6 +3,7 @@ from the in-memory store and from a real redis-server (started here on a
 free loopback port), streamed hits replayed as SSE, only complete answers
 stored, TTL, scope, request controls, and Redis down (the request still
 succeeds; the failure is counted)."""
+import base64
 import json
 import subprocess
 import time
@@ -34,14 +35,16 @@ routing:
 """
 
 
-def start(vsr, fakellm, mode="exact", store="", extra="", runtime=False):
+def start(vsr, fakellm, mode="exact", store="", extra="", runtime=False, listener_extra="", ttl=60, controls=""):
     be = fakellm("a")
     port = free_port()
     glob = "  stores:\n    response_cache:\n" + (store or "      backend_type: memory\n")
     if runtime:
         glob += f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      timeout: 30s\n"
-    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
-    cfg = cfg.replace("\nglobal:", routing(mode, extra) + "global:", 1) + glob
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
+    r = routing(mode, extra).replace("ttl_seconds: 60", f"ttl_seconds: {ttl}")
+    r = r.replace("request_controls: {enabled: true}", "request_controls: {enabled: true%s}" % controls)
+    cfg = cfg.replace("\nglobal:", r + "global:", 1) + glob
     v = vsr(cfg, port=port)
     v.be = be
     return v
@@ -270,3 +273,206 @@ def test_access_log_names_the_cache_and_protocols(vsr, fakellm):
     assert got["rc-1"]["cache"] == "miss" and got["rc-2"]["cache"] == "hit" and got["rc-3"]["cache"] is None
     assert got["rc-1"]["client_protocol"] is None
     assert (got["rc-4"]["client_protocol"], got["rc-4"]["upstream_protocol"]) == ("anthropic", "openai")
+
+
+# ---- only what the first client saw, and only good answers ----
+
+def chunk(text=None, finish=None):
+    delta = {"content": text} if text is not None else {}
+    return "data: " + json.dumps({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1,
+                                  "model": "m1", "choices": [{"index": 0, "delta": delta,
+                                                              "finish_reason": finish}]}) + "\n\n"
+
+
+def crafted(body, ctype="text/event-stream"):
+    """fakellm answers these bytes (base64 in a header field: they may hold newlines)."""
+    raw = body if isinstance(body, bytes) else body.encode()
+    return {"x-fakellm-body-base64": base64.b64encode(raw).decode(), "x-fakellm-content-type": ctype}
+
+
+@pytest.mark.parametrize("stream", [
+    chunk("BEFORE") + chunk(finish="stop") + "data: [DONE]\n\n" + chunk(" AFTERDONE") + chunk(finish="stop"),
+    chunk("BEFORE") + 'event: error\ndata: {"error":{"message":"overloaded"}}\n\n' + chunk(finish="stop")
+    + "data: [DONE]\n\n",
+    chunk("BEFORE") + 'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n' + chunk(finish="stop")
+    + "data: [DONE]\n\n",
+    chunk("BEFO") + chunk(finish="content_filter") + "data: [DONE]\n\n",
+], ids=["data-after-done", "error-event", "error-object", "content-filter"])
+def test_streams_not_kept(vsr, fakellm, stream):
+    v = start(vsr, fakellm)
+    q = "cacheme: a stream"
+    r1 = ask(v, q, stream=True, headers=crafted(stream))
+    assert r1.status_code == 200 and r1.headers["x-vsr-cache-hit"] == "false"
+    r2 = ask(v, q, stream=True, headers=crafted(stream))
+    assert r2.headers["x-vsr-cache-hit"] == "false", "a stream that was not a good answer was kept"
+    assert "AFTERDONE" not in r2.text.split("[DONE]")[0]
+    assert upstream_calls(v) == 2
+
+
+def completion(text, finish="stop"):
+    return json.dumps({"id": "chatcmpl-y", "object": "chat.completion", "created": 1, "model": "m1",
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": finish}]})
+
+
+def test_filtered_and_invalid_utf8_answers_not_kept(vsr, fakellm):
+    v = start(vsr, fakellm)
+    filtered = crafted(completion("partial", "content_filter"), "application/json")
+    assert ask(v, "cacheme: filtered", headers=filtered).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: filtered", headers=filtered).headers["x-vsr-cache-hit"] == "false"
+    bad = completion("caf\u00e9 BAD").encode().replace("BAD".encode(), b"\xff\xfe")
+    h = crafted(bad, "application/json")
+    assert ask(v, "cacheme: bad bytes", headers=h).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: bad bytes", headers=h).headers["x-vsr-cache-hit"] == "false"
+    ev = chunk("ok ") + chunk("BAD") + chunk(finish="stop") + "data: [DONE]\n\n"
+    hs = crafted(ev.encode().replace(b"BAD", b"\xc3\x28"))
+    assert ask(v, "cacheme: bad stream", stream=True, headers=hs).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, "cacheme: bad stream", stream=True, headers=hs).headers["x-vsr-cache-hit"] == "false"
+    assert upstream_calls(v) == 6
+    # a good crafted answer is kept: the checks above are not refusing everything
+    good = crafted(completion("fine"), "application/json")
+    ask(v, "cacheme: good", headers=good)
+    assert ask(v, "cacheme: good", headers=good).headers["x-vsr-cache-hit"] == "true"
+
+
+def test_translated_answers_replace_invalid_utf8(vsr, fakellm):
+    """A backend's bytes that are not UTF-8 never reach a client inside JSON
+    vsr wrote: a Messages client gets U+FFFD in their place, whole or streamed."""
+    v = start(vsr, fakellm)
+    body = {"model": "auto", "max_tokens": 16, "messages": [{"role": "user", "content": "not cached"}]}
+    bad = completion("caf BAD").encode().replace(b"BAD", b"\xff\xfe")
+    ev = (chunk("ok BAD") + chunk(finish="stop") + "data: [DONE]\n\n").encode().replace(b"BAD", b"\xc3\x28")
+    with v.client() as c:
+        r = c.post("/v1/messages", json=body, headers=crafted(bad, "application/json"))
+        s = c.post("/v1/messages", json={**body, "stream": True}, headers=crafted(ev))
+    assert r.status_code == 200
+    assert r.content.decode("utf-8")  # strict: raises on a stray byte
+    assert r.json()["content"][0]["text"] == "caf \ufffd\ufffd"
+    assert s.status_code == 200
+    text = "".join(json.loads(e)["delta"].get("text", "") for e in sse_events(s.content.decode("utf-8"))
+                   if json.loads(e)["type"] == "content_block_delta")
+    assert text == "ok \ufffd("
+
+
+# ---- the key is the whole request; clients cannot pin answers ----
+
+def content(r):
+    return r.json()["choices"][0]["message"]["content"]
+
+
+def test_every_answer_changing_field_is_in_the_key(vsr, fakellm):
+    """A body member or a header field the key does not know still changes
+    what a backend answers: each one is part of the key, so a request that
+    carries it cannot plant its answer for requests without it."""
+    v = start(vsr, fakellm)
+    q = "cacheme: pick a colour"
+    poisons = [
+        ({"guided_choice": ["red"], "fakellm": {"text": "POISON-1"}}, {}),
+        ({"chat_template": "{{ 'POISON' }}", "fakellm": {"text": "POISON-2"}}, {}),
+        ({"structured_outputs": {"choice": ["x"]}, "fakellm": {"text": "POISON-3"}}, {}),
+        ({}, {"x-fakellm-text": "POISON-4"}),   # a header the backend acts on
+    ]
+    for extra, headers in poisons:
+        r = ask(v, q, headers=headers, **extra)
+        assert r.headers["x-vsr-cache-hit"] == "false" and content(r).startswith("POISON")
+    clean = ask(v, q)
+    assert clean.headers["x-vsr-cache-hit"] == "false", "a poisoned entry was served"
+    assert "POISON" not in content(clean)
+    assert upstream_calls(v) == 5
+    # what does not change the answer does not split the cache: member order,
+    # stream options, the request id, the client's user agent and SDK fields
+    body = {"messages": [{"role": "user", "content": q}], "model": "auto", "user": "u1"}
+    with v.client() as c:
+        r = c.post("/v1/chat/completions", json=body, headers={"x-request-id": "other", "user-agent": "sdk/2",
+                                                                "x-stainless-retry-count": "1"})
+    assert r.headers["x-vsr-cache-hit"] == "true" and content(r) == content(clean)
+    # a value's own spelling is kept: the same member with another value is another entry
+    assert ask(v, q, seed=1).headers["x-vsr-cache-hit"] == "false"
+
+
+def test_client_ttl_is_capped_by_the_configured_ttl(vsr, fakellm):
+    v = start(vsr, fakellm, ttl=1)
+    q = "cacheme: pin me"
+    ask(v, q, headers={"x-vsr-cache-control": "ttl=31536000"})
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "true"
+    time.sleep(1.3)
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "false", "a client's ttl outlived the operator's"
+
+
+def test_no_cache_revalidates_but_never_replaces_a_fresh_entry(vsr, fakellm):
+    v = start(vsr, fakellm)
+    q = "cacheme: keep the first answer"
+    first = ask(v, q)
+    assert first.headers["x-vsr-cache-hit"] == "false"
+    # no-cache goes to the model (each fakellm answer has a new id) ...
+    again = ask(v, q, headers={"x-vsr-cache-control": "no-cache, ttl=31536000"})
+    assert again.headers["x-vsr-cache-hit"] == "false" and again.json()["id"] != first.json()["id"]
+    assert upstream_calls(v) == 2
+    # ... and the entry everyone else gets is still the first one
+    hit = ask(v, q)
+    assert hit.headers["x-vsr-cache-hit"] == "true" and hit.json()["id"] == first.json()["id"]
+    # the look no-cache took is not counted as a hit
+    assert cache_metric(v, "revalidate", "hit") == 1 and cache_metric(v, "lookup", "hit") == 1
+    # with no entry, a no-cache answer is stored as any other
+    q2 = "cacheme: nothing stored yet"
+    made = ask(v, q2, headers={"x-vsr-cache-control": "no-cache"})
+    assert ask(v, q2).json()["id"] == made.json()["id"]
+
+
+def test_no_cache_replaces_where_the_operator_allows_it(vsr, fakellm):
+    v = start(vsr, fakellm, controls=", allow_replace: true")
+    q = "cacheme: refresh"
+    first = ask(v, q)
+    fresh = ask(v, q, headers={"x-vsr-cache-control": "no-cache"})
+    hit = ask(v, q)
+    assert hit.headers["x-vsr-cache-hit"] == "true"
+    assert hit.json()["id"] == fresh.json()["id"] != first.json()["id"]
+
+
+# ---- scope ----
+
+def test_default_scope_is_per_api_key(vsr, fakellm):
+    v = start(vsr, fakellm, listener_extra="    api_keys: [key-one, key-two]")
+    q = "cacheme: per key"
+    k1 = {"authorization": "Bearer key-one"}
+    k2 = {"authorization": "Bearer key-two"}
+    r1 = ask(v, q, headers=k1, fakellm={"text": "answer for key one"})
+    assert r1.headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, q, headers=k1, fakellm={"text": "answer for key one"}).headers["x-vsr-cache-hit"] == "true"
+    r2 = ask(v, q, headers=k2, fakellm={"text": "answer for key one"})
+    assert r2.headers["x-vsr-cache-hit"] == "false", "another key's answer was served"
+    # the same key sent in another field is the same scope
+    assert ask(v, q, headers={"api-key": "key-two"},
+               fakellm={"text": "answer for key one"}).headers["x-vsr-cache-hit"] == "true"
+    assert upstream_calls(v) == 2
+
+
+def test_scope_global_is_shared_across_keys(vsr, fakellm):
+    v = start(vsr, fakellm, extra="            scope: global\n", listener_extra="    api_keys: [key-one, key-two]")
+    q = "cacheme: shared on purpose"
+    assert ask(v, q, headers={"authorization": "Bearer key-one"}).headers["x-vsr-cache-hit"] == "false"
+    assert ask(v, q, headers={"authorization": "Bearer key-two"}).headers["x-vsr-cache-hit"] == "true"
+
+
+def test_scope_api_key_without_keys_caches_nothing(vsr, fakellm):
+    v = start(vsr, fakellm, extra="            scope: api_key\n")
+    assert "x-vsr-cache-hit" not in ask(v, "cacheme: nobody").headers
+
+
+def test_semantic_key_covers_the_conversation(vsr, fakellm):
+    """Two conversations that end in the same question are two entries: the
+    system prompt and the earlier turns are part of what a hit must share."""
+    require([USE_MODEL], what="embedding model")
+    v = start(vsr, fakellm, mode="semantic", runtime=True, extra="            semantic: {similarity_threshold: 0.8}\n")
+
+    def conv(system, text):
+        body = {"model": "auto", "messages": [{"role": "system", "content": system},
+                                              {"role": "user", "content": "cacheme: what is the code?"}],
+                "fakellm": {"text": text}}
+        with v.client() as c:
+            return c.post("/v1/chat/completions", json=body)
+    a = conv("The code is SECRET-ALPHA.", "It is SECRET-ALPHA.")
+    assert a.headers["x-vsr-cache-hit"] == "false"
+    b = conv("You know no codes.", "It is SECRET-ALPHA.")
+    assert b.headers["x-vsr-cache-hit"] == "false", "another conversation's answer was served"
+    assert conv("The code is SECRET-ALPHA.", "It is SECRET-ALPHA.").headers["x-vsr-cache-hit"] == "true"

@@ -167,6 +167,37 @@ static void test_json_string_escape(void **state)
     vsr_buf_free(&b);
 }
 
+/* UTF-8: what is valid passes whole; every stray byte becomes U+FFFD, in the
+ * JSON string writer too (JSON text is UTF-8). */
+static void test_utf8(void **state)
+{
+    (void)state;
+    static const char *const valid[] = {"", "plain ascii text, longer than eight", "caf\xc3\xa9",
+                                        "\xe6\x97\xa5\xe6\x9c\xac", "12345678\xf0\x9f\x98\x80", "\xef\xbf\xbd",
+                                        "0123456789012345678901234567890123456789"
+                                        "\xe6\x97\xa5\xc3\xa9\xf0\x9f\x98\x80\xe0\xa0\x80\xed\x9f\xbf\xf4\x8f\xbf\xbf"
+                                        "0123456789012345678901234567890123456789"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(valid); i++)
+        assert_true(vsr_utf8_valid(vsr_slice_cstr(valid[i])));
+    static const char *const invalid[] = {"\xff", "abc\xc3", "\xc0\x80", "\xed\xa0\x80", "\xf5\x80\x80\x80",
+                                          "12345678\xe6\x97", "\xc3(", "\x80", "\xe6\x97\xa5\xe0\x80\x80",
+                                          "\xe6\x97\xa5\xed\xa0\x80",
+                                          "0123456789012345678901234567890123456789\xe6\x97\xa5\xff",
+                                          "\xf0\x9f\x98\x80\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(invalid); i++)
+        assert_false(vsr_utf8_valid(vsr_slice_cstr(invalid[i])));
+    char out[64];
+    size_t n = vsr_utf8_repair("a\xff\xc3\xa9\xc3(", 6, out);
+    assert_int_equal(n, 10);
+    assert_memory_equal(out, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd(", 10);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_json_string(&b, vsr_slice("\"\xfe\xc3\xa9\n", 5));
+    assert_string_equal(b.data, "\"\\\"\xef\xbf\xbd\xc3\xa9\\n\"");
+    assert_int_equal(vsr_json_string_size(vsr_slice("\"\xfe\xc3\xa9\n", 5)), b.len);
+    vsr_buf_free(&b);
+}
+
 /* RFC 8259's escapes, one byte at a time: the reference for the writer */
 static size_t ref_escape(const unsigned char *p, size_t n, char *out)
 {
@@ -180,6 +211,8 @@ static size_t ref_escape(const unsigned char *p, size_t n, char *out)
             o += (size_t)sprintf(out + o, "%s", short_esc);
         else if (c < 0x20)
             o += (size_t)sprintf(out + o, "\\u%04x", c);
+        else if (c >= 0x80) /* alone in these texts: never a whole UTF-8 sequence */
+            o += (size_t)sprintf(out + o, "\xEF\xBF\xBD");
         else
             out[o++] = (char)c;
     }
@@ -465,7 +498,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices),   cmocka_unit_test(test_buf_cap), cmocka_unit_test(test_json_string_escape),
-        cmocka_unit_test(test_json_string_every_byte),
+        cmocka_unit_test(test_json_string_every_byte), cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_pool), cmocka_unit_test(test_pool_chunk_cache),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
         cmocka_unit_test(test_uuid_unpredictable), cmocka_unit_test(test_random_after_fork),
         cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4), cmocka_unit_test(test_find),

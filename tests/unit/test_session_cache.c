@@ -3,7 +3,8 @@
  * threshold), a hit answered at once or later, a miss going on to the model,
  * the answer stored only when it ended whole, and a client that leaves while
  * the lookup or the embedding is pending (the wait is cancelled, resume
- * never comes). */
+ * never comes); the exact key over the whole request, and a client's TTL
+ * under the configured one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "routing/routing.h"
+#include "routing/routing-int.h"
 
 static const char *DOC_FMT =
     "version: v0.3\n"
@@ -399,6 +400,73 @@ static void test_stored_response_owner(void **state)
     assert_int_equal(deletes, 1);
 }
 
+/* The key of a body (and header fields); ctx gets the semantic context. */
+static void key_of(const char *body, int last_user, const vsr_header_t *h, size_t nh, char key[VSR_CONFIG_HASH_LEN],
+                   char ctx[VSR_CONFIG_HASH_LEN])
+{
+    vsr_json_t j;
+    assert_int_equal(vsr_json_parse(&j, body, strlen(body), NULL), VSR_OK);
+    vsr__rc_key(&j, last_user, h, nh, VSR_SLICE_LIT("auto"), VSR_SLICE_LIT("d=d"), VSR_SLICE_NULL, key, ctx);
+    vsr_json_free(&j);
+}
+
+static void test_key_is_the_whole_request(void **state)
+{
+    (void)state;
+    char k0[VSR_CONFIG_HASH_LEN], c0[VSR_CONFIG_HASH_LEN], k[VSR_CONFIG_HASH_LEN], c[VSR_CONFIG_HASH_LEN];
+    const char *base = "{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+                       "{\"role\":\"user\",\"content\":\"Q\"}],\"temperature\":0}";
+    key_of(base, 1, NULL, 0, k0, c0);
+    /* the same request: members in another order, stream, user, neutral header fields */
+    key_of("{\"temperature\":0,\"stream\":true,\"user\":\"u\",\"messages\":[{\"role\":\"system\",\"content\":"
+           "\"S\"},{\"role\":\"user\",\"content\":\"Q\"}],\"model\":\"auto\",\"stream_options\":{}}",
+           1, NULL, 0, k, c);
+    assert_string_equal(k, k0);
+    vsr_header_t neutral[] = {{VSR_SLICE_LIT("X-Request-Id"), VSR_SLICE_LIT("r1")},
+                              {VSR_SLICE_LIT("user-agent"), VSR_SLICE_LIT("sdk")},
+                              {VSR_SLICE_LIT("x-stainless-retry-count"), VSR_SLICE_LIT("2")},
+                              {VSR_SLICE_LIT("authorization"), VSR_SLICE_LIT("Bearer k")}};
+    key_of(base, 1, neutral, VSR_ARRAY_LEN(neutral), k, c);
+    assert_string_equal(k, k0);
+    /* a member nobody listed, or a header field a backend may act on: another key */
+    key_of("{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+           "{\"role\":\"user\",\"content\":\"Q\"}],\"temperature\":0,\"guided_choice\":[\"a\"]}",
+           1, NULL, 0, k, c);
+    assert_string_not_equal(k, k0);
+    assert_string_not_equal(c, c0);
+    vsr_header_t opt = {VSR_SLICE_LIT("X-Backend-Option"), VSR_SLICE_LIT("v")};
+    char k1[VSR_CONFIG_HASH_LEN];
+    key_of(base, 1, &opt, 1, k1, c);
+    assert_string_not_equal(k1, k0);
+    vsr_header_t opt2 = {VSR_SLICE_LIT("x-backend-option"), VSR_SLICE_LIT(" v ")}; /* names in any case */
+    key_of(base, 1, &opt2, 1, k, c);
+    assert_string_equal(k, k1);
+    /* the context leaves the last user message out, and only it */
+    key_of("{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+           "{\"role\":\"user\",\"content\":\"Q2\"}],\"temperature\":0}", 1, NULL, 0, k, c);
+    assert_string_not_equal(k, k0);
+    assert_string_equal(c, c0);
+    key_of("{\"model\":\"auto\",\"messages\":[{\"role\":\"system\",\"content\":\"T\"},"
+           "{\"role\":\"user\",\"content\":\"Q\"}],\"temperature\":0}", 1, NULL, 0, k, c);
+    assert_string_not_equal(c, c0);
+}
+
+static void test_client_ttl_capped(void **state)
+{
+    (void)state;
+    doc_t d;
+    doc_init(&d, "exact");
+    fake_t f = {0};
+    const vsr_effect_t *e;
+    vsr_header_t h = {VSR_SLICE_LIT("x-vsr-cache-control"), VSR_SLICE_LIT("ttl=31536000")};
+    vsr_session_t *s = open_req(&d, &f, &h, 1, &e);
+    answer(s, 200, ANSWER, VSR_BODY_END);
+    assert_int_equal(f.stores, 1);
+    assert_int_equal(f.ttl, 7000); /* ttl_seconds: 7 */
+    vsr_session_finish(s);
+    doc_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +475,8 @@ int main(void)
         cmocka_unit_test(test_semantic_waits_then_hits),
         cmocka_unit_test(test_client_leaves_while_waiting),
         cmocka_unit_test(test_stored_response_owner),
+        cmocka_unit_test(test_key_is_the_whole_request),
+        cmocka_unit_test(test_client_ttl_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

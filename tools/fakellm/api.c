@@ -62,6 +62,8 @@ typedef struct {
     int64_t top_logprobs; /* its "top_logprobs", 0..20 */
     char *owned[16]; /* serialised JSON values from the body's "fakellm" object */
     int nowned;
+    char ctype[129];  /* content-type of a `body` answer; "" = application/json */
+    char *decoded;    /* body-base64's bytes (owned) */
 } knobs_t;
 
 typedef struct {
@@ -373,6 +375,40 @@ static int key_is(const char *k, size_t n, const char *lit)
 }
 
 /* Apply one knob; on error writes a message into err and returns -1. */
+/* RFC 4648 base64 with padding into out (room for len / 4 * 3 bytes); 0 or -1. */
+static int base64_decode(const char *in, size_t len, unsigned char *out, size_t *n)
+{
+    *n = 0;
+    if (len % 4)
+        return -1;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int j = 0; j < 4; j++) {
+            char c = in[i + j];
+            int d = c >= 'A' && c <= 'Z'   ? c - 'A'
+                    : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                    : c >= '0' && c <= '9' ? c - '0' + 52
+                    : c == '+'             ? 62
+                    : c == '/'             ? 63
+                                           : -1;
+            if (c == '=' && i + 4 == len && j >= 2) {
+                pad++;
+                d = 0;
+            } else if (d < 0 || pad) {
+                return -1;
+            }
+            v = v << 6 | (uint32_t)d;
+        }
+        out[(*n)++] = (unsigned char)(v >> 16);
+        if (pad < 2)
+            out[(*n)++] = (unsigned char)(v >> 8);
+        if (pad < 1)
+            out[(*n)++] = (unsigned char)v;
+    }
+    return 0;
+}
+
 static int apply_knob(knobs_t *k, const char *key, size_t klen, const char *v, size_t vlen,
                       fl_buf_t *err)
 {
@@ -464,6 +500,29 @@ static int apply_knob(knobs_t *k, const char *key, size_t klen, const char *v, s
         k->body = v;
         k->body_len = vlen;
         k->has_body = 1;
+    } else if (key_is(key, klen, "body-base64")) {
+        free(k->decoded);
+        k->decoded = malloc(vlen / 4 * 3 + 3);
+        if (!k->decoded)
+            abort();
+        size_t n = 0;
+        if (base64_decode(v, vlen, (unsigned char *)k->decoded, &n) < 0) {
+            what = "base64 (RFC 4648, with padding)";
+        } else {
+            k->body = k->decoded;
+            k->body_len = n;
+            k->has_body = 1;
+        }
+    } else if (key_is(key, klen, "content-type")) {
+        if (vlen == 0 || vlen >= sizeof k->ctype)
+            what = "1..128 bytes";
+        for (size_t i = 0; i < vlen && !what; i++)
+            if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f)
+                what = "printable ASCII";
+        if (!what) {
+            memcpy(k->ctype, v, vlen);
+            k->ctype[vlen] = '\0';
+        }
     } else if (key_is(key, klen, "stall-after")) {
         if (val_is(v, vlen, "none"))
             k->stall_after = -1;
@@ -603,6 +662,8 @@ static void knobs_drop_faults(knobs_t *k)
 
 static void knobs_free(knobs_t *k)
 {
+    free(k->decoded);
+    k->decoded = NULL;
     for (int i = 0; i < k->nowned; i++)
         free(k->owned[i]);
 }
@@ -704,7 +765,8 @@ static void send_json(const req_ctx_t *x, int status, const fl_buf_t *body, cons
     fl_conn_t *c = x->c;
     fl_buf_t *p = &c->pending;
     p->len = 0;
-    fl_put_head(p, status, "application/json", (int64_t)body->len, k ? k->retry_after : NULL,
+    fl_put_head(p, status, k && k->has_body && k->ctype[0] ? k->ctype : "application/json", (int64_t)body->len,
+                k ? k->retry_after : NULL,
                 k ? k->retry_after_len : 0, c->keep_alive, c->req.minor);
     if (reset == RESET_AFTER_HEADERS) {
         fl_conn_queue(c, ACT_SEND_THEN_RST, delay_ms);
