@@ -653,9 +653,9 @@ static int ingress(cx_t *c)
         return BAD(c, "model field is required"); /* the reference router's words */
     if (!is(c, model, VSR_JSON_STRING))
         return BAD(c, "model: Input should be a valid string");
-    if (max_tokens == 0)
+    if (max_tokens == 0 && !c->lim.count_tokens)
         return BAD(c, "max_tokens: Field required");
-    int64_t mt = int_of(c, max_tokens);
+    int64_t mt = max_tokens ? int_of(c, max_tokens) : 1;
     if (mt < 0)
         return BAD(c, "max_tokens: Input should be a valid integer");
     if (mt < 1)
@@ -734,8 +734,11 @@ static int ingress(cx_t *c)
             return BAD(c, "messages.%u.content: Input should be a valid string or list", i);
         }
     }
-    PUT(w, "],\"max_tokens\":");
-    raw(c, max_tokens);
+    PUT(w, "]");
+    if (max_tokens) {
+        PUT(w, ",\"max_tokens\":");
+        raw(c, max_tokens);
+    }
     if (number_field(c, "temperature", "temperature") != VSR_OK || number_field(c, "top_p", "top_p") != VSR_OK ||
         number_field(c, "top_k", "top_k") != VSR_OK)
         return VSR_ERR_INVALID;

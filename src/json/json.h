@@ -251,6 +251,7 @@ typedef struct {
     uint32_t max_items;          /* 0 → VSR_ANTHROPIC_MAX_ITEMS */
     size_t max_event;            /* streams: 0 → VSR_ANTHROPIC_MAX_EVENT */
     uint32_t default_max_tokens; /* egress: 0 → VSR_ANTHROPIC_DEFAULT_MAX_TOKENS */
+    int count_tokens;            /* ingress: a count_tokens body (max_tokens neither required nor copied) */
 } vsr_anthropic_limits_t;
 
 typedef struct {

@@ -12,7 +12,7 @@
 /* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
  * `model` field alone, like a passthrough */
 typedef enum {
-    EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES,
+    EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES, EP_COUNT_TOKENS,
     EP_RESP_GET, EP_RESP_ITEMS, EP_RESP_DELETE, /* the Responses API's stored objects */
 } endpoint_t;
 
@@ -68,6 +68,7 @@ struct vsr_session_s {
      * request (in_body), and a model of api_format anthropic gets the chat
      * request translated to Messages (up_body) */
     int anthropic_in;
+    int count_tokens;         /* POST /v1/messages/count_tokens: forwarded to a Messages backend, or estimated */
     int include_usage;        /* the chat request asked for a usage chunk (stream_options.include_usage) */
     vsr_buf_t in_body, up_body, scratch;
     const char *aim_error;    /* why the last aim() could not translate the request */
@@ -342,7 +343,7 @@ static void replay_immediate(vsr_session_t *s, hlist_t *h, int status, vsr_slice
 static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t content_type, vsr_slice_t body,
                                      vsr_response_path_t path, const vsr_header_t *extra, size_t n_extra)
 {
-    if (s->anthropic_in)
+    if (s->anthropic_in && !(s->count_tokens && status < 400)) /* a count is no message */
         body = answer_for_messages(s, &status, &content_type, body);
     else if (s->responses_in)
         body = answer_for_responses(s, &status, &content_type, body);
@@ -637,6 +638,7 @@ static const struct {
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/responses", "POST", EP_RESPONSES},
     {"/v1/messages", "POST", EP_MESSAGES}, /* Anthropic's Messages API, served as chat */
+    {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
     {"/v1/models", "GET", EP_MODELS},
     /* JSON bodies with a `model`, as OpenAI and vLLM serve them */
     {"/v1/embeddings", "POST", EP_SURFACE},
@@ -705,7 +707,8 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
             continue;
         if (endpoints[i].ep == EP_RESPONSES && !s->e->cfg->response_api_enabled)
             break; /* the Responses API is served only when enabled */
-        s->anthropic_in = endpoints[i].ep == EP_MESSAGES; /* its errors too are Anthropic's */
+        s->anthropic_in = endpoints[i].ep == EP_MESSAGES || endpoints[i].ep == EP_COUNT_TOKENS; /* errors too */
+        s->count_tokens = endpoints[i].ep == EP_COUNT_TOKENS;
         s->responses_in = endpoints[i].ep == EP_RESPONSES;
         int is_head = vsr_slice_eq_cstr(method, "HEAD");
         if (!vsr_slice_eq_cstr(method, endpoints[i].method) && !(is_head && endpoints[i].ep == EP_MODELS)) {
@@ -714,11 +717,13 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
                 "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":null}}");
             return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
         }
-        s->ep = endpoints[i].ep == EP_MESSAGES ? EP_CHAT : endpoints[i].ep;
+        s->ep = endpoints[i].ep == EP_MESSAGES || endpoints[i].ep == EP_COUNT_TOKENS ? EP_CHAT : endpoints[i].ep;
         if (s->ep == EP_MODELS)
             return models_list(s);
         return &s->eff;
     }
+    /* an Anthropic client reads Anthropic's error shape on every /v1/messages path */
+    s->anthropic_in = vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/messages/"));
     return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
 }
 
@@ -792,6 +797,9 @@ static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf
 static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
+static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_t *recipe,
+                                        const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
+                                        const char *lora);
 static const vsr_effect_t *body_plugins(vsr_session_t *s);
 static const vsr_effect_t *tools_start(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
@@ -1060,7 +1068,8 @@ static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t 
     if (s->anthropic_in) {
         /* decoded once into a chat request; the rest of the phase reads that */
         vsr_anthropic_error_t aerr;
-        int rc = vsr_anthropic_request_to_chat(body ? body : "", len, NULL, &s->in_body, &aerr);
+        vsr_anthropic_limits_t lim = {.count_tokens = s->count_tokens};
+        int rc = vsr_anthropic_request_to_chat(body ? body : "", len, &lim, &s->in_body, &aerr);
         if (rc != VSR_OK)
             return error_reply(s, rc == VSR_ERR_TOO_BIG ? 413 : 400, "invalid_request_error", NULL,
                                vsr_slice_cstr(aerr.message));
@@ -1217,6 +1226,8 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         s->ev.passthrough = 1;
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
+    if (s->count_tokens)
+        return count_tokens(s, res.recipe, decision, model, lora);
     s->p_decision = decision;
     s->d_model = model;
     s->d_lora = lora;
@@ -1458,6 +1469,37 @@ static const vsr_effect_t *tools_start(vsr_session_t *s)
 }
 
 /* The routed request goes on: its graph, or its call. */
+/* POST /v1/messages/count_tokens, once the decision is made: the count of
+ * the routed model's Messages backend (the client's body, its model
+ * rewritten; no plugin runs, nothing is cached), or, for a model that does
+ * not speak Messages, vsr's own estimate (vsr_signals_token_estimate, the
+ * context signal's: a quarter of the text's bytes). */
+static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_t *recipe,
+                                        const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
+                                        const char *lora)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    s->decision = decision;
+    s->recipe = recipe;
+    s->ev.routing_us = vsr_now_us_exact() - s->t0;
+    if (model && anthropic_model(model) && model->n_backends) {
+        s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
+        if (aim(s, model, lora) != VSR_OK)
+            return untranslatable(s, model);
+        return &s->eff;
+    }
+    vsr_header_t extra[3];
+    size_t n_extra = 0;
+    extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-token-count"), VSR_SLICE_LIT("estimate")};
+    if (model)
+        extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-model"), vsr_slice_cstr(model->name)};
+    if (decision)
+        extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
+    return immediate(s, 200, VSR_SLICE_LIT("application/json"),
+                     pool_printf(&s->pool, "{\"input_tokens\":%llu}", (unsigned long long)s->ev.context_tokens),
+                     VSR_PATH_NONE, extra, n_extra);
+}
+
 static const vsr_effect_t *dispatch(vsr_session_t *s)
 {
     s->ev.routing_us = vsr_now_us_exact() - s->t0;
@@ -1911,6 +1953,25 @@ static void envoy_fields(vsr_session_t *s, hlist_t *set, const vsr_model_conf_t 
     }
 }
 
+/* The Messages client's own body, its `model` set to id, into up_body: what
+ * a Messages backend gets when no translation stands between them. */
+static int messages_own_body(vsr_session_t *s, vsr_slice_t id)
+{
+    vsr_json_t j;
+    vsr_buf_reset(&s->up_body);
+    int rc = vsr_json_parse(&j, s->rq_body.p ? s->rq_body.p : "", s->rq_body.len, NULL);
+    uint32_t mt = 0;
+    if (rc == VSR_OK && vsr_json_object_get(&j, 0, "model", &mt) == VSR_OK) {
+        vsr_buf_append(&s->up_body, j.src, j.toks[mt].start);
+        vsr_buf_append_json_string(&s->up_body, id);
+        rc = vsr_buf_append(&s->up_body, j.src + j.toks[mt].end, j.len - j.toks[mt].end);
+    } else if (rc == VSR_OK) {
+        rc = VSR_ERR_INVALID; /* decoded once already: it has a model */
+    }
+    vsr_json_free(&j);
+    return rc;
+}
+
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
  * plan.  Used for the first choice and for every fallback candidate.  With
@@ -1953,7 +2014,19 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->aim_error = "the Responses API is not served through api_format anthropic models yet";
         return VSR_ERR_INVALID;
     }
-    if (to_messages) {
+    if (s->count_tokens) {
+        /* the client's body as it came, to the same endpoint of a Messages backend */
+        if (!to_messages || messages_own_body(s, id) != VSR_OK) {
+            s->aim_error = "count_tokens is forwarded to api_format anthropic models only";
+            return VSR_ERR_INVALID;
+        }
+        s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
+        s->eff.body[0] = vsr_buf_slice(&s->up_body);
+        s->eff.n_body = 1;
+        s->eff.body_len = s->up_body.len;
+        s->eff.body_replaced = 1;
+        s->eff.path = VSR_SLICE_LIT("/v1/messages/count_tokens");
+    } else if (to_messages) {
         /* the chat request, as the plugins and the model rewrite left it, in Messages form */
         vsr_buf_reset(&s->scratch);
         if (s->eff.body_replaced)

@@ -223,6 +223,10 @@ def test_messages_x_api_key_is_the_client_key(vsr, fakellm):
     assert r.status_code == 401
     assert r.json() == {"type": "error", "error": {"type": "authentication_error",
                                                     "message": "Unauthorized: missing or invalid API key"}}
+    with v.client() as c:  # every /v1/messages path
+        r = c.post("/v1/messages/count_tokens", json=user("hi", model="general"), headers={"x-api-key": "wrong"})
+    assert r.status_code == 401 and r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "authentication_error"
     # the chat path takes it as well, and answers in OpenAI's shape
     r = v.post_chat({"model": "general", "messages": [{"role": "user", "content": "x"}]},
                     headers={"x-api-key": "sk-client-1"})
@@ -415,3 +419,70 @@ def test_translation_over_http2(both, tmp_path):
     f.write_text(json.dumps(chat))
     p = subprocess.run(["nghttp", "-d", str(f), both.url + "/v1/chat/completions"], capture_output=True, timeout=30)
     assert p.returncode == 0 and json.loads(p.stdout)["choices"][0]["message"]["content"] == "Hello from an"
+
+
+# ---- POST /v1/messages/count_tokens ----
+
+def count_body(text, **extra):
+    return {"model": "auto", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def test_count_tokens_forwarded_to_anthropic_backend(both):
+    """Routed like a message; a Messages backend counts the client's body, its model rewritten."""
+    body = count_body("Write a poem about rivers.", system=[{"type": "text", "text": "Sys.",
+                                                             "cache_control": {"type": "ephemeral"}}],
+                      thinking={"type": "enabled", "budget_tokens": 1024})
+    with both.client() as c:
+        r = c.post("/v1/messages/count_tokens", json=body, headers={"anthropic-version": "2023-06-01"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-model"] == "claude"
+    assert r.headers["x-vsr-selected-decision"] == "essay_route"
+    assert "x-vsr-token-count" not in r.headers
+    call = last_call(both.an)
+    assert call["path"] == "/v1/messages/count_tokens"
+    assert call["model"] == "claude-up"
+    got = r.json()  # the backend's own answer, relayed
+    raw = got["fakellm"]["request"]["body"]
+    assert got["input_tokens"] == -(-len(raw.encode()) // 4)
+    sent = json.loads(raw)
+    assert sent == {**body, "model": "claude-up"}  # no field lost or added: thinking, cache_control kept
+    assert got["fakellm"]["request"]["headers"]["anthropic-version"] == "2023-06-01"
+
+
+def test_count_tokens_estimated_for_a_chat_backend(both):
+    before = len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"])
+    text = "Write a python function that reverses a list."
+    with both.client() as c:
+        r = c.post("/v1/messages/count_tokens", json=count_body(text, system="Be brief."))
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-token-count"] == "estimate"
+    assert r.headers["x-vsr-selected-model"] == "general"
+    assert r.json() == {"input_tokens": -(-(len(text) + len("Be brief.")) // 4)}
+    assert len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"]) == before  # no call
+
+
+def test_messages_paths_errors_in_anthropic_shape(both):
+    def err(r, status, etype):
+        assert r.status_code == status, r.text
+        b = r.json()
+        assert b["type"] == "error" and b["error"]["type"] == etype, b
+        return b["error"]["message"]
+
+    with both.client() as c:
+        err(c.get("/v1/messages/count_tokens"), 405, "invalid_request_error")
+        err(c.post("/v1/messages/batches", json={}), 404, "not_found_error")
+        assert err(c.post("/v1/messages/count_tokens", json={"model": "auto"}), 400,
+                   "invalid_request_error") == "messages: Field required"
+        assert "not available" in err(c.post("/v1/messages/count_tokens", json=count_body("x", model="nope")),
+                                      400, "invalid_request_error")
+        err(c.post("/v1/messages/count_tokens", content=b"{"), 400, "invalid_request_error")
+
+
+def test_count_tokens_sdk(both):
+    out = sdk({"sdk": "anthropic", "base": both.url, "op": "count_tokens",
+               "params": count_body("Write an essay on tides.")})
+    assert "error" not in out, out
+    assert out["count"]["input_tokens"] > 0
+    assert last_call(both.an)["path"] == "/v1/messages/count_tokens"
+    out = sdk({"sdk": "anthropic", "base": both.url, "op": "count_tokens", "params": count_body("golang generics")})
+    assert out["count"] == {"input_tokens": 4}

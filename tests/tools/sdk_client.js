@@ -3,7 +3,7 @@
 // prints what the SDK returned as one JSON line, so the end-to-end tests see
 // vsr exactly as those clients do.
 //   node sdk_client.js '{"sdk":"anthropic"|"openai","base":URL,"key":K,"op":OP,"params":{...}}'
-// ops: anthropic: create, stream (the SDK's MessageStream: text and final message);
+// ops: anthropic: create, stream (the SDK's MessageStream: text and final message), count_tokens;
 //      openai: chat, chat_stream (chunks and their joined text), responses (create, retrieve,
 //      previous_response_id, input items, delete), responses_stream.
 // "headers" (optional): extra request headers (the openai client's defaultHeaders).
@@ -31,6 +31,9 @@ async function anthropic() {
     s.on('text', (t) => { text += t; });
     const m = await s.finalMessage();
     return { events, text, message: m };
+  }
+  if (cmd.op === 'count_tokens') {
+    return { count: await client.messages.countTokens(cmd.params) };
   }
   throw new Error('unknown op ' + cmd.op);
 }

@@ -77,6 +77,29 @@ static void test_ingress_simple(void **state)
                         "\"max_tokens\":1024}");
 }
 
+/* A count_tokens body has no max_tokens: none is required, none is written. */
+static int count_to_chat(const char *b, size_t n, const vsr_anthropic_limits_t *l, vsr_buf_t *o,
+                         vsr_anthropic_error_t *e)
+{
+    (void)l;
+    vsr_anthropic_limits_t lim = {.count_tokens = 1};
+    return vsr_anthropic_request_to_chat(b, n, &lim, o, e);
+}
+
+static void test_ingress_count_tokens(void **state)
+{
+    (void)state;
+    assert_string_equal(conv(count_to_chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                             VSR_OK, NULL),
+                        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    assert_string_equal(conv(count_to_chat, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[]}", VSR_OK, NULL),
+                        "{\"model\":\"m\",\"messages\":[],\"max_tokens\":9}");
+    assert_err(count_to_chat, "{\"model\":\"m\",\"max_tokens\":0,\"messages\":[]}", VSR_ERR_INVALID,
+               "invalid_request_error", "max_tokens: Input should be greater than or equal to 1");
+    assert_err(count_to_chat, "{\"model\":\"m\"}", VSR_ERR_INVALID, "invalid_request_error",
+               "messages: Field required");
+}
+
 static void test_ingress_full(void **state)
 {
     (void)state;
@@ -665,6 +688,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingress_simple),
+        cmocka_unit_test(test_ingress_count_tokens),
         cmocka_unit_test(test_ingress_full),
         cmocka_unit_test(test_ingress_errors),
         cmocka_unit_test(test_ingress_limits),
