@@ -78,8 +78,12 @@ struct vsr_session_s {
     int to_chat;              /* the upstream answers in Messages: to chat */
     vsr_anthropic_stream_t *sx;     /* (pool) made the first time an answer is translated */
     int sx_open;
+    int cmpl;                 /* a Completions client, a Messages model: Messages → chat → text_completion */
+    vsr_completions_stream_t *cs;   /* (pool) likewise */
+    int cs_open;
     int acc_over;             /* BUFFER: the body passed XLATE_MAX_BODY */
     vsr_buf_t acc, out;
+    vsr_buf_t mid;            /* a Messages answer's chat form, for a Responses client */
     vsr_slice_t out_piece;
     /* the response cache (response_cache plugin) */
     const vsr_plugin_response_cache_conf_t *rc_conf;
@@ -426,6 +430,7 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_buf_init(&s->scratch, XLATE_MAX_OUT);
     vsr_buf_init(&s->acc, XLATE_MAX_BODY);
     vsr_buf_init(&s->out, XLATE_MAX_OUT);
+    vsr_buf_init(&s->mid, XLATE_MAX_OUT);
     vsr_buf_init(&s->rc_acc, RC_MAX_VALUE);
     vsr_buf_init(&s->r_items, VSR_RESPONSES_MAX_OUTPUT);
     vsr_buf_init(&s->r_conv, VSR_RESPONSES_MAX_OUTPUT);
@@ -472,11 +477,14 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_json_edits_free(&s->edits);
     if (s->sx_open)
         vsr_anthropic_stream_free(s->sx);
+    if (s->cs_open)
+        vsr_completions_stream_free(s->cs);
     vsr_buf_free(&s->in_body);
     vsr_buf_free(&s->up_body);
     vsr_buf_free(&s->scratch);
     vsr_buf_free(&s->acc);
     vsr_buf_free(&s->out);
+    vsr_buf_free(&s->mid);
     vsr_buf_free(&s->rc_acc);
     if (s->rs_open)
         vsr_responses_stream_free(s->rs);
@@ -2010,10 +2018,6 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->eff.body_replaced = 1;
     }
     int to_messages = anthropic_model(model);
-    if (to_messages && s->responses_in) {
-        s->aim_error = "the Responses API is not served through api_format anthropic models yet";
-        return VSR_ERR_INVALID;
-    }
     if (s->count_tokens) {
         /* the client's body as it came, to the same endpoint of a Messages backend */
         if (!to_messages || messages_own_body(s, id) != VSR_OK) {
@@ -2034,9 +2038,20 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
                 vsr_buf_append_slice(&s->scratch, s->eff.body[i]);
         else
             vsr_buf_append(&s->scratch, s->body, s->body_len);
+        const vsr_buf_t *chat = &s->scratch;
+        if (s->ep == EP_COMPLETIONS) { /* a completions request: its chat form first (in_body is free) */
+            char cerr[160];
+            vsr_buf_reset(&s->in_body);
+            if (vsr_completions_request_to_chat(s->scratch.data, s->scratch.len, &s->in_body, cerr, sizeof(cerr)) !=
+                VSR_OK) {
+                s->aim_error = vsr_pool_strndup(&s->pool, cerr, strlen(cerr));
+                return VSR_ERR_INVALID;
+            }
+            chat = &s->in_body;
+        }
         vsr_buf_reset(&s->up_body);
         vsr_anthropic_error_t aerr;
-        if (vsr_anthropic_request_from_chat(s->scratch.data, s->scratch.len, NULL, &s->up_body, &aerr) != VSR_OK) {
+        if (vsr_anthropic_request_from_chat(chat->data, chat->len, NULL, &s->up_body, &aerr) != VSR_OK) {
             s->aim_error = vsr_pool_strndup(&s->pool, aerr.message, strlen(aerr.message));
             return VSR_ERR_INVALID;
         }
@@ -2342,6 +2357,10 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         vsr_anthropic_stream_free(s->sx);
         s->sx_open = 0;
     }
+    if (s->cs_open) {
+        vsr_completions_stream_free(s->cs);
+        s->cs_open = 0;
+    }
     if (s->rs_open) {
         vsr_responses_stream_free(s->rs);
         s->rs_open = 0;
@@ -2350,7 +2369,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
         int sse = status >= 200 && status < 300 && ct &&
                   vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
-        s->to_chat = 0;
+        s->to_chat = up_messages; /* Messages → chat → Responses: the two codecs in a row */
         s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
         if (sse) {
             vsr_responses_meta_t meta = responses_meta(s);
@@ -2358,14 +2377,22 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                 s->rs = vsr_pool_alloc(&s->pool, sizeof(*s->rs));
             vsr_responses_stream_init(s->rs, &meta, NULL);
             s->rs_open = 1;
+            if (up_messages) {
+                if (s->sx == NULL)
+                    s->sx = vsr_pool_alloc(&s->pool, sizeof(*s->sx));
+                vsr_anthropic_stream_init(s->sx, VSR_ANTHROPIC_TO_CHAT, NULL, (uint64_t)time(NULL), s->include_usage);
+                s->sx_open = 1;
+            }
         }
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"), VSR_SLICE_LIT("openai-responses"));
-        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"), VSR_SLICE_LIT("openai"));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"),
+               up_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
     } else if (up_messages != client_messages) {
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
         int sse = status >= 200 && status < 300 && ct &&
                   vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
         s->to_chat = up_messages;
+        s->cmpl = up_messages && s->ep == EP_COMPLETIONS;
         s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
         if (sse) {
             if (s->sx == NULL)
@@ -2373,6 +2400,12 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
             vsr_anthropic_stream_init(s->sx, up_messages ? VSR_ANTHROPIC_TO_CHAT : VSR_ANTHROPIC_TO_MESSAGES, NULL,
                                       (uint64_t)time(NULL), s->include_usage);
             s->sx_open = 1;
+            if (s->cmpl) {
+                if (s->cs == NULL)
+                    s->cs = vsr_pool_alloc(&s->pool, sizeof(*s->cs));
+                vsr_completions_stream_init(s->cs);
+                s->cs_open = 1;
+            }
         }
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"),
                client_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
@@ -2487,13 +2520,30 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
         vsr_buf_t conv;
         vsr_buf_init(&conv, XLATE_MAX_OUT);
         vsr_responses_meta_t meta = responses_meta(s);
-        rc = status >= 200 && status < 300 ? vsr_responses_response_from_chat(p, n, &meta, NULL, &s->out, &conv, &rerr)
-                                           : vsr_responses_error_from_chat(status, p, n, &s->out);
-        if (rc != VSR_OK)
-            snprintf(err.message, sizeof(err.message), "%s", rerr.message);
-        else if (status >= 200 && status < 300)
-            responses_keep(s, vsr_buf_slice(&s->out), vsr_buf_slice(&conv));
+        rc = VSR_OK;
+        if (s->to_chat) { /* a Messages answer: its chat form first */
+            vsr_buf_reset(&s->mid);
+            rc = status >= 200 && status < 300
+                     ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->mid, &err)
+                     : vsr_anthropic_error_to_chat(status, p, n, &s->mid);
+            p = s->mid.data ? s->mid.data : "";
+            n = s->mid.len;
+        }
+        if (rc == VSR_OK) {
+            rc = status >= 200 && status < 300
+                     ? vsr_responses_response_from_chat(p, n, &meta, NULL, &s->out, &conv, &rerr)
+                     : vsr_responses_error_from_chat(status, p, n, &s->out);
+            if (rc != VSR_OK)
+                snprintf(err.message, sizeof(err.message), "%s", rerr.message);
+            else if (status >= 200 && status < 300)
+                responses_keep(s, vsr_buf_slice(&s->out), vsr_buf_slice(&conv));
+        }
         vsr_buf_free(&conv);
+    } else if (status >= 200 && status < 300 && s->cmpl) { /* Messages → chat → text_completion */
+        vsr_buf_reset(&s->mid);
+        rc = vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->mid, &err);
+        if (rc == VSR_OK && (rc = vsr_completions_response_from_chat(s->mid.data, s->mid.len, &s->out)) != VSR_OK)
+            snprintf(err.message, sizeof(err.message), "its chat form has no completion form");
     } else if (status >= 200 && status < 300)
         rc = s->to_chat ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->out, &err)
                         : vsr_anthropic_response_from_chat(p, n, NULL, &s->out, &err);
@@ -2522,8 +2572,9 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
         if (!end_of_stream)
             return body_out(s);
         const vsr_effect_t *eff = translate_whole(s);
-        const char *chat_p = s->to_chat ? s->out.data : s->acc.data;
-        size_t chat_n = s->to_chat ? s->out.len : s->acc.len;
+        const vsr_buf_t *chat = !s->to_chat ? &s->acc : s->responses_in ? &s->mid : &s->out;
+        const char *chat_p = chat->data;
+        size_t chat_n = chat->len;
         if (end_of_stream == VSR_BODY_END && eff->status == 200) {
             rc_feed(s, chat_p, chat_n);
             rc_keep(s);
@@ -2536,7 +2587,20 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
     }
     if (s->body_mode == VSR_BODY_STREAM) {
         vsr_buf_reset(&s->out);
+        const char *chat_p = s->to_chat ? NULL : chunk; /* the answer's chat form, for the cache and the guard */
+        size_t chat_n = s->to_chat ? 0 : len;
         if (s->responses_in) {
+            if (s->to_chat) { /* Messages events → chat chunks → Responses events */
+                vsr_buf_reset(&s->mid);
+                if (len)
+                    vsr_anthropic_stream_feed(s->sx, chunk, len, &s->mid);
+                if (end_of_stream)
+                    vsr_anthropic_stream_finish(s->sx, &s->mid);
+                chunk = s->mid.data;
+                len = s->mid.len;
+                chat_p = chunk;
+                chat_n = len;
+            }
             if (len)
                 vsr_responses_stream_feed(s->rs, chunk, len, &s->out); /* a failure has written response.failed */
             if (end_of_stream) {
@@ -2551,14 +2615,22 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
                 vsr_buf_append_cstr(&s->out, "data: {\"error\":{\"message\":\"the upstream's stream ended early\","
                                              "\"type\":\"server_error\",\"code\":\"upstream_stream_cut\"}}\n\n");
         } else {
+            vsr_buf_t *sink = s->cmpl ? &s->mid : &s->out; /* a completions client: chat chunks on the way */
+            vsr_buf_reset(&s->mid);
             if (len)
-                vsr_anthropic_stream_feed(s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
+                vsr_anthropic_stream_feed(s->sx, chunk, len, sink); /* a failed stream has written its error event */
             if (end_of_stream)
-                vsr_anthropic_stream_finish(s->sx, &s->out);
+                vsr_anthropic_stream_finish(s->sx, sink);
+            if (s->cmpl)
+                vsr_completions_stream_feed(s->cs, s->mid.data, s->mid.len, &s->out);
         }
-        rc_feed(s, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+        if (s->to_chat && !s->responses_in) {
+            chat_p = s->out.data;
+            chat_n = s->out.len;
+        }
+        rc_feed(s, chat_p, chat_n);
         if (s->rg.on)
-            vsr__rg_feed_sse(&s->rg, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+            vsr__rg_feed_sse(&s->rg, chat_p, chat_n);
         vsr__rg_withhold(&s->rg, &s->out, end_of_stream == VSR_BODY_CUT);
         if (end_of_stream == VSR_BODY_END)
             rc_keep(s);

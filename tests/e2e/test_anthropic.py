@@ -486,3 +486,116 @@ def test_count_tokens_sdk(both):
     assert last_call(both.an)["path"] == "/v1/messages/count_tokens"
     out = sdk({"sdk": "anthropic", "base": both.url, "op": "count_tokens", "params": count_body("golang generics")})
     assert out["count"] == {"input_tokens": 4}
+
+
+# ---- the Responses API and Completions to api_format anthropic ----
+
+@pytest.fixture
+def both_r(vsr, fakellm):
+    """`both`, with the Responses API served."""
+    oa, an = fakellm("oa"), fakellm("an")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("general", [oa.endpoint], "general-up"), claude_model(an.endpoint)],
+                      default="general", global_extra="    response_api:\n      enabled: true\n")
+    v = vsr(cfg.replace("\nglobal:", ROUTING + "global:", 1), port=port)
+    v.oa, v.an = oa, an
+    return v
+
+
+def test_responses_to_anthropic_backend(both_r):
+    body = {"model": "auto", "input": "Write a poem about rivers.", "instructions": "Write well.",
+            "max_output_tokens": 50}
+    with both_r.client() as c:
+        r = c.post("/v1/responses", json=body)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "claude"
+        assert r.headers["x-vsr-client-protocol"] == "openai-responses"
+        assert r.headers["x-vsr-upstream-protocol"] == "anthropic"
+        resp = r.json()
+        assert resp["object"] == "response" and resp["status"] == "completed"
+        assert resp["output"][0]["content"][0]["text"] == "Hello from an"
+        assert resp["usage"]["output_tokens"] == 3 and resp["usage"]["input_tokens"] > 0
+        call = last_call(both_r.an)
+        assert call["path"] == "/v1/messages" and call["model"] == "claude-up"
+        assert call["body"]["max_tokens"] == 50 and call["body"]["last_user"] == "Write a poem about rivers."
+        got = c.get(f"/v1/responses/{resp['id']}")  # kept like any other
+        assert got.status_code == 200 and got.json()["output"] == resp["output"]
+        # the backend's error: its status, in OpenAI's shape
+        r = c.post("/v1/responses", json={"model": "claude", "input": "x"}, headers={"x-fakellm-status": "429"})
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_openai_sdk_responses_to_anthropic_backend(both_r):
+    out = sdk({"sdk": "openai", "base": both_r.url + "/v1", "op": "responses",
+               "params": {"model": "claude", "input": "hi"}})
+    assert "error" not in out, out
+    assert out["first"]["output"][0]["content"][0]["text"] == "Hello from an"
+    assert out["next"]["previous_response_id"] == out["first"]["id"]
+    call = last_call(both_r.an)  # the continuation: the first turn, its answer, the new input
+    assert call["body"]["n_messages"] == 3 and call["body"]["last_user"] == "and then?"
+    assert out["after_delete_status"] == 404
+
+
+def test_responses_stream_to_anthropic_backend(both_r):
+    out = sdk({"sdk": "openai", "base": both_r.url + "/v1", "op": "responses_stream",
+               "params": {"model": "claude", "input": "stream please"}})
+    assert "error" not in out, out
+    assert out["types"][0] == "response.created" and out["types"][-1] == "response.completed"
+    assert out["text"] == "tok0 tok1 tok2 tok3 tok4 "
+    assert out["final"]["usage"]["output_tokens"] == 5
+    assert out["got"]["id"] == out["final"]["id"]
+    call = last_call(both_r.an)
+    assert call["path"] == "/v1/messages" and call["body"]["stream"] is True
+    # a cut stream ends failed, never completed
+    with both_r.client() as c, c.stream("POST", "/v1/responses", json={"model": "claude", "input": "x", "stream": True},
+                                        headers={"x-fakellm-drop-after": "2"}) as r:
+        text = r.read().decode()
+    assert "response.completed" not in text and "response.failed" in text
+
+
+def test_completions_to_anthropic_backend(both):
+    with both.client() as c:
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": ["Say hi"], "max_tokens": 20,
+                                            "temperature": 0.3, "stop": ["END"]})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-upstream-protocol"] == "anthropic"
+        comp = r.json()
+        assert comp["object"] == "text_completion"
+        assert comp["choices"] == [{"index": 0, "text": "Hello from an", "logprobs": None, "finish_reason": "stop"}]
+        assert comp["usage"]["completion_tokens"] == 3
+        call = last_call(both.an)
+        assert call["path"] == "/v1/messages" and call["model"] == "claude-up"
+        assert call["body"]["max_tokens"] == 20 and call["body"]["last_user"] == "Say hi"
+        # what has no chat form is refused before any call; an error of the backend keeps its status
+        before = len(httpx.get(both.an.url + "/_fakellm/log").json()["entries"])
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": ["a", "b"]})
+        assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": "a", "echo": True})
+        assert r.status_code == 400 and "echo" in r.json()["error"]["message"]
+        assert len(httpx.get(both.an.url + "/_fakellm/log").json()["entries"]) == before
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": "a"}, headers={"x-fakellm-status": "529"})
+        assert r.status_code == 529 and r.json()["error"]["type"] == "overloaded_error"
+
+
+def test_completions_stream_to_anthropic_backend(both):
+    params = {"model": "claude", "prompt": "Say hi", "max_tokens": 20, "stream_options": {"include_usage": True}}
+    out = sdk({"sdk": "openai", "base": both.url + "/v1", "op": "completions", "params": {**params,
+                                                                                       "stream_options": None}})
+    assert "error" not in out, out
+    assert out["completion"]["choices"][0]["text"] == "Hello from an"
+    out = sdk({"sdk": "openai", "base": both.url + "/v1", "op": "completions_stream", "params": params})
+    assert "error" not in out, out
+    assert out["text"] == "tok0 tok1 tok2 tok3 tok4 "
+    assert all(ch["object"] == "text_completion" for ch in out["chunks"])
+    assert [ch["choices"][0]["finish_reason"] for ch in out["chunks"] if ch["choices"]][-1] == "stop"
+    assert out["chunks"][-1]["usage"]["completion_tokens"] == 5
+    assert last_call(both.an)["body"]["stream"] is True
+    with both.client() as c, c.stream("POST", "/v1/completions", json={"model": "claude", "prompt": "x",
+                                                                      "stream": True}) as r:
+        events = sse_events(r.read().decode())
+    assert events[-1] == "[DONE]"
+    with both.client() as c, c.stream("POST", "/v1/completions", json={"model": "claude", "prompt": "x", "stream": True},
+                                      headers={"x-fakellm-drop-after": "1"}) as r:
+        events = sse_events(r.read().decode())
+    assert "[DONE]" not in events and "error" in json.loads(events[-1])
