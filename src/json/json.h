@@ -252,6 +252,9 @@ typedef struct {
     size_t max_event;            /* streams: 0 → VSR_ANTHROPIC_MAX_EVENT */
     uint32_t default_max_tokens; /* egress: 0 → VSR_ANTHROPIC_DEFAULT_MAX_TOKENS */
     int count_tokens;            /* ingress: a count_tokens body (max_tokens neither required nor copied) */
+    int lenient;                 /* ingress: what has no chat form (document blocks, server tools ...) is left
+                                  * out, not refused; on VSR_OK err->message names the first such thing
+                                  * (empty when nothing was left out) and err->type is NULL */
 } vsr_anthropic_limits_t;
 
 typedef struct {

@@ -69,6 +69,7 @@ struct vsr_session_s {
      * request translated to Messages (up_body) */
     int anthropic_in;
     int count_tokens;         /* POST /v1/messages/count_tokens: forwarded to a Messages backend, or estimated */
+    const char *no_chat_form; /* what of a Messages request the chat form left out (a chat model refuses it) */
     int include_usage;        /* the chat request asked for a usage chunk (stream_options.include_usage) */
     vsr_buf_t in_body, up_body, scratch;
     const char *aim_error;    /* why the last aim() could not translate the request */
@@ -1076,11 +1077,13 @@ static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t 
     if (s->anthropic_in) {
         /* decoded once into a chat request; the rest of the phase reads that */
         vsr_anthropic_error_t aerr;
-        vsr_anthropic_limits_t lim = {.count_tokens = s->count_tokens};
+        vsr_anthropic_limits_t lim = {.count_tokens = s->count_tokens, .lenient = 1};
         int rc = vsr_anthropic_request_to_chat(body ? body : "", len, &lim, &s->in_body, &aerr);
         if (rc != VSR_OK)
             return error_reply(s, rc == VSR_ERR_TOO_BIG ? 413 : 400, "invalid_request_error", NULL,
                                vsr_slice_cstr(aerr.message));
+        if (aerr.message[0]) /* a Messages model gets it all the same (aim) */
+            s->no_chat_form = vsr_pool_strndup(&s->pool, aerr.message, strlen(aerr.message));
         body = s->in_body.data;
         len = s->in_body.len;
     }
@@ -1980,6 +1983,104 @@ static int messages_own_body(vsr_session_t *s, vsr_slice_t id)
     return rc;
 }
 
+/* The chat request as the plugins and the model rewrite left it (aim's
+ * effect so far), whole, in scratch. */
+static const vsr_buf_t *edited_chat(vsr_session_t *s)
+{
+    vsr_buf_reset(&s->scratch);
+    if (s->eff.body_replaced)
+        for (size_t i = 0; i < s->eff.n_body; i++)
+            vsr_buf_append_slice(&s->scratch, s->eff.body[i]);
+    else
+        vsr_buf_append(&s->scratch, s->body, s->body_len);
+    return &s->scratch;
+}
+
+/* Member key k of object 0 of `in`, in object 0 of j: its value token, or 0. */
+static uint32_t same_member(vsr_session_t *s, const vsr_json_t *in, uint32_t k, const vsr_json_t *j)
+{
+    vsr_slice_t name = VSR_SLICE_NULL;
+    uint32_t v;
+    if (vsr_json_string(in, k, &s->pool, &name) != VSR_OK ||
+        vsr__json_object_get_n(j, 0, name.p ? name.p : "", name.len, &v) != VSR_OK)
+        return 0;
+    return v;
+}
+
+/* A Messages client and a Messages model: the client's own body (nothing
+ * the chat form lacks is lost: thinking, cache_control, documents, server
+ * tools), its model set to id, and the plugins' edits carried over: every
+ * top-level field whose Messages form the edits changed (the edited chat
+ * request against the client's, each translated) replaces the client's, or
+ * is added, or removed.  Into up_body. */
+static int messages_passthrough(vsr_session_t *s, vsr_slice_t id, const vsr_buf_t *edited)
+{
+    if (s->n_saved_edits == 0)
+        return messages_own_body(s, id);
+    vsr_buf_t me, m0;
+    vsr_buf_init(&me, XLATE_MAX_OUT);
+    vsr_buf_init(&m0, XLATE_MAX_OUT);
+    vsr_json_t jc = {0}, je = {0}, j0 = {0};
+    vsr_json_edits_t ed;
+    vsr_json_edits_init(&ed);
+    vsr_anthropic_error_t aerr;
+    int rc = vsr_anthropic_request_from_chat(edited->data, edited->len, NULL, &me, &aerr);
+    if (rc == VSR_OK)
+        rc = vsr_anthropic_request_from_chat(s->body, s->body_len, NULL, &m0, &aerr);
+    int pc = vsr_json_parse(&jc, s->rq_body.p ? s->rq_body.p : "", s->rq_body.len, NULL);
+    int pe = vsr_json_parse(&je, me.data ? me.data : "", me.len, NULL);
+    int p0 = vsr_json_parse(&j0, m0.data ? m0.data : "", m0.len, NULL);
+    if (rc == VSR_OK && (pc != VSR_OK || pe != VSR_OK || p0 != VSR_OK))
+        rc = VSR_ERR_INVALID;
+    uint32_t mt = 0;
+    if (rc == VSR_OK && vsr_json_object_get(&jc, 0, "model", &mt) == VSR_OK) {
+        size_t n = vsr_json_string_size(id);
+        char *lit = vsr_pool_alloc(&s->pool, n);
+        vsr_json_string_put(lit, id);
+        rc = vsr_json_edit_replace(&ed, &jc, mt, vsr_slice(lit, n));
+    }
+    /* fields the edits changed or added */
+    for (uint32_t i = 0, k = 1; rc == VSR_OK && i < je.toks[0].count; i++, k = je.toks[k + 1].next) {
+        if (vsr_json_string_eq(&je, k, VSR_SLICE_LIT("model")))
+            continue;
+        uint32_t v0 = same_member(s, &je, k, &j0), vc = same_member(s, &je, k, &jc);
+        vsr_slice_t val = vsr_pool_dup_slice(&s->pool, vsr_json_raw(&je, k + 1));
+        if (v0 && vsr_slice_eq(val, vsr_json_raw(&j0, v0)))
+            continue; /* untouched: the client's own stays */
+        if (vc) {
+            rc = vsr_json_edit_replace(&ed, &jc, vc, val);
+        } else {
+            vsr_slice_t key = vsr_json_raw(&je, k);
+            char *m = vsr_pool_alloc(&s->pool, key.len + 1 + val.len);
+            memcpy(m, key.p, key.len);
+            m[key.len] = ':';
+            memcpy(m + key.len + 1, val.p, val.len);
+            rc = vsr_json_edit_insert_member(&ed, &jc, 0, vsr_slice(m, key.len + 1 + val.len));
+        }
+    }
+    /* fields the edits removed */
+    for (uint32_t i = 0, k = 1; rc == VSR_OK && i < j0.toks[0].count; i++, k = j0.toks[k + 1].next) {
+        uint32_t vc = same_member(s, &j0, k, &jc);
+        if (vc && !same_member(s, &j0, k, &je) && !vsr_json_string_eq(&j0, k, VSR_SLICE_LIT("model")))
+            rc = vsr_json_edit_remove_member(&ed, &jc, 0, vc - 1);
+    }
+    vsr_buf_reset(&s->up_body);
+    if (rc == VSR_OK) {
+        size_t n = 0;
+        uint64_t total = 0;
+        vsr_slice_t *pieces = vsr_json_edits_apply(&ed, jc.src, jc.len, &s->pool, &n, &total);
+        for (size_t i = 0; i < n && rc == VSR_OK; i++)
+            rc = vsr_buf_append_slice(&s->up_body, pieces[i]);
+    }
+    vsr_json_edits_free(&ed);
+    vsr_json_free(&jc);
+    vsr_json_free(&je);
+    vsr_json_free(&j0);
+    vsr_buf_free(&me);
+    vsr_buf_free(&m0);
+    return rc;
+}
+
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
  * plan.  Used for the first choice and for every fallback candidate.  With
@@ -2018,6 +2119,10 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->eff.body_replaced = 1;
     }
     int to_messages = anthropic_model(model);
+    if (s->no_chat_form && !to_messages) { /* what the chat form left out cannot be left out silently */
+        s->aim_error = s->no_chat_form;
+        return VSR_ERR_INVALID;
+    }
     if (s->count_tokens) {
         /* the client's body as it came, to the same endpoint of a Messages backend */
         if (!to_messages || messages_own_body(s, id) != VSR_OK) {
@@ -2030,15 +2135,21 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->eff.body_len = s->up_body.len;
         s->eff.body_replaced = 1;
         s->eff.path = VSR_SLICE_LIT("/v1/messages/count_tokens");
+    } else if (to_messages && s->anthropic_in && !s->final_body.len) {
+        /* one protocol both sides: the client's own body, with vsr's edits */
+        if (messages_passthrough(s, id, edited_chat(s)) != VSR_OK) {
+            s->aim_error = "the plugins' edits could not be carried over to the Messages body";
+            return VSR_ERR_INVALID;
+        }
+        s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
+        s->eff.body[0] = vsr_buf_slice(&s->up_body);
+        s->eff.n_body = 1;
+        s->eff.body_len = s->up_body.len;
+        s->eff.body_replaced = 1;
+        s->eff.path = VSR_SLICE_LIT("/v1/messages");
     } else if (to_messages) {
         /* the chat request, as the plugins and the model rewrite left it, in Messages form */
-        vsr_buf_reset(&s->scratch);
-        if (s->eff.body_replaced)
-            for (size_t i = 0; i < s->eff.n_body; i++)
-                vsr_buf_append_slice(&s->scratch, s->eff.body[i]);
-        else
-            vsr_buf_append(&s->scratch, s->body, s->body_len);
-        const vsr_buf_t *chat = &s->scratch;
+        const vsr_buf_t *chat = edited_chat(s);
         if (s->ep == EP_COMPLETIONS) { /* a completions request: its chat form first (in_body is free) */
             char cerr[160];
             vsr_buf_reset(&s->in_body);
@@ -2106,8 +2217,9 @@ static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf
 {
     s->ev.selected_model = m->name;
     return error_reply(s, 400, "invalid_request_error", NULL,
-                       pool_printf(&s->pool, "the request cannot be sent to model \"%.200s\" (api_format anthropic): %s",
-                                   m->name, s->aim_error ? s->aim_error : "untranslatable"));
+                       pool_printf(&s->pool, "the request cannot be sent to model \"%.200s\" (api_format %s): %s",
+                                   m->name, m->api_format ? m->api_format : "openai",
+                                   s->aim_error ? s->aim_error : "untranslatable"));
 }
 
 const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud, const vsr_model_conf_t *m),

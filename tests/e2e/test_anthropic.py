@@ -599,3 +599,65 @@ def test_completions_stream_to_anthropic_backend(both):
                                       headers={"x-fakellm-drop-after": "1"}) as r:
         events = sse_events(r.read().decode())
     assert "[DONE]" not in events and "error" in json.loads(events[-1])
+
+
+# ---- a Messages client and a Messages model: the client's body, with vsr's edits only ----
+
+RICH = {"model": "auto", "max_tokens": 64,
+        "system": [{"type": "text", "text": "Sys.", "cache_control": {"type": "ephemeral"}}],
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}],
+        "messages": [{"role": "user", "content": [
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Tides rise."}},
+            {"type": "text", "text": "Write a poem about this.", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                                              {"type": "text", "text": "A draft."}]},
+            {"role": "user", "content": "Again, a poem."}]}
+
+
+def test_messages_to_anthropic_backend_passes_the_body_through(both):
+    r = messages(both, RICH, headers={"anthropic-beta": "prompt-caching-2024-07-31"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-model"] == "claude"
+    req = r.json()["fakellm"]["request"]
+    assert json.loads(req["body"]) == {**RICH, "model": "claude-up"}  # thinking, cache_control, document kept
+    assert req["headers"]["anthropic-beta"] == "prompt-caching-2024-07-31"
+    assert req["headers"]["x-api-key"] == "sk-ant-provider"
+    # the same request routed to a chat model cannot carry the document: refused, and no call
+    before = len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"])
+    r = messages(both, {**RICH, "messages": RICH["messages"][:2] + [{"role": "user", "content": "in python"}]})
+    assert r.status_code == 400, r.text
+    assert r.json()["type"] == "error"
+    msg = r.json()["error"]["message"]
+    assert "general" in msg and "'document' block has no chat form" in msg, msg
+    assert len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"]) == before
+
+
+def test_messages_to_anthropic_backend_keeps_plugin_edits(vsr, fakellm):
+    an = fakellm("an")
+    port = free_port()
+    routing = ROUTING.replace("      modelRefs: [{model: claude}]\n",
+                              "      modelRefs: [{model: claude}]\n      plugins:\n        - type: system_prompt\n"
+                              "          configuration: {mode: insert, system_prompt: \"Answer in verse.\"}\n", 1)
+    cfg = config_yaml(port, [model_yaml("general", [an.endpoint], "general-up"), claude_model(an.endpoint)],
+                      default="general")
+    v = vsr(cfg.replace("\nglobal:", routing + "global:", 1), port=port)
+    body = {**RICH, "system": "Be brief."}
+    r = messages(v, body)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "essay_route"
+    sent = json.loads(r.json()["fakellm"]["request"]["body"])
+    assert sent["system"].startswith("Answer in verse.") and "Be brief." in sent["system"]  # the plugin's edit
+    rest = {k: x for k, x in sent.items() if k != "system"}
+    assert rest == {k: x for k, x in body.items() if k != "system"} | {"model": "claude-up"}  # the rest as sent
+
+
+def test_anthropic_sdk_thinking_and_caching_reach_the_backend(both):
+    params = {"model": "auto", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+              "system": [{"type": "text", "text": "Long context.", "cache_control": {"type": "ephemeral"}}],
+              "messages": [{"role": "user", "content": "Write a poem about rivers."}]}
+    out = sdk({"sdk": "anthropic", "base": both.url, "op": "create", "params": params})
+    assert "error" not in out, out
+    sent = json.loads(out["message"]["fakellm"]["request"]["body"])
+    assert sent["thinking"] == params["thinking"] and sent["system"] == params["system"]
+    assert sent["model"] == "claude-up"
