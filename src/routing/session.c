@@ -1479,7 +1479,6 @@ static const vsr_effect_t *tools_start(vsr_session_t *s)
     return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, tools_embed_done, s));
 }
 
-/* The routed request goes on: its graph, or its call. */
 /* POST /v1/messages/count_tokens, once the decision is made: the count of
  * the routed model's Messages backend (the client's body, its model
  * rewritten; no plugin runs, nothing is cached), or, for a model that does
@@ -1511,6 +1510,7 @@ static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_
                      VSR_PATH_NONE, extra, n_extra);
 }
 
+/* The routed request goes on: its graph, or its call. */
 static const vsr_effect_t *dispatch(vsr_session_t *s)
 {
     s->ev.routing_us = vsr_now_us_exact() - s->t0;
@@ -1615,6 +1615,8 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     const vsr_plugin_response_cache_conf_t *rc = rc_conf_of(s->decision);
     if (rc == NULL || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL || ports->cache_store == NULL)
         return NULL;
+    if (s->no_chat_form)
+        return NULL; /* the key, made of the chat form, would not tell apart two requests that differ in a document */
     s->rc_conf = rc;
     s->rc_lookup = s->rc_store = 1;
     uint64_t ttl_ms = (rc->has_ttl_seconds ? rc->ttl_seconds : cfg->rc_store.ttl_seconds) * 1000;

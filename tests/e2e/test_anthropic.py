@@ -661,3 +661,35 @@ def test_anthropic_sdk_thinking_and_caching_reach_the_backend(both):
     sent = json.loads(out["message"]["fakellm"]["request"]["body"])
     assert sent["thinking"] == params["thinking"] and sent["system"] == params["system"]
     assert sent["model"] == "claude-up"
+
+
+def test_messages_with_a_document_skip_the_response_cache(vsr, fakellm):
+    an = fakellm("an")
+    port = free_port()
+    routing = ROUTING.replace("      modelRefs: [{model: claude}]\n",
+                              "      modelRefs: [{model: claude}]\n      plugins:\n        - type: semantic-cache\n"
+                              "          configuration: {mode: exact, ttl_seconds: 60}\n", 1)
+    cfg = config_yaml(port, [model_yaml("general", [an.endpoint], "general-up"), claude_model(an.endpoint)],
+                      default="general")
+    v = vsr(cfg.replace("\nglobal:", routing + "global:", 1) + "  stores:\n    response_cache:\n"
+            "      backend_type: memory\n", port=port)
+
+    def ask(doc):
+        body = {"model": "auto", "max_tokens": 64, "messages": [{"role": "user", "content": [
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": doc}},
+            {"type": "text", "text": "Write a poem about this."}]}]}
+        r = messages(v, body)
+        assert r.status_code == 200, r.text
+        assert r.headers.get("x-vsr-cache-hit") != "true", "answered about another document, from the cache"
+        return json.loads(r.json()["fakellm"]["request"]["body"])["messages"][0]["content"][0]["source"]["data"]
+
+    # a chat client's answer to the same text, kept; then the same text with documents: each answered by the
+    # model about its own document, never from the cache
+    with v.client() as c:
+        for _ in range(2):
+            r = c.post("/v1/chat/completions", content=b'{"model":"auto","messages":[{"role":"user","content":'
+                       b'"Write a poem about this."}],"max_tokens":64}')  # the bytes of the documents' chat form
+        assert r.headers["x-vsr-cache-hit"] == "true"
+    assert ask("Tides rise.") == "Tides rise."
+    assert ask("Rivers run.") == "Rivers run."
+    assert an.stats()["requests"] == 3
