@@ -17,7 +17,8 @@
  * Stream: each chat.completion.chunk event → a text_completion chunk (the
  * delta's content as text; a chunk with no text, no finish_reason and no
  * usage, such as the first one carrying the role, is dropped); [DONE] and
- * error events pass as they are.  Events are read whole, whatever the cut
+ * error events (any other JSON object) pass as they are, data that is not
+ * JSON is dropped.  Events are read whole, whatever the cut
  * of the input.
  */
 #include "json/json.h"
@@ -205,14 +206,15 @@ static int event(const char *p, size_t n, vsr_buf_t *out)
         return vsr_buf_append_cstr(out, "data: [DONE]\n\n");
     cm_t c = {.out = out, .rc = VSR_OK};
     uint32_t choices = 0;
-    int chunk = vsr_json_parse(&c.j, data.p, data.len, NULL) == VSR_OK &&
-                vsr_json_type(&c.j, 0) == VSR_JSON_OBJECT && is(&c, choices = get(&c, 0, "choices"), VSR_JSON_ARRAY);
-    if (!chunk) { /* an error event: as it is */
+    int object = vsr_json_parse(&c.j, data.p, data.len, NULL) == VSR_OK && vsr_json_type(&c.j, 0) == VSR_JSON_OBJECT;
+    if (!object || !is(&c, choices = get(&c, 0, "choices"), VSR_JSON_ARRAY)) {
         vsr_json_free(&c.j);
-        PUT(&c, "data: ");
-        put(&c, data.p, data.len);
-        PUT(&c, "\n\n");
-        return c.rc;
+        if (object) { /* an error event: as it is */
+            PUT(&c, "data: ");
+            put(&c, data.p, data.len);
+            PUT(&c, "\n\n");
+        }
+        return c.rc; /* not JSON: nothing a client could read */
     }
     uint32_t usage = get(&c, 0, "usage");
     size_t mark = out->len;
