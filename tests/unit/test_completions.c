@@ -130,6 +130,10 @@ static void test_stream(void **state)
     const char *err = "data: {\"error\":{\"message\":\"cut\"}}\n\n";
     assert_int_equal(vsr_completions_stream_feed(&s, err, strlen(err), &out), VSR_OK);
     assert_int_equal(out.len, strlen(err));
+    vsr_buf_reset(&out); /* data that is not JSON: nothing a client could read */
+    const char *junk = "data: {nope\n\ndata: 12\n\n";
+    assert_int_equal(vsr_completions_stream_feed(&s, junk, strlen(junk), &out), VSR_OK);
+    assert_int_equal(out.len, 0);
     char *big = malloc(VSR_ANTHROPIC_MAX_EVENT + 1);
     memset(big, 'x', VSR_ANTHROPIC_MAX_EVENT + 1);
     vsr_buf_reset(&out);
