@@ -566,17 +566,35 @@ static void reply(request_t *req, int status, const char *ctype, vsr_slice_t bod
     reply_on(req->c, req, status, ctype, body, extra_headers, is_head, close);
 }
 
+/* Anthropic's API: /v1/messages and every path under it (the query aside). */
+static int messages_target(vsr_slice_t target)
+{
+    vsr_slice_t path = vsr_slice_split(target, '?', NULL);
+    return vsr_slice_eq_cstr(path, "/v1/messages") || vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/messages/"));
+}
+
 /* An OpenAI-style error: {"error":{"message":M,"type":T,"code":C}} where C
  * is the string `code` when given, else null (OpenAI's convention: a code is
- * a string or null, never a number). */
-static void reply_error_on(conn_t *c, request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
-                        const char *extra_headers, int is_head, int close)
+ * a string or null, never a number); Anthropic's shape on /v1/messages paths,
+ * before routing has looked at the request too (`messages`). */
+static void reply_error_as(conn_t *c, request_t *req, int messages, int status, const char *type, const char *code,
+                           vsr_slice_t msg, const char *extra_headers, int is_head, int close)
 {
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_session_error_body(req ? req->sess : NULL, status, type, code, msg, &b); /* Anthropic's shape for /v1/messages */
+    if ((req == NULL || req->sess == NULL) && messages)
+        vsr_anthropic_error_body(&b, vsr_anthropic_error_type(status), msg);
+    else
+        vsr_session_error_body(req ? req->sess : NULL, status, type, code, msg, &b); /* Anthropic's for /v1/messages */
     reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
     vsr_buf_free(&b);
+}
+
+static void reply_error_on(conn_t *c, request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
+                           const char *extra_headers, int is_head, int close)
+{
+    reply_error_as(c, req, req && req->head && messages_target(req->head->target), status, type, code, msg,
+                   extra_headers, is_head, close);
 }
 
 static void reply_error(request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
@@ -1866,8 +1884,7 @@ static void reply_unauthorized(request_t *req, int auth, int close)
 {
     vsr_metrics_edge_refusal(req->c->w->metrics, auth == VSR__AUTH_CONFLICT ? "conflicting_api_keys"
                                                                             : "invalid_api_key");
-    vsr_slice_t path = vsr_slice_split(req->head->target, '?', NULL);
-    if (vsr_slice_eq_cstr(path, "/v1/messages") || vsr_slice_eq_cstr(path, "/v1/messages/")) {
+    if (messages_target(req->head->target)) {
         /* an Anthropic client reads Anthropic's error shape */
         reply(req, 401, "application/json",
               auth == VSR__AUTH_CONFLICT
@@ -2134,9 +2151,9 @@ static void parse_error(conn_t *c)
         request_free(c->req);
         c->req = NULL;
     }
-    if (status == 413) {
-        reply_error_on(c, NULL, 413, "invalid_request_error", "request_too_large",
-                    VSR_SLICE_LIT("The request body is too large."), NULL, 0, 1);
+    if (status == 413) { /* the head is whole: its target says which API */
+        reply_error_as(c, NULL, messages_target(p->head.target), 413, "invalid_request_error", "request_too_large",
+                       VSR_SLICE_LIT("The request body is too large."), NULL, 0, 1);
         return;
     }
     char msg[160];

@@ -25,9 +25,10 @@
  *    false; metadata.user_id → user;
  *  - every other field is dropped (thinking, service_tier, container,
  *    cache_control ...): a chat backend would reject what it does not know;
- *  - refused, as Anthropic refuses them: a missing model, max_tokens or
- *    messages, roles other than user/assistant, malformed blocks; and what
- *    has no chat form (document blocks, server tools).
+ *  - refused, as Anthropic refuses them: a missing model, max_tokens (not
+ *    for count_tokens) or messages, roles other than user/assistant,
+ *    malformed blocks; and what has no chat form (document blocks, server
+ *    tools), which lenient mode leaves out instead, naming the first.
  * Ingress answer (chat.completion → message): choice 0; text → a text
  * block, tool_calls → tool_use blocks (arguments must hold a JSON object);
  * finish_reason stop → end_turn, length → max_tokens, tool_calls /
@@ -126,6 +127,23 @@ static int fail(cx_t *c, int rc, const char *type, const char *fmt, ...)
     return rc;
 }
 #define BAD(c, ...) fail((c), VSR_ERR_INVALID, "invalid_request_error", __VA_ARGS__)
+
+/* What has no chat form: refused, or (lenient) left out, the first such
+ * thing named in err->message while err->type stays NULL. */
+static int no_chat_form(cx_t *c, const char *fmt, ...) VSR_PRINTF(2, 3);
+static int no_chat_form(cx_t *c, const char *fmt, ...)
+{
+    if (c->err->type != NULL || (c->lim.lenient && c->err->message[0]))
+        return c->lim.lenient ? VSR_OK : VSR_ERR_INVALID;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err->message, sizeof(c->err->message), fmt, ap);
+    va_end(ap);
+    if (c->lim.lenient)
+        return VSR_OK;
+    c->err->type = "invalid_request_error";
+    return VSR_ERR_INVALID;
+}
 
 /* A client string for an error message: valid UTF-8, at most 40 bytes. */
 static const char *quote(cx_t *c, uint32_t t)
@@ -429,8 +447,9 @@ static int user_blocks(cx_t *c, uint32_t arr, uint32_t i, int *first_msg)
             uint32_t tc = get(c, b, "content");
             if (tc != 0 && !is(c, tc, VSR_JSON_STRING) && !is(c, tc, VSR_JSON_ARRAY))
                 return BAD(c, "messages.%u.content.%u.content: Input should be a valid string or list", i, k);
-        } else {
-            return BAD(c, "messages.%u.content.%u.type: a '%s' block has no chat form", i, k, quote(c, type));
+        } else if (no_chat_form(c, "messages.%u.content.%u.type: a '%s' block has no chat form", i, k,
+                                quote(c, type)) != VSR_OK) {
+            return VSR_ERR_INVALID;
         }
     }
 
@@ -464,6 +483,8 @@ static int user_blocks(cx_t *c, uint32_t arr, uint32_t i, int *first_msg)
             emitted = 1;
             continue;
         }
+        if (!str_is(c, type, "text") && !str_is(c, type, "image"))
+            continue; /* lenient: left out */
         if (!open) {
             if (!*first_msg)
                 PUT(w, ",");
@@ -537,9 +558,10 @@ static int assistant_blocks(cx_t *c, uint32_t arr, uint32_t i)
             if (!is(c, get(c, b, "input"), VSR_JSON_OBJECT))
                 return BAD(c, "messages.%u.content.%u.input: Input should be a valid dictionary", i, k);
             n_tools++;
-        } else if (!str_is(c, type, "thinking") && !str_is(c, type, "redacted_thinking")) {
-            return BAD(c, "messages.%u.content.%u.type: a '%s' block has no chat form in an assistant turn", i, k,
-                       quote(c, type));
+        } else if (!str_is(c, type, "thinking") && !str_is(c, type, "redacted_thinking") &&
+                   no_chat_form(c, "messages.%u.content.%u.type: a '%s' block has no chat form in an assistant turn",
+                                i, k, quote(c, type)) != VSR_OK) {
+            return VSR_ERR_INVALID;
         }
     }
     w_t *w = &c->w;
@@ -596,15 +618,18 @@ static int ingress_tools(cx_t *c, uint32_t tools)
     if (c->j.toks[tools].count == 0)
         return VSR_OK;
     PUT(w, ",\"tools\":[");
-    uint32_t t = first_child(tools);
+    uint32_t t = first_child(tools), n = 0;
     for (uint32_t k = 0; k < c->j.toks[tools].count; k++, t = next_sib(c, t)) {
         if (item(c) != VSR_OK)
             return VSR_ERR_TOO_BIG;
         if (!is(c, t, VSR_JSON_OBJECT))
             return BAD(c, "tools.%u: Input should be a valid dictionary", k);
         uint32_t type = get(c, t, "type");
-        if (type != 0 && !str_is(c, type, "custom") && vsr_json_type(&c->j, type) != VSR_JSON_NULL)
-            return BAD(c, "tools.%u.type: the server tool '%s' has no chat form", k, quote(c, type));
+        if (type != 0 && !str_is(c, type, "custom") && vsr_json_type(&c->j, type) != VSR_JSON_NULL) {
+            if (no_chat_form(c, "tools.%u.type: the server tool '%s' has no chat form", k, quote(c, type)) != VSR_OK)
+                return VSR_ERR_INVALID;
+            continue; /* lenient: left out */
+        }
         uint32_t name = get(c, t, "name"), desc = get(c, t, "description"), schema = get(c, t, "input_schema");
         if (!is(c, name, VSR_JSON_STRING))
             return BAD(c, "tools.%u.name: Field required", k);
@@ -612,7 +637,7 @@ static int ingress_tools(cx_t *c, uint32_t tools)
             return BAD(c, "tools.%u.input_schema: Field required", k);
         if (desc != 0 && !is(c, desc, VSR_JSON_STRING))
             return BAD(c, "tools.%u.description: Input should be a valid string", k);
-        if (k)
+        if (n++)
             PUT(w, ",");
         PUT(w, "{\"type\":\"function\",\"function\":{\"name\":");
         raw(c, name);
@@ -663,9 +688,9 @@ static int ingress(cx_t *c)
         return BAD(c, "model field is required"); /* the reference router's words */
     if (!is(c, model, VSR_JSON_STRING))
         return BAD(c, "model: Input should be a valid string");
-    if (max_tokens == 0)
+    if (max_tokens == 0 && !c->lim.count_tokens)
         return BAD(c, "max_tokens: Field required");
-    int64_t mt = int_of(c, max_tokens);
+    int64_t mt = max_tokens ? int_of(c, max_tokens) : 1;
     if (mt < 0)
         return BAD(c, "max_tokens: Input should be a valid integer");
     if (mt < 1)
@@ -744,8 +769,11 @@ static int ingress(cx_t *c)
             return BAD(c, "messages.%u.content: Input should be a valid string or list", i);
         }
     }
-    PUT(w, "],\"max_tokens\":");
-    raw(c, max_tokens);
+    PUT(w, "]");
+    if (max_tokens) {
+        PUT(w, ",\"max_tokens\":");
+        raw(c, max_tokens);
+    }
     if (number_field(c, "temperature", "temperature") != VSR_OK || number_field(c, "top_p", "top_p") != VSR_OK ||
         number_field(c, "top_k", "top_k") != VSR_OK)
         return VSR_ERR_INVALID;

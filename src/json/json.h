@@ -251,6 +251,10 @@ typedef struct {
     uint32_t max_items;          /* 0 → VSR_ANTHROPIC_MAX_ITEMS */
     size_t max_event;            /* streams: 0 → VSR_ANTHROPIC_MAX_EVENT */
     uint32_t default_max_tokens; /* egress: 0 → VSR_ANTHROPIC_DEFAULT_MAX_TOKENS */
+    int count_tokens;            /* ingress: a count_tokens body (max_tokens neither required nor copied) */
+    int lenient;                 /* ingress: what has no chat form (document blocks, server tools ...) is left
+                                  * out, not refused; on VSR_OK err->message names the first such thing
+                                  * (empty when nothing was left out) and err->type is NULL */
 } vsr_anthropic_limits_t;
 
 typedef struct {
@@ -511,5 +515,31 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
 int vsr_responses_stream_feed(vsr_responses_stream_t *s, const char *p, size_t n, vsr_buf_t *out);
 int vsr_responses_stream_finish(vsr_responses_stream_t *s, vsr_buf_t *out);
 void vsr_responses_stream_free(vsr_responses_stream_t *s);
+
+/* ==== Completions ==========================================================
+ * OpenAI's Completions API (POST /v1/completions) <-> chat completions, for
+ * a model that does not serve Completions itself (api_format anthropic:
+ * composed with the Messages codec).  Pure, linear in the input; what maps
+ * to what is listed at the top of completions.c. */
+
+/* A completions request → a chat request (model kept).  VSR_OK, or
+ * VSR_ERR_INVALID with err (NUL-terminated, err_len bytes at most) naming
+ * the field that has no chat form. */
+int vsr_completions_request_to_chat(const char *body, size_t len, vsr_buf_t *out, char *err, size_t err_len);
+/* A chat.completion → a text_completion (choice 0).  VSR_OK, VSR_ERR_INVALID
+ * (not a chat.completion) or VSR_ERR_TOO_BIG (out's cap). */
+int vsr_completions_response_from_chat(const char *body, size_t len, vsr_buf_t *out);
+
+/* chat.completion.chunk SSE bytes, in chunks of any size → text_completion
+ * chunk SSE bytes.  An event over VSR_ANTHROPIC_MAX_EVENT bytes ends the
+ * stream with an error event; later bytes are ignored. */
+typedef struct {
+    vsr_buf_t pend; /* an event's bytes not yet whole */
+    int failed;
+} vsr_completions_stream_t;
+
+void vsr_completions_stream_init(vsr_completions_stream_t *s);
+int vsr_completions_stream_feed(vsr_completions_stream_t *s, const char *p, size_t n, vsr_buf_t *out);
+void vsr_completions_stream_free(vsr_completions_stream_t *s);
 
 #endif /* VSR_JSON_H */

@@ -12,7 +12,7 @@
 /* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
  * `model` field alone, like a passthrough */
 typedef enum {
-    EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES,
+    EP_NONE = 0, EP_CHAT, EP_COMPLETIONS, EP_RESPONSES, EP_MODELS, EP_SURFACE, EP_MESSAGES, EP_COUNT_TOKENS,
     EP_RESP_GET, EP_RESP_ITEMS, EP_RESP_DELETE, /* the Responses API's stored objects */
 } endpoint_t;
 
@@ -68,6 +68,8 @@ struct vsr_session_s {
      * request (in_body), and a model of api_format anthropic gets the chat
      * request translated to Messages (up_body) */
     int anthropic_in;
+    int count_tokens;         /* POST /v1/messages/count_tokens: forwarded to a Messages backend, or estimated */
+    const char *no_chat_form; /* what of a Messages request the chat form left out (a chat model refuses it) */
     int include_usage;        /* the chat request asked for a usage chunk (stream_options.include_usage) */
     vsr_buf_t in_body, up_body, scratch;
     const char *aim_error;    /* why the last aim() could not translate the request */
@@ -77,8 +79,12 @@ struct vsr_session_s {
     int to_chat;              /* the upstream answers in Messages: to chat */
     vsr_anthropic_stream_t *sx;     /* (pool) made the first time an answer is translated */
     int sx_open;
+    int cmpl;                 /* a Completions client, a Messages model: Messages → chat → text_completion */
+    vsr_completions_stream_t *cs;   /* (pool) likewise */
+    int cs_open;
     int acc_over;             /* BUFFER: the body passed XLATE_MAX_BODY */
     vsr_buf_t acc, out;
+    vsr_buf_t mid;            /* a Messages answer's chat form, for a Responses client */
     vsr_slice_t out_piece;
     /* the response cache (response_cache plugin) */
     const vsr_plugin_response_cache_conf_t *rc_conf;
@@ -343,7 +349,7 @@ static void replay_immediate(vsr_session_t *s, hlist_t *h, int status, vsr_slice
 static const vsr_effect_t *immediate(vsr_session_t *s, int status, vsr_slice_t content_type, vsr_slice_t body,
                                      vsr_response_path_t path, const vsr_header_t *extra, size_t n_extra)
 {
-    if (s->anthropic_in)
+    if (s->anthropic_in && !(s->count_tokens && status < 400)) /* a count is no message */
         body = answer_for_messages(s, &status, &content_type, body);
     else if (s->responses_in)
         body = answer_for_responses(s, &status, &content_type, body);
@@ -427,6 +433,7 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_buf_init(&s->scratch, XLATE_MAX_OUT);
     vsr_buf_init(&s->acc, XLATE_MAX_BODY);
     vsr_buf_init(&s->out, XLATE_MAX_OUT);
+    vsr_buf_init(&s->mid, XLATE_MAX_OUT);
     vsr_buf_init(&s->rc_acc, RC_MAX_VALUE);
     vsr_buf_init(&s->r_items, VSR_RESPONSES_MAX_OUTPUT);
     vsr_buf_init(&s->r_conv, VSR_RESPONSES_MAX_OUTPUT);
@@ -473,11 +480,14 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_json_edits_free(&s->edits);
     if (s->sx_open)
         vsr_anthropic_stream_free(s->sx);
+    if (s->cs_open)
+        vsr_completions_stream_free(s->cs);
     vsr_buf_free(&s->in_body);
     vsr_buf_free(&s->up_body);
     vsr_buf_free(&s->scratch);
     vsr_buf_free(&s->acc);
     vsr_buf_free(&s->out);
+    vsr_buf_free(&s->mid);
     vsr_buf_free(&s->rc_acc);
     if (s->rs_open)
         vsr_responses_stream_free(s->rs);
@@ -639,6 +649,7 @@ static const struct {
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/responses", "POST", EP_RESPONSES},
     {"/v1/messages", "POST", EP_MESSAGES}, /* Anthropic's Messages API, served as chat */
+    {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
     {"/v1/models", "GET", EP_MODELS},
     /* JSON bodies with a `model`, as OpenAI and vLLM serve them */
     {"/v1/embeddings", "POST", EP_SURFACE},
@@ -707,7 +718,8 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
             continue;
         if (endpoints[i].ep == EP_RESPONSES && !s->e->cfg->response_api_enabled)
             break; /* the Responses API is served only when enabled */
-        s->anthropic_in = endpoints[i].ep == EP_MESSAGES; /* its errors too are Anthropic's */
+        s->anthropic_in = endpoints[i].ep == EP_MESSAGES || endpoints[i].ep == EP_COUNT_TOKENS; /* errors too */
+        s->count_tokens = endpoints[i].ep == EP_COUNT_TOKENS;
         s->responses_in = endpoints[i].ep == EP_RESPONSES;
         int is_head = vsr_slice_eq_cstr(method, "HEAD");
         if (!vsr_slice_eq_cstr(method, endpoints[i].method) && !(is_head && endpoints[i].ep == EP_MODELS)) {
@@ -716,11 +728,13 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
                 "{\"error\":{\"message\":\"method not allowed\",\"type\":\"invalid_request_error\",\"code\":null}}");
             return immediate(s, 405, VSR_SLICE_LIT("application/json"), body, VSR_PATH_ERROR, &allow, 1);
         }
-        s->ep = endpoints[i].ep == EP_MESSAGES ? EP_CHAT : endpoints[i].ep;
+        s->ep = endpoints[i].ep == EP_MESSAGES || endpoints[i].ep == EP_COUNT_TOKENS ? EP_CHAT : endpoints[i].ep;
         if (s->ep == EP_MODELS)
             return models_list(s);
         return &s->eff;
     }
+    /* an Anthropic client reads Anthropic's error shape on every /v1/messages path */
+    s->anthropic_in = vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/messages/"));
     return error_reply(s, 404, "invalid_request_error", NULL, VSR_SLICE_LIT("endpoint not found"));
 }
 
@@ -794,6 +808,9 @@ static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf
 static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
+static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_t *recipe,
+                                        const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
+                                        const char *lora);
 static const vsr_effect_t *body_plugins(vsr_session_t *s);
 static const vsr_effect_t *tools_start(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
@@ -1084,10 +1101,13 @@ static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t 
     if (s->anthropic_in) {
         /* decoded once into a chat request; the rest of the phase reads that */
         vsr_anthropic_error_t aerr;
-        int rc = vsr_anthropic_request_to_chat(body ? body : "", len, NULL, &s->in_body, &aerr);
+        vsr_anthropic_limits_t lim = {.count_tokens = s->count_tokens, .lenient = 1};
+        int rc = vsr_anthropic_request_to_chat(body ? body : "", len, &lim, &s->in_body, &aerr);
         if (rc != VSR_OK)
             return error_reply(s, rc == VSR_ERR_TOO_BIG ? 413 : 400, "invalid_request_error", NULL,
                                vsr_slice_cstr(aerr.message));
+        if (aerr.message[0]) /* a Messages model gets it all the same (aim) */
+            s->no_chat_form = vsr_pool_strndup(&s->pool, aerr.message, strlen(aerr.message));
         body = s->in_body.data;
         len = s->in_body.len;
     }
@@ -1241,6 +1261,8 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
         s->ev.passthrough = 1;
     }
     s->ev.context_tokens = vsr_signals_token_estimate(&s->chat);
+    if (s->count_tokens)
+        return count_tokens(s, res.recipe, decision, model, lora);
     s->p_decision = decision;
     s->d_model = model;
     s->d_lora = lora;
@@ -1481,6 +1503,37 @@ static const vsr_effect_t *tools_start(vsr_session_t *s)
     return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, tools_embed_done, s));
 }
 
+/* POST /v1/messages/count_tokens, once the decision is made: the count of
+ * the routed model's Messages backend (the client's body, its model
+ * rewritten; no plugin runs, nothing is cached), or, for a model that does
+ * not speak Messages, vsr's own estimate (vsr_signals_token_estimate, the
+ * context signal's: a quarter of the text's bytes). */
+static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_t *recipe,
+                                        const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
+                                        const char *lora)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    s->decision = decision;
+    s->recipe = recipe;
+    s->ev.routing_us = vsr_now_us_exact() - s->t0;
+    if (model && anthropic_model(model) && model->n_backends) {
+        s->tried = vsr_pool_alloc(&s->pool, sizeof(const vsr_model_conf_t *) * (cfg->n_models + 1));
+        if (aim(s, model, lora) != VSR_OK)
+            return untranslatable(s, model);
+        return &s->eff;
+    }
+    vsr_header_t extra[3];
+    size_t n_extra = 0;
+    extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-token-count"), VSR_SLICE_LIT("estimate")};
+    if (model)
+        extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-model"), vsr_slice_cstr(model->name)};
+    if (decision)
+        extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
+    return immediate(s, 200, VSR_SLICE_LIT("application/json"),
+                     pool_printf(&s->pool, "{\"input_tokens\":%llu}", (unsigned long long)s->ev.context_tokens),
+                     VSR_PATH_NONE, extra, n_extra);
+}
+
 /* The routed request goes on: its graph, or its call. */
 static const vsr_effect_t *dispatch(vsr_session_t *s)
 {
@@ -1588,6 +1641,8 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     const vsr_plugin_response_cache_conf_t *rc = rc_conf_of(s->decision);
     if (rc == NULL || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL || ports->cache_store == NULL)
         return NULL;
+    if (s->no_chat_form)
+        return NULL; /* the key, made of the chat form, would not tell apart two requests that differ in a document */
     s->rc_conf = rc;
     s->rc_lookup = s->rc_store = 1;
     uint64_t ttl_ms = (rc->has_ttl_seconds ? rc->ttl_seconds : cfg->rc_store.ttl_seconds) * 1000;
@@ -1971,6 +2026,123 @@ static void envoy_fields(vsr_session_t *s, hlist_t *set, const vsr_model_conf_t 
     }
 }
 
+/* The Messages client's own body, its `model` set to id, into up_body: what
+ * a Messages backend gets when no translation stands between them. */
+static int messages_own_body(vsr_session_t *s, vsr_slice_t id)
+{
+    vsr_json_t j;
+    vsr_buf_reset(&s->up_body);
+    int rc = vsr_json_parse(&j, s->rq_body.p ? s->rq_body.p : "", s->rq_body.len, NULL);
+    uint32_t mt = 0;
+    if (rc == VSR_OK && vsr_json_object_get(&j, 0, "model", &mt) == VSR_OK) {
+        vsr_buf_append(&s->up_body, j.src, j.toks[mt].start);
+        vsr_buf_append_json_string(&s->up_body, id);
+        rc = vsr_buf_append(&s->up_body, j.src + j.toks[mt].end, j.len - j.toks[mt].end);
+    } else if (rc == VSR_OK) {
+        rc = VSR_ERR_INVALID; /* decoded once already: it has a model */
+    }
+    vsr_json_free(&j);
+    return rc;
+}
+
+/* The chat request as the plugins and the model rewrite left it (aim's
+ * effect so far), whole, in scratch. */
+static const vsr_buf_t *edited_chat(vsr_session_t *s)
+{
+    vsr_buf_reset(&s->scratch);
+    if (s->eff.body_replaced)
+        for (size_t i = 0; i < s->eff.n_body; i++)
+            vsr_buf_append_slice(&s->scratch, s->eff.body[i]);
+    else
+        vsr_buf_append(&s->scratch, s->body, s->body_len);
+    return &s->scratch;
+}
+
+/* Member key k of object 0 of `in`, in object 0 of j: its value token, or 0. */
+static uint32_t same_member(vsr_session_t *s, const vsr_json_t *in, uint32_t k, const vsr_json_t *j)
+{
+    vsr_slice_t name = VSR_SLICE_NULL;
+    uint32_t v;
+    if (vsr_json_string(in, k, &s->pool, &name) != VSR_OK ||
+        vsr__json_object_get_n(j, 0, name.p ? name.p : "", name.len, &v) != VSR_OK)
+        return 0;
+    return v;
+}
+
+/* A Messages client and a Messages model: the client's own body (nothing
+ * the chat form lacks is lost: thinking, cache_control, documents, server
+ * tools), its model set to id, and the plugins' edits carried over: every
+ * top-level field whose Messages form the edits changed (the edited chat
+ * request against the client's, each translated) replaces the client's, or
+ * is added, or removed.  Into up_body. */
+static int messages_passthrough(vsr_session_t *s, vsr_slice_t id, const vsr_buf_t *edited)
+{
+    if (s->n_saved_edits == 0)
+        return messages_own_body(s, id);
+    vsr_buf_t me, m0;
+    vsr_buf_init(&me, XLATE_MAX_OUT);
+    vsr_buf_init(&m0, XLATE_MAX_OUT);
+    vsr_json_t jc = {0}, je = {0}, j0 = {0};
+    vsr_json_edits_t ed;
+    vsr_json_edits_init(&ed);
+    vsr_anthropic_error_t aerr;
+    int rc = vsr_anthropic_request_from_chat(edited->data, edited->len, NULL, &me, &aerr);
+    if (rc == VSR_OK)
+        rc = vsr_anthropic_request_from_chat(s->body, s->body_len, NULL, &m0, &aerr);
+    int pc = vsr_json_parse(&jc, s->rq_body.p ? s->rq_body.p : "", s->rq_body.len, NULL);
+    int pe = vsr_json_parse(&je, me.data ? me.data : "", me.len, NULL);
+    int p0 = vsr_json_parse(&j0, m0.data ? m0.data : "", m0.len, NULL);
+    if (rc == VSR_OK && (pc != VSR_OK || pe != VSR_OK || p0 != VSR_OK))
+        rc = VSR_ERR_INVALID;
+    uint32_t mt = 0;
+    if (rc == VSR_OK && vsr_json_object_get(&jc, 0, "model", &mt) == VSR_OK) {
+        size_t n = vsr_json_string_size(id);
+        char *lit = vsr_pool_alloc(&s->pool, n);
+        vsr_json_string_put(lit, id);
+        rc = vsr_json_edit_replace(&ed, &jc, mt, vsr_slice(lit, n));
+    }
+    /* fields the edits changed or added */
+    for (uint32_t i = 0, k = 1; rc == VSR_OK && i < je.toks[0].count; i++, k = je.toks[k + 1].next) {
+        if (vsr_json_string_eq(&je, k, VSR_SLICE_LIT("model")))
+            continue;
+        uint32_t v0 = same_member(s, &je, k, &j0), vc = same_member(s, &je, k, &jc);
+        vsr_slice_t val = vsr_pool_dup_slice(&s->pool, vsr_json_raw(&je, k + 1));
+        if (v0 && vsr_slice_eq(val, vsr_json_raw(&j0, v0)))
+            continue; /* untouched: the client's own stays */
+        if (vc) {
+            rc = vsr_json_edit_replace(&ed, &jc, vc, val);
+        } else {
+            vsr_slice_t key = vsr_json_raw(&je, k);
+            char *m = vsr_pool_alloc(&s->pool, key.len + 1 + val.len);
+            memcpy(m, key.p, key.len);
+            m[key.len] = ':';
+            memcpy(m + key.len + 1, val.p, val.len);
+            rc = vsr_json_edit_insert_member(&ed, &jc, 0, vsr_slice(m, key.len + 1 + val.len));
+        }
+    }
+    /* fields the edits removed */
+    for (uint32_t i = 0, k = 1; rc == VSR_OK && i < j0.toks[0].count; i++, k = j0.toks[k + 1].next) {
+        uint32_t vc = same_member(s, &j0, k, &jc);
+        if (vc && !same_member(s, &j0, k, &je) && !vsr_json_string_eq(&j0, k, VSR_SLICE_LIT("model")))
+            rc = vsr_json_edit_remove_member(&ed, &jc, 0, vc - 1);
+    }
+    vsr_buf_reset(&s->up_body);
+    if (rc == VSR_OK) {
+        size_t n = 0;
+        uint64_t total = 0;
+        vsr_slice_t *pieces = vsr_json_edits_apply(&ed, jc.src, jc.len, &s->pool, &n, &total);
+        for (size_t i = 0; i < n && rc == VSR_OK; i++)
+            rc = vsr_buf_append_slice(&s->up_body, pieces[i]);
+    }
+    vsr_json_edits_free(&ed);
+    vsr_json_free(&jc);
+    vsr_json_free(&je);
+    vsr_json_free(&j0);
+    vsr_buf_free(&me);
+    vsr_buf_free(&m0);
+    return rc;
+}
+
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
  * plan.  Used for the first choice and for every fallback candidate.  With
@@ -2009,21 +2181,50 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         s->eff.body_replaced = 1;
     }
     int to_messages = anthropic_model(model);
-    if (to_messages && s->responses_in) {
-        s->aim_error = "the Responses API is not served through api_format anthropic models yet";
+    if (s->no_chat_form && !to_messages) { /* what the chat form left out cannot be left out silently */
+        s->aim_error = s->no_chat_form;
         return VSR_ERR_INVALID;
     }
-    if (to_messages) {
+    if (s->count_tokens) {
+        /* the client's body as it came, to the same endpoint of a Messages backend */
+        if (!to_messages || messages_own_body(s, id) != VSR_OK) {
+            s->aim_error = "count_tokens is forwarded to api_format anthropic models only";
+            return VSR_ERR_INVALID;
+        }
+        s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
+        s->eff.body[0] = vsr_buf_slice(&s->up_body);
+        s->eff.n_body = 1;
+        s->eff.body_len = s->up_body.len;
+        s->eff.body_replaced = 1;
+        s->eff.path = VSR_SLICE_LIT("/v1/messages/count_tokens");
+    } else if (to_messages && s->anthropic_in && !s->final_body.len) {
+        /* one protocol both sides: the client's own body, with vsr's edits */
+        if (messages_passthrough(s, id, edited_chat(s)) != VSR_OK) {
+            s->aim_error = "the plugins' edits could not be carried over to the Messages body";
+            return VSR_ERR_INVALID;
+        }
+        s->eff.body = vsr_pool_alloc(&s->pool, sizeof(vsr_slice_t));
+        s->eff.body[0] = vsr_buf_slice(&s->up_body);
+        s->eff.n_body = 1;
+        s->eff.body_len = s->up_body.len;
+        s->eff.body_replaced = 1;
+        s->eff.path = VSR_SLICE_LIT("/v1/messages");
+    } else if (to_messages) {
         /* the chat request, as the plugins and the model rewrite left it, in Messages form */
-        vsr_buf_reset(&s->scratch);
-        if (s->eff.body_replaced)
-            for (size_t i = 0; i < s->eff.n_body; i++)
-                vsr_buf_append_slice(&s->scratch, s->eff.body[i]);
-        else
-            vsr_buf_append(&s->scratch, s->body, s->body_len);
+        const vsr_buf_t *chat = edited_chat(s);
+        if (s->ep == EP_COMPLETIONS) { /* a completions request: its chat form first (in_body is free) */
+            char cerr[160];
+            vsr_buf_reset(&s->in_body);
+            if (vsr_completions_request_to_chat(s->scratch.data, s->scratch.len, &s->in_body, cerr, sizeof(cerr)) !=
+                VSR_OK) {
+                s->aim_error = vsr_pool_strndup(&s->pool, cerr, strlen(cerr));
+                return VSR_ERR_INVALID;
+            }
+            chat = &s->in_body;
+        }
         vsr_buf_reset(&s->up_body);
         vsr_anthropic_error_t aerr;
-        if (vsr_anthropic_request_from_chat(s->scratch.data, s->scratch.len, NULL, &s->up_body, &aerr) != VSR_OK) {
+        if (vsr_anthropic_request_from_chat(chat->data, chat->len, NULL, &s->up_body, &aerr) != VSR_OK) {
             s->aim_error = vsr_pool_strndup(&s->pool, aerr.message, strlen(aerr.message));
             return VSR_ERR_INVALID;
         }
@@ -2078,8 +2279,9 @@ static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf
 {
     s->ev.selected_model = m->name;
     return error_reply(s, 400, "invalid_request_error", NULL,
-                       pool_printf(&s->pool, "the request cannot be sent to model \"%.200s\" (api_format anthropic): %s",
-                                   m->name, s->aim_error ? s->aim_error : "untranslatable"));
+                       pool_printf(&s->pool, "the request cannot be sent to model \"%.200s\" (api_format %s): %s",
+                                   m->name, m->api_format ? m->api_format : "openai",
+                                   s->aim_error ? s->aim_error : "untranslatable"));
 }
 
 const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud, const vsr_model_conf_t *m),
@@ -2329,6 +2531,10 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         vsr_anthropic_stream_free(s->sx);
         s->sx_open = 0;
     }
+    if (s->cs_open) {
+        vsr_completions_stream_free(s->cs);
+        s->cs_open = 0;
+    }
     if (s->rs_open) {
         vsr_responses_stream_free(s->rs);
         s->rs_open = 0;
@@ -2337,7 +2543,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
         int sse = status >= 200 && status < 300 && ct &&
                   vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
-        s->to_chat = 0;
+        s->to_chat = up_messages; /* Messages → chat → Responses: the two codecs in a row */
         s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
         if (sse) {
             vsr_responses_meta_t meta = responses_meta(s);
@@ -2345,14 +2551,22 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                 s->rs = vsr_pool_alloc(&s->pool, sizeof(*s->rs));
             vsr_responses_stream_init(s->rs, &meta, NULL);
             s->rs_open = 1;
+            if (up_messages) {
+                if (s->sx == NULL)
+                    s->sx = vsr_pool_alloc(&s->pool, sizeof(*s->sx));
+                vsr_anthropic_stream_init(s->sx, VSR_ANTHROPIC_TO_CHAT, NULL, (uint64_t)time(NULL), s->include_usage);
+                s->sx_open = 1;
+            }
         }
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"), VSR_SLICE_LIT("openai-responses"));
-        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"), VSR_SLICE_LIT("openai"));
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-upstream-protocol"),
+               up_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
     } else if (up_messages != client_messages) {
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
         int sse = status >= 200 && status < 300 && ct &&
                   vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
         s->to_chat = up_messages;
+        s->cmpl = up_messages && s->ep == EP_COMPLETIONS;
         s->body_mode = sse ? VSR_BODY_STREAM : VSR_BODY_BUFFER;
         if (sse) {
             if (s->sx == NULL)
@@ -2360,6 +2574,12 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
             vsr_anthropic_stream_init(s->sx, up_messages ? VSR_ANTHROPIC_TO_CHAT : VSR_ANTHROPIC_TO_MESSAGES, NULL,
                                       (uint64_t)time(NULL), s->include_usage);
             s->sx_open = 1;
+            if (s->cmpl) {
+                if (s->cs == NULL)
+                    s->cs = vsr_pool_alloc(&s->pool, sizeof(*s->cs));
+                vsr_completions_stream_init(s->cs);
+                s->cs_open = 1;
+            }
         }
         hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-client-protocol"),
                client_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
@@ -2474,13 +2694,30 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
         vsr_buf_t conv;
         vsr_buf_init(&conv, XLATE_MAX_OUT);
         vsr_responses_meta_t meta = responses_meta(s);
-        rc = status >= 200 && status < 300 ? vsr_responses_response_from_chat(p, n, &meta, NULL, &s->out, &conv, &rerr)
-                                           : vsr_responses_error_from_chat(status, p, n, &s->out);
-        if (rc != VSR_OK)
-            snprintf(err.message, sizeof(err.message), "%s", rerr.message);
-        else if (status >= 200 && status < 300)
-            responses_keep(s, vsr_buf_slice(&s->out), vsr_buf_slice(&conv));
+        rc = VSR_OK;
+        if (s->to_chat) { /* a Messages answer: its chat form first */
+            vsr_buf_reset(&s->mid);
+            rc = status >= 200 && status < 300
+                     ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->mid, &err)
+                     : vsr_anthropic_error_to_chat(status, p, n, &s->mid);
+            p = s->mid.data ? s->mid.data : "";
+            n = s->mid.len;
+        }
+        if (rc == VSR_OK) {
+            rc = status >= 200 && status < 300
+                     ? vsr_responses_response_from_chat(p, n, &meta, NULL, &s->out, &conv, &rerr)
+                     : vsr_responses_error_from_chat(status, p, n, &s->out);
+            if (rc != VSR_OK)
+                snprintf(err.message, sizeof(err.message), "%s", rerr.message);
+            else if (status >= 200 && status < 300)
+                responses_keep(s, vsr_buf_slice(&s->out), vsr_buf_slice(&conv));
+        }
         vsr_buf_free(&conv);
+    } else if (status >= 200 && status < 300 && s->cmpl) { /* Messages → chat → text_completion */
+        vsr_buf_reset(&s->mid);
+        rc = vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->mid, &err);
+        if (rc == VSR_OK && (rc = vsr_completions_response_from_chat(s->mid.data, s->mid.len, &s->out)) != VSR_OK)
+            snprintf(err.message, sizeof(err.message), "its chat form has no completion form");
     } else if (status >= 200 && status < 300)
         rc = s->to_chat ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->out, &err)
                         : vsr_anthropic_response_from_chat(p, n, NULL, &s->out, &err);
@@ -2509,8 +2746,9 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
         if (!end_of_stream)
             return body_out(s);
         const vsr_effect_t *eff = translate_whole(s);
-        const char *chat_p = s->to_chat ? s->out.data : s->acc.data;
-        size_t chat_n = s->to_chat ? s->out.len : s->acc.len;
+        const vsr_buf_t *chat = !s->to_chat ? &s->acc : s->responses_in ? &s->mid : &s->out;
+        const char *chat_p = chat->data;
+        size_t chat_n = chat->len;
         if (end_of_stream == VSR_BODY_END && eff->status == 200) {
             rc_feed(s, chat_p, chat_n);
             rc_keep(s);
@@ -2523,7 +2761,20 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
     }
     if (s->body_mode == VSR_BODY_STREAM) {
         vsr_buf_reset(&s->out);
+        const char *chat_p = s->to_chat ? NULL : chunk; /* the answer's chat form, for the cache and the guard */
+        size_t chat_n = s->to_chat ? 0 : len;
         if (s->responses_in) {
+            if (s->to_chat) { /* Messages events → chat chunks → Responses events */
+                vsr_buf_reset(&s->mid);
+                if (len)
+                    vsr_anthropic_stream_feed(s->sx, chunk, len, &s->mid);
+                if (end_of_stream)
+                    vsr_anthropic_stream_finish(s->sx, &s->mid);
+                chunk = s->mid.data;
+                len = s->mid.len;
+                chat_p = chunk;
+                chat_n = len;
+            }
             if (len)
                 vsr_responses_stream_feed(s->rs, chunk, len, &s->out); /* a failure has written response.failed */
             if (end_of_stream) {
@@ -2538,14 +2789,22 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
                 vsr_buf_append_cstr(&s->out, "data: {\"error\":{\"message\":\"the upstream's stream ended early\","
                                              "\"type\":\"server_error\",\"code\":\"upstream_stream_cut\"}}\n\n");
         } else {
+            vsr_buf_t *sink = s->cmpl ? &s->mid : &s->out; /* a completions client: chat chunks on the way */
+            vsr_buf_reset(&s->mid);
             if (len)
-                vsr_anthropic_stream_feed(s->sx, chunk, len, &s->out); /* a failed stream has written its error event */
+                vsr_anthropic_stream_feed(s->sx, chunk, len, sink); /* a failed stream has written its error event */
             if (end_of_stream)
-                vsr_anthropic_stream_finish(s->sx, &s->out);
+                vsr_anthropic_stream_finish(s->sx, sink);
+            if (s->cmpl)
+                vsr_completions_stream_feed(s->cs, s->mid.data, s->mid.len, &s->out);
         }
-        rc_feed(s, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+        if (s->to_chat && !s->responses_in) {
+            chat_p = s->out.data;
+            chat_n = s->out.len;
+        }
+        rc_feed(s, chat_p, chat_n);
         if (s->rg.on)
-            vsr__rg_feed_sse(&s->rg, s->to_chat ? s->out.data : chunk, s->to_chat ? s->out.len : len);
+            vsr__rg_feed_sse(&s->rg, chat_p, chat_n);
         vsr__rg_withhold(&s->rg, &s->out, end_of_stream == VSR_BODY_CUT);
         if (end_of_stream == VSR_BODY_END)
             rc_keep(s);

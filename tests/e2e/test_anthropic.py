@@ -223,6 +223,10 @@ def test_messages_x_api_key_is_the_client_key(vsr, fakellm):
     assert r.status_code == 401
     assert r.json() == {"type": "error", "error": {"type": "authentication_error",
                                                     "message": "Unauthorized: missing or invalid API key"}}
+    with v.client() as c:  # every /v1/messages path
+        r = c.post("/v1/messages/count_tokens", json=user("hi", model="general"), headers={"x-api-key": "wrong"})
+    assert r.status_code == 401 and r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "authentication_error"
     # the chat path takes it as well, and answers in OpenAI's shape
     r = v.post_chat({"model": "general", "messages": [{"role": "user", "content": "x"}]},
                     headers={"x-api-key": "sk-client-1"})
@@ -415,3 +419,277 @@ def test_translation_over_http2(both, tmp_path):
     f.write_text(json.dumps(chat))
     p = subprocess.run(["nghttp", "-d", str(f), both.url + "/v1/chat/completions"], capture_output=True, timeout=30)
     assert p.returncode == 0 and json.loads(p.stdout)["choices"][0]["message"]["content"] == "Hello from an"
+
+
+# ---- POST /v1/messages/count_tokens ----
+
+def count_body(text, **extra):
+    return {"model": "auto", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def test_count_tokens_forwarded_to_anthropic_backend(both):
+    """Routed like a message; a Messages backend counts the client's body, its model rewritten."""
+    body = count_body("Write a poem about rivers.", system=[{"type": "text", "text": "Sys.",
+                                                             "cache_control": {"type": "ephemeral"}}],
+                      thinking={"type": "enabled", "budget_tokens": 1024})
+    with both.client() as c:
+        r = c.post("/v1/messages/count_tokens", json=body, headers={"anthropic-version": "2023-06-01"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-model"] == "claude"
+    assert r.headers["x-vsr-selected-decision"] == "essay_route"
+    assert "x-vsr-token-count" not in r.headers
+    call = last_call(both.an)
+    assert call["path"] == "/v1/messages/count_tokens"
+    assert call["model"] == "claude-up"
+    got = r.json()  # the backend's own answer, relayed
+    raw = got["fakellm"]["request"]["body"]
+    assert got["input_tokens"] == -(-len(raw.encode()) // 4)
+    sent = json.loads(raw)
+    assert sent == {**body, "model": "claude-up"}  # no field lost or added: thinking, cache_control kept
+    assert got["fakellm"]["request"]["headers"]["anthropic-version"] == "2023-06-01"
+
+
+def test_count_tokens_estimated_for_a_chat_backend(both):
+    before = len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"])
+    text = "Write a python function that reverses a list."
+    with both.client() as c:
+        r = c.post("/v1/messages/count_tokens", json=count_body(text, system="Be brief."))
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-token-count"] == "estimate"
+    assert r.headers["x-vsr-selected-model"] == "general"
+    assert r.json() == {"input_tokens": -(-(len(text) + len("Be brief.")) // 4)}
+    assert len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"]) == before  # no call
+
+
+def test_messages_paths_errors_in_anthropic_shape(both):
+    def err(r, status, etype):
+        assert r.status_code == status, r.text
+        b = r.json()
+        assert b["type"] == "error" and b["error"]["type"] == etype, b
+        return b["error"]["message"]
+
+    with both.client() as c:
+        err(c.get("/v1/messages/count_tokens"), 405, "invalid_request_error")
+        err(c.post("/v1/messages/batches", json={}), 404, "not_found_error")
+        assert err(c.post("/v1/messages/count_tokens", json={"model": "auto"}), 400,
+                   "invalid_request_error") == "messages: Field required"
+        assert "not available" in err(c.post("/v1/messages/count_tokens", json=count_body("x", model="nope")),
+                                      400, "invalid_request_error")
+        err(c.post("/v1/messages/count_tokens", content=b"{"), 400, "invalid_request_error")
+
+
+def test_count_tokens_sdk(both):
+    out = sdk({"sdk": "anthropic", "base": both.url, "op": "count_tokens",
+               "params": count_body("Write an essay on tides.")})
+    assert "error" not in out, out
+    assert out["count"]["input_tokens"] > 0
+    assert last_call(both.an)["path"] == "/v1/messages/count_tokens"
+    out = sdk({"sdk": "anthropic", "base": both.url, "op": "count_tokens", "params": count_body("golang generics")})
+    assert out["count"] == {"input_tokens": 4}
+
+
+# ---- the Responses API and Completions to api_format anthropic ----
+
+@pytest.fixture
+def both_r(vsr, fakellm):
+    """`both`, with the Responses API served."""
+    oa, an = fakellm("oa"), fakellm("an")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("general", [oa.endpoint], "general-up"), claude_model(an.endpoint)],
+                      default="general", global_extra="    response_api:\n      enabled: true\n")
+    v = vsr(cfg.replace("\nglobal:", ROUTING + "global:", 1), port=port)
+    v.oa, v.an = oa, an
+    return v
+
+
+def test_responses_to_anthropic_backend(both_r):
+    body = {"model": "auto", "input": "Write a poem about rivers.", "instructions": "Write well.",
+            "max_output_tokens": 50}
+    with both_r.client() as c:
+        r = c.post("/v1/responses", json=body)
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "claude"
+        assert r.headers["x-vsr-client-protocol"] == "openai-responses"
+        assert r.headers["x-vsr-upstream-protocol"] == "anthropic"
+        resp = r.json()
+        assert resp["object"] == "response" and resp["status"] == "completed"
+        assert resp["output"][0]["content"][0]["text"] == "Hello from an"
+        assert resp["usage"]["output_tokens"] == 3 and resp["usage"]["input_tokens"] > 0
+        call = last_call(both_r.an)
+        assert call["path"] == "/v1/messages" and call["model"] == "claude-up"
+        assert call["body"]["max_tokens"] == 50 and call["body"]["last_user"] == "Write a poem about rivers."
+        got = c.get(f"/v1/responses/{resp['id']}")  # kept like any other
+        assert got.status_code == 200 and got.json()["output"] == resp["output"]
+        # the backend's error: its status, in OpenAI's shape
+        r = c.post("/v1/responses", json={"model": "claude", "input": "x"}, headers={"x-fakellm-status": "429"})
+        assert r.status_code == 429, r.text
+        assert r.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_openai_sdk_responses_to_anthropic_backend(both_r):
+    out = sdk({"sdk": "openai", "base": both_r.url + "/v1", "op": "responses",
+               "params": {"model": "claude", "input": "hi"}})
+    assert "error" not in out, out
+    assert out["first"]["output"][0]["content"][0]["text"] == "Hello from an"
+    assert out["next"]["previous_response_id"] == out["first"]["id"]
+    call = last_call(both_r.an)  # the continuation: the first turn, its answer, the new input
+    assert call["body"]["n_messages"] == 3 and call["body"]["last_user"] == "and then?"
+    assert out["after_delete_status"] == 404
+
+
+def test_responses_stream_to_anthropic_backend(both_r):
+    out = sdk({"sdk": "openai", "base": both_r.url + "/v1", "op": "responses_stream",
+               "params": {"model": "claude", "input": "stream please"}})
+    assert "error" not in out, out
+    assert out["types"][0] == "response.created" and out["types"][-1] == "response.completed"
+    assert out["text"] == "tok0 tok1 tok2 tok3 tok4 "
+    assert out["final"]["usage"]["output_tokens"] == 5
+    assert out["got"]["id"] == out["final"]["id"]
+    call = last_call(both_r.an)
+    assert call["path"] == "/v1/messages" and call["body"]["stream"] is True
+    # a cut stream ends failed, never completed
+    with both_r.client() as c, c.stream("POST", "/v1/responses", json={"model": "claude", "input": "x", "stream": True},
+                                        headers={"x-fakellm-drop-after": "2"}) as r:
+        text = r.read().decode()
+    assert "response.completed" not in text and "response.failed" in text
+
+
+def test_completions_to_anthropic_backend(both):
+    with both.client() as c:
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": ["Say hi"], "max_tokens": 20,
+                                            "temperature": 0.3, "stop": ["END"]})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-upstream-protocol"] == "anthropic"
+        comp = r.json()
+        assert comp["object"] == "text_completion"
+        assert comp["choices"] == [{"index": 0, "text": "Hello from an", "logprobs": None, "finish_reason": "stop"}]
+        assert comp["usage"]["completion_tokens"] == 3
+        call = last_call(both.an)
+        assert call["path"] == "/v1/messages" and call["model"] == "claude-up"
+        assert call["body"]["max_tokens"] == 20 and call["body"]["last_user"] == "Say hi"
+        # what has no chat form is refused before any call; an error of the backend keeps its status
+        before = len(httpx.get(both.an.url + "/_fakellm/log").json()["entries"])
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": ["a", "b"]})
+        assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": "a", "echo": True})
+        assert r.status_code == 400 and "echo" in r.json()["error"]["message"]
+        assert len(httpx.get(both.an.url + "/_fakellm/log").json()["entries"]) == before
+        r = c.post("/v1/completions", json={"model": "claude", "prompt": "a"}, headers={"x-fakellm-status": "529"})
+        assert r.status_code == 529 and r.json()["error"]["type"] == "overloaded_error"
+
+
+def test_completions_stream_to_anthropic_backend(both):
+    params = {"model": "claude", "prompt": "Say hi", "max_tokens": 20, "stream_options": {"include_usage": True}}
+    out = sdk({"sdk": "openai", "base": both.url + "/v1", "op": "completions", "params": {**params,
+                                                                                       "stream_options": None}})
+    assert "error" not in out, out
+    assert out["completion"]["choices"][0]["text"] == "Hello from an"
+    out = sdk({"sdk": "openai", "base": both.url + "/v1", "op": "completions_stream", "params": params})
+    assert "error" not in out, out
+    assert out["text"] == "tok0 tok1 tok2 tok3 tok4 "
+    assert all(ch["object"] == "text_completion" for ch in out["chunks"])
+    assert [ch["choices"][0]["finish_reason"] for ch in out["chunks"] if ch["choices"]][-1] == "stop"
+    assert out["chunks"][-1]["usage"]["completion_tokens"] == 5
+    assert last_call(both.an)["body"]["stream"] is True
+    with both.client() as c, c.stream("POST", "/v1/completions", json={"model": "claude", "prompt": "x",
+                                                                      "stream": True}) as r:
+        events = sse_events(r.read().decode())
+    assert events[-1] == "[DONE]"
+    with both.client() as c, c.stream("POST", "/v1/completions", json={"model": "claude", "prompt": "x", "stream": True},
+                                      headers={"x-fakellm-drop-after": "1"}) as r:
+        events = sse_events(r.read().decode())
+    assert "[DONE]" not in events and "error" in json.loads(events[-1])
+
+
+# ---- a Messages client and a Messages model: the client's body, with vsr's edits only ----
+
+RICH = {"model": "auto", "max_tokens": 64,
+        "system": [{"type": "text", "text": "Sys.", "cache_control": {"type": "ephemeral"}}],
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}],
+        "messages": [{"role": "user", "content": [
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Tides rise."}},
+            {"type": "text", "text": "Write a poem about this.", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                                              {"type": "text", "text": "A draft."}]},
+            {"role": "user", "content": "Again, a poem."}]}
+
+
+def test_messages_to_anthropic_backend_passes_the_body_through(both):
+    r = messages(both, RICH, headers={"anthropic-beta": "prompt-caching-2024-07-31"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-model"] == "claude"
+    req = r.json()["fakellm"]["request"]
+    assert json.loads(req["body"]) == {**RICH, "model": "claude-up"}  # thinking, cache_control, document kept
+    assert req["headers"]["anthropic-beta"] == "prompt-caching-2024-07-31"
+    assert req["headers"]["x-api-key"] == "sk-ant-provider"
+    # the same request routed to a chat model cannot carry the document: refused, and no call
+    before = len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"])
+    r = messages(both, {**RICH, "messages": RICH["messages"][:2] + [{"role": "user", "content": "in python"}]})
+    assert r.status_code == 400, r.text
+    assert r.json()["type"] == "error"
+    msg = r.json()["error"]["message"]
+    assert "general" in msg and "'document' block has no chat form" in msg, msg
+    assert len(httpx.get(both.oa.url + "/_fakellm/log").json()["entries"]) == before
+
+
+def test_messages_to_anthropic_backend_keeps_plugin_edits(vsr, fakellm):
+    an = fakellm("an")
+    port = free_port()
+    routing = ROUTING.replace("      modelRefs: [{model: claude}]\n",
+                              "      modelRefs: [{model: claude}]\n      plugins:\n        - type: system_prompt\n"
+                              "          configuration: {mode: insert, system_prompt: \"Answer in verse.\"}\n", 1)
+    cfg = config_yaml(port, [model_yaml("general", [an.endpoint], "general-up"), claude_model(an.endpoint)],
+                      default="general")
+    v = vsr(cfg.replace("\nglobal:", routing + "global:", 1), port=port)
+    body = {**RICH, "system": "Be brief."}
+    r = messages(v, body)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "essay_route"
+    sent = json.loads(r.json()["fakellm"]["request"]["body"])
+    assert sent["system"].startswith("Answer in verse.") and "Be brief." in sent["system"]  # the plugin's edit
+    rest = {k: x for k, x in sent.items() if k != "system"}
+    assert rest == {k: x for k, x in body.items() if k != "system"} | {"model": "claude-up"}  # the rest as sent
+
+
+def test_anthropic_sdk_thinking_and_caching_reach_the_backend(both):
+    params = {"model": "auto", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+              "system": [{"type": "text", "text": "Long context.", "cache_control": {"type": "ephemeral"}}],
+              "messages": [{"role": "user", "content": "Write a poem about rivers."}]}
+    out = sdk({"sdk": "anthropic", "base": both.url, "op": "create", "params": params})
+    assert "error" not in out, out
+    sent = json.loads(out["message"]["fakellm"]["request"]["body"])
+    assert sent["thinking"] == params["thinking"] and sent["system"] == params["system"]
+    assert sent["model"] == "claude-up"
+
+
+def test_messages_with_a_document_skip_the_response_cache(vsr, fakellm):
+    an = fakellm("an")
+    port = free_port()
+    routing = ROUTING.replace("      modelRefs: [{model: claude}]\n",
+                              "      modelRefs: [{model: claude}]\n      plugins:\n        - type: semantic-cache\n"
+                              "          configuration: {mode: exact, ttl_seconds: 60}\n", 1)
+    cfg = config_yaml(port, [model_yaml("general", [an.endpoint], "general-up"), claude_model(an.endpoint)],
+                      default="general")
+    v = vsr(cfg.replace("\nglobal:", routing + "global:", 1) + "  stores:\n    response_cache:\n"
+            "      backend_type: memory\n", port=port)
+
+    def ask(doc):
+        body = {"model": "auto", "max_tokens": 64, "messages": [{"role": "user", "content": [
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": doc}},
+            {"type": "text", "text": "Write a poem about this."}]}]}
+        r = messages(v, body)
+        assert r.status_code == 200, r.text
+        assert r.headers.get("x-vsr-cache-hit") != "true", "answered about another document, from the cache"
+        return json.loads(r.json()["fakellm"]["request"]["body"])["messages"][0]["content"][0]["source"]["data"]
+
+    # a chat client's answer to the same text, kept; then the same text with documents: each answered by the
+    # model about its own document, never from the cache
+    with v.client() as c:
+        for _ in range(2):
+            r = c.post("/v1/chat/completions", content=b'{"model":"auto","messages":[{"role":"user","content":'
+                       b'"Write a poem about this."}],"max_tokens":64}')  # the bytes of the documents' chat form
+        assert r.headers["x-vsr-cache-hit"] == "true"
+    assert ask("Tides rise.") == "Tides rise."
+    assert ask("Rivers run.") == "Rivers run."
+    assert an.stats()["requests"] == 3

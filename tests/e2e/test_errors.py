@@ -69,6 +69,12 @@ def test_body_too_large(vsr, fakellm):
     assert be.stats()["requests"] == 0
     r = httpx.post(v.url + "/v1/chat/completions", content=b'{"model":"m","messages":[]}')
     assert r.status_code == 200
+    # an Anthropic path: Anthropic's error shape, before routing has looked at the request
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        r = httpx.post(v.url + path, content=b"x" * 1001)
+        assert r.status_code == 413
+        assert r.json() == {"type": "error", "error": {"type": "request_too_large",
+                                                        "message": "The request body is too large."}}
 
 
 def test_upstream_down_is_503_json(vsr):

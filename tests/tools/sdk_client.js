@@ -3,8 +3,9 @@
 // prints what the SDK returned as one JSON line, so the end-to-end tests see
 // vsr exactly as those clients do.
 //   node sdk_client.js '{"sdk":"anthropic"|"openai","base":URL,"key":K,"op":OP,"params":{...}}'
-// ops: anthropic: create, stream (the SDK's MessageStream: text and final message);
-//      openai: chat, chat_stream (chunks and their joined text), responses (create, retrieve,
+// ops: anthropic: create, stream (the SDK's MessageStream: text and final message), count_tokens;
+//      openai: chat, chat_stream (chunks and their joined text), completions, completions_stream,
+//      responses (create, retrieve,
 //      previous_response_id, input items, delete), responses_stream.
 // "headers" (optional): extra request headers (the openai client's defaultHeaders).
 // An SDK error prints {"error":{"status":S,"type":T,"message":M,"name":N}}.
@@ -32,6 +33,9 @@ async function anthropic() {
     const m = await s.finalMessage();
     return { events, text, message: m };
   }
+  if (cmd.op === 'count_tokens') {
+    return { count: await client.messages.countTokens(cmd.params) };
+  }
   throw new Error('unknown op ' + cmd.op);
 }
 
@@ -49,6 +53,19 @@ async function openai() {
     for await (const c of stream) {
       chunks.push(c);
       if (c.choices && c.choices[0] && c.choices[0].delta && c.choices[0].delta.content) text += c.choices[0].delta.content;
+    }
+    return { chunks, text };
+  }
+  if (cmd.op === 'completions') {
+    return { completion: await client.completions.create(cmd.params) };
+  }
+  if (cmd.op === 'completions_stream') {
+    const stream = await client.completions.create({ ...cmd.params, stream: true });
+    const chunks = [];
+    let text = '';
+    for await (const c of stream) {
+      chunks.push(c);
+      if (c.choices && c.choices[0] && c.choices[0].text) text += c.choices[0].text;
     }
     return { chunks, text };
   }

@@ -77,6 +77,66 @@ static void test_ingress_simple(void **state)
                         "\"max_tokens\":1024}");
 }
 
+/* A count_tokens body has no max_tokens: none is required, none is written. */
+static int count_to_chat(const char *b, size_t n, const vsr_anthropic_limits_t *l, vsr_buf_t *o,
+                         vsr_anthropic_error_t *e)
+{
+    (void)l;
+    vsr_anthropic_limits_t lim = {.count_tokens = 1};
+    return vsr_anthropic_request_to_chat(b, n, &lim, o, e);
+}
+
+static void test_ingress_count_tokens(void **state)
+{
+    (void)state;
+    assert_string_equal(conv(count_to_chat, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                             VSR_OK, NULL),
+                        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    assert_string_equal(conv(count_to_chat, "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[]}", VSR_OK, NULL),
+                        "{\"model\":\"m\",\"messages\":[],\"max_tokens\":9}");
+    assert_err(count_to_chat, "{\"model\":\"m\",\"max_tokens\":0,\"messages\":[]}", VSR_ERR_INVALID,
+               "invalid_request_error", "max_tokens: Input should be greater than or equal to 1");
+    assert_err(count_to_chat, "{\"model\":\"m\"}", VSR_ERR_INVALID, "invalid_request_error",
+               "messages: Field required");
+}
+
+/* Lenient: what has no chat form is left out (the first thing named), what
+ * Anthropic refuses is still refused. */
+static void lenient(const char *in, int want_rc, const char *want_out, const char *want_msg)
+{
+    vsr_anthropic_limits_t lim = {.lenient = 1};
+    vsr_buf_t b;
+    vsr_buf_init(&b, 1 << 20);
+    vsr_anthropic_error_t e;
+    int rc = vsr_anthropic_request_to_chat(in, strlen(in), &lim, &b, &e);
+    assert_int_equal(rc, want_rc);
+    if (rc == VSR_OK) {
+        assert_null(e.type);
+        assert_int_equal(b.len, strlen(want_out));
+        assert_memory_equal(b.data, want_out, b.len);
+    }
+    assert_string_equal(e.message, want_msg);
+    vsr_buf_free(&b);
+}
+
+static void test_ingress_lenient(void **state)
+{
+    (void)state;
+    lenient("{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\","
+            "\"source\":{}},{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"search_result\"}]},{\"role\":\"assistant\","
+            "\"content\":[{\"type\":\"server_tool_use\"},{\"type\":\"text\",\"text\":\"b\"}]}],"
+            "\"tools\":[{\"type\":\"web_search_20250305\",\"name\":\"web_search\"},{\"name\":\"f\",\"input_schema\":{}}]}",
+            VSR_OK,
+            "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\",\"content\":\"b\"}],"
+            "\"max_tokens\":1,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]}",
+            "messages.0.content.0.type: a 'document' block has no chat form");
+    lenient("{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", VSR_OK,
+            "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1}", "");
+    lenient("{\"model\":\"m\",\"messages\":[]}", VSR_ERR_INVALID, NULL, "max_tokens: Field required");
+    lenient("{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\"},"
+            "{\"type\":\"text\"}]}]}", VSR_ERR_INVALID, NULL, "messages.0.content.1.text: Input should be a valid string");
+}
+
 static void test_ingress_full(void **state)
 {
     (void)state;
@@ -665,6 +725,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingress_simple),
+        cmocka_unit_test(test_ingress_count_tokens),
+        cmocka_unit_test(test_ingress_lenient),
         cmocka_unit_test(test_ingress_full),
         cmocka_unit_test(test_ingress_errors),
         cmocka_unit_test(test_ingress_limits),

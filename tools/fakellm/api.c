@@ -22,6 +22,7 @@ typedef enum {
     R_COMPLETIONS,
     R_RESPONSES,
     R_MESSAGES,
+    R_COUNT_TOKENS, /* Anthropic's POST /v1/messages/count_tokens */
     R_MODELS,
     R_EMBEDDINGS,
     R_HEALTH,
@@ -731,6 +732,8 @@ static route_t classify(const char *m, size_t ml, const char *t, size_t tl)
         return R_RESPONSES;
     if (IS("POST", "/v1/messages"))
         return R_MESSAGES;
+    if (IS("POST", "/v1/messages/count_tokens"))
+        return R_COUNT_TOKENS;
     if (IS("GET", "/v1/models"))
         return R_MODELS;
     if (IS("POST", "/v1/embeddings"))
@@ -1662,8 +1665,9 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     int has_bd = 0;
     char ubuf[FL_LOG_TEXT_MAX + 8], sbuf[FL_LOG_TEXT_MAX + 8];
     fl_api_t api = route == R_CHAT ? API_CHAT : route == R_COMPLETIONS ? API_COMPLETIONS
-                   : route == R_MESSAGES ? API_MESSAGES : API_RESPONSES;
-    int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES || route == R_MESSAGES;
+                   : route == R_MESSAGES || route == R_COUNT_TOKENS ? API_MESSAGES : API_RESPONSES;
+    int inference = route == R_CHAT || route == R_COMPLETIONS || route == R_RESPONSES || route == R_MESSAGES ||
+                    route == R_COUNT_TOKENS;
 
     if (inference || route == R_EMBEDDINGS) {
         json_error_t jerr;
@@ -1683,7 +1687,7 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
                 model = json_string_value(m);
                 model_len = json_string_length(m);
             }
-            stream = json_is_true(json_object_get(root, "stream"));
+            stream = route != R_COUNT_TOKENS && json_is_true(json_object_get(root, "stream")); /* counting has none */
             include_usage = json_is_true(
                 json_object_get(json_object_get(root, "stream_options"), "include_usage"));
             if (inference) {
@@ -1707,7 +1711,8 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
             if (route == R_MESSAGES && !json_is_integer(json_object_get(root, "max_tokens"))) {
                 bad_json = 1;
                 fl_buf_adds(&err, "max_tokens: Field required");
-            } else if (route == R_MESSAGES && !json_is_array(json_object_get(root, "messages"))) {
+            } else if ((route == R_MESSAGES || route == R_COUNT_TOKENS) &&
+                       !json_is_array(json_object_get(root, "messages"))) {
                 bad_json = 1;
                 fl_buf_adds(&err, "messages: Field required");
             }
@@ -1780,6 +1785,11 @@ void fl_api_handle(fl_conn_t *c, const char *base, const char *body, size_t body
     case R_RESPONSES:
     case R_MESSAGES:
         body_completion(b, &x, api, &k, model, model_len);
+        break;
+    case R_COUNT_TOKENS: /* the prompt-token count of the answers, of this body */
+        fl_buf_addf(b, "{\"input_tokens\":%llu,", (unsigned long long)((x.body_len + 3) / 4));
+        render_fakellm(b, &x);
+        fl_buf_addc(b, '}');
         break;
     case R_EMBEDDINGS:
         if (body_embeddings(b, root, model, model_len, &err) < 0) {
