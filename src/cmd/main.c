@@ -350,6 +350,7 @@ struct rt_call_s {
 typedef struct {
     int enabled;             /* the workers get a runtime port */
     char socket_path[108];   /* a Unix socket: the endpoint's, or the managed child's */
+    char socket_dir[108];    /* the managed child's: a directory of its own (0700, made here), or "" */
     char tcp_host[64];       /* or TCP (endpoint http://IP:PORT) */
     uint16_t tcp_port;
     uint64_t timeout_ms;     /* one call at most (global.model_catalog.runtime.timeout) */
@@ -366,12 +367,23 @@ static void rt_unlink(rt_call_t *rc)
         rc->next->prev = rc->prev;
 }
 
+/* The process the managed child's socket must be served by: the child. */
+static int rt_peer_pid(void *ud)
+{
+    const rt_wire_t *rw = ud;
+    return rw->sup ? vsr_rts_pid(rw->sup) : 0;
+}
+
 static void *rt_open(void *ud, uv_loop_t *loop, unsigned worker)
 {
     VSR_UNUSED(worker);
     const rt_wire_t *rw = ud;
     rt_port_t *p = vsr_calloc(1, sizeof(*p));
     vsr_rtc_opts_t o = {.socket_path = rw->socket_path};
+    if (rw->sup) {
+        o.peer_pid = rt_peer_pid;
+        o.peer_ud = (void *)rw;
+    }
     if (rw->tcp_host[0]) {
         o.tcp_host = rw->tcp_host;
         o.tcp_port = rw->tcp_port;
@@ -498,6 +510,47 @@ static void on_runtime_ready(void *ud, int ready)
         vsr_log_warn("vsr", "model runtime not ready: /ready answers 503 until it is back");
 }
 
+/* The managed child's socket, in a directory made for it alone (mkdtemp:
+ * 0700, a name nobody can guess) under $XDG_RUNTIME_DIR, else $TMPDIR, else
+ * /tmp, the first where one can be made: no other user can bind the socket
+ * before the child, or connect to it.  runtime_cleanup removes both. */
+static int runtime_socket_dir(rt_wire_t *rw, vsr_buf_t *err)
+{
+    const char *bases[] = {getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp"};
+    static const char sock[] = "/runtime.sock";
+    for (size_t i = 0; i < VSR_ARRAY_LEN(bases); i++) {
+        const char *base = bases[i];
+        if (base == NULL || *base == '\0')
+            continue;
+        int n = snprintf(rw->socket_dir, sizeof(rw->socket_dir), "%s/vsr-runtime-XXXXXX", base);
+        if (n < 0 || (size_t)n + sizeof(sock) > sizeof(rw->socket_path)) {
+            vsr_log_warn("vsr", "the runtime's socket path under %s would be too long", base);
+            continue;
+        }
+        if (mkdtemp(rw->socket_dir) == NULL) {
+            vsr_log_warn("vsr", "cannot make the runtime's socket directory under %s: %s", base, strerror(errno));
+            continue;
+        }
+        memcpy(rw->socket_path, rw->socket_dir, (size_t)n); /* it fits: n + sizeof(sock) is checked above */
+        memcpy(rw->socket_path + n, sock, sizeof(sock));
+        return VSR_OK;
+    }
+    rw->socket_dir[0] = '\0';
+    vsr_buf_printf(err, "cannot make a directory for the model runtime's socket (XDG_RUNTIME_DIR, TMPDIR, /tmp)\n");
+    return VSR_ERR;
+}
+
+/* The managed child's socket and its directory, once the child is gone. */
+static void runtime_cleanup(rt_wire_t *rw)
+{
+    if (rw->socket_dir[0] == '\0')
+        return;
+    unlink(rw->socket_path); /* left by a child that was killed */
+    if (rmdir(rw->socket_dir) != 0)
+        vsr_log_warn("vsr", "cannot remove the runtime's socket directory %s: %s", rw->socket_dir, strerror(errno));
+    rw->socket_dir[0] = '\0';
+}
+
 /* global.model_catalog.runtime → rw (and the child's start on loop).
  * VSR_OK, or VSR_ERR_INVALID with a message in err (a configuration that
  * needs a runtime it cannot have). */
@@ -528,13 +581,8 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
                             "that runs elsewhere (endpoint:), or set managed: false\n");
         return VSR_ERR_INVALID;
     }
-    const char *tmp = getenv("TMPDIR");
-    int n = snprintf(rw->socket_path, sizeof(rw->socket_path), "%s/vsr-runtime-%d.sock", tmp && *tmp ? tmp : "/tmp",
-                     (int)getpid());
-    if (n < 0 || (size_t)n >= sizeof(rw->socket_path)) {
-        vsr_buf_printf(err, "global.model_catalog.runtime: the runtime's socket path under TMPDIR is too long\n");
-        return VSR_ERR_INVALID;
-    }
+    if (runtime_socket_dir(rw, err) != VSR_OK)
+        return VSR_ERR;
     char exe[4096];
     size_t exe_len = sizeof(exe);
     if (uv_exepath(exe, &exe_len) != 0) {
@@ -1126,6 +1174,7 @@ static int cmd_serve(int argc, char **argv)
     vsr_engine_unref(engine);
     uv_run(loop, UV_RUN_DEFAULT); /* until the handles are closed: after drain, stop, or a failed start */
     uv_loop_close(loop);
+    runtime_cleanup(&sv.rt); /* the child is gone */
     if (rc == 0)
         vsr_log_info("vsr", "stopped");
     vsr_buf_free(&err);

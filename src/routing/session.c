@@ -411,6 +411,15 @@ static const vsr_effect_t *no_backends(vsr_session_t *s, const vsr_model_conf_t 
                                              "empty, so there is no endpoint to send the request to", m->name));
 }
 
+/* A model no route, entrypoint or provider model knows: 400 with the code
+ * OpenAI gives it, so a client can tell it from other bad requests (on
+ * /v1/messages, Anthropic's shape: invalid_request_error, which has no code). */
+static const vsr_effect_t *unknown_model(vsr_session_t *s, vsr_slice_t name)
+{
+    return error_reply(s, 400, "invalid_request_error", "model_not_found",
+                       quote_msg(s, "model \"", name, "\" is not available"));
+}
+
 static const vsr_effect_t *bad_request(vsr_session_t *s, const char *msg)
 {
     return error_reply(s, 400, "invalid_request_error", NULL, vsr_slice_cstr(msg));
@@ -1164,7 +1173,7 @@ static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t 
 
     resolution_t res;
     if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
-        return error_reply(s, 400, "invalid_request_error", NULL, quote_msg(s, "model \"", name, "\" is not available"));
+        return unknown_model(s, name);
 
     /* what the rest of the phase needs, after a wait too */
     s->res = res;
@@ -1963,7 +1972,7 @@ static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint
         return bad_request(s, "model field is required");
     resolution_t res;
     if (vsr__resolve_model(s->e, name, &res) != VSR_OK)
-        return error_reply(s, 400, "invalid_request_error", NULL, quote_msg(s, "model \"", name, "\" is not available"));
+        return unknown_model(s, name);
     const vsr_model_conf_t *model = res.model;
     const char *lora = NULL;
     if (model == NULL) {

@@ -12,6 +12,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
 
 #include "http/http.h"
 #include "json/json.h"
@@ -29,6 +32,9 @@ struct vsr_rtc_s {
     struct sockaddr_storage addr;
     unsigned max_conns, max_idle;
     size_t max_response;
+    int (*peer_pid)(void *ud);    /* the process a Unix socket's peer must be, or NULL */
+    void *peer_ud;
+    uint64_t peer_warned_ms;      /* the last warning of a wrong peer (one a second at most) */
     unsigned n_open, n_idle;
     rconn_t *all;       /* every open connection */
     rconn_t *idle;      /* ... of which these carry no call */
@@ -114,6 +120,10 @@ vsr_rtc_t *vsr_rtc_new(uv_loop_t *loop, const vsr_rtc_opts_t *o)
     c->max_conns = o->max_conns ? o->max_conns : DEFAULT_MAX_CONNS;
     c->max_idle = o->max_idle ? o->max_idle : DEFAULT_MAX_IDLE;
     c->max_response = o->max_response_bytes ? o->max_response_bytes : DEFAULT_MAX_RESPONSE;
+    if (!c->tcp) {
+        c->peer_pid = o->peer_pid;
+        c->peer_ud = o->peer_ud;
+    }
     return c;
 }
 
@@ -318,6 +328,28 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     call_end(call, VSR_OK);
 }
 
+int vsr__rt_peer_pid(const uv_stream_t *s)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)s, &fd) != 0)
+        return -1;
+#if defined(SO_PEERCRED)
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred))
+        return -1;
+    return (int)cred.pid;
+#elif defined(LOCAL_PEERPID)
+    pid_t pid;
+    socklen_t len = sizeof(pid);
+    if (getsockopt(fd, SOL_LOCAL, LOCAL_PEERPID, &pid, &len) != 0)
+        return -1;
+    return (int)pid;
+#else
+    return -1;
+#endif
+}
+
 static void connect_cb(uv_connect_t *req, int status)
 {
     rconn_t *k = req->data;
@@ -326,6 +358,20 @@ static void connect_cb(uv_connect_t *req, int status)
     if (status < 0) {
         conn_failed(k, VSR_ERR_IO);
         return;
+    }
+    if (k->c->peer_pid) {
+        int want = k->c->peer_pid(k->c->peer_ud), got = vsr__rt_peer_pid((uv_stream_t *)&k->h);
+        if (want <= 0 || got != want) {
+            /* not the runtime vsr started: nothing is sent to whoever answers */
+            uint64_t now = vsr_now_ms();
+            if (now - k->c->peer_warned_ms >= 1000) {
+                k->c->peer_warned_ms = now;
+                vsr_log_warn("runtime", "the runtime's socket %s is served by process %d, not the model runtime (%d): "
+                                        "refused", k->c->path, got, want);
+            }
+            conn_failed(k, VSR_ERR_IO);
+            return;
+        }
     }
     k->connected = 1;
     uv_read_start((uv_stream_t *)&k->h, alloc_cb, read_cb);

@@ -11,4 +11,8 @@
 
 #include "runtime/runtime.h"
 
+/* The process at the other end of a connected Unix socket (SO_PEERCRED, or
+ * LOCAL_PEERPID), or -1 when it cannot be told. */
+int vsr__rt_peer_pid(const uv_stream_t *s);
+
 #endif /* VSR_RUNTIME_CLIENT_H */

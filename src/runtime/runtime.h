@@ -259,6 +259,13 @@ typedef struct {
     unsigned max_conns;        /* connections open at once; 0 → 64.  A call past it fails at once (VSR_ERR_TOO_BIG) */
     unsigned max_idle;         /* idle connections kept for the next calls; 0 → 8 */
     size_t max_response_bytes; /* a larger answer fails the call (VSR_ERR_TOO_BIG); 0 → 16 MiB */
+    /* On a Unix socket: the process that must be serving it (the managed
+     * child: vsr_rts_pid), asked at each new connection; a connection to
+     * any other process (or when it answers 0) fails before a byte is sent,
+     * and so does the call (VSR_ERR_IO).  NULL: not checked.  Called on
+     * the client's loop thread. */
+    int (*peer_pid)(void *ud);
+    void *peer_ud;
 } vsr_rtc_opts_t;
 
 typedef struct {
@@ -311,11 +318,12 @@ unsigned vsr_rtc_idle_conns(const vsr_rtc_t *c);
 /* ---- the supervisor: the runtime as the router's child ----
  * Starts the runtime (exe + args, e.g. `vsr runtime serve --socket PATH`)
  * with uv_spawn, probes GET /health/live on its socket, and restarts it with
- * exponential back-off when it exits or stops answering.  Its stdout and
- * stderr go to vsr's log line by line, prefixed.  Ready is true from the
- * first good probe of a child until that child fails; on_ready tells each
- * change.  Everything runs on the loop's thread; vsr_rts_ready() may be
- * read from any thread. */
+ * exponential back-off when it exits or stops answering (a probe answered by
+ * any process but the child is a failed one).  Its stdout and stderr go to
+ * vsr's log line by line, prefixed.  Ready is true from the first good
+ * probe of a child until that child fails; on_ready tells each change.
+ * Everything runs on the loop's thread; vsr_rts_ready() and vsr_rts_pid()
+ * may be read from any thread. */
 typedef struct vsr_rts_s vsr_rts_t;
 
 typedef struct {
@@ -336,7 +344,7 @@ typedef struct {
 vsr_rts_t *vsr_rts_start(struct uv_loop_s *loop, const vsr_rts_opts_t *opts);
 int vsr_rts_ready(const vsr_rts_t *s);
 unsigned vsr_rts_starts(const vsr_rts_t *s); /* children started so far */
-int vsr_rts_pid(const vsr_rts_t *s);         /* the child's, 0 when none runs */
+int vsr_rts_pid(const vsr_rts_t *s);         /* the child's, 0 when none runs; from any thread */
 /* Stops the child (SIGTERM, SIGKILL after 5 s) and frees everything once
  * libuv has closed the handles (run the loop); on_ready is not called. */
 void vsr_rts_stop(vsr_rts_t *s);

@@ -1,8 +1,10 @@
 /*
  * supervisor.c — the model runtime as the router's child (client.h has the
  * contract): spawned with uv_spawn, probed on GET /health/live over its
- * Unix socket, restarted with exponential back-off when it exits, does not
- * become ready in time, or stops answering; its output goes to vsr's log.
+ * Unix socket (an answer counts only from the child itself: the socket's
+ * peer, SO_PEERCRED, is its pid), restarted with exponential back-off when
+ * it exits, does not become ready in time, or stops answering; its output
+ * goes to vsr's log.
  *
  * One timer drives the child's life: while no child runs it is the
  * back-off before the next start; while one runs it is the probe interval.
@@ -34,7 +36,7 @@ struct vsr_rts_s {
     uv_process_t proc;
     int proc_open;     /* the handle is not closed yet */
     int running;
-    int pid;
+    atomic_int pid;    /* read by the workers' runtime clients (their peer check) */
     out_t out[2];
     uv_timer_t timer;
     uv_timer_t probe_timer;
@@ -167,7 +169,7 @@ static void exit_cb(uv_process_t *p, int64_t status, int sig)
     vsr_rts_t *s = p->data;
     int was_ready = atomic_load(&s->ready);
     s->running = 0;
-    s->pid = 0;
+    atomic_store(&s->pid, 0);
     close_handle(s, (uv_handle_t *)&s->proc);
     if (s->stopping) {
         uv_timer_stop(&s->kill_timer);
@@ -226,10 +228,10 @@ static void spawn_child(vsr_rts_t *s)
         return;
     }
     s->running = 1;
-    s->pid = s->proc.pid;
+    atomic_store(&s->pid, s->proc.pid);
     s->failures = 0;
     s->started_ms = vsr_now_ms();
-    vsr_log_info("runtime", "started the model runtime (pid %d)", s->pid);
+    vsr_log_info("runtime", "started the model runtime (pid %d)", s->proc.pid);
     for (int i = 0; i < 2; i++) {
         s->out[i].pipe.data = &s->out[i];
         uv_read_start((uv_stream_t *)&s->out[i].pipe, out_alloc, out_read);
@@ -311,6 +313,13 @@ static void probe_connected(uv_connect_t *c, int status)
         probe_end(s, 0);
         return;
     }
+    int peer = vsr__rt_peer_pid((uv_stream_t *)&s->ppipe);
+    if (peer != atomic_load(&s->pid)) { /* another process serves the socket: not our child's answer */
+        vsr_log_warn("runtime", "the runtime's socket %s is served by process %d, not the model runtime (%d)", s->path,
+                     peer, atomic_load(&s->pid));
+        probe_end(s, 0);
+        return;
+    }
     static const char req[] = "GET /health/live HTTP/1.1\r\nhost: runtime\r\nconnection: close\r\n\r\n";
     uv_buf_t b = uv_buf_init((char *)req, sizeof(req) - 1);
     s->pwrite.data = s;
@@ -386,6 +395,7 @@ vsr_rts_t *vsr_rts_start(uv_loop_t *loop, const vsr_rts_opts_t *opts)
         s->o.backoff_max_ms = 30000;
     s->backoff = s->o.backoff_initial_ms;
     atomic_init(&s->ready, 0);
+    atomic_init(&s->pid, 0);
     uv_timer_t *timers[] = {&s->timer, &s->probe_timer, &s->kill_timer};
     for (size_t i = 0; i < VSR_ARRAY_LEN(timers); i++) {
         uv_timer_init(loop, timers[i]);
@@ -408,7 +418,7 @@ unsigned vsr_rts_starts(const vsr_rts_t *s)
 
 int vsr_rts_pid(const vsr_rts_t *s)
 {
-    return s->pid;
+    return atomic_load(&((vsr_rts_t *)s)->pid);
 }
 
 static void kill_timeout(uv_timer_t *t)

@@ -12,8 +12,31 @@ def test_unknown_model(stack):
     r = stack.post_chat({"model": "gpt-x\"y", "messages": []})
     assert r.status_code == 400
     assert r.json() == {"error": {"message": 'model "gpt-x"y" is not available',
-                                  "type": "invalid_request_error", "code": None}}
+                                  "type": "invalid_request_error", "code": "model_not_found"}}
     assert r.headers["content-type"] == "application/json"
+    assert r.headers["x-vsr-response-path"] == "error"
+
+
+def test_unknown_model_on_every_api_path(stack):
+    """The same 400 and code on each OpenAI path; Anthropic's shape, with its
+    own type and no code, on /v1/messages."""
+    want = {"error": {"message": 'model "nope" is not available', "type": "invalid_request_error",
+                      "code": "model_not_found"}}
+    user = [{"role": "user", "content": "hi"}]
+    for path, body in (("/v1/chat/completions", {"model": "nope", "messages": user}),
+                       ("/v1/completions", {"model": "nope", "prompt": "hi"}),
+                       ("/v1/responses", {"model": "nope", "input": "hi"}),
+                       ("/v1/embeddings", {"model": "nope", "input": "hi"}),
+                       ("/v1/chat/completions", {"model": "nope", "messages": user, "stream": True})):
+        r = httpx.post(stack.url + path, json=body, timeout=10)
+        assert (r.status_code, r.json()) == (400, want), (path, r.text)
+    r = httpx.post(stack.url + "/v1/chat/completions", json={"messages": user}, timeout=10)
+    assert r.status_code == 400 and err(r)["code"] == "model_not_found"  # missing: no model either
+    r = httpx.post(stack.url + "/v1/messages", json={"model": "nope", "max_tokens": 8, "messages": user},
+                   timeout=10)
+    assert r.status_code == 400
+    assert r.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                   "message": 'model "nope" is not available'}}
 
 
 def test_malformed_json(stack):

@@ -1,14 +1,18 @@
 """fakellm's own test hooks: the call log (/_fakellm/log), per-key fault
 budgets (x-fakellm-key + x-fakellm-fail-count) and the mid-stream stall, which
 the proxy's retry, fallback and idle-timeout tests build on."""
+import base64
 import json
+import os
+import struct
+import subprocess
 import threading
 import time
 
 import httpx
 import pytest
 
-from conftest import raw_request, sse_events, wait_until
+from conftest import MODEL_CACHE, ROOT, raw_request, require, sse_events, wait_until
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 STREAM = dict(CHAT, stream=True)
@@ -810,3 +814,51 @@ def test_messages_stream_events(fakellm):
         delta = ev[-2][1]
         assert delta["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
         assert delta["usage"]["output_tokens"] == n
+
+
+# ---- embeddings ----
+
+def embed(be, **body):
+    return httpx.post(be.url + "/v1/embeddings", json={"input": ["hello there", "bye"], **body}, timeout=10)
+
+
+def test_embeddings_base64_is_the_float32_vector(fakellm):
+    be = fakellm()
+    floats = embed(be, dimensions=8).json()
+    assert [len(d["embedding"]) for d in floats["data"]] == [8, 8]
+    assert floats == embed(be, dimensions=8, encoding_format="float").json()  # float is the default
+    r = embed(be, dimensions=8, encoding_format="base64")
+    assert r.status_code == 200, r.text
+    b64 = r.json()
+    assert b64["object"] == "list" and b64["usage"] == floats["usage"] and b64["model"] == floats["model"]
+    for d, f in zip(b64["data"], floats["data"]):
+        assert d["index"] == f["index"] and d["object"] == "embedding"
+        raw = base64.b64decode(d["embedding"], validate=True)
+        assert len(raw) == 8 * 4  # float32 each ...
+        vec = struct.unpack("<8f", raw)  # ... little-endian
+        assert vec == pytest.approx(f["embedding"], abs=1e-6)
+        assert sum(x * x for x in vec) == pytest.approx(1.0, abs=1e-5)
+    assert b64["data"][0]["embedding"] != b64["data"][1]["embedding"]
+    for bad in ("hex", 3, ["base64"]):
+        r = embed(be, encoding_format=bad)
+        assert r.status_code == 400 and "encoding_format" in r.text, r.text
+
+
+def test_openai_sdk_embeddings_decode_the_right_vector(fakellm):
+    """The openai SDK asks for base64 unless told otherwise and decodes it:
+    it gets the same vector as a float request."""
+    sdk_dir = MODEL_CACHE / "sdk"
+    require([sdk_dir / "node_modules" / "openai"], ["node"], what="the openai SDK")
+    be = fakellm()
+    params = {"model": "e", "input": ["hello there", "bye"], "dimensions": 12}
+    out = subprocess.run(["node", str(ROOT / "tests" / "tools" / "sdk_client.js"),
+                          json.dumps({"sdk": "openai", "base": be.url + "/v1", "op": "embeddings", "params": params})],
+                         capture_output=True, text=True, timeout=60, env=dict(os.environ, VSR_SDK_DIR=str(sdk_dir)))
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "error" not in got, got
+    want = httpx.post(be.url + "/v1/embeddings", json=params, timeout=10).json()
+    assert [len(d["embedding"]) for d in got["embeddings"]["data"]] == [12, 12]
+    for d, w in zip(got["embeddings"]["data"], want["data"]):
+        assert d["embedding"] == pytest.approx(w["embedding"], abs=1e-6)
+    assert entries(be)[-2]["path"] == "/v1/embeddings"

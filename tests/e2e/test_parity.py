@@ -106,11 +106,11 @@ def test_explicit_remote_model_is_passthrough(corpus):
 
 @pytest.mark.parametrize("model", ["no-such-model", "vllm-sr/flow"])
 def test_unknown_and_unpublished_models(corpus, model):
-    # the reference sends the status as a number; vsr keeps OpenAI's convention (a string or null)
+    # the reference sends the status as a number; vsr keeps OpenAI's convention (a string naming the error)
     r = chat(corpus, "hi", model=model)
     assert r.status_code == 400
     assert r.json() == {"error": {"message": f'model "{model}" is not available',
-                                  "type": "invalid_request_error", "code": None}}
+                                  "type": "invalid_request_error", "code": "model_not_found"}}
     assert r.headers["x-vsr-response-path"] == "error"
 
 

@@ -10,6 +10,7 @@ configuration errors of the family."""
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -326,3 +327,86 @@ global:
                        timeout=30)
     assert p.returncode == 2
     assert re.search(r":7:\d+: endpoint must be unix:///", p.stderr), p.stderr
+
+
+
+def socket_of(v):
+    """The managed child's socket, as vsr names it in its log."""
+    m = re.search(r"starting the model runtime on (\S+)", v.proc.output())
+    assert m, v.proc.output()
+    return pathlib.Path(m.group(1))
+
+
+def test_managed_runtime_socket_is_in_a_private_directory(vsr, fakellm):
+    be = fakellm("be")
+    base = pathlib.Path(tempfile.mkdtemp(prefix="vsrx", dir="/tmp"))  # short: a socket path holds 107 bytes
+    try:
+        started = []
+        for env in ({"XDG_RUNTIME_DIR": str(base)}, {"XDG_RUNTIME_DIR": "", "TMPDIR": str(base)}):
+            port = free_port()
+            v = vsr(doc(port, be.endpoint, "      embedder: hash\n"), workers=1, port=port, env=env)
+            sock = socket_of(v)
+            assert sock.parent.parent == base
+            assert str(v.proc.p.pid) not in sock.name and str(v.proc.p.pid) not in sock.parent.name
+            st = sock.parent.stat()
+            assert st.st_mode & 0o777 == 0o700 and st.st_uid == os.getuid()  # nobody else can bind or connect
+            assert sock.is_socket()
+            assert chat(v, CANDIDATE).headers["x-vsr-selected-model"] == "coder"
+            started.append((v, sock))
+        assert started[0][1].parent != started[1][1].parent  # a fresh directory each time
+        for v, sock in started:  # the directory goes with vsr
+            assert v.proc.stop() == 0
+            assert not sock.parent.exists()
+        assert list(base.iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_socket_served_by_another_process_is_refused(vsr, fakellm):
+    """Another process serving the child's socket (here, the test, which may
+    enter the directory) gets no prompt: the call fails as the runtime's
+    failure (on_error), it is not sent to whoever answers."""
+    be = fakellm("be")
+    port = free_port()
+    v = vsr(doc(port, be.endpoint, "      embedder: hash\n"), workers=1, port=port)
+    sock = socket_of(v)
+    sock.unlink()
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    squatter.bind(str(sock))
+    squatter.listen(64)
+    received, accepted, stop = [], [], threading.Event()
+
+    def serve():
+        squatter.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                c, _ = squatter.accept()
+            except socket.timeout:
+                continue
+            accepted.append(c)
+            c.settimeout(0.5)
+            try:
+                data = c.recv(65536)
+            except socket.timeout:
+                continue
+            if data:
+                received.append(data)
+                c.sendall(b'HTTP/1.1 200 OK\r\ncontent-length: 14\r\n\r\n{"results":[]}')
+
+    t = threading.Thread(target=serve)
+    t.start()
+    try:
+        r = chat(v, "my social security number is 078-05-1120, how do I sort a list in python")
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == "general"  # the signal failed: on_error no_match
+        wait_until(lambda: httpx.get(v.url + "/ready", timeout=5).status_code == 503, timeout=30,
+                   what="/ready 503: the answers on the socket are not the child's")
+        assert accepted  # it was connected to ...
+        assert received == []  # ... and sent nothing
+        assert "is served by process" in v.proc.output()
+    finally:
+        stop.set()
+        t.join(10)
+        for c in accepted:
+            c.close()
+        squatter.close()

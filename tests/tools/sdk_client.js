@@ -5,8 +5,8 @@
 //   node sdk_client.js '{"sdk":"anthropic"|"openai","base":URL,"key":K,"op":OP,"params":{...}}'
 // ops: anthropic: create, stream (the SDK's MessageStream: text and final message), count_tokens;
 //      openai: chat, chat_stream (chunks and their joined text), completions, completions_stream,
-//      responses (create, retrieve,
-//      previous_response_id, input items, delete), responses_stream.
+//      responses (create, retrieve, previous_response_id, input items, delete), responses_stream,
+//      embeddings (as the SDK decodes them: base64 unless params.encoding_format says otherwise).
 // "headers" (optional): extra request headers (the openai client's defaultHeaders).
 // An SDK error prints {"error":{"status":S,"type":T,"message":M,"name":N}}.
 'use strict';
@@ -68,6 +68,9 @@ async function openai() {
       if (c.choices && c.choices[0] && c.choices[0].text) text += c.choices[0].text;
     }
     return { chunks, text };
+  }
+  if (cmd.op === 'embeddings') {
+    return { embeddings: await client.embeddings.create(cmd.params) };
   }
   if (cmd.op === 'responses') {
     // create, retrieve, continue with previous_response_id, list input items, delete, retrieve again

@@ -1,7 +1,8 @@
 /* test_runtime_client.c — the router's runtime client against a fake
  * runtime on a Unix socket in the same loop: one POST /v1/bundle per call,
  * results by id, pooled keep-alive connections, the deadline, cancel, a
- * runtime that is down, refuses (429), or closed an idle connection. */
+ * runtime that is down, refuses (429), or closed an idle connection, and a
+ * socket served by another process than the one expected. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -351,6 +352,53 @@ static void test_connection_bound(void **state)
     srv_stop();
 }
 
+static int peer_is(void *ud)
+{
+    return *(int *)ud;
+}
+
+/* The socket must be served by the expected process (the managed child):
+ * served by any other, the call fails as the runtime's failure and nothing
+ * is sent to it. */
+static void test_peer_must_be_the_expected_process(void **state)
+{
+    (void)state;
+    srv_start(SRV_OK);
+    int want = (int)getpid(); /* the fake runtime runs in this process */
+    vsr_rtc_opts_t opts = {.socket_path = path, .peer_pid = peer_is, .peer_ud = &want};
+    vsr_rtc_t *c = vsr_rtc_new(&loop, &opts);
+    outcome_t o = {0};
+    vsr_rtc_bundle(c, TASKS, 1, vsr_now_ms() + 10000, on_done, &o);
+    run_until(&o, 1);
+    assert_int_equal(o.status, VSR_OK);
+    assert_int_equal(srv.requests, 1);
+    vsr_rtc_free(c);
+    uv_run(&loop, UV_RUN_NOWAIT);
+
+    /* another process is expected: refused before a byte goes out */
+    want = (int)getpid() + 1;
+    c = vsr_rtc_new(&loop, &opts);
+    memset(&o, 0, sizeof(o));
+    vsr_rtc_bundle(c, TASKS, 1, vsr_now_ms() + 10000, on_done, &o);
+    run_until(&o, 1);
+    assert_int_equal(o.calls, 1);
+    assert_int_equal(o.status, VSR_ERR_IO);
+    assert_int_equal(o.t.http_status, 0);
+    assert_int_equal(vsr_rtc_open_conns(c), 0);
+    /* no child runs (0): refused too */
+    want = 0;
+    vsr_rtc_bundle(c, TASKS, 1, vsr_now_ms() + 10000, on_done, &o);
+    run_until(&o, 2);
+    assert_int_equal(o.calls, 2);
+    assert_int_equal(o.status, VSR_ERR_IO);
+    for (int i = 0; i < 20; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(srv.accepted, 3);
+    assert_int_equal(srv.requests, 1); /* only the first, to the expected process */
+    vsr_rtc_free(c);
+    srv_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_runtime_down_or_refusing),
         cmocka_unit_test(test_stale_connection_is_retried),
         cmocka_unit_test(test_connection_bound),
+        cmocka_unit_test(test_peer_must_be_the_expected_process),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,7 @@
 /* test_runtime_supervisor.c — the runtime as the router's child: started,
  * probed on /health/live, its output in the log, restarted after a crash,
- * with back-off when it cannot start, and when it never becomes ready;
- * stopped with the router.  The child is a small Python stand-in
+ * with back-off when it cannot start, and when it never becomes ready, or
+ * when another process serves its socket; stopped with the router.  The child is a small Python stand-in
  * (tests/unit/data/fake_runtime.py) or sleep(1). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -175,12 +175,95 @@ static void test_never_ready(void **state)
     stop_and_reap(s, vsr_rts_pid(s));
 }
 
+/* ---- a process other than the child answering on the socket: this one ---- */
+
+typedef struct {
+    uv_pipe_t pipe;
+    uv_write_t w;
+    char buf[512];
+} squat_conn_t;
+
+static int squat_answers;
+
+static void squat_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void squat_alloc(uv_handle_t *h, size_t n, uv_buf_t *b)
+{
+    (void)n;
+    squat_conn_t *sc = h->data;
+    *b = uv_buf_init(sc->buf, sizeof(sc->buf));
+}
+
+static void squat_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    (void)b;
+    if (n > 0) {
+        static const char ok[] = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        squat_conn_t *sc = st->data;
+        uv_buf_t out = uv_buf_init((char *)ok, sizeof(ok) - 1);
+        uv_write(&sc->w, st, &out, 1, NULL);
+        squat_answers++;
+    }
+    if (n < 0 && !uv_is_closing((uv_handle_t *)st))
+        uv_close((uv_handle_t *)st, squat_closed);
+}
+
+static void squat_conn(uv_stream_t *server, int status)
+{
+    assert_int_equal(status, 0);
+    squat_conn_t *sc = calloc(1, sizeof(*sc));
+    uv_pipe_init(server->loop, &sc->pipe, 0);
+    sc->pipe.data = sc;
+    assert_int_equal(uv_accept(server, (uv_stream_t *)&sc->pipe), 0);
+    uv_read_start((uv_stream_t *)&sc->pipe, squat_alloc, squat_read);
+}
+
+static void squat_close_walk(uv_handle_t *h, void *server)
+{
+    if (h->type == UV_NAMED_PIPE && !uv_is_closing(h))
+        uv_close(h, h == server ? NULL : squat_closed);
+}
+
+/* The child (sleep) serves nothing; this process answers /health/live on
+ * its socket: those answers do not make the runtime ready, and the child
+ * is restarted as one that never became ready. */
+static void test_socket_served_by_another_process(void **state)
+{
+    (void)state;
+    static const char *args[] = {"30", NULL};
+    watch_t w = {0};
+    vsr_rts_opts_t o = base_opts(&w, args);
+    o.exe = "/bin/sleep";
+    o.start_timeout_ms = 1000;
+    unlink(path);
+    uv_pipe_t server;
+    uv_pipe_init(&loop, &server, 0);
+    assert_int_equal(uv_pipe_bind(&server, path), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&server, 16, squat_conn), 0);
+    squat_answers = 0;
+    vsr_rts_t *s = vsr_rts_start(&loop, &o);
+    RUN_UNTIL(vsr_rts_starts(s) >= 2, 20000);
+    assert_true(vsr_rts_starts(s) >= 2);
+    assert_int_equal(w.ready_calls[1], 0);
+    assert_false(vsr_rts_ready(s));
+    assert_int_equal(squat_answers, 0); /* connected, never asked */
+    stop_and_reap(s, vsr_rts_pid(s));
+    uv_walk(&loop, squat_close_walk, &server);
+    for (int i = 0; i < 20; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_ready_log_crash_restart),
         cmocka_unit_test(test_backoff),
         cmocka_unit_test(test_never_ready),
+        cmocka_unit_test(test_socket_served_by_another_process),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

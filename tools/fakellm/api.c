@@ -1219,8 +1219,11 @@ static void body_completion(fl_buf_t *b, const req_ctx_t *x, fl_api_t api, const
 
 /* POST /v1/embeddings: one deterministic unit vector per input, of
  * `dimensions` components (default 16, at most 4096): component i of text t
- * comes from FNV-1a 64 of t mixed with i, so equal texts get equal vectors. */
-static void embed_one(fl_buf_t *b, const char *t, size_t n, int64_t dim)
+ * comes from FNV-1a 64 of t mixed with i, so equal texts get equal vectors.
+ * encoding_format "float" (the default) writes it as a JSON array of
+ * numbers; "base64" (what the OpenAI SDKs ask for unless told otherwise) as
+ * the base64 of its float32 components, little-endian, as OpenAI does. */
+static void embed_one(fl_buf_t *b, const char *t, size_t n, int64_t dim, int base64)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++)
@@ -1235,6 +1238,20 @@ static void embed_one(fl_buf_t *b, const char *t, size_t n, int64_t dim)
         ss += v[i] * v[i];
     }
     double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+    if (base64) {
+        unsigned char le[4096 * 4];
+        for (int64_t i = 0; i < dim; i++) {
+            float f = (float)(v[i] * inv);
+            uint32_t u;
+            memcpy(&u, &f, sizeof(u));
+            for (int k = 0; k < 4; k++)
+                le[i * 4 + k] = (unsigned char)(u >> (8 * k));
+        }
+        fl_buf_addc(b, '"');
+        fl_base64(b, le, (size_t)dim * 4);
+        fl_buf_addc(b, '"');
+        return;
+    }
     fl_buf_addc(b, '[');
     for (int64_t i = 0; i < dim; i++)
         fl_buf_addf(b, "%s%.8f", i ? "," : "", v[i] * inv);
@@ -1245,13 +1262,23 @@ static int body_embeddings(fl_buf_t *b, json_t *root, const char *model, size_t 
 {
     json_t *in = json_object_get(root, "input");
     json_t *dm = json_object_get(root, "dimensions");
+    json_t *ef = json_object_get(root, "encoding_format");
     int64_t dim = 16;
+    int base64 = 0;
     if (dm) {
         if (!json_is_integer(dm) || json_integer_value(dm) < 1 || json_integer_value(dm) > 4096) {
             fl_buf_adds(err, "\"dimensions\" must be an integer from 1 to 4096");
             return -1;
         }
         dim = (int64_t)json_integer_value(dm);
+    }
+    if (ef && !json_is_null(ef)) {
+        if (json_is_string(ef) && strcmp(json_string_value(ef), "base64") == 0)
+            base64 = 1;
+        else if (!json_is_string(ef) || strcmp(json_string_value(ef), "float") != 0) {
+            fl_buf_adds(err, "\"encoding_format\" must be \"float\" or \"base64\"");
+            return -1;
+        }
     }
     size_t n = json_is_string(in) ? 1 : json_is_array(in) ? json_array_size(in) : 0;
     if (n == 0) {
@@ -1271,7 +1298,7 @@ static int body_embeddings(fl_buf_t *b, json_t *root, const char *model, size_t 
         size_t tl = json_string_length(s);
         words += count_words(t, tl);
         fl_buf_addf(b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
-        embed_one(b, t, tl, dim);
+        embed_one(b, t, tl, dim, base64);
         fl_buf_addc(b, '}');
     }
     fl_buf_adds(b, "],\"model\":");
