@@ -342,7 +342,7 @@ static int conn_request(k8s_conn_t *c, const char *method, const char *target, c
     size_t head = 0;
     if (conn_line(c, line, sizeof(line)) != VSR_OK || strncmp(line, "HTTP/1.", 7) != 0 || strlen(line) < 12)
         return VSR_ERR_IO;
-    c->status = atoi(line + 9);
+    c->status = (int)strtol(line + 9, NULL, 10);
     c->remaining = -1;
     for (;;) {
         if (conn_line(c, line, sizeof(line)) != VSR_OK)
@@ -554,8 +554,9 @@ static void patch_status(vsr_admin_k8s_t *k, int kind, k8s_obj_t *o, int ready, 
     ts[20] = '\0';
     vsr_buf_t body;
     vsr_buf_init(&body, 0);
-    vsr_buf_printf(&body, "{\"status\":{\"observedGeneration\":%lld,\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\","
-                   "\"reason\":\"%s\",\"message\":", (long long)o->generation, ready ? "True" : "False", reason);
+    vsr_buf_printf(&body, "{\"status\":{\"observedGeneration\":%lld,\"conditions\":[{\"type\":\"Ready\","
+                   "\"status\":\"%s\",\"reason\":\"%s\",\"message\":", (long long)o->generation,
+                   ready ? "True" : "False", reason);
     vsr_buf_t text; /* valid UTF-8, cut to the CRD's bound */
     vsr_buf_init(&text, 0);
     vsr_json_append_client_text(&text, msg, K8S_MESSAGE_MAX - 16);
@@ -862,7 +863,8 @@ int vsr_admin_k8s_document(const char *base_name, const char *base, size_t base_
     }
     /* routing: the file's, with the three lists from the resources */
     uint32_t rt;
-    int has_routing = vsr_json_object_get(&bj, 0, "routing", &rt) == VSR_OK && vsr_json_type(&bj, rt) == VSR_JSON_OBJECT;
+    int has_routing =
+        vsr_json_object_get(&bj, 0, "routing", &rt) == VSR_OK && vsr_json_type(&bj, rt) == VSR_JSON_OBJECT;
     if (!has_routing)
         vsr_buf_append_cstr(&routing, "\"routing\":");
     vsr_buf_append_cstr(&routing, "{");
