@@ -321,8 +321,13 @@ static int conn_request(k8s_conn_t *c, const char *method, const char *target, c
     vsr_buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: vsr\r\nAccept: application/json\r\n"
                    "Connection: close\r\n", method, target, v6 ? "[" : "", k->host, v6 ? "]" : "", k->port);
     char *token = k->token_path ? read_small(k->token_path, K8S_TOKEN_MAX) : NULL; /* projected tokens rotate */
-    if (token && token[0])
+    int token_ok = token && token[0];
+    for (const char *p = token; token_ok && *p; p++)
+        token_ok = *p > ' ' && *p < 0x7f; /* a header line's worth of visible ASCII, nothing more */
+    if (token_ok)
         vsr_buf_printf(&req, "Authorization: Bearer %s\r\n", token);
+    else if (token)
+        vsr_log_warn("k8s", "%s does not hold a token (visible ASCII); asking without one", k->token_path);
     if (token) {
         memset(token, 0, strlen(token));
         vsr_free(token);

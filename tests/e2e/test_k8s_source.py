@@ -15,7 +15,8 @@ from k8sapi import Server
 POOLS, ROUTES = "intelligentpools", "intelligentroutes"
 
 
-def base_doc(port, mport, a, b):
+def base_doc(port, mport, a, b, max_doc=None):
+    limit = f"\n      max_document_bytes: {max_doc}" if max_doc else ""
     return f"""version: v0.3
 listeners:
   - name: main
@@ -38,7 +39,7 @@ global:
     config_source: kubernetes
   services:
     management_api:
-      port: {mport}
+      port: {mport}{limit}
 """
 
 
@@ -65,11 +66,11 @@ def api(tmp_path):
     s.close()
 
 
-def start_vsr(tmp_path, api, fakellm):
+def start_vsr(tmp_path, api, fakellm, **kw):
     a, b = fakellm("a"), fakellm("b")
     port, mport, metrics = free_port(), free_port(), free_port()
     path = tmp_path / "config.yaml"
-    path.write_text(base_doc(port, mport, a, b))
+    path.write_text(base_doc(port, mport, a, b, **kw))
     proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", "1",
                  "--metrics-listen", f"127.0.0.1:{metrics}"], tmp_path, "vsr", env=api.env())
 
@@ -208,6 +209,33 @@ def test_kubernetes_source_verifies_the_api_server(tmp_path, api, fakellm):
         wait_until(lambda: "TLS with the API server" in proc.output(), timeout=20, what="TLS failure logged")
         assert api.state.lists[ROUTES] == 0 and api.state.patches == []
         assert served(port)[:2] == ("a", None)  # the file's own decision
+    finally:
+        proc.stop()
+    proc.assert_clean_exit()
+
+
+def test_kubernetes_source_bounds_what_it_reads(tmp_path, api, fakellm):
+    """A watch event or a list larger than management_api.max_document_bytes
+    is refused (the active version keeps serving); once the resource is small
+    again it is read and applied."""
+    st = api.state
+    st.put(POOLS, "pool", POOL)
+    st.put(ROUTES, "main", route("gen1"))
+    proc, port = start_vsr(tmp_path, api, fakellm, max_doc=8192)
+    try:
+        wait_status(api, 1, "True", "generation 1 ACKed")
+        big = route("gen2")
+        big["decisions"][0]["description"] = "x" * 20000
+        st.put(ROUTES, "main", big)
+        wait_until(lambda: "a IntelligentRoute watch event is larger than 8192 bytes" in proc.output(), timeout=20,
+                   what="the large event refused")
+        wait_until(lambda: "the IntelligentRoute list is larger than 8192 bytes" in proc.output(), timeout=20,
+                   what="the large list refused")
+        assert served(port)[:2] == ("b", "gen1")
+        assert ready_condition(api, ROUTES, "main")[0] == 1
+        st.put(ROUTES, "main", route("gen3"))
+        wait_status(api, 3, "True", "generation 3 ACKed once it is small again")
+        assert served(port)[:2] == ("b", "gen3")
     finally:
         proc.stop()
     proc.assert_clean_exit()
