@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from conftest import VSR_BIN, Proc, free_port, wait_until
+from conftest import SANITIZER_MARKS, VSR_BIN, Proc, free_port, wait_until
 from k8sapi import Server
 
 POOLS, ROUTES = "intelligentpools", "intelligentroutes"
@@ -181,17 +181,29 @@ def test_kubernetes_source_list_watch_ack_nack_resume(tmp_path, api, fakellm):
     proc.assert_clean_exit()
 
 
-def test_kubernetes_source_needs_the_api_server(tmp_path, fakellm):
-    """Without KUBERNETES_SERVICE_HOST vsr says why it cannot start."""
+@pytest.mark.parametrize("missing,says", [("host", "KUBERNETES_SERVICE_HOST is not set"),
+                                           ("namespace", "no valid namespace in"),
+                                           ("ca.crt", "cannot load the cluster's CA from")])
+def test_kubernetes_source_needs_the_api_server(tmp_path, fakellm, missing, says):
+    """Without the API server's address, the namespace or the CA vsr says
+    which and does not start."""
     a, b = fakellm("a"), fakellm("b")
     path = tmp_path / "config.yaml"
     path.write_text(base_doc(free_port(), free_port(), a, b))
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    for f in ("token", "namespace", "ca.crt"):
+        if f != missing:
+            (sa / f).write_text("router\n" if f == "namespace" else "x")
+    env = {"KUBERNETES_SERVICE_HOST": "" if missing == "host" else "127.0.0.1", "KUBERNETES_SERVICE_PORT": "1",
+           "VSR_K8S_SERVICEACCOUNT_DIR": str(sa)}
     proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", "1",
-                 "--metrics-listen", f"127.0.0.1:{free_port()}"], tmp_path, "vsr",
-                env={"KUBERNETES_SERVICE_HOST": ""})
+                 "--metrics-listen", f"127.0.0.1:{free_port()}"], tmp_path, "vsr", env=env)
     proc.p.wait(30)
     assert proc.p.returncode != 0
-    assert "KUBERNETES_SERVICE_HOST" in proc.output()
+    out = proc.output()
+    assert says in out, out
+    assert not [m for m in SANITIZER_MARKS if m in out], out
     proc.log.close()
 
 
