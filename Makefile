@@ -78,7 +78,7 @@ clean:
 
 FORCE:
 
-# The Helm chart: lint and render four value sets, validate the manifests
+# The Helm chart: lint and render five value sets, validate the manifests
 # against the Kubernetes schemas (kubernetes-models), assert the rendered manifests
 # and check the rendered configurations with vsr itself.
 .PHONY: helm-check
