@@ -528,6 +528,11 @@ static void kind_reset(k8s_kind_t *kd)
 
 /* ---- status ------------------------------------------------------------------- */
 
+static int key_is(const vsr_json_t *j, uint32_t k, const char *s)
+{
+    return vsr_json_string_eq(j, k, vsr_slice_cstr(s));
+}
+
 /* Counts for the status: the route's statistics, the pool's modelCount. */
 static size_t spec_count(const vsr_json_t *j, const char *a, const char *b)
 {
@@ -567,7 +572,22 @@ static void patch_status(vsr_admin_k8s_t *k, int kind, k8s_obj_t *o, int ready, 
     vsr_json_append_client_text(&text, msg, K8S_MESSAGE_MAX - 16);
     vsr_buf_append_json_string(&body, vsr_buf_slice(&text));
     vsr_buf_free(&text);
-    vsr_buf_printf(&body, ",\"lastTransitionTime\":\"%s\",\"observedGeneration\":%lld}]", ts, (long long)o->generation);
+    vsr_buf_printf(&body, ",\"lastTransitionTime\":\"%s\",\"observedGeneration\":%lld}", ts, (long long)o->generation);
+    /* a merge patch replaces the list: the other writers' conditions go back as they are */
+    uint32_t stt, conds;
+    if (parsed && vsr_json_object_get(&j, 0, "status", &stt) == VSR_OK &&
+        vsr_json_object_get(&j, stt, "conditions", &conds) == VSR_OK && vsr_json_type(&j, conds) == VSR_JSON_ARRAY) {
+        uint32_t c = conds + 1;
+        for (uint32_t i = 0; i < j.toks[conds].count; i++, c = j.toks[c].next) {
+            uint32_t ty;
+            if (vsr_json_type(&j, c) == VSR_JSON_OBJECT && vsr_json_object_get(&j, c, "type", &ty) == VSR_OK &&
+                !key_is(&j, ty, "Ready")) {
+                vsr_buf_append_cstr(&body, ",");
+                vsr_buf_append_slice(&body, vsr_json_raw(&j, c));
+            }
+        }
+    }
+    vsr_buf_append_cstr(&body, "]");
     if (parsed && kind == KIND_POOL)
         vsr_buf_printf(&body, ",\"modelCount\":%zu", spec_count(&j, "models", NULL));
     else if (parsed)
@@ -650,11 +670,6 @@ static void put_value(vsr_buf_t *b, const vsr_json_t *j, uint32_t t, vsr_pool_t 
         c = j->toks[c].next;
     }
     vsr_buf_append_cstr(b, ty == VSR_JSON_OBJECT ? "}" : "]");
-}
-
-static int key_is(const vsr_json_t *j, uint32_t k, const char *s)
-{
-    return vsr_json_string_eq(j, k, vsr_slice_cstr(s));
 }
 
 /* IntelligentPool spec → modelCards (into cards) and the default model. */

@@ -114,11 +114,16 @@ def test_kubernetes_source_list_watch_ack_nack_resume(tmp_path, api, fakellm):
     st = api.state
     st.put(POOLS, "pool", POOL)
     st.put(ROUTES, "main", route("gen1"))
+    other = {"type": "Accepted", "status": "True", "reason": "ByAnotherController", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    with st.cv:
+        st.objects[ROUTES]["main"]["status"] = {"conditions": [other]}
     proc, port = start_vsr(tmp_path, api, fakellm)
     try:
         # initial load: the resources' decision serves, ACK in both statuses
         wait_status(api, 1, "True", "generation 1 ACKed")
         assert ready_condition(api, ROUTES, "main")[2] == "Ready"
+        assert other in st.status(ROUTES, "main")["conditions"]  # another writer's condition is kept
         name, tag, v1 = served(port)
         assert (name, tag) == ("b", "gen1")
         rs = st.status(ROUTES, "main")
