@@ -1139,7 +1139,14 @@ static int cmd_serve(int argc, char **argv)
     sv.gw = rt_ok && tracing_ok && (gopts.access_log || strcmp(access_log, "off") == 0)
                 ? vsr_gateway_start(cfg, engine, &gopts, &err)
                 : NULL;
-    if (sv.gw != NULL && watch && vsr_admin_watch_start(sv.admin, loop, path, 100, &err) != VSR_OK) {
+    /* config_source kubernetes: the file is the base the cluster's resources
+     * complete; they are watched instead of the file */
+    int k8s = cfg->config_source_kubernetes;
+    if (sv.gw != NULL && k8s && vsr_admin_k8s_start(sv.admin, path, &err) != VSR_OK) {
+        vsr_gateway_stop(sv.gw);
+        sv.gw = NULL;
+    }
+    if (sv.gw != NULL && watch && !k8s && vsr_admin_watch_start(sv.admin, loop, path, 100, &err) != VSR_OK) {
         vsr_gateway_stop(sv.gw);
         sv.gw = NULL;
     }
@@ -1169,7 +1176,7 @@ static int cmd_serve(int argc, char **argv)
             vsr_log_info("vsr", "metrics on http://%s:%u/metrics", maddr, (unsigned)mport);
         vsr_log_info("vsr", "vsr %s serving %s (configuration version %llu) with %u workers%s", VSR_VERSION, path,
                      (unsigned long long)vsr_engine_version(engine), vsr_gateway_workers(sv.gw),
-                     watch ? ", watching the file" : "");
+                     k8s ? ", watching the cluster's resources" : watch ? ", watching the file" : "");
     }
     vsr_engine_unref(engine);
     uv_run(loop, UV_RUN_DEFAULT); /* until the handles are closed: after drain, stop, or a failed start */
@@ -1180,6 +1187,8 @@ static int cmd_serve(int argc, char **argv)
     vsr_buf_free(&err);
     vsr_access_log_close(gopts.access_log);
     vsr_tracer_free(gopts.tracer); /* flushes what is queued, bounded */
+    vsr_admin_close(sv.admin);
+    vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
     vsr_admin_free(sv.admin); /* the last references: versions and their upstream state go */
     vsr_metrics_free(sv.metrics);
     return rc;

@@ -293,6 +293,11 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
             n++;
         }
     }
+    if (run->config_source_kubernetes != next->config_source_kubernetes) {
+        /* the file watch or the cluster's watch is chosen at start */
+        vsr_buf_printf(why, "global.router.config_source changed; it needs a restart\n");
+        n++;
+    }
     if (run->management_enabled != next->management_enabled || run->management_port != next->management_port ||
         !str_eq(run->management_address, next->management_address)) {
         vsr_buf_printf(why, "global.services.management_api: enabled, bind_address or port changed; it needs a restart\n");

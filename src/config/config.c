@@ -698,15 +698,21 @@ static int decode_version(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
 /* The global tables decode into the config_box_t (the document object), so
  * scratch members sit next to the config's. */
 
-/* vsr reads its configuration from a file (it has no other source). */
+/* file: the document is the file; kubernetes: the file is the base that
+ * the reference's IntelligentPool and IntelligentRoute resources complete
+ * (admin_k8s.c). */
 static int decode_config_source(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
+    config_box_t *box = obj;
+    if (strcmp(s, "kubernetes") == 0) {
+        box->conf.config_source_kubernetes = 1;
+        return 0;
+    }
     if (strcmp(s, "file") != 0) {
-        vsr__cfg_node_error(d, val, "config_source %s is not supported yet (vsr reads \"file\"; on Kubernetes, mount the "
-                            "document from a ConfigMap: deploy/helm/vsr)",
+        vsr__cfg_node_error(d, val, "config_source must be \"file\" or \"kubernetes\", not %s",
                             vsr__cfg_quote(d->pool, s, val->len));
         return -1;
     }

@@ -1078,6 +1078,7 @@ typedef struct {
                                           * an explicit auto_model_names replaces it; names trimmed */
     int include_config_models_in_list;   /* default false */
     int clear_route_cache;               /* default false */
+    int config_source_kubernetes;        /* config_source: kubernetes (default file) */
     int skip_processing_enabled;         /* skip_processing.enabled, default false */
     vsr_fallback_conf_t global_fallback;
     /* global.services */

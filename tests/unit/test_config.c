@@ -1705,15 +1705,30 @@ static void test_capability_errors(void **state)
          "t.yaml:10:33: global.services.ratelimit.providers is not supported yet\n"},
         {"global: {services: {management_api: {auth: {mode: bearer, tokens: [t]}}}}\n",
          "t.yaml:10:38: global.services.management_api.auth is not supported yet (only mode: disabled)\n"},
-        {"global: {router: {config_source: kubernetes}}\n",
-         "t.yaml:10:34: config_source \"kubernetes\" is not supported yet (vsr reads \"file\"; on Kubernetes, "
-         "mount the document from a ConfigMap: deploy/helm/vsr)\n"},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char yaml[2048];
         snprintf(yaml, sizeof(yaml), DOC "%s", rows[i].text);
         expect_errors(yaml, rows[i].error);
     }
+}
+
+/* config_source: file is the default; kubernetes is accepted and recorded
+ * (the file is then the base the cluster's resources complete). */
+static void test_config_source(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC);
+    assert_int_equal(c->config_source_kubernetes, 0);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {router: {config_source: kubernetes}}\n");
+    assert_int_equal(c->config_source_kubernetes, 1);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {router: {config_source: file}}\n");
+    assert_int_equal(c->config_source_kubernetes, 0);
+    vsr_config_free(c);
+    expect_errors(DOC "global: {router: {config_source: etcd}}\n",
+                  "t.yaml:10:34: config_source must be \"file\" or \"kubernetes\", not \"etcd\"\n");
 }
 
 /* What is absent, empty or switched off enables nothing: accepted. */
@@ -3858,6 +3873,7 @@ int main(void)
         cmocka_unit_test(test_router_replay),
         cmocka_unit_test(test_router_replay_errors),
         cmocka_unit_test(test_classifier_families),
+        cmocka_unit_test(test_config_source),
         cmocka_unit_test(test_unknown_names),
         cmocka_unit_test(test_rule_shapes),
         cmocka_unit_test(test_signal_references),
