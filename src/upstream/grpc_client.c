@@ -52,6 +52,7 @@ struct vsr_grpc_client_s {
     size_t grpc_message_len;
     vsr_buf_t data; /* the response DATA, bounded */
     int data_too_big;
+    char why[VSR_GRPC_CLIENT_MAX_MESSAGE]; /* a failure's reason that outlives the connection */
 };
 
 /* ---- the answer's parts (what the server sends back) ---- */
@@ -352,9 +353,11 @@ static int conn_open(vsr_grpc_client_t *c, const char **why)
     if (c->tls) {
         c->conn_tls = vsr__tls_new(c->tls_ctx, c->host);
         if (c->conn_tls == NULL || vsr__tls_offer_h2(c->conn_tls) != VSR_OK || tls_handshake(c) != 0) {
-            *why = c->conn_tls && vsr__tls_error(c->conn_tls) && vsr__tls_error(c->conn_tls)[0]
-                       ? vsr__tls_error(c->conn_tls)
-                       : "the TLS handshake failed (or the server did not choose h2)";
+            /* copied: the TLS object goes with the connection */
+            const char *e = c->conn_tls ? vsr__tls_error(c->conn_tls) : NULL;
+            snprintf(c->why, sizeof(c->why), "TLS: %s",
+                     e && e[0] ? e : "the handshake failed, or the server did not choose h2");
+            *why = c->why;
             return -1;
         }
     }
