@@ -1004,7 +1004,9 @@ static int otlp_grpc_export(void *ud, const uint8_t *msg, size_t len, uint64_t d
     }
     *answer = res.answer;
     *answer_len = res.answer_len;
-    return res.grpc_status; /* -1: no grpc-status */
+    if (res.grpc_status < 0)
+        snprintf(why, why_cap, "no grpc-status in the answer");
+    return res.grpc_status;
 }
 
 /* Every `vsr serve` flag takes one value. `excludes` names a flag that may not
