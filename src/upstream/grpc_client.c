@@ -439,7 +439,9 @@ static int try_call(vsr_grpc_client_t *c, const char *path, vsr_grpc_client_resu
     call_reset(c);
     char timeout[24];
     uint64_t now = vsr_now_ms();
-    snprintf(timeout, sizeof(timeout), "%llum", (unsigned long long)(c->deadline > now ? c->deadline - now : 1));
+    /* TimeoutValue is at most 8 digits */
+    snprintf(timeout, sizeof(timeout), "%llum",
+             (unsigned long long)VSR_MIN(c->deadline > now ? c->deadline - now : 1, 99999999ull));
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
     nghttp2_nv nv[] = {NV(":method", "POST"),
                        NV(":scheme", c->tls ? "https" : "http"),

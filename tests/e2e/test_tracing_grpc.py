@@ -42,11 +42,12 @@ class Collector:
     the call's metadata; `fail` makes it answer with that status code."""
 
     def __init__(self, pb, creds=None):
-        self.requests, self.metadata, self.fail = [], [], None
+        self.requests, self.metadata, self.fail, self.delay = [], [], None, 0
         outer = self
 
         def export(req, ctx):
             outer.metadata.append(dict(ctx.invocation_metadata()))
+            time.sleep(outer.delay)
             if outer.fail is not None:
                 outer.requests.append(None)
                 ctx.abort(outer.fail, "collector is shedding load")
@@ -155,6 +156,25 @@ def test_otlp_grpc_type_and_grpc_scheme(vsr, fakellm, collector):
     assert len({s.trace_id for s in collector.spans()}) == 3
     m = metrics(v)
     assert m.get("vsr_tracing_export_failures_total") == 0
+
+
+def test_large_batches_cross_flow_control_windows(vsr, fakellm, collector):
+    """Batches bigger than HTTP/2's initial 64 KiB window: the request body
+    waits for the collector's WINDOW_UPDATEs, every span arrives."""
+    collector.delay = 1.5                       # spans pile up while a call is in flight (under its 2 s)
+    v = start(vsr, fakellm, f"          endpoint: 127.0.0.1:{collector.port}\n")
+    n = 300
+    rid = "r" * 250                             # vsr.request_id: about 250 bytes more per root span
+
+    with v.client() as c, futures.ThreadPoolExecutor(16) as pool:
+        codes = list(pool.map(lambda i: c.post("/v1/chat/completions", json={"model": "m", "messages": []},
+                                               headers={"x-request-id": f"{rid}-{i}"}).status_code, range(n)))
+    assert codes == [200] * n
+    wait_until(lambda: len(collector.spans()) >= 3 * n, timeout=60, what="every span")
+    sizes = [r.ByteSize() for r in collector.requests if r is not None]
+    assert max(sizes) > 65535, sizes            # at least one batch crossed the window
+    m = metrics(v)
+    assert m.get("vsr_tracing_export_failures_total") == 0 and m.get("vsr_tracing_spans_exported_total") == 3 * n
 
 
 def test_collector_unavailable_counts_failures(vsr, fakellm, collector):
