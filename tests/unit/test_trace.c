@@ -589,6 +589,27 @@ static void test_grpc_config(void **state)
     }
 }
 
+static void test_grpc_change_needs_restart(void **state)
+{
+    /* the same endpoint text, another protocol or TLS: the exporter thread is built once */
+    vsr_buf_t err, why;
+    vsr_config_t *a = load(DOC("        enabled: true\n        exporter:\n          endpoint: jaeger:4317\n"), &err);
+    vsr_buf_free(&err);
+    vsr_config_t *b = load(DOC("        enabled: true\n        exporter:\n          endpoint: jaeger:4317\n"
+                               "          insecure: false\n"), &err);
+    vsr_buf_free(&err);
+    assert_non_null(a);
+    assert_non_null(b);
+    vsr_buf_init(&why, 0);
+    assert_int_equal(vsr_config_restart_required(a, a, &why), 0);
+    assert_int_equal(vsr_config_restart_required(a, b, &why), 1);
+    vsr_buf_append(&why, "", 1);
+    assert_non_null(strstr(why.data, "global.services.observability.tracing changed"));
+    vsr_buf_free(&why);
+    vsr_config_free(a);
+    vsr_config_free(b);
+}
+
 static void test_grpc_endpoint_parse(void **state)
 {
     char host[64];
@@ -840,6 +861,7 @@ int main(void)
         cmocka_unit_test(test_config_tracing),
         cmocka_unit_test(test_config_tracing_errors),
         cmocka_unit_test(test_grpc_config),
+        cmocka_unit_test(test_grpc_change_needs_restart),
         cmocka_unit_test(test_grpc_endpoint_parse),
         cmocka_unit_test(test_span_proto),
         cmocka_unit_test(test_grpc_export_batches),
