@@ -9,13 +9,12 @@ import sys
 import time
 from concurrent import futures
 
+import grpc  # python3-grpcio (scripts/setup-deps)
 import pytest
+from grpc_tools import protoc  # python3-grpc-tools
 
 from conftest import config_yaml, free_port, model_yaml, wait_until, echo
 from test_tracing import TID, PID, metrics
-
-grpc = pytest.importorskip("grpc")
-protoc = pytest.importorskip("grpc_tools.protoc")
 
 PROTO = pathlib.Path(__file__).resolve().parents[2] / "proto"
 FILES = ["opentelemetry/proto/collector/trace/v1/trace_service.proto", "opentelemetry/proto/trace/v1/trace.proto",
