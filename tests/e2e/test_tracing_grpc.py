@@ -257,3 +257,22 @@ def test_tls_collector(vsr, fakellm, pb, tmp_path):
         assert "certificate verify failed" in w.proc.output()
     finally:
         c.close()
+
+
+def test_reference_document_exports_over_grpc(vsr, fakellm, collector):
+    """The reference's tracing block as its deployments write it (the
+    refdocs corpus), switched on and pointed at the stand-in: it serves,
+    routes, and the spans arrive over gRPC."""
+    text = (pathlib.Path(__file__).resolve().parent / "corpus" / "refdocs" / "tracing-otlp-grpc.yaml").read_text()
+    be = fakellm("be")
+    port = free_port()
+    text = (text.replace("enabled: false", "enabled: true")
+            .replace("jaeger.observability.svc.cluster.local:4317", f"127.0.0.1:{collector.port}")
+            .replace("127.0.0.1:18000", be.endpoint).replace("port: 8899", f"port: {port}"))
+    v = vsr(text, port=port)
+    r = v.post_chat({"model": "llama-8b", "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"traceparent": f"00-{TID}-{PID}-01"})
+    assert r.status_code == 200, r.text
+    wait_until(lambda: len(collector.spans(TID)) >= 3, what="the document's spans")
+    res = collector.resources()[0]
+    assert res["service.name"] == "vllm-sr" and res["deployment.environment"] == "production"
