@@ -968,6 +968,47 @@ static int sf_log_level(serve_args_t *s, const char *v)
 /* Where a serve flag applies; serve_help prints the flags under these groups. */
 typedef enum { SG_GENERAL, SG_MANAGEMENT, SG_METRICS, SG_EXTPROC } serve_group_t;
 
+/* OTLP/gRPC trace export: the tracer's transport is upstream/'s blocking
+ * gRPC client, used on the exporter thread only. */
+static vsr_grpc_client_t *otlp_grpc_client(const vsr_config_t *cfg, vsr_buf_t *err)
+{
+    char host[256];
+    uint16_t port;
+    const char *why = NULL;
+    if (vsr_tracer_parse_grpc_endpoint(cfg->tracing_endpoint, host, sizeof(host), &port, &why) != VSR_OK) {
+        vsr_buf_printf(err, "tracing: %s: %s", cfg->tracing_endpoint ? cfg->tracing_endpoint : "", why);
+        return NULL;
+    }
+    vsr_buf_t tls_err;
+    vsr_buf_init(&tls_err, 0);
+    vsr_grpc_client_t *c = vsr_grpc_client_new(host, port, cfg->tracing_grpc_tls, &tls_err);
+    if (c == NULL)
+        vsr_buf_printf(err, "tracing: %s: TLS: %.*s", cfg->tracing_endpoint, (int)tls_err.len,
+                       tls_err.data ? tls_err.data : "");
+    vsr_buf_free(&tls_err);
+    return c;
+}
+
+static int otlp_grpc_export(void *ud, const uint8_t *msg, size_t len, uint64_t deadline_ms, const uint8_t **answer,
+                            size_t *answer_len, char *why, size_t why_cap)
+{
+    vsr_grpc_client_result_t res;
+    int rc = vsr_grpc_client_call(ud, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", msg, len,
+                                  deadline_ms, &res);
+    snprintf(why, why_cap, "%s", res.message);
+    if (rc != VSR_OK)
+        return -1;
+    if (res.http_status != 200) {
+        snprintf(why, why_cap, "HTTP status %d", res.http_status);
+        return -1;
+    }
+    *answer = res.answer;
+    *answer_len = res.answer_len;
+    if (res.grpc_status < 0)
+        snprintf(why, why_cap, "no grpc-status in the answer");
+    return res.grpc_status;
+}
+
 /* Every `vsr serve` flag takes one value. `excludes` names a flag that may not
  * be given with this one. */
 static const struct {
@@ -1127,12 +1168,19 @@ static int cmd_serve(int argc, char **argv)
     if (strcmp(access_log, "off") != 0)
         gopts.access_log = vsr_access_log_open(access_log, 0, &err);
     int tracing_ok = 1;
+    vsr_grpc_client_t *otlp_grpc = NULL;
     if (cfg->tracing_enabled) {
         vsr_tracer_opts_t to = {.endpoint = cfg->tracing_endpoint, .service_name = cfg->tracing_service_name,
                                 .service_version = cfg->tracing_service_version,
                                 .environment = cfg->tracing_environment,
                                 .sampling_ratio = cfg->tracing_sampling_ratio};
-        gopts.tracer = vsr_tracer_new(&to, &err);
+        vsr_tracer_grpc_t grpc = {NULL, otlp_grpc_export};
+        if (cfg->tracing_grpc) {
+            otlp_grpc = otlp_grpc_client(cfg, &err);
+            grpc.ud = otlp_grpc;
+            to.grpc = &grpc;
+        }
+        gopts.tracer = cfg->tracing_grpc && otlp_grpc == NULL ? NULL : vsr_tracer_new(&to, &err);
         tracing_ok = gopts.tracer != NULL;
     }
     vsr_metrics_attach(gopts.metrics, gopts.access_log, gopts.tracer);
@@ -1187,6 +1235,7 @@ static int cmd_serve(int argc, char **argv)
     vsr_buf_free(&err);
     vsr_access_log_close(gopts.access_log);
     vsr_tracer_free(gopts.tracer); /* flushes what is queued, bounded */
+    vsr_grpc_client_free(otlp_grpc); /* after the exporter thread that used it */
     vsr_admin_close(sv.admin);
     vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
     vsr_admin_free(sv.admin); /* the last references: versions and their upstream state go */

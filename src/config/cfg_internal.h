@@ -303,7 +303,7 @@ typedef struct {
     int has_tracing_rate;
     double tracing_rate;
     char *tracing_provider, *tracing_exporter_type;
-    int tracing_insecure; /* the fallback default, for vsr_config_effective_fallback */
+    int tracing_insecure, has_tracing_insecure; /* exporter.insecure (the reference's default: true) */
 } config_box_t;
 
 /* ---- sections (each file's entry points) ------------------------------------- */

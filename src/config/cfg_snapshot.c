@@ -312,6 +312,7 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
     }
     /* the tracer is built once at start: its exporter thread owns these */
     if (run->tracing_enabled != next->tracing_enabled || !str_eq(run->tracing_endpoint, next->tracing_endpoint) ||
+        run->tracing_grpc != next->tracing_grpc || run->tracing_grpc_tls != next->tracing_grpc_tls ||
         run->tracing_sampling_ratio != next->tracing_sampling_ratio ||
         !str_eq(run->tracing_service_name, next->tracing_service_name) ||
         !str_eq(run->tracing_service_version, next->tracing_service_version) ||

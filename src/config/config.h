@@ -1126,7 +1126,10 @@ typedef struct {
     int authz_fail_open;
     /* services.observability.tracing */
     int tracing_enabled;                 /* enabled, default false */
-    char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON) */
+    char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON), or
+                                          * with tracing_grpc [scheme://]host[:port] */
+    int tracing_grpc;                    /* export OTLP/gRPC: type otlp-grpc, a grpc(s):// or bare host:port endpoint */
+    int tracing_grpc_tls;                /* OTLP/gRPC over TLS: https:// or grpcs://, or insecure: false */
     double tracing_sampling_ratio;       /* new roots: always_on 1, always_off 0, probabilistic: rate (default 1) */
     char *tracing_service_name;          /* resource.service_name, default "vllm-sr" */
     char *tracing_service_version;       /* resource.service_version, NULL = none */

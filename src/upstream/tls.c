@@ -474,6 +474,11 @@ const char *vsr__tls_error(const vsr_tls_t *t)
     return t->err;
 }
 
+int vsr__tls_peer_closed(const vsr_tls_t *t)
+{
+    return t->state == TLS_CLOSED;
+}
+
 /* ---- server side ---- */
 
 /* ALPN: h2 first, then http/1.1, in the server's order of preference. */

@@ -46,6 +46,9 @@ int vsr__tls_write(vsr_tls_t *t, const char *p, size_t n);
 size_t vsr__tls_pending_out(const vsr_tls_t *t);
 size_t vsr__tls_take_out(vsr_tls_t *t, char *out, size_t cap);
 const char *vsr__tls_error(const vsr_tls_t *t);
+/* 1 once the peer's close_notify was read: vsr__tls_read's VSR_DECLINED
+ * (2) then means that, not two bytes. */
+int vsr__tls_peer_closed(const vsr_tls_t *t);
 
 /* ---- server side (the gateway's listeners, through upstream.h) ----
  * The same sans-IO object in the accepting role: TLS 1.2 or later, the

@@ -99,15 +99,16 @@ def test_model_without_backends_is_a_clear_503(vsr, fakellm):
     assert ok.status_code == 200 and ok.headers["x-vsr-selected-model"] == "qwen-chat"
 
 
-def test_otlp_grpc_and_stdout_exporters_are_refused_clearly(tmp_path):
+def test_otlp_grpc_loads_and_stdout_is_refused_clearly(tmp_path):
     text = doc("tracing-otlp-grpc.yaml").replace("enabled: false", "enabled: true")
     p = tmp_path / "grpc.yaml"
     p.write_text(text)
     r = validate(p)
-    assert r.returncode != 0
-    assert ('OTLP over gRPC (type otlp with a host:port endpoint such as '
-            '"jaeger.observability.svc.cluster.local:4317") is not supported yet; export OTLP/HTTP instead: '
-            'exporter {type: otlp, endpoint: http://<collector>:4318}') in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr                    # OTLP over gRPC to host:4317, plaintext (insecure)
+    p.write_text(text.replace("insecure: true", "insecure: false")
+                 .replace("jaeger.observability.svc.cluster.local:4317", "grpc://jaeger:4317"))
+    r = validate(p)
+    assert r.returncode != 0 and "exporter.insecure: false contradicts the endpoint's scheme" in r.stderr, r.stderr
     p.write_text(text.replace("type: otlp", "type: stdout"))
     r = validate(p)
     assert r.returncode != 0 and 'exporter.type "stdout" is not supported yet' in r.stderr, r.stderr
