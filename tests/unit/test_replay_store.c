@@ -1,7 +1,8 @@
 /* test_replay_store.c — the router replay store's memory backend: newest
  * first, eviction past a put's max_records and past the byte bound (counted),
  * TTL, get/delete, bad ids, and a redis store whose server cannot be reached
- * (a put never waits; the failure is counted, reads fail with VSR_ERR_IO). */
+ * (a put never waits; the failure is counted, reads fail with VSR_ERR_IO),
+ * and the same of a postgres store, with its configuration's checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,12 +159,59 @@ static void test_redis_unreachable(void **state)
     vsr_buf_free(&b);
 }
 
+static void test_postgres_unreachable_and_bad_config(void **state)
+{
+    (void)state;
+    static counts_t c;
+    vsr_replay_config_t cfg;
+    vsr_replay_config_init(&cfg);
+    cfg.backend = VSR_STORE_POSTGRES;
+    cfg.pg_host = "127.0.0.1";
+    cfg.pg_port = 1; /* nothing listens on port 1 */
+    cfg.pg_database = "rr";
+    cfg.pg_user = "vsr";
+    cfg.count = count;
+    cfg.count_ud = &c;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    /* the table name goes into SQL: an identifier only */
+    cfg.pg_table = "t; DROP TABLE x";
+    assert_null(vsr_replay_open(&cfg, &err));
+    assert_non_null(strstr(err.data, "table_name"));
+    cfg.pg_table = NULL;
+    cfg.pg_user = NULL;
+    assert_null(vsr_replay_open(&cfg, NULL));
+    cfg.pg_user = "vsr";
+    vsr_replay_store_t *st = vsr_replay_open(&cfg, NULL);
+    assert_non_null(st);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    uint64_t total;
+    assert_int_equal(vsr_replay_get(st, VSR_SLICE_LIT("x"), &b), VSR_ERR_IO);
+    assert_int_equal(vsr_replay_list(st, 5, &b, &total), VSR_ERR_IO);
+    assert_int_equal(vsr_replay_delete(st, VSR_SLICE_LIT("x")), VSR_ERR_IO);
+    for (int i = 0; i < 5; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "i%d", i);
+        assert_int_equal(
+            vsr_replay_put(st, vsr_slice_cstr(id), 1, VSR_SLICE_LIT("{}"), VSR_SLICE_LIT("{}"), 10), VSR_OK);
+    }
+    for (int i = 0; i < 1000 && __atomic_load_n(&c.failed, __ATOMIC_SEQ_CST) < 5; i++)
+        usleep(10 * 1000);
+    assert_int_equal(__atomic_load_n(&c.failed, __ATOMIC_SEQ_CST), 5); /* written off, not held */
+    assert_int_equal(c.written, 0);
+    vsr_replay_unref(st);
+    vsr_buf_free(&b);
+    vsr_buf_free(&err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_order_eviction_get_delete),
         cmocka_unit_test(test_memory_bytes_and_ttl),
         cmocka_unit_test(test_redis_unreachable),
+        cmocka_unit_test(test_postgres_unreachable_and_bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
