@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import httpx
@@ -438,6 +439,87 @@ def test_shared_store_ttl(vsr, fakellm, shared):
     time.sleep(2.2)   # past the keys' EX 1 (redis expires within its second)
     assert record(v, rid).status_code == 404
     assert listing(v)["total"] == 0
+
+
+def test_postgres_table_created_and_kept(vsr, fakellm, postgres):
+    assert postgres.psql("SELECT to_regclass('router_replay_records')") == ""
+    v = start(vsr, fakellm, service=postgres.service(), plugin=", max_records: 2")
+    ids = [ask(v, f"replayme row {i}").headers["x-vsr-replay-id"] for i in range(3)]
+    wait_until(lambda: replay_metric(v, "postgres", "written") == 3, what="the writer's puts")
+    cols = postgres.psql("SELECT column_name || ':' || data_type FROM information_schema.columns "
+                         "WHERE table_name = 'router_replay_records' ORDER BY ordinal_position").split("\n")
+    assert cols == ["id:character varying", "timestamp:timestamp without time zone", "summary:text", "record:text",
+                    "created_at:timestamp without time zone"]
+    # the row holds what the API answers, byte for byte; max_records held in the table
+    assert postgres.psql(f"SELECT record FROM router_replay_records WHERE id = '{ids[2]}'") == record(v, ids[2]).text
+    assert postgres.psql("SELECT string_agg(id, ',' ORDER BY timestamp) FROM router_replay_records") == \
+        ",".join(ids[1:])
+    assert replay_metric(v, "postgres", "evicted") == 1
+    ts = postgres.psql(f"SELECT (extract(epoch FROM timestamp) * 1000)::bigint FROM router_replay_records "
+                       f"WHERE id = '{ids[2]}'")
+    assert int(ts) == record(v, ids[2]).json()["timestamp_ms"]
+
+
+def test_postgres_table_of_the_reference_reused(vsr, fakellm, postgres):
+    """A table the reference made (its own columns, its own rows) gains
+    vsr's two columns; its rows are neither listed nor evicted by vsr."""
+    postgres.psql("CREATE TABLE replays (id VARCHAR(255) PRIMARY KEY, timestamp TIMESTAMP NOT NULL, "
+                  "decision VARCHAR(255), lifecycle_state VARCHAR(32) NOT NULL DEFAULT 'unknown', "
+                  "created_at TIMESTAMP DEFAULT NOW()); "
+                  "INSERT INTO replays (id, timestamp, decision) VALUES ('ref-1', NOW(), 'math')")
+    v = start(vsr, fakellm, service=postgres.service(table="Replays"), plugin=", max_records: 1")
+    ids = [ask(v, f"replayme beside the reference {i}").headers["x-vsr-replay-id"] for i in range(2)]
+    wait_until(lambda: replay_metric(v, "postgres", "written") == 2, what="the writer's puts")
+    lst = listing(v)
+    assert lst["total"] == 1 and [s["id"] for s in lst["data"]] == [ids[1]]
+    assert record(v, "ref-1").status_code == 404
+    assert postgres.psql("SELECT decision FROM replays WHERE id = 'ref-1'") == "math"
+    assert httpx.delete(v.mgmt + "/api/v1/router_replay/ref-1", timeout=10).status_code == 404
+    assert postgres.psql("SELECT count(*) FROM replays") == "2"
+
+
+def test_postgres_table_name_scopes_records(vsr, fakellm, postgres):
+    a = start(vsr, fakellm, service=postgres.service(table="replay_a"))
+    b = start(vsr, fakellm, service=postgres.service(table="replay_b"))
+    ra = ask(a, "replayme in a").headers["x-vsr-replay-id"]
+    wait_until(lambda: replay_metric(a, "postgres", "written") == 1, what="the writer's put")
+    assert record(a, ra).status_code == 200
+    assert record(b, ra).status_code == 404 and listing(b)["total"] == 0
+    assert httpx.delete(b.mgmt + "/api/v1/router_replay/" + ra, timeout=10).status_code == 404
+    assert record(a, ra).status_code == 200
+
+
+def test_postgres_stalled_stalls_no_request(vsr, fakellm, postgres):
+    """A table locked by another session: the writer's insert and a
+    management read wait on it (bounded by the statement timeout), the
+    requests do not; the queued record is written once the lock goes."""
+    v = start(vsr, fakellm, service=postgres.service())
+    ask(v, "replayme to create the table")
+    wait_until(lambda: replay_metric(v, "postgres", "written") == 1, what="the writer's put")
+    locker = subprocess.Popen(
+        [os.path.join(postgres.bin, "psql"), "-X", "-q", "-h", "127.0.0.1", "-p", str(postgres.port),
+         "-U", postgres.user, "-d", postgres.database, "-c",
+         "BEGIN; LOCK TABLE router_replay_records IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;"],
+        env=dict(os.environ, PGPASSWORD=postgres.password), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: postgres.psql("SELECT count(*) FROM pg_locks WHERE mode = 'AccessExclusiveLock' "
+                                         "AND relation = 'router_replay_records'::regclass") == "1",
+                   what="the lock")
+        read = {}
+        reader = threading.Thread(target=lambda: read.update(r=httpx.get(v.mgmt + "/api/v1/router_replay",
+                                                                         timeout=20)))
+        reader.start()
+        t0 = time.monotonic()
+        rids = [ask(v, f"replayme while locked {i}").headers["x-vsr-replay-id"] for i in range(5)]
+        assert time.monotonic() - t0 < 1.5
+        assert replay_metric(v, "postgres", "written") == 1 and reader.is_alive()
+        reader.join(timeout=20)
+        assert read["r"].status_code == 200
+    finally:
+        locker.wait(timeout=20)
+    wait_until(lambda: replay_metric(v, "postgres", "written") == 6, what="the queued records")
+    assert replay_metric(v, "postgres", "failed") == 0
+    assert {s["id"] for s in listing(v)["data"]} >= set(rids)
 
 
 def test_cache_hit_carries_the_replay_id(vsr, fakellm):
