@@ -2,9 +2,10 @@
 x-vsr-replay-id header, records listed and fetched through the management
 API, bodies cut at max_body_bytes, a streamed answer captured as sent (and a
 cut one recorded as cut), max_records eviction, TTL, two replicas sharing a
-real redis-server (started here on a free loopback port), Redis down (the
-request still succeeds; the failure is counted), and the public listener's
-404 for /v1/router_replay."""
+real redis-server or PostgreSQL server (each started here on a free loopback
+port), the shared store down (the request still succeeds; the failure is
+counted; writes resume when it is back), PostgreSQL's table, and the public
+listener's 404 for /v1/router_replay."""
 import glob
 import json
 import os
@@ -509,9 +510,8 @@ def test_postgres_stalled_stalls_no_request(vsr, fakellm, postgres):
         reader = threading.Thread(target=lambda: read.update(r=httpx.get(v.mgmt + "/api/v1/router_replay",
                                                                          timeout=20)))
         reader.start()
-        t0 = time.monotonic()
         rids = [ask(v, f"replayme while locked {i}").headers["x-vsr-replay-id"] for i in range(5)]
-        assert time.monotonic() - t0 < 1.5
+        # answered while the lock (3 s) still holds the writer and the read
         assert replay_metric(v, "postgres", "written") == 1 and reader.is_alive()
         reader.join(timeout=20)
         assert read["r"].status_code == 200
