@@ -267,4 +267,10 @@ void vsr__gateway_replay_free(vsr_gateway_t *gw)
     g_sig[0] = 0;
     pthread_mutex_unlock(&g_mu);
     vsr_replay_unref(st);
+    /* the process is ending: let the writers close their connections (a
+     * statement in flight is bounded by the store's timeouts) rather than
+     * be cut off mid-close by exit() */
+    unsigned left = vsr_replay_wait_writers(6000);
+    if (left)
+        vsr_log_warn("gateway", "router replay: %u store writer(s) still busy at exit", left);
 }

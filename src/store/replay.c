@@ -57,6 +57,20 @@ struct vsr_replay_store_s {
     int pg_down_logged;
 };
 
+/* the writer threads still running, of every store (vsr_replay_wait_writers) */
+static pthread_mutex_t g_writers_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_writers_cv = PTHREAD_COND_INITIALIZER;
+static unsigned g_writers;
+
+static void writers_add(int d)
+{
+    pthread_mutex_lock(&g_writers_mu);
+    g_writers += (unsigned)d;
+    if (g_writers == 0)
+        pthread_cond_broadcast(&g_writers_cv);
+    pthread_mutex_unlock(&g_writers_mu);
+}
+
 static uint64_t wall_ms(void)
 {
     struct timespec ts;
@@ -537,7 +551,26 @@ static void *writer_main(void *arg)
     }
     pthread_mutex_unlock(&st->mu);
     store_free(st); /* the last reference is gone: the writer closes the store, nobody waits for it */
+    writers_add(-1);
     return NULL;
+}
+
+unsigned vsr_replay_wait_writers(uint64_t timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(timeout_ms / 1000);
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g_writers_mu);
+    while (g_writers > 0 && pthread_cond_timedwait(&g_writers_cv, &g_writers_mu, &until) != ETIMEDOUT)
+        ;
+    unsigned left = g_writers;
+    pthread_mutex_unlock(&g_writers_mu);
+    return left;
 }
 
 /* ---- the contract ---- */
@@ -582,7 +615,9 @@ vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *e
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
     if (cfg->backend != VSR_STORE_MEMORY) {
+        writers_add(1);
         if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
+            writers_add(-1);
             if (err)
                 vsr_buf_printf(err, "router replay store: cannot start its writer: %s", strerror(errno));
             store_free(st);

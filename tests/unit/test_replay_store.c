@@ -200,7 +200,8 @@ static void test_postgres_unreachable_and_bad_config(void **state)
         usleep(10 * 1000);
     assert_int_equal(__atomic_load_n(&c.failed, __ATOMIC_SEQ_CST), 5); /* written off, not held */
     assert_int_equal(c.written, 0);
-    vsr_replay_unref(st);
+    vsr_replay_unref(st); /* returns at once; the process's end waits for the writer, bounded */
+    assert_int_equal(vsr_replay_wait_writers(5000), 0);
     vsr_buf_free(&b);
     vsr_buf_free(&err);
 }
