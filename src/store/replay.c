@@ -319,15 +319,13 @@ static PGconn *connect_pg(vsr_replay_store_t *st, char *why, size_t why_cap)
 {
     char opts[96];
     snprintf(opts, sizeof(opts), "-c statement_timeout=%d -c TimeZone=UTC", PG_STATEMENT_MS);
-    const char *keys[] = {"host",    "port",    "dbname",          "user",    "password",         "sslmode",
-                          "options", "connect_timeout", "tcp_user_timeout", "application_name", NULL};
-    const char *vals[] = {st->pg_host,      st->pg_port, st->pg_database, st->pg_user, st->password,
-                          st->pg_ssl_mode,
-                          opts,
-                          PG_CONNECT_TIMEOUT,
-                          "5000",
-                          "vsr",
-                          NULL};
+    /* gssencmode: the reference's driver has no GSSAPI encryption either */
+    const char *keys[] = {"host",    "port",          "dbname",          "user",
+                          "password", "sslmode",      "options",         "connect_timeout",
+                          "tcp_user_timeout", "application_name", "gssencmode", NULL};
+    const char *vals[] = {st->pg_host,  st->pg_port,     st->pg_database, st->pg_user,
+                          st->password, st->pg_ssl_mode, opts,            PG_CONNECT_TIMEOUT,
+                          "5000",       "vsr",           "disable",       NULL};
     PGconn *c = PQconnectdbParams(keys, vals, 0);
     if (c == NULL) {
         if (why)
