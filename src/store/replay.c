@@ -463,44 +463,58 @@ static void pg_drop(vsr_replay_store_t *st)
     st->pc = NULL;
 }
 
-/* The writer's turn for one record: (re)connect when due, then write.  1
- * when it was written.  A server that went away is retried after a
- * back-off that doubles up to PG_BACKOFF_MAX_MS; meanwhile records fail at
- * once (counted), so the queue never waits on a dead server. */
-static int pg_write(vsr_replay_store_t *st, const rec_t *r)
+/* The writer's connection, opened when there is none and the back-off
+ * allows: 1 when there is one (*fresh: opened just now).  A server that
+ * went away is retried after a back-off that doubles up to
+ * PG_BACKOFF_MAX_MS. */
+static int pg_connected(vsr_replay_store_t *st, int *fresh)
 {
     uint64_t now = vsr_now_ms();
+    *fresh = 0;
     if (st->pc && st->cfg.pg_max_lifetime_ms && now >= st->pc_born_ms + st->cfg.pg_max_lifetime_ms)
         pg_drop(st); /* conn_max_lifetime */
-    if (st->pc == NULL && now >= st->retry_at_ms) {
-        char why[256];
-        st->pc = connect_pg(st, why, sizeof(why));
-        if (st->pc && pg_ensure_table(st, st->pc, why, sizeof(why)) != 0)
-            pg_drop(st);
-        if (st->pc == NULL) {
-            st->pg_backoff_ms = st->pg_backoff_ms ? VSR_MIN(2 * st->pg_backoff_ms, PG_BACKOFF_MAX_MS)
-                                                  : PG_BACKOFF_MIN_MS;
-            st->retry_at_ms = vsr_now_ms() + st->pg_backoff_ms;
-            if (!st->pg_down_logged)
-                vsr_log_warn("store", "router replay: postgres %s:%s: %s (records are dropped and counted until "
-                             "it answers)", st->pg_host, st->pg_port, why);
-            st->pg_down_logged = 1;
-            return 0;
-        }
-        if (st->pg_down_logged)
-            vsr_log_info("store", "router replay: postgres %s:%s answers again",
-                         st->pg_host, st->pg_port);
-        st->pg_down_logged = 0;
-        st->pg_backoff_ms = 0;
-        st->pc_born_ms = vsr_now_ms();
-    }
-    if (st->pc == NULL)
-        return 0;
-    if (pg_write_one(st, st->pc, r) == 0)
+    if (st->pc)
         return 1;
-    if (PQstatus(st->pc) != CONNECTION_OK || PQtransactionStatus(st->pc) != PQTRANS_IDLE) {
-        pg_drop(st); /* the next record reconnects at once; a dead server then backs off */
-        st->retry_at_ms = 0;
+    if (now < st->retry_at_ms)
+        return 0;
+    char why[256];
+    st->pc = connect_pg(st, why, sizeof(why));
+    if (st->pc && pg_ensure_table(st, st->pc, why, sizeof(why)) != 0)
+        pg_drop(st);
+    if (st->pc == NULL) {
+        st->pg_backoff_ms = st->pg_backoff_ms ? VSR_MIN(2 * st->pg_backoff_ms, PG_BACKOFF_MAX_MS) : PG_BACKOFF_MIN_MS;
+        st->retry_at_ms = vsr_now_ms() + st->pg_backoff_ms;
+        if (!st->pg_down_logged)
+            vsr_log_warn("store", "router replay: postgres %s:%s: %s (records are dropped and counted until it "
+                                  "answers)", st->pg_host, st->pg_port, why);
+        st->pg_down_logged = 1;
+        return 0;
+    }
+    if (st->pg_down_logged)
+        vsr_log_info("store", "router replay: postgres %s:%s answers again", st->pg_host, st->pg_port);
+    st->pg_down_logged = 0;
+    st->pg_backoff_ms = 0;
+    st->pc_born_ms = vsr_now_ms();
+    *fresh = 1;
+    return 1;
+}
+
+/* The writer's turn for one record: 1 when it was written.  While the
+ * server is away records fail at once (counted), so the queue never waits
+ * on a dead server.  A connection found broken (the server restarted) is
+ * replaced at once and the record tried on the new one, once. */
+static int pg_write(vsr_replay_store_t *st, const rec_t *r)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fresh;
+        if (!pg_connected(st, &fresh))
+            return 0;
+        int ok = pg_write_one(st, st->pc, r) == 0;
+        if (PQstatus(st->pc) == CONNECTION_OK && PQtransactionStatus(st->pc) == PQTRANS_IDLE)
+            return ok;
+        pg_drop(st);
+        if (ok || fresh)
+            return ok; /* a fresh connection that broke: the server is going; the back-off decides */
     }
     return 0;
 }
@@ -585,8 +599,8 @@ vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *e
     if (cfg->backend == VSR_STORE_POSTGRES) {
         if (!pg_table_ok(table)) {
             if (err)
-                vsr_buf_printf(err, "router replay store: table_name must be letters, digits and _ (not first), "
-                                    "at most %d bytes", PG_TABLE_MAX);
+                vsr_buf_printf(err, "router replay store: table_name must be letters, digits and _ (not a digit "
+                                    "first), at most %d bytes", PG_TABLE_MAX);
             return NULL;
         }
         if (cfg->pg_database == NULL || cfg->pg_user == NULL) {

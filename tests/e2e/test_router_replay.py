@@ -479,6 +479,20 @@ def test_postgres_table_of_the_reference_reused(vsr, fakellm, postgres):
     assert postgres.psql("SELECT count(*) FROM replays") == "2"
 
 
+def test_postgres_restart_between_records_loses_none(vsr, fakellm, postgres):
+    """The writer's connection died with the server; the next record finds
+    it broken and goes over a new one instead of failing."""
+    v = start(vsr, fakellm, service=postgres.service())
+    ask(v, "replayme before the restart")
+    wait_until(lambda: replay_metric(v, "postgres", "written") == 1, what="the writer's put")
+    postgres.stop()
+    postgres.start()
+    rid = ask(v, "replayme after the restart").headers["x-vsr-replay-id"]
+    wait_until(lambda: replay_metric(v, "postgres", "written") == 2, what="the record after the restart")
+    assert replay_metric(v, "postgres", "failed") == 0
+    assert record(v, rid).status_code == 200
+
+
 def test_postgres_table_name_scopes_records(vsr, fakellm, postgres):
     a = start(vsr, fakellm, service=postgres.service(table="replay_a"))
     b = start(vsr, fakellm, service=postgres.service(table="replay_b"))
