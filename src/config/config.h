@@ -1099,14 +1099,19 @@ typedef struct {
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
     } resp_store;
-    /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis) */
+    /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis | postgres) */
     struct {
         int enabled;                     /* default true: false turns every router_replay plugin off */
         int redis;
+        int postgres;                    /* store_backend: postgres (redis is then 0) */
         uint64_t ttl_seconds;            /* default 86400 */
         int async_writes;                /* default true; writes never wait in any case (docs/configuration.md) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:replay:" */
         uint64_t redis_db, redis_timeout_ms; /* 0, 250 ms */
+        /* router_replay.postgres: the reference's fields and defaults (database and user required) */
+        char *pg_host, *pg_database, *pg_user, *pg_password, *pg_ssl_mode, *pg_table_name; /* localhost, -, -,
+                                          * none, "disable", "router_replay_records" */
+        uint64_t pg_port, pg_conn_max_lifetime; /* 5432; 300 (seconds, 0 = never) */
     } replay_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
     struct {

@@ -285,7 +285,7 @@ void vsr_metrics_count_activation(vsr_metrics_t *m);
 void vsr_metrics_count_config_update(vsr_metrics_t *m, const char *result);
 
 /* vsr_router_replay_records_total{backend, result}: backend "memory" |
- * "redis", result "written" | "failed" | "evicted"; n is the count so far
+ * "redis" | "postgres", result "written" | "failed" | "evicted"; n is the count so far
  * (the store keeps the counts; any thread). */
 void vsr_metrics_set_replay_records(vsr_metrics_t *m, const char *backend, const char *result, uint64_t n);
 

@@ -319,3 +319,19 @@ def test_embeddings_and_other_surfaces_route_by_model(vsr, fakellm):
         assert r.status_code == 400 and r.json()["error"]["message"] == "model field is required"
         assert c.get("/v1/embeddings", headers=auth).status_code == 405
         assert c.post("/v1/embeddings", json={"model": "text-embedding", "input": "x"}).status_code == 401
+
+
+def test_router_replay_postgres_down_still_serves(vsr, fakellm):
+    """The document starts and routes with its PostgreSQL away: the record
+    is dropped and counted, the request is answered."""
+    b = fakellm("b")
+    text = doc("router-replay-postgres.yaml").replace("127.0.0.1:18000", b.endpoint)
+    text = text.replace("host: postgres.vllm-sr.svc.cluster.local", "host: 127.0.0.1")
+    text = text.replace("port: 5432", f"port: {free_port()}")   # nothing listens there
+    port = free_port()
+    v = vsr(text.replace("port: 8899", f"port: {port}"), port=port)
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-replay-id"].startswith("rr_")
+    wait_until(lambda: 'vsr_router_replay_records_total{backend="postgres",result="failed"} 1' in
+               httpx.get(v.metrics_url, timeout=5).text, what="the dropped record counted")

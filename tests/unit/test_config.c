@@ -1905,6 +1905,34 @@ static void test_router_replay(void **state)
     assert_int_equal(c->replay_store.redis_timeout_ms, 1000);
     vsr_config_free(c);
     unsetenv("VSR_TEST_REPLAY_PW");
+
+    /* postgres: the reference's fields and defaults */
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
+                    "  postgres: {database: rr, user: vsr}}}}\n");
+    assert_int_equal(c->replay_store.postgres, 1);
+    assert_int_equal(c->replay_store.redis, 0);
+    assert_string_equal(c->replay_store.pg_host, "localhost");
+    assert_int_equal(c->replay_store.pg_port, 5432);
+    assert_string_equal(c->replay_store.pg_database, "rr");
+    assert_string_equal(c->replay_store.pg_user, "vsr");
+    assert_null(c->replay_store.pg_password);
+    assert_string_equal(c->replay_store.pg_ssl_mode, "disable");
+    assert_string_equal(c->replay_store.pg_table_name, "router_replay_records");
+    assert_int_equal(c->replay_store.pg_conn_max_lifetime, 300);
+    assert_int_equal(c->n_unimplemented, 0);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
+                    "  postgres: {host: db.internal, port: 6543, database: rr, user: vsr, password: pw,\n"
+                    "             ssl_mode: verify-full, table_name: My_Replays, conn_max_lifetime: 0,\n"
+                    "             max_open_conns: 25, max_idle_conns: 5}}}}\n");
+    assert_string_equal(c->replay_store.pg_host, "db.internal");
+    assert_int_equal(c->replay_store.pg_port, 6543);
+    assert_string_equal(c->replay_store.pg_password, "pw");
+    assert_string_equal(c->replay_store.pg_ssl_mode, "verify-full");
+    assert_string_equal(c->replay_store.pg_table_name, "My_Replays");
+    assert_int_equal(c->replay_store.pg_conn_max_lifetime, 0);
+    assert_int_equal(c->n_unimplemented, 2); /* the pool's knobs: one writer connection */
+    vsr_config_free(c);
 }
 
 static void test_router_replay_errors(void **state)
@@ -1916,11 +1944,18 @@ static void test_router_replay_errors(void **state)
                       "{max_body_byte: 5}}]}]}\n",
                   "t.yaml:10:81: unknown key \"max_body_byte\"\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
-                  "t.yaml:10:52: global.services.router_replay.store_backend \"postgres\" is not supported yet "
-                  "(memory and redis are)\n");
+                  "t.yaml:10:36: store_backend postgres needs postgres.database\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {database: d}}}}\n",
+                  "t.yaml:10:72: store_backend postgres needs postgres.user\n");
+    expect_errors(DOC "global: {services: {router_replay: {postgres: {table_name: \"t; DROP TABLE x\"}}}}\n",
+                  "t.yaml:10:60: table_name must be 1 to 48 letters, digits and _ (not a digit first), got "
+                  "\"t; DROP TABLE x\"\n");
+    expect_errors(DOC "global: {services: {router_replay: {postgres: {ssl_mode: on}}}}\n",
+                  "t.yaml:10:58: ssl_mode must be \"disable\", \"allow\", \"prefer\", \"require\", \"verify-ca\" or "
+                  "\"verify-full\", got \"on\"\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: qdrant}}}\n",
                   "t.yaml:10:52: global.services.router_replay.store_backend \"qdrant\" is not supported yet "
-                  "(memory and redis are)\n");
+                  "(memory, redis and postgres are)\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: sqlite}}}\n",
                   "t.yaml:10:52: store_backend must be memory, redis, postgres, milvus or qdrant, got \"sqlite\"\n");
     expect_errors(DOC "global: {services: {router_replay: {ttl_seconds: 0}}}\n",
