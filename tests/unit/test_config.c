@@ -2951,6 +2951,13 @@ static void test_looper_defaults(void **state)
     assert_null(c->looper.endpoint);
     vsr_config_free(c);
 
+    /* an empty endpoint is the reference's "none": the graphs run in process */
+    c = load_ok(ALGO_DOC("{type: confidence}") "global: {integrations: {looper: {endpoint: \"\", timeout_seconds: 30}}}\n");
+    assert_null(c->looper.endpoint);
+    assert_int_equal(c->looper.timeout_ms, 30000);
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_CONFIDENCE);
+    vsr_config_free(c);
+
     /* static keeps its name and kind; no algorithm at all is static too */
     c = load_ok(ALGO_DOC("{type: static}"));
     assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_STATIC);
@@ -3346,6 +3353,12 @@ static void expect_db_error(const char *json, const char *expected)
     vsr_pool_free(&pool);
 }
 
+static void load_missing_tools_db(void *arg)
+{
+    vsr_config_t **c = arg;
+    *c = load_ok(DOC "routing: {decisions: [{name: d, plugins: [{type: tool_selection, configuration: {mode: add}}]}]}\n"
+                     "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
+}
 static void test_tools_db_and_selection(void **state)
 {
     (void)state;
@@ -3431,8 +3444,16 @@ static void test_tools_db_and_selection(void **state)
              "%s:2:12: \"tool\" must be an object {\"type\": \"function\", \"function\": {...}}\n", path, path);
     expect_errors(doc, want);
     unlink(path);
-    snprintf(doc, sizeof(doc), DOC "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
-    expect_errors(doc, "t.yaml:10:48: tools_db_path: cannot open \"/nonexistent/db.json\": No such file or directory\n");
+    /* a database that does not exist: a warning, and no tools (as the reference) */
+    vsr_config_t *m = NULL;
+    char *log = capture_stderr(load_missing_tools_db, &m);
+    assert_non_null(strstr(log, "[config] t.yaml:11:48: tools_db_path: \"/nonexistent/db.json\" does not exist: "
+                                "running without the tools database"));
+    assert_int_equal(m->tools.db.n, 0);
+    assert_true(m->tools.db_missing);
+    assert_int_equal(m->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_TOOL_SELECTION);
+    free(log);
+    vsr_config_free(m);
 }
 
 /* ---- request graphs in YAML (algorithm type graph) ------------------------------- */
