@@ -1301,6 +1301,31 @@ int vsr__cfg_condition_model_backed(const char *type)
 
 /* ---- rule leaves --------------------------------------------------------------- */
 
+int vsr__cfg_signal_declared(const vsr_signals_conf_t *s, const char *type, const char *name)
+{
+    const family_t *fam = family_by_cond(type);
+    const family_table_t *t = fam && fam->family ? family_table(fam->family) : NULL;
+    if (t != NULL) {
+        size_t len = strlen(name);
+        const char *colon = strchr(name, ':');
+        if (strcmp(fam->family, "complexity") == 0 && colon != NULL && colon > name)
+            len = (size_t)(colon - name); /* as the reference: the level names its signal */
+        for (size_t i = 0, n = signal_count(t, s); i < n; i++) {
+            const char *nm = signal_name(t, s, i);
+            if (nm && strlen(nm) == len && memcmp(nm, name, len) == 0)
+                return 1;
+        }
+        if (strcmp(fam->family, "role_bindings") == 0)
+            for (size_t i = 0; i < s->n_role_bindings; i++)
+                if (s->role_bindings[i].role && strcmp(s->role_bindings[i].role, name) == 0)
+                    return 1;
+    }
+    for (size_t i = 0; i < s->n_ext; i++)
+        if (s->ext[i].type && s->ext[i].name && strcmp(s->ext[i].type, type) == 0 && strcmp(s->ext[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
 typedef struct {
     cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
     int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */
