@@ -300,7 +300,7 @@ static void load_db(cfg_decoder_t *d, const cfg_node_t *val, vsr_tools_integrati
         t->db_missing = 1;
         vsr__cfg_warn(d, "%s:%u:%u: tools_db_path: %s does not exist: running without the tools database (no tools "
                          "to add or select)", d->dg->file, val->line, val->col,
-                      vsr__cfg_quote(d->pool, file, strlen(file)));
+                      vsr__cfg_quote(d->pool, t->tools_db_path, strlen(t->tools_db_path))); /* as written */
         goto out;
     }
     if (fp == NULL) {

@@ -2142,8 +2142,6 @@ static void test_client_name_collisions(void **state)
                   "entrypoints:\n"
                   "  - {model_names: [e1, m], recipe: default}\n"
                   "  - {model_names: [e1, MoM], recipe: default}\n",
-                  "t.yaml:7:14: model name \"auto\" is already an auto model name (a default of "
-                  "global.router.auto_model_names)\n"
                   "t.yaml:10:24: model name \"m\" is already a provider model name (at 8:14)\n"
                   "t.yaml:11:20: model name \"e1\" is already published by an entrypoint (at 10:20)\n"
                   "t.yaml:11:24: model name \"MoM\" is already an auto model name (a default of "
@@ -2152,6 +2150,15 @@ static void test_client_name_collisions(void **state)
                   "entrypoints: [{model_names: [r/auto], recipe: default}]\n"
                   "global: {router: {auto_model_names: [\" r/auto \"]}}\n",
                   "t.yaml:11:38: model name \"r/auto\" is already published by an entrypoint (at 10:30)\n");
+    /* a provider model named like an auto name loads, as in the reference: the auto name wins */
+    vsr_config_t *pm = load_ok(HEAD LISTENERS
+                               "providers:\n"
+                               "  models:\n"
+                               "    - {name: MoM, backend_refs: [{endpoint: h}]}\n"
+                               "global: {router: {auto_model_names: [MoM, auto]}}\n");
+    assert_int_equal(pm->n_models, 1);
+    assert_string_equal(pm->auto_model_names.items[0], "MoM");
+    vsr_config_free(pm);
     /* with an explicit list, the default names are free again */
     vsr_config_t *c = load_ok(DOC
                               "entrypoints: [{model_names: [auto, MoM], recipe: default}]\n"
