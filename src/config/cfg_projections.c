@@ -402,8 +402,9 @@ static void check_kb_metric(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_sc
     else if (strcmp(m, "matched") == 0)
         in->kb_metric = VSR_KB_METRIC_MATCHED;
     else if (hit) {
-        snprintf(buf, sizeof(buf), "metric %s must be best_score, best_matched_score, score, confidence, matched or %s (the target of kb "
-                 "signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""), qs(d, hit->name));
+        snprintf(buf, sizeof(buf), "metric %s must be best_score, best_matched_score, score, confidence, matched or "
+                 "%s (the target of kb signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""),
+                 qs(d, hit->name));
         err_at(d, in, "kb_metric input:", buf);
     }
 }

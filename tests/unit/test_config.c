@@ -2959,7 +2959,8 @@ static void test_looper_defaults(void **state)
     vsr_config_free(c);
 
     /* an empty endpoint is the reference's "none": the graphs run in process */
-    c = load_ok(ALGO_DOC("{type: confidence}") "global: {integrations: {looper: {endpoint: \"\", timeout_seconds: 30}}}\n");
+    c = load_ok(ALGO_DOC("{type: confidence}")
+                "global: {integrations: {looper: {endpoint: \"\", timeout_seconds: 30}}}\n");
     assert_null(c->looper.endpoint);
     assert_int_equal(c->looper.timeout_ms, 30000);
     assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_CONFIDENCE);
@@ -3363,7 +3364,8 @@ static void expect_db_error(const char *json, const char *expected)
 static void load_missing_tools_db(void *arg)
 {
     vsr_config_t **c = arg;
-    *c = load_ok(DOC "routing: {decisions: [{name: d, plugins: [{type: tool_selection, configuration: {mode: add}}]}]}\n"
+    *c = load_ok(DOC "routing: {decisions: [{name: d, plugins: [{type: tool_selection,"
+                     " configuration: {mode: add}}]}]}\n"
                      "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
 }
 static void test_tools_db_and_selection(void **state)
