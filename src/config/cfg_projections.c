@@ -459,13 +459,9 @@ void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, co
                 err_at(d, in, "score input has an unknown type", qs(d, in->type));
                 continue;
             }
-            if (known == 0) /* a family vsr does not implement: refused with the signals */
-                continue;
-            if (!has_signal(r, in->type, in->name)) {
-                snprintf(buf, sizeof(buf), "%s signal %s is not declared in %s.signals", in->type, qs(d, in->name),
-                         where);
-                err_at(d, in, "score input:", buf);
-            }
+            /* a family vsr does not implement is refused with the signals; an
+             * undeclared signal is looked up in the other recipes once every
+             * recipe is decoded (vsr__cfg_resolve_projection_inputs) */
         }
     }
     vsr__cfg_check_unique_marked(d, "score name", keys, marks, p->n_scores);
@@ -502,4 +498,43 @@ void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, co
     for (size_t i = 0; i < r->n_decisions; i++)
         if (r->decisions[i].algo.kind == VSR_ALGO_GRAPH)
             vsr__cfg_graph_walk(&r->decisions[i].algo.u.graph, resolve_graph_output, &g);
+}
+
+/* A score input naming a signal the recipe does not declare: the reference
+ * merges every recipe's signals into one registry, so the input reads the
+ * signal another recipe (or the top-level block) declares.  The recipe gets
+ * its own copy of that declaration and computes it itself. */
+static void resolve_inputs(cfg_decoder_t *d, config_box_t *box, vsr_recipe_conf_t *r, const char *where)
+{
+    vsr_projections_conf_t *p = &r->projections;
+    for (size_t i = 0; i < p->n_scores; i++)
+        for (size_t k = 0; k < p->scores[i].n_inputs; k++) {
+            const vsr_score_input_conf_t *in = &p->scores[i].inputs[k];
+            if (in->type == NULL || in->name == NULL || vsr__cfg_condition_type(in->type) != 1 ||
+                strcmp(in->type, "score") == 0 || strcmp(in->type, "kb_metric") == 0 ||
+                strcmp(in->type, "projection") == 0 || has_signal(r, in->type, in->name))
+                continue;
+            int found = r != &box->routing &&
+                        vsr__cfg_signal_import(d, &r->signals, &box->routing.signals, in->type, in->name);
+            for (size_t j = 0; !found && j < box->n_recipe_list; j++)
+                if (&box->recipe_list[j] != r)
+                    found = vsr__cfg_signal_import(d, &r->signals, &box->recipe_list[j].signals, in->type, in->name);
+            if (!found) {
+                char buf[256];
+                snprintf(buf, sizeof(buf), "%s signal %s is not declared in %s.signals (nor in another recipe)",
+                         in->type, qs(d, in->name), where);
+                err_at(d, in, "score input:", buf);
+            }
+        }
+}
+
+void vsr__cfg_resolve_projection_inputs(cfg_decoder_t *d, config_box_t *box)
+{
+    resolve_inputs(d, box, &box->routing, "routing");
+    for (size_t i = 0; i < box->n_recipe_list; i++) {
+        vsr_recipe_conf_t *r = &box->recipe_list[i];
+        char where[160];
+        snprintf(where, sizeof(where), "recipe %s: routing", r->name ? qs(d, r->name) : "?");
+        resolve_inputs(d, box, r, where);
+    }
 }

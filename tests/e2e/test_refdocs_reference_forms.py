@@ -44,6 +44,14 @@ def test_projection_inputs_in_the_reference_forms_route(vsr, fakellm):
     assert r.status_code == 200, r.text
     assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == ("fast_route", "fast"), \
         dict(r.headers)
+    # the recipe's score reads the top-level block's keyword signal
+    r = chat(v, "Prove the theorem that there are infinitely many primes.", model="vsr/careful")
+    assert r.status_code == 200, r.text
+    assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == \
+        ("careful_strong", "strong"), dict(r.headers)
+    assert r.headers["x-vsr-selected-recipe"] == "careful"
+    r = chat(v, "hello there", model="vsr/careful")
+    assert r.status_code == 200 and "x-vsr-selected-decision" not in r.headers, dict(r.headers)
 
 
 def test_provider_model_with_an_auto_name_is_routed(vsr, fakellm):

@@ -303,7 +303,8 @@ static void test_reference_errors(void **state)
                  "  projections:\n"
                  "    scores:\n"
                  "      - {name: s, inputs: [{type: keyword, name: nope}]}\n",
-                 "t.yaml:18:28: score input: keyword signal \"nope\" is not declared in routing.signals\n");
+                 "t.yaml:18:28: score input: keyword signal \"nope\" is not declared in routing.signals (nor in another "
+                 "recipe)\n");
     expect_error(HEAD SIGNALS
                  "  projections:\n"
                  "    scores:\n"
@@ -368,7 +369,33 @@ static void test_recipes_have_their_own_projections(void **state)
     const vsr_recipe_conf_t *r = strcmp(c->recipes[0].name, "r") == 0 ? &c->recipes[0] : &c->recipes[1];
     assert_int_equal(r->projections.n_mappings, 1);
     vsr_config_free(c);
+    /* a score input naming a signal of another recipe (here the top-level
+     * block's context signal "long"): the reference's registry is global, so
+     * the recipe takes a copy of that declaration and computes it itself */
+    vsr_buf_reset(&err);
+    c = load(HEAD SIGNALS RECIPE_R
+             "      projections:\n"
+             "        scores: [{name: s, inputs: [{type: keyword, name: code}, {type: context, name: long}]}]\n"
+             "        mappings: [{name: m, source: s, outputs: [{name: yes, gte: 1}]}]\n"
+             RECIPE_R_DECISION,
+             &err);
+    if (c == NULL)
+        fprintf(stderr, "%.*s", (int)err.len, err.data ? err.data : "");
+    assert_non_null(c);
+    r = strcmp(c->recipes[0].name, "r") == 0 ? &c->recipes[0] : &c->recipes[1];
+    assert_int_equal(r->signals.n_context, 1);
+    assert_string_equal(r->signals.context[0].name, "long");
+    assert_int_equal(r->signals.n_keywords, 1);
+    vsr_config_free(c);
     vsr_buf_free(&err);
+    /* a signal no recipe declares is still an error */
+    expect_error(HEAD SIGNALS RECIPE_R
+                 "      projections:\n"
+                 "        scores: [{name: s, inputs: [{type: context, name: nowhere}]}]\n"
+                 "        mappings: [{name: m, source: s, outputs: [{name: yes, gte: 1}]}]\n"
+                 RECIPE_R_DECISION,
+                 "score input: context signal \"nowhere\" is not declared in recipe \"r\": routing.signals (nor in "
+                 "another recipe)\n");
     /* the default recipe's outputs are not the recipe's */
     expect_error(HEAD SIGNALS
                  "  projections:\n"
