@@ -635,6 +635,7 @@ typedef struct {
     char *tools_db_path;           /* as written; relative to the configuration file's directory */
     int fallback_to_empty;         /* default false: no similarities (runtime down): tools unchanged */
     vsr_tools_db_t db;             /* loaded at load time (n 0 when no path) */
+    int db_missing;                /* tools_db_path names no file: warned, and run without the database */
 } vsr_tools_integration_conf_t;
 
 /* context_compression (ref §2): what may be compressed, in the order given. */

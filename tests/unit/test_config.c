@@ -2192,8 +2192,6 @@ static void test_client_name_collisions(void **state)
                   "entrypoints:\n"
                   "  - {model_names: [e1, m], recipe: default}\n"
                   "  - {model_names: [e1, MoM], recipe: default}\n",
-                  "t.yaml:7:14: model name \"auto\" is already an auto model name (a default of "
-                  "global.router.auto_model_names)\n"
                   "t.yaml:10:24: model name \"m\" is already a provider model name (at 8:14)\n"
                   "t.yaml:11:20: model name \"e1\" is already published by an entrypoint (at 10:20)\n"
                   "t.yaml:11:24: model name \"MoM\" is already an auto model name (a default of "
@@ -2202,6 +2200,15 @@ static void test_client_name_collisions(void **state)
                   "entrypoints: [{model_names: [r/auto], recipe: default}]\n"
                   "global: {router: {auto_model_names: [\" r/auto \"]}}\n",
                   "t.yaml:11:38: model name \"r/auto\" is already published by an entrypoint (at 10:30)\n");
+    /* a provider model named like an auto name loads, as in the reference: the auto name wins */
+    vsr_config_t *pm = load_ok(HEAD LISTENERS
+                               "providers:\n"
+                               "  models:\n"
+                               "    - {name: MoM, backend_refs: [{endpoint: h}]}\n"
+                               "global: {router: {auto_model_names: [MoM, auto]}}\n");
+    assert_int_equal(pm->n_models, 1);
+    assert_string_equal(pm->auto_model_names.items[0], "MoM");
+    vsr_config_free(pm);
     /* with an explicit list, the default names are free again */
     vsr_config_t *c = load_ok(DOC
                               "entrypoints: [{model_names: [auto, MoM], recipe: default}]\n"
@@ -3001,6 +3008,14 @@ static void test_looper_defaults(void **state)
     assert_null(c->looper.endpoint);
     vsr_config_free(c);
 
+    /* an empty endpoint is the reference's "none": the graphs run in process */
+    c = load_ok(ALGO_DOC("{type: confidence}")
+                "global: {integrations: {looper: {endpoint: \"\", timeout_seconds: 30}}}\n");
+    assert_null(c->looper.endpoint);
+    assert_int_equal(c->looper.timeout_ms, 30000);
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_CONFIDENCE);
+    vsr_config_free(c);
+
     /* static keeps its name and kind; no algorithm at all is static too */
     c = load_ok(ALGO_DOC("{type: static}"));
     assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_STATIC);
@@ -3396,6 +3411,13 @@ static void expect_db_error(const char *json, const char *expected)
     vsr_pool_free(&pool);
 }
 
+static void load_missing_tools_db(void *arg)
+{
+    vsr_config_t **c = arg;
+    *c = load_ok(DOC "routing: {decisions: [{name: d, plugins: [{type: tool_selection,"
+                     " configuration: {mode: add}}]}]}\n"
+                     "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
+}
 static void test_tools_db_and_selection(void **state)
 {
     (void)state;
@@ -3481,8 +3503,16 @@ static void test_tools_db_and_selection(void **state)
              "%s:2:12: \"tool\" must be an object {\"type\": \"function\", \"function\": {...}}\n", path, path);
     expect_errors(doc, want);
     unlink(path);
-    snprintf(doc, sizeof(doc), DOC "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
-    expect_errors(doc, "t.yaml:10:48: tools_db_path: cannot open \"/nonexistent/db.json\": No such file or directory\n");
+    /* a database that does not exist: a warning, and no tools (as the reference) */
+    vsr_config_t *m = NULL;
+    char *log = capture_stderr(load_missing_tools_db, &m);
+    assert_non_null(strstr(log, "[config] t.yaml:11:48: tools_db_path: \"/nonexistent/db.json\" does not exist: "
+                                "running without the tools database"));
+    assert_int_equal(m->tools.db.n, 0);
+    assert_true(m->tools.db_missing);
+    assert_int_equal(m->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_TOOL_SELECTION);
+    free(log);
+    vsr_config_free(m);
 }
 
 /* ---- request graphs in YAML (algorithm type graph) ------------------------------- */
