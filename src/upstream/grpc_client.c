@@ -213,7 +213,7 @@ static ssize_t conn_recv(vsr_grpc_client_t *c, char *out, size_t cap)
     if (c->tls) {
         ssize_t r = vsr__tls_read(c->conn_tls, out, cap);
         if (r != 0)
-            return r > 0 && !vsr__tls_peer_closed(c->conn_tls) ? r : -1;
+            return r > 0 ? r : -1; /* VSR_EOF at close_notify */
     }
     if (wait_fd(c->fd, POLLIN, c->deadline) != 0)
         return -1;
@@ -228,7 +228,7 @@ static ssize_t conn_recv(vsr_grpc_client_t *c, char *out, size_t cap)
     if (vsr__tls_feed(c->conn_tls, raw, (size_t)r) != VSR_OK)
         return -1;
     r = vsr__tls_read(c->conn_tls, out, cap);
-    if (flush_tls(c) != 0 || vsr__tls_peer_closed(c->conn_tls)) /* a TLS 1.3 key update, say; or close_notify */
+    if (flush_tls(c) != 0) /* a TLS 1.3 key update, say */
         return -1;
     return r >= 0 ? r : -1;
 }

@@ -376,7 +376,7 @@ ssize_t vsr__tls_read(vsr_tls_t *t, char *out, size_t cap)
     if (t->state == TLS_FAILED)
         return VSR_ERR;
     if (t->state == TLS_CLOSED)
-        return VSR_DECLINED;
+        return VSR_EOF;
     if (cap == 0)
         return 0;
     if (flush_held(t) != VSR_OK)
@@ -405,7 +405,7 @@ ssize_t vsr__tls_read(vsr_tls_t *t, char *out, size_t cap)
         return 0;
     case SSL_ERROR_ZERO_RETURN:
         t->state = TLS_CLOSED;
-        return VSR_DECLINED;
+        return VSR_EOF;
     default:
         return fail(t, r, "TLS read failed");
     }
