@@ -928,18 +928,22 @@ static int decode_rc_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_n
     return -1;
 }
 
+/* lru, lfu or fifo: the memory store's order; for redis, lfu and fifo
+ * bound the entries with vsr's own bookkeeping (docs/configuration.md) */
 static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
-    VSR_UNUSED(obj);
+    static const char *const names[] = {"lru", "lfu", "fifo"};
+    config_box_t *b = obj;
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    if (strcmp(s, "lru") == 0)
-        return 0;
-    if (strcmp(s, "lfu") == 0 || strcmp(s, "fifo") == 0)
-        vsr__cfg_node_error(d, val, "eviction_policy \"%s\" is not supported yet (the stores evict by lru)", s);
-    else
-        vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            b->conf.rc_store.eviction = i;
+            b->conf.rc_store.has_eviction = 1;
+            return 0;
+        }
+    vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
     return -1;
 }
 

@@ -1114,6 +1114,9 @@ typedef struct {
         uint64_t max_entries;            /* default 10000 */
         uint64_t ttl_seconds;            /* default 3600 */
         uint64_t max_bytes;              /* memory backend: default 64 MiB (a vsr key) */
+        int eviction;                    /* eviction_policy: 0 lru, 1 lfu, 2 fifo (vsr_store_eviction_t's order) */
+        int has_eviction;                /* set in the document; unset: memory fifo (the reference's default),
+                                          * redis lru (the server's maxmemory-policy) */
         char *redis_address;             /* redis.address, "host:port" or "unix:/path"; default 127.0.0.1:6379 */
         char *redis_password;
         uint64_t redis_db;

@@ -25,8 +25,16 @@ typedef struct vsr__lru_s {
     struct vsr__lru_s *prev, *next; /* the LRU list, most recent first */
 } vsr__lru_t;
 
+/* LFU: the entries with one read count, in a list of counts ascending */
+typedef struct vsr__fbucket_s {
+    struct vsr__fbucket_s *prev, *next;
+    uint64_t count;
+    vsr__lru_t list; /* sentinel: its entries, most recent first */
+} vsr__fbucket_t;
+
 typedef struct vsr__mentry_s {
-    vsr__lru_t lru;                     /* first: a link is its entry */
+    vsr__lru_t lru;                     /* first: a link is its entry (LFU: in its bucket's list) */
+    vsr__fbucket_t *fb;                 /* LFU: its count's bucket */
     struct vsr__mentry_s *hnext;        /* hash chain */
     uint64_t hash;
     uint64_t expiry;                    /* clock ms; dead when <= now */
@@ -51,7 +59,9 @@ static inline vsr_slice_t vsr__me_part(const vsr__mentry_t *e)
 typedef struct {
     vsr__mentry_t **buckets;
     size_t nbuckets; /* power of two */
-    vsr__lru_t lru; /* sentinel: lru.next = most recent, lru.prev = least */
+    vsr__lru_t lru; /* sentinel: lru.next = most recent, lru.prev = least (FIFO: newest put, oldest) */
+    vsr__fbucket_t fb; /* LFU: sentinel of the count buckets, fb.next = the lowest count */
+    vsr_store_eviction_t policy;
     size_t n, bytes, max_entries, max_bytes;
     uint64_t seed;
     /* the semantic index: rows x VSR_STORE_DIM floats, contiguous */
@@ -67,13 +77,13 @@ typedef struct {
 } vsr__mtab_t;
 
 void vsr__mtab_init(vsr__mtab_t *t, size_t max_entries, size_t max_bytes, vsr_store_kernel_t kernel,
-                    vsr__store_ctr_t *ctr);
+                    vsr_store_eviction_t policy, vsr__store_ctr_t *ctr);
 void vsr__mtab_free(vsr__mtab_t *t);
-/* The live entry for key (now the most recent) or NULL; an expired one is
- * dropped (counted) and NULL returned. */
+/* The live entry for key (now touched: the most recent, or one more read) or
+ * NULL; an expired one is dropped (counted) and NULL returned. */
 vsr__mentry_t *vsr__mtab_get(vsr__mtab_t *t, vsr_slice_t key, uint64_t now);
-/* VSR_OK or VSR_ERR_TOO_BIG (can never fit); evicts least recent entries to
- * make room (counted). */
+/* VSR_OK or VSR_ERR_TOO_BIG (can never fit); evicts by the policy to make
+ * room (counted). */
 int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t expiry, const float *emb,
                   vsr_slice_t scope, vsr_slice_t part, uint64_t now);
 int vsr__mtab_del(vsr__mtab_t *t, vsr_slice_t key); /* 1 when there was one */

@@ -1,8 +1,8 @@
 /*
  * store — the response cache's stores: a key/value store with per-entry
  * expiry and an in-process semantic index over the entries' embeddings.
- * Two backends behind one contract: "memory" (per worker, LRU, bounded by
- * entries and bytes) and "redis" (hiredis on the worker's libuv loop; the
+ * Two backends behind one contract: "memory" (per worker, LRU, LFU or FIFO,
+ * bounded by entries and bytes) and "redis" (hiredis on the worker's libuv loop; the
  * replicas of a deployment share one cache).  Depends on base, libuv and
  * hiredis only.
  *
@@ -84,6 +84,16 @@ typedef enum {
  * expiry times that every replica must read alike. */
 typedef uint64_t (*vsr_store_clock_fn)(void *ud);
 
+/* Which entry goes when a put needs room (the dead go first whatever the
+ * policy when they are the victim).  LRU: the least recently read or written.
+ * LFU: the fewest reads since its put; among equals, the one that reached
+ * that count first.  FIFO: the oldest put; reads change nothing.  Memory:
+ * the entries themselves, O(1) per operation.  Redis: LRU leaves eviction to
+ * the server's maxmemory-policy, as before; LFU and FIFO keep a sorted set per
+ * key prefix (<prefix>ev) that bounds the entries to max_entries (see
+ * store_redis.c). */
+typedef enum { VSR_STORE_EVICT_LRU = 0, VSR_STORE_EVICT_LFU, VSR_STORE_EVICT_FIFO } vsr_store_eviction_t;
+
 typedef struct {
     vsr_store_backend_t backend;
     /* bounds (0 = the default in brackets) */
@@ -92,6 +102,7 @@ typedef struct {
     size_t max_value_bytes;   /* a value larger than this is refused [4 MiB] */
     uint64_t default_ttl_ms;  /* a put with ttl_ms 0 [3600000] */
     vsr_store_kernel_t kernel;
+    vsr_store_eviction_t eviction; /* [LRU] */
     vsr_store_clock_fn clock; /* NULL = the default above */
     void *clock_ud;
 

@@ -30,7 +30,7 @@
 #include "store-int.h"
 
 enum { ST_DOWN, ST_CONNECTING, ST_UP };
-enum { OP_GET, OP_PUT, OP_DEL, OP_SEARCH, OP_POLL, OP_SETUP };
+enum { OP_GET, OP_PUT, OP_DEL, OP_SEARCH, OP_POLL, OP_SETUP, OP_TRIM };
 
 typedef struct oplink_s {
     struct oplink_s *prev, *next; /* the in-flight list, oldest first */
@@ -74,6 +74,8 @@ static void schedule_reconnect(vsr_store_t *s);
 static void poll_send(vsr_store_t *s);
 static void poll_timer_cb(uv_timer_t *t);
 static void conn_timer_cb(uv_timer_t *t);
+static void evict_touch(vsr_store_t *s, vsr_slice_t key);
+static void handle_trim(vsr_store_t *s, const redisReply *rep);
 
 int vsr__redis_connected(const vsr_store_t *s)
 {
@@ -148,7 +150,7 @@ static vsr_store_op_t *op_new(vsr_store_t *s, int kind, vsr_store_done_fn done, 
 
 static int is_user(const vsr_store_op_t *op)
 {
-    return op->kind != OP_POLL && op->kind != OP_SETUP;
+    return op->kind <= OP_SEARCH;
 }
 
 static void op_timer_cb(uv_timer_t *t);
@@ -267,6 +269,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *rep = reply;
     int st = VSR_OK, again = 0;
     vsr_store_hit_t hit, *hp = NULL;
+    const redisReply *trim_reply = NULL;
     if (rep)
         r->backoff_ms = s->cfg.reconnect_min_ms; /* the server answers */
     if (!rep) {
@@ -287,6 +290,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         }
     } else if (op->kind == OP_POLL) {
         handle_poll(s, rep, &again);
+    } else if (op->kind == OP_TRIM) {
+        trim_reply = rep;
     }
     if (op->status == VSR_OK)
         op->status = st;
@@ -301,7 +306,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (op->kind == OP_SEARCH && op->status == VSR_ERR_NOT_FOUND)
         vsr__mtab_del(&s->tab, vsr_slice(op->key, op->klen)); /* gone from redis: forget it */
     if (op->kind == OP_SETUP && op->status != VSR_OK)
-        vsr_log_error("store", "redis: AUTH/SELECT failed on connect");
+        vsr_log_error("store", "redis: a setup or bookkeeping command failed");
+    if (hp && !r->closing && s->cfg.eviction == VSR_STORE_EVICT_LFU)
+        evict_touch(s, vsr_slice(op->key, op->klen));
     count_answer(s, op);
     if (op->done && !op->cancelled && !r->closing) {
         if (op->kind == OP_GET && hp)
@@ -309,8 +316,105 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         op->done(op->ud, op->status, op->status == VSR_OK ? hp : NULL);
     }
     vsr_free(op);
+    if (trim_reply && !r->closing)
+        handle_trim(s, trim_reply);
     if (again && !r->closing)
         poll_send(s);
+}
+
+/* ---- eviction_policy lfu and fifo ----
+ *
+ * Redis's own maxmemory-policy is server-wide, so vsr keeps the order itself:
+ * the sorted set <prefix>ev holds every key put, scored by its put time in ms
+ * (fifo) or by 1 + its reads, plus a fraction from its put time that orders
+ * equal counts oldest first (lfu: a read is ZADD XX INCR 1).  Each put runs a
+ * script that removes the lowest members past max_entries - 1 (the new key
+ * is never its own victim, as in memory), then adds the key, and returns the
+ * removed; their values are then deleted.  The script touches only the
+ * sorted set, so it runs on one node in cluster mode too.  The set expires
+ * with the longest TTL put, so an unused cache leaves nothing behind. */
+static const char trim_script[] =
+    "redis.call('ZREM', KEYS[1], ARGV[1]) "
+    "local n = redis.call('ZCARD', KEYS[1]) + 1 - tonumber(ARGV[3]) "
+    "local v = {} "
+    "if n > 0 then "
+    "v = redis.call('ZRANGE', KEYS[1], 0, n - 1) "
+    "redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1) "
+    "end "
+    "redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) "
+    "if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end "
+    "return v";
+
+/* A command whose reply only matters to the trim (OP_TRIM) or not at all
+ * (OP_SETUP: failures are logged). */
+static void send_internal(vsr_store_t *s, int kind, int argc, const char **argv, const size_t *lens)
+{
+    vsr_store_op_t *op = op_new(s, kind, NULL, NULL, VSR_SLICE_NULL);
+    if (op_send(op, argc, argv, lens) != VSR_OK)
+        vsr_free(op);
+}
+
+static void ev_key(vsr__redis_t *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "%sev", r->prefix);
+}
+
+static void evict_after_put(vsr_store_t *s, vsr_slice_t key, uint64_t now, uint64_t ttl_ms)
+{
+    vsr__redis_t *r = s->redis;
+    char ev[160], score[48], max[24], ttl[24];
+    ev_key(r, ev, sizeof(ev));
+    if (s->cfg.eviction == VSR_STORE_EVICT_FIFO)
+        snprintf(score, sizeof(score), "%llu", (unsigned long long)now);
+    else /* 1 read, then the put time's position in a ~11.6-day cycle: older first among equals */
+        snprintf(score, sizeof(score), "1.%09llu", (unsigned long long)(now % 1000000000ULL));
+    snprintf(max, sizeof(max), "%zu", s->cfg.max_entries);
+    snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)ttl_ms);
+    const char *argv[8] = {"EVAL", trim_script, "1", ev, key.len ? key.p : "", score, max, ttl};
+    size_t lens[8] = {4, sizeof(trim_script) - 1, 1, strlen(ev), key.len, strlen(score), strlen(max), strlen(ttl)};
+    send_internal(s, OP_TRIM, 8, argv, lens);
+}
+
+static void evict_touch(vsr_store_t *s, vsr_slice_t key)
+{
+    if (s->cfg.eviction != VSR_STORE_EVICT_LFU)
+        return;
+    char ev[160];
+    ev_key(s->redis, ev, sizeof(ev));
+    const char *argv[6] = {"ZADD", ev, "XX", "INCR", "1", key.p};
+    size_t lens[6] = {4, strlen(ev), 2, 4, 1, key.len};
+    send_internal(s, OP_SETUP, 6, argv, lens);
+}
+
+static void evict_forget(vsr_store_t *s, vsr_slice_t key)
+{
+    if (s->cfg.eviction == VSR_STORE_EVICT_LRU)
+        return;
+    char ev[160];
+    ev_key(s->redis, ev, sizeof(ev));
+    const char *argv[3] = {"ZREM", ev, key.p};
+    size_t lens[3] = {4, strlen(ev), key.len};
+    send_internal(s, OP_SETUP, 3, argv, lens);
+}
+
+/* the trim's reply: the keys that went, whose values go now */
+static void handle_trim(vsr_store_t *s, const redisReply *rep)
+{
+    vsr__redis_t *r = s->redis;
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i < rep->elements; i++) {
+        const redisReply *m = rep->element[i];
+        if (m->type != REDIS_REPLY_STRING || m->len < 1 || m->len > VSR_STORE_MAX_KEY)
+            continue;
+        vsr_slice_t key = vsr_slice(m->str, m->len);
+        vsr__mtab_del(&s->tab, key);
+        vsr_slice_t k = data_key(r, key);
+        const char *argv[2] = {"DEL", k.p};
+        size_t lens[2] = {3, k.len};
+        send_internal(s, OP_SETUP, 2, argv, lens);
+        vsr__ctr_inc(&s->ctr.evictions);
+    }
 }
 
 /* ---- the connection ---- */
@@ -725,6 +829,8 @@ int vsr__redis_put(vsr_store_t *s, vsr_slice_t key, vsr_slice_t value, uint64_t 
     } else {
         vsr__mtab_del(&s->tab, key);
     }
+    if (s->cfg.eviction != VSR_STORE_EVICT_LRU)
+        evict_after_put(s, key, now, ttl_ms);
     if (h)
         *h = op;
     return VSR_AGAIN;
@@ -743,6 +849,7 @@ int vsr__redis_del(vsr_store_t *s, vsr_slice_t key, vsr_store_done_fn done, void
     size_t lens[2] = {3, k.len};
     if (op_send(op, 2, argv, lens) != VSR_OK)
         return fail_now(s, op, VSR_ERR_IO);
+    evict_forget(s, key);
     if (h)
         *h = op;
     return VSR_AGAIN;

@@ -70,6 +70,9 @@ static void expect_backend_error(const char *item, const char *expected)
     expect_errors(yaml, expected);
 }
 
+/* lines 1-11; the test adds line 12 under global.stores */
+#define DOC_RC HEAD LISTENERS PROVIDERS "global:\n  stores:\n"
+
 /* ---- valid documents ----------------------------------------------------- */
 
 static vsr_config_t *load_file_ok(const char *path)
@@ -760,6 +763,27 @@ static void test_default_model_spellings(void **state)
         assert_null(vsr_config_find_model(c, vsr_slice_cstr("")));
         vsr_config_free(c);
     }
+}
+
+/* global.stores.response_cache.eviction_policy: lru, lfu and fifo load;
+ * unset stays unset (the store picks fifo in memory, lru with redis) */
+static void test_rc_eviction(void **state)
+{
+    VSR_UNUSED(state);
+    static const char *const names[] = {"lru", "lfu", "fifo"};
+    for (int i = 0; i < 3; i++) {
+        char doc[512];
+        snprintf(doc, sizeof(doc), DOC_RC "    response_cache: {backend_type: memory, eviction_policy: %s}\n", names[i]);
+        vsr_config_t *c = load_ok(doc);
+        assert_int_equal(c->rc_store.eviction, i);
+        assert_int_equal(c->rc_store.has_eviction, 1);
+        vsr_config_free(c);
+    }
+    vsr_config_t *c = load_ok(DOC_RC "    response_cache: {backend_type: redis}\n");
+    assert_int_equal(c->rc_store.has_eviction, 0);
+    vsr_config_free(c);
+    expect_errors(DOC_RC "    response_cache: {eviction_policy: random}\n",
+                  "t.yaml:12:39: eviction_policy must be lru, lfu or fifo, got \"random\"\n");
 }
 
 static void test_unimplemented_paths(void **state)
@@ -3827,6 +3851,7 @@ int main(void)
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_default_model_spellings),
         cmocka_unit_test(test_unimplemented_paths),
+        cmocka_unit_test(test_rc_eviction),
         cmocka_unit_test(test_aliases_resolved),
         cmocka_unit_test(test_explicit_tags),
         cmocka_unit_test(test_endpoint_table),

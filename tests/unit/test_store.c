@@ -230,6 +230,142 @@ static void test_mem_lru_count(void **state)
     vsr_store_close(s);
 }
 
+static vsr_store_t *mem_store_policy(size_t max_entries, size_t max_bytes, vsr_store_eviction_t policy)
+{
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.max_entries = max_entries;
+    cfg.max_bytes = max_bytes;
+    cfg.clock = fake_clock;
+    cfg.eviction = policy;
+    vsr_store_t *s = vsr_store_open(NULL, &cfg, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_mem_fifo(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store_policy(3, 1 << 20, VSR_STORE_EVICT_FIFO);
+    put(s, "a", "1", 0, NULL, "", "", VSR_OK);
+    put(s, "b", "2", 0, NULL, "", "", VSR_OK);
+    put(s, "c", "3", 0, NULL, "", "", VSR_OK);
+    for (int i = 0; i < 5; i++) /* reads change nothing: a stays the oldest */
+        assert_int_equal(get(s, "a").status, VSR_OK);
+    put(s, "d", "4", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_ERR_NOT_FOUND);
+    float e[VSR_STORE_DIM];
+    unit(e, 3);
+    put(s, "b", "2'", 0, e, "", "", VSR_OK); /* a put again is a new entry: c is the oldest now */
+    assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK);
+    put(s, "f", "6", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "c").status, VSR_ERR_NOT_FOUND);
+    put(s, "g", "7", 0, NULL, "", "", VSR_OK); /* then d, whatever was read */
+    assert_int_equal(get(s, "d").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "b").status, VSR_OK);
+    assert_int_equal(get(s, "f").status, VSR_OK);
+    assert_int_equal(get(s, "g").status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 3);
+    assert_int_equal(st.entries, 3);
+    vsr_store_close(s);
+}
+
+static void test_mem_lfu(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store_policy(3, 1 << 20, VSR_STORE_EVICT_LFU);
+    put(s, "a", "1", 0, NULL, "", "", VSR_OK);
+    put(s, "b", "2", 0, NULL, "", "", VSR_OK);
+    put(s, "c", "3", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_OK); /* a: 2, b: 1, c: 1 (b older) */
+    assert_int_equal(get(s, "a").status, VSR_OK); /* a: 3 */
+    assert_int_equal(get(s, "c").status, VSR_OK); /* c: 2 */
+    put(s, "d", "4", 0, NULL, "", "", VSR_OK);   /* the fewest reads: b */
+    assert_int_equal(get(s, "b").status, VSR_ERR_NOT_FOUND);
+    put(s, "e", "5", 0, NULL, "", "", VSR_OK); /* a 3, c 2, d 1: d goes */
+    assert_int_equal(get(s, "d").status, VSR_ERR_NOT_FOUND);
+    /* a tie: e and f both at 1 read; e reached it first and goes first */
+    put(s, "f", "6", 0, NULL, "", "", VSR_OK); /* evicts e (1) rather than c (2) */
+    assert_int_equal(get(s, "e").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "c").status, VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_OK);
+    /* a search hit counts as a read */
+    float e[VSR_STORE_DIM];
+    unit(e, 9);
+    put(s, "g", "7", 0, e, "", "", VSR_OK); /* evicts f (1): a 4, c 3 */
+    assert_int_equal(get(s, "f").status, VSR_ERR_NOT_FOUND);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK); /* g: 7 */
+    put(s, "h", "8", 0, NULL, "", "", VSR_OK); /* evicts c (3), not g (7) */
+    assert_int_equal(get(s, "c").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 5);
+    assert_int_equal(st.entries, 3);
+    vsr_store_close(s);
+}
+
+/* LFU and FIFO against a plain model, over random puts, gets, deletes and
+ * expiries: the same entries survive */
+static void test_mem_policy_model(void **state)
+{
+    VSR_UNUSED(state);
+    enum { N = 8, KEYS = 24, OPS = 20000 };
+    for (int pol = VSR_STORE_EVICT_LFU; pol <= VSR_STORE_EVICT_FIFO; pol++) {
+        vsr_store_t *s = mem_store_policy(N, 1 << 20, (vsr_store_eviction_t)pol);
+        struct { int live; uint64_t count, seq, expiry; } m[KEYS] = {{0}};
+        uint64_t seq = 0, rnd = 88172645463325252ULL;
+        for (int i = 0; i < OPS; i++) {
+            rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+            int k = (int)(rnd % KEYS), op = (int)((rnd >> 20) % 10);
+            char key[8];
+            snprintf(key, sizeof(key), "k%d", k);
+            fake_now += 1;
+            if (op < 4) {
+                uint64_t ttl = (rnd >> 30) % 7 == 0 ? 5 : 100000;
+                int n = 0, victim = -1;
+                for (int j = 0; j < KEYS; j++)
+                    n += m[j].live && j != k;
+                if (n >= N) /* the model's victim: fewest reads, then the earliest there (LFU); oldest (FIFO) */
+                    for (int j = 0; j < KEYS; j++) {
+                        if (!m[j].live || j == k)
+                            continue;
+                        if (victim < 0 ||
+                            (pol == VSR_STORE_EVICT_LFU &&
+                             (m[j].count < m[victim].count ||
+                              (m[j].count == m[victim].count && m[j].seq < m[victim].seq))) ||
+                            (pol == VSR_STORE_EVICT_FIFO && m[j].seq < m[victim].seq))
+                            victim = j;
+                    }
+                if (victim >= 0)
+                    m[victim].live = 0;
+                put(s, key, "v", ttl, NULL, "", "", VSR_OK);
+                m[k].live = 1;
+                m[k].count = 1;
+                m[k].seq = ++seq;
+                m[k].expiry = fake_now + ttl;
+            } else if (op < 9) {
+                int want = m[k].live && m[k].expiry > fake_now;
+                if (m[k].live && !want)
+                    m[k].live = 0; /* found dead on read */
+                assert_int_equal(get(s, key).status, want ? VSR_OK : VSR_ERR_NOT_FOUND);
+                if (want && pol == VSR_STORE_EVICT_LFU) {
+                    m[k].count++;
+                    m[k].seq = ++seq; /* reached the new count now */
+                }
+            } else {
+                result_t r = {0};
+                assert_int_equal(vsr_store_del(s, S(key), on_done, &r, NULL), VSR_OK);
+                m[k].live = 0;
+            }
+        }
+        vsr_store_close(s);
+    }
+}
+
 static void test_mem_lru_bytes(void **state)
 {
     VSR_UNUSED(state);
@@ -564,11 +700,14 @@ static void run_until(const int *flag, uint64_t ms)
         assert_true(*flag);
 }
 
-static vsr_store_t *redis_store(const char *prefix, int tcp)
+static vsr_store_t *redis_store_ex(const char *prefix, int tcp, vsr_store_eviction_t eviction, size_t max_entries)
 {
     vsr_store_config_t cfg;
     vsr_store_config_init(&cfg);
     cfg.backend = VSR_STORE_REDIS;
+    cfg.eviction = eviction;
+    if (max_entries)
+        cfg.max_entries = max_entries;
     char addr[160];
     if (tcp)
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", redis_port);
@@ -587,6 +726,11 @@ static vsr_store_t *redis_store(const char *prefix, int tcp)
     vsr_buf_free(&err);
     assert_non_null(s);
     return s;
+}
+
+static vsr_store_t *redis_store(const char *prefix, int tcp)
+{
+    return redis_store_ex(prefix, tcp, VSR_STORE_EVICT_LRU, 0);
 }
 
 static void wait_connected(vsr_store_t *s)
@@ -718,6 +862,62 @@ static void test_redis_roundtrip(void **state)
     close_store(u);
     loop_done();
     assert_int_equal(late.calls, 0);
+}
+
+/* eviction_policy fifo and lfu with redis: vsr's sorted set bounds the
+ * values to max_entries, in the policy's order */
+static void test_redis_eviction(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = redis_store_ex("tfifo:", 0, VSR_STORE_EVICT_FIFO, 3);
+    wait_connected(s);
+    rput(s, "a", "1", 60000, NULL, "", "");
+    rput(s, "b", "2", 60000, NULL, "", "");
+    rput(s, "c", "3", 60000, NULL, "", "");
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rget(s, "a").status, VSR_OK); /* reads change nothing for fifo */
+    rput(s, "d", "4", 60000, NULL, "", "");
+    run_until(NULL, 100); /* the trim's reply, then the DEL */
+    assert_int_equal(rget(s, "a").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "b").status, VSR_OK);
+    result_t r = {0};
+    assert_int_equal(vsr_store_del(s, S("b"), on_done, &r, NULL), VSR_AGAIN); /* leaves the order too */
+    run_until(&r.calls, 2000);
+    rput(s, "e", "5", 60000, NULL, "", ""); /* c, d, e: room without evicting */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "c").status, VSR_OK);
+    rput(s, "f", "6", 60000, NULL, "", ""); /* c is the oldest */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "c").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "d").status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 2);
+    close_store(s);
+
+    s = redis_store_ex("tlfu:", 0, VSR_STORE_EVICT_LFU, 3);
+    wait_connected(s);
+    rput(s, "a", "1", 60000, NULL, "", "");
+    rput(s, "b", "2", 60000, NULL, "", "");
+    rput(s, "c", "3", 60000, NULL, "", "");
+    assert_int_equal(rget(s, "a").status, VSR_OK);
+    assert_int_equal(rget(s, "a").status, VSR_OK);
+    assert_int_equal(rget(s, "c").status, VSR_OK);
+    run_until(NULL, 50); /* the reads' counts */
+    rput(s, "d", "4", 60000, NULL, "", ""); /* b has the fewest reads */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "b").status, VSR_ERR_NOT_FOUND);
+    rput(s, "e", "5", 60000, NULL, "", ""); /* a 3, c 2, d 1: d, never the new key */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "d").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "e").status, VSR_OK);
+    assert_int_equal(rget(s, "a").status, VSR_OK);
+    assert_int_equal(rget(s, "c").status, VSR_OK);
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 2);
+    close_store(s);
+    loop_done();
 }
 
 static void test_redis_ttl(void **state)
@@ -1011,6 +1211,8 @@ int main(void)
     const struct CMUnitTest mem[] = {
         cmocka_unit_test(test_mem_basic),       cmocka_unit_test(test_mem_ttl),
         cmocka_unit_test(test_mem_lru_count),   cmocka_unit_test(test_mem_lru_bytes),
+        cmocka_unit_test(test_mem_fifo),        cmocka_unit_test(test_mem_lfu),
+        cmocka_unit_test(test_mem_policy_model),
         cmocka_unit_test(test_mem_search_loop), cmocka_unit_test(test_mem_search_blas),
         cmocka_unit_test(test_mem_search_int8), cmocka_unit_test(test_mem_int8_agrees),
         cmocka_unit_test(test_mem_index_bound), cmocka_unit_test(test_config_errors),
@@ -1018,6 +1220,7 @@ int main(void)
     const struct CMUnitTest redis[] = {
         cmocka_unit_test_setup(test_redis_roundtrip, redis_test_setup),
         cmocka_unit_test_setup(test_redis_ttl, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_eviction, redis_test_setup),
         cmocka_unit_test_setup(test_redis_replicas, redis_test_setup),
         cmocka_unit_test_setup(test_redis_index_bound, redis_test_setup),
         cmocka_unit_test_setup(test_redis_auth, redis_test_setup),
