@@ -103,6 +103,37 @@ void vsr__store_encode_record(vsr_buf_t *out, vsr_slice_t key, uint64_t expiry, 
 int vsr__store_decode_record(vsr_slice_t rec, uint64_t *expiry, vsr_slice_t *key, vsr_slice_t *scope,
                              vsr_slice_t *part, float *emb);
 
+/* Redis Cluster (store_redis_cluster.c): the slot map and a connection per
+ * node on a loop (async), or one blocking connection to the node of one slot */
+typedef struct vsr__rcl_s vsr__rcl_t;
+struct redisAsyncContext;
+struct redisContext;
+uint16_t vsr__rcl_crc16(const char *p, size_t n);
+unsigned vsr__rcl_slot(vsr_slice_t key); /* with hash tags */
+/* "host:port" (or "[v6]:port"; localhost = 127.0.0.1): VSR_OK or VSR_ERR_INVALID */
+int vsr__rcl_parse_addr(const char *addr, char *host, size_t cap, int *port);
+/* addrs: ip:port of some of the nodes.  on_ready runs once, when the first
+ * map is known; until then commands fail. */
+vsr__rcl_t *vsr__rcl_open(struct uv_loop_s *loop, const char *const *addrs, size_t n, const char *password,
+                          const char *username, void (*on_ready)(void *ud), void *ud, vsr_buf_t *err);
+/* Sends a command to its key's node, following redirects; fn runs once with
+ * the final reply, or NULL when a connection failed (hiredis's callback
+ * type).  VSR_ERR_IO: not sent (no map yet, the node is unreachable), fn
+ * will not run. */
+int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void *, void *), void *priv, int argc,
+                     const char **argv, const size_t *lens);
+int vsr__rcl_ready(const vsr__rcl_t *cl);
+/* Drops every node's connection (their commands fail); they reconnect on use. */
+void vsr__rcl_drop(vsr__rcl_t *cl);
+/* Frees the client once its timer closes (keep running the loop); pending
+ * commands are called back without a reply first. */
+void vsr__rcl_close(vsr__rcl_t *cl);
+/* Blocking: a connection to the node that serves `slot`, found by asking
+ * the addresses for CLUSTER SLOTS in turn (each connect and command bounded
+ * by timeout_ms), authenticated when password is set; NULL when none answers. */
+struct redisContext *vsr__rcl_sync_connect(const char *const *addrs, size_t n, unsigned slot, uint64_t timeout_ms,
+                                           const char *password);
+
 /* the redis backend (store_redis.c) */
 typedef struct vsr__redis_s vsr__redis_t;
 int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_config_t *cfg, vsr_buf_t *err);

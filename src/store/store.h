@@ -112,6 +112,12 @@ typedef struct {
     const char *username;        /* with password: AUTH username password (ACL) */
     unsigned db;                 /* SELECT db when > 0 */
     const char *key_prefix;      /* ["vsr:rc:"]; at most 64 bytes */
+    /* Redis Cluster: the addresses ("ip:port") of some of its nodes; the
+     * rest come from CLUSTER SLOTS.  address and db are then unused (db must
+     * be 0).  Keys spread over the slots; MOVED and ASK are followed. */
+    int cluster;
+    const char *const *cluster_addresses;
+    size_t n_cluster_addresses;
     unsigned max_inflight;       /* operations waiting for redis [1024] */
     uint64_t command_timeout_ms; /* per operation [250] */
     uint64_t connect_timeout_ms; /* [1000] */

@@ -64,6 +64,7 @@ struct vsr__redis_s {
     uv_getaddrinfo_t gai;
     char *unix_path, *password, *username, *prefix;
     vsr_buf_t kbuf, rec;
+    vsr__rcl_t *cl; /* cluster mode: the slot map and its connections (ac unused) */
 };
 
 #define REC_VERSION 1
@@ -164,8 +165,12 @@ static int op_send(vsr_store_op_t *op, int argc, const char **argv, const size_t
 {
     vsr_store_t *s = op->s;
     vsr__redis_t *r = s->redis;
-    if (!r->ac || redisAsyncCommandArgv(r->ac, on_reply, op, argc, argv, lens) != REDIS_OK)
+    if (r->cl) {
+        if (vsr__rcl_command(r->cl, on_reply, op, argc, argv, lens) != VSR_OK)
+            return VSR_ERR_IO;
+    } else if (!r->ac || redisAsyncCommandArgv(r->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         return VSR_ERR_IO;
+    }
     if (op->pending++ == 0) {
         uint64_t now = vsr_now_ms();
         op->deadline = now + s->cfg.command_timeout_ms;
@@ -207,7 +212,7 @@ static int fail_now(vsr_store_t *s, vsr_store_op_t *op, int status)
 static int admit(vsr_store_t *s)
 {
     vsr__redis_t *r = s->redis;
-    if (r->state == ST_DOWN || !r->ac)
+    if (r->cl ? !vsr__rcl_ready(r->cl) : (r->state == ST_DOWN || !r->ac))
         return VSR_ERR_IO;
     if (r->inflight >= s->cfg.max_inflight) {
         vsr__ctr_inc(&s->ctr.rejected);
@@ -422,6 +427,13 @@ static void handle_trim(vsr_store_t *s, const redisReply *rep)
 static void kill_conn(vsr_store_t *s, const char *why)
 {
     vsr__redis_t *r = s->redis;
+    if (r->cl) { /* a node is slow or gone: every node's connection goes, and is made again on use */
+        if (why)
+            vsr_log_warn("store", "redis cluster: dropping the connections: %s", why);
+        r->polling = 0;
+        vsr__rcl_drop(r->cl);
+        return;
+    }
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;
     r->state = ST_DOWN;
@@ -469,6 +481,17 @@ static void on_connect(const redisAsyncContext *ac, int status)
     uv_timer_stop(&r->t_conn);
     if (r->ever_up)
         vsr__ctr_inc(&s->ctr.reconnects);
+    r->ever_up = 1;
+    uv_timer_start(&r->t_poll, poll_timer_cb, s->cfg.poll_interval_ms, s->cfg.poll_interval_ms);
+    poll_send(s);
+}
+
+/* cluster mode: the first slot map is known */
+static void on_cluster_ready(void *ud)
+{
+    vsr_store_t *s = ud;
+    vsr__redis_t *r = s->redis;
+    r->state = ST_UP;
     r->ever_up = 1;
     uv_timer_start(&r->t_poll, poll_timer_cb, s->cfg.poll_interval_ms, s->cfg.poll_interval_ms);
     poll_send(s);
@@ -704,9 +727,13 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         vsr_buf_printf(err, "store: key_prefix is over 64 bytes");
         return VSR_ERR_INVALID;
     }
+    if (cfg->cluster && cfg->db) {
+        vsr_buf_printf(err, "store: redis cluster mode has only db 0");
+        return VSR_ERR_INVALID;
+    }
     vsr__redis_t *r = vsr_calloc(1, sizeof(*r));
     s->redis = r;
-    if (parse_address(r, cfg->address ? cfg->address : "127.0.0.1:6379", err) != VSR_OK) {
+    if (!cfg->cluster && parse_address(r, cfg->address ? cfg->address : "127.0.0.1:6379", err) != VSR_OK) {
         redis_free(s);
         return VSR_ERR_INVALID;
     }
@@ -730,11 +757,21 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         c->poll_interval_ms = 500;
     if (!c->poll_batch)
         c->poll_batch = 1000;
+    if (cfg->cluster) {
+        r->cl = vsr__rcl_open(loop, cfg->cluster_addresses, cfg->n_cluster_addresses, cfg->password, cfg->username,
+                              on_cluster_ready, s, err);
+        if (!r->cl) {
+            redis_free(s);
+            return VSR_ERR_INVALID;
+        }
+    }
     r->password = cfg->password ? vsr_strdup(cfg->password) : NULL;
     r->username = cfg->username ? vsr_strdup(cfg->username) : NULL;
     r->prefix = vsr_strdup(prefix);
     c->address = NULL; /* not kept: the caller's strings (cfg may be c itself) */
     c->password = c->username = c->key_prefix = NULL;
+    c->cluster_addresses = NULL;
+    c->n_cluster_addresses = 0;
     vsr_buf_init(&r->kbuf, 0);
     vsr_buf_init(&r->rec, 0);
     r->loop = loop;
@@ -746,7 +783,8 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         timers[i]->data = s;
     }
     r->open_handles = 3;
-    do_connect(s);
+    if (!r->cl)
+        do_connect(s);
     return VSR_OK;
 }
 
@@ -773,6 +811,9 @@ void vsr__redis_close(vsr_store_t *s)
     r->state = ST_DOWN;
     if (ac)
         redisAsyncFree(ac); /* the pending operations end, without their callbacks */
+    if (r->cl)
+        vsr__rcl_close(r->cl); /* likewise; it frees itself */
+    r->cl = NULL;
     if (r->resolving)
         uv_cancel((uv_req_t *)&r->gai); /* its callback still runs (UV_EAI_CANCELED or done) and frees */
     uv_close((uv_handle_t *)&r->t_op, on_timer_closed);

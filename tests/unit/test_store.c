@@ -1206,6 +1206,301 @@ static void test_redis_down(void **state)
     loop_done();
 }
 
+/* ---- redis cluster ----
+ *
+ * Three redis-server nodes with --cluster-enabled yes on free loopback ports
+ * (their bus ports too), joined by redis-cli --cluster create with no
+ * replicas, killed at the end.  cluster-require-full-coverage is off, so the
+ * nodes left serve their slots when one dies. */
+
+#define CL_NODES 3
+static pid_t cl_pid[CL_NODES] = {-1, -1, -1};
+static int cl_port[CL_NODES];
+static char cl_dir[64];
+
+/* Runs a shell command; its output (trimmed) in out.  The exit status. */
+static int sh(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
+        out[--n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void cl_kill(int i)
+{
+    if (cl_pid[i] > 0) {
+        kill(cl_pid[i], SIGKILL);
+        waitpid(cl_pid[i], NULL, 0);
+        cl_pid[i] = -1;
+    }
+}
+
+static void cl_cleanup(void)
+{
+    char out[64];
+    for (int i = 0; i < CL_NODES; i++)
+        cl_kill(i);
+    if (cl_dir[0]) {
+        sh(out, sizeof(out), "rm -rf '%s'", cl_dir);
+        cl_dir[0] = 0;
+    }
+}
+
+static int cl_group_setup(void **state)
+{
+    VSR_UNUSED(state);
+    snprintf(cl_dir, sizeof(cl_dir), "/tmp/vsr-store-cluster-XXXXXX");
+    if (!mkdtemp(cl_dir))
+        return -1;
+    atexit(cl_cleanup);
+    char out[4096];
+    for (int i = 0; i < CL_NODES; i++) {
+        cl_port[i] = free_port();
+        char port[16], bus[16], conf[32];
+        snprintf(port, sizeof(port), "%d", cl_port[i]);
+        snprintf(bus, sizeof(bus), "%d", free_port());
+        snprintf(conf, sizeof(conf), "nodes-%d.conf", i);
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                   "--cluster-port", bus, "--cluster-config-file", conf, "--cluster-node-timeout", "1000",
+                   "--cluster-require-full-coverage", "no", "--save", "", "--appendonly", "no", "--dir", cl_dir,
+                   (char *)NULL);
+            _exit(127);
+        }
+        cl_pid[i] = pid;
+    }
+    for (int i = 0; i < CL_NODES; i++) {
+        int ok = 0;
+        for (int k = 0; k < 500 && !ok; k++) {
+            ok = sh(out, sizeof(out), "redis-cli -p %d ping 2>/dev/null", cl_port[i]) == 0 && !strcmp(out, "PONG");
+            if (!ok)
+                usleep(10000);
+        }
+        if (!ok) {
+            fprintf(stderr, "test_store: cluster node %d did not start\n", i);
+            return -1;
+        }
+    }
+    if (sh(out, sizeof(out),
+           "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d --cluster-replicas 0 --cluster-yes "
+           "2>&1",
+           cl_port[0], cl_port[1], cl_port[2]) != 0) {
+        fprintf(stderr, "test_store: redis-cli --cluster create failed:\n%s\n", out);
+        return -1;
+    }
+    for (int k = 0; k < 1000; k++) { /* every node agrees the cluster is up */
+        int ok = 0;
+        for (int i = 0; i < CL_NODES; i++)
+            ok += sh(out, sizeof(out), "redis-cli -p %d cluster info | grep -c 'cluster_state:ok'", cl_port[i]) == 0;
+        if (ok == CL_NODES)
+            return 0;
+        usleep(10000);
+    }
+    fprintf(stderr, "test_store: the cluster did not come up\n");
+    return -1;
+}
+
+static int cl_group_teardown(void **state)
+{
+    VSR_UNUSED(state);
+    cl_cleanup();
+    return 0;
+}
+
+static vsr_store_t *cluster_store(const char *prefix)
+{
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    cfg.cluster = 1;
+    char a0[32];
+    snprintf(a0, sizeof(a0), "127.0.0.1:%d", cl_port[0]); /* one node: the others come from the map */
+    const char *addrs[1] = {a0};
+    cfg.cluster_addresses = addrs;
+    cfg.n_cluster_addresses = 1;
+    cfg.key_prefix = prefix;
+    cfg.poll_interval_ms = 100;
+    cfg.command_timeout_ms = 1000;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1024);
+    vsr_store_t *s = vsr_store_open(&loop, &cfg, &err);
+    if (!s)
+        fprintf(stderr, "%.*s\n", (int)err.len, err.data);
+    vsr_buf_free(&err);
+    assert_non_null(s);
+    return s;
+}
+
+/* the node (0..2) that holds a raw key, or -1 (whoever owns its slot:
+ * CLUSTER GETKEYSINSLOT answers during a migration too) */
+static int holder(const char *rawkey)
+{
+    char out[64];
+    int found = -1;
+    for (int i = 0; i < CL_NODES; i++)
+        if (cl_pid[i] > 0 &&
+            sh(out, sizeof(out),
+               "redis-cli -p %d cluster getkeysinslot $(redis-cli -p %d cluster keyslot '%s') 1000 | grep -cxF '%s'",
+               cl_port[i], cl_port[i], rawkey, rawkey) == 0 &&
+            !strcmp(out, "1"))
+            found = i;
+    return found;
+}
+
+static void test_cluster_spread(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = cluster_store("tc:");
+    wait_connected(s);
+    int per_node[CL_NODES] = {0};
+    for (int i = 0; i < 60; i++) {
+        char k[16], v[16], raw[32];
+        snprintf(k, sizeof(k), "key%d", i);
+        snprintf(v, sizeof(v), "value%d", i);
+        assert_int_equal(rput(s, k, v, 60000, NULL, "", "").status, VSR_OK);
+        snprintf(raw, sizeof(raw), "tc:k:%s", k);
+        int h = holder(raw);
+        assert_true(h >= 0);
+        per_node[h]++;
+    }
+    for (int i = 0; i < CL_NODES; i++)
+        assert_true(per_node[i] > 0); /* every node holds some: the store wrote to all three */
+    for (int i = 0; i < 60; i++) {
+        char k[16], v[16];
+        snprintf(k, sizeof(k), "key%d", i);
+        snprintf(v, sizeof(v), "value%d", i);
+        result_t r = rget(s, k);
+        assert_int_equal(r.status, VSR_OK);
+        assert_int_equal(r.vlen, strlen(v));
+        assert_memory_equal(r.value, v, r.vlen);
+    }
+    /* the semantic index's stream is one key on one node; a search finds the value on another */
+    float e[VSR_STORE_DIM];
+    unit(e, 5);
+    assert_int_equal(rput(s, "sem", "answer", 60000, e, "", "p").status, VSR_OK);
+    result_t r = rsearch(s, e, "", "p", 0.9f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "answer", 6);
+    close_store(s);
+    loop_done();
+}
+
+/* A slot moves from one node to another while the store runs: ASK during
+ * the migration (a new key goes to the importing node; a migrated key is
+ * found there), then MOVED once the slot belongs to the new node. */
+static void test_cluster_migration(void **state)
+{
+    VSR_UNUSED(state);
+    char out[4096];
+    loop_open();
+    vsr_store_t *s = cluster_store("tm:");
+    wait_connected(s);
+    /* keys of one slot: the store's keys carry a hash tag */
+    assert_int_equal(rput(s, "{m}old", "v-old", 60000, NULL, "", "").status, VSR_OK);
+    int src = holder("tm:k:{m}old");
+    assert_true(src >= 0);
+    int dst = (src + 1) % CL_NODES;
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster keyslot 'tm:k:{m}old'", cl_port[src]), 0);
+    int slot = atoi(out);
+    char src_id[64], dst_id[64];
+    assert_int_equal(sh(src_id, sizeof(src_id), "redis-cli -p %d cluster myid", cl_port[src]), 0);
+    assert_int_equal(sh(dst_id, sizeof(dst_id), "redis-cli -p %d cluster myid", cl_port[dst]), 0);
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster setslot %d importing %s", cl_port[dst], slot, src_id), 0);
+    assert_string_equal(out, "OK");
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster setslot %d migrating %s", cl_port[src], slot, dst_id), 0);
+    assert_string_equal(out, "OK");
+    /* a key the migrating node lacks: ASK to the importing node */
+    assert_int_equal(rput(s, "{m}new", "v-new", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(holder("tm:k:{m}new"), dst);
+    result_t r = rget(s, "{m}new");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "v-new", 5);
+    /* the old key still on the source is served there */
+    assert_int_equal(rget(s, "{m}old").status, VSR_OK);
+    /* moved: ASK again, to where it went */
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d migrate 127.0.0.1 %d '' 0 5000 keys 'tm:k:{m}old'",
+                        cl_port[src], cl_port[dst]), 0);
+    assert_string_equal(out, "OK");
+    assert_int_equal(holder("tm:k:{m}old"), dst);
+    r = rget(s, "{m}old");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "v-old", 5);
+    /* the slot is the destination's: MOVED, and the store's map follows */
+    for (int i = 0; i < CL_NODES; i++) {
+        assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster setslot %d node %s", cl_port[i], slot, dst_id), 0);
+        assert_string_equal(out, "OK");
+    }
+    for (int k = 0; k < 3; k++) {
+        r = rget(s, "{m}old");
+        assert_int_equal(r.status, VSR_OK);
+        assert_memory_equal(r.value, "v-old", 5);
+    }
+    assert_int_equal(rput(s, "{m}third", "v3", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(holder("tm:k:{m}third"), dst);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.errors, 0);
+    close_store(s);
+    loop_done();
+}
+
+/* A node dies: keys on the others are still served; its keys are misses
+ * (an error the caller treats as one), at once, without hanging. */
+static void test_cluster_node_killed(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = cluster_store("tk:");
+    wait_connected(s);
+    char k[16], raw[32];
+    int on[CL_NODES][2], n[CL_NODES] = {0};
+    for (int i = 0; i < 200 && (n[0] < 2 || n[1] < 2 || n[2] < 2); i++) {
+        snprintf(k, sizeof(k), "key%d", i);
+        assert_int_equal(rput(s, k, "v", 60000, NULL, "", "").status, VSR_OK);
+        snprintf(raw, sizeof(raw), "tk:k:%s", k);
+        int h = holder(raw);
+        if (h >= 0 && n[h] < 2)
+            on[h][n[h]++] = i;
+    }
+    int victim = 2;
+    cl_kill(victim);
+    run_until(NULL, 100);
+    for (int round = 0; round < 3; round++)
+        for (int node = 0; node < CL_NODES; node++)
+            for (int j = 0; j < 2; j++) {
+                snprintf(k, sizeof(k), "key%d", on[node][j]);
+                uint64_t t0 = vsr_now_ms();
+                result_t r = rget(s, k);
+                assert_true(vsr_now_ms() - t0 < 1500);
+                if (node == victim)
+                    assert_int_not_equal(r.status, VSR_OK);
+                else
+                    assert_int_equal(r.status, VSR_OK);
+            }
+    /* puts to the live nodes go on */
+    snprintf(k, sizeof(k), "key%d", on[0][0]);
+    assert_int_equal(rput(s, k, "v2", 60000, NULL, "", "").status, VSR_OK);
+    close_store(s);
+    loop_done();
+}
+
 int main(void)
 {
     const struct CMUnitTest mem[] = {
@@ -1227,7 +1522,13 @@ int main(void)
         cmocka_unit_test_setup(test_redis_down, redis_test_setup),
         cmocka_unit_test_setup(test_redis_hostname, redis_test_setup),
     };
+    const struct CMUnitTest cluster[] = {
+        cmocka_unit_test(test_cluster_spread),
+        cmocka_unit_test(test_cluster_migration),
+        cmocka_unit_test(test_cluster_node_killed), /* last: it kills a node */
+    };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
     fails += cmocka_run_group_tests_name("store_redis", redis, redis_group_setup, redis_group_teardown);
+    fails += cmocka_run_group_tests_name("store_redis_cluster", cluster, cl_group_setup, cl_group_teardown);
     return fails;
 }
