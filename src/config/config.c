@@ -838,14 +838,70 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
     UNIMPLEMENTED("pool_size"), /* one connection per worker (router_replay: one writer) */                     \
     {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
     {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)}
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)},               \
+    {.key = "cluster_mode", .decode = vsr__cfg_bool, .offset = CONF_OFF(st.redis_cluster)},                    \
+    {.key = "cluster_addresses", .decode = vsr__cfg_strlist, .offset = CONF_OFF(st.redis_cluster_addresses)}
+
+/* cluster_mode: at least one "ip:port" in cluster_addresses, db 0 (a
+ * cluster has no other); address is then unused. */
+static void check_redis_cluster(cfg_decoder_t *d, const cfg_node_t *map, const cfg_spec_t *spec,
+                                const cfg_node_t *const *seen, int cluster, const vsr_strlist_conf_t *addrs,
+                                uint64_t db)
+{
+    const cfg_node_t *mode = vsr__cfg_seen(spec, seen, "cluster_mode");
+    const cfg_node_t *list = vsr__cfg_seen(spec, seen, "cluster_addresses");
+    if (!cluster)
+        return;
+    if (addrs->n == 0) {
+        vsr__cfg_node_error(d, list ? list : mode ? mode : map, "cluster_mode needs cluster_addresses (\"ip:port\" "
+                                                                "of at least one node)");
+        return;
+    }
+    for (size_t i = 0; i < addrs->n; i++) {
+        char host[64], canon[64];
+        int port;
+        const char *a = addrs->items[i];
+        const char *colon = strrchr(a, ':');
+        size_t hl = colon ? (size_t)(colon - a) : 0;
+        uint64_t pv = 0;
+        int ok = colon && hl > 0 && hl < sizeof(host) &&
+                 vsr_slice_to_u64(vsr_slice_cstr(colon + 1), 65535, &pv) == VSR_OK && pv > 0;
+        if (ok) {
+            memcpy(host, a[0] == '[' && hl >= 2 ? a + 1 : a, a[0] == '[' && hl >= 2 ? hl - 2 : hl);
+            host[a[0] == '[' && hl >= 2 ? hl - 2 : hl] = 0;
+            port = (int)pv;
+            ok = port > 0 && (!strcmp(host, "localhost") || vsr__cfg_canonical_ip(host, canon, sizeof(canon)) == VSR_OK);
+        }
+        if (!ok) {
+            vsr__cfg_node_error(d, list && list->kind == CFG_NODE_SEQ && i < list->n ? list->items[i] : map,
+                                "cluster_addresses: want \"ip:port\" (an IP literal: the nodes' own addresses come "
+                                "from CLUSTER SLOTS), got %s", vsr__cfg_quote(d->pool, a, strlen(a)));
+            return;
+        }
+    }
+    if (db != 0)
+        vsr__cfg_node_error(d, vsr__cfg_seen(spec, seen, "db") ? vsr__cfg_seen(spec, seen, "db") : map,
+                            "a Redis Cluster has only db 0");
+}
+
+#define REDIS_FINISH(name, st, spec)                                                                               \
+    static void name(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen, size_t i) \
+    {                                                                                                              \
+        VSR_UNUSED(i);                                                                                             \
+        config_box_t *b = obj;                                                                                     \
+        check_redis_cluster(d, map, &spec, seen, b->conf.st.redis_cluster, &b->conf.st.redis_cluster_addresses,    \
+                            b->conf.st.redis_db);                                                                  \
+    }
 
 static const cfg_field_t resp_redis_fields[] = {REDIS_FIELDS(resp_store)};
+static const cfg_spec_t resp_redis_spec;
+REDIS_FINISH(finish_resp_redis, resp_store, resp_redis_spec)
 
 static const cfg_spec_t resp_redis_spec = {
     .size = sizeof(config_box_t),
     .fields = resp_redis_fields,
     .n_fields = VSR_ARRAY_LEN(resp_redis_fields),
+    .finish = finish_resp_redis,
 };
 
 static const cfg_field_t response_api_fields[] = {
@@ -885,11 +941,14 @@ static int decode_replay_backend(cfg_decoder_t *d, const cfg_field_t *f, const c
 }
 
 static const cfg_field_t replay_redis_fields[] = {REDIS_FIELDS(replay_store)};
+static const cfg_spec_t replay_redis_spec;
+REDIS_FINISH(finish_replay_redis, replay_store, replay_redis_spec)
 
 static const cfg_spec_t replay_redis_spec = {
     .size = sizeof(config_box_t),
     .fields = replay_redis_fields,
     .n_fields = VSR_ARRAY_LEN(replay_redis_fields),
+    .finish = finish_replay_redis,
 };
 
 static const cfg_field_t router_replay_fields[] = {
@@ -948,11 +1007,14 @@ static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
 }
 
 static const cfg_field_t rc_redis_fields[] = {REDIS_FIELDS(rc_store)};
+static const cfg_spec_t rc_redis_spec;
+REDIS_FINISH(finish_rc_redis, rc_store, rc_redis_spec)
 
 static const cfg_spec_t rc_redis_spec = {
     .size = sizeof(config_box_t),
     .fields = rc_redis_fields,
     .n_fields = VSR_ARRAY_LEN(rc_redis_fields),
+    .finish = finish_rc_redis,
 };
 
 static const cfg_field_t rc_store_fields[] = {

@@ -1097,6 +1097,8 @@ typedef struct {
         uint64_t max_responses;          /* default 10000 (memory entries; redis index rows) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
+        int redis_cluster;               /* redis.cluster_mode: Redis Cluster via redis_cluster_addresses */
+        vsr_strlist_conf_t redis_cluster_addresses; /* redis.cluster_addresses: "ip:port" of some nodes */
     } resp_store;
     /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis) */
     struct {
@@ -1106,6 +1108,8 @@ typedef struct {
         int async_writes;                /* default true; writes never wait in any case (docs/configuration.md) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:replay:" */
         uint64_t redis_db, redis_timeout_ms; /* 0, 250 ms */
+        int redis_cluster;
+        vsr_strlist_conf_t redis_cluster_addresses;
     } replay_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
     struct {
@@ -1122,6 +1126,8 @@ typedef struct {
         uint64_t redis_db;
         char *redis_key_prefix;          /* default "vsr:rc:" */
         uint64_t redis_timeout_ms;       /* redis.timeout: per command, default 250ms */
+        int redis_cluster;
+        vsr_strlist_conf_t redis_cluster_addresses;
     } rc_store;
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */

@@ -47,6 +47,11 @@ static void signature(const vsr_config_t *cfg, char *out, size_t cap)
              (unsigned long long)cfg->replay_store.redis_db,
              cfg->replay_store.redis_key_prefix ? cfg->replay_store.redis_key_prefix : "",
              (unsigned long long)cfg->replay_store.redis_timeout_ms);
+    if (cfg->replay_store.redis_cluster) /* cluster mode: its addresses too */
+        for (size_t i = 0; i < cfg->replay_store.redis_cluster_addresses.n; i++) {
+            size_t used = strlen(out);
+            snprintf(out + used, cap - used, "|c:%s", cfg->replay_store.redis_cluster_addresses.items[i]);
+        }
 }
 
 /* The store for cfg, with a reference for the caller; NULL when it cannot be opened. */
@@ -67,6 +72,9 @@ static vsr_replay_store_t *acquire(const vsr_config_t *cfg)
         rc.db = (unsigned)cfg->replay_store.redis_db;
         rc.key_prefix = cfg->replay_store.redis_key_prefix;
         rc.timeout_ms = cfg->replay_store.redis_timeout_ms;
+        rc.cluster = cfg->replay_store.redis_cluster;
+        rc.cluster_addresses = (const char *const *)cfg->replay_store.redis_cluster_addresses.items;
+        rc.n_cluster_addresses = cfg->replay_store.redis_cluster_addresses.n;
         rc.count = count;
         rc.count_ud = cfg->replay_store.redis ? (void *)backends[1] : NULL;
         vsr_buf_t err;

@@ -207,6 +207,11 @@ void vsr_store_stats(const vsr_store_t *s, vsr_store_stats_t *out);
  *   most a connect and a few commands' timeouts: call them from a thread
  *   that may block (the management API's), never from an event loop.
  *
+ * cluster: each connection asks the configured nodes for the slot map and
+ *   goes to the node of the store's slot; a command answered MOVED or ASK
+ *   (the slot moved) fails like any error reply, and the next connection
+ *   finds the new node.
+ *
  * Counts go to cfg.count(count_ud, result) with result "written", "failed"
  * or "evicted", from whichever thread did it.
  */
@@ -226,6 +231,13 @@ typedef struct {
     uint64_t timeout_ms;      /* per command, and connect (at least 100) [250] */
     size_t max_queue;         /* records waiting for the writer [1024] */
     size_t max_queue_bytes;   /* [64 MiB] */
+    /* Redis Cluster: "ip:port" of some nodes (address and db unused).  Every
+     * key of the store shares one slot (the prefix becomes a hash tag,
+     * "{vsr:replay:}", unless it has one), so its multi-key commands run on
+     * one node; the connections go to that slot's node. */
+    int cluster;
+    const char *const *cluster_addresses;
+    size_t n_cluster_addresses;
     void (*count)(void *ud, const char *result);
     void *count_ud;
 } vsr_replay_config_t;

@@ -786,6 +786,38 @@ static void test_rc_eviction(void **state)
                   "t.yaml:12:39: eviction_policy must be lru, lfu or fifo, got \"random\"\n");
 }
 
+/* redis.cluster_mode and cluster_addresses, in every store's redis block */
+static void test_redis_cluster_keys(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_config_t *c = load_ok(DOC_RC "    response_cache: {backend_type: redis, redis: {cluster_mode: true, "
+                                     "cluster_addresses: [\"10.0.0.1:7000\", \"[::1]:7001\", \"localhost:7002\"]}}\n"
+                                     "  services:\n"
+                                     "    response_api: {store_backend: redis, redis: {cluster_mode: true, "
+                                     "cluster_addresses: [\"10.0.0.2:7000\"]}}\n"
+                                     "    router_replay: {store_backend: redis, redis: {cluster_mode: true, "
+                                     "cluster_addresses: [\"10.0.0.3:7000\"]}}\n");
+    assert_int_equal(c->rc_store.redis_cluster, 1);
+    assert_int_equal(c->rc_store.redis_cluster_addresses.n, 3);
+    assert_string_equal(c->rc_store.redis_cluster_addresses.items[1], "[::1]:7001");
+    assert_int_equal(c->resp_store.redis_cluster, 1);
+    assert_string_equal(c->resp_store.redis_cluster_addresses.items[0], "10.0.0.2:7000");
+    assert_int_equal(c->replay_store.redis_cluster, 1);
+    assert_string_equal(c->replay_store.redis_cluster_addresses.items[0], "10.0.0.3:7000");
+    vsr_config_free(c);
+    /* cluster_mode false: the addresses are kept and unused */
+    c = load_ok(DOC_RC "    response_cache: {redis: {cluster_mode: false, cluster_addresses: [\"10.0.0.1:7000\"]}}\n");
+    assert_int_equal(c->rc_store.redis_cluster, 0);
+    vsr_config_free(c);
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true}}\n",
+                  "t.yaml:12:44: cluster_mode needs cluster_addresses (\"ip:port\" of at least one node)\n");
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"redis-0:7000\"]}}\n",
+                  "t.yaml:12:70: cluster_addresses: want \"ip:port\" (an IP literal: the nodes' own addresses come "
+                  "from CLUSTER SLOTS), got \"redis-0:7000\"\n");
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"10.0.0.1:7000\"], db: 2}}\n",
+                  "t.yaml:12:92: a Redis Cluster has only db 0\n");
+}
+
 static void test_unimplemented_paths(void **state)
 {
     vsr_config_t *c = load_ok(
@@ -3852,6 +3884,7 @@ int main(void)
         cmocka_unit_test(test_default_model_spellings),
         cmocka_unit_test(test_unimplemented_paths),
         cmocka_unit_test(test_rc_eviction),
+        cmocka_unit_test(test_redis_cluster_keys),
         cmocka_unit_test(test_aliases_resolved),
         cmocka_unit_test(test_explicit_tags),
         cmocka_unit_test(test_endpoint_table),

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -1461,6 +1462,65 @@ static void test_cluster_migration(void **state)
     loop_done();
 }
 
+static _Atomic int replay_written, replay_failed;
+
+static void replay_count(void *ud, const char *result)
+{
+    VSR_UNUSED(ud);
+    if (!strcmp(result, "written"))
+        replay_written++;
+    else if (!strcmp(result, "failed"))
+        replay_failed++;
+}
+
+/* router replay records on the cluster: every key in the prefix's slot */
+static void test_cluster_replay(void **state)
+{
+    VSR_UNUSED(state);
+    char a0[32];
+    snprintf(a0, sizeof(a0), "127.0.0.1:%d", cl_port[1]);
+    const char *addrs[1] = {a0};
+    vsr_replay_config_t cfg;
+    vsr_replay_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    cfg.cluster = 1;
+    cfg.cluster_addresses = addrs;
+    cfg.n_cluster_addresses = 1;
+    cfg.key_prefix = "trp:";
+    cfg.timeout_ms = 1000;
+    cfg.count = replay_count;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 256);
+    vsr_replay_store_t *st = vsr_replay_open(&cfg, &err);
+    assert_non_null(st);
+    for (int i = 0; i < 3; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "r%d", i);
+        assert_int_equal(vsr_replay_put(st, S(id), (uint64_t)time(NULL) * 1000 + (uint64_t)i, S("{\"s\":1}"), S("{\"r\":1}"), 100),
+                         VSR_OK);
+    }
+    for (int i = 0; i < 500 && replay_written + replay_failed < 3; i++)
+        usleep(10000);
+    assert_int_equal(replay_written, 3);
+    /* one slot, on the node that owns "trp:" */
+    int h = holder("{trp:}index");
+    assert_true(h >= 0);
+    assert_int_equal(holder("{trp:}r:r1"), h);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 256);
+    assert_int_equal(vsr_replay_get(st, S("r1"), &b), VSR_OK);
+    assert_memory_equal(b.data, "{\"r\":1}", 7);
+    vsr_buf_reset(&b);
+    uint64_t total = 0;
+    assert_int_equal(vsr_replay_list(st, 10, &b, &total), VSR_OK);
+    assert_int_equal(total, 3);
+    assert_int_equal(vsr_replay_delete(st, S("r0")), VSR_OK);
+    assert_int_equal(vsr_replay_get(st, S("r0"), &b), VSR_ERR_NOT_FOUND);
+    vsr_buf_free(&b);
+    vsr_buf_free(&err);
+    vsr_replay_unref(st);
+}
+
 /* A node dies: keys on the others are still served; its keys are misses
  * (an error the caller treats as one), at once, without hanging. */
 static void test_cluster_node_killed(void **state)
@@ -1525,6 +1585,7 @@ int main(void)
     const struct CMUnitTest cluster[] = {
         cmocka_unit_test(test_cluster_spread),
         cmocka_unit_test(test_cluster_migration),
+        cmocka_unit_test(test_cluster_replay),
         cmocka_unit_test(test_cluster_node_killed), /* last: it kills a node */
     };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
