@@ -113,15 +113,17 @@ unsigned vsr__rcl_slot(vsr_slice_t key); /* with hash tags */
 /* "host:port" (or "[v6]:port"; localhost = 127.0.0.1): VSR_OK or VSR_ERR_INVALID */
 int vsr__rcl_parse_addr(const char *addr, char *host, size_t cap, int *port);
 /* addrs: ip:port of some of the nodes.  on_ready runs once, when the first
- * map is known; until then commands fail. */
+ * map is known; until then commands go to a node being asked for it (and
+ * follow its MOVED). */
 vsr__rcl_t *vsr__rcl_open(struct uv_loop_s *loop, const char *const *addrs, size_t n, const char *password,
                           const char *username, void (*on_ready)(void *ud), void *ud, vsr_buf_t *err);
 /* Sends a command to its key's node, following redirects; fn runs once with
  * the final reply, or NULL when a connection failed (hiredis's callback
- * type).  VSR_ERR_IO: not sent (no map yet, the node is unreachable), fn
+ * type).  VSR_ERR_IO: not sent (the node is unreachable or in its retry interval), fn
  * will not run. */
 int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void *, void *), void *priv, int argc,
                      const char **argv, const size_t *lens);
+/* 1 when a command can be sent: the map is known, or a node is connecting */
 int vsr__rcl_ready(const vsr__rcl_t *cl);
 /* Drops every node's connection (their commands fail); they reconnect on use. */
 void vsr__rcl_drop(vsr__rcl_t *cl);

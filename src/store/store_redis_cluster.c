@@ -357,7 +357,7 @@ static vsr_slice_t cmd_key(int argc, const char **argv, const size_t *lens)
 int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void *, void *), void *priv, int argc,
                      const char **argv, const size_t *lens)
 {
-    if (cl->closing || !cl->have_map)
+    if (cl->closing)
         return VSR_ERR_IO;
     cl_cmd_t *c = vsr_calloc(1, sizeof(*c));
     c->cl = cl;
@@ -369,7 +369,7 @@ int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void
         return VSR_ERR_IO;
     }
     int node = cl->slot[vsr__rcl_slot(cmd_key(argc, argv, lens))];
-    if (node < 0) { /* not in the map: any node answers MOVED */
+    if (node < 0) { /* not in the map (or none yet): any node answers, or redirects with MOVED */
         schedule_refresh(cl);
         for (int i = 0; i < cl->nnodes && node < 0; i++)
             if (cl->nodes[i].ac)
@@ -384,7 +384,14 @@ int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void
 
 int vsr__rcl_ready(const vsr__rcl_t *cl)
 {
-    return cl->have_map && !cl->closing;
+    if (cl->closing)
+        return 0;
+    if (cl->have_map)
+        return 1;
+    for (int i = 0; i < cl->nnodes; i++) /* before the map: a node connecting takes the commands */
+        if (cl->nodes[i].ac)
+            return 1;
+    return 0;
 }
 
 void vsr__rcl_drop(vsr__rcl_t *cl)
