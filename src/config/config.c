@@ -842,7 +842,7 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
     {.key = "cluster_mode", .decode = vsr__cfg_bool, .offset = CONF_OFF(st.redis_cluster)},                    \
     {.key = "cluster_addresses", .decode = vsr__cfg_strlist, .offset = CONF_OFF(st.redis_cluster_addresses)}
 
-/* cluster_mode: at least one "ip:port" in cluster_addresses, db 0 (a
+/* cluster_mode: at least one "host:port" in cluster_addresses, db 0 (a
  * cluster has no other); address is then unused. */
 static void check_redis_cluster(cfg_decoder_t *d, const cfg_node_t *map, const cfg_spec_t *spec,
                                 const cfg_node_t *const *seen, int cluster, const vsr_strlist_conf_t *addrs,
@@ -853,29 +853,19 @@ static void check_redis_cluster(cfg_decoder_t *d, const cfg_node_t *map, const c
     if (!cluster)
         return;
     if (addrs->n == 0) {
-        vsr__cfg_node_error(d, list ? list : mode ? mode : map, "cluster_mode needs cluster_addresses (\"ip:port\" "
+        vsr__cfg_node_error(d, list ? list : mode ? mode : map, "cluster_mode needs cluster_addresses (\"host:port\" "
                                                                 "of at least one node)");
         return;
     }
     for (size_t i = 0; i < addrs->n; i++) {
-        char host[64], canon[64];
-        int port;
         const char *a = addrs->items[i];
         const char *colon = strrchr(a, ':');
-        size_t hl = colon ? (size_t)(colon - a) : 0;
-        uint64_t pv = 0;
-        int ok = colon && hl > 0 && hl < sizeof(host) &&
-                 vsr_slice_to_u64(vsr_slice_cstr(colon + 1), 65535, &pv) == VSR_OK && pv > 0;
-        if (ok) {
-            memcpy(host, a[0] == '[' && hl >= 2 ? a + 1 : a, a[0] == '[' && hl >= 2 ? hl - 2 : hl);
-            host[a[0] == '[' && hl >= 2 ? hl - 2 : hl] = 0;
-            port = (int)pv;
-            ok = port > 0 && (!strcmp(host, "localhost") || vsr__cfg_canonical_ip(host, canon, sizeof(canon)) == VSR_OK);
-        }
-        if (!ok) {
+        uint64_t port = 0;
+        if (!colon || colon == a || (size_t)(colon - a) >= 64 ||
+            vsr_slice_to_u64(vsr_slice_cstr(colon + 1), 65535, &port) != VSR_OK || port == 0) {
             vsr__cfg_node_error(d, list && list->kind == CFG_NODE_SEQ && i < list->n ? list->items[i] : map,
-                                "cluster_addresses: want \"ip:port\" (an IP literal: the nodes' own addresses come "
-                                "from CLUSTER SLOTS), got %s", vsr__cfg_quote(d->pool, a, strlen(a)));
+                                "cluster_addresses: want \"host:port\", got %s",
+                                vsr__cfg_quote(d->pool, a, strlen(a)));
             return;
         }
     }

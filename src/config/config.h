@@ -1098,7 +1098,7 @@ typedef struct {
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
         int redis_cluster;               /* redis.cluster_mode: Redis Cluster via redis_cluster_addresses */
-        vsr_strlist_conf_t redis_cluster_addresses; /* redis.cluster_addresses: "ip:port" of some nodes */
+        vsr_strlist_conf_t redis_cluster_addresses; /* redis.cluster_addresses: "host:port" of some nodes */
     } resp_store;
     /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis) */
     struct {

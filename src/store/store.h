@@ -112,8 +112,8 @@ typedef struct {
     const char *username;        /* with password: AUTH username password (ACL) */
     unsigned db;                 /* SELECT db when > 0 */
     const char *key_prefix;      /* ["vsr:rc:"]; at most 64 bytes */
-    /* Redis Cluster: the addresses ("ip:port") of some of its nodes; the
-     * rest come from CLUSTER SLOTS.  address and db are then unused (db must
+    /* Redis Cluster: the addresses ("host:port"; a name is looked up off
+     * the loop) of some of its nodes; the rest come from CLUSTER SLOTS.  address and db are then unused (db must
      * be 0).  Keys spread over the slots; MOVED and ASK are followed. */
     int cluster;
     const char *const *cluster_addresses;
@@ -231,7 +231,7 @@ typedef struct {
     uint64_t timeout_ms;      /* per command, and connect (at least 100) [250] */
     size_t max_queue;         /* records waiting for the writer [1024] */
     size_t max_queue_bytes;   /* [64 MiB] */
-    /* Redis Cluster: "ip:port" of some nodes (address and db unused).  Every
+    /* Redis Cluster: "host:port" of some nodes (address and db unused).  Every
      * key of the store shares one slot (the prefix becomes a hash tag,
      * "{vsr:replay:}", unless it has one), so its multi-key commands run on
      * one node; the connections go to that slot's node. */

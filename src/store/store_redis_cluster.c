@@ -83,10 +83,13 @@ int vsr__rcl_parse_addr(const char *addr, char *host, size_t cap, int *port)
 /* ---- the map ---- */
 
 typedef struct {
-    char host[64];
+    char host[64];     /* an IP literal: what is connected to */
     int port;
     redisAsyncContext *ac;
     uint64_t retry_at; /* monotonic ms */
+    char name[64];     /* a configured host name ("" = none): resolved into host before each connect */
+    int resolving;
+    uv_getaddrinfo_t gai;
 } cl_node_t;
 
 struct vsr__rcl_s {
@@ -94,7 +97,7 @@ struct vsr__rcl_s {
     cl_node_t nodes[CL_MAX_NODES];
     int nnodes, nseeds, next_ask;
     int16_t slot[CL_SLOTS]; /* node index, -1 = unknown */
-    int have_map, refreshing, closing, open_handles;
+    int have_map, refreshing, closing, resolving, timer_open;
     uint64_t last_refresh;
     char *password, *username;
     void (*on_ready)(void *ud);
@@ -134,6 +137,8 @@ static int node_of(vsr__rcl_t *cl, const redisAsyncContext *ac)
 }
 
 static void schedule_refresh(vsr__rcl_t *cl);
+static void refresh(vsr__rcl_t *cl);
+static void resolve(vsr__rcl_t *cl, int i);
 
 static void on_node_connect(const redisAsyncContext *ac, int status)
 {
@@ -145,6 +150,8 @@ static void on_node_connect(const redisAsyncContext *ac, int status)
                  ac->errstr);
     cl->nodes[i].ac = NULL; /* hiredis frees it, failing what was queued */
     cl->nodes[i].retry_at = vsr_now_ms() + CL_RETRY_MS;
+    if (cl->nodes[i].name[0])
+        cl->nodes[i].host[0] = 0; /* a name: looked up again (the server may have moved) */
     schedule_refresh(cl);
 }
 
@@ -163,6 +170,56 @@ static void on_node_disconnect(const redisAsyncContext *ac, int status)
     schedule_refresh(cl);
 }
 
+static void cl_free(vsr__rcl_t *cl);
+
+/* A configured name is looked up on libuv's thread pool (hiredis would
+ * block the loop); once known, the map is asked for. */
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    vsr__rcl_t *cl = req->data;
+    cl_node_t *n = NULL;
+    for (int i = 0; i < cl->nnodes; i++)
+        if (&cl->nodes[i].gai == req)
+            n = &cl->nodes[i];
+    n->resolving = 0;
+    cl->resolving--;
+    if (status == 0 && res) {
+        const void *a = res->ai_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+                                                    : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        if (!inet_ntop(res->ai_family, a, n->host, sizeof(n->host)))
+            n->host[0] = 0;
+    }
+    if (res)
+        uv_freeaddrinfo(res);
+    if (cl->closing) {
+        if (cl->resolving == 0 && !cl->timer_open)
+            cl_free(cl);
+        return;
+    }
+    if (!n->host[0]) {
+        vsr_log_warn("store", "redis cluster: cannot resolve \"%s\": %s", n->name,
+                     status ? uv_strerror(status) : "no address");
+        n->retry_at = vsr_now_ms() + CL_RETRY_MS;
+    }
+    if (!cl->have_map) {
+        cl->refreshing = 0;
+        refresh(cl);
+    }
+}
+
+static void resolve(vsr__rcl_t *cl, int i)
+{
+    cl_node_t *n = &cl->nodes[i];
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    n->gai.data = cl;
+    if (uv_getaddrinfo(cl->loop, &n->gai, on_resolved, n->name, NULL, &hints) != 0) {
+        n->retry_at = vsr_now_ms() + CL_RETRY_MS;
+        return;
+    }
+    n->resolving = 1;
+    cl->resolving++;
+}
+
 /* node i's connection, made now when there is none (NULL while it is in
  * its retry interval or cannot be made) */
 static redisAsyncContext *node_conn(vsr__rcl_t *cl, int i)
@@ -170,8 +227,12 @@ static redisAsyncContext *node_conn(vsr__rcl_t *cl, int i)
     cl_node_t *n = &cl->nodes[i];
     if (n->ac || cl->closing)
         return n->ac;
-    if (vsr_now_ms() < n->retry_at)
+    if (vsr_now_ms() < n->retry_at || n->resolving)
         return NULL;
+    if (n->name[0] && !n->host[0]) {
+        resolve(cl, i);
+        return NULL;
+    }
     redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
     if (!ac || ac->err) {
         if (ac)
@@ -418,16 +479,22 @@ vsr__rcl_t *vsr__rcl_open(uv_loop_t *loop, const char *const *addrs, size_t n, c
         char host[64];
         int port;
         unsigned char a[16];
-        if (vsr__rcl_parse_addr(addrs[i], host, sizeof(host), &port) != VSR_OK ||
-            (inet_pton(AF_INET, host, a) != 1 && inet_pton(AF_INET6, host, a) != 1)) {
-            vsr_buf_printf(err, "store: redis cluster address \"%s\": want ip:port", addrs[i]);
+        if (vsr__rcl_parse_addr(addrs[i], host, sizeof(host), &port) != VSR_OK) {
+            vsr_buf_printf(err, "store: redis cluster address \"%s\": want host:port", addrs[i]);
             vsr_free(cl);
             return NULL;
         }
-        if (node_find(cl, host, port) < 0) {
+        int literal = inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+        if (literal ? node_find(cl, host, port) < 0 : cl->nnodes == CL_MAX_NODES) {
             vsr_buf_printf(err, "store: more than %d redis cluster addresses", CL_MAX_NODES);
             vsr_free(cl);
             return NULL;
+        }
+        if (!literal) { /* a node of its own, its host "" until resolved */
+            cl_node_t *nd = &cl->nodes[cl->nnodes++];
+            memset(nd, 0, sizeof(*nd));
+            nd->port = port;
+            snprintf(nd->name, sizeof(nd->name), "%s", host);
         }
     }
     cl->nseeds = cl->nnodes;
@@ -440,16 +507,24 @@ vsr__rcl_t *vsr__rcl_open(uv_loop_t *loop, const char *const *addrs, size_t n, c
     cl->ud = ud;
     uv_timer_init(loop, &cl->t_refresh);
     cl->t_refresh.data = cl;
+    cl->timer_open = 1;
     refresh(cl);
     return cl;
+}
+
+static void cl_free(vsr__rcl_t *cl)
+{
+    vsr_free(cl->password);
+    vsr_free(cl->username);
+    vsr_free(cl);
 }
 
 static void on_refresh_closed(uv_handle_t *h)
 {
     vsr__rcl_t *cl = h->data;
-    vsr_free(cl->password);
-    vsr_free(cl->username);
-    vsr_free(cl);
+    cl->timer_open = 0;
+    if (cl->resolving == 0)
+        cl_free(cl);
 }
 
 void vsr__rcl_close(vsr__rcl_t *cl)
@@ -460,6 +535,8 @@ void vsr__rcl_close(vsr__rcl_t *cl)
         cl->nodes[i].ac = NULL;
         if (ac)
             redisAsyncFree(ac);
+        if (cl->nodes[i].resolving)
+            uv_cancel((uv_req_t *)&cl->nodes[i].gai); /* its callback still runs, and frees the last */
     }
     uv_close((uv_handle_t *)&cl->t_refresh, on_refresh_closed);
 }

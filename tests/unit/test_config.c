@@ -791,7 +791,7 @@ static void test_redis_cluster_keys(void **state)
 {
     VSR_UNUSED(state);
     vsr_config_t *c = load_ok(DOC_RC "    response_cache: {backend_type: redis, redis: {cluster_mode: true, "
-                                     "cluster_addresses: [\"10.0.0.1:7000\", \"[::1]:7001\", \"localhost:7002\"]}}\n"
+                                     "cluster_addresses: [\"10.0.0.1:7000\", \"[::1]:7001\", \"redis-0.redis:7002\"]}}\n"
                                      "  services:\n"
                                      "    response_api: {store_backend: redis, redis: {cluster_mode: true, "
                                      "cluster_addresses: [\"10.0.0.2:7000\"]}}\n"
@@ -810,10 +810,9 @@ static void test_redis_cluster_keys(void **state)
     assert_int_equal(c->rc_store.redis_cluster, 0);
     vsr_config_free(c);
     expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true}}\n",
-                  "t.yaml:12:44: cluster_mode needs cluster_addresses (\"ip:port\" of at least one node)\n");
-    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"redis-0:7000\"]}}\n",
-                  "t.yaml:12:70: cluster_addresses: want \"ip:port\" (an IP literal: the nodes' own addresses come "
-                  "from CLUSTER SLOTS), got \"redis-0:7000\"\n");
+                  "t.yaml:12:44: cluster_mode needs cluster_addresses (\"host:port\" of at least one node)\n");
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"redis-0\"]}}\n",
+                  "t.yaml:12:70: cluster_addresses: want \"host:port\", got \"redis-0\"\n");
     expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"10.0.0.1:7000\"], db: 2}}\n",
                   "t.yaml:12:92: a Redis Cluster has only db 0\n");
 }

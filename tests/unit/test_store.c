@@ -1324,17 +1324,14 @@ static int cl_group_teardown(void **state)
     return 0;
 }
 
-static vsr_store_t *cluster_store(const char *prefix)
+static vsr_store_t *cluster_store_at(const char *prefix, const char *const *addrs, size_t n)
 {
     vsr_store_config_t cfg;
     vsr_store_config_init(&cfg);
     cfg.backend = VSR_STORE_REDIS;
     cfg.cluster = 1;
-    char a0[32];
-    snprintf(a0, sizeof(a0), "127.0.0.1:%d", cl_port[0]); /* one node: the others come from the map */
-    const char *addrs[1] = {a0};
     cfg.cluster_addresses = addrs;
-    cfg.n_cluster_addresses = 1;
+    cfg.n_cluster_addresses = n;
     cfg.key_prefix = prefix;
     cfg.poll_interval_ms = 100;
     cfg.command_timeout_ms = 1000;
@@ -1346,6 +1343,14 @@ static vsr_store_t *cluster_store(const char *prefix)
     vsr_buf_free(&err);
     assert_non_null(s);
     return s;
+}
+
+static vsr_store_t *cluster_store(const char *prefix)
+{
+    char a0[32];
+    snprintf(a0, sizeof(a0), "127.0.0.1:%d", cl_port[0]); /* one node: the others come from the map */
+    const char *addrs[1] = {a0};
+    return cluster_store_at(prefix, addrs, 1);
 }
 
 /* the node (0..2) that holds a raw key, or -1 (whoever owns its slot:
@@ -1399,6 +1404,32 @@ static void test_cluster_spread(void **state)
     result_t r = rsearch(s, e, "", "p", 0.9f);
     assert_int_equal(r.status, VSR_OK);
     assert_memory_equal(r.value, "answer", 6);
+    close_store(s);
+    loop_done();
+}
+
+/* Configured names are looked up off the loop; one that resolves to
+ * nothing is skipped; a store closes with a lookup in flight. */
+static void test_cluster_hostname(void **state)
+{
+    VSR_UNUSED(state);
+    char host[256] = "", a1[320];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int loopback = gethostname(host, sizeof(host) - 1) == 0 && host[0] && getaddrinfo(host, NULL, &hints, &res) == 0 &&
+                   res && ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+    if (res)
+        freeaddrinfo(res);
+    if (!loopback)
+        skip(); /* no name of this machine resolves to 127.0.0.1 */
+    snprintf(a1, sizeof(a1), "%s:%d", host, cl_port[1]);
+    const char *addrs[2] = {"no-such-host.invalid:7000", a1};
+    loop_open();
+    vsr_store_t *s = cluster_store_at("tn:", addrs, 2);
+    close_store(s); /* lookups in flight */
+    s = cluster_store_at("tn:", addrs, 2);
+    wait_connected(s);
+    assert_int_equal(rput(s, "named", "v", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(rget(s, "named").status, VSR_OK);
     close_store(s);
     loop_done();
 }
@@ -1585,6 +1616,7 @@ int main(void)
     const struct CMUnitTest cluster[] = {
         cmocka_unit_test(test_cluster_spread),
         cmocka_unit_test(test_cluster_migration),
+        cmocka_unit_test(test_cluster_hostname),
         cmocka_unit_test(test_cluster_replay),
         cmocka_unit_test(test_cluster_node_killed), /* last: it kills a node */
     };
