@@ -88,6 +88,7 @@ typedef struct {
     redisAsyncContext *ac;
     uint64_t retry_at; /* monotonic ms */
     char name[64];     /* a configured host name ("" = none): resolved into host before each connect */
+    int failing;       /* its last connect failed: the next failures are not logged */
     int resolving;
     uv_getaddrinfo_t gai;
 } cl_node_t;
@@ -144,10 +145,18 @@ static void on_node_connect(const redisAsyncContext *ac, int status)
 {
     vsr__rcl_t *cl = ac->data;
     int i = node_of(cl, ac);
-    if (i < 0 || status == REDIS_OK)
+    if (i < 0)
         return;
-    vsr_log_warn("store", "redis cluster: connect to %s:%d failed: %s", cl->nodes[i].host, cl->nodes[i].port,
-                 ac->errstr);
+    if (status == REDIS_OK) {
+        if (cl->nodes[i].failing)
+            vsr_log_info("store", "redis cluster: %s:%d is back", cl->nodes[i].host, cl->nodes[i].port);
+        cl->nodes[i].failing = 0;
+        return;
+    }
+    if (!cl->nodes[i].failing) /* once per outage: a dead node is tried again every CL_RETRY_MS */
+        vsr_log_warn("store", "redis cluster: connect to %s:%d failed: %s", cl->nodes[i].host, cl->nodes[i].port,
+                     ac->errstr);
+    cl->nodes[i].failing = 1;
     cl->nodes[i].ac = NULL; /* hiredis frees it, failing what was queued */
     cl->nodes[i].retry_at = vsr_now_ms() + CL_RETRY_MS;
     if (cl->nodes[i].name[0])
