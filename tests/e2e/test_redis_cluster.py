@@ -1,9 +1,12 @@
-"""Redis Cluster behind the response cache, end to end: a three-node cluster
-(redis-server --cluster-enabled yes on free loopback ports, joined by
+"""Redis Cluster behind every Redis-backed store, end to end: a three-node
+cluster (redis-server --cluster-enabled yes on free loopback ports, joined by
 redis-cli --cluster create with no replicas, stopped at teardown); vsr is
-given one node's address in cluster_addresses and finds the others.  Answers
-are stored on and replayed from every node; a node killed leaves requests
-served (its keys are misses, counted as errors), the others still hit."""
+given one node's address in cluster_addresses and finds the others.  The
+response cache stores on and replays from every node, and a node killed
+leaves requests served (its keys are misses, counted as errors; the others
+still hit); the Responses API store is shared by two replicas; router_replay
+keeps its records in one slot.  Slot migration (ASK, MOVED) is tested in
+tests/unit/test_store.c."""
 import subprocess
 import time
 
@@ -94,3 +97,45 @@ def test_cache_on_a_cluster_hits_and_survives_a_dead_node(vsr, fakellm, cluster)
     assert hits == len(on[0]) + len(on[1])   # the live nodes still answer
     assert misses == len(on[2])              # the dead node's keys are misses, not failed requests
     assert cache_metric(v, "lookup", "error") >= errors + len(on[2])
+
+
+def test_responses_api_on_a_cluster_shared_by_replicas(vsr, fakellm, cluster):
+    from test_responses_api import start as start_responses
+    extra = ("      store_backend: redis\n"
+             f"      redis: {{cluster_mode: true, cluster_addresses: [\"127.0.0.1:{cluster.ports[1]}\"]}}\n")
+    a, b = start_responses(vsr, fakellm, extra), start_responses(vsr, fakellm, extra)
+    ids = []
+    with a.client() as c:
+        for i in range(6):
+            r = c.post("/v1/responses", json={"model": "m1", "input": f"kept in the cluster {i}"})
+            assert r.status_code == 200, r.text
+            ids.append(r.json()["id"])
+
+    def seen():
+        with b.client() as c:
+            return all(c.get(f"/v1/responses/{i}").status_code == 200 for i in ids)
+    wait_until(seen, what="the other replica reading them")
+    with b.client() as c:
+        r = c.post("/v1/responses", json={"model": "m1", "input": "and then", "previous_response_id": ids[0]})
+        assert r.status_code == 200, r.text
+        assert c.delete(f"/v1/responses/{ids[1]}").status_code == 200
+
+    def gone():
+        with a.client() as c:
+            return c.get(f"/v1/responses/{ids[1]}").status_code == 404
+    wait_until(gone, what="the delete seen")
+
+
+def test_router_replay_on_a_cluster(vsr, fakellm, cluster):
+    import test_router_replay as rr
+    service = ("      store_backend: redis\n"
+               f"      redis: {{cluster_mode: true, cluster_addresses: [\"127.0.0.1:{cluster.ports[2]}\"]}}\n")
+    a = rr.start(vsr, fakellm, service=service)
+    b = rr.start(vsr, fakellm, service=service)
+    ids = [rr.ask(a, f"replayme on a cluster {i}").headers["x-vsr-replay-id"] for i in range(3)]
+    wait_until(lambda: rr.replay_metric(a, "redis", "written") == 3, what="the writer's puts")
+    assert [s["id"] for s in rr.listing(b)["data"]] == ids[::-1]
+    assert rr.record(b, ids[0]).status_code == 200
+    # one slot: every key of the store on one node, under the hash-tagged prefix
+    holders = {holder(cluster, raw) for raw in ("{vsr:replay:}index", "{vsr:replay:}r:" + ids[0])}
+    assert len(holders) == 1 and -1 not in holders
