@@ -112,11 +112,14 @@ uint16_t vsr__rcl_crc16(const char *p, size_t n);
 unsigned vsr__rcl_slot(vsr_slice_t key); /* with hash tags */
 /* "host:port" (or "[v6]:port"; localhost = 127.0.0.1): VSR_OK or VSR_ERR_INVALID */
 int vsr__rcl_parse_addr(const char *addr, char *host, size_t cap, int *port);
-/* addrs: host:port of some of the nodes (names resolved off the loop).  on_ready runs once, when the first
+/* addrs: host:port of some of the nodes (names resolved off the loop).
+ * timeout_ms bounds each command from its first send, per node: a node with
+ * a command past it is dropped (its commands fail), the others go on.  on_ready runs once, when the first
  * map is known; until then commands go to a node being asked for it (and
  * follow its MOVED). */
 vsr__rcl_t *vsr__rcl_open(struct uv_loop_s *loop, const char *const *addrs, size_t n, const char *password,
-                          const char *username, void (*on_ready)(void *ud), void *ud, vsr_buf_t *err);
+                          const char *username, uint64_t timeout_ms, void (*on_ready)(void *ud), void *ud,
+                          vsr_buf_t *err);
 /* Sends a command to its key's node, following redirects; fn runs once with
  * the final reply, or NULL when a connection failed (hiredis's callback
  * type).  VSR_ERR_IO: not sent (the node is unreachable or in its retry interval), fn

@@ -427,7 +427,7 @@ static void handle_trim(vsr_store_t *s, const redisReply *rep)
 static void kill_conn(vsr_store_t *s, const char *why)
 {
     vsr__redis_t *r = s->redis;
-    if (r->cl) { /* a node is slow or gone: every node's connection goes, and is made again on use */
+    if (r->cl) { /* the cluster client drops a slow node itself; this is the backstop (op_timer_cb) */
         if (why)
             vsr_log_warn("store", "redis cluster: dropping the connections: %s", why);
         r->polling = 0;
@@ -453,12 +453,14 @@ static void op_timer_cb(uv_timer_t *t)
     if (r->ops.next == &r->ops)
         return;
     vsr_store_op_t *head = (vsr_store_op_t *)r->ops.next;
-    uint64_t now = vsr_now_ms();
-    if (head->deadline > now) {
-        uv_timer_start(&r->t_op, op_timer_cb, head->deadline - now + 1, 0);
+    /* cluster: the client drops a slow node alone within 1.25 timeouts; this
+     * drop of every node is the backstop, a timeout later */
+    uint64_t now = vsr_now_ms(), grace = r->cl ? s->cfg.command_timeout_ms : 0;
+    if (head->deadline + grace > now) {
+        uv_timer_start(&r->t_op, op_timer_cb, head->deadline + grace - now + 1, 0);
         return;
     }
-    for (oplink_t *l = &head->link; l != &r->ops && ((vsr_store_op_t *)l)->deadline <= now; l = l->next)
+    for (oplink_t *l = &head->link; l != &r->ops && ((vsr_store_op_t *)l)->deadline + grace <= now; l = l->next)
         if (is_user((vsr_store_op_t *)l))
             vsr__ctr_inc(&s->ctr.timeouts);
     kill_conn(s, "a command timed out");
@@ -759,7 +761,7 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         c->poll_batch = 1000;
     if (cfg->cluster) {
         r->cl = vsr__rcl_open(loop, cfg->cluster_addresses, cfg->n_cluster_addresses, cfg->password, cfg->username,
-                              on_cluster_ready, s, err);
+                              c->command_timeout_ms, on_cluster_ready, s, err);
         if (!r->cl) {
             redis_free(s);
             return VSR_ERR_INVALID;

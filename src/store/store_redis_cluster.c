@@ -82,6 +82,8 @@ int vsr__rcl_parse_addr(const char *addr, char *host, size_t cap, int *port)
 
 /* ---- the map ---- */
 
+typedef struct cl_cmd_s cl_cmd_t;
+
 typedef struct {
     char host[64];     /* an IP literal: what is connected to */
     int port;
@@ -91,6 +93,7 @@ typedef struct {
     int failing;       /* its last connect failed: the next failures are not logged */
     int resolving;
     uv_getaddrinfo_t gai;
+    cl_cmd_t *pend_head, *pend_tail; /* commands waiting for its replies, oldest first */
 } cl_node_t;
 
 struct vsr__rcl_s {
@@ -99,21 +102,26 @@ struct vsr__rcl_s {
     int nnodes, nseeds, next_ask;
     int16_t slot[CL_SLOTS]; /* node index, -1 = unknown */
     int have_map, refreshing, closing, resolving, timer_open;
-    uint64_t last_refresh;
+    int refresh_node;          /* the node asked for the map (while refreshing) */
+    uint64_t refresh_deadline; /* monotonic ms */
+    uint64_t last_refresh, timeout_ms;
     char *password, *username;
     void (*on_ready)(void *ud);
     void *ud;
-    uv_timer_t t_refresh;
+    uv_timer_t t_refresh, t_watch;
 };
 
-typedef struct {
+struct cl_cmd_s {
     vsr__rcl_t *cl;
     redisCallbackFn *fn;
     void *priv;
     char *cmd;
     long long len;
     int redirects;
-} cl_cmd_t;
+    int node;            /* where it waits for its reply, -1 = nowhere */
+    uint64_t deadline;   /* monotonic ms, from its first send */
+    cl_cmd_t *prev, *next; /* that node's pending list */
+};
 
 static int node_find(vsr__rcl_t *cl, const char *host, int port)
 {
@@ -328,6 +336,8 @@ static void refresh(vsr__rcl_t *cl)
         cl->next_ask = i + 1;
         if (redisAsyncCommand(ac, on_slots, cl, "CLUSTER SLOTS") == REDIS_OK) {
             cl->refreshing = 1;
+            cl->refresh_node = i;
+            cl->refresh_deadline = vsr_now_ms() + cl->timeout_ms;
             return;
         }
     }
@@ -352,6 +362,36 @@ static void schedule_refresh(vsr__rcl_t *cl)
 
 /* ---- commands ---- */
 
+static void pend_unlink(vsr__rcl_t *cl, cl_cmd_t *c)
+{
+    if (c->node < 0)
+        return;
+    cl_node_t *n = &cl->nodes[c->node];
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        n->pend_head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        n->pend_tail = c->prev;
+    c->prev = c->next = NULL;
+    c->node = -1;
+}
+
+static void pend_link(vsr__rcl_t *cl, cl_cmd_t *c, int node)
+{
+    cl_node_t *n = &cl->nodes[node];
+    c->node = node;
+    c->next = NULL;
+    c->prev = n->pend_tail;
+    if (n->pend_tail)
+        n->pend_tail->next = c;
+    else
+        n->pend_head = c;
+    n->pend_tail = c;
+}
+
 static void cmd_free(cl_cmd_t *c)
 {
     redisFreeCommand(c->cmd);
@@ -369,6 +409,7 @@ static int cmd_send(vsr__rcl_t *cl, int node, cl_cmd_t *c, int asking)
         return VSR_ERR_IO;
     if (redisAsyncFormattedCommand(ac, on_cmd_reply, c, c->cmd, (size_t)c->len) != REDIS_OK)
         return VSR_ERR_IO;
+    pend_link(cl, c, node);
     return VSR_OK;
 }
 
@@ -398,6 +439,7 @@ static void on_cmd_reply(redisAsyncContext *ac, void *reply, void *priv)
     cl_cmd_t *c = priv;
     vsr__rcl_t *cl = c->cl;
     redisReply *rep = reply;
+    pend_unlink(cl, c);
     if (rep && rep->type == REDIS_REPLY_ERROR && !cl->closing && c->redirects < CL_MAX_REDIRECTS) {
         int ask = 0, slot = -1;
         int n = parse_redirect(cl, rep, &ask, &slot);
@@ -431,6 +473,8 @@ int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void
         return VSR_ERR_IO;
     cl_cmd_t *c = vsr_calloc(1, sizeof(*c));
     c->cl = cl;
+    c->node = -1;
+    c->deadline = vsr_now_ms() + cl->timeout_ms;
     c->fn = fn;
     c->priv = priv;
     c->len = redisFormatCommandArgv(&c->cmd, argc, argv, lens);
@@ -450,6 +494,34 @@ int vsr__rcl_command(vsr__rcl_t *cl, void (*fn)(struct redisAsyncContext *, void
         return VSR_ERR_IO;
     }
     return VSR_OK;
+}
+
+static void drop_node(vsr__rcl_t *cl, int i, const char *why)
+{
+    redisAsyncContext *ac = cl->nodes[i].ac;
+    if (!ac)
+        return;
+    vsr_log_warn("store", "redis cluster: dropping %s:%d: %s", cl->nodes[i].host, cl->nodes[i].port, why);
+    cl->nodes[i].ac = NULL;
+    cl->nodes[i].retry_at = vsr_now_ms() + CL_RETRY_MS;
+    if (cl->refreshing && cl->refresh_node == i)
+        cl->refreshing = 0; /* its on_slots gets no reply */
+    redisAsyncFree(ac); /* its pending commands are called back without a reply */
+    schedule_refresh(cl);
+}
+
+/* Each node's oldest command, and the map's request, against their
+ * deadlines: a node past one is dropped alone, the others go on. */
+static void watch_cb(uv_timer_t *t)
+{
+    vsr__rcl_t *cl = t->data;
+    uint64_t now = vsr_now_ms();
+    for (int i = 0; i < cl->nnodes; i++) {
+        if (cl->nodes[i].pend_head && cl->nodes[i].pend_head->deadline <= now)
+            drop_node(cl, i, "a command timed out");
+        else if (cl->refreshing && cl->refresh_node == i && cl->refresh_deadline <= now)
+            drop_node(cl, i, "CLUSTER SLOTS timed out");
+    }
 }
 
 int vsr__rcl_ready(const vsr__rcl_t *cl)
@@ -477,7 +549,8 @@ void vsr__rcl_drop(vsr__rcl_t *cl)
 }
 
 vsr__rcl_t *vsr__rcl_open(uv_loop_t *loop, const char *const *addrs, size_t n, const char *password,
-                          const char *username, void (*on_ready)(void *ud), void *ud, vsr_buf_t *err)
+                          const char *username, uint64_t timeout_ms, void (*on_ready)(void *ud), void *ud,
+                          vsr_buf_t *err)
 {
     if (n == 0) {
         vsr_buf_printf(err, "store: redis cluster mode needs cluster_addresses");
@@ -514,9 +587,13 @@ vsr__rcl_t *vsr__rcl_open(uv_loop_t *loop, const char *const *addrs, size_t n, c
     cl->username = username ? vsr_strdup(username) : NULL;
     cl->on_ready = on_ready;
     cl->ud = ud;
+    cl->timeout_ms = timeout_ms ? timeout_ms : 250;
     uv_timer_init(loop, &cl->t_refresh);
-    cl->t_refresh.data = cl;
-    cl->timer_open = 1;
+    uv_timer_init(loop, &cl->t_watch);
+    cl->t_refresh.data = cl->t_watch.data = cl;
+    cl->timer_open = 2;
+    uint64_t every = cl->timeout_ms / 4 ? cl->timeout_ms / 4 : 1;
+    uv_timer_start(&cl->t_watch, watch_cb, every, every);
     refresh(cl);
     return cl;
 }
@@ -531,8 +608,7 @@ static void cl_free(vsr__rcl_t *cl)
 static void on_refresh_closed(uv_handle_t *h)
 {
     vsr__rcl_t *cl = h->data;
-    cl->timer_open = 0;
-    if (cl->resolving == 0)
+    if (--cl->timer_open == 0 && cl->resolving == 0)
         cl_free(cl);
 }
 
@@ -548,6 +624,7 @@ void vsr__rcl_close(vsr__rcl_t *cl)
             uv_cancel((uv_req_t *)&cl->nodes[i].gai); /* its callback still runs, and frees the last */
     }
     uv_close((uv_handle_t *)&cl->t_refresh, on_refresh_closed);
+    uv_close((uv_handle_t *)&cl->t_watch, on_refresh_closed);
 }
 
 /* ---- the blocking client ---- */

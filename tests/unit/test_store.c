@@ -1240,6 +1240,7 @@ static int sh(char *out, size_t cap, const char *fmt, ...)
 static void cl_kill(int i)
 {
     if (cl_pid[i] > 0) {
+        kill(cl_pid[i], SIGCONT); /* a stalled node's SIGKILL waits for nothing either way */
         kill(cl_pid[i], SIGKILL);
         waitpid(cl_pid[i], NULL, 0);
         cl_pid[i] = -1;
@@ -1552,6 +1553,70 @@ static void test_cluster_replay(void **state)
     vsr_replay_unref(st);
 }
 
+/* A node stops answering (SIGSTOP): its keys time out and only its
+ * connection is dropped; the other nodes' operations all succeed meanwhile. */
+static void test_cluster_node_stalled(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = cluster_store("ts:");
+    wait_connected(s);
+    char k[16], raw[32];
+    int on[CL_NODES] = {-1, -1, -1}, found = 0;
+    for (int i = 0; i < 200 && found < CL_NODES; i++) {
+        snprintf(k, sizeof(k), "key%d", i);
+        assert_int_equal(rput(s, k, "v", 60000, NULL, "", "").status, VSR_OK);
+        snprintf(raw, sizeof(raw), "ts:k:%s", k);
+        int h = holder(raw);
+        if (h >= 0 && on[h] < 0) {
+            on[h] = i;
+            found++;
+        }
+    }
+    assert_int_equal(found, CL_NODES);
+    int victim = 1, other = 2;
+    kill(cl_pid[victim], SIGSTOP);
+    /* the stalled node's get waits for the timeout (1 s); the others' go on meanwhile */
+    result_t stalled = {0}, live = {0}, slow = {0};
+    snprintf(k, sizeof(k), "key%d", on[victim]);
+    assert_int_equal(vsr_store_get(s, S(k), on_done, &stalled, NULL), VSR_AGAIN);
+    uint64_t t0 = vsr_now_ms();
+    for (int round = 0; round < 4; round++) {
+        snprintf(k, sizeof(k), "key%d", on[0]);
+        memset(&live, 0, sizeof(live));
+        assert_int_equal(vsr_store_get(s, S(k), on_done, &live, NULL), VSR_AGAIN);
+        run_until(&live.calls, 2000);
+        assert_int_equal(live.status, VSR_OK);
+        run_until(NULL, 200);
+    }
+    /* another node is slow (not past its own deadline) while the first
+     * one's deadline passes: only the first one's connection goes */
+    run_until(NULL, 900 - VSR_MIN(900, vsr_now_ms() - t0));
+    kill(cl_pid[other], SIGSTOP);
+    snprintf(k, sizeof(k), "key%d", on[other]);
+    assert_int_equal(vsr_store_get(s, S(k), on_done, &slow, NULL), VSR_AGAIN);
+    run_until(&stalled.calls, 3000);
+    assert_int_equal(stalled.status, VSR_ERR_IO);
+    assert_int_equal(slow.calls, 0);
+    kill(cl_pid[other], SIGCONT);
+    run_until(&slow.calls, 2000);
+    assert_int_equal(slow.status, VSR_OK);
+    kill(cl_pid[victim], SIGCONT);
+    for (int node = 0; node < CL_NODES; node++) { /* the node is back: all served again */
+        snprintf(k, sizeof(k), "key%d", on[node]);
+        result_t r = {0};
+        for (int tries = 0; tries < 50; tries++) {
+            r = rget(s, k);
+            if (r.status == VSR_OK)
+                break;
+            run_until(NULL, 100);
+        }
+        assert_int_equal(r.status, VSR_OK);
+    }
+    close_store(s);
+    loop_done();
+}
+
 /* A node dies: keys on the others are still served; its keys are misses
  * (an error the caller treats as one), at once, without hanging. */
 static void test_cluster_node_killed(void **state)
@@ -1618,6 +1683,7 @@ int main(void)
         cmocka_unit_test(test_cluster_migration),
         cmocka_unit_test(test_cluster_hostname),
         cmocka_unit_test(test_cluster_replay),
+        cmocka_unit_test(test_cluster_node_stalled),
         cmocka_unit_test(test_cluster_node_killed), /* last: it kills a node */
     };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
