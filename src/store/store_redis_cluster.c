@@ -198,6 +198,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     for (int i = 0; i < cl->nnodes; i++)
         if (&cl->nodes[i].gai == req)
             n = &cl->nodes[i];
+    VSR_BUG_ON(n == NULL);
     n->resolving = 0;
     cl->resolving--;
     if (status == 0 && res) {
@@ -218,10 +219,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                      status ? uv_strerror(status) : "no address");
         n->retry_at = vsr_now_ms() + CL_RETRY_MS;
     }
-    if (!cl->have_map) {
-        cl->refreshing = 0;
-        refresh(cl);
-    }
+    if (!cl->have_map)
+        refresh(cl); /* unless one is in flight already */
 }
 
 static void resolve(vsr__rcl_t *cl, int i)
