@@ -333,7 +333,8 @@ vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *e
         st->ncluster = cfg->n_cluster_addresses;
         st->cfg.cluster_addresses = NULL;
     }
-    if (cfg->cluster && !strchr(prefix, '{')) { /* one slot for every key: "{prefix}" */
+    const char *open = strchr(prefix, '{'), *close = open ? strchr(open + 1, '}') : NULL;
+    if (cfg->cluster && !(close && close > open + 1)) { /* one slot for every key: "{prefix}" */
         size_t n = strlen(prefix) + 3;
         st->prefix = vsr_malloc(n);
         snprintf(st->prefix, n, "{%s}", prefix);

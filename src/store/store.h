@@ -233,7 +233,7 @@ typedef struct {
     size_t max_queue_bytes;   /* [64 MiB] */
     /* Redis Cluster: "host:port" of some nodes (address and db unused).  Every
      * key of the store shares one slot (the prefix becomes a hash tag,
-     * "{vsr:replay:}", unless it has one), so its multi-key commands run on
+     * "{vsr:replay:}", unless it holds a non-empty one already), so its multi-key commands run on
      * one node; the connections go to that slot's node. */
     int cluster;
     const char *const *cluster_addresses;
