@@ -42,7 +42,7 @@ struct vsr_store_op_s {
     uint64_t deadline;                  /* monotonic ms */
     vsr_store_done_fn done;
     void *ud;
-    int kind, pending, status, cancelled;
+    int kind, pending, status, cancelled, timed_out;
     float sim;
     size_t klen;
     char key[]; /* OP_SEARCH: the hit's key (forgotten when redis lost it) */
@@ -279,6 +279,12 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         r->backoff_ms = s->cfg.reconnect_min_ms; /* the server answers */
     if (!rep) {
         st = VSR_ERR_IO;
+        /* cluster: a slow node is dropped by the cluster client, so the
+         * timeout is counted here, for the operation past its deadline */
+        if (r->cl && is_user(op) && !op->timed_out && vsr_now_ms() >= op->deadline) {
+            op->timed_out = 1;
+            vsr__ctr_inc(&s->ctr.timeouts);
+        }
     } else if (rep->type == REDIS_REPLY_ERROR) {
         st = VSR_ERR_IO;
         vsr_log_warn("store", "redis: %.*s", (int)VSR_MIN(rep->len, 200), rep->str);

@@ -1598,6 +1598,9 @@ static void test_cluster_node_stalled(void **state)
     run_until(&stalled.calls, 3000);
     assert_int_equal(stalled.status, VSR_ERR_IO);
     assert_int_equal(slow.calls, 0);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.timeouts, 1);
     kill(cl_pid[other], SIGCONT);
     run_until(&slow.calls, 2000);
     assert_int_equal(slow.status, VSR_OK);
