@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "store/store.h"
+#include "store/store-int.h" /* the cluster key slot */
 
 /* ---- helpers ---- */
 
@@ -545,6 +546,23 @@ static void test_mem_index_bound(void **state)
     unit(v, 100);
     assert_int_equal(search(s, v, "", "", 0.9f).status, VSR_ERR_NOT_FOUND);
     vsr_store_close(s);
+}
+
+/* Redis Cluster's key slots: CRC16/XMODEM mod 16384, hash tags honoured
+ * (the values are redis's own: CLUSTER KEYSLOT) */
+static void test_cluster_slot(void **state)
+{
+    VSR_UNUSED(state);
+    assert_int_equal(vsr__rcl_crc16("123456789", 9), 0x31C3);
+    assert_int_equal(vsr__rcl_slot(S("foo")), 12182);
+    assert_int_equal(vsr__rcl_slot(S("bar")), 5061);
+    assert_int_equal(vsr__rcl_slot(S("{user1000}.following")), vsr__rcl_slot(S("{user1000}.followers")));
+    assert_int_equal(vsr__rcl_slot(S("{user1000}.following")), vsr__rcl_slot(S("user1000")));
+    assert_int_equal(vsr__rcl_slot(S("foo{}{bar}")), vsr__rcl_slot(S("foo{}{bar}"))); /* empty tag: whole key */
+    assert_int_not_equal(vsr__rcl_slot(S("foo{}{bar}")), vsr__rcl_slot(S("bar")));
+    assert_int_equal(vsr__rcl_slot(S("foo{{bar}}zap")), vsr__rcl_slot(S("{bar")));
+    assert_int_equal(vsr__rcl_slot(S("foo{bar}{zap}")), vsr__rcl_slot(S("bar")));
+    assert_int_equal(vsr__rcl_slot(S("{trp:}index")), vsr__rcl_slot(S("trp:")));
 }
 
 static void test_config_errors(void **state)
@@ -1670,6 +1688,7 @@ int main(void)
         cmocka_unit_test(test_mem_search_loop), cmocka_unit_test(test_mem_search_blas),
         cmocka_unit_test(test_mem_search_int8), cmocka_unit_test(test_mem_int8_agrees),
         cmocka_unit_test(test_mem_index_bound), cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_cluster_slot),
     };
     const struct CMUnitTest redis[] = {
         cmocka_unit_test_setup(test_redis_roundtrip, redis_test_setup),
