@@ -844,14 +844,60 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
     UNIMPLEMENTED("pool_size"), /* one connection per worker (router_replay: one writer) */                     \
     {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
     {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)}
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)},               \
+    {.key = "cluster_mode", .decode = vsr__cfg_bool, .offset = CONF_OFF(st.redis_cluster)},                    \
+    {.key = "cluster_addresses", .decode = vsr__cfg_strlist, .offset = CONF_OFF(st.redis_cluster_addresses)}
+
+/* cluster_mode: at least one "host:port" in cluster_addresses, db 0 (a
+ * cluster has no other); address is then unused. */
+static void check_redis_cluster(cfg_decoder_t *d, const cfg_node_t *map, const cfg_spec_t *spec,
+                                const cfg_node_t *const *seen, int cluster, const vsr_strlist_conf_t *addrs,
+                                uint64_t db)
+{
+    const cfg_node_t *mode = vsr__cfg_seen(spec, seen, "cluster_mode");
+    const cfg_node_t *list = vsr__cfg_seen(spec, seen, "cluster_addresses");
+    if (!cluster)
+        return;
+    if (addrs->n == 0) {
+        vsr__cfg_node_error(d, list ? list : mode ? mode : map, "cluster_mode needs cluster_addresses (\"host:port\" "
+                                                                "of at least one node)");
+        return;
+    }
+    for (size_t i = 0; i < addrs->n; i++) {
+        const char *a = addrs->items[i];
+        const char *colon = strrchr(a, ':');
+        uint64_t port = 0;
+        if (!colon || colon == a || (size_t)(colon - a) >= 64 ||
+            vsr_slice_to_u64(vsr_slice_cstr(colon + 1), 65535, &port) != VSR_OK || port == 0) {
+            vsr__cfg_node_error(d, list && list->kind == CFG_NODE_SEQ && i < list->n ? list->items[i] : map,
+                                "cluster_addresses: want \"host:port\", got %s",
+                                vsr__cfg_quote(d->pool, a, strlen(a)));
+            return;
+        }
+    }
+    if (db != 0)
+        vsr__cfg_node_error(d, vsr__cfg_seen(spec, seen, "db") ? vsr__cfg_seen(spec, seen, "db") : map,
+                            "a Redis Cluster has only db 0");
+}
+
+#define REDIS_FINISH(name, st, spec)                                                                               \
+    static void name(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen, size_t i) \
+    {                                                                                                              \
+        VSR_UNUSED(i);                                                                                             \
+        config_box_t *b = obj;                                                                                     \
+        check_redis_cluster(d, map, &spec, seen, b->conf.st.redis_cluster, &b->conf.st.redis_cluster_addresses,    \
+                            b->conf.st.redis_db);                                                                  \
+    }
 
 static const cfg_field_t resp_redis_fields[] = {REDIS_FIELDS(resp_store)};
+static const cfg_spec_t resp_redis_spec;
+REDIS_FINISH(finish_resp_redis, resp_store, resp_redis_spec)
 
 static const cfg_spec_t resp_redis_spec = {
     .size = sizeof(config_box_t),
     .fields = resp_redis_fields,
     .n_fields = VSR_ARRAY_LEN(resp_redis_fields),
+    .finish = finish_resp_redis,
 };
 
 static const cfg_field_t response_api_fields[] = {
@@ -892,11 +938,14 @@ static int decode_replay_backend(cfg_decoder_t *d, const cfg_field_t *f, const c
 }
 
 static const cfg_field_t replay_redis_fields[] = {REDIS_FIELDS(replay_store)};
+static const cfg_spec_t replay_redis_spec;
+REDIS_FINISH(finish_replay_redis, replay_store, replay_redis_spec)
 
 static const cfg_spec_t replay_redis_spec = {
     .size = sizeof(config_box_t),
     .fields = replay_redis_fields,
     .n_fields = VSR_ARRAY_LEN(replay_redis_fields),
+    .finish = finish_replay_redis,
 };
 
 /* router_replay.postgres: the reference's RouterReplayPostgresConfig */
@@ -998,27 +1047,34 @@ static int decode_rc_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_n
     return -1;
 }
 
+/* lru, lfu or fifo: the memory store's order; for redis, lfu and fifo
+ * bound the entries with vsr's own bookkeeping (docs/configuration.md) */
 static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
-    VSR_UNUSED(obj);
+    static const char *const names[] = {"lru", "lfu", "fifo"};
+    config_box_t *b = obj;
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    if (strcmp(s, "lru") == 0)
-        return 0;
-    if (strcmp(s, "lfu") == 0 || strcmp(s, "fifo") == 0)
-        vsr__cfg_node_error(d, val, "eviction_policy \"%s\" is not supported yet (the stores evict by lru)", s);
-    else
-        vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            b->conf.rc_store.eviction = i;
+            b->conf.rc_store.has_eviction = 1;
+            return 0;
+        }
+    vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
     return -1;
 }
 
 static const cfg_field_t rc_redis_fields[] = {REDIS_FIELDS(rc_store)};
+static const cfg_spec_t rc_redis_spec;
+REDIS_FINISH(finish_rc_redis, rc_store, rc_redis_spec)
 
 static const cfg_spec_t rc_redis_spec = {
     .size = sizeof(config_box_t),
     .fields = rc_redis_fields,
     .n_fields = VSR_ARRAY_LEN(rc_redis_fields),
+    .finish = finish_rc_redis,
 };
 
 static const cfg_field_t rc_store_fields[] = {

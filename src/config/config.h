@@ -1099,6 +1099,8 @@ typedef struct {
         uint64_t max_responses;          /* default 10000 (memory entries; redis index rows) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
+        int redis_cluster;               /* redis.cluster_mode: Redis Cluster via redis_cluster_addresses */
+        vsr_strlist_conf_t redis_cluster_addresses; /* redis.cluster_addresses: "host:port" of some nodes */
     } resp_store;
     /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis | postgres) */
     struct {
@@ -1109,6 +1111,8 @@ typedef struct {
         int async_writes;                /* default true; writes never wait in any case (docs/configuration.md) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:replay:" */
         uint64_t redis_db, redis_timeout_ms; /* 0, 250 ms */
+        int redis_cluster;
+        vsr_strlist_conf_t redis_cluster_addresses;
         /* router_replay.postgres: the reference's fields and defaults (database and user required) */
         char *pg_host, *pg_database, *pg_user, *pg_password, *pg_ssl_mode, *pg_table_name; /* localhost, -, -,
                                           * none, "disable", "router_replay_records" */
@@ -1121,11 +1125,16 @@ typedef struct {
         uint64_t max_entries;            /* default 10000 */
         uint64_t ttl_seconds;            /* default 3600 */
         uint64_t max_bytes;              /* memory backend: default 64 MiB (a vsr key) */
+        int eviction;                    /* eviction_policy: 0 lru, 1 lfu, 2 fifo (vsr_store_eviction_t's order) */
+        int has_eviction;                /* set in the document; unset: memory fifo (the reference's default),
+                                          * redis lru (the server's maxmemory-policy) */
         char *redis_address;             /* redis.address, "host:port" or "unix:/path"; default 127.0.0.1:6379 */
         char *redis_password;
         uint64_t redis_db;
         char *redis_key_prefix;          /* default "vsr:rc:" */
         uint64_t redis_timeout_ms;       /* redis.timeout: per command, default 250ms */
+        int redis_cluster;
+        vsr_strlist_conf_t redis_cluster_addresses;
     } rc_store;
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */

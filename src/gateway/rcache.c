@@ -36,26 +36,45 @@ typedef struct {
     int redis;
     uint64_t max_entries, max_bytes, ttl_seconds, db, timeout_ms;
     const char *address, *password, *prefix;
+    int eviction; /* vsr_store_eviction_t */
+    int cluster;
+    const vsr_strlist_conf_t *cluster_addresses;
 } settings_t;
+
+/* The response cache's eviction_policy: unset, fifo in memory (the
+ * reference's default) and lru with redis (the server's own eviction). */
+static int rc_eviction(const vsr_config_t *cfg)
+{
+    if (cfg->rc_store.has_eviction)
+        return cfg->rc_store.eviction;
+    return cfg->rc_store.redis ? VSR_STORE_EVICT_LRU : VSR_STORE_EVICT_FIFO;
+}
 
 static settings_t settings(const vsr_config_t *cfg, int which)
 {
     if (which == 0)
         return (settings_t){cfg->rc_store.redis, cfg->rc_store.max_entries, cfg->rc_store.max_bytes,
                             cfg->rc_store.ttl_seconds, cfg->rc_store.redis_db, cfg->rc_store.redis_timeout_ms,
-                            cfg->rc_store.redis_address, cfg->rc_store.redis_password, cfg->rc_store.redis_key_prefix};
+                            cfg->rc_store.redis_address, cfg->rc_store.redis_password, cfg->rc_store.redis_key_prefix,
+                            rc_eviction(cfg), cfg->rc_store.redis_cluster, &cfg->rc_store.redis_cluster_addresses};
     return (settings_t){cfg->resp_store.redis, cfg->resp_store.max_responses, (uint64_t)256 << 20,
                         cfg->resp_store.ttl_seconds, cfg->resp_store.redis_db, cfg->resp_store.redis_timeout_ms,
                         cfg->resp_store.redis_address, cfg->resp_store.redis_password,
-                        cfg->resp_store.redis_key_prefix};
+                        cfg->resp_store.redis_key_prefix, VSR_STORE_EVICT_LRU, cfg->resp_store.redis_cluster,
+                        &cfg->resp_store.redis_cluster_addresses};
 }
 
 /* The store settings of a version, as one string: equal strings, same store. */
 static void store_signature(const settings_t *c, char *out, size_t cap)
 {
-    snprintf(out, cap, "%d|%llu|%llu|%s|%s|%llu|%s|%llu", c->redis, (unsigned long long)c->max_entries,
+    snprintf(out, cap, "%d|%llu|%llu|%s|%s|%llu|%s|%llu|%d", c->redis, (unsigned long long)c->max_entries,
              (unsigned long long)c->max_bytes, c->address ? c->address : "", c->password ? c->password : "",
-             (unsigned long long)c->db, c->prefix ? c->prefix : "", (unsigned long long)c->timeout_ms);
+             (unsigned long long)c->db, c->prefix ? c->prefix : "", (unsigned long long)c->timeout_ms, c->eviction);
+    if (c->cluster) /* cluster mode: its addresses too (address and db are unused) */
+        for (size_t i = 0; i < c->cluster_addresses->n; i++) {
+            size_t used = strlen(out);
+            snprintf(out + used, cap - used, "|c:%s", c->cluster_addresses->items[i]);
+        }
 }
 
 static void open_config(const settings_t *c, vsr_store_config_t *sc)
@@ -70,6 +89,10 @@ static void open_config(const settings_t *c, vsr_store_config_t *sc)
     sc->db = (unsigned)c->db;
     sc->key_prefix = c->prefix;
     sc->command_timeout_ms = c->timeout_ms;
+    sc->eviction = (vsr_store_eviction_t)c->eviction;
+    sc->cluster = c->cluster;
+    sc->cluster_addresses = (const char *const *)c->cluster_addresses->items;
+    sc->n_cluster_addresses = c->cluster_addresses->n;
 }
 
 void vsr__gateway_cache_init(vsr_gateway_t *gw)

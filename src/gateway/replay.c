@@ -68,6 +68,11 @@ static void signature(const vsr_config_t *cfg, char *out, size_t cap)
              (unsigned long long)cfg->replay_store.redis_db,
              cfg->replay_store.redis_key_prefix ? cfg->replay_store.redis_key_prefix : "",
              (unsigned long long)cfg->replay_store.redis_timeout_ms);
+    if (cfg->replay_store.redis_cluster) /* cluster mode: its addresses too */
+        for (size_t i = 0; i < cfg->replay_store.redis_cluster_addresses.n; i++) {
+            size_t used = strlen(out);
+            snprintf(out + used, cap - used, "|c:%s", cfg->replay_store.redis_cluster_addresses.items[i]);
+        }
 }
 
 /* The store for cfg, with a reference for the caller; NULL when it cannot be opened. */
@@ -98,6 +103,11 @@ static vsr_replay_store_t *acquire(const vsr_config_t *cfg)
             rc.pg_ssl_mode = cfg->replay_store.pg_ssl_mode;
             rc.pg_table = cfg->replay_store.pg_table_name;
             rc.pg_max_lifetime_ms = cfg->replay_store.pg_conn_max_lifetime * 1000;
+        }
+        if (b == 1) {
+            rc.cluster = cfg->replay_store.redis_cluster;
+            rc.cluster_addresses = (const char *const *)cfg->replay_store.redis_cluster_addresses.items;
+            rc.n_cluster_addresses = cfg->replay_store.redis_cluster_addresses.n;
         }
         rc.count = count;
         rc.count_ud = b ? (void *)backends[b] : NULL;

@@ -15,7 +15,7 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "store/store.h"
+#include "store-int.h"
 
 #define MAX_ID 128
 #define MAX_PREFIX 64
@@ -40,6 +40,8 @@ struct vsr_replay_store_s {
     atomic_uint refs;
     vsr_replay_config_t cfg;
     char *address, *password, *prefix;
+    char **cluster;            /* cluster mode: the node addresses */
+    size_t ncluster;
     pthread_mutex_t mu;
     /* memory: the records; redis: the queue (oldest first from head) */
     rec_t head;                /* sentinel */
@@ -176,6 +178,9 @@ static redisContext *connect_redis(vsr_replay_store_t *st)
     uint64_t t = st->cfg.timeout_ms < 100 ? 100 : st->cfg.timeout_ms;
     struct timeval tv = {(time_t)(t / 1000), (suseconds_t)(t % 1000) * 1000};
     redisContext *c;
+    if (st->cluster) /* the node of the store's one slot, authenticated */
+        return vsr__rcl_sync_connect((const char *const *)st->cluster, st->ncluster,
+                                     vsr__rcl_slot(vsr_slice_cstr(st->prefix)), t, st->password);
     if (strncmp(st->address, "unix:", 5) == 0) {
         c = redisConnectUnixWithTimeout(st->address + 5, tv);
     } else {
@@ -550,7 +555,7 @@ static void *writer_main(void *arg)
             }
             if (st->wc) {
                 ok = write_one(st, st->wc, r) == 0;
-                if (!ok && st->wc->err) {
+                if (!ok && (st->wc->err || st->cluster)) { /* cluster: the slot may have moved (MOVED) */
                     redisFree(st->wc);
                     st->wc = NULL;
                     st->retry_at_ms = vsr_now_ms() + BACKOFF_MS / 4;
@@ -614,7 +619,29 @@ vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *e
     st->cfg = *cfg;
     st->address = vsr_strdup(cfg->address ? cfg->address : "127.0.0.1:6379");
     st->password = cfg->password ? vsr_strdup(cfg->password) : NULL;
-    st->prefix = vsr_strdup(prefix);
+    if (cfg->cluster) {
+        if (cfg->n_cluster_addresses == 0 || cfg->db) {
+            if (err)
+                vsr_buf_printf(err, "router replay store: cluster mode needs cluster_addresses and db 0");
+            vsr_free(st->address);
+            vsr_free(st->password);
+            vsr_free(st);
+            return NULL;
+        }
+        st->cluster = vsr_calloc(cfg->n_cluster_addresses, sizeof(char *));
+        for (size_t i = 0; i < cfg->n_cluster_addresses; i++)
+            st->cluster[i] = vsr_strdup(cfg->cluster_addresses[i]);
+        st->ncluster = cfg->n_cluster_addresses;
+        st->cfg.cluster_addresses = NULL;
+    }
+    const char *open = strchr(prefix, '{'), *close = open ? strchr(open + 1, '}') : NULL;
+    if (cfg->cluster && !(close && close > open + 1)) { /* one slot for every key: "{prefix}" */
+        size_t n = strlen(prefix) + 3;
+        st->prefix = vsr_malloc(n);
+        snprintf(st->prefix, n, "{%s}", prefix);
+    } else {
+        st->prefix = vsr_strdup(prefix);
+    }
     char port[16];
     snprintf(port, sizeof(port), "%u", cfg->pg_port ? cfg->pg_port : 5432);
     st->pg_port = vsr_strdup(port);
@@ -686,6 +713,9 @@ static void store_free(vsr_replay_store_t *st)
     vsr_free(st->pg_database);
     vsr_free(st->pg_user);
     vsr_free(st->pg_ssl_mode);
+    for (size_t i = 0; i < st->ncluster; i++)
+        vsr_free(st->cluster[i]);
+    vsr_free(st->cluster);
     vsr_free(st);
 }
 

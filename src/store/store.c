@@ -54,6 +54,11 @@ vsr_store_t *vsr_store_open(struct uv_loop_s *loop, const vsr_store_config_t *cf
         vsr_buf_printf(err, "store: unknown backend %d", (int)cfg->backend);
         goto out;
     }
+    if (cfg->eviction != VSR_STORE_EVICT_LRU && cfg->eviction != VSR_STORE_EVICT_LFU &&
+        cfg->eviction != VSR_STORE_EVICT_FIFO) {
+        vsr_buf_printf(err, "store: unknown eviction policy %d", (int)cfg->eviction);
+        goto out;
+    }
     if (cfg->kernel != VSR_STORE_KERNEL_AUTO && cfg->kernel != VSR_STORE_KERNEL_LOOP &&
         cfg->kernel != VSR_STORE_KERNEL_BLAS && cfg->kernel != VSR_STORE_KERNEL_INT8) {
         vsr_buf_printf(err, "store: unknown index kernel %d", (int)cfg->kernel);
@@ -88,10 +93,10 @@ vsr_store_t *vsr_store_open(struct uv_loop_s *loop, const vsr_store_config_t *cf
     s->clock = cfg->clock ? cfg->clock : (cfg->backend == VSR_STORE_REDIS ? wall_ms : mono_ms);
     s->clock_ud = cfg->clock_ud;
     if (s->backend == VSR_STORE_MEMORY) {
-        vsr__mtab_init(&s->tab, s->cfg.max_entries, s->cfg.max_bytes, kernel, &s->ctr);
+        vsr__mtab_init(&s->tab, s->cfg.max_entries, s->cfg.max_bytes, kernel, cfg->eviction, &s->ctr);
     } else {
         /* the index holds no values: its bound is the entry count */
-        vsr__mtab_init(&s->tab, s->cfg.max_entries, SIZE_MAX, kernel, &s->ctr);
+        vsr__mtab_init(&s->tab, s->cfg.max_entries, SIZE_MAX, kernel, VSR_STORE_EVICT_LRU, &s->ctr);
         if (vsr__redis_open(s, loop, &s->cfg, err) != VSR_OK) {
             vsr__mtab_free(&s->tab);
             vsr_free(s);

@@ -1,8 +1,8 @@
 /*
  * store — the response cache's stores: a key/value store with per-entry
  * expiry and an in-process semantic index over the entries' embeddings.
- * Two backends behind one contract: "memory" (per worker, LRU, bounded by
- * entries and bytes) and "redis" (hiredis on the worker's libuv loop; the
+ * Two backends behind one contract: "memory" (per worker, LRU, LFU or FIFO,
+ * bounded by entries and bytes) and "redis" (hiredis on the worker's libuv loop; the
  * replicas of a deployment share one cache).  Depends on base, libuv and
  * hiredis only.
  *
@@ -85,6 +85,16 @@ typedef enum {
  * expiry times that every replica must read alike. */
 typedef uint64_t (*vsr_store_clock_fn)(void *ud);
 
+/* Which entry goes when a put needs room (the dead go first whatever the
+ * policy when they are the victim).  LRU: the least recently read or written.
+ * LFU: the fewest reads since its put; among equals, the one that reached
+ * that count first.  FIFO: the oldest put; reads change nothing.  Memory:
+ * the entries themselves, O(1) per operation.  Redis: LRU leaves eviction to
+ * the server's maxmemory-policy, as before; LFU and FIFO keep a sorted set per
+ * key prefix (<prefix>ev) that bounds the entries to max_entries (see
+ * store_redis.c). */
+typedef enum { VSR_STORE_EVICT_LRU = 0, VSR_STORE_EVICT_LFU, VSR_STORE_EVICT_FIFO } vsr_store_eviction_t;
+
 typedef struct {
     vsr_store_backend_t backend;
     /* bounds (0 = the default in brackets) */
@@ -93,6 +103,7 @@ typedef struct {
     size_t max_value_bytes;   /* a value larger than this is refused [4 MiB] */
     uint64_t default_ttl_ms;  /* a put with ttl_ms 0 [3600000] */
     vsr_store_kernel_t kernel;
+    vsr_store_eviction_t eviction; /* [LRU] */
     vsr_store_clock_fn clock; /* NULL = the default above */
     void *clock_ud;
 
@@ -102,6 +113,12 @@ typedef struct {
     const char *username;        /* with password: AUTH username password (ACL) */
     unsigned db;                 /* SELECT db when > 0 */
     const char *key_prefix;      /* ["vsr:rc:"]; at most 64 bytes */
+    /* Redis Cluster: the addresses ("host:port"; a name is looked up off
+     * the loop) of some of its nodes; the rest come from CLUSTER SLOTS.  address and db are then unused (db must
+     * be 0).  Keys spread over the slots; MOVED and ASK are followed. */
+    int cluster;
+    const char *const *cluster_addresses;
+    size_t n_cluster_addresses;
     unsigned max_inflight;       /* operations waiting for redis [1024] */
     uint64_t command_timeout_ms; /* per operation [250] */
     uint64_t connect_timeout_ms; /* [1000] */
@@ -197,6 +214,11 @@ void vsr_store_stats(const vsr_store_t *s, vsr_store_stats_t *out);
  *   pg_max_lifetime_ms on one connection.  Reads open a connection of their
  *   own as redis's do; connect and each statement are bounded (2 s, 5 s).
  *
+ * cluster: each connection asks the configured nodes for the slot map and
+ *   goes to the node of the store's slot; a command answered MOVED or ASK
+ *   (the slot moved) fails like any error reply, and the next connection
+ *   finds the new node.
+ *
  * Counts go to cfg.count(count_ud, result) with result "written", "failed"
  * or "evicted", from whichever thread did it.
  */
@@ -224,6 +246,13 @@ typedef struct {
     /* redis and postgres */
     size_t max_queue;         /* records waiting for the writer [1024] */
     size_t max_queue_bytes;   /* [64 MiB] */
+    /* Redis Cluster: "host:port" of some nodes (address and db unused).  Every
+     * key of the store shares one slot (the prefix becomes a hash tag,
+     * "{vsr:replay:}", unless it holds a non-empty one already), so its multi-key commands run on
+     * one node; the connections go to that slot's node. */
+    int cluster;
+    const char *const *cluster_addresses;
+    size_t n_cluster_addresses;
     void (*count)(void *ud, const char *result);
     void *count_ud;
 } vsr_replay_config_t;

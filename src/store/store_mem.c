@@ -1,6 +1,9 @@
 /*
- * store_mem.c — the memory table: a chained hash table over the keys, a
- * doubly linked LRU list, and the semantic index (a contiguous float32
+ * store_mem.c — the memory table: a chained hash table over the keys, the
+ * eviction order (LRU and FIFO: one doubly linked list, which a read moves
+ * to the front for LRU only; LFU: a list of buckets by read count, each a
+ * list of its entries, so a read moves its entry to the next count's
+ * bucket), and the semantic index (a contiguous float32
  * matrix whose rows point back to their entries; a removed row takes the
  * last row's place, so the matrix stays dense).  get/put/del are O(1);
  * search is one pass over the rows.
@@ -28,7 +31,7 @@ size_t vsr__mtab_cost(size_t klen, size_t vlen, size_t slen, size_t plen, int ha
 }
 
 void vsr__mtab_init(vsr__mtab_t *t, size_t max_entries, size_t max_bytes, vsr_store_kernel_t kernel,
-                    vsr__store_ctr_t *ctr)
+                    vsr_store_eviction_t policy, vsr__store_ctr_t *ctr)
 {
     memset(t, 0, sizeof(*t));
     t->max_entries = max_entries;
@@ -38,6 +41,8 @@ void vsr__mtab_init(vsr__mtab_t *t, size_t max_entries, size_t max_bytes, vsr_st
         t->nbuckets <<= 1;
     t->buckets = vsr_calloc(t->nbuckets, sizeof(*t->buckets));
     t->lru.next = t->lru.prev = &t->lru;
+    t->fb.next = t->fb.prev = &t->fb;
+    t->policy = policy;
     t->seed = 0xcbf29ce484222325ULL ^ ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ULL) ^ vsr_now_us();
     t->kernel = kernel;
     t->ctr = ctr;
@@ -127,12 +132,89 @@ static void lru_front(vsr__mtab_t *t, vsr__mentry_t *e)
     t->lru.next = &e->lru;
 }
 
+/* LFU: a bucket for `count` right after `after` (the sentinel or a bucket) */
+static vsr__fbucket_t *fb_after(vsr__mtab_t *t, vsr__fbucket_t *after, uint64_t count)
+{
+    vsr__fbucket_t *n = after->next;
+    if (n != &t->fb && n->count == count)
+        return n;
+    vsr__fbucket_t *b = vsr_malloc(sizeof(*b));
+    b->count = count;
+    b->list.next = b->list.prev = &b->list;
+    b->prev = after;
+    b->next = n;
+    n->prev = b;
+    after->next = b;
+    return b;
+}
+
+static void fb_push(vsr__fbucket_t *b, vsr__mentry_t *e)
+{
+    e->fb = b;
+    e->lru.next = b->list.next;
+    e->lru.prev = &b->list;
+    b->list.next->prev = &e->lru;
+    b->list.next = &e->lru;
+}
+
+/* takes e off its order; LFU frees its bucket when it empties */
+static void order_unlink(vsr__mtab_t *t, vsr__mentry_t *e)
+{
+    VSR_UNUSED(t);
+    lru_unlink(e);
+    vsr__fbucket_t *b = e->fb;
+    if (b && b->list.next == &b->list) {
+        b->prev->next = b->next;
+        b->next->prev = b->prev;
+        vsr_free(b);
+    }
+    e->fb = NULL;
+}
+
+/* a new entry: the most recent, or one read */
+static void order_insert(vsr__mtab_t *t, vsr__mentry_t *e)
+{
+    if (t->policy == VSR_STORE_EVICT_LFU)
+        fb_push(fb_after(t, &t->fb, 1), e);
+    else
+        lru_front(t, e);
+}
+
+/* a read of e */
+static void order_touch(vsr__mtab_t *t, vsr__mentry_t *e)
+{
+    if (t->policy == VSR_STORE_EVICT_FIFO)
+        return;
+    if (t->policy == VSR_STORE_EVICT_LRU) {
+        lru_unlink(e);
+        lru_front(t, e);
+        return;
+    }
+    vsr__fbucket_t *b = e->fb;
+    if (b->count == UINT64_MAX)
+        return;
+    vsr__fbucket_t *nb = fb_after(t, b, b->count + 1); /* before b can go */
+    order_unlink(t, e);
+    fb_push(nb, e);
+}
+
+/* the entry the policy evicts first */
+static vsr__mentry_t *order_victim(vsr__mtab_t *t)
+{
+    if (t->policy == VSR_STORE_EVICT_LFU) {
+        VSR_BUG_ON(t->fb.next == &t->fb);
+        return (vsr__mentry_t *)t->fb.next->list.prev;
+    }
+    VSR_BUG_ON(t->lru.prev == &t->lru);
+    return (vsr__mentry_t *)t->lru.prev;
+}
+
 static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
 {
     vsr__mentry_t **pp = find_slot(t, vsr__me_key(e), e->hash);
     VSR_BUG_ON(*pp != e);
     *pp = e->hnext;
-    lru_unlink(e);
+    order_unlink(t, e);
     row_remove(t, e);
     t->n--;
     t->bytes -= e->cost;
@@ -141,11 +223,14 @@ static void entry_remove(vsr__mtab_t *t, vsr__mentry_t *e)
 
 void vsr__mtab_free(vsr__mtab_t *t)
 {
-    vsr__lru_t *l = t->lru.next;
-    while (l && l != &t->lru) {
-        vsr__lru_t *next = l->next;
-        vsr_free(l); /* the link is the entry's first member */
-        l = next;
+    for (size_t i = 0; t->buckets && i < t->nbuckets; i++)
+        for (vsr__mentry_t *e = t->buckets[i], *next; e; e = next) {
+            next = e->hnext;
+            vsr_free(e);
+        }
+    for (vsr__fbucket_t *b = t->fb.next, *next; b && b != &t->fb; b = next) {
+        next = b->next;
+        vsr_free(b);
     }
     vsr_free(t->buckets);
     vsr_free(t->mat);
@@ -168,8 +253,7 @@ vsr__mentry_t *vsr__mtab_get(vsr__mtab_t *t, vsr_slice_t key, uint64_t now)
         vsr__ctr_inc(&t->ctr->expired);
         return NULL;
     }
-    lru_unlink(e);
-    lru_front(t, e);
+    order_touch(t, e);
     return e;
 }
 
@@ -190,10 +274,9 @@ int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t e
     if (cost > t->max_bytes || t->max_entries == 0)
         return VSR_ERR_TOO_BIG;
     vsr__mtab_del(t, key);
-    /* room: the dead first when the least recent is dead, then least recent */
+    /* room: the policy's victims, counted as expired when already dead */
     while (t->n >= t->max_entries || t->bytes + cost > t->max_bytes) {
-        VSR_BUG_ON(t->lru.prev == &t->lru);
-        vsr__mentry_t *victim = (vsr__mentry_t *)t->lru.prev;
+        vsr__mentry_t *victim = order_victim(t);
         if (victim->expiry <= now)
             vsr__ctr_inc(&t->ctr->expired);
         else
@@ -205,6 +288,7 @@ int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t e
     e->expiry = expiry;
     e->cost = cost;
     e->row = -1;
+    e->fb = NULL;
     e->klen = (uint32_t)key.len;
     e->vlen = (uint32_t)value.len;
     e->slen = (uint8_t)scope.len;
@@ -224,7 +308,7 @@ int vsr__mtab_put(vsr__mtab_t *t, vsr_slice_t key, vsr_slice_t value, uint64_t e
     vsr__mentry_t **pp = &t->buckets[e->hash & (t->nbuckets - 1)];
     e->hnext = *pp;
     *pp = e;
-    lru_front(t, e);
+    order_insert(t, e);
     t->n++;
     t->bytes += cost;
     if (emb)
@@ -348,8 +432,7 @@ vsr__mentry_t *vsr__mtab_search(vsr__mtab_t *t, const float *q, vsr_slice_t scop
         vsr__ctr_inc(&t->ctr->expired);
     }
     if (hit) {
-        lru_unlink(hit);
-        lru_front(t, hit);
+        order_touch(t, hit);
         *sim = best_sim;
     }
     return hit;

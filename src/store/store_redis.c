@@ -30,7 +30,7 @@
 #include "store-int.h"
 
 enum { ST_DOWN, ST_CONNECTING, ST_UP };
-enum { OP_GET, OP_PUT, OP_DEL, OP_SEARCH, OP_POLL, OP_SETUP };
+enum { OP_GET, OP_PUT, OP_DEL, OP_SEARCH, OP_POLL, OP_SETUP, OP_TRIM };
 
 typedef struct oplink_s {
     struct oplink_s *prev, *next; /* the in-flight list, oldest first */
@@ -42,7 +42,7 @@ struct vsr_store_op_s {
     uint64_t deadline;                  /* monotonic ms */
     vsr_store_done_fn done;
     void *ud;
-    int kind, pending, status, cancelled;
+    int kind, pending, status, cancelled, timed_out;
     float sim;
     size_t klen;
     char key[]; /* OP_SEARCH: the hit's key (forgotten when redis lost it) */
@@ -64,6 +64,7 @@ struct vsr__redis_s {
     uv_getaddrinfo_t gai;
     char *unix_path, *password, *username, *prefix;
     vsr_buf_t kbuf, rec;
+    vsr__rcl_t *cl; /* cluster mode: the slot map and its connections (ac unused) */
 };
 
 #define REC_VERSION 1
@@ -74,6 +75,8 @@ static void schedule_reconnect(vsr_store_t *s);
 static void poll_send(vsr_store_t *s);
 static void poll_timer_cb(uv_timer_t *t);
 static void conn_timer_cb(uv_timer_t *t);
+static void evict_touch(vsr_store_t *s, vsr_slice_t key);
+static void handle_trim(vsr_store_t *s, const redisReply *rep);
 
 int vsr__redis_connected(const vsr_store_t *s)
 {
@@ -148,7 +151,7 @@ static vsr_store_op_t *op_new(vsr_store_t *s, int kind, vsr_store_done_fn done, 
 
 static int is_user(const vsr_store_op_t *op)
 {
-    return op->kind != OP_POLL && op->kind != OP_SETUP;
+    return op->kind <= OP_SEARCH;
 }
 
 static void op_timer_cb(uv_timer_t *t);
@@ -162,8 +165,12 @@ static int op_send(vsr_store_op_t *op, int argc, const char **argv, const size_t
 {
     vsr_store_t *s = op->s;
     vsr__redis_t *r = s->redis;
-    if (!r->ac || redisAsyncCommandArgv(r->ac, on_reply, op, argc, argv, lens) != REDIS_OK)
+    if (r->cl) {
+        if (vsr__rcl_command(r->cl, on_reply, op, argc, argv, lens) != VSR_OK)
+            return VSR_ERR_IO;
+    } else if (!r->ac || redisAsyncCommandArgv(r->ac, on_reply, op, argc, argv, lens) != REDIS_OK) {
         return VSR_ERR_IO;
+    }
     if (op->pending++ == 0) {
         uint64_t now = vsr_now_ms();
         op->deadline = now + s->cfg.command_timeout_ms;
@@ -205,7 +212,7 @@ static int fail_now(vsr_store_t *s, vsr_store_op_t *op, int status)
 static int admit(vsr_store_t *s)
 {
     vsr__redis_t *r = s->redis;
-    if (r->state == ST_DOWN || !r->ac)
+    if (r->cl ? !vsr__rcl_ready(r->cl) : (r->state == ST_DOWN || !r->ac))
         return VSR_ERR_IO;
     if (r->inflight >= s->cfg.max_inflight) {
         vsr__ctr_inc(&s->ctr.rejected);
@@ -267,10 +274,17 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     redisReply *rep = reply;
     int st = VSR_OK, again = 0;
     vsr_store_hit_t hit, *hp = NULL;
+    const redisReply *trim_reply = NULL;
     if (rep)
         r->backoff_ms = s->cfg.reconnect_min_ms; /* the server answers */
     if (!rep) {
         st = VSR_ERR_IO;
+        /* cluster: a slow node is dropped by the cluster client, so the
+         * timeout is counted here, for the operation past its deadline */
+        if (r->cl && is_user(op) && !op->timed_out && vsr_now_ms() >= op->deadline) {
+            op->timed_out = 1;
+            vsr__ctr_inc(&s->ctr.timeouts);
+        }
     } else if (rep->type == REDIS_REPLY_ERROR) {
         st = VSR_ERR_IO;
         vsr_log_warn("store", "redis: %.*s", (int)VSR_MIN(rep->len, 200), rep->str);
@@ -287,6 +301,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         }
     } else if (op->kind == OP_POLL) {
         handle_poll(s, rep, &again);
+    } else if (op->kind == OP_TRIM) {
+        trim_reply = rep;
     }
     if (op->status == VSR_OK)
         op->status = st;
@@ -301,7 +317,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (op->kind == OP_SEARCH && op->status == VSR_ERR_NOT_FOUND)
         vsr__mtab_del(&s->tab, vsr_slice(op->key, op->klen)); /* gone from redis: forget it */
     if (op->kind == OP_SETUP && op->status != VSR_OK)
-        vsr_log_error("store", "redis: AUTH/SELECT failed on connect");
+        vsr_log_error("store", "redis: a setup or bookkeeping command failed");
+    if (hp && !r->closing && s->cfg.eviction == VSR_STORE_EVICT_LFU)
+        evict_touch(s, vsr_slice(op->key, op->klen));
     count_answer(s, op);
     if (op->done && !op->cancelled && !r->closing) {
         if (op->kind == OP_GET && hp)
@@ -309,8 +327,105 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         op->done(op->ud, op->status, op->status == VSR_OK ? hp : NULL);
     }
     vsr_free(op);
+    if (trim_reply && !r->closing)
+        handle_trim(s, trim_reply);
     if (again && !r->closing)
         poll_send(s);
+}
+
+/* ---- eviction_policy lfu and fifo ----
+ *
+ * Redis's own maxmemory-policy is server-wide, so vsr keeps the order itself:
+ * the sorted set <prefix>ev holds every key put, scored by its put time in ms
+ * (fifo) or by 1 + its reads, plus a fraction from its put time that orders
+ * equal counts oldest first (lfu: a read is ZADD XX INCR 1).  Each put runs a
+ * script that removes the lowest members past max_entries - 1 (the new key
+ * is never its own victim, as in memory), then adds the key, and returns the
+ * removed; their values are then deleted.  The script touches only the
+ * sorted set, so it runs on one node in cluster mode too.  The set expires
+ * with the longest TTL put, so an unused cache leaves nothing behind. */
+static const char trim_script[] =
+    "redis.call('ZREM', KEYS[1], ARGV[1]) "
+    "local n = redis.call('ZCARD', KEYS[1]) + 1 - tonumber(ARGV[3]) "
+    "local v = {} "
+    "if n > 0 then "
+    "v = redis.call('ZRANGE', KEYS[1], 0, n - 1) "
+    "redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1) "
+    "end "
+    "redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) "
+    "if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end "
+    "return v";
+
+/* A command whose reply only matters to the trim (OP_TRIM) or not at all
+ * (OP_SETUP: failures are logged). */
+static void send_internal(vsr_store_t *s, int kind, int argc, const char **argv, const size_t *lens)
+{
+    vsr_store_op_t *op = op_new(s, kind, NULL, NULL, VSR_SLICE_NULL);
+    if (op_send(op, argc, argv, lens) != VSR_OK)
+        vsr_free(op);
+}
+
+static void ev_key(vsr__redis_t *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "%sev", r->prefix);
+}
+
+static void evict_after_put(vsr_store_t *s, vsr_slice_t key, uint64_t now, uint64_t ttl_ms)
+{
+    vsr__redis_t *r = s->redis;
+    char ev[160], score[48], max[24], ttl[24];
+    ev_key(r, ev, sizeof(ev));
+    if (s->cfg.eviction == VSR_STORE_EVICT_FIFO)
+        snprintf(score, sizeof(score), "%llu", (unsigned long long)now);
+    else /* 1 read, then the put time's position in a ~11.6-day cycle: older first among equals */
+        snprintf(score, sizeof(score), "1.%09llu", (unsigned long long)(now % 1000000000ULL));
+    snprintf(max, sizeof(max), "%zu", s->cfg.max_entries);
+    snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)ttl_ms);
+    const char *argv[8] = {"EVAL", trim_script, "1", ev, key.len ? key.p : "", score, max, ttl};
+    size_t lens[8] = {4, sizeof(trim_script) - 1, 1, strlen(ev), key.len, strlen(score), strlen(max), strlen(ttl)};
+    send_internal(s, OP_TRIM, 8, argv, lens);
+}
+
+static void evict_touch(vsr_store_t *s, vsr_slice_t key)
+{
+    if (s->cfg.eviction != VSR_STORE_EVICT_LFU)
+        return;
+    char ev[160];
+    ev_key(s->redis, ev, sizeof(ev));
+    const char *argv[6] = {"ZADD", ev, "XX", "INCR", "1", key.p};
+    size_t lens[6] = {4, strlen(ev), 2, 4, 1, key.len};
+    send_internal(s, OP_SETUP, 6, argv, lens);
+}
+
+static void evict_forget(vsr_store_t *s, vsr_slice_t key)
+{
+    if (s->cfg.eviction == VSR_STORE_EVICT_LRU)
+        return;
+    char ev[160];
+    ev_key(s->redis, ev, sizeof(ev));
+    const char *argv[3] = {"ZREM", ev, key.p};
+    size_t lens[3] = {4, strlen(ev), key.len};
+    send_internal(s, OP_SETUP, 3, argv, lens);
+}
+
+/* the trim's reply: the keys that went, whose values go now */
+static void handle_trim(vsr_store_t *s, const redisReply *rep)
+{
+    vsr__redis_t *r = s->redis;
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i < rep->elements; i++) {
+        const redisReply *m = rep->element[i];
+        if (m->type != REDIS_REPLY_STRING || m->len < 1 || m->len > VSR_STORE_MAX_KEY)
+            continue;
+        vsr_slice_t key = vsr_slice(m->str, m->len);
+        vsr__mtab_del(&s->tab, key);
+        vsr_slice_t k = data_key(r, key);
+        const char *argv[2] = {"DEL", k.p};
+        size_t lens[2] = {3, k.len};
+        send_internal(s, OP_SETUP, 2, argv, lens);
+        vsr__ctr_inc(&s->ctr.evictions);
+    }
 }
 
 /* ---- the connection ---- */
@@ -318,6 +433,13 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 static void kill_conn(vsr_store_t *s, const char *why)
 {
     vsr__redis_t *r = s->redis;
+    if (r->cl) { /* the cluster client drops a slow node itself; this is the backstop (op_timer_cb) */
+        if (why)
+            vsr_log_warn("store", "redis cluster: dropping the connections: %s", why);
+        r->polling = 0;
+        vsr__rcl_drop(r->cl);
+        return;
+    }
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;
     r->state = ST_DOWN;
@@ -337,12 +459,14 @@ static void op_timer_cb(uv_timer_t *t)
     if (r->ops.next == &r->ops)
         return;
     vsr_store_op_t *head = (vsr_store_op_t *)r->ops.next;
-    uint64_t now = vsr_now_ms();
-    if (head->deadline > now) {
-        uv_timer_start(&r->t_op, op_timer_cb, head->deadline - now + 1, 0);
+    /* cluster: the client drops a slow node alone within 1.25 timeouts; this
+     * drop of every node is the backstop, a timeout later */
+    uint64_t now = vsr_now_ms(), grace = r->cl ? s->cfg.command_timeout_ms : 0;
+    if (head->deadline + grace > now) {
+        uv_timer_start(&r->t_op, op_timer_cb, head->deadline + grace - now + 1, 0);
         return;
     }
-    for (oplink_t *l = &head->link; l != &r->ops && ((vsr_store_op_t *)l)->deadline <= now; l = l->next)
+    for (oplink_t *l = &head->link; l != &r->ops && ((vsr_store_op_t *)l)->deadline + grace <= now; l = l->next)
         if (is_user((vsr_store_op_t *)l))
             vsr__ctr_inc(&s->ctr.timeouts);
     kill_conn(s, "a command timed out");
@@ -365,6 +489,17 @@ static void on_connect(const redisAsyncContext *ac, int status)
     uv_timer_stop(&r->t_conn);
     if (r->ever_up)
         vsr__ctr_inc(&s->ctr.reconnects);
+    r->ever_up = 1;
+    uv_timer_start(&r->t_poll, poll_timer_cb, s->cfg.poll_interval_ms, s->cfg.poll_interval_ms);
+    poll_send(s);
+}
+
+/* cluster mode: the first slot map is known */
+static void on_cluster_ready(void *ud)
+{
+    vsr_store_t *s = ud;
+    vsr__redis_t *r = s->redis;
+    r->state = ST_UP;
     r->ever_up = 1;
     uv_timer_start(&r->t_poll, poll_timer_cb, s->cfg.poll_interval_ms, s->cfg.poll_interval_ms);
     poll_send(s);
@@ -600,9 +735,13 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         vsr_buf_printf(err, "store: key_prefix is over 64 bytes");
         return VSR_ERR_INVALID;
     }
+    if (cfg->cluster && cfg->db) {
+        vsr_buf_printf(err, "store: redis cluster mode has only db 0");
+        return VSR_ERR_INVALID;
+    }
     vsr__redis_t *r = vsr_calloc(1, sizeof(*r));
     s->redis = r;
-    if (parse_address(r, cfg->address ? cfg->address : "127.0.0.1:6379", err) != VSR_OK) {
+    if (!cfg->cluster && parse_address(r, cfg->address ? cfg->address : "127.0.0.1:6379", err) != VSR_OK) {
         redis_free(s);
         return VSR_ERR_INVALID;
     }
@@ -626,11 +765,21 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         c->poll_interval_ms = 500;
     if (!c->poll_batch)
         c->poll_batch = 1000;
+    if (cfg->cluster) {
+        r->cl = vsr__rcl_open(loop, cfg->cluster_addresses, cfg->n_cluster_addresses, cfg->password, cfg->username,
+                              c->command_timeout_ms, on_cluster_ready, s, err);
+        if (!r->cl) {
+            redis_free(s);
+            return VSR_ERR_INVALID;
+        }
+    }
     r->password = cfg->password ? vsr_strdup(cfg->password) : NULL;
     r->username = cfg->username ? vsr_strdup(cfg->username) : NULL;
     r->prefix = vsr_strdup(prefix);
     c->address = NULL; /* not kept: the caller's strings (cfg may be c itself) */
     c->password = c->username = c->key_prefix = NULL;
+    c->cluster_addresses = NULL;
+    c->n_cluster_addresses = 0;
     vsr_buf_init(&r->kbuf, 0);
     vsr_buf_init(&r->rec, 0);
     r->loop = loop;
@@ -642,7 +791,8 @@ int vsr__redis_open(vsr_store_t *s, struct uv_loop_s *loop, const vsr_store_conf
         timers[i]->data = s;
     }
     r->open_handles = 3;
-    do_connect(s);
+    if (!r->cl)
+        do_connect(s);
     return VSR_OK;
 }
 
@@ -669,6 +819,9 @@ void vsr__redis_close(vsr_store_t *s)
     r->state = ST_DOWN;
     if (ac)
         redisAsyncFree(ac); /* the pending operations end, without their callbacks */
+    if (r->cl)
+        vsr__rcl_close(r->cl); /* likewise; it frees itself */
+    r->cl = NULL;
     if (r->resolving)
         uv_cancel((uv_req_t *)&r->gai); /* its callback still runs (UV_EAI_CANCELED or done) and frees */
     uv_close((uv_handle_t *)&r->t_op, on_timer_closed);
@@ -725,6 +878,8 @@ int vsr__redis_put(vsr_store_t *s, vsr_slice_t key, vsr_slice_t value, uint64_t 
     } else {
         vsr__mtab_del(&s->tab, key);
     }
+    if (s->cfg.eviction != VSR_STORE_EVICT_LRU)
+        evict_after_put(s, key, now, ttl_ms);
     if (h)
         *h = op;
     return VSR_AGAIN;
@@ -743,6 +898,7 @@ int vsr__redis_del(vsr_store_t *s, vsr_slice_t key, vsr_store_done_fn done, void
     size_t lens[2] = {3, k.len};
     if (op_send(op, 2, argv, lens) != VSR_OK)
         return fail_now(s, op, VSR_ERR_IO);
+    evict_forget(s, key);
     if (h)
         *h = op;
     return VSR_AGAIN;

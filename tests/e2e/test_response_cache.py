@@ -223,6 +223,34 @@ def test_redis_down_requests_still_succeed(vsr, fakellm, redis):
     assert cache_metric(v, "lookup", "error") >= 3
 
 
+@pytest.mark.parametrize("policy", ["fifo", "lfu"])
+def test_redis_eviction_policy_bounds_the_entries(vsr, fakellm, redis, policy):
+    store = ("      backend_type: redis\n      max_entries: 2\n"
+             f"      eviction_policy: {policy}\n"
+             f"      redis: {{address: \"127.0.0.1:{redis.port}\", key_prefix: \"e{policy}:\"}}\n")
+    v = start(vsr, fakellm, store=store)
+    stored = 0
+
+    def put(q):
+        nonlocal stored
+        assert ask(v, q).headers["x-vsr-cache-hit"] == "false"
+        stored += 1
+        wait_until(lambda: cache_metric(v, "store", "stored") == stored, what="the store's put")
+        time.sleep(0.1)  # the trim after the put
+
+    put("cacheme: one")
+    assert ask(v, "cacheme: one").headers["x-vsr-cache-hit"] == "true"   # one read
+    put("cacheme: two")
+    put("cacheme: three")   # past max_entries: fifo drops one (oldest), lfu drops two (fewest reads)
+    gone, kept = ("one", "two") if policy == "fifo" else ("two", "one")
+    assert ask(v, "cacheme: three").headers["x-vsr-cache-hit"] == "true"
+    assert ask(v, f"cacheme: {kept}").headers["x-vsr-cache-hit"] == "true"
+    assert ask(v, f"cacheme: {gone}").headers["x-vsr-cache-hit"] == "false"
+    keys = subprocess.run(["redis-cli", "-p", str(redis.port), "keys", f"e{policy}:k:*"], capture_output=True,
+                          text=True, timeout=10).stdout.split()
+    assert len(keys) <= 2
+
+
 def test_semantic_hit(vsr, fakellm):
     require([USE_MODEL], what="embedding model")
     v = start(vsr, fakellm, mode="semantic", runtime=True,

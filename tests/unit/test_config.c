@@ -70,6 +70,9 @@ static void expect_backend_error(const char *item, const char *expected)
     expect_errors(yaml, expected);
 }
 
+/* lines 1-11; the test adds line 12 under global.stores */
+#define DOC_RC HEAD LISTENERS PROVIDERS "global:\n  stores:\n"
+
 /* ---- valid documents ----------------------------------------------------- */
 
 static vsr_config_t *load_file_ok(const char *path)
@@ -760,6 +763,58 @@ static void test_default_model_spellings(void **state)
         assert_null(vsr_config_find_model(c, vsr_slice_cstr("")));
         vsr_config_free(c);
     }
+}
+
+/* global.stores.response_cache.eviction_policy: lru, lfu and fifo load;
+ * unset stays unset (the store picks fifo in memory, lru with redis) */
+static void test_rc_eviction(void **state)
+{
+    VSR_UNUSED(state);
+    static const char *const names[] = {"lru", "lfu", "fifo"};
+    for (int i = 0; i < 3; i++) {
+        char doc[512];
+        snprintf(doc, sizeof(doc), DOC_RC "    response_cache: {backend_type: memory, eviction_policy: %s}\n", names[i]);
+        vsr_config_t *c = load_ok(doc);
+        assert_int_equal(c->rc_store.eviction, i);
+        assert_int_equal(c->rc_store.has_eviction, 1);
+        vsr_config_free(c);
+    }
+    vsr_config_t *c = load_ok(DOC_RC "    response_cache: {backend_type: redis}\n");
+    assert_int_equal(c->rc_store.has_eviction, 0);
+    vsr_config_free(c);
+    expect_errors(DOC_RC "    response_cache: {eviction_policy: random}\n",
+                  "t.yaml:12:39: eviction_policy must be lru, lfu or fifo, got \"random\"\n");
+}
+
+/* redis.cluster_mode and cluster_addresses, in every store's redis block */
+static void test_redis_cluster_keys(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_config_t *c = load_ok(DOC_RC "    response_cache: {backend_type: redis, redis: {cluster_mode: true, "
+                                     "cluster_addresses: [\"10.0.0.1:7000\", \"[::1]:7001\", \"redis-0.redis:7002\"]}}\n"
+                                     "  services:\n"
+                                     "    response_api: {store_backend: redis, redis: {cluster_mode: true, "
+                                     "cluster_addresses: [\"10.0.0.2:7000\"]}}\n"
+                                     "    router_replay: {store_backend: redis, redis: {cluster_mode: true, "
+                                     "cluster_addresses: [\"10.0.0.3:7000\"]}}\n");
+    assert_int_equal(c->rc_store.redis_cluster, 1);
+    assert_int_equal(c->rc_store.redis_cluster_addresses.n, 3);
+    assert_string_equal(c->rc_store.redis_cluster_addresses.items[1], "[::1]:7001");
+    assert_int_equal(c->resp_store.redis_cluster, 1);
+    assert_string_equal(c->resp_store.redis_cluster_addresses.items[0], "10.0.0.2:7000");
+    assert_int_equal(c->replay_store.redis_cluster, 1);
+    assert_string_equal(c->replay_store.redis_cluster_addresses.items[0], "10.0.0.3:7000");
+    vsr_config_free(c);
+    /* cluster_mode false: the addresses are kept and unused */
+    c = load_ok(DOC_RC "    response_cache: {redis: {cluster_mode: false, cluster_addresses: [\"10.0.0.1:7000\"]}}\n");
+    assert_int_equal(c->rc_store.redis_cluster, 0);
+    vsr_config_free(c);
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true}}\n",
+                  "t.yaml:12:44: cluster_mode needs cluster_addresses (\"host:port\" of at least one node)\n");
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"redis-0\"]}}\n",
+                  "t.yaml:12:70: cluster_addresses: want \"host:port\", got \"redis-0\"\n");
+    expect_errors(DOC_RC "    response_cache: {redis: {cluster_mode: true, cluster_addresses: [\"10.0.0.1:7000\"], db: 2}}\n",
+                  "t.yaml:12:92: a Redis Cluster has only db 0\n");
 }
 
 static void test_unimplemented_paths(void **state)
@@ -3907,6 +3962,8 @@ int main(void)
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_default_model_spellings),
         cmocka_unit_test(test_unimplemented_paths),
+        cmocka_unit_test(test_rc_eviction),
+        cmocka_unit_test(test_redis_cluster_keys),
         cmocka_unit_test(test_aliases_resolved),
         cmocka_unit_test(test_explicit_tags),
         cmocka_unit_test(test_endpoint_table),

@@ -23,10 +23,12 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "store/store.h"
+#include "store/store-int.h" /* the cluster key slot */
 
 /* ---- helpers ---- */
 
@@ -230,6 +232,142 @@ static void test_mem_lru_count(void **state)
     vsr_store_close(s);
 }
 
+static vsr_store_t *mem_store_policy(size_t max_entries, size_t max_bytes, vsr_store_eviction_t policy)
+{
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.max_entries = max_entries;
+    cfg.max_bytes = max_bytes;
+    cfg.clock = fake_clock;
+    cfg.eviction = policy;
+    vsr_store_t *s = vsr_store_open(NULL, &cfg, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_mem_fifo(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store_policy(3, 1 << 20, VSR_STORE_EVICT_FIFO);
+    put(s, "a", "1", 0, NULL, "", "", VSR_OK);
+    put(s, "b", "2", 0, NULL, "", "", VSR_OK);
+    put(s, "c", "3", 0, NULL, "", "", VSR_OK);
+    for (int i = 0; i < 5; i++) /* reads change nothing: a stays the oldest */
+        assert_int_equal(get(s, "a").status, VSR_OK);
+    put(s, "d", "4", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_ERR_NOT_FOUND);
+    float e[VSR_STORE_DIM];
+    unit(e, 3);
+    put(s, "b", "2'", 0, e, "", "", VSR_OK); /* a put again is a new entry: c is the oldest now */
+    assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK);
+    put(s, "f", "6", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "c").status, VSR_ERR_NOT_FOUND);
+    put(s, "g", "7", 0, NULL, "", "", VSR_OK); /* then d, whatever was read */
+    assert_int_equal(get(s, "d").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "b").status, VSR_OK);
+    assert_int_equal(get(s, "f").status, VSR_OK);
+    assert_int_equal(get(s, "g").status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 3);
+    assert_int_equal(st.entries, 3);
+    vsr_store_close(s);
+}
+
+static void test_mem_lfu(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_store_t *s = mem_store_policy(3, 1 << 20, VSR_STORE_EVICT_LFU);
+    put(s, "a", "1", 0, NULL, "", "", VSR_OK);
+    put(s, "b", "2", 0, NULL, "", "", VSR_OK);
+    put(s, "c", "3", 0, NULL, "", "", VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_OK); /* a: 2, b: 1, c: 1 (b older) */
+    assert_int_equal(get(s, "a").status, VSR_OK); /* a: 3 */
+    assert_int_equal(get(s, "c").status, VSR_OK); /* c: 2 */
+    put(s, "d", "4", 0, NULL, "", "", VSR_OK);   /* the fewest reads: b */
+    assert_int_equal(get(s, "b").status, VSR_ERR_NOT_FOUND);
+    put(s, "e", "5", 0, NULL, "", "", VSR_OK); /* a 3, c 2, d 1: d goes */
+    assert_int_equal(get(s, "d").status, VSR_ERR_NOT_FOUND);
+    /* a tie: e and f both at 1 read; e reached it first and goes first */
+    put(s, "f", "6", 0, NULL, "", "", VSR_OK); /* evicts e (1) rather than c (2) */
+    assert_int_equal(get(s, "e").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(get(s, "c").status, VSR_OK);
+    assert_int_equal(get(s, "a").status, VSR_OK);
+    /* a search hit counts as a read */
+    float e[VSR_STORE_DIM];
+    unit(e, 9);
+    put(s, "g", "7", 0, e, "", "", VSR_OK); /* evicts f (1): a 4, c 3 */
+    assert_int_equal(get(s, "f").status, VSR_ERR_NOT_FOUND);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK); /* g: 7 */
+    put(s, "h", "8", 0, NULL, "", "", VSR_OK); /* evicts c (3), not g (7) */
+    assert_int_equal(get(s, "c").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(search(s, e, "", "", 0.5f).status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 5);
+    assert_int_equal(st.entries, 3);
+    vsr_store_close(s);
+}
+
+/* LFU and FIFO against a plain model, over random puts, gets, deletes and
+ * expiries: the same entries survive */
+static void test_mem_policy_model(void **state)
+{
+    VSR_UNUSED(state);
+    enum { N = 8, KEYS = 24, OPS = 20000 };
+    for (int pol = VSR_STORE_EVICT_LFU; pol <= VSR_STORE_EVICT_FIFO; pol++) {
+        vsr_store_t *s = mem_store_policy(N, 1 << 20, (vsr_store_eviction_t)pol);
+        struct { int live; uint64_t count, seq, expiry; } m[KEYS] = {{0}};
+        uint64_t seq = 0, rnd = 88172645463325252ULL;
+        for (int i = 0; i < OPS; i++) {
+            rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+            int k = (int)(rnd % KEYS), op = (int)((rnd >> 20) % 10);
+            char key[8];
+            snprintf(key, sizeof(key), "k%d", k);
+            fake_now += 1;
+            if (op < 4) {
+                uint64_t ttl = (rnd >> 30) % 7 == 0 ? 5 : 100000;
+                int n = 0, victim = -1;
+                for (int j = 0; j < KEYS; j++)
+                    n += m[j].live && j != k;
+                if (n >= N) /* the model's victim: fewest reads, then the earliest there (LFU); oldest (FIFO) */
+                    for (int j = 0; j < KEYS; j++) {
+                        if (!m[j].live || j == k)
+                            continue;
+                        if (victim < 0 ||
+                            (pol == VSR_STORE_EVICT_LFU &&
+                             (m[j].count < m[victim].count ||
+                              (m[j].count == m[victim].count && m[j].seq < m[victim].seq))) ||
+                            (pol == VSR_STORE_EVICT_FIFO && m[j].seq < m[victim].seq))
+                            victim = j;
+                    }
+                if (victim >= 0)
+                    m[victim].live = 0;
+                put(s, key, "v", ttl, NULL, "", "", VSR_OK);
+                m[k].live = 1;
+                m[k].count = 1;
+                m[k].seq = ++seq;
+                m[k].expiry = fake_now + ttl;
+            } else if (op < 9) {
+                int want = m[k].live && m[k].expiry > fake_now;
+                if (m[k].live && !want)
+                    m[k].live = 0; /* found dead on read */
+                assert_int_equal(get(s, key).status, want ? VSR_OK : VSR_ERR_NOT_FOUND);
+                if (want && pol == VSR_STORE_EVICT_LFU) {
+                    m[k].count++;
+                    m[k].seq = ++seq; /* reached the new count now */
+                }
+            } else {
+                result_t r = {0};
+                assert_int_equal(vsr_store_del(s, S(key), on_done, &r, NULL), VSR_OK);
+                m[k].live = 0;
+            }
+        }
+        vsr_store_close(s);
+    }
+}
+
 static void test_mem_lru_bytes(void **state)
 {
     VSR_UNUSED(state);
@@ -410,6 +548,23 @@ static void test_mem_index_bound(void **state)
     vsr_store_close(s);
 }
 
+/* Redis Cluster's key slots: CRC16/XMODEM mod 16384, hash tags honoured
+ * (the values are redis's own: CLUSTER KEYSLOT) */
+static void test_cluster_slot(void **state)
+{
+    VSR_UNUSED(state);
+    assert_int_equal(vsr__rcl_crc16("123456789", 9), 0x31C3);
+    assert_int_equal(vsr__rcl_slot(S("foo")), 12182);
+    assert_int_equal(vsr__rcl_slot(S("bar")), 5061);
+    assert_int_equal(vsr__rcl_slot(S("{user1000}.following")), vsr__rcl_slot(S("{user1000}.followers")));
+    assert_int_equal(vsr__rcl_slot(S("{user1000}.following")), vsr__rcl_slot(S("user1000")));
+    assert_int_equal(vsr__rcl_slot(S("foo{}{bar}")), vsr__rcl_slot(S("foo{}{bar}"))); /* empty tag: whole key */
+    assert_int_not_equal(vsr__rcl_slot(S("foo{}{bar}")), vsr__rcl_slot(S("bar")));
+    assert_int_equal(vsr__rcl_slot(S("foo{{bar}}zap")), vsr__rcl_slot(S("{bar")));
+    assert_int_equal(vsr__rcl_slot(S("foo{bar}{zap}")), vsr__rcl_slot(S("bar")));
+    assert_int_equal(vsr__rcl_slot(S("{trp:}index")), vsr__rcl_slot(S("trp:")));
+}
+
 static void test_config_errors(void **state)
 {
     VSR_UNUSED(state);
@@ -564,11 +719,14 @@ static void run_until(const int *flag, uint64_t ms)
         assert_true(*flag);
 }
 
-static vsr_store_t *redis_store(const char *prefix, int tcp)
+static vsr_store_t *redis_store_ex(const char *prefix, int tcp, vsr_store_eviction_t eviction, size_t max_entries)
 {
     vsr_store_config_t cfg;
     vsr_store_config_init(&cfg);
     cfg.backend = VSR_STORE_REDIS;
+    cfg.eviction = eviction;
+    if (max_entries)
+        cfg.max_entries = max_entries;
     char addr[160];
     if (tcp)
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", redis_port);
@@ -587,6 +745,11 @@ static vsr_store_t *redis_store(const char *prefix, int tcp)
     vsr_buf_free(&err);
     assert_non_null(s);
     return s;
+}
+
+static vsr_store_t *redis_store(const char *prefix, int tcp)
+{
+    return redis_store_ex(prefix, tcp, VSR_STORE_EVICT_LRU, 0);
 }
 
 static void wait_connected(vsr_store_t *s)
@@ -718,6 +881,62 @@ static void test_redis_roundtrip(void **state)
     close_store(u);
     loop_done();
     assert_int_equal(late.calls, 0);
+}
+
+/* eviction_policy fifo and lfu with redis: vsr's sorted set bounds the
+ * values to max_entries, in the policy's order */
+static void test_redis_eviction(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = redis_store_ex("tfifo:", 0, VSR_STORE_EVICT_FIFO, 3);
+    wait_connected(s);
+    rput(s, "a", "1", 60000, NULL, "", "");
+    rput(s, "b", "2", 60000, NULL, "", "");
+    rput(s, "c", "3", 60000, NULL, "", "");
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rget(s, "a").status, VSR_OK); /* reads change nothing for fifo */
+    rput(s, "d", "4", 60000, NULL, "", "");
+    run_until(NULL, 100); /* the trim's reply, then the DEL */
+    assert_int_equal(rget(s, "a").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "b").status, VSR_OK);
+    result_t r = {0};
+    assert_int_equal(vsr_store_del(s, S("b"), on_done, &r, NULL), VSR_AGAIN); /* leaves the order too */
+    run_until(&r.calls, 2000);
+    rput(s, "e", "5", 60000, NULL, "", ""); /* c, d, e: room without evicting */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "c").status, VSR_OK);
+    rput(s, "f", "6", 60000, NULL, "", ""); /* c is the oldest */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "c").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "d").status, VSR_OK);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 2);
+    close_store(s);
+
+    s = redis_store_ex("tlfu:", 0, VSR_STORE_EVICT_LFU, 3);
+    wait_connected(s);
+    rput(s, "a", "1", 60000, NULL, "", "");
+    rput(s, "b", "2", 60000, NULL, "", "");
+    rput(s, "c", "3", 60000, NULL, "", "");
+    assert_int_equal(rget(s, "a").status, VSR_OK);
+    assert_int_equal(rget(s, "a").status, VSR_OK);
+    assert_int_equal(rget(s, "c").status, VSR_OK);
+    run_until(NULL, 50); /* the reads' counts */
+    rput(s, "d", "4", 60000, NULL, "", ""); /* b has the fewest reads */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "b").status, VSR_ERR_NOT_FOUND);
+    rput(s, "e", "5", 60000, NULL, "", ""); /* a 3, c 2, d 1: d, never the new key */
+    run_until(NULL, 100);
+    assert_int_equal(rget(s, "d").status, VSR_ERR_NOT_FOUND);
+    assert_int_equal(rget(s, "e").status, VSR_OK);
+    assert_int_equal(rget(s, "a").status, VSR_OK);
+    assert_int_equal(rget(s, "c").status, VSR_OK);
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.evictions, 2);
+    close_store(s);
+    loop_done();
 }
 
 static void test_redis_ttl(void **state)
@@ -1006,25 +1225,491 @@ static void test_redis_down(void **state)
     loop_done();
 }
 
+/* ---- redis cluster ----
+ *
+ * Three redis-server nodes with --cluster-enabled yes on free loopback ports
+ * (their bus ports too), joined by redis-cli --cluster create with no
+ * replicas, killed at the end.  cluster-require-full-coverage is off, so the
+ * nodes left serve their slots when one dies. */
+
+#define CL_NODES 3
+static pid_t cl_pid[CL_NODES] = {-1, -1, -1};
+static int cl_port[CL_NODES];
+static char cl_dir[64];
+
+/* Runs a shell command; its output (trimmed) in out.  The exit status. */
+static int sh(char *out, size_t cap, const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
+        out[--n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void cl_kill(int i)
+{
+    if (cl_pid[i] > 0) {
+        kill(cl_pid[i], SIGCONT); /* a stalled node's SIGKILL waits for nothing either way */
+        kill(cl_pid[i], SIGKILL);
+        waitpid(cl_pid[i], NULL, 0);
+        cl_pid[i] = -1;
+    }
+}
+
+static void cl_cleanup(void)
+{
+    char out[64];
+    for (int i = 0; i < CL_NODES; i++)
+        cl_kill(i);
+    if (cl_dir[0]) {
+        sh(out, sizeof(out), "rm -rf '%s'", cl_dir);
+        cl_dir[0] = 0;
+    }
+}
+
+static int cl_group_setup(void **state)
+{
+    VSR_UNUSED(state);
+    snprintf(cl_dir, sizeof(cl_dir), "/tmp/vsr-store-cluster-XXXXXX");
+    if (!mkdtemp(cl_dir))
+        return -1;
+    atexit(cl_cleanup);
+    char out[4096];
+    for (int i = 0; i < CL_NODES; i++) {
+        cl_port[i] = free_port();
+        char port[16], bus[16], conf[32];
+        snprintf(port, sizeof(port), "%d", cl_port[i]);
+        snprintf(bus, sizeof(bus), "%d", free_port());
+        snprintf(conf, sizeof(conf), "nodes-%d.conf", i);
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                   "--cluster-port", bus, "--cluster-config-file", conf, "--cluster-node-timeout", "1000",
+                   "--cluster-require-full-coverage", "no", "--save", "", "--appendonly", "no", "--dir", cl_dir,
+                   (char *)NULL);
+            _exit(127);
+        }
+        cl_pid[i] = pid;
+    }
+    for (int i = 0; i < CL_NODES; i++) {
+        int ok = 0;
+        for (int k = 0; k < 500 && !ok; k++) {
+            ok = sh(out, sizeof(out), "redis-cli -p %d ping 2>/dev/null", cl_port[i]) == 0 && !strcmp(out, "PONG");
+            if (!ok)
+                usleep(10000);
+        }
+        if (!ok) {
+            fprintf(stderr, "test_store: cluster node %d did not start\n", i);
+            return -1;
+        }
+    }
+    if (sh(out, sizeof(out),
+           "redis-cli --cluster create 127.0.0.1:%d 127.0.0.1:%d 127.0.0.1:%d --cluster-replicas 0 --cluster-yes "
+           "2>&1",
+           cl_port[0], cl_port[1], cl_port[2]) != 0) {
+        fprintf(stderr, "test_store: redis-cli --cluster create failed:\n%s\n", out);
+        return -1;
+    }
+    for (int k = 0; k < 1000; k++) { /* every node agrees the cluster is up */
+        int ok = 0;
+        for (int i = 0; i < CL_NODES; i++)
+            ok += sh(out, sizeof(out), "redis-cli -p %d cluster info | grep -c 'cluster_state:ok'", cl_port[i]) == 0;
+        if (ok == CL_NODES)
+            return 0;
+        usleep(10000);
+    }
+    fprintf(stderr, "test_store: the cluster did not come up\n");
+    return -1;
+}
+
+static int cl_group_teardown(void **state)
+{
+    VSR_UNUSED(state);
+    cl_cleanup();
+    return 0;
+}
+
+static vsr_store_t *cluster_store_at(const char *prefix, const char *const *addrs, size_t n)
+{
+    vsr_store_config_t cfg;
+    vsr_store_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    cfg.cluster = 1;
+    cfg.cluster_addresses = addrs;
+    cfg.n_cluster_addresses = n;
+    cfg.key_prefix = prefix;
+    cfg.poll_interval_ms = 100;
+    cfg.command_timeout_ms = 1000;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 1024);
+    vsr_store_t *s = vsr_store_open(&loop, &cfg, &err);
+    if (!s)
+        fprintf(stderr, "%.*s\n", (int)err.len, err.data);
+    vsr_buf_free(&err);
+    assert_non_null(s);
+    return s;
+}
+
+static vsr_store_t *cluster_store(const char *prefix)
+{
+    char a0[32];
+    snprintf(a0, sizeof(a0), "127.0.0.1:%d", cl_port[0]); /* one node: the others come from the map */
+    const char *addrs[1] = {a0};
+    return cluster_store_at(prefix, addrs, 1);
+}
+
+/* the node (0..2) that holds a raw key, or -1 (whoever owns its slot:
+ * CLUSTER GETKEYSINSLOT answers during a migration too) */
+static int holder(const char *rawkey)
+{
+    char out[64];
+    int found = -1;
+    for (int i = 0; i < CL_NODES; i++)
+        if (cl_pid[i] > 0 &&
+            sh(out, sizeof(out),
+               "redis-cli -p %d cluster getkeysinslot $(redis-cli -p %d cluster keyslot '%s') 1000 | grep -cxF '%s'",
+               cl_port[i], cl_port[i], rawkey, rawkey) == 0 &&
+            !strcmp(out, "1"))
+            found = i;
+    return found;
+}
+
+static void test_cluster_spread(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = cluster_store("tc:");
+    wait_connected(s);
+    int per_node[CL_NODES] = {0};
+    for (int i = 0; i < 60; i++) {
+        char k[16], v[16], raw[32];
+        snprintf(k, sizeof(k), "key%d", i);
+        snprintf(v, sizeof(v), "value%d", i);
+        assert_int_equal(rput(s, k, v, 60000, NULL, "", "").status, VSR_OK);
+        snprintf(raw, sizeof(raw), "tc:k:%s", k);
+        int h = holder(raw);
+        assert_true(h >= 0);
+        per_node[h]++;
+    }
+    for (int i = 0; i < CL_NODES; i++)
+        assert_true(per_node[i] > 0); /* every node holds some: the store wrote to all three */
+    for (int i = 0; i < 60; i++) {
+        char k[16], v[16];
+        snprintf(k, sizeof(k), "key%d", i);
+        snprintf(v, sizeof(v), "value%d", i);
+        result_t r = rget(s, k);
+        assert_int_equal(r.status, VSR_OK);
+        assert_int_equal(r.vlen, strlen(v));
+        assert_memory_equal(r.value, v, r.vlen);
+    }
+    /* the semantic index's stream is one key on one node; a search finds the value on another */
+    float e[VSR_STORE_DIM];
+    unit(e, 5);
+    assert_int_equal(rput(s, "sem", "answer", 60000, e, "", "p").status, VSR_OK);
+    result_t r = rsearch(s, e, "", "p", 0.9f);
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "answer", 6);
+    close_store(s);
+    loop_done();
+}
+
+/* Configured names are looked up off the loop; one that resolves to
+ * nothing is skipped; a store closes with a lookup in flight. */
+static void test_cluster_hostname(void **state)
+{
+    VSR_UNUSED(state);
+    char host[256] = "", a1[320];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int loopback = gethostname(host, sizeof(host) - 1) == 0 && host[0] && getaddrinfo(host, NULL, &hints, &res) == 0 &&
+                   res && ((struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+    if (res)
+        freeaddrinfo(res);
+    if (!loopback)
+        skip(); /* no name of this machine resolves to 127.0.0.1 */
+    snprintf(a1, sizeof(a1), "%s:%d", host, cl_port[1]);
+    const char *addrs[2] = {"no-such-host.invalid:7000", a1};
+    loop_open();
+    vsr_store_t *s = cluster_store_at("tn:", addrs, 2);
+    close_store(s); /* lookups in flight */
+    s = cluster_store_at("tn:", addrs, 2);
+    wait_connected(s);
+    assert_int_equal(rput(s, "named", "v", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(rget(s, "named").status, VSR_OK);
+    close_store(s);
+    loop_done();
+}
+
+/* A slot moves from one node to another while the store runs: ASK during
+ * the migration (a new key goes to the importing node; a migrated key is
+ * found there), then MOVED once the slot belongs to the new node. */
+static void test_cluster_migration(void **state)
+{
+    VSR_UNUSED(state);
+    char out[4096];
+    loop_open();
+    vsr_store_t *s = cluster_store("tm:");
+    wait_connected(s);
+    /* keys of one slot: the store's keys carry a hash tag */
+    assert_int_equal(rput(s, "{m}old", "v-old", 60000, NULL, "", "").status, VSR_OK);
+    int src = holder("tm:k:{m}old");
+    assert_true(src >= 0);
+    int dst = (src + 1) % CL_NODES;
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster keyslot 'tm:k:{m}old'", cl_port[src]), 0);
+    int slot = atoi(out);
+    char src_id[64], dst_id[64];
+    assert_int_equal(sh(src_id, sizeof(src_id), "redis-cli -p %d cluster myid", cl_port[src]), 0);
+    assert_int_equal(sh(dst_id, sizeof(dst_id), "redis-cli -p %d cluster myid", cl_port[dst]), 0);
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster setslot %d importing %s", cl_port[dst], slot, src_id), 0);
+    assert_string_equal(out, "OK");
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster setslot %d migrating %s", cl_port[src], slot, dst_id), 0);
+    assert_string_equal(out, "OK");
+    /* a key the migrating node lacks: ASK to the importing node */
+    assert_int_equal(rput(s, "{m}new", "v-new", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(holder("tm:k:{m}new"), dst);
+    result_t r = rget(s, "{m}new");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "v-new", 5);
+    /* the old key still on the source is served there */
+    assert_int_equal(rget(s, "{m}old").status, VSR_OK);
+    /* moved: ASK again, to where it went */
+    assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d migrate 127.0.0.1 %d '' 0 5000 keys 'tm:k:{m}old'",
+                        cl_port[src], cl_port[dst]), 0);
+    assert_string_equal(out, "OK");
+    assert_int_equal(holder("tm:k:{m}old"), dst);
+    r = rget(s, "{m}old");
+    assert_int_equal(r.status, VSR_OK);
+    assert_memory_equal(r.value, "v-old", 5);
+    /* the slot is the destination's: MOVED, and the store's map follows */
+    for (int i = 0; i < CL_NODES; i++) {
+        assert_int_equal(sh(out, sizeof(out), "redis-cli -p %d cluster setslot %d node %s", cl_port[i], slot, dst_id), 0);
+        assert_string_equal(out, "OK");
+    }
+    for (int k = 0; k < 3; k++) {
+        r = rget(s, "{m}old");
+        assert_int_equal(r.status, VSR_OK);
+        assert_memory_equal(r.value, "v-old", 5);
+    }
+    assert_int_equal(rput(s, "{m}third", "v3", 60000, NULL, "", "").status, VSR_OK);
+    assert_int_equal(holder("tm:k:{m}third"), dst);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.errors, 0);
+    close_store(s);
+    loop_done();
+}
+
+static _Atomic int replay_written, replay_failed;
+
+static void replay_count(void *ud, const char *result)
+{
+    VSR_UNUSED(ud);
+    if (!strcmp(result, "written"))
+        replay_written++;
+    else if (!strcmp(result, "failed"))
+        replay_failed++;
+}
+
+/* router replay records on the cluster: every key in the prefix's slot */
+static void test_cluster_replay(void **state)
+{
+    VSR_UNUSED(state);
+    char a0[32];
+    snprintf(a0, sizeof(a0), "127.0.0.1:%d", cl_port[1]);
+    const char *addrs[1] = {a0};
+    vsr_replay_config_t cfg;
+    vsr_replay_config_init(&cfg);
+    cfg.backend = VSR_STORE_REDIS;
+    cfg.cluster = 1;
+    cfg.cluster_addresses = addrs;
+    cfg.n_cluster_addresses = 1;
+    cfg.key_prefix = "trp:";
+    cfg.timeout_ms = 1000;
+    cfg.count = replay_count;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 256);
+    vsr_replay_store_t *st = vsr_replay_open(&cfg, &err);
+    assert_non_null(st);
+    for (int i = 0; i < 3; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "r%d", i);
+        assert_int_equal(vsr_replay_put(st, S(id), (uint64_t)time(NULL) * 1000 + (uint64_t)i, S("{\"s\":1}"), S("{\"r\":1}"), 100),
+                         VSR_OK);
+    }
+    for (int i = 0; i < 500 && replay_written + replay_failed < 3; i++)
+        usleep(10000);
+    assert_int_equal(replay_written, 3);
+    /* one slot, on the node that owns "trp:" */
+    int h = holder("{trp:}index");
+    assert_true(h >= 0);
+    assert_int_equal(holder("{trp:}r:r1"), h);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 256);
+    assert_int_equal(vsr_replay_get(st, S("r1"), &b), VSR_OK);
+    assert_memory_equal(b.data, "{\"r\":1}", 7);
+    vsr_buf_reset(&b);
+    uint64_t total = 0;
+    assert_int_equal(vsr_replay_list(st, 10, &b, &total), VSR_OK);
+    assert_int_equal(total, 3);
+    assert_int_equal(vsr_replay_delete(st, S("r0")), VSR_OK);
+    assert_int_equal(vsr_replay_get(st, S("r0"), &b), VSR_ERR_NOT_FOUND);
+    vsr_buf_free(&b);
+    vsr_buf_free(&err);
+    vsr_replay_unref(st);
+}
+
+/* A node stops answering (SIGSTOP): its keys time out and only its
+ * connection is dropped; the other nodes' operations all succeed meanwhile. */
+static void test_cluster_node_stalled(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = cluster_store("ts:");
+    wait_connected(s);
+    char k[16], raw[32];
+    int on[CL_NODES] = {-1, -1, -1}, found = 0;
+    for (int i = 0; i < 200 && found < CL_NODES; i++) {
+        snprintf(k, sizeof(k), "key%d", i);
+        assert_int_equal(rput(s, k, "v", 60000, NULL, "", "").status, VSR_OK);
+        snprintf(raw, sizeof(raw), "ts:k:%s", k);
+        int h = holder(raw);
+        if (h >= 0 && on[h] < 0) {
+            on[h] = i;
+            found++;
+        }
+    }
+    assert_int_equal(found, CL_NODES);
+    int victim = 1, other = 2;
+    kill(cl_pid[victim], SIGSTOP);
+    /* the stalled node's get waits for the timeout (1 s); the others' go on meanwhile */
+    result_t stalled = {0}, live = {0}, slow = {0};
+    snprintf(k, sizeof(k), "key%d", on[victim]);
+    assert_int_equal(vsr_store_get(s, S(k), on_done, &stalled, NULL), VSR_AGAIN);
+    uint64_t t0 = vsr_now_ms();
+    for (int round = 0; round < 4; round++) {
+        snprintf(k, sizeof(k), "key%d", on[0]);
+        memset(&live, 0, sizeof(live));
+        assert_int_equal(vsr_store_get(s, S(k), on_done, &live, NULL), VSR_AGAIN);
+        run_until(&live.calls, 2000);
+        assert_int_equal(live.status, VSR_OK);
+        run_until(NULL, 200);
+    }
+    /* another node is slow (not past its own deadline) while the first
+     * one's deadline passes: only the first one's connection goes */
+    run_until(NULL, 900 - VSR_MIN(900, vsr_now_ms() - t0));
+    kill(cl_pid[other], SIGSTOP);
+    snprintf(k, sizeof(k), "key%d", on[other]);
+    assert_int_equal(vsr_store_get(s, S(k), on_done, &slow, NULL), VSR_AGAIN);
+    run_until(&stalled.calls, 3000);
+    assert_int_equal(stalled.status, VSR_ERR_IO);
+    assert_int_equal(slow.calls, 0);
+    vsr_store_stats_t st;
+    vsr_store_stats(s, &st);
+    assert_int_equal(st.timeouts, 1);
+    kill(cl_pid[other], SIGCONT);
+    run_until(&slow.calls, 2000);
+    assert_int_equal(slow.status, VSR_OK);
+    kill(cl_pid[victim], SIGCONT);
+    for (int node = 0; node < CL_NODES; node++) { /* the node is back: all served again */
+        snprintf(k, sizeof(k), "key%d", on[node]);
+        result_t r = {0};
+        for (int tries = 0; tries < 50; tries++) {
+            r = rget(s, k);
+            if (r.status == VSR_OK)
+                break;
+            run_until(NULL, 100);
+        }
+        assert_int_equal(r.status, VSR_OK);
+    }
+    close_store(s);
+    loop_done();
+}
+
+/* A node dies: keys on the others are still served; its keys are misses
+ * (an error the caller treats as one), at once, without hanging. */
+static void test_cluster_node_killed(void **state)
+{
+    VSR_UNUSED(state);
+    loop_open();
+    vsr_store_t *s = cluster_store("tk:");
+    wait_connected(s);
+    char k[16], raw[32];
+    int on[CL_NODES][2], n[CL_NODES] = {0};
+    for (int i = 0; i < 200 && (n[0] < 2 || n[1] < 2 || n[2] < 2); i++) {
+        snprintf(k, sizeof(k), "key%d", i);
+        assert_int_equal(rput(s, k, "v", 60000, NULL, "", "").status, VSR_OK);
+        snprintf(raw, sizeof(raw), "tk:k:%s", k);
+        int h = holder(raw);
+        if (h >= 0 && n[h] < 2)
+            on[h][n[h]++] = i;
+    }
+    int victim = 2;
+    cl_kill(victim);
+    run_until(NULL, 100);
+    for (int round = 0; round < 3; round++)
+        for (int node = 0; node < CL_NODES; node++)
+            for (int j = 0; j < 2; j++) {
+                snprintf(k, sizeof(k), "key%d", on[node][j]);
+                uint64_t t0 = vsr_now_ms();
+                result_t r = rget(s, k);
+                assert_true(vsr_now_ms() - t0 < 1500);
+                if (node == victim)
+                    assert_int_not_equal(r.status, VSR_OK);
+                else
+                    assert_int_equal(r.status, VSR_OK);
+            }
+    /* puts to the live nodes go on */
+    snprintf(k, sizeof(k), "key%d", on[0][0]);
+    assert_int_equal(rput(s, k, "v2", 60000, NULL, "", "").status, VSR_OK);
+    close_store(s);
+    loop_done();
+}
+
 int main(void)
 {
     const struct CMUnitTest mem[] = {
         cmocka_unit_test(test_mem_basic),       cmocka_unit_test(test_mem_ttl),
         cmocka_unit_test(test_mem_lru_count),   cmocka_unit_test(test_mem_lru_bytes),
+        cmocka_unit_test(test_mem_fifo),        cmocka_unit_test(test_mem_lfu),
+        cmocka_unit_test(test_mem_policy_model),
         cmocka_unit_test(test_mem_search_loop), cmocka_unit_test(test_mem_search_blas),
         cmocka_unit_test(test_mem_search_int8), cmocka_unit_test(test_mem_int8_agrees),
         cmocka_unit_test(test_mem_index_bound), cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_cluster_slot),
     };
     const struct CMUnitTest redis[] = {
         cmocka_unit_test_setup(test_redis_roundtrip, redis_test_setup),
         cmocka_unit_test_setup(test_redis_ttl, redis_test_setup),
+        cmocka_unit_test_setup(test_redis_eviction, redis_test_setup),
         cmocka_unit_test_setup(test_redis_replicas, redis_test_setup),
         cmocka_unit_test_setup(test_redis_index_bound, redis_test_setup),
         cmocka_unit_test_setup(test_redis_auth, redis_test_setup),
         cmocka_unit_test_setup(test_redis_down, redis_test_setup),
         cmocka_unit_test_setup(test_redis_hostname, redis_test_setup),
     };
+    const struct CMUnitTest cluster[] = {
+        cmocka_unit_test(test_cluster_spread),
+        cmocka_unit_test(test_cluster_migration),
+        cmocka_unit_test(test_cluster_hostname),
+        cmocka_unit_test(test_cluster_replay),
+        cmocka_unit_test(test_cluster_node_stalled),
+        cmocka_unit_test(test_cluster_node_killed), /* last: it kills a node */
+    };
     int fails = cmocka_run_group_tests_name("store_memory", mem, NULL, NULL);
     fails += cmocka_run_group_tests_name("store_redis", redis, redis_group_setup, redis_group_teardown);
+    fails += cmocka_run_group_tests_name("store_redis_cluster", cluster, cl_group_setup, cl_group_teardown);
     return fails;
 }
