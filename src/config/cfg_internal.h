@@ -113,7 +113,18 @@ struct cfg_field_s {
     size_t has_offset;       /* CFG_HAS: the presence flag (int) */
     double dmin, dmax;       /* float fields: inclusive range */
     const char *const *choices; /* strings/choices: the allowed values, NULL-terminated */
+    /* Accepted with its type checked (by decode, when set, into scratch
+     * memory) and not stored: the key tunes machinery vsr does differently.
+     * The text says what vsr does instead; loading warns once per path. */
+    const char *inert;
+    /* An older spelling or meaning the reference has replaced: decoded as
+     * usual (alias_of names the slot), plus a warning with this text. */
+    const char *deprecated;
 };
+
+/* Scratch room for an inert field's decode: specs used only under inert
+ * fields use CFG_INERT_SIZE and offset 0 for every field. */
+#define CFG_INERT_SIZE 64
 
 /* The hooks get the object's mapping node, and `seen`: for each field of the
  * table (by index; aliases share their target's index) the value node given
@@ -159,6 +170,9 @@ struct cfg_decoder_s {
     int marks_sorted;
     char **warnings;      /* logged only when the load succeeds */
     size_t n_warnings, cap_warnings;
+    char **warned;        /* paths already warned about (inert, deprecated) */
+    size_t n_warned, cap_warned;
+    int inert_depth;      /* > 0 while decoding inside an inert field */
     void *user;           /* the config being built (config_box_t) */
 };
 
@@ -172,6 +186,13 @@ void vsr__cfg_node_error(cfg_decoder_t *d, const cfg_node_t *node, const char *f
 void vsr__cfg_mark_error(cfg_decoder_t *d, const cfg_mark_t *at, const char *fmt, ...) VSR_PRINTF(3, 4);
 /* Queues a warning, logged once the document has loaded. */
 void vsr__cfg_warn(cfg_decoder_t *d, const char *fmt, ...) VSR_PRINTF(2, 3);
+/* Reports "unknown key K" at k, with "did you mean X?" when one of
+ * valid[0..n) is within a small edit distance; `hint` (may be NULL) is
+ * appended in parentheses. */
+void vsr__cfg_unknown_key(cfg_decoder_t *d, const cfg_node_t *k, const char *const *valid, size_t n,
+                          const char *hint);
+/* The edit distance between a and b (Levenshtein), capped at 255. */
+unsigned vsr__cfg_edit_distance(const char *a, size_t alen, const char *b, size_t blen);
 
 /* The decoder's current path: push a segment (".key" is added with the dot
  * only when the path is not empty; "[]" as is), pop back to a saved length. */

@@ -108,7 +108,9 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
                 out->on_unknown_fail = which == 1; /* a signal that could not be computed fails the request */
             }
         } else {
-            vsr__cfg_node_error(d, k, "unknown key %s", vsr__cfg_quote(d->pool, k->str, k->len));
+            static const char *const rule_keys[] = {"type",  "name",     "operator",  "conditions",
+                                                    "label", "predicate", "on_error", "on_unknown"};
+            vsr__cfg_unknown_key(d, k, rule_keys, VSR_ARRAY_LEN(rule_keys), NULL);
             rc = -1;
         }
     }

@@ -1739,6 +1739,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     if (dg.n_errors > 0) {
         vsr_free(d.unimpl);
         vsr_free(d.warnings);
+        vsr_free(d.warned);
         vsr_pool_free(&box->pool);
         vsr_free(box);
         return VSR_ERR_INVALID;
@@ -1748,6 +1749,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     for (size_t i = 0; i < d.n_warnings; i++)
         vsr_log_warn("config", "%s", d.warnings[i]);
     vsr_free(d.warnings);
+    vsr_free(d.warned);
     vsr_config_t *c = &box->conf;
     c->path = vsr__cfg_strdup(&d, path);
     c->n_unimplemented = d.n_unimpl;

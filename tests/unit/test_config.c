@@ -1149,11 +1149,11 @@ static void test_unknown_keys(void **state)
                   "providers_: 2\n",
                   "t.yaml:5:5: unknown key \"listen\"\n"
                   "t.yaml:11:1: unknown key \"extra\"\n"
-                  "t.yaml:12:1: unknown key \"providers_\"\n");
+                  "t.yaml:12:1: unknown key \"providers_\"; did you mean \"providers\"?\n");
     expect_errors(HEAD LISTENERS PROVIDERS "      loras: [{name: x}]\n"
                                            "  default: {model: m}\n",
                   "t.yaml:10:7: unknown key \"loras\"\n"
-                  "t.yaml:11:3: unknown key \"default\"\n");
+                  "t.yaml:11:3: unknown key \"default\"; did you mean \"defaults\"?\n");
     expect_errors(HEAD LISTENERS PROVIDERS "  defaults: {modle: m}\n", "t.yaml:10:14: unknown key \"modle\"\n");
     expect_errors(HEAD LISTENERS PROVIDERS "<<: {a: 1}\n", "t.yaml:10:1: merge keys (<<) are not supported\n");
 }
@@ -1899,7 +1899,7 @@ static void test_router_replay_errors(void **state)
                   "t.yaml:10:94: max_records must be between 1 and 1000000, got 0\n");
     expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: router_replay, configuration: "
                       "{max_body_byte: 5}}]}]}\n",
-                  "t.yaml:10:81: unknown key \"max_body_byte\"\n");
+                  "t.yaml:10:81: unknown key \"max_body_byte\"; did you mean \"max_body_bytes\"?\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
                   "t.yaml:10:52: global.services.router_replay.store_backend \"postgres\" is not supported yet "
                   "(memory and redis are)\n");
@@ -1931,11 +1931,11 @@ static void test_unknown_names(void **state)
                   "t.yaml:10:59: algorithm.remom only applies to type \"remom\"\n");
     expect_errors(DOC "routing: {decisions: [{name: d, algorithm: {kind: static}}]}\n",
                   "t.yaml:10:44: missing required key \"type\"\n");
-    expect_errors(DOC "routing: {modelCard: []}\n", "t.yaml:10:11: unknown key \"modelCard\"\n");
+    expect_errors(DOC "routing: {modelCard: []}\n", "t.yaml:10:11: unknown key \"modelCard\"; did you mean \"modelCards\"?\n");
     expect_errors(DOC "recipes: [{name: r, routing: {modelCards: [{name: m}]}}]\n",
                   "t.yaml:10:31: modelCards are global: declare them in the top-level routing block, not in a "
                   "recipe\n");
-    expect_errors(DOC "global: {store: {}}\n", "t.yaml:10:10: unknown key \"store\"\n");
+    expect_errors(DOC "global: {store: {}}\n", "t.yaml:10:10: unknown key \"store\"; did you mean \"stores\"?\n");
     expect_errors(DOC "routing: {strategy: fastest}\n",
                   "t.yaml:10:21: strategy must be \"priority\" or \"confidence\", got \"fastest\"\n");
 }
@@ -3128,7 +3128,7 @@ static void test_looper_errors(void **state)
     expect_errors(ALGO_DOC("{type: confidence, confidence: {cost_quality_tradeoff: 2}}"),
                   "t.yaml:15:73: cost_quality_tradeoff must be between 0 and 1, got 2\n");
     expect_errors(ALGO_DOC("{type: confidence, confidence: {thresold: 0.5}}"),
-                  "t.yaml:15:50: unknown key \"thresold\"\n");
+                  "t.yaml:15:50: unknown key \"thresold\"; did you mean \"threshold\"?\n");
     expect_errors(ALGO_DOC("{type: ratings, ratings: {on_error: retry}}"),
                   "t.yaml:15:54: on_error must be \"skip\" or \"fail\", got \"retry\"\n");
     expect_errors(ALGO_DOC("{type: ratings, on_error: maybe}"),
@@ -3294,7 +3294,7 @@ static void test_looper_integration_pricing(void **state)
                   "t.yaml:10:51: timeout_seconds must be between 1 and 1000000000 seconds, got 0\n");
     expect_errors(DOC "global: {integrations: {looper: {remom: {names: []}}}}\n",
                   "t.yaml:10:42: unknown key \"names\"\n");
-    expect_errors(DOC "global: {integrations: {loopr: {}}}\n", "t.yaml:10:25: unknown key \"loopr\"\n");
+    expect_errors(DOC "global: {integrations: {loopr: {}}}\n", "t.yaml:10:25: unknown key \"loopr\"; did you mean \"looper\"?\n");
     expect_errors(DOC "      pricing: {prompt_per_1m: -1}\n",
                   "t.yaml:10:32: prompt_per_1m must be between 0 and 1e+09, got -1\n");
     expect_errors(DOC "      pricing: {per_token: 1}\n", "t.yaml:10:17: unknown key \"per_token\"\n");
