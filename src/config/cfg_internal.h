@@ -120,6 +120,7 @@ struct cfg_field_s {
     /* An older spelling or meaning the reference has replaced: decoded as
      * usual (alias_of names the slot), plus a warning with this text. */
     const char *deprecated;
+    const void *arg;         /* decoder-specific (see cfg_redis_offsets_t) */
 };
 
 /* Scratch room for an inert field's decode: specs used only under inert
@@ -269,6 +270,50 @@ void vsr__cfg_check_unique_marked(cfg_decoder_t *d, const char *what, const char
  * "<path> is not supported yet" at its key. */
 int vsr__cfg_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 int vsr__cfg_deep_empty(const cfg_node_t *v);
+
+/* ---- store blocks (cfg_stores.c) ------------------------------------------------ */
+
+/* Where a store's Redis settings live in the object its redis block
+ * decodes into: the `arg` of a redis.connection field. */
+typedef struct {
+    size_t address, password, db, timeout_ms;
+} cfg_redis_offsets_t;
+
+int vsr__cfg_redis_connection(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+int vsr__cfg_redis_cluster_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+int vsr__cfg_redis_tls(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+
+#define CFG_REDIS_POOL_INERT "vsr keeps one connection per worker to each Redis store"
+#define CFG_REDIS_TIMEOUT_INERT "vsr applies the block's timeout to connecting and to every command"
+#define CFG_REDIS_INDEX_INERT "vsr's Redis stores keep their own key layout (no vector index to create or tune)"
+
+/* The keys of the reference's Redis blocks that vsr accepts beside its own
+ * (address, password, password_env, db, key_prefix, timeout). */
+#define CFG_REDIS_EXTRA_FIELDS                                                                                    \
+    {.key = "cluster_mode", .decode = vsr__cfg_redis_cluster_mode},                                            \
+    {.key = "cluster_addresses", .decode = vsr__cfg_unsupported},                                              \
+    {.key = "pool_size", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX, .inert = CFG_REDIS_POOL_INERT}, \
+    {.key = "min_idle_conns", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,                            \
+     .inert = CFG_REDIS_POOL_INERT},                                                                           \
+    {.key = "max_retries", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,                               \
+     .inert = "vsr does not retry a Redis command: a failed call counts as a miss or a failed write"},         \
+    {.key = "dial_timeout", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX, .inert = CFG_REDIS_TIMEOUT_INERT}, \
+    {.key = "read_timeout", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX, .inert = CFG_REDIS_TIMEOUT_INERT}, \
+    {.key = "write_timeout", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,                             \
+     .inert = CFG_REDIS_TIMEOUT_INERT},                                                                        \
+    {.key = "config_path", .decode = vsr__cfg_accept_text,                                                     \
+     .inert = "vsr reads the connection from this block, not from a separate file"},                           \
+    {.key = "tls_enabled", .decode = vsr__cfg_redis_tls},                                                      \
+    {.key = "use_tls", .decode = vsr__cfg_redis_tls},                                                          \
+    {.key = "tls_skip_verify", .decode = vsr__cfg_bool, .inert = "used only with TLS, which vsr does not support"}, \
+    {.key = "tls_ca_path", .decode = vsr__cfg_accept_text, .inert = "used only with TLS, which vsr does not support"}, \
+    {.key = "tls_cert_path", .decode = vsr__cfg_accept_text,                                                   \
+     .inert = "used only with TLS, which vsr does not support"},                                               \
+    {.key = "tls_key_path", .decode = vsr__cfg_accept_text, .inert = "used only with TLS, which vsr does not support"}, \
+    {.key = "development", .inert = CFG_REDIS_INDEX_INERT},                                                    \
+    {.key = "index", .inert = CFG_REDIS_INDEX_INERT},                                                          \
+    {.key = "search", .inert = CFG_REDIS_INDEX_INERT},                                                         \
+    {.key = "logging", .inert = "vsr logs Redis errors with its own logger (--log-level)"}
 
 /* ---- host, port and URL syntax (cfg_net.c) --------------------------------- */
 

@@ -835,10 +835,13 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
     {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_address)},                       \
     {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_password)},                     \
     {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(st.redis_password)},             \
-    UNIMPLEMENTED("pool_size"), /* one connection per worker (router_replay: one writer) */                     \
     {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
     {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)}
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)},               \
+    {.key = "connection", .decode = vsr__cfg_redis_connection, .flags = CFG_NULL_OK,                           \
+     .arg = &(const cfg_redis_offsets_t){CONF_OFF(st.redis_address), CONF_OFF(st.redis_password),            \
+                                         CONF_OFF(st.redis_db), CONF_OFF(st.redis_timeout_ms)}},              \
+    CFG_REDIS_EXTRA_FIELDS
 
 static const cfg_field_t resp_redis_fields[] = {REDIS_FIELDS(resp_store)};
 
@@ -899,6 +902,9 @@ static const cfg_field_t router_replay_fields[] = {
      .min = 1, .max = 365 * 86400},
     {.key = "async_writes", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.async_writes)},
     {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_redis_spec},
+    {.key = "postgres", .inert = "read only with store_backend: postgres, which is not supported yet"},
+    {.key = "milvus", .inert = "read only with store_backend: milvus, which is not supported yet"},
+    {.key = "qdrant", .inert = "read only with store_backend: qdrant, which is not supported yet"},
 };
 
 static const cfg_spec_t router_replay_spec = {
@@ -943,6 +949,18 @@ static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
     return -1;
 }
 
+/* similarity_threshold: kept (vsr config print shows it) but, as in the
+ * reference, not cascaded to the plugins, whose threshold defaults to 0.8 */
+static int decode_rc_threshold(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_double(d, f, val, obj) != 0)
+        return -1;
+    vsr__cfg_warn(d, "%s:%u:%u: %s is accepted and has no effect in vsr: a response_cache plugin's threshold is its "
+                     "own semantic.similarity_threshold (default %g); the store's is not cascaded",
+                  d->dg->file, d->key->line, d->key->col, d->path, VSR_RC_DEFAULT_THRESHOLD);
+    return 0;
+}
+
 static const cfg_field_t rc_redis_fields[] = {REDIS_FIELDS(rc_store)};
 
 static const cfg_spec_t rc_redis_spec = {
@@ -953,7 +971,7 @@ static const cfg_spec_t rc_redis_spec = {
 
 static const cfg_field_t rc_store_fields[] = {
     {.key = "backend_type", .decode = decode_rc_backend},
-    {.key = "similarity_threshold", .decode = vsr__cfg_double, .offset = CONF_OFF(rc_store.similarity_threshold),
+    {.key = "similarity_threshold", .decode = decode_rc_threshold, .offset = CONF_OFF(rc_store.similarity_threshold),
      .dmin = 0, .dmax = 1},
     {.key = "max_entries", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_entries), .size = 8, .min = 1,
      .max = 10000000},
@@ -963,7 +981,13 @@ static const cfg_field_t rc_store_fields[] = {
      .min = 1 << 16, .max = (int64_t)1 << 40},
     {.key = "eviction_policy", .decode = decode_rc_eviction},
     {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_redis_spec},
+    /* valkey speaks Redis's protocol: its block is the redis block */
+    {.key = "valkey", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_redis_spec, .alias_of = "redis"},
     UNIMPLEMENTED("embedding_model"), /* the runtime's embedding model serves the semantic lookup */
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(rc_store.enabled)},
+    {.key = "milvus", .inert = "read only with backend_type: milvus, which is not supported yet"},
+    {.key = "qdrant", .inert = "read only with backend_type: qdrant, which is not supported yet"},
+    {.key = "polarity_guard", .inert = "vsr's semantic cache does not compare the polarity of a hit with the request"},
 };
 
 static const cfg_spec_t rc_store_spec = {
@@ -974,6 +998,8 @@ static const cfg_spec_t rc_store_spec = {
 
 static const cfg_field_t stores_fields[] = {
     {.key = "response_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec},
+    {.key = "semantic_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec,
+     .alias_of = "response_cache", .deprecated = "the reference renamed it global.stores.response_cache"},
     UNIMPLEMENTED("memory"),
     UNIMPLEMENTED("vector_store"),
 };
@@ -1551,13 +1577,15 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->runtime_timeout_ms = VSR_DEFAULT_RUNTIME_TIMEOUT_MS;
     c->management_address = vsr__cfg_strdup(d, "127.0.0.1");
     c->management_port = 8080;
+    c->clear_route_cache = 1; /* the reference's default: Envoy routes again on the decision's model */
     c->management_max_document_bytes = VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES;
     c->authz_user_id_header = vsr__cfg_strdup(d, "x-authz-user-id");
     c->authz_user_groups_header = vsr__cfg_strdup(d, "x-authz-user-groups");
     c->tracing_service_name = vsr__cfg_strdup(d, "vllm-sr");
     c->tracing_sampling_ratio = 1;
     vsr__cfg_looper_defaults(&c->looper);
-    c->rc_store.similarity_threshold = 0.8;
+    c->rc_store.enabled = 1;
+    c->rc_store.similarity_threshold = 0.5;
     c->rc_store.max_entries = 10000;
     c->rc_store.ttl_seconds = 3600;
     c->rc_store.max_bytes = (uint64_t)64 << 20;

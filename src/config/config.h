@@ -1077,7 +1077,7 @@ typedef struct {
     vsr_strlist_conf_t auto_model_names; /* effective list: default ["vllm-sr/auto","auto", auto_model_name ("MoM")];
                                           * an explicit auto_model_names replaces it; names trimmed */
     int include_config_models_in_list;   /* default false */
-    int clear_route_cache;               /* default false */
+    int clear_route_cache;               /* default true */
     int skip_processing_enabled;         /* skip_processing.enabled, default false */
     vsr_fallback_conf_t global_fallback;
     /* global.services */
@@ -1108,9 +1108,11 @@ typedef struct {
         uint64_t redis_db, redis_timeout_ms; /* 0, 250 ms */
     } replay_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
+#define VSR_RC_DEFAULT_THRESHOLD 0.8 /* a response_cache plugin's semantic.similarity_threshold when unset */
     struct {
+        int enabled;                     /* default true: false turns every response_cache plugin off */
         int redis;                       /* backend_type: memory (0, default) | redis / valkey (1) */
-        double similarity_threshold;     /* default 0.8 */
+        double similarity_threshold;     /* default 0.5; a plugin's own threshold defaults to 0.8 */
         uint64_t max_entries;            /* default 10000 */
         uint64_t ttl_seconds;            /* default 3600 */
         uint64_t max_bytes;              /* memory backend: default 64 MiB (a vsr key) */

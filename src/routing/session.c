@@ -1648,7 +1648,8 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_ports_t *ports = s->opts.ports;
     const vsr_plugin_response_cache_conf_t *rc = rc_conf_of(s->decision);
-    if (rc == NULL || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL || ports->cache_store == NULL)
+    if (rc == NULL || !cfg->rc_store.enabled || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL ||
+        ports->cache_store == NULL)
         return NULL;
     if (s->no_chat_form)
         return NULL; /* the key, made of the chat form, would not tell apart two requests that differ in a document */
@@ -1693,8 +1694,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     s->rc_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->rc_key),
                                   .scope = scope,
                                   .partition = partition,
+                                  /* the store's threshold is not cascaded (as in the reference) */
                                   .threshold = rc->has_similarity_threshold ? rc->similarity_threshold
-                                                                            : cfg->rc_store.similarity_threshold,
+                                                                            : VSR_RC_DEFAULT_THRESHOLD,
                                   .exact = rc->mode != VSR_RC_SEMANTIC,
                                   .ttl_ms = ttl_ms};
     s->ev.cache_hit = 0;

@@ -300,7 +300,7 @@ static void test_reference_example(void **state)
     assert_string_equal(c->auto_model_names.items[1], "auto");
     assert_string_equal(c->auto_model_names.items[2], "MoM");
     assert_int_equal(c->include_config_models_in_list, 1);
-    assert_int_equal(c->clear_route_cache, 0);
+    assert_int_equal(c->clear_route_cache, 1); /* the reference's default */
     assert_int_equal(c->skip_processing_enabled, 0);
     const vsr_fallback_conf_t *fb = &c->global_fallback;
     assert_int_equal(fb->present, 1);
