@@ -1171,6 +1171,11 @@ static const cfg_field_t tracing_fields[] = {
     {.key = "exporter", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_exporter_spec},
     {.key = "sampling", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_sampling_spec},
     {.key = "resource", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_resource_spec},
+    {.key = "otlp_endpoint", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_endpoint),
+     .deprecated = "the reference replaced it with exporter.endpoint"},
+    {.key = "sampling_ratio", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = BOX_OFF(tracing_rate),
+     .has_offset = BOX_OFF(has_tracing_rate), .dmin = 0, .dmax = 1,
+     .deprecated = "the reference replaced it with sampling.rate"},
 };
 
 static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -1240,6 +1245,7 @@ static const cfg_spec_t tracing_spec = {
 static const cfg_field_t observability_fields[] = {
     {.key = "tracing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_spec},
     UNIMPLEMENTED("metrics"),
+    {.key = "profiling", .inert = "vsr has no profiling endpoint (the reference's is Go's pprof); profile vsr with perf"},
 };
 
 static const cfg_spec_t observability_spec = {
@@ -1449,6 +1455,13 @@ static const cfg_field_t embed_endpoint_fields[] = {
     {.key = "base_url", .decode = decode_embed_base_url, .flags = CFG_REQUIRED, .offset = CONF_OFF(remote_embed_url)},
     {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CONF_OFF(remote_embed_model)},
     {.key = "api_key_env", .decode = vsr__cfg_string, .offset = CONF_OFF(remote_embed_key_env)},
+    {.key = "dimensions", .flags = CFG_UNIMPLEMENTED},
+    {.key = "timeout_seconds", .decode = vsr__cfg_uint, .size = 8, .max = 3600,
+     .inert = "vsr bounds an embedding call with global.model_catalog.runtime.timeout"},
+    {.key = "max_retries", .decode = vsr__cfg_uint, .size = 8, .max = 100,
+     .inert = "vsr does not retry an embedding call: a failed one counts as the signal's error (on_error)"},
+    {.key = "max_response_bytes", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,
+     .inert = "vsr bounds an embedding answer by the vector's size"},
 };
 static const cfg_spec_t embed_endpoint_spec = {
     .size = sizeof(config_box_t), .fields = embed_endpoint_fields, .n_fields = VSR_ARRAY_LEN(embed_endpoint_fields)};
@@ -1518,6 +1531,12 @@ static const cfg_field_t kb_fields[] = {
      .count_offset = offsetof(vsr_kb_conf_t, n_entries), .spec = &kb_entry_spec},
     {.key = "documents", .decode = vsr__cfg_list, .flags = CFG_NONEMPTY, .offset = offsetof(vsr_kb_conf_t, entries),
      .count_offset = offsetof(vsr_kb_conf_t, n_entries), .spec = &kb_entry_spec},
+    UNIMPLEMENTED("source"),
+    UNIMPLEMENTED("threshold"),
+    UNIMPLEMENTED("label_thresholds"),
+    UNIMPLEMENTED("groups"),
+    UNIMPLEMENTED("metrics"),
+    {.key = "prototype_scoring", .inert = "vsr scores a knowledge base by its nearest entries (no prototype clustering)"},
 };
 static const cfg_spec_t kb_spec = {
     .size = sizeof(vsr_kb_conf_t), .fields = kb_fields, .n_fields = VSR_ARRAY_LEN(kb_fields), .finish = finish_kb};
@@ -1530,6 +1549,7 @@ static const cfg_field_t model_catalog_fields[] = {
     {.key = "kbs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(config_box_t, conf.modules.kbs),
      .count_offset = offsetof(config_box_t, conf.modules.n_kbs), .spec = &kb_spec},
     {.key = "modules", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &modules_spec},
+    UNIMPLEMENTED("admission"),
 };
 
 static const cfg_spec_t model_catalog_spec = {
@@ -1568,6 +1588,7 @@ static const cfg_field_t document_fields[] = {
      .count_offset = BOX_OFF(n_recipe_list), .spec = &vsr__cfg_recipe_spec},
     {.key = "global", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &global_spec},
     UNIMPLEMENTED("evaluation"),
+    {.key = "setup", .inert = "the reference dashboard's setup state; vsr has no setup wizard"},
 };
 
 static void init_document(cfg_decoder_t *d, void *obj)

@@ -671,9 +671,21 @@ typedef struct {
     int has_ttl_seconds;
     int request_controls;          /* request_controls.enabled: x-vsr-cache-control is read */
     int allow_replace;             /* request_controls.allow_replace (vsr): a no-cache answer replaces a fresh entry */
+    char *control_header;          /* request_controls.header: default x-vsr-cache-control */
+    unsigned allowed;              /* request_controls.allowed: VSR_RC_CTL_* bits; 0 (absent) allows every directive */
+    uint64_t max_ttl_seconds;      /* request_controls.max_ttl_seconds: a ttl directive's cap; 0 = none */
     /* revision keys: part of every key, so changing one retires what was stored under the old value */
     char *cache_epoch, *model_revision, *prompt_revision, *policy_revision;
 } vsr_plugin_response_cache_conf_t;
+
+/* The request_controls directives (request_controls.allowed). */
+enum {
+    VSR_RC_CTL_NO_CACHE = 1u << 0,
+    VSR_RC_CTL_NO_STORE = 1u << 1,
+    VSR_RC_CTL_BYPASS = 1u << 2,
+    VSR_RC_CTL_MAX_AGE = 1u << 3,
+    VSR_RC_CTL_TTL = 1u << 4,
+};
 
 /* response_jailbreak (ref §2): the answer scanned by the prompt guard (the
  * jailbreak signal's classifier).  action: header (default) adds the

@@ -1580,11 +1580,13 @@ static uint64_t wall_ms(void)
  * answers; a fresh entry under the key is kept unless request_controls.
  * allow_replace), no-store, bypass (neither lookup nor store), max-age=S (an
  * older entry is a miss), ttl=S (at most the configured TTL). */
-static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
+static void rc_controls(vsr_session_t *s, const vsr_plugin_response_cache_conf_t *rc, uint64_t *ttl_ms)
 {
-    const vsr_header_t *h = find_header(s->headers, s->n_headers, "x-vsr-cache-control");
+    const vsr_header_t *h = find_header(s->headers, s->n_headers,
+                                        rc->control_header ? rc->control_header : "x-vsr-cache-control");
     if (h == NULL)
         return;
+    unsigned allowed = rc->allowed ? rc->allowed : ~0u;
     vsr_slice_t rest = h->value;
     while (rest.p) {
         vsr_slice_t t = vsr_slice_trim(vsr_slice_split(rest, ',', &rest));
@@ -1596,16 +1598,19 @@ static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
             num = val.p[i] >= '0' && val.p[i] <= '9';
             n = n * 10 + (uint64_t)(val.p[i] - '0');
         }
-        if (vsr_slice_case_eq_cstr(name, "no-cache"))
+        if (vsr_slice_case_eq_cstr(name, "no-cache") && (allowed & VSR_RC_CTL_NO_CACHE))
             s->rc_revalidate = 1;
-        else if (vsr_slice_case_eq_cstr(name, "no-store"))
+        else if (vsr_slice_case_eq_cstr(name, "no-store") && (allowed & VSR_RC_CTL_NO_STORE))
             s->rc_store = 0;
-        else if (vsr_slice_case_eq_cstr(name, "bypass"))
+        else if (vsr_slice_case_eq_cstr(name, "bypass") && (allowed & VSR_RC_CTL_BYPASS))
             s->rc_lookup = s->rc_store = 0;
-        else if (vsr_slice_case_eq_cstr(name, "max-age") && num)
+        else if (vsr_slice_case_eq_cstr(name, "max-age") && num && (allowed & VSR_RC_CTL_MAX_AGE))
             s->rc_max_age_ms = n ? n * 1000 : 1;
-        else if (vsr_slice_case_eq_cstr(name, "ttl") && num && n > 0)
+        else if (vsr_slice_case_eq_cstr(name, "ttl") && num && n > 0 && (allowed & VSR_RC_CTL_TTL)) {
+            if (rc->max_ttl_seconds > 0 && n > rc->max_ttl_seconds)
+                n = rc->max_ttl_seconds;
             *ttl_ms = VSR_MIN(n * 1000, *ttl_ms); /* shorter than the operator's, never longer */
+        }
     }
 }
 
@@ -1657,7 +1662,7 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     s->rc_lookup = s->rc_store = 1;
     uint64_t ttl_ms = (rc->has_ttl_seconds ? rc->ttl_seconds : cfg->rc_store.ttl_seconds) * 1000;
     if (rc->request_controls)
-        rc_controls(s, &ttl_ms);
+        rc_controls(s, rc, &ttl_ms);
     if (s->rc_revalidate && !s->rc_store)
         s->rc_lookup = 0; /* nothing to protect */
     vsr_slice_t scope = VSR_SLICE_NULL;
