@@ -477,7 +477,9 @@ void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key)
     if (d->n_unimpl == d->cap_unimpl) {
         d->cap_unimpl = d->cap_unimpl ? 2 * d->cap_unimpl : 16;
         d->unimpl = vsr_realloc(d->unimpl, d->cap_unimpl * sizeof(*d->unimpl));
+        d->unimpl_at = vsr_realloc(d->unimpl_at, d->cap_unimpl * sizeof(*d->unimpl_at));
     }
+    d->unimpl_at[d->n_unimpl] = (cfg_mark_t){NULL, d->key ? d->key->line : 1, d->key ? d->key->col : 1};
     d->unimpl[d->n_unimpl++] = vsr__cfg_strdup(d, path);
 }
 
@@ -596,7 +598,10 @@ int vsr__cfg_decode_object(cfg_decoder_t *d, const cfg_spec_t *spec, const cfg_n
             else if (spec->open && !vsr__cfg_is_empty(v)) {
                 char key[128];
                 snprintf(key, sizeof(key), "%.*s", (int)VSR_MIN(k->len, sizeof(key) - 1), k->str);
+                const cfg_node_t *outer_key = d->key;
+                d->key = k;
                 vsr__cfg_record_unimplemented(d, key);
+                d->key = outer_key;
             }
             else if (!spec->open) {
                 const char *valid[CFG_MAX_FIELDS];
@@ -623,8 +628,12 @@ int vsr__cfg_decode_object(cfg_decoder_t *d, const cfg_spec_t *spec, const cfg_n
             continue; /* null: as if absent */
         seen[slot] = v;
         if (f->flags & CFG_UNIMPLEMENTED) {
-            if (!vsr__cfg_is_empty(v))
+            if (!vsr__cfg_is_empty(v)) {
+                const cfg_node_t *outer_key = d->key;
+                d->key = k;
                 vsr__cfg_record_unimplemented(d, f->key);
+                d->key = outer_key;
+            }
             continue;
         }
         size_t saved = vsr__cfg_path_push(d, f->key);

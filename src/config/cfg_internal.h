@@ -162,6 +162,7 @@ struct cfg_decoder_s {
     vsr_pool_t *pool;     /* the result's memory: decoded strings and arrays */
     cfg_diag_t *dg;
     char **unimpl;        /* unimplemented paths, document order, each once */
+    cfg_mark_t *unimpl_at; /* where each was given */
     size_t n_unimpl, cap_unimpl;
     char path[CFG_MAX_PATH]; /* dotted path of the value being decoded */
     const cfg_node_t *key;   /* the key node of the field being decoded (NULL outside fields) */

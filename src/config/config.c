@@ -1761,7 +1761,38 @@ static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
     }
 }
 
-static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)
+/* "FILE:L:C: msg" → "FILE:L:C: warning: msg" (a message without a
+ * position gets the word in front). */
+static void note_warning(vsr_buf_t *b, const char *file, const char *msg)
+{
+    size_t fl = strlen(file);
+    const char *p = msg;
+    if (strncmp(msg, file, fl) == 0 && msg[fl] == ':') {
+        p = msg + fl + 1;
+        for (int part = 0; part < 2 && *p >= '0' && *p <= '9'; part++) {
+            while (*p >= '0' && *p <= '9')
+                p++;
+            if (*p == ':')
+                p++;
+        }
+        if (*p == ' ')
+            p++;
+    }
+    if (p == msg)
+        vsr_buf_printf(b, "%s: warning: %s\n", file, msg);
+    else
+        vsr_buf_printf(b, "%.*swarning: %s\n", (int)(p - msg), msg, p);
+}
+
+static void note_unsupported(vsr_buf_t *b, const char *file, const cfg_decoder_t *d)
+{
+    for (size_t i = 0; i < d->n_unimpl; i++)
+        vsr_buf_printf(b, "%s:%u:%u: not supported yet: %s (accepted, no effect)\n", file, d->unimpl_at[i].line,
+                       d->unimpl_at[i].col, d->unimpl[i]);
+}
+
+static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err,
+                vsr_buf_t *warnings, vsr_buf_t *unsupported)
 {
     cfg_diag_t dg = {err, file, 0};
     vsr_pool_t tree_pool;
@@ -1785,8 +1816,13 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     vsr_pool_free(&tree_pool);
     vsr_free(d.marks);
 
+    for (size_t i = 0; warnings != NULL && i < d.n_warnings; i++)
+        note_warning(warnings, file, d.warnings[i]);
+    if (unsupported != NULL)
+        note_unsupported(unsupported, file, &d);
     if (dg.n_errors > 0) {
         vsr_free(d.unimpl);
+        vsr_free(d.unimpl_at);
         vsr_free(d.warnings);
         vsr_free(d.warned);
         vsr_pool_free(&box->pool);
@@ -1795,7 +1831,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     }
     /* only now: a document that fails says what is wrong, not what would
      * have been adjusted */
-    for (size_t i = 0; i < d.n_warnings; i++)
+    for (size_t i = 0; warnings == NULL && i < d.n_warnings; i++)
         vsr_log_warn("config", "%s", d.warnings[i]);
     vsr_free(d.warnings);
     vsr_free(d.warned);
@@ -1805,8 +1841,15 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     if (d.n_unimpl > 0) {
         c->unimplemented = vsr_pool_alloc(&box->pool, d.n_unimpl * sizeof(char *));
         memcpy(c->unimplemented, d.unimpl, d.n_unimpl * sizeof(char *));
+        c->unimplemented_line = vsr_pool_alloc(&box->pool, d.n_unimpl * sizeof(uint32_t));
+        c->unimplemented_col = vsr_pool_alloc(&box->pool, d.n_unimpl * sizeof(uint32_t));
+        for (size_t i = 0; i < d.n_unimpl; i++) {
+            c->unimplemented_line[i] = d.unimpl_at[i].line;
+            c->unimplemented_col[i] = d.unimpl_at[i].col;
+        }
     }
     vsr_free(d.unimpl);
+    vsr_free(d.unimpl_at);
     *out = c;
     return VSR_OK;
 }
@@ -1814,7 +1857,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)
 {
     *out = NULL;
-    return load(name ? name : "<string>", name ? name : "<string>", yaml, len, out, err);
+    return load(name ? name : "<string>", name ? name : "<string>", yaml, len, out, err, NULL, NULL);
 }
 
 static int io_error(const char *path, int e, vsr_buf_t *err)
@@ -1825,6 +1868,12 @@ static int io_error(const char *path, int e, vsr_buf_t *err)
 }
 
 int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err)
+{
+    return vsr_config_load_file_notes(path, out, err, NULL, NULL);
+}
+
+int vsr_config_load_file_notes(const char *path, vsr_config_t **out, vsr_buf_t *err, vsr_buf_t *warnings,
+                               vsr_buf_t *unsupported)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1871,7 +1920,7 @@ int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err)
         len += (size_t)got;
     }
     close(fd);
-    int rc = load(path, path, data, len, out, err);
+    int rc = load(path, path, data, len, out, err, warnings, unsupported);
     vsr_free(data);
     return rc;
 }

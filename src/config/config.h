@@ -1169,6 +1169,7 @@ typedef struct {
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */
     char **unimplemented;
     size_t n_unimplemented;
+    uint32_t *unimplemented_line, *unimplemented_col; /* where each was first given (1-based) */
 } vsr_config_t;
 
 /* A document's size bounds (bytes) and the collections it may nest. */
@@ -1181,6 +1182,15 @@ typedef struct {
  * one line "FILE:LINE:COL: message\n" and VSR_ERR_INVALID (document) or
  * VSR_ERR_IO (unreadable file, message "FILE: strerror") is returned. */
 int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err);
+/* Same, with the document's notes for `vsr config validate`: each warning
+ * (accepted-inert and deprecated keys, adjusted values) as a line
+ * "FILE:LINE:COL: warning: ..." into warnings instead of the log, and each
+ * accepted key that is not implemented yet as "FILE:LINE:COL: not supported
+ * yet: PATH" into unsupported, whether or not the document loads.  Either
+ * buffer may be NULL (warnings then go to the log, as with
+ * vsr_config_load_file). */
+int vsr_config_load_file_notes(const char *path, vsr_config_t **out, vsr_buf_t *err, vsr_buf_t *warnings,
+                               vsr_buf_t *unsupported);
 /* Same, from memory; `name` stands in for FILE in messages. */
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err);
 void vsr_config_free(vsr_config_t *c); /* accepts NULL */
