@@ -538,8 +538,9 @@ static const cfg_spec_t header_mutation_spec = {
 
 /* ---- system_prompt ---- */
 
-/* mode: replace (default) | insert.  Any other mode (append, prepend, ...)
- * is treated as replace, as the reference does, with a warning. */
+/* mode: insert (default, the reference's) | replace.  Any other mode
+ * (append, prepend, ...) is treated as replace, as the reference does, with
+ * a warning. */
 static int decode_prompt_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
@@ -559,6 +560,12 @@ static const cfg_field_t system_prompt_fields[] = {
     {.key = "system_prompt", .decode = decode_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
 };
 
+static void init_system_prompt(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    ((vsr_plugin_conf_t *)obj)->u.system_prompt.insert = 1;
+}
+
 static void finish_system_prompt(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                                  size_t index)
 {
@@ -572,6 +579,7 @@ static const cfg_spec_t system_prompt_spec = {
     .size = sizeof(vsr_plugin_conf_t),
     .fields = system_prompt_fields,
     .n_fields = VSR_ARRAY_LEN(system_prompt_fields),
+    .init = init_system_prompt,
     .finish = finish_system_prompt,
 };
 

@@ -1607,19 +1607,19 @@ static void init_document(cfg_decoder_t *d, void *obj)
     vsr__cfg_looper_defaults(&c->looper);
     c->rc_store.enabled = 1;
     c->rc_store.similarity_threshold = 0.5;
-    c->rc_store.max_entries = 10000;
+    c->rc_store.max_entries = 1000;
     c->rc_store.ttl_seconds = 3600;
     c->rc_store.max_bytes = (uint64_t)64 << 20;
     c->rc_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->rc_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:rc:");
     c->rc_store.redis_timeout_ms = 250;
     c->resp_store.ttl_seconds = 86400;
-    c->resp_store.max_responses = 10000;
+    c->resp_store.max_responses = 1000;
     c->resp_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->resp_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:resp:");
     c->resp_store.redis_timeout_ms = 250;
     c->replay_store.enabled = 1;
-    c->replay_store.ttl_seconds = 86400;
+    c->replay_store.ttl_seconds = 2592000; /* 30 days */
     c->replay_store.async_writes = 1;
     c->replay_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->replay_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:replay:");

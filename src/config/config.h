@@ -540,7 +540,7 @@ typedef enum {
 
 typedef struct {
     int enabled;                   /* default true */
-    int insert;                    /* mode: insert (1) | replace (0, default) */
+    int insert;                    /* mode: insert (1, default) | replace (0) */
     char *system_prompt;
 } vsr_plugin_system_prompt_conf_t;
 
@@ -1106,7 +1106,7 @@ typedef struct {
     struct {
         int redis;
         uint64_t ttl_seconds;            /* default 86400 */
-        uint64_t max_responses;          /* default 10000 (memory entries; redis index rows) */
+        uint64_t max_responses;          /* default 1000 (memory entries; redis index rows) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
     } resp_store;
@@ -1125,7 +1125,7 @@ typedef struct {
         int enabled;                     /* default true: false turns every response_cache plugin off */
         int redis;                       /* backend_type: memory (0, default) | redis / valkey (1) */
         double similarity_threshold;     /* default 0.5; a plugin's own threshold defaults to 0.8 */
-        uint64_t max_entries;            /* default 10000 */
+        uint64_t max_entries;            /* default 1000 */
         uint64_t ttl_seconds;            /* default 3600 */
         uint64_t max_bytes;              /* memory backend: default 64 MiB (a vsr key) */
         char *redis_address;             /* redis.address, "host:port" or "unix:/path"; default 127.0.0.1:6379 */

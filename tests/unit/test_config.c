@@ -593,7 +593,7 @@ static void test_full_fixture(void **state)
     assert_int_equal(dec->n_plugins, 5);
     const vsr_plugin_conf_t *p = &dec->plugins[0];
     assert_int_equal(p->kind, VSR_PLUGIN_SYSTEM_PROMPT);
-    assert_int_equal(p->u.system_prompt.insert, 0); /* replace is the default */
+    assert_int_equal(p->u.system_prompt.insert, 1); /* insert is the default (the reference's) */
     assert_string_equal(p->u.system_prompt.system_prompt, "Line one.\nLine two.\n");
     p = &dec->plugins[1];
     assert_string_equal(p->u.header_mutation.update[0].name, "x-b");
@@ -684,6 +684,93 @@ static void test_full_fixture(void **state)
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
         assert_string_equal(c->unimplemented[i], want[i]);
+    vsr_config_free(c);
+}
+
+/* The reference's default of `path` (tests/data/v0.3-fields.tsv, column 4),
+ * or NULL. */
+static char *tsv_default(const char *path)
+{
+    FILE *f = fopen("tests/data/v0.3-fields.tsv", "r");
+    assert_non_null(f);
+    char line[4096];
+    char *out = NULL;
+    size_t plen = strlen(path);
+    while (out == NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, path, plen) != 0 || line[plen] != '\t')
+            continue;
+        char *col = line;
+        for (int i = 0; i < 3 && col != NULL; i++) {
+            col = strchr(col, '\t');
+            if (col != NULL)
+                col++;
+        }
+        if (col != NULL) {
+            col[strcspn(col, "\t\n")] = '\0';
+            out = strdup(col);
+        }
+    }
+    fclose(f);
+    return out;
+}
+
+/* The number a TSV default starts with ("true" 1, "false" 0, "0.8 (...)" 0.8). */
+static double tsv_number(const char *path)
+{
+    char *s = tsv_default(path);
+    assert_non_null(s);
+    double v = strncmp(s, "true", 4) == 0 ? 1 : strncmp(s, "false", 5) == 0 ? 0 : strtod(s, NULL);
+    free(s);
+    return v;
+}
+
+/* Defaults are the reference's, as its field inventory lists them. */
+static void test_reference_defaults(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS
+                              "routing:\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      modelRefs: [{model: m}]\n"
+                              "      plugins:\n"
+                              "        - {type: system_prompt, configuration: {system_prompt: hi}}\n");
+    struct {
+        const char *path;
+        double vsr;
+    } nums[] = {
+        {"global.router.clear_route_cache", c->clear_route_cache},
+        {"global.stores.response_cache.enabled", c->rc_store.enabled},
+        {"global.stores.response_cache.max_entries", (double)c->rc_store.max_entries},
+        {"global.stores.response_cache.ttl_seconds", (double)c->rc_store.ttl_seconds},
+        {"routing.decisions[].plugins[type=response_cache].configuration.semantic.similarity_threshold",
+         VSR_RC_DEFAULT_THRESHOLD},
+        {"global.services.response_api.max_responses", (double)c->resp_store.max_responses},
+        {"global.services.response_api.ttl_seconds", (double)c->resp_store.ttl_seconds},
+        {"global.services.router_replay.ttl_seconds", (double)c->replay_store.ttl_seconds},
+        {"global.services.management_api.port", c->management_port},
+        {"global.router.include_config_models_in_list", c->include_config_models_in_list},
+        {"global.services.observability.tracing.sampling.rate", c->tracing_sampling_ratio},
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(nums); i++) {
+        double want = tsv_number(nums[i].path);
+        if (want != nums[i].vsr)
+            fail_msg("%s: vsr's default %g, the reference's %g", nums[i].path, nums[i].vsr, want);
+    }
+    /* "unset -> ... (0.5)": the store's own threshold */
+    char *s = tsv_default("global.stores.response_cache.similarity_threshold");
+    assert_non_null(strstr(s, "(0.5)"));
+    free(s);
+    assert_true(c->rc_store.similarity_threshold == 0.5);
+    s = tsv_default("routing.decisions[].plugins[type=system_prompt].configuration.mode");
+    assert_string_equal(s, "insert");
+    free(s);
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_SYSTEM_PROMPT);
+    assert_int_equal(p->u.system_prompt.insert, 1);
+    s = tsv_default("global.services.management_api.bind_address");
+    assert_string_equal(s, c->management_address);
+    free(s);
     vsr_config_free(c);
 }
 
@@ -806,7 +893,6 @@ static void test_unimplemented_paths(void **state)
         "providers.models[].external_model_ids",
         "evaluation",
         "routing.model_bindings",
-        "routing.modelCards[].tags",
         "routing.decisions[].annotations",
         "routing.decisions[].algorithm.on_error",
         "routing.decisions[].modelRefs[].reasoning_description",
@@ -815,8 +901,11 @@ static void test_unimplemented_paths(void **state)
     /* empty values (api_keys: [], deployment: {}, learning: {}, entrypoints:
      * []) configure nothing and are not reported */
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
-    for (size_t i = 0; i < c->n_unimplemented; i++)
+    for (size_t i = 0; i < c->n_unimplemented; i++) {
         assert_string_equal(c->unimplemented[i], want[i]);
+        /* where each was given, for vsr config validate */
+        assert_true(c->unimplemented_line[i] > 1 && c->unimplemented_col[i] >= 1);
+    }
     vsr_config_warn_unimplemented(c);
     vsr_config_free(c);
 }
@@ -1865,7 +1954,7 @@ static void test_router_replay(void **state)
     /* no service block: a memory store, on */
     assert_int_equal(c->replay_store.enabled, 1);
     assert_int_equal(c->replay_store.redis, 0);
-    assert_int_equal(c->replay_store.ttl_seconds, 86400);
+    assert_int_equal(c->replay_store.ttl_seconds, 2592000);
     assert_string_equal(c->replay_store.redis_key_prefix, "vsr:replay:");
     assert_int_equal(c->n_unimplemented, 0);
     vsr_config_free(c);
@@ -3824,6 +3913,7 @@ int main(void)
         cmocka_unit_test(test_corpus),
         cmocka_unit_test(test_full_fixture),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_reference_defaults),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_default_model_spellings),
         cmocka_unit_test(test_unimplemented_paths),
