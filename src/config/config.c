@@ -434,7 +434,7 @@ static const cfg_spec_t model_spec = {
 static const cfg_field_t defaults_fields[] = {
     {.key = "model", .decode = vsr__cfg_string, .offset = offsetof(vsr_config_t, default_model)},
     {.key = "default_model", .decode = vsr__cfg_string, .offset = offsetof(vsr_config_t, default_model),
-     .alias_of = "model"},
+     .alias_of = "model", .deprecated = "the reference renamed it providers.defaults.model"},
     UNIMPLEMENTED("reasoning_effort"),
     UNIMPLEMENTED_ALIAS("default_reasoning_effort", "reasoning_effort"),
     UNIMPLEMENTED("reasoning_families"),
