@@ -1691,7 +1691,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
                     s->d_model ? s->d_model->name : "", rc->cache_epoch ? rc->cache_epoch : "",
                     rc->model_revision ? rc->model_revision : "", rc->prompt_revision ? rc->prompt_revision : "",
                     rc->policy_revision ? rc->policy_revision : "");
-    vsr__rc_key(&s->json, s->chat.last_user, s->headers, s->n_headers, s->name, partition, scope, s->rc_key,
+    /* the request-controls header says how to cache, not what to answer */
+    vsr_slice_t control = rc->control_header ? vsr_slice_cstr(rc->control_header) : VSR_SLICE_NULL;
+    vsr__rc_key(&s->json, s->chat.last_user, s->headers, s->n_headers, s->name, partition, scope, control, s->rc_key,
                 s->rc_ctx);
     /* a semantic hit shares everything with the request but its last user
      * message: the system prompt, the earlier turns, the sampling fields */
