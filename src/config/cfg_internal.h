@@ -15,7 +15,8 @@
  * config.c (document, listeners, providers, global), cfg_routing.c (routing,
  * recipes, decisions, plugins, entrypoints), cfg_signals.c (signal families),
  * cfg_policy.c (reliability and fallback) and cfg_looper.c (decision algorithms,
- * global.integrations; cfg_graph.c: algorithm.graph); the checks that span the document are in cfg_check.c;
+ * global.integrations; cfg_graph.c: algorithm.graph), cfg_stores.c (response_api, router_replay, stores);
+ * the checks that span the document are in cfg_check.c;
  * host/port/URL/CIDR syntax in cfg_net.c.
  */
 #ifndef VSR_CFG_INTERNAL_H
@@ -279,6 +280,11 @@ int vsr__cfg_deep_empty(const cfg_node_t *v);
 typedef struct {
     size_t address, password, db, timeout_ms;
 } cfg_redis_offsets_t;
+
+/* global.services.response_api, global.services.router_replay, global.stores */
+extern const cfg_spec_t vsr__cfg_response_api_spec;
+extern const cfg_spec_t vsr__cfg_router_replay_spec;
+extern const cfg_spec_t vsr__cfg_stores_spec;
 
 int vsr__cfg_redis_connection(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 int vsr__cfg_redis_cluster_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);

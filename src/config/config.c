@@ -799,216 +799,6 @@ static const cfg_spec_t router_spec = {
     .n_fields = VSR_ARRAY_LEN(router_fields),
 };
 
-/* redis.password_env: the password from the environment, read at load (an
- * unset variable: a warning, and no password) */
-static int decode_password_env(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *name = vsr__cfg_get_string(d, f, val);
-    if (name == NULL)
-        return -1;
-    const char *v = getenv(name);
-    if (v == NULL || v[0] == '\0') {
-        vsr__cfg_warn(d, "%s:%u:%u: environment variable %s is not set: Redis is reached without a password",
-                      d->dg->file, val->line, val->col, name);
-        return 0;
-    }
-    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, v);
-    return 0;
-}
-
-static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    if (strcmp(s, "memory") != 0 && strcmp(s, "redis") != 0) {
-        vsr__cfg_node_error(d, val, "store_backend must be memory or redis, got %s", vsr__cfg_quote(d->pool, s, val->len));
-        return -1;
-    }
-    ((config_box_t *)obj)->conf.resp_store.redis = s[0] == 'r';
-    return 0;
-}
-
-/* A store's redis block (response_api, stores.response_cache, router_replay):
- * the same keys into the same-named members of the store's struct. */
-#define REDIS_FIELDS(st)                                                                                         \
-    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_address)},                       \
-    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_password)},                     \
-    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(st.redis_password)},             \
-    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
-    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)},               \
-    {.key = "connection", .decode = vsr__cfg_redis_connection, .flags = CFG_NULL_OK,                           \
-     .arg = &(const cfg_redis_offsets_t){CONF_OFF(st.redis_address), CONF_OFF(st.redis_password),            \
-                                         CONF_OFF(st.redis_db), CONF_OFF(st.redis_timeout_ms)}},              \
-    CFG_REDIS_EXTRA_FIELDS
-
-static const cfg_field_t resp_redis_fields[] = {REDIS_FIELDS(resp_store)};
-
-static const cfg_spec_t resp_redis_spec = {
-    .size = sizeof(config_box_t),
-    .fields = resp_redis_fields,
-    .n_fields = VSR_ARRAY_LEN(resp_redis_fields),
-};
-
-static const cfg_field_t response_api_fields[] = {
-    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(response_api_enabled)},
-    {.key = "store_backend", .decode = decode_resp_backend},
-    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.ttl_seconds), .size = 8, .min = 1,
-     .max = 365 * 86400},
-    {.key = "max_responses", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.max_responses), .size = 8,
-     .min = 1, .max = 10000000},
-    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &resp_redis_spec},
-};
-
-static const cfg_spec_t response_api_spec = {
-    .size = sizeof(config_box_t),
-    .fields = response_api_fields,
-    .n_fields = VSR_ARRAY_LEN(response_api_fields),
-};
-
-/* global.services.router_replay: where router_replay plugins' records go */
-static int decode_replay_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0) {
-        ((config_box_t *)obj)->conf.replay_store.redis = s[0] == 'r';
-        return 0;
-    }
-    if (strcmp(s, "postgres") == 0 || strcmp(s, "milvus") == 0 || strcmp(s, "qdrant") == 0) {
-        vsr__cfg_node_error(d, val, "global.services.router_replay.store_backend \"%s\" is not supported yet "
-                                    "(memory and redis are)", s);
-        return -1;
-    }
-    vsr__cfg_node_error(d, val, "store_backend must be memory, redis, postgres, milvus or qdrant, got %s",
-                        vsr__cfg_quote(d->pool, s, val->len));
-    return -1;
-}
-
-static const cfg_field_t replay_redis_fields[] = {REDIS_FIELDS(replay_store)};
-
-static const cfg_spec_t replay_redis_spec = {
-    .size = sizeof(config_box_t),
-    .fields = replay_redis_fields,
-    .n_fields = VSR_ARRAY_LEN(replay_redis_fields),
-};
-
-static const cfg_field_t router_replay_fields[] = {
-    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.enabled)},
-    {.key = "store_backend", .decode = decode_replay_backend},
-    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.ttl_seconds), .size = 8,
-     .min = 1, .max = 365 * 86400},
-    {.key = "async_writes", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.async_writes)},
-    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_redis_spec},
-    {.key = "postgres", .inert = "read only with store_backend: postgres, which is not supported yet"},
-    {.key = "milvus", .inert = "read only with store_backend: milvus, which is not supported yet"},
-    {.key = "qdrant", .inert = "read only with store_backend: qdrant, which is not supported yet"},
-};
-
-static const cfg_spec_t router_replay_spec = {
-    .size = sizeof(config_box_t),
-    .fields = router_replay_fields,
-    .n_fields = VSR_ARRAY_LEN(router_replay_fields),
-};
-
-/* global.stores.response_cache */
-static int decode_rc_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    config_box_t *b = obj;
-    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0 || strcmp(s, "valkey") == 0) {
-        b->conf.rc_store.redis = s[0] != 'm'; /* valkey speaks Redis's protocol */
-        return 0;
-    }
-    if (strcmp(s, "milvus") == 0 || strcmp(s, "hybrid") == 0) {
-        vsr__cfg_node_error(d, val, "global.stores.response_cache.backend_type \"%s\" is not supported yet (memory, "
-                                    "redis and valkey are)", s);
-        return -1;
-    }
-    vsr__cfg_node_error(d, val, "backend_type must be memory, redis, valkey, milvus or hybrid, got %s",
-                        vsr__cfg_quote(d->pool, s, val->len));
-    return -1;
-}
-
-static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    VSR_UNUSED(obj);
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    if (strcmp(s, "lru") == 0)
-        return 0;
-    if (strcmp(s, "lfu") == 0 || strcmp(s, "fifo") == 0)
-        vsr__cfg_node_error(d, val, "eviction_policy \"%s\" is not supported yet (the stores evict by lru)", s);
-    else
-        vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
-    return -1;
-}
-
-/* similarity_threshold: kept (vsr config print shows it) but, as in the
- * reference, not cascaded to the plugins, whose threshold defaults to 0.8 */
-static int decode_rc_threshold(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    if (vsr__cfg_double(d, f, val, obj) != 0)
-        return -1;
-    vsr__cfg_warn(d, "%s:%u:%u: %s is accepted and has no effect in vsr: a response_cache plugin's threshold is its "
-                     "own semantic.similarity_threshold (default %g); the store's is not cascaded",
-                  d->dg->file, d->key->line, d->key->col, d->path, VSR_RC_DEFAULT_THRESHOLD);
-    return 0;
-}
-
-static const cfg_field_t rc_redis_fields[] = {REDIS_FIELDS(rc_store)};
-
-static const cfg_spec_t rc_redis_spec = {
-    .size = sizeof(config_box_t),
-    .fields = rc_redis_fields,
-    .n_fields = VSR_ARRAY_LEN(rc_redis_fields),
-};
-
-static const cfg_field_t rc_store_fields[] = {
-    {.key = "backend_type", .decode = decode_rc_backend},
-    {.key = "similarity_threshold", .decode = decode_rc_threshold, .offset = CONF_OFF(rc_store.similarity_threshold),
-     .dmin = 0, .dmax = 1},
-    {.key = "max_entries", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_entries), .size = 8, .min = 1,
-     .max = 10000000},
-    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.ttl_seconds), .size = 8, .min = 1,
-     .max = 365 * 86400},
-    {.key = "max_bytes", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_bytes), .size = 8,
-     .min = 1 << 16, .max = (int64_t)1 << 40},
-    {.key = "eviction_policy", .decode = decode_rc_eviction},
-    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_redis_spec},
-    /* valkey speaks Redis's protocol: its block is the redis block */
-    {.key = "valkey", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_redis_spec, .alias_of = "redis"},
-    UNIMPLEMENTED("embedding_model"), /* the runtime's embedding model serves the semantic lookup */
-    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(rc_store.enabled)},
-    {.key = "milvus", .inert = "read only with backend_type: milvus, which is not supported yet"},
-    {.key = "qdrant", .inert = "read only with backend_type: qdrant, which is not supported yet"},
-    {.key = "polarity_guard", .inert = "vsr's semantic cache does not compare the polarity of a hit with the request"},
-};
-
-static const cfg_spec_t rc_store_spec = {
-    .size = sizeof(config_box_t),
-    .fields = rc_store_fields,
-    .n_fields = VSR_ARRAY_LEN(rc_store_fields),
-};
-
-static const cfg_field_t stores_fields[] = {
-    {.key = "response_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec},
-    {.key = "semantic_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec,
-     .alias_of = "response_cache", .deprecated = "the reference renamed it global.stores.response_cache"},
-    UNIMPLEMENTED("memory"),
-    UNIMPLEMENTED("vector_store"),
-};
-
-static const cfg_spec_t stores_spec = {
-    .size = sizeof(config_box_t),
-    .fields = stores_fields,
-    .n_fields = VSR_ARRAY_LEN(stores_fields),
-};
 
 static const cfg_field_t authz_identity_fields[] = {
     {.key = "user_id_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_id_header)},
@@ -1256,13 +1046,13 @@ static const cfg_spec_t observability_spec = {
 
 static const cfg_field_t services_fields[] = {
     UNIMPLEMENTED("api"),
-    {.key = "response_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &response_api_spec},
+    {.key = "response_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_response_api_spec},
     {.key = "observability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &observability_spec},
     {.key = "authz", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &authz_spec},
     {.key = "ratelimit", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &ratelimit_spec},
     {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
      .has_offset = BOX_OFF(has_management)},
-    {.key = "router_replay", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_replay_spec},
+    {.key = "router_replay", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_router_replay_spec},
     UNIMPLEMENTED("startup_status"), /* where the reference records its start-up progress (store_backend, redis) */
 };
 
@@ -1561,7 +1351,7 @@ static const cfg_spec_t model_catalog_spec = {
 static const cfg_field_t global_fields[] = {
     {.key = "router", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_spec},
     {.key = "services", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &services_spec},
-    {.key = "stores", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &stores_spec},
+    {.key = "stores", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_stores_spec},
     {.key = "integrations", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_integrations_spec},
     {.key = "model_catalog", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &model_catalog_spec},
 };
