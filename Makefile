@@ -78,14 +78,15 @@ clean:
 
 FORCE:
 
-# The Helm chart: lint and render four value sets, validate the manifests
+# The Helm chart: lint and render five value sets, validate the manifests
 # against the Kubernetes schemas (kubernetes-models), assert the rendered manifests
 # and check the rendered configurations with vsr itself.
 .PHONY: helm-check
 helm-check: build-asan/vsr
 	@HELM=$$(scripts/fetch-helm) && K8SM=$$(scripts/fetch-helm --validators) && \
 	for s in "" "--set gateway.mode=extproc --set extproc.networkPolicy.enabled=true" \
-	         "--set replicaCount=3" "--set autoscaling.enabled=true"; do \
+	         "--set replicaCount=3" "--set autoscaling.enabled=true" \
+	         "--values tests/helm/k8s-source-values.yaml"; do \
 	  $$HELM lint deploy/helm/vsr $$s >/dev/null && \
 	  $$HELM template t deploy/helm/vsr $$s | $(PYTHON) -c 'import json, sys, yaml; [print(json.dumps(d)) for d in yaml.safe_load_all(sys.stdin) if d]' | \
 	    node tests/helm/validate.js $$K8SM || exit 1; \

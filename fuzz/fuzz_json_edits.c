@@ -448,7 +448,10 @@ static void check_plugins(const vsr_json_t *j, const char *src, size_t len, choo
             vsr_buf_append_cstr(&want, "\n\n");
             vsr_buf_append_slice(&want, v.messages[0].text);
         }
-        CHECK(vsr_slice_eq(ov.messages[0].text, vsr_buf_slice(&want)));
+        /* the prompt is written as a JSON string: invalid UTF-8 as U+FFFD */
+        char *fixed = vsr_pool_alloc(&pool, 3 * want.len + 1);
+        size_t nfixed = vsr_utf8_repair(want.data, want.len, fixed);
+        CHECK(vsr_slice_eq(ov.messages[0].text, (vsr_slice_t){fixed, nfixed}));
         vsr_buf_free(&want);
         uint32_t c = 1;
         for (uint32_t i = 0; i < o.toks[0].count; i++, c = o.toks[c + 1].next) {

@@ -8,6 +8,7 @@
 #include "admin/admin.h"
 
 typedef struct admin_watch_s admin_watch_t;
+typedef struct vsr_admin_k8s_s vsr_admin_k8s_t;
 
 struct vsr_admin_s {
     vsr_admin_hooks_t hooks;
@@ -29,6 +30,7 @@ struct vsr_admin_s {
     pthread_mutex_t hook_mu;       /* guards closed; held while activate and outcome run */
     int closed;                    /* vsr_admin_close: no hook runs any more */
     admin_watch_t *watch;
+    vsr_admin_k8s_t *k8s;          /* the Kubernetes source (admin_k8s.c), when started */
     /* more endpoints (vsr_admin_set_extra), set before the listener starts */
     int (*extra_owns)(vsr_slice_t target);
     void (*extra_handle)(void *ud, vsr_engine_t *active, const vsr_admin_request_t *req, vsr_admin_response_t *resp);

@@ -177,6 +177,31 @@ int vsr_admin_watch_start(vsr_admin_t *a, uv_loop_t *loop, const char *path, uin
 /* Closes the watch's handles (they finish closing on the loop's next run). */
 void vsr_admin_watch_stop(vsr_admin_t *a);
 
+/* ---- the Kubernetes source (global.router.config_source: kubernetes) ---- */
+
+/* Lists and watches the vllm.ai/v1alpha1 IntelligentPool and IntelligentRoute
+ * resources of the pod's namespace through the API server
+ * (KUBERNETES_SERVICE_HOST and _PORT, the service account's token, ca.crt and
+ * namespace under /var/run/secrets/kubernetes.io/serviceaccount, or the
+ * directory VSR_K8S_SERVICEACCOUNT_DIR names; VSR_K8S_NAMESPACE overrides the
+ * namespace), on threads of its own.  Each new generation of the pair is
+ * merged into the document at base_path (vsr_admin_k8s_document) and applied
+ * (source "kubernetes"); the outcome goes to the resources' status.  VSR_OK,
+ * or a message in err (no API server, namespace or CA). */
+int vsr_admin_k8s_start(vsr_admin_t *a, const char *base_path, vsr_buf_t *err);
+/* Stops and joins the threads (each sees the stop within 250 ms, or once a
+ * connect attempt times out); call it after vsr_admin_close. */
+void vsr_admin_k8s_stop(vsr_admin_t *a);
+/* The document for one IntelligentPool and one IntelligentRoute (JSON
+ * objects as the API server serves them): base (the file) in canonical form
+ * with routing.modelCards, routing.signals and routing.decisions replaced by
+ * the resources' (keys respelled camelCase → snake_case; a decision's
+ * signals become its rules; plugin configuration is copied as it is) and
+ * providers.defaults.model set to the pool's defaultModel.  Appends to out;
+ * VSR_OK or lines in err. */
+int vsr_admin_k8s_document(const char *base_name, const char *base, size_t base_len, const char *pool_json,
+                           const char *route_json, vsr_buf_t *out, vsr_buf_t *err);
+
 /* Reads a whole file (at most 16 MiB) into *out (NUL-terminated); VSR_OK or
  * "PATH: reason" in err. */
 int vsr_admin_read_file(const char *path, char **out, size_t *len, vsr_buf_t *err);

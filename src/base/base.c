@@ -28,6 +28,7 @@ const char *vsr_strerror(int code)
     case VSR_ERR_TOO_BIG: return "limit exceeded";
     case VSR_ERR_IO: return "i/o error";
     case VSR_ERR_NOT_FOUND: return "not found";
+    case VSR_EOF: return "end of stream";
     default: return "unknown error";
     }
 }

@@ -34,6 +34,7 @@ enum {
     VSR_ERR_TOO_BIG = -4,  /* a limit was exceeded */
     VSR_ERR_IO = -5,
     VSR_ERR_NOT_FOUND = -6,
+    VSR_EOF = -7,          /* the peer ended the stream (a TLS close_notify, say) */
 };
 
 const char *vsr_strerror(int code);

@@ -139,6 +139,8 @@ size_t vsr_utf8_seq(const unsigned char *s, size_t n)
 
 int vsr_utf8_valid(vsr_slice_t s)
 {
+    if (s.len == 0)
+        return 1; /* also an empty slice at NULL, where p + 0 is not defined */
     const unsigned char *p = (const unsigned char *)s.p, *end = p + s.len;
     while (p < end) {
         if (*p < 0x80) { /* a run of ASCII, 32 bytes at a time */

@@ -590,6 +590,68 @@ static void runtime_cleanup(rt_wire_t *rw)
     rw->socket_dir[0] = '\0';
 }
 
+/* vsr's installed models (docs/runtime.md, "Installed models"): the
+ * directory named by $VSR_MODEL_CACHE when it is set, and only that one;
+ * otherwise ~/.cache/vsr/models (what scripts/setup-deps fills), then
+ * /usr/share/vsr/models (the image's).  The first place NAME exists at goes
+ * into buf (VSR_OK); VSR_ERR_NOT_FOUND otherwise, with the places searched
+ * in `where`, for the message. */
+#define VSR_SYSTEM_MODEL_DIR "/usr/share/vsr/models"
+static int installed_model(const char *name, char *buf, size_t cap, char *where, size_t wcap)
+{
+    const char *cache = getenv("VSR_MODEL_CACHE"), *home = getenv("HOME");
+    char dirs[2][4096];
+    size_t n_dirs = 0;
+    if (cache != NULL && *cache != '\0') {
+        snprintf(dirs[n_dirs++], sizeof(dirs[0]), "%s", cache);
+    } else {
+        if (home != NULL && *home != '\0')
+            snprintf(dirs[n_dirs++], sizeof(dirs[0]), "%s/.cache/vsr/models", home);
+        snprintf(dirs[n_dirs++], sizeof(dirs[0]), "%s", VSR_SYSTEM_MODEL_DIR);
+    }
+    size_t wl = 0;
+    if (wcap > 0)
+        where[0] = '\0';
+    for (size_t i = 0; i < n_dirs; i++) {
+        int n = snprintf(buf, cap, "%s/%s", dirs[i], name);
+        if (wcap > wl) {
+            int w = snprintf(where + wl, wcap - wl, "%s%s", i ? ", " : "", dirs[i]);
+            wl = w < 0 ? wl : VSR_MIN(wcap - 1, wl + (size_t)w);
+        }
+        if (n < 0 || (size_t)n >= cap)
+            continue;
+        uv_fs_t req;
+        int st = uv_fs_stat(NULL, &req, buf, NULL);
+        uv_fs_req_cleanup(&req);
+        if (st == 0)
+            return VSR_OK;
+    }
+    if (cap > 0)
+        buf[0] = '\0';
+    return VSR_ERR_NOT_FOUND;
+}
+
+/* The runtime's jailbreak classifier is asked: a jailbreak signal that is
+ * not contrastive only, or a response_jailbreak plugin. */
+static int needs_guard(const vsr_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->n_recipes; i++) {
+        const vsr_recipe_conf_t *r = &cfg->recipes[i];
+        for (size_t j = 0; j < r->signals.n_jailbreak; j++)
+            if (r->signals.jailbreak[j].method != VSR_JB_CONTRASTIVE)
+                return 1;
+        for (size_t d = 0; d < r->n_decisions; d++)
+            for (size_t p = 0; p < r->decisions[d].n_plugins; p++)
+                if (r->decisions[d].plugins[p].kind == VSR_PLUGIN_RESPONSE_JAILBREAK &&
+                    r->decisions[d].plugins[p].enabled)
+                    return 1;
+    }
+    return 0;
+}
+
+#define VSR_INSTALL_MODELS "install them with scripts/setup-deps (make deps), or set VSR_MODEL_CACHE to the " \
+                           "directory that holds them"
+
 /* global.model_catalog.runtime → rw (and the child's start on loop).
  * VSR_OK, or VSR_ERR_INVALID with a message in err (a configuration that
  * needs a runtime it cannot have). */
@@ -614,11 +676,38 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
     }
     if (!managed)
         return VSR_OK;
-    if (cfg->runtime_embedder == NULL && cfg->runtime_model == NULL && cfg->remote_embed_url == NULL) {
-        vsr_buf_printf(err, "global.model_catalog.runtime: the configuration has model-backed signals and vsr starts "
-                            "their runtime: name its model (model: PATH, or embedder: hash for tests), name a runtime "
-                            "that runs elsewhere (endpoint:), or set managed: false\n");
-        return VSR_ERR_INVALID;
+    /* the models: the document's, else vsr's installed ones */
+    char model[4096], guard[4096], where[4096];
+    const char *model_path = cfg->runtime_model, *guard_path = cfg->runtime_guard_model;
+    if (cfg->runtime_embedder == NULL && model_path == NULL && cfg->remote_embed_url == NULL) {
+        if (installed_model("use-lite.vsrm", model, sizeof(model), where, sizeof(where)) != VSR_OK) {
+            vsr_buf_printf(err, "the configuration has model-backed signals and vsr's installed embedding model "
+                                "use-lite.vsrm is not in %s: " VSR_INSTALL_MODELS ", or name a model "
+                                "(global.model_catalog.runtime.model)\n", where);
+            return VSR_ERR_NOT_FOUND;
+        }
+        model_path = model;
+    } else if (model_path != NULL) {
+        uv_fs_t req;
+        int st = uv_fs_stat(NULL, &req, model_path, NULL);
+        uv_fs_req_cleanup(&req);
+        if (st != 0) {
+            vsr_buf_printf(err, "global.model_catalog.runtime.model: %s: %s\n", model_path, uv_strerror(st));
+            return VSR_ERR_NOT_FOUND;
+        }
+    }
+    if (guard_path == NULL && needs_guard(cfg)) {
+        /* missing: an error when every model is the installed one; a document
+         * that names its embedder gets the runtime's warning (contrastive only) */
+        if (installed_model("llm_guardrail", guard, sizeof(guard), where, sizeof(where)) != VSR_OK &&
+            model_path == model) {
+            vsr_buf_printf(err, "the configuration has jailbreak signals and vsr's installed jailbreak classifier "
+                                "llm_guardrail is not in %s: " VSR_INSTALL_MODELS ", or name it "
+                                "(global.model_catalog.runtime.guard_model)\n", where);
+            return VSR_ERR_NOT_FOUND;
+        }
+        if (guard[0] != '\0')
+            guard_path = guard;
     }
     if (runtime_socket_dir(rw, err) != VSR_OK)
         return VSR_ERR;
@@ -636,9 +725,9 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
     args[k++] = "serve";
     args[k++] = "--socket";
     args[k++] = rw->socket_path;
-    if (cfg->runtime_model) {
+    if (model_path) {
         args[k++] = "--model";
-        args[k++] = cfg->runtime_model;
+        args[k++] = model_path;
     }
     if (cfg->runtime_embedder) {
         args[k++] = "--embedder";
@@ -656,9 +745,9 @@ static int runtime_setup(const vsr_config_t *cfg, uv_loop_t *loop, rt_wire_t *rw
             args[k++] = cfg->remote_embed_key_env;
         }
     }
-    if (cfg->runtime_guard_model) {
+    if (guard_path) {
         args[k++] = "--guard-model";
-        args[k++] = cfg->runtime_guard_model;
+        args[k++] = guard_path;
     }
     if (cfg->runtime_threads) {
         snprintf(threads, sizeof(threads), "%u", (unsigned)cfg->runtime_threads);
@@ -1007,6 +1096,47 @@ static int sf_log_level(serve_args_t *s, const char *v)
 /* Where a serve flag applies; serve_help prints the flags under these groups. */
 typedef enum { SG_GENERAL, SG_MANAGEMENT, SG_METRICS, SG_EXTPROC } serve_group_t;
 
+/* OTLP/gRPC trace export: the tracer's transport is upstream/'s blocking
+ * gRPC client, used on the exporter thread only. */
+static vsr_grpc_client_t *otlp_grpc_client(const vsr_config_t *cfg, vsr_buf_t *err)
+{
+    char host[256];
+    uint16_t port;
+    const char *why = NULL;
+    if (vsr_tracer_parse_grpc_endpoint(cfg->tracing_endpoint, host, sizeof(host), &port, &why) != VSR_OK) {
+        vsr_buf_printf(err, "tracing: %s: %s", cfg->tracing_endpoint ? cfg->tracing_endpoint : "", why);
+        return NULL;
+    }
+    vsr_buf_t tls_err;
+    vsr_buf_init(&tls_err, 0);
+    vsr_grpc_client_t *c = vsr_grpc_client_new(host, port, cfg->tracing_grpc_tls, &tls_err);
+    if (c == NULL)
+        vsr_buf_printf(err, "tracing: %s: TLS: %.*s", cfg->tracing_endpoint, (int)tls_err.len,
+                       tls_err.data ? tls_err.data : "");
+    vsr_buf_free(&tls_err);
+    return c;
+}
+
+static int otlp_grpc_export(void *ud, const uint8_t *msg, size_t len, uint64_t deadline_ms, const uint8_t **answer,
+                            size_t *answer_len, char *why, size_t why_cap)
+{
+    vsr_grpc_client_result_t res;
+    int rc = vsr_grpc_client_call(ud, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", msg, len,
+                                  deadline_ms, &res);
+    snprintf(why, why_cap, "%s", res.message);
+    if (rc != VSR_OK)
+        return -1;
+    if (res.http_status != 200) {
+        snprintf(why, why_cap, "HTTP status %d", res.http_status);
+        return -1;
+    }
+    *answer = res.answer;
+    *answer_len = res.answer_len;
+    if (res.grpc_status < 0)
+        snprintf(why, why_cap, "no grpc-status in the answer");
+    return res.grpc_status;
+}
+
 /* Every `vsr serve` flag takes one value. `excludes` names a flag that may not
  * be given with this one. */
 static const struct {
@@ -1150,7 +1280,7 @@ static int cmd_serve(int argc, char **argv)
     vsr_gateway_opts_t gopts;
     memset(&gopts, 0, sizeof(gopts));
     gopts.workers = n_workers;
-    int rt_ok = runtime_setup(cfg, loop, &sv.rt, &err) == VSR_OK;
+    int rt_rc = runtime_setup(cfg, loop, &sv.rt, &err), rt_ok = rt_rc == VSR_OK;
     if (sv.rt.enabled)
         gopts.runtime = (vsr_gateway_runtime_t){rt_open, rt_close, rt_call, rt_cancel, rt_ready, &sv.rt};
     if (extproc) {
@@ -1166,19 +1296,33 @@ static int cmd_serve(int argc, char **argv)
     if (strcmp(access_log, "off") != 0)
         gopts.access_log = vsr_access_log_open(access_log, 0, &err);
     int tracing_ok = 1;
+    vsr_grpc_client_t *otlp_grpc = NULL;
     if (cfg->tracing_enabled) {
         vsr_tracer_opts_t to = {.endpoint = cfg->tracing_endpoint, .service_name = cfg->tracing_service_name,
                                 .service_version = cfg->tracing_service_version,
                                 .environment = cfg->tracing_environment,
                                 .sampling_ratio = cfg->tracing_sampling_ratio};
-        gopts.tracer = vsr_tracer_new(&to, &err);
+        vsr_tracer_grpc_t grpc = {NULL, otlp_grpc_export};
+        if (cfg->tracing_grpc) {
+            otlp_grpc = otlp_grpc_client(cfg, &err);
+            grpc.ud = otlp_grpc;
+            to.grpc = &grpc;
+        }
+        gopts.tracer = cfg->tracing_grpc && otlp_grpc == NULL ? NULL : vsr_tracer_new(&to, &err);
         tracing_ok = gopts.tracer != NULL;
     }
     vsr_metrics_attach(gopts.metrics, gopts.access_log, gopts.tracer);
     sv.gw = rt_ok && tracing_ok && (gopts.access_log || strcmp(access_log, "off") == 0)
                 ? vsr_gateway_start(cfg, engine, &gopts, &err)
                 : NULL;
-    if (sv.gw != NULL && watch && vsr_admin_watch_start(sv.admin, loop, path, 100, &err) != VSR_OK) {
+    /* config_source kubernetes: the file is the base the cluster's resources
+     * complete; they are watched instead of the file */
+    int k8s = cfg->config_source_kubernetes;
+    if (sv.gw != NULL && k8s && vsr_admin_k8s_start(sv.admin, path, &err) != VSR_OK) {
+        vsr_gateway_stop(sv.gw);
+        sv.gw = NULL;
+    }
+    if (sv.gw != NULL && watch && !k8s && vsr_admin_watch_start(sv.admin, loop, path, 100, &err) != VSR_OK) {
         vsr_gateway_stop(sv.gw);
         sv.gw = NULL;
     }
@@ -1190,7 +1334,7 @@ static int cmd_serve(int argc, char **argv)
         uv_close((uv_handle_t *)&sv.sigterm, NULL);
         vsr_rts_stop(sv.rt.sup);
         sv.rt.sup = NULL;
-        rc = !rt_ok ? EXIT_CONFIG : in_use ? EXIT_IN_USE : EXIT_RUNTIME;
+        rc = rt_rc == VSR_ERR_INVALID ? EXIT_CONFIG : in_use ? EXIT_IN_USE : EXIT_RUNTIME;
     } else {
         sv.loop = loop;
         /* the control thread: active health checks run on its loop, and
@@ -1208,7 +1352,7 @@ static int cmd_serve(int argc, char **argv)
             vsr_log_info("vsr", "metrics on http://%s:%u/metrics", maddr, (unsigned)mport);
         vsr_log_info("vsr", "vsr %s serving %s (configuration version %llu) with %u workers%s", VSR_VERSION, path,
                      (unsigned long long)vsr_engine_version(engine), vsr_gateway_workers(sv.gw),
-                     watch ? ", watching the file" : "");
+                     k8s ? ", watching the cluster's resources" : watch ? ", watching the file" : "");
     }
     vsr_engine_unref(engine);
     uv_run(loop, UV_RUN_DEFAULT); /* until the handles are closed: after drain, stop, or a failed start */
@@ -1219,24 +1363,19 @@ static int cmd_serve(int argc, char **argv)
     vsr_buf_free(&err);
     vsr_access_log_close(gopts.access_log);
     vsr_tracer_free(gopts.tracer); /* flushes what is queued, bounded */
+    vsr_grpc_client_free(otlp_grpc); /* after the exporter thread that used it */
+    vsr_admin_close(sv.admin);
+    vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
     vsr_admin_free(sv.admin); /* the last references: versions and their upstream state go */
     vsr_metrics_free(sv.metrics);
     return rc;
 }
 
-/* The guard model's default place: the model cache setup-deps fills. */
+/* The guard model's default place: vsr's installed models. */
 static const char *default_guard_dir(char *buf, size_t cap)
 {
-    const char *cache = getenv("VSR_MODEL_CACHE"), *home = getenv("HOME");
-    int n = cache && *cache ? snprintf(buf, cap, "%s/llm_guardrail", cache)
-            : home && *home ? snprintf(buf, cap, "%s/.cache/vsr/models/llm_guardrail", home)
-                            : -1;
-    if (n < 0 || (size_t)n >= cap)
-        return NULL;
-    uv_fs_t req;
-    int st = uv_fs_stat(NULL, &req, buf, NULL);
-    uv_fs_req_cleanup(&req);
-    return st == 0 ? buf : NULL;
+    char where[4096];
+    return installed_model("llm_guardrail", buf, cap, where, sizeof(where)) == VSR_OK ? buf : NULL;
 }
 
 /* --classifiers LIST ("domain,jailbreak,pii", "none") into cls[3]; without
@@ -1411,9 +1550,17 @@ static int cmd_runtime(int argc, char **argv)
         fprintf(stderr, "vsr runtime serve: --embedder knows only \"hash\" (the test embedder)\n");
         return EXIT_USAGE;
     }
-    if (!embedder && !model_path && !remote_url) {
-        fprintf(stderr, "vsr runtime serve: name a model: --model PATH, --remote-embeddings URL or --embedder hash\n");
-        return EXIT_USAGE;
+    char default_model[4096];
+    if (!embedder && !model_path && !remote_url) { /* vsr's installed embedding model */
+        char where[4096];
+        if (installed_model("use-lite.vsrm", default_model, sizeof(default_model), where, sizeof(where)) != VSR_OK) {
+            fprintf(stderr, "vsr runtime serve: the installed embedding model use-lite.vsrm is not in %s: "
+                            VSR_INSTALL_MODELS ", or name a model (--model PATH, --remote-embeddings URL or "
+                            "--embedder hash)\n", where);
+            return EXIT_RUNTIME;
+        }
+        model_path = default_model;
+        vsr_log_info("runtime", "serving the installed embedding model %s", model_path);
     }
     if (remote_url && !remote_model) {
         fprintf(stderr, "vsr runtime serve: --remote-embeddings needs --remote-model NAME\n");

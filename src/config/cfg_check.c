@@ -419,6 +419,17 @@ static void check_client_names(cfg_decoder_t *d, config_box_t *box)
          * auto names are dropped like the reference does */
         if (v[i].kind == v[first].kind && v[i].kind != NAME_ENTRYPOINT)
             continue;
+        /* a provider model named like an auto name: the reference accepts it,
+         * and the auto name wins (requests naming it are routed) */
+        if ((v[i].kind == NAME_PROVIDER && v[first].kind == NAME_AUTO) ||
+            (v[i].kind == NAME_AUTO && v[first].kind == NAME_PROVIDER)) {
+            const client_name_t *prov = v[i].kind == NAME_PROVIDER ? &v[i] : &v[first];
+            if (prov->line != 0)
+                vsr__cfg_warn(d, "%s:%u:%u: model name %s is also an auto model name: requests naming it are routed "
+                                 "by the default recipe, never passed through to this model", d->dg->file, prov->line,
+                              prov->col, q(d, prov->name));
+            continue;
+        }
         dups[nd] = v[i];
         dups[nd].order = first;
         nd++;
@@ -587,6 +598,7 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
     check_fallbacks(d, box);
     check_management(d, box);
     vsr__cfg_tools_resolve(d, box);
+    vsr__cfg_resolve_projection_inputs(d, box);
 
     /* recipes[0] is the top-level block; the rest in document order.  Done
      * last: the checks above locate values by their decoded addresses. */

@@ -376,7 +376,7 @@ typedef struct {
     int has_tracing_rate;
     double tracing_rate;
     char *tracing_provider, *tracing_exporter_type;
-    int tracing_insecure; /* the fallback default, for vsr_config_effective_fallback */
+    int tracing_insecure, has_tracing_insecure; /* exporter.insecure (the reference's default: true) */
 } config_box_t;
 
 /* ---- sections (each file's entry points) ------------------------------------- */
@@ -406,6 +406,19 @@ int vsr__cfg_decode_predicate(cfg_decoder_t *d, const cfg_node_t *val, vsr_predi
 int vsr__cfg_condition_type(const char *type);
 /* 1 when a rule leaf's condition type is a model-backed family's (on_error applies to it). */
 int vsr__cfg_condition_model_backed(const char *type);
+/* 1 when s declares a signal a leaf (or a projection score input) of
+ * condition type `type` and name `name` resolves to: a complexity level
+ * "<signal>:<level>" names <signal>, an authz name a binding or its role. */
+int vsr__cfg_signal_declared(const vsr_signals_conf_t *s, const char *type, const char *name);
+/* Appends to dst a copy of the signal of src that (type, name) resolves to
+ * (the copy shares src's decoded values: all of them live in the document's
+ * pool); 1 when src declares it, else 0. */
+int vsr__cfg_signal_import(cfg_decoder_t *d, vsr_signals_conf_t *dst, const vsr_signals_conf_t *src, const char *type,
+                           const char *name);
+/* Once every recipe is decoded: a projection score input naming a signal its
+ * recipe does not declare takes it from the recipe (or the top-level block)
+ * that does, as the reference's global signal registry does; else an error. */
+void vsr__cfg_resolve_projection_inputs(cfg_decoder_t *d, config_box_t *box);
 /* Reports every rule leaf of r's decisions that names no signal declared in
  * r; `where` names the recipe in messages ("routing"). */
 void vsr__cfg_resolve_leaves(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);

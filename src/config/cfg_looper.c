@@ -770,8 +770,17 @@ static const cfg_field_t flow_fields[] = {
 static const cfg_spec_t flow_spec = {
     .size = sizeof(vsr_looper_integration_conf_t), .fields = flow_fields, .n_fields = VSR_ARRAY_LEN(flow_fields)};
 
+/* endpoint: the reference's loopback address.  Empty is how its documents
+ * say "none" (the graphs run in process here either way): absent. */
+static int decode_looper_endpoint(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && val->len == 0)
+        return VSR_OK;
+    return vsr__cfg_string(d, f, val, obj);
+}
+
 static const cfg_field_t looper_fields[] = {
-    {.key = "endpoint", .decode = vsr__cfg_string, .offset = LI(endpoint)},
+    {.key = "endpoint", .decode = decode_looper_endpoint, .offset = LI(endpoint)},
     {.key = "timeout_seconds", .decode = vsr__cfg_duration_ms, .offset = LI(timeout_ms)},
     UINT_FIELD("retry_count", vsr_looper_integration_conf_t, retry_count, 0, 5),
     {.key = "headers", .decode = decode_looper_headers, .flags = CFG_NULL_OK},

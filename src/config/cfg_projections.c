@@ -260,41 +260,7 @@ const cfg_spec_t vsr__cfg_projections_spec = {
 
 static int has_signal(const vsr_recipe_conf_t *r, const char *type, const char *name)
 {
-    const vsr_signals_conf_t *s = &r->signals;
-#define SCAN(arr, n)                                \
-    for (size_t i = 0; i < s->n; i++)               \
-        if (s->arr[i].name && strcmp(s->arr[i].name, name) == 0) \
-            return 1;                               \
-    return 0
-    if (strcmp(type, "keyword") == 0) {
-        SCAN(keywords, n_keywords);
-    } else if (strcmp(type, "context") == 0) {
-        SCAN(context, n_context);
-    } else if (strcmp(type, "structure") == 0) {
-        SCAN(structure, n_structure);
-    } else if (strcmp(type, "conversation") == 0) {
-        SCAN(conversation, n_conversation);
-    } else if (strcmp(type, "language") == 0) {
-        SCAN(language, n_language);
-    } else if (strcmp(type, "embedding") == 0) {
-        SCAN(embeddings, n_embeddings);
-    } else if (strcmp(type, "metadata") == 0) {
-        SCAN(metadata, n_metadata);
-    } else if (strcmp(type, "event") == 0) {
-        SCAN(events, n_events);
-    } else if (strcmp(type, "authz") == 0) {
-        for (size_t i = 0; i < s->n_role_bindings; i++)
-            if ((s->role_bindings[i].name && strcmp(s->role_bindings[i].name, name) == 0) ||
-                (s->role_bindings[i].role && strcmp(s->role_bindings[i].role, name) == 0))
-                return 1;
-        return 0;
-    }
-#undef SCAN
-    for (size_t i = 0; i < s->n_ext; i++)
-        if (s->ext[i].type && s->ext[i].name && strcmp(s->ext[i].type, type) == 0 &&
-            strcmp(s->ext[i].name, name) == 0)
-            return 1;
-    return 0;
+    return vsr__cfg_signal_declared(&r->signals, type, name);
 }
 
 static long find_score(const vsr_projections_conf_t *p, const char *name)
@@ -303,6 +269,30 @@ static long find_score(const vsr_projections_conf_t *p, const char *name)
         if (p->scores[i].name && strcmp(p->scores[i].name, name) == 0)
             return (long)i;
     return -1;
+}
+
+/* The mapping output `name` is declared in: its mapping's source score, or -1. */
+static long output_source(const vsr_projections_conf_t *p, const char *name)
+{
+    for (size_t m = 0; name && m < p->n_mappings; m++)
+        for (size_t o = 0; o < p->mappings[m].n_outputs; o++)
+            if (p->mappings[m].outputs[o].name && strcmp(p->mappings[m].outputs[o].name, name) == 0)
+                return find_score(p, p->mappings[m].source);
+    return -1;
+}
+
+/* The score an input reads: type score, or the reference's type projection
+ * (a score by name; with value_source confidence a mapping output, whose
+ * source score it then depends on); -1 for a signal input. */
+static long input_score(const vsr_projections_conf_t *p, const vsr_score_input_conf_t *in)
+{
+    if (in->type == NULL || in->name == NULL)
+        return -1;
+    if (strcmp(in->type, "score") == 0)
+        return find_score(p, in->name);
+    if (strcmp(in->type, "projection") != 0)
+        return -1;
+    return in->value_source == VSR_VALUE_CONFIDENCE ? output_source(p, in->name) : find_score(p, in->name);
 }
 
 /* Depth-first visit for the score graph: 0 unvisited, 1 on the stack, 2 done. */
@@ -322,7 +312,7 @@ static int score_cycle(cfg_decoder_t *d, const vsr_projections_conf_t *p, size_t
     const vsr_score_conf_t *sc = &p->scores[i];
     for (size_t k = 0; k < sc->n_inputs; k++) {
         const vsr_score_input_conf_t *in = &sc->inputs[k];
-        long j = in->type && strcmp(in->type, "score") == 0 ? find_score(p, in->name) : -1;
+        long j = input_score(p, in);
         if (j >= 0 && score_cycle(d, p, (size_t)j, state))
             return 1;
     }
@@ -383,7 +373,8 @@ static void resolve_graph_output(const vsr_gnode_conf_t *n, void *arg)
 /* A kb_metric input reads a kb signal of the recipe over its kb: the one
  * `name` gives, else the first (its name is filled in); with none the input
  * gives its miss value.  The metric: best_score (default), score or the
- * signal's target value (its similarity), confidence, matched. */
+ * signal's target value (its similarity), best_matched_score or confidence
+ * (the similarity when the signal matched, else miss), matched. */
 static void check_kb_metric(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_score_input_conf_t *in,
                             const char *where)
 {
@@ -406,13 +397,14 @@ static void check_kb_metric(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_sc
     if (m == NULL || strcmp(m, "best_score") == 0 || strcmp(m, "score") == 0 ||
         (hit && hit->target.value && strcmp(m, hit->target.value) == 0))
         in->kb_metric = VSR_KB_METRIC_SCORE;
-    else if (strcmp(m, "confidence") == 0)
-        in->kb_metric = VSR_KB_METRIC_CONFIDENCE;
+    else if (strcmp(m, "confidence") == 0 || strcmp(m, "best_matched_score") == 0)
+        in->kb_metric = VSR_KB_METRIC_CONFIDENCE; /* the reference's best_matched_score: the score when matched */
     else if (strcmp(m, "matched") == 0)
         in->kb_metric = VSR_KB_METRIC_MATCHED;
     else if (hit) {
-        snprintf(buf, sizeof(buf), "metric %s must be best_score, score, confidence, matched or %s (the target of kb "
-                 "signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""), qs(d, hit->name));
+        snprintf(buf, sizeof(buf), "metric %s must be best_score, best_matched_score, score, confidence, matched or "
+                 "%s (the target of kb signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""),
+                 qs(d, hit->name));
         err_at(d, in, "kb_metric input:", buf);
     }
 }
@@ -451,18 +443,25 @@ void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, co
                     err_at(d, in, "score input names an unknown score", qs(d, in->name));
                 continue;
             }
+            if (strcmp(in->type, "projection") == 0) {
+                /* the reference's form: a score by name, or (value_source confidence) a mapping output */
+                int conf = in->value_source == VSR_VALUE_CONFIDENCE;
+                if (conf ? !is_output(p, in->name) : find_score(p, in->name) < 0)
+                    err_at(d, in, conf ? "projection input (value_source confidence) names an unknown mapping output"
+                                       : "projection input names an unknown score", qs(d, in->name));
+                else if (in->value_source != VSR_VALUE_CONFIDENCE && in->value_source != VSR_VALUE_SCORE &&
+                         in->value_source != VSR_VALUE_BINARY)
+                    err_at(d, in, "projection input: value_source is score or confidence, not", "\"raw\"");
+                continue;
+            }
             int known = vsr__cfg_condition_type(in->type);
-            if (known < 0 || strcmp(in->type, "projection") == 0) {
+            if (known < 0) {
                 err_at(d, in, "score input has an unknown type", qs(d, in->type));
                 continue;
             }
-            if (known == 0) /* a family vsr does not implement: refused with the signals */
-                continue;
-            if (!has_signal(r, in->type, in->name)) {
-                snprintf(buf, sizeof(buf), "%s signal %s is not declared in %s.signals", in->type, qs(d, in->name),
-                         where);
-                err_at(d, in, "score input:", buf);
-            }
+            /* a family vsr does not implement is refused with the signals; an
+             * undeclared signal is looked up in the other recipes once every
+             * recipe is decoded (vsr__cfg_resolve_projection_inputs) */
         }
     }
     vsr__cfg_check_unique_marked(d, "score name", keys, marks, p->n_scores);
@@ -499,4 +498,43 @@ void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, co
     for (size_t i = 0; i < r->n_decisions; i++)
         if (r->decisions[i].algo.kind == VSR_ALGO_GRAPH)
             vsr__cfg_graph_walk(&r->decisions[i].algo.u.graph, resolve_graph_output, &g);
+}
+
+/* A score input naming a signal the recipe does not declare: the reference
+ * merges every recipe's signals into one registry, so the input reads the
+ * signal another recipe (or the top-level block) declares.  The recipe gets
+ * its own copy of that declaration and computes it itself. */
+static void resolve_inputs(cfg_decoder_t *d, config_box_t *box, vsr_recipe_conf_t *r, const char *where)
+{
+    vsr_projections_conf_t *p = &r->projections;
+    for (size_t i = 0; i < p->n_scores; i++)
+        for (size_t k = 0; k < p->scores[i].n_inputs; k++) {
+            const vsr_score_input_conf_t *in = &p->scores[i].inputs[k];
+            if (in->type == NULL || in->name == NULL || vsr__cfg_condition_type(in->type) != 1 ||
+                strcmp(in->type, "score") == 0 || strcmp(in->type, "kb_metric") == 0 ||
+                strcmp(in->type, "projection") == 0 || has_signal(r, in->type, in->name))
+                continue;
+            int found = r != &box->routing &&
+                        vsr__cfg_signal_import(d, &r->signals, &box->routing.signals, in->type, in->name);
+            for (size_t j = 0; !found && j < box->n_recipe_list; j++)
+                if (&box->recipe_list[j] != r)
+                    found = vsr__cfg_signal_import(d, &r->signals, &box->recipe_list[j].signals, in->type, in->name);
+            if (!found) {
+                char buf[256];
+                snprintf(buf, sizeof(buf), "%s signal %s is not declared in %s.signals (nor in another recipe)",
+                         in->type, qs(d, in->name), where);
+                err_at(d, in, "score input:", buf);
+            }
+        }
+}
+
+void vsr__cfg_resolve_projection_inputs(cfg_decoder_t *d, config_box_t *box)
+{
+    resolve_inputs(d, box, &box->routing, "routing");
+    for (size_t i = 0; i < box->n_recipe_list; i++) {
+        vsr_recipe_conf_t *r = &box->recipe_list[i];
+        char where[160];
+        snprintf(where, sizeof(where), "recipe %s: routing", r->name ? qs(d, r->name) : "?");
+        resolve_inputs(d, box, r, where);
+    }
 }

@@ -1308,6 +1308,61 @@ int vsr__cfg_condition_model_backed(const char *type)
 
 /* ---- rule leaves --------------------------------------------------------------- */
 
+/* The family table and index of the signal (type, name) resolves to in s,
+ * or -1 (an ext signal is not found here). */
+static long declared_index(const vsr_signals_conf_t *s, const char *type, const char *name,
+                           const family_table_t **table)
+{
+    const family_t *fam = family_by_cond(type);
+    const family_table_t *t = fam && fam->family ? family_table(fam->family) : NULL;
+    *table = t;
+    if (t == NULL)
+        return -1;
+    size_t len = strlen(name);
+    const char *colon = strchr(name, ':');
+    if (strcmp(fam->family, "complexity") == 0 && colon != NULL && colon > name)
+        len = (size_t)(colon - name); /* as the reference: the level names its signal */
+    for (size_t i = 0, n = signal_count(t, s); i < n; i++) {
+        const char *nm = signal_name(t, s, i);
+        if (nm && strlen(nm) == len && memcmp(nm, name, len) == 0)
+            return (long)i;
+    }
+    if (strcmp(fam->family, "role_bindings") == 0)
+        for (size_t i = 0; i < s->n_role_bindings; i++)
+            if (s->role_bindings[i].role && strcmp(s->role_bindings[i].role, name) == 0)
+                return (long)i;
+    return -1;
+}
+
+int vsr__cfg_signal_declared(const vsr_signals_conf_t *s, const char *type, const char *name)
+{
+    const family_table_t *t;
+    if (declared_index(s, type, name, &t) >= 0)
+        return 1;
+    for (size_t i = 0; i < s->n_ext; i++)
+        if (s->ext[i].type && s->ext[i].name && strcmp(s->ext[i].type, type) == 0 && strcmp(s->ext[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+int vsr__cfg_signal_import(cfg_decoder_t *d, vsr_signals_conf_t *dst, const vsr_signals_conf_t *src, const char *type,
+                           const char *name)
+{
+    const family_table_t *t;
+    long i = declared_index(src, type, name, &t);
+    if (i < 0)
+        return 0;
+    size_t n = signal_count(t, dst), size = t->spec->size;
+    char **items = (char **)((char *)dst + t->offset);
+    char *grown = vsr_pool_alloc(d->pool, (n + 1) * size);
+    if (n > 0)
+        memcpy(grown, *items, n * size);
+    memcpy(grown + n * size, *(char *const *)((const char *)src + t->offset) + (size_t)i * size, size);
+    *items = grown;
+    *(size_t *)((char *)dst + t->count_offset) = n + 1;
+    return 1;
+}
+
 typedef struct {
     cfg_index_t names[VSR_ARRAY_LEN(family_tables)];
     int complete[VSR_ARRAY_LEN(family_tables)]; /* every signal of the family decoded a name */

@@ -293,6 +293,11 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
             n++;
         }
     }
+    if (run->config_source_kubernetes != next->config_source_kubernetes) {
+        /* the file watch or the cluster's watch is chosen at start */
+        vsr_buf_printf(why, "global.router.config_source changed; it needs a restart\n");
+        n++;
+    }
     if (run->management_enabled != next->management_enabled || run->management_port != next->management_port ||
         !str_eq(run->management_address, next->management_address)) {
         vsr_buf_printf(why, "global.services.management_api: enabled, bind_address or port changed; it needs a restart\n");
@@ -307,6 +312,7 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
     }
     /* the tracer is built once at start: its exporter thread owns these */
     if (run->tracing_enabled != next->tracing_enabled || !str_eq(run->tracing_endpoint, next->tracing_endpoint) ||
+        run->tracing_grpc != next->tracing_grpc || run->tracing_grpc_tls != next->tracing_grpc_tls ||
         run->tracing_sampling_ratio != next->tracing_sampling_ratio ||
         !str_eq(run->tracing_service_name, next->tracing_service_name) ||
         !str_eq(run->tracing_service_version, next->tracing_service_version) ||

@@ -8,6 +8,7 @@
  * while the document does not select them (store_backend / backend_type
  * says "not supported yet" when it does).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -192,13 +193,14 @@ static int decode_replay_backend(cfg_decoder_t *d, const cfg_field_t *f, const c
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0) {
+    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0 || strcmp(s, "postgres") == 0) {
         ((config_box_t *)obj)->conf.replay_store.redis = s[0] == 'r';
+        ((config_box_t *)obj)->conf.replay_store.postgres = s[0] == 'p';
         return 0;
     }
-    if (strcmp(s, "postgres") == 0 || strcmp(s, "milvus") == 0 || strcmp(s, "qdrant") == 0) {
+    if (strcmp(s, "milvus") == 0 || strcmp(s, "qdrant") == 0) {
         vsr__cfg_node_error(d, val, "global.services.router_replay.store_backend \"%s\" is not supported yet "
-                                    "(memory and redis are)", s);
+                                    "(memory, redis and postgres are)", s);
         return -1;
     }
     vsr__cfg_node_error(d, val, "store_backend must be memory, redis, postgres, milvus or qdrant, got %s",
@@ -214,6 +216,50 @@ static const cfg_spec_t replay_redis_spec = {
     .n_fields = VSR_ARRAY_LEN(replay_redis_fields),
 };
 
+/* router_replay.postgres: the reference's RouterReplayPostgresConfig */
+static const char *const pg_ssl_modes[] = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL};
+
+/* table_name goes into SQL as it is: an identifier PostgreSQL folds to lower
+ * case, short enough for its index names (idx_<table>_created_at) */
+static int decode_pg_table(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    size_t n = strlen(s), ok = n >= 1 && n <= 48 && (isalpha((unsigned char)s[0]) || s[0] == '_');
+    for (size_t i = 1; ok && i < n; i++)
+        ok = isalnum((unsigned char)s[i]) || s[i] == '_';
+    if (!ok) {
+        vsr__cfg_node_error(d, val, "table_name must be 1 to 48 letters, digits and _ (not a digit first), got %s",
+                            vsr__cfg_quote(d->pool, s, val->len));
+        return -1;
+    }
+    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
+    return 0;
+}
+
+static const cfg_field_t replay_pg_fields[] = {
+    {.key = "host", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_host)},
+    {.key = "port", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.pg_port), .size = 8, .min = 1,
+     .max = 65535},
+    {.key = "database", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_database)},
+    {.key = "user", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_user)},
+    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_password)},
+    {.key = "ssl_mode", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_ssl_mode),
+     .choices = pg_ssl_modes},
+    UNIMPLEMENTED("max_open_conns"), /* one writer connection; each management read opens its own */
+    UNIMPLEMENTED("max_idle_conns"),
+    {.key = "conn_max_lifetime", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.pg_conn_max_lifetime),
+     .size = 8, .min = 0, .max = 365 * 86400},
+    {.key = "table_name", .decode = decode_pg_table, .offset = CONF_OFF(replay_store.pg_table_name)},
+};
+
+static const cfg_spec_t replay_pg_spec = {
+    .size = sizeof(config_box_t),
+    .fields = replay_pg_fields,
+    .n_fields = VSR_ARRAY_LEN(replay_pg_fields),
+};
+
 static const cfg_field_t router_replay_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.enabled)},
     {.key = "store_backend", .decode = decode_replay_backend},
@@ -221,15 +267,32 @@ static const cfg_field_t router_replay_fields[] = {
      .min = 1, .max = 365 * 86400},
     {.key = "async_writes", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.async_writes)},
     {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_redis_spec},
-    {.key = "postgres", .inert = "read only with store_backend: postgres, which is not supported yet"},
+    {.key = "postgres", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_pg_spec},
     {.key = "milvus", .inert = "read only with store_backend: milvus, which is not supported yet"},
     {.key = "qdrant", .inert = "read only with store_backend: qdrant, which is not supported yet"},
 };
+
+
+/* store_backend: postgres needs postgres.database and postgres.user (as the reference) */
+static void finish_router_replay(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                 size_t index)
+{
+    VSR_UNUSED(index);
+    const vsr_config_t *c = &((config_box_t *)obj)->conf;
+    if (!c->replay_store.postgres)
+        return;
+    const cfg_node_t *pg = vsr__cfg_seen(&vsr__cfg_router_replay_spec, seen, "postgres");
+    const char *missing = c->replay_store.pg_database == NULL ? "database" : c->replay_store.pg_user == NULL ? "user"
+                                                                                                          : NULL;
+    if (missing)
+        vsr__cfg_node_error(d, pg ? pg : map, "store_backend postgres needs postgres.%s", missing);
+}
 
 const cfg_spec_t vsr__cfg_router_replay_spec = {
     .size = sizeof(config_box_t),
     .fields = router_replay_fields,
     .n_fields = VSR_ARRAY_LEN(router_replay_fields),
+    .finish = finish_router_replay,
 };
 
 /* global.stores.response_cache */

@@ -302,6 +302,13 @@ static void load_db(cfg_decoder_t *d, const cfg_node_t *val, vsr_tools_integrati
         goto out;
     }
     fp = fopen(file, "rb");
+    if (fp == NULL && errno == ENOENT) { /* as the reference: a warning, and no tools database */
+        t->db_missing = 1;
+        vsr__cfg_warn(d, "%s:%u:%u: tools_db_path: %s does not exist: running without the tools database (no tools "
+                         "to add or select)", d->dg->file, val->line, val->col,
+                      vsr__cfg_quote(d->pool, t->tools_db_path, strlen(t->tools_db_path))); /* as written */
+        goto out;
+    }
     if (fp == NULL) {
         vsr__cfg_node_error(d, val, "tools_db_path: cannot open %s: %s", vsr__cfg_quote(d->pool, file, strlen(file)),
                             strerror(errno));
@@ -491,7 +498,7 @@ static void resolve_recipe(cfg_decoder_t *d, const vsr_tools_integration_conf_t 
                     t->preserve_count = 1;
                 t->fallback_to_empty = g->fallback_to_empty;
                 const cfg_mark_t *at = vsr__cfg_mark_find(d, t);
-                if (t->enabled && t->mode == VSR_TOOLSEL_ADD && g->db.n == 0 && at) {
+                if (t->enabled && t->mode == VSR_TOOLSEL_ADD && g->db.n == 0 && !g->db_missing && at) {
                     const char *why = !g->present || g->tools_db_path == NULL
                                           ? "global.integrations.tools.tools_db_path is not set"
                                       : !g->enabled ? "global.integrations.tools.enabled is false"

@@ -698,15 +698,21 @@ static int decode_version(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
 /* The global tables decode into the config_box_t (the document object), so
  * scratch members sit next to the config's. */
 
-/* vsr reads its configuration from a file (it has no other source). */
+/* file: the document is the file; kubernetes: the file is the base that
+ * the reference's IntelligentPool and IntelligentRoute resources complete
+ * (admin_k8s.c). */
 static int decode_config_source(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
+    config_box_t *box = obj;
+    if (strcmp(s, "kubernetes") == 0) {
+        box->conf.config_source_kubernetes = 1;
+        return 0;
+    }
     if (strcmp(s, "file") != 0) {
-        vsr__cfg_node_error(d, val, "config_source %s is not supported yet (vsr reads \"file\"; on Kubernetes, mount the "
-                            "document from a ConfigMap: deploy/helm/vsr)",
+        vsr__cfg_node_error(d, val, "config_source must be \"file\" or \"kubernetes\", not %s",
                             vsr__cfg_quote(d->pool, s, val->len));
         return -1;
     }
@@ -901,16 +907,18 @@ static const cfg_spec_t management_spec = {
  * sampling{type, rate}, resource{service_name, service_version,
  * deployment_environment}. */
 static const char *const tracing_providers[] = {"opentelemetry", NULL};
-/* otlp: OTLP/HTTP with an http:// endpoint, OTLP/gRPC (not supported yet)
- * with a bare host:port, as the reference reads it; stdout: the
- * reference's console exporter (not supported yet) */
+/* otlp: OTLP/HTTP with an http:// endpoint, OTLP/gRPC with a bare
+ * host:port (as the reference reads it) or a grpc:// / grpcs:// one;
+ * otlp-grpc: OTLP/gRPC whatever the scheme; stdout: the reference's
+ * console exporter (not supported yet) */
 static const char *const tracing_exporters[] = {"otlp", "otlp-http", "otlphttp", "otlp-grpc", "stdout", NULL};
 static const char *const tracing_sampling_types[] = {"always_on", "always_off", "probabilistic", NULL};
 
 static const cfg_field_t tracing_exporter_fields[] = {
     {.key = "type", .decode = vsr__cfg_string, .offset = BOX_OFF(tracing_exporter_type), .choices = tracing_exporters},
     {.key = "endpoint", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_endpoint)},
-    {.key = "insecure", .decode = vsr__cfg_bool, .offset = BOX_OFF(tracing_insecure)}, /* http only: nothing to skip */
+    {.key = "insecure", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = BOX_OFF(tracing_insecure),
+     .has_offset = BOX_OFF(has_tracing_insecure)},
 };
 
 static const cfg_spec_t tracing_exporter_spec = {
@@ -989,16 +997,49 @@ static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
         vsr__cfg_node_error(d, type, "%s.exporter.type \"stdout\" is not supported yet; %s", d->path, how);
         return;
     }
-    int bare = c->tracing_endpoint != NULL && c->tracing_endpoint[0] != '\0' && strstr(c->tracing_endpoint, "://") == NULL;
-    if (strcmp(t, "otlp-grpc") == 0 || (strcmp(t, "otlp") == 0 && bare) ||
-        (c->tracing_endpoint != NULL && strncmp(c->tracing_endpoint, "grpc://", 7) == 0)) {
-        vsr__cfg_node_error(d, ep ? ep : type ? type : map,
-                            "%s.exporter: OTLP over gRPC (type otlp with a host:port endpoint such as %s) is not "
-                            "supported yet; %s", d->path,
-                            c->tracing_endpoint ? vsr__cfg_quote(d->pool, c->tracing_endpoint,
-                                                                 strlen(c->tracing_endpoint))
-                                                : "\"jaeger:4317\"",
-                            how);
+    const char *e = c->tracing_endpoint ? c->tracing_endpoint : "";
+    int bare = e[0] != '\0' && strstr(e, "://") == NULL;
+    int grpc_scheme = strncmp(e, "grpc://", 7) == 0 || strncmp(e, "grpcs://", 8) == 0;
+    int http_type = strcmp(t, "otlp-http") == 0 || strcmp(t, "otlphttp") == 0;
+    if (http_type && grpc_scheme) {
+        vsr__cfg_node_error(d, ep, "%s.exporter: type %s exports OTLP/HTTP, but the endpoint is a gRPC one; write "
+                            "type otlp-grpc, or an http:// endpoint", d->path, t);
+        return;
+    }
+    if (strcmp(t, "otlp-grpc") == 0 || grpc_scheme || (strcmp(t, "otlp") == 0 && bare)) {
+        c->tracing_grpc = 1;
+        if (e[0] == '\0') {
+            vsr__cfg_node_error(d, ep ? ep : map, "%s.exporter.endpoint is required when tracing is enabled (an "
+                                "OTLP/gRPC collector, e.g. 127.0.0.1:4317)", d->path);
+            return;
+        }
+        /* the scheme says whether TLS, and so does insecure; they may not contradict */
+        int tls_scheme = strncmp(e, "grpcs://", 8) == 0 || strncmp(e, "https://", 8) == 0;
+        int plain_scheme = strncmp(e, "grpc://", 7) == 0 || strncmp(e, "http://", 7) == 0;
+        const cfg_node_t *ins = exp ? vsr__cfg_map_get(exp, "insecure") : NULL;
+        if (box->has_tracing_insecure && ((tls_scheme && box->tracing_insecure) ||
+                                          (plain_scheme && !box->tracing_insecure))) {
+            vsr__cfg_node_error(d, ins, "%s.exporter.insecure: %s contradicts the endpoint's scheme (%s); drop one",
+                                d->path, box->tracing_insecure ? "true" : "false",
+                                tls_scheme ? "TLS" : "plaintext");
+            return;
+        }
+        c->tracing_grpc_tls = tls_scheme || (!plain_scheme && box->has_tracing_insecure && !box->tracing_insecure);
+        const char *hp = strstr(e, "://") ? strstr(e, "://") + 3 : e;
+        size_t hl = strlen(hp);
+        if (hl > 0 && hp[hl - 1] == '/')
+            hl--;
+        const char *why = NULL;
+        cfg_hostport_t hpo;
+        if (!tls_scheme && !plain_scheme && !bare)
+            why = "the scheme must be grpc://, grpcs://, http:// or https://";
+        else if (memchr(hp, '/', hl) != NULL || strpbrk(hp, "?#@") != NULL)
+            why = "no path, query, fragment or user info (the service's method is fixed)";
+        else
+            vsr__cfg_parse_hostport(vsr_slice(hp, hl), &hpo, &why);
+        if (why != NULL)
+            vsr__cfg_node_error(d, ep, "%s.exporter.endpoint: %s (OTLP/gRPC: host:port, e.g. 127.0.0.1:4317)",
+                                d->path, why);
         return;
     }
     if (c->tracing_endpoint == NULL || c->tracing_endpoint[0] == '\0') {
@@ -1414,6 +1455,11 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->replay_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->replay_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:replay:");
     c->replay_store.redis_timeout_ms = 250;
+    c->replay_store.pg_host = vsr__cfg_strdup(d, "localhost");
+    c->replay_store.pg_port = 5432;
+    c->replay_store.pg_ssl_mode = vsr__cfg_strdup(d, "disable");
+    c->replay_store.pg_table_name = vsr__cfg_strdup(d, "router_replay_records");
+    c->replay_store.pg_conn_max_lifetime = 300;
     box->default_retryable_codes[0] = 502;
     box->default_retryable_codes[1] = 503;
     box->default_retryable_codes[2] = 504;

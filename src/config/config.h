@@ -635,6 +635,7 @@ typedef struct {
     char *tools_db_path;           /* as written; relative to the configuration file's directory */
     int fallback_to_empty;         /* default false: no similarities (runtime down): tools unchanged */
     vsr_tools_db_t db;             /* loaded at load time (n 0 when no path) */
+    int db_missing;                /* tools_db_path names no file: warned, and run without the database */
 } vsr_tools_integration_conf_t;
 
 /* context_compression (ref §2): what may be compressed, in the order given. */
@@ -1090,6 +1091,7 @@ typedef struct {
                                           * an explicit auto_model_names replaces it; names trimmed */
     int include_config_models_in_list;   /* default false */
     int clear_route_cache;               /* default true */
+    int config_source_kubernetes;        /* config_source: kubernetes (default file) */
     int skip_processing_enabled;         /* skip_processing.enabled, default false */
     vsr_fallback_conf_t global_fallback;
     /* global.services */
@@ -1110,14 +1112,19 @@ typedef struct {
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
     } resp_store;
-    /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis) */
+    /* services.router_replay: where router_replay plugins' records go (store_backend memory | redis | postgres) */
     struct {
         int enabled;                     /* default true: false turns every router_replay plugin off */
         int redis;
+        int postgres;                    /* store_backend: postgres (redis is then 0) */
         uint64_t ttl_seconds;            /* default 86400 */
         int async_writes;                /* default true; writes never wait in any case (docs/configuration.md) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:replay:" */
         uint64_t redis_db, redis_timeout_ms; /* 0, 250 ms */
+        /* router_replay.postgres: the reference's fields and defaults (database and user required) */
+        char *pg_host, *pg_database, *pg_user, *pg_password, *pg_ssl_mode, *pg_table_name; /* localhost, -, -,
+                                          * none, "disable", "router_replay_records" */
+        uint64_t pg_port, pg_conn_max_lifetime; /* 5432; 300 (seconds, 0 = never) */
     } replay_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
 #define VSR_RC_DEFAULT_THRESHOLD 0.8 /* a response_cache plugin's semantic.similarity_threshold when unset */
@@ -1139,7 +1146,10 @@ typedef struct {
     int authz_fail_open;
     /* services.observability.tracing */
     int tracing_enabled;                 /* enabled, default false */
-    char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON) */
+    char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON), or
+                                          * with tracing_grpc [scheme://]host[:port] */
+    int tracing_grpc;                    /* export OTLP/gRPC: type otlp-grpc, a grpc(s):// or bare host:port endpoint */
+    int tracing_grpc_tls;                /* OTLP/gRPC over TLS: https:// or grpcs://, or insecure: false */
     double tracing_sampling_ratio;       /* new roots: always_on 1, always_off 0, probabilistic: rate (default 1) */
     char *tracing_service_name;          /* resource.service_name, default "vllm-sr" */
     char *tracing_service_version;       /* resource.service_version, NULL = none */

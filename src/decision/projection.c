@@ -4,12 +4,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-typedef enum { IN_SIGNAL, IN_SCORE, IN_KB } input_kind_t;
+typedef enum { IN_SIGNAL, IN_SCORE, IN_KB, IN_OUTPUT } input_kind_t;
 
 typedef struct {
     const vsr_score_input_conf_t *conf;
     input_kind_t kind;
-    int ref; /* signal or score index, -1 when unresolved (evaluates to miss) */
+    int ref; /* signal, score or output index, -1 when unresolved (evaluates to miss) */
 } input_t;
 
 typedef struct {
@@ -49,6 +49,17 @@ static int score_index(const vsr_projections_conf_t *c, const char *name)
     return -1;
 }
 
+/* The index of mapping output `name` in the outputs' order, or -1. */
+static int output_index(const vsr_projections_conf_t *c, const char *name)
+{
+    int o = 0;
+    for (size_t m = 0; m < c->n_mappings; m++)
+        for (size_t k = 0; k < c->mappings[m].n_outputs; k++, o++)
+            if (name && c->mappings[m].outputs[k].name && strcmp(c->mappings[m].outputs[k].name, name) == 0)
+                return o;
+    return -1;
+}
+
 /* A partition member is a domain or an embedding signal. */
 static int member_index(vsr_projection_find_fn find, void *ud, const char *name)
 {
@@ -77,6 +88,12 @@ vsr_projections_t *vsr_projections_compile(const vsr_projections_conf_t *c, vsr_
                 in->ref = in->conf->name ? find(ud, "kb", in->conf->name) : -1;
             } else if (strcmp(type, "score") == 0) {
                 in->kind = IN_SCORE;
+                in->ref = score_index(c, in->conf->name);
+            } else if (strcmp(type, "projection") == 0 && in->conf->value_source == VSR_VALUE_CONFIDENCE) {
+                in->kind = IN_OUTPUT; /* the reference's: a mapping output's confidence */
+                in->ref = output_index(c, in->conf->name);
+            } else if (strcmp(type, "projection") == 0) {
+                in->kind = IN_SCORE; /* the reference's: a score's value */
                 in->ref = score_index(c, in->conf->name);
             } else {
                 in->kind = IN_SIGNAL;
@@ -160,6 +177,8 @@ static void score_deps(const vsr_projections_t *p, int s, void (*add)(void *ud, 
             add(ud, sc->inputs[k].ref);
         else if (sc->inputs[k].kind == IN_SCORE)
             score_deps(p, sc->inputs[k].ref, add, ud, depth + 1);
+        else if (sc->inputs[k].kind == IN_OUTPUT && sc->inputs[k].ref >= 0)
+            score_deps(p, p->outputs[sc->inputs[k].ref].source, add, ud, depth + 1);
     }
 }
 
@@ -259,6 +278,10 @@ static double input_value(const vsr_projections_t *p, vsr_projections_run_t *run
         return c->miss;
     if (in->kind == IN_SCORE)
         return vsr_projections_score(p, run, in->ref);
+    if (in->kind == IN_OUTPUT) { /* 0 when the output is not emitted, as the reference */
+        vsr_projection_out_t o = vsr_projections_output(p, run, in->ref);
+        return o.matched ? o.confidence : 0;
+    }
     if (!run->known[in->ref])
         return c->miss;
     const vsr_signal_result_t *r = &run->sig[in->ref];

@@ -2563,7 +2563,7 @@ static void tls_input(conn_t *c, const char *data, size_t nread)
             break;
         if (n < 0) {
             /* a failed handshake (its alert goes out first), or close_notify */
-            if (n != VSR_DECLINED)
+            if (n != VSR_EOF)
                 vsr_log_debug("gateway", "client TLS: %s", vsr_tls_conn_error(c->tls));
             tls_flush_out(c);
             conn_close(c);

@@ -9,9 +9,10 @@
  * file's statics, because a management call runs on a detached thread that
  * may outlast the gateway; each user holds a reference for its call.
  *
- * Workers only put (memory: a list under a mutex; redis: a bounded queue
- * for the store's writer thread): a request never waits for the store.
- * Management reads may block (redis) on admin/'s threads.
+ * Workers only put (memory: a list under a mutex; redis, postgres: a
+ * bounded queue for the store's writer thread): a request never waits for
+ * the store.  Management reads may block (redis, postgres) on admin/'s
+ * threads, never on a worker's loop.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,21 +26,41 @@
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static vsr_replay_store_t *g_store;
-static char g_sig[1200];
+static char g_sig[2400];
 /* vsr_router_replay_records_total{backend, result}: since the process started */
-static _Atomic uint64_t g_counts[2][3];
-static const char *const backends[2] = {"memory", "redis"};
+static _Atomic uint64_t g_counts[3][3];
+static const char *const backends[3] = {"memory", "redis", "postgres"};
 static const char *const results[3] = {"written", "failed", "evicted"};
 
+/* the store's count callback; ud: its backends[] entry (NULL: memory) */
 static void count(void *ud, const char *result)
 {
-    int b = ud != NULL;
+    int b = ud == backends[1] ? 1 : ud == backends[2] ? 2 : 0;
     int r = result[0] == 'w' ? 0 : result[0] == 'f' ? 1 : 2;
     atomic_fetch_add_explicit(&g_counts[b][r], 1, memory_order_relaxed);
 }
 
+static int backend_of(const vsr_config_t *cfg)
+{
+    return cfg->replay_store.postgres ? 2 : cfg->replay_store.redis ? 1 : 0;
+}
+
+static const char *str(const char *s)
+{
+    return s ? s : "";
+}
+
 static void signature(const vsr_config_t *cfg, char *out, size_t cap)
 {
+    int n = snprintf(out, cap, "%d|%s|%llu|%s|%s|%s|%s|%s|%llu|", backend_of(cfg), str(cfg->replay_store.pg_host),
+                     (unsigned long long)cfg->replay_store.pg_port, str(cfg->replay_store.pg_database),
+                     str(cfg->replay_store.pg_user), str(cfg->replay_store.pg_password),
+                     str(cfg->replay_store.pg_ssl_mode), str(cfg->replay_store.pg_table_name),
+                     (unsigned long long)cfg->replay_store.pg_conn_max_lifetime);
+    if (n < 0 || (size_t)n >= cap)
+        return;
+    out += n;
+    cap -= (size_t)n;
     snprintf(out, cap, "%d|%llu|%s|%s|%llu|%s|%llu", cfg->replay_store.redis,
              (unsigned long long)cfg->replay_store.ttl_seconds,
              cfg->replay_store.redis_address ? cfg->replay_store.redis_address : "",
@@ -60,15 +81,26 @@ static vsr_replay_store_t *acquire(const vsr_config_t *cfg)
         old = g_store;
         vsr_replay_config_t rc;
         vsr_replay_config_init(&rc);
-        rc.backend = cfg->replay_store.redis ? VSR_STORE_REDIS : VSR_STORE_MEMORY;
+        int b = backend_of(cfg);
+        rc.backend = b == 2 ? VSR_STORE_POSTGRES : b == 1 ? VSR_STORE_REDIS : VSR_STORE_MEMORY;
         rc.ttl_ms = cfg->replay_store.ttl_seconds * 1000;
         rc.address = cfg->replay_store.redis_address;
         rc.password = cfg->replay_store.redis_password;
         rc.db = (unsigned)cfg->replay_store.redis_db;
         rc.key_prefix = cfg->replay_store.redis_key_prefix;
         rc.timeout_ms = cfg->replay_store.redis_timeout_ms;
+        if (b == 2) {
+            rc.password = cfg->replay_store.pg_password;
+            rc.pg_host = cfg->replay_store.pg_host;
+            rc.pg_port = (unsigned)cfg->replay_store.pg_port;
+            rc.pg_database = cfg->replay_store.pg_database;
+            rc.pg_user = cfg->replay_store.pg_user;
+            rc.pg_ssl_mode = cfg->replay_store.pg_ssl_mode;
+            rc.pg_table = cfg->replay_store.pg_table_name;
+            rc.pg_max_lifetime_ms = cfg->replay_store.pg_conn_max_lifetime * 1000;
+        }
         rc.count = count;
-        rc.count_ud = cfg->replay_store.redis ? (void *)backends[1] : NULL;
+        rc.count_ud = b ? (void *)backends[b] : NULL;
         vsr_buf_t err;
         vsr_buf_init(&err, 4096);
         g_store = vsr_replay_open(&rc, &err);
@@ -87,7 +119,8 @@ void vsr__gateway_replay_put(const vsr_config_t *cfg, const vsr_replay_record_t 
 {
     vsr_replay_store_t *st = acquire(cfg);
     if (st == NULL) {
-        count(cfg->replay_store.redis ? (void *)backends[1] : NULL, "failed");
+        int b = backend_of(cfg);
+        count(b ? (void *)backends[b] : NULL, "failed");
         return;
     }
     vsr_replay_put(st, r->id, r->timestamp_ms, r->summary, r->record, (size_t)r->max_records);
@@ -96,7 +129,7 @@ void vsr__gateway_replay_put(const vsr_config_t *cfg, const vsr_replay_record_t 
 
 void vsr__gateway_replay_metrics(vsr_metrics_t *m)
 {
-    for (int b = 0; b < 2; b++)
+    for (int b = 0; b < 3; b++)
         for (int r = 0; r < 3; r++)
             vsr_metrics_set_replay_records(m, backends[b], results[r],
                                            atomic_load_explicit(&g_counts[b][r], memory_order_relaxed));
@@ -180,7 +213,7 @@ static void handle(void *ud, vsr_engine_t *active, const vsr_admin_request_t *re
         answer_error(r, 503, "server_error", "unavailable", VSR_SLICE_LIT("the router replay store is not available"));
         return;
     }
-    const char *backend = vsr_engine_config(active)->replay_store.redis ? "redis" : "memory";
+    const char *backend = backends[backend_of(vsr_engine_config(active))];
     int rc;
     if (list) {
         vsr_buf_t items;
@@ -234,4 +267,10 @@ void vsr__gateway_replay_free(vsr_gateway_t *gw)
     g_sig[0] = 0;
     pthread_mutex_unlock(&g_mu);
     vsr_replay_unref(st);
+    /* the process is ending: let the writers close their connections (a
+     * statement in flight is bounded by the store's timeouts) rather than
+     * be cut off mid-close by exit() */
+    unsigned left = vsr_replay_wait_writers(6000);
+    if (left)
+        vsr_log_warn("gateway", "router replay: %u store writer(s) still busy at exit", left);
 }

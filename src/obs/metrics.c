@@ -199,7 +199,7 @@ struct vsr_metrics_s {
     _Atomic uint64_t config_version;
     _Atomic uint64_t activations;
     _Atomic uint64_t updates[3];   /* configuration updates by result: ack, nack, unchanged */
-    _Atomic uint64_t replay[2][3]; /* router replay records by backend (memory, redis) and result */
+    _Atomic uint64_t replay[3][3]; /* router replay records by backend (memory, redis, postgres) and result */
     /* control-side values: set from any thread, rarely */
     pthread_mutex_t global_mu;
     health_t *health;
@@ -664,14 +664,14 @@ void vsr_metrics_count_activation(vsr_metrics_t *m)
 }
 
 static const char *const update_results[3] = {"ack", "nack", "unchanged"};
-static const char *const replay_backends[2] = {"memory", "redis"};
+static const char *const replay_backends[3] = {"memory", "redis", "postgres"};
 static const char *const replay_results[3] = {"written", "failed", "evicted"};
 
 void vsr_metrics_set_replay_records(vsr_metrics_t *m, const char *backend, const char *result, uint64_t n)
 {
     if (m == NULL)
         return;
-    for (int b = 0; b < 2; b++)
+    for (int b = 0; b < 3; b++)
         for (int r = 0; r < 3; r++)
             if (strcmp(backend, replay_backends[b]) == 0 && strcmp(result, replay_results[r]) == 0)
                 atomic_store_explicit(&m->replay[b][r], n, memory_order_relaxed);
@@ -956,15 +956,15 @@ static void render_all(vsr_metrics_t *m, vsr_buf_t *b)
         for (int i = 0; i < 3; i++)
             vsr_buf_printf(b, "vsr_config_updates_total{result=\"%s\"} %" PRIu64 "\n", update_results[i], upd[i]);
     }
-    uint64_t rr[2][3], rr_any = 0;
-    for (int i = 0; i < 2; i++)
+    uint64_t rr[3][3], rr_any = 0;
+    for (int i = 0; i < 3; i++)
         for (int k = 0; k < 3; k++)
             rr_any |= rr[i][k] = atomic_load_explicit(&m->replay[i][k], memory_order_relaxed);
     if (rr_any) { /* once a router_replay plugin recorded something */
         put_header(b, "vsr_router_replay_records_total",
                    "Router replay records by store backend: written, failed (the request went on), evicted.",
                    "counter");
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             for (int k = 0; k < 3; k++)
                 vsr_buf_printf(b, "vsr_router_replay_records_total{backend=\"%s\",result=\"%s\"} %" PRIu64 "\n",
                                replay_backends[i], replay_results[k], rr[i][k]);

@@ -144,10 +144,29 @@ typedef struct {
  * strings, int attributes as strings, as the OTLP JSON mapping wants). */
 int vsr_span_to_json(vsr_buf_t *b, const vsr_span_t *s);
 
+/* Appends s as one OTLP protobuf Span (opentelemetry.proto.trace.v1.Span):
+ * the same fields and attribute values as the JSON form. */
+int vsr_span_to_proto(vsr_buf_t *b, const vsr_span_t *s);
+
 typedef struct vsr_tracer_s vsr_tracer_t;
 
+/* OTLP/gRPC: the transport the caller gives the tracer (obs opens no
+ * connection for it).  export makes one TraceService/Export call with msg
+ * (a serialized ExportTraceServiceRequest, no gRPC prefix) on the exporter
+ * thread, waiting until deadline_ms at most.  It returns the grpc-status
+ * (0 OK), or -1 when none came (connect, write, timeout, a non-200
+ * :status); why gets a short reason; *answer / *answer_len the response
+ * message (valid until the next call), for its partial_success. */
 typedef struct {
-    const char *endpoint;         /* "http://host[:port][/path]"; no path = /v1/traces; port default 4318 */
+    void *ud;
+    int (*export)(void *ud, const uint8_t *msg, size_t len, uint64_t deadline_ms, const uint8_t **answer,
+                  size_t *answer_len, char *why, size_t why_cap);
+} vsr_tracer_grpc_t;
+
+typedef struct {
+    const char *endpoint;         /* "http://host[:port][/path]"; no path = /v1/traces; port default 4318
+                                   * (with grpc: only named in logs) */
+    const vsr_tracer_grpc_t *grpc; /* non-NULL: export OTLP/gRPC (protobuf) through it instead */
     const char *service_name;     /* resource service.name; NULL = "vsr" */
     const char *service_version;  /* NULL = none */
     const char *environment;      /* resource deployment.environment; NULL = none */
@@ -164,6 +183,16 @@ typedef struct {
  * http:// URL vsr can export to (https is refused: run a local collector). */
 int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint16_t *port, char *path,
                               size_t path_len, const char **why);
+/* The same for an OTLP/gRPC endpoint: "[scheme://]host[:port][/]" with
+ * scheme grpc, grpcs, http or https (TLS is the caller's choice), port
+ * default 4317, an IPv6 literal in brackets (host gets it without).  No
+ * path: the gRPC method is fixed. */
+int vsr_tracer_parse_grpc_endpoint(const char *ep, char *host, size_t host_len, uint16_t *port, const char **why);
+/* The collector's ExportTraceServiceResponse: its partial_success's
+ * rejected_spans (0 when absent) and error_message (cut to msg_cap - 1
+ * bytes, non-printable bytes as '?').  VSR_ERR_INVALID when it does not
+ * decode. */
+int vsr_tracer_grpc_answer(const uint8_t *p, size_t n, int64_t *rejected, char *msg, size_t msg_cap);
 /* Starts the exporter thread.  NULL with a message in err on a bad endpoint
  * or when the thread cannot start. */
 vsr_tracer_t *vsr_tracer_new(const vsr_tracer_opts_t *o, vsr_buf_t *err);
@@ -177,10 +206,10 @@ double vsr_tracer_ratio(const vsr_tracer_t *t);
 void vsr_tracer_emit(vsr_tracer_t *t, const vsr_span_t *spans, size_t n);
 
 typedef struct {
-    uint64_t spans_exported;   /* accepted by the collector (2xx) */
+    uint64_t spans_exported;   /* accepted by the collector (2xx; gRPC: status OK, less partial_success's rejected) */
     uint64_t spans_dropped;    /* queue full, or left at shutdown */
     uint64_t spans_failed;     /* in a batch the collector did not accept */
-    uint64_t export_failures;  /* batches that failed: connect, write, timeout, non-2xx */
+    uint64_t export_failures;  /* batches that failed: connect, write, timeout, non-2xx, grpc-status not OK */
 } vsr_tracer_stats_t;
 void vsr_tracer_stats(const vsr_tracer_t *t, vsr_tracer_stats_t *out); /* t NULL: zeros */
 
@@ -256,7 +285,7 @@ void vsr_metrics_count_activation(vsr_metrics_t *m);
 void vsr_metrics_count_config_update(vsr_metrics_t *m, const char *result);
 
 /* vsr_router_replay_records_total{backend, result}: backend "memory" |
- * "redis", result "written" | "failed" | "evicted"; n is the count so far
+ * "redis" | "postgres", result "written" | "failed" | "evicted"; n is the count so far
  * (the store keeps the counts; any thread). */
 void vsr_metrics_set_replay_records(vsr_metrics_t *m, const char *backend, const char *result, uint64_t n);
 

@@ -1,4 +1,6 @@
-/* trace.c — W3C Trace Context, span encoding, and the OTLP/HTTP exporter.
+/* trace.c — W3C Trace Context, span encoding, and the OTLP exporter
+ * (OTLP/HTTP with JSON bodies, or OTLP/gRPC with protobuf through a
+ * transport the caller gives: see vsr_tracer_grpc_t).
  *
  * A worker encodes a request's spans to OTLP JSON on its own thread, then
  * holds the queue's mutex only to store one pointer in a ring (as the access
@@ -25,6 +27,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h>
 
 #define DEFAULT_QUEUE_SPANS 8192
 #define DEFAULT_BATCH_SPANS 512
@@ -301,10 +305,124 @@ int vsr_span_to_json(vsr_buf_t *b, const vsr_span_t *s)
     return rc ? VSR_ERR : VSR_OK;
 }
 
+/* protobuf's wire form, for the wrappers around pre-encoded spans */
+static void put_varint(vsr_buf_t *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    size_t n = 0;
+    do {
+        tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    vsr_buf_append(b, tmp, n);
+}
+
+/* field `field` (wire type 2, length-delimited) holding n bytes */
+static void put_len_field(vsr_buf_t *b, unsigned field, const void *p, size_t n)
+{
+    put_varint(b, (uint64_t)field << 3 | 2);
+    put_varint(b, n);
+    vsr_buf_append(b, p, n);
+}
+
+typedef Opentelemetry__Proto__Common__V1__KeyValue pb_kv_t;
+typedef Opentelemetry__Proto__Common__V1__AnyValue pb_any_t;
+
+/* one attribute; the string (cleaned like the JSON form's) lives in clean */
+static void pb_attr(pb_kv_t *kv, pb_any_t *v, const char *key, const vsr_span_attr_t *a, vsr_slice_t str,
+                    char *clean)
+{
+    opentelemetry__proto__common__v1__key_value__init(kv);
+    opentelemetry__proto__common__v1__any_value__init(v);
+    kv->key = (char *)key;
+    kv->value = v;
+    if (a != NULL && a->is_num) {
+        v->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+        v->int_value = a->num;
+    } else {
+        size_t n = vsr__obs_utf8_clean(str, ATTR_CAP, clean);
+        clean[n] = '\0';
+        v->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+        v->string_value = clean;
+    }
+}
+
+/* a ProtobufCBuffer that appends to a vsr_buf_t */
+typedef struct {
+    ProtobufCBuffer base;
+    vsr_buf_t *b;
+} pb_sink_t;
+
+static void pb_sink_append(ProtobufCBuffer *pb, size_t len, const uint8_t *data)
+{
+    vsr_buf_append(((pb_sink_t *)pb)->b, data, len);
+}
+
+int vsr_span_to_proto(vsr_buf_t *b, const vsr_span_t *s)
+{
+    enum { MAX_ATTRS = 64 };
+    Opentelemetry__Proto__Trace__V1__Span sp;
+    Opentelemetry__Proto__Trace__V1__Status st;
+    opentelemetry__proto__trace__v1__span__init(&sp);
+    opentelemetry__proto__trace__v1__status__init(&st);
+    size_t n = VSR_MIN(s->n_attrs, (size_t)MAX_ATTRS);
+    pb_kv_t kv[MAX_ATTRS], *kvp[MAX_ATTRS];
+    pb_any_t val[MAX_ATTRS];
+    char *clean = vsr_malloc((n + 1) * (3 * ATTR_CAP + 1));
+    char *name = clean + n * (3 * ATTR_CAP + 1);
+    size_t nl = vsr__obs_utf8_clean(vsr_slice_cstr(s->name ? s->name : ""), ATTR_CAP, name);
+    name[nl] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        pb_attr(&kv[i], &val[i], s->attrs[i].key, &s->attrs[i], s->attrs[i].str, clean + i * (3 * ATTR_CAP + 1));
+        kvp[i] = &kv[i];
+    }
+    sp.trace_id = (ProtobufCBinaryData){16, (uint8_t *)s->trace_id};
+    sp.span_id = (ProtobufCBinaryData){8, (uint8_t *)s->span_id};
+    if (!all_zero(s->parent_id, 8))
+        sp.parent_span_id = (ProtobufCBinaryData){8, (uint8_t *)s->parent_id};
+    sp.name = name;
+    sp.kind = (Opentelemetry__Proto__Trace__V1__Span__SpanKind)s->kind;
+    sp.start_time_unix_nano = s->start_ns;
+    sp.end_time_unix_nano = s->end_ns >= s->start_ns ? s->end_ns : s->start_ns;
+    sp.n_attributes = n;
+    sp.attributes = kvp;
+    sp.dropped_attributes_count = (uint32_t)(s->n_attrs - n);
+    st.code = (Opentelemetry__Proto__Trace__V1__Status__StatusCode)s->status;
+    sp.status = &st;
+    size_t before = b->len;
+    pb_sink_t sink = {{pb_sink_append}, b};
+    size_t want = opentelemetry__proto__trace__v1__span__get_packed_size(&sp);
+    opentelemetry__proto__trace__v1__span__pack_to_buffer(&sp, &sink.base);
+    vsr_free(clean);
+    return b->len - before == want ? VSR_OK : VSR_ERR; /* a buffer that hit its bound */
+}
+
+int vsr_tracer_grpc_answer(const uint8_t *p, size_t n, int64_t *rejected, char *msg, size_t msg_cap)
+{
+    *rejected = 0;
+    if (msg_cap)
+        msg[0] = '\0';
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(NULL, n, p);
+    if (r == NULL)
+        return VSR_ERR_INVALID;
+    if (r->partial_success != NULL) {
+        *rejected = r->partial_success->rejected_spans;
+        const char *m = r->partial_success->error_message ? r->partial_success->error_message : "";
+        size_t k = 0;
+        for (; m[k] && k + 1 < msg_cap; k++)
+            msg[k] = m[k] >= 0x20 && m[k] < 0x7f ? m[k] : '?';
+        if (msg_cap)
+            msg[k] = '\0';
+    }
+    opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(r, NULL);
+    return VSR_OK;
+}
+
 /* ---- the tracer ---- */
 
 typedef struct {
-    char *json; /* span objects joined by ',' */
+    char *data; /* JSON: span objects joined by ','; gRPC: ScopeSpans.spans fields, each a Span */
     size_t len;
     unsigned n_spans;
     uint64_t queued_ms;
@@ -315,6 +433,10 @@ struct vsr_tracer_s {
     uint16_t port;
     char path[1024];
     char *envelope_head; /* {"resourceSpans":[{"resource":...,"scopeSpans":[{"scope":...,"spans":[ */
+    vsr_tracer_grpc_t grpc;   /* .export non-NULL: OTLP/gRPC */
+    char *endpoint;           /* as configured, for logs */
+    vsr_buf_t pb_resource;    /* gRPC: ResourceSpans.resource, a Resource message */
+    vsr_buf_t pb_scope;       /* gRPC: ScopeSpans.scope, an InstrumentationScope message */
     double ratio;
     size_t max_queue_spans, max_batch_spans;
     uint64_t batch_ms, export_ms, shutdown_ms;
@@ -331,21 +453,10 @@ struct vsr_tracer_s {
     _Atomic uint64_t exported, dropped, failed, failures;
 };
 
-int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint16_t *port, char *path,
-                              size_t path_len, const char **why)
+/* host[:port] (an IPv6 literal in brackets) of hp_len bytes at p */
+static int parse_hostport(const char *p, size_t hp_len, char *host, size_t host_len, uint16_t *port,
+                          uint16_t default_port, const char **why)
 {
-    const char *p = url ? url : "";
-    if (strncmp(p, "https://", 8) == 0) {
-        *why = "https collector endpoints are not supported: point the exporter at a local collector over http://";
-        return VSR_ERR_INVALID;
-    }
-    if (strncmp(p, "http://", 7) != 0) {
-        *why = "the exporter endpoint must be an http:// URL (OTLP/HTTP, e.g. http://127.0.0.1:4318)";
-        return VSR_ERR_INVALID;
-    }
-    p += 7;
-    const char *slash = strchr(p, '/');
-    size_t hp_len = slash ? (size_t)(slash - p) : strlen(p);
     const char *hs = p, *he;
     const char *port_s = NULL;
     if (hp_len > 0 && p[0] == '[') {
@@ -375,7 +486,7 @@ int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint
     }
     memcpy(host, hs, (size_t)(he - hs));
     host[he - hs] = '\0';
-    *port = 4318;
+    *port = default_port;
     if (port_s) {
         uint64_t v;
         if (vsr_slice_to_u64(vsr_slice(port_s, (size_t)(p + hp_len - port_s)), 65535, &v) != VSR_OK || v == 0) {
@@ -384,6 +495,26 @@ int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint
         }
         *port = (uint16_t)v;
     }
+    return VSR_OK;
+}
+
+int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint16_t *port, char *path,
+                              size_t path_len, const char **why)
+{
+    const char *p = url ? url : "";
+    if (strncmp(p, "https://", 8) == 0) {
+        *why = "https collector endpoints are not supported: point the exporter at a local collector over http://";
+        return VSR_ERR_INVALID;
+    }
+    if (strncmp(p, "http://", 7) != 0) {
+        *why = "the exporter endpoint must be an http:// URL (OTLP/HTTP, e.g. http://127.0.0.1:4318)";
+        return VSR_ERR_INVALID;
+    }
+    p += 7;
+    const char *slash = strchr(p, '/');
+    size_t hp_len = slash ? (size_t)(slash - p) : strlen(p);
+    if (parse_hostport(p, hp_len, host, host_len, port, 4318, why) != VSR_OK)
+        return VSR_ERR_INVALID;
     const char *ps = slash ? slash : "";
     if (strpbrk(ps, "?# \t\r\n") != NULL) {
         *why = "the exporter endpoint may not hold a query, a fragment or spaces";
@@ -397,6 +528,31 @@ int vsr_tracer_parse_endpoint(const char *url, char *host, size_t host_len, uint
     }
     strcpy(path, ps);
     return VSR_OK;
+}
+
+int vsr_tracer_parse_grpc_endpoint(const char *ep, char *host, size_t host_len, uint16_t *port, const char **why)
+{
+    static const char *const schemes[] = {"grpc://", "grpcs://", "http://", "https://"};
+    const char *p = ep ? ep : "";
+    const char *sep = strstr(p, "://");
+    if (sep != NULL) {
+        size_t i = 0;
+        while (i < VSR_ARRAY_LEN(schemes) && strncmp(p, schemes[i], strlen(schemes[i])) != 0)
+            i++;
+        if (i == VSR_ARRAY_LEN(schemes)) {
+            *why = "an OTLP/gRPC endpoint is host:port, or a grpc://, grpcs://, http:// or https:// URL";
+            return VSR_ERR_INVALID;
+        }
+        p = sep + 3;
+    }
+    size_t hp_len = strlen(p);
+    if (hp_len > 0 && p[hp_len - 1] == '/')
+        hp_len--;
+    if (memchr(p, '/', hp_len) != NULL || strpbrk(p, "?# \t\r\n") != NULL) {
+        *why = "an OTLP/gRPC endpoint has no path, query or spaces (the service's method is fixed)";
+        return VSR_ERR_INVALID;
+    }
+    return parse_hostport(p, hp_len, host, host_len, port, 4317, why);
 }
 
 static void put_resource_attr(vsr_buf_t *b, int first, const char *key, const char *val)
@@ -563,32 +719,86 @@ static int post_batch(vsr_tracer_t *t, const vsr_buf_t *body, uint64_t deadline)
     return -1;
 }
 
+/* ExportTraceServiceRequest{resource_spans: [{resource, scope_spans: [{scope, spans}]}]}
+ * around the items' pre-encoded spans; one call.  0 when the collector took
+ * it (grpc-status OK); *rejected its partial_success's count. */
+static int export_grpc(vsr_tracer_t *t, item_t *items, size_t n, uint64_t deadline, int64_t *rejected)
+{
+    vsr_buf_t scope_spans, resource_spans, req;
+    vsr_buf_init(&scope_spans, 0);
+    vsr_buf_init(&resource_spans, 0);
+    vsr_buf_init(&req, 0);
+    put_len_field(&scope_spans, 1, t->pb_scope.data, t->pb_scope.len); /* ScopeSpans.scope */
+    for (size_t i = 0; i < n; i++)
+        vsr_buf_append(&scope_spans, items[i].data, items[i].len); /* ScopeSpans.spans, each */
+    put_len_field(&resource_spans, 1, t->pb_resource.data, t->pb_resource.len);  /* ResourceSpans.resource */
+    put_len_field(&resource_spans, 2, scope_spans.data, scope_spans.len);        /* ResourceSpans.scope_spans */
+    put_len_field(&req, 1, resource_spans.data, resource_spans.len); /* ExportTraceServiceRequest.resource_spans */
+    vsr_buf_free(&scope_spans);
+    vsr_buf_free(&resource_spans);
+    const uint8_t *answer = NULL;
+    size_t answer_len = 0;
+    char why[256] = "";
+    int st = t->grpc.export(t->grpc.ud, (const uint8_t *)req.data, req.len, deadline, &answer, &answer_len, why,
+                            sizeof(why));
+    vsr_buf_free(&req);
+    *rejected = 0;
+    if (st == 0) {
+        char msg[128];
+        if (answer_len > 0 && vsr_tracer_grpc_answer(answer, answer_len, rejected, msg, sizeof(msg)) == VSR_OK &&
+            *rejected > 0 && !t->last_failed)
+            vsr_log_warn("obs", "the collector at %s rejected %" PRId64 " spans: %s", t->endpoint, *rejected, msg);
+        return 0;
+    }
+    if (!t->last_failed) {
+        if (st > 0)
+            vsr_log_warn("obs", "trace export to %s failed: grpc-status %d%s%s (spans lost; more are not reported)",
+                         t->endpoint, st, why[0] ? ": " : "", why);
+        else
+            vsr_log_warn("obs", "trace export to %s failed: %s (spans lost; more are not reported)", t->endpoint,
+                         why[0] ? why : "no answer");
+    }
+    return -1;
+}
+
 static void export_items(vsr_tracer_t *t, item_t *items, size_t n, uint64_t deadline)
 {
-    vsr_buf_t body;
-    vsr_buf_init(&body, 0);
-    vsr_buf_append_cstr(&body, t->envelope_head);
     unsigned spans = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            vsr_buf_append(&body, ",", 1);
-        vsr_buf_append(&body, items[i].json, items[i].len);
+    for (size_t i = 0; i < n; i++)
         spans += items[i].n_spans;
-        vsr_free(items[i].json);
+    int ok;
+    int64_t rejected = 0;
+    if (t->grpc.export != NULL) {
+        ok = export_grpc(t, items, n, deadline, &rejected) == 0;
+        for (size_t i = 0; i < n; i++)
+            vsr_free(items[i].data);
+    } else {
+        vsr_buf_t body;
+        vsr_buf_init(&body, 0);
+        vsr_buf_append_cstr(&body, t->envelope_head);
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                vsr_buf_append(&body, ",", 1);
+            vsr_buf_append(&body, items[i].data, items[i].len);
+            vsr_free(items[i].data);
+        }
+        vsr_buf_append_cstr(&body, "]}]}]}");
+        ok = post_batch(t, &body, deadline) == 0;
+        if (!ok && !t->last_failed)
+            vsr_log_warn("obs", "trace export to http://%s:%u%s failed (%u spans lost; more are not reported)",
+                         t->host, t->port, t->path, spans);
+        vsr_buf_free(&body);
     }
-    vsr_buf_append_cstr(&body, "]}]}]}");
-    if (post_batch(t, &body, deadline) == 0) {
-        atomic_fetch_add_explicit(&t->exported, spans, memory_order_relaxed);
-        t->last_failed = 0;
+    if (ok) {
+        uint64_t bad = rejected > 0 ? VSR_MIN((uint64_t)rejected, (uint64_t)spans) : 0;
+        atomic_fetch_add_explicit(&t->exported, spans - bad, memory_order_relaxed);
+        atomic_fetch_add_explicit(&t->failed, bad, memory_order_relaxed);
+        t->last_failed = bad > 0;
     } else {
         atomic_fetch_add_explicit(&t->failed, spans, memory_order_relaxed);
         atomic_fetch_add_explicit(&t->failures, 1, memory_order_relaxed);
-        if (!t->last_failed)
-            vsr_log_warn("obs", "trace export to http://%s:%u%s failed (%u spans lost; more are not reported)",
-                         t->host, t->port, t->path, spans);
         t->last_failed = 1;
     }
-    vsr_buf_free(&body);
 }
 
 static void timespec_at(struct timespec *ts, uint64_t ms_from_now)
@@ -629,7 +839,7 @@ static void *exporter_main(void *arg)
             /* stopping: what could not be sent in time is dropped */
             size_t left = t->spans;
             while (t->count > 0) {
-                vsr_free(t->ring[t->head].json);
+                vsr_free(t->ring[t->head].data);
                 t->head = t->head + 1 == t->cap ? 0 : t->head + 1;
                 t->count--;
             }
@@ -659,12 +869,64 @@ static void *exporter_main(void *arg)
     return NULL;
 }
 
+/* the Resource and InstrumentationScope every gRPC batch carries, the same
+ * attributes as the JSON envelope's */
+static void encode_pb_envelope(vsr_tracer_t *t, const vsr_tracer_opts_t *o)
+{
+    const char *keys[5], *vals[5];
+    size_t n = 0;
+    keys[n] = "service.name", vals[n++] = o->service_name && o->service_name[0] ? o->service_name : "vsr";
+    if (o->service_version && o->service_version[0])
+        keys[n] = "service.version", vals[n++] = o->service_version;
+    if (o->environment && o->environment[0])
+        keys[n] = "deployment.environment", vals[n++] = o->environment;
+    keys[n] = "telemetry.sdk.name", vals[n++] = "vsr";
+    keys[n] = "telemetry.sdk.language", vals[n++] = "c";
+    pb_kv_t kv[5], *kvp[5];
+    pb_any_t val[5];
+    char *clean = vsr_malloc(n * (3 * ATTR_CAP + 1));
+    for (size_t i = 0; i < n; i++) {
+        pb_attr(&kv[i], &val[i], keys[i], NULL, vsr_slice_cstr(vals[i]), clean + i * (3 * ATTR_CAP + 1));
+        kvp[i] = &kv[i];
+    }
+    Opentelemetry__Proto__Resource__V1__Resource res;
+    opentelemetry__proto__resource__v1__resource__init(&res);
+    res.n_attributes = n;
+    res.attributes = kvp;
+    vsr_buf_init(&t->pb_resource, 0);
+    pb_sink_t sink = {{pb_sink_append}, &t->pb_resource};
+    opentelemetry__proto__resource__v1__resource__pack_to_buffer(&res, &sink.base);
+    vsr_free(clean);
+
+    Opentelemetry__Proto__Common__V1__InstrumentationScope scope;
+    opentelemetry__proto__common__v1__instrumentation_scope__init(&scope);
+    scope.name = "vsr";
+    vsr_buf_init(&t->pb_scope, 0);
+    sink.b = &t->pb_scope;
+    opentelemetry__proto__common__v1__instrumentation_scope__pack_to_buffer(&scope, &sink.base);
+}
+
+static void free_envelope(vsr_tracer_t *t)
+{
+    vsr_free(t->envelope_head);
+    vsr_free(t->endpoint);
+    vsr_buf_free(&t->pb_resource);
+    vsr_buf_free(&t->pb_scope);
+}
+
 vsr_tracer_t *vsr_tracer_new(const vsr_tracer_opts_t *o, vsr_buf_t *err)
 {
     vsr_tracer_t *t = vsr_calloc(1, sizeof(*t));
     const char *why = NULL;
-    if (vsr_tracer_parse_endpoint(o->endpoint, t->host, sizeof(t->host), &t->port, t->path, sizeof(t->path), &why) !=
-        VSR_OK) {
+    int bad = o->grpc != NULL
+                  ? vsr_tracer_parse_grpc_endpoint(o->endpoint, t->host, sizeof(t->host), &t->port, &why) != VSR_OK
+                  : vsr_tracer_parse_endpoint(o->endpoint, t->host, sizeof(t->host), &t->port, t->path,
+                                              sizeof(t->path), &why) != VSR_OK;
+    if (!bad && o->grpc != NULL && o->grpc->export == NULL) {
+        why = "no gRPC transport";
+        bad = 1;
+    }
+    if (bad) {
         if (err)
             vsr_buf_printf(err, "tracing: %s: %s", o->endpoint ? o->endpoint : "(no endpoint)", why);
         vsr_free(t);
@@ -693,6 +955,11 @@ vsr_tracer_t *vsr_tracer_new(const vsr_tracer_opts_t *o, vsr_buf_t *err)
     vsr_buf_append_cstr(&b, "]},\"scopeSpans\":[{\"scope\":{\"name\":\"vsr\"},\"spans\":[");
     vsr_buf_append(&b, "", 1);
     t->envelope_head = b.data;
+    t->endpoint = vsr_strdup(o->endpoint);
+    if (o->grpc != NULL) {
+        t->grpc = *o->grpc;
+        encode_pb_envelope(t, o);
+    }
 
     atomic_init(&t->exported, 0);
     atomic_init(&t->dropped, 0);
@@ -715,7 +982,7 @@ vsr_tracer_t *vsr_tracer_new(const vsr_tracer_opts_t *o, vsr_buf_t *err)
             vsr_buf_printf(err, "tracing: cannot start the exporter thread: %s", strerror(rc));
         pthread_cond_destroy(&t->cv);
         pthread_mutex_destroy(&t->mu);
-        vsr_free(t->envelope_head);
+        free_envelope(t);
         vsr_free(t->ring);
         vsr_free(t);
         return NULL;
@@ -734,7 +1001,7 @@ void vsr_tracer_free(vsr_tracer_t *t)
     pthread_join(t->thread, NULL);
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
-    vsr_free(t->envelope_head);
+    free_envelope(t);
     vsr_free(t->ring);
     vsr_free(t);
 }
@@ -755,10 +1022,21 @@ void vsr_tracer_emit(vsr_tracer_t *t, const vsr_span_t *spans, size_t n)
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_buf_reserve(&b, 512 * n);
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            vsr_buf_append(&b, ",", 1);
-        vsr_span_to_json(&b, &spans[i]);
+    if (t->grpc.export != NULL) {
+        vsr_buf_t one;
+        vsr_buf_init(&one, 0);
+        for (size_t i = 0; i < n; i++) {
+            vsr_buf_reset(&one);
+            vsr_span_to_proto(&one, &spans[i]);
+            put_len_field(&b, 2, one.data, one.len); /* ScopeSpans.spans */
+        }
+        vsr_buf_free(&one);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                vsr_buf_append(&b, ",", 1);
+            vsr_span_to_json(&b, &spans[i]);
+        }
     }
     item_t it = {b.data, b.len, (unsigned)n, vsr_now_ms()};
     int queued = 0;
@@ -775,7 +1053,7 @@ void vsr_tracer_emit(vsr_tracer_t *t, const vsr_span_t *spans, size_t n)
     }
     pthread_mutex_unlock(&t->mu);
     if (!queued) {
-        vsr_free(it.json);
+        vsr_free(it.data);
         atomic_fetch_add_explicit(&t->dropped, n, memory_order_relaxed);
     }
 }

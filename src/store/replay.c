@@ -1,10 +1,12 @@
 /*
  * replay.c — the router_replay plugin's record store (store.h, "router
- * replay records"): memory (one list under a mutex) or redis (a writer
- * thread with a bounded queue; reads on a connection of their own).
+ * replay records"): memory (one list under a mutex), redis or postgres (a
+ * writer thread with a bounded queue; reads on a connection of their own).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,6 +20,13 @@
 #define MAX_ID 128
 #define MAX_PREFIX 64
 #define BACKOFF_MS 1000
+#define PG_TABLE_MAX 48           /* idx_<table>_created_at stays within 63 bytes */
+#define PG_BACKOFF_MIN_MS 100
+#define PG_BACKOFF_MAX_MS 2000
+#define PG_CONNECT_TIMEOUT "2"    /* seconds (libpq's least) */
+#define PG_STATEMENT_MS 5000
+#define PG_TTL_EVERY_MS 1000      /* the writer deletes expired rows at most this often */
+#define PG_TRIM_MAX 1000          /* rows one trim deletes at most: the next writes go on */
 
 typedef struct rec_s {
     struct rec_s *prev, *next; /* newest first */
@@ -41,7 +50,26 @@ struct vsr_replay_store_s {
     int has_writer, stop;
     redisContext *wc;          /* the writer's connection */
     uint64_t retry_at_ms;      /* no connect before this (monotonic) */
+    /* postgres */
+    char *pg_host, *pg_port, *pg_database, *pg_user, *pg_ssl_mode, *pg_table; /* copies: cfg's go with its version */
+    PGconn *pc;                /* the writer's connection */
+    uint64_t pc_born_ms, pg_backoff_ms, ttl_at_ms;
+    int pg_down_logged;
 };
+
+/* the writer threads still running, of every store (vsr_replay_wait_writers) */
+static pthread_mutex_t g_writers_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_writers_cv = PTHREAD_COND_INITIALIZER;
+static unsigned g_writers;
+
+static void writers_add(int d)
+{
+    pthread_mutex_lock(&g_writers_mu);
+    g_writers += (unsigned)d;
+    if (g_writers == 0)
+        pthread_cond_broadcast(&g_writers_cv);
+    pthread_mutex_unlock(&g_writers_mu);
+}
 
 static uint64_t wall_ms(void)
 {
@@ -261,6 +289,242 @@ static int write_one(vsr_replay_store_t *st, redisContext *c, const rec_t *r)
     return rc;
 }
 
+/* ---- postgres ---- */
+
+/* A table name vsr writes into SQL as it is: [A-Za-z_][A-Za-z0-9_]*, at most
+ * PG_TABLE_MAX bytes (PostgreSQL folds it to lower case, as the reference's
+ * unquoted name is). */
+static int pg_table_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > PG_TABLE_MAX || !(isalpha((unsigned char)t[0]) || t[0] == '_'))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if (!(isalnum((unsigned char)t[i]) || t[i] == '_'))
+            return 0;
+    return 1;
+}
+
+static void pg_quiet(void *arg, const char *message)
+{
+    VSR_UNUSED(arg);
+    VSR_UNUSED(message); /* "relation already exists, skipping" and the like */
+}
+
+/* A connection, or NULL with libpq's reason in why (when not NULL).  Every
+ * wait on it is bounded: the connect, each statement, and unacknowledged
+ * data (tcp_user_timeout).  Its clock is UTC, so LOCALTIMESTAMP and the
+ * stored times agree whatever the server's zone. */
+static PGconn *connect_pg(vsr_replay_store_t *st, char *why, size_t why_cap)
+{
+    char opts[96];
+    snprintf(opts, sizeof(opts), "-c statement_timeout=%d -c TimeZone=UTC", PG_STATEMENT_MS);
+    /* gssencmode: the reference's driver has no GSSAPI encryption either */
+    const char *keys[] = {"host",    "port",          "dbname",          "user",
+                          "password", "sslmode",      "options",         "connect_timeout",
+                          "tcp_user_timeout", "application_name", "gssencmode", NULL};
+    const char *vals[] = {st->pg_host,  st->pg_port,     st->pg_database, st->pg_user,
+                          st->password, st->pg_ssl_mode, opts,            PG_CONNECT_TIMEOUT,
+                          "5000",       "vsr",           "disable",       NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 0);
+    if (c == NULL) {
+        if (why)
+            snprintf(why, why_cap, "out of memory");
+        return NULL;
+    }
+    if (PQstatus(c) != CONNECTION_OK) {
+        if (why) {
+            snprintf(why, why_cap, "%s", PQerrorMessage(c));
+            why[strcspn(why, "\n")] = 0;
+        }
+        PQfinish(c);
+        return NULL;
+    }
+    PQsetNoticeProcessor(c, pg_quiet, NULL);
+    return c;
+}
+
+/* The table and its indexes when missing (docs/configuration.md has the
+ * layout).  The columns vsr reads are added to a table the reference made;
+ * an advisory lock keeps two replicas' first connections from racing on
+ * the catalog.  0, or -1 with the reason in why. */
+static int pg_ensure_table(vsr_replay_store_t *st, PGconn *c, char *why, size_t why_cap)
+{
+    const char *t = st->pg_table;
+    vsr_buf_t q;
+    vsr_buf_init(&q, 1024);
+    vsr_buf_printf(&q,
+                   "BEGIN; SELECT pg_advisory_xact_lock(hashtext('vsr router_replay %s'));"
+                   "CREATE TABLE IF NOT EXISTS %s (id VARCHAR(255) PRIMARY KEY, timestamp TIMESTAMP NOT NULL,"
+                   " summary TEXT, record TEXT, created_at TIMESTAMP DEFAULT LOCALTIMESTAMP);"
+                   "ALTER TABLE %s ADD COLUMN IF NOT EXISTS summary TEXT;"
+                   "ALTER TABLE %s ADD COLUMN IF NOT EXISTS record TEXT;"
+                   "CREATE INDEX IF NOT EXISTS idx_%s_timestamp ON %s (timestamp DESC);"
+                   "CREATE INDEX IF NOT EXISTS idx_%s_created_at ON %s (created_at);"
+                   "COMMIT;",
+                   t, t, t, t, t, t, t, t);
+    vsr_buf_append(&q, "", 1);
+    PGresult *res = PQexec(c, q.data);
+    vsr_buf_free(&q);
+    int ok = res && PQresultStatus(res) == PGRES_COMMAND_OK && PQtransactionStatus(c) == PQTRANS_IDLE;
+    if (!ok && why) {
+        snprintf(why, why_cap, "cannot create table %s: %s", t, PQerrorMessage(c));
+        why[strcspn(why, "\n")] = 0;
+    }
+    PQclear(res);
+    return ok ? 0 : -1;
+}
+
+/* "<table> WHERE record IS NOT NULL AND created_at is within the TTL": the
+ * rows a read sees (rows of the reference's own, without a record, are
+ * not vsr's). */
+static void pg_live_rows(const vsr_replay_store_t *st, vsr_buf_t *q)
+{
+    vsr_buf_printf(q, "%s WHERE record IS NOT NULL", st->pg_table);
+    if (st->cfg.ttl_ms)
+        vsr_buf_printf(q, " AND created_at >= LOCALTIMESTAMP - make_interval(secs => %llu.%03llu)",
+                       (unsigned long long)(st->cfg.ttl_ms / 1000), (unsigned long long)(st->cfg.ttl_ms % 1000));
+}
+
+/* A statement with text parameters; the result, or NULL (freed) when it
+ * failed.  *missing is set when the table does not exist (yet). */
+static PGresult *pg_run(PGconn *c, vsr_buf_t *q, int n, const char *const *params, ExecStatusType want, int *missing)
+{
+    vsr_buf_append(q, "", 1);
+    PGresult *res = PQexecParams(c, q->data, n, NULL, params, NULL, NULL, 0);
+    if (res && PQresultStatus(res) == want)
+        return res;
+    if (missing) {
+        const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+        *missing = state && strcmp(state, "42P01") == 0;
+    }
+    PQclear(res);
+    return NULL;
+}
+
+static uint64_t affected(PGresult *res)
+{
+    return (uint64_t)strtoull(PQcmdTuples(res), NULL, 10);
+}
+
+/* One record: the row (a second put of an id replaces it), then the rows
+ * past max_records (counted evicted) and, at most once a second, the
+ * expired ones.  0, or -1 when the insert failed. */
+static int pg_write_one(vsr_replay_store_t *st, PGconn *c, const rec_t *r)
+{
+    char ts[32], keep[32];
+    snprintf(ts, sizeof(ts), "%llu", (unsigned long long)r->ts_ms);
+    vsr_buf_t q;
+    vsr_buf_init(&q, 512);
+    vsr_buf_printf(&q,
+                   "INSERT INTO %s (id, timestamp, summary, record, created_at)"
+                   " VALUES ($1, to_timestamp($2::bigint / 1000.0) AT TIME ZONE 'UTC', $3, $4, LOCALTIMESTAMP)"
+                   " ON CONFLICT (id) DO UPDATE SET timestamp = EXCLUDED.timestamp, summary = EXCLUDED.summary,"
+                   " record = EXCLUDED.record, created_at = EXCLUDED.created_at",
+                   st->pg_table);
+    const char *ins[] = {r->id, ts, r->sum, r->rec};
+    PGresult *res = pg_run(c, &q, 4, ins, PGRES_COMMAND_OK, NULL);
+    if (res == NULL) {
+        vsr_buf_free(&q);
+        return -1;
+    }
+    PQclear(res);
+    vsr_buf_reset(&q);
+    snprintf(keep, sizeof(keep), "%zu", r->max_records);
+    vsr_buf_printf(&q,
+                   "DELETE FROM %s WHERE id IN (SELECT id FROM %s WHERE record IS NOT NULL"
+                   " ORDER BY timestamp DESC, id DESC OFFSET $1::bigint LIMIT %d)",
+                   st->pg_table, st->pg_table, PG_TRIM_MAX);
+    const char *trim[] = {keep};
+    res = pg_run(c, &q, 1, trim, PGRES_COMMAND_OK, NULL);
+    if (res) {
+        for (uint64_t i = affected(res); i > 0; i--)
+            count(st, "evicted");
+        PQclear(res);
+    }
+    uint64_t now = vsr_now_ms();
+    if (st->cfg.ttl_ms && now >= st->ttl_at_ms) {
+        st->ttl_at_ms = now + PG_TTL_EVERY_MS;
+        vsr_buf_reset(&q);
+        vsr_buf_printf(&q,
+                       "DELETE FROM %s WHERE record IS NOT NULL"
+                       " AND created_at < LOCALTIMESTAMP - make_interval(secs => %llu.%03llu)",
+                       st->pg_table, (unsigned long long)(st->cfg.ttl_ms / 1000),
+                       (unsigned long long)(st->cfg.ttl_ms % 1000));
+        PQclear(pg_run(c, &q, 0, NULL, PGRES_COMMAND_OK, NULL));
+    }
+    vsr_buf_free(&q);
+    return 0;
+}
+
+static void pg_drop(vsr_replay_store_t *st)
+{
+    PQfinish(st->pc);
+    st->pc = NULL;
+}
+
+/* The writer's connection, opened when there is none and the back-off
+ * allows: 1 when there is one (*fresh: opened just now).  A server that
+ * went away is retried after a back-off that doubles up to
+ * PG_BACKOFF_MAX_MS. */
+static int pg_connected(vsr_replay_store_t *st, int *fresh)
+{
+    uint64_t now = vsr_now_ms();
+    *fresh = 0;
+    if (st->pc && st->cfg.pg_max_lifetime_ms && now >= st->pc_born_ms + st->cfg.pg_max_lifetime_ms)
+        pg_drop(st); /* conn_max_lifetime */
+    if (st->pc)
+        return 1;
+    if (now < st->retry_at_ms)
+        return 0;
+    char why[256];
+    st->pc = connect_pg(st, why, sizeof(why));
+    if (st->pc && pg_ensure_table(st, st->pc, why, sizeof(why)) != 0)
+        pg_drop(st);
+    if (st->pc == NULL) {
+        st->pg_backoff_ms = st->pg_backoff_ms ? VSR_MIN(2 * st->pg_backoff_ms, PG_BACKOFF_MAX_MS) : PG_BACKOFF_MIN_MS;
+        st->retry_at_ms = vsr_now_ms() + st->pg_backoff_ms;
+        if (!st->pg_down_logged)
+            vsr_log_warn("store", "router replay: postgres %s:%s: %s (records are dropped and counted until it "
+                                  "answers)", st->pg_host, st->pg_port, why);
+        st->pg_down_logged = 1;
+        return 0;
+    }
+    if (st->pg_down_logged)
+        vsr_log_info("store", "router replay: postgres %s:%s answers again", st->pg_host, st->pg_port);
+    st->pg_down_logged = 0;
+    st->pg_backoff_ms = 0;
+    st->pc_born_ms = vsr_now_ms();
+    *fresh = 1;
+    return 1;
+}
+
+/* The writer's turn for one record: 1 when it was written.  While the
+ * server is away records fail at once (counted), so the queue never waits
+ * on a dead server.  A connection found broken (the server restarted) is
+ * replaced at once and the record tried on the new one, once. */
+static int pg_write(vsr_replay_store_t *st, const rec_t *r)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fresh;
+        if (!pg_connected(st, &fresh))
+            return 0;
+        int ok = pg_write_one(st, st->pc, r) == 0;
+        if (PQstatus(st->pc) == CONNECTION_OK && PQtransactionStatus(st->pc) == PQTRANS_IDLE)
+            return ok;
+        pg_drop(st);
+        if (ok || fresh)
+            return ok; /* a fresh connection that broke: the server is going; the back-off decides */
+    }
+    return 0;
+}
+
+/* A read's connection (its own, as redis's reads have), or NULL. */
+static PGconn *pg_reader(vsr_replay_store_t *st)
+{
+    return connect_pg(st, NULL, 0);
+}
+
 static void store_free(vsr_replay_store_t *st);
 
 static void *writer_main(void *arg)
@@ -276,17 +540,21 @@ static void *writer_main(void *arg)
         unlink_rec(st, r);
         pthread_mutex_unlock(&st->mu);
         int ok = 0;
-        if (st->wc == NULL && vsr_now_ms() >= st->retry_at_ms) {
-            st->wc = connect_redis(st);
-            if (st->wc == NULL)
-                st->retry_at_ms = vsr_now_ms() + BACKOFF_MS;
-        }
-        if (st->wc) {
-            ok = write_one(st, st->wc, r) == 0;
-            if (!ok && st->wc->err) {
-                redisFree(st->wc);
-                st->wc = NULL;
-                st->retry_at_ms = vsr_now_ms() + BACKOFF_MS / 4;
+        if (st->cfg.backend == VSR_STORE_POSTGRES) {
+            ok = pg_write(st, r);
+        } else {
+            if (st->wc == NULL && vsr_now_ms() >= st->retry_at_ms) {
+                st->wc = connect_redis(st);
+                if (st->wc == NULL)
+                    st->retry_at_ms = vsr_now_ms() + BACKOFF_MS;
+            }
+            if (st->wc) {
+                ok = write_one(st, st->wc, r) == 0;
+                if (!ok && st->wc->err) {
+                    redisFree(st->wc);
+                    st->wc = NULL;
+                    st->retry_at_ms = vsr_now_ms() + BACKOFF_MS / 4;
+                }
             }
         }
         count(st, ok ? "written" : "failed");
@@ -295,7 +563,26 @@ static void *writer_main(void *arg)
     }
     pthread_mutex_unlock(&st->mu);
     store_free(st); /* the last reference is gone: the writer closes the store, nobody waits for it */
+    writers_add(-1);
     return NULL;
+}
+
+unsigned vsr_replay_wait_writers(uint64_t timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(timeout_ms / 1000);
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g_writers_mu);
+    while (g_writers > 0 && pthread_cond_timedwait(&g_writers_cv, &g_writers_mu, &until) != ETIMEDOUT)
+        ;
+    unsigned left = g_writers;
+    pthread_mutex_unlock(&g_writers_mu);
+    return left;
 }
 
 /* ---- the contract ---- */
@@ -308,17 +595,41 @@ vsr_replay_store_t *vsr_replay_open(const vsr_replay_config_t *cfg, vsr_buf_t *e
             vsr_buf_printf(err, "router replay store: key_prefix is longer than %d bytes", MAX_PREFIX);
         return NULL;
     }
+    const char *table = cfg->pg_table ? cfg->pg_table : "router_replay_records";
+    if (cfg->backend == VSR_STORE_POSTGRES) {
+        if (!pg_table_ok(table)) {
+            if (err)
+                vsr_buf_printf(err, "router replay store: table_name must be letters, digits and _ (not a digit "
+                                    "first), at most %d bytes", PG_TABLE_MAX);
+            return NULL;
+        }
+        if (cfg->pg_database == NULL || cfg->pg_user == NULL) {
+            if (err)
+                vsr_buf_printf(err, "router replay store: postgres needs a database and a user");
+            return NULL;
+        }
+    }
     vsr_replay_store_t *st = vsr_calloc(1, sizeof(*st));
     atomic_init(&st->refs, 1);
     st->cfg = *cfg;
     st->address = vsr_strdup(cfg->address ? cfg->address : "127.0.0.1:6379");
     st->password = cfg->password ? vsr_strdup(cfg->password) : NULL;
     st->prefix = vsr_strdup(prefix);
+    char port[16];
+    snprintf(port, sizeof(port), "%u", cfg->pg_port ? cfg->pg_port : 5432);
+    st->pg_port = vsr_strdup(port);
+    st->pg_table = vsr_strdup(table);
+    st->pg_host = vsr_strdup(cfg->pg_host ? cfg->pg_host : "localhost");
+    st->pg_database = cfg->pg_database ? vsr_strdup(cfg->pg_database) : NULL;
+    st->pg_user = cfg->pg_user ? vsr_strdup(cfg->pg_user) : NULL;
+    st->pg_ssl_mode = vsr_strdup(cfg->pg_ssl_mode ? cfg->pg_ssl_mode : "disable");
     st->head.next = st->head.prev = &st->head;
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
-    if (cfg->backend == VSR_STORE_REDIS) {
+    if (cfg->backend != VSR_STORE_MEMORY) {
+        writers_add(1);
         if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
+            writers_add(-1);
             if (err)
                 vsr_buf_printf(err, "router replay store: cannot start its writer: %s", strerror(errno));
             store_free(st);
@@ -353,7 +664,7 @@ void vsr_replay_unref(vsr_replay_store_t *st)
 
 static void store_free(vsr_replay_store_t *st)
 {
-    int queued = st->cfg.backend == VSR_STORE_REDIS;
+    int queued = st->cfg.backend != VSR_STORE_MEMORY;
     while (st->head.next != &st->head) {
         rec_t *r = st->head.next;
         unlink_rec(st, r);
@@ -363,12 +674,116 @@ static void store_free(vsr_replay_store_t *st)
     }
     if (st->wc)
         redisFree(st->wc);
+    PQfinish(st->pc);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
     vsr_free(st->address);
     vsr_free(st->password);
     vsr_free(st->prefix);
+    vsr_free(st->pg_port);
+    vsr_free(st->pg_table);
+    vsr_free(st->pg_host);
+    vsr_free(st->pg_database);
+    vsr_free(st->pg_user);
+    vsr_free(st->pg_ssl_mode);
     vsr_free(st);
+}
+
+/* ---- postgres reads: on the caller's thread, a connection of their own ---- */
+
+/* id as a NUL-terminated parameter (ids are 1..MAX_ID bytes) */
+static void id_param(vsr_slice_t id, char out[MAX_ID + 1])
+{
+    memcpy(out, id.p, id.len);
+    out[id.len] = 0;
+}
+
+static int pg_get(vsr_replay_store_t *st, vsr_slice_t id, vsr_buf_t *out)
+{
+    PGconn *c = pg_reader(st);
+    if (c == NULL)
+        return VSR_ERR_IO;
+    char idz[MAX_ID + 1];
+    id_param(id, idz);
+    const char *params[] = {idz};
+    vsr_buf_t q;
+    vsr_buf_init(&q, 256);
+    vsr_buf_append_cstr(&q, "SELECT record FROM ");
+    pg_live_rows(st, &q);
+    vsr_buf_append_cstr(&q, " AND id = $1");
+    int missing = 0;
+    PGresult *res = pg_run(c, &q, 1, params, PGRES_TUPLES_OK, &missing);
+    int rc = res == NULL             ? (missing ? VSR_ERR_NOT_FOUND : VSR_ERR_IO)
+             : PQntuples(res) == 0 ? VSR_ERR_NOT_FOUND
+                                   : vsr_buf_append(out, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+    PQclear(res);
+    vsr_buf_free(&q);
+    PQfinish(c);
+    return rc;
+}
+
+static int pg_list(vsr_replay_store_t *st, size_t limit, vsr_buf_t *out, uint64_t *total)
+{
+    PGconn *c = pg_reader(st);
+    if (c == NULL)
+        return VSR_ERR_IO;
+    int rc = VSR_ERR_IO, missing = 0;
+    vsr_buf_t q;
+    vsr_buf_init(&q, 256);
+    vsr_buf_append_cstr(&q, "SELECT count(*) FROM ");
+    pg_live_rows(st, &q);
+    PGresult *res = pg_run(c, &q, 0, NULL, PGRES_TUPLES_OK, &missing);
+    if (res == NULL) {
+        if (missing) /* nothing was written yet */
+            rc = vsr_buf_append_cstr(out, "[]");
+        goto out;
+    }
+    *total = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    vsr_buf_reset(&q);
+    vsr_buf_append_cstr(&q, "SELECT summary FROM ");
+    pg_live_rows(st, &q);
+    vsr_buf_printf(&q, " ORDER BY timestamp DESC, id DESC LIMIT %zu", limit);
+    res = pg_run(c, &q, 0, NULL, PGRES_TUPLES_OK, NULL);
+    if (res == NULL)
+        goto out;
+    vsr_buf_append_cstr(out, "[");
+    for (int i = 0, first = 1; i < PQntuples(res); i++) {
+        if (PQgetisnull(res, i, 0))
+            continue;
+        if (!first)
+            vsr_buf_append_cstr(out, ",");
+        first = 0;
+        vsr_buf_append(out, PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0));
+    }
+    PQclear(res);
+    rc = vsr_buf_append_cstr(out, "]");
+out:
+    vsr_buf_free(&q);
+    PQfinish(c);
+    return rc;
+}
+
+static int pg_delete(vsr_replay_store_t *st, vsr_slice_t id)
+{
+    PGconn *c = pg_reader(st);
+    if (c == NULL)
+        return VSR_ERR_IO;
+    char idz[MAX_ID + 1];
+    id_param(id, idz);
+    const char *params[] = {idz};
+    vsr_buf_t q;
+    vsr_buf_init(&q, 256);
+    vsr_buf_append_cstr(&q, "DELETE FROM ");
+    pg_live_rows(st, &q);
+    vsr_buf_append_cstr(&q, " AND id = $1");
+    int missing = 0;
+    PGresult *res = pg_run(c, &q, 1, params, PGRES_COMMAND_OK, &missing);
+    int rc = res == NULL ? (missing ? VSR_ERR_NOT_FOUND : VSR_ERR_IO) : affected(res) ? VSR_OK : VSR_ERR_NOT_FOUND;
+    PQclear(res);
+    vsr_buf_free(&q);
+    PQfinish(c);
+    return rc;
 }
 
 int vsr_replay_put(vsr_replay_store_t *st, vsr_slice_t id, uint64_t ts_ms, vsr_slice_t summary, vsr_slice_t record,
@@ -427,6 +842,8 @@ int vsr_replay_get(vsr_replay_store_t *st, vsr_slice_t id, vsr_buf_t *out)
         pthread_mutex_unlock(&st->mu);
         return rc;
     }
+    if (st->cfg.backend == VSR_STORE_POSTGRES)
+        return pg_get(st, id, out);
     redisContext *c = connect_redis(st);
     if (c == NULL)
         return VSR_ERR_IO;
@@ -460,6 +877,8 @@ int vsr_replay_list(vsr_replay_store_t *st, size_t limit, vsr_buf_t *out, uint64
         pthread_mutex_unlock(&st->mu);
         return vsr_buf_append_cstr(out, "]");
     }
+    if (st->cfg.backend == VSR_STORE_POSTGRES)
+        return pg_list(st, limit, out, total);
     redisContext *c = connect_redis(st);
     if (c == NULL)
         return VSR_ERR_IO;
@@ -546,6 +965,8 @@ int vsr_replay_delete(vsr_replay_store_t *st, vsr_slice_t id)
         vsr_free(r);
         return found ? VSR_OK : VSR_ERR_NOT_FOUND;
     }
+    if (st->cfg.backend == VSR_STORE_POSTGRES)
+        return pg_delete(st, id);
     redisContext *c = connect_redis(st);
     if (c == NULL)
         return VSR_ERR_IO;

@@ -63,7 +63,8 @@ struct uv_loop_s;
 #define VSR_STORE_MAX_KEY 1024     /* bytes in a key */
 #define VSR_STORE_MAX_TAG 255      /* bytes in a scope or a partition */
 
-typedef enum { VSR_STORE_MEMORY = 0, VSR_STORE_REDIS = 1 } vsr_store_backend_t;
+/* POSTGRES: router replay records only (vsr_replay_*) */
+typedef enum { VSR_STORE_MEMORY = 0, VSR_STORE_REDIS = 1, VSR_STORE_POSTGRES = 2 } vsr_store_backend_t;
 
 /* How the semantic index computes its dot products (bench/store_bench.c
  * measures them; AUTO is the fastest there).  LOOP and BLAS scan float32
@@ -189,6 +190,12 @@ void vsr_store_stats(const vsr_store_t *s, vsr_store_stats_t *out);
  *   (get, list, delete) block their caller on a connection of their own, at
  *   most a connect and a few commands' timeouts: call them from a thread
  *   that may block (the management API's), never from an event loop.
+ * postgres: as redis, over libpq: the writer inserts into pg_table (created
+ *   when missing; docs/configuration.md has its layout) and deletes the rows
+ *   past the put's max_records and those older than ttl_ms; it reconnects
+ *   with a back-off that doubles from 100 ms to 2 s, and after
+ *   pg_max_lifetime_ms on one connection.  Reads open a connection of their
+ *   own as redis's do; connect and each statement are bounded (2 s, 5 s).
  *
  * Counts go to cfg.count(count_ud, result) with result "written", "failed"
  * or "evicted", from whichever thread did it.
@@ -207,6 +214,14 @@ typedef struct {
     unsigned db;
     const char *key_prefix;   /* ["vsr:replay:"]; at most 64 bytes */
     uint64_t timeout_ms;      /* per command, and connect (at least 100) [250] */
+    /* postgres only (password above) */
+    const char *pg_host;      /* ["localhost"]; a name, an address, or a socket's directory (/...) */
+    unsigned pg_port;         /* [5432] */
+    const char *pg_database, *pg_user; /* both required */
+    const char *pg_ssl_mode;  /* libpq's sslmode ["disable"] */
+    const char *pg_table;     /* an identifier, or schema.identifier ["router_replay_records"] */
+    uint64_t pg_max_lifetime_ms; /* the writer reconnects after this; 0 = never [300000] */
+    /* redis and postgres */
     size_t max_queue;         /* records waiting for the writer [1024] */
     size_t max_queue_bytes;   /* [64 MiB] */
     void (*count)(void *ud, const char *result);
@@ -223,15 +238,19 @@ vsr_replay_store_t *vsr_replay_ref(vsr_replay_store_t *st);
  * queued (counted failed) and frees the store itself; a memory store goes at
  * once.  NULL is a no-op. */
 void vsr_replay_unref(vsr_replay_store_t *st);
+/* At the process's end: waits at most timeout_ms for the writer threads of
+ * closed stores to finish (their command in flight, closing their
+ * connection).  The number still running. */
+unsigned vsr_replay_wait_writers(uint64_t timeout_ms);
 /* Keeps one record (copied): id 1..128 bytes, ts_ms its wall-clock time (the
  * list's order).  VSR_OK (stored, or queued for redis), or an error when it
  * was refused at once (counted failed). */
 int vsr_replay_put(vsr_replay_store_t *st, vsr_slice_t id, uint64_t ts_ms, vsr_slice_t summary, vsr_slice_t record,
                    size_t max_records);
-/* The whole record appended to out: VSR_OK, VSR_ERR_NOT_FOUND, VSR_ERR_IO (redis). */
+/* The whole record appended to out: VSR_OK, VSR_ERR_NOT_FOUND, VSR_ERR_IO (redis, postgres). */
 int vsr_replay_get(vsr_replay_store_t *st, vsr_slice_t id, vsr_buf_t *out);
 /* A JSON array of at most `limit` summaries, newest first, appended to out:
- * VSR_OK or VSR_ERR_IO.  *total gets the records kept (redis: in the index). */
+ * VSR_OK or VSR_ERR_IO.  *total gets the records kept (redis: in the index; postgres: in the table). */
 int vsr_replay_list(vsr_replay_store_t *st, size_t limit, vsr_buf_t *out, uint64_t *total);
 /* VSR_OK, VSR_ERR_NOT_FOUND or VSR_ERR_IO. */
 int vsr_replay_delete(vsr_replay_store_t *st, vsr_slice_t id);

@@ -659,7 +659,7 @@ static void tls_input(h2conn_t *c, ssize_t nread, const uv_buf_t *buf)
         ssize_t n = vsr__tls_read(c->tls, pt->data, VSR_RBUF_SIZE);
         if (n <= 0) {
             vsr_rbuf_unref(pt);
-            if (n == VSR_DECLINED)
+            if (n == VSR_EOF)
                 nread = UV_EOF;
             else if (n < 0)
                 nread = UV_ECONNRESET;

@@ -376,7 +376,7 @@ ssize_t vsr__tls_read(vsr_tls_t *t, char *out, size_t cap)
     if (t->state == TLS_FAILED)
         return VSR_ERR;
     if (t->state == TLS_CLOSED)
-        return VSR_DECLINED;
+        return VSR_EOF;
     if (cap == 0)
         return 0;
     if (flush_held(t) != VSR_OK)
@@ -405,7 +405,7 @@ ssize_t vsr__tls_read(vsr_tls_t *t, char *out, size_t cap)
         return 0;
     case SSL_ERROR_ZERO_RETURN:
         t->state = TLS_CLOSED;
-        return VSR_DECLINED;
+        return VSR_EOF;
     default:
         return fail(t, r, "TLS read failed");
     }
@@ -472,6 +472,11 @@ size_t vsr__tls_take_out(vsr_tls_t *t, char *out, size_t cap)
 const char *vsr__tls_error(const vsr_tls_t *t)
 {
     return t->err;
+}
+
+int vsr__tls_peer_closed(const vsr_tls_t *t)
+{
+    return t->state == TLS_CLOSED;
 }
 
 /* ---- server side ---- */

@@ -38,7 +38,7 @@ int vsr__tls_feed(vsr_tls_t *t, const char *p, size_t n);
  * (vsr__tls_error() says why: e.g. "certificate verify failed: ..."). */
 int vsr__tls_handshake(vsr_tls_t *t);
 /* Decrypted application data: > 0 bytes written into out, 0 when none is
- * available yet, VSR_ERR on failure, VSR_DECLINED at the peer's close_notify. */
+ * available yet, VSR_ERR on failure, VSR_EOF at (and after) the peer's close_notify. */
 ssize_t vsr__tls_read(vsr_tls_t *t, char *out, size_t cap);
 /* Encrypts application data (after the handshake).  VSR_OK or VSR_ERR. */
 int vsr__tls_write(vsr_tls_t *t, const char *p, size_t n);
@@ -46,6 +46,8 @@ int vsr__tls_write(vsr_tls_t *t, const char *p, size_t n);
 size_t vsr__tls_pending_out(const vsr_tls_t *t);
 size_t vsr__tls_take_out(vsr_tls_t *t, char *out, size_t cap);
 const char *vsr__tls_error(const vsr_tls_t *t);
+/* 1 once the peer's close_notify was read (vsr__tls_read answers VSR_EOF). */
+int vsr__tls_peer_closed(const vsr_tls_t *t);
 
 /* ---- server side (the gateway's listeners, through upstream.h) ----
  * The same sans-IO object in the accepting role: TLS 1.2 or later, the

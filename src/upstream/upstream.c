@@ -1572,7 +1572,7 @@ static void tls_read(uconn_t *uc, ssize_t nread, const uv_buf_t *buf)
         ssize_t n = vsr__tls_read(uc->tls, pt->data, VSR_RBUF_SIZE);
         if (n <= 0) {
             vsr_rbuf_unref(pt);
-            if (n == VSR_DECLINED)
+            if (n == VSR_EOF)
                 nread = UV_EOF; /* close_notify: the end of the stream */
             else if (n < 0)
                 nread = UV_ECONNRESET;

@@ -244,4 +244,43 @@ size_t vsr_tls_conn_take_out(vsr_tls_t *t, char *out, size_t cap);
 int vsr_tls_conn_alpn_h2(const vsr_tls_t *t); /* ALPN chose h2 */
 const char *vsr_tls_conn_error(const vsr_tls_t *t);
 
+/* ---- a blocking unary gRPC client (background threads only) ----
+ * One HTTP/2 connection (h2c, or TLS with ALPN h2 verified against the
+ * system CAs, SSL_CERT_FILE honoured), made on the first call and kept
+ * alive; each call waits with poll() until its deadline at most, and a kept
+ * connection the server closed meanwhile is retried once on a new one.  A
+ * client belongs to one thread.  The OTLP/gRPC trace exporter uses it. */
+typedef struct vsr_grpc_client_s vsr_grpc_client_t;
+
+#define VSR_GRPC_CLIENT_MAX_ANSWER (64u * 1024) /* bytes of the response DATA kept; more fails the call */
+#define VSR_GRPC_CLIENT_MAX_MESSAGE 256         /* bytes of grpc-message kept */
+
+typedef struct {
+    int http_status;                           /* :status */
+    int grpc_status;                           /* 0..16 from the trailers, -1 none (or malformed) */
+    char message[VSR_GRPC_CLIENT_MAX_MESSAGE]; /* grpc-message, decoded and printable; or why the call failed */
+    const uint8_t *answer;                     /* the response message (no prefix), valid until the next call */
+    size_t answer_len;
+} vsr_grpc_client_result_t;
+
+/* host is a name or an IP literal (no brackets).  NULL with a message in
+ * err when TLS cannot be set up. */
+vsr_grpc_client_t *vsr_grpc_client_new(const char *host, uint16_t port, int tls, vsr_buf_t *err);
+void vsr_grpc_client_free(vsr_grpc_client_t *c); /* accepts NULL */
+/* One call to path (e.g. "/pkg.Service/Method") with msg (serialized, no
+ * prefix).  VSR_OK when the server answered (res says how: a non-200
+ * :status, or grpc_status != 0, is the server's refusal); VSR_ERR on a
+ * transport failure or the deadline (res->message says which). */
+int vsr_grpc_client_call(vsr_grpc_client_t *c, const char *path, const void *msg, size_t len, uint64_t deadline_ms,
+                         vsr_grpc_client_result_t *res);
+
+/* The pieces of an answer, for the client and its fuzz target: a
+ * grpc-status value (-1 when not 1*3DIGIT; an unknown code is 2, UNKNOWN);
+ * grpc-message percent-decoded into out (NUL-terminated, non-printable bytes
+ * as '?'), returning its length; the response DATA as zero or exactly one
+ * uncompressed length-prefixed message (VSR_ERR_INVALID otherwise). */
+int vsr_grpc_status_parse(vsr_slice_t v);
+size_t vsr_grpc_message_decode(vsr_slice_t v, char *out, size_t cap);
+int vsr_grpc_unary_answer(const uint8_t *data, size_t len, const uint8_t **msg, size_t *msg_len);
+
 #endif /* VSR_UPSTREAM_H */

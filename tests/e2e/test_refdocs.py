@@ -99,15 +99,16 @@ def test_model_without_backends_is_a_clear_503(vsr, fakellm):
     assert ok.status_code == 200 and ok.headers["x-vsr-selected-model"] == "qwen-chat"
 
 
-def test_otlp_grpc_and_stdout_exporters_are_refused_clearly(tmp_path):
+def test_otlp_grpc_loads_and_stdout_is_refused_clearly(tmp_path):
     text = doc("tracing-otlp-grpc.yaml").replace("enabled: false", "enabled: true")
     p = tmp_path / "grpc.yaml"
     p.write_text(text)
     r = validate(p)
-    assert r.returncode != 0
-    assert ('OTLP over gRPC (type otlp with a host:port endpoint such as '
-            '"jaeger.observability.svc.cluster.local:4317") is not supported yet; export OTLP/HTTP instead: '
-            'exporter {type: otlp, endpoint: http://<collector>:4318}') in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr                    # OTLP over gRPC to host:4317, plaintext (insecure)
+    p.write_text(text.replace("insecure: true", "insecure: false")
+                 .replace("jaeger.observability.svc.cluster.local:4317", "grpc://jaeger:4317"))
+    r = validate(p)
+    assert r.returncode != 0 and "exporter.insecure: false contradicts the endpoint's scheme" in r.stderr, r.stderr
     p.write_text(text.replace("type: otlp", "type: stdout"))
     r = validate(p)
     assert r.returncode != 0 and 'exporter.type "stdout" is not supported yet' in r.stderr, r.stderr
@@ -318,3 +319,19 @@ def test_embeddings_and_other_surfaces_route_by_model(vsr, fakellm):
         assert r.status_code == 400 and r.json()["error"]["message"] == "model field is required"
         assert c.get("/v1/embeddings", headers=auth).status_code == 405
         assert c.post("/v1/embeddings", json={"model": "text-embedding", "input": "x"}).status_code == 401
+
+
+def test_router_replay_postgres_down_still_serves(vsr, fakellm):
+    """The document starts and routes with its PostgreSQL away: the record
+    is dropped and counted, the request is answered."""
+    b = fakellm("b")
+    text = doc("router-replay-postgres.yaml").replace("127.0.0.1:18000", b.endpoint)
+    text = text.replace("host: postgres.vllm-sr.svc.cluster.local", "host: 127.0.0.1")
+    text = text.replace("port: 5432", f"port: {free_port()}")   # nothing listens there
+    port = free_port()
+    v = vsr(text.replace("port: 8899", f"port: {port}"), port=port)
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "hello"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-replay-id"].startswith("rr_")
+    wait_until(lambda: 'vsr_router_replay_records_total{backend="postgres",result="failed"} 1' in
+               httpx.get(v.metrics_url, timeout=5).text, what="the dropped record counted")

@@ -399,7 +399,8 @@ def test_remote_embeddings_refuse_https_and_missing_key(runtime, tmp_path):
 
 
 def test_usage_errors(runtime):
-    for args in (["--embedder", "magic"], [], ["--queue", "x", "--embedder", "hash"],
+    # (no model flag at all serves the installed model: test_installed_models.py)
+    for args in (["--embedder", "magic"], ["--queue", "x", "--embedder", "hash"],
                  ["--remote-embeddings", "http://127.0.0.1:9"]):
         rt = runtime(*args, wait=False)
         assert rt.proc.p.wait(20) == 64, rt.proc.output()

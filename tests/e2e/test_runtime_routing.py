@@ -272,14 +272,16 @@ def test_external_runtime_over_tcp(vsr, fakellm, ext_runtime):
     assert not child_pids(v)
 
 
-def test_managed_runtime_needs_a_model(tmp_path, fakellm):
+def test_managed_runtime_needs_an_installed_model(tmp_path, fakellm):
     be = fakellm("be")
     path = tmp_path / "c.yaml"
     path.write_text(doc(free_port(), be.endpoint, "      threads: 2\n"))
-    p = subprocess.run([VSR_BIN, "serve", "--config", str(path), "--metrics-listen", "off"], env=ENV,
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2, p.stderr
-    assert "global.model_catalog.runtime" in p.stderr and "embedder: hash" in p.stderr
+    empty = tmp_path / "models"
+    empty.mkdir()
+    p = subprocess.run([VSR_BIN, "serve", "--config", str(path), "--metrics-listen", "off"],
+                       env=dict(ENV, VSR_MODEL_CACHE=str(empty)), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "global.model_catalog.runtime.model" in p.stderr and "scripts/setup-deps" in p.stderr
 
 
 @pytest.mark.parametrize("field,needle", [

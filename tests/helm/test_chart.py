@@ -15,8 +15,10 @@ if not HELM:
     pytest.skip("helm not found: set HELM=... (scripts/fetch-helm prints it)", allow_module_level=True)
 
 
-def render(*sets):
-    args = [HELM, "template", "t", str(CHART)]
+def render(*sets, values=None):
+    args = [HELM, "template", "t", str(CHART), "--namespace", "router"]
+    if values:
+        args += ["--values", str(values)]
     for s in sets:
         args += ["--set", s]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -112,3 +114,39 @@ def test_management_port_only_when_asked():
     assert {p["name"]: p["port"] for p in kind(docs, "Service")[0]["spec"]["ports"]}["management"] == 8080
     _, c = vsr_container(docs)
     assert {p["name"]: p["containerPort"] for p in c["ports"]}["management"] == 8080
+
+
+K8S_SOURCE_VALUES = Path(__file__).resolve().parent / "k8s-source-values.yaml"
+
+
+def test_kubernetes_source_gets_its_rbac(tmp_path):
+    """config_source: kubernetes: a service account of its own with get/list/
+    watch on the reference's resources and patch on their status, in the
+    release's namespace; nothing of the kind otherwise."""
+    docs = render()
+    assert not kind(docs, "Role") and not kind(docs, "RoleBinding") and not kind(docs, "ServiceAccount")
+    dep, _ = vsr_container(docs)
+    assert "serviceAccountName" not in dep["spec"]["template"]["spec"]
+
+    docs = render(values=K8S_SOURCE_VALUES)
+    dep, _ = vsr_container(docs)
+    pod = dep["spec"]["template"]["spec"]
+    sa = kind(docs, "ServiceAccount")
+    assert [a["metadata"]["name"] for a in sa] == ["t-vsr"]
+    assert pod["serviceAccountName"] == "t-vsr" and pod["automountServiceAccountToken"] is True
+    role, = kind(docs, "Role")
+    rules = {(tuple(r["apiGroups"]), tuple(sorted(r["resources"]))): sorted(r["verbs"]) for r in role["rules"]}
+    assert rules == {
+        (("vllm.ai",), ("intelligentpools", "intelligentroutes")): ["get", "list", "watch"],
+        (("vllm.ai",), ("intelligentpools/status", "intelligentroutes/status")): ["get", "patch"],
+    }
+    rb, = kind(docs, "RoleBinding")
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "t-vsr"}
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "t-vsr", "namespace": "router"}]
+    assert not kind(docs, "ClusterRole")
+    vsr = os.environ.get("VSR_BIN")
+    if vsr:
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(kind(docs, "ConfigMap")[0]["data"]["config.yaml"])
+        r = subprocess.run([vsr, "config", "validate", str(cfg)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr

@@ -7,6 +7,7 @@ const root = process.argv[2];
 const groups = {
   "v1": "v1", "apps/v1": "apps/v1", "policy/v1": "policy/v1",
   "autoscaling/v2": "autoscaling/v2", "networking.k8s.io/v1": "networking.k8s.io/v1",
+  "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io/v1",
 };
 let failed = 0, n = 0;
 const rl = readline.createInterface({ input: process.stdin });

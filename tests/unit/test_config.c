@@ -1794,15 +1794,30 @@ static void test_capability_errors(void **state)
          "t.yaml:10:33: global.services.ratelimit.providers is not supported yet\n"},
         {"global: {services: {management_api: {auth: {mode: bearer, tokens: [t]}}}}\n",
          "t.yaml:10:38: global.services.management_api.auth is not supported yet (only mode: disabled)\n"},
-        {"global: {router: {config_source: kubernetes}}\n",
-         "t.yaml:10:34: config_source \"kubernetes\" is not supported yet (vsr reads \"file\"; on Kubernetes, "
-         "mount the document from a ConfigMap: deploy/helm/vsr)\n"},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char yaml[2048];
         snprintf(yaml, sizeof(yaml), DOC "%s", rows[i].text);
         expect_errors(yaml, rows[i].error);
     }
+}
+
+/* config_source: file is the default; kubernetes is accepted and recorded
+ * (the file is then the base the cluster's resources complete). */
+static void test_config_source(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC);
+    assert_int_equal(c->config_source_kubernetes, 0);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {router: {config_source: kubernetes}}\n");
+    assert_int_equal(c->config_source_kubernetes, 1);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {router: {config_source: file}}\n");
+    assert_int_equal(c->config_source_kubernetes, 0);
+    vsr_config_free(c);
+    expect_errors(DOC "global: {router: {config_source: etcd}}\n",
+                  "t.yaml:10:34: config_source must be \"file\" or \"kubernetes\", not \"etcd\"\n");
 }
 
 /* What is absent, empty or switched off enables nothing: accepted. */
@@ -1979,6 +1994,34 @@ static void test_router_replay(void **state)
     assert_int_equal(c->replay_store.redis_timeout_ms, 1000);
     vsr_config_free(c);
     unsetenv("VSR_TEST_REPLAY_PW");
+
+    /* postgres: the reference's fields and defaults */
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
+                    "  postgres: {database: rr, user: vsr}}}}\n");
+    assert_int_equal(c->replay_store.postgres, 1);
+    assert_int_equal(c->replay_store.redis, 0);
+    assert_string_equal(c->replay_store.pg_host, "localhost");
+    assert_int_equal(c->replay_store.pg_port, 5432);
+    assert_string_equal(c->replay_store.pg_database, "rr");
+    assert_string_equal(c->replay_store.pg_user, "vsr");
+    assert_null(c->replay_store.pg_password);
+    assert_string_equal(c->replay_store.pg_ssl_mode, "disable");
+    assert_string_equal(c->replay_store.pg_table_name, "router_replay_records");
+    assert_int_equal(c->replay_store.pg_conn_max_lifetime, 300);
+    assert_int_equal(c->n_unimplemented, 0);
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
+                    "  postgres: {host: db.internal, port: 6543, database: rr, user: vsr, password: pw,\n"
+                    "             ssl_mode: verify-full, table_name: My_Replays, conn_max_lifetime: 0,\n"
+                    "             max_open_conns: 25, max_idle_conns: 5}}}}\n");
+    assert_string_equal(c->replay_store.pg_host, "db.internal");
+    assert_int_equal(c->replay_store.pg_port, 6543);
+    assert_string_equal(c->replay_store.pg_password, "pw");
+    assert_string_equal(c->replay_store.pg_ssl_mode, "verify-full");
+    assert_string_equal(c->replay_store.pg_table_name, "My_Replays");
+    assert_int_equal(c->replay_store.pg_conn_max_lifetime, 0);
+    assert_int_equal(c->n_unimplemented, 2); /* the pool's knobs: one writer connection */
+    vsr_config_free(c);
 }
 
 static void test_router_replay_errors(void **state)
@@ -1990,11 +2033,18 @@ static void test_router_replay_errors(void **state)
                       "{max_body_byte: 5}}]}]}\n",
                   "t.yaml:10:81: unknown key \"max_body_byte\"; did you mean \"max_body_bytes\"?\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
-                  "t.yaml:10:52: global.services.router_replay.store_backend \"postgres\" is not supported yet "
-                  "(memory and redis are)\n");
+                  "t.yaml:10:36: store_backend postgres needs postgres.database\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {database: d}}}}\n",
+                  "t.yaml:10:72: store_backend postgres needs postgres.user\n");
+    expect_errors(DOC "global: {services: {router_replay: {postgres: {table_name: \"t; DROP TABLE x\"}}}}\n",
+                  "t.yaml:10:60: table_name must be 1 to 48 letters, digits and _ (not a digit first), got "
+                  "\"t; DROP TABLE x\"\n");
+    expect_errors(DOC "global: {services: {router_replay: {postgres: {ssl_mode: on}}}}\n",
+                  "t.yaml:10:58: ssl_mode must be \"disable\", \"allow\", \"prefer\", \"require\", \"verify-ca\" or "
+                  "\"verify-full\", got \"on\"\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: qdrant}}}\n",
                   "t.yaml:10:52: global.services.router_replay.store_backend \"qdrant\" is not supported yet "
-                  "(memory and redis are)\n");
+                  "(memory, redis and postgres are)\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: sqlite}}}\n",
                   "t.yaml:10:52: store_backend must be memory, redis, postgres, milvus or qdrant, got \"sqlite\"\n");
     expect_errors(DOC "global: {services: {router_replay: {ttl_seconds: 0}}}\n",
@@ -2231,8 +2281,6 @@ static void test_client_name_collisions(void **state)
                   "entrypoints:\n"
                   "  - {model_names: [e1, m], recipe: default}\n"
                   "  - {model_names: [e1, MoM], recipe: default}\n",
-                  "t.yaml:7:14: model name \"auto\" is already an auto model name (a default of "
-                  "global.router.auto_model_names)\n"
                   "t.yaml:10:24: model name \"m\" is already a provider model name (at 8:14)\n"
                   "t.yaml:11:20: model name \"e1\" is already published by an entrypoint (at 10:20)\n"
                   "t.yaml:11:24: model name \"MoM\" is already an auto model name (a default of "
@@ -2241,6 +2289,15 @@ static void test_client_name_collisions(void **state)
                   "entrypoints: [{model_names: [r/auto], recipe: default}]\n"
                   "global: {router: {auto_model_names: [\" r/auto \"]}}\n",
                   "t.yaml:11:38: model name \"r/auto\" is already published by an entrypoint (at 10:30)\n");
+    /* a provider model named like an auto name loads, as in the reference: the auto name wins */
+    vsr_config_t *pm = load_ok(HEAD LISTENERS
+                               "providers:\n"
+                               "  models:\n"
+                               "    - {name: MoM, backend_refs: [{endpoint: h}]}\n"
+                               "global: {router: {auto_model_names: [MoM, auto]}}\n");
+    assert_int_equal(pm->n_models, 1);
+    assert_string_equal(pm->auto_model_names.items[0], "MoM");
+    vsr_config_free(pm);
     /* with an explicit list, the default names are free again */
     vsr_config_t *c = load_ok(DOC
                               "entrypoints: [{model_names: [auto, MoM], recipe: default}]\n"
@@ -3040,6 +3097,14 @@ static void test_looper_defaults(void **state)
     assert_null(c->looper.endpoint);
     vsr_config_free(c);
 
+    /* an empty endpoint is the reference's "none": the graphs run in process */
+    c = load_ok(ALGO_DOC("{type: confidence}")
+                "global: {integrations: {looper: {endpoint: \"\", timeout_seconds: 30}}}\n");
+    assert_null(c->looper.endpoint);
+    assert_int_equal(c->looper.timeout_ms, 30000);
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_CONFIDENCE);
+    vsr_config_free(c);
+
     /* static keeps its name and kind; no algorithm at all is static too */
     c = load_ok(ALGO_DOC("{type: static}"));
     assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_STATIC);
@@ -3435,6 +3500,13 @@ static void expect_db_error(const char *json, const char *expected)
     vsr_pool_free(&pool);
 }
 
+static void load_missing_tools_db(void *arg)
+{
+    vsr_config_t **c = arg;
+    *c = load_ok(DOC "routing: {decisions: [{name: d, plugins: [{type: tool_selection,"
+                     " configuration: {mode: add}}]}]}\n"
+                     "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
+}
 static void test_tools_db_and_selection(void **state)
 {
     (void)state;
@@ -3520,8 +3592,16 @@ static void test_tools_db_and_selection(void **state)
              "%s:2:12: \"tool\" must be an object {\"type\": \"function\", \"function\": {...}}\n", path, path);
     expect_errors(doc, want);
     unlink(path);
-    snprintf(doc, sizeof(doc), DOC "global: {integrations: {tools: {tools_db_path: \"/nonexistent/db.json\"}}}\n");
-    expect_errors(doc, "t.yaml:10:48: tools_db_path: cannot open \"/nonexistent/db.json\": No such file or directory\n");
+    /* a database that does not exist: a warning, and no tools (as the reference) */
+    vsr_config_t *m = NULL;
+    char *log = capture_stderr(load_missing_tools_db, &m);
+    assert_non_null(strstr(log, "[config] t.yaml:11:48: tools_db_path: \"/nonexistent/db.json\" does not exist: "
+                                "running without the tools database"));
+    assert_int_equal(m->tools.db.n, 0);
+    assert_true(m->tools.db_missing);
+    assert_int_equal(m->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_TOOL_SELECTION);
+    free(log);
+    vsr_config_free(m);
 }
 
 /* ---- request graphs in YAML (algorithm type graph) ------------------------------- */
@@ -3948,6 +4028,7 @@ int main(void)
         cmocka_unit_test(test_router_replay),
         cmocka_unit_test(test_router_replay_errors),
         cmocka_unit_test(test_classifier_families),
+        cmocka_unit_test(test_config_source),
         cmocka_unit_test(test_unknown_names),
         cmocka_unit_test(test_rule_shapes),
         cmocka_unit_test(test_signal_references),

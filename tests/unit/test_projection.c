@@ -303,7 +303,8 @@ static void test_reference_errors(void **state)
                  "  projections:\n"
                  "    scores:\n"
                  "      - {name: s, inputs: [{type: keyword, name: nope}]}\n",
-                 "t.yaml:18:28: score input: keyword signal \"nope\" is not declared in routing.signals\n");
+                 "t.yaml:18:28: score input: keyword signal \"nope\" is not declared in routing.signals (nor in another "
+                 "recipe)\n");
     expect_error(HEAD SIGNALS
                  "  projections:\n"
                  "    scores:\n"
@@ -368,7 +369,33 @@ static void test_recipes_have_their_own_projections(void **state)
     const vsr_recipe_conf_t *r = strcmp(c->recipes[0].name, "r") == 0 ? &c->recipes[0] : &c->recipes[1];
     assert_int_equal(r->projections.n_mappings, 1);
     vsr_config_free(c);
+    /* a score input naming a signal of another recipe (here the top-level
+     * block's context signal "long"): the reference's registry is global, so
+     * the recipe takes a copy of that declaration and computes it itself */
+    vsr_buf_reset(&err);
+    c = load(HEAD SIGNALS RECIPE_R
+             "      projections:\n"
+             "        scores: [{name: s, inputs: [{type: keyword, name: code}, {type: context, name: long}]}]\n"
+             "        mappings: [{name: m, source: s, outputs: [{name: yes, gte: 1}]}]\n"
+             RECIPE_R_DECISION,
+             &err);
+    if (c == NULL)
+        fprintf(stderr, "%.*s", (int)err.len, err.data ? err.data : "");
+    assert_non_null(c);
+    r = strcmp(c->recipes[0].name, "r") == 0 ? &c->recipes[0] : &c->recipes[1];
+    assert_int_equal(r->signals.n_context, 1);
+    assert_string_equal(r->signals.context[0].name, "long");
+    assert_int_equal(r->signals.n_keywords, 1);
+    vsr_config_free(c);
     vsr_buf_free(&err);
+    /* a signal no recipe declares is still an error */
+    expect_error(HEAD SIGNALS RECIPE_R
+                 "      projections:\n"
+                 "        scores: [{name: s, inputs: [{type: context, name: nowhere}]}]\n"
+                 "        mappings: [{name: m, source: s, outputs: [{name: yes, gte: 1}]}]\n"
+                 RECIPE_R_DECISION,
+                 "score input: context signal \"nowhere\" is not declared in recipe \"r\": routing.signals (nor in "
+                 "another recipe)\n");
     /* the default recipe's outputs are not the recipe's */
     expect_error(HEAD SIGNALS
                  "  projections:\n"
@@ -483,7 +510,9 @@ static void test_kb_metric_reads_its_kb_signal(void **state)
                                     "          - {type: kb_metric, kb: support, name: money, metric: confidence}\n"
                                     "          - {type: kb_metric, kb: support, name: money, metric: matched,"
                                     " match: 0.5, weight: 0.1}\n"
-                                    "          - {type: kb_metric, kb: support, metric: account, weight: -1}\n"),
+                                    "          - {type: kb_metric, kb: support, metric: account, weight: -1}\n"
+                                    "          - {type: kb_metric, kb: support, name: money,"
+                                    " metric: best_matched_score, weight: 0}\n"),
                              &err);
     if (cfg == NULL)
         fprintf(stderr, "%.*s", (int)err.len, err.data ? err.data : "");
@@ -492,6 +521,7 @@ static void test_kb_metric_reads_its_kb_signal(void **state)
     assert_string_equal(in[0].name, "acct"); /* the first kb signal over the kb */
     assert_int_equal(in[1].kb_metric, VSR_KB_METRIC_CONFIDENCE);
     assert_int_equal(in[3].kb_metric, VSR_KB_METRIC_SCORE);
+    assert_int_equal(in[4].kb_metric, VSR_KB_METRIC_CONFIDENCE); /* the reference's best_matched_score */
     vsr_projections_t *p = vsr_projections_compile(&cfg->recipes[0].projections, find_kb, NULL);
     vsr_signal_result_t sig[2] = {{1, 0.8, 0.8, VSR_SLICE_NULL, NULL}, {1, 0.6, 0.6, VSR_SLICE_NULL, NULL}};
     unsigned char known[2] = {1, 1};
@@ -531,17 +561,122 @@ static void test_kb_metric_reads_its_kb_signal(void **state)
     vsr_buf_reset(&err);
     assert_null(load(KB_DOC("          - {type: kb_metric, kb: support, name: acct, metric: billing}\n"), &err));
     vsr_buf_append(&err, "", 1);
-    assert_non_null(strstr(err.data, "metric \"billing\" must be best_score, score, confidence, matched or "
-                                     "\"account\" (the target of kb signal \"acct\")"));
+    assert_non_null(strstr(err.data, "metric \"billing\" must be best_score, best_matched_score, score, confidence, "
+                                     "matched or \"account\" (the target of kb signal \"acct\")"));
     vsr_buf_free(&err);
 }
 #undef KB_DOC
+
+/* The reference's input forms: a complexity level, the model-backed
+ * families, type projection (a score's value, a mapping output's
+ * confidence) and kb_metric best_matched_score. */
+#define REF_DOC(extra)                                                                               \
+    HEAD "routing:\n"                                                                                \
+         "  signals:\n"                                                                              \
+         "    keywords: [{name: code, operator: OR, keywords: [python]}]\n"                          \
+         "    domains: [{name: math, description: Mathematics}]\n"                                   \
+         "    jailbreak: [{name: attack}]\n"                                                         \
+         "    pii: [{name: personal}]\n"                                                             \
+         "    complexity:\n"                                                                         \
+         "      - {name: general_reasoning, threshold: 0.1, hard: {candidates: [prove it]},"         \
+         " easy: {candidates: [hi]}}\n"                                                              \
+         "  projections:\n"                                                                          \
+         "    scores:\n"                                                                             \
+         "      - name: difficulty\n"                                                                \
+         "        inputs:\n"                                                                         \
+         "          - {type: complexity, name: \"general_reasoning:hard\", weight: 0.5}\n"            \
+         "          - {type: domain, name: math, weight: 0.2}\n"                                     \
+         "          - {type: jailbreak, name: attack, weight: 0.1}\n"                                \
+         "          - {type: pii, name: personal, weight: 0.1}\n"                                    \
+         "      - name: derived\n"                                                                   \
+         "        inputs:\n"                                                                         \
+         "          - {type: projection, name: difficulty, weight: 2}\n"                             \
+         "          - {type: projection, name: hard_band, value_source: confidence, weight: 10}\n"   \
+         extra                                                                                       \
+         "    mappings:\n"                                                                           \
+         "      - {name: band, source: difficulty, outputs: [{name: hard_band, gte: 0.5}]}\n"
+
+enum { R_LEVEL, R_MATH, R_ATTACK, R_PERSONAL, R_N };
+
+static int find_ref(void *ud, const char *type, const char *name)
+{
+    (void)ud;
+    static const struct {
+        const char *type, *name;
+    } sigs[R_N] = {{"complexity", "general_reasoning:hard"}, {"domain", "math"}, {"jailbreak", "attack"},
+                   {"pii", "personal"}};
+    for (int i = 0; i < R_N; i++)
+        if (strcmp(sigs[i].type, type) == 0 && strcmp(sigs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static void test_reference_input_forms(void **state)
+{
+    (void)state;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    vsr_config_t *cfg = load(REF_DOC(""), &err);
+    if (cfg == NULL)
+        fprintf(stderr, "%.*s", (int)err.len, err.data ? err.data : "");
+    assert_non_null(cfg);
+    vsr_projections_t *p = vsr_projections_compile(&cfg->recipes[0].projections, find_ref, NULL);
+    vsr_signal_result_t sig[R_N] = {{1, 0.9, 0.9, VSR_SLICE_NULL, NULL}, {1, 0.7, 0.7, VSR_SLICE_NULL, NULL},
+                                    {0, 0, 0.1, VSR_SLICE_NULL, NULL}, {0, 0, 0, VSR_SLICE_NULL, NULL}};
+    unsigned char known[R_N] = {1, 1, 1, 1};
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_projections_run_t run;
+    vsr_projections_run_init(p, &run, &pool, sig, known);
+    /* difficulty = 0.5 (the hard level) + 0.2 (math) = 0.7; derived = 2*0.7 + 10*1 (hard_band emitted) */
+    assert_true(fabs(vsr_projections_score(p, &run, 0) - 0.7) < 1e-12);
+    assert_true(fabs(vsr_projections_score(p, &run, 1) - 11.4) < 1e-12);
+    /* the level not matched: difficulty 0.2, hard_band not emitted: its confidence reads 0 */
+    sig[R_LEVEL].matched = 0;
+    vsr_projections_run_init(p, &run, &pool, sig, known);
+    assert_true(fabs(vsr_projections_score(p, &run, 1) - 0.4) < 1e-12);
+    /* derived's dependencies reach the signals through both projection inputs */
+    int deps[16], nd = 0;
+    struct { int *d; int *n; } acc = {deps, &nd};
+    vsr_projections_output_deps(p, 0, add_dep, &acc);
+    int saw_level = 0;
+    for (int i = 0; i < nd; i++)
+        saw_level |= deps[i] == R_LEVEL;
+    assert_true(saw_level);
+    vsr_pool_free(&pool);
+    vsr_projections_free(p);
+    vsr_config_free(cfg);
+    /* a projection input naming no score, or no output, and a cycle through an output */
+    vsr_buf_reset(&err);
+    assert_null(load(REF_DOC("          - {type: projection, name: nope}\n"), &err));
+    vsr_buf_append(&err, "", 1);
+    assert_non_null(strstr(err.data, "projection input names an unknown score \"nope\""));
+    vsr_buf_reset(&err);
+    assert_null(load(REF_DOC("          - {type: projection, name: nope, value_source: confidence}\n"), &err));
+    vsr_buf_append(&err, "", 1);
+    assert_non_null(strstr(err.data, "projection input (value_source confidence) names an unknown mapping output "
+                                     "\"nope\""));
+    vsr_buf_reset(&err);
+    assert_null(load(HEAD "routing:\n"
+                          "  signals: {keywords: [{name: code, operator: OR, keywords: [python]}]}\n"
+                          "  projections:\n"
+                          "    scores:\n"
+                          "      - {name: s, inputs: [{type: keyword, name: code},"
+                          " {type: projection, name: o, value_source: confidence}]}\n"
+                          "    mappings: [{name: m, source: s, outputs: [{name: o, gt: 0}]}]\n",
+                     &err));
+    vsr_buf_append(&err, "", 1);
+    assert_non_null(strstr(err.data, "score \"s\" depends on itself"));
+    vsr_buf_free(&err);
+}
+#undef REF_DOC
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax_partition),
         cmocka_unit_test(test_kb_metric_reads_its_kb_signal),
+        cmocka_unit_test(test_reference_input_forms),
         cmocka_unit_test(test_exclusive_partition_and_default),
         cmocka_unit_test(test_weighted_sums_in_topological_order),
         cmocka_unit_test(test_bands_calibration_multi_emit),

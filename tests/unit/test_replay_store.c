@@ -1,7 +1,9 @@
 /* test_replay_store.c — the router replay store's memory backend: newest
  * first, eviction past a put's max_records and past the byte bound (counted),
  * TTL, get/delete, bad ids, and a redis store whose server cannot be reached
- * (a put never waits; the failure is counted, reads fail with VSR_ERR_IO). */
+ * (a put never waits; the failure is counted, reads fail with VSR_ERR_IO),
+ * and the same of a postgres store, with its configuration's checks and its
+ * queue's bound while the server does not answer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "store/store.h"
 
@@ -158,12 +164,109 @@ static void test_redis_unreachable(void **state)
     vsr_buf_free(&b);
 }
 
+static void test_postgres_unreachable_and_bad_config(void **state)
+{
+    (void)state;
+    static counts_t c;
+    vsr_replay_config_t cfg;
+    vsr_replay_config_init(&cfg);
+    cfg.backend = VSR_STORE_POSTGRES;
+    cfg.pg_host = "127.0.0.1";
+    cfg.pg_port = 1; /* nothing listens on port 1 */
+    cfg.pg_database = "rr";
+    cfg.pg_user = "vsr";
+    cfg.count = count;
+    cfg.count_ud = &c;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    /* the table name goes into SQL: an identifier only */
+    cfg.pg_table = "t; DROP TABLE x";
+    assert_null(vsr_replay_open(&cfg, &err));
+    assert_non_null(strstr(err.data, "table_name"));
+    cfg.pg_table = NULL;
+    cfg.pg_user = NULL;
+    assert_null(vsr_replay_open(&cfg, NULL));
+    cfg.pg_user = "vsr";
+    vsr_replay_store_t *st = vsr_replay_open(&cfg, NULL);
+    assert_non_null(st);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    uint64_t total;
+    assert_int_equal(vsr_replay_get(st, VSR_SLICE_LIT("x"), &b), VSR_ERR_IO);
+    assert_int_equal(vsr_replay_list(st, 5, &b, &total), VSR_ERR_IO);
+    assert_int_equal(vsr_replay_delete(st, VSR_SLICE_LIT("x")), VSR_ERR_IO);
+    for (int i = 0; i < 5; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "i%d", i);
+        assert_int_equal(
+            vsr_replay_put(st, vsr_slice_cstr(id), 1, VSR_SLICE_LIT("{}"), VSR_SLICE_LIT("{}"), 10), VSR_OK);
+    }
+    for (int i = 0; i < 1000 && __atomic_load_n(&c.failed, __ATOMIC_SEQ_CST) < 5; i++)
+        usleep(10 * 1000);
+    assert_int_equal(__atomic_load_n(&c.failed, __ATOMIC_SEQ_CST), 5); /* written off, not held */
+    assert_int_equal(c.written, 0);
+    vsr_replay_unref(st); /* returns at once; the process's end waits for the writer, bounded */
+    assert_int_equal(vsr_replay_wait_writers(5000), 0);
+    vsr_buf_free(&b);
+    vsr_buf_free(&err);
+}
+
+/* A server that accepts the connection and never answers: the writer sits
+ * in its connect (bounded by libpq's 2 s) while puts arrive.  The queue
+ * keeps max_queue records; a put past it is refused at once and counted. */
+static void test_postgres_queue_bound(void **state)
+{
+    (void)state;
+    static counts_t c;
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(ls >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(ls, 8), 0);
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &alen), 0);
+    vsr_replay_config_t cfg;
+    vsr_replay_config_init(&cfg);
+    cfg.backend = VSR_STORE_POSTGRES;
+    cfg.pg_host = "127.0.0.1";
+    cfg.pg_port = ntohs(a.sin_port);
+    cfg.pg_database = "rr";
+    cfg.pg_user = "vsr";
+    cfg.max_queue = 2;
+    cfg.count = count;
+    cfg.count_ud = &c;
+    vsr_replay_store_t *st = vsr_replay_open(&cfg, NULL);
+    assert_non_null(st);
+    int rc[6];
+    for (int i = 0; i < 6; i++) {
+        char id[8];
+        snprintf(id, sizeof(id), "q%d", i);
+        rc[i] = vsr_replay_put(st, vsr_slice_cstr(id), 1, VSR_SLICE_LIT("{}"), VSR_SLICE_LIT("{}"), 10);
+        if (i == 0)
+            usleep(300 * 1000); /* the writer takes it and waits on the silent server (2 s) */
+    }
+    /* the first with the writer, two queued, the rest refused at once */
+    int want[6] = {VSR_OK, VSR_OK, VSR_OK, VSR_ERR_TOO_BIG, VSR_ERR_TOO_BIG, VSR_ERR_TOO_BIG};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(rc[i], want[i]);
+    assert_int_equal(__atomic_load_n(&c.failed, __ATOMIC_SEQ_CST), 3); /* the writer is still connecting */
+    uint64_t t0 = vsr_now_ms();
+    vsr_replay_unref(st);
+    assert_int_equal(vsr_replay_wait_writers(10000), 0);
+    assert_true(vsr_now_ms() - t0 >= 1000); /* it waited for the writer's connect to give up */
+    assert_int_equal(__atomic_load_n(&c.failed, __ATOMIC_SEQ_CST), 6);
+    assert_int_equal(c.written, 0);
+    close(ls);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory_order_eviction_get_delete),
         cmocka_unit_test(test_memory_bytes_and_ttl),
         cmocka_unit_test(test_redis_unreachable),
+        cmocka_unit_test(test_postgres_unreachable_and_bad_config),
+        cmocka_unit_test(test_postgres_queue_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

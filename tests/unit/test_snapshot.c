@@ -148,6 +148,17 @@ static void test_restart_required(void **state)
     assert_non_null(strstr(why.data, "port changed"));
     vsr_buf_reset(&why);
     assert_int_equal(vsr_config_restart_required(a, c, &why), 0); /* api keys change live */
+    /* the source (the file's watch or the cluster's) is chosen at start */
+    size_t n = strlen(DOC) + 64;
+    char *k8s = malloc(n);
+    snprintf(k8s, n, "%sglobal: {router: {config_source: kubernetes}}\n", DOC);
+    vsr_config_t *d = NULL;
+    assert_int_equal(vsr_config_load_string("d", k8s, strlen(k8s), &d, &err), VSR_OK);
+    assert_int_equal(vsr_config_restart_required(a, d, &why), 1);
+    assert_non_null(strstr(why.data, "global.router.config_source changed"));
+    assert_int_equal(vsr_config_restart_required(d, d, &why), 0);
+    vsr_config_free(d);
+    free(k8s);
     vsr_config_free(a);
     vsr_config_free(b);
     vsr_config_free(c);

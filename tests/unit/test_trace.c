@@ -1,6 +1,7 @@
 /* test_trace.c — W3C trace context (traceparent, tracestate), ids, the
- * sampler, span JSON, the exporter's queue accounting and its OTLP/HTTP
- * POST, and the tracing configuration. */
+ * sampler, span JSON and protobuf, the exporter's queue accounting, its
+ * OTLP/HTTP POST and its OTLP/gRPC batches (through a stand-in transport),
+ * the gRPC answer's parts, and the tracing configuration. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,9 @@
 #include "config/config.h"
 #include "json/json.h"
 #include "obs/obs.h"
+#include "upstream/upstream.h"
+
+#include <opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h>
 
 #define TID "4bf92f3577b34da6a3ce929d0e0e4736"
 #define PID "00f067aa0ba902b7"
@@ -508,14 +512,31 @@ static void test_config_tracing_errors(void **state)
     assert_null(load(DOC("        enabled: true\n"), &err));
     assert_non_null(strstr(err.data, "exporter.endpoint is required"));
     vsr_buf_free(&err);
-    assert_null(load(DOC("        enabled: true\n        exporter:\n          endpoint: jaeger:4317\n"), &err));
-    assert_non_null(strstr(err.data, "t.yaml:16:21: "));
-    assert_non_null(strstr(err.data, "OTLP over gRPC (type otlp with a host:port endpoint such as \"jaeger:4317\") is "
-                                     "not supported yet; export OTLP/HTTP instead"));
+    /* OTLP/gRPC: the scheme and insecure may not contradict; no path */
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          endpoint: grpcs://jaeger:4317\n"
+                         "          insecure: true\n"), &err));
+    assert_non_null(strstr(err.data, "t.yaml:17:21: "));
+    assert_non_null(strstr(err.data, "exporter.insecure: true contradicts the endpoint's scheme (TLS)"));
     vsr_buf_free(&err);
     assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-grpc\n"
-                         "          endpoint: http://jaeger:4317\n"), &err));
-    assert_non_null(strstr(err.data, "OTLP over gRPC"));
+                         "          endpoint: http://jaeger:4317\n          insecure: false\n"), &err));
+    assert_non_null(strstr(err.data, "exporter.insecure: false contradicts the endpoint's scheme (plaintext)"));
+    vsr_buf_free(&err);
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-grpc\n"
+                         "          endpoint: http://jaeger:4317/v1/traces\n"), &err));
+    assert_non_null(strstr(err.data, "t.yaml:17:21: "));
+    assert_non_null(strstr(err.data, "no path, query, fragment or user info"));
+    vsr_buf_free(&err);
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-grpc\n"
+                         "          endpoint: ftp://jaeger:4317\n"), &err));
+    assert_non_null(strstr(err.data, "the scheme must be grpc://, grpcs://, http:// or https://"));
+    vsr_buf_free(&err);
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-http\n"
+                         "          endpoint: grpc://jaeger:4317\n"), &err));
+    assert_non_null(strstr(err.data, "type otlp-http exports OTLP/HTTP, but the endpoint is a gRPC one"));
+    vsr_buf_free(&err);
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-grpc\n"), &err));
+    assert_non_null(strstr(err.data, "an OTLP/gRPC collector, e.g. 127.0.0.1:4317"));
     vsr_buf_free(&err);
     assert_null(load(DOC("        enabled: true\n        exporter:\n          type: stdout\n"), &err));
     assert_non_null(strstr(err.data, "t.yaml:16:17: "));
@@ -537,6 +558,292 @@ static void test_config_tracing_errors(void **state)
     vsr_buf_free(&err);
 }
 
+/* ---- OTLP/gRPC ---- */
+
+static void test_grpc_config(void **state)
+{
+    static const struct {
+        const char *exporter;
+        int grpc, tls;
+    } cases[] = {
+        {"          endpoint: jaeger:4317\n", 1, 0}, /* the reference's form: type otlp, insecure by default */
+        {"          type: otlp\n          endpoint: jaeger:4317\n          insecure: true\n", 1, 0},
+        {"          endpoint: jaeger:4317\n          insecure: false\n", 1, 1},
+        {"          endpoint: grpc://jaeger:4317\n", 1, 0},
+        {"          endpoint: grpcs://jaeger\n", 1, 1},
+        {"          type: otlp-grpc\n          endpoint: http://jaeger:4317/\n", 1, 0},
+        {"          type: otlp-grpc\n          endpoint: https://[::1]:4317\n          insecure: false\n", 1, 1},
+        {"          type: otlp\n          endpoint: http://jaeger:4318\n", 0, 0}, /* OTLP/HTTP as before */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char doc[1024];
+        snprintf(doc, sizeof(doc), DOC("        enabled: true\n        exporter:\n%s"), cases[i].exporter);
+        vsr_buf_t err;
+        vsr_config_t *c = load(doc, &err);
+        if (c == NULL)
+            fail_msg("case %zu: %s", i, err.data);
+        assert_int_equal(c->tracing_grpc, cases[i].grpc);
+        assert_int_equal(c->tracing_grpc_tls, cases[i].tls);
+        vsr_config_free(c);
+        vsr_buf_free(&err);
+    }
+}
+
+static void test_grpc_change_needs_restart(void **state)
+{
+    /* the same endpoint text, another protocol or TLS: the exporter thread is built once */
+    vsr_buf_t err, why;
+    vsr_config_t *a = load(DOC("        enabled: true\n        exporter:\n          endpoint: jaeger:4317\n"), &err);
+    vsr_buf_free(&err);
+    vsr_config_t *b = load(DOC("        enabled: true\n        exporter:\n          endpoint: jaeger:4317\n"
+                               "          insecure: false\n"), &err);
+    vsr_buf_free(&err);
+    assert_non_null(a);
+    assert_non_null(b);
+    vsr_buf_init(&why, 0);
+    assert_int_equal(vsr_config_restart_required(a, a, &why), 0);
+    assert_int_equal(vsr_config_restart_required(a, b, &why), 1);
+    vsr_buf_append(&why, "", 1);
+    assert_non_null(strstr(why.data, "global.services.observability.tracing changed"));
+    vsr_buf_free(&why);
+    vsr_config_free(a);
+    vsr_config_free(b);
+}
+
+static void test_grpc_endpoint_parse(void **state)
+{
+    char host[64];
+    uint16_t port = 0;
+    const char *why = NULL;
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("jaeger:4317", host, sizeof(host), &port, &why), VSR_OK);
+    assert_string_equal(host, "jaeger");
+    assert_int_equal(port, 4317);
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("grpcs://c.example", host, sizeof(host), &port, &why), VSR_OK);
+    assert_string_equal(host, "c.example");
+    assert_int_equal(port, 4317);
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("http://[::1]:9/", host, sizeof(host), &port, &why), VSR_OK);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 9);
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("grpc://h:1/x", host, sizeof(host), &port, &why),
+                     VSR_ERR_INVALID);
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("tcp://h:1", host, sizeof(host), &port, &why), VSR_ERR_INVALID);
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("h:0", host, sizeof(host), &port, &why), VSR_ERR_INVALID);
+    assert_int_equal(vsr_tracer_parse_grpc_endpoint("", host, sizeof(host), &port, &why), VSR_ERR_INVALID);
+}
+
+static void test_span_proto(void **state)
+{
+    vsr_span_t s;
+    vsr_span_attr_t attrs[2];
+    make_span(&s, attrs);
+    memset(s.parent_id, 0x11, 8);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    assert_int_equal(vsr_span_to_proto(&b, &s), VSR_OK);
+    Opentelemetry__Proto__Trace__V1__Span *sp =
+        opentelemetry__proto__trace__v1__span__unpack(NULL, b.len, (const uint8_t *)b.data);
+    assert_non_null(sp);
+    assert_int_equal(sp->trace_id.len, 16);
+    assert_memory_equal(sp->trace_id.data, s.trace_id, 16);
+    assert_memory_equal(sp->span_id.data, s.span_id, 8);
+    assert_int_equal(sp->parent_span_id.len, 8);
+    assert_string_equal(sp->name, "vsr.request");
+    assert_int_equal(sp->kind, 2);
+    assert_true(sp->start_time_unix_nano == 1700000000123456789ull);
+    assert_true(sp->end_time_unix_nano == 1700000000223456789ull);
+    assert_int_equal(sp->status->code, 2);
+    assert_int_equal(sp->n_attributes, 2);
+    assert_string_equal(sp->attributes[0]->key, "url.path");
+    assert_string_equal(sp->attributes[0]->value->string_value, "/v1/\"x\"\xef\xbf\xbd"); /* valid UTF-8 */
+    assert_string_equal(sp->attributes[1]->key, "http.response.status_code");
+    assert_int_equal(sp->attributes[1]->value->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE);
+    assert_int_equal(sp->attributes[1]->value->int_value, 503);
+    opentelemetry__proto__trace__v1__span__free_unpacked(sp, NULL);
+    vsr_buf_free(&b);
+}
+
+/* A stand-in transport: records each request; answers with `status`
+ * (and `rejected` in partial_success); `block` holds every call until
+ * released. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int status, block, calls;
+    int64_t rejected;
+    size_t spans;
+    char service[64];
+    uint8_t answer[64];
+} fake_grpc_t;
+
+static int fake_export(void *ud, const uint8_t *msg, size_t len, uint64_t deadline_ms, const uint8_t **answer,
+                       size_t *answer_len, char *why, size_t why_cap)
+{
+    fake_grpc_t *f = ud;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *r =
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(NULL, len, msg);
+    pthread_mutex_lock(&f->mu);
+    while (f->block)
+        pthread_cond_wait(&f->cv, &f->mu);
+    f->calls++;
+    if (r != NULL && r->n_resource_spans == 1) {
+        Opentelemetry__Proto__Trace__V1__ResourceSpans *rs = r->resource_spans[0];
+        for (size_t i = 0; i < rs->resource->n_attributes; i++)
+            if (strcmp(rs->resource->attributes[i]->key, "service.name") == 0)
+                snprintf(f->service, sizeof(f->service), "%s", rs->resource->attributes[i]->value->string_value);
+        for (size_t i = 0; i < rs->n_scope_spans; i++) {
+            assert_string_equal(rs->scope_spans[i]->scope->name, "vsr");
+            f->spans += rs->scope_spans[i]->n_spans;
+        }
+    }
+    int st = f->status;
+    if (st == 0 && f->rejected) {
+        Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse resp =
+            OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
+        Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess ps =
+            OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_PARTIAL_SUCCESS__INIT;
+        ps.rejected_spans = f->rejected;
+        ps.error_message = "too old";
+        resp.partial_success = &ps;
+        *answer_len = opentelemetry__proto__collector__trace__v1__export_trace_service_response__pack(&resp,
+                                                                                                     f->answer);
+        *answer = f->answer;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (st != 0)
+        snprintf(why, why_cap, "unavailable");
+    opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(r, NULL);
+    return st;
+}
+
+static void fake_init(fake_grpc_t *f, int status)
+{
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    f->status = status;
+}
+
+static void fake_release(fake_grpc_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->block = 0;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void test_grpc_export_batches(void **state)
+{
+    fake_grpc_t f;
+    fake_init(&f, 0);
+    vsr_tracer_grpc_t g = {&f, fake_export};
+    vsr_tracer_opts_t o = {.endpoint = "127.0.0.1:4317", .grpc = &g, .service_name = "svc", .sampling_ratio = 1,
+                           .max_batch_spans = 4, .batch_timeout_ms = 20};
+    vsr_tracer_t *t = vsr_tracer_new(&o, NULL);
+    assert_non_null(t);
+    vsr_span_t s[3];
+    vsr_span_attr_t attrs[3][2];
+    for (int i = 0; i < 3; i++)
+        make_span(&s[i], attrs[i]);
+    for (int i = 0; i < 5; i++)
+        vsr_tracer_emit(t, s, 2);
+    vsr_tracer_free(t); /* flushes */
+    assert_int_equal(f.spans, 10);
+    assert_true(f.calls >= 3); /* at most 4 spans a batch */
+    assert_string_equal(f.service, "svc");
+
+    /* UNAVAILABLE: every span failed, each batch a failure */
+    fake_init(&f, 14);
+    t = vsr_tracer_new(&o, NULL);
+    vsr_tracer_emit(t, s, 3);
+    vsr_tracer_emit(t, s, 3);
+    vsr_tracer_stats_t st;
+    for (int i = 0; i < 500; i++) {
+        vsr_tracer_stats(t, &st);
+        if (st.spans_failed == 6)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(st.spans_failed, 6);
+    assert_int_equal(st.spans_exported, 0);
+    assert_int_equal(st.export_failures, f.calls);
+    vsr_tracer_free(t);
+
+    /* partial success: the rejected spans count as failed, not as a failed batch */
+    fake_init(&f, 0);
+    f.rejected = 1;
+    t = vsr_tracer_new(&o, NULL);
+    vsr_tracer_emit(t, s, 3);
+    for (int i = 0; i < 500; i++) {
+        vsr_tracer_stats(t, &st);
+        if (st.spans_exported + st.spans_failed == 3)
+            break;
+        usleep(10000);
+    }
+    assert_int_equal(st.spans_exported, 2);
+    assert_int_equal(st.spans_failed, 1);
+    assert_int_equal(st.export_failures, 0);
+    vsr_tracer_free(t);
+    assert_int_equal(f.spans, 3);
+}
+
+static void test_grpc_queue_bound(void **state)
+{
+    /* a collector that never answers: the queue fills and the rest is dropped and counted */
+    fake_grpc_t f;
+    fake_init(&f, 0);
+    f.block = 1;
+    vsr_tracer_grpc_t g = {&f, fake_export};
+    vsr_tracer_opts_t o = {.endpoint = "127.0.0.1:4317", .grpc = &g, .sampling_ratio = 1, .max_queue_spans = 6,
+                           .max_batch_spans = 2, .batch_timeout_ms = 1, .shutdown_timeout_ms = 100};
+    vsr_tracer_t *t = vsr_tracer_new(&o, NULL);
+    vsr_span_t s[2];
+    vsr_span_attr_t attrs[2][2];
+    for (int i = 0; i < 2; i++)
+        make_span(&s[i], attrs[i]);
+    for (int i = 0; i < 50; i++)
+        vsr_tracer_emit(t, s, 2);
+    vsr_tracer_stats_t st;
+    vsr_tracer_stats(t, &st);
+    /* at most one batch (2) at the transport and 6 queued; the rest dropped */
+    assert_true(st.spans_dropped >= 100 - 8);
+    fake_release(&f);
+    vsr_tracer_free(t);
+}
+
+static void test_grpc_answer_parts(void **state)
+{
+    assert_int_equal(vsr_grpc_status_parse(vsr_slice_cstr("0")), 0);
+    assert_int_equal(vsr_grpc_status_parse(vsr_slice_cstr("14")), 14);
+    assert_int_equal(vsr_grpc_status_parse(vsr_slice_cstr("99")), 2); /* unknown: UNKNOWN */
+    assert_int_equal(vsr_grpc_status_parse(vsr_slice_cstr("")), -1);
+    assert_int_equal(vsr_grpc_status_parse(vsr_slice_cstr("1a")), -1);
+    assert_int_equal(vsr_grpc_status_parse(vsr_slice_cstr("0000")), -1);
+    char m[8];
+    assert_int_equal(vsr_grpc_message_decode(vsr_slice_cstr("a%20b%0A%zz"), m, sizeof(m)), 7);
+    assert_string_equal(m, "a b?%zz");
+    assert_int_equal(vsr_grpc_message_decode(vsr_slice_cstr("%4"), m, sizeof(m)), 2);
+    assert_string_equal(m, "%4");
+    const uint8_t *msg;
+    size_t n;
+    static const uint8_t one[] = {0, 0, 0, 0, 2, 8, 1};
+    assert_int_equal(vsr_grpc_unary_answer(one, sizeof(one), &msg, &n), VSR_OK);
+    assert_int_equal(n, 2);
+    assert_ptr_equal(msg, one + 5);
+    assert_int_equal(vsr_grpc_unary_answer(one, 0, &msg, &n), VSR_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(vsr_grpc_unary_answer(one, 6, &msg, &n), VSR_ERR_INVALID); /* cut short */
+    static const uint8_t compressed[] = {1, 0, 0, 0, 0};
+    assert_int_equal(vsr_grpc_unary_answer(compressed, 5, &msg, &n), VSR_ERR_INVALID);
+    /* the collector's answer */
+    int64_t rejected;
+    char text[16];
+    static const uint8_t partial[] = {0x0a, 0x06, 0x08, 0x03, 0x12, 0x02, 'n', 'o'};
+    assert_int_equal(vsr_tracer_grpc_answer(partial, sizeof(partial), &rejected, text, sizeof(text)), VSR_OK);
+    assert_int_equal(rejected, 3);
+    assert_string_equal(text, "no");
+    assert_int_equal(vsr_tracer_grpc_answer(partial, 3, &rejected, text, sizeof(text)), VSR_ERR_INVALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +860,13 @@ int main(void)
         cmocka_unit_test(test_concurrent_emitters),
         cmocka_unit_test(test_config_tracing),
         cmocka_unit_test(test_config_tracing_errors),
+        cmocka_unit_test(test_grpc_config),
+        cmocka_unit_test(test_grpc_change_needs_restart),
+        cmocka_unit_test(test_grpc_endpoint_parse),
+        cmocka_unit_test(test_span_proto),
+        cmocka_unit_test(test_grpc_export_batches),
+        cmocka_unit_test(test_grpc_queue_bound),
+        cmocka_unit_test(test_grpc_answer_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,66 @@
+"""Reference documents vsr refused although the reference runs them: an
+empty Looper endpoint, a tools database that does not exist, projection
+score inputs in the reference's forms (a complexity level, model-backed
+families, `type: projection`), and a provider model named like an auto
+name.  Each one (tests/e2e/corpus/refdocs/) validates (test_refdocs.py) and
+here serves and routes."""
+from conftest import GUARD_MODEL, MODEL_CACHE, USE_MODEL, require
+from test_refdocs import serve
+
+
+def chat(v, text, model="auto"):
+    return v.post_chat({"model": model, "messages": [{"role": "user", "content": text}]}, timeout=60)
+
+
+def test_looper_with_empty_endpoint_runs_in_process(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "looper-empty-endpoint.yaml", [be], workers=1)
+    r = chat(v, "think hard about the halting problem")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "escalate"
+    assert be.stats()["requests"] >= 1
+
+
+def test_missing_tools_database_is_a_warning(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "tools-db-missing.yaml", [be], workers=1)
+    r = chat(v, "hello there")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "greet"
+    out = v.proc.output()
+    assert 'tools_db.json" does not exist: running without the tools database' in out, out[-3000:]
+
+
+def test_projection_inputs_in_the_reference_forms_route(vsr, fakellm):
+    require([USE_MODEL, GUARD_MODEL])
+    be = fakellm("be")
+    v = serve(vsr, "projections-reference-inputs.yaml", [be], workers=1,
+              env={"VSR_MODEL_CACHE": str(MODEL_CACHE)})
+    r = chat(v, "Prove the theorem that there are infinitely many primes.")
+    assert r.status_code == 200, r.text
+    assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == ("strong_route", "strong"), \
+        dict(r.headers)
+    r = chat(v, "hello there")
+    assert r.status_code == 200, r.text
+    assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == ("fast_route", "fast"), \
+        dict(r.headers)
+    # the recipe's score reads the top-level block's keyword signal
+    r = chat(v, "Prove the theorem that there are infinitely many primes.", model="vsr/careful")
+    assert r.status_code == 200, r.text
+    assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == \
+        ("careful_strong", "strong"), dict(r.headers)
+    assert r.headers["x-vsr-selected-recipe"] == "careful"
+    r = chat(v, "hello there", model="vsr/careful")
+    assert r.status_code == 200 and "x-vsr-selected-decision" not in r.headers, dict(r.headers)
+
+
+def test_provider_model_with_an_auto_name_is_routed(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "auto-name-model.yaml", [be], workers=1)
+    r = chat(v, "write some python", model="MoM")
+    assert r.status_code == 200, r.text
+    assert (r.headers["x-vsr-selected-decision"], r.headers["x-vsr-selected-model"]) == ("code", "coder"), \
+        dict(r.headers)
+    r = chat(v, "write some python", model="coder")  # a concrete model passes through
+    assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "coder"
+    assert "x-vsr-selected-decision" not in r.headers
