@@ -101,3 +101,27 @@ def test_one_warning_per_key(tmp_path):
     p, r = validate(tmp_path, text)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("routing.modelCards[].family is accepted") == 1
+
+
+def test_inert_keys_are_type_checked(tmp_path):
+    """An inert key is still checked: a Redis pool size must be an integer."""
+    text = HEAD + DECISION.replace(", reasoning_mode: auto", "") + """global:
+  services:
+    response_api:
+      redis: {pool_size: ten}
+"""
+    p, r = validate(tmp_path, text)
+    assert r.returncode == 2
+    assert f"{p}:18:26: expected an integer, got a string" in r.stderr
+
+
+def test_cluster_mode_is_refused_not_ignored(tmp_path):
+    text = HEAD + DECISION.replace(", reasoning_mode: auto", "") + """global:
+  services:
+    response_api:
+      redis: {address: "127.0.0.1:6379", cluster_mode: true, tls_enabled: true}
+"""
+    p, r = validate(tmp_path, text)
+    assert r.returncode == 2
+    assert "cluster_mode is not supported yet" in r.stderr
+    assert "tls_enabled is not supported yet" in r.stderr
