@@ -909,13 +909,29 @@ static const cfg_spec_t rc_revision_spec = {
     .n_fields = VSR_ARRAY_LEN(rc_revision_fields),
 };
 
+/* personalized: true, or the reference's {mode: disabled | exact}: exact
+ * keeps entries per user (scope user) */
 static int decode_rc_personalized(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     int v = 0;
     cfg_field_t b = *f;
     b.offset = 0;
-    if (vsr__cfg_bool(d, &b, val, &v) != 0)
+    if (val->kind == CFG_NODE_MAP) {
+        static const char *const modes[] = {"disabled", "exact", NULL};
+        for (size_t i = 0; i < val->n; i++) {
+            const cfg_node_t *k = val->items[2 * i];
+            static const char *const keys[] = {"mode"};
+            if (k->kind != CFG_NODE_SCALAR || strcmp(k->str, "mode") != 0) {
+                vsr__cfg_unknown_key(d, k, keys, 1, NULL);
+                return -1;
+            }
+            cfg_field_t m = {.key = "mode", .choices = modes};
+            if (vsr__cfg_choice(d, &m, val->items[2 * i + 1], &v) != 0)
+                return -1;
+        }
+    } else if (vsr__cfg_bool(d, &b, val, &v) != 0) {
         return -1;
+    }
     if (v) {
         ((vsr_plugin_conf_t *)obj)->u.response_cache.scope = VSR_RC_SCOPE_USER;
         ((vsr_plugin_conf_t *)obj)->u.response_cache.has_scope = 1;

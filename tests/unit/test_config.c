@@ -2448,6 +2448,26 @@ static void test_plugin_tools_compression(void **state)
 #undef PLUGIN_DOC
 }
 
+/* response_cache personalized: true, or the reference's {mode: disabled | exact} */
+static void test_plugin_response_cache_personalized(void **state)
+{
+#define PLUGIN_DOC(p) DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n        - " p "\n"
+    (void)state;
+    vsr_config_t *c = load_ok(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mode: exact}}}"));
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->u.response_cache.has_scope, 1);
+    assert_int_equal(p->u.response_cache.scope, VSR_RC_SCOPE_USER);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mode: disabled}}}"));
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].u.response_cache.has_scope, 0);
+    vsr_config_free(c);
+    expect_errors(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mode: team}}}"),
+                  "t.yaml:14:71: mode must be \"disabled\" or \"exact\", got \"team\"\n");
+    expect_errors(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mod: exact}}}"),
+                  "t.yaml:14:65: unknown key \"mod\"; did you mean \"mode\"?\n");
+#undef PLUGIN_DOC
+}
+
 /* response_jailbreak: enabled, threshold (default: the prompt guard's), action, method */
 static void test_plugin_response_jailbreak(void **state)
 {
@@ -4037,6 +4057,7 @@ int main(void)
         cmocka_unit_test(test_client_name_collisions),
         cmocka_unit_test(test_auto_model_names),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_plugin_response_cache_personalized),
         cmocka_unit_test(test_plugin_response_jailbreak),
         cmocka_unit_test(test_plugin_tools_compression),
         cmocka_unit_test(test_tools_db_and_selection),
