@@ -184,7 +184,7 @@ static void run_cache_key(int iters)
             a0 = allocs;
             t0 = now_ns();
         }
-        vsr__rc_key(&j, 3, hdrs, VSR_ARRAY_LEN(hdrs), model, partition, scope, key, ctx);
+        vsr__rc_key(&j, 3, hdrs, VSR_ARRAY_LEN(hdrs), model, partition, scope, VSR_SLICE_NULL, key, ctx);
     }
     double ns = (now_ns() - t0) / iters;
     printf("| response cache key  | %6zu B body    | %9.0f ns/key     | %5.1f allocations/key     | %.15s |\n",

@@ -48,7 +48,7 @@ static const char serve_synopsis[] =
     "                 [--drain-timeout DURATION] [--access-log PATH|-|off] [--metrics-listen ADDR:PORT|off]\n"
     "                 [--config-audit-log PATH] [--config-watch on|off]\n"
     "                 [--management-token-file PATH | --management-token-env NAME]\n";
-static const char config_synopsis[] = "       vsr config validate FILE [--gateway standalone|extproc]\n"
+static const char config_synopsis[] = "       vsr config validate FILE [--gateway standalone|extproc] [--strict]\n"
                                       "       vsr config print FILE [--redact]\n"
                                       "       vsr config migrate FILE [-o OUT]\n";
 static const char serve_help[] =
@@ -86,7 +86,8 @@ static const char runtime_synopsis[] =
     "                 [--log-level L] [--test-delay-ms MS]\n";
 static const char config_help[] =
     "  config validate  check a configuration document; exit 0 when valid, 2 when not; --gateway extproc\n"
-    "                   also checks what Envoy must carry in that mode\n"
+    "                   also checks what Envoy must carry in that mode; --strict: warnings and keys not\n"
+    "                   supported yet fail it too\n"
     "  config print     the effective document (defaults filled in); --redact hides secrets\n"
     "  config migrate   convert a pre-v0.3 document (vllm_endpoints, model_config, flat signal lists, ...)\n"
     "                   to canonical v0.3 YAML on standard output, or atomically into OUT with -o; exit 2\n"
@@ -145,6 +146,44 @@ static int load_config(const char *path, vsr_config_t **out, vsr_engine_t **engi
         fprintf(stderr, "%s", err.len ? err.data : "configuration error\n");
     vsr_buf_free(&err);
     return rc;
+}
+
+/* vsr config validate: the errors, then the warnings (accepted keys with
+ * no effect, deprecated keys, adjusted values), then the accepted keys not
+ * supported yet, each a line FILE:LINE:COL on stderr.  0 with *out when the
+ * document loads (and, with strict, has neither warnings nor unsupported
+ * keys); -1 otherwise. */
+static int validate_document(const char *path, int strict, vsr_config_t **out)
+{
+    vsr_buf_t err, warn, unsup;
+    vsr_buf_init(&err, 1 << 20);
+    vsr_buf_init(&warn, 1 << 20);
+    vsr_buf_init(&unsup, 1 << 20);
+    vsr_config_t *cfg = NULL;
+    int rc = vsr_config_load_file_notes(path, &cfg, &err, &warn, &unsup);
+    if (rc == VSR_OK) {
+        vsr_engine_t *engine = vsr_engine_new(cfg, 1, &err);
+        if (engine == NULL)
+            rc = VSR_ERR_INVALID;
+        vsr_engine_unref(engine);
+    }
+    if (rc != VSR_OK && err.len == 0)
+        vsr_buf_append_cstr(&err, "configuration error\n");
+    fprintf(stderr, "%.*s%.*s%.*s", (int)err.len, err.data ? err.data : "", (int)warn.len,
+            warn.data ? warn.data : "", (int)unsup.len, unsup.data ? unsup.data : "");
+    if (rc == VSR_OK && strict && (warn.len || unsup.len)) {
+        fprintf(stderr, "%s: not valid with --strict: it has warnings or keys not supported yet\n", path);
+        rc = VSR_ERR_INVALID;
+    }
+    vsr_buf_free(&err);
+    vsr_buf_free(&warn);
+    vsr_buf_free(&unsup);
+    if (rc != VSR_OK) {
+        vsr_config_free(cfg);
+        return -1;
+    }
+    *out = cfg;
+    return 0;
 }
 
 /* vsr config print FILE [--redact]: the effective document. */
@@ -288,11 +327,14 @@ static int cmd_config(int argc, char **argv)
         return cmd_config_print(file, redact);
     }
     const char *file = NULL, *mode = "standalone";
+    int strict = 0;
     int ok = argc >= 3 && strcmp(argv[1], "validate") == 0;
     for (int i = 2; ok && i < argc; i++) {
         if (strcmp(argv[i], "--gateway") == 0 && i + 1 < argc &&
             (strcmp(argv[i + 1], "standalone") == 0 || strcmp(argv[i + 1], "extproc") == 0))
             mode = argv[++i];
+        else if (strcmp(argv[i], "--strict") == 0)
+            strict = 1;
         else if (file == NULL && argv[i][0] != '-')
             file = argv[i];
         else
@@ -303,11 +345,8 @@ static int cmd_config(int argc, char **argv)
         return EXIT_USAGE;
     }
     vsr_config_t *cfg = NULL;
-    vsr_engine_t *engine = NULL;
-    if (load_config(file, &cfg, &engine) != VSR_OK)
+    if (validate_document(file, strict, &cfg) != 0)
         return EXIT_CONFIG;
-    vsr_config_warn_unimplemented(cfg);
-    vsr_engine_unref(engine);
     if (strcmp(mode, "extproc") == 0) {
         vsr_buf_t err;
         vsr_buf_init(&err, 0);

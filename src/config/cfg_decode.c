@@ -477,8 +477,98 @@ void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key)
     if (d->n_unimpl == d->cap_unimpl) {
         d->cap_unimpl = d->cap_unimpl ? 2 * d->cap_unimpl : 16;
         d->unimpl = vsr_realloc(d->unimpl, d->cap_unimpl * sizeof(*d->unimpl));
+        d->unimpl_at = vsr_realloc(d->unimpl_at, d->cap_unimpl * sizeof(*d->unimpl_at));
     }
+    d->unimpl_at[d->n_unimpl] = (cfg_mark_t){NULL, d->key ? d->key->line : 1, d->key ? d->key->col : 1};
     d->unimpl[d->n_unimpl++] = vsr__cfg_strdup(d, path);
+}
+
+/* ---- unknown, inert and deprecated keys ----------------------------------------- */
+
+unsigned vsr__cfg_edit_distance(const char *a, size_t alen, const char *b, size_t blen)
+{
+    enum { MAXLEN = 64 };
+    if (alen > MAXLEN || blen > MAXLEN)
+        return 255;
+    unsigned row[MAXLEN + 1];
+    for (size_t j = 0; j <= blen; j++)
+        row[j] = (unsigned)j;
+    for (size_t i = 1; i <= alen; i++) {
+        unsigned diag = row[0];
+        row[0] = (unsigned)i;
+        for (size_t j = 1; j <= blen; j++) {
+            unsigned up = row[j];
+            unsigned best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[blen] > 255 ? 255 : row[blen];
+}
+
+void vsr__cfg_unknown_key(cfg_decoder_t *d, const cfg_node_t *k, const char *const *valid, size_t n,
+                          const char *hint)
+{
+    /* a suggestion is worth making when it differs in at most a third of
+     * the key (at least one edit, at most three) */
+    unsigned limit = (unsigned)(k->len / 3);
+    limit = limit < 1 ? 1 : limit > 3 ? 3 : limit;
+    const char *best = NULL;
+    unsigned best_d = limit + 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned dist = vsr__cfg_edit_distance(k->str, k->len, valid[i], strlen(valid[i]));
+        if (dist < best_d) {
+            best_d = dist;
+            best = valid[i];
+        }
+    }
+    char tail[320] = "";
+    if (hint != NULL)
+        snprintf(tail, sizeof(tail), " (%s)", hint);
+    if (best != NULL)
+        vsr__cfg_node_error(d, k, "unknown key %s; did you mean \"%s\"?%s", quote(d, k), best, tail);
+    else
+        vsr__cfg_node_error(d, k, "unknown key %s%s", quote(d, k), tail);
+}
+
+/* One warning per path: a list of fifty items with the same inert key
+ * says it once, at the first. */
+static void warn_once(cfg_decoder_t *d, const cfg_node_t *k, const char *what, const char *why)
+{
+    char tag[CFG_MAX_PATH + 16];
+    snprintf(tag, sizeof(tag), "\x01%s", d->path);
+    for (size_t i = 0; i < d->n_warned; i++)
+        if (strcmp(d->warned[i], tag) == 0)
+            return;
+    if (d->n_warned == d->cap_warned) {
+        d->cap_warned = d->cap_warned ? 2 * d->cap_warned : 16;
+        d->warned = vsr_realloc(d->warned, d->cap_warned * sizeof(*d->warned));
+    }
+    d->warned[d->n_warned++] = vsr__cfg_strdup(d, tag);
+    vsr__cfg_warn(d, "%s:%u:%u: %s %s: %s", d->dg->file, k->line, k->col, d->path, what, why);
+}
+
+/* Decodes an inert field into scratch memory, so its value is checked the
+ * way an implemented one is; nothing is stored.  An empty value configures
+ * nothing and is not worth a warning. */
+static void decode_inert(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *k, const cfg_node_t *v)
+{
+    if (f->decode != NULL) {
+        size_t size = f->spec != NULL && f->spec->size > CFG_INERT_SIZE ? f->spec->size : CFG_INERT_SIZE;
+        void *scratch = vsr_pool_alloc(d->pool, size + f->offset + 2 * sizeof(size_t) + f->count_offset);
+        memset(scratch, 0, size + f->offset + 2 * sizeof(size_t) + f->count_offset);
+        d->inert_depth++;
+        int rc = f->decode(d, f, v, scratch);
+        d->inert_depth--;
+        if (rc != 0)
+            return;
+    }
+    if (d->inert_depth == 0 && !vsr__cfg_deep_empty(v))
+        warn_once(d, k, "is accepted and has no effect in vsr", f->inert);
 }
 
 int vsr__cfg_decode_object(cfg_decoder_t *d, const cfg_spec_t *spec, const cfg_node_t *node, void *obj, size_t index)
@@ -508,10 +598,18 @@ int vsr__cfg_decode_object(cfg_decoder_t *d, const cfg_spec_t *spec, const cfg_n
             else if (spec->open && !vsr__cfg_is_empty(v)) {
                 char key[128];
                 snprintf(key, sizeof(key), "%.*s", (int)VSR_MIN(k->len, sizeof(key) - 1), k->str);
+                const cfg_node_t *outer_key = d->key;
+                d->key = k;
                 vsr__cfg_record_unimplemented(d, key);
+                d->key = outer_key;
             }
-            else if (!spec->open)
-                vsr__cfg_node_error(d, k, "unknown key %s", quote(d, k));
+            else if (!spec->open) {
+                const char *valid[CFG_MAX_FIELDS];
+                size_t nv = 0;
+                for (size_t j = 0; j < spec->n_fields; j++)
+                    valid[nv++] = spec->fields[j].key;
+                vsr__cfg_unknown_key(d, k, valid, nv, NULL);
+            }
             continue;
         }
         const cfg_field_t *f = &spec->fields[fi];
@@ -530,15 +628,25 @@ int vsr__cfg_decode_object(cfg_decoder_t *d, const cfg_spec_t *spec, const cfg_n
             continue; /* null: as if absent */
         seen[slot] = v;
         if (f->flags & CFG_UNIMPLEMENTED) {
-            if (!vsr__cfg_is_empty(v))
+            if (!vsr__cfg_is_empty(v)) {
+                const cfg_node_t *outer_key = d->key;
+                d->key = k;
                 vsr__cfg_record_unimplemented(d, f->key);
+                d->key = outer_key;
+            }
             continue;
         }
         size_t saved = vsr__cfg_path_push(d, f->key);
         const cfg_node_t *outer_key = d->key;
         d->key = k;
-        if (f->decode(d, f, v, obj) == 0 && (f->flags & CFG_HAS))
-            *(int *)((char *)obj + f->has_offset) = 1;
+        if (f->inert != NULL) {
+            decode_inert(d, f, k, v);
+        } else {
+            if (f->deprecated != NULL)
+                warn_once(d, k, "is deprecated", f->deprecated);
+            if (f->decode(d, f, v, obj) == 0 && (f->flags & CFG_HAS))
+                *(int *)((char *)obj + f->has_offset) = 1;
+        }
         d->key = outer_key;
         vsr__cfg_path_pop(d, saved);
     }

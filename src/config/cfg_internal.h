@@ -15,7 +15,8 @@
  * config.c (document, listeners, providers, global), cfg_routing.c (routing,
  * recipes, decisions, plugins, entrypoints), cfg_signals.c (signal families),
  * cfg_policy.c (reliability and fallback) and cfg_looper.c (decision algorithms,
- * global.integrations; cfg_graph.c: algorithm.graph); the checks that span the document are in cfg_check.c;
+ * global.integrations; cfg_graph.c: algorithm.graph), cfg_stores.c (response_api, router_replay, stores);
+ * the checks that span the document are in cfg_check.c;
  * host/port/URL/CIDR syntax in cfg_net.c.
  */
 #ifndef VSR_CFG_INTERNAL_H
@@ -113,7 +114,19 @@ struct cfg_field_s {
     size_t has_offset;       /* CFG_HAS: the presence flag (int) */
     double dmin, dmax;       /* float fields: inclusive range */
     const char *const *choices; /* strings/choices: the allowed values, NULL-terminated */
+    /* Accepted with its type checked (by decode, when set, into scratch
+     * memory) and not stored: the key tunes machinery vsr does differently.
+     * The text says what vsr does instead; loading warns once per path. */
+    const char *inert;
+    /* An older spelling or meaning the reference has replaced: decoded as
+     * usual (alias_of names the slot), plus a warning with this text. */
+    const char *deprecated;
+    const void *arg;         /* decoder-specific (see cfg_redis_offsets_t) */
 };
+
+/* Scratch room for an inert field's decode: specs used only under inert
+ * fields use CFG_INERT_SIZE and offset 0 for every field. */
+#define CFG_INERT_SIZE 64
 
 /* The hooks get the object's mapping node, and `seen`: for each field of the
  * table (by index; aliases share their target's index) the value node given
@@ -150,6 +163,7 @@ struct cfg_decoder_s {
     vsr_pool_t *pool;     /* the result's memory: decoded strings and arrays */
     cfg_diag_t *dg;
     char **unimpl;        /* unimplemented paths, document order, each once */
+    cfg_mark_t *unimpl_at; /* where each was given */
     size_t n_unimpl, cap_unimpl;
     char path[CFG_MAX_PATH]; /* dotted path of the value being decoded */
     const cfg_node_t *key;   /* the key node of the field being decoded (NULL outside fields) */
@@ -159,6 +173,9 @@ struct cfg_decoder_s {
     int marks_sorted;
     char **warnings;      /* logged only when the load succeeds */
     size_t n_warnings, cap_warnings;
+    char **warned;        /* paths already warned about (inert, deprecated) */
+    size_t n_warned, cap_warned;
+    int inert_depth;      /* > 0 while decoding inside an inert field */
     void *user;           /* the config being built (config_box_t) */
 };
 
@@ -172,6 +189,13 @@ void vsr__cfg_node_error(cfg_decoder_t *d, const cfg_node_t *node, const char *f
 void vsr__cfg_mark_error(cfg_decoder_t *d, const cfg_mark_t *at, const char *fmt, ...) VSR_PRINTF(3, 4);
 /* Queues a warning, logged once the document has loaded. */
 void vsr__cfg_warn(cfg_decoder_t *d, const char *fmt, ...) VSR_PRINTF(2, 3);
+/* Reports "unknown key K" at k, with "did you mean X?" when one of
+ * valid[0..n) is within a small edit distance; `hint` (may be NULL) is
+ * appended in parentheses. */
+void vsr__cfg_unknown_key(cfg_decoder_t *d, const cfg_node_t *k, const char *const *valid, size_t n,
+                          const char *hint);
+/* The edit distance between a and b (Levenshtein), capped at 255. */
+unsigned vsr__cfg_edit_distance(const char *a, size_t alen, const char *b, size_t blen);
 
 /* The decoder's current path: push a segment (".key" is added with the dot
  * only when the path is not empty; "[]" as is), pop back to a saved length. */
@@ -248,6 +272,52 @@ void vsr__cfg_check_unique_marked(cfg_decoder_t *d, const char *what, const char
  * "<path> is not supported yet" at its key. */
 int vsr__cfg_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 int vsr__cfg_deep_empty(const cfg_node_t *v);
+
+/* ---- store blocks (cfg_stores.c) ------------------------------------------------ */
+
+/* Where a store's Redis settings live in the object its redis block
+ * decodes into: the `arg` of a redis.connection field. */
+typedef struct {
+    size_t address, password, db, timeout_ms;
+} cfg_redis_offsets_t;
+
+/* global.services.response_api, global.services.router_replay, global.stores */
+extern const cfg_spec_t vsr__cfg_response_api_spec;
+extern const cfg_spec_t vsr__cfg_router_replay_spec;
+extern const cfg_spec_t vsr__cfg_stores_spec;
+
+int vsr__cfg_redis_connection(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+int vsr__cfg_redis_tls(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+
+#define CFG_REDIS_POOL_INERT "vsr keeps one connection per worker to each Redis store"
+#define CFG_REDIS_TIMEOUT_INERT "vsr applies the block's timeout to connecting and to every command"
+#define CFG_REDIS_INDEX_INERT "vsr's Redis stores keep their own key layout (no vector index to create or tune)"
+
+/* The keys of the reference's Redis blocks that vsr accepts beside its own
+ * (address, password, password_env, db, key_prefix, timeout). */
+#define CFG_REDIS_EXTRA_FIELDS                                                                                    \
+    {.key = "pool_size", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX, .inert = CFG_REDIS_POOL_INERT}, \
+    {.key = "min_idle_conns", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,                            \
+     .inert = CFG_REDIS_POOL_INERT},                                                                           \
+    {.key = "max_retries", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,                               \
+     .inert = "vsr does not retry a Redis command: a failed call counts as a miss or a failed write"},         \
+    {.key = "dial_timeout", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX, .inert = CFG_REDIS_TIMEOUT_INERT}, \
+    {.key = "read_timeout", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX, .inert = CFG_REDIS_TIMEOUT_INERT}, \
+    {.key = "write_timeout", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,                             \
+     .inert = CFG_REDIS_TIMEOUT_INERT},                                                                        \
+    {.key = "config_path", .decode = vsr__cfg_accept_text,                                                     \
+     .inert = "vsr reads the connection from this block, not from a separate file"},                           \
+    {.key = "tls_enabled", .decode = vsr__cfg_redis_tls},                                                      \
+    {.key = "use_tls", .decode = vsr__cfg_redis_tls},                                                          \
+    {.key = "tls_skip_verify", .decode = vsr__cfg_bool, .inert = "used only with TLS, which vsr does not support"}, \
+    {.key = "tls_ca_path", .decode = vsr__cfg_accept_text, .inert = "used only with TLS, which vsr does not support"}, \
+    {.key = "tls_cert_path", .decode = vsr__cfg_accept_text,                                                   \
+     .inert = "used only with TLS, which vsr does not support"},                                               \
+    {.key = "tls_key_path", .decode = vsr__cfg_accept_text, .inert = "used only with TLS, which vsr does not support"}, \
+    {.key = "development", .inert = CFG_REDIS_INDEX_INERT},                                                    \
+    {.key = "index", .inert = CFG_REDIS_INDEX_INERT},                                                          \
+    {.key = "search", .inert = CFG_REDIS_INDEX_INERT},                                                         \
+    {.key = "logging", .inert = "vsr logs Redis errors with its own logger (--log-level)"}
 
 /* ---- host, port and URL syntax (cfg_net.c) --------------------------------- */
 

@@ -108,7 +108,9 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
                 out->on_unknown_fail = which == 1; /* a signal that could not be computed fails the request */
             }
         } else {
-            vsr__cfg_node_error(d, k, "unknown key %s", vsr__cfg_quote(d->pool, k->str, k->len));
+            static const char *const rule_keys[] = {"type",  "name",     "operator",  "conditions",
+                                                    "label", "predicate", "on_error", "on_unknown"};
+            vsr__cfg_unknown_key(d, k, rule_keys, VSR_ARRAY_LEN(rule_keys), NULL);
             rc = -1;
         }
     }
@@ -335,6 +337,7 @@ static const cfg_field_t model_ref_fields[] = {
      .has_offset = MR_OFF(has_use_reasoning)},
     {.key = "reasoning_effort", .decode = vsr__cfg_string, .offset = MR_OFF(reasoning_effort)},
     {.key = "reasoning_description", .flags = CFG_UNIMPLEMENTED},
+    {.key = "reasoning_mode", .flags = CFG_UNIMPLEMENTED},
     {.key = "lora_name", .decode = vsr__cfg_string, .offset = MR_OFF(lora_name)},
     {.key = "weight", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = MR_OFF(weight),
      .has_offset = MR_OFF(has_weight), .dmin = 0, .dmax = 1e9},
@@ -535,8 +538,9 @@ static const cfg_spec_t header_mutation_spec = {
 
 /* ---- system_prompt ---- */
 
-/* mode: replace (default) | insert.  Any other mode (append, prepend, ...)
- * is treated as replace, as the reference does, with a warning. */
+/* mode: insert (default, the reference's) | replace.  Any other mode
+ * (append, prepend, ...) is treated as replace, as the reference does, with
+ * a warning. */
 static int decode_prompt_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
@@ -556,6 +560,12 @@ static const cfg_field_t system_prompt_fields[] = {
     {.key = "system_prompt", .decode = decode_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
 };
 
+static void init_system_prompt(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    ((vsr_plugin_conf_t *)obj)->u.system_prompt.insert = 1;
+}
+
 static void finish_system_prompt(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                                  size_t index)
 {
@@ -569,6 +579,7 @@ static const cfg_spec_t system_prompt_spec = {
     .size = sizeof(vsr_plugin_conf_t),
     .fields = system_prompt_fields,
     .n_fields = VSR_ARRAY_LEN(system_prompt_fields),
+    .init = init_system_prompt,
     .finish = finish_system_prompt,
 };
 
@@ -661,6 +672,10 @@ static const cfg_field_t tools_fields[] = {
     {.key = "strip_tool_history", .decode = vsr__cfg_bool, .offset = TL_OFF(strip_tool_history)},
     /* top-k by similarity to the routing text (cfg_tools.c) */
     {.key = "semantic_selection", .decode = vsr__cfg_tools_semantic, .flags = CFG_NULL_OK},
+    {.key = "strategy", .decode = vsr__cfg_accept_text,
+     .inert = "vsr has one selection strategy: similarity to the routing text (semantic_selection)"},
+    {.key = "dynamic_retrieval", .inert = "vsr selects tools by similarity to the routing text alone "
+                                          "(semantic_selection); history weighting is not applied"},
 };
 
 static void finish_tools(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -736,6 +751,8 @@ static int decode_cc_method(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
 
 static const cfg_field_t cc_scoring_fields[] = {
     {.key = "method", .decode = decode_cc_method, .choices = cc_methods},
+    {.key = "embedding_model_ref", .decode = vsr__cfg_accept_text,
+     .inert = "vsr scores with bm25, which needs no embedding model"},
 };
 
 static const cfg_spec_t cc_scoring_spec = {
@@ -842,9 +859,38 @@ static const cfg_spec_t rc_semantic_spec = {
     .fields = rc_semantic_fields,
     .n_fields = VSR_ARRAY_LEN(rc_semantic_fields),
 };
+static const char *const rc_directives[] = {"no-cache", "no-store", "bypass", "max-age", "ttl", NULL};
+
+/* request_controls.allowed: the directives a client may send (bits in the
+ * order of rc_directives); [] allows none. */
+static int decode_rc_allowed(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind != CFG_NODE_SEQ) {
+        vsr__cfg_node_error(d, val, "expected a list of directives, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    unsigned bits = 0;
+    int rc = 0;
+    cfg_field_t c = {.key = f->key, .choices = rc_directives, .flags = CFG_NOCASE};
+    for (size_t i = 0; i < val->n; i++) {
+        int which;
+        if (vsr__cfg_choice(d, &c, val->items[i], &which) != 0)
+            rc = -1;
+        else
+            bits |= 1u << which;
+    }
+    /* none allowed: a bit no directive has, so 0 keeps meaning "absent" */
+    *(unsigned *)((char *)obj + f->offset) = bits ? bits : 1u << 31;
+    return rc;
+}
+
 static const cfg_field_t rc_controls_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = RCP_OFF(request_controls)},
     {.key = "allow_replace", .decode = vsr__cfg_bool, .offset = RCP_OFF(allow_replace)},
+    {.key = "header", .decode = vsr__cfg_header_name, .offset = RCP_OFF(control_header)},
+    {.key = "allowed", .decode = decode_rc_allowed, .offset = RCP_OFF(allowed)},
+    {.key = "max_ttl_seconds", .decode = vsr__cfg_uint, .offset = RCP_OFF(max_ttl_seconds), .size = 8, .min = 0,
+     .max = 365 * 86400},
 };
 static const cfg_spec_t rc_controls_spec = {
     .size = sizeof(vsr_plugin_conf_t),
@@ -863,13 +909,29 @@ static const cfg_spec_t rc_revision_spec = {
     .n_fields = VSR_ARRAY_LEN(rc_revision_fields),
 };
 
+/* personalized: true, or the reference's {mode: disabled | exact}: exact
+ * keeps entries per user (scope user) */
 static int decode_rc_personalized(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     int v = 0;
     cfg_field_t b = *f;
     b.offset = 0;
-    if (vsr__cfg_bool(d, &b, val, &v) != 0)
+    if (val->kind == CFG_NODE_MAP) {
+        static const char *const modes[] = {"disabled", "exact", NULL};
+        for (size_t i = 0; i < val->n; i++) {
+            const cfg_node_t *k = val->items[2 * i];
+            static const char *const keys[] = {"mode"};
+            if (k->kind != CFG_NODE_SCALAR || strcmp(k->str, "mode") != 0) {
+                vsr__cfg_unknown_key(d, k, keys, 1, NULL);
+                return -1;
+            }
+            cfg_field_t m = {.key = "mode", .choices = modes};
+            if (vsr__cfg_choice(d, &m, val->items[2 * i + 1], &v) != 0)
+                return -1;
+        }
+    } else if (vsr__cfg_bool(d, &b, val, &v) != 0) {
         return -1;
+    }
     if (v) {
         ((vsr_plugin_conf_t *)obj)->u.response_cache.scope = VSR_RC_SCOPE_USER;
         ((vsr_plugin_conf_t *)obj)->u.response_cache.has_scope = 1;
@@ -890,6 +952,10 @@ static const cfg_field_t response_cache_fields[] = {
      .has_offset = RCP_OFF(has_ttl_seconds), .min = 1, .max = 365 * 86400},
     {.key = "request_controls", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_controls_spec},
     {.key = "revision", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_revision_spec},
+    {.key = "allow_request_controls", .decode = vsr__cfg_bool, .offset = RCP_OFF(request_controls),
+     .deprecated = "the reference replaced it with request_controls.enabled"},
+    {.key = "control_header", .decode = vsr__cfg_header_name, .offset = RCP_OFF(control_header),
+     .deprecated = "the reference replaced it with request_controls.header"},
 };
 
 static void finish_response_cache(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -1249,19 +1315,28 @@ static int decode_loras(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t
 
 #define CARD_OFF(m) offsetof(vsr_model_card_conf_t, m)
 
+#define CARD_INERT "descriptive: vsr neither routes on it nor shows it"
+
 static const cfg_field_t card_fields[] = {
+    {.key = "family", .decode = vsr__cfg_accept_text, .inert = CARD_INERT},
+    {.key = "lifecycle", .decode = vsr__cfg_accept_text, .inert = CARD_INERT},
+    {.key = "released_at", .decode = vsr__cfg_accept_text, .inert = CARD_INERT},
+    {.key = "revision", .decode = vsr__cfg_accept_text, .inert = CARD_INERT},
+    {.key = "knowledge_cutoff", .decode = vsr__cfg_accept_text, .inert = CARD_INERT},
+    {.key = "presentation", .inert = CARD_INERT},
+    {.key = "distribution", .inert = CARD_INERT},
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CARD_OFF(name)},
     {.key = "description", .decode = decode_prose, .offset = CARD_OFF(description)},
     {.key = "param_size", .decode = vsr__cfg_string, .offset = CARD_OFF(param_size)},
     {.key = "loras", .decode = decode_loras, .flags = CFG_NULL_OK},
-    {.key = "display_name", .flags = CFG_UNIMPLEMENTED},
-    {.key = "publisher", .flags = CFG_UNIMPLEMENTED},
-    {.key = "context_window_size", .flags = CFG_UNIMPLEMENTED},
-    {.key = "max_output_tokens", .flags = CFG_UNIMPLEMENTED},
-    {.key = "capabilities", .flags = CFG_UNIMPLEMENTED},
-    {.key = "modalities", .flags = CFG_UNIMPLEMENTED},
-    {.key = "modality", .flags = CFG_UNIMPLEMENTED},
-    {.key = "tags", .flags = CFG_UNIMPLEMENTED},
+    {.key = "display_name", .inert = CARD_INERT},
+    {.key = "publisher", .inert = CARD_INERT},
+    {.key = "context_window_size", .inert = CARD_INERT},
+    {.key = "max_output_tokens", .inert = CARD_INERT},
+    {.key = "capabilities", .inert = CARD_INERT},
+    {.key = "modalities", .inert = CARD_INERT},
+    {.key = "modality", .inert = CARD_INERT},
+    {.key = "tags", .inert = CARD_INERT},
     {.key = "quality_score", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = CARD_OFF(quality_score),
      .has_offset = CARD_OFF(has_quality_score), .dmin = 0, .dmax = 1},
 };

@@ -573,6 +573,8 @@ static const cfg_field_t embedding_fields[] = {
     {.key = "enable_soft_matching", .decode = vsr__cfg_bool, .offset = EMB_OFF(soft_matching)},
     {.key = "min_score_threshold", .decode = vsr__cfg_double, .offset = EMB_OFF(min_score_threshold), .dmin = 0,
      .dmax = 1},
+    {.key = "model", .decode = vsr__cfg_accept_text,
+     .inert = "deprecated by the reference: the embedding model is global; vsr embeds with the runtime's embedding model"},
 };
 
 static void init_embedding(cfg_decoder_t *d, void *obj)
@@ -683,6 +685,8 @@ static const cfg_field_t complexity_fields[] = {
     {.key = "hard", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(hard), .spec = &cx_bank_spec},
     {.key = "easy", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .offset = CX_OFF(easy), .spec = &cx_bank_spec},
     {.key = "composer", .decode = vsr__cfg_decode_rule_field, .flags = CFG_NULL_OK, .offset = CX_OFF(composer)},
+    {.key = "easy_above", .flags = CFG_UNIMPLEMENTED},
+    {.key = "hard_below", .flags = CFG_UNIMPLEMENTED},
 };
 
 static void init_complexity(cfg_decoder_t *d, void *obj)
@@ -790,6 +794,8 @@ static const cfg_field_t domain_fields[] = {
     {.key = "description", .decode = vsr__cfg_string, .flags = CFG_NULL_OK, .offset = DOM_OFF(description)},
     {.key = "mmlu_categories", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = DOM_OFF(categories)},
     {.key = "model_scores", .flags = CFG_UNIMPLEMENTED},
+    {.key = "system_prompt", .decode = vsr__cfg_accept_text,
+     .inert = "deprecated by the reference: a decision's system_prompt plugin carries the prompt; this one is not applied"},
 };
 
 static const cfg_spec_t domain_spec = {
@@ -839,6 +845,7 @@ static const cfg_field_t jailbreak_fields[] = {
     {.key = "include_history", .decode = vsr__cfg_bool, .offset = JB_OFF(include_history)},
     {.key = "jailbreak_patterns", .decode = decode_patterns, .flags = CFG_NULL_OK, .offset = JB_OFF(jailbreak_patterns)},
     {.key = "benign_patterns", .decode = decode_patterns, .flags = CFG_NULL_OK, .offset = JB_OFF(benign_patterns)},
+    {.key = "direction", .flags = CFG_UNIMPLEMENTED},
 };
 
 static const cfg_spec_t jailbreak_spec = {

@@ -259,6 +259,12 @@ static const cfg_field_t integration_fields[] = {
      .dmax = 1},
     {.key = "tools_db_path", .decode = vsr__cfg_string, .flags = CFG_NULL_OK, .offset = TI(tools_db_path)},
     {.key = "fallback_to_empty", .decode = vsr__cfg_bool, .offset = TI(fallback_to_empty)},
+    {.key = "advanced_filtering", .inert = "vsr selects tools by similarity to the routing text (top_k, "
+                                           "similarity_threshold); category, lexical and history filters are not applied"},
+    {.key = "model_type", .decode = vsr__cfg_accept_text,
+     .inert = "an earlier version's key: vsr embeds tools with the runtime's embedding model"},
+    {.key = "target_dim", .decode = vsr__cfg_uint, .size = 8, .max = 65536,
+     .inert = "an earlier version's key: vsr embeds tools with the runtime's embedding model"},
 };
 
 static void init_integration(cfg_decoder_t *d, void *obj)
@@ -416,6 +422,11 @@ static const cfg_field_t tool_selection_fields[] = {
      .size = sizeof(uint32_t), .min = 0, .max = 1024, .has_offset = TSEL(has_preserve_count)},
     /* category and tag filters of the reference: accepted, recorded as not implemented */
     {.key = "advanced_filtering", .flags = CFG_UNIMPLEMENTED},
+    /* a database of the plugin's own: the global one (integrations.tools) serves every plugin today */
+    {.key = "tools_db_path", .flags = CFG_UNIMPLEMENTED},
+    {.key = "fallback_to_empty", .flags = CFG_UNIMPLEMENTED},
+    {.key = "strategy", .decode = vsr__cfg_accept_text,
+     .inert = "vsr has one selection strategy: similarity to the routing text"},
 };
 
 static void finish_tool_selection(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,

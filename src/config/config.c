@@ -434,7 +434,7 @@ static const cfg_spec_t model_spec = {
 static const cfg_field_t defaults_fields[] = {
     {.key = "model", .decode = vsr__cfg_string, .offset = offsetof(vsr_config_t, default_model)},
     {.key = "default_model", .decode = vsr__cfg_string, .offset = offsetof(vsr_config_t, default_model),
-     .alias_of = "model"},
+     .alias_of = "model", .deprecated = "the reference renamed it providers.defaults.model"},
     UNIMPLEMENTED("reasoning_effort"),
     UNIMPLEMENTED_ALIAS("default_reasoning_effort", "reasoning_effort"),
     UNIMPLEMENTED("reasoning_families"),
@@ -805,311 +805,6 @@ static const cfg_spec_t router_spec = {
     .n_fields = VSR_ARRAY_LEN(router_fields),
 };
 
-/* redis.password_env: the password from the environment, read at load (an
- * unset variable: a warning, and no password) */
-static int decode_password_env(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *name = vsr__cfg_get_string(d, f, val);
-    if (name == NULL)
-        return -1;
-    const char *v = getenv(name);
-    if (v == NULL || v[0] == '\0') {
-        vsr__cfg_warn(d, "%s:%u:%u: environment variable %s is not set: Redis is reached without a password",
-                      d->dg->file, val->line, val->col, name);
-        return 0;
-    }
-    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, v);
-    return 0;
-}
-
-static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    if (strcmp(s, "memory") != 0 && strcmp(s, "redis") != 0) {
-        vsr__cfg_node_error(d, val, "store_backend must be memory or redis, got %s", vsr__cfg_quote(d->pool, s, val->len));
-        return -1;
-    }
-    ((config_box_t *)obj)->conf.resp_store.redis = s[0] == 'r';
-    return 0;
-}
-
-/* A store's redis block (response_api, stores.response_cache, router_replay):
- * the same keys into the same-named members of the store's struct. */
-#define REDIS_FIELDS(st)                                                                                         \
-    {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_address)},                       \
-    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_password)},                     \
-    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(st.redis_password)},             \
-    UNIMPLEMENTED("pool_size"), /* one connection per worker (router_replay: one writer) */                     \
-    {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
-    {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
-    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)},               \
-    {.key = "cluster_mode", .decode = vsr__cfg_bool, .offset = CONF_OFF(st.redis_cluster)},                    \
-    {.key = "cluster_addresses", .decode = vsr__cfg_strlist, .offset = CONF_OFF(st.redis_cluster_addresses)}
-
-/* cluster_mode: at least one "host:port" in cluster_addresses, db 0 (a
- * cluster has no other); address is then unused. */
-static void check_redis_cluster(cfg_decoder_t *d, const cfg_node_t *map, const cfg_spec_t *spec,
-                                const cfg_node_t *const *seen, int cluster, const vsr_strlist_conf_t *addrs,
-                                uint64_t db)
-{
-    const cfg_node_t *mode = vsr__cfg_seen(spec, seen, "cluster_mode");
-    const cfg_node_t *list = vsr__cfg_seen(spec, seen, "cluster_addresses");
-    if (!cluster)
-        return;
-    if (addrs->n == 0) {
-        vsr__cfg_node_error(d, list ? list : mode ? mode : map, "cluster_mode needs cluster_addresses (\"host:port\" "
-                                                                "of at least one node)");
-        return;
-    }
-    for (size_t i = 0; i < addrs->n; i++) {
-        const char *a = addrs->items[i];
-        const char *colon = strrchr(a, ':');
-        uint64_t port = 0;
-        if (!colon || colon == a || (size_t)(colon - a) >= 64 ||
-            vsr_slice_to_u64(vsr_slice_cstr(colon + 1), 65535, &port) != VSR_OK || port == 0) {
-            vsr__cfg_node_error(d, list && list->kind == CFG_NODE_SEQ && i < list->n ? list->items[i] : map,
-                                "cluster_addresses: want \"host:port\", got %s",
-                                vsr__cfg_quote(d->pool, a, strlen(a)));
-            return;
-        }
-    }
-    if (db != 0)
-        vsr__cfg_node_error(d, vsr__cfg_seen(spec, seen, "db") ? vsr__cfg_seen(spec, seen, "db") : map,
-                            "a Redis Cluster has only db 0");
-}
-
-#define REDIS_FINISH(name, st, spec)                                                                               \
-    static void name(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen, size_t i) \
-    {                                                                                                              \
-        VSR_UNUSED(i);                                                                                             \
-        config_box_t *b = obj;                                                                                     \
-        check_redis_cluster(d, map, &spec, seen, b->conf.st.redis_cluster, &b->conf.st.redis_cluster_addresses,    \
-                            b->conf.st.redis_db);                                                                  \
-    }
-
-static const cfg_field_t resp_redis_fields[] = {REDIS_FIELDS(resp_store)};
-static const cfg_spec_t resp_redis_spec;
-REDIS_FINISH(finish_resp_redis, resp_store, resp_redis_spec)
-
-static const cfg_spec_t resp_redis_spec = {
-    .size = sizeof(config_box_t),
-    .fields = resp_redis_fields,
-    .n_fields = VSR_ARRAY_LEN(resp_redis_fields),
-    .finish = finish_resp_redis,
-};
-
-static const cfg_field_t response_api_fields[] = {
-    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(response_api_enabled)},
-    {.key = "store_backend", .decode = decode_resp_backend},
-    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.ttl_seconds), .size = 8, .min = 1,
-     .max = 365 * 86400},
-    {.key = "max_responses", .decode = vsr__cfg_uint, .offset = CONF_OFF(resp_store.max_responses), .size = 8,
-     .min = 1, .max = 10000000},
-    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &resp_redis_spec},
-};
-
-static const cfg_spec_t response_api_spec = {
-    .size = sizeof(config_box_t),
-    .fields = response_api_fields,
-    .n_fields = VSR_ARRAY_LEN(response_api_fields),
-};
-
-/* global.services.router_replay: where router_replay plugins' records go */
-static int decode_replay_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0 || strcmp(s, "postgres") == 0) {
-        ((config_box_t *)obj)->conf.replay_store.redis = s[0] == 'r';
-        ((config_box_t *)obj)->conf.replay_store.postgres = s[0] == 'p';
-        return 0;
-    }
-    if (strcmp(s, "milvus") == 0 || strcmp(s, "qdrant") == 0) {
-        vsr__cfg_node_error(d, val, "global.services.router_replay.store_backend \"%s\" is not supported yet "
-                                    "(memory, redis and postgres are)", s);
-        return -1;
-    }
-    vsr__cfg_node_error(d, val, "store_backend must be memory, redis, postgres, milvus or qdrant, got %s",
-                        vsr__cfg_quote(d->pool, s, val->len));
-    return -1;
-}
-
-static const cfg_field_t replay_redis_fields[] = {REDIS_FIELDS(replay_store)};
-static const cfg_spec_t replay_redis_spec;
-REDIS_FINISH(finish_replay_redis, replay_store, replay_redis_spec)
-
-static const cfg_spec_t replay_redis_spec = {
-    .size = sizeof(config_box_t),
-    .fields = replay_redis_fields,
-    .n_fields = VSR_ARRAY_LEN(replay_redis_fields),
-    .finish = finish_replay_redis,
-};
-
-/* router_replay.postgres: the reference's RouterReplayPostgresConfig */
-static const char *const pg_ssl_modes[] = {"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL};
-
-/* table_name goes into SQL as it is: an identifier PostgreSQL folds to lower
- * case, short enough for its index names (idx_<table>_created_at) */
-static int decode_pg_table(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    size_t n = strlen(s), ok = n >= 1 && n <= 48 && (isalpha((unsigned char)s[0]) || s[0] == '_');
-    for (size_t i = 1; ok && i < n; i++)
-        ok = isalnum((unsigned char)s[i]) || s[i] == '_';
-    if (!ok) {
-        vsr__cfg_node_error(d, val, "table_name must be 1 to 48 letters, digits and _ (not a digit first), got %s",
-                            vsr__cfg_quote(d->pool, s, val->len));
-        return -1;
-    }
-    *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);
-    return 0;
-}
-
-static const cfg_field_t replay_pg_fields[] = {
-    {.key = "host", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_host)},
-    {.key = "port", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.pg_port), .size = 8, .min = 1,
-     .max = 65535},
-    {.key = "database", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_database)},
-    {.key = "user", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_user)},
-    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_password)},
-    {.key = "ssl_mode", .decode = vsr__cfg_string, .offset = CONF_OFF(replay_store.pg_ssl_mode),
-     .choices = pg_ssl_modes},
-    UNIMPLEMENTED("max_open_conns"), /* one writer connection; each management read opens its own */
-    UNIMPLEMENTED("max_idle_conns"),
-    {.key = "conn_max_lifetime", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.pg_conn_max_lifetime),
-     .size = 8, .min = 0, .max = 365 * 86400},
-    {.key = "table_name", .decode = decode_pg_table, .offset = CONF_OFF(replay_store.pg_table_name)},
-};
-
-static const cfg_spec_t replay_pg_spec = {
-    .size = sizeof(config_box_t),
-    .fields = replay_pg_fields,
-    .n_fields = VSR_ARRAY_LEN(replay_pg_fields),
-};
-
-static const cfg_field_t router_replay_fields[] = {
-    {.key = "enabled", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.enabled)},
-    {.key = "store_backend", .decode = decode_replay_backend},
-    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(replay_store.ttl_seconds), .size = 8,
-     .min = 1, .max = 365 * 86400},
-    {.key = "async_writes", .decode = vsr__cfg_bool, .offset = CONF_OFF(replay_store.async_writes)},
-    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_redis_spec},
-    {.key = "postgres", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &replay_pg_spec},
-};
-
-static const cfg_spec_t router_replay_spec;
-
-/* store_backend: postgres needs postgres.database and postgres.user (as the reference) */
-static void finish_router_replay(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
-                                 size_t index)
-{
-    VSR_UNUSED(index);
-    const vsr_config_t *c = &((config_box_t *)obj)->conf;
-    if (!c->replay_store.postgres)
-        return;
-    const cfg_node_t *pg = vsr__cfg_seen(&router_replay_spec, seen, "postgres");
-    const char *missing = c->replay_store.pg_database == NULL ? "database" : c->replay_store.pg_user == NULL ? "user"
-                                                                                                          : NULL;
-    if (missing)
-        vsr__cfg_node_error(d, pg ? pg : map, "store_backend postgres needs postgres.%s", missing);
-}
-
-static const cfg_spec_t router_replay_spec = {
-    .size = sizeof(config_box_t),
-    .fields = router_replay_fields,
-    .n_fields = VSR_ARRAY_LEN(router_replay_fields),
-    .finish = finish_router_replay,
-};
-
-/* global.stores.response_cache */
-static int decode_rc_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    config_box_t *b = obj;
-    if (strcmp(s, "memory") == 0 || strcmp(s, "redis") == 0 || strcmp(s, "valkey") == 0) {
-        b->conf.rc_store.redis = s[0] != 'm'; /* valkey speaks Redis's protocol */
-        return 0;
-    }
-    if (strcmp(s, "milvus") == 0 || strcmp(s, "hybrid") == 0) {
-        vsr__cfg_node_error(d, val, "global.stores.response_cache.backend_type \"%s\" is not supported yet (memory, "
-                                    "redis and valkey are)", s);
-        return -1;
-    }
-    vsr__cfg_node_error(d, val, "backend_type must be memory, redis, valkey, milvus or hybrid, got %s",
-                        vsr__cfg_quote(d->pool, s, val->len));
-    return -1;
-}
-
-/* lru, lfu or fifo: the memory store's order; for redis, lfu and fifo
- * bound the entries with vsr's own bookkeeping (docs/configuration.md) */
-static int decode_rc_eviction(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    static const char *const names[] = {"lru", "lfu", "fifo"};
-    config_box_t *b = obj;
-    const char *s = vsr__cfg_get_string(d, f, val);
-    if (s == NULL)
-        return -1;
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
-            b->conf.rc_store.eviction = i;
-            b->conf.rc_store.has_eviction = 1;
-            return 0;
-        }
-    vsr__cfg_node_error(d, val, "eviction_policy must be lru, lfu or fifo, got %s", vsr__cfg_quote(d->pool, s, val->len));
-    return -1;
-}
-
-static const cfg_field_t rc_redis_fields[] = {REDIS_FIELDS(rc_store)};
-static const cfg_spec_t rc_redis_spec;
-REDIS_FINISH(finish_rc_redis, rc_store, rc_redis_spec)
-
-static const cfg_spec_t rc_redis_spec = {
-    .size = sizeof(config_box_t),
-    .fields = rc_redis_fields,
-    .n_fields = VSR_ARRAY_LEN(rc_redis_fields),
-    .finish = finish_rc_redis,
-};
-
-static const cfg_field_t rc_store_fields[] = {
-    {.key = "backend_type", .decode = decode_rc_backend},
-    {.key = "similarity_threshold", .decode = vsr__cfg_double, .offset = CONF_OFF(rc_store.similarity_threshold),
-     .dmin = 0, .dmax = 1},
-    {.key = "max_entries", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_entries), .size = 8, .min = 1,
-     .max = 10000000},
-    {.key = "ttl_seconds", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.ttl_seconds), .size = 8, .min = 1,
-     .max = 365 * 86400},
-    {.key = "max_bytes", .decode = vsr__cfg_uint, .offset = CONF_OFF(rc_store.max_bytes), .size = 8,
-     .min = 1 << 16, .max = (int64_t)1 << 40},
-    {.key = "eviction_policy", .decode = decode_rc_eviction},
-    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_redis_spec},
-    UNIMPLEMENTED("embedding_model"), /* the runtime's embedding model serves the semantic lookup */
-};
-
-static const cfg_spec_t rc_store_spec = {
-    .size = sizeof(config_box_t),
-    .fields = rc_store_fields,
-    .n_fields = VSR_ARRAY_LEN(rc_store_fields),
-};
-
-static const cfg_field_t stores_fields[] = {
-    {.key = "response_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec},
-    UNIMPLEMENTED("memory"),
-    UNIMPLEMENTED("vector_store"),
-};
-
-static const cfg_spec_t stores_spec = {
-    .size = sizeof(config_box_t),
-    .fields = stores_fields,
-    .n_fields = VSR_ARRAY_LEN(stores_fields),
-};
-
 static const cfg_field_t authz_identity_fields[] = {
     {.key = "user_id_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_id_header)},
     {.key = "user_groups_header", .decode = vsr__cfg_header_name, .offset = CONF_OFF(authz_user_groups_header)},
@@ -1273,6 +968,11 @@ static const cfg_field_t tracing_fields[] = {
     {.key = "exporter", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_exporter_spec},
     {.key = "sampling", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_sampling_spec},
     {.key = "resource", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_resource_spec},
+    {.key = "otlp_endpoint", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_endpoint),
+     .deprecated = "the reference replaced it with exporter.endpoint"},
+    {.key = "sampling_ratio", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = BOX_OFF(tracing_rate),
+     .has_offset = BOX_OFF(has_tracing_rate), .dmin = 0, .dmax = 1,
+     .deprecated = "the reference replaced it with sampling.rate"},
 };
 
 static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -1375,6 +1075,7 @@ static const cfg_spec_t tracing_spec = {
 static const cfg_field_t observability_fields[] = {
     {.key = "tracing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_spec},
     UNIMPLEMENTED("metrics"),
+    {.key = "profiling", .inert = "vsr has no profiling endpoint (the reference's is Go's pprof); profile vsr with perf"},
 };
 
 static const cfg_spec_t observability_spec = {
@@ -1385,13 +1086,13 @@ static const cfg_spec_t observability_spec = {
 
 static const cfg_field_t services_fields[] = {
     UNIMPLEMENTED("api"),
-    {.key = "response_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &response_api_spec},
+    {.key = "response_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_response_api_spec},
     {.key = "observability", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &observability_spec},
     {.key = "authz", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &authz_spec},
     {.key = "ratelimit", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &ratelimit_spec},
     {.key = "management_api", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .spec = &management_spec,
      .has_offset = BOX_OFF(has_management)},
-    {.key = "router_replay", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_replay_spec},
+    {.key = "router_replay", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_router_replay_spec},
     UNIMPLEMENTED("startup_status"), /* where the reference records its start-up progress (store_backend, redis) */
 };
 
@@ -1584,6 +1285,13 @@ static const cfg_field_t embed_endpoint_fields[] = {
     {.key = "base_url", .decode = decode_embed_base_url, .flags = CFG_REQUIRED, .offset = CONF_OFF(remote_embed_url)},
     {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CONF_OFF(remote_embed_model)},
     {.key = "api_key_env", .decode = vsr__cfg_string, .offset = CONF_OFF(remote_embed_key_env)},
+    {.key = "dimensions", .flags = CFG_UNIMPLEMENTED},
+    {.key = "timeout_seconds", .decode = vsr__cfg_uint, .size = 8, .max = 3600,
+     .inert = "vsr bounds an embedding call with global.model_catalog.runtime.timeout"},
+    {.key = "max_retries", .decode = vsr__cfg_uint, .size = 8, .max = 100,
+     .inert = "vsr does not retry an embedding call: a failed one counts as the signal's error (on_error)"},
+    {.key = "max_response_bytes", .decode = vsr__cfg_uint, .size = 8, .max = INT64_MAX,
+     .inert = "vsr bounds an embedding answer by the vector's size"},
 };
 static const cfg_spec_t embed_endpoint_spec = {
     .size = sizeof(config_box_t), .fields = embed_endpoint_fields, .n_fields = VSR_ARRAY_LEN(embed_endpoint_fields)};
@@ -1653,6 +1361,12 @@ static const cfg_field_t kb_fields[] = {
      .count_offset = offsetof(vsr_kb_conf_t, n_entries), .spec = &kb_entry_spec},
     {.key = "documents", .decode = vsr__cfg_list, .flags = CFG_NONEMPTY, .offset = offsetof(vsr_kb_conf_t, entries),
      .count_offset = offsetof(vsr_kb_conf_t, n_entries), .spec = &kb_entry_spec},
+    UNIMPLEMENTED("source"),
+    UNIMPLEMENTED("threshold"),
+    UNIMPLEMENTED("label_thresholds"),
+    UNIMPLEMENTED("groups"),
+    UNIMPLEMENTED("metrics"),
+    {.key = "prototype_scoring", .inert = "vsr scores a knowledge base by its nearest entries (no prototype clustering)"},
 };
 static const cfg_spec_t kb_spec = {
     .size = sizeof(vsr_kb_conf_t), .fields = kb_fields, .n_fields = VSR_ARRAY_LEN(kb_fields), .finish = finish_kb};
@@ -1665,6 +1379,7 @@ static const cfg_field_t model_catalog_fields[] = {
     {.key = "kbs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(config_box_t, conf.modules.kbs),
      .count_offset = offsetof(config_box_t, conf.modules.n_kbs), .spec = &kb_spec},
     {.key = "modules", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &modules_spec},
+    UNIMPLEMENTED("admission"),
 };
 
 static const cfg_spec_t model_catalog_spec = {
@@ -1676,7 +1391,7 @@ static const cfg_spec_t model_catalog_spec = {
 static const cfg_field_t global_fields[] = {
     {.key = "router", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &router_spec},
     {.key = "services", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &services_spec},
-    {.key = "stores", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &stores_spec},
+    {.key = "stores", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_stores_spec},
     {.key = "integrations", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_integrations_spec},
     {.key = "model_catalog", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &model_catalog_spec},
 };
@@ -1703,6 +1418,7 @@ static const cfg_field_t document_fields[] = {
      .count_offset = BOX_OFF(n_recipe_list), .spec = &vsr__cfg_recipe_spec},
     {.key = "global", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &global_spec},
     UNIMPLEMENTED("evaluation"),
+    {.key = "setup", .inert = "the reference dashboard's setup state; vsr has no setup wizard"},
 };
 
 static void init_document(cfg_decoder_t *d, void *obj)
@@ -1712,26 +1428,28 @@ static void init_document(cfg_decoder_t *d, void *obj)
     c->runtime_timeout_ms = VSR_DEFAULT_RUNTIME_TIMEOUT_MS;
     c->management_address = vsr__cfg_strdup(d, "127.0.0.1");
     c->management_port = 8080;
+    c->clear_route_cache = 1; /* the reference's default: Envoy routes again on the decision's model */
     c->management_max_document_bytes = VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES;
     c->authz_user_id_header = vsr__cfg_strdup(d, "x-authz-user-id");
     c->authz_user_groups_header = vsr__cfg_strdup(d, "x-authz-user-groups");
     c->tracing_service_name = vsr__cfg_strdup(d, "vllm-sr");
     c->tracing_sampling_ratio = 1;
     vsr__cfg_looper_defaults(&c->looper);
-    c->rc_store.similarity_threshold = 0.8;
-    c->rc_store.max_entries = 10000;
+    c->rc_store.enabled = 1;
+    c->rc_store.similarity_threshold = 0.5;
+    c->rc_store.max_entries = 1000;
     c->rc_store.ttl_seconds = 3600;
     c->rc_store.max_bytes = (uint64_t)64 << 20;
     c->rc_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->rc_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:rc:");
     c->rc_store.redis_timeout_ms = 250;
     c->resp_store.ttl_seconds = 86400;
-    c->resp_store.max_responses = 10000;
+    c->resp_store.max_responses = 1000;
     c->resp_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->resp_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:resp:");
     c->resp_store.redis_timeout_ms = 250;
     c->replay_store.enabled = 1;
-    c->replay_store.ttl_seconds = 86400;
+    c->replay_store.ttl_seconds = 2592000; /* 30 days */
     c->replay_store.async_writes = 1;
     c->replay_store.redis_address = vsr__cfg_strdup(d, "127.0.0.1:6379");
     c->replay_store.redis_key_prefix = vsr__cfg_strdup(d, "vsr:replay:");
@@ -1878,7 +1596,38 @@ static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
     }
 }
 
-static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)
+/* "FILE:L:C: msg" → "FILE:L:C: warning: msg" (a message without a
+ * position gets the word in front). */
+static void note_warning(vsr_buf_t *b, const char *file, const char *msg)
+{
+    size_t fl = strlen(file);
+    const char *p = msg;
+    if (strncmp(msg, file, fl) == 0 && msg[fl] == ':') {
+        p = msg + fl + 1;
+        for (int part = 0; part < 2 && *p >= '0' && *p <= '9'; part++) {
+            while (*p >= '0' && *p <= '9')
+                p++;
+            if (*p == ':')
+                p++;
+        }
+        if (*p == ' ')
+            p++;
+    }
+    if (p == msg)
+        vsr_buf_printf(b, "%s: warning: %s\n", file, msg);
+    else
+        vsr_buf_printf(b, "%.*swarning: %s\n", (int)(p - msg), msg, p);
+}
+
+static void note_unsupported(vsr_buf_t *b, const char *file, const cfg_decoder_t *d)
+{
+    for (size_t i = 0; i < d->n_unimpl; i++)
+        vsr_buf_printf(b, "%s:%u:%u: not supported yet: %s (accepted, no effect)\n", file, d->unimpl_at[i].line,
+                       d->unimpl_at[i].col, d->unimpl[i]);
+}
+
+static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err,
+                vsr_buf_t *warnings, vsr_buf_t *unsupported)
 {
     cfg_diag_t dg = {err, file, 0};
     vsr_pool_t tree_pool;
@@ -1902,26 +1651,40 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     vsr_pool_free(&tree_pool);
     vsr_free(d.marks);
 
+    for (size_t i = 0; warnings != NULL && i < d.n_warnings; i++)
+        note_warning(warnings, file, d.warnings[i]);
+    if (unsupported != NULL)
+        note_unsupported(unsupported, file, &d);
     if (dg.n_errors > 0) {
         vsr_free(d.unimpl);
+        vsr_free(d.unimpl_at);
         vsr_free(d.warnings);
+        vsr_free(d.warned);
         vsr_pool_free(&box->pool);
         vsr_free(box);
         return VSR_ERR_INVALID;
     }
     /* only now: a document that fails says what is wrong, not what would
      * have been adjusted */
-    for (size_t i = 0; i < d.n_warnings; i++)
+    for (size_t i = 0; warnings == NULL && i < d.n_warnings; i++)
         vsr_log_warn("config", "%s", d.warnings[i]);
     vsr_free(d.warnings);
+    vsr_free(d.warned);
     vsr_config_t *c = &box->conf;
     c->path = vsr__cfg_strdup(&d, path);
     c->n_unimplemented = d.n_unimpl;
     if (d.n_unimpl > 0) {
         c->unimplemented = vsr_pool_alloc(&box->pool, d.n_unimpl * sizeof(char *));
         memcpy(c->unimplemented, d.unimpl, d.n_unimpl * sizeof(char *));
+        c->unimplemented_line = vsr_pool_alloc(&box->pool, d.n_unimpl * sizeof(uint32_t));
+        c->unimplemented_col = vsr_pool_alloc(&box->pool, d.n_unimpl * sizeof(uint32_t));
+        for (size_t i = 0; i < d.n_unimpl; i++) {
+            c->unimplemented_line[i] = d.unimpl_at[i].line;
+            c->unimplemented_col[i] = d.unimpl_at[i].col;
+        }
     }
     vsr_free(d.unimpl);
+    vsr_free(d.unimpl_at);
     *out = c;
     return VSR_OK;
 }
@@ -1929,7 +1692,7 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)
 {
     *out = NULL;
-    return load(name ? name : "<string>", name ? name : "<string>", yaml, len, out, err);
+    return load(name ? name : "<string>", name ? name : "<string>", yaml, len, out, err, NULL, NULL);
 }
 
 static int io_error(const char *path, int e, vsr_buf_t *err)
@@ -1940,6 +1703,12 @@ static int io_error(const char *path, int e, vsr_buf_t *err)
 }
 
 int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err)
+{
+    return vsr_config_load_file_notes(path, out, err, NULL, NULL);
+}
+
+int vsr_config_load_file_notes(const char *path, vsr_config_t **out, vsr_buf_t *err, vsr_buf_t *warnings,
+                               vsr_buf_t *unsupported)
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1986,7 +1755,7 @@ int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err)
         len += (size_t)got;
     }
     close(fd);
-    int rc = load(path, path, data, len, out, err);
+    int rc = load(path, path, data, len, out, err, warnings, unsupported);
     vsr_free(data);
     return rc;
 }

@@ -540,7 +540,7 @@ typedef enum {
 
 typedef struct {
     int enabled;                   /* default true */
-    int insert;                    /* mode: insert (1) | replace (0, default) */
+    int insert;                    /* mode: insert (1, default) | replace (0) */
     char *system_prompt;
 } vsr_plugin_system_prompt_conf_t;
 
@@ -672,9 +672,21 @@ typedef struct {
     int has_ttl_seconds;
     int request_controls;          /* request_controls.enabled: x-vsr-cache-control is read */
     int allow_replace;             /* request_controls.allow_replace (vsr): a no-cache answer replaces a fresh entry */
+    char *control_header;          /* request_controls.header: default x-vsr-cache-control */
+    unsigned allowed;              /* request_controls.allowed: VSR_RC_CTL_* bits; 0 (absent) allows every directive */
+    uint64_t max_ttl_seconds;      /* request_controls.max_ttl_seconds: a ttl directive's cap; 0 = none */
     /* revision keys: part of every key, so changing one retires what was stored under the old value */
     char *cache_epoch, *model_revision, *prompt_revision, *policy_revision;
 } vsr_plugin_response_cache_conf_t;
+
+/* The request_controls directives (request_controls.allowed). */
+enum {
+    VSR_RC_CTL_NO_CACHE = 1u << 0,
+    VSR_RC_CTL_NO_STORE = 1u << 1,
+    VSR_RC_CTL_BYPASS = 1u << 2,
+    VSR_RC_CTL_MAX_AGE = 1u << 3,
+    VSR_RC_CTL_TTL = 1u << 4,
+};
 
 /* response_jailbreak (ref §2): the answer scanned by the prompt guard (the
  * jailbreak signal's classifier).  action: header (default) adds the
@@ -1078,7 +1090,7 @@ typedef struct {
     vsr_strlist_conf_t auto_model_names; /* effective list: default ["vllm-sr/auto","auto", auto_model_name ("MoM")];
                                           * an explicit auto_model_names replaces it; names trimmed */
     int include_config_models_in_list;   /* default false */
-    int clear_route_cache;               /* default false */
+    int clear_route_cache;               /* default true */
     int config_source_kubernetes;        /* config_source: kubernetes (default file) */
     int skip_processing_enabled;         /* skip_processing.enabled, default false */
     vsr_fallback_conf_t global_fallback;
@@ -1096,7 +1108,7 @@ typedef struct {
     struct {
         int redis;
         uint64_t ttl_seconds;            /* default 86400 */
-        uint64_t max_responses;          /* default 10000 (memory entries; redis index rows) */
+        uint64_t max_responses;          /* default 1000 (memory entries; redis index rows) */
         char *redis_address, *redis_password, *redis_key_prefix; /* defaults 127.0.0.1:6379, none, "vsr:resp:" */
         uint64_t redis_db, redis_timeout_ms;
         int redis_cluster;               /* redis.cluster_mode: Redis Cluster via redis_cluster_addresses */
@@ -1119,10 +1131,12 @@ typedef struct {
         uint64_t pg_port, pg_conn_max_lifetime; /* 5432; 300 (seconds, 0 = never) */
     } replay_store;
     /* global.stores.response_cache: where response_cache plugins keep answers */
+#define VSR_RC_DEFAULT_THRESHOLD 0.8 /* a response_cache plugin's semantic.similarity_threshold when unset */
     struct {
+        int enabled;                     /* default true: false turns every response_cache plugin off */
         int redis;                       /* backend_type: memory (0, default) | redis / valkey (1) */
-        double similarity_threshold;     /* default 0.8 */
-        uint64_t max_entries;            /* default 10000 */
+        double similarity_threshold;     /* default 0.5; a plugin's own threshold defaults to 0.8 */
+        uint64_t max_entries;            /* default 1000 */
         uint64_t ttl_seconds;            /* default 3600 */
         uint64_t max_bytes;              /* memory backend: default 64 MiB (a vsr key) */
         int eviction;                    /* eviction_policy: 0 lru, 1 lfu, 2 fifo (vsr_store_eviction_t's order) */
@@ -1174,6 +1188,7 @@ typedef struct {
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */
     char **unimplemented;
     size_t n_unimplemented;
+    uint32_t *unimplemented_line, *unimplemented_col; /* where each was first given (1-based) */
 } vsr_config_t;
 
 /* A document's size bounds (bytes) and the collections it may nest. */
@@ -1186,6 +1201,15 @@ typedef struct {
  * one line "FILE:LINE:COL: message\n" and VSR_ERR_INVALID (document) or
  * VSR_ERR_IO (unreadable file, message "FILE: strerror") is returned. */
 int vsr_config_load_file(const char *path, vsr_config_t **out, vsr_buf_t *err);
+/* Same, with the document's notes for `vsr config validate`: each warning
+ * (accepted-inert and deprecated keys, adjusted values) as a line
+ * "FILE:LINE:COL: warning: ..." into warnings instead of the log, and each
+ * accepted key that is not implemented yet as "FILE:LINE:COL: not supported
+ * yet: PATH" into unsupported, whether or not the document loads.  Either
+ * buffer may be NULL (warnings then go to the log, as with
+ * vsr_config_load_file). */
+int vsr_config_load_file_notes(const char *path, vsr_config_t **out, vsr_buf_t *err, vsr_buf_t *warnings,
+                               vsr_buf_t *unsupported);
 /* Same, from memory; `name` stands in for FILE in messages. */
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err);
 void vsr_config_free(vsr_config_t *c); /* accepts NULL */

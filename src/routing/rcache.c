@@ -104,7 +104,7 @@ static void put_sized(vsr_buf_t *b, char tag, vsr_slice_t v)
 
 void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers,
                  size_t n_headers, vsr_slice_t model, vsr_slice_t partition, vsr_slice_t scope,
-                 char out[VSR_CONFIG_HASH_LEN], char context[VSR_CONFIG_HASH_LEN])
+                 vsr_slice_t control, char out[VSR_CONFIG_HASH_LEN], char context[VSR_CONFIG_HASH_LEN])
 {
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
@@ -152,7 +152,7 @@ void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers
     kv_t hstack[KEY_STACK_ITEMS], *h = kv_alloc(hstack, n_headers);
     k = 0;
     for (size_t i = 0; i < n_headers; i++)
-        if (!neutral_field(headers[i].name))
+        if (!neutral_field(headers[i].name) && !(control.len && vsr_slice_case_eq(headers[i].name, control)))
             h[k++] = (kv_t){headers[i].name, headers[i].value, (uint32_t)i, 0};
     qsort(h, k, sizeof(kv_t), kv_cmp);
     for (size_t i = 0; i < k; i++) {

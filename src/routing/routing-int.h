@@ -127,7 +127,7 @@ uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud);
  * what a semantic hit must share with the request. */
 void vsr__rc_key(const vsr_json_t *j, int last_user, const vsr_header_t *headers,
                  size_t n_headers, vsr_slice_t model, vsr_slice_t partition, vsr_slice_t scope,
-                 char out[VSR_CONFIG_HASH_LEN], char context[VSR_CONFIG_HASH_LEN]);
+                 vsr_slice_t control, char out[VSR_CONFIG_HASH_LEN], char context[VSR_CONFIG_HASH_LEN]);
 /* An answer's stored form ("<ms>\n" + chat.completion) appended to out:
  * VSR_OK, or VSR_ERR_INVALID when it is not one to keep (not a completion,
  * a cut stream, tool calls, an error, data after [DONE], content_filter,

@@ -1580,11 +1580,13 @@ static uint64_t wall_ms(void)
  * answers; a fresh entry under the key is kept unless request_controls.
  * allow_replace), no-store, bypass (neither lookup nor store), max-age=S (an
  * older entry is a miss), ttl=S (at most the configured TTL). */
-static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
+static void rc_controls(vsr_session_t *s, const vsr_plugin_response_cache_conf_t *rc, uint64_t *ttl_ms)
 {
-    const vsr_header_t *h = find_header(s->headers, s->n_headers, "x-vsr-cache-control");
+    const vsr_header_t *h = find_header(s->headers, s->n_headers,
+                                        rc->control_header ? rc->control_header : "x-vsr-cache-control");
     if (h == NULL)
         return;
+    unsigned allowed = rc->allowed ? rc->allowed : ~0u;
     vsr_slice_t rest = h->value;
     while (rest.p) {
         vsr_slice_t t = vsr_slice_trim(vsr_slice_split(rest, ',', &rest));
@@ -1596,16 +1598,19 @@ static void rc_controls(vsr_session_t *s, uint64_t *ttl_ms)
             num = val.p[i] >= '0' && val.p[i] <= '9';
             n = n * 10 + (uint64_t)(val.p[i] - '0');
         }
-        if (vsr_slice_case_eq_cstr(name, "no-cache"))
+        if (vsr_slice_case_eq_cstr(name, "no-cache") && (allowed & VSR_RC_CTL_NO_CACHE))
             s->rc_revalidate = 1;
-        else if (vsr_slice_case_eq_cstr(name, "no-store"))
+        else if (vsr_slice_case_eq_cstr(name, "no-store") && (allowed & VSR_RC_CTL_NO_STORE))
             s->rc_store = 0;
-        else if (vsr_slice_case_eq_cstr(name, "bypass"))
+        else if (vsr_slice_case_eq_cstr(name, "bypass") && (allowed & VSR_RC_CTL_BYPASS))
             s->rc_lookup = s->rc_store = 0;
-        else if (vsr_slice_case_eq_cstr(name, "max-age") && num)
+        else if (vsr_slice_case_eq_cstr(name, "max-age") && num && (allowed & VSR_RC_CTL_MAX_AGE))
             s->rc_max_age_ms = n ? n * 1000 : 1;
-        else if (vsr_slice_case_eq_cstr(name, "ttl") && num && n > 0)
+        else if (vsr_slice_case_eq_cstr(name, "ttl") && num && n > 0 && (allowed & VSR_RC_CTL_TTL)) {
+            if (rc->max_ttl_seconds > 0 && n > rc->max_ttl_seconds)
+                n = rc->max_ttl_seconds;
             *ttl_ms = VSR_MIN(n * 1000, *ttl_ms); /* shorter than the operator's, never longer */
+        }
     }
 }
 
@@ -1648,7 +1653,8 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_ports_t *ports = s->opts.ports;
     const vsr_plugin_response_cache_conf_t *rc = rc_conf_of(s->decision);
-    if (rc == NULL || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL || ports->cache_store == NULL)
+    if (rc == NULL || !cfg->rc_store.enabled || s->ep != EP_CHAT || ports == NULL || ports->cache_lookup == NULL ||
+        ports->cache_store == NULL)
         return NULL;
     if (s->no_chat_form)
         return NULL; /* the key, made of the chat form, would not tell apart two requests that differ in a document */
@@ -1656,7 +1662,7 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     s->rc_lookup = s->rc_store = 1;
     uint64_t ttl_ms = (rc->has_ttl_seconds ? rc->ttl_seconds : cfg->rc_store.ttl_seconds) * 1000;
     if (rc->request_controls)
-        rc_controls(s, &ttl_ms);
+        rc_controls(s, rc, &ttl_ms);
     if (s->rc_revalidate && !s->rc_store)
         s->rc_lookup = 0; /* nothing to protect */
     vsr_slice_t scope = VSR_SLICE_NULL;
@@ -1685,7 +1691,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
                     s->d_model ? s->d_model->name : "", rc->cache_epoch ? rc->cache_epoch : "",
                     rc->model_revision ? rc->model_revision : "", rc->prompt_revision ? rc->prompt_revision : "",
                     rc->policy_revision ? rc->policy_revision : "");
-    vsr__rc_key(&s->json, s->chat.last_user, s->headers, s->n_headers, s->name, partition, scope, s->rc_key,
+    /* the request-controls header says how to cache, not what to answer */
+    vsr_slice_t control = rc->control_header ? vsr_slice_cstr(rc->control_header) : VSR_SLICE_NULL;
+    vsr__rc_key(&s->json, s->chat.last_user, s->headers, s->n_headers, s->name, partition, scope, control, s->rc_key,
                 s->rc_ctx);
     /* a semantic hit shares everything with the request but its last user
      * message: the system prompt, the earlier turns, the sampling fields */
@@ -1693,8 +1701,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
     s->rc_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->rc_key),
                                   .scope = scope,
                                   .partition = partition,
+                                  /* the store's threshold is not cascaded (as in the reference) */
                                   .threshold = rc->has_similarity_threshold ? rc->similarity_threshold
-                                                                            : cfg->rc_store.similarity_threshold,
+                                                                            : VSR_RC_DEFAULT_THRESHOLD,
                                   .exact = rc->mode != VSR_RC_SEMANTIC,
                                   .ttl_ms = ttl_ms};
     s->ev.cache_hit = 0;

@@ -504,3 +504,41 @@ def test_semantic_key_covers_the_conversation(vsr, fakellm):
     b = conv("You know no codes.", "It is SECRET-ALPHA.")
     assert b.headers["x-vsr-cache-hit"] == "false", "another conversation's answer was served"
     assert conv("The code is SECRET-ALPHA.", "It is SECRET-ALPHA.").headers["x-vsr-cache-hit"] == "true"
+
+
+def test_request_controls_header_allowed_and_max_ttl(vsr, fakellm):
+    """The reference's request_controls.{header, allowed, max_ttl_seconds}: the
+    directives come in the named header, only the allowed ones count, and a
+    ttl directive is capped by max_ttl_seconds."""
+    v = start(vsr, fakellm, ttl=600,
+              controls=", header: x-cache-control, allowed: [bypass, ttl], max_ttl_seconds: 1")
+    q = "cacheme: header named"
+    # vsr's own header is not the one named: ignored, so this answer is stored
+    ask(v, q, headers={"x-vsr-cache-control": "bypass"})
+    assert ask(v, q).headers["x-vsr-cache-hit"] == "true"
+    # the named header's bypass is allowed
+    assert "x-vsr-cache-hit" not in ask(v, q, headers={"x-cache-control": "bypass"}).headers
+    # no-store is not in allowed: ignored, the answer is served from the cache
+    assert ask(v, q, headers={"x-cache-control": "no-store"}).headers["x-vsr-cache-hit"] == "true"
+    # ttl=60 under max_ttl_seconds 1: gone after a second although the plugin keeps 600
+    q2 = "cacheme: capped ttl"
+    ask(v, q2, headers={"x-cache-control": "ttl=60"})
+    assert ask(v, q2).headers["x-vsr-cache-hit"] == "true"
+    time.sleep(1.3)
+    assert ask(v, q2).headers["x-vsr-cache-hit"] == "false"
+
+
+def test_store_disabled_turns_the_plugins_off(vsr, fakellm):
+    """global.stores.response_cache.enabled: false (its older name
+    semantic_cache loads the same block)."""
+    be = fakellm("a")
+    port = free_port()
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1")
+    cfg = cfg.replace("\nglobal:", routing() + "global:", 1) + \
+        "  stores:\n    semantic_cache:\n      enabled: false\n      backend_type: memory\n"
+    v = vsr(cfg, port=port)
+    v.be = be
+    q = "cacheme: not kept"
+    assert "x-vsr-cache-hit" not in ask(v, q).headers
+    assert "x-vsr-cache-hit" not in ask(v, q).headers
+    assert upstream_calls(v) == 2

@@ -303,7 +303,7 @@ static void test_reference_example(void **state)
     assert_string_equal(c->auto_model_names.items[1], "auto");
     assert_string_equal(c->auto_model_names.items[2], "MoM");
     assert_int_equal(c->include_config_models_in_list, 1);
-    assert_int_equal(c->clear_route_cache, 0);
+    assert_int_equal(c->clear_route_cache, 1); /* the reference's default */
     assert_int_equal(c->skip_processing_enabled, 0);
     const vsr_fallback_conf_t *fb = &c->global_fallback;
     assert_int_equal(fb->present, 1);
@@ -596,7 +596,7 @@ static void test_full_fixture(void **state)
     assert_int_equal(dec->n_plugins, 5);
     const vsr_plugin_conf_t *p = &dec->plugins[0];
     assert_int_equal(p->kind, VSR_PLUGIN_SYSTEM_PROMPT);
-    assert_int_equal(p->u.system_prompt.insert, 0); /* replace is the default */
+    assert_int_equal(p->u.system_prompt.insert, 1); /* insert is the default (the reference's) */
     assert_string_equal(p->u.system_prompt.system_prompt, "Line one.\nLine two.\n");
     p = &dec->plugins[1];
     assert_string_equal(p->u.header_mutation.update[0].name, "x-b");
@@ -687,6 +687,93 @@ static void test_full_fixture(void **state)
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
     for (size_t i = 0; i < c->n_unimplemented; i++)
         assert_string_equal(c->unimplemented[i], want[i]);
+    vsr_config_free(c);
+}
+
+/* The reference's default of `path` (tests/data/v0.3-fields.tsv, column 4),
+ * or NULL. */
+static char *tsv_default(const char *path)
+{
+    FILE *f = fopen("tests/data/v0.3-fields.tsv", "r");
+    assert_non_null(f);
+    char line[4096];
+    char *out = NULL;
+    size_t plen = strlen(path);
+    while (out == NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, path, plen) != 0 || line[plen] != '\t')
+            continue;
+        char *col = line;
+        for (int i = 0; i < 3 && col != NULL; i++) {
+            col = strchr(col, '\t');
+            if (col != NULL)
+                col++;
+        }
+        if (col != NULL) {
+            col[strcspn(col, "\t\n")] = '\0';
+            out = strdup(col);
+        }
+    }
+    fclose(f);
+    return out;
+}
+
+/* The number a TSV default starts with ("true" 1, "false" 0, "0.8 (...)" 0.8). */
+static double tsv_number(const char *path)
+{
+    char *s = tsv_default(path);
+    assert_non_null(s);
+    double v = strncmp(s, "true", 4) == 0 ? 1 : strncmp(s, "false", 5) == 0 ? 0 : strtod(s, NULL);
+    free(s);
+    return v;
+}
+
+/* Defaults are the reference's, as its field inventory lists them. */
+static void test_reference_defaults(void **state)
+{
+    VSR_UNUSED(state);
+    vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS
+                              "routing:\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      modelRefs: [{model: m}]\n"
+                              "      plugins:\n"
+                              "        - {type: system_prompt, configuration: {system_prompt: hi}}\n");
+    struct {
+        const char *path;
+        double vsr;
+    } nums[] = {
+        {"global.router.clear_route_cache", c->clear_route_cache},
+        {"global.stores.response_cache.enabled", c->rc_store.enabled},
+        {"global.stores.response_cache.max_entries", (double)c->rc_store.max_entries},
+        {"global.stores.response_cache.ttl_seconds", (double)c->rc_store.ttl_seconds},
+        {"routing.decisions[].plugins[type=response_cache].configuration.semantic.similarity_threshold",
+         VSR_RC_DEFAULT_THRESHOLD},
+        {"global.services.response_api.max_responses", (double)c->resp_store.max_responses},
+        {"global.services.response_api.ttl_seconds", (double)c->resp_store.ttl_seconds},
+        {"global.services.router_replay.ttl_seconds", (double)c->replay_store.ttl_seconds},
+        {"global.services.management_api.port", c->management_port},
+        {"global.router.include_config_models_in_list", c->include_config_models_in_list},
+        {"global.services.observability.tracing.sampling.rate", c->tracing_sampling_ratio},
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(nums); i++) {
+        double want = tsv_number(nums[i].path);
+        if (want != nums[i].vsr)
+            fail_msg("%s: vsr's default %g, the reference's %g", nums[i].path, nums[i].vsr, want);
+    }
+    /* "unset -> ... (0.5)": the store's own threshold */
+    char *s = tsv_default("global.stores.response_cache.similarity_threshold");
+    assert_non_null(strstr(s, "(0.5)"));
+    free(s);
+    assert_true(c->rc_store.similarity_threshold == 0.5);
+    s = tsv_default("routing.decisions[].plugins[type=system_prompt].configuration.mode");
+    assert_string_equal(s, "insert");
+    free(s);
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->kind, VSR_PLUGIN_SYSTEM_PROMPT);
+    assert_int_equal(p->u.system_prompt.insert, 1);
+    s = tsv_default("global.services.management_api.bind_address");
+    assert_string_equal(s, c->management_address);
+    free(s);
     vsr_config_free(c);
 }
 
@@ -861,7 +948,6 @@ static void test_unimplemented_paths(void **state)
         "providers.models[].external_model_ids",
         "evaluation",
         "routing.model_bindings",
-        "routing.modelCards[].tags",
         "routing.decisions[].annotations",
         "routing.decisions[].algorithm.on_error",
         "routing.decisions[].modelRefs[].reasoning_description",
@@ -870,8 +956,11 @@ static void test_unimplemented_paths(void **state)
     /* empty values (api_keys: [], deployment: {}, learning: {}, entrypoints:
      * []) configure nothing and are not reported */
     assert_int_equal(c->n_unimplemented, sizeof(want) / sizeof(want[0]));
-    for (size_t i = 0; i < c->n_unimplemented; i++)
+    for (size_t i = 0; i < c->n_unimplemented; i++) {
         assert_string_equal(c->unimplemented[i], want[i]);
+        /* where each was given, for vsr config validate */
+        assert_true(c->unimplemented_line[i] > 1 && c->unimplemented_col[i] >= 1);
+    }
     vsr_config_warn_unimplemented(c);
     vsr_config_free(c);
 }
@@ -1204,11 +1293,11 @@ static void test_unknown_keys(void **state)
                   "providers_: 2\n",
                   "t.yaml:5:5: unknown key \"listen\"\n"
                   "t.yaml:11:1: unknown key \"extra\"\n"
-                  "t.yaml:12:1: unknown key \"providers_\"\n");
+                  "t.yaml:12:1: unknown key \"providers_\"; did you mean \"providers\"?\n");
     expect_errors(HEAD LISTENERS PROVIDERS "      loras: [{name: x}]\n"
                                            "  default: {model: m}\n",
                   "t.yaml:10:7: unknown key \"loras\"\n"
-                  "t.yaml:11:3: unknown key \"default\"\n");
+                  "t.yaml:11:3: unknown key \"default\"; did you mean \"defaults\"?\n");
     expect_errors(HEAD LISTENERS PROVIDERS "  defaults: {modle: m}\n", "t.yaml:10:14: unknown key \"modle\"\n");
     expect_errors(HEAD LISTENERS PROVIDERS "<<: {a: 1}\n", "t.yaml:10:1: merge keys (<<) are not supported\n");
 }
@@ -1935,7 +2024,7 @@ static void test_router_replay(void **state)
     /* no service block: a memory store, on */
     assert_int_equal(c->replay_store.enabled, 1);
     assert_int_equal(c->replay_store.redis, 0);
-    assert_int_equal(c->replay_store.ttl_seconds, 86400);
+    assert_int_equal(c->replay_store.ttl_seconds, 2592000);
     assert_string_equal(c->replay_store.redis_key_prefix, "vsr:replay:");
     assert_int_equal(c->n_unimplemented, 0);
     vsr_config_free(c);
@@ -1997,7 +2086,7 @@ static void test_router_replay_errors(void **state)
                   "t.yaml:10:94: max_records must be between 1 and 1000000, got 0\n");
     expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: router_replay, configuration: "
                       "{max_body_byte: 5}}]}]}\n",
-                  "t.yaml:10:81: unknown key \"max_body_byte\"\n");
+                  "t.yaml:10:81: unknown key \"max_body_byte\"; did you mean \"max_body_bytes\"?\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
                   "t.yaml:10:36: store_backend postgres needs postgres.database\n");
     expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {database: d}}}}\n",
@@ -2036,11 +2125,11 @@ static void test_unknown_names(void **state)
                   "t.yaml:10:59: algorithm.remom only applies to type \"remom\"\n");
     expect_errors(DOC "routing: {decisions: [{name: d, algorithm: {kind: static}}]}\n",
                   "t.yaml:10:44: missing required key \"type\"\n");
-    expect_errors(DOC "routing: {modelCard: []}\n", "t.yaml:10:11: unknown key \"modelCard\"\n");
+    expect_errors(DOC "routing: {modelCard: []}\n", "t.yaml:10:11: unknown key \"modelCard\"; did you mean \"modelCards\"?\n");
     expect_errors(DOC "recipes: [{name: r, routing: {modelCards: [{name: m}]}}]\n",
                   "t.yaml:10:31: modelCards are global: declare them in the top-level routing block, not in a "
                   "recipe\n");
-    expect_errors(DOC "global: {store: {}}\n", "t.yaml:10:10: unknown key \"store\"\n");
+    expect_errors(DOC "global: {store: {}}\n", "t.yaml:10:10: unknown key \"store\"; did you mean \"stores\"?\n");
     expect_errors(DOC "routing: {strategy: fastest}\n",
                   "t.yaml:10:21: strategy must be \"priority\" or \"confidence\", got \"fastest\"\n");
 }
@@ -2411,6 +2500,26 @@ static void test_plugin_tools_compression(void **state)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         expect_errors(rows[i].doc, rows[i].error);
+#undef PLUGIN_DOC
+}
+
+/* response_cache personalized: true, or the reference's {mode: disabled | exact} */
+static void test_plugin_response_cache_personalized(void **state)
+{
+#define PLUGIN_DOC(p) DOC "routing:\n  decisions:\n    - name: d\n      plugins:\n        - " p "\n"
+    (void)state;
+    vsr_config_t *c = load_ok(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mode: exact}}}"));
+    const vsr_plugin_conf_t *p = &c->recipes[0].decisions[0].plugins[0];
+    assert_int_equal(p->u.response_cache.has_scope, 1);
+    assert_int_equal(p->u.response_cache.scope, VSR_RC_SCOPE_USER);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mode: disabled}}}"));
+    assert_int_equal(c->recipes[0].decisions[0].plugins[0].u.response_cache.has_scope, 0);
+    vsr_config_free(c);
+    expect_errors(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mode: team}}}"),
+                  "t.yaml:14:71: mode must be \"disabled\" or \"exact\", got \"team\"\n");
+    expect_errors(PLUGIN_DOC("{type: response_cache, configuration: {personalized: {mod: exact}}}"),
+                  "t.yaml:14:65: unknown key \"mod\"; did you mean \"mode\"?\n");
 #undef PLUGIN_DOC
 }
 
@@ -3248,7 +3357,7 @@ static void test_looper_errors(void **state)
     expect_errors(ALGO_DOC("{type: confidence, confidence: {cost_quality_tradeoff: 2}}"),
                   "t.yaml:15:73: cost_quality_tradeoff must be between 0 and 1, got 2\n");
     expect_errors(ALGO_DOC("{type: confidence, confidence: {thresold: 0.5}}"),
-                  "t.yaml:15:50: unknown key \"thresold\"\n");
+                  "t.yaml:15:50: unknown key \"thresold\"; did you mean \"threshold\"?\n");
     expect_errors(ALGO_DOC("{type: ratings, ratings: {on_error: retry}}"),
                   "t.yaml:15:54: on_error must be \"skip\" or \"fail\", got \"retry\"\n");
     expect_errors(ALGO_DOC("{type: ratings, on_error: maybe}"),
@@ -3414,7 +3523,7 @@ static void test_looper_integration_pricing(void **state)
                   "t.yaml:10:51: timeout_seconds must be between 1 and 1000000000 seconds, got 0\n");
     expect_errors(DOC "global: {integrations: {looper: {remom: {names: []}}}}\n",
                   "t.yaml:10:42: unknown key \"names\"\n");
-    expect_errors(DOC "global: {integrations: {loopr: {}}}\n", "t.yaml:10:25: unknown key \"loopr\"\n");
+    expect_errors(DOC "global: {integrations: {loopr: {}}}\n", "t.yaml:10:25: unknown key \"loopr\"; did you mean \"looper\"?\n");
     expect_errors(DOC "      pricing: {prompt_per_1m: -1}\n",
                   "t.yaml:10:32: prompt_per_1m must be between 0 and 1e+09, got -1\n");
     expect_errors(DOC "      pricing: {per_token: 1}\n", "t.yaml:10:17: unknown key \"per_token\"\n");
@@ -3959,6 +4068,7 @@ int main(void)
         cmocka_unit_test(test_corpus),
         cmocka_unit_test(test_full_fixture),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_reference_defaults),
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_default_model_spellings),
         cmocka_unit_test(test_unimplemented_paths),
@@ -4004,6 +4114,7 @@ int main(void)
         cmocka_unit_test(test_client_name_collisions),
         cmocka_unit_test(test_auto_model_names),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_plugin_response_cache_personalized),
         cmocka_unit_test(test_plugin_response_jailbreak),
         cmocka_unit_test(test_plugin_tools_compression),
         cmocka_unit_test(test_tools_db_and_selection),

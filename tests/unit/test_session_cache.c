@@ -406,7 +406,7 @@ static void key_of(const char *body, int last_user, const vsr_header_t *h, size_
 {
     vsr_json_t j;
     assert_int_equal(vsr_json_parse(&j, body, strlen(body), NULL), VSR_OK);
-    vsr__rc_key(&j, last_user, h, nh, VSR_SLICE_LIT("auto"), VSR_SLICE_LIT("d=d"), VSR_SLICE_NULL, key, ctx);
+    vsr__rc_key(&j, last_user, h, nh, VSR_SLICE_LIT("auto"), VSR_SLICE_LIT("d=d"), VSR_SLICE_NULL, VSR_SLICE_NULL, key, ctx);
     vsr_json_free(&j);
 }
 
