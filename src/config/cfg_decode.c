@@ -213,6 +213,13 @@ int vsr__cfg_string(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *va
     return 0;
 }
 
+int vsr__cfg_string_or_unset(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && val->len == 0)
+        return 0;
+    return vsr__cfg_string(d, f, val, obj);
+}
+
 int vsr__cfg_choice(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     int i = choice_index(d, f, val);

@@ -222,6 +222,8 @@ char *vsr__cfg_strdup(cfg_decoder_t *d, const char *s);
 
 /* Generic field decoders. */
 int vsr__cfg_string(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* char *, one of f->choices if set */
+/* char *; an empty string means the key is absent (the reference's "" = unset, e.g. no password) */
+int vsr__cfg_string_or_unset(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 int vsr__cfg_choice(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* int: index in f->choices */
 int vsr__cfg_uint(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);     /* uintN_t, [min, max] */
 int vsr__cfg_int(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);      /* int64_t, [min, max] */

@@ -64,7 +64,7 @@ static const cfg_field_t conn_fields[] = {
     {.key = "host", .decode = vsr__cfg_string, .offset = RC_OFF(host)},
     {.key = "port", .decode = vsr__cfg_uint, .offset = RC_OFF(port), .size = 8, .min = 1, .max = 65535},
     {.key = "database", .decode = vsr__cfg_uint, .offset = RC_OFF(database), .size = 8, .min = 0, .max = 15},
-    {.key = "password", .decode = vsr__cfg_string, .offset = RC_OFF(password)},
+    {.key = "password", .decode = vsr__cfg_string_or_unset, .offset = RC_OFF(password)},
     {.key = "timeout", .decode = vsr__cfg_uint, .offset = RC_OFF(timeout_s), .size = 8, .min = 0, .max = 3600},
     {.key = "tls", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &conn_tls_spec},
 };
@@ -139,8 +139,8 @@ static int decode_resp_backend(cfg_decoder_t *d, const cfg_field_t *f, const cfg
  * the same keys into the same-named members of the store's struct. */
 #define REDIS_FIELDS(st)                                                                                         \
     {.key = "address", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_address)},                       \
-    {.key = "password", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_password)},                     \
-    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(st.redis_password)},             \
+    {.key = "password", .decode = vsr__cfg_string_or_unset, .offset = CONF_OFF(st.redis_password)},            \
+    {.key = "password_env", .decode = decode_password_env, .offset = CONF_OFF(st.redis_password)},            \
     {.key = "db", .decode = vsr__cfg_uint, .offset = CONF_OFF(st.redis_db), .size = 8, .min = 0, .max = 15},   \
     {.key = "key_prefix", .decode = vsr__cfg_string, .offset = CONF_OFF(st.redis_key_prefix)},                 \
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CONF_OFF(st.redis_timeout_ms)},               \

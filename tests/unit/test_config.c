@@ -2050,6 +2050,14 @@ static void test_router_replay(void **state)
     vsr_config_free(c);
     unsetenv("VSR_TEST_REPLAY_PW");
 
+    /* password: '' is the reference's "no password" (Redis without AUTH) */
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: redis,\n"
+                    "  redis: {address: \"10.0.0.1:6380\", password: '',\n"
+                    "          connection: {host: 10.0.0.2, password: ''}}}}}\n");
+    assert_string_equal(c->replay_store.redis_address, "10.0.0.2:6379");
+    assert_null(c->replay_store.redis_password);
+    vsr_config_free(c);
+
     /* postgres: the reference's fields and defaults */
     c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
                     "  postgres: {database: rr, user: vsr}}}}\n");
