@@ -968,7 +968,7 @@ static const cfg_field_t tracing_fields[] = {
     {.key = "exporter", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_exporter_spec},
     {.key = "sampling", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_sampling_spec},
     {.key = "resource", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &tracing_resource_spec},
-    {.key = "otlp_endpoint", .decode = vsr__cfg_string, .offset = CONF_OFF(tracing_endpoint),
+    {.key = "otlp_endpoint", .decode = vsr__cfg_string_or_unset, .offset = CONF_OFF(tracing_endpoint),
      .deprecated = "the reference replaced it with exporter.endpoint"},
     {.key = "sampling_ratio", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = BOX_OFF(tracing_rate),
      .has_offset = BOX_OFF(has_tracing_rate), .dmin = 0, .dmax = 1,
@@ -989,6 +989,15 @@ static void finish_tracing(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
         return;
     const cfg_node_t *exp = vsr__cfg_map_get(map, "exporter");
     const cfg_node_t *ep = exp ? vsr__cfg_map_get(exp, "endpoint") : NULL;
+    if (exp == NULL && c->tracing_endpoint == NULL) {
+        /* the reference's start-up fails to make an exporter, warns and runs untraced */
+        const cfg_node_t *on = vsr__cfg_map_get(map, "enabled");
+        vsr__cfg_warn(d, "%s:%u:%u: %s.enabled is true but no exporter is configured: tracing stays off "
+                      "(set exporter {type: otlp, endpoint: http://<collector>:4318} to export spans)",
+                      d->dg->file, (on ? on : map)->line, (on ? on : map)->col, d->path);
+        c->tracing_enabled = 0;
+        return;
+    }
     const cfg_node_t *type = exp ? vsr__cfg_map_get(exp, "type") : NULL;
     const char *t = box->tracing_exporter_type ? box->tracing_exporter_type : "otlp";
     static const char how[] = "export OTLP/HTTP instead: exporter {type: otlp, endpoint: http://<collector>:4318}";

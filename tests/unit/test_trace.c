@@ -494,6 +494,15 @@ static void test_config_tracing(void **state)
     vsr_config_free(c);
     vsr_buf_free(&err);
 
+    /* enabled with no exporter (otlp_endpoint: '' is none): the reference
+     * cannot make an exporter and runs untraced, and so does vsr */
+    c = load(DOC("        enabled: true\n        sampling_ratio: 0.1\n        otlp_endpoint: ''\n"), &err);
+    assert_non_null(c);
+    assert_false(c->tracing_enabled);
+    assert_null(c->tracing_endpoint);
+    vsr_config_free(c);
+    vsr_buf_free(&err);
+
     /* disabled: no endpoint needed */
     c = load(DOC("        enabled: false\n"), &err);
     assert_non_null(c);
@@ -509,7 +518,7 @@ static void test_config_tracing_errors(void **state)
     assert_non_null(strstr(err.data, "t.yaml:16:21: "));
     assert_non_null(strstr(err.data, "https collectors are not supported"));
     vsr_buf_free(&err);
-    assert_null(load(DOC("        enabled: true\n"), &err));
+    assert_null(load(DOC("        enabled: true\n        exporter:\n          type: otlp-http\n"), &err));
     assert_non_null(strstr(err.data, "exporter.endpoint is required"));
     vsr_buf_free(&err);
     /* OTLP/gRPC: the scheme and insecure may not contradict; no path */
