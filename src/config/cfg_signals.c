@@ -618,7 +618,10 @@ static const cfg_spec_t preference_spec = {
 
 /* ---- fact_check, user_feedbacks, modality: the name is a label of the
  * family's built-in exemplar banks (a name that is not one is refused at
- * its node: "must be ..."). ---- */
+ * its node: "must be ...").  fact_check alone takes any name, as the
+ * reference does: its classifier reports needs_fact_check or
+ * no_fact_check_needed and a rule matches only under that name, so another
+ * name loads with a warning and never matches. ---- */
 
 #define EX_OFF(m) offsetof(vsr_sig_exemplar_conf_t, m)
 
@@ -627,9 +630,23 @@ static const char *const user_feedback_labels[] = {"wrong_answer", "need_clarifi
                                                    NULL};
 static const char *const modality_labels[] = {"AR", "DIFFUSION", "BOTH", NULL};
 
-#define EXEMPLAR_SPEC(fam, labels, dflt)                                                                       \
+static int decode_fact_check_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_string(d, f, val, obj) != 0)
+        return -1;
+    const char *name = *(char **)((char *)obj + f->offset);
+    for (size_t i = 0; fact_check_labels[i]; i++)
+        if (strcmp(name, fact_check_labels[i]) == 0)
+            return 0;
+    vsr__cfg_warn(d, "%s:%u:%u: fact_check signal %s never matches: the fact-check classifier reports "
+                  "needs_fact_check or no_fact_check_needed, and a signal matches only under one of those names",
+                  d->dg->file, val->line, val->col, vsr__cfg_quote(d->pool, name, val->len));
+    return 0;
+}
+
+#define EXEMPLAR_SPEC(fam, labels, name_decode, dflt)                                                          \
     static const cfg_field_t fam##_fields[] = {                                                                \
-        {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EX_OFF(name),             \
+        {.key = "name", .decode = name_decode, .flags = CFG_REQUIRED, .offset = EX_OFF(name),                 \
          .choices = labels},                                                                                   \
         {.key = "description", .decode = vsr__cfg_string, .offset = EX_OFF(description)},                     \
         {.key = "threshold", .decode = vsr__cfg_double, .offset = EX_OFF(threshold), .dmin = 0, .dmax = 1},   \
@@ -646,9 +663,9 @@ static const char *const modality_labels[] = {"AR", "DIFFUSION", "BOTH", NULL};
         .init = init_##fam,                                                                                    \
     };
 
-EXEMPLAR_SPEC(fact_check, fact_check_labels, VSR_FACT_CHECK_DEFAULT_THRESHOLD)
-EXEMPLAR_SPEC(user_feedback, user_feedback_labels, VSR_USER_FEEDBACK_DEFAULT_THRESHOLD)
-EXEMPLAR_SPEC(modality, modality_labels, VSR_MODALITY_DEFAULT_THRESHOLD)
+EXEMPLAR_SPEC(fact_check, NULL, decode_fact_check_name, VSR_FACT_CHECK_DEFAULT_THRESHOLD)
+EXEMPLAR_SPEC(user_feedback, user_feedback_labels, vsr__cfg_string, VSR_USER_FEEDBACK_DEFAULT_THRESHOLD)
+EXEMPLAR_SPEC(modality, modality_labels, vsr__cfg_string, VSR_MODALITY_DEFAULT_THRESHOLD)
 /* ---- complexity ---- */
 
 #define CX_OFF(m) offsetof(vsr_sig_complexity_conf_t, m)

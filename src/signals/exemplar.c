@@ -92,6 +92,7 @@ typedef struct {
     const ex_family_t *fam; /* NULL: a classifier */
     size_t n_labels;
     int target;             /* the signal's label; -1: every label competes (classifiers) */
+    int never;              /* a fact_check name that is no label: evaluated, never matched */
     char **names;           /* classifiers: the label names (owned) */
     char **texts;           /* classifiers: the examples (owned), for evidence */
     int llm;                /* classifiers of type llm: a model call */
@@ -174,6 +175,10 @@ static int ex_compile(const char *family, const void *conf, const char *path, vo
         if (c->name && strcmp(c->name, f->labels[e->n_labels]) == 0)
             e->target = (int)e->n_labels;
         e->n_labels++;
+    }
+    if (e->target < 0 && strcmp(family, "fact_check") == 0) {
+        e->target = 0; /* the reference's rule under another name: it never matches */
+        e->never = 1;
     }
     if (e->target < 0) {
         vsr_buf_printf(err, "%s: a %s signal's name is one of its labels\n", path, family);
@@ -638,7 +643,7 @@ int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
         goto out;
     }
     double s = VSR_MIN(score[e->target], 1.0);
-    out->matched = win == (size_t)e->target && s >= e->threshold;
+    out->matched = !e->never && win == (size_t)e->target && s >= e->threshold;
     out->confidence = out->matched ? VSR_MAX(s, 0.0) : 0;
     out->value = s;
     rc = VSR_OK;

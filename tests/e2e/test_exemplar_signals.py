@@ -79,7 +79,6 @@ def test_real_model_routes_the_evident_cases(vsr, fakellm):
 
 
 @pytest.mark.parametrize("family,cond,name,needle", [
-    ("fact_check", "fact_check", "needs_factcheck", 'must be "needs_fact_check" or "no_fact_check_needed"'),
     ("user_feedbacks", "user_feedback", "happy", 'must be "wrong_answer", "need_clarification", "want_different" or "satisfied"'),
     ("modality", "modality", "image", 'must be "AR", "DIFFUSION" or "BOTH"'),
 ])

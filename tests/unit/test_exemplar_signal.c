@@ -4,7 +4,7 @@
  * the signal matches when it is its own label with a score >= threshold;
  * user_feedbacks asks nothing without a prior assistant reply; modality's
  * keyword cues tip a close call to DIFFUSION; a name that is not a label is
- * refused. */
+ * refused, except fact_check's, which loads and never matches. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,9 +135,38 @@ static void test_fact_check_labels(void **state)
 static void test_name_must_be_a_label(void **state)
 {
     (void)state;
-    assert_null(compile("fact_check", "maybe", 0.3));
     assert_null(compile("modality", "ar", 0.3)); /* labels are exact */
     assert_null(compile("user_feedbacks", "happy", 0.3));
+}
+
+/* fact_check under another name (the reference's documents write them): it
+ * loads and never matches, even when the classifier says needs_fact_check. */
+static void test_fact_check_other_name_never_matches(void **state)
+{
+    (void)state;
+    vsr_signals_t *s = compile("fact_check", "verification-needed", 0.3);
+    assert_non_null(s);
+    int i = vsr_signals_find(s, "fact_check", "verification-needed");
+    assert_true(i >= 0);
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_signal_input_t in;
+    memset(&in, 0, sizeof(in));
+    in.text = vsr_slice_cstr("When did the Berlin Wall fall?");
+    in.pool = &pool;
+    vsr_signal_task_t t;
+    assert_int_equal(vsr_signals_task(s, i, &in, &t), 1);
+    char *r1 = result(vsr_builtin_fact_check_exemplars, vsr_builtin_fact_check_exemplars_len, fc_labels, "[1,0,0]", 1);
+    vsr_signal_result_t r;
+    assert_int_equal(vsr_signals_consume(s, i, &in, vsr_slice_cstr(r1), &r), VSR_OK);
+    assert_false(r.matched);
+    assert_int_equal(vsr_signals_consume(s, i, &in, vsr_slice_cstr("{\"model\":\"m\",\"dim\":3,\"embeddings\":[[0,1,0]]}"),
+                                         &r),
+                     VSR_OK);
+    assert_false(r.matched);
+    free(r1);
+    vsr_pool_free(&pool);
+    vsr_signals_free(s);
 }
 
 static void test_user_feedback_needs_a_prior_reply(void **state)
@@ -230,6 +259,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fact_check_labels),
         cmocka_unit_test(test_name_must_be_a_label),
+        cmocka_unit_test(test_fact_check_other_name_never_matches),
         cmocka_unit_test(test_user_feedback_needs_a_prior_reply),
         cmocka_unit_test(test_modality_cues),
     };
