@@ -396,7 +396,9 @@ static void check_config(const vsr_config_t *c)
     for (size_t i = 0; i < c->n_models; i++) {
         const vsr_model_conf_t *m = &c->models[i];
         check(m->name != NULL && m->provider_model_id != NULL, "model names");
-        check(m->api_format != NULL && strcmp(m->api_format, "openai") == 0, "api_format");
+        check(m->api_format != NULL &&
+                  (strcmp(m->api_format, "openai") == 0 || strcmp(m->api_format, "anthropic") == 0),
+              "api_format");
         check(vsr_config_find_model(c, vsr_slice_cstr(m->name)) != NULL, "find_model");
         check(m->n_backends >= 1 || m->backends == NULL, "backends"); /* 0: a gateway-routed model */
         check(!m->has_reliability || (m->reliability.retry_count <= 5 && m->reliability.max_ejection_percent <= 100),
@@ -407,7 +409,8 @@ static void check_config(const vsr_config_t *c)
                   "backend strings");
             check(b->port != 0 && b->weight >= 1, "backend values");
             check(b->api_key == NULL || b->resolved_api_key == b->api_key, "literal key");
-            check(b->api_key_env == NULL || (b->resolved_api_key != NULL && b->resolved_api_key[0] != '\0'),
+            /* an unset or empty variable is no key (a warning at load) */
+            check(b->api_key_env == NULL || b->resolved_api_key == NULL || b->resolved_api_key[0] != '\0',
                   "key from the environment");
         }
     }

@@ -211,8 +211,8 @@ static void init_backend(cfg_decoder_t *d, void *obj)
 
 static const cfg_spec_t backend_spec;
 
-/* The key is resolved once, at load: a missing variable is a configuration
- * error now rather than an unauthenticated request later. */
+/* The key is resolved once, at load.  An unset or empty variable is, as in
+ * the reference, no key: a warning, and the backend is sent none. */
 static void resolve_credentials(cfg_decoder_t *d, vsr_backend_conf_t *b, const cfg_node_t *const *seen)
 {
     const cfg_node_t *key = vsr__cfg_seen(&backend_spec, seen, "api_key");
@@ -231,12 +231,9 @@ static void resolve_credentials(cfg_decoder_t *d, vsr_backend_conf_t *b, const c
     if (b->api_key_env == NULL)
         return;
     const char *v = getenv(b->api_key_env);
-    if (v == NULL) {
-        vsr__cfg_node_error(d, env, "environment variable %s is not set", b->api_key_env);
-        return;
-    }
-    if (v[0] == '\0') {
-        vsr__cfg_node_error(d, env, "environment variable %s is empty", b->api_key_env);
+    if (v == NULL || v[0] == '\0') {
+        vsr__cfg_warn(d, "%s:%u:%u: environment variable %s is %s: requests to this backend carry no API key",
+                      d->dg->file, env->line, env->col, b->api_key_env, v == NULL ? "not set" : "empty");
         return;
     }
     for (const char *p = v; *p; p++) {
