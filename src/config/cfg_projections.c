@@ -378,7 +378,7 @@ static void resolve_graph_output(const vsr_gnode_conf_t *n, void *arg)
 static void check_kb_metric(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_score_input_conf_t *in,
                             const char *where)
 {
-    char buf[320];
+    char buf[512];
     const vsr_sig_kb_conf_t *hit = NULL;
     for (size_t i = 0; in->kb && !hit && i < r->signals.n_kb; i++) {
         const vsr_sig_kb_conf_t *k = &r->signals.kb[i];
@@ -402,8 +402,10 @@ static void check_kb_metric(cfg_decoder_t *d, const vsr_recipe_conf_t *r, vsr_sc
     else if (strcmp(m, "matched") == 0)
         in->kb_metric = VSR_KB_METRIC_MATCHED;
     else if (hit) {
-        snprintf(buf, sizeof(buf), "metric %s must be best_score, best_matched_score, score, confidence, matched or "
-                 "%s (the target of kb signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""),
+        /* the reference also reads the kb's own metrics (kbs[].metrics, group_margin), which vsr does not compute */
+        snprintf(buf, sizeof(buf), "metric %s is not supported yet (a kb's own metrics, global.model_catalog.kbs[]"
+                 ".metrics, are not computed): it must be best_score, best_matched_score, score, confidence, matched "
+                 "or %s (the target of kb signal %s)", qs(d, m), qs(d, hit->target.value ? hit->target.value : ""),
                  qs(d, hit->name));
         err_at(d, in, "kb_metric input:", buf);
     }
