@@ -7,11 +7,16 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -458,4 +463,49 @@ int vsr_parse_duration_ms(vsr_slice_t s, uint64_t *out_ms)
         return VSR_ERR_INVALID;
     *out_ms = (uint64_t)(v * mult + 0.5);
     return VSR_OK;
+}
+
+/* ---- blocking sockets ---- */
+
+int vsr_fd_wait(int fd, short events, uint64_t deadline_ms)
+{
+    for (;;) {
+        uint64_t now = vsr_now_ms();
+        if (now >= deadline_ms)
+            return -1;
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int r = poll(&pfd, 1, (int)VSR_MIN(deadline_ms - now, (uint64_t)INT32_MAX));
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+int vsr_tcp_dial(const char *host, const char *port, uint64_t deadline_ms)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0 || res == NULL)
+        return -1;
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            int err = 0;
+            socklen_t el = sizeof(err);
+            if (errno != EINPROGRESS || vsr_fd_wait(fd, POLLOUT, deadline_ms) != 0 ||
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+                close(fd);
+                fd = -1;
+            }
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    return fd;
 }

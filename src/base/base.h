@@ -329,6 +329,15 @@ void vsr_random_bytes(void *out, size_t n);
 /* Writes a random RFC 4122 version-4 UUID (36 chars + NUL) into out: 122
  * bits of vsr_random_bytes, so one id tells nothing about the next. */
 void vsr_uuid4(char out[37]);
+/* ---- blocking sockets, for the threads that own one (exporters, clients
+ * off the event loops) ---- */
+/* Waits until fd has one of events (POLLIN, POLLOUT) or deadline_ms passes
+ * (vsr_now_ms's clock): 0 when ready, -1 at the deadline or on an error. */
+int vsr_fd_wait(int fd, short events, uint64_t deadline_ms);
+/* A TCP connection to host:port (any address family, each address tried in
+ * turn) made by deadline_ms: a non-blocking, close-on-exec descriptor with
+ * TCP_NODELAY, or -1 (no address resolved, none connected in time). */
+int vsr_tcp_dial(const char *host, const char *port, uint64_t deadline_ms);
 /* Parses "300s", "1.5s", "250ms", "2m", "1h", "10us" into milliseconds.
  * VSR_OK or VSR_ERR_INVALID. */
 int vsr_parse_duration_ms(vsr_slice_t s, uint64_t *out_ms);

@@ -573,48 +573,11 @@ static void drop_conn(vsr_tracer_t *t)
     t->fd = -1;
 }
 
-static int wait_fd(int fd, short ev, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = vsr_now_ms();
-        if (now >= deadline)
-            return -1;
-        struct pollfd pfd = {.fd = fd, .events = ev};
-        int r = poll(&pfd, 1, (int)VSR_MIN(deadline - now, (uint64_t)INT32_MAX));
-        if (r > 0)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
 static int connect_collector(vsr_tracer_t *t, uint64_t deadline)
 {
     char port[8];
     snprintf(port, sizeof(port), "%u", t->port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(t->host, port, &hints, &res) != 0 || res == NULL)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-            int err = 0;
-            socklen_t el = sizeof(err);
-            if (errno != EINPROGRESS || wait_fd(fd, POLLOUT, deadline) != 0 ||
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-                close(fd);
-                fd = -1;
-            }
-        }
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
+    int fd = vsr_tcp_dial(t->host, port, deadline);
     t->fd = fd;
     return fd >= 0 ? 0 : -1;
 }
@@ -629,7 +592,7 @@ static int send_all(int fd, const char *p, size_t n, uint64_t deadline)
         } else if (w < 0 && errno == EINTR) {
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (wait_fd(fd, POLLOUT, deadline) != 0)
+            if (vsr_fd_wait(fd, POLLOUT, deadline) != 0)
                 return -1;
         } else {
             return -1;
@@ -648,7 +611,7 @@ static int read_answer(vsr_tracer_t *t, uint64_t deadline, int *status)
     char *end = NULL;
     *status = 0;
     while (end == NULL) {
-        if (len == sizeof(buf) - 1 || wait_fd(t->fd, POLLIN, deadline) != 0)
+        if (len == sizeof(buf) - 1 || vsr_fd_wait(t->fd, POLLIN, deadline) != 0)
             return -1;
         ssize_t r = recv(t->fd, buf + len, sizeof(buf) - 1 - len, 0);
         if (r < 0 && (errno == EINTR || errno == EAGAIN))
@@ -677,7 +640,7 @@ static int read_answer(vsr_tracer_t *t, uint64_t deadline, int *status)
         return -1;
     size_t have = len - (size_t)(end + 4 - buf);
     while ((long long)have < clen) {
-        if (wait_fd(t->fd, POLLIN, deadline) != 0)
+        if (vsr_fd_wait(t->fd, POLLIN, deadline) != 0)
             return -1;
         ssize_t r = recv(t->fd, buf, VSR_MIN(sizeof(buf), (size_t)(clen - (long long)have)), 0);
         if (r < 0 && (errno == EINTR || errno == EAGAIN))

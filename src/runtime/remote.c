@@ -50,21 +50,6 @@ static int on_complete(void *ud)
 }
 static const vsr_http_callbacks_t resp_cb = {on_head, on_body, on_complete};
 
-static int wait_fd(int fd, short ev, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = vsr_now_ms();
-        if (now >= deadline)
-            return VSR_ERR_IO;
-        struct pollfd pf = {fd, ev, 0};
-        int r = poll(&pf, 1, (int)VSR_MIN(deadline - now, 60000));
-        if (r > 0)
-            return VSR_OK;
-        if (r < 0 && errno != EINTR)
-            return VSR_ERR_IO;
-    }
-}
-
 static int dial(remote_t *r, uint64_t deadline, vsr_buf_t *err)
 {
     struct addrinfo hints = {0}, *res = NULL;
@@ -81,7 +66,7 @@ static int dial(remote_t *r, uint64_t deadline, vsr_buf_t *err)
             continue;
         if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
             break;
-        if (errno == EINPROGRESS && wait_fd(fd, POLLOUT, deadline) == VSR_OK) {
+        if (errno == EINPROGRESS && vsr_fd_wait(fd, POLLOUT, deadline) == 0) {
             int so = 0;
             socklen_t sl = sizeof so;
             if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so == 0)
@@ -141,7 +126,7 @@ static int call(remote_t *r, const vsr_slice_t *texts, size_t n, float *out, siz
                 off += (size_t)w;
                 continue;
             }
-            if (w < 0 && (errno == EAGAIN || errno == EINTR) && wait_fd(fd, POLLOUT, deadline) == VSR_OK)
+            if (w < 0 && (errno == EAGAIN || errno == EINTR) && vsr_fd_wait(fd, POLLOUT, deadline) == 0)
                 continue;
             vsr_buf_printf(err, "sending to %s:%s failed or timed out", r->host, r->port);
             goto out;
@@ -151,7 +136,7 @@ static int call(remote_t *r, const vsr_slice_t *texts, size_t n, float *out, siz
     while (!resp.complete) {
         ssize_t got = recv(fd, buf, sizeof buf, 0);
         if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (wait_fd(fd, POLLIN, deadline) != VSR_OK) {
+            if (vsr_fd_wait(fd, POLLIN, deadline) != 0) {
                 vsr_buf_printf(err, "no answer from %s:%s within %llu ms", r->host, r->port,
                                (unsigned long long)r->timeout_ms);
                 goto out;

@@ -120,49 +120,11 @@ int vsr_grpc_unary_answer(const uint8_t *data, size_t len, const uint8_t **msg, 
 
 /* ---- the socket ---- */
 
-static int wait_fd(int fd, short ev, uint64_t deadline)
-{
-    for (;;) {
-        uint64_t now = vsr_now_ms();
-        if (now >= deadline)
-            return -1;
-        struct pollfd pfd = {.fd = fd, .events = ev};
-        int r = poll(&pfd, 1, (int)VSR_MIN(deadline - now, (uint64_t)INT32_MAX));
-        if (r > 0)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -1;
-    }
-}
-
 static int tcp_connect(const char *host, uint16_t port, uint64_t deadline)
 {
     char ps[8];
     snprintf(ps, sizeof(ps), "%u", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, ps, &hints, &res) != 0 || res == NULL)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-            continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-            int err = 0;
-            socklen_t el = sizeof(err);
-            if (errno != EINPROGRESS || wait_fd(fd, POLLOUT, deadline) != 0 ||
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-                close(fd);
-                fd = -1;
-            }
-        }
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    }
-    return fd;
+    return vsr_tcp_dial(host, ps, deadline);
 }
 
 static int send_raw(int fd, const char *p, size_t n, uint64_t deadline)
@@ -175,7 +137,7 @@ static int send_raw(int fd, const char *p, size_t n, uint64_t deadline)
         } else if (w < 0 && errno == EINTR) {
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (wait_fd(fd, POLLOUT, deadline) != 0)
+            if (vsr_fd_wait(fd, POLLOUT, deadline) != 0)
                 return -1;
         } else {
             return -1;
@@ -215,7 +177,7 @@ static ssize_t conn_recv(vsr_grpc_client_t *c, char *out, size_t cap)
         if (r != 0)
             return r > 0 ? r : -1; /* VSR_EOF at close_notify */
     }
-    if (wait_fd(c->fd, POLLIN, c->deadline) != 0)
+    if (vsr_fd_wait(c->fd, POLLIN, c->deadline) != 0)
         return -1;
     char raw[IO_CHUNK];
     ssize_t r = recv(c->fd, c->tls ? raw : out, c->tls ? sizeof(raw) : cap, 0);
@@ -242,7 +204,7 @@ static int tls_handshake(vsr_grpc_client_t *c)
         if (rc == VSR_OK)
             return vsr__tls_selected_h2(c->conn_tls) ? 0 : -1;
         char raw[IO_CHUNK];
-        if (wait_fd(c->fd, POLLIN, c->deadline) != 0)
+        if (vsr_fd_wait(c->fd, POLLIN, c->deadline) != 0)
             return -1;
         ssize_t r = recv(c->fd, raw, sizeof(raw), 0);
         if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
