@@ -29,6 +29,9 @@ struct vsr_admin_s {
     size_t n_env_names;
     pthread_mutex_t hook_mu;       /* guards closed; held while activate and outcome run */
     int closed;                    /* vsr_admin_close: no hook runs any more */
+    pthread_mutex_t live_mu;       /* guards live; live_cv is signalled as each thread ends */
+    pthread_cond_t live_cv;
+    unsigned live;                 /* threads started by vsr__admin_spawn and still running */
     admin_watch_t *watch;
     vsr_admin_k8s_t *k8s;          /* the Kubernetes source (admin_k8s.c), when started */
     /* more endpoints (vsr_admin_set_extra), set before the listener starts */
@@ -39,8 +42,11 @@ struct vsr_admin_s {
 
 /* Drops a reference; the last one frees the admin. */
 void vsr__admin_unref(vsr_admin_t *a);
-/* Runs fn(arg) on a new detached thread holding a reference to a. */
+/* Runs fn(arg) on a new detached thread holding a reference to a; fn's
+ * last act is vsr__admin_thread_end. */
 int vsr__admin_spawn(vsr_admin_t *a, void *(*fn)(void *), void *arg);
+/* A spawned thread's end: counted out (vsr_admin_wait), then its reference. */
+void vsr__admin_thread_end(vsr_admin_t *a);
 int vsr__admin_closed(vsr_admin_t *a);
 
 /* "2026-01-02T03:04:05.678Z" */

@@ -52,6 +52,12 @@ vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_
     pthread_mutex_init(&a->mu, NULL);
     pthread_mutex_init(&a->state_mu, NULL);
     pthread_mutex_init(&a->hook_mu, NULL);
+    pthread_mutex_init(&a->live_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->live_cv, &ca);
+    pthread_condattr_destroy(&ca);
     vsr_config_history_init(&a->hist);
     return a;
 }
@@ -75,6 +81,8 @@ void vsr__admin_unref(vsr_admin_t *a)
     pthread_mutex_destroy(&a->mu);
     pthread_mutex_destroy(&a->state_mu);
     pthread_mutex_destroy(&a->hook_mu);
+    pthread_mutex_destroy(&a->live_mu);
+    pthread_cond_destroy(&a->live_cv);
     vsr_free(a);
 }
 
@@ -114,13 +122,46 @@ int vsr__admin_spawn(vsr_admin_t *a, void *(*fn)(void *), void *arg)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     atomic_fetch_add(&a->refs, 1); /* the thread's: dropped by fn at its end */
+    pthread_mutex_lock(&a->live_mu);
+    a->live++;
+    pthread_mutex_unlock(&a->live_mu);
     int rc = pthread_create(&t, &attr, fn, arg);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+        pthread_mutex_lock(&a->live_mu);
+        a->live--;
+        pthread_mutex_unlock(&a->live_mu);
         atomic_fetch_sub(&a->refs, 1);
         return VSR_ERR;
     }
     return VSR_OK;
+}
+
+void vsr__admin_thread_end(vsr_admin_t *a)
+{
+    pthread_mutex_lock(&a->live_mu);
+    a->live--;
+    pthread_cond_broadcast(&a->live_cv);
+    pthread_mutex_unlock(&a->live_mu);
+    vsr__admin_unref(a);
+}
+
+unsigned vsr_admin_wait(vsr_admin_t *a, uint64_t timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)(timeout_ms / 1000);
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&a->live_mu);
+    while (a->live > 0 && pthread_cond_timedwait(&a->live_cv, &a->live_mu, &until) != ETIMEDOUT)
+        ;
+    unsigned left = a->live;
+    pthread_mutex_unlock(&a->live_mu);
+    return left;
 }
 
 vsr_engine_t *vsr_admin_active(vsr_admin_t *a)

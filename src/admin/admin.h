@@ -16,7 +16,8 @@
  * any thread; one lock serializes activations.  A call blocks its thread
  * while it compiles and warms (host names are resolved), so event loops hand
  * management calls to vsr_admin_submit(), which runs each on a detached
- * thread of its own: no loop, and no shutdown, ever waits for one.  Answers
+ * thread of its own: no loop ever waits for one; the process's end waits a
+ * bounded time (vsr_admin_wait), so none is cut off inside a library.  Answers
  * that only read (GET) take a second, short lock and never wait for an
  * apply.  The watch belongs to the loop it was started on; it too applies
  * the file on a thread of its own.
@@ -58,6 +59,12 @@ void vsr_admin_set_token(vsr_admin_t *a, const char *token);
  * "unavailable" instead of activating): call it before whatever the hooks
  * reach goes away.  Idempotent; any thread. */
 void vsr_admin_close(vsr_admin_t *a);
+/* After vsr_admin_close (and the watch and the Kubernetes source are
+ * stopped): waits at most timeout_ms for the calls still running on their
+ * threads (a compile, a warm-up) to end.  The number still running: the
+ * caller must then leave without running exit handlers (_exit), which would
+ * pull the libraries those threads are inside from under them. */
+unsigned vsr_admin_wait(vsr_admin_t *a, uint64_t timeout_ms);
 /* After the watch is stopped: closes, then drops the caller's reference; the
  * admin (the history, the active version) goes once no call holds it. */
 void vsr_admin_free(vsr_admin_t *a);

@@ -414,7 +414,7 @@ static void *job_main(void *arg)
     j->done(j->ud);
     vsr_free(j);
     atomic_fetch_sub(&a->jobs, 1);
-    vsr__admin_unref(a);
+    vsr__admin_thread_end(a);
     return NULL;
 }
 

@@ -79,7 +79,7 @@ static void *file_main(void *arg)
     }
     vsr_free(j->path);
     vsr_free(j);
-    vsr__admin_unref(a);
+    vsr__admin_thread_end(a);
     return NULL;
 }
 

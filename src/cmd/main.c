@@ -1357,6 +1357,14 @@ static int cmd_serve(int argc, char **argv)
     vsr_engine_unref(engine);
     uv_run(loop, UV_RUN_DEFAULT); /* until the handles are closed: after drain, stop, or a failed start */
     uv_loop_close(loop);
+    vsr_admin_close(sv.admin);
+    vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
+    unsigned left = vsr_admin_wait(sv.admin, 10000);
+    if (left > 0) {
+        /* exit handlers would unload what those threads are inside */
+        vsr_log_warn("vsr", "stopped with %u configuration change(s) still compiling; they are abandoned", left);
+        _exit(rc);
+    }
     runtime_cleanup(&sv.rt); /* the child is gone */
     if (rc == 0)
         vsr_log_info("vsr", "stopped");
@@ -1364,8 +1372,6 @@ static int cmd_serve(int argc, char **argv)
     vsr_access_log_close(gopts.access_log);
     vsr_tracer_free(gopts.tracer); /* flushes what is queued, bounded */
     vsr_grpc_client_free(otlp_grpc); /* after the exporter thread that used it */
-    vsr_admin_close(sv.admin);
-    vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
     vsr_admin_free(sv.admin); /* the last references: versions and their upstream state go */
     vsr_metrics_free(sv.metrics);
     return rc;

@@ -382,6 +382,32 @@ def test_client_gone_during_a_put(vsr, fakellm, tmp_path):
     assert served(v) == (200, 2, "two")
 
 
+def test_stop_while_puts_compile(vsr, fakellm, tmp_path):
+    """SIGTERM while management calls are still compiling on their threads:
+    the process waits for them (bounded) before its exit handlers unload the
+    libraries they are inside, and exits 0 with no sanitizer report."""
+    import socket
+    v = start(vsr, fakellm, tmp_path)
+    many = "\n".join(f"    - name: x{i}\n      backend_refs: [{{endpoint: '127.0.0.1:{1000 + i}'}}]" for i in range(300))
+    for round_ in range(3):
+        text = doc(v.port, v.mport, v.backend, tag=f"stop-{round_}", model2=many).encode()
+        socks = []
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", v.mport))
+            s.sendall(b"PUT /api/v1/config HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/yaml\r\n"
+                      b"content-length: " + str(len(text)).encode() + b"\r\n\r\n" + text)
+            socks.append(s)
+        if round_ < 2:
+            for s in socks:
+                s.close()
+            continue
+        v.proc.stop()
+        for s in socks:
+            s.close()
+        v.proc.assert_clean_exit()
+        assert "stopped" in v.proc.log_path.read_text(errors="replace")
+
+
 def test_put_with_a_generic_content_type_is_yaml(vsr, fakellm, tmp_path):
     """`curl --data-binary @file` sends a form type; octet-stream is the
     other generic one: both bodies are read as YAML.  A real other type is
