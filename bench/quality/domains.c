@@ -120,7 +120,7 @@ int main(int argc, char **argv)
             size_t idx[2];
             vsr_use_embed(m, ev.text[i], strlen(ev.text[i]), x, scratch);
             double t1 = now_ms();
-            vsr_head_predict(h, x, VSR_USE_DIM, probs);
+            vsr_head_predict_text(h, x, VSR_USE_DIM, ev.text[i], strlen(ev.text[i]), probs);
             vsr_head_top_k(probs, c, 2, idx);
             hlat[pass * n + i] = now_ms() - t1;
         }

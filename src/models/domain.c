@@ -16,7 +16,7 @@ int vsr_domain_classify(const vsr_use_model_t *m, const vsr_head_t *h, const cha
     size_t idx[VSR_HEAD_MAX_CLASSES], c = vsr_head_classes(h);
     int rc = vsr_use_embed(m, text, len, x, scratch);
     if (rc != VSR_OK) return rc;
-    if ((rc = vsr_head_predict(h, x, VSR_USE_DIM, p)) != VSR_OK) return rc;
+    if ((rc = vsr_head_predict_text(h, x, VSR_USE_DIM, text, len, p)) != VSR_OK) return rc;
     vsr_head_top_k(p, c, c, idx);
     for (size_t i = 0; i < c; i++) out[i] = (vsr_domain_score_t){vsr_head_label(h, idx[i]), p[idx[i]]};
     *n = c;

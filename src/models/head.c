@@ -19,6 +19,9 @@ struct vsr_head_s {
     double temp;
     float *w; /* n rows of dim */
     float *b; /* n */
+    size_t lex;     /* lexical buckets, 0 when none ("vsr-head 1") */
+    double lex_scale;
+    float *lw;      /* n rows of lex */
     char (*labels)[VSR_HEAD_MAX_LABEL + 1];
     size_t n_meta;
     char meta_key[VSR_HEAD_MAX_META][META_KEY_MAX + 1];
@@ -30,6 +33,7 @@ void vsr_head_free(vsr_head_t *h)
     if (!h) return;
     vsr_free(h->w);
     vsr_free(h->b);
+    vsr_free(h->lw);
     vsr_free(h->labels);
     vsr_free(h);
 }
@@ -170,7 +174,11 @@ static int parse(vsr_head_t *h, char *buf, size_t len)
         unsigned char u = (unsigned char)buf[i];
         if ((u < 0x20 && u != '\n') || u == 0x7f) return VSR_ERR_INVALID;
     }
-    if (!(line = next_line(&c)) || strcmp(line, "vsr-head 1") != 0) return VSR_ERR_INVALID;
+    int version;
+    if (!(line = next_line(&c))) return VSR_ERR_INVALID;
+    if (strcmp(line, "vsr-head 1") == 0) version = VSR_HEAD_VERSION;
+    else if (strcmp(line, "vsr-head 2") == 0) version = VSR_HEAD_VERSION_LEX;
+    else return VSR_ERR_INVALID;
     if (!(line = next_line(&c)) || !(rest = after_key(line, "dim")) ||
         !parse_size(rest, 1, VSR_HEAD_MAX_DIM, &h->dim))
         return VSR_ERR_INVALID;
@@ -217,6 +225,22 @@ static int parse(vsr_head_t *h, char *buf, size_t len)
         if (!(line = next_line(&c)) || !(rest = after_key(line, "row")) ||
             !parse_floats(rest, h->w + i * h->dim, h->dim))
             return VSR_ERR_INVALID;
+    if (version == VSR_HEAD_VERSION_LEX) {
+        char *sp;
+        if (!(line = next_line(&c)) || !(rest = after_key(line, "lexical")) || !(sp = strchr(rest, ' ')))
+            return VSR_ERR_INVALID;
+        *sp = '\0';
+        char *sc = sp + 1;
+        if (!parse_size(rest, VSR_HEAD_MIN_LEX, VSR_HEAD_MAX_LEX, &h->lex) || (h->lex & (h->lex - 1)) != 0 ||
+            !parse_num(&sc, 1, 100, &h->lex_scale) || !(h->lex_scale > 0))
+            return VSR_ERR_INVALID;
+        if ((size_t)(c.end - c.p) < h->n * h->lex * 2) return VSR_ERR_INVALID;
+        if (!(h->lw = vsr_malloc(h->n * h->lex * sizeof *h->lw))) return VSR_ERR_NOMEM;
+        for (size_t i = 0; i < h->n; i++)
+            if (!(line = next_line(&c)) || !(rest = after_key(line, "lrow")) ||
+                !parse_floats(rest, h->lw + i * h->lex, h->lex))
+                return VSR_ERR_INVALID;
+    }
     if (!(line = next_line(&c)) || strcmp(line, "end") != 0 || c.p != c.end) return VSR_ERR_INVALID;
     return VSR_OK;
 }
@@ -289,6 +313,9 @@ size_t vsr_head_dim(const vsr_head_t *h) { return h->dim; }
 size_t vsr_head_classes(const vsr_head_t *h) { return h->n; }
 double vsr_head_temperature(const vsr_head_t *h) { return h->temp; }
 
+size_t vsr_head_lex_buckets(const vsr_head_t *h) { return h->lex; }
+double vsr_head_lex_scale(const vsr_head_t *h) { return h->lex_scale; }
+
 const char *vsr_head_label(const vsr_head_t *h, size_t i) { return i < h->n ? h->labels[i] : NULL; }
 
 int vsr_head_label_index(const vsr_head_t *h, const char *label)
@@ -321,12 +348,75 @@ int vsr_head_logits(const vsr_head_t *h, const float *x, size_t dim, float *logi
     return VSR_OK;
 }
 
-int vsr_head_predict(const vsr_head_t *h, const float *x, size_t dim, float *probs)
+/* ---- the lexical part ---- */
+
+static int word_byte(unsigned char u)
+{
+    return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u >= 0x80;
+}
+
+#define FNV_OFFSET 2166136261u
+#define FNV_PRIME 16777619u
+
+static uint32_t fnv_byte(uint32_t hash, unsigned char u)
+{
+    if (u >= 'A' && u <= 'Z') u = (unsigned char)(u - 'A' + 'a');
+    else if (u >= '0' && u <= '9') u = '0';
+    return (hash ^ u) * FNV_PRIME;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t vsr_head_lex_features(const char *text, size_t len, size_t buckets, uint32_t *idx)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    size_t n = 0, words = 0, i = 0;
+    uint32_t prev = 0; /* the previous word's hash; 0: none yet */
+    while (i < len && words < VSR_HEAD_LEX_MAX_WORDS) {
+        while (i < len && !word_byte(u[i])) i++;
+        if (i == len) break;
+        uint32_t w = FNV_OFFSET, pair = prev;
+        for (; i < len && word_byte(u[i]); i++) w = fnv_byte(w, u[i]);
+        idx[n++] = w & (uint32_t)(buckets - 1);
+        if (prev) {
+            /* the pair: the previous word's hash mixed with this one's */
+            pair = (pair ^ (w * 0x9e3779b1u)) * FNV_PRIME;
+            pair ^= pair >> 15;
+            idx[n++] = pair & (uint32_t)(buckets - 1);
+        }
+        prev = w ? w : 1;
+        words++;
+    }
+    qsort(idx, n, sizeof *idx, cmp_u32);
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (k == 0 || idx[j] != idx[k - 1]) idx[k++] = idx[j];
+    return k;
+}
+
+static int predict(const vsr_head_t *h, const float *x, size_t dim, const char *text, size_t len, float *probs)
 {
     int rc = vsr_head_logits(h, x, dim, probs);
     if (rc != VSR_OK) {
         memset(probs, 0, h->n * sizeof *probs);
         return rc;
+    }
+    if (h->lex && text) {
+        uint32_t idx[VSR_HEAD_LEX_MAX_FEATURES];
+        size_t k = vsr_head_lex_features(text, len, h->lex, idx);
+        if (k) {
+            double v = h->lex_scale / sqrt((double)k);
+            for (size_t i = 0; i < h->n; i++) {
+                const float *row = h->lw + i * h->lex;
+                double acc = 0;
+                for (size_t j = 0; j < k; j++) acc += row[idx[j]];
+                probs[i] = (float)(probs[i] + acc * v);
+            }
+        }
     }
     double max = probs[0];
     for (size_t i = 1; i < h->n; i++)
@@ -338,6 +428,17 @@ int vsr_head_predict(const vsr_head_t *h, const float *x, size_t dim, float *pro
     }
     for (size_t i = 0; i < h->n; i++) probs[i] = (float)(e[i] / sum);
     return VSR_OK;
+}
+
+int vsr_head_predict(const vsr_head_t *h, const float *x, size_t dim, float *probs)
+{
+    return predict(h, x, dim, NULL, 0, probs);
+}
+
+int vsr_head_predict_text(const vsr_head_t *h, const float *x, size_t dim, const char *text, size_t len,
+                          float *probs)
+{
+    return predict(h, x, dim, text, len, probs);
 }
 
 size_t vsr_head_top_k(const float *probs, size_t n, size_t k, size_t *idx)

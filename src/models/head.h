@@ -21,6 +21,17 @@
  *   row W1 ... WD              C lines of D numbers (class order)
  *   end
  *
+ * Format "vsr-head 2" is the same with a lexical part before "end":
+ *
+ *   lexical K SCALE            K hash buckets, a power of two,
+ *                              VSR_HEAD_MIN_LEX <= K <= VSR_HEAD_MAX_LEX;
+ *                              0 < SCALE <= 100
+ *   lrow V1 ... VK             C lines of K numbers (class order)
+ *
+ * and the logits then also count the text's words (vsr_head_lex_features):
+ * logits = W·x + b + Σ_{bucket k of the text} L[c][k]·SCALE/sqrt(n), n the
+ * number of distinct buckets.  A "vsr-head 1" file has no lexical part.
+ *
  * Numbers are C-locale decimal floats (strtod syntax, at most 64 bytes each;
  * "%.9g" round-trips a float exactly); every one must be finite, with
  * |v| <= VSR_HEAD_MAX_ABS.
@@ -43,6 +54,11 @@
 #include "base/base.h"
 
 #define VSR_HEAD_VERSION 1
+#define VSR_HEAD_VERSION_LEX 2
+#define VSR_HEAD_MIN_LEX 256
+#define VSR_HEAD_MAX_LEX (1u << 18)
+#define VSR_HEAD_LEX_MAX_WORDS 256 /* words of a text read by the lexical part */
+#define VSR_HEAD_LEX_MAX_FEATURES (2 * VSR_HEAD_LEX_MAX_WORDS)
 #define VSR_HEAD_MAX_DIM 4096
 #define VSR_HEAD_MAX_CLASSES 256
 #define VSR_HEAD_MAX_LABEL 64
@@ -83,6 +99,24 @@ int vsr_head_predict(const vsr_head_t *h, const float *x, size_t dim, float *pro
 /* The same with the raw logits W·x + b (before the temperature), for
  * trainers calibrating a temperature.  VSR_OK | VSR_ERR_INVALID */
 int vsr_head_logits(const vsr_head_t *h, const float *x, size_t dim, float *logits);
+
+/* The lexical part's bucket count K (0 for a "vsr-head 1" file) and SCALE. */
+size_t vsr_head_lex_buckets(const vsr_head_t *h);
+double vsr_head_lex_scale(const vsr_head_t *h);
+
+/* The lexical features of text[0..len): its words (runs of ASCII letters
+ * and digits and of bytes >= 0x80, ASCII lower-cased, every digit read as
+ * '0'; the first VSR_HEAD_LEX_MAX_WORDS words), each word and each pair of
+ * adjacent words hashed (FNV-1a, 32 bits) to a bucket in [0, buckets);
+ * the distinct buckets are written to idx[] in increasing order and their
+ * count returned (at most VSR_HEAD_LEX_MAX_FEATURES; idx must hold that
+ * many).  buckets must be a power of two.  Pure; shared with the trainer. */
+size_t vsr_head_lex_features(const char *text, size_t len, size_t buckets, uint32_t *idx);
+
+/* vsr_head_predict plus the lexical part for text[0..len) (which a
+ * "vsr-head 1" head ignores).  VSR_OK | VSR_ERR_INVALID (probs zeroed) */
+int vsr_head_predict_text(const vsr_head_t *h, const float *x, size_t dim, const char *text, size_t len,
+                          float *probs);
 
 /* The indexes of the k largest of probs[0..n) in idx[], largest first, ties
  * to the lower index; returns min(k, n).  Pure: any array of scores. */

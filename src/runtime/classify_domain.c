@@ -65,7 +65,7 @@ static int domain_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, v
     ranked_t *r = vsr_malloc(n * sizeof(*r));
     float *p = v + dim;
     int rc = env->embed(env->ud, text, v, err);
-    if (rc == VSR_OK && (rc = vsr_head_predict(h, v, dim, p)) != VSR_OK)
+    if (rc == VSR_OK && (rc = vsr_head_predict_text(h, v, dim, text.p, text.len, p)) != VSR_OK)
         vsr_buf_printf(err, "the domain head refused the embedding");
     if (rc == VSR_OK) {
         for (size_t i = 0; i < n; i++)

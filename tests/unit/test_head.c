@@ -4,7 +4,8 @@
  * values computed here, top-k; the committed domain head
  * (data/domains/domain.head) against the exemplar file it was trained on
  * (its recorded SHA-256), and, when the embedding model is present, a few
- * obvious questions landing in their class. */
+ * obvious questions landing in their class.  The "vsr-head 2" lexical part:
+ * its features (hashed words and word pairs), its parser, its logits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,6 +80,116 @@ static void test_head_good_file(void **state)
     assert_int_equal(vsr_domain_check(h), VSR_ERR_INVALID); /* not a USE-lite head */
     vsr_head_free(h);
     vsr_head_free(NULL);
+}
+
+/* GOOD as a "vsr-head 2" head with 256 lexical buckets at scale 2, in a
+ * buffer of the caller's; class 0's weight for bucket `hot` is 3, class 2's
+ * is -1, every other is 0; `lexline` replaces the "lexical" line when given */
+static char *lexical_head(uint32_t hot, const char *lexline)
+{
+    size_t cap = 16384, len;
+    char *buf = malloc(cap);
+    const char *end = strstr(GOOD, "end\n");
+    len = (size_t)snprintf(buf, cap, "vsr-head 2%.*s%s\n", (int)(end - GOOD - 10), GOOD + 10,
+                           lexline ? lexline : "lexical 256 2");
+    for (int c = 0; c < 3; c++) {
+        len += (size_t)snprintf(buf + len, cap - len, "lrow");
+        for (uint32_t k = 0; k < 256; k++)
+            len += (size_t)snprintf(buf + len, cap - len, " %d", k == hot ? (c == 0 ? 3 : c == 2 ? -1 : 0) : 0);
+        len += (size_t)snprintf(buf + len, cap - len, "\n");
+    }
+    snprintf(buf + len, cap - len, "end\n");
+    return buf;
+}
+
+static void test_head_lex_features(void **state)
+{
+    (void)state;
+    uint32_t a[VSR_HEAD_LEX_MAX_FEATURES], b[VSR_HEAD_LEX_MAX_FEATURES];
+    /* one word: one bucket; two: two words and their pair */
+    assert_int_equal(vsr_head_lex_features("tort", 4, 1024, a), 1);
+    size_t n = vsr_head_lex_features("tort law", 8, 1u << 16, a);
+    assert_int_equal(n, 3);
+    for (size_t i = 1; i < n; i++) assert_true(a[i] > a[i - 1]); /* increasing, distinct */
+    /* case, punctuation and the digits' values do not matter; order does */
+    assert_int_equal(vsr_head_lex_features("Tort, LAW!", 10, 1u << 16, b), 3);
+    assert_memory_equal(a, b, 3 * sizeof *a);
+    assert_int_equal(vsr_head_lex_features("x 12 kg", 7, 1u << 16, a), 5);
+    assert_int_equal(vsr_head_lex_features("x 57 kg", 7, 1u << 16, b), 5);
+    assert_memory_equal(a, b, 5 * sizeof *a);
+    assert_int_equal(vsr_head_lex_features("law tort", 8, 1u << 16, b), 3);
+    n = vsr_head_lex_features("tort law", 8, 1u << 16, a);
+    assert_true(memcmp(a, b, 3 * sizeof *a) != 0);
+    /* a repeated word counts once */
+    assert_int_equal(vsr_head_lex_features("law law law", 11, 1u << 16, a), 2);
+    /* nothing to read */
+    assert_int_equal(vsr_head_lex_features("  ?! ", 5, 1024, a), 0);
+    assert_int_equal(vsr_head_lex_features("", 0, 1024, a), 0);
+    /* bounded: a long text reads only its first VSR_HEAD_LEX_MAX_WORDS words */
+    char big[8192];
+    size_t len = 0;
+    for (int i = 0; len + 16 < sizeof big; i++) len += (size_t)snprintf(big + len, sizeof big - len, "w%d ", i * 7919);
+    n = vsr_head_lex_features(big, len, 1u << 18, a);
+    assert_true(n > 0 && n <= VSR_HEAD_LEX_MAX_FEATURES);
+    for (size_t i = 0; i < n; i++) assert_true(a[i] < (1u << 18));
+}
+
+static void test_head_lexical_part(void **state)
+{
+    (void)state;
+    uint32_t f[VSR_HEAD_LEX_MAX_FEATURES];
+    assert_int_equal(vsr_head_lex_features("tort", 4, 256, f), 1);
+    char *text = lexical_head(f[0], NULL);
+    vsr_head_t *h;
+    assert_int_equal(load_str(text, &h), VSR_OK);
+    assert_int_equal(vsr_head_lex_buckets(h), 256);
+    assert_true(fabs(vsr_head_lex_scale(h) - 2) < 1e-12);
+    const float x[3] = {0.5f, 1.0f, -2.0f};
+    float p[3], q[3];
+    /* logits (1.5, 2, 2.5) + "tort"'s (3, 0, -1)·2/sqrt(1), / T 0.5 */
+    assert_int_equal(vsr_head_predict_text(h, x, 3, "Tort?", 5, p), VSR_OK);
+    double e0 = exp(15.0), e1 = exp(4.0), e2 = exp(1.0), s = e0 + e1 + e2;
+    assert_true(fabs(p[0] - e0 / s) < 1e-6 && fabs(p[1] - e1 / s) < 1e-6 && fabs(p[2] - e2 / s) < 1e-6);
+    /* without the text (or with words it has no weight for), the embedding alone */
+    assert_int_equal(vsr_head_predict(h, x, 3, p), VSR_OK);
+    assert_int_equal(vsr_head_predict_text(h, x, 3, "?", 1, q), VSR_OK);
+    e0 = exp(3.0), e1 = exp(4.0), e2 = exp(5.0), s = e0 + e1 + e2;
+    assert_true(fabs(p[0] - e0 / s) < 1e-6 && fabs(q[0] - p[0]) < 1e-7 && fabs(q[2] - p[2]) < 1e-7);
+    vsr_head_free(h);
+    free(text);
+    /* a "vsr-head 1" head ignores the text */
+    assert_int_equal(load_str(GOOD, &h), VSR_OK);
+    assert_int_equal(vsr_head_lex_buckets(h), 0);
+    assert_int_equal(vsr_head_predict_text(h, x, 3, "tort", 4, q), VSR_OK);
+    assert_true(fabs(q[0] - p[0]) < 1e-7);
+    vsr_head_free(h);
+
+    /* refused: bad lexical lines, a missing row, a version without its part */
+    static const char *const bad[] = {"lexical 255 2", "lexical 128 2", "lexical 300 2", "lexical 256 0",
+                                      "lexical 256 -1", "lexical 256 101", "lexical 256", "lexical  256 2",
+                                      "lexical 256 2 3", "lexical 524288 1", "lexicon 256 2"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        text = lexical_head(0, bad[i]);
+        if (load_str(text, &h) != VSR_ERR_INVALID) fail_msg("\"%s\" was accepted", bad[i]);
+        free(text);
+    }
+    text = lexical_head(0, NULL);
+    char *last = strstr(text, "lrow");
+    last = strstr(last + 1, "lrow");
+    last = strstr(last + 1, "lrow");
+    strcpy(last, "end\n"); /* two rows of three */
+    assert_int_equal(load_str(text, &h), VSR_ERR_INVALID);
+    free(text);
+    text = lexical_head(0, NULL);
+    text[9] = '1'; /* "vsr-head 1" with a lexical part */
+    assert_int_equal(load_str(text, &h), VSR_ERR_INVALID);
+    text[9] = '3';
+    assert_int_equal(load_str(text, &h), VSR_ERR_INVALID);
+    free(text);
+    char *v2 = strdup(GOOD);
+    v2[9] = '2'; /* "vsr-head 2" without one */
+    assert_int_equal(load_str(v2, &h), VSR_ERR_INVALID);
+    free(v2);
 }
 
 static void test_head_predict_known_values(void **state)
@@ -374,6 +485,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_head_good_file),
         cmocka_unit_test(test_head_predict_known_values),
+        cmocka_unit_test(test_head_lex_features),
+        cmocka_unit_test(test_head_lexical_part),
         cmocka_unit_test(test_head_top_k_ties_and_bounds),
         cmocka_unit_test(test_head_truncated_files_refused),
         cmocka_unit_test(test_head_bad_dims_refused),
