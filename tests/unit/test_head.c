@@ -428,6 +428,14 @@ static void test_head_domain_head_matches_exemplars(void **state)
     assert_int_equal(sha256_file("data/domains/exemplars.jsonl", hex), 0);
     assert_non_null(vsr_head_meta(h, "exemplars-sha256"));
     assert_string_equal(vsr_head_meta(h, "exemplars-sha256"), hex);
+    /* and on the Debian-derived questions (tools/models/domain.sh) */
+    assert_int_equal(sha256_file("data/domains/debian.jsonl", hex), 0);
+    assert_non_null(vsr_head_meta(h, "train2-sha256"));
+    assert_string_equal(vsr_head_meta(h, "train2-sha256"), hex);
+    assert_int_equal(sha256_file("data/domains/eval.jsonl", hex), 0);
+    assert_non_null(vsr_head_meta(h, "dev-sha256"));
+    assert_string_equal(vsr_head_meta(h, "dev-sha256"), hex);
+    assert_int_equal(vsr_head_lex_buckets(h), 16384);
     vsr_head_free(h);
 }
 
