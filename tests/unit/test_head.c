@@ -465,6 +465,12 @@ static void test_head_domain_obvious_questions(void **state)
         {"chemistry", "How many grams of NaOH are needed to neutralize 0.5 mol of HCl?"},
         {"history", "Why did the Western Roman Empire collapse in the fifth century?"},
         {"computer science", "How do I fix a null pointer exception in my Java code?"},
+        /* one domain term and little else: the word part's ground */
+        {"law", "What is a writ of certiorari?"},
+        {"chemistry", "What is an aldehyde?"},
+        {"psychology", "What is cognitive dissonance?"},
+        {"physics", "What is a quark?"},
+        {"history", "Who was Charlemagne?"},
     };
     assert_int_equal(vsr_domain_check(h), VSR_OK);
     vsr_domain_score_t out[VSR_HEAD_MAX_CLASSES];
