@@ -29,8 +29,10 @@ vsr built from the tree answers differently for the recorded probe texts (probe_
   bench/quality/figures.py --check [--figures FILE]                     compare the recorded hashes only (no vsr)
 
 Adding a model or a method: put its files in MODEL_FILES (or PINNED for the model cache), its signal in DOC and,
-for a binary family, its signal name in JAILBREAK_SIGNALS / PII_SIGNALS with how its score is read (score_of);
-adding an evaluation set: a loader in SETS.  Then `bench/quality/run --write`.
+for a binary family, a line in JAILBREAK_SIGNALS / PII_SIGNALS (its name, the signal's fields, what it is); adding an
+evaluation set: a loader in SETS.  Then `bench/quality/run --write`.  A classifier outside the tree (a remote one):
+--model-catalog FILE puts FILE's lines under `global.model_catalog:` instead of the runtime's two local models, and
+prints (or --json) the figures without touching the record.
 Exits 77 without the model cache (scripts/setup-deps)."""
 import argparse
 import hashlib
@@ -68,10 +70,12 @@ PINNED = {"use-lite.vsrm": ["domains", "jailbreak"], "llm_guardrail-2.1.2.tgz": 
 
 CATEGORIES = ["biology", "business", "chemistry", "computer science", "economics", "engineering", "health",
               "history", "law", "math", "other", "philosophy", "physics", "psychology"]
-# binary families: signal name -> what it is (a document's signal in DOC)
-JAILBREAK_SIGNALS = {"jailbreak": "default (`jailbreak: [{name}]`)", "jb_classifier": "method: classifier",
-                     "jb_contrastive": "method: contrastive", "jb_hybrid": "method: hybrid"}
-PII_SIGNALS = {"pii": "default (`pii: [{name}]`)"}
+# binary families: signal name -> (the signal's fields besides its name, what it is); each is a signal of DOC
+JAILBREAK_SIGNALS = {"jailbreak": ("", "default (`jailbreak: [{name}]`)"),
+                     "jb_classifier": (", method: classifier", "method: classifier"),
+                     "jb_contrastive": (", method: contrastive", "method: contrastive"),
+                     "jb_hybrid": (", method: hybrid", "method: hybrid")}
+PII_SIGNALS = {"pii": ("", "default (`pii: [{name}]`)")}
 PII_SWEEP = "pii_sweep"  # the same detector with threshold 0.01, for the scores below the default threshold
 
 
@@ -79,13 +83,15 @@ def yq(s):
     return json.dumps(s)
 
 
-def doc(port, mport, model, guard):
+def doc(port, mport, model, guard, catalog=None):
     sig = []
     for c in CATEGORIES:
         sig.append(f"      - {{name: {yq(c)}, mmlu_categories: [{yq(c)}]}}")
-    jb = ["      - {name: jailbreak}"] + [f"      - {{name: {n}, method: {n[3:]}}}" for n in JAILBREAK_SIGNALS
-                                         if n != "jailbreak"]
-    pii = ["      - {name: pii}", f"      - {{name: {PII_SWEEP}, threshold: 0.01}}"]
+    jb = [f"      - {{name: {n}{f}}}" for n, (f, _) in JAILBREAK_SIGNALS.items()]
+    pii = [f"      - {{name: {n}{f}}}" for n, (f, _) in PII_SIGNALS.items()] + \
+        [f"      - {{name: {PII_SWEEP}, threshold: 0.01}}"]
+    if catalog is None:
+        catalog = f"    runtime:\n      model: {model}\n      guard_model: {guard}\n      timeout: 60s\n"
     conds = [("domain", c) for c in CATEGORIES] + [("jailbreak", n) for n in JAILBREAK_SIGNALS] + \
         [("pii", n) for n in list(PII_SIGNALS) + [PII_SWEEP]]
     dec = "\n".join(f"    - {{name: d{i}, priority: 100, rules: {{operator: OR, conditions: [{{type: {t}, "
@@ -111,11 +117,7 @@ global:
   services:
     management_api: {{port: {mport}}}
   model_catalog:
-    runtime:
-      model: {model}
-      guard_model: {guard}
-      timeout: 60s
-"""
+{catalog}"""
 
 
 # ---- the evaluation sets: (family, source) -> [(text, label)]; label: a category, or 1/0 -------------------------
@@ -247,12 +249,12 @@ def preview(mport, text):
         return json.load(r)
 
 
-def measure_texts(vsr, texts, model, guard):
+def measure_texts(vsr, texts, model, guard, catalog=None):
     """{text: preview answer} from one vsr serve with DOC"""
     port, mport = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="vsr-figures") as tmp:
         cfg = pathlib.Path(tmp) / "config.yaml"
-        cfg.write_text(doc(port, mport, model, guard))
+        cfg.write_text(doc(port, mport, model, guard, catalog))
         log = open(pathlib.Path(tmp) / "vsr.log", "wb")
         p = subprocess.Popen([vsr, "serve", "--config", str(cfg), "--workers", "1"], stdout=log,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -372,10 +374,10 @@ def probe_texts():
         [t for t, y in SETS[("pii", "out-of-source")][1]() if y][:4]
 
 
-def measure(vsr, model, guard):
+def measure(vsr, model, guard, catalog=None):
     loaded = {key: load() for key, (_, load) in SETS.items()}
     texts = [t for items in loaded.values() for t, _ in items]
-    answers = measure_texts(vsr, texts, model, guard)
+    answers = measure_texts(vsr, texts, model, guard, catalog)
     probes = {t: fingerprint(answers[t]) for t in probe_texts()}
     fig = {"domains": {}, "jailbreak": {}, "pii": {}}
     for src in SOURCES:
@@ -421,7 +423,8 @@ def show(fig, leak):
         for c in CATEGORIES:
             print(f"{c[:5]:5}" + "".join(f" {v:4}" for v in cm["rows"][c]))
 
-    for fam, names in (("jailbreak", JAILBREAK_SIGNALS), ("pii", PII_SIGNALS)):
+    for fam, sigs in (("jailbreak", JAILBREAK_SIGNALS), ("pii", PII_SIGNALS)):
+        names = {n: what for n, (_, what) in sigs.items()}
         print(f"\n## {fam}")
         print(f"{'signal':16} {'source':14} {'P':>4} {'N':>4}  {'default TPR (tp)':>17} {'FPR (fp)':>13}  "
               f"{'recall at FPR<=2%':>18} {'thr':>7}")
@@ -445,9 +448,15 @@ def main():
     ap.add_argument("--json", help="write the figures (with the hashes) to this file as well")
     ap.add_argument("--check", action="store_true", help="compare the recorded hashes with the files' (no vsr)")
     ap.add_argument("--figures", default=str(ROOT / FIGURES))
+    ap.add_argument("--model-catalog", help="lines for `global.model_catalog:` (indented four spaces) in place of "
+                    "the local runtime's models; the figures are not recorded")
     a = ap.parse_args()
     if a.check:
         return check(a.figures)
+    catalog = pathlib.Path(a.model_catalog).read_text() if a.model_catalog else None
+    if catalog is not None and a.write:
+        print("figures: --write records the built-in models only, not a --model-catalog", file=sys.stderr)
+        return 2
     cache = pathlib.Path(os.environ.get("VSR_MODEL_CACHE", pathlib.Path.home() / ".cache/vsr/models"))
     model, guard = cache / "use-lite.vsrm", cache / "llm_guardrail"
     if not model.exists() or not guard.exists():
@@ -459,7 +468,7 @@ def main():
               file=sys.stderr)
         return 1
     leak = leaks()
-    fig, probes = measure(str(pathlib.Path(a.vsr).resolve()), model, guard)
+    fig, probes = measure(str(pathlib.Path(a.vsr).resolve()), model, guard, catalog)
     show(fig, leak)
     rec = {"command": COMMAND,
            "how": "bench/quality/figures.py: POST /api/v1/routing/preview?trace=true on vsr serve, the reference's "
