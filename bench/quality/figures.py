@@ -40,7 +40,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import socket
 import subprocess
 import sys
