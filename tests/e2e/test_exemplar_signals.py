@@ -51,6 +51,7 @@ global:
   model_catalog:
     runtime:
       model: {MODEL}
+      timeout: 60s   # the first request embeds the banks: seconds under the sanitizers on a loaded machine
 """
 
 
