@@ -341,6 +341,18 @@ typedef struct {
 /* "http(s)://host[:port][/path]"; no user info, query or fragment. */
 int vsr__cfg_parse_base_url(vsr_slice_t s, cfg_url_t *out, const char **why);
 
+enum { CFG_SCHEME_NONE, CFG_SCHEME_HTTP, CFG_SCHEME_HTTPS };
+
+typedef struct {
+    cfg_hostport_t hp;
+    int scheme;             /* CFG_SCHEME_*: the scheme written, if any */
+    vsr_slice_t path;       /* the path after host[:port], without trailing slashes; empty when none */
+} cfg_endpoint_t;
+
+/* A backend endpoint as the reference reads it: "[http(s)://]host[:port][/path]".
+ * The path is returned, not checked: the reference drops it. */
+int vsr__cfg_parse_endpoint(vsr_slice_t s, cfg_endpoint_t *out, const char **why);
+
 /* An IPv4 or IPv6 literal → its canonical text (inet_ntop) in out. */
 int vsr__cfg_canonical_ip(const char *s, char *out, size_t outlen);
 

@@ -335,3 +335,16 @@ def test_router_replay_postgres_down_still_serves(vsr, fakellm):
     assert r.headers["x-vsr-replay-id"].startswith("rr_")
     wait_until(lambda: 'vsr_router_replay_records_total{backend="postgres",result="failed"} 1' in
                httpx.get(v.metrics_url, timeout=5).text, what="the dropped record counted")
+
+
+def test_endpoint_path_is_dropped_and_scheme_kept(vsr, fakellm):
+    """`host:port/v1` and `http://host:port/openai/v1/` reach host:port, and
+    the request path is the client's (the endpoint's path is not a prefix)."""
+    small, large = fakellm("small"), fakellm("large")
+    v = serve(vsr, "endpoint-url-forms.yaml", [small, large])
+    for text, want in (("hello", "small"), ("think hard please", "large")):
+        r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": text}]})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == want
+        assert r.json()["fakellm"]["request"]["path"] == "/v1/chat/completions"
+    assert small.stats()["requests"] == 1 and large.stats()["requests"] == 1

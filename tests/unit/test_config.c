@@ -1035,6 +1035,16 @@ static void test_endpoint_table(void **state)
         {"{endpoint: \"h:8000\", protocol: h2}", "h", 8000, "h:8000", ""},
         {"{base_url: \"https://h/v1\", protocol: h2}", "h", 443, "h", "/v1"},
         {"{base_url: \"http://h:81\", protocol: h2}", "h", 81, "h:81", ""},
+        /* the reference's reading of an endpoint: a scheme is the protocol,
+         * a path is dropped (with a warning) */
+        {"endpoint: \"host.docker.internal:8000/v1\"", "host.docker.internal", 8000, "host.docker.internal:8000", ""},
+        {"endpoint: \"https://api.example.com:443/v1\"", "api.example.com", 443, "api.example.com", ""},
+        {"endpoint: \"https://api.example.com\"", "api.example.com", 443, "api.example.com", ""},
+        {"endpoint: \"http://h:8000/\"", "h", 8000, "h:8000", ""},
+        {"endpoint: \"http://[::1]:8000/v1\"", "::1", 8000, "[::1]:8000", ""},
+        {"endpoint: h:9/", "h", 9, "h:9", ""},
+        {"{endpoint: \"https://h/v1\", protocol: http}", "h", 443, "h", ""},
+        {"{endpoint: \"http://h:8000\", protocol: h2}", "h", 8000, "h:8000", ""},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         char yaml[1024];
@@ -1049,6 +1059,17 @@ static void test_endpoint_table(void **state)
         assert_string_equal(b->path_prefix, rows[i].path_prefix);
         vsr_config_free(c);
     }
+}
+
+/* The endpoint's scheme decides, whatever protocol says. */
+static void test_endpoint_scheme_beats_protocol(void **state)
+{
+    vsr_config_t *c = load_ok(HEAD LISTENERS PROVIDERS_OPEN "        - {endpoint: \"http://h:81/v1\", protocol: https}\n");
+    const vsr_backend_conf_t *b = &c->models[0].backends[0];
+    assert_int_equal(b->tls, 0);
+    assert_int_equal(b->port, 81);
+    assert_string_equal(b->path_prefix, "");
+    vsr_config_free(c);
 }
 
 static void test_endpoint_errors(void **state)
@@ -1069,9 +1090,13 @@ static void test_endpoint_errors(void **state)
         {"endpoint: \"[::1]8\"", "t.yaml:9:21: invalid endpoint \"[::1]8\": expected ':' after ']'\n"},
         {"endpoint: \"[h]:1\"", "t.yaml:9:21: invalid endpoint \"[h]:1\": invalid IPv6 address in brackets\n"},
         {"endpoint: \"a b\"", "t.yaml:9:21: invalid endpoint \"a b\": invalid host name\n"},
-        {"endpoint: \"http://h:1\"",
-         "t.yaml:9:21: invalid endpoint \"http://h:1\": expected host[:port] without a scheme (use base_url for URLs)\n"},
-        {"endpoint: \"h:1/v1\"", "t.yaml:9:21: invalid endpoint \"h:1/v1\": expected host[:port] without a path\n"},
+        {"endpoint: \"ftp://h:1\"", "t.yaml:9:21: invalid endpoint \"ftp://h:1\": the scheme must be http:// or https://\n"},
+        {"endpoint: \"https://\"", "t.yaml:9:21: invalid endpoint \"https://\": missing host\n"},
+        {"endpoint: \"http:///v1\"", "t.yaml:9:21: invalid endpoint \"http:///v1\": missing host\n"},
+        {"endpoint: \"/v1\"", "t.yaml:9:21: invalid endpoint \"/v1\": missing host\n"},
+        {"endpoint: \"http://u@h/v1\"", "t.yaml:9:21: invalid endpoint \"http://u@h/v1\": invalid host name\n"},
+        {"endpoint: \"h:x/v1\"", "t.yaml:9:21: invalid endpoint \"h:x/v1\": port must be an integer between 1 and 65535\n"},
+        {"endpoint: \"http://h:1?x\"", "t.yaml:9:21: invalid endpoint \"http://h:1?x\": port must be an integer between 1 and 65535\n"},
         {"endpoint: \"\"", "t.yaml:9:21: endpoint must not be empty\n"},
         {"endpoint: 8080", "t.yaml:9:21: expected a string, got an integer\n"},
         {"base_url: ftp://h", "t.yaml:9:21: invalid base_url \"ftp://h\": the scheme must be http:// or https://\n"},
@@ -4093,6 +4118,7 @@ int main(void)
         cmocka_unit_test(test_aliases_resolved),
         cmocka_unit_test(test_explicit_tags),
         cmocka_unit_test(test_endpoint_table),
+        cmocka_unit_test(test_endpoint_scheme_beats_protocol),
         cmocka_unit_test(test_endpoint_errors),
         cmocka_unit_test(test_backend_names),
         cmocka_unit_test(test_type_errors),
