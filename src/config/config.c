@@ -1658,7 +1658,7 @@ static void note_unsupported(vsr_buf_t *b, const char *file, const cfg_decoder_t
 static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err,
                 vsr_buf_t *warnings, vsr_buf_t *unsupported)
 {
-    cfg_diag_t dg = {err, file, 0};
+    cfg_diag_t dg = {.out = err, .file = file};
     vsr_pool_t tree_pool;
     vsr_pool_init(&tree_pool);
     config_box_t *box = vsr_calloc(1, sizeof(*box));
@@ -1668,6 +1668,11 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
 
     cfg_node_t *root = NULL;
     if (vsr__cfg_parse_yaml(&tree_pool, &dg, yaml ? yaml : "", yaml ? len : 0, &root) == VSR_OK) {
+        if (dg.ignored_line > 0)
+            vsr__cfg_warn(&d,
+                          "%s:%u:%u: a second YAML document starts here: it and anything after it are ignored, "
+                          "as the reference ignores them (it reads only the first document)",
+                          file, dg.ignored_line, dg.ignored_col);
         if (root == NULL)
             vsr__cfg_error(&dg, 1, 1, "the document is empty");
         else if (root->kind == CFG_NODE_SCALAR && root->type == CFG_NULL)

@@ -348,3 +348,12 @@ def test_endpoint_path_is_dropped_and_scheme_kept(vsr, fakellm):
         assert r.headers["x-vsr-selected-model"] == want
         assert r.json()["fakellm"]["request"]["path"] == "/v1/chat/completions"
     assert small.stats()["requests"] == 1 and large.stats()["requests"] == 1
+
+
+def test_first_of_several_documents_serves(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "multi-document.yaml", [b])
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "an integral please"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "math" and r.headers["x-vsr-selected-model"] == "chat"
+    assert "a second YAML document starts here" in v.proc.output()

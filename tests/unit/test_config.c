@@ -1489,10 +1489,11 @@ static void test_document_shape(void **state)
     expect_errors("~\n", "t.yaml:1:1: the document is empty\n");
     expect_errors("- a\n", "t.yaml:1:1: expected a mapping, got a list\n");
     expect_errors("v0.3\n", "t.yaml:1:1: expected a mapping, got a string\n");
-    expect_errors(HEAD LISTENERS PROVIDERS "---\n" HEAD,
-                  "t.yaml:10:1: multiple YAML documents in one file are not supported\n");
-    expect_errors(HEAD LISTENERS PROVIDERS "...\n---\n" HEAD,
-                  "t.yaml:11:1: multiple YAML documents in one file are not supported\n");
+    /* only the first document counts, as in the reference: an error in
+     * the first is still one, and the first must not be empty */
+    expect_errors(HEAD LISTENERS "    port: x\n" PROVIDERS "---\n" HEAD,
+                  "t.yaml:5:5: duplicate key \"port\" (first at 4:5)\n");
+    expect_errors("---\n---\n" HEAD LISTENERS PROVIDERS, "t.yaml:2:1: the document is empty\n");
     /* a NULL/empty buffer is an empty document, not a crash */
     vsr_buf_t err;
     vsr_buf_init(&err, 0);
@@ -1573,6 +1574,58 @@ static void test_file_error_names_file(void **state)
     unlink(path);
     vsr_buf_free(&err);
     vsr_buf_free(&want);
+}
+
+/* A stream of several documents loads its first, as the reference's YAML
+ * decoder does, with one warning at where the second starts; what follows is
+ * not even parsed. */
+static void test_second_document_ignored(void **state)
+{
+    static const struct {
+        const char *tail;
+        unsigned line, col;
+    } rows[] = {
+        {"---\n" HEAD LISTENERS PROVIDERS, 10, 1},
+        {"...\n---\nnot: [valid\n", 11, 1},
+        {"--- {]\n---\n", 10, 1},
+        {"...\nunterminated: [\n", 11, 1},
+        {"...\n...\n---\n", 12, 1},
+        {"...\n", 0, 0}, /* one document, explicitly ended: no warning */
+        {"...\n# a comment\n", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        char path[] = "/tmp/vsr-test-config-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        char doc[1024];
+        int n = snprintf(doc, sizeof(doc), HEAD LISTENERS PROVIDERS "%s", rows[i].tail);
+        assert_int_equal(write(fd, doc, (size_t)n), (ssize_t)n);
+        close(fd);
+        vsr_buf_t err, warn, want;
+        vsr_buf_init(&err, 0);
+        vsr_buf_init(&warn, 0);
+        vsr_buf_init(&want, 0);
+        vsr_config_t *c = NULL;
+        int rc = vsr_config_load_file_notes(path, &c, &err, &warn, NULL);
+        if (rc != VSR_OK)
+            fprintf(stderr, "%.*s", (int)err.len, err.data);
+        assert_int_equal(rc, VSR_OK);
+        assert_int_equal(c->n_models, 1);
+        assert_string_equal(c->models[0].name, "m");
+        if (rows[i].line > 0)
+            vsr_buf_printf(&want,
+                       "%s:%u:%u: warning: a second YAML document starts here: it and anything after it are ignored, "
+                       "as the reference ignores them (it reads only the first document)\n",
+                       path, rows[i].line, rows[i].col);
+        vsr_buf_append(&warn, "", 1);
+        vsr_buf_append(&want, "", 1);
+        assert_string_equal(warn.data, want.data);
+        vsr_config_free(c);
+        unlink(path);
+        vsr_buf_free(&err);
+        vsr_buf_free(&warn);
+        vsr_buf_free(&want);
+    }
 }
 
 /* ---- the routing model: capability checks --------------------------------- */
@@ -4139,6 +4192,7 @@ int main(void)
         cmocka_unit_test(test_tag_errors),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_file_error_names_file),
+        cmocka_unit_test(test_second_document_ignored),
         cmocka_unit_test(test_capability_errors),
         cmocka_unit_test(test_complexity_signals),
         cmocka_unit_test(test_kb_signals),
