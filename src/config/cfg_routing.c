@@ -712,13 +712,42 @@ static const char *const cc_failure_modes[] = {"fail_open", "fail_closed", NULL}
 static const char *const cc_methods[] = {"bm25", NULL};
 static const char *const cc_targets[] = {"tool_results", "history", NULL};
 
+/* A token limit as the reference reads it (CompressionTokenLimit): an
+ * integer >= 0, the same as a string, or "auto" in any case; spaces around
+ * a string are ignored.  0 means auto, as in the reference (a limit of 0 is
+ * never applied).  The auto flag is at has_offset. */
+static int decode_cc_limit(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    uint64_t v = 0;
+    int ok = 0;
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_INT) {
+        ok = val->ival_ok && val->ival >= 0;
+        v = ok ? (uint64_t)val->ival : 0;
+    } else if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && memchr(val->str, '\0', val->len) == NULL) {
+        vsr_slice_t t = vsr_slice_trim(vsr_slice(val->str, val->len));
+        if (vsr_slice_case_eq_cstr(t, "auto"))
+            ok = 1;
+        else
+            ok = t.len > 0 && vsr_slice_to_u64(t, INT64_MAX, &v) == VSR_OK;
+    }
+    if (!ok) {
+        vsr__cfg_node_error(d, val, "%s must be an integer >= 0 or \"auto\", got %s", f->key,
+                            val->kind == CFG_NODE_SCALAR ? vsr__cfg_quote(d->pool, val->str, val->len)
+                                                         : vsr__cfg_node_what(val));
+        return -1;
+    }
+    *(uint64_t *)((char *)obj + f->offset) = v;
+    *(int *)((char *)obj + f->has_offset) = v == 0;
+    return 0;
+}
+
 static const cfg_field_t cc_budget_fields[] = {
-    {.key = "trigger_tokens", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = CC_OFF(trigger_tokens),
-     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
-    {.key = "target_tokens", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = CC_OFF(target_tokens),
-     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
-    {.key = "reserve_output_tokens", .decode = vsr__cfg_uint, .offset = CC_OFF(reserve_output_tokens),
-     .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX},
+    {.key = "trigger_tokens", .decode = decode_cc_limit, .flags = CFG_REQUIRED, .offset = CC_OFF(trigger_tokens),
+     .has_offset = CC_OFF(trigger_auto)},
+    {.key = "target_tokens", .decode = decode_cc_limit, .flags = CFG_REQUIRED, .offset = CC_OFF(target_tokens),
+     .has_offset = CC_OFF(target_auto)},
+    {.key = "reserve_output_tokens", .decode = decode_cc_limit, .offset = CC_OFF(reserve_output_tokens),
+     .has_offset = CC_OFF(reserve_auto)},
 };
 
 static void finish_cc_budget(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -727,6 +756,7 @@ static void finish_cc_budget(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
     const vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
     const cfg_node_t *target = vsr__cfg_map_get(map, "target_tokens");
     const cfg_node_t *reserve = vsr__cfg_map_get(map, "reserve_output_tokens");
+    /* auto limits are checked per request, against the model's window */
     if (c->trigger_tokens && c->target_tokens > c->trigger_tokens && target)
         vsr__cfg_node_error(d, target, "target_tokens (%llu) exceeds trigger_tokens (%llu)",
                             (unsigned long long)c->target_tokens, (unsigned long long)c->trigger_tokens);
@@ -813,6 +843,7 @@ static void init_context_compression(cfg_decoder_t *d, void *obj)
     c->targets[0] = VSR_CC_TOOL_RESULTS;
     c->targets[1] = VSR_CC_HISTORY;
     c->n_targets = 2;
+    c->reserve_auto = 1; /* as the reference's absent reserve_output_tokens */
 }
 
 static void finish_context_compression(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
@@ -1331,7 +1362,8 @@ static const cfg_field_t card_fields[] = {
     {.key = "loras", .decode = decode_loras, .flags = CFG_NULL_OK},
     {.key = "display_name", .inert = CARD_INERT},
     {.key = "publisher", .inert = CARD_INERT},
-    {.key = "context_window_size", .inert = CARD_INERT},
+    {.key = "context_window_size", .decode = vsr__cfg_uint, .offset = CARD_OFF(context_window_size),
+     .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX},
     {.key = "max_output_tokens", .inert = CARD_INERT},
     {.key = "capabilities", .inert = CARD_INERT},
     {.key = "modalities", .inert = CARD_INERT},

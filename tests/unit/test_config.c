@@ -2569,6 +2569,25 @@ static void test_plugin_tools_compression(void **state)
     assert_int_equal(cc->fail_closed, 0);
     assert_int_equal(cc->reserve_output_tokens, 0);
     vsr_config_free(c);
+    /* "auto" (any case, spaces around it ignored) and 0 are the reference's
+     * auto limits; a quoted integer is an integer; an absent reserve is auto */
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: auto, "
+                           "target_tokens: \" AUTO \", reserve_output_tokens: 0}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_true(cc->trigger_auto && cc->target_auto && cc->reserve_auto);
+    assert_int_equal(cc->trigger_tokens, 0);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: \"8000\", "
+                           "target_tokens: auto}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_true(!cc->trigger_auto && cc->target_auto && cc->reserve_auto);
+    assert_int_equal(cc->trigger_tokens, 8000);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 10, "
+                           "target_tokens: 5, reserve_output_tokens: 2}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_true(!cc->trigger_auto && !cc->target_auto && !cc->reserve_auto);
+    vsr_config_free(c);
     /* switched off: no budget needed */
     c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {enabled: false}}"));
     assert_int_equal(c->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_CONTEXT_COMPRESSION);
@@ -2596,8 +2615,12 @@ static void test_plugin_tools_compression(void **state)
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 100, target_tokens: 50, "
                     "reserve_output_tokens: 50}}}"),
          "t.yaml:14:127: reserve_output_tokens (50) must be below target_tokens (50)\n"},
-        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 0, target_tokens: 0}}}"),
-         "t.yaml:14:80: trigger_tokens must be at least 1, got 0\nt.yaml:14:98: target_tokens must be at least 1, got 0\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: -1, target_tokens: lots}}}"),
+         "t.yaml:14:80: trigger_tokens must be an integer >= 0 or \"auto\", got \"-1\"\n"
+         "t.yaml:14:99: target_tokens must be an integer >= 0 or \"auto\", got \"lots\"\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: [auto], target_tokens: 1.5}}}"),
+         "t.yaml:14:80: trigger_tokens must be an integer >= 0 or \"auto\", got a list\n"
+         "t.yaml:14:103: target_tokens must be an integer >= 0 or \"auto\", got \"1.5\"\n"},
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
                     "targets: [rag]}}"),
          "t.yaml:14:112: targets must be \"tool_results\" or \"history\", got \"rag\"\n"},
