@@ -1143,6 +1143,15 @@ static int decode_cls_model_path(cfg_decoder_t *d, const cfg_field_t *f, const c
     return 0; /* read in finish, once the type and the labels are known */
 }
 
+/* An llm classifier's model: remembered with its position for cfg_check.c. */
+static int decode_cls_model(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_string(d, f, val, obj) != 0)
+        return -1;
+    vsr__cfg_mark(d, (char *)obj + f->offset, val);
+    return 0;
+}
+
 static const cfg_field_t classifier_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CLS_OFF(name)},
     {.key = "description", .decode = vsr__cfg_accept_text},
@@ -1150,7 +1159,7 @@ static const cfg_field_t classifier_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = CLS_OFF(threshold), .dmin = 0, .dmax = 1},
     {.key = "labels", .decode = decode_cls_labels, .flags = CFG_NULL_OK},
     {.key = "model_path", .decode = decode_cls_model_path, .offset = CLS_OFF(model_path)},
-    {.key = "model", .decode = vsr__cfg_string, .offset = CLS_OFF(model)},
+    {.key = "model", .decode = decode_cls_model, .offset = CLS_OFF(model)},
     {.key = "instructions", .decode = vsr__cfg_accept_text},
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CLS_OFF(timeout_ms)},
     {.key = "use_cpu", .decode = vsr__cfg_bool, .offset = CLS_OFF(use_cpu)},
