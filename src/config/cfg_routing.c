@@ -648,9 +648,10 @@ static int decode_not_yet(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
     if (vsr__cfg_is_empty(val))
         return 0;
     if (val->kind == CFG_NODE_MAP) {
+        /* switched off, whatever else it says (the reference's documents
+         * write the whole block with enabled: false): nothing to build */
         const cfg_node_t *en = vsr__cfg_map_get(val, "enabled");
-        if (en != NULL && val->n == 1 && en->kind == CFG_NODE_SCALAR && en->type == CFG_BOOL &&
-            (en->str[0] | 0x20) == 'f')
+        if (en != NULL && en->kind == CFG_NODE_SCALAR && en->type == CFG_BOOL && (en->str[0] | 0x20) == 'f')
             return 0;
     }
     const vsr_plugin_conf_t *p = obj;
@@ -791,9 +792,82 @@ static const cfg_spec_t cc_scoring_spec = {
     .n_fields = VSR_ARRAY_LEN(cc_scoring_fields),
 };
 
+/* The reference's form of targets: a mapping of content kinds, each
+ * {mode: preserve | extractive | recoverable, min_tokens, target_tokens}
+ * (modes default to extractive for tool_outputs, preserve for the rest).
+ * extractive tool_outputs and history are vsr's tool_results and history
+ * targets, in that order; recoverable needs recovery (not built); rag and
+ * memory content is never injected by vsr, so there is nothing to cut; the
+ * per-kind token sizes are said to be unused. */
+static int decode_cc_target_map(cfg_decoder_t *d, const cfg_node_t *val, vsr_plugin_context_compression_conf_t *c)
+{
+    static const char *const kinds[] = {"tool_outputs", "history", "rag", "memory", NULL};
+    static const char *const modes[] = {"preserve", "extractive", "recoverable", NULL};
+    int mode[4] = {1, 0, 0, 0};
+    int rc = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *key = val->items[2 * i], *v = val->items[2 * i + 1];
+        cfg_field_t kf = {.key = "targets", .choices = kinds};
+        int k;
+        if (key->kind != CFG_NODE_SCALAR || vsr__cfg_choice(d, &kf, key, &k) != 0) {
+            rc = -1;
+            continue;
+        }
+        if (vsr__cfg_is_empty(v))
+            continue;
+        if (v->kind != CFG_NODE_MAP) {
+            vsr__cfg_node_error(d, v, "expected a mapping, got %s", vsr__cfg_node_what(v));
+            rc = -1;
+            continue;
+        }
+        for (size_t j = 0; j < v->n; j++) {
+            const cfg_node_t *fk = v->items[2 * j], *fv = v->items[2 * j + 1];
+            vsr_slice_t name = fk->kind == CFG_NODE_SCALAR ? vsr_slice(fk->str, fk->len) : VSR_SLICE_NULL;
+            if (vsr_slice_eq_cstr(name, "mode")) {
+                cfg_field_t mf = {.key = "mode", .choices = modes};
+                if (vsr__cfg_choice(d, &mf, fv, &mode[k]) != 0)
+                    rc = -1;
+            } else if (vsr_slice_eq_cstr(name, "min_tokens") || vsr_slice_eq_cstr(name, "target_tokens")) {
+                uint64_t n;
+                cfg_field_t nf = {.key = vsr_slice_eq_cstr(name, "min_tokens") ? "min_tokens" : "target_tokens",
+                                  .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX};
+                if (vsr__cfg_uint(d, &nf, fv, &n) != 0)
+                    rc = -1;
+                else
+                    vsr__cfg_warn(d,
+                                  "%s:%u:%u: context_compression: targets.%s.%s is accepted and has no effect in vsr: "
+                                  "it cuts the oldest content to the overall budget, not each message to its own size",
+                                  d->dg->file, fk->line, fk->col, kinds[k], nf.key);
+            } else {
+                vsr__cfg_node_error(d, fk, "unknown key %s (a target has mode, min_tokens, target_tokens)",
+                                    fk->kind == CFG_NODE_SCALAR ? vsr__cfg_quote(d->pool, fk->str, fk->len)
+                                                                : vsr__cfg_node_what(fk));
+                rc = -1;
+            }
+        }
+        const cfg_node_t *mn = vsr__cfg_map_get(v, "mode");
+        if (mode[k] == 2 && mn) {
+            vsr__cfg_node_error(d, mn, "context_compression: targets.%s.mode recoverable is not supported yet (it "
+                                       "needs recovery)", kinds[k]);
+            rc = -1;
+        } else if (mode[k] == 1 && k >= 2 && mn) {
+            vsr__cfg_warn(d, "%s:%u:%u: context_compression: targets.%s.mode extractive has no effect in vsr: it "
+                             "injects no %s content to cut", d->dg->file, mn->line, mn->col, kinds[k], kinds[k]);
+        }
+    }
+    c->n_targets = 0;
+    if (mode[0] == 1)
+        c->targets[c->n_targets++] = VSR_CC_TOOL_RESULTS;
+    if (mode[1] == 1)
+        c->targets[c->n_targets++] = VSR_CC_HISTORY;
+    return rc;
+}
+
 static int decode_cc_targets(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
+    if (val->kind == CFG_NODE_MAP)
+        return decode_cc_target_map(d, val, c);
     if (val->kind != CFG_NODE_SEQ) {
         vsr__cfg_node_error(d, val, "expected a list, got %s", vsr__cfg_node_what(val));
         return -1;

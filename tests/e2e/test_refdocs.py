@@ -357,3 +357,22 @@ def test_first_of_several_documents_serves(vsr, fakellm):
     assert r.status_code == 200, r.text
     assert r.headers["x-vsr-selected-decision"] == "math" and r.headers["x-vsr-selected-model"] == "chat"
     assert "a second YAML document starts here" in v.proc.output()
+
+
+def test_reference_compression_block_cuts_tool_output_to_the_window(vsr, fakellm):
+    """tool_outputs extractive, history preserve: a long tool output is cut
+    to fit the card's 400-token window; the old user turn is kept whole."""
+    b = fakellm("b")
+    v = serve(vsr, "context-compression-auto.yaml", [b])
+    long = "The elephant enclosure was cleaned. An adult kangaroo eats two kilograms of grass a day. " * 20
+    msgs = [{"role": "user", "content": "Feeding notes?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "log", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": long},
+            {"role": "user", "content": "How much does a kangaroo eat?"}]
+    r = v.post_chat({"model": "auto", "messages": msgs}, {"x-vsr-debug": "true"})
+    assert r.status_code == 200, r.text
+    assert int(r.headers["x-vsr-compression-tokens-after"]) <= 400 < int(r.headers["x-vsr-compression-tokens-before"])
+    got = json.loads(r.json()["fakellm"]["request"]["body"])["messages"]
+    assert got[0] == msgs[0] and got[3] == msgs[3]
+    assert "kangaroo" in got[2]["content"] and len(got[2]["content"]) < len(long)

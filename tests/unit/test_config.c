@@ -2592,6 +2592,31 @@ static void test_plugin_tools_compression(void **state)
     cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
     assert_true(!cc->trigger_auto && !cc->target_auto && !cc->reserve_auto);
     vsr_config_free(c);
+    /* the reference's targets mapping: extractive tool_outputs (its
+     * default) and history are vsr's targets; preserve is none; a disabled
+     * recovery or request_controls block loads whatever it holds */
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: auto, "
+                           "target_tokens: auto}, targets: {tool_outputs: {min_tokens: 2000, target_tokens: 1000}, "
+                           "history: {mode: extractive}, rag: {mode: preserve}, memory: {mode: extractive}}, "
+                           "recovery: {enabled: false, store: response_cache, ttl_seconds: 900}, "
+                           "request_controls: {enabled: false, header: x-c}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_int_equal(cc->n_targets, 2);
+    assert_int_equal(cc->targets[0], VSR_CC_TOOL_RESULTS);
+    assert_int_equal(cc->targets[1], VSR_CC_HISTORY);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, "
+                           "target_tokens: 5}, targets: {tool_outputs: {mode: preserve}, history: {mode: extractive}}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_int_equal(cc->n_targets, 1);
+    assert_int_equal(cc->targets[0], VSR_CC_HISTORY);
+    vsr_config_free(c);
+    c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, "
+                           "target_tokens: 5}, targets: {history: {}}}}"));
+    cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
+    assert_int_equal(cc->n_targets, 1); /* tool_outputs: extractive by default; history: preserve */
+    assert_int_equal(cc->targets[0], VSR_CC_TOOL_RESULTS);
+    vsr_config_free(c);
     /* switched off: no budget needed */
     c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {enabled: false}}"));
     assert_int_equal(c->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_CONTEXT_COMPRESSION);
@@ -2631,6 +2656,13 @@ static void test_plugin_tools_compression(void **state)
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
                     "targets: [history, history]}}"),
          "t.yaml:14:121: targets: history is listed twice\n"},
+        {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
+                    "targets: {tool_outputs: {mode: recoverable}, files: {}, history: {mode: x, size: 1}}}}"),
+         "t.yaml:14:133: context_compression: targets.tool_outputs.mode recoverable is not supported yet (it needs "
+         "recovery)\n"
+         "t.yaml:14:147: targets must be \"tool_outputs\", \"history\", \"rag\" or \"memory\", got \"files\"\n"
+         "t.yaml:14:174: mode must be \"preserve\", \"extractive\" or \"recoverable\", got \"x\"\n"
+         "t.yaml:14:177: unknown key \"size\" (a target has mode, min_tokens, target_tokens)\n"},
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
                     "targets: []}}"),
          "t.yaml:14:111: targets must not be empty\n"},
