@@ -141,7 +141,10 @@ static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const mod
         char *const *m = &r->signals.classifiers[i].model;
         if (r->signals.classifiers[i].type == VSR_CLS_LLM && *m && vsr__cfg_index_find(&ix->models, *m, NULL) == NULL)
             vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m),
-                                "classifier model %s is not defined in providers.models", q(d, *m));
+                                "classifier model %s is not defined in providers.models (an llm classifier asks a "
+                                "provider model; the reference's global.model_catalog.external[] models are not "
+                                "supported yet)",
+                                q(d, *m));
     }
     for (size_t i = 0; i < r->n_decisions; i++) {
         for (size_t j = 0; j < r->decisions[i].n_model_refs; j++)

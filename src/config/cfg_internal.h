@@ -37,6 +37,10 @@ typedef struct {
     vsr_buf_t *out;    /* may be NULL: count only */
     const char *file;  /* FILE in every message */
     unsigned n_errors;
+    /* Set by vsr__cfg_parse_yaml: where what follows the first document
+     * starts (0 when nothing does).  Like the reference's YAML decoder, the
+     * parser reads only the first document; the caller says so. */
+    uint32_t ignored_line, ignored_col;
 } cfg_diag_t;
 
 /* Appends "FILE:LINE:COL: message\n" (line/col 1-based). */
@@ -66,8 +70,9 @@ struct cfg_node_s {
     uint64_t weight;     /* nodes in this subtree once aliases are expanded (saturating) */
 };
 
-/* Parses one YAML document into a tree allocated from `pool`.  Syntax errors
- * (from libyaml) and a second document are fatal: reported, VSR_ERR_INVALID.
+/* Parses the first YAML document of a stream into a tree allocated from
+ * `pool`; what follows it is not read (dg->ignored_line/col say where it
+ * starts).  Syntax errors (from libyaml) are fatal: reported, VSR_ERR_INVALID.
  * Softer problems (duplicate keys, undefined aliases, unsupported tags) are
  * reported and parsing goes on so the decoder can find more; the caller
  * checks dg->n_errors.  *root is NULL when the stream holds no document. */
@@ -340,6 +345,18 @@ typedef struct {
 
 /* "http(s)://host[:port][/path]"; no user info, query or fragment. */
 int vsr__cfg_parse_base_url(vsr_slice_t s, cfg_url_t *out, const char **why);
+
+enum { CFG_SCHEME_NONE, CFG_SCHEME_HTTP, CFG_SCHEME_HTTPS };
+
+typedef struct {
+    cfg_hostport_t hp;
+    int scheme;             /* CFG_SCHEME_*: the scheme written, if any */
+    vsr_slice_t path;       /* the path after host[:port], without trailing slashes; empty when none */
+} cfg_endpoint_t;
+
+/* A backend endpoint as the reference reads it: "[http(s)://]host[:port][/path]".
+ * The path is returned, not checked: the reference drops it. */
+int vsr__cfg_parse_endpoint(vsr_slice_t s, cfg_endpoint_t *out, const char **why);
 
 /* An IPv4 or IPv6 literal → its canonical text (inet_ntop) in out. */
 int vsr__cfg_canonical_ip(const char *s, char *out, size_t outlen);

@@ -152,6 +152,34 @@ int vsr__cfg_parse_base_url(vsr_slice_t s, cfg_url_t *out, const char **why)
     return VSR_OK;
 }
 
+int vsr__cfg_parse_endpoint(vsr_slice_t s, cfg_endpoint_t *out, const char **why)
+{
+    memset(out, 0, sizeof(*out));
+    out->path = vsr_slice("", 0);
+    const char *sep = memmem(s.p, s.len, "://", 3);
+    if (sep != NULL) {
+        vsr_slice_t scheme = vsr_slice(s.p, (size_t)(sep - s.p));
+        if (vsr_slice_case_eq_cstr(scheme, "http")) {
+            out->scheme = CFG_SCHEME_HTTP;
+        } else if (vsr_slice_case_eq_cstr(scheme, "https")) {
+            out->scheme = CFG_SCHEME_HTTPS;
+        } else {
+            *why = "the scheme must be http:// or https://";
+            return VSR_ERR_INVALID;
+        }
+        s = vsr_slice(sep + 3, s.len - scheme.len - 3);
+    }
+    const char *slash = memchr(s.p, '/', s.len);
+    if (slash != NULL) {
+        vsr_slice_t path = vsr_slice(slash, s.len - (size_t)(slash - s.p));
+        s.len = (size_t)(slash - s.p);
+        while (path.len > 0 && path.p[path.len - 1] == '/')
+            path.len--;
+        out->path = path.len ? path : vsr_slice("", 0);
+    }
+    return vsr__cfg_parse_hostport(s, &out->hp, why);
+}
+
 int vsr__cfg_canonical_ip(const char *s, char *out, size_t outlen)
 {
     unsigned char bin[16];

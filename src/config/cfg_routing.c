@@ -648,9 +648,10 @@ static int decode_not_yet(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
     if (vsr__cfg_is_empty(val))
         return 0;
     if (val->kind == CFG_NODE_MAP) {
+        /* switched off, whatever else it says (the reference's documents
+         * write the whole block with enabled: false): nothing to build */
         const cfg_node_t *en = vsr__cfg_map_get(val, "enabled");
-        if (en != NULL && val->n == 1 && en->kind == CFG_NODE_SCALAR && en->type == CFG_BOOL &&
-            (en->str[0] | 0x20) == 'f')
+        if (en != NULL && en->kind == CFG_NODE_SCALAR && en->type == CFG_BOOL && (en->str[0] | 0x20) == 'f')
             return 0;
     }
     const vsr_plugin_conf_t *p = obj;
@@ -712,13 +713,42 @@ static const char *const cc_failure_modes[] = {"fail_open", "fail_closed", NULL}
 static const char *const cc_methods[] = {"bm25", NULL};
 static const char *const cc_targets[] = {"tool_results", "history", NULL};
 
+/* A token limit as the reference reads it (CompressionTokenLimit): an
+ * integer >= 0, the same as a string, or "auto" in any case; spaces around
+ * a string are ignored.  0 means auto, as in the reference (a limit of 0 is
+ * never applied).  The auto flag is at has_offset. */
+static int decode_cc_limit(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    uint64_t v = 0;
+    int ok = 0;
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_INT) {
+        ok = val->ival_ok && val->ival >= 0;
+        v = ok ? (uint64_t)val->ival : 0;
+    } else if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && memchr(val->str, '\0', val->len) == NULL) {
+        vsr_slice_t t = vsr_slice_trim(vsr_slice(val->str, val->len));
+        if (vsr_slice_case_eq_cstr(t, "auto"))
+            ok = 1;
+        else
+            ok = t.len > 0 && vsr_slice_to_u64(t, INT64_MAX, &v) == VSR_OK;
+    }
+    if (!ok) {
+        vsr__cfg_node_error(d, val, "%s must be an integer >= 0 or \"auto\", got %s", f->key,
+                            val->kind == CFG_NODE_SCALAR ? vsr__cfg_quote(d->pool, val->str, val->len)
+                                                         : vsr__cfg_node_what(val));
+        return -1;
+    }
+    *(uint64_t *)((char *)obj + f->offset) = v;
+    *(int *)((char *)obj + f->has_offset) = v == 0;
+    return 0;
+}
+
 static const cfg_field_t cc_budget_fields[] = {
-    {.key = "trigger_tokens", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = CC_OFF(trigger_tokens),
-     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
-    {.key = "target_tokens", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = CC_OFF(target_tokens),
-     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
-    {.key = "reserve_output_tokens", .decode = vsr__cfg_uint, .offset = CC_OFF(reserve_output_tokens),
-     .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX},
+    {.key = "trigger_tokens", .decode = decode_cc_limit, .flags = CFG_REQUIRED, .offset = CC_OFF(trigger_tokens),
+     .has_offset = CC_OFF(trigger_auto)},
+    {.key = "target_tokens", .decode = decode_cc_limit, .flags = CFG_REQUIRED, .offset = CC_OFF(target_tokens),
+     .has_offset = CC_OFF(target_auto)},
+    {.key = "reserve_output_tokens", .decode = decode_cc_limit, .offset = CC_OFF(reserve_output_tokens),
+     .has_offset = CC_OFF(reserve_auto)},
 };
 
 static void finish_cc_budget(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
@@ -727,6 +757,7 @@ static void finish_cc_budget(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
     const vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
     const cfg_node_t *target = vsr__cfg_map_get(map, "target_tokens");
     const cfg_node_t *reserve = vsr__cfg_map_get(map, "reserve_output_tokens");
+    /* auto limits are checked per request, against the model's window */
     if (c->trigger_tokens && c->target_tokens > c->trigger_tokens && target)
         vsr__cfg_node_error(d, target, "target_tokens (%llu) exceeds trigger_tokens (%llu)",
                             (unsigned long long)c->target_tokens, (unsigned long long)c->trigger_tokens);
@@ -761,9 +792,82 @@ static const cfg_spec_t cc_scoring_spec = {
     .n_fields = VSR_ARRAY_LEN(cc_scoring_fields),
 };
 
+/* The reference's form of targets: a mapping of content kinds, each
+ * {mode: preserve | extractive | recoverable, min_tokens, target_tokens}
+ * (modes default to extractive for tool_outputs, preserve for the rest).
+ * extractive tool_outputs and history are vsr's tool_results and history
+ * targets, in that order; recoverable needs recovery (not built); rag and
+ * memory content is never injected by vsr, so there is nothing to cut; the
+ * per-kind token sizes are said to be unused. */
+static int decode_cc_target_map(cfg_decoder_t *d, const cfg_node_t *val, vsr_plugin_context_compression_conf_t *c)
+{
+    static const char *const kinds[] = {"tool_outputs", "history", "rag", "memory", NULL};
+    static const char *const modes[] = {"preserve", "extractive", "recoverable", NULL};
+    int mode[4] = {1, 0, 0, 0};
+    int rc = 0;
+    for (size_t i = 0; i < val->n; i++) {
+        const cfg_node_t *key = val->items[2 * i], *v = val->items[2 * i + 1];
+        cfg_field_t kf = {.key = "targets", .choices = kinds};
+        int k;
+        if (key->kind != CFG_NODE_SCALAR || vsr__cfg_choice(d, &kf, key, &k) != 0) {
+            rc = -1;
+            continue;
+        }
+        if (vsr__cfg_is_empty(v))
+            continue;
+        if (v->kind != CFG_NODE_MAP) {
+            vsr__cfg_node_error(d, v, "expected a mapping, got %s", vsr__cfg_node_what(v));
+            rc = -1;
+            continue;
+        }
+        for (size_t j = 0; j < v->n; j++) {
+            const cfg_node_t *fk = v->items[2 * j], *fv = v->items[2 * j + 1];
+            vsr_slice_t name = fk->kind == CFG_NODE_SCALAR ? vsr_slice(fk->str, fk->len) : VSR_SLICE_NULL;
+            if (vsr_slice_eq_cstr(name, "mode")) {
+                cfg_field_t mf = {.key = "mode", .choices = modes};
+                if (vsr__cfg_choice(d, &mf, fv, &mode[k]) != 0)
+                    rc = -1;
+            } else if (vsr_slice_eq_cstr(name, "min_tokens") || vsr_slice_eq_cstr(name, "target_tokens")) {
+                uint64_t n;
+                cfg_field_t nf = {.key = vsr_slice_eq_cstr(name, "min_tokens") ? "min_tokens" : "target_tokens",
+                                  .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX};
+                if (vsr__cfg_uint(d, &nf, fv, &n) != 0)
+                    rc = -1;
+                else
+                    vsr__cfg_warn(d,
+                                  "%s:%u:%u: context_compression: targets.%s.%s is accepted and has no effect in vsr: "
+                                  "it cuts the oldest content to the overall budget, not each message to its own size",
+                                  d->dg->file, fk->line, fk->col, kinds[k], nf.key);
+            } else {
+                vsr__cfg_node_error(d, fk, "unknown key %s (a target has mode, min_tokens, target_tokens)",
+                                    fk->kind == CFG_NODE_SCALAR ? vsr__cfg_quote(d->pool, fk->str, fk->len)
+                                                                : vsr__cfg_node_what(fk));
+                rc = -1;
+            }
+        }
+        const cfg_node_t *mn = vsr__cfg_map_get(v, "mode");
+        if (mode[k] == 2 && mn) {
+            vsr__cfg_node_error(d, mn, "context_compression: targets.%s.mode recoverable is not supported yet (it "
+                                       "needs recovery)", kinds[k]);
+            rc = -1;
+        } else if (mode[k] == 1 && k >= 2 && mn) {
+            vsr__cfg_warn(d, "%s:%u:%u: context_compression: targets.%s.mode extractive has no effect in vsr: it "
+                             "injects no %s content to cut", d->dg->file, mn->line, mn->col, kinds[k], kinds[k]);
+        }
+    }
+    c->n_targets = 0;
+    if (mode[0] == 1)
+        c->targets[c->n_targets++] = VSR_CC_TOOL_RESULTS;
+    if (mode[1] == 1)
+        c->targets[c->n_targets++] = VSR_CC_HISTORY;
+    return rc;
+}
+
 static int decode_cc_targets(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
+    if (val->kind == CFG_NODE_MAP)
+        return decode_cc_target_map(d, val, c);
     if (val->kind != CFG_NODE_SEQ) {
         vsr__cfg_node_error(d, val, "expected a list, got %s", vsr__cfg_node_what(val));
         return -1;
@@ -813,6 +917,7 @@ static void init_context_compression(cfg_decoder_t *d, void *obj)
     c->targets[0] = VSR_CC_TOOL_RESULTS;
     c->targets[1] = VSR_CC_HISTORY;
     c->n_targets = 2;
+    c->reserve_auto = 1; /* as the reference's absent reserve_output_tokens */
 }
 
 static void finish_context_compression(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
@@ -1331,7 +1436,8 @@ static const cfg_field_t card_fields[] = {
     {.key = "loras", .decode = decode_loras, .flags = CFG_NULL_OK},
     {.key = "display_name", .inert = CARD_INERT},
     {.key = "publisher", .inert = CARD_INERT},
-    {.key = "context_window_size", .inert = CARD_INERT},
+    {.key = "context_window_size", .decode = vsr__cfg_uint, .offset = CARD_OFF(context_window_size),
+     .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX},
     {.key = "max_output_tokens", .inert = CARD_INERT},
     {.key = "capabilities", .inert = CARD_INERT},
     {.key = "modalities", .inert = CARD_INERT},

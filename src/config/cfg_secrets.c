@@ -141,12 +141,12 @@ static void walk(vet_t *t, cfg_node_t *n, const cfg_node_t *act, char *path, siz
 int vsr_config_vet(const char *name, const char *doc, size_t len, const vsr_config_vet_t *v, vsr_buf_t *resolved,
                    vsr_buf_t *err)
 {
-    cfg_diag_t dg = {err, name ? name : "<string>", 0};
-    cfg_diag_t quiet = {NULL, "active", 0};
+    cfg_diag_t dg = {.out = err, .file = name ? name : "<string>"};
+    cfg_diag_t quiet = {.out = NULL, .file = "active"};
     vsr_pool_t pool;
     vsr_pool_init(&pool);
     cfg_node_t *root = NULL, *act = NULL;
-    cfg_diag_t parse = {NULL, dg.file, 0};
+    cfg_diag_t parse = {.out = NULL, .file = dg.file};
     if (vsr__cfg_parse_yaml(&pool, &parse, doc ? doc : "", doc ? len : 0, &root) != VSR_OK || root == NULL ||
         parse.n_errors > 0) {
         vsr_pool_free(&pool);

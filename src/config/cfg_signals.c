@@ -1025,18 +1025,28 @@ static size_t cls_dir_len(const char *file)
 /* Reads the bank at val's path: one {"text": T, "label": L} object a
  * line (blank lines skipped), at most VSR_CLS_MAX_FILE_LINES of them and
  * VSR_CLS_MAX_TEXT_BYTES a text; errors name the bank's FILE:LINE. */
-static int cls_read_bank(cfg_decoder_t *d, const cfg_node_t *val, vsr_sig_classifier_conf_t *c, const char *rel)
+static void cls_path(cfg_decoder_t *d, const char *rel, vsr_buf_t *path)
+{
+    if (rel[0] != '/')
+        vsr_buf_append(path, d->dg->file, cls_dir_len(d->dg->file));
+    vsr_buf_append_cstr(path, rel);
+    vsr_buf_append(path, "", 1);
+}
+
+/* With `fixed` (the classifier lists its labels), the bank's labels must be
+ * among them: the list names and orders the classes. */
+static int cls_read_bank(cfg_decoder_t *d, const cfg_node_t *val, vsr_sig_classifier_conf_t *c, const char *rel,
+                         int fixed)
 {
     vsr_buf_t path;
     vsr_buf_init(&path, 0);
-    if (rel[0] != '/')
-        vsr_buf_append(&path, d->dg->file, cls_dir_len(d->dg->file));
-    vsr_buf_append_cstr(&path, rel);
-    vsr_buf_append(&path, "", 1);
+    cls_path(d, rel, &path);
     const char *file = path.data;
     int rc = -1;
     char *data = NULL;
-    size_t len = 0, lcap = 0, ecap = 0;
+    /* labels and examples given inline are kept: growing from their count
+     * reallocates before the first write past them */
+    size_t len = 0, lcap = c->n_labels, ecap = c->n_examples;
     struct stat sb;
     if (stat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         vsr__cfg_node_error(d, val, "model_path: %s is not a regular file", quote_str(d, file));
@@ -1097,9 +1107,15 @@ static int cls_read_bank(cfg_decoder_t *d, const cfg_node_t *val, vsr_sig_classi
                 why = "\"text\" is longer than " CLS_XSTR(VSR_CLS_MAX_TEXT_BYTES) " bytes";
             else if (memchr(ls.p, '\0', ls.len) || memchr(ts.p, '\0', ts.len))
                 why = "a NUL character in \"text\" or \"label\"";
+            size_t known = c->n_labels;
             int li = why ? -1 : cls_label(d, c, ls.p, ls.len, &lcap);
             if (why == NULL && li < 0)
                 why = "more than " CLS_XSTR(VSR_CLS_MAX_LABELS) " labels";
+            else if (why == NULL && fixed && c->n_labels > known) {
+                c->n_labels = known;
+                li = -1;
+                why = "\"label\" is not one of the classifier's labels";
+            }
             if (why == NULL)
                 cls_add_example(d, c, ts.p, ts.len, li, &ecap);
             vsr_json_free(&j);
@@ -1127,6 +1143,15 @@ static int decode_cls_model_path(cfg_decoder_t *d, const cfg_field_t *f, const c
     return 0; /* read in finish, once the type and the labels are known */
 }
 
+/* An llm classifier's model: remembered with its position for cfg_check.c. */
+static int decode_cls_model(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_string(d, f, val, obj) != 0)
+        return -1;
+    vsr__cfg_mark(d, (char *)obj + f->offset, val);
+    return 0;
+}
+
 static const cfg_field_t classifier_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CLS_OFF(name)},
     {.key = "description", .decode = vsr__cfg_accept_text},
@@ -1134,7 +1159,7 @@ static const cfg_field_t classifier_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = CLS_OFF(threshold), .dmin = 0, .dmax = 1},
     {.key = "labels", .decode = decode_cls_labels, .flags = CFG_NULL_OK},
     {.key = "model_path", .decode = decode_cls_model_path, .offset = CLS_OFF(model_path)},
-    {.key = "model", .decode = vsr__cfg_string, .offset = CLS_OFF(model)},
+    {.key = "model", .decode = decode_cls_model, .offset = CLS_OFF(model)},
     {.key = "instructions", .decode = vsr__cfg_accept_text},
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CLS_OFF(timeout_ms)},
     {.key = "use_cpu", .decode = vsr__cfg_bool, .offset = CLS_OFF(use_cpu)},
@@ -1170,12 +1195,30 @@ static void finish_classifier(cfg_decoder_t *d, const cfg_node_t *map, void *obj
     if (c->model && vsr__cfg_map_get(map, "model"))
         vsr__cfg_node_error(d, vsr__cfg_map_get(map, "model"), "model applies to llm classifiers (a local "
                                                                "classifier reads model_path or inline labels)");
-    if (c->model_path && labels) {
-        vsr__cfg_node_error(d, labels, "a local classifier takes inline labels or model_path, not both");
-        return;
+    if (c->model_path && mp && labels) {
+        /* The reference's form: model_path a sequence-classification model
+         * whose outputs the labels name, in order.  vsr's local classifier
+         * reads a bank of examples; with labels, the bank's labels must be
+         * among them. */
+        vsr_buf_t path;
+        vsr_buf_init(&path, 0);
+        cls_path(d, c->model_path, &path);
+        struct stat sb;
+        int is_file = stat(path.data, &sb) == 0 && S_ISREG(sb.st_mode);
+        vsr_buf_free(&path);
+        if (!is_file) {
+            vsr__cfg_node_error(d, mp,
+                                "model_path %s names no JSONL file of examples: a sequence-classification model "
+                                "directory (the reference's local classifier, its labels naming the model's outputs) "
+                                "is not supported yet; vsr's local classifier reads {\"text\", \"label\"} lines "
+                                "with those labels",
+                                quote_str(d, c->model_path));
+            return;
+        }
     }
     if (c->model_path && mp) {
-        cls_read_bank(d, mp, c, c->model_path);
+        if (cls_read_bank(d, mp, c, c->model_path, labels != NULL) != 0)
+            return; /* said; the labels' examples are not known */
     } else if (!labels) {
         vsr__cfg_node_error(d, map, "a local classifier needs labels with examples, or model_path");
         return;

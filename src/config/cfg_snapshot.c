@@ -153,7 +153,7 @@ int vsr__cfg_canonical_node(vsr_buf_t *b, const cfg_node_t *n)
 
 int vsr_config_canonical(const char *name, const char *doc, size_t len, vsr_buf_t *out, vsr_buf_t *err)
 {
-    cfg_diag_t dg = {err, name ? name : "<string>", 0};
+    cfg_diag_t dg = {.out = err, .file = name ? name : "<string>"};
     vsr_pool_t pool;
     vsr_pool_init(&pool);
     cfg_node_t *root = NULL;
@@ -530,7 +530,7 @@ static void put_redacted(printer_t *p, const cfg_node_t *v, int depth)
 
 int vsr_config_print(const char *name, const char *doc, size_t len, const vsr_config_t *c, int redact, vsr_buf_t *out)
 {
-    cfg_diag_t dg = {NULL, name ? name : "<string>", 0};
+    cfg_diag_t dg = {.out = NULL, .file = name ? name : "<string>"};
     vsr_pool_t pool;
     vsr_pool_init(&pool);
     cfg_node_t *root = NULL;

@@ -49,7 +49,7 @@ typedef struct {
     anchor_t *anchors;
     size_t n_anchors, cap_anchors;
     uint64_t alias_expansion;
-    unsigned documents;
+    int first_ended;     /* the first document's end event was seen */
     cfg_node_t *root;
 } builder_t;
 
@@ -482,6 +482,24 @@ static int on_alias(builder_t *b, const yaml_event_t *ev)
     return 0;
 }
 
+/* Where libyaml's error is, 1-based: the reader reports a byte offset, the
+ * scanner and parser a mark. */
+static void problem_position(const yaml_parser_t *p, const char *data, size_t len, uint32_t *line, uint32_t *col)
+{
+    if (p->error == YAML_READER_ERROR) {
+        *line = 1, *col = 1;
+        for (size_t i = 0; i < p->problem_offset && i < len; i++) {
+            if (data[i] == '\n')
+                ++*line, *col = 1;
+            else
+                ++*col;
+        }
+        return;
+    }
+    *line = (uint32_t)p->problem_mark.line + 1;
+    *col = (uint32_t)p->problem_mark.column + 1;
+}
+
 static void report_parser_error(builder_t *b, const yaml_parser_t *p, const char *data, size_t len)
 {
     const char *problem = p->problem ? p->problem : "invalid YAML";
@@ -489,22 +507,15 @@ static void report_parser_error(builder_t *b, const yaml_parser_t *p, const char
         vsr__cfg_error(b->dg, 1, 1, "out of memory while parsing YAML");
         return;
     }
+    uint32_t line, col;
+    problem_position(p, data, len, &line, &col);
     if (p->error == YAML_READER_ERROR) {
-        /* the reader reports a byte offset, not a mark */
-        uint32_t line = 1, col = 1;
-        for (size_t i = 0; i < p->problem_offset && i < len; i++) {
-            if (data[i] == '\n')
-                line++, col = 1;
-            else
-                col++;
-        }
         if (p->problem_value != -1)
             vsr__cfg_error(b->dg, line, col, "%s (byte 0x%02x)", problem, (unsigned)p->problem_value & 0xffu);
         else
             vsr__cfg_error(b->dg, line, col, "%s", problem);
         return;
     }
-    uint32_t line = (uint32_t)p->problem_mark.line + 1, col = (uint32_t)p->problem_mark.column + 1;
     if (p->context != NULL)
         vsr__cfg_error(b->dg, line, col, "%s (%s at %u:%u)", problem, p->context, (unsigned)p->context_mark.line + 1,
                        (unsigned)p->context_mark.column + 1);
@@ -531,6 +542,11 @@ int vsr__cfg_parse_yaml(vsr_pool_t *pool, cfg_diag_t *dg, const char *data, size
     while (!done) {
         yaml_event_t ev;
         if (!yaml_parser_parse(&parser, &ev)) {
+            if (b.first_ended && parser.error != YAML_MEMORY_ERROR) {
+                /* past the first document: not read, as by the reference */
+                problem_position(&parser, data, len, &dg->ignored_line, &dg->ignored_col);
+                break;
+            }
             report_parser_error(&b, &parser, data, len);
             rc = VSR_ERR_INVALID;
             break;
@@ -540,11 +556,14 @@ int vsr__cfg_parse_yaml(vsr_pool_t *pool, cfg_diag_t *dg, const char *data, size
             done = 1;
             break;
         case YAML_DOCUMENT_START_EVENT:
-            if (b.documents++ > 0) {
-                error_at(&b, ev.start_mark, "%s", "multiple YAML documents in one file are not supported");
-                rc = VSR_ERR_INVALID;
+            if (b.first_ended) {
+                dg->ignored_line = (uint32_t)ev.start_mark.line + 1;
+                dg->ignored_col = (uint32_t)ev.start_mark.column + 1;
                 done = 1;
             }
+            break;
+        case YAML_DOCUMENT_END_EVENT:
+            b.first_ended = 1;
             break;
         case YAML_SCALAR_EVENT:
             on_scalar(&b, &ev);
@@ -570,7 +589,7 @@ int vsr__cfg_parse_yaml(vsr_pool_t *pool, cfg_diag_t *dg, const char *data, size
                 done = 1;
             }
             break;
-        default: /* stream start, document end, no-op */
+        default: /* stream start, no-op */
             break;
         }
         yaml_event_delete(&ev);

@@ -49,14 +49,22 @@ static int decode_endpoint(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
-    cfg_hostport_t hp;
+    cfg_endpoint_t ep;
     const char *why;
-    if (vsr__cfg_parse_hostport(vsr_slice(s, val->len), &hp, &why) != VSR_OK) {
+    if (vsr__cfg_parse_endpoint(vsr_slice(s, val->len), &ep, &why) != VSR_OK) {
         vsr__cfg_node_error(d, val, "invalid endpoint %s: %s", vsr__cfg_quote(d->pool, s, val->len), why);
         return -1;
     }
-    b->host = vsr_pool_strndup(d->pool, hp.host.p, hp.host.len);
-    b->port = hp.port; /* 0: the scheme default, chosen in finish_backend */
+    /* The reference (splitEndpointAddress) drops everything from the first
+     * '/' after host[:port]; so does vsr, saying so. */
+    if (ep.path.len > 0)
+        vsr__cfg_warn(d,
+                      "%s:%u:%u: endpoint %s: the path %s is ignored, as the reference ignores it; write base_url "
+                      "(e.g. \"http://host:port/prefix\") to send requests under a path prefix",
+                      d->dg->file, val->line, val->col, vsr__cfg_quote(d->pool, s, val->len),
+                      vsr__cfg_quote(d->pool, ep.path.p, ep.path.len));
+    b->host = vsr_pool_strndup(d->pool, ep.hp.host.p, ep.hp.host.len);
+    b->port = ep.hp.port; /* 0: the scheme default, chosen in finish_backend */
     return 0;
 }
 
@@ -278,8 +286,23 @@ static void finish_backend(cfg_decoder_t *d, const cfg_node_t *map, void *obj, c
     /* protocol next to base_url: today any disagreement between them
      * involves https, which is already an error; once upstream TLS exists,
      * check here that they agree. */
-    if (endpoint)
+    if (endpoint) {
         b->tls = protocol && protocol->type == CFG_STR && strcmp(protocol->str, "https") == 0;
+        /* A scheme in the endpoint is the protocol, as in the reference;
+         * a protocol key that says otherwise loses, with a warning. */
+        cfg_endpoint_t ep;
+        const char *why;
+        if (endpoint->type == CFG_STR &&
+            vsr__cfg_parse_endpoint(vsr_slice(endpoint->str, endpoint->len), &ep, &why) == VSR_OK &&
+            ep.scheme != CFG_SCHEME_NONE) {
+            int scheme_tls = ep.scheme == CFG_SCHEME_HTTPS;
+            if (protocol && protocol->type == CFG_STR && strcmp(protocol->str, "h2") != 0 && b->tls != scheme_tls)
+                vsr__cfg_warn(d, "%s:%u:%u: protocol: %s is overridden by the endpoint's %s:// scheme",
+                              d->dg->file, protocol->line, protocol->col, protocol->str,
+                              scheme_tls ? "https" : "http");
+            b->tls = scheme_tls;
+        }
+    }
     resolve_credentials(d, b, seen);
     if (b->host == NULL) /* endpoint/base_url was invalid, already reported */
         return;
@@ -1635,7 +1658,7 @@ static void note_unsupported(vsr_buf_t *b, const char *file, const cfg_decoder_t
 static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err,
                 vsr_buf_t *warnings, vsr_buf_t *unsupported)
 {
-    cfg_diag_t dg = {err, file, 0};
+    cfg_diag_t dg = {.out = err, .file = file};
     vsr_pool_t tree_pool;
     vsr_pool_init(&tree_pool);
     config_box_t *box = vsr_calloc(1, sizeof(*box));
@@ -1645,6 +1668,11 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
 
     cfg_node_t *root = NULL;
     if (vsr__cfg_parse_yaml(&tree_pool, &dg, yaml ? yaml : "", yaml ? len : 0, &root) == VSR_OK) {
+        if (dg.ignored_line > 0)
+            vsr__cfg_warn(&d,
+                          "%s:%u:%u: a second YAML document starts here: it and anything after it are ignored, "
+                          "as the reference ignores them (it reads only the first document)",
+                          file, dg.ignored_line, dg.ignored_col);
         if (root == NULL)
             vsr__cfg_error(&dg, 1, 1, "the document is empty");
         else if (root->kind == CFG_NODE_SCALAR && root->type == CFG_NULL)

@@ -644,9 +644,14 @@ typedef enum { VSR_CC_TOOL_RESULTS = 0, VSR_CC_HISTORY } vsr_cc_target_t;
 
 typedef struct {
     int enabled;                   /* = the entry's enabled */
-    uint64_t trigger_tokens;       /* budget.trigger_tokens (required, >= 1) */
-    uint64_t target_tokens;        /* budget.target_tokens (required, 1..trigger_tokens) */
-    uint64_t reserve_output_tokens; /* budget.reserve_output_tokens (default 0, < target_tokens) */
+    /* budget: each an integer, or "auto" (also 0; the flag is set, the value
+     * 0): derived per request from the selected model's context window
+     * (routing.modelCards[].context_window_size), see context_compression.c */
+    uint64_t trigger_tokens;       /* budget.trigger_tokens (required; explicit: >= target_tokens) */
+    uint64_t target_tokens;        /* budget.target_tokens (required) */
+    uint64_t reserve_output_tokens; /* budget.reserve_output_tokens (explicit: < target_tokens) */
+    int trigger_auto, target_auto;
+    int reserve_auto;              /* also when absent: the request's max_completion_tokens / max_tokens */
     uint8_t targets[VSR_CC_MAX_TARGETS]; size_t n_targets; /* default [tool_results, history] */
     int fail_closed;               /* failure_mode: fail_open (0, default) | fail_closed (1) */
 } vsr_plugin_context_compression_conf_t;
@@ -968,6 +973,7 @@ typedef struct {
     char *description;
     char *param_size;
     double quality_score; int has_quality_score; /* quality_score, in [0,1] (escalation by automix) */
+    uint64_t context_window_size;  /* tokens; 0 = unknown (context_compression's auto budget) */
     vsr_strlist_conf_t loras;      /* loras[].name: LoRA adapters served by the model of the same name */
 } vsr_model_card_conf_t;
 

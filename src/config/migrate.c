@@ -1560,6 +1560,9 @@ int vsr_config_migrate(const char *file, const char *data, size_t len, vsr_buf_t
 
     cfg_node_t *root = NULL;
     int rc = vsr__cfg_parse_yaml(&m.pool, &m.dg, data, len, &root);
+    if (rc == VSR_OK && m.dg.ignored_line > 0 && warn != NULL)
+        vsr_buf_printf(warn, "%s:%u:%u: note: a second YAML document starts here: only the first is migrated\n", file,
+                       m.dg.ignored_line, m.dg.ignored_col);
     if (rc == VSR_OK && m.dg.n_errors == 0) {
         if (root == NULL || is_null(root)) {
             vsr__cfg_error(&m.dg, 1, 1, "the document is empty: nothing to migrate");

@@ -8,7 +8,15 @@
  * include signals, so the formula is repeated in estimate() below).
  *
  * When the estimate exceeds budget.trigger_tokens, message contents are cut
- * until the estimate is at most target_tokens - reserve_output_tokens:
+ * until the estimate is at most target_tokens - reserve_output_tokens.
+ * "auto" limits (the reference's; also 0) come from the selected model's
+ * context window W (its card's context_window_size, ctx->context_window)
+ * less the output reserve R (reserve_output_tokens, or when auto the
+ * request's max_completion_tokens, else max_tokens, else 0): an auto trigger
+ * or target is W - R, so the request is cut to fit the window; with W
+ * unknown an auto trigger never fires and an auto target cuts nothing (the
+ * reference's target is then the request itself).  An auto reserve is not
+ * taken from an explicit target.  What is cut:
  *  - never cut: system and developer messages, the last user message, the
  *    message right before it when that is the assistant's (the most recent
  *    turn), and the final message of the conversation;
@@ -299,6 +307,20 @@ static int compress(const char *s, size_t n, uint64_t allow, terms_t *q, sent_t 
     return 1;
 }
 
+/* The output the request asks for: max_completion_tokens, else max_tokens
+ * (the reference's order); 0 when neither is a non-negative number. */
+static uint64_t requested_output(const vsr_json_t *j)
+{
+    static const char *const keys[] = {"max_completion_tokens", "max_tokens"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(keys); i++) {
+        uint32_t t;
+        double v;
+        if (vsr_json_object_get(j, 0, keys[i], &t) == VSR_OK && vsr_json_number(j, t, &v) == VSR_OK)
+            return v >= 0 && v < 9e15 ? (uint64_t)v : 0;
+    }
+    return 0;
+}
+
 /* ---- the plan ---- */
 
 typedef struct {
@@ -338,10 +360,21 @@ int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_p
     ctx->compression_applied = 1;
     ctx->compression_tokens_before = before;
     ctx->compression_tokens_after = before;
-    if (before <= cc->trigger_tokens)
+    uint64_t window = ctx->context_window, available = UINT64_MAX; /* UINT64_MAX: no window known */
+    if (window > 0) {
+        uint64_t reserve = cc->reserve_auto ? requested_output(j) : cc->reserve_output_tokens;
+        available = window > reserve ? window - reserve : 0;
+    }
+    uint64_t trigger = cc->trigger_auto ? available : cc->trigger_tokens;
+    if (before <= trigger)
         return VSR_OK;
-    uint64_t budget = cc->target_tokens > cc->reserve_output_tokens ? cc->target_tokens - cc->reserve_output_tokens
-                                                                    : 0;
+    uint64_t budget;
+    if (cc->target_auto)
+        budget = available;
+    else if (cc->reserve_auto)
+        budget = cc->target_tokens;
+    else
+        budget = cc->target_tokens > cc->reserve_output_tokens ? cc->target_tokens - cc->reserve_output_tokens : 0;
     uint64_t budget_bytes = budget > UINT64_MAX / 4 ? UINT64_MAX : budget * 4;
     if (bytes <= budget_bytes)
         return VSR_OK;

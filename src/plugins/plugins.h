@@ -50,6 +50,7 @@ typedef struct {
     const vsr_tools_db_t *tools_db;  /* global.integrations.tools' database (NULL: none) */
     const vsr_tool_scores_t *tool_scores; /* NULL: none gathered (a semantic plugin then fails open) */
     const vsr_decision_conf_t *_decision; /* private: the decision being run */
+    uint64_t context_window;         /* the selected model's context_window_size (its model card); 0: unknown */
     /* out */
     vsr_json_edits_t *edits;         /* body edits (the engine adds its own, e.g. the model rewrite) */
     vsr_plugin_header_t *set_headers; size_t n_set_headers, cap_set_headers; /* upstream request: set/overwrite */

@@ -1300,6 +1300,9 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.stream = s->chat.stream;
     pc.tools_db = cfg->tools.db.n ? &cfg->tools.db : NULL;
     pc.tool_scores = s->ts_asked ? &s->ts : NULL;
+    for (size_t i = 0; model && i < cfg->n_model_cards; i++)
+        if (strcmp(cfg->model_cards[i].name, model->name) == 0)
+            pc.context_window = cfg->model_cards[i].context_window_size;
     if (decision && decision->n_plugins) {
         const char *pwhy = NULL;
         if (vsr_plugins_run_request(decision, &pc, &pwhy) != VSR_OK)

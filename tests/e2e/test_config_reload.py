@@ -421,3 +421,20 @@ def test_put_with_a_generic_content_type_is_yaml(vsr, fakellm, tmp_path):
     r = httpx.put(v.api.url + "/api/v1/config", content=b"x", headers={"content-type": "multipart/form-data"},
                   timeout=30)
     assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_put_of_several_documents_applies_the_first(vsr, fakellm, tmp_path):
+    """A body with a second YAML document is the first document, as a file
+    is: the rest is not read (not even parsed), its hash is the first's, and
+    the log says where the ignored part starts."""
+    v = start(vsr, fakellm, tmp_path)
+    first = doc(v.port, v.mport, v.backend, tag="first")
+    r = v.api.put_yaml(first + "---\n" + doc(v.port, v.mport, v.backend, tag="second") + "---\nbroken: [\n")
+    assert r.status_code == 200, r.text
+    assert r.json()["config_version"] == 2
+    assert served(v) == (200, 2, "first")
+    r = v.api.put_yaml(first)
+    assert r.status_code == 200 and r.json()["changed"] is False and r.json()["config_version"] == 2
+    line = first.count("\n") + 1
+    wait_until(lambda: f"request:{line}:1: a second YAML document starts here" in v.proc.output(),
+               what="the warning in the log")

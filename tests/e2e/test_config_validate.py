@@ -128,3 +128,20 @@ def test_redis_tls_is_refused_not_ignored(tmp_path):
     assert r.returncode == 2
     assert "cluster_mode needs cluster_addresses" in r.stderr
     assert "tls_enabled is not supported yet" in r.stderr
+
+
+def test_endpoint_scheme_and_path_are_said(tmp_path):
+    """An endpoint's scheme wins over a protocol that says otherwise, and a
+    dropped path is said once, both at their places."""
+    text = HEAD.replace("        - endpoint: 127.0.0.1:18000\n",
+                        "        - {endpoint: \"https://api.example.com:443/v1\", protocol: http}\n") + DECISION
+    p, r = validate(tmp_path, text)
+    assert r.returncode == 0, r.stderr
+    assert f'{p}:8:22: warning: endpoint "https://api.example.com:443/v1": the path "/v1" is ignored' in r.stderr
+    assert f"{p}:8:66: warning: protocol: http is overridden by the endpoint's https:// scheme" in r.stderr
+    p, r = validate(tmp_path, text, "--strict")
+    assert r.returncode != 0
+    p, r = validate(tmp_path, text.replace("https://", "ftp://"))
+    assert r.returncode == 2
+    assert f'{p}:8:22: invalid endpoint "ftp://api.example.com:443/v1": the scheme must be http:// or https://' \
+        in r.stderr

@@ -199,3 +199,42 @@ global:""", 1)
     out = p.stderr + p.stdout
     assert re.search(r"config\.yaml:\d+:\d+: tools_db_path: .* is not a valid tools database", out), out
     assert re.search(r"tools_db\.json:2:\d+: tool\.function\.name must be", out), out
+
+
+AUTO_ROUTING = """
+routing:
+  modelCards:
+    - {name: m1, context_window_size: 400}
+  decisions:
+    - name: fit_window
+      rules: {operator: AND, conditions: []}
+      modelRefs: [{model: m1}]
+      plugins:
+        - type: context_compression
+          configuration:
+            enabled: true
+            budget: {trigger_tokens: auto, target_tokens: auto, reserve_output_tokens: auto}
+"""
+
+
+def test_compression_auto_fits_the_model_window(vsr, fakellm):
+    """The reference's `auto` budget: the request is cut to the selected
+    model's context window (its card's context_window_size) less the output
+    it asks for (max_tokens)."""
+    a = fakellm("a")
+    port = free_port()
+    v = vsr(config_yaml(port, [model_yaml("m1", [a.endpoint])], default="m1") + AUTO_ROUTING, port=port)
+    old = " ".join(SENTENCES * 6)
+    msgs = [{"role": "user", "content": old}, {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "How much does a kangaroo eat?"}]
+    for extra, budget in (({}, 400), ({"max_tokens": 150}, 250)):
+        r = v.post_chat({"model": "auto", "messages": msgs, **extra}, headers={"x-vsr-debug": "true"})
+        assert r.status_code == 200, r.text
+        before, after = (int(r.headers["x-vsr-compression-tokens-before"]),
+                         int(r.headers["x-vsr-compression-tokens-after"]))
+        assert before > 400 and budget // 2 < after <= budget, (before, after, budget)
+        assert "kangaroo" in sent(r)["messages"][0]["content"]
+    # under the window: untouched
+    r = v.post_chat({"model": "auto", "messages": msgs[1:]}, headers={"x-vsr-debug": "true"})
+    assert r.headers["x-vsr-compression-tokens-after"] == r.headers["x-vsr-compression-tokens-before"]
+    assert sent(r)["messages"] == msgs[1:]

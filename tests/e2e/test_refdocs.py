@@ -335,3 +335,44 @@ def test_router_replay_postgres_down_still_serves(vsr, fakellm):
     assert r.headers["x-vsr-replay-id"].startswith("rr_")
     wait_until(lambda: 'vsr_router_replay_records_total{backend="postgres",result="failed"} 1' in
                httpx.get(v.metrics_url, timeout=5).text, what="the dropped record counted")
+
+
+def test_endpoint_path_is_dropped_and_scheme_kept(vsr, fakellm):
+    """`host:port/v1` and `http://host:port/openai/v1/` reach host:port, and
+    the request path is the client's (the endpoint's path is not a prefix)."""
+    small, large = fakellm("small"), fakellm("large")
+    v = serve(vsr, "endpoint-url-forms.yaml", [small, large])
+    for text, want in (("hello", "small"), ("think hard please", "large")):
+        r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": text}]})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-vsr-selected-model"] == want
+        assert r.json()["fakellm"]["request"]["path"] == "/v1/chat/completions"
+    assert small.stats()["requests"] == 1 and large.stats()["requests"] == 1
+
+
+def test_first_of_several_documents_serves(vsr, fakellm):
+    b = fakellm("b")
+    v = serve(vsr, "multi-document.yaml", [b])
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "an integral please"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "math" and r.headers["x-vsr-selected-model"] == "chat"
+    assert "a second YAML document starts here" in v.proc.output()
+
+
+def test_reference_compression_block_cuts_tool_output_to_the_window(vsr, fakellm):
+    """tool_outputs extractive, history preserve: a long tool output is cut
+    to fit the card's 400-token window; the old user turn is kept whole."""
+    b = fakellm("b")
+    v = serve(vsr, "context-compression-auto.yaml", [b])
+    long = "The elephant enclosure was cleaned. An adult kangaroo eats two kilograms of grass a day. " * 20
+    msgs = [{"role": "user", "content": "Feeding notes?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "log", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": long},
+            {"role": "user", "content": "How much does a kangaroo eat?"}]
+    r = v.post_chat({"model": "auto", "messages": msgs}, {"x-vsr-debug": "true"})
+    assert r.status_code == 200, r.text
+    assert int(r.headers["x-vsr-compression-tokens-after"]) <= 400 < int(r.headers["x-vsr-compression-tokens-before"])
+    got = json.loads(r.json()["fakellm"]["request"]["body"])["messages"]
+    assert got[0] == msgs[0] and got[3] == msgs[3]
+    assert "kangaroo" in got[2]["content"] and len(got[2]["content"]) < len(long)

@@ -82,6 +82,20 @@ static vsr_config_t *migrate_and_load(const char *yaml)
 
 /* ---- the flat layout ------------------------------------------------------- */
 
+/* Only the first document of a stream is migrated, with a note. */
+static void test_second_document_noted(void **state)
+{
+    (void)state;
+    char *notes = NULL;
+    char *doc = migrate_ok("default_model: m1\nvllm_endpoints: [{name: a, address: 10.0.0.1, port: 8000}]\n"
+                           "model_config: {m1: {preferred_endpoints: [a]}}\n---\nnot: [parsed\n",
+                           &notes);
+    assert_non_null(strstr(notes, "old.yaml:4:1: note: a second YAML document starts here: only the first is migrated"));
+    assert_null(strstr(doc, "not:"));
+    free(doc);
+    free(notes);
+}
+
 static void test_flat_layout(void **state)
 {
     (void)state;
@@ -585,6 +599,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flat_layout),
+        cmocka_unit_test(test_second_document_noted),
         cmocka_unit_test(test_provider_profiles),
         cmocka_unit_test(test_signals_decisions_and_kept_blocks),
         cmocka_unit_test(test_global_blocks),

@@ -575,6 +575,89 @@ static void test_compression_long_conversation(void **state)
     free(body);
 }
 
+/* "auto" limits (the reference's CompressionTokenLimit): the request is cut
+ * to fit the selected model's context window less the output it asks for;
+ * with no window known, nothing is cut. */
+static char *with_fields(const char *body, const char *fields)
+{
+    const char *head = "{\"model\":\"auto\",";
+    assert_int_equal(strncmp(body, head, strlen(head)), 0);
+    size_t n = strlen(body) + strlen(fields) + 1;
+    char *s = malloc(n);
+    snprintf(s, n, "%s%s%s", head, fields, body + strlen(head));
+    return s;
+}
+
+static void test_compression_auto(void **state)
+{
+    (void)state;
+    char *body = long_conversation();
+    uint64_t before = tokens_of_body(body);
+    vsr_plugin_conf_t p = compression(0, 0, 1);
+    p.u.context_compression.trigger_auto = 1;
+    p.u.context_compression.target_auto = 1;
+    p.u.context_compression.reserve_auto = 1;
+    static const struct {
+        uint64_t window;
+        const char *fields;  /* added to the body */
+        int64_t budget;      /* -1: unchanged */
+    } rows[] = {
+        {0, "", -1},                                                     /* no window known */
+        {0, "\"max_tokens\":10,", -1},
+        {1000, "", 1000},                                                /* no output asked for */
+        {1000, "\"max_tokens\":300,", 700},
+        {1000, "\"max_completion_tokens\":400,\"max_tokens\":100,", 600}, /* the reference's order */
+        {1000, "\"max_tokens\":\"lots\",", 1000},                         /* not a number: none */
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(rows); i++) {
+        char *b = with_fields(body, rows[i].fields);
+        fx_t f;
+        fx_open(&f, b, VSR_API_CHAT);
+        f.ctx.context_window = rows[i].window;
+        assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+        assert_int_equal(f.ctx.compression_tokens_before, before);
+        if (rows[i].budget < 0) {
+            assert_int_equal(f.ctx.compression_messages, 0);
+            expect_unchanged(&f);
+        } else {
+            fx_apply(&f);
+            uint64_t after = tokens_of_body(f.out);
+            assert_true(after <= (uint64_t)rows[i].budget);
+            assert_true(after > (uint64_t)rows[i].budget / 2); /* cut to the budget, not below it */
+        }
+        fx_close(&f);
+        free(b);
+    }
+    /* the window is big enough: nothing to do */
+    fx_t f;
+    fx_open(&f, body, VSR_API_CHAT);
+    f.ctx.context_window = before + 1;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    expect_unchanged(&f);
+    fx_close(&f);
+    /* an explicit trigger with an auto target; an auto reserve is not taken
+     * from an explicit target */
+    p.u.context_compression.trigger_auto = 0;
+    p.u.context_compression.trigger_tokens = before - 1;
+    fx_open(&f, body, VSR_API_CHAT);
+    f.ctx.context_window = 800;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_true(tokens_of_body(f.out) <= 800);
+    fx_close(&f);
+    p.u.context_compression.target_auto = 0;
+    p.u.context_compression.target_tokens = 900;
+    char *b = with_fields(body, "\"max_tokens\":500,");
+    fx_open(&f, b, VSR_API_CHAT);
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    uint64_t after = tokens_of_body(f.out);
+    assert_true(after <= 900 && after > 500);
+    fx_close(&f);
+    free(b);
+    free(body);
+}
+
 static void test_compression_under_trigger(void **state)
 {
     (void)state;
@@ -917,6 +1000,7 @@ int main(void)
         cmocka_unit_test(test_tools_skipped),
         cmocka_unit_test(test_compression_long_conversation),
         cmocka_unit_test(test_compression_under_trigger),
+        cmocka_unit_test(test_compression_auto),
         cmocka_unit_test(test_compression_targets),
         cmocka_unit_test(test_compression_budget_not_met),
         cmocka_unit_test(test_compression_reserve),

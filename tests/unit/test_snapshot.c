@@ -68,6 +68,21 @@ static void test_hash_is_sha256(void **state)
     assert_string_equal(h, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+/* A second YAML document is not part of the canonical form (the loader
+ * reads only the first, as the reference does): the hash is the first's. */
+static void test_canonical_reads_the_first_document(void **state)
+{
+    (void)state;
+    char a[VSR_CONFIG_HASH_LEN], b[VSR_CONFIG_HASH_LEN];
+    canon_hash(DOC, a);
+    size_t n = strlen(DOC) + 64;
+    char *two = malloc(n);
+    snprintf(two, n, "%s---\nversion: v0.3\nother: [1\n", DOC);
+    canon_hash(two, b);
+    assert_string_equal(a, b);
+    free(two);
+}
+
 static void test_canonical_ignores_formatting(void **state)
 {
     (void)state;
@@ -702,6 +717,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_is_sha256),
         cmocka_unit_test(test_canonical_ignores_formatting),
+        cmocka_unit_test(test_canonical_reads_the_first_document),
         cmocka_unit_test(test_history_keeps_ten_and_never_reuses),
         cmocka_unit_test(test_restart_required),
         cmocka_unit_test(test_snapshot_drains_with_last_reference),
