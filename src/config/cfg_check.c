@@ -579,6 +579,62 @@ static void check_management(cfg_decoder_t *d, config_box_t *box)
 
 /* ---- assembly ------------------------------------------------------------------------- */
 
+/* ---- remote classifiers: global.model_catalog.external[] ------------------------------ */
+
+/* One family's remote classifier: its external entry (by name, or for the
+ * prompt guard by model_role guardrail, as the reference finds it) and the
+ * settings its signals copy. */
+static void resolve_remote(cfg_decoder_t *d, vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
+                           const char *where)
+{
+    if (r->protocol == 0)
+        return;
+    const cfg_mark_t *at = vsr__cfg_mark_find(d, &r->protocol);
+    const vsr_external_conf_t *e = NULL;
+    if (r->model == NULL) { /* prompt_guard.protocol */
+        for (size_t i = 0; i < c->n_externals && e == NULL; i++)
+            if (c->externals[i].role && strcmp(c->externals[i].role, "guardrail") == 0)
+                e = &c->externals[i];
+        if (e == NULL) {
+            vsr__cfg_mark_error(d, at, "%s needs an entry in global.model_catalog.external with model_role: "
+                                       "guardrail", where);
+            return;
+        }
+        r->model = e->name;
+    } else if ((e = vsr_config_find_external(c, vsr_slice_cstr(r->model))) == NULL) {
+        vsr__cfg_mark_error(d, at, "%s: model %s is not declared in global.model_catalog.external[].name", where,
+                            q(d, r->model));
+        return;
+    }
+    if (e->model.n_backends == 0)
+        return; /* its endpoint failed to decode: reported */
+    if (r->timeout_ms == 0)
+        r->timeout_ms = e->timeout_ms;
+    r->max_request_bytes = e->max_request_bytes;
+    r->runtime_model = e->model_name ? e->model_name : vsr__cfg_strdup(d, family);
+}
+
+static void check_externals(cfg_decoder_t *d, config_box_t *box)
+{
+    vsr_config_t *c = &box->conf;
+    size_t n = c->n_externals;
+    if (n > 0) {
+        const char **keys = vsr_malloc(n * sizeof(*keys));
+        const void **marks = vsr_malloc(n * sizeof(*marks));
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = c->externals[i].name;
+            marks[i] = &c->externals[i];
+        }
+        vsr__cfg_check_unique_marked(d, "external model name", keys, marks, n);
+        vsr_free(keys);
+        vsr_free(marks);
+    }
+    vsr_modules_conf_t *m = &c->modules;
+    resolve_remote(d, c, &m->guard_remote, "jailbreak", "global.model_catalog.modules.prompt_guard.protocol");
+    resolve_remote(d, c, &m->domain_remote, "domain", "global.model_catalog.modules.classifier.domain.backend");
+    resolve_remote(d, c, &m->pii_remote, "pii", "global.model_catalog.modules.classifier.pii.backend");
+}
+
 void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
 {
     vsr_config_t *c = &box->conf;
@@ -597,6 +653,7 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
     check_client_names(d, box);
     check_fallbacks(d, box);
     check_management(d, box);
+    check_externals(d, box);
     vsr__cfg_tools_resolve(d, box);
     vsr__cfg_resolve_projection_inputs(d, box);
 

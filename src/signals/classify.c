@@ -40,6 +40,15 @@ typedef struct {
     char *fallback;      /* domain: the class predicted below the threshold */
     int custom;          /* domain: names none of the 14 classes; with a description it matches on that */
     char *opts;          /* JSON members appended after "text" (jailbreak: method and patterns), or NULL */
+    /* a remote classifier instead of the runtime's model (global.model_catalog.modules), copied */
+    char *remote;        /* the external model's name, or NULL */
+    vsr_remote_protocol_t protocol;
+    uint64_t timeout_ms;
+    size_t remote_runes; /* the text's bound, from the entry's max_request_bytes */
+    int distribution;
+    char *runtime_model; /* runtime_classify: the classifier named */
+    char **positive;     /* jailbreak: the labels whose scores add up to the score (normalised); none: "jailbreak" */
+    size_t n_positive;
 } cls_t;
 
 /* Labels compare in lower case, with '_', '-' and runs of spaces as one
@@ -90,6 +99,22 @@ static cls_t *new_cls(kind_t kind, const char *model, double threshold, int incl
     return k;
 }
 
+/* The family's remote classifier, when the document names one.  The text
+ * goes out as JSON, at most 6 bytes a rune (a control byte's \u escape):
+ * its bound keeps the request within the entry's max_request_bytes. */
+static void set_remote(cls_t *k, const vsr_remote_cls_conf_t *r)
+{
+    if (r == NULL || r->protocol == 0 || r->model == NULL)
+        return;
+    k->remote = vsr_strdup(r->model);
+    k->protocol = r->protocol;
+    k->timeout_ms = r->timeout_ms;
+    k->distribution = r->distribution;
+    k->runtime_model = vsr_strdup(r->runtime_model ? r->runtime_model : k->model);
+    size_t room = r->max_request_bytes > 256 ? (size_t)(r->max_request_bytes - 256) / 6 : 1;
+    k->remote_runes = VSR_MIN(k->max_runes, room);
+}
+
 int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
 {
     VSR_UNUSED(path);
@@ -118,6 +143,7 @@ int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, vo
         vsr_buf_append(&b, "", 1);
         k->opts = b.data; /* owned */
     }
+    set_remote(k, m ? &m->domain_remote : NULL);
     *state = k;
     return VSR_OK;
 }
@@ -152,6 +178,14 @@ int vsr__jailbreak_compile(vsr_signals_t *s, const void *conf, const char *path,
     }
     vsr_buf_append(&b, "", 1);
     k->opts = b.data; /* owned */
+    if (m && m->guard_remote.protocol) {
+        set_remote(k, &m->guard_remote);
+        for (size_t i = 0; i < m->guard_positive.n; i++) {
+            const char *l = m->guard_positive.items[i];
+            k->positive = vsr_realloc(k->positive, (k->n_positive + 1) * sizeof(char *));
+            k->positive[k->n_positive++] = norm_label(l, strlen(l));
+        }
+    }
     *state = k;
     return VSR_OK;
 }
@@ -170,6 +204,7 @@ int vsr__pii_compile(vsr_signals_t *s, const void *conf, const char *path, void 
     char opts[64];
     snprintf(opts, sizeof(opts), ",\"threshold\":%.6g", th);
     k->opts = vsr_strdup(opts);
+    set_remote(k, m ? &m->pii_remote : NULL);
     *state = k;
     return VSR_OK;
 }
@@ -184,6 +219,11 @@ void vsr__classify_free(void *state)
     vsr_free(k->names);
     vsr_free(k->fallback);
     vsr_free(k->opts);
+    vsr_free(k->remote);
+    vsr_free(k->runtime_model);
+    for (size_t i = 0; i < k->n_positive; i++)
+        vsr_free(k->positive[i]);
+    vsr_free(k->positive);
     vsr_free(k);
 }
 
@@ -234,13 +274,43 @@ static void classify_payload(vsr_pool_t *pool, const char *model, vsr_slice_t te
     vsr_buf_free(&b);
 }
 
+/* A remote classifier's task (VSR_SIGNAL_TASK_REMOTE): http_classify sends
+ * {"inputs": T}, runtime_classify the runtime's classify body. */
+static void remote_payload(vsr_pool_t *pool, const cls_t *k, vsr_slice_t text, vsr_signal_task_t *out)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"model\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(k->remote));
+    vsr_buf_printf(&b, ",\"timeout_ms\":%llu,\"path\":\"%s\",\"body\":{", (unsigned long long)k->timeout_ms,
+                   k->protocol == VSR_REMOTE_RUNTIME ? "/v1/classify" : "/classify");
+    if (k->protocol == VSR_REMOTE_RUNTIME) {
+        vsr_buf_append_cstr(&b, "\"model\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(k->runtime_model));
+        vsr_buf_append_cstr(&b, ",\"text\":");
+        vsr_buf_append_slice(&b, vsr__text_json(pool, text, k->remote_runes));
+        if (k->kind == K_PII && k->opts) /* the threshold the detector applies */
+            vsr_buf_append_cstr(&b, k->opts);
+    } else {
+        vsr_buf_append_cstr(&b, "\"inputs\":");
+        vsr_buf_append_slice(&b, vsr__text_json(pool, text, k->remote_runes));
+    }
+    vsr_buf_append_cstr(&b, "}}");
+    out->type = VSR_SIGNAL_TASK_REMOTE;
+    out->payload = vsr_pool_dup_slice(pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+}
+
 int vsr__classify_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const cls_t *k = state;
     vsr_slice_t text = subject(c, k);
     if (text.len == 0)
         return 0; /* nothing to classify: no match */
-    classify_payload(c->pool, k->model, text, k->max_runes, k->opts, out);
+    if (k->remote)
+        remote_payload(c->pool, k, text, out);
+    else
+        classify_payload(c->pool, k->model, text, k->max_runes, k->opts, out);
     return 1;
 }
 
@@ -297,8 +367,13 @@ static int consume_labels(vsr__ctx_t *c, const cls_t *k, const vsr_json_t *j, vs
             fb_p = p;
             fb_label = label;
         }
-        if (k->kind == K_JAILBREAK && strcmp(l, "jailbreak") == 0)
-            jb_p = p;
+        if (k->kind == K_JAILBREAK) {
+            int positive = k->n_positive == 0 && strcmp(l, "jailbreak") == 0;
+            for (size_t q = 0; q < k->n_positive && !positive; q++)
+                positive = strcmp(l, k->positive[q]) == 0;
+            if (positive) /* positive_labels: their probabilities add up */
+                jb_p = VSR_MIN(1.0, (jb_p < 0 ? 0 : jb_p) + p);
+        }
         vsr_free(l);
     }
     if (k->kind == K_JAILBREAK) {
@@ -366,12 +441,28 @@ int vsr__classify_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
     memset(&j, 0, sizeof(j));
     vsr_json_limits_t lim = {.max_depth = 16};
     int rc = VSR_ERR_INVALID;
+    vsr_buf_t conv;
+    vsr_buf_init(&conv, 0);
+    vsr_pool_t tmp;
+    vsr_pool_init(&tmp);
+    if (k->remote) { /* the remote's answer, read into the runtime's shape */
+        const char *why;
+        vsr_pool_t *pool = c->pool ? c->pool : &tmp;
+        if (vsr_signals_remote_answer(result, k->kind == K_PII, k->distribution, pool, &conv, &why) != VSR_OK) {
+            vsr_log_debug("signals", "remote classifier %s: the answer is unusable: %s", k->remote, why);
+            goto out;
+        }
+        result = vsr_buf_slice(&conv);
+    }
     if (vsr_json_parse(&j, result.p ? result.p : "", result.len, &lim) == VSR_OK &&
         vsr_json_type(&j, 0) == VSR_JSON_OBJECT)
         rc = k->kind == K_PII ? consume_entities(c, k, &j, out) : consume_labels(c, k, &j, out);
     if (rc == VSR_OK && c->pool)
         out->evidence = vsr_pool_dup_slice(c->pool, result);
+out:
     vsr_json_free(&j);
+    vsr_buf_free(&conv);
+    vsr_pool_free(&tmp);
     return rc;
 }
 
