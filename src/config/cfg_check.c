@@ -133,11 +133,14 @@ static void check_default_model(cfg_decoder_t *d, vsr_config_t *c, const model_i
 }
 
 static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_decision_conf_t *dec);
+static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
+                           const char *where);
 
 static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix, vsr_recipe_conf_t *r)
 {
     /* an llm classifier asks a provider model, through its backends */
     for (size_t i = 0; i < r->signals.n_classifiers; i++) {
+        resolve_remote(d, c, &r->signals.classifiers[i].remote, "classifier", "classifier backend");
         char *const *m = &r->signals.classifiers[i].model;
         if (r->signals.classifiers[i].type == VSR_CLS_LLM && *m && vsr__cfg_index_find(&ix->models, *m, NULL) == NULL)
             vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m),
@@ -584,7 +587,7 @@ static void check_management(cfg_decoder_t *d, config_box_t *box)
 /* One family's remote classifier: its external entry (by name, or for the
  * prompt guard by model_role guardrail, as the reference finds it) and the
  * settings its signals copy. */
-static void resolve_remote(cfg_decoder_t *d, vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
+static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
                            const char *where)
 {
     if (r->protocol == 0)

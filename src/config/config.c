@@ -1261,9 +1261,9 @@ static const cfg_field_t remote_backend_fields[] = {
     {.key = "deadline_ms", .decode = vsr__cfg_uint, .offset = RB_OFF(timeout_ms), .size = sizeof(uint64_t), .min = 1,
      .max = 60000},
 };
-static const cfg_spec_t remote_backend_spec = {.size = sizeof(vsr_remote_cls_conf_t),
-                                               .fields = remote_backend_fields,
-                                               .n_fields = VSR_ARRAY_LEN(remote_backend_fields)};
+const cfg_spec_t vsr__cfg_remote_backend_spec = {.size = sizeof(vsr_remote_cls_conf_t),
+                                                 .fields = remote_backend_fields,
+                                                 .n_fields = VSR_ARRAY_LEN(remote_backend_fields)};
 
 static const cfg_field_t prompt_guard_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(guard_threshold), .dmin = 0, .dmax = 1},
@@ -1279,7 +1279,7 @@ static const cfg_field_t domain_module_fields[] = {
     {.key = "fallback_category", .decode = vsr__cfg_string, .offset = MOD_OFF(domain_fallback)},
     {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(domain_on_error)},
     {.key = "backend", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = MOD_OFF(domain_remote),
-     .spec = &remote_backend_spec},
+     .spec = &vsr__cfg_remote_backend_spec},
 };
 static const cfg_spec_t domain_module_spec = {
     .size = sizeof(config_box_t), .fields = domain_module_fields, .n_fields = VSR_ARRAY_LEN(domain_module_fields), .open = 1};
@@ -1288,7 +1288,7 @@ static const cfg_field_t pii_module_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(pii_threshold), .dmin = 0, .dmax = 1},
     {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(pii_on_error)},
     {.key = "backend", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = MOD_OFF(pii_remote),
-     .spec = &remote_backend_spec},
+     .spec = &vsr__cfg_remote_backend_spec},
 };
 static const cfg_spec_t pii_module_spec = {
     .size = sizeof(config_box_t), .fields = pii_module_fields, .n_fields = VSR_ARRAY_LEN(pii_module_fields), .open = 1};

@@ -276,6 +276,24 @@ typedef struct {
     double threshold;              /* 0..1, the family's default when absent */
 } vsr_sig_exemplar_conf_t;
 
+/* A remote classifier a family's scores come from instead of the runtime's
+ * built-in model (docs/signals.md "Bring a bigger model"): the name of a
+ * global.model_catalog.external[] entry and what the signals need of it,
+ * copied at load (the signals compiled from it outlive the document). */
+typedef enum {
+    VSR_REMOTE_HTTP_CLASSIFY = 1, /* POST <endpoint>/classify {"inputs": T} → [{"label","score"}, ...] */
+    VSR_REMOTE_RUNTIME,           /* POST <endpoint>/v1/classify {"model": M, "text": T} → the runtime's answer */
+} vsr_remote_protocol_t;
+typedef struct {
+    char *model;                   /* the external entry's name; NULL: the built-in model */
+    vsr_remote_protocol_t protocol;
+    uint64_t timeout_ms;           /* backend.deadline_ms, else the entry's llm_timeout_seconds (5 s) */
+    uint64_t max_request_bytes;    /* the entry's max_request_bytes (128 KiB): the text is shortened to fit */
+    int distribution;              /* contract label_distribution: the scores must add up to 1 (±0.02) */
+    char *runtime_model;           /* runtime_classify: the classifier named in the request (the entry's
+                                    * llm_model_name, else the family's: domain, jailbreak, pii) */
+} vsr_remote_cls_conf_t;
+
 /* routing.signals.classifiers[] (ref §1.9).  type local: a labelled bank
  * of example texts, inline (labels: [{name, examples: [...]}]) or read at
  * load from model_path, a JSONL file of {"text": T, "label": L} lines
@@ -308,6 +326,7 @@ typedef struct {
     int use_cpu;                   /* informational */
     char **labels;                 size_t n_labels;   /* label names, document or file order */
     vsr_cls_example_conf_t *examples; size_t n_examples; /* local: every label has one at least */
+    vsr_remote_cls_conf_t remote;  /* backend (a vsr extension): a remote classifier's label scores decide */
 } vsr_sig_classifier_conf_t;
 
 /* What a condition on a signal that could not be computed (its model task
@@ -391,24 +410,6 @@ typedef struct {
 #define VSR_DEFAULT_GUARD_THRESHOLD 0.7
 #define VSR_DEFAULT_DOMAIN_THRESHOLD 0.5
 #define VSR_DEFAULT_PII_THRESHOLD 0.5 /* the reference says 0.9 for its token classifier; see docs/signals.md */
-/* A remote classifier a family's scores come from instead of the runtime's
- * built-in model (docs/signals.md "Bring a bigger model"): the name of a
- * global.model_catalog.external[] entry and what the signals need of it,
- * copied at load (the signals compiled from it outlive the document). */
-typedef enum {
-    VSR_REMOTE_HTTP_CLASSIFY = 1, /* POST <endpoint>/classify {"inputs": T} → [{"label","score"}, ...] */
-    VSR_REMOTE_RUNTIME,           /* POST <endpoint>/v1/classify {"model": M, "text": T} → the runtime's answer */
-} vsr_remote_protocol_t;
-typedef struct {
-    char *model;                   /* the external entry's name; NULL: the built-in model */
-    vsr_remote_protocol_t protocol;
-    uint64_t timeout_ms;           /* backend.deadline_ms, else the entry's llm_timeout_seconds (5 s) */
-    uint64_t max_request_bytes;    /* the entry's max_request_bytes (128 KiB): the text is shortened to fit */
-    int distribution;              /* contract label_distribution: the scores must add up to 1 (±0.02) */
-    char *runtime_model;           /* runtime_classify: the classifier named in the request (the entry's
-                                    * llm_model_name, else the family's: domain, jailbreak, pii) */
-} vsr_remote_cls_conf_t;
-
 typedef struct {
     double guard_threshold;        /* prompt_guard.threshold */
     vsr_on_error_t guard_on_error; /* prompt_guard.on_error: allow = no_match, block = match */

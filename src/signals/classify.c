@@ -40,13 +40,7 @@ typedef struct {
     char *fallback;      /* domain: the class predicted below the threshold */
     int custom;          /* domain: names none of the 14 classes; with a description it matches on that */
     char *opts;          /* JSON members appended after "text" (jailbreak: method and patterns), or NULL */
-    /* a remote classifier instead of the runtime's model (global.model_catalog.modules), copied */
-    char *remote;        /* the external model's name, or NULL */
-    vsr_remote_protocol_t protocol;
-    uint64_t timeout_ms;
-    size_t remote_runes; /* the text's bound, from the entry's max_request_bytes */
-    int distribution;
-    char *runtime_model; /* runtime_classify: the classifier named */
+    vsr__remote_t remote; /* a remote classifier instead of the runtime's model (global.model_catalog.modules) */
     char **positive;     /* jailbreak: the labels whose scores add up to the score (normalised); none: "jailbreak" */
     size_t n_positive;
 } cls_t;
@@ -99,22 +93,6 @@ static cls_t *new_cls(kind_t kind, const char *model, double threshold, int incl
     return k;
 }
 
-/* The family's remote classifier, when the document names one.  The text
- * goes out as JSON, at most 6 bytes a rune (a control byte's \u escape):
- * its bound keeps the request within the entry's max_request_bytes. */
-static void set_remote(cls_t *k, const vsr_remote_cls_conf_t *r)
-{
-    if (r == NULL || r->protocol == 0 || r->model == NULL)
-        return;
-    k->remote = vsr_strdup(r->model);
-    k->protocol = r->protocol;
-    k->timeout_ms = r->timeout_ms;
-    k->distribution = r->distribution;
-    k->runtime_model = vsr_strdup(r->runtime_model ? r->runtime_model : k->model);
-    size_t room = r->max_request_bytes > 256 ? (size_t)(r->max_request_bytes - 256) / 6 : 1;
-    k->remote_runes = VSR_MIN(k->max_runes, room);
-}
-
 int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
 {
     VSR_UNUSED(path);
@@ -143,7 +121,7 @@ int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, vo
         vsr_buf_append(&b, "", 1);
         k->opts = b.data; /* owned */
     }
-    set_remote(k, m ? &m->domain_remote : NULL);
+    vsr__remote_init(&k->remote, m ? &m->domain_remote : NULL, k->max_runes, "domain");
     *state = k;
     return VSR_OK;
 }
@@ -179,7 +157,7 @@ int vsr__jailbreak_compile(vsr_signals_t *s, const void *conf, const char *path,
     vsr_buf_append(&b, "", 1);
     k->opts = b.data; /* owned */
     if (m && m->guard_remote.protocol) {
-        set_remote(k, &m->guard_remote);
+        vsr__remote_init(&k->remote, &m->guard_remote, k->max_runes, "jailbreak");
         for (size_t i = 0; i < m->guard_positive.n; i++) {
             const char *l = m->guard_positive.items[i];
             k->positive = vsr_realloc(k->positive, (k->n_positive + 1) * sizeof(char *));
@@ -204,7 +182,7 @@ int vsr__pii_compile(vsr_signals_t *s, const void *conf, const char *path, void 
     char opts[64];
     snprintf(opts, sizeof(opts), ",\"threshold\":%.6g", th);
     k->opts = vsr_strdup(opts);
-    set_remote(k, m ? &m->pii_remote : NULL);
+    vsr__remote_init(&k->remote, m ? &m->pii_remote : NULL, k->max_runes, "pii");
     *state = k;
     return VSR_OK;
 }
@@ -219,8 +197,7 @@ void vsr__classify_free(void *state)
     vsr_free(k->names);
     vsr_free(k->fallback);
     vsr_free(k->opts);
-    vsr_free(k->remote);
-    vsr_free(k->runtime_model);
+    vsr__remote_free(&k->remote);
     for (size_t i = 0; i < k->n_positive; i++)
         vsr_free(k->positive[i]);
     vsr_free(k->positive);
@@ -274,41 +251,14 @@ static void classify_payload(vsr_pool_t *pool, const char *model, vsr_slice_t te
     vsr_buf_free(&b);
 }
 
-/* A remote classifier's task (VSR_SIGNAL_TASK_REMOTE): http_classify sends
- * {"inputs": T}, runtime_classify the runtime's classify body. */
-static void remote_payload(vsr_pool_t *pool, const cls_t *k, vsr_slice_t text, vsr_signal_task_t *out)
-{
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    vsr_buf_append_cstr(&b, "{\"model\":");
-    vsr_buf_append_json_string(&b, vsr_slice_cstr(k->remote));
-    vsr_buf_printf(&b, ",\"timeout_ms\":%llu,\"path\":\"%s\",\"body\":{", (unsigned long long)k->timeout_ms,
-                   k->protocol == VSR_REMOTE_RUNTIME ? "/v1/classify" : "/classify");
-    if (k->protocol == VSR_REMOTE_RUNTIME) {
-        vsr_buf_append_cstr(&b, "\"model\":");
-        vsr_buf_append_json_string(&b, vsr_slice_cstr(k->runtime_model));
-        vsr_buf_append_cstr(&b, ",\"text\":");
-        vsr_buf_append_slice(&b, vsr__text_json(pool, text, k->remote_runes));
-        if (k->kind == K_PII && k->opts) /* the threshold the detector applies */
-            vsr_buf_append_cstr(&b, k->opts);
-    } else {
-        vsr_buf_append_cstr(&b, "\"inputs\":");
-        vsr_buf_append_slice(&b, vsr__text_json(pool, text, k->remote_runes));
-    }
-    vsr_buf_append_cstr(&b, "}}");
-    out->type = VSR_SIGNAL_TASK_REMOTE;
-    out->payload = vsr_pool_dup_slice(pool, vsr_buf_slice(&b));
-    vsr_buf_free(&b);
-}
-
 int vsr__classify_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
 {
     const cls_t *k = state;
     vsr_slice_t text = subject(c, k);
     if (text.len == 0)
         return 0; /* nothing to classify: no match */
-    if (k->remote)
-        remote_payload(c->pool, k, text, out);
+    if (k->remote.model) /* pii: the threshold the detector applies */
+        vsr__remote_task(c->pool, &k->remote, text, k->kind == K_PII ? k->opts : NULL, out);
     else
         classify_payload(c->pool, k->model, text, k->max_runes, k->opts, out);
     return 1;
@@ -445,11 +395,12 @@ int vsr__classify_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
     vsr_buf_init(&conv, 0);
     vsr_pool_t tmp;
     vsr_pool_init(&tmp);
-    if (k->remote) { /* the remote's answer, read into the runtime's shape */
+    if (k->remote.model) { /* the remote's answer, read into the runtime's shape */
         const char *why;
         vsr_pool_t *pool = c->pool ? c->pool : &tmp;
-        if (vsr_signals_remote_answer(result, k->kind == K_PII, k->distribution, pool, &conv, &why) != VSR_OK) {
-            vsr_log_debug("signals", "remote classifier %s: the answer is unusable: %s", k->remote, why);
+        if (vsr_signals_remote_answer(result, k->kind == K_PII, k->remote.distribution, pool, &conv, &why) !=
+            VSR_OK) {
+            vsr_log_debug("signals", "remote classifier %s: the answer is unusable: %s", k->remote.model, why);
             goto out;
         }
         result = vsr_buf_slice(&conv);

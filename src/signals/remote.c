@@ -21,7 +21,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "signals/signals.h"
+#include "signals/signals-int.h"
 
 #define REMOTE_MAX_ITEMS 256
 #define REMOTE_MAX_LABEL 128 /* bytes of a label or type */
@@ -150,4 +150,53 @@ int vsr_signals_remote_answer(vsr_slice_t answer, int entities, int distribution
 out:
     vsr_json_free(&j);
     return rc;
+}
+
+/* The text goes out as JSON, at most 6 bytes a rune (a control byte's \u
+ * escape): its bound keeps the request within the entry's max_request_bytes. */
+void vsr__remote_init(vsr__remote_t *r, const vsr_remote_cls_conf_t *conf, size_t max_runes, const char *family)
+{
+    memset(r, 0, sizeof(*r));
+    if (conf == NULL || conf->protocol == 0 || conf->model == NULL)
+        return;
+    r->model = vsr_strdup(conf->model);
+    r->protocol = conf->protocol;
+    r->timeout_ms = conf->timeout_ms;
+    r->distribution = conf->distribution;
+    r->runtime_model = vsr_strdup(conf->runtime_model ? conf->runtime_model : family);
+    size_t room = conf->max_request_bytes > 256 ? (size_t)(conf->max_request_bytes - 256) / 6 : 1;
+    r->runes = VSR_MIN(max_runes, room);
+}
+
+void vsr__remote_free(vsr__remote_t *r)
+{
+    vsr_free(r->model);
+    vsr_free(r->runtime_model);
+    memset(r, 0, sizeof(*r));
+}
+
+void vsr__remote_task(vsr_pool_t *pool, const vsr__remote_t *r, vsr_slice_t text, const char *extra,
+                      vsr_signal_task_t *out)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"model\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(r->model));
+    vsr_buf_printf(&b, ",\"timeout_ms\":%llu,\"path\":\"%s\",\"body\":{", (unsigned long long)r->timeout_ms,
+                   r->protocol == VSR_REMOTE_RUNTIME ? "/v1/classify" : "/classify");
+    if (r->protocol == VSR_REMOTE_RUNTIME) {
+        vsr_buf_append_cstr(&b, "\"model\":");
+        vsr_buf_append_json_string(&b, vsr_slice_cstr(r->runtime_model));
+        vsr_buf_append_cstr(&b, ",\"text\":");
+        vsr_buf_append_slice(&b, vsr__text_json(pool, text, r->runes));
+        if (extra)
+            vsr_buf_append_cstr(&b, extra);
+    } else {
+        vsr_buf_append_cstr(&b, "\"inputs\":");
+        vsr_buf_append_slice(&b, vsr__text_json(pool, text, r->runes));
+    }
+    vsr_buf_append_cstr(&b, "}}");
+    out->type = VSR_SIGNAL_TASK_REMOTE;
+    out->payload = vsr_pool_dup_slice(pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
 }

@@ -650,7 +650,7 @@ int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf)
         if (off != offsetof(vsr_signals_conf_t, n_classifiers))
             return 1;
         for (size_t i = 0; i < conf->n_classifiers; i++) /* an llm classifier asks a provider model instead */
-            if (conf->classifiers[i].type != VSR_CLS_LLM)
+            if (conf->classifiers[i].type != VSR_CLS_LLM && !conf->classifiers[i].remote.protocol)
                 return 1;
     }
     return conf->n_ext > 0;

@@ -60,7 +60,7 @@ def remotes():
         r.close()
 
 
-def doc(port, backend, mport, dom, guard, pii, guard_extra=""):
+def doc(port, backend, mport, dom, guard, pii, guard_extra="", dom_extra=""):
     return f"""version: v0.3
 listeners:
   - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
@@ -114,7 +114,7 @@ global:
     modules:
       prompt_guard: {{protocol: http_classify, threshold: 0.7{guard_extra}}}
       classifier:
-        domain:
+        domain:{dom_extra}
           backend: {{protocol: http_classify, contract: label_distribution, model: big-domain, deadline_ms: 2000}}
         pii:
           backend: {{protocol: http_classify, contract: entities, model: big-pii}}
@@ -190,18 +190,22 @@ def test_a_failed_remote_leaves_the_signal_unknown(served, text):
     assert time.monotonic() - t0 < 2.9
 
 
-def test_on_error_block_fails_closed(vsr, fakellm, remotes):
+def test_on_error_decides_when_the_remote_fails(vsr, fakellm, remotes):
+    """With prompt_guard.on_error: block a guard that answers late, not JSON, 503 or scores outside [0, 1]
+    blocks (fails closed), the late one within its 2 s timeout; with classifier.domain.on_error: match a domain
+    answer whose label_distribution does not add up to 1 makes the domain conditions match (unknown, not
+    "no match"), while a good answer that names no law does not."""
     be = fakellm("be")
     port, mport = free_port(), free_port()
-    v = vsr(doc(port, be.endpoint, mport, *remotes, guard_extra=", on_error: block"), workers=1, port=port)
-    for text in ["garbage please", "badscore please", "overload please"]:
+    v = vsr(doc(port, be.endpoint, mport, *remotes, guard_extra=", on_error: block",
+                dom_extra="\n          on_error: match"), workers=1, port=port)
+    for text in ["garbage please", "badscore please", "overload please", "slow please"]:
+        t0 = time.monotonic()
         assert routed(chat(v, text)) == ("guarded", "block"), text
+        assert time.monotonic() - t0 < 2.9, text
     assert routed(chat(v, "Tell me about the history of Rome.")) == ("private", "pii")
-
-
-def test_label_distribution_must_add_up(served, remotes):
-    # law 0.3 + math 0.2: not a distribution, so the domain signals are unknown (no match)
-    assert routed(chat(served, "sum-off question"))[1] is None
+    assert routed(chat(v, "sum-off question")) == ("lawyer", "legal")
+    assert routed(chat(v, "an ordinary question"))[1] is None
 
 
 def test_references_are_checked_at_load(tmp_path, fakellm, remotes):
@@ -225,3 +229,85 @@ def test_references_are_checked_at_load(tmp_path, fakellm, remotes):
         p.write_text(body)
         r = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and bad[key] in r.stderr + r.stdout, (key, r.stdout, r.stderr)
+
+
+def topic_answer(path, body):
+    text = body["inputs"]
+    if "soup" in text:   # a cooking question the remote calls sports
+        return 200, [{"label": "cooking", "score": 0.1}, {"label": "sports", "score": 0.85},
+                     {"label": "weather", "score": 0.05}], 0
+    return 200, [{"label": "cooking", "score": 0.2}, {"label": "sports", "score": 0.2},
+                 {"label": "weather", "score": 0.6}], 0
+
+
+def runtime_pii_answer(path, body):
+    # a runtime's POST /v1/classify: {"model", "text", "threshold"} -> {"model", "entities": [...]}
+    if "Rene" in body["text"]:
+        i = body["text"].index("Rene")
+        return 200, {"model": body["model"], "entities": [
+            {"type": "PERSON", "start": i, "end": i + 4, "score": 0.93}]}, 0
+    return 200, {"model": body["model"], "entities": []}, 0
+
+
+def test_classifiers_family_and_runtime_contract(vsr, fakellm):
+    """A classifiers signal with a backend takes its label from the remote's scores (only its own labels
+    compete: weather is not one of them); pii through a runtime's /v1/classify contract (runtime_classify),
+    the request naming the entry's llm_model_name."""
+    topic, rt = RemoteClassifier(topic_answer), RemoteClassifier(runtime_pii_answer)
+    try:
+        be = fakellm("be")
+        port = free_port()
+        v = vsr(f"""version: v0.3
+listeners:
+  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
+providers:
+  defaults: {{model: general}}
+  models:
+    - {{name: general, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+    - {{name: coach, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+    - {{name: chef, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+    - {{name: private, backend_refs: [{{endpoint: "{be.endpoint}"}}]}}
+routing:
+  signals:
+    classifiers:
+      - name: topic
+        threshold: 0.5
+        labels: [cooking, sports]
+        backend: {{protocol: http_classify, model: big-topic}}
+    pii:
+      - {{name: personal}}
+  decisions:
+    - name: pii
+      priority: 200
+      rules: {{type: pii, name: personal}}
+      modelRefs: [{{model: private}}]
+    - name: sport
+      priority: 100
+      rules: {{type: classifier, name: topic, label: sports}}
+      modelRefs: [{{model: coach}}]
+    - name: cook
+      priority: 100
+      rules: {{type: classifier, name: topic, label: cooking}}
+      modelRefs: [{{model: chef}}]
+global:
+  model_catalog:
+    external:
+      - {{name: big-topic, model_role: classification, llm_endpoint: {{address: 127.0.0.1, port: {topic.port}}}}}
+      - name: big-runtime
+        model_role: classification
+        llm_model_name: pii-large
+        llm_endpoint: {{address: 127.0.0.1, port: {rt.port}}}
+    modules:
+      classifier:
+        pii: {{backend: {{protocol: runtime_classify, model: big-runtime}}}}
+""", workers=1, port=port)
+        assert routed(chat(v, "How do I make tomato soup?")) == ("coach", "sport")
+        # weather wins the remote's answer but is not a label of the signal: sports and cooking score 0.2 < 0.5
+        assert routed(chat(v, "Will it rain tomorrow?"))[1] is None
+        assert routed(chat(v, "Dear Rene, the payment is overdue.")) == ("private", "pii")
+        assert all(q["path"] == "/v1/classify" and q["body"]["model"] == "pii-large" for q in rt.requests)
+        assert "Dear Rene, the payment is overdue." in rt.texts()
+        assert all(q["path"] == "/classify" for q in topic.requests) and len(topic.requests) == 3
+    finally:
+        topic.close()
+        rt.close()
