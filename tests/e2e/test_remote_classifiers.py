@@ -159,6 +159,9 @@ def test_decisions_come_from_the_remote_answers(served, remotes):
     assert "Tell me about the history of Rome." in pii.texts()
     assert all(q["headers"].get("authorization") == "Bearer sekret" for q in guard.requests)
     assert not any("authorization" in q["headers"] for q in dom.requests)
+    # the key is a secret: the management API's copy of the document redacts it
+    cfg = httpx.get(served.admin_url + "/api/v1/config", timeout=10)
+    assert cfg.status_code == 200 and "big-guard" in cfg.text and "sekret" not in cfg.text, cfg.text
 
 
 def test_one_call_per_family_on_kept_connections(served, remotes):
