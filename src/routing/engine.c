@@ -438,7 +438,11 @@ static void chat_done(void *ud, int status, int http_status, vsr_slice_t body, u
         task_answer(rc, t, body);
     if (t->remote) {
         size_t me = (size_t)(t - rc->tasks) + 1;
-        if (ok && !rc->memo_done[t->sig])
+        int invalid = ok && !rc->memo_done[t->sig];
+        rc->remote_ok += ok && !invalid;
+        rc->remote_invalid += invalid;
+        rc->remote_failed += !ok;
+        if (invalid)
             remote_failed(t, "an answer that is not the contract's", 0);
         else if (!ok)
             remote_failed(t, late || status == VSR_ERR_IO ? "no answer in time or no connection"
@@ -567,6 +571,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     memset(rc->sig_task, 0, n ? n : 1);
     rc->n_tasks = 0;
     rc->n_unknown_now = 0;
+    rc->remote_ok = rc->remote_failed = rc->remote_invalid = 0;
     rc->tasks = NULL;
     /* every referenced signal, once, as the reference evaluates them all
      * before the rules; unreferenced signals are never computed.  A

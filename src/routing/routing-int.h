@@ -97,6 +97,7 @@ struct route_ctx_s {
     size_t waiting;          /* the runtime call and chat calls not answered yet */
     uint64_t rt_start_us, rt_end_us; /* the runtime call, for evidence */
     unsigned rt_tasks, n_chat;
+    unsigned remote_ok, remote_failed, remote_invalid; /* remote classifier calls, by result (evidence) */
     int rt_status;
     int cancelled;
     void (*cont)(route_ctx_t *rc); /* the decision is made after a wait */

@@ -209,6 +209,10 @@ def test_on_error_decides_when_the_remote_fails(vsr, fakellm, remotes):
     assert routed(chat(v, "Tell me about the history of Rome.")) == ("private", "pii")
     assert routed(chat(v, "sum-off question")) == ("lawyer", "legal")
     assert routed(chat(v, "an ordinary question"))[1] is None
+    # each failure is counted: garbage, badscore and the sum-off domain answer are invalid; 503 and late failed
+    m = httpx.get(v.metrics_url, timeout=10).text
+    assert 'vsr_remote_classifier_calls_total{result="invalid"} 3' in m, m
+    assert 'vsr_remote_classifier_calls_total{result="failed"} 2' in m, m
 
 
 def test_references_are_checked_at_load(tmp_path, fakellm, remotes):
