@@ -1443,7 +1443,7 @@ static const cfg_field_t llm_endpoint_fields[] = {
     {.key = "port", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = EXT_OFF(port), .size = sizeof(uint32_t),
      .min = 1, .max = 65535},
     {.key = "protocol", .decode = vsr__cfg_string, .offset = EXT_OFF(protocol), .choices = external_protocols},
-    {.key = "name", .decode = vsr__cfg_accept_text},
+    {.key = "name", .decode = vsr__cfg_accept_text, .inert = "informational: vsr calls the address and port"},
     {.key = "use_chat_template", .decode = vsr__cfg_bool, .inert = "vsr's remote classifiers send the text as is"},
     {.key = "prompt_template", .decode = vsr__cfg_accept_text, .inert = "vsr's remote classifiers send the text as is"},
 };
@@ -1507,7 +1507,8 @@ static const cfg_field_t external_fields[] = {
      .choices = external_roles},
     {.key = "llm_endpoint", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &llm_endpoint_spec},
     {.key = "llm_model_name", .decode = vsr__cfg_string, .offset = EXT_OFF(model_name)},
-    {.key = "llm_provider", .decode = vsr__cfg_accept_text},
+    {.key = "llm_provider", .decode = vsr__cfg_accept_text,
+     .inert = "informational: the protocol decides how vsr calls the endpoint"},
     {.key = "access_key", .decode = vsr__cfg_header_text, .offset = EXT_OFF(access_key)},
     {.key = "llm_timeout_seconds", .decode = decode_external_seconds, .offset = EXT_OFF(timeout_ms)},
     {.key = "max_request_bytes", .decode = vsr__cfg_uint, .offset = EXT_OFF(max_request_bytes),
