@@ -138,13 +138,16 @@ static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_c
 
 static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix, vsr_recipe_conf_t *r)
 {
-    /* an llm classifier asks a provider model, through its backends */
+    /* an llm classifier asks a provider model, or as in the reference a global.model_catalog.external[]
+     * entry, through its backends */
     for (size_t i = 0; i < r->signals.n_classifiers; i++) {
         resolve_remote(d, c, &r->signals.classifiers[i].remote, "classifier", "classifier backend");
         char *const *m = &r->signals.classifiers[i].model;
-        if (r->signals.classifiers[i].type == VSR_CLS_LLM && *m && vsr__cfg_index_find(&ix->models, *m, NULL) == NULL)
+        if (r->signals.classifiers[i].type == VSR_CLS_LLM && *m && vsr__cfg_index_find(&ix->models, *m, NULL) == NULL &&
+            vsr_config_find_external(c, vsr_slice_cstr(*m)) == NULL)
             vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m),
-                                "classifier model %s is not defined in providers.models", q(d, *m));
+                                "classifier model %s is not defined in providers.models nor in "
+                                "global.model_catalog.external", q(d, *m));
     }
     for (size_t i = 0; i < r->n_decisions; i++) {
         for (size_t j = 0; j < r->decisions[i].n_model_refs; j++)

@@ -518,6 +518,9 @@ static void chat_start(route_ctx_t *rc, route_task_t *t, uint64_t now)
              vsr_json_object_get(&j, 0, "body", &bt) == VSR_OK && vsr_json_type(&j, bt) == VSR_JSON_OBJECT &&
              vsr_json_string(&j, mt, rc->pool, &name) == VSR_OK;
     m = ok ? vsr_config_find_model(rc->cfg, name) : NULL;
+    const vsr_external_conf_t *ext = ok && m == NULL ? vsr_config_find_external(rc->cfg, name) : NULL;
+    if (ext) /* the reference's llm classifier names an external model: its endpoint, its llm_model_name */
+        m = &ext->model;
     if (m == NULL || m->n_backends == 0) { /* nothing to call: the signal is unknown */
         if (parsed)
             vsr_json_free(&j);

@@ -239,6 +239,9 @@ def test_references_are_checked_at_load(tmp_path, fakellm, remotes):
 
 
 def topic_answer(path, body):
+    if path == "/v1/chat/completions":   # the reference's llm classifier, asking an external entry
+        return 200, {"object": "chat.completion", "model": body["model"],
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Sad."}}]}, 0
     text = body["inputs"]
     if "soup" in text:   # a cooking question the remote calls sports
         return 200, [{"label": "cooking", "score": 0.1}, {"label": "sports", "score": 0.85},
@@ -259,7 +262,8 @@ def runtime_pii_answer(path, body):
 def test_classifiers_family_and_runtime_contract(vsr, fakellm):
     """A classifiers signal with a backend takes its label from the remote's scores (only its own labels
     compete: weather is not one of them); pii through a runtime's /v1/classify contract (runtime_classify),
-    the request naming the entry's llm_model_name."""
+    the request naming the entry's llm_model_name; an llm classifier naming an external entry (the
+    reference's form) asks that entry's endpoint for a chat completion."""
     topic, rt = RemoteClassifier(topic_answer), RemoteClassifier(runtime_pii_answer)
     try:
         be = fakellm("be")
@@ -281,13 +285,21 @@ routing:
         threshold: 0.5
         labels: [cooking, sports]
         backend: {{protocol: http_classify, model: big-topic}}
+      - {{name: mood, type: llm, model: big-chat, labels: [happy, sad], instructions: "How does the user feel?"}}
     pii:
       - {{name: personal}}
+    keywords:
+      - {{name: gloom, operator: OR, keywords: ["gloomy"]}}
   decisions:
     - name: pii
       priority: 200
       rules: {{type: pii, name: personal}}
       modelRefs: [{{model: private}}]
+    - name: gloomy
+      priority: 150
+      rules: {{operator: AND, conditions: [{{type: classifier, name: mood, label: sad}},
+                                          {{type: keyword, name: gloom}}]}}
+      modelRefs: [{{model: chef}}]
     - name: sport
       priority: 100
       rules: {{type: classifier, name: topic, label: sports}}
@@ -300,6 +312,8 @@ global:
   model_catalog:
     external:
       - {{name: big-topic, model_role: classification, llm_endpoint: {{address: 127.0.0.1, port: {topic.port}}}}}
+      - {{name: big-chat, model_role: classification, llm_model_name: judge-7b,
+         llm_endpoint: {{address: 127.0.0.1, port: {topic.port}}}}}
       - name: big-runtime
         model_role: classification
         llm_model_name: pii-large
@@ -314,7 +328,14 @@ global:
         assert routed(chat(v, "Dear Rene, the payment is overdue.")) == ("private", "pii")
         assert all(q["path"] == "/v1/classify" and q["body"]["model"] == "pii-large" for q in rt.requests)
         assert "Dear Rene, the payment is overdue." in rt.texts()
-        assert all(q["path"] == "/classify" for q in topic.requests) and len(topic.requests) == 3
+        classify = [q for q in topic.requests if q["path"] == "/classify"]
+        assert len(classify) == 3, topic.requests
+        # an llm classifier whose model is an external entry (the reference's form) asks its endpoint,
+        # naming llm_model_name
+        assert routed(chat(v, "A gloomy day, I feel low.")) == ("chef", "gloomy")
+        chats = [q for q in topic.requests if q["path"] == "/v1/chat/completions"]
+        assert chats and all(q["body"]["model"] == "judge-7b" for q in chats), chats
+        assert chats[-1]["body"]["messages"][-1]["content"] == "A gloomy day, I feel low."
     finally:
         topic.close()
         rt.close()
