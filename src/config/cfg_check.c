@@ -143,11 +143,17 @@ static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const mod
     for (size_t i = 0; i < r->signals.n_classifiers; i++) {
         resolve_remote(d, c, &r->signals.classifiers[i].remote, "classifier", "classifier backend");
         char *const *m = &r->signals.classifiers[i].model;
-        if (r->signals.classifiers[i].type == VSR_CLS_LLM && *m && vsr__cfg_index_find(&ix->models, *m, NULL) == NULL &&
-            vsr_config_find_external(c, vsr_slice_cstr(*m)) == NULL)
+        if (r->signals.classifiers[i].type != VSR_CLS_LLM || *m == NULL ||
+            vsr__cfg_index_find(&ix->models, *m, NULL) != NULL)
+            continue;
+        const vsr_external_conf_t *e = vsr_config_find_external(c, vsr_slice_cstr(*m));
+        if (e == NULL)
             vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m),
                                 "classifier model %s is not defined in providers.models nor in "
                                 "global.model_catalog.external", q(d, *m));
+        else if (e->address == NULL)
+            vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m), "classifier model %s: external model %s has no "
+                                "llm_endpoint", q(d, *m), q(d, e->name));
     }
     for (size_t i = 0; i < r->n_decisions; i++) {
         for (size_t j = 0; j < r->decisions[i].n_model_refs; j++)
@@ -612,8 +618,11 @@ static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_c
                             q(d, r->model));
         return;
     }
-    if (e->model.n_backends == 0)
-        return; /* its endpoint failed to decode: reported */
+    if (e->model.n_backends == 0) {
+        if (e->address == NULL) /* else its endpoint failed to decode: reported */
+            vsr__cfg_mark_error(d, at, "%s: external model %s has no llm_endpoint", where, q(d, e->name));
+        return;
+    }
     if (r->timeout_ms == 0)
         r->timeout_ms = e->timeout_ms;
     r->max_request_bytes = e->max_request_bytes;

@@ -1503,9 +1503,9 @@ static int decode_external_seconds(cfg_decoder_t *d, const cfg_field_t *f, const
 
 static const cfg_field_t external_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EXT_OFF(name)},
-    {.key = "model_role", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EXT_OFF(role),
-     .choices = external_roles},
-    {.key = "llm_endpoint", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &llm_endpoint_spec},
+    {.key = "model_role", .decode = vsr__cfg_string, .offset = EXT_OFF(role), .choices = external_roles},
+    /* optional, as in the reference: an entry no family asks needs none (cfg_check.c checks the ones asked) */
+    {.key = "llm_endpoint", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &llm_endpoint_spec},
     {.key = "llm_model_name", .decode = vsr__cfg_string, .offset = EXT_OFF(model_name)},
     {.key = "llm_provider", .decode = vsr__cfg_accept_text,
      .inert = "informational: the protocol decides how vsr calls the endpoint"},

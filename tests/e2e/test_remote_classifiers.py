@@ -220,12 +220,22 @@ def test_references_are_checked_at_load(tmp_path, fakellm, remotes):
     from conftest import VSR_BIN
     be = fakellm("be")
     text = doc(free_port(), be.endpoint, free_port(), *remotes)
+    dom_entry = f"- {{name: big-domain, model_role: classification, llm_endpoint: {{address: 127.0.0.1, port: {remotes[0].port}}}}}"
+    assert dom_entry in text
+    # an entry nothing asks needs no endpoint (as in the reference); one a family asks does
+    spare = text.replace("    external:\n", "    external:\n      - {name: spare, model_role: scoring}\n")
+    p = tmp_path / "ok.yaml"
+    p.write_text(spare)
+    r = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
     bad = {
+        "no endpoint": "external model \"big-domain\" has no llm_endpoint",
         "model: big-domain, deadline_ms": "is not declared in global.model_catalog.external",
         "model_role: guardrail": "needs an entry in global.model_catalog.external with model_role: guardrail",
         "protocol: http_classify, threshold": "protocol http_chat is not implemented",
     }
     edits = {
+        "no endpoint": text.replace(dom_entry, "- {name: big-domain, model_role: classification}"),
         "model: big-domain, deadline_ms": text.replace("model: big-domain, deadline_ms", "model: nobody, deadline_ms"),
         "model_role: guardrail": text.replace("model_role: guardrail", "model_role: scoring"),
         "protocol: http_classify, threshold": text.replace("protocol: http_classify, threshold",
