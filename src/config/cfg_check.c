@@ -133,18 +133,27 @@ static void check_default_model(cfg_decoder_t *d, vsr_config_t *c, const model_i
 }
 
 static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_decision_conf_t *dec);
+static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
+                           const char *where);
 
 static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix, vsr_recipe_conf_t *r)
 {
-    /* an llm classifier asks a provider model, through its backends */
+    /* an llm classifier asks a provider model, or as in the reference a global.model_catalog.external[]
+     * entry, through its backends */
     for (size_t i = 0; i < r->signals.n_classifiers; i++) {
+        resolve_remote(d, c, &r->signals.classifiers[i].remote, "classifier", "classifier backend");
         char *const *m = &r->signals.classifiers[i].model;
-        if (r->signals.classifiers[i].type == VSR_CLS_LLM && *m && vsr__cfg_index_find(&ix->models, *m, NULL) == NULL)
+        if (r->signals.classifiers[i].type != VSR_CLS_LLM || *m == NULL ||
+            vsr__cfg_index_find(&ix->models, *m, NULL) != NULL)
+            continue;
+        const vsr_external_conf_t *e = vsr_config_find_external(c, vsr_slice_cstr(*m));
+        if (e == NULL)
             vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m),
-                                "classifier model %s is not defined in providers.models (an llm classifier asks a "
-                                "provider model; the reference's global.model_catalog.external[] models are not "
-                                "supported yet)",
-                                q(d, *m));
+                                "classifier model %s is not defined in providers.models nor in "
+                                "global.model_catalog.external", q(d, *m));
+        else if (e->address == NULL)
+            vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m), "classifier model %s: external model %s has no "
+                                "llm_endpoint", q(d, *m), q(d, e->name));
     }
     for (size_t i = 0; i < r->n_decisions; i++) {
         for (size_t j = 0; j < r->decisions[i].n_model_refs; j++)
@@ -582,6 +591,65 @@ static void check_management(cfg_decoder_t *d, config_box_t *box)
 
 /* ---- assembly ------------------------------------------------------------------------- */
 
+/* ---- remote classifiers: global.model_catalog.external[] ------------------------------ */
+
+/* One family's remote classifier: its external entry (by name, or for the
+ * prompt guard by model_role guardrail, as the reference finds it) and the
+ * settings its signals copy. */
+static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
+                           const char *where)
+{
+    if (r->protocol == 0)
+        return;
+    const cfg_mark_t *at = vsr__cfg_mark_find(d, &r->protocol);
+    const vsr_external_conf_t *e = NULL;
+    if (r->model == NULL) { /* prompt_guard.protocol */
+        for (size_t i = 0; i < c->n_externals && e == NULL; i++)
+            if (c->externals[i].role && strcmp(c->externals[i].role, "guardrail") == 0)
+                e = &c->externals[i];
+        if (e == NULL) {
+            vsr__cfg_mark_error(d, at, "%s needs an entry in global.model_catalog.external with model_role: "
+                                       "guardrail", where);
+            return;
+        }
+        r->model = e->name;
+    } else if ((e = vsr_config_find_external(c, vsr_slice_cstr(r->model))) == NULL) {
+        vsr__cfg_mark_error(d, at, "%s: model %s is not declared in global.model_catalog.external[].name", where,
+                            q(d, r->model));
+        return;
+    }
+    if (e->model.n_backends == 0) {
+        if (e->address == NULL) /* else its endpoint failed to decode: reported */
+            vsr__cfg_mark_error(d, at, "%s: external model %s has no llm_endpoint", where, q(d, e->name));
+        return;
+    }
+    if (r->timeout_ms == 0)
+        r->timeout_ms = e->timeout_ms;
+    r->max_request_bytes = e->max_request_bytes;
+    r->runtime_model = e->model_name ? e->model_name : vsr__cfg_strdup(d, family);
+}
+
+static void check_externals(cfg_decoder_t *d, config_box_t *box)
+{
+    vsr_config_t *c = &box->conf;
+    size_t n = c->n_externals;
+    if (n > 0) {
+        const char **keys = vsr_malloc(n * sizeof(*keys));
+        const void **marks = vsr_malloc(n * sizeof(*marks));
+        for (size_t i = 0; i < n; i++) {
+            keys[i] = c->externals[i].name;
+            marks[i] = &c->externals[i];
+        }
+        vsr__cfg_check_unique_marked(d, "external model name", keys, marks, n);
+        vsr_free(keys);
+        vsr_free(marks);
+    }
+    vsr_modules_conf_t *m = &c->modules;
+    resolve_remote(d, c, &m->guard_remote, "jailbreak", "global.model_catalog.modules.prompt_guard.protocol");
+    resolve_remote(d, c, &m->domain_remote, "domain", "global.model_catalog.modules.classifier.domain.backend");
+    resolve_remote(d, c, &m->pii_remote, "pii", "global.model_catalog.modules.classifier.pii.backend");
+}
+
 void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
 {
     vsr_config_t *c = &box->conf;
@@ -600,6 +668,7 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
     check_client_names(d, box);
     check_fallbacks(d, box);
     check_management(d, box);
+    check_externals(d, box);
     vsr__cfg_tools_resolve(d, box);
     vsr__cfg_resolve_projection_inputs(d, box);
 

@@ -242,6 +242,9 @@ int vsr__cfg_strlist(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *v
 int vsr__cfg_status_codes(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* Free text with no effect (descriptions): any string, checked, not stored. */
 int vsr__cfg_accept_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* A remote classifier's backend block {protocol, model, contract, deadline_ms} into a vsr_remote_cls_conf_t
+ * (config.c); its external model is resolved with the whole document (cfg_check.c). */
+extern const cfg_spec_t vsr__cfg_remote_backend_spec;
 /* Lenient text: any string scalar, including "" (stored as ""). */
 const char *vsr__cfg_get_text(cfg_decoder_t *d, const cfg_node_t *val);
 /* Is s an HTTP header field name (RFC 9110 token)? */

@@ -1163,6 +1163,8 @@ static const cfg_field_t classifier_fields[] = {
     {.key = "instructions", .decode = vsr__cfg_accept_text},
     {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = CLS_OFF(timeout_ms)},
     {.key = "use_cpu", .decode = vsr__cfg_bool, .offset = CLS_OFF(use_cpu)},
+    {.key = "backend", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = CLS_OFF(remote),
+     .spec = &vsr__cfg_remote_backend_spec},
 };
 
 static void init_classifier(cfg_decoder_t *d, void *obj)
@@ -1183,6 +1185,16 @@ static void finish_classifier(cfg_decoder_t *d, const cfg_node_t *map, void *obj
     const cfg_node_t *mp = vsr__cfg_map_get(map, "model_path"), *ins = vsr__cfg_map_get(map, "instructions");
     if (ins && ins->kind == CFG_NODE_SCALAR && ins->type == CFG_STR)
         c->instructions = vsr_pool_strndup(d->pool, ins->str, ins->len);
+    if (c->remote.protocol) { /* a remote classifier's label scores: label names are enough */
+        if (c->type == VSR_CLS_LLM)
+            vsr__cfg_node_error(d, vsr__cfg_map_get(map, "backend"), "backend applies to a classifier of type "
+                                                                     "local (an llm classifier names a model)");
+        if (c->n_labels == 0)
+            vsr__cfg_node_error(d, map, "a classifier with a backend needs \"labels\" (the labels it reads)");
+        if (mp)
+            vsr__cfg_node_error(d, mp, "model_path and backend exclude each other");
+        return; /* its external model is checked with the document (cfg_check.c) */
+    }
     if (c->type == VSR_CLS_LLM) {
         if (c->model == NULL)
             vsr__cfg_node_error(d, map, "an llm classifier needs \"model\"");

@@ -339,8 +339,8 @@ int vsr__cfg_secret_key(const char *k)
     low[n] = '\0';
     if ((n > 4 && strcmp(low + n - 4, "_env") == 0) || (n > 5 && strcmp(low + n - 5, "_file") == 0))
         return 0;
-    static const char *const parts[] = {"api_key", "api-key", "apikey", "authorization", "secret", "password",
-                                        "credential", "private_key", "cookie", NULL};
+    static const char *const parts[] = {"api_key",  "api-key",    "apikey",      "access_key", "authorization", "secret",
+                                        "password", "credential", "private_key", "cookie",     NULL};
     for (int i = 0; parts[i]; i++)
         if (strstr(low, parts[i]))
             return 1;

@@ -1240,9 +1240,59 @@ static int decode_module_on_error(cfg_decoder_t *d, const cfg_field_t *f, const 
     return 0;
 }
 
+/* A remote classifier's protocol (docs/signals.md "Bring a bigger model"):
+ * http_classify (the reference's) or runtime_classify (a vsr extension: a
+ * runtime's POST /v1/classify); http_chat is the reference's prompted-chat
+ * guard, not implemented. */
+static int decode_remote_protocol(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    static const char *const protocols[] = {"http_classify", "runtime_classify", "http_chat", NULL};
+    cfg_field_t g = *f;
+    g.choices = protocols;
+    g.offset = 0;
+    int which = 0;
+    if (vsr__cfg_choice(d, &g, val, &which) != 0)
+        return -1;
+    if (which == 2) {
+        vsr__cfg_node_error(d, val, "protocol http_chat is not implemented: use http_classify (a /classify endpoint "
+                                    "that returns label scores) or runtime_classify");
+        return -1;
+    }
+    *(vsr_remote_protocol_t *)((char *)obj + f->offset) = which == 0 ? VSR_REMOTE_HTTP_CLASSIFY : VSR_REMOTE_RUNTIME;
+    vsr__cfg_mark(d, (char *)obj + f->offset, val); /* where the check of its external model reports */
+    return 0;
+}
+
+static int decode_remote_contract(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    static const char *const contracts[] = {"label_distribution", "label_scores", "entities", NULL};
+    cfg_field_t g = *f;
+    g.choices = contracts;
+    g.offset = 0;
+    int which = 0;
+    if (vsr__cfg_choice(d, &g, val, &which) != 0)
+        return -1;
+    *(int *)((char *)obj + f->offset) = which == 0;
+    return 0;
+}
+
+#define RB_OFF(m) offsetof(vsr_remote_cls_conf_t, m)
+static const cfg_field_t remote_backend_fields[] = {
+    {.key = "protocol", .decode = decode_remote_protocol, .flags = CFG_REQUIRED, .offset = RB_OFF(protocol)},
+    {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = RB_OFF(model)},
+    {.key = "contract", .decode = decode_remote_contract, .offset = RB_OFF(distribution)},
+    {.key = "deadline_ms", .decode = vsr__cfg_uint, .offset = RB_OFF(timeout_ms), .size = sizeof(uint64_t), .min = 1,
+     .max = 60000},
+};
+const cfg_spec_t vsr__cfg_remote_backend_spec = {.size = sizeof(vsr_remote_cls_conf_t),
+                                                 .fields = remote_backend_fields,
+                                                 .n_fields = VSR_ARRAY_LEN(remote_backend_fields)};
+
 static const cfg_field_t prompt_guard_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(guard_threshold), .dmin = 0, .dmax = 1},
     {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(guard_on_error)},
+    {.key = "protocol", .decode = decode_remote_protocol, .offset = MOD_OFF(guard_remote.protocol)},
+    {.key = "positive_labels", .decode = vsr__cfg_strlist, .offset = MOD_OFF(guard_positive)},
 };
 static const cfg_spec_t prompt_guard_spec = {
     .size = sizeof(config_box_t), .fields = prompt_guard_fields, .n_fields = VSR_ARRAY_LEN(prompt_guard_fields), .open = 1};
@@ -1251,6 +1301,8 @@ static const cfg_field_t domain_module_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(domain_threshold), .dmin = 0, .dmax = 1},
     {.key = "fallback_category", .decode = vsr__cfg_string, .offset = MOD_OFF(domain_fallback)},
     {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(domain_on_error)},
+    {.key = "backend", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = MOD_OFF(domain_remote),
+     .spec = &vsr__cfg_remote_backend_spec},
 };
 static const cfg_spec_t domain_module_spec = {
     .size = sizeof(config_box_t), .fields = domain_module_fields, .n_fields = VSR_ARRAY_LEN(domain_module_fields), .open = 1};
@@ -1258,6 +1310,8 @@ static const cfg_spec_t domain_module_spec = {
 static const cfg_field_t pii_module_fields[] = {
     {.key = "threshold", .decode = vsr__cfg_double, .offset = MOD_OFF(pii_threshold), .dmin = 0, .dmax = 1},
     {.key = "on_error", .decode = decode_module_on_error, .offset = MOD_OFF(pii_on_error)},
+    {.key = "backend", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = MOD_OFF(pii_remote),
+     .spec = &vsr__cfg_remote_backend_spec},
 };
 static const cfg_spec_t pii_module_spec = {
     .size = sizeof(config_box_t), .fields = pii_module_fields, .n_fields = VSR_ARRAY_LEN(pii_module_fields), .open = 1};
@@ -1400,11 +1454,110 @@ static const cfg_field_t kb_fields[] = {
 static const cfg_spec_t kb_spec = {
     .size = sizeof(vsr_kb_conf_t), .fields = kb_fields, .n_fields = VSR_ARRAY_LEN(kb_fields), .finish = finish_kb};
 
+/* ---- global.model_catalog.external[] (ref §1.9): models the router calls itself ---- */
+
+#define EXT_OFF(m) offsetof(vsr_external_conf_t, m)
+static const char *const external_roles[] = {"guardrail", "classification", "scoring", "preference",
+                                             "memory_rewrite", "memory_extraction", NULL};
+static const char *const external_protocols[] = {"http", "https", NULL};
+
+static const cfg_field_t llm_endpoint_fields[] = {
+    {.key = "address", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EXT_OFF(address)},
+    {.key = "port", .decode = vsr__cfg_uint, .flags = CFG_REQUIRED, .offset = EXT_OFF(port), .size = sizeof(uint32_t),
+     .min = 1, .max = 65535},
+    {.key = "protocol", .decode = vsr__cfg_string, .offset = EXT_OFF(protocol), .choices = external_protocols},
+    {.key = "name", .decode = vsr__cfg_accept_text, .inert = "informational: vsr calls the address and port"},
+    {.key = "use_chat_template", .decode = vsr__cfg_bool, .inert = "vsr's remote classifiers send the text as is"},
+    {.key = "prompt_template", .decode = vsr__cfg_accept_text, .inert = "vsr's remote classifiers send the text as is"},
+};
+static const cfg_spec_t llm_endpoint_spec = {.size = sizeof(vsr_external_conf_t),
+                                             .fields = llm_endpoint_fields,
+                                             .n_fields = VSR_ARRAY_LEN(llm_endpoint_fields)};
+
+static void init_external(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_external_conf_t *e = obj;
+    e->timeout_ms = VSR_EXTERNAL_DEFAULT_TIMEOUT_MS;
+    e->max_request_bytes = VSR_EXTERNAL_DEFAULT_MAX_REQUEST;
+    e->max_response_bytes = VSR_EXTERNAL_DEFAULT_MAX_RESPONSE;
+}
+
+/* The entry as a model of one backend, so that the upstream layer (its
+ * connection pools, deadlines and response bound) carries its calls. */
+static void finish_external(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                            size_t index)
+{
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_external_conf_t *e = obj;
+    vsr__cfg_mark(d, e, map);
+    if (e->address == NULL || e->address[0] == '\0' || e->port == 0)
+        return; /* reported */
+    vsr_backend_conf_t *b = &e->backend;
+    b->name = vsr__cfg_strdup(d, "primary");
+    b->host = e->address;
+    b->port = (uint16_t)e->port;
+    b->tls = e->protocol && strcmp(e->protocol, "https") == 0;
+    b->weight = 1;
+    b->path_prefix = vsr__cfg_strdup(d, "");
+    b->resolved_api_key = e->access_key;
+    b->authority = vsr__cfg_authority(d->pool, vsr_slice_cstr(b->host), strchr(b->host, ':') != NULL, b->port, b->tls);
+    e->model.name = e->name;
+    e->model.provider_model_id = e->model_name ? e->model_name : e->name;
+    e->model.backends = b;
+    e->model.n_backends = 1;
+}
+
+/* llm_timeout_seconds: whole seconds, 1..600, stored in ms. */
+static int decode_external_seconds(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    cfg_field_t g = *f;
+    uint64_t secs = 0;
+    g.offset = 0;
+    g.size = sizeof(uint64_t);
+    g.min = 1;
+    g.max = 600;
+    if (vsr__cfg_uint(d, &g, val, &secs) != 0)
+        return -1;
+    *(uint64_t *)((char *)obj + f->offset) = secs * 1000;
+    return 0;
+}
+
+static const cfg_field_t external_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EXT_OFF(name)},
+    {.key = "model_role", .decode = vsr__cfg_string, .offset = EXT_OFF(role), .choices = external_roles},
+    /* optional, as in the reference: an entry no family asks needs none (cfg_check.c checks the ones asked) */
+    {.key = "llm_endpoint", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &llm_endpoint_spec},
+    {.key = "llm_model_name", .decode = vsr__cfg_string, .offset = EXT_OFF(model_name)},
+    {.key = "llm_provider", .decode = vsr__cfg_accept_text,
+     .inert = "informational: the protocol decides how vsr calls the endpoint"},
+    {.key = "access_key", .decode = vsr__cfg_header_text, .offset = EXT_OFF(access_key)},
+    {.key = "llm_timeout_seconds", .decode = decode_external_seconds, .offset = EXT_OFF(timeout_ms)},
+    {.key = "max_request_bytes", .decode = vsr__cfg_uint, .offset = EXT_OFF(max_request_bytes),
+     .size = sizeof(uint64_t), .min = 1024, .max = (int64_t)1 << 24},
+    {.key = "max_response_bytes", .decode = vsr__cfg_uint, .offset = EXT_OFF(max_response_bytes),
+     .size = sizeof(uint64_t), .min = 1024, .max = (int64_t)1 << 26},
+    {.key = "max_tokens", .decode = vsr__cfg_uint, .size = sizeof(uint64_t), .min = 0, .max = INT32_MAX,
+     .inert = "a remote classifier's answer is bounded by max_response_bytes"},
+    {.key = "temperature", .decode = vsr__cfg_double, .dmin = 0, .dmax = 2,
+     .inert = "vsr's remote classifiers are not sampled"},
+    {.key = "threshold", .decode = vsr__cfg_double, .dmin = 0, .dmax = 1,
+     .inert = "the signals' thresholds (and global.model_catalog.modules) apply"},
+    {.key = "parser_type", .decode = vsr__cfg_accept_text, .inert = "the protocol decides how the answer is read"},
+};
+static const cfg_spec_t external_spec = {.size = sizeof(vsr_external_conf_t),
+                                         .fields = external_fields,
+                                         .n_fields = VSR_ARRAY_LEN(external_fields),
+                                         .init = init_external,
+                                         .finish = finish_external};
+
 static const cfg_field_t model_catalog_fields[] = {
     {.key = "runtime", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &runtime_spec},
     {.key = "embeddings", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &embeddings_catalog_spec},
     UNIMPLEMENTED("system"),
-    UNIMPLEMENTED("external"),
+    {.key = "external", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = CONF_OFF(externals),
+     .count_offset = CONF_OFF(n_externals), .spec = &external_spec},
     {.key = "kbs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(config_box_t, conf.modules.kbs),
      .count_offset = offsetof(config_box_t, conf.modules.n_kbs), .spec = &kb_spec},
     {.key = "modules", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &modules_spec},
@@ -1598,6 +1751,13 @@ static void hash_signals(vsr_config_t *c, const cfg_node_t *root)
             size_t at = b.len;
             vsr_buf_append_cstr(&b, "\nmodules:");
             if (vsr__cfg_canonical_node(&b, mods) != VSR_OK)
+                b.len = at;
+        }
+        const cfg_node_t *ext = mc ? vsr__cfg_map_get(mc, "external") : NULL;
+        if (ext != NULL) { /* a remote classifier's settings compile into the signals */
+            size_t at = b.len;
+            vsr_buf_append_cstr(&b, "\nexternal:");
+            if (vsr__cfg_canonical_node(&b, ext) != VSR_OK)
                 b.len = at;
         }
         const cfg_node_t *kbs = mc ? vsr__cfg_map_get(mc, "kbs") : NULL;
@@ -1827,6 +1987,14 @@ const vsr_model_conf_t *vsr_config_find_model(const vsr_config_t *c, vsr_slice_t
     for (size_t i = 0; i < c->n_models; i++)
         if (c->models[i].name != NULL && vsr_slice_eq_cstr(name, c->models[i].name))
             return &c->models[i];
+    return NULL;
+}
+
+const vsr_external_conf_t *vsr_config_find_external(const vsr_config_t *c, vsr_slice_t name)
+{
+    for (size_t i = 0; i < c->n_externals; i++)
+        if (c->externals[i].name != NULL && vsr_slice_eq_cstr(name, c->externals[i].name))
+            return &c->externals[i];
     return NULL;
 }
 

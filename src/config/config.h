@@ -276,6 +276,24 @@ typedef struct {
     double threshold;              /* 0..1, the family's default when absent */
 } vsr_sig_exemplar_conf_t;
 
+/* A remote classifier a family's scores come from instead of the runtime's
+ * built-in model (docs/signals.md "Bring a bigger model"): the name of a
+ * global.model_catalog.external[] entry and what the signals need of it,
+ * copied at load (the signals compiled from it outlive the document). */
+typedef enum {
+    VSR_REMOTE_HTTP_CLASSIFY = 1, /* POST <endpoint>/classify {"inputs": T} → [{"label","score"}, ...] */
+    VSR_REMOTE_RUNTIME,           /* POST <endpoint>/v1/classify {"model": M, "text": T} → the runtime's answer */
+} vsr_remote_protocol_t;
+typedef struct {
+    char *model;                   /* the external entry's name; NULL: the built-in model */
+    vsr_remote_protocol_t protocol;
+    uint64_t timeout_ms;           /* backend.deadline_ms, else the entry's llm_timeout_seconds (5 s) */
+    uint64_t max_request_bytes;    /* the entry's max_request_bytes (128 KiB): the text is shortened to fit */
+    int distribution;              /* contract label_distribution: the scores must add up to 1 (±0.02) */
+    char *runtime_model;           /* runtime_classify: the classifier named in the request (the entry's
+                                    * llm_model_name, else the family's: domain, jailbreak, pii) */
+} vsr_remote_cls_conf_t;
+
 /* routing.signals.classifiers[] (ref §1.9).  type local: a labelled bank
  * of example texts, inline (labels: [{name, examples: [...]}]) or read at
  * load from model_path, a JSONL file of {"text": T, "label": L} lines
@@ -308,6 +326,7 @@ typedef struct {
     int use_cpu;                   /* informational */
     char **labels;                 size_t n_labels;   /* label names, document or file order */
     vsr_cls_example_conf_t *examples; size_t n_examples; /* local: every label has one at least */
+    vsr_remote_cls_conf_t remote;  /* backend (a vsr extension): a remote classifier's label scores decide */
 } vsr_sig_classifier_conf_t;
 
 /* What a condition on a signal that could not be computed (its model task
@@ -398,6 +417,11 @@ typedef struct {
     char *domain_fallback;         /* classifier.domain.fallback_category: "other" */
     double pii_threshold;          /* classifier.pii.threshold */
     vsr_on_error_t domain_on_error, pii_on_error;
+    /* remote classifiers: prompt_guard.protocol (the external entry of model_role guardrail),
+     * classifier.domain.backend, classifier.pii.backend (a vsr extension) */
+    vsr_remote_cls_conf_t guard_remote, domain_remote, pii_remote;
+    vsr_strlist_conf_t guard_positive; /* prompt_guard.positive_labels: the labels whose scores add up to the
+                                        * jailbreak score; empty = ["jailbreak"] */
     const vsr_kb_conf_t *kbs;      /* global.model_catalog.kbs (not owned) */
     size_t n_kbs;
 } vsr_modules_conf_t;
@@ -1054,6 +1078,24 @@ typedef struct {
     int has_prompt_per_1m, has_completion_per_1m, has_cached_input_per_1m, has_cache_write_per_1m;
 } vsr_model_conf_t;
 
+/* One global.model_catalog.external[] entry (ref §1.9). */
+#define VSR_EXTERNAL_DEFAULT_TIMEOUT_MS 5000
+#define VSR_EXTERNAL_DEFAULT_MAX_REQUEST ((uint64_t)128 << 10)
+#define VSR_EXTERNAL_DEFAULT_MAX_RESPONSE ((uint64_t)1 << 20)
+typedef struct {
+    char *name;                /* required, unique */
+    char *role;                /* model_role: guardrail | classification | scoring | ... */
+    char *model_name;          /* llm_model_name, NULL when unset */
+    char *address;             /* llm_endpoint.address */
+    uint32_t port;             /* llm_endpoint.port */
+    char *protocol;            /* llm_endpoint.protocol: http | https */
+    char *access_key;          /* sent as a bearer token */
+    uint64_t timeout_ms;       /* llm_timeout_seconds; default 5 s */
+    uint64_t max_request_bytes, max_response_bytes;
+    vsr_backend_conf_t backend;
+    vsr_model_conf_t model;    /* name, provider_model_id = model_name, backends = &backend */
+} vsr_external_conf_t;
+
 /* global.integrations.looper (ref §1.13, §3.1): standalone runs the graphs in
  * process, so endpoint, retry_count, headers and grpc_max_msg_size_mb are
  * accepted and unused; timeout and max_response_bytes are in force. */
@@ -1084,6 +1126,10 @@ typedef struct {
     char *default_lora;    /* ... with the LoRA here (sent upstream as the model id); else NULL */
     vsr_model_conf_t *models;
     size_t n_models;
+    /* global.model_catalog.external[]: models the router calls for itself (remote classifiers), never
+     * routed to; each is a model of one backend for the upstream layer, after the provider models */
+    vsr_external_conf_t *externals;
+    size_t n_externals;
 
     /* routing: recipes[0] is "default" (the top-level `routing` block, present
      * even when the block is absent), then recipes[] in document order. */
@@ -1233,6 +1279,8 @@ void vsr_config_effective_fallback(const vsr_config_t *c, const vsr_recipe_conf_
 
 /* The provider model whose `name` equals `name`, or NULL. */
 const vsr_model_conf_t *vsr_config_find_model(const vsr_config_t *c, vsr_slice_t name);
+/* The global.model_catalog.external[] entry named `name`, or NULL. */
+const vsr_external_conf_t *vsr_config_find_external(const vsr_config_t *c, vsr_slice_t name);
 /* The default model (providers.defaults.model), else the first model. */
 const vsr_model_conf_t *vsr_config_default_model(const vsr_config_t *c);
 

@@ -735,6 +735,11 @@ static void request_account(request_t *req)
         vsr_metrics_active_requests(w->metrics, -1);
         if (ev && ev->response_guard)
             vsr_metrics_response_guard(w->metrics, ev->response_guard);
+        if (ev) {
+            vsr_metrics_remote_classifier(w->metrics, "ok", ev->remote_ok);
+            vsr_metrics_remote_classifier(w->metrics, "failed", ev->remote_failed);
+            vsr_metrics_remote_classifier(w->metrics, "invalid", ev->remote_invalid);
+        }
     }
     if (req->trace.on) {
         req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,

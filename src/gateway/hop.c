@@ -127,7 +127,7 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
     }
     h->piece = call->body;
     vsr_buf_init(&h->xbody, (size_t)h->max);
-    h->messages = call->model->api_format && strcmp(call->model->api_format, "anthropic") == 0;
+    h->messages = call->path.p == NULL && call->model->api_format && strcmp(call->model->api_format, "anthropic") == 0;
     if (h->messages) {
         vsr_anthropic_error_t err;
         if (vsr_anthropic_request_from_chat(call->body.p, call->body.len, NULL, &h->xbody, &err) != VSR_OK) {
@@ -141,8 +141,10 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
     uint64_t now = vsr_now_ms();
     vsr_upstream_request_t ur = {
         .method = VSR_SLICE_LIT("POST"),
-        .path = h->messages ? VSR_SLICE_LIT("/v1/messages") : VSR_SLICE_LIT("/v1/chat/completions"),
-        .rewrite_prefix = 1,
+        .path = call->path.p ? call->path
+                : h->messages ? VSR_SLICE_LIT("/v1/messages")
+                              : VSR_SLICE_LIT("/v1/chat/completions"),
+        .rewrite_prefix = call->path.p == NULL,
         .headers = h->hdrs,
         .n_headers = n,
         .body = &h->piece,

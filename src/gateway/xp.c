@@ -258,6 +258,9 @@ static void account(xp_call_t *x)
     for (size_t i = 0; i < ev->n_family_times; i++)
         vsr_metrics_signal_family(x->w->metrics, vsr_slice_cstr(ev->family_times[i].family),
                                   (double)ev->family_times[i].us / 1e6);
+    vsr_metrics_remote_classifier(x->w->metrics, "ok", ev->remote_ok);
+    vsr_metrics_remote_classifier(x->w->metrics, "failed", ev->remote_failed);
+    vsr_metrics_remote_classifier(x->w->metrics, "invalid", ev->remote_invalid);
     vsr_access_log_t *log = x->w->gw->opts.access_log;
     if (log == NULL)
         return;

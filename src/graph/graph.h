@@ -43,6 +43,8 @@ typedef struct {
     vsr_slice_t body;              /* the complete JSON request body, with "model" set to the upstream id */
     unsigned iteration;            /* 1-based call index within the run */
     uint64_t max_response_bytes;   /* a longer response fails the call (VSR_ERR_TOO_BIG) */
+    vsr_slice_t path;              /* the request path as is (a remote classifier's "/classify"), sent without
+                                    * translation; NULL slice: the model's chat path */
 } vsr_graph_call_t;
 
 /* The end of a call: status VSR_OK with the upstream's HTTP status and body

@@ -88,7 +88,7 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
        F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
-       F_TOOLSEL, F_COUNT };
+       F_TOOLSEL, F_REMOTE_CLS, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -145,6 +145,12 @@ static const family_t families[F_COUNT] = {
                    "Requests whose tool plugins selected by similarity, by result (semantic: on similarities; "
                    "unavailable: the runtime gave none and the tools went as sent).",
                    NULL, 1, {"result"}},
+    [F_REMOTE_CLS] = {"vsr_remote_classifier_calls_total",
+                      "Calls of remote classifiers (global.model_catalog.external) by routing signals, by result (ok; "
+                      "failed: no answer in time, no connection, a non-2xx status or an answer over the bound; "
+                      "invalid: an answer that is not the contract's). Failed and invalid calls leave their signals "
+                      "unknown.",
+                      NULL, 1, {"result"}},
     [F_LOOPER_DUR] = {"vsr_looper_call_duration_seconds",
                       "Duration of request-graph calls, by algorithm and the node that made them (panel, judge, ...).",
                       &dur_hist, 2, {"algorithm", "node"}},
@@ -629,6 +635,13 @@ void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result)
     if (s == NULL || result == NULL)
         return;
     count1(s, F_RGUARD, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
+}
+
+void vsr_metrics_remote_classifier(vsr_metrics_shard_t *s, const char *result, unsigned n)
+{
+    if (s == NULL || n == 0)
+        return;
+    add_u64(&series_get(s, F_REMOTE_CLS, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL)->v[0], n);
 }
 
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)

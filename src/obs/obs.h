@@ -267,6 +267,9 @@ void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *resul
 /* vsr_response_guard_total{result}: the response_jailbreak plugin's scan of
  * an answer; result pass | flagged | blocked | error (fail open). */
 void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result);
+/* vsr_remote_classifier_calls_total{result}: n calls of remote classifiers
+ * by routing signals; result ok | failed | invalid. */
+void vsr_metrics_remote_classifier(vsr_metrics_shard_t *s, const char *result, unsigned n);
 /* vsr_tool_selection_total{result}: semantic | unavailable (fail open). */
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);

@@ -408,6 +408,21 @@ static void route_done(void *ud, int status, const vsr_runtime_result_t *res, si
     wait_over(rc);
 }
 
+/* A remote classifier that failed: one warning a second at most, the
+ * endpoint's trouble must not flood the log (each failure leaves its
+ * signals unknown, which the trace and the decision's on_error show). */
+static void remote_failed(const route_task_t *t, const char *why, int http_status)
+{
+    static _Atomic uint64_t last_ms;
+    uint64_t now = vsr_now_ms(), prev = atomic_load(&last_ms);
+    if (now - prev < 1000 || !atomic_compare_exchange_strong(&last_ms, &prev, now)) {
+        vsr_log_debug("routing", "remote classifier call for signal %d: %s (%d)", t->sig, why, http_status);
+        return;
+    }
+    vsr_log_warn("routing", "remote classifier call failed: %s%s%.0d; its signals are unknown (on_error decides)",
+                 why, http_status ? ", status " : "", http_status);
+}
+
 static void chat_done(void *ud, int status, int http_status, vsr_slice_t body, unsigned attempts)
 {
     VSR_UNUSED(attempts);
@@ -418,9 +433,74 @@ static void chat_done(void *ud, int status, int http_status, vsr_slice_t body, u
     t->answered = 1;
     t->handle = NULL;
     int late = vsr__ports_now(rc->ports, rc->ports_ud) > rc->deadline_ms;
-    if (status == VSR_OK && http_status >= 200 && http_status <= 299 && !late)
+    int ok = status == VSR_OK && http_status >= 200 && http_status <= 299 && !late;
+    if (ok)
         task_answer(rc, t, body);
+    if (t->remote) {
+        size_t me = (size_t)(t - rc->tasks) + 1;
+        int invalid = ok && !rc->memo_done[t->sig];
+        rc->remote_ok += ok && !invalid;
+        rc->remote_invalid += invalid;
+        rc->remote_failed += !ok;
+        if (invalid)
+            remote_failed(t, "an answer that is not the contract's", 0);
+        else if (!ok)
+            remote_failed(t, late || status == VSR_ERR_IO ? "no answer in time or no connection"
+                             : status == VSR_ERR_TOO_BIG ? "an answer over max_response_bytes"
+                                                         : "an error status",
+                          http_status);
+        for (size_t k = 0; k < rc->n_tasks; k++) /* the signals that asked the same */
+            if (rc->tasks[k].same_as == me) {
+                rc->tasks[k].answered = 1;
+                if (ok)
+                    task_answer(rc, &rc->tasks[k], body);
+            }
+    }
     wait_over(rc);
+}
+
+/* A remote classifier's call: the payload {"model": EXTERNAL, "timeout_ms":
+ * N, "path": P, "body": {...}} names a global.model_catalog.external[]
+ * entry; its body goes as is, to P on the entry's endpoint. */
+static void remote_start(route_ctx_t *rc, route_task_t *t, uint64_t now)
+{
+    vsr_json_t j;
+    uint32_t mt, bt, tt, pt;
+    vsr_slice_t name = VSR_SLICE_NULL;
+    vsr_slice_t path = VSR_SLICE_NULL;
+    const vsr_external_conf_t *e = NULL;
+    int parsed = rc->ports->model_call && rc->cfg;
+    int ok = parsed && vsr_json_parse(&j, t->task.payload.p, t->task.payload.len, NULL) == VSR_OK &&
+             vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+             vsr_json_object_get(&j, 0, "model", &mt) == VSR_OK && vsr_json_type(&j, mt) == VSR_JSON_STRING &&
+             vsr_json_object_get(&j, 0, "body", &bt) == VSR_OK && vsr_json_type(&j, bt) == VSR_JSON_OBJECT &&
+             vsr_json_object_get(&j, 0, "path", &pt) == VSR_OK &&
+             vsr_json_string(&j, mt, rc->pool, &name) == VSR_OK;
+    if (ok) /* one of two static paths: the slice must outlive the call */
+        path = vsr_json_string_eq(&j, pt, VSR_SLICE_LIT("/classify"))      ? VSR_SLICE_LIT("/classify")
+               : vsr_json_string_eq(&j, pt, VSR_SLICE_LIT("/v1/classify")) ? VSR_SLICE_LIT("/v1/classify")
+                                                                           : VSR_SLICE_NULL;
+    e = ok && path.p ? vsr_config_find_external(rc->cfg, name) : NULL;
+    if (e == NULL || e->model.n_backends == 0) { /* nothing to call (a newer document dropped it): unknown */
+        if (parsed)
+            vsr_json_free(&j);
+        t->answered = 1;
+        rc->waiting--;
+        return;
+    }
+    uint64_t deadline = rc->deadline_ms;
+    double tm;
+    if (vsr_json_object_get(&j, 0, "timeout_ms", &tt) == VSR_OK && vsr_json_number(&j, tt, &tm) == VSR_OK && tm > 0 &&
+        now + (uint64_t)tm < deadline)
+        deadline = now + (uint64_t)tm;
+    vsr_slice_t body = vsr_slice(j.src + j.toks[bt].start, j.toks[bt].end - j.toks[bt].start);
+    vsr_graph_call_t gc = {.model = &e->model, .body = body, .iteration = 1,
+                           .max_response_bytes = e->max_response_bytes, .path = path};
+    vsr_json_free(&j);
+    t->rc = rc;
+    void *h = rc->ports->model_call(rc->ports_ud, &gc, deadline, chat_done, t);
+    if (!t->answered)
+        t->handle = h;
 }
 
 /* A chat task's call: its payload {"model": NAME, "timeout_ms": N, "body": {...}}
@@ -438,6 +518,9 @@ static void chat_start(route_ctx_t *rc, route_task_t *t, uint64_t now)
              vsr_json_object_get(&j, 0, "body", &bt) == VSR_OK && vsr_json_type(&j, bt) == VSR_JSON_OBJECT &&
              vsr_json_string(&j, mt, rc->pool, &name) == VSR_OK;
     m = ok ? vsr_config_find_model(rc->cfg, name) : NULL;
+    const vsr_external_conf_t *ext = ok && m == NULL ? vsr_config_find_external(rc->cfg, name) : NULL;
+    if (ext) /* the reference's llm classifier names an external model: its endpoint, its llm_model_name */
+        m = &ext->model;
     if (m == NULL || m->n_backends == 0) { /* nothing to call: the signal is unknown */
         if (parsed)
             vsr_json_free(&j);
@@ -491,6 +574,7 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     memset(rc->sig_task, 0, n ? n : 1);
     rc->n_tasks = 0;
     rc->n_unknown_now = 0;
+    rc->remote_ok = rc->remote_failed = rc->remote_invalid = 0;
     rc->tasks = NULL;
     /* every referenced signal, once, as the reference evaluates them all
      * before the rules; unreferenced signals are never computed.  A
@@ -521,8 +605,12 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
             memset(rt, 0, sizeof(*rt));
             rt->sig = i;
             rt->task = t;
-            rt->chat = strcmp(t.type, VSR_SIGNAL_TASK_CHAT) == 0;
-            n_chat += rt->chat;
+            rt->remote = strcmp(t.type, VSR_SIGNAL_TASK_REMOTE) == 0;
+            rt->chat = rt->remote || strcmp(t.type, VSR_SIGNAL_TASK_CHAT) == 0;
+            for (size_t p = 0; rt->remote && p < rc->n_tasks && !rt->same_as; p++)
+                if (rc->tasks[p].remote && !rc->tasks[p].same_as && vsr_slice_eq(rc->tasks[p].task.payload, t.payload))
+                    rt->same_as = p + 1;
+            n_chat += rt->chat && !rt->same_as;
             n_runtime += !rt->chat;
             rt->t0_us = t0;
             rc->sig_task[i] = 1;
@@ -552,7 +640,9 @@ int vsr__route_start(route_ctx_t *rc, vsr_pool_t *pool)
     rc->waiting = n_chat + (n_runtime && rc->ports->runtime_call ? 1 : 0);
     rc->answered = 0;
     for (size_t k = 0; k < rc->n_tasks; k++)
-        if (rc->tasks[k].chat)
+        if (rc->tasks[k].remote && !rc->tasks[k].same_as)
+            remote_start(rc, &rc->tasks[k], now);
+        else if (rc->tasks[k].chat && !rc->tasks[k].remote)
             chat_start(rc, &rc->tasks[k], now);
     if (n_runtime && rc->ports->runtime_call) {
         vsr_runtime_task_t *tasks = vsr_pool_alloc(pool, sizeof(*tasks) * n_runtime);

@@ -239,6 +239,7 @@ int vsr_engine_preview_wait(vsr_engine_t *e, vsr_slice_t model, vsr_slice_t text
     rc->in.memo = &p->sig_memo;
     rc->ports = ports;
     rc->ports_ud = ports_ud;
+    rc->cfg = e->cfg; /* model calls (llm and remote classifiers) name its models */
     rc->deadline_ms = deadline_ms;
     rc->cont = preview_resumed;
     rc->cont_ud = p;

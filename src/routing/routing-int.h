@@ -58,7 +58,10 @@ typedef struct {
     char id[16];
     vsr_signal_task_t task;
     int answered;
-    int chat;                /* a model call */
+    int chat;                /* a model call (a chat task, or a remote classifier's) */
+    int remote;              /* VSR_SIGNAL_TASK_REMOTE: a remote classifier's call */
+    size_t same_as;          /* a remote task whose payload an earlier one has: 1 + that task's index (its
+                              * answer is shared, one call); 0 otherwise */
     void *handle;            /* chat: the call in flight */
     route_ctx_t *rc;
     uint64_t t0_us;          /* when its signal was asked for it */
@@ -94,6 +97,7 @@ struct route_ctx_s {
     size_t waiting;          /* the runtime call and chat calls not answered yet */
     uint64_t rt_start_us, rt_end_us; /* the runtime call, for evidence */
     unsigned rt_tasks, n_chat;
+    unsigned remote_ok, remote_failed, remote_invalid; /* remote classifier calls, by result (evidence) */
     int rt_status;
     int cancelled;
     void (*cont)(route_ctx_t *rc); /* the decision is made after a wait */

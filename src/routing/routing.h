@@ -147,7 +147,10 @@ typedef struct {
     uint64_t runtime_start_us, runtime_end_us;
     unsigned runtime_tasks;        /* tasks in its bundle */
     int runtime_status;            /* VSR_OK, or the call's error (VSR_ERR_IO ...); 1: cancelled or unanswered */
-    unsigned chat_tasks;           /* model calls the phase made itself (llm classifiers) */
+    unsigned chat_tasks;           /* model calls the phase made itself (llm and remote classifiers) */
+    /* the phase's remote classifier calls: answered and read, failed (no answer in time, no connection, a
+     * non-2xx status, an answer over the bound), answered with something that is not the contract's */
+    unsigned remote_ok, remote_failed, remote_invalid;
     int injected_system_prompt;
     /* the tools and context_compression plugins, when they changed the request */
     int tools_applied;

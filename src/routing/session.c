@@ -788,6 +788,9 @@ static void note_signals(vsr_session_t *s, route_ctx_t *rc)
     s->ev.runtime_tasks = rc->rt_tasks;
     s->ev.runtime_status = rc->rt_status;
     s->ev.chat_tasks = rc->n_chat;
+    s->ev.remote_ok = rc->remote_ok;
+    s->ev.remote_failed = rc->remote_failed;
+    s->ev.remote_invalid = rc->remote_invalid;
     s->ev.signals = vsr_pool_alloc(&s->pool, sizeof(vsr_signal_hit_t) * (n + n_out + 1));
     for (size_t i = 0; i < n; i++) {
         if (!rc->memo_done[i] || !rc->memo[i].matched)

@@ -40,6 +40,9 @@ typedef struct {
     char *fallback;      /* domain: the class predicted below the threshold */
     int custom;          /* domain: names none of the 14 classes; with a description it matches on that */
     char *opts;          /* JSON members appended after "text" (jailbreak: method and patterns), or NULL */
+    vsr__remote_t remote; /* a remote classifier instead of the runtime's model (global.model_catalog.modules) */
+    char **positive;     /* jailbreak: the labels whose scores add up to the score (normalised); none: "jailbreak" */
+    size_t n_positive;
 } cls_t;
 
 /* Labels compare in lower case, with '_', '-' and runs of spaces as one
@@ -118,6 +121,7 @@ int vsr__domain_compile(vsr_signals_t *s, const void *conf, const char *path, vo
         vsr_buf_append(&b, "", 1);
         k->opts = b.data; /* owned */
     }
+    vsr__remote_init(&k->remote, m ? &m->domain_remote : NULL, k->max_runes, "domain");
     *state = k;
     return VSR_OK;
 }
@@ -152,6 +156,14 @@ int vsr__jailbreak_compile(vsr_signals_t *s, const void *conf, const char *path,
     }
     vsr_buf_append(&b, "", 1);
     k->opts = b.data; /* owned */
+    if (m && m->guard_remote.protocol) {
+        vsr__remote_init(&k->remote, &m->guard_remote, k->max_runes, "jailbreak");
+        for (size_t i = 0; i < m->guard_positive.n; i++) {
+            const char *l = m->guard_positive.items[i];
+            k->positive = vsr_realloc(k->positive, (k->n_positive + 1) * sizeof(char *));
+            k->positive[k->n_positive++] = norm_label(l, strlen(l));
+        }
+    }
     *state = k;
     return VSR_OK;
 }
@@ -170,6 +182,7 @@ int vsr__pii_compile(vsr_signals_t *s, const void *conf, const char *path, void 
     char opts[64];
     snprintf(opts, sizeof(opts), ",\"threshold\":%.6g", th);
     k->opts = vsr_strdup(opts);
+    vsr__remote_init(&k->remote, m ? &m->pii_remote : NULL, k->max_runes, "pii");
     *state = k;
     return VSR_OK;
 }
@@ -184,6 +197,10 @@ void vsr__classify_free(void *state)
     vsr_free(k->names);
     vsr_free(k->fallback);
     vsr_free(k->opts);
+    vsr__remote_free(&k->remote);
+    for (size_t i = 0; i < k->n_positive; i++)
+        vsr_free(k->positive[i]);
+    vsr_free(k->positive);
     vsr_free(k);
 }
 
@@ -240,7 +257,10 @@ int vsr__classify_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
     vsr_slice_t text = subject(c, k);
     if (text.len == 0)
         return 0; /* nothing to classify: no match */
-    classify_payload(c->pool, k->model, text, k->max_runes, k->opts, out);
+    if (k->remote.model) /* pii: the threshold the detector applies */
+        vsr__remote_task(c->pool, &k->remote, text, k->kind == K_PII ? k->opts : NULL, out);
+    else
+        classify_payload(c->pool, k->model, text, k->max_runes, k->opts, out);
     return 1;
 }
 
@@ -297,8 +317,13 @@ static int consume_labels(vsr__ctx_t *c, const cls_t *k, const vsr_json_t *j, vs
             fb_p = p;
             fb_label = label;
         }
-        if (k->kind == K_JAILBREAK && strcmp(l, "jailbreak") == 0)
-            jb_p = p;
+        if (k->kind == K_JAILBREAK) {
+            int positive = k->n_positive == 0 && strcmp(l, "jailbreak") == 0;
+            for (size_t q = 0; q < k->n_positive && !positive; q++)
+                positive = strcmp(l, k->positive[q]) == 0;
+            if (positive) /* positive_labels: their probabilities add up */
+                jb_p = VSR_MIN(1.0, (jb_p < 0 ? 0 : jb_p) + p);
+        }
         vsr_free(l);
     }
     if (k->kind == K_JAILBREAK) {
@@ -366,12 +391,29 @@ int vsr__classify_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, 
     memset(&j, 0, sizeof(j));
     vsr_json_limits_t lim = {.max_depth = 16};
     int rc = VSR_ERR_INVALID;
+    vsr_buf_t conv;
+    vsr_buf_init(&conv, 0);
+    vsr_pool_t tmp;
+    vsr_pool_init(&tmp);
+    if (k->remote.model) { /* the remote's answer, read into the runtime's shape */
+        const char *why;
+        vsr_pool_t *pool = c->pool ? c->pool : &tmp;
+        if (vsr_signals_remote_answer(result, k->kind == K_PII, k->remote.distribution, pool, &conv, &why) !=
+            VSR_OK) {
+            vsr_log_debug("signals", "remote classifier %s: the answer is unusable: %s", k->remote.model, why);
+            goto out;
+        }
+        result = vsr_buf_slice(&conv);
+    }
     if (vsr_json_parse(&j, result.p ? result.p : "", result.len, &lim) == VSR_OK &&
         vsr_json_type(&j, 0) == VSR_JSON_OBJECT)
         rc = k->kind == K_PII ? consume_entities(c, k, &j, out) : consume_labels(c, k, &j, out);
     if (rc == VSR_OK && c->pool)
         out->evidence = vsr_pool_dup_slice(c->pool, result);
+out:
     vsr_json_free(&j);
+    vsr_buf_free(&conv);
+    vsr_pool_free(&tmp);
     return rc;
 }
 

@@ -99,6 +99,7 @@ typedef struct {
     char *model;            /* llm: the provider model asked (owned) */
     char *system;           /* llm: the system message (owned) */
     uint64_t timeout_ms;    /* llm: 0 = the routing wait */
+    vsr__remote_t remote;   /* classifiers with a backend: a remote classifier's label scores decide */
     double threshold;
     size_t n;            /* exemplars */
     uint8_t *label;      /* n: each exemplar's label index */
@@ -235,6 +236,7 @@ void vsr__exemplar_free(void *state)
     vsr_free(e->label);
     vsr_free(e->model);
     vsr_free(e->system);
+    vsr__remote_free(&e->remote);
     vsr_free((void *)e->cand_json.p);
     for (size_t k = 0; e->names && k < e->n_labels; k++)
         vsr_free(e->names[k]);
@@ -260,6 +262,20 @@ int vsr__classifier_compile(vsr_signals_t *s, const void *conf, const char *path
     e->threshold = c->threshold;
     atomic_init(&e->store, NULL);
     *state = e;
+    if (c->remote.protocol) {
+        if (c->n_labels == 0 || c->n_labels > EX_MAX_LABELS) {
+            vsr_buf_printf(err, "%s: a classifier with a backend needs 1 to %d labels\n", path, EX_MAX_LABELS);
+            vsr__exemplar_free(e);
+            *state = NULL;
+            return VSR_ERR_INVALID;
+        }
+        vsr__remote_init(&e->remote, &c->remote, VSR__MODEL_MAX_RUNES, c->name);
+        e->n_labels = c->n_labels;
+        e->names = vsr_calloc(c->n_labels, sizeof(char *));
+        for (size_t k = 0; k < c->n_labels; k++)
+            e->names[k] = vsr_strdup(c->labels[k]);
+        return VSR_OK;
+    }
     if (c->type == VSR_CLS_LLM) {
         if (c->model == NULL || c->n_labels == 0 || c->n_labels > EX_MAX_LABELS) {
             vsr_buf_printf(err, "%s: an llm classifier needs a model and 1 to %d labels\n", path, EX_MAX_LABELS);
@@ -337,6 +353,10 @@ int vsr__exemplar_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out)
     const ex_t *e = state;
     if (!ex_applies(c, e))
         return 0; /* nothing to classify: no match */
+    if (e->remote.model) {
+        vsr__remote_task(c->pool, &e->remote, c->in->text, NULL, out);
+        return 1;
+    }
     if (e->llm) {
         vsr_buf_t b;
         vsr_buf_init(&b, 0);
@@ -576,9 +596,69 @@ static int llm_consume(vsr__ctx_t *c, const ex_t *e, vsr_slice_t result, vsr_sig
     return VSR_OK;
 }
 
+/* A remote classifier's label scores: the highest-scoring of the signal's
+ * labels wins (labels the signal does not have are ignored); an answer
+ * without any of them is unusable. */
+static int remote_consume(vsr__ctx_t *c, const ex_t *e, vsr_slice_t result, vsr_signal_result_t *out)
+{
+    vsr_buf_t conv;
+    vsr_buf_init(&conv, 0);
+    vsr_json_t j;
+    memset(&j, 0, sizeof(j));
+    const char *why = NULL;
+    int rc = VSR_ERR_INVALID, win = -1;
+    double best = -1;
+    uint32_t arr;
+    if (vsr_signals_remote_answer(result, 0, e->remote.distribution, c->pool, &conv, &why) != VSR_OK ||
+        vsr_json_parse(&j, conv.data, conv.len, NULL) != VSR_OK ||
+        vsr_json_object_get(&j, 0, "labels", &arr) != VSR_OK) {
+        vsr_log_debug("signals", "remote classifier %s: the answer is unusable: %s", e->remote.model,
+                      why ? why : "labels");
+        goto out;
+    }
+    uint32_t t = arr + 1;
+    for (uint32_t i = 0; i < j.toks[arr].count; i++, t = j.toks[t].next) {
+        uint32_t lt, st;
+        double p;
+        vsr_slice_t l = VSR_SLICE_NULL;
+        if (vsr_json_object_get(&j, t, "label", &lt) != VSR_OK || vsr_json_string(&j, lt, c->pool, &l) != VSR_OK ||
+            vsr_json_object_get(&j, t, "score", &st) != VSR_OK || vsr_json_number(&j, st, &p) != VSR_OK)
+            goto out;
+        for (size_t k = 0; k < e->n_labels; k++)
+            if (strlen(e->names[k]) == l.len && ieq(l.p, e->names[k], l.len) && p > best) {
+                best = p;
+                win = (int)k;
+            }
+    }
+    if (win < 0)
+        goto out;
+    out->label = e->names[win];
+    out->value = best;
+    out->matched = best >= e->threshold;
+    out->confidence = out->matched ? best : 0;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "{\"label\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(e->names[win]));
+    vsr_buf_printf(&b, ",\"score\":%.6g,\"model\":", best);
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(e->remote.model));
+    vsr_buf_append_cstr(&b, ",\"scores\":");
+    vsr_buf_append(&b, conv.data + j.toks[arr].start, j.toks[arr].end - j.toks[arr].start);
+    vsr_buf_append_cstr(&b, "}");
+    out->evidence = vsr_pool_dup_slice(c->pool, vsr_buf_slice(&b));
+    vsr_buf_free(&b);
+    rc = VSR_OK;
+out:
+    vsr_json_free(&j);
+    vsr_buf_free(&conv);
+    return rc;
+}
+
 int vsr__exemplar_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out)
 {
     ex_t *e = (ex_t *)state;
+    if (e->remote.model)
+        return remote_consume(c, e, result, out);
     if (e->llm)
         return llm_consume(c, e, result, out);
     vsr_json_t j;

@@ -57,6 +57,25 @@ uint64_t vsr__hash_runes(const uint32_t *r, size_t n);
  * runes (head, middle and tail thirds of a longer one), from pool. */
 vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes);
 
+/* ---- remote classifiers (remote.c; docs/signals.md "Bring a bigger model") ----
+ * A family's remote classifier as its compiled signals keep it (copied from
+ * the document's vsr_remote_cls_conf_t: the signals outlive the document). */
+typedef struct {
+    char *model;         /* the external entry's name; NULL: none (the built-in model) */
+    vsr_remote_protocol_t protocol;
+    uint64_t timeout_ms;
+    size_t runes;        /* the text's bound: the family's, within the entry's max_request_bytes */
+    int distribution;
+    char *runtime_model; /* runtime_classify: the classifier named (family: its default) */
+} vsr__remote_t;
+void vsr__remote_init(vsr__remote_t *r, const vsr_remote_cls_conf_t *conf, size_t max_runes, const char *family);
+void vsr__remote_free(vsr__remote_t *r);
+/* The VSR_SIGNAL_TASK_REMOTE task for text: http_classify {"inputs": T},
+ * runtime_classify {"model": M, "text": T` extra`} (extra: JSON members or
+ * NULL), from pool. */
+void vsr__remote_task(vsr_pool_t *pool, const vsr__remote_t *r, vsr_slice_t text, const char *extra,
+                      vsr_signal_task_t *out);
+
 /* ---- regex (regex.c): PCRE2 in UTF mode, Go/RE2-like options ---------- */
 /* NULL on failure with the reason and offset written to msg. */
 pcre2_code *vsr__re_compile(const char *pat, int caseless, vsr_buf_t *msg);

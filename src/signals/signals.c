@@ -641,10 +641,16 @@ int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf)
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++) {
         if (!sig_types[t].task || *(const size_t *)((const char *)conf + sig_types[t].count_off) == 0)
             continue;
-        if (sig_types[t].count_off != offsetof(vsr_signals_conf_t, n_classifiers))
+        size_t off = sig_types[t].count_off;
+        const vsr_modules_conf_t *m = &conf->modules; /* a family with a remote classifier asks it instead */
+        if ((off == offsetof(vsr_signals_conf_t, n_domains) && m->domain_remote.protocol) ||
+            (off == offsetof(vsr_signals_conf_t, n_jailbreak) && m->guard_remote.protocol) ||
+            (off == offsetof(vsr_signals_conf_t, n_pii) && m->pii_remote.protocol))
+            continue;
+        if (off != offsetof(vsr_signals_conf_t, n_classifiers))
             return 1;
         for (size_t i = 0; i < conf->n_classifiers; i++) /* an llm classifier asks a provider model instead */
-            if (conf->classifiers[i].type != VSR_CLS_LLM)
+            if (conf->classifiers[i].type != VSR_CLS_LLM && !conf->classifiers[i].remote.protocol)
                 return 1;
     }
     return conf->n_ext > 0;

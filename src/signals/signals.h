@@ -103,6 +103,13 @@ vsr_signal_result_t vsr_signals_eval(const vsr_signals_t *s, int i, const vsr_si
  * "timeout_ms": N (optional), "body": {chat completion request}}; the
  * result given to consume is the model's chat.completion body. */
 #define VSR_SIGNAL_TASK_CHAT "chat"
+/* The task kind of a remote classifier's call (docs/signals.md "Bring a
+ * bigger model"), made by the router through the upstream layer: payload
+ * {"model": EXTERNAL, "timeout_ms": N, "path": "/classify" | "/v1/classify",
+ * "body": {...}} names a global.model_catalog.external[] entry; the body is
+ * sent as is and the endpoint's answer given to consume.  Tasks with the
+ * same payload in one request share one call. */
+#define VSR_SIGNAL_TASK_REMOTE "remote_classify"
 
 typedef struct {
     const char *type;              /* the task kind */
@@ -132,6 +139,14 @@ int vsr_signals_consume(const vsr_signals_t *s, int i, const vsr_signal_input_t 
  * the signal does: VSR_OK, or VSR_ERR_INVALID for an unusable result. */
 void vsr_signals_guard_task(vsr_pool_t *pool, vsr_slice_t text, int method, vsr_signal_task_t *out);
 int vsr_signals_guard_score(vsr_slice_t result, vsr_pool_t *pool, double *score);
+/* A remote classifier's answer (docs/signals.md "Bring a bigger model")
+ * appended to out in the runtime's result shape: {"labels": [...]}, or with
+ * entities {"entities": [...]}.  distribution: the scores must add up to 1
+ * (contract label_distribution).  Strings are unescaped into pool.  VSR_OK,
+ * or VSR_ERR_INVALID with *why (static) saying what is wrong; out may then
+ * hold a partial text. */
+int vsr_signals_remote_answer(vsr_slice_t answer, int entities, int distribution, vsr_pool_t *pool, vsr_buf_t *out,
+                              const char **why);
 /* The on_error policy of signal i's family (VSR_ON_ERROR_DEFAULT: none). */
 vsr_on_error_t vsr_signals_on_error(const vsr_signals_t *s, int i);
 

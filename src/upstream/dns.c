@@ -165,7 +165,7 @@ size_t vsr_upstream_unresolved(vsr_upstream_shared_t *sh, vsr_buf_t *names, size
     size_t n = 0;
     for (size_t i = 0; sh != NULL && i < sh->n_clusters; i++) {
         shared_cluster_t *sc = sh->clusters[i];
-        const vsr_model_conf_t *m = &sh->cfg->models[i];
+        const vsr_model_conf_t *m = vsr__upstream_cluster_model(sh->cfg, i);
         for (size_t j = 0; j < sc->n_eps; j++) {
             if (!atomic_load(&sc->eps[j].unresolved))
                 continue;

@@ -369,7 +369,7 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
     const vsr_config_t *cfg = sh->cfg;
     size_t n = 0;
     for (size_t i = 0; i < sh->n_clusters; i++) {
-        const vsr_model_conf_t *m = &cfg->models[i];
+        const vsr_model_conf_t *m = vsr__upstream_cluster_model(cfg, i);
         if (m->has_reliability && m->reliability.health_check_path)
             n += m->n_backends;
     }
@@ -379,7 +379,7 @@ void vsr_upstream_health_start(vsr_upstream_shared_t *sh, uv_loop_t *loop)
     sh->dns = vsr__dns_start(sh, loop);
     for (size_t i = 0; i < sh->n_clusters; i++) {
         shared_cluster_t *sc = sh->clusters[i];
-        const vsr_model_conf_t *m = &cfg->models[i];
+        const vsr_model_conf_t *m = vsr__upstream_cluster_model(cfg, i);
         const vsr_reliability_conf_t *r = &m->reliability;
         if (!m->has_reliability || r->health_check_path == NULL)
             continue;

@@ -65,6 +65,12 @@ int vsr__upstream_identity_eq(const shared_cluster_t *sc, const vsr_model_conf_t
 /* The registry's cluster for m's identity with a reference taken, or NULL
  * when no live configuration has that identity. */
 shared_cluster_t *vsr__upstream_registry_find(const vsr_model_conf_t *m);
+/* The model of a version's cluster i: the provider models, then the
+ * external models (global.model_catalog.external[]). */
+static inline const vsr_model_conf_t *vsr__upstream_cluster_model(const vsr_config_t *cfg, size_t i)
+{
+    return i < cfg->n_models ? &cfg->models[i] : &cfg->externals[i - cfg->n_models].model;
+}
 void vsr__upstream_cluster_unref(shared_cluster_t *sc);
 
 int vsr__upstream_resolve(const vsr_backend_conf_t *b, struct sockaddr_storage *out, vsr_buf_t *err);

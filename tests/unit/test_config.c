@@ -1879,8 +1879,8 @@ static void test_classifier_signals(void **state)
                   "t.yaml:12:32: classifier \"t\" has no label \"b\"\n");
     /* an llm classifier's model that is no provider model: at its place */
     expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, type: llm, model: ext, labels: [a, b]}]}\n",
-                  "t.yaml:11:55: classifier model \"ext\" is not defined in providers.models (an llm classifier asks "
-                  "a provider model; the reference's global.model_catalog.external[] models are not supported yet)\n");
+                  "t.yaml:11:55: classifier model \"ext\" is not defined in providers.models nor in "
+                  "global.model_catalog.external\n");
 }
 #undef CLS_DOC
 
