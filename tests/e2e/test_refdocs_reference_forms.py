@@ -64,3 +64,15 @@ def test_provider_model_with_an_auto_name_is_routed(vsr, fakellm):
     r = chat(v, "write some python", model="coder")  # a concrete model passes through
     assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "coder"
     assert "x-vsr-selected-decision" not in r.headers
+
+
+def test_workflow_role_with_several_models_routes(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "looper-role-models.yaml", [be], workers=1)
+    r = chat(v, "fix the failing test in parser.c")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "swe"
+    steps = [(s["id"], s["model"]) for s in r.json()["workflow_steps"]]
+    assert steps == [("planner", "planner"), ("patcher", "patcher-a"), ("patcher", "patcher-b"),
+                     ("verifier", "verifier")], steps
+    assert be.stats()["requests"] == 5   # four role calls and the final

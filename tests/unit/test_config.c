@@ -3333,6 +3333,14 @@ static void test_looper_fields(void **state)
     assert_string_equal(wf->final_prompt, "F");
     vsr_config_free(c);
 
+    /* roles[].models (the reference's form): each model answers the role */
+    c = load_ok(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [m, n]}]}}"));
+    wf = &only_decision(c)->algo.u.workflows;
+    assert_int_equal(wf->roles[0].models.n, 2);
+    assert_string_equal(wf->roles[0].models.items[1], "n");
+    assert_null(wf->roles[0].model);
+    vsr_config_free(c);
+
     /* without analysis_models the panel is the modelRefs; a quorum within it stays */
     c = load_ok(ALGO_DOC("{type: fusion, fusion: {min_successful_responses: 5}}"));
     assert_int_equal(only_decision(c)->algo.u.fusion.min_successful_responses, 2);
@@ -3432,6 +3440,42 @@ static void test_looper_errors(void **state)
                   "planner)\n");
     expect_errors(ALGO_DOC("{type: workflows, workflows: {final: {prompt: \"\"}}}"),
                   "t.yaml:15:64: prompt must be non-empty text\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, model: m, models: [n]}]}}"),
+                  "t.yaml:15:95: a role takes model or models, not both\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: []}]}}"),
+                  "t.yaml:15:85: models: a role's models name at least one model\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [m, m]}]}}"),
+                  "t.yaml:15:89: duplicate model \"m\" (first defined at 15:86)\n");
+    {
+        /* at most VSR_FLOW_ROLE_MAX_MODELS models a role, VSR_FLOW_MAX_CALLS calls in all */
+        char algo[4096], yaml[8192];
+        int len = snprintf(algo, sizeof(algo), "{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [");
+        for (unsigned i = 0; i <= VSR_FLOW_ROLE_MAX_MODELS; i++)
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%sx%u", i ? ", " : "", i);
+        snprintf(algo + len, sizeof(algo) - (size_t)len, "]}]}}");
+        snprintf(yaml, sizeof(yaml), ALGO_DOC("%s"), algo);
+        vsr_buf_t err;
+        vsr_buf_init(&err, 1 << 16);
+        vsr_config_t *bad = NULL;
+        assert_int_equal(vsr_config_load_string("t.yaml", yaml, strlen(yaml), &bad, &err), VSR_ERR_INVALID);
+        vsr_buf_append(&err, "", 1);
+        assert_non_null(strstr(err.data, "t.yaml:15:85: models: at most 16 models a role, got 17\n"));
+        vsr_buf_reset(&err);
+        len = snprintf(algo, sizeof(algo), "{type: workflows, workflows: {roles: [");
+        for (unsigned r = 0; r < 5; r++) {
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%s{name: r%u, prompt: p, models: [", r ? ", " : "", r);
+            for (unsigned i = 0; i < VSR_FLOW_ROLE_MAX_MODELS; i++)
+                len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%sx%u", i ? ", " : "", i);
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "]}");
+        }
+        snprintf(algo + len, sizeof(algo) - (size_t)len, "]}}");
+        snprintf(yaml, sizeof(yaml), ALGO_DOC("%s"), algo);
+        assert_int_equal(vsr_config_load_string("t.yaml", yaml, strlen(yaml), &bad, &err), VSR_ERR_INVALID);
+        vsr_buf_append(&err, "", 1);
+        assert_non_null(strstr(err.data, "roles: at most 64 model calls in all (each role's models counted), this "
+                                         "role makes 80\n"));
+        vsr_buf_free(&err);
+    }
     /* the other catalogue types stay refused */
     expect_errors(ALGO_DOC("{type: router_dc}"), 
                   "t.yaml:15:25: algorithm type \"router_dc\" is not supported yet\n");
@@ -3471,6 +3515,9 @@ static void test_looper_model_names(void **state)
                   "t.yaml:15:88: algorithm.workflows.final.model \"ghost2\" is neither a model of "
                   "providers.models nor one of the decision's modelRefs\n"
                   "t.yaml:15:133: algorithm.workflows.roles[].model \"ghost3\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [m, ghost]}]}}"),
+                  "t.yaml:15:89: algorithm.workflows.roles[].models: \"ghost\" is neither a model of "
                   "providers.models nor one of the decision's modelRefs\n");
 }
 
