@@ -76,3 +76,14 @@ def test_workflow_role_with_several_models_routes(vsr, fakellm):
     assert steps == [("planner", "planner"), ("patcher", "patcher-a"), ("patcher", "patcher-b"),
                      ("verifier", "verifier")], steps
     assert be.stats()["requests"] == 5   # four role calls and the final
+
+
+def test_router_replay_postgres_without_a_server_block_starts(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "router-replay-postgres-stack.yaml", [be], workers=1)
+    r = chat(v, "hello there")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "everything"
+    out = v.proc.output()
+    assert "using the reference's local stack defaults on localhost:5432" in out, out[-3000:]
+    assert "router-secret" not in out

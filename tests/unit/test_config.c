@@ -2085,6 +2085,24 @@ static void test_router_replay(void **state)
     assert_int_equal(c->replay_store.pg_conn_max_lifetime, 0);
     assert_int_equal(c->n_unimplemented, 2); /* the pool's knobs: one writer connection */
     vsr_config_free(c);
+
+    /* no server named and no database or user: the reference's local stack (its CLI's defaults), on localhost;
+     * what the document gives stays */
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n");
+    assert_string_equal(c->replay_store.pg_host, "localhost");
+    assert_int_equal(c->replay_store.pg_port, 5432);
+    assert_string_equal(c->replay_store.pg_database, "vsr");
+    assert_string_equal(c->replay_store.pg_user, "router");
+    assert_string_equal(c->replay_store.pg_password, "router-secret");
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
+                    "  postgres: {port: 6543, database: rr, password: pw}}}}\n");
+    assert_string_equal(c->replay_store.pg_host, "localhost");
+    assert_int_equal(c->replay_store.pg_port, 6543);
+    assert_string_equal(c->replay_store.pg_database, "rr");
+    assert_string_equal(c->replay_store.pg_user, "router");
+    assert_string_equal(c->replay_store.pg_password, "pw");
+    vsr_config_free(c);
 }
 
 static void test_router_replay_errors(void **state)
@@ -2095,9 +2113,11 @@ static void test_router_replay_errors(void **state)
     expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: router_replay, configuration: "
                       "{max_body_byte: 5}}]}]}\n",
                   "t.yaml:10:81: unknown key \"max_body_byte\"; did you mean \"max_body_bytes\"?\n");
-    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
-                  "t.yaml:10:36: store_backend postgres needs postgres.database\n");
-    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {database: d}}}}\n",
+    /* a server named: database and user are required (no server named: the local stack's, below) */
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {host: db}}}}\n",
+                  "t.yaml:10:72: store_backend postgres needs postgres.database\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {host: db, "
+                      "database: d}}}}\n",
                   "t.yaml:10:72: store_backend postgres needs postgres.user\n");
     expect_errors(DOC "global: {services: {router_replay: {postgres: {table_name: \"t; DROP TABLE x\"}}}}\n",
                   "t.yaml:10:60: table_name must be 1 to 48 letters, digits and _ (not a digit first), got "
