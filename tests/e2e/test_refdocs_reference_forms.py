@@ -4,6 +4,8 @@ score inputs in the reference's forms (a complexity level, model-backed
 families, `type: projection`), and a provider model named like an auto
 name.  Each one (tests/e2e/corpus/refdocs/) validates (test_refdocs.py) and
 here serves and routes."""
+import httpx
+
 from conftest import GUARD_MODEL, MODEL_CACHE, USE_MODEL, require
 from test_refdocs import serve
 
@@ -87,3 +89,18 @@ def test_router_replay_postgres_without_a_server_block_starts(vsr, fakellm):
     out = v.proc.output()
     assert "using the reference's local stack defaults on localhost:5432" in out, out[-3000:]
     assert "router-secret" not in out
+
+
+def test_plugins_without_configuration_do_nothing(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "plugins-without-configuration.yaml", [be], workers=1)
+    r = chat(v, "my ssn is 123")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "block_private"
+    assert r.headers["x-vsr-response-path"] == "upstream"   # no fast response: the model answers
+    r = chat(v, "hello there")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "everything"
+    assert be.stats()["requests"] == 2
+    log = httpx.get(be.url + "/_fakellm/log", timeout=10).json()["entries"]
+    assert all(e["body"].get("system") in (None, "") and e["body"]["n_messages"] == 1 for e in log), log

@@ -2604,11 +2604,8 @@ static void test_plugin_errors(void **state)
         const char *doc;
         const char *error;
     } rows[] = {
-        {PLUGIN_DOC("{type: system_prompt}"), "t.yaml:14:11: missing required key \"system_prompt\"\n"},
         {PLUGIN_DOC("{type: system_prompt, configuration: {mode: 3, system_prompt: x}}"),
          "t.yaml:14:55: expected a string, got an integer\n"},
-        {PLUGIN_DOC("{type: system_prompt, configuration: {system_prompt: \"\"}}"),
-         "t.yaml:14:64: system_prompt must not be empty\n"},
         {PLUGIN_DOC("{type: fast_response, configuration: {}}"), "t.yaml:14:48: missing required key \"message\"\n"},
         {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: \"bad name\", value: x}]}}"),
          "t.yaml:14:64: invalid header name \"bad name\"\n"},
@@ -2628,6 +2625,23 @@ static void test_plugin_errors(void **state)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         expect_errors(rows[i].doc, rows[i].error);
+    /* as in the reference: a system_prompt plugin without a prompt (absent or "") and a fast_response plugin
+     * without configuration load and do nothing */
+    static const char *const idle[] = {
+        PLUGIN_DOC("{type: system_prompt}"),
+        PLUGIN_DOC("{type: system_prompt, configuration: {mode: insert}}"),
+        PLUGIN_DOC("{type: system_prompt, configuration: {system_prompt: \"\"}}"),
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(idle); i++) {
+        vsr_config_t *c = load_ok(idle[i]);
+        assert_int_equal(c->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_SYSTEM_PROMPT);
+        assert_null(c->recipes[0].decisions[0].plugins[0].u.system_prompt.system_prompt);
+        vsr_config_free(c);
+    }
+    vsr_config_t *fr = load_ok(PLUGIN_DOC("{type: fast_response}"));
+    assert_int_equal(fr->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_FAST_RESPONSE);
+    assert_int_equal(fr->recipes[0].decisions[0].plugins[0].enabled, 0);
+    vsr_config_free(fr);
     /* disabled: still checked, but system_prompt is not required */
     vsr_config_t *c = load_ok(PLUGIN_DOC("{type: system_prompt, configuration: {enabled: false}}"));
     assert_int_equal(c->recipes[0].decisions[0].plugins[0].enabled, 0);
