@@ -445,8 +445,9 @@ static const cfg_spec_t defaults_spec = {
 
 static const cfg_field_t providers_fields[] = {
     {.key = "defaults", .decode = vsr__cfg_object, .spec = &defaults_spec},
-    {.key = "models", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
-     .offset = offsetof(vsr_config_t, models), .count_offset = offsetof(vsr_config_t, n_models), .spec = &model_spec},
+    /* required and non-empty unless the routing comes from Kubernetes (finish_document) */
+    {.key = "models", .decode = vsr__cfg_list, .offset = offsetof(vsr_config_t, models),
+     .count_offset = offsetof(vsr_config_t, n_models), .spec = &model_spec},
 };
 
 static const cfg_spec_t providers_spec;
@@ -1531,6 +1532,17 @@ static void finish_document(cfg_decoder_t *d, const cfg_node_t *map, void *obj, 
     for (size_t i = 0; listeners && listeners->kind == CFG_NODE_SEQ && i < c->n_listeners && i < listeners->n; i++) {
         const cfg_node_t *port = vsr__cfg_map_get(listeners->items[i], "port");
         vsr__cfg_mark(d, &c->listeners[i].port, port ? port : listeners->items[i]);
+    }
+    /* providers.models: required and non-empty, except with config_source:
+     * kubernetes, where the file is a base and the IntelligentPool names the
+     * models (the reference reads such a base without models) */
+    const cfg_node_t *prov = vsr__cfg_seen(&document_spec, seen, "providers");
+    if (prov != NULL && prov->kind == CFG_NODE_MAP && c->n_models == 0 && !c->config_source_kubernetes) {
+        const cfg_node_t *models = vsr__cfg_map_get(prov, "models");
+        if (models == NULL)
+            vsr__cfg_node_error(d, prov, "missing required key \"models\"");
+        else if (models->kind == CFG_NODE_SEQ && models->n == 0)
+            vsr__cfg_node_error(d, models, "models must not be empty");
     }
     vsr__cfg_check_document(d, box);
 }

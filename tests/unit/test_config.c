@@ -1269,8 +1269,8 @@ static void test_missing_required(void **state)
 {
     expect_errors("listeners: []\n"
                   "providers: {}\n",
-                  "t.yaml:2:12: missing required key \"models\"\n"
-                  "t.yaml:1:1: missing required key \"version\"\n");
+                  "t.yaml:1:1: missing required key \"version\"\n"
+                  "t.yaml:2:12: missing required key \"models\"\n");
     expect_errors(HEAD, "t.yaml:1:1: missing required key \"providers\"\n");
     expect_errors(HEAD
                   "listeners:\n"
@@ -1285,6 +1285,14 @@ static void test_missing_required(void **state)
                   "      backend_refs: []\n",
                   "t.yaml:7:7: missing required key \"name\"\n");
     expect_errors(HEAD LISTENERS "providers:\n  models: []\n", "t.yaml:6:11: models must not be empty\n");
+    /* a Kubernetes base: the IntelligentPool names the models, as in the reference */
+    vsr_config_t *c = load_ok(HEAD LISTENERS "providers: {defaults: {reasoning_effort: low}}\n"
+                              "global: {router: {config_source: kubernetes}}\n");
+    assert_int_equal(c->n_models, 0);
+    vsr_config_free(c);
+    c = load_ok(HEAD LISTENERS "providers: {models: []}\nglobal: {router: {config_source: kubernetes}}\n");
+    assert_int_equal(c->n_models, 0);
+    vsr_config_free(c);
 }
 
 static void test_unknown_keys(void **state)
