@@ -104,3 +104,11 @@ def test_plugins_without_configuration_do_nothing(vsr, fakellm):
     assert be.stats()["requests"] == 2
     log = httpx.get(be.url + "/_fakellm/log", timeout=10).json()["entries"]
     assert all(e["body"].get("system") in (None, "") and e["body"]["n_messages"] == 1 for e in log), log
+
+
+def test_document_without_provider_models_serves_and_answers_400(vsr):
+    v = serve(vsr, "no-provider-models.yaml", [], workers=1)
+    r = chat(v, "hello there")
+    assert r.status_code == 400, r.text
+    assert "no model selected" in r.text, r.text
+    assert v.proc.p.poll() is None
