@@ -1113,7 +1113,8 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     /* fast_response without configuration: the reference's router finds no
      * configuration for it and answers nothing (its validator asks for one;
      * its Kubernetes source, which skips that check, writes such entries) */
-    if (p->kind == VSR_PLUGIN_FAST_RESPONSE && (conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL))) {
+    int no_conf = conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL);
+    if (p->kind == VSR_PLUGIN_FAST_RESPONSE && no_conf) {
         p->enabled = 0;
         vsr__cfg_warn(d, "%s:%u:%u: a fast_response plugin without configuration does nothing (it has no message)",
                       d->dg->file, map->line, map->col);
@@ -1121,7 +1122,7 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     }
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};
-    if (conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL))
+    if (no_conf)
         conf = &empty;
     if (p->kind == VSR_PLUGIN_ROUTER_REPLAY) {
         vsr_plugin_router_replay_conf_t *rr = &p->u.router_replay;

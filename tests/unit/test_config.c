@@ -3512,7 +3512,8 @@ static void test_looper_errors(void **state)
         vsr_buf_reset(&err);
         len = snprintf(algo, sizeof(algo), "{type: workflows, workflows: {roles: [");
         for (unsigned r = 0; r < 5; r++) {
-            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%s{name: r%u, prompt: p, models: [", r ? ", " : "", r);
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%s{name: r%u, prompt: p, models: [",
+                            r ? ", " : "", r);
             for (unsigned i = 0; i < VSR_FLOW_ROLE_MAX_MODELS; i++)
                 len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%sx%u", i ? ", " : "", i);
             len += snprintf(algo + len, sizeof(algo) - (size_t)len, "]}");
