@@ -674,7 +674,7 @@ static void put_value(vsr_buf_t *b, const vsr_json_t *j, uint32_t t, vsr_pool_t 
 
 /* IntelligentPool spec → modelCards (into cards) and the default model. */
 static int convert_pool(const vsr_json_t *j, vsr_pool_t *pool, const char *name, vsr_buf_t *cards,
-                        vsr_slice_t *default_model, vsr_buf_t *err)
+                        vsr_buf_t *models_out, vsr_slice_t *default_model, vsr_buf_t *err)
 {
     uint32_t spec, models, t;
     *default_model = vsr_slice(NULL, 0);
@@ -685,6 +685,7 @@ static int convert_pool(const vsr_json_t *j, vsr_pool_t *pool, const char *name,
     if (vsr_json_object_get(j, spec, "defaultModel", &t) == VSR_OK && vsr_json_type(j, t) == VSR_JSON_STRING)
         vsr_json_string(j, t, pool, default_model);
     vsr_buf_append_cstr(cards, "[");
+    vsr_buf_append_cstr(models_out, "[");
     if (vsr_json_object_get(j, spec, "models", &models) == VSR_OK && vsr_json_type(j, models) == VSR_JSON_ARRAY) {
         uint32_t m = models + 1;
         for (uint32_t i = 0; i < j->toks[models].count; i++, m = j->toks[m].next) {
@@ -704,6 +705,11 @@ static int convert_pool(const vsr_json_t *j, vsr_pool_t *pool, const char *name,
                                    name, i, (int)VSR_MIN(key.len, (size_t)100), key.p);
                     return VSR_ERR_INVALID;
                 }
+                if (key_is(j, c, "name")) { /* a provider model of that name, for a base without models */
+                    vsr_buf_append_cstr(models_out, vsr_buf_slice(models_out).len > 1 ? ",{\"name\":" : "{\"name\":");
+                    put_value(models_out, j, v, pool);
+                    vsr_buf_append_cstr(models_out, "}");
+                }
                 if (f)
                     vsr_buf_append_cstr(cards, ",");
                 put_key(cards, key, 0);
@@ -715,6 +721,7 @@ static int convert_pool(const vsr_json_t *j, vsr_pool_t *pool, const char *name,
         }
     }
     vsr_buf_append_cstr(cards, "]");
+    vsr_buf_append_cstr(models_out, "]");
     return VSR_OK;
 }
 
@@ -850,9 +857,10 @@ int vsr_admin_k8s_document(const char *base_name, const char *base, size_t base_
     memset(&rj, 0, sizeof(rj));
     memset(&bj, 0, sizeof(bj));
     vsr_json_limits_t lim = {.max_depth = 64};
-    vsr_buf_t canon, cards, signals, decisions, routing, providers;
+    vsr_buf_t canon, cards, pmodels, signals, decisions, routing, providers;
     vsr_buf_init(&canon, 0);
     vsr_buf_init(&cards, 0);
+    vsr_buf_init(&pmodels, 0);
     vsr_buf_init(&signals, 0);
     vsr_buf_init(&decisions, 0);
     vsr_buf_init(&routing, 0);
@@ -872,7 +880,7 @@ int vsr_admin_k8s_document(const char *base_name, const char *base, size_t base_
     char pn[256], rn[256];
     snprintf(pn, sizeof(pn), "%.*s", (int)VSR_MIN(pname.len, (size_t)253), pname.p);
     snprintf(rn, sizeof(rn), "%.*s", (int)VSR_MIN(rname.len, (size_t)253), rname.p);
-    if (convert_pool(&pj, &pool, pn, &cards, &dm, err) != VSR_OK ||
+    if (convert_pool(&pj, &pool, pn, &cards, &pmodels, &dm, err) != VSR_OK ||
         convert_route(&rj, &pool, rn, &signals, &decisions, err) != VSR_OK)
         goto out;
     if (vsr_config_canonical(base_name, base, base_len, &canon, err) != VSR_OK)
@@ -897,24 +905,34 @@ int vsr_admin_k8s_document(const char *base_name, const char *base, size_t base_
         vsr_json_edit_replace(&ed, &bj, rt, vsr_buf_slice(&routing));
     else
         vsr_json_edit_insert_member(&ed, &bj, 0, vsr_buf_slice(&routing));
-    /* providers.defaults.model: the pool's defaultModel */
-    if (dm.len > 0) {
-        uint32_t pv, dv;
-        int has_prov = vsr_json_object_get(&bj, 0, "providers", &pv) == VSR_OK &&
-                       vsr_json_type(&bj, pv) == VSR_JSON_OBJECT;
+    /* providers.defaults.model: the pool's defaultModel; providers.models,
+     * when the file names none (a base written for the reference, whose
+     * models come from the pool): the pool's models, by name, without
+     * backends (Envoy routes them in extproc mode) */
+    uint32_t pv, dv, mv;
+    int has_prov = vsr_json_object_get(&bj, 0, "providers", &pv) == VSR_OK && vsr_json_type(&bj, pv) == VSR_JSON_OBJECT;
+    int no_models = !has_prov || vsr_json_object_get(&bj, pv, "models", &mv) != VSR_OK ||
+                    vsr_json_type(&bj, mv) != VSR_JSON_ARRAY || bj.toks[mv].count == 0;
+    if (dm.len > 0 || no_models) {
         int has_def = has_prov && vsr_json_object_get(&bj, pv, "defaults", &dv) == VSR_OK &&
                       vsr_json_type(&bj, dv) == VSR_JSON_OBJECT;
         if (!has_prov)
             vsr_buf_append_cstr(&providers, "\"providers\":");
         vsr_buf_append_cstr(&providers, "{");
-        static const char *const prov_skip[] = {"defaults"}, *const def_skip[] = {"model"};
+        static const char *const prov_skip[] = {"defaults", "models"}, *const def_skip[] = {"model"};
         if (has_prov)
-            put_members_except(&providers, &bj, pv, prov_skip, 1);
+            put_members_except(&providers, &bj, pv, prov_skip, no_models ? 2 : 1);
+        if (no_models)
+            vsr_buf_printf(&providers, "\"models\":%s,", pmodels.data);
         vsr_buf_append_cstr(&providers, "\"defaults\":{");
         if (has_def)
-            put_members_except(&providers, &bj, dv, def_skip, 1);
-        vsr_buf_append_cstr(&providers, "\"model\":");
-        vsr_buf_append_json_string(&providers, dm);
+            put_members_except(&providers, &bj, dv, def_skip, dm.len > 0);
+        if (dm.len > 0) {
+            vsr_buf_append_cstr(&providers, "\"model\":");
+            vsr_buf_append_json_string(&providers, dm);
+        } else if (vsr_buf_slice(&providers).p[vsr_buf_slice(&providers).len - 1] == ',') {
+            providers.len--; /* the last member of defaults was followed by a comma */
+        }
         vsr_buf_append_cstr(&providers, "}}");
         if (has_prov)
             vsr_json_edit_replace(&ed, &bj, pv, vsr_buf_slice(&providers));
@@ -938,6 +956,7 @@ out:
     vsr_json_free(&bj);
     vsr_buf_free(&canon);
     vsr_buf_free(&cards);
+    vsr_buf_free(&pmodels);
     vsr_buf_free(&signals);
     vsr_buf_free(&decisions);
     vsr_buf_free(&routing);

@@ -269,8 +269,11 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
         const vsr_algo_workflows_conf_t *w = &a->u.workflows;
         check_algo_model(d, ix, dec, &w->planner_model, "algorithm.workflows.planner.model");
         check_algo_model(d, ix, dec, &w->final_model, "algorithm.workflows.final.model");
-        for (size_t i = 0; i < w->n_roles; i++)
+        for (size_t i = 0; i < w->n_roles; i++) {
             check_algo_model(d, ix, dec, &w->roles[i].model, "algorithm.workflows.roles[].model");
+            for (size_t j = 0; j < w->roles[i].models.n; j++)
+                check_algo_model(d, ix, dec, &w->roles[i].models.items[j], "algorithm.workflows.roles[].models:");
+        }
         break;
     }
     case VSR_ALGO_GRAPH: {

@@ -369,6 +369,7 @@ static const cfg_spec_t final_spec = {
 static const cfg_field_t step_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = ST(name)},
     {.key = "model", .decode = decode_model, .offset = ST(model)},
+    {.key = "models", .decode = decode_models, .offset = ST(models)},
     {.key = "prompt", .decode = decode_prompt, .flags = CFG_REQUIRED, .offset = ST(prompt)},
     {.key = "access_list", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = ST(access_list)},
 };
@@ -396,7 +397,9 @@ static const cfg_field_t workflows_fields[] = {
 
 /* Roles: unique names, at most ALGO_MAX_STEPS, each access_list naming
  * earlier roles only (static mode runs them in order); roles belong to
- * static mode (dynamic mode's plan comes from the planner). */
+ * static mode (dynamic mode's plan comes from the planner).  A role names
+ * model or models (1 to VSR_FLOW_ROLE_MAX_MODELS), not both, and the roles'
+ * calls are at most VSR_FLOW_MAX_CALLS. */
 static void finish_workflows(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                              size_t index)
 {
@@ -425,8 +428,22 @@ static void finish_workflows(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
         nodes[i] = nm ? nm : roles->items[i];
     }
     vsr__cfg_check_unique(d, "role name", keys, nodes, w->n_roles);
+    size_t calls = 0;
     for (size_t i = 0; i < w->n_roles; i++) {
         const vsr_algo_flow_step_conf_t *r = &w->roles[i];
+        const cfg_node_t *ms = vsr__cfg_map_get(roles->items[i], "models");
+        if (ms != NULL && r->model != NULL)
+            vsr__cfg_node_error(d, ms, "a role takes model or models, not both");
+        else if (ms != NULL && r->models.n == 0)
+            vsr__cfg_node_error(d, ms, "models: a role's models name at least one model");
+        else if (r->models.n > VSR_FLOW_ROLE_MAX_MODELS)
+            vsr__cfg_node_error(d, ms, "models: at most %u models a role, got %zu", VSR_FLOW_ROLE_MAX_MODELS,
+                                r->models.n);
+        size_t n = r->models.n ? r->models.n : 1;
+        if (calls <= VSR_FLOW_MAX_CALLS && calls + n > VSR_FLOW_MAX_CALLS)
+            vsr__cfg_node_error(d, roles->items[i], "roles: at most %u model calls in all (each role's models "
+                                "counted), this role makes %zu", VSR_FLOW_MAX_CALLS, calls + n);
+        calls += n;
         const cfg_node_t *al = vsr__cfg_map_get(roles->items[i], "access_list");
         for (size_t j = 0; j < r->access_list.n; j++) {
             size_t k = 0;

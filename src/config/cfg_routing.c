@@ -554,10 +554,21 @@ static int decode_prompt_mode(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
     return 0;
 }
 
+/* Text that may be empty: "" leaves the field unset. */
+static int decode_optional_prose(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    const char *s = vsr__cfg_get_text(d, val);
+    if (s == NULL)
+        return -1;
+    if (val->len > 0)
+        *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, s, val->len);
+    return 0;
+}
+
 static const cfg_field_t system_prompt_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = PL_OFF(enabled)},
     {.key = "mode", .decode = decode_prompt_mode, .offset = PL_OFF(u.system_prompt.insert)},
-    {.key = "system_prompt", .decode = decode_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
+    {.key = "system_prompt", .decode = decode_optional_prose, .offset = PL_OFF(u.system_prompt.system_prompt)},
 };
 
 static void init_system_prompt(cfg_decoder_t *d, void *obj)
@@ -566,13 +577,19 @@ static void init_system_prompt(cfg_decoder_t *d, void *obj)
     ((vsr_plugin_conf_t *)obj)->u.system_prompt.insert = 1;
 }
 
+/* system_prompt is optional and may be empty, as in the reference (whose
+ * plugin injects nothing without one): the entry then does nothing, with a
+ * warning. */
 static void finish_system_prompt(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                                  size_t index)
 {
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
     vsr_plugin_conf_t *p = obj;
     p->u.system_prompt.enabled = p->enabled;
-    if (p->enabled && p->u.system_prompt.system_prompt == NULL && vsr__cfg_map_get(map, "system_prompt") == NULL)
-        vsr__cfg_node_error(d, map, "missing required key \"system_prompt\"");
+    if (p->enabled && p->u.system_prompt.system_prompt == NULL)
+        vsr__cfg_warn(d, "%s:%u:%u: a system_prompt plugin without system_prompt does nothing", d->dg->file,
+                      map->line, map->col);
 }
 
 static const cfg_spec_t system_prompt_spec = {
@@ -1198,9 +1215,19 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_ROUTER_REPLAY   ? &router_replay_spec
                              : p->kind == VSR_PLUGIN_TOOL_SELECTION  ? &vsr__cfg_tool_selection_spec
                                                                      : &request_params_spec;
+    /* fast_response without configuration: the reference's router finds no
+     * configuration for it and answers nothing (its validator asks for one;
+     * its Kubernetes source, which skips that check, writes such entries) */
+    int no_conf = conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL);
+    if (p->kind == VSR_PLUGIN_FAST_RESPONSE && no_conf) {
+        p->enabled = 0;
+        vsr__cfg_warn(d, "%s:%u:%u: a fast_response plugin without configuration does nothing (it has no message)",
+                      d->dg->file, map->line, map->col);
+        return;
+    }
     /* no configuration: its required keys are reported at the entry */
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};
-    if (conf == NULL || (conf->kind == CFG_NODE_SCALAR && conf->type == CFG_NULL))
+    if (no_conf)
         conf = &empty;
     if (p->kind == VSR_PLUGIN_ROUTER_REPLAY) {
         vsr_plugin_router_replay_conf_t *rr = &p->u.router_replay;

@@ -617,11 +617,11 @@ static const cfg_spec_t preference_spec = {
 };
 
 /* ---- fact_check, user_feedbacks, modality: the name is a label of the
- * family's built-in exemplar banks (a name that is not one is refused at
- * its node: "must be ...").  fact_check alone takes any name, as the
- * reference does: its classifier reports needs_fact_check or
- * no_fact_check_needed and a rule matches only under that name, so another
- * name loads with a warning and never matches. ---- */
+ * family's built-in exemplar banks (a modality name that is not one is
+ * refused at its node: "must be ...").  fact_check and user_feedbacks take
+ * any name, as the reference does: its classifier reports one of the labels
+ * and a rule matches only under that name, so another name loads with a
+ * warning and never matches. ---- */
 
 #define EX_OFF(m) offsetof(vsr_sig_exemplar_conf_t, m)
 
@@ -630,18 +630,31 @@ static const char *const user_feedback_labels[] = {"wrong_answer", "need_clarifi
                                                    NULL};
 static const char *const modality_labels[] = {"AR", "DIFFUSION", "BOTH", NULL};
 
-static int decode_fact_check_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+/* A name that is none of `labels`: a warning, and the signal never matches. */
+static int decode_any_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj,
+                           const char *family, const char *const *labels, const char *said)
 {
     if (vsr__cfg_string(d, f, val, obj) != 0)
         return -1;
     const char *name = *(char **)((char *)obj + f->offset);
-    for (size_t i = 0; fact_check_labels[i]; i++)
-        if (strcmp(name, fact_check_labels[i]) == 0)
+    for (size_t i = 0; labels[i]; i++)
+        if (strcmp(name, labels[i]) == 0)
             return 0;
-    vsr__cfg_warn(d, "%s:%u:%u: fact_check signal %s never matches: the fact-check classifier reports "
-                  "needs_fact_check or no_fact_check_needed, and a signal matches only under one of those names",
-                  d->dg->file, val->line, val->col, vsr__cfg_quote(d->pool, name, val->len));
+    vsr__cfg_warn(d, "%s:%u:%u: %s signal %s never matches: the %s classifier reports %s, and a signal matches "
+                  "only under one of those names",
+                  d->dg->file, val->line, val->col, family, vsr__cfg_quote(d->pool, name, val->len), family, said);
     return 0;
+}
+
+static int decode_fact_check_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    return decode_any_name(d, f, val, obj, "fact_check", fact_check_labels, "needs_fact_check or no_fact_check_needed");
+}
+
+static int decode_user_feedback_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    return decode_any_name(d, f, val, obj, "user_feedback", user_feedback_labels,
+                           "wrong_answer, need_clarification, want_different or satisfied");
 }
 
 #define EXEMPLAR_SPEC(fam, labels, name_decode, dflt)                                                          \
@@ -664,7 +677,7 @@ static int decode_fact_check_name(cfg_decoder_t *d, const cfg_field_t *f, const 
     };
 
 EXEMPLAR_SPEC(fact_check, NULL, decode_fact_check_name, VSR_FACT_CHECK_DEFAULT_THRESHOLD)
-EXEMPLAR_SPEC(user_feedback, user_feedback_labels, vsr__cfg_string, VSR_USER_FEEDBACK_DEFAULT_THRESHOLD)
+EXEMPLAR_SPEC(user_feedback, NULL, decode_user_feedback_name, VSR_USER_FEEDBACK_DEFAULT_THRESHOLD)
 EXEMPLAR_SPEC(modality, modality_labels, vsr__cfg_string, VSR_MODALITY_DEFAULT_THRESHOLD)
 /* ---- complexity ---- */
 

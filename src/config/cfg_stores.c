@@ -308,15 +308,51 @@ static const cfg_field_t router_replay_fields[] = {
 };
 
 
-/* store_backend: postgres needs postgres.database and postgres.user (as the reference) */
+/* store_backend: postgres needs postgres.database and postgres.user, as the
+ * reference's router does.  A document that names no server (no postgres
+ * block, or no host in it) and lacks one of them is written for the
+ * reference's local stack, whose CLI fills in the managed server's
+ * credentials for every key that is missing (database vsr, user router,
+ * password router-secret); vsr does the same, on localhost, with a warning.
+ * With a host named, the two stay required (a blank string is refused). */
+static const struct {
+    const char *key, *value;
+    size_t offset;
+} pg_stack_defaults[] = {
+    {"database", "vsr", offsetof(vsr_config_t, replay_store.pg_database)},
+    {"user", "router", offsetof(vsr_config_t, replay_store.pg_user)},
+    {"password", "router-secret", offsetof(vsr_config_t, replay_store.pg_password)},
+};
+
 static void finish_router_replay(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
                                  size_t index)
 {
     VSR_UNUSED(index);
-    const vsr_config_t *c = &((config_box_t *)obj)->conf;
+    vsr_config_t *c = &((config_box_t *)obj)->conf;
     if (!c->replay_store.postgres)
         return;
     const cfg_node_t *pg = vsr__cfg_seen(&vsr__cfg_router_replay_spec, seen, "postgres");
+    const cfg_node_t *host = pg && pg->kind == CFG_NODE_MAP ? vsr__cfg_map_get(pg, "host") : NULL;
+    int lacks = c->replay_store.pg_database == NULL || c->replay_store.pg_user == NULL;
+    if (lacks && host == NULL) {
+        char said[128] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < VSR_ARRAY_LEN(pg_stack_defaults); i++) {
+            char **v = (char **)((char *)c + pg_stack_defaults[i].offset);
+            if (*v != NULL)
+                continue;
+            *v = vsr__cfg_strdup(d, pg_stack_defaults[i].value);
+            int secret = strcmp(pg_stack_defaults[i].key, "password") == 0; /* its value stays out of logs */
+            n += (size_t)snprintf(said + n, sizeof(said) - n, "%s%s%s%s", n ? ", " : "", pg_stack_defaults[i].key,
+                                  secret ? "" : " ", secret ? "" : pg_stack_defaults[i].value);
+        }
+        if (n)
+            vsr__cfg_warn(d, "%s:%u:%u: global.services.router_replay: store_backend postgres names no server: "
+                          "using the reference's local stack defaults on %s:%llu (%s)",
+                          d->dg->file, (pg ? pg : map)->line, (pg ? pg : map)->col, c->replay_store.pg_host,
+                          (unsigned long long)c->replay_store.pg_port, said);
+        return;
+    }
     const char *missing = c->replay_store.pg_database == NULL ? "database" : c->replay_store.pg_user == NULL ? "user"
                                                                                                           : NULL;
     if (missing)

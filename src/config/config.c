@@ -468,8 +468,9 @@ static const cfg_spec_t defaults_spec = {
 
 static const cfg_field_t providers_fields[] = {
     {.key = "defaults", .decode = vsr__cfg_object, .spec = &defaults_spec},
-    {.key = "models", .decode = vsr__cfg_list, .flags = CFG_REQUIRED | CFG_NONEMPTY,
-     .offset = offsetof(vsr_config_t, models), .count_offset = offsetof(vsr_config_t, n_models), .spec = &model_spec},
+    /* optional, as in the reference (finish_document warns without one) */
+    {.key = "models", .decode = vsr__cfg_list, .offset = offsetof(vsr_config_t, models),
+     .count_offset = offsetof(vsr_config_t, n_models), .spec = &model_spec},
 };
 
 static const cfg_spec_t providers_spec;
@@ -1591,7 +1592,8 @@ static const cfg_field_t document_fields[] = {
     /* absent or []: the reference's default listener (see default_listener) */
     {.key = "listeners", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = CONF_OFF(listeners),
      .count_offset = CONF_OFF(n_listeners), .spec = &listener_spec},
-    {.key = "providers", .decode = vsr__cfg_object, .flags = CFG_REQUIRED, .spec = &providers_spec},
+    /* optional, as in the reference: without models, only a decision without modelRefs routes (finish_document) */
+    {.key = "providers", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &providers_spec},
     {.key = "routing", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = BOX_OFF(routing),
      .spec = &vsr__cfg_routing_spec},
     {.key = "entrypoints", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = CONF_OFF(entrypoints),
@@ -1707,6 +1709,17 @@ static void finish_document(cfg_decoder_t *d, const cfg_node_t *map, void *obj, 
     for (size_t i = 0; listeners && listeners->kind == CFG_NODE_SEQ && i < c->n_listeners && i < listeners->n; i++) {
         const cfg_node_t *port = vsr__cfg_map_get(listeners->items[i], "port");
         vsr__cfg_mark(d, &c->listeners[i].port, port ? port : listeners->items[i]);
+    }
+    /* providers and providers.models are optional, as in the reference (its
+     * own testdata loads documents without them, and a Kubernetes base takes
+     * its models from the IntelligentPool): without models a decision routes
+     * nowhere, so say so */
+    if (c->n_models == 0 && !c->config_source_kubernetes) {
+        const cfg_node_t *prov = vsr__cfg_seen(&document_spec, seen, "providers");
+        const cfg_node_t *at = prov ? prov : map;
+        vsr__cfg_warn(d, "%s:%u:%u: the document names no provider models (providers.models): no request has a "
+                      "model to go to",
+                      d->dg->file, at->line, at->col);
     }
     vsr__cfg_check_document(d, box);
 }

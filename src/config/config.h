@@ -860,9 +860,13 @@ typedef struct {
 } vsr_algo_fusion_conf_t;
 
 /* algorithm.workflows.roles[] (static mode) */
+#define VSR_FLOW_ROLE_MAX_MODELS 16u  /* a role's models */
+#define VSR_FLOW_MAX_CALLS 64u        /* the role calls of one round of a flow, every role's models counted */
 typedef struct {
     char *name;                   /* required, unique in the decision */
     char *model;                  /* NULL = the decision's first modelRef */
+    vsr_strlist_conf_t models;    /* the reference's form: each model answers the role (a fan-out); with
+                                   * model, not both; at most VSR_FLOW_ROLE_MAX_MODELS */
     char *prompt;                 /* required: the role's instructions */
     vsr_strlist_conf_t access_list; /* names of earlier roles whose outputs this role sees; empty = none */
 } vsr_algo_flow_step_conf_t;
@@ -879,7 +883,7 @@ typedef struct {
     double temperature; int has_temperature;
     int include_intermediate_responses; /* true */
     int on_error_fail;            /* default fail */
-    vsr_algo_flow_step_conf_t *roles; size_t n_roles; /* static mode: roles[] (name, model, prompt, access_list) */
+    vsr_algo_flow_step_conf_t *roles; size_t n_roles; /* static mode: roles[] (name, model(s), prompt, access_list) */
     char *final_model; char *final_prompt;            /* final{model, prompt}; NULL = first modelRef / built-in */
 } vsr_algo_workflows_conf_t;
 

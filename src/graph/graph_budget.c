@@ -149,13 +149,23 @@ static void implied_workflows(const vsr_config_t *cfg, const vsr_decision_conf_t
         vsr_graph_implied_t planner = hops(1, tries(cfg, d, c->planner_model ? c->planner_model : first));
         add(out, &planner);
     }
-    uint64_t k = refs_tries(cfg, d); /* a planned step calls one of the modelRefs, a role its model */
-    for (size_t i = 0; i < c->n_roles; i++)
+    uint64_t k = refs_tries(cfg, d); /* a planned step calls modelRefs, a role its model(s) */
+    uint64_t steps = 0;              /* calls: a role's models each make one */
+    for (size_t i = 0; i < c->n_roles; i++) {
         if (c->roles[i].model && tries(cfg, d, c->roles[i].model) > k)
             k = tries(cfg, d, c->roles[i].model);
-    uint64_t steps = c->n_roles < c->max_steps ? c->n_roles : c->max_steps;
-    if (c->dynamic)
-        steps = c->max_steps;
+        for (size_t j = 0; j < c->roles[i].models.n; j++)
+            if (tries(cfg, d, c->roles[i].models.items[j]) > k)
+                k = tries(cfg, d, c->roles[i].models.items[j]);
+        if (i < c->max_steps)
+            steps += c->roles[i].models.n ? c->roles[i].models.n : 1;
+    }
+    if (c->dynamic) { /* a planned step: each of its models, the decision's modelRefs */
+        uint64_t per = d->n_model_refs < VSR_FLOW_ROLE_MAX_MODELS ? d->n_model_refs : VSR_FLOW_ROLE_MAX_MODELS;
+        steps = c->max_steps * (per ? per : 1);
+    }
+    if (steps > VSR_FLOW_MAX_CALLS)
+        steps = VSR_FLOW_MAX_CALLS;
     if (steps == 0)
         steps = 1; /* one step that answers the request */
     vsr_graph_implied_t run = hops(steps, k);

@@ -9,21 +9,25 @@
  * {"steps":[{"id","role","models","prompt","access_list"}],"final":{"prompt"}}
  * and runs that, at most max_steps steps; an answer that is not such a plan
  * falls back to the built-in plan (the configured roles, else one step that
- * answers the request).  A step sees the conversation plus the outputs of
- * the steps its access_list names (only earlier steps: a name of a later or
- * unknown step is ignored, so the waves always progress).
+ * answers the request).  A step with several models (a role's `models`, a
+ * planned step's) calls each of them with its prompt, in the same wave, as
+ * the reference does; each call is an entry of steps[] under the step's id.
+ * A step sees the conversation plus the outputs of the steps its access_list
+ * names, every model's (only earlier steps: a name of a later or unknown step
+ * is ignored, so the waves always progress).
  */
 #include <string.h>
 
 #include "graph/graph-int.h"
 
-#define FLOW_MAX_STEPS 32 /* the bound of workflows.max_steps (and so of roles[] run) */
+#define FLOW_MAX_STEPS 32               /* the bound of workflows.max_steps (and so of roles[] run) */
+#define FLOW_MAX_CALLS VSR_FLOW_MAX_CALLS /* steps[]: the steps' calls, every model of a step counted */
 
 typedef struct {
     const char *id;
     size_t ref;
     vsr_slice_t prompt;
-    size_t deps[FLOW_MAX_STEPS];
+    uint8_t deps[FLOW_MAX_CALLS];  /* entries of steps[] whose outputs it sees */
     size_t n_deps;
     int started, done;
     const result_t *res;
@@ -31,11 +35,11 @@ typedef struct {
 
 typedef struct {
     const vsr_algo_workflows_conf_t *c;
-    step_t steps[FLOW_MAX_STEPS];
+    step_t steps[FLOW_MAX_CALLS];
     size_t n_steps;
     vsr_slice_t final_prompt;
     size_t final_ref;
-    size_t wave[FLOW_MAX_STEPS];   /* this wave's steps, by slot */
+    size_t wave[FLOW_MAX_CALLS];   /* this wave's steps, by slot */
     size_t n_wave;
     node_t *planner, *steps_node, *final;
 } flow_t;
@@ -43,7 +47,7 @@ typedef struct {
 static void add_step(vsr_graph_run_t *r, flow_t *t, const char *id, size_t ref, vsr_slice_t prompt,
                      const char *const *access, size_t n_access)
 {
-    if (t->n_steps >= FLOW_MAX_STEPS)
+    if (t->n_steps >= FLOW_MAX_CALLS)
         return;
     step_t *s = &t->steps[t->n_steps];
     memset(s, 0, sizeof(*s));
@@ -52,21 +56,25 @@ static void add_step(vsr_graph_run_t *r, flow_t *t, const char *id, size_t ref, 
     s->prompt = vsr_pool_dup_slice(r->pool, prompt);
     for (size_t i = 0; i < n_access; i++)
         for (size_t k = 0; k < t->n_steps; k++)
-            if (access[i] && !strcmp(t->steps[k].id, access[i]) && s->n_deps < FLOW_MAX_STEPS)
-                s->deps[s->n_deps++] = k;
+            if (access[i] && !strcmp(t->steps[k].id, access[i]) && s->n_deps < FLOW_MAX_CALLS)
+                s->deps[s->n_deps++] = (uint8_t)k;
     t->n_steps++;
 }
 
 static void static_plan(vsr_graph_run_t *r, flow_t *t)
 {
     t->n_steps = 0;
-    for (size_t i = 0; i < t->c->n_roles && t->n_steps < t->c->max_steps; i++) {
+    for (size_t i = 0; i < t->c->n_roles && i < t->c->max_steps; i++) {
         const vsr_algo_flow_step_conf_t *ro = &t->c->roles[i];
-        size_t ref = 0;
-        if (ro->model && vsr__graph_ref_index(r, ro->model, &ref) != VSR_OK)
-            ref = 0;
-        add_step(r, t, ro->name, ref, vsr_slice_cstr(ro->prompt ? ro->prompt : ""),
-                 (const char *const *)ro->access_list.items, ro->access_list.n);
+        size_t n = ro->models.n ? ro->models.n : 1;
+        for (size_t m = 0; m < n; m++) {
+            const char *model = ro->models.n ? ro->models.items[m] : ro->model;
+            size_t ref = 0;
+            if (model && vsr__graph_ref_index(r, model, &ref) != VSR_OK)
+                ref = 0;
+            add_step(r, t, ro->name, ref, vsr_slice_cstr(ro->prompt ? ro->prompt : ""),
+                     (const char *const *)ro->access_list.items, ro->access_list.n);
+        }
     }
     if (t->n_steps == 0)
         add_step(r, t, "answer", 0, VSR_SLICE_LIT("Answer the request above as well as you can."), NULL, 0);
@@ -137,33 +145,46 @@ static void planner_result(vsr_graph_run_t *r, const node_t *n, result_t *res)
     }
     flow_t plan = *t;
     plan.n_steps = 0;
+    size_t planned = 0;
     uint32_t e = steps + 1;
-    for (uint32_t i = 0; i < j.toks[steps].count && plan.n_steps < t->c->max_steps; i++, e = j.toks[e].next) {
+    for (uint32_t i = 0; i < j.toks[steps].count && planned < t->c->max_steps; i++, e = j.toks[e].next) {
         if (vsr_json_type(&j, e) != VSR_JSON_OBJECT)
             continue;
         vsr_slice_t id = str_of(r, &j, e, "id"), prompt = str_of(r, &j, e, "prompt"), role = str_of(r, &j, e, "role");
         if (id.len == 0 || prompt.len == 0)
             continue;
-        size_t ref = 0;
+        size_t refs[VSR_FLOW_ROLE_MAX_MODELS], n_refs = 0; /* its models: only the decision's, each once */
         uint32_t models;
-        if (vsr_json_object_get(&j, e, "models", &models) == VSR_OK && vsr_json_type(&j, models) == VSR_JSON_ARRAY &&
-            j.toks[models].count > 0 && vsr_json_type(&j, models + 1) == VSR_JSON_STRING) {
-            vsr_slice_t m;
-            vsr_json_string(&j, models + 1, r->pool, &m);
-            char *name = vsr_pool_strndup(r->pool, m.p, m.len);
-            size_t k;
-            for (k = 0; k < r->o.decision->n_model_refs && k < r->n_refs; k++) /* only the decision's models */
-                if (!strcmp(r->refs[k].name, name) || !strcmp(r->refs[k].model->name, name))
-                    break;
-            ref = k < r->o.decision->n_model_refs && k < r->n_refs ? k : 0;
+        if (vsr_json_object_get(&j, e, "models", &models) == VSR_OK && vsr_json_type(&j, models) == VSR_JSON_ARRAY) {
+            uint32_t mi = models + 1;
+            for (uint32_t q = 0; q < j.toks[models].count && n_refs < VSR_FLOW_ROLE_MAX_MODELS;
+                 q++, mi = j.toks[mi].next) {
+                if (vsr_json_type(&j, mi) != VSR_JSON_STRING)
+                    continue;
+                vsr_slice_t m;
+                vsr_json_string(&j, mi, r->pool, &m);
+                char *name = vsr_pool_strndup(r->pool, m.p, m.len);
+                size_t k, have = 0;
+                for (k = 0; k < r->o.decision->n_model_refs && k < r->n_refs; k++)
+                    if (!strcmp(r->refs[k].name, name) || !strcmp(r->refs[k].model->name, name))
+                        break;
+                if (k == r->o.decision->n_model_refs || k == r->n_refs)
+                    continue;
+                while (have < n_refs && refs[have] != k)
+                    have++;
+                if (have == n_refs)
+                    refs[n_refs++] = k;
+            }
         }
-        const char *access[FLOW_MAX_STEPS];
+        if (n_refs == 0)
+            refs[n_refs++] = 0;
+        const char *access[FLOW_MAX_CALLS];
         size_t n_access = 0;
         uint32_t al;
         if (vsr_json_object_get(&j, e, "access_list", &al) == VSR_OK && vsr_json_type(&j, al) == VSR_JSON_ARRAY) {
             uint32_t a = al + 1;
             for (uint32_t k = 0; k < j.toks[al].count; k++, a = j.toks[a].next)
-                if (vsr_json_type(&j, a) == VSR_JSON_STRING && n_access < FLOW_MAX_STEPS) {
+                if (vsr_json_type(&j, a) == VSR_JSON_STRING && n_access < FLOW_MAX_CALLS) {
                     vsr_slice_t s;
                     vsr_json_string(&j, a, r->pool, &s);
                     access[n_access++] = vsr_pool_strndup(r->pool, s.p, s.len);
@@ -174,7 +195,10 @@ static void planner_result(vsr_graph_run_t *r, const node_t *n, result_t *res)
         if (role.len)
             vsr_buf_printf(&p, "Your role: %.*s\n", (int)role.len, role.p);
         vsr_buf_append_slice(&p, prompt);
-        add_step(r, &plan, vsr_pool_strndup(r->pool, id.p, id.len), ref, vsr_buf_slice(&p), access, n_access);
+        const char *sid = vsr_pool_strndup(r->pool, id.p, id.len);
+        for (size_t k = 0; k < n_refs; k++)
+            add_step(r, &plan, sid, refs[k], vsr_buf_slice(&p), access, n_access);
+        planned++;
         vsr_buf_free(&p);
     }
     uint32_t fin, fp;
@@ -209,7 +233,7 @@ static size_t steps_count(vsr_graph_run_t *r, const node_t *n)
     return t->n_wave;
 }
 
-static void append_outputs(vsr_graph_run_t *r, vsr_buf_t *b, const size_t *idx, size_t n)
+static void append_outputs(vsr_graph_run_t *r, vsr_buf_t *b, const uint8_t *idx, size_t n)
 {
     flow_t *t = r->t;
     for (size_t i = 0; i < n; i++) {
@@ -271,14 +295,15 @@ static int final_prepare(vsr_graph_run_t *r, const node_t *n, size_t slot, slot_
     VSR_UNUSED(n);
     VSR_UNUSED(slot);
     flow_t *t = r->t;
-    size_t all[FLOW_MAX_STEPS], ok = 0;
+    uint8_t all[FLOW_MAX_CALLS];
+    size_t ok = 0;
     for (size_t i = 0; i < t->n_steps; i++) {
-        all[i] = i;
+        all[i] = (uint8_t)i;
         ok += t->steps[i].res != NULL;
     }
     if (ok < t->c->min_successful_responses) { /* under on_error: skip, the steps that must have worked */
         vsr__graph_fail(r, 502, "server_error", "looper_quorum",
-                        "workflows: %zu of %zu steps succeeded, %llu needed (min_successful_responses)", ok,
+                        "workflows: %zu of %zu step calls succeeded, %llu needed (min_successful_responses)", ok,
                         t->n_steps, (unsigned long long)t->c->min_successful_responses);
         return VSR_DECLINED;
     }

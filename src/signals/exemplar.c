@@ -92,7 +92,7 @@ typedef struct {
     const ex_family_t *fam; /* NULL: a classifier */
     size_t n_labels;
     int target;             /* the signal's label; -1: every label competes (classifiers) */
-    int never;              /* a fact_check name that is no label: evaluated, never matched */
+    int never;              /* a fact_check or user_feedbacks name that is no label: never matched */
     char **names;           /* classifiers: the label names (owned) */
     char **texts;           /* classifiers: the examples (owned), for evidence */
     int llm;                /* classifiers of type llm: a model call */
@@ -177,7 +177,7 @@ static int ex_compile(const char *family, const void *conf, const char *path, vo
             e->target = (int)e->n_labels;
         e->n_labels++;
     }
-    if (e->target < 0 && strcmp(family, "fact_check") == 0) {
+    if (e->target < 0 && (strcmp(family, "fact_check") == 0 || strcmp(family, "user_feedbacks") == 0)) {
         e->target = 0; /* the reference's rule under another name: it never matches */
         e->never = 1;
     }

@@ -80,7 +80,6 @@ def test_real_model_routes_the_evident_cases(vsr, fakellm):
 
 
 @pytest.mark.parametrize("family,cond,name,needle", [
-    ("user_feedbacks", "user_feedback", "happy", 'must be "wrong_answer", "need_clarification", "want_different" or "satisfied"'),
     ("modality", "modality", "image", 'must be "AR", "DIFFUSION" or "BOTH"'),
 ])
 def test_a_name_that_is_not_a_label_is_refused_at_its_place(tmp_path, family, cond, name, needle):

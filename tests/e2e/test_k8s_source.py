@@ -256,3 +256,33 @@ def test_kubernetes_source_bounds_what_it_reads(tmp_path, api, fakellm):
     finally:
         proc.stop()
     proc.assert_clean_exit()
+
+
+def test_base_without_provider_models_takes_the_pools(tmp_path, api, fakellm):
+    # the reference's own base (pkg/k8s/testdata/base-config.yaml) names no provider models: the pool's
+    # become providers.models (without backends: Envoy routes them in extproc mode)
+    st = api.state
+    st.put(POOLS, "pool", POOL)
+    st.put(ROUTES, "main", route("gen1", model="m1"))
+    port, mport = free_port(), free_port()
+    path = tmp_path / "config.yaml"
+    path.write_text(f"""version: v0.3
+listeners: [{{name: main, address: 127.0.0.1, port: {port}}}]
+providers:
+  defaults: {{reasoning_effort: high}}
+routing:
+  signals: {{}}
+global:
+  router: {{config_source: kubernetes}}
+  services: {{management_api: {{port: {mport}}}}}
+""")
+    proc = Proc([VSR_BIN, "serve", "--config", str(path), "--workers", "1"], tmp_path, "vsr", env=api.env())
+    try:
+        wait_status(api, 1, "True", "generation 1 ACKed")
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=30,
+                       json={"model": "auto", "messages": [{"role": "user", "content": "urgent: help"}]})
+        assert r.status_code == 503, r.text             # m1 has no backend of its own
+        assert r.headers["x-vsr-config-version"] == "2"   # the resources' document
+        assert "m1" in r.text, r.text
+    finally:
+        proc.stop()

@@ -702,6 +702,32 @@ def test_workflows_static_roles_run_in_waves(looper):
                   completion=sum(WORDS.values()))
 
 
+def test_workflows_role_with_several_models_calls_each(looper):
+    # the reference's roles[].models: every model of the role answers it, in the same wave; the next role and
+    # the final see each model's output
+    algo = {"type": "workflows", "workflows": {
+        "max_parallel": 2,
+        "roles": [{"name": "patcher", "models": ["m-small", "m-mid"], "prompt": "Write a patch."},
+                  {"name": "verifier", "models": ["m-large"], "prompt": "Check the patches.",
+                   "access_list": ["patcher"]}],
+        "final": {"model": "m-large", "prompt": "Write the final answer."}}}
+    s = looper(["m-small", "m-mid", "m-large"], algo, delay={"m-small": 300, "m-mid": 300})
+    r = s.ask()
+    assert content(r) == TEXT["m-large"]
+    calls = s.calls()
+    assert sorted(models_of(calls[:2])) == ["m-mid", "m-small"]
+    assert models_of(calls[2:]) == ["m-large", "m-large"]
+    assert all("Write a patch." in c["body"]["last_user"] for c in calls[:2])
+    assert max(c["end_ms"] for c in calls[:2]) <= calls[2]["start_ms"]   # the verifier waits for both
+    assert min(c["end_ms"] for c in calls[:2]) >= max(c["start_ms"] for c in calls[:2])  # which overlapped
+    verifier = calls[2]["body"]["last_user"]
+    assert "Check the patches." in verifier and TEXT["m-small"] in verifier and TEXT["m-mid"] in verifier
+    steps = r.json()["workflow_steps"]
+    assert sorted((x["id"], x["model"]) for x in steps) == [
+        ("patcher", "m-mid"), ("patcher", "m-small"), ("verifier", "m-large")]
+    assert r.headers["x-vsr-looper-iterations"] == "4"
+
+
 def test_algorithm_on_error_fallback_answers_from_the_first_model_ref(looper):
     # the whole panel fails: the quorum fails, and algorithm.on_error: fallback routes the request to the
     # first modelRef as an ordinary call

@@ -4,6 +4,8 @@ score inputs in the reference's forms (a complexity level, model-backed
 families, `type: projection`), and a provider model named like an auto
 name.  Each one (tests/e2e/corpus/refdocs/) validates (test_refdocs.py) and
 here serves and routes."""
+import httpx
+
 from conftest import GUARD_MODEL, MODEL_CACHE, USE_MODEL, require
 from test_refdocs import serve
 
@@ -64,3 +66,49 @@ def test_provider_model_with_an_auto_name_is_routed(vsr, fakellm):
     r = chat(v, "write some python", model="coder")  # a concrete model passes through
     assert r.status_code == 200 and r.headers["x-vsr-selected-model"] == "coder"
     assert "x-vsr-selected-decision" not in r.headers
+
+
+def test_workflow_role_with_several_models_routes(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "looper-role-models.yaml", [be], workers=1)
+    r = chat(v, "fix the failing test in parser.c")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "swe"
+    steps = [(s["id"], s["model"]) for s in r.json()["workflow_steps"]]
+    assert steps == [("planner", "planner"), ("patcher", "patcher-a"), ("patcher", "patcher-b"),
+                     ("verifier", "verifier")], steps
+    assert be.stats()["requests"] == 5   # four role calls and the final
+
+
+def test_router_replay_postgres_without_a_server_block_starts(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "router-replay-postgres-stack.yaml", [be], workers=1)
+    r = chat(v, "hello there")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "everything"
+    out = v.proc.output()
+    assert "using the reference's local stack defaults on localhost:5432" in out, out[-3000:]
+    assert "router-secret" not in out
+
+
+def test_plugins_without_configuration_do_nothing(vsr, fakellm):
+    be = fakellm("be")
+    v = serve(vsr, "plugins-without-configuration.yaml", [be], workers=1)
+    r = chat(v, "my ssn is 123")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "block_private"
+    assert r.headers["x-vsr-response-path"] == "upstream"   # no fast response: the model answers
+    r = chat(v, "hello there")
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "everything"
+    assert be.stats()["requests"] == 2
+    log = httpx.get(be.url + "/_fakellm/log", timeout=10).json()["entries"]
+    assert all(e["body"].get("system") in (None, "") and e["body"]["n_messages"] == 1 for e in log), log
+
+
+def test_document_without_provider_models_serves_and_answers_400(vsr):
+    v = serve(vsr, "no-provider-models.yaml", [], workers=1)
+    r = chat(v, "hello there")
+    assert r.status_code == 400, r.text
+    assert "no model selected" in r.text, r.text
+    assert v.proc.p.poll() is None

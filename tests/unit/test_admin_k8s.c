@@ -112,6 +112,35 @@ static void test_resources_replace_the_routing(void **state)
     vsr_buf_free(&err);
 }
 
+/* A base written for the reference names no provider models (they come
+ * from the pool): the pool's models become providers.models, by name. */
+static void test_base_without_models(void **state)
+{
+    (void)state;
+    vsr_buf_t err;
+    const char *base = "version: v0.3\n"
+                       "listeners: [{name: main, address: 127.0.0.1, port: 8899}]\n"
+                       "providers:\n"
+                       "  defaults: {reasoning_effort: low}\n" BASE_TAIL;
+    char *doc = document(base, POOL, ROUTE, VSR_OK, &err);
+    assert_non_null(strstr(doc, "\"models\":[{\"name\":\"m1\"},{\"name\":\"m2\"}]"));
+    assert_non_null(strstr(doc, "\"defaults\":{\"reasoning_effort\":\"low\",\"model\":\"m2\"}"));
+    load_ok(doc);
+    vsr_free(doc);
+    vsr_buf_free(&err);
+    /* no defaultModel in the pool, no defaults in the file */
+    static const char *POOL_NO_DEFAULT = "{\"metadata\":{\"name\":\"pool\",\"generation\":1},"
+                                         "\"spec\":{\"models\":[{\"name\":\"m2\"}]}}";
+    doc = document("version: v0.3\nproviders: {}\n" BASE_TAIL, POOL_NO_DEFAULT,
+                   "{\"metadata\":{\"name\":\"main\"},\"spec\":{\"decisions\":[{\"name\":\"d\","
+                   "\"modelRefs\":[{\"model\":\"m2\"}]}]}}",
+                   VSR_OK, &err);
+    assert_non_null(strstr(doc, "\"providers\":{\"models\":[{\"name\":\"m2\"}],\"defaults\":{}}"));
+    load_ok(doc);
+    vsr_free(doc);
+    vsr_buf_free(&err);
+}
+
 /* What vsr does not map is refused by name, never dropped. */
 static void test_unmapped_fields_are_refused(void **state)
 {
@@ -154,6 +183,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resources_replace_the_routing),
+        cmocka_unit_test(test_base_without_models),
         cmocka_unit_test(test_unmapped_fields_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

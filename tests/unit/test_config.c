@@ -1294,9 +1294,7 @@ static void test_missing_required(void **state)
 {
     expect_errors("listeners: []\n"
                   "providers: {}\n",
-                  "t.yaml:2:12: missing required key \"models\"\n"
                   "t.yaml:1:1: missing required key \"version\"\n");
-    expect_errors(HEAD, "t.yaml:1:1: missing required key \"providers\"\n");
     expect_errors(HEAD
                   "listeners:\n"
                   "  - address: 127.0.0.1\n" PROVIDERS,
@@ -1309,7 +1307,24 @@ static void test_missing_required(void **state)
                   "    - name: y\n"
                   "      backend_refs: []\n",
                   "t.yaml:7:7: missing required key \"name\"\n");
-    expect_errors(HEAD LISTENERS "providers:\n  models: []\n", "t.yaml:6:11: models must not be empty\n");
+    /* providers and providers.models are optional, as in the reference (a warning says no request has a model to
+     * go to); a Kubernetes base takes them from the IntelligentPool */
+    static const char *const no_models[] = {HEAD, HEAD LISTENERS "providers: {}\n",
+                                            HEAD LISTENERS "providers:\n  models: []\n",
+                                            HEAD "routing: {decisions: [{name: d, rules: {operator: AND, conditions: "
+                                                 "[]}}]}\n"};
+    for (size_t i = 0; i < VSR_ARRAY_LEN(no_models); i++) {
+        vsr_config_t *nm = load_ok(no_models[i]);
+        assert_int_equal(nm->n_models, 0);
+        vsr_config_free(nm);
+    }
+    vsr_config_t *c = load_ok(HEAD LISTENERS "providers: {defaults: {reasoning_effort: low}}\n"
+                              "global: {router: {config_source: kubernetes}}\n");
+    assert_int_equal(c->n_models, 0);
+    vsr_config_free(c);
+    c = load_ok(HEAD LISTENERS "providers: {models: []}\nglobal: {router: {config_source: kubernetes}}\n");
+    assert_int_equal(c->n_models, 0);
+    vsr_config_free(c);
 }
 
 static void test_unknown_keys(void **state)
@@ -2209,6 +2224,24 @@ static void test_router_replay(void **state)
     assert_int_equal(c->replay_store.pg_conn_max_lifetime, 0);
     assert_int_equal(c->n_unimplemented, 2); /* the pool's knobs: one writer connection */
     vsr_config_free(c);
+
+    /* no server named and no database or user: the reference's local stack (its CLI's defaults), on localhost;
+     * what the document gives stays */
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n");
+    assert_string_equal(c->replay_store.pg_host, "localhost");
+    assert_int_equal(c->replay_store.pg_port, 5432);
+    assert_string_equal(c->replay_store.pg_database, "vsr");
+    assert_string_equal(c->replay_store.pg_user, "router");
+    assert_string_equal(c->replay_store.pg_password, "router-secret");
+    vsr_config_free(c);
+    c = load_ok(DOC "global: {services: {router_replay: {store_backend: postgres,\n"
+                    "  postgres: {port: 6543, database: rr, password: pw}}}}\n");
+    assert_string_equal(c->replay_store.pg_host, "localhost");
+    assert_int_equal(c->replay_store.pg_port, 6543);
+    assert_string_equal(c->replay_store.pg_database, "rr");
+    assert_string_equal(c->replay_store.pg_user, "router");
+    assert_string_equal(c->replay_store.pg_password, "pw");
+    vsr_config_free(c);
 }
 
 static void test_router_replay_errors(void **state)
@@ -2219,9 +2252,11 @@ static void test_router_replay_errors(void **state)
     expect_errors(DOC "routing: {decisions: [{name: d, plugins: [{type: router_replay, configuration: "
                       "{max_body_byte: 5}}]}]}\n",
                   "t.yaml:10:81: unknown key \"max_body_byte\"; did you mean \"max_body_bytes\"?\n");
-    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres}}}\n",
-                  "t.yaml:10:36: store_backend postgres needs postgres.database\n");
-    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {database: d}}}}\n",
+    /* a server named: database and user are required (no server named: the local stack's, below) */
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {host: db}}}}\n",
+                  "t.yaml:10:72: store_backend postgres needs postgres.database\n");
+    expect_errors(DOC "global: {services: {router_replay: {store_backend: postgres, postgres: {host: db, "
+                      "database: d}}}}\n",
                   "t.yaml:10:72: store_backend postgres needs postgres.user\n");
     expect_errors(DOC "global: {services: {router_replay: {postgres: {table_name: \"t; DROP TABLE x\"}}}}\n",
                   "t.yaml:10:60: table_name must be 1 to 48 letters, digits and _ (not a digit first), got "
@@ -2763,11 +2798,8 @@ static void test_plugin_errors(void **state)
         const char *doc;
         const char *error;
     } rows[] = {
-        {PLUGIN_DOC("{type: system_prompt}"), "t.yaml:14:11: missing required key \"system_prompt\"\n"},
         {PLUGIN_DOC("{type: system_prompt, configuration: {mode: 3, system_prompt: x}}"),
          "t.yaml:14:55: expected a string, got an integer\n"},
-        {PLUGIN_DOC("{type: system_prompt, configuration: {system_prompt: \"\"}}"),
-         "t.yaml:14:64: system_prompt must not be empty\n"},
         {PLUGIN_DOC("{type: fast_response, configuration: {}}"), "t.yaml:14:48: missing required key \"message\"\n"},
         {PLUGIN_DOC("{type: header_mutation, configuration: {add: [{name: \"bad name\", value: x}]}}"),
          "t.yaml:14:64: invalid header name \"bad name\"\n"},
@@ -2787,6 +2819,23 @@ static void test_plugin_errors(void **state)
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         expect_errors(rows[i].doc, rows[i].error);
+    /* as in the reference: a system_prompt plugin without a prompt (absent or "") and a fast_response plugin
+     * without configuration load and do nothing */
+    static const char *const idle[] = {
+        PLUGIN_DOC("{type: system_prompt}"),
+        PLUGIN_DOC("{type: system_prompt, configuration: {mode: insert}}"),
+        PLUGIN_DOC("{type: system_prompt, configuration: {system_prompt: \"\"}}"),
+    };
+    for (size_t i = 0; i < VSR_ARRAY_LEN(idle); i++) {
+        vsr_config_t *c = load_ok(idle[i]);
+        assert_int_equal(c->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_SYSTEM_PROMPT);
+        assert_null(c->recipes[0].decisions[0].plugins[0].u.system_prompt.system_prompt);
+        vsr_config_free(c);
+    }
+    vsr_config_t *fr = load_ok(PLUGIN_DOC("{type: fast_response}"));
+    assert_int_equal(fr->recipes[0].decisions[0].plugins[0].kind, VSR_PLUGIN_FAST_RESPONSE);
+    assert_int_equal(fr->recipes[0].decisions[0].plugins[0].enabled, 0);
+    vsr_config_free(fr);
     /* disabled: still checked, but system_prompt is not required */
     vsr_config_t *c = load_ok(PLUGIN_DOC("{type: system_prompt, configuration: {enabled: false}}"));
     assert_int_equal(c->recipes[0].decisions[0].plugins[0].enabled, 0);
@@ -3512,6 +3561,14 @@ static void test_looper_fields(void **state)
     assert_string_equal(wf->final_prompt, "F");
     vsr_config_free(c);
 
+    /* roles[].models (the reference's form): each model answers the role */
+    c = load_ok(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [m, n]}]}}"));
+    wf = &only_decision(c)->algo.u.workflows;
+    assert_int_equal(wf->roles[0].models.n, 2);
+    assert_string_equal(wf->roles[0].models.items[1], "n");
+    assert_null(wf->roles[0].model);
+    vsr_config_free(c);
+
     /* without analysis_models the panel is the modelRefs; a quorum within it stays */
     c = load_ok(ALGO_DOC("{type: fusion, fusion: {min_successful_responses: 5}}"));
     assert_int_equal(only_decision(c)->algo.u.fusion.min_successful_responses, 2);
@@ -3611,6 +3668,43 @@ static void test_looper_errors(void **state)
                   "planner)\n");
     expect_errors(ALGO_DOC("{type: workflows, workflows: {final: {prompt: \"\"}}}"),
                   "t.yaml:15:64: prompt must be non-empty text\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, model: m, models: [n]}]}}"),
+                  "t.yaml:15:95: a role takes model or models, not both\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: []}]}}"),
+                  "t.yaml:15:85: models: a role's models name at least one model\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [m, m]}]}}"),
+                  "t.yaml:15:89: duplicate model \"m\" (first defined at 15:86)\n");
+    {
+        /* at most VSR_FLOW_ROLE_MAX_MODELS models a role, VSR_FLOW_MAX_CALLS calls in all */
+        char algo[4096], yaml[8192];
+        int len = snprintf(algo, sizeof(algo), "{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [");
+        for (unsigned i = 0; i <= VSR_FLOW_ROLE_MAX_MODELS; i++)
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%sx%u", i ? ", " : "", i);
+        snprintf(algo + len, sizeof(algo) - (size_t)len, "]}]}}");
+        snprintf(yaml, sizeof(yaml), ALGO_DOC("%s"), algo);
+        vsr_buf_t err;
+        vsr_buf_init(&err, 1 << 16);
+        vsr_config_t *bad = NULL;
+        assert_int_equal(vsr_config_load_string("t.yaml", yaml, strlen(yaml), &bad, &err), VSR_ERR_INVALID);
+        vsr_buf_append(&err, "", 1);
+        assert_non_null(strstr(err.data, "t.yaml:15:85: models: at most 16 models a role, got 17\n"));
+        vsr_buf_reset(&err);
+        len = snprintf(algo, sizeof(algo), "{type: workflows, workflows: {roles: [");
+        for (unsigned r = 0; r < 5; r++) {
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%s{name: r%u, prompt: p, models: [",
+                            r ? ", " : "", r);
+            for (unsigned i = 0; i < VSR_FLOW_ROLE_MAX_MODELS; i++)
+                len += snprintf(algo + len, sizeof(algo) - (size_t)len, "%sx%u", i ? ", " : "", i);
+            len += snprintf(algo + len, sizeof(algo) - (size_t)len, "]}");
+        }
+        snprintf(algo + len, sizeof(algo) - (size_t)len, "]}}");
+        snprintf(yaml, sizeof(yaml), ALGO_DOC("%s"), algo);
+        assert_int_equal(vsr_config_load_string("t.yaml", yaml, strlen(yaml), &bad, &err), VSR_ERR_INVALID);
+        vsr_buf_append(&err, "", 1);
+        assert_non_null(strstr(err.data, "roles: at most 64 model calls in all (each role's models counted), this "
+                                         "role makes 80\n"));
+        vsr_buf_free(&err);
+    }
     /* the other catalogue types stay refused */
     expect_errors(ALGO_DOC("{type: router_dc}"), 
                   "t.yaml:15:25: algorithm type \"router_dc\" is not supported yet\n");
@@ -3650,6 +3744,9 @@ static void test_looper_model_names(void **state)
                   "t.yaml:15:88: algorithm.workflows.final.model \"ghost2\" is neither a model of "
                   "providers.models nor one of the decision's modelRefs\n"
                   "t.yaml:15:133: algorithm.workflows.roles[].model \"ghost3\" is neither a model of "
+                  "providers.models nor one of the decision's modelRefs\n");
+    expect_errors(ALGO_DOC("{type: workflows, workflows: {roles: [{name: a, prompt: p, models: [m, ghost]}]}}"),
+                  "t.yaml:15:89: algorithm.workflows.roles[].models: \"ghost\" is neither a model of "
                   "providers.models nor one of the decision's modelRefs\n");
 }
 

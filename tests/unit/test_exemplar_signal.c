@@ -4,7 +4,8 @@
  * the signal matches when it is its own label with a score >= threshold;
  * user_feedbacks asks nothing without a prior assistant reply; modality's
  * keyword cues tip a close call to DIFFUSION; a name that is not a label is
- * refused, except fact_check's, which loads and never matches. */
+ * refused, except fact_check's and user_feedbacks', which load and never
+ * match. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,7 +137,6 @@ static void test_name_must_be_a_label(void **state)
 {
     (void)state;
     assert_null(compile("modality", "ar", 0.3)); /* labels are exact */
-    assert_null(compile("user_feedbacks", "happy", 0.3));
 }
 
 /* fact_check under another name (the reference's documents write them): it
@@ -213,6 +213,47 @@ static void test_user_feedback_needs_a_prior_reply(void **state)
     vsr_signals_free(s);
 }
 
+/* user_feedbacks under another name (the reference's recipes write
+ * balance_user_reports_incorrect_answer): it loads and never matches, even
+ * when the classifier says wrong_answer after an assistant reply. */
+static void test_user_feedback_other_name_never_matches(void **state)
+{
+    (void)state;
+    vsr_signals_t *s = compile("user_feedbacks", "balance_user_reports_incorrect_answer", 0.3);
+    assert_non_null(s);
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_chat_message_t msgs[3];
+    memset(msgs, 0, sizeof(msgs));
+    msgs[0].role = VSR_ROLE_USER;
+    msgs[0].text = vsr_slice_cstr("what is 7 times 8?");
+    msgs[1].role = VSR_ROLE_ASSISTANT;
+    msgs[1].text = vsr_slice_cstr("54");
+    msgs[2].role = VSR_ROLE_USER;
+    msgs[2].text = vsr_slice_cstr("that's wrong");
+    vsr_chat_view_t chat;
+    memset(&chat, 0, sizeof(chat));
+    chat.messages = msgs;
+    chat.n_messages = 3;
+    chat.last_user = 2;
+    vsr_signal_input_t in;
+    memset(&in, 0, sizeof(in));
+    in.text = vsr_slice_cstr("that's wrong");
+    in.pool = &pool;
+    in.chat = &chat;
+    vsr_signal_task_t t;
+    assert_int_equal(vsr_signals_task(s, 0, &in, &t), 1);
+    static const char *const uf_labels[] = {"wrong_answer", "need_clarification", "want_different", "satisfied", NULL};
+    char *r1 = result(vsr_builtin_user_feedbacks_exemplars, vsr_builtin_user_feedbacks_exemplars_len, uf_labels,
+                      "[1,0,0]", 1);
+    vsr_signal_result_t r;
+    assert_int_equal(vsr_signals_consume(s, 0, &in, vsr_slice_cstr(r1), &r), VSR_OK);
+    assert_false(r.matched);
+    free(r1);
+    vsr_pool_free(&pool);
+    vsr_signals_free(s);
+}
+
 static void test_modality_cues(void **state)
 {
     (void)state;
@@ -261,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_name_must_be_a_label),
         cmocka_unit_test(test_fact_check_other_name_never_matches),
         cmocka_unit_test(test_user_feedback_needs_a_prior_reply),
+        cmocka_unit_test(test_user_feedback_other_name_never_matches),
         cmocka_unit_test(test_modality_cues),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1456,6 +1456,69 @@ static void test_workflows_dynamic(void **state)
     finish_test(&t);
 }
 
+/* A role with several models (the reference's roles[].models) calls each of
+ * them with its prompt in the same wave; a later role and the final see
+ * every model's output.  A planned step's models fan out the same way (the
+ * decision's models only, each once). */
+static void test_workflows_role_models(void **state)
+{
+    (void)state;
+    T t;
+    start(&t, "[{model: small}, {model: mid}, {model: large}]",
+          "{type: workflows, workflows: {max_parallel: 4, roles: [{name: plan, models: [small], prompt: P1},"
+          " {name: patch, models: [small, mid], prompt: P2, access_list: [plan]},"
+          " {name: verify, models: [large], prompt: P3, access_list: [patch]}], final: {model: large}}}",
+          0);
+    assert_int_equal(t.f.n, 1);
+    expect_hop(&t, 0, "small", "small-v1");
+    answer(&t.f, 0, completion("small-v1", "OUT-plan", 1, 1));
+    assert_int_equal(t.f.n, 3); /* patch: small and mid at once */
+    expect_hop(&t, 1, "small", "small-v1");
+    expect_hop(&t, 2, "mid", "mid-v1");
+    for (int i = 1; i <= 2; i++) {
+        const char *p = jget(t.f.c[i].body, "messages.2.content");
+        assert_true(has(p, "P2") && has(p, "OUT-plan"));
+    }
+    answer(&t.f, 2, completion("mid-v1", "OUT-patch-b", 1, 1));
+    assert_int_equal(t.f.n, 3); /* verify waits for every model of patch */
+    answer(&t.f, 1, completion("small-v1", "OUT-patch-a", 1, 1));
+    assert_int_equal(t.f.n, 4);
+    expect_hop(&t, 3, "large", "large-v2");
+    const char *p3 = jget(t.f.c[3].body, "messages.2.content");
+    assert_true(has(p3, "P3") && has(p3, "OUT-patch-a") && has(p3, "OUT-patch-b"));
+    assert_false(has(p3, "OUT-plan"));
+    answer(&t.f, 3, completion("large-v2", "OUT-verify", 1, 1));
+    assert_int_equal(t.f.n, 5);
+    expect_hop(&t, 4, "large", "large-v2");
+    answer(&t.f, 4, completion("large-v2", "FINAL", 1, 1));
+    const char *b = out_body(&t);
+    assert_string_equal(jget(b, "choices.0.message.content"), "FINAL");
+    assert_int_equal(jcount(b, "workflow_steps"), 4);
+    assert_string_equal(jget(b, "workflow_steps.1.id"), "patch");
+    assert_string_equal(jget(b, "workflow_steps.1.model"), "small");
+    assert_string_equal(jget(b, "workflow_steps.2.id"), "patch");
+    assert_string_equal(jget(b, "workflow_steps.2.model"), "mid");
+    assert_int_equal(outcome(&t)->iterations, 5);
+    finish_test(&t);
+
+    start(&t, "[{model: small}, {model: mid}]", "{type: workflows, workflows: {mode: dynamic}}", 0);
+    answer(&t.f, 0, completion("small-v1",
+                                "{\"steps\":[{\"id\":\"a\",\"prompt\":\"PA\","
+                                "\"models\":[\"mid\",\"nosuch\",\"small\",\"mid\"]}]}",
+                                1, 1));
+    assert_int_equal(t.f.n, 3); /* mid and small; nosuch and the second mid are dropped */
+    expect_hop(&t, 1, "mid", "mid-v1");
+    expect_hop(&t, 2, "small", "small-v1");
+    answer(&t.f, 1, completion("mid-v1", "OUT-a1", 1, 1));
+    answer(&t.f, 2, completion("small-v1", "OUT-a2", 1, 1));
+    assert_int_equal(t.f.n, 4);
+    const char *fp = jget(t.f.c[3].body, "messages.2.content");
+    assert_true(has(fp, "OUT-a1") && has(fp, "OUT-a2"));
+    answer(&t.f, 3, completion("small-v1", "FINAL", 1, 1));
+    assert_int_equal(outcome(&t)->status, 200);
+    finish_test(&t);
+}
+
 /* A step sees only the outputs its access_list names; min_successful_responses
  * needs that many steps to succeed under on_error skip. */
 static void test_workflows_access(void **state)
@@ -1611,6 +1674,13 @@ static void test_implied_budget(void **state)
          "{type: workflows, workflows: {roles: [{name: a, prompt: A}, {name: b, prompt: B, model: spare}]}}", 3, 7},
         {"[{model: small}]",
          "{type: workflows, workflows: {max_steps: 1, roles: [{name: a, prompt: A}, {name: b, prompt: B}]}}", 2, 2},
+        /* a role's models each make a call; a planned step may name every modelRef */
+        {"[{model: small}, {model: mid}]",
+         "{type: workflows, workflows: {roles: [{name: a, prompt: A, models: [small, mid]}, {name: b, prompt: B}]}}",
+         4, 4},
+        {"[{model: small}]",
+         "{type: workflows, workflows: {roles: [{name: a, prompt: A, models: [small, spare]}]}}", 3, 7},
+        {"[{model: small}, {model: mid}]", "{type: workflows, workflows: {mode: dynamic, max_steps: 2}}", 6, 6},
         /* a graph: calls x loop rounds x fan-out, the larger side of a branch */
         {"[{model: small}, {model: mid}]",
          "{type: graph, graph: {root: [{parallel: {models: [small, mid], count: 3}},"
@@ -2053,6 +2123,7 @@ int main(void)
         cmocka_unit_test(test_fusion_stream),
         cmocka_unit_test(test_workflows_static),
         cmocka_unit_test(test_workflows_dynamic),
+        cmocka_unit_test(test_workflows_role_models),
         cmocka_unit_test(test_workflows_access),
         cmocka_unit_test(test_workflows_stream),
         cmocka_unit_test(test_budget_attempts),

@@ -377,7 +377,9 @@ static void test_admin_api(void **state)
     vsr_admin_response_free(&r);
     assert_int_equal(handle(a, "PUT", "/api/v1/config", "text/plain", NULL, DOC, &r), 415);
     vsr_admin_response_free(&r);
-    assert_int_equal(handle(a, "POST", "/api/v1/config/validate", "application/yaml", NULL, "version: v0.3\n", &r), 422);
+    assert_int_equal(
+        handle(a, "POST", "/api/v1/config/validate", "application/yaml", NULL, "version: v0.3\nlisteners: 5\n", &r),
+        422);
     assert_non_null(strstr(r.body.data, "\"line\":"));
     vsr_admin_response_free(&r);
     /* rollback needs If-Match */
