@@ -1490,9 +1490,13 @@ static void finish_external(cfg_decoder_t *d, const cfg_node_t *map, void *obj, 
                             size_t index)
 {
     VSR_UNUSED(seen);
-    VSR_UNUSED(index);
     vsr_external_conf_t *e = obj;
     vsr__cfg_mark(d, e, map);
+    if (e->name == NULL) {
+        char name[32];
+        snprintf(name, sizeof(name), "external[%zu]", index);
+        e->name = vsr__cfg_strdup(d, name);
+    }
     if (e->address == NULL || e->address[0] == '\0' || e->port == 0)
         return; /* reported */
     vsr_backend_conf_t *b = &e->backend;
@@ -1526,7 +1530,8 @@ static int decode_external_seconds(cfg_decoder_t *d, const cfg_field_t *f, const
 }
 
 static const cfg_field_t external_fields[] = {
-    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = EXT_OFF(name)},
+    /* optional, as in the reference (entries are found by model_role); an unnamed one is "external[INDEX]" */
+    {.key = "name", .decode = vsr__cfg_string, .offset = EXT_OFF(name)},
     {.key = "model_role", .decode = vsr__cfg_string, .offset = EXT_OFF(role), .choices = external_roles},
     /* optional, as in the reference: an entry no family asks needs none (cfg_check.c checks the ones asked) */
     {.key = "llm_endpoint", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &llm_endpoint_spec},

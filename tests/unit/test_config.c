@@ -1896,6 +1896,15 @@ static void test_classifier_signals(void **state)
     expect_errors(DOC "routing:\n  signals: {classifiers: [{name: t, type: llm, model: ext, labels: [a, b]}]}\n",
                   "t.yaml:11:55: classifier model \"ext\" is not defined in providers.models nor in "
                   "global.model_catalog.external\n");
+    /* external entries need no name, as in the reference: they are found by model_role */
+    vsr_config_t *ce = load_ok(DOC "global:\n  model_catalog:\n    external:\n"
+                                  "      - {model_role: memory_rewrite, llm_endpoint: {address: h, port: 8000}}\n"
+                                  "      - {model_role: guardrail, llm_endpoint: {address: g, port: 9000}}\n"
+                                  "    modules: {prompt_guard: {protocol: http_classify}}\n");
+    assert_int_equal(ce->n_externals, 2);
+    assert_string_equal(ce->externals[0].name, "external[0]");
+    assert_string_equal(ce->modules.guard_remote.model, "external[1]");
+    vsr_config_free(ce);
 }
 #undef CLS_DOC
 
