@@ -3409,6 +3409,22 @@ static void test_looper_fields(void **state)
     assert_true(cf->cost_quality_tradeoff == 1);
     vsr_config_free(c);
 
+    /* the reference's "not configured": an empty verifier URL and a 0
+     * timeout (its 60 seconds); empty templates are the built-in ones */
+    c = load_ok(ALGO_DOC("{type: confidence, confidence: {confidence_method: hybrid,"
+                         " verifier_server_url: \"\", verifier_timeout_seconds: 0}}"));
+    cf = &only_decision(c)->algo.u.confidence;
+    assert_null(cf->verifier_server_url);
+    assert_int_equal(cf->verifier_timeout_ms, 0);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: fusion, fusion: {analysis_template: \"\", synthesis_template: ''}}"));
+    assert_null(only_decision(c)->algo.u.fusion.analysis_template);
+    assert_null(only_decision(c)->algo.u.fusion.synthesis_template);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: remom, remom: {synthesis_template: \"\"}}"));
+    assert_null(only_decision(c)->algo.u.remom.synthesis_template);
+    vsr_config_free(c);
+
     /* the block's own on_error wins over algorithm.on_error */
     c = load_ok(ALGO_DOC("{type: ratings, on_error: fail, ratings: {max_concurrent: 1, on_error: skip}}"));
     assert_int_equal(only_decision(c)->algo.u.ratings.max_concurrent, 1);
@@ -3546,6 +3562,11 @@ static void test_looper_errors(void **state)
                   "t.yaml:15:93: hybrid_weights: at least one weight must be greater than 0\n");
     expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: automix_entailment}}"),
                   "t.yaml:15:49: confidence_method \"automix_entailment\" needs verifier_server_url\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: automix_entailment,"
+                           " verifier_server_url: \"\"}}"),
+                  "t.yaml:15:49: confidence_method \"automix_entailment\" needs verifier_server_url\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {verifier_timeout_seconds: -1}}"),
+                  "t.yaml:15:76: verifier_timeout_seconds must be between 0 and 1000000000 seconds, got -1\n");
     expect_errors(ALGO_DOC("{type: confidence, confidence: {verifier_server_url: \"ftp://x\"}}"),
                   "t.yaml:15:71: verifier_server_url: invalid URL \"ftp://x\": the scheme must be http:// or "
                   "https://\n");
