@@ -1918,6 +1918,13 @@ static void test_kb_signals(void **state)
                       " {name: c}]}}\n",
                   "t.yaml:10:75: a kb has entries or documents, not both\n"
                   "t.yaml:10:89: a kb needs entries\n");
+    /* the reference's kb read from files (source: {path, manifest}): not
+     * supported yet, at the source key, and not a missing-entries error */
+    vsr_config_t *c2 = load_ok(DOC "global: {model_catalog: {kbs: [{name: b, source: {path: knowledge_bases/b/,"
+                                   " manifest: labels.json}}]}}\n");
+    assert_int_equal(c2->n_unimplemented, 1);
+    assert_string_equal(c2->unimplemented[0], "global.model_catalog.kbs[].source");
+    vsr_config_free(c2);
 }
 
 static void test_capability_errors(void **state)
