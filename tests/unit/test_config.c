@@ -2574,9 +2574,8 @@ static void test_plugin_tools_compression(void **state)
     c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 10, "
                            "target_tokens: 10}}}"));
     cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
-    assert_int_equal(cc->n_targets, 2);
+    assert_int_equal(cc->n_targets, 1); /* the reference's default: tool outputs only, history preserved */
     assert_int_equal(cc->targets[0], VSR_CC_TOOL_RESULTS);
-    assert_int_equal(cc->targets[1], VSR_CC_HISTORY);
     assert_int_equal(cc->fail_closed, 0);
     assert_int_equal(cc->reserve_output_tokens, 0);
     vsr_config_free(c);
