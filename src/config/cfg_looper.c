@@ -44,6 +44,15 @@ static int decode_prompt(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
     return 0;
 }
 
+/* A remom or fusion template: a prompt, or "" for the built-in one (the
+ * reference renders its own template only when the text is non-empty). */
+static int decode_template(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && val->len == 0)
+        return 0;
+    return decode_prompt(d, f, val, obj);
+}
+
 /* A model name: a string, remembered with its position for the checks in cfg_check.c. */
 static int decode_model(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
@@ -67,9 +76,11 @@ static int decode_models(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
     return 0;
 }
 
-/* An http(s) URL (a verifier's). */
+/* An http(s) URL (a verifier's); "" is none, as in the reference. */
 static int decode_url(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
+    if (val->kind == CFG_NODE_SCALAR && val->type == CFG_STR && val->len == 0)
+        return 0;
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
         return -1;
@@ -133,7 +144,9 @@ static const cfg_field_t confidence_fields[] = {
     {.key = "token_filter", .decode = vsr__cfg_string, .offset = CF(token_filter), .choices = token_filters},
     ON_ERROR(vsr_algo_confidence_conf_t),
     {.key = "verifier_server_url", .decode = decode_url, .offset = CF(verifier_server_url)},
-    {.key = "verifier_timeout_seconds", .decode = vsr__cfg_duration_ms, .offset = CF(verifier_timeout_ms)},
+    /* 0 is unset: the reference's 60 seconds */
+    {.key = "verifier_timeout_seconds", .decode = vsr__cfg_duration_ms, .flags = CFG_ZERO_OK,
+     .offset = CF(verifier_timeout_ms)},
     {.key = "cost_quality_tradeoff", .decode = vsr__cfg_double, .offset = CF(cost_quality_tradeoff), .dmin = 0,
      .dmax = 1},
 };
@@ -213,7 +226,7 @@ static const cfg_field_t remom_fields[] = {
     {.key = "model_distribution", .decode = vsr__cfg_string, .offset = RM(model_distribution),
      .choices = distributions},
     {.key = "synthesis_model", .decode = decode_model, .offset = RM(synthesis_model)},
-    {.key = "synthesis_template", .decode = decode_prompt, .offset = RM(synthesis_template)},
+    {.key = "synthesis_template", .decode = decode_template, .offset = RM(synthesis_template)},
     {.key = "compaction_strategy", .decode = vsr__cfg_string, .offset = RM(compaction_strategy),
      .choices = compactions},
     UINT_FIELD("compaction_tokens", vsr_algo_remom_conf_t, compaction_tokens, 1, 1000000),
@@ -316,8 +329,8 @@ static const cfg_field_t fusion_fields[] = {
      .choices = quorum_policies},
     {.key = "quorum_fallback_target", .decode = decode_model, .offset = FU(quorum_fallback_target)},
     {.key = "analysis_mode", .decode = vsr__cfg_string, .offset = FU(analysis_mode), .choices = analysis_modes},
-    {.key = "analysis_template", .decode = decode_prompt, .offset = FU(analysis_template)},
-    {.key = "synthesis_template", .decode = decode_prompt, .offset = FU(synthesis_template)},
+    {.key = "analysis_template", .decode = decode_template, .offset = FU(analysis_template)},
+    {.key = "synthesis_template", .decode = decode_template, .offset = FU(synthesis_template)},
     {.key = "judge_prompt_version", .decode = vsr__cfg_string, .offset = FU(judge_prompt_version)},
     {.key = "include_analysis", .decode = vsr__cfg_bool, .offset = FU(include_analysis)},
     {.key = "include_intermediate_responses", .decode = vsr__cfg_bool, .offset = FU(include_intermediate_responses)},

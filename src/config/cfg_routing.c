@@ -931,9 +931,10 @@ static const cfg_field_t context_compression_fields[] = {
 static void init_context_compression(cfg_decoder_t *d, void *obj)
 {
     vsr_plugin_context_compression_conf_t *c = &((vsr_plugin_conf_t *)obj)->u.context_compression;
+    /* as the reference's absent targets: tool outputs extractive, history
+     * (and rag, memory) preserved */
     c->targets[0] = VSR_CC_TOOL_RESULTS;
-    c->targets[1] = VSR_CC_HISTORY;
-    c->n_targets = 2;
+    c->n_targets = 1;
     c->reserve_auto = 1; /* as the reference's absent reserve_output_tokens */
 }
 

@@ -1432,7 +1432,9 @@ static void finish_kb(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const 
     const cfg_node_t *e = vsr__cfg_map_get(map, "entries"), *docs = vsr__cfg_map_get(map, "documents");
     if (e && docs)
         vsr__cfg_node_error(d, docs, "a kb has entries or documents, not both");
-    else if (!e && !docs)
+    else if (!e && !docs && vsr__cfg_map_get(map, "source") == NULL)
+        /* a kb read from source (the reference's labels.json under
+         * source.path) is reported as not supported yet at its key */
         vsr__cfg_node_error(d, map, "a kb needs entries");
     else if (k->n_entries > VSR_KB_MAX_ENTRIES)
         vsr__cfg_node_error(d, e ? e : docs, "at most %d entries per kb, got %zu", VSR_KB_MAX_ENTRIES, k->n_entries);

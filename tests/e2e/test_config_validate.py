@@ -145,3 +145,20 @@ def test_endpoint_scheme_and_path_are_said(tmp_path):
     assert r.returncode == 2
     assert f'{p}:8:22: invalid endpoint "ftp://api.example.com:443/v1": the scheme must be http:// or https://' \
         in r.stderr
+
+
+def test_kb_from_source_is_not_supported_yet_at_its_key(tmp_path):
+    """The reference's kb read from files (labels.json under source.path):
+    said at the source key, not refused as a kb without entries."""
+    p, r = validate(tmp_path, HEAD + """global:
+  model_catalog:
+    kbs:
+      - name: privacy_kb
+        source:
+          path: knowledge_bases/privacy/
+          manifest: labels.json
+""")
+    assert r.returncode == 0, r.stderr
+    assert f"{p}:13:9: not supported yet: global.model_catalog.kbs[].source" in r.stderr
+    assert "needs entries" not in r.stderr
+    assert kinds(r.stderr, p) == ["unsupported"]

@@ -528,6 +528,19 @@ def test_fusion_panel_analysis_synthesis(looper):
     check_usage(r, total)
 
 
+def test_fusion_empty_templates_are_the_built_in_ones(looper):
+    """The reference's own document writes analysis_template: "" and
+    synthesis_template: "": the built-in prompts, as when absent."""
+    def judge_prompts(**extra):
+        s = looper(["m-small", "m-mid", "m-large"], fusion(**extra))
+        assert content(s.ask()) == TEXT["m-large"]
+        return [e["body"]["messages_sha"] for e in s.calls()[2:]]
+    built_in = judge_prompts()
+    assert len(built_in) == 2
+    assert judge_prompts(analysis_template="", synthesis_template="") == built_in
+    assert judge_prompts(analysis_template="A {{prompt}}", synthesis_template="S")[1] != built_in[1]
+
+
 def test_fusion_analysis_mode_none(looper):
     s = looper(["m-small", "m-mid", "m-large"], fusion(analysis_mode="none"))
     r = s.ask()

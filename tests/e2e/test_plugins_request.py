@@ -17,6 +17,7 @@ routing:
       - {name: filtertools, operator: OR, keywords: ["filtertools"]}
       - {name: kangaroo, operator: OR, keywords: ["kangaroo"]}
       - {name: koala, operator: OR, keywords: ["koala"]}
+      - {name: wombat, operator: OR, keywords: ["wombat"]}
   decisions:
     - name: strip_tools
       priority: 30
@@ -44,6 +45,14 @@ routing:
             targets: [tool_results, history]
             scoring: {method: bm25}
             failure_mode: fail_open
+    - name: compress_default_targets
+      priority: 8
+      rules: {operator: OR, conditions: [{type: keyword, name: wombat}]}
+      modelRefs: [{model: m1}]
+      plugins:
+        - type: context_compression
+          configuration:
+            budget: {trigger_tokens: 400, target_tokens: 300}
     - name: compress_strict
       priority: 5
       rules: {operator: OR, conditions: [{type: keyword, name: koala}]}
@@ -154,6 +163,28 @@ def test_compression_over_trigger(router):
     assert len(msgs[1]["content"]) < len(old)
 
 
+def test_compression_default_targets_keep_history(router):
+    """Without `targets`, as the reference's default: tool outputs are cut,
+    the conversation's history is preserved."""
+    old = " ".join(SENTENCES * 6)
+    body = {
+        "model": "auto",
+        "messages": [
+            {"role": "user", "content": old},
+            {"role": "tool", "tool_call_id": "x", "content": old},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "What does a wombat eat?"},
+        ],
+    }
+    r = router.post_chat(body, headers={"x-vsr-debug": "true"})
+    assert r.headers["x-vsr-selected-decision"] == "compress_default_targets"
+    assert r.headers["x-vsr-compression-messages"] == "1"
+    msgs = sent(r)["messages"]
+    assert msgs[0] == body["messages"][0]
+    assert msgs[1]["content"] == "\u2026"
+    assert msgs[2:] == body["messages"][2:]
+
+
 def test_compression_under_trigger_sends_body_unchanged(router):
     raw = (b'{"model":"auto","messages":[{"role":"user","content":"A short kangaroo question."}],'
            b'"temperature":0}')
@@ -214,6 +245,7 @@ routing:
           configuration:
             enabled: true
             budget: {trigger_tokens: auto, target_tokens: auto, reserve_output_tokens: auto}
+            targets: {history: {mode: extractive}}
 """
 
 

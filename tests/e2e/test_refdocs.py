@@ -376,3 +376,16 @@ def test_reference_compression_block_cuts_tool_output_to_the_window(vsr, fakellm
     got = json.loads(r.json()["fakellm"]["request"]["body"])["messages"]
     assert got[0] == msgs[0] and got[3] == msgs[3]
     assert "kangaroo" in got[2]["content"] and len(got[2]["content"]) < len(long)
+
+
+def test_blank_verifier_and_templates_route(vsr, fakellm):
+    """The reference's blank optional values (verifier "" / 0, templates "")
+    start and route: the fusion decision calls its panel and judge."""
+    b = fakellm("b")
+    v = serve(vsr, "looper-blank-values.yaml", [b])
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "a pricing strategy please"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "business_fusion_route"
+    r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "review this contract"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-selected-decision"] == "legal_confidence_route"

@@ -1942,6 +1942,13 @@ static void test_kb_signals(void **state)
                       " {name: c}]}}\n",
                   "t.yaml:10:75: a kb has entries or documents, not both\n"
                   "t.yaml:10:89: a kb needs entries\n");
+    /* the reference's kb read from files (source: {path, manifest}): not
+     * supported yet, at the source key, and not a missing-entries error */
+    vsr_config_t *c2 = load_ok(DOC "global: {model_catalog: {kbs: [{name: b, source: {path: knowledge_bases/b/,"
+                                   " manifest: labels.json}}]}}\n");
+    assert_int_equal(c2->n_unimplemented, 1);
+    assert_string_equal(c2->unimplemented[0], "global.model_catalog.kbs[].source");
+    vsr_config_free(c2);
 }
 
 static void test_capability_errors(void **state)
@@ -2611,9 +2618,8 @@ static void test_plugin_tools_compression(void **state)
     c = load_ok(PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 10, "
                            "target_tokens: 10}}}"));
     cc = &c->recipes[0].decisions[0].plugins[0].u.context_compression;
-    assert_int_equal(cc->n_targets, 2);
+    assert_int_equal(cc->n_targets, 1); /* the reference's default: tool outputs only, history preserved */
     assert_int_equal(cc->targets[0], VSR_CC_TOOL_RESULTS);
-    assert_int_equal(cc->targets[1], VSR_CC_HISTORY);
     assert_int_equal(cc->fail_closed, 0);
     assert_int_equal(cc->reserve_output_tokens, 0);
     vsr_config_free(c);
@@ -3467,6 +3473,22 @@ static void test_looper_fields(void **state)
     assert_true(cf->cost_quality_tradeoff == 1);
     vsr_config_free(c);
 
+    /* the reference's "not configured": an empty verifier URL and a 0
+     * timeout (its 60 seconds); empty templates are the built-in ones */
+    c = load_ok(ALGO_DOC("{type: confidence, confidence: {confidence_method: hybrid,"
+                         " verifier_server_url: \"\", verifier_timeout_seconds: 0}}"));
+    cf = &only_decision(c)->algo.u.confidence;
+    assert_null(cf->verifier_server_url);
+    assert_int_equal(cf->verifier_timeout_ms, 0);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: fusion, fusion: {analysis_template: \"\", synthesis_template: ''}}"));
+    assert_null(only_decision(c)->algo.u.fusion.analysis_template);
+    assert_null(only_decision(c)->algo.u.fusion.synthesis_template);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: remom, remom: {synthesis_template: \"\"}}"));
+    assert_null(only_decision(c)->algo.u.remom.synthesis_template);
+    vsr_config_free(c);
+
     /* the block's own on_error wins over algorithm.on_error */
     c = load_ok(ALGO_DOC("{type: ratings, on_error: fail, ratings: {max_concurrent: 1, on_error: skip}}"));
     assert_int_equal(only_decision(c)->algo.u.ratings.max_concurrent, 1);
@@ -3612,6 +3634,11 @@ static void test_looper_errors(void **state)
                   "t.yaml:15:93: hybrid_weights: at least one weight must be greater than 0\n");
     expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: automix_entailment}}"),
                   "t.yaml:15:49: confidence_method \"automix_entailment\" needs verifier_server_url\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {confidence_method: automix_entailment,"
+                           " verifier_server_url: \"\"}}"),
+                  "t.yaml:15:49: confidence_method \"automix_entailment\" needs verifier_server_url\n");
+    expect_errors(ALGO_DOC("{type: confidence, confidence: {verifier_timeout_seconds: -1}}"),
+                  "t.yaml:15:76: verifier_timeout_seconds must be between 0 and 1000000000 seconds, got -1\n");
     expect_errors(ALGO_DOC("{type: confidence, confidence: {verifier_server_url: \"ftp://x\"}}"),
                   "t.yaml:15:71: verifier_server_url: invalid URL \"ftp://x\": the scheme must be http:// or "
                   "https://\n");
