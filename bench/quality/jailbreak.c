@@ -27,6 +27,11 @@
  *                the dev texts: the most dev attacks at threshold 0.7 with
  *                dev false positives <= 2%, then the best dev AUC, then the
  *                widest hi - lo.  "hybrid, no head" is the same with w_head 0.
+ * JAILBREAK_TEST=FILE.tsv (label TAB text, jailbreak / benign): a set from
+ * another source (bench/quality/jailbreak_ref.sh writes the reference
+ * router's e2e prompts there), scored once with the compiled-in hybrid and
+ * the classifier after everything above is fixed: a sweep and the point at
+ * 0.7.  Nothing is tuned on it.
  * Prints a threshold sweep (threshold, TPR, FPR, precision) per method, the
  * recall at FPR <= 2% (threshold just above the benign score ranked
  * floor(2% of benign)+1), the default-threshold (0.7) point, and the
@@ -133,6 +138,38 @@ static double recall_at_fpr(const double *sc, const int *lab, size_t n, double m
     return tpr;
 }
 
+typedef struct {
+    double s;
+    int l;
+} scored_t;
+
+static int cmp_scored(const void *a, const void *b)
+{
+    double x = ((const scored_t *)a)->s, y = ((const scored_t *)b)->s;
+    return (x > y) - (x < y);
+}
+
+/* the area under the ROC curve by ranks (ties count a half) */
+static double auc_of(const double *sc, const int *lab, size_t n)
+{
+    scored_t *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = (scored_t){sc[i], lab[i]};
+    qsort(v, n, sizeof *v, cmp_scored);
+    double below = 0, sum = 0, P = 0, N = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double tb = 0, tp = 0;
+        while (j < n && v[j].s == v[i].s) { if (v[j].l) tp++; else tb++; j++; }
+        sum += tp * (below + tb / 2);
+        below += tb;
+        P += tp;
+        N += tb;
+        i = j;
+    }
+    free(v);
+    return P && N ? sum / (P * N) : 0;
+}
+
 static double mix(double head, double cls, double con, double wh, double w, double lo, double hi)
 {
     return vsr_guard_with_head(head, vsr_guard_hybrid(cls, con, w, lo, hi), wh);
@@ -158,14 +195,7 @@ static tuned_t tune(const set_t *dev, const double *head, const double *cls, con
                     for (size_t i = 0; i < dev->n; i++) h[i] = mix(head[i], cls[i], con[i], wh, w, lo, lo + span);
                     point(h, dev->label, dev->n, 0.7, &tpr, &fpr, &prec);
                     if (fpr > 0.02 || tpr < best.tpr - 1e-12) continue;
-                    double auc = 0, pairs = 0;
-                    for (size_t i = 0; i < dev->n; i++)
-                        for (size_t j = 0; j < dev->n; j++)
-                            if (dev->label[i] && !dev->label[j]) {
-                                auc += h[i] > h[j] ? 1 : h[i] == h[j] ? 0.5 : 0;
-                                pairs++;
-                            }
-                    auc /= pairs;
+                    double auc = auc_of(h, dev->label, dev->n);
                     if (tpr > best.tpr + 1e-12 || (auc > best.auc + 1e-12) ||
                         (fabs(auc - best.auc) < 1e-12 && span > best_span)) {
                         best = (tuned_t){wh, w, lo, lo + span, tpr, auc};
@@ -319,6 +349,46 @@ int main(int argc, char **argv)
         double tpr, fpr, prec;
         point(scs[k], ev.label, ev.n, 0.7, &tpr, &fpr, &prec);
         printf("%-20s TPR %.3f FPR %.3f precision %.3f\n", names[k], tpr, fpr, prec);
+    }
+    const char *test_path = getenv("JAILBREAK_TEST");
+    if (test_path) {
+        static set_t ts;
+        if (read_lines(test_path, &ts, 0, 1)) return 1;
+        static double tc[MAX_TEXTS], th[MAX_TEXTS];
+        size_t tp_n = 0;
+        for (size_t i = 0; i < ts.n; i++) {
+            const char *txt = ts.text[i];
+            size_t len = strlen(txt);
+            float q[VSR_USE_DIM], probs[VSR_HEAD_MAX_CLASSES];
+            double a, b;
+            vsr_guard_score(&g, txt, len, &a, &b);
+            vsr_use_embed(use, txt, len, q, scr);
+            vsr_head_predict(head, q, VSR_USE_DIM, probs);
+            tc[i] = fmax(a, b);
+            th[i] = mix(probs[vsr_head_label_index(head, "jailbreak")], tc[i],
+                        vsr_guard_contrastive(q, jv, jp.n, bv, bp.n, VSR_USE_DIM), VSR_GUARD_HEAD_W,
+                        VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
+            tp_n += ts.label[i];
+            if (getenv("JAILBREAK_DUMP"))
+                printf("test\t%d\t%.3f\t%.3f\t%s\n", ts.label[i], tc[i], th[i], txt);
+        }
+        printf("\n== test set %s: %zu attacks, %zu benign (scored once, nothing tuned on it)\n", test_path, tp_n,
+               ts.n - tp_n);
+        const char *tn_names[] = {"classifier", "hybrid (compiled in)"};
+        const double *tsc[] = {tc, th};
+        for (int k = 0; k < 2; k++) {
+            double tpr, fpr, prec, thr, f2;
+            point(tsc[k], ts.label, ts.n, 0.7, &tpr, &fpr, &prec);
+            double r = recall_at_fpr(tsc[k], ts.label, ts.n, 0.02, &thr, &f2);
+            printf("test %-22s at 0.7: TPR %.3f FPR %.3f precision %.3f; AUC %.4f; recall at FPR <= 2%% %.3f "
+                   "(threshold %.4f)\n",
+                   tn_names[k], tpr, fpr, prec, auc_of(tsc[k], ts.label, ts.n), r, thr);
+            for (double x = 0.3; x <= 0.951; x += 0.05) {
+                point(tsc[k], ts.label, ts.n, x, &tpr, &fpr, &prec);
+                printf("test %-22s %.2f TPR %.3f FPR %.3f\n", tn_names[k], x, tpr, fpr);
+            }
+        }
+        for (size_t i = 0; i < ts.n; i++) free(ts.text[i]);
     }
     if (getenv("JAILBREAK_DUMP")) {
         for (size_t i = 0; i < ev.n; i++)

@@ -125,10 +125,10 @@ double vsr_guard_hybrid(double p_classifier, double contrastive, double w, doubl
  * bench/quality/jailbreak.c, run by tools/models/jailbreak.sh;
  * docs/signals.md); without it (an embedder of another width), the
  * VSR_GUARD_HYBRID_* formula above. */
-#define VSR_GUARD_HEAD_W 0.5
-#define VSR_GUARD_HEAD_MIX_W 0.1
+#define VSR_GUARD_HEAD_W 1.0
+#define VSR_GUARD_HEAD_MIX_W 0.0
 #define VSR_GUARD_HEAD_MIX_LO (-0.2)
-#define VSR_GUARD_HEAD_MIX_HI 0.0
+#define VSR_GUARD_HEAD_MIX_HI 0.6
 double vsr_guard_with_head(double p_head, double hybrid, double w_head);
 
 #endif
