@@ -255,6 +255,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "jailbreak: JAILBREAK_DEV_SPLIT and JAILBREAK_DEV_HEAD go together\n");
         return 2;
     }
+    vsr_guard_lr_t *lex = NULL, *dev_lex = NULL;
+    const char *dev_lex_path = getenv("JAILBREAK_DEV_LEXICAL");
+    snprintf(path, sizeof path, "%s/jailbreak_lexical.json", data);
+    if (vsr_guard_lr_load(path, &lex) != VSR_OK) {
+        fprintf(stderr, "jailbreak: %s: not a lexical model\n", path);
+        return 1;
+    }
+    if (dev_lex_path && vsr_guard_lr_load(dev_lex_path, &dev_lex) != VSR_OK) {
+        fprintf(stderr, "jailbreak: %s: not a lexical model\n", dev_lex_path);
+        return 1;
+    }
     if (dev_head_path && (vsr_head_load(dev_head_path, &dev_head) != VSR_OK || vsr_head_dim(dev_head) != VSR_USE_DIM ||
                           vsr_head_label_index(dev_head, "jailbreak") < 0)) {
         fprintf(stderr, "jailbreak: %s: not a %d-d head with a \"jailbreak\" class\n", dev_head_path, VSR_USE_DIM);
@@ -281,7 +292,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < bp.n; i++) vsr_use_embed(use, bp.text[i], strlen(bp.text[i]), bv + i * VSR_USE_DIM, scr);
 
     set_t *sets[2] = {&dev, &ev};
-    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS], ph[2][MAX_TEXTS];
+    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS], ph[2][MAX_TEXTS],
+        pl[2][MAX_TEXTS];
     static double lat_cls[MAX_TEXTS], lat_con[MAX_TEXTS], lat_hyb[MAX_TEXTS];
     for (int s = 0; s < 2; s++) {
         for (size_t i = 0; i < sets[s]->n; i++) {
@@ -297,6 +309,7 @@ int main(int argc, char **argv)
             float probs[VSR_HEAD_MAX_CLASSES];
             vsr_head_predict(hd, q, VSR_USE_DIM, probs);
             ph[s][i] = probs[vsr_head_label_index(hd, "jailbreak")];
+            vsr_guard_lr_score_chunked(s == 0 && dev_lex ? dev_lex : lex, t, len, &pl[s][i], NULL);
             double t2 = now_us();
             cls[s][i] = fmax(pj[s][i], pi[s][i]);
             if (s == 1) {
@@ -310,12 +323,44 @@ int main(int argc, char **argv)
     /* the hybrid's weights and mapping, from dev only (tune()) */
     tuned_t tn = tune(&dev, ph[0], cls[0], con[0], 0, 0, 0), t = tune(&dev, ph[0], cls[0], con[0], 0, 1, 0);
     tuned_t tf = tune(&dev, ph[0], cls[0], con[0], 0, 1, 1);
+    /* the lexical model's weight over the compiled-in hybrid with the head,
+     * and the operating point, on dev: the most dev attacks at the lowest
+     * threshold with dev FPR <= 2%, then the best AUC; that threshold is
+     * VSR_GUARD_OPERATING_POINT, mapped to 0.7 (vsr_guard_calibrate) */
+    double best_wl = 0, best_wl_tpr = -1, best_wl_auc = -1, best_wl_thr = 0.7;
+    {
+        static double h[MAX_TEXTS];
+        for (double wl = 0; wl <= 1 + 1e-9; wl += 0.05) {
+            for (size_t i = 0; i < dev.n; i++)
+                h[i] = vsr_guard_with_lexical(pl[0][i],
+                                              mix(ph[0][i], cls[0][i], con[0][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
+                                                  VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI),
+                                              wl);
+            double tpr, fpr, prec;
+            point(h, dev.label, dev.n, 0.7, &tpr, &fpr, &prec);
+            double auc = auc_of(h, dev.label, dev.n);
+            double thr2, fpr2, r2 = recall_at_fpr(h, dev.label, dev.n, 0.02, &thr2, &fpr2);
+            printf("lexical weight %.2f: dev TPR at 0.7 %.3f FPR %.3f AUC %.4f; at dev FPR <= 2%%: TPR %.3f "
+                   "(threshold %.4f)\n",
+                   wl, tpr, fpr, auc, r2, thr2);
+            if (r2 > best_wl_tpr + 1e-12 || (r2 > best_wl_tpr - 1e-12 && auc > best_wl_auc + 1e-12)) {
+                best_wl = wl;
+                best_wl_tpr = r2;
+                best_wl_auc = auc;
+                best_wl_thr = thr2;
+            }
+        }
+    }
     static double hyb[MAX_TEXTS], hyb0[MAX_TEXTS], hyb_c[MAX_TEXTS];
     for (size_t i = 0; i < ev.n; i++) {
         hyb[i] = mix(ph[1][i], cls[1][i], con[1][i], t.wh, t.w, t.lo, t.hi);
         hyb0[i] = mix(ph[1][i], cls[1][i], con[1][i], 0, tn.w, tn.lo, tn.hi);
-        hyb_c[i] = mix(ph[1][i], cls[1][i], con[1][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO,
-                       VSR_GUARD_HEAD_MIX_HI);
+        hyb_c[i] = vsr_guard_calibrate(
+            vsr_guard_with_lexical(pl[1][i],
+                                   mix(ph[1][i], cls[1][i], con[1][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
+                                       VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI),
+                                   VSR_GUARD_LEXICAL_W),
+            VSR_GUARD_OPERATING_POINT);
     }
 
     size_t P = 0;
@@ -330,14 +375,18 @@ int main(int argc, char **argv)
            tn.lo, tn.hi, tn.tpr, tn.auc);
     printf("w_head alone tuned on dev, w/lo/hi as compiled in: w_head %.2f (dev TPR at 0.7: %.3f, dev AUC %.4f)\n",
            tf.wh, tf.tpr, tf.auc);
-    printf("compiled in (guard.h): w_head %.2f w %.2f lo %.3f hi %.3f\n", VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
-           VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
+    printf("compiled in (guard.h): w_head %.2f w %.2f lo %.3f hi %.3f w_lexical %.2f\n", VSR_GUARD_HEAD_W,
+           VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI, VSR_GUARD_LEXICAL_W);
+    printf("lexical weight tuned on dev over the compiled-in hybrid: w_lexical %.2f, operating point %.4f (dev TPR "
+           "there: %.3f, dev AUC %.4f); compiled in: %.2f, %.4f\n",
+           best_wl, best_wl_thr, best_wl_tpr, best_wl_auc, VSR_GUARD_LEXICAL_W, VSR_GUARD_OPERATING_POINT);
 
     sweep("classifier (max of both models)", cls[1], ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("classifier: jailbreak model only", pj[1], ev.label, ev.n, 0.1, 0.9, 0.1);
     sweep("classifier: prompt-injection model only", pi[1], ev.label, ev.n, 0.1, 0.9, 0.1);
     sweep("contrastive", con[1], ev.label, ev.n, -0.2, 0.4, 0.05);
     sweep("head", ph[1], ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("lexical", pl[1], ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("hybrid, no head (tuned on dev)", hyb0, ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("hybrid (tuned on dev)", hyb, ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("hybrid (compiled in)", hyb_c, ev.label, ev.n, 0.05, 0.95, 0.05);
@@ -365,9 +414,16 @@ int main(int argc, char **argv)
             vsr_use_embed(use, txt, len, q, scr);
             vsr_head_predict(head, q, VSR_USE_DIM, probs);
             tc[i] = fmax(a, b);
-            th[i] = mix(probs[vsr_head_label_index(head, "jailbreak")], tc[i],
-                        vsr_guard_contrastive(q, jv, jp.n, bv, bp.n, VSR_USE_DIM), VSR_GUARD_HEAD_W,
-                        VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
+            double p_lex;
+            vsr_guard_lr_score_chunked(lex, txt, len, &p_lex, NULL);
+            th[i] = vsr_guard_calibrate(
+                vsr_guard_with_lexical(p_lex,
+                                       mix(probs[vsr_head_label_index(head, "jailbreak")], tc[i],
+                                           vsr_guard_contrastive(q, jv, jp.n, bv, bp.n, VSR_USE_DIM),
+                                           VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO,
+                                           VSR_GUARD_HEAD_MIX_HI),
+                                       VSR_GUARD_LEXICAL_W),
+                VSR_GUARD_OPERATING_POINT);
             tp_n += ts.label[i];
             if (getenv("JAILBREAK_DUMP"))
                 printf("test\t%d\t%.3f\t%.3f\t%s\n", ts.label[i], tc[i], th[i], txt);
@@ -440,5 +496,7 @@ int main(int argc, char **argv)
     vsr_guard_free(&g);
     vsr_head_free(head);
     vsr_head_free(dev_head);
+    vsr_guard_lr_free(lex);
+    vsr_guard_lr_free(dev_lex);
     return 0;
 }

@@ -14,7 +14,10 @@
 #    dev split also gets the ordinary questions of data/domains/eval.jsonl
 #    as benign texts (a third source: no jailbreak text was trained on them),
 #    so the operating point is chosen against everyday questions too;
-# 3. trains data/jailbreak/jailbreak.head on the whole training set;
+# 3. trains data/jailbreak/jailbreak.head on the whole training set, and its
+#    lexical partner data/jailbreak/jailbreak_lexical.json (TF-IDF over word
+#    uni- and bigrams + logistic regression, tools/models/train_lexical.py),
+#    both also on the four fifths for the dev scores;
 # 4. runs bench/quality/jailbreak.c with the dev split and its head: the
 #    hybrid's weights are chosen on dev.tsv + the dev split, the evaluation
 #    set is only scored.  Copy the "hybrid tuned on dev" values into
@@ -40,5 +43,8 @@ for line in open(sys.argv[1], encoding="utf-8"):
     if line.strip(): print("benign\t" + " ".join(json.loads(line)["text"].split()))' data/domains/eval.jsonl > "$tmp/dev_q.tsv"
 "$B/train_head" "$tmp/fit.tsv" "$M/use-lite.vsrm" "$tmp/dev.head"
 "$B/train_head" "$tmp/train.tsv" "$M/use-lite.vsrm" $D/jailbreak.head
+python3 tools/models/train_lexical.py "$tmp/fit.tsv" "$tmp/dev_lexical.json"
+python3 tools/models/train_lexical.py "$tmp/train.tsv" $D/jailbreak_lexical.json
 cat "$tmp/dev_q.tsv" >> "$tmp/dev.tsv"
-JAILBREAK_DEV_SPLIT="$tmp/dev.tsv" JAILBREAK_DEV_HEAD="$tmp/dev.head" "$B/jailbreak_quality" $D
+JAILBREAK_DEV_SPLIT="$tmp/dev.tsv" JAILBREAK_DEV_HEAD="$tmp/dev.head" JAILBREAK_DEV_LEXICAL="$tmp/dev_lexical.json" \
+    "$B/jailbreak_quality" $D
