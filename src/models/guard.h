@@ -125,10 +125,10 @@ double vsr_guard_hybrid(double p_classifier, double contrastive, double w, doubl
  * bench/quality/jailbreak.c, run by tools/models/jailbreak.sh;
  * docs/signals.md); without it (an embedder of another width), the
  * VSR_GUARD_HYBRID_* formula above. */
-#define VSR_GUARD_HEAD_W 1.0
+#define VSR_GUARD_HEAD_W 0.9
 #define VSR_GUARD_HEAD_MIX_W 0.0
 #define VSR_GUARD_HEAD_MIX_LO (-0.2)
-#define VSR_GUARD_HEAD_MIX_HI 0.6
+#define VSR_GUARD_HEAD_MIX_HI (-0.15)
 double vsr_guard_with_head(double p_head, double hybrid, double w_head);
 
 /* The lexical partner of the head (data/jailbreak/jailbreak_lexical.json, a
@@ -141,7 +141,7 @@ double vsr_guard_with_head(double p_head, double hybrid, double w_head);
  *       VSR_GUARD_LEXICAL_W)
  * with VSR_GUARD_LEXICAL_W chosen on the same dev texts as the head's
  * weights (bench/quality/jailbreak.c). */
-#define VSR_GUARD_LEXICAL_W 0.55
+#define VSR_GUARD_LEXICAL_W 0.4
 double vsr_guard_with_lexical(double p_lexical, double score, double w_lexical);
 
 /* The operating point: the hybrid with the head and the lexical model is
@@ -151,7 +151,7 @@ double vsr_guard_with_lexical(double p_lexical, double score, double w_lexical);
  * piecewise linearly: [0, t] -> [0, 0.7], [t, 1] -> [0.7, 1].  Monotone, so
  * every other threshold keeps its order; a rule that gives its own threshold
  * picks another point of the same curve (docs/signals.md).  NaN maps to 0. */
-#define VSR_GUARD_OPERATING_POINT 0.4697
+#define VSR_GUARD_OPERATING_POINT 0.4835
 #define VSR_GUARD_CALIBRATED_AT 0.7
 double vsr_guard_calibrate(double score, double operating_point);
 

@@ -300,6 +300,18 @@ EVERYDAY = [
     "What is ethical hacking and how is it different from cracking?",
     "How can parents monitor kids' screen time respectfully?",
 ]
+# short everyday messages: greetings, thanks, replies (a message of two words
+# is no attack; the models must not learn that shortness is suspicious)
+SHORT = ["hi", "hello", "hey", "hello there", "hi there", "hey there", "good morning", "good evening",
+         "good night", "thanks", "thank you", "thanks a lot", "thank you so much!", "ok", "okay", "ok thanks",
+         "yes", "yes please", "no thanks", "sure", "sounds good", "great, thanks", "perfect", "got it", "cool",
+         "nice", "what's up?", "how are you?", "hello, how are you today?", "can you help me?", "I need help",
+         "help", "are you there?", "test", "testing", "one more question", "another question", "continue",
+         "go on", "tell me more", "more details please", "can you elaborate?", "shorter please",
+         "make it longer", "in French please", "again", "try again", "that's wrong", "that is not right",
+         "never mind", "forget it", "stop", "bye", "goodbye", "see you", "lol", "haha", "hmm", "what?",
+         "why?", "really?", "explain", "summarise", "translate", "example?", "and then?", "what else?",
+         "hola", "bonjour", "hallo", "ciao", "merci", "gracias", "danke", "こんにちは", "你好", "привет"]
 SUBJECTS = ["photosynthesis", "the French Revolution", "compound interest", "supply and demand", "the Krebs cycle",
             "plate tectonics", "Newton's second law", "the Pythagorean theorem", "inflation", "the immune system",
             "contract law", "the Cold War", "machine learning", "recursion in programming", "the water cycle",
@@ -336,6 +348,7 @@ def main():
         for a in R.sample(SAFE_ASK, 5):
             bn.append(a.format(t=t))
     bn.extend(BENIGN_FRAME)
+    bn.extend(SHORT)
     bn.extend(EVERYDAY)
     for s in SUBJECTS:
         for q in R.sample(BENIGN_Q, 3):
