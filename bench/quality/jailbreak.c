@@ -22,11 +22,20 @@
  *   classifier   max(p_jailbreak, p_prompt_injection), chunked (guard.h)
  *   contrastive  max cos(jailbreak patterns) - max cos(benign patterns), USE-lite
  *   head         p(jailbreak) of the head (src/models/head.h)
+ *   lexical      p(jailbreak) of jailbreak_lexical.json (TF-IDF + logistic
+ *                regression, guard.h's arithmetic); JAILBREAK_DEV_LEXICAL=FILE
+ *                is its dev twin, trained on the four fifths
  *   hybrid       vsr_guard_with_head(head, vsr_guard_hybrid(classifier,
  *                contrastive, w, lo, hi), w_head); w_head/w/lo/hi chosen on
  *                the dev texts: the most dev attacks at threshold 0.7 with
  *                dev false positives <= 2%, then the best dev AUC, then the
  *                widest hi - lo.  "hybrid, no head" is the same with w_head 0.
+ *                Then, over the compiled-in hybrid, the lexical weight and
+ *                the operating point: the most dev attacks at the lowest
+ *                threshold with dev false positives <= 2%, then the best AUC.
+ *                "hybrid (compiled in)" is what the runtime computes:
+ *                vsr_guard_calibrate(vsr_guard_with_lexical(lexical, hybrid,
+ *                VSR_GUARD_LEXICAL_W), VSR_GUARD_OPERATING_POINT).
  * JAILBREAK_TEST=FILE.tsv (label TAB text, jailbreak / benign): a set from
  * another source (bench/quality/jailbreak_ref.sh writes the reference
  * router's e2e prompts there), scored once with the compiled-in hybrid and

@@ -21,7 +21,10 @@
 # 4. runs bench/quality/jailbreak.c with the dev split and its head: the
 #    hybrid's weights are chosen on dev.tsv + the dev split, the evaluation
 #    set is only scored.  Copy the "hybrid tuned on dev" values into
-#    src/models/guard.h when they change.
+#    src/models/guard.h (VSR_GUARD_HEAD_*) when they change, rebuild, run
+#    again, and copy the "lexical weight tuned on dev" values
+#    (VSR_GUARD_LEXICAL_W, VSR_GUARD_OPERATING_POINT): the second stage is
+#    chosen over the compiled-in first.
 # Needs the model cache ($VSR_MODEL_CACHE, default ~/.cache/vsr/models).
 set -eu
 B=${1:-build}
