@@ -22,11 +22,25 @@
  *   classifier   max(p_jailbreak, p_prompt_injection), chunked (guard.h)
  *   contrastive  max cos(jailbreak patterns) - max cos(benign patterns), USE-lite
  *   head         p(jailbreak) of the head (src/models/head.h)
+ *   lexical      p(jailbreak) of jailbreak_lexical.json (TF-IDF + logistic
+ *                regression, guard.h's arithmetic); JAILBREAK_DEV_LEXICAL=FILE
+ *                is its dev twin, trained on the four fifths
  *   hybrid       vsr_guard_with_head(head, vsr_guard_hybrid(classifier,
  *                contrastive, w, lo, hi), w_head); w_head/w/lo/hi chosen on
  *                the dev texts: the most dev attacks at threshold 0.7 with
  *                dev false positives <= 2%, then the best dev AUC, then the
  *                widest hi - lo.  "hybrid, no head" is the same with w_head 0.
+ *                Then, over the compiled-in hybrid, the lexical weight and
+ *                the operating point: the most dev attacks at the lowest
+ *                threshold with dev false positives <= 2%, then the best AUC.
+ *                "hybrid (compiled in)" is what the runtime computes:
+ *                vsr_guard_calibrate(vsr_guard_with_lexical(lexical, hybrid,
+ *                VSR_GUARD_LEXICAL_W), VSR_GUARD_OPERATING_POINT).
+ * JAILBREAK_TEST=FILE.tsv (label TAB text, jailbreak / benign): a set from
+ * another source (bench/quality/jailbreak_ref.sh writes the reference
+ * router's e2e prompts there), scored once with the compiled-in hybrid and
+ * the classifier after everything above is fixed: a sweep and the point at
+ * 0.7.  Nothing is tuned on it.
  * Prints a threshold sweep (threshold, TPR, FPR, precision) per method, the
  * recall at FPR <= 2% (threshold just above the benign score ranked
  * floor(2% of benign)+1), the default-threshold (0.7) point, and the
@@ -133,6 +147,38 @@ static double recall_at_fpr(const double *sc, const int *lab, size_t n, double m
     return tpr;
 }
 
+typedef struct {
+    double s;
+    int l;
+} scored_t;
+
+static int cmp_scored(const void *a, const void *b)
+{
+    double x = ((const scored_t *)a)->s, y = ((const scored_t *)b)->s;
+    return (x > y) - (x < y);
+}
+
+/* the area under the ROC curve by ranks (ties count a half) */
+static double auc_of(const double *sc, const int *lab, size_t n)
+{
+    scored_t *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = (scored_t){sc[i], lab[i]};
+    qsort(v, n, sizeof *v, cmp_scored);
+    double below = 0, sum = 0, P = 0, N = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double tb = 0, tp = 0;
+        while (j < n && v[j].s == v[i].s) { if (v[j].l) tp++; else tb++; j++; }
+        sum += tp * (below + tb / 2);
+        below += tb;
+        P += tp;
+        N += tb;
+        i = j;
+    }
+    free(v);
+    return P && N ? sum / (P * N) : 0;
+}
+
 static double mix(double head, double cls, double con, double wh, double w, double lo, double hi)
 {
     return vsr_guard_with_head(head, vsr_guard_hybrid(cls, con, w, lo, hi), wh);
@@ -158,14 +204,7 @@ static tuned_t tune(const set_t *dev, const double *head, const double *cls, con
                     for (size_t i = 0; i < dev->n; i++) h[i] = mix(head[i], cls[i], con[i], wh, w, lo, lo + span);
                     point(h, dev->label, dev->n, 0.7, &tpr, &fpr, &prec);
                     if (fpr > 0.02 || tpr < best.tpr - 1e-12) continue;
-                    double auc = 0, pairs = 0;
-                    for (size_t i = 0; i < dev->n; i++)
-                        for (size_t j = 0; j < dev->n; j++)
-                            if (dev->label[i] && !dev->label[j]) {
-                                auc += h[i] > h[j] ? 1 : h[i] == h[j] ? 0.5 : 0;
-                                pairs++;
-                            }
-                    auc /= pairs;
+                    double auc = auc_of(h, dev->label, dev->n);
                     if (tpr > best.tpr + 1e-12 || (auc > best.auc + 1e-12) ||
                         (fabs(auc - best.auc) < 1e-12 && span > best_span)) {
                         best = (tuned_t){wh, w, lo, lo + span, tpr, auc};
@@ -225,6 +264,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "jailbreak: JAILBREAK_DEV_SPLIT and JAILBREAK_DEV_HEAD go together\n");
         return 2;
     }
+    vsr_guard_lr_t *lex = NULL, *dev_lex = NULL;
+    const char *dev_lex_path = getenv("JAILBREAK_DEV_LEXICAL");
+    snprintf(path, sizeof path, "%s/jailbreak_lexical.json", data);
+    if (vsr_guard_lr_load(path, &lex) != VSR_OK) {
+        fprintf(stderr, "jailbreak: %s: not a lexical model\n", path);
+        return 1;
+    }
+    if (dev_lex_path && vsr_guard_lr_load(dev_lex_path, &dev_lex) != VSR_OK) {
+        fprintf(stderr, "jailbreak: %s: not a lexical model\n", dev_lex_path);
+        return 1;
+    }
     if (dev_head_path && (vsr_head_load(dev_head_path, &dev_head) != VSR_OK || vsr_head_dim(dev_head) != VSR_USE_DIM ||
                           vsr_head_label_index(dev_head, "jailbreak") < 0)) {
         fprintf(stderr, "jailbreak: %s: not a %d-d head with a \"jailbreak\" class\n", dev_head_path, VSR_USE_DIM);
@@ -251,7 +301,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < bp.n; i++) vsr_use_embed(use, bp.text[i], strlen(bp.text[i]), bv + i * VSR_USE_DIM, scr);
 
     set_t *sets[2] = {&dev, &ev};
-    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS], ph[2][MAX_TEXTS];
+    static double cls[2][MAX_TEXTS], con[2][MAX_TEXTS], pj[2][MAX_TEXTS], pi[2][MAX_TEXTS], ph[2][MAX_TEXTS],
+        pl[2][MAX_TEXTS];
     static double lat_cls[MAX_TEXTS], lat_con[MAX_TEXTS], lat_hyb[MAX_TEXTS];
     for (int s = 0; s < 2; s++) {
         for (size_t i = 0; i < sets[s]->n; i++) {
@@ -267,6 +318,7 @@ int main(int argc, char **argv)
             float probs[VSR_HEAD_MAX_CLASSES];
             vsr_head_predict(hd, q, VSR_USE_DIM, probs);
             ph[s][i] = probs[vsr_head_label_index(hd, "jailbreak")];
+            vsr_guard_lr_score_chunked(s == 0 && dev_lex ? dev_lex : lex, t, len, &pl[s][i], NULL);
             double t2 = now_us();
             cls[s][i] = fmax(pj[s][i], pi[s][i]);
             if (s == 1) {
@@ -280,12 +332,44 @@ int main(int argc, char **argv)
     /* the hybrid's weights and mapping, from dev only (tune()) */
     tuned_t tn = tune(&dev, ph[0], cls[0], con[0], 0, 0, 0), t = tune(&dev, ph[0], cls[0], con[0], 0, 1, 0);
     tuned_t tf = tune(&dev, ph[0], cls[0], con[0], 0, 1, 1);
+    /* the lexical model's weight over the compiled-in hybrid with the head,
+     * and the operating point, on dev: the most dev attacks at the lowest
+     * threshold with dev FPR <= 2%, then the best AUC; that threshold is
+     * VSR_GUARD_OPERATING_POINT, mapped to 0.7 (vsr_guard_calibrate) */
+    double best_wl = 0, best_wl_tpr = -1, best_wl_auc = -1, best_wl_thr = 0.7;
+    {
+        static double h[MAX_TEXTS];
+        for (double wl = 0; wl <= 1 + 1e-9; wl += 0.05) {
+            for (size_t i = 0; i < dev.n; i++)
+                h[i] = vsr_guard_with_lexical(pl[0][i],
+                                              mix(ph[0][i], cls[0][i], con[0][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
+                                                  VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI),
+                                              wl);
+            double tpr, fpr, prec;
+            point(h, dev.label, dev.n, 0.7, &tpr, &fpr, &prec);
+            double auc = auc_of(h, dev.label, dev.n);
+            double thr2, fpr2, r2 = recall_at_fpr(h, dev.label, dev.n, 0.02, &thr2, &fpr2);
+            printf("lexical weight %.2f: dev TPR at 0.7 %.3f FPR %.3f AUC %.4f; at dev FPR <= 2%%: TPR %.3f "
+                   "(threshold %.4f)\n",
+                   wl, tpr, fpr, auc, r2, thr2);
+            if (r2 > best_wl_tpr + 1e-12 || (r2 > best_wl_tpr - 1e-12 && auc > best_wl_auc + 1e-12)) {
+                best_wl = wl;
+                best_wl_tpr = r2;
+                best_wl_auc = auc;
+                best_wl_thr = thr2;
+            }
+        }
+    }
     static double hyb[MAX_TEXTS], hyb0[MAX_TEXTS], hyb_c[MAX_TEXTS];
     for (size_t i = 0; i < ev.n; i++) {
         hyb[i] = mix(ph[1][i], cls[1][i], con[1][i], t.wh, t.w, t.lo, t.hi);
         hyb0[i] = mix(ph[1][i], cls[1][i], con[1][i], 0, tn.w, tn.lo, tn.hi);
-        hyb_c[i] = mix(ph[1][i], cls[1][i], con[1][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO,
-                       VSR_GUARD_HEAD_MIX_HI);
+        hyb_c[i] = vsr_guard_calibrate(
+            vsr_guard_with_lexical(pl[1][i],
+                                   mix(ph[1][i], cls[1][i], con[1][i], VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
+                                       VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI),
+                                   VSR_GUARD_LEXICAL_W),
+            VSR_GUARD_OPERATING_POINT);
     }
 
     size_t P = 0;
@@ -300,14 +384,18 @@ int main(int argc, char **argv)
            tn.lo, tn.hi, tn.tpr, tn.auc);
     printf("w_head alone tuned on dev, w/lo/hi as compiled in: w_head %.2f (dev TPR at 0.7: %.3f, dev AUC %.4f)\n",
            tf.wh, tf.tpr, tf.auc);
-    printf("compiled in (guard.h): w_head %.2f w %.2f lo %.3f hi %.3f\n", VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W,
-           VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
+    printf("compiled in (guard.h): w_head %.2f w %.2f lo %.3f hi %.3f w_lexical %.2f\n", VSR_GUARD_HEAD_W,
+           VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI, VSR_GUARD_LEXICAL_W);
+    printf("lexical weight tuned on dev over the compiled-in hybrid: w_lexical %.2f, operating point %.4f (dev TPR "
+           "there: %.3f, dev AUC %.4f); compiled in: %.2f, %.4f\n",
+           best_wl, best_wl_thr, best_wl_tpr, best_wl_auc, VSR_GUARD_LEXICAL_W, VSR_GUARD_OPERATING_POINT);
 
     sweep("classifier (max of both models)", cls[1], ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("classifier: jailbreak model only", pj[1], ev.label, ev.n, 0.1, 0.9, 0.1);
     sweep("classifier: prompt-injection model only", pi[1], ev.label, ev.n, 0.1, 0.9, 0.1);
     sweep("contrastive", con[1], ev.label, ev.n, -0.2, 0.4, 0.05);
     sweep("head", ph[1], ev.label, ev.n, 0.05, 0.95, 0.05);
+    sweep("lexical", pl[1], ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("hybrid, no head (tuned on dev)", hyb0, ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("hybrid (tuned on dev)", hyb, ev.label, ev.n, 0.05, 0.95, 0.05);
     sweep("hybrid (compiled in)", hyb_c, ev.label, ev.n, 0.05, 0.95, 0.05);
@@ -319,6 +407,53 @@ int main(int argc, char **argv)
         double tpr, fpr, prec;
         point(scs[k], ev.label, ev.n, 0.7, &tpr, &fpr, &prec);
         printf("%-20s TPR %.3f FPR %.3f precision %.3f\n", names[k], tpr, fpr, prec);
+    }
+    const char *test_path = getenv("JAILBREAK_TEST");
+    if (test_path) {
+        static set_t ts;
+        if (read_lines(test_path, &ts, 0, 1)) return 1;
+        static double tc[MAX_TEXTS], th[MAX_TEXTS];
+        size_t tp_n = 0;
+        for (size_t i = 0; i < ts.n; i++) {
+            const char *txt = ts.text[i];
+            size_t len = strlen(txt);
+            float q[VSR_USE_DIM], probs[VSR_HEAD_MAX_CLASSES];
+            double a, b;
+            vsr_guard_score(&g, txt, len, &a, &b);
+            vsr_use_embed(use, txt, len, q, scr);
+            vsr_head_predict(head, q, VSR_USE_DIM, probs);
+            tc[i] = fmax(a, b);
+            double p_lex;
+            vsr_guard_lr_score_chunked(lex, txt, len, &p_lex, NULL);
+            th[i] = vsr_guard_calibrate(
+                vsr_guard_with_lexical(p_lex,
+                                       mix(probs[vsr_head_label_index(head, "jailbreak")], tc[i],
+                                           vsr_guard_contrastive(q, jv, jp.n, bv, bp.n, VSR_USE_DIM),
+                                           VSR_GUARD_HEAD_W, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO,
+                                           VSR_GUARD_HEAD_MIX_HI),
+                                       VSR_GUARD_LEXICAL_W),
+                VSR_GUARD_OPERATING_POINT);
+            tp_n += ts.label[i];
+            if (getenv("JAILBREAK_DUMP"))
+                printf("test\t%d\t%.3f\t%.3f\t%s\n", ts.label[i], tc[i], th[i], txt);
+        }
+        printf("\n== test set %s: %zu attacks, %zu benign (scored once, nothing tuned on it)\n", test_path, tp_n,
+               ts.n - tp_n);
+        const char *tn_names[] = {"classifier", "hybrid (compiled in)"};
+        const double *tsc[] = {tc, th};
+        for (int k = 0; k < 2; k++) {
+            double tpr, fpr, prec, thr, f2;
+            point(tsc[k], ts.label, ts.n, 0.7, &tpr, &fpr, &prec);
+            double r = recall_at_fpr(tsc[k], ts.label, ts.n, 0.02, &thr, &f2);
+            printf("test %-22s at 0.7: TPR %.3f FPR %.3f precision %.3f; AUC %.4f; recall at FPR <= 2%% %.3f "
+                   "(threshold %.4f)\n",
+                   tn_names[k], tpr, fpr, prec, auc_of(tsc[k], ts.label, ts.n), r, thr);
+            for (double x = 0.3; x <= 0.951; x += 0.05) {
+                point(tsc[k], ts.label, ts.n, x, &tpr, &fpr, &prec);
+                printf("test %-22s %.2f TPR %.3f FPR %.3f\n", tn_names[k], x, tpr, fpr);
+            }
+        }
+        for (size_t i = 0; i < ts.n; i++) free(ts.text[i]);
     }
     if (getenv("JAILBREAK_DUMP")) {
         for (size_t i = 0; i < ev.n; i++)
@@ -370,5 +505,7 @@ int main(int argc, char **argv)
     vsr_guard_free(&g);
     vsr_head_free(head);
     vsr_head_free(dev_head);
+    vsr_guard_lr_free(lex);
+    vsr_guard_lr_free(dev_lex);
     return 0;
 }

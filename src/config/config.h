@@ -350,9 +350,12 @@ typedef struct {
 /* routing.signals.jailbreak[] (ref §1.9). */
 typedef enum { VSR_JB_CLASSIFIER = 0, VSR_JB_CONTRASTIVE, VSR_JB_HYBRID } vsr_jb_method_t;
 #define VSR_JB_MAX_PATTERNS 256 /* per list */
+/* the method of a rule that names none: the best-measured one (docs/signals.md, "The jailbreak classifier") */
+#define VSR_JB_DEFAULT_METHOD VSR_JB_HYBRID
 typedef struct {
     char *name;
-    vsr_jb_method_t method;        /* classifier (default) | contrastive | hybrid */
+    vsr_jb_method_t method;        /* classifier | contrastive | hybrid; without has_method, VSR_JB_DEFAULT_METHOD */
+    int has_method;
     double threshold;              /* default: global.model_catalog.modules.prompt_guard.threshold */
     int has_threshold;
     int include_history;           /* also scan the earlier messages */

@@ -881,3 +881,16 @@ double vsr_guard_with_head(double p_head, double hybrid, double w_head)
 {
     return w_head * unit(p_head) + (1 - w_head) * unit(hybrid);
 }
+
+double vsr_guard_with_lexical(double p_lexical, double score, double w_lexical)
+{
+    return w_lexical * unit(p_lexical) + (1 - w_lexical) * unit(score);
+}
+
+double vsr_guard_calibrate(double score, double operating_point)
+{
+    double x = unit(score), t = operating_point, c = VSR_GUARD_CALIBRATED_AT;
+    if (!(t > 0 && t < 1))
+        return x;
+    return x <= t ? c * x / t : c + (1 - c) * (x - t) / (1 - t);
+}

@@ -125,10 +125,34 @@ double vsr_guard_hybrid(double p_classifier, double contrastive, double w, doubl
  * bench/quality/jailbreak.c, run by tools/models/jailbreak.sh;
  * docs/signals.md); without it (an embedder of another width), the
  * VSR_GUARD_HYBRID_* formula above. */
-#define VSR_GUARD_HEAD_W 0.5
-#define VSR_GUARD_HEAD_MIX_W 0.1
+#define VSR_GUARD_HEAD_W 0.9
+#define VSR_GUARD_HEAD_MIX_W 0.0
 #define VSR_GUARD_HEAD_MIX_LO (-0.2)
-#define VSR_GUARD_HEAD_MIX_HI 0.0
+#define VSR_GUARD_HEAD_MIX_HI (-0.15)
 double vsr_guard_with_head(double p_head, double hybrid, double w_head);
+
+/* The lexical partner of the head (data/jailbreak/jailbreak_lexical.json, a
+ * model in this file's JSON layout: TF-IDF over word uni- and bigrams and a
+ * logistic regression trained on the head's training set by
+ * tools/models/train_lexical.py, compiled in) mixed into the hybrid:
+ * w_lexical * p_lexical + (1 - w_lexical) * score, both clamped to [0, 1]
+ * (NaN maps to 0).  Pure.  The hybrid with the head and the lexical model is
+ *   vsr_guard_with_lexical(p_lexical, <the hybrid with the head, above>,
+ *       VSR_GUARD_LEXICAL_W)
+ * with VSR_GUARD_LEXICAL_W chosen on the same dev texts as the head's
+ * weights (bench/quality/jailbreak.c). */
+#define VSR_GUARD_LEXICAL_W 0.4
+double vsr_guard_with_lexical(double p_lexical, double score, double w_lexical);
+
+/* The operating point: the hybrid with the head and the lexical model is
+ * mapped so that the dev threshold VSR_GUARD_OPERATING_POINT (the lowest at
+ * which dev false positives stay <= 2%, bench/quality/jailbreak.c) lands on
+ * the prompt guard's default threshold VSR_GUARD_CALIBRATED_AT (0.7),
+ * piecewise linearly: [0, t] -> [0, 0.7], [t, 1] -> [0.7, 1].  Monotone, so
+ * every other threshold keeps its order; a rule that gives its own threshold
+ * picks another point of the same curve (docs/signals.md).  NaN maps to 0. */
+#define VSR_GUARD_OPERATING_POINT 0.4835
+#define VSR_GUARD_CALIBRATED_AT 0.7
+double vsr_guard_calibrate(double score, double operating_point);
 
 #endif

@@ -1219,6 +1219,80 @@ static const char *const OBJECT_VERBS[] = {"let", "tell", "ask", "text", "call",
                                            "remind", "meet", "ping", "message", "cc", "help", "pay", "told",
                                            "asked", "where", "when", "for", NULL};
 
+/* "Dear ..." that greets no one in particular */
+static const char *const DEAR_GENERIC[] = {"Diary", "Valued", "Colleague", "Colleagues", "Friend", "Friends",
+                                           "Reader", "Readers", "Member", "Members", "Parent", "Parents",
+                                           "Student", "Students", "Applicant", "Candidate", "Client", "Guest",
+                                           "Guests", "Neighbour", "Neighbor", "Neighbours", "Neighbors", "Editor",
+                                           "Committee", "Board", "Future", "God", "Lord", "Santa", NULL};
+/* relation nouns after a possessive: "my coworker Dmitri", "our tenant Okafor" */
+static const char *const REL_NOUNS[] = {"colleague", "coworker", "manager", "boss", "wife", "husband", "son",
+                                        "daughter", "friend", "brother", "sister", "mother", "father", "mom", "dad",
+                                        "neighbor", "neighbour", "doctor", "teacher", "grandson", "granddaughter",
+                                        "niece", "nephew", "cousin", "roommate", "classmate", "partner", "fiance",
+                                        "fiancee", "girlfriend", "boyfriend", "landlord", "landlady", "accountant",
+                                        "lawyer", "tenant", "client", "patient", "student", "employee", "nanny",
+                                        "uncle", "aunt", "grandma", "grandpa", "stepson", "stepdaughter", "kid",
+                                        "child", "baby", "therapist", "supervisor", "assistant", NULL};
+static const char *const POSSESSIVES[] = {"my", "our", "your", "his", "her", "their", NULL};
+/* countries and regions that are also given names in the gazetteer: a place, alone */
+static const char *const PLACES[] = {"France", "England", "Spain", "Portugal", "Ireland", "Jordan", "Chad",
+                                     "Georgia", "India", "Israel", "Kenya", "Italy", "China", "Russia", "America",
+                                     "Africa", "Asia", "Europe", "Egypt", "Greece", "Rome", "Paris", "London",
+                                     "Sydney", "Florence", "Virginia", "Carolina", "Dakota", "Indiana",
+                                     "Austin", "Houston", "Denver", "Phoenix", "Savannah", "Lincoln",
+                                     "Cuba", "Peru", "Chile", "Brazil", "Mexico", "Canada", "Japan", "Korea", NULL};
+/* surnames of people a question names as history, science or philosophy, not
+ * as someone's personal data (with no cue; written for vsr; surnames common
+ * among ordinary people, such as Wilson or Ford, are left out) */
+static const char *const FAMOUS[] = {
+    "Einstein", "Newton", "Darwin", "Freud", "Marx", "Luther", "Mill", "Kant", "Hegel", "Nietzsche", "Plato",
+    "Aristotle", "Socrates", "Descartes", "Locke", "Hobbes", "Hume", "Rousseau", "Roosevelt", "Lincoln",
+    "Jefferson", "Bonaparte", "Napoleon", "Khan", "Caesar", "Churchill", "Stalin", "Hitler", "Mussolini",
+    "Lenin", "Gandhi", "Mandela", "Coolidge", "Truman", "Eisenhower", "Nixon",
+    "Reagan", "Obama", "Madison", "Bismarck", "Victoria",
+    "Galileo", "Copernicus", "Kepler", "Pasteur", "Curie", "Mendel", "Faraday", "Bohr", "Heisenberg",
+    "Schrodinger", "Planck", "Feynman", "Hawking", "Turing", "Shakespeare", "Dickens", "Tolstoy", "Dostoevsky",
+    "Dante", "Chaucer", "Keynes", "Ricardo", "Malthus", "Hayek", "Piaget",
+    "Pavlov", "Maslow", "Erikson", "Jung", "Bandura", "Milgram", "Zimbardo", "Kohlberg", "Vygotsky",
+    "Chomsky", "Rawls", "Nozick", "Aquinas", "Augustine", "Confucius", "Buddha", "Spinoza", "Leibniz",
+    "Bentham", "Kierkegaard", "Sartre", "Wittgenstein", "Popper", "Kuhn", "Beethoven", "Mozart",
+    "Bach", "Picasso", "Michelangelo", "Columbus", "Magellan", "Cromwell", "Pythagoras",
+    "Euclid", "Archimedes", "Euler", "Gauss", "Riemann", "Fermat", "Pascal", "Bernoulli", "Hippocrates",
+    "Galen", "Nightingale", "Crick", "Edison", "Tesla",
+    "Carnegie", "Rockefeller", "Durkheim", "Comte", "Tocqueville", "Montesquieu",
+    "Machiavelli", "Voltaire", "Engels", "Mao", "Trotsky", "Castro", "Bolivar", "Cleopatra",
+    "Charlemagne", "Justinian", "Constantine", "Suleiman", "Akbar", "Medici", NULL};
+
+/* the start of the word that ends right before pos (spaces and one ',' ':'
+ * '.' skipped), or pos when there is none */
+static size_t prev_word_start(const scan_t *sc, size_t pos)
+{
+    size_t e = pos;
+    while (e > 0 && (sc->s[e - 1] == ' ' || sc->s[e - 1] == '\t'))
+        e--;
+    if (e > 0 && (sc->s[e - 1] == ':' || sc->s[e - 1] == ',' || sc->s[e - 1] == '.'))
+        e--;
+    size_t b = e;
+    while (b > 0 && is_alpha(sc->s[b - 1]) && e - b < 24)
+        b--;
+    return b == e ? pos : b;
+}
+
+/* 1 when pos follows a multiple-choice marker: "A) ", "(b) ", "C. " */
+static int after_choice(const scan_t *sc, size_t pos)
+{
+    size_t e = pos;
+    while (e > 0 && sc->s[e - 1] == ' ' && pos - e < 3)
+        e--;
+    if (e < 2 || e == pos || !(sc->s[e - 1] == ')' || sc->s[e - 1] == '.'))
+        return 0;
+    int c = sc->s[e - 2];
+    if (!((c >= 'A' && c <= 'J') || (c >= 'a' && c <= 'j')))
+        return 0;
+    return e == 2 || !is_alnum(sc->s[e - 3]);
+}
+
 static match_t scan_person(const scan_t *sc, size_t i)
 {
     match_t m = {0, 0};
@@ -1302,6 +1376,31 @@ static match_t scan_person(const scan_t *sc, size_t i)
             s += 0.2f;
         else if (vocative && word_before_is(sc, i, (const char *const[]){"dear", "hi", "hello", "hey", NULL}))
             s = 0.6f;
+    }
+    /* "Dear Rene," "Dear Okonkwo": a salutation names the person greeted */
+    int dear = word_before_is(sc, i, (const char *const[]){"dear", NULL});
+    if (dear)
+        s = in_small(DEAR_GENERIC, sc->s + b[0], e[0] - b[0]) ? 0 : VSR_MAX(s, 0.75f);
+    /* "my coworker Dmitri", "our landlord Mr Abara" */
+    int rel_poss = word_before_is(sc, i, REL_NOUNS) && word_before_is(sc, prev_word_start(sc, i), POSSESSIVES);
+    if (rel_poss)
+        s = VSR_MAX(s, 0.65f);
+    if (!strong && !dear && !rel_poss) {
+        if (n == 1 && in_small(PLACES, sc->s + b[0], e[0] - b[0]))
+            s = 0; /* "England and France" */
+        int famous = 0;
+        for (int k = 0; k < n; k++)
+            famous |= in_small(FAMOUS, sc->s + b[k], e[k] - b[k]);
+        if (famous)
+            s -= 0.6f; /* "Theodore Roosevelt", "Martin Luther's role", "John Stuart Mill" */
+        if (after_choice(sc, i))
+            s -= 0.4f; /* "A) Woodrow Wilson B) ..." */
+        /* "Miranda v. Arizona": a case name */
+        size_t q = e[keep - 1];
+        if (at(sc, q) == ' ' && at(sc, q + 1) == 'v' &&
+            (at(sc, q + 2) == ' ' || (at(sc, q + 2) == '.' && at(sc, q + 3) == ' ') ||
+             (at(sc, q + 2) == 's' && at(sc, q + 3) == '.')))
+            s = 0;
     }
     if (article && !titled)
         s -= 0.35f; /* "the Mona Lisa", "a Golden Retriever" */

@@ -14,5 +14,7 @@ extern const unsigned char vsr_builtin_benign_patterns[]; /* data/jailbreak/beni
 extern const size_t vsr_builtin_benign_patterns_len;
 extern const unsigned char vsr_builtin_jailbreak_head[]; /* data/jailbreak/jailbreak.head */
 extern const size_t vsr_builtin_jailbreak_head_len;
+extern const unsigned char vsr_builtin_jailbreak_lexical[]; /* data/jailbreak/jailbreak_lexical.json */
+extern const size_t vsr_builtin_jailbreak_lexical_len;
 
 #endif /* VSR_RUNTIME_BUILTIN_H */

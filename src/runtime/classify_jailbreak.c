@@ -11,10 +11,12 @@
  * the highest with the benign ones, mapped to [0, 1].  hybrid: a weighted
  * mix of the two and of the jailbreak head's p(jailbreak) on the same
  * embedding (data/jailbreak/jailbreak.head, compiled in; VSR_GUARD_HEAD_*,
- * tuned offline); when the default embedder's width is not the head's, the
- * mix of the two alone (VSR_GUARD_HYBRID_*).  The answer:
+ * tuned offline) and of its lexical partner's (TF-IDF + logistic regression,
+ * data/jailbreak/jailbreak_lexical.json, compiled in; VSR_GUARD_LEXICAL_W);
+ * when the default embedder's width is not the head's, the mix of the two
+ * alone (VSR_GUARD_HYBRID_*).  The answer:
  *   ,"labels":[{"label":"jailbreak","score":S},{"label":"benign","score":1-S}],
- *    "method":M,"scores":{"classifier":P,"injection":Q,"contrastive":C,"head":H}
+ *    "method":M,"scores":{"classifier":P,"injection":Q,"contrastive":C,"head":H,"lexical":L}
  * (scores holds what the method computed).  Pattern vectors come from the
  * default embedder through the embedding cache; the built-in sets' vectors
  * are computed once, on first use, and kept.
@@ -40,6 +42,7 @@ typedef struct {
     size_t builtin_dim;
     vsr_head_t *head; /* the built-in jailbreak head (immutable) */
     size_t head_jb;   /* its "jailbreak" class */
+    vsr_guard_lr_t *lexical; /* the head's lexical partner (data/jailbreak/jailbreak_lexical.json; immutable) */
 } jb_t;
 
 enum { M_CLASSIFIER, M_CONTRASTIVE, M_HYBRID };
@@ -157,7 +160,7 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
             goto out;
         }
     }
-    double p_cls = 0, p_inj = 0, contrast = 0, score = 0, p_head = -1;
+    double p_cls = 0, p_inj = 0, contrast = 0, score = 0, p_head = -1, p_lex = -1;
     if (method != M_CONTRASTIVE) {
         if (!j->have_guard) {
             vsr_buf_printf(err, "the jailbreak classifier's model is not loaded (the runtime's --guard-model)");
@@ -202,8 +205,14 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
         contrast = vsr_guard_contrastive(q, sets[0], ns[0], sets[1], ns[1], env->dim);
         float probs[2];
         if (method == M_HYBRID && env->dim == vsr_head_dim(j->head) &&
-            vsr_head_predict(j->head, q, env->dim, probs) == VSR_OK)
+            vsr_head_predict(j->head, q, env->dim, probs) == VSR_OK) {
             p_head = probs[j->head_jb];
+            if ((rc = vsr_guard_lr_score_chunked(j->lexical, text.p, text.len, &p_lex, NULL)) != VSR_OK) {
+                vsr_buf_printf(err, "the jailbreak lexical model failed");
+                goto out;
+            }
+            rc = VSR_ERR_INVALID;
+        }
     }
     if (method == M_CLASSIFIER)
         score = p_cls;
@@ -211,7 +220,9 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
         score = vsr_guard_hybrid(0, contrast, 0, VSR_GUARD_HYBRID_LO, VSR_GUARD_HYBRID_HI);
     else if (p_head >= 0) {
         double mix = vsr_guard_hybrid(p_cls, contrast, VSR_GUARD_HEAD_MIX_W, VSR_GUARD_HEAD_MIX_LO, VSR_GUARD_HEAD_MIX_HI);
-        score = vsr_guard_with_head(p_head, mix, VSR_GUARD_HEAD_W);
+        score = vsr_guard_calibrate(
+            vsr_guard_with_lexical(p_lex, vsr_guard_with_head(p_head, mix, VSR_GUARD_HEAD_W), VSR_GUARD_LEXICAL_W),
+            VSR_GUARD_OPERATING_POINT);
     }
     else
         score = vsr_guard_hybrid(p_cls, contrast, VSR_GUARD_HYBRID_W, VSR_GUARD_HYBRID_LO, VSR_GUARD_HYBRID_HI);
@@ -242,6 +253,8 @@ static int jb_classify(vsr_classifier_t *c, const vsr_classify_env_t *env, vsr_s
     if (p_head >= 0) {
         vsr_buf_append_cstr(out, ",\"head\":");
         vsr__rt_append_float(out, (float)p_head);
+        vsr_buf_append_cstr(out, ",\"lexical\":");
+        vsr__rt_append_float(out, (float)p_lex);
     }
     vsr_buf_append_cstr(out, "}");
     rc = VSR_OK;
@@ -266,6 +279,7 @@ static void jb_free(vsr_classifier_t *c)
         vsr_free(j->builtin_vecs[k]);
     }
     vsr_head_free(j->head);
+    vsr_guard_lr_free(j->lexical);
     pthread_mutex_destroy(&j->mu);
     vsr_free(j);
 }
@@ -291,6 +305,15 @@ vsr_classifier_t *vsr_classifier_jailbreak_new(const char *guard_dir, vsr_buf_t 
     if (vsr_head_load_mem(vsr_builtin_jailbreak_head, vsr_builtin_jailbreak_head_len, &j->head) != VSR_OK ||
         vsr_head_classes(j->head) != 2 || (li = vsr_head_label_index(j->head, "jailbreak")) < 0) {
         vsr_buf_printf(err, "the built-in jailbreak head is malformed");
+        vsr_head_free(j->head);
+        if (j->have_guard)
+            vsr_guard_free(&j->guard);
+        vsr_free(j);
+        return NULL;
+    }
+    if (vsr_guard_lr_load_mem((const char *)vsr_builtin_jailbreak_lexical, vsr_builtin_jailbreak_lexical_len,
+                              &j->lexical) != VSR_OK) {
+        vsr_buf_printf(err, "the built-in jailbreak lexical model is malformed");
         vsr_head_free(j->head);
         if (j->have_guard)
             vsr_guard_free(&j->guard);

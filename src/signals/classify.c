@@ -149,8 +149,9 @@ int vsr__jailbreak_compile(vsr_signals_t *s, const void *conf, const char *path,
     cls_t *k = new_cls(K_JAILBREAK, "jailbreak", th, c->include_history, VSR__MODEL_MAX_RUNES);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
-    vsr_buf_printf(&b, ",\"method\":\"%s\"", jb_methods[c->method <= VSR_JB_HYBRID ? c->method : 0]);
-    if (c->method != VSR_JB_CLASSIFIER) {
+    vsr_jb_method_t method = c->has_method ? c->method : VSR_JB_DEFAULT_METHOD;
+    vsr_buf_printf(&b, ",\"method\":\"%s\"", jb_methods[method <= VSR_JB_HYBRID ? method : 0]);
+    if (method != VSR_JB_CLASSIFIER) {
         append_list(&b, "jailbreak_patterns", &c->jailbreak_patterns);
         append_list(&b, "benign_patterns", &c->benign_patterns);
     }

@@ -162,11 +162,15 @@ static void test_jailbreak(void **state)
 {
     (void)state;
     static char *jp[] = {(char *)"ignore all rules"};
-    vsr_sig_jailbreak_conf_t j[2];
+    vsr_sig_jailbreak_conf_t j[3];
     memset(j, 0, sizeof(j));
-    j[0].name = (char *)"guard";
+    j[0].name = (char *)"guard"; /* no method: the default, hybrid */
     j[1].name = (char *)"strict";
     j[1].method = VSR_JB_HYBRID;
+    j[1].has_method = 1;
+    j[2].name = (char *)"pkg"; /* method: classifier, said */
+    j[2].method = VSR_JB_CLASSIFIER;
+    j[2].has_method = 1;
     j[1].threshold = 0.3;
     j[1].has_threshold = 1;
     j[1].jailbreak_patterns.items = jp;
@@ -174,17 +178,20 @@ static void test_jailbreak(void **state)
     vsr_recipe_conf_t r;
     memset(&r, 0, sizeof(r));
     r.signals.jailbreak = j;
-    r.signals.n_jailbreak = 2;
+    r.signals.n_jailbreak = 3;
     r.signals.modules = modules();
     vsr_signals_t *s = compile(&r);
     int g = vsr_signals_find(s, "jailbreak", "guard"), st = vsr_signals_find(s, "jailbreak", "strict");
-    assert_true(g >= 0 && st >= 0);
+    int pk = vsr_signals_find(s, "jailbreak", "pkg");
+    assert_true(g >= 0 && st >= 0 && pk >= 0);
     assert_int_equal(vsr_signals_on_error(s, g), VSR_ON_ERROR_MATCH); /* prompt_guard.on_error: block */
     vsr_pool_t pool;
     vsr_pool_init(&pool);
     vsr_signal_input_t in = input(&pool, "hi");
     vsr_signal_task_t t;
     assert_int_equal(vsr_signals_task(s, g, &in, &t), 1);
+    assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"jailbreak\",\"text\":\"hi\",\"method\":\"hybrid\"}"));
+    assert_int_equal(vsr_signals_task(s, pk, &in, &t), 1);
     assert_true(vsr_slice_eq_cstr(t.payload, "{\"model\":\"jailbreak\",\"text\":\"hi\",\"method\":\"classifier\"}"));
     assert_int_equal(vsr_signals_task(s, st, &in, &t), 1);
     assert_true(vsr_slice_eq_cstr(

@@ -2063,6 +2063,8 @@ static void test_classifier_families(void **state)
     assert_int_equal(sg->domains[0].categories.n, 1);
     assert_int_equal(sg->n_jailbreak, 2);
     assert_int_equal(sg->jailbreak[0].method, VSR_JB_HYBRID);
+    assert_true(sg->jailbreak[0].has_method);
+    assert_false(sg->jailbreak[1].has_method); /* named no method: VSR_JB_DEFAULT_METHOD when compiled */
     assert_true(sg->jailbreak[0].has_threshold && sg->jailbreak[0].threshold == 0.6);
     assert_true(sg->jailbreak[0].include_history);
     assert_int_equal(sg->jailbreak[0].jailbreak_patterns.n, 1);

@@ -190,6 +190,19 @@ static void test_guard_contrastive_hybrid(void **state)
     assert_true(fabs(vsr_guard_with_head(2.0, -1.0, 0.25) - 0.25) < 1e-12);
     assert_true(vsr_guard_with_head(NAN, NAN, 0.5) == 0.0);
     assert_true(vsr_guard_with_head(0.2, 1.0, 0.0) == 1.0);
+    /* the lexical model's share, and the operating point mapped to 0.7 */
+    assert_true(fabs(vsr_guard_with_lexical(1.0, 0.0, 0.55) - 0.55) < 1e-12);
+    assert_true(fabs(vsr_guard_with_lexical(0.2, 0.6, 0.5) - 0.4) < 1e-12);
+    assert_true(vsr_guard_with_lexical(NAN, NAN, 0.5) == 0.0);
+    assert_true(fabs(vsr_guard_calibrate(0.4, 0.4) - VSR_GUARD_CALIBRATED_AT) < 1e-12);
+    assert_true(fabs(vsr_guard_calibrate(0.2, 0.4) - 0.35) < 1e-12);
+    assert_true(fabs(vsr_guard_calibrate(0.7, 0.4) - 0.85) < 1e-12);
+    assert_true(vsr_guard_calibrate(0.0, 0.4) == 0.0 && fabs(vsr_guard_calibrate(1.0, 0.4) - 1.0) < 1e-12);
+    assert_true(vsr_guard_calibrate(NAN, 0.4) == 0.0 && vsr_guard_calibrate(5.0, 0.4) == 1.0);
+    assert_true(vsr_guard_calibrate(0.3, 0.0) == 0.3); /* no operating point: unchanged */
+    for (double x = 0; x < 1; x += 0.01)
+        assert_true(vsr_guard_calibrate(x, VSR_GUARD_OPERATING_POINT) <=
+                    vsr_guard_calibrate(x + 0.01, VSR_GUARD_OPERATING_POINT));
 }
 
 /* values printed by node tests/tools/guard_oracle.mjs on llm_guardrail@2.1.2 */

@@ -211,6 +211,30 @@ static void test_pii_organization_person(void **state)
     assert_false(any("What do you think about The Beatles?", VSR_PII_PERSON));
 }
 
+/* names out of the gazetteer found by their context, and the names in
+ * ordinary questions that are not someone's personal data */
+static void test_pii_person_context(void **state)
+{
+    (void)state;
+    /* a salutation names the person greeted, known name or not, comma or not */
+    assert_true(found("Dear Okonkwo, your rent for May is overdue.", VSR_PII_PERSON, "Okonkwo"));
+    assert_true(found("Dear Rene the payment has not arrived", VSR_PII_PERSON, "Rene"));
+    assert_false(any("Dear Diary, today was long.", VSR_PII_PERSON));
+    assert_false(any("Dear Colleagues, the office is closed.", VSR_PII_PERSON));
+    /* a relation noun after a possessive */
+    assert_true(found("Write a birthday note for my coworker Dmitri please", VSR_PII_PERSON, "Dmitri"));
+    assert_true(found("Can our tenant Abimbola pay late?", VSR_PII_PERSON, "Abimbola"));
+    /* places that are given names too, historical figures, quiz options, case names */
+    assert_false(any("What started the Hundred Years' War between England and France?", VSR_PII_PERSON));
+    assert_false(any("Describe the Protestant Reformation and Martin Luther's role.", VSR_PII_PERSON));
+    assert_false(any("Explain utilitarianism as developed by John Stuart Mill.", VSR_PII_PERSON));
+    assert_false(any("The speaker was most likely: A) Woodrow Wilson B) Warren Harding", VSR_PII_PERSON));
+    assert_false(any("What rights does a suspect have under Miranda v. Arizona?", VSR_PII_PERSON));
+    /* the same names with a cue stay personal data */
+    assert_true(found("My name is Martin Luther and I need a refund.", VSR_PII_PERSON, "Martin Luther"));
+    assert_true(found("Please ship it to my sister France tomorrow", VSR_PII_PERSON, "France"));
+}
+
 static void test_pii_domain_url(void **state)
 {
     (void)state;
@@ -319,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_pii_date),
         cmocka_unit_test(test_pii_street_address),
         cmocka_unit_test(test_pii_organization_person),
+        cmocka_unit_test(test_pii_person_context),
         cmocka_unit_test(test_pii_domain_url),
         cmocka_unit_test(test_pii_utf8_and_boundaries),
         cmocka_unit_test(test_pii_no_overlap_in_order),
