@@ -151,7 +151,7 @@ double vsr_guard_with_lexical(double p_lexical, double score, double w_lexical);
  * piecewise linearly: [0, t] -> [0, 0.7], [t, 1] -> [0.7, 1].  Monotone, so
  * every other threshold keeps its order; a rule that gives its own threshold
  * picks another point of the same curve (docs/signals.md).  NaN maps to 0. */
-#define VSR_GUARD_OPERATING_POINT 0.4835
+#define VSR_GUARD_OPERATING_POINT 0.4847
 #define VSR_GUARD_CALIBRATED_AT 0.7
 double vsr_guard_calibrate(double score, double operating_point);
 
