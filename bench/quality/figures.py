@@ -58,7 +58,8 @@ COMMAND = "bench/quality/run --write"
 MODEL_FILES = {
     "domains": ["data/domains/domain.head", "src/models/domain.c", "src/models/head.c",
                 "src/runtime/classify_domain.c"],
-    "jailbreak": ["data/jailbreak/jailbreak.head", "data/jailbreak/jailbreak_patterns.txt",
+    "jailbreak": ["data/jailbreak/jailbreak.head", "data/jailbreak/jailbreak_lexical.json",
+                  "data/jailbreak/jailbreak_patterns.txt",
                   "data/jailbreak/benign_patterns.txt", "src/models/guard.c", "src/models/guard.h",
                   "src/models/head.c", "src/runtime/classify_jailbreak.c"],
     "pii": ["src/models/pii.c", "src/models/pii.h", "src/models/pii_lists.h", "src/runtime/classify_pii.c"],
