@@ -1357,8 +1357,8 @@ static int decode_embed_base_url(cfg_decoder_t *d, const cfg_field_t *f, const c
         return -1;
     }
     if (u.tls) {
-        vsr__cfg_node_error(d, val, "base_url: https is not supported for remote embeddings yet (use http://, e.g. "
-                                    "through a local TLS-terminating proxy)");
+        vsr__cfg_node_error(d, val, "%s: https is not supported yet for remote embeddings (use http://, e.g. "
+                                    "through a local TLS-terminating proxy)", d->path);
         return -1;
     }
     *(char **)((char *)obj + f->offset) = vsr__cfg_strdup(d, s);

@@ -162,3 +162,18 @@ def test_kb_from_source_is_not_supported_yet_at_its_key(tmp_path):
     assert f"{p}:13:9: not supported yet: global.model_catalog.kbs[].source" in r.stderr
     assert "needs entries" not in r.stderr
     assert kinds(r.stderr, p) == ["unsupported"]
+
+
+def test_https_remote_embeddings_is_said_not_supported_yet_at_its_place(tmp_path):
+    """A capability vsr lacks is named as one, with its path and place."""
+    p, r = validate(tmp_path, HEAD + """global:
+  model_catalog:
+    embeddings:
+      semantic:
+        endpoint:
+          base_url: https://api.example.com/v1
+          model: text-embedding-3-small
+""")
+    assert r.returncode == 2, r.stderr
+    assert (f"{p}:14:21: global.model_catalog.embeddings.semantic.endpoint.base_url: https is not supported yet "
+            "for remote embeddings") in r.stderr, r.stderr
