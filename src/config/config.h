@@ -51,11 +51,27 @@ typedef struct {
 /* The largest circuit-breaker threshold a model may set. */
 #define VSR_MAX_CIRCUIT_LIMIT 1000000u
 
+/* retry_on tokens (ref §5.3), compiled at load into
+ * vsr_reliability_conf_t.retry_on_mask: the request path reads the mask and
+ * never the string. */
+enum {
+    VSR_RETRY_5XX = 1u << 0,
+    VSR_RETRY_GATEWAY_ERROR = 1u << 1,   /* 502, 503, 504 */
+    VSR_RETRY_RESET = 1u << 2,
+    VSR_RETRY_RESET_BEFORE_REQUEST = 1u << 3,
+    VSR_RETRY_CONNECT_FAILURE = 1u << 4,
+    VSR_RETRY_REFUSED_STREAM = 1u << 5,
+    VSR_RETRY_RETRIABLE_4XX = 1u << 6,   /* 409 */
+    VSR_RETRY_RETRIABLE_STATUS_CODES = 1u << 7,
+    VSR_RETRY_ENVOY_RATELIMITED = 1u << 8,
+};
+
 /* providers.models[].reliability and routing.decisions[].reliability (ref §1.5/§1.6) */
 typedef struct {
     char *lb_policy;                 /* "round_robin" (default) | "least_request" */
     uint32_t retry_count;            int has_retry_count;      /* 0..5 */
     char *retry_on;                  /* comma tokens, validated against ref §5.3 */
+    uint32_t retry_on_mask;          int has_retry_on_mask;    /* retry_on as VSR_RETRY_* bits, set by the loader */
     uint32_t *retriable_status_codes; size_t n_retriable_status_codes; /* 100..599 */
     uint64_t per_try_timeout_ms;     int has_per_try_timeout;
     uint64_t total_timeout_ms;       int has_total_timeout;    /* 0 disables */

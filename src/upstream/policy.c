@@ -94,7 +94,9 @@ void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *l)
     if (l->has_retry_count)
         p->retry_count = l->retry_count;
 
-    if (l->retry_on) {
+    if (l->has_retry_on_mask) {
+        p->retry_on |= l->retry_on_mask;
+    } else if (l->retry_on) { /* not from the loader */
         uint32_t mask = 0;
         if (vsr__retry_on_parse(l->retry_on, &mask) == VSR_OK)
             p->retry_on |= mask;
