@@ -1423,4 +1423,26 @@ typedef struct {
 int vsr_config_vet(const char *name, const char *doc, size_t len, const vsr_config_vet_t *v, vsr_buf_t *resolved,
                    vsr_buf_t *err);
 
+/* ---- one parse per document ----
+ * An activation parses the submitted bytes once into their YAML tree;
+ * vetting, the canonical form and the loader all read that tree, with the
+ * messages (and NAME:LINE:COL) the string functions above give. */
+typedef struct vsr_config_doc vsr_config_doc_t;
+
+/* Parses doc (NAME in messages): never NULL.  Syntax errors are kept and
+ * reported by vsr_config_doc_canonical and vsr_config_doc_load. */
+vsr_config_doc_t *vsr_config_doc_parse(const char *name, const char *doc, size_t len);
+/* vsr_config_vet on the tree: a placeholder is replaced in the tree itself
+ * (nothing is rendered or parsed again); the active document is parsed only
+ * when the tree holds a placeholder.  A document that did not parse is left
+ * to the next steps (VSR_OK). */
+int vsr_config_doc_vet(vsr_config_doc_t *d, const vsr_config_vet_t *v, vsr_buf_t *err);
+/* vsr_config_canonical of the tree (of the vetted tree once vetted). */
+int vsr_config_doc_canonical(const vsr_config_doc_t *d, vsr_buf_t *out, vsr_buf_t *err);
+/* vsr_config_load_string of the tree. */
+int vsr_config_doc_load(const vsr_config_doc_t *d, vsr_config_t **out, vsr_buf_t *err);
+void vsr_config_doc_free(vsr_config_doc_t *d);
+/* How many times this process has run the YAML parser (tests). */
+unsigned long vsr_config_parse_runs(void);
+
 #endif /* VSR_CONFIG_H */
