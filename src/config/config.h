@@ -1019,6 +1019,7 @@ typedef struct {
     char *name;
     char *description;
     char *param_size;
+    double param_size_value; int has_param_size_value; /* param_size read at load (vsr_config_param_size), when it reads */
     double quality_score; int has_quality_score; /* quality_score, in [0,1] (escalation by automix) */
     uint64_t context_window_size;  /* tokens; 0 = unknown (context_compression's auto budget) */
     vsr_strlist_conf_t loras;      /* loras[].name: LoRA adapters served by the model of the same name */
@@ -1422,6 +1423,12 @@ typedef struct {
  * stand for or an *_env value is not allowed. */
 int vsr_config_vet(const char *name, const char *doc, size_t len, const vsr_config_vet_t *v, vsr_buf_t *resolved,
                    vsr_buf_t *err);
+
+/* A model card's param_size ("8B", "120M", "1.5k", "7", " 2T ") → the
+ * number of parameters: digits with an optional fraction, then an optional
+ * k, M, B or T (any case); surrounding blanks are allowed, 32 bytes at most.
+ * VSR_OK, or VSR_ERR_INVALID (*out untouched). */
+int vsr_config_param_size(const char *s, double *out);
 
 /* ---- one parse per document ----
  * An activation parses the submitted bytes once into their YAML tree;
