@@ -73,7 +73,6 @@ static int decode_retry_on(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
         vsr_reliability_conf_t *r = obj;
         *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, out.data ? out.data : "", out.len);
         r->retry_on_mask = mask;
-        r->has_retry_on_mask = 1;
     }
     vsr_buf_free(&out);
     return rc;
@@ -150,6 +149,9 @@ static void finish_reliability(cfg_decoder_t *d, const cfg_node_t *map, void *ob
                                size_t index)
 {
     vsr_reliability_conf_t *r = obj;
+    /* what requests read: retry_on_mask is set by decode_retry_on */
+    r->least_request = r->lb_policy != NULL && strcmp(r->lb_policy, "least_request") == 0;
+    r->compiled = 1;
     /* both tables put retry_back_off_max at the same index */
     const cfg_node_t *max_node = vsr__cfg_map_get(map, "retry_back_off_max");
     uint64_t base = r->has_retry_back_off_base ? r->retry_back_off_base_ms : DEFAULT_BACK_OFF_BASE_MS;

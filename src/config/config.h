@@ -71,7 +71,10 @@ typedef struct {
     char *lb_policy;                 /* "round_robin" (default) | "least_request" */
     uint32_t retry_count;            int has_retry_count;      /* 0..5 */
     char *retry_on;                  /* comma tokens, validated against ref §5.3 */
-    uint32_t retry_on_mask;          int has_retry_on_mask;    /* retry_on as VSR_RETRY_* bits, set by the loader */
+    uint32_t retry_on_mask;          /* retry_on as VSR_RETRY_* bits (compiled) */
+    int least_request;               /* lb_policy is least_request (compiled) */
+    int compiled;                    /* set by the loader: retry_on_mask and least_request are valid, and requests
+                                      * read them rather than the strings */
     uint32_t *retriable_status_codes; size_t n_retriable_status_codes; /* 100..599 */
     uint64_t per_try_timeout_ms;     int has_per_try_timeout;
     uint64_t total_timeout_ms;       int has_total_timeout;    /* 0 disables */

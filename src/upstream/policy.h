@@ -62,10 +62,10 @@ void vsr__policy_init(vsr_policy_t *p, uint64_t listener_timeout_ms);
  *   connect-failure,refused-stream, and later layers' tokens add to it (as
  *   the reference compiles a model's retry policy before a decision's
  *   override is added).
- * - retry_on comes from the layer's retry_on_mask, compiled by the loader;
- *   a layer built by hand (has_retry_on_mask 0) has its retry_on string
- *   parsed here, and an invalid one (the config rejects those) adds
- *   nothing. */
+ * - retry_on and lb_policy come from the layer's retry_on_mask and
+ *   least_request, compiled by the loader; a layer built by hand
+ *   (compiled 0) has its strings read here, and an invalid retry_on (the
+ *   config rejects those) adds nothing. */
 void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *layer);
 /* Merges the decision's layer, as above, then: a decision that gives
  * retry_on without retry_count, over a model with no retries, gets one retry
