@@ -392,7 +392,7 @@ static void check_config(const vsr_config_t *c)
         for (size_t j = 0; j < l->identity_trusted_peers.n; j++)
             check(strchr(l->identity_trusted_peers.items[j], '/') != NULL, "canonical trusted peer");
     }
-    check(c->n_models >= 1, "models");
+    /* providers.models is optional (the loader warns when it is empty) */
     for (size_t i = 0; i < c->n_models; i++) {
         const vsr_model_conf_t *m = &c->models[i];
         check(m->name != NULL && m->provider_model_id != NULL, "model names");
@@ -414,7 +414,7 @@ static void check_config(const vsr_config_t *c)
                   "key from the environment");
         }
     }
-    check(vsr_config_default_model(c) != NULL, "default model");
+    check(c->n_models == 0 || vsr_config_default_model(c) != NULL, "default model");
     check(c->default_model == NULL || vsr_config_find_model(c, vsr_slice_cstr(c->default_model)) != NULL,
           "default model resolves");
     check(c->default_lora == NULL || (c->default_model != NULL && c->default_lora[0] != '\0'), "default LoRA");
