@@ -343,7 +343,7 @@ static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_
         goto out;
     }
 
-    /* 2. parse and validate */
+    /* 2. decode and validate (the tree parsed above) */
     vsr_config_t *cfg = NULL;
     if (vsr_config_doc_load(pd, &cfg, &res->errors) != VSR_OK) {
         nack(a, res, source, classify(&res->errors), flags);
