@@ -1,6 +1,7 @@
 /*
  * admin.c — the activation pipeline, the history and the audit log.
  *
+ * The document is parsed once; every step reads its tree.
  * Order of the steps, each able to NACK: canonical form (YAML syntax →
  * invalid_document), hash (equal to the active one → unchanged, unless
  * forced), load and validate (→ duplicate_name, unresolved_reference,
@@ -305,23 +306,19 @@ static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_
         .env_seen = from_file && !dry ? env_seen : NULL,
         .ud = a,
     };
-    vsr_buf_t resolved;
-    vsr_buf_init(&resolved, 0);
-    if (vsr_config_vet(name, doc, len, &vet, &resolved, &res->errors) != VSR_OK) {
-        vsr_buf_free(&resolved);
+    /* one parse: vetting, the canonical form and the loader read its tree */
+    vsr_config_doc_t *pd = vsr_config_doc_parse(name, doc, len);
+    if (vsr_config_doc_vet(pd, &vet, &res->errors) != VSR_OK) {
+        vsr_config_doc_free(pd);
         nack(a, res, source, "invalid_document", flags);
         return VSR_ERR_INVALID;
-    }
-    if (resolved.len > 0) { /* the placeholders now hold the active secrets */
-        doc = resolved.data;
-        len = resolved.len;
     }
 
     /* 1. canonical form and hash */
     vsr_buf_t canon;
     vsr_buf_init(&canon, 0);
     int rc = VSR_ERR_INVALID;
-    if (vsr_config_canonical(name, doc, len, &canon, &res->errors) != VSR_OK) {
+    if (vsr_config_doc_canonical(pd, &canon, &res->errors) != VSR_OK) {
         if (!dry) { /* no canonical form: the source's bytes stand for it */
             char raw[VSR_CONFIG_HASH_LEN];
             vsr_config_hash(doc, len, raw);
@@ -346,9 +343,9 @@ static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_
         goto out;
     }
 
-    /* 2. parse and validate */
+    /* 2. decode and validate (the tree parsed above) */
     vsr_config_t *cfg = NULL;
-    if (vsr_config_load_string(name, doc, len, &cfg, &res->errors) != VSR_OK) {
+    if (vsr_config_doc_load(pd, &cfg, &res->errors) != VSR_OK) {
         nack(a, res, source, classify(&res->errors), flags);
         goto out;
     }
@@ -409,7 +406,7 @@ static int apply_locked(vsr_admin_t *a, const char *name, const char *doc, size_
     rc = VSR_OK;
 out:
     vsr_buf_free(&canon);
-    vsr_buf_free(&resolved);
+    vsr_config_doc_free(pd);
     return rc;
 }
 

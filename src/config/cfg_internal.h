@@ -78,6 +78,23 @@ struct cfg_node_s {
  * checks dg->n_errors.  *root is NULL when the stream holds no document. */
 int vsr__cfg_parse_yaml(vsr_pool_t *pool, cfg_diag_t *dg, const char *data, size_t len, cfg_node_t **root);
 
+/* A document parsed once (vsr_config_doc_t, cfg_snapshot.c): the tree that
+ * vetting, the canonical form and the loader all read. */
+struct vsr_config_doc {
+    vsr_pool_t pool;     /* the tree, and the active tree placeholders were taken from */
+    char *name;          /* FILE in every message */
+    cfg_diag_t dg;       /* the parse's count of errors and ignored_line/col */
+    vsr_buf_t parse_err; /* the parse's messages, repeated to whoever reads the tree */
+    int parsed;          /* vsr__cfg_parse_yaml returned VSR_OK */
+    cfg_node_t *root;    /* NULL when the stream holds no document */
+};
+
+/* The loader's half after the parse: decodes root (when parsed) with the
+ * errors counted and reported through dg, as vsr_config_load_string does
+ * after its own parse.  path: the config's path. */
+int vsr__cfg_load_tree(cfg_diag_t *dg, int parsed, const cfg_node_t *root, const char *path, vsr_config_t **out,
+                       vsr_buf_t *warnings, vsr_buf_t *unsupported);
+
 /* The type a plain (unquoted, untagged) scalar with this text would have. */
 cfg_scalar_t vsr__cfg_plain_type(const char *s, size_t len);
 /* "a string", "an integer", "a list", "a mapping", "null", ... for messages. */

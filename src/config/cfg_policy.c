@@ -19,12 +19,23 @@
 /* ---- retry_on ------------------------------------------------------------------ */
 
 /* ref §5.3 */
-static const char *const retry_tokens[] = {
-    "5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "refused-stream", "retriable-4xx",
-    "retriable-status-codes", "envoy-ratelimited", NULL,
+static const struct {
+    const char *name;
+    uint32_t bit;
+} retry_tokens[] = {
+    {"5xx", VSR_RETRY_5XX},
+    {"gateway-error", VSR_RETRY_GATEWAY_ERROR},
+    {"reset", VSR_RETRY_RESET},
+    {"reset-before-request", VSR_RETRY_RESET_BEFORE_REQUEST},
+    {"connect-failure", VSR_RETRY_CONNECT_FAILURE},
+    {"refused-stream", VSR_RETRY_REFUSED_STREAM},
+    {"retriable-4xx", VSR_RETRY_RETRIABLE_4XX},
+    {"retriable-status-codes", VSR_RETRY_RETRIABLE_STATUS_CODES},
+    {"envoy-ratelimited", VSR_RETRY_ENVOY_RATELIMITED},
 };
 
-/* Stored normalised: the tokens without blanks, joined by ','. */
+/* Stored normalised (the tokens without blanks, joined by ',') and compiled
+ * (retry_on_mask): requests read the mask, never the string. */
 static int decode_retry_on(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
@@ -33,6 +44,7 @@ static int decode_retry_on(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     vsr_buf_t out;
     vsr_buf_init(&out, 0);
     vsr_slice_t rest = vsr_slice(s, val->len);
+    uint32_t mask = 0;
     int rc = 0;
     while (rest.p != NULL) {
         vsr_slice_t tok = vsr_slice_trim(vsr_slice_split(rest, ',', &rest));
@@ -41,10 +53,11 @@ static int decode_retry_on(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
             rc = -1;
             break;
         }
-        int known = 0;
-        for (size_t i = 0; retry_tokens[i]; i++)
-            known |= vsr_slice_eq_cstr(tok, retry_tokens[i]);
-        if (!known) {
+        uint32_t bit = 0;
+        for (size_t i = 0; i < VSR_ARRAY_LEN(retry_tokens); i++)
+            if (vsr_slice_eq_cstr(tok, retry_tokens[i].name))
+                bit = retry_tokens[i].bit;
+        if (bit == 0) {
             vsr__cfg_node_error(d, val,
                                 "unknown retry_on token %s (expected 5xx, gateway-error, reset, reset-before-request, "
                                 "connect-failure, refused-stream, retriable-4xx, retriable-status-codes or "
@@ -53,10 +66,14 @@ static int decode_retry_on(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
             rc = -1;
             continue;
         }
+        mask |= bit;
         vsr_buf_printf(&out, "%s" VSR_SLICE_FMT, out.len ? "," : "", VSR_SLICE_ARG(tok));
     }
-    if (rc == 0)
+    if (rc == 0) {
+        vsr_reliability_conf_t *r = obj;
         *(char **)((char *)obj + f->offset) = vsr_pool_strndup(d->pool, out.data ? out.data : "", out.len);
+        r->retry_on_mask = mask;
+    }
     vsr_buf_free(&out);
     return rc;
 }
@@ -132,6 +149,9 @@ static void finish_reliability(cfg_decoder_t *d, const cfg_node_t *map, void *ob
                                size_t index)
 {
     vsr_reliability_conf_t *r = obj;
+    /* what requests read: retry_on_mask is set by decode_retry_on */
+    r->least_request = r->lb_policy != NULL && strcmp(r->lb_policy, "least_request") == 0;
+    r->compiled = 1;
     /* both tables put retry_back_off_max at the same index */
     const cfg_node_t *max_node = vsr__cfg_map_get(map, "retry_back_off_max");
     uint64_t base = r->has_retry_back_off_base ? r->retry_back_off_base_ms : DEFAULT_BACK_OFF_BASE_MS;

@@ -29,6 +29,58 @@ static const char *quote_str(cfg_decoder_t *d, const char *s)
 }
 
 /* Prose that may span lines (system prompts, messages): non-empty, no NUL. */
+int vsr_config_param_size(const char *s, double *out)
+{
+    if (!s)
+        return VSR_ERR_INVALID;
+    vsr_slice_t t = vsr_slice_cstr(s);
+    if (t.len > 32)
+        return VSR_ERR_INVALID;
+    t = vsr_slice_trim(t);
+    /* Checked by hand (strtod alone would take signs, exponents, hex, inf),
+     * then converted by strtod for a correctly rounded value. */
+    char num[33];
+    size_t i = 0;
+    while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9')
+        i++;
+    if (i == 0)
+        return VSR_ERR_INVALID;
+    if (i < t.len && t.p[i] == '.') {
+        size_t f = ++i;
+        while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9')
+            i++;
+        if (i == f)
+            return VSR_ERR_INVALID;
+    }
+    memcpy(num, t.p, i);
+    num[i] = '\0';
+    double mult = 1;
+    if (i < t.len) {
+        switch (t.p[i]) {
+        case 'k': case 'K': mult = 1e3; break;
+        case 'm': case 'M': mult = 1e6; break;
+        case 'b': case 'B': mult = 1e9; break;
+        case 't': case 'T': mult = 1e12; break;
+        default: return VSR_ERR_INVALID;
+        }
+        i++;
+    }
+    if (i != t.len)
+        return VSR_ERR_INVALID;
+    *out = strtod(num, NULL) * mult;
+    return VSR_OK;
+}
+
+/* Kept as written and read once here: requests use param_size_value. */
+static int decode_param_size(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    if (vsr__cfg_string(d, f, val, obj) != 0)
+        return -1;
+    vsr_model_card_conf_t *card = obj;
+    card->has_param_size_value = vsr_config_param_size(card->param_size, &card->param_size_value) == VSR_OK;
+    return 0;
+}
+
 static int decode_prose(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_text(d, val);
@@ -1460,7 +1512,7 @@ static const cfg_field_t card_fields[] = {
     {.key = "distribution", .inert = CARD_INERT},
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = CARD_OFF(name)},
     {.key = "description", .decode = decode_prose, .offset = CARD_OFF(description)},
-    {.key = "param_size", .decode = vsr__cfg_string, .offset = CARD_OFF(param_size)},
+    {.key = "param_size", .decode = decode_param_size, .offset = CARD_OFF(param_size)},
     {.key = "loras", .decode = decode_loras, .flags = CFG_NULL_OK},
     {.key = "display_name", .inert = CARD_INERT},
     {.key = "publisher", .inert = CARD_INERT},

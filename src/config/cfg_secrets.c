@@ -138,27 +138,64 @@ static void walk(vet_t *t, cfg_node_t *n, const cfg_node_t *act, char *path, siz
     }
 }
 
+/* Whether the tree holds a placeholder anywhere (then the active tree is
+ * needed); bounded like the walk. */
+static int has_placeholder(const cfg_node_t *n, int depth)
+{
+    if (n == NULL || depth > (int)CFG_MAX_DEPTH)
+        return 0;
+    if (is_placeholder(n))
+        return 1;
+    size_t items = n->kind == CFG_NODE_MAP ? 2 * n->n : n->kind == CFG_NODE_SEQ ? n->n : 0;
+    for (size_t i = 0; i < items; i++)
+        if (has_placeholder(n->items[i], depth + 1))
+            return 1;
+    return 0;
+}
+
+/* Vets root in place; the active tree, when one is needed, is parsed into
+ * pool (which then outlives root's use). */
+static int vet_tree(const char *file, vsr_pool_t *pool, cfg_node_t *root, const vsr_config_vet_t *v, int *replaced,
+                    vsr_buf_t *err)
+{
+    cfg_diag_t dg = {.out = err, .file = file};
+    cfg_diag_t quiet = {.out = NULL, .file = "active"};
+    cfg_node_t *act = NULL;
+    if (v->active && has_placeholder(root, 0) &&
+        (vsr__cfg_parse_yaml(pool, &quiet, v->active, v->active_len, &act) != VSR_OK || quiet.n_errors))
+        act = NULL;
+    vet_t t = {v, &dg, pool, 0};
+    char path[CFG_MAX_PATH] = "";
+    walk(&t, root, act, path, sizeof(path), 0);
+    *replaced = t.replaced;
+    return dg.n_errors ? VSR_ERR_INVALID : VSR_OK;
+}
+
+int vsr_config_doc_vet(vsr_config_doc_t *d, const vsr_config_vet_t *v, vsr_buf_t *err)
+{
+    if (!d->parsed || d->root == NULL || d->dg.n_errors > 0)
+        return VSR_OK; /* the next steps report it */
+    int replaced = 0;
+    return vet_tree(d->name, &d->pool, d->root, v, &replaced, err);
+}
+
 int vsr_config_vet(const char *name, const char *doc, size_t len, const vsr_config_vet_t *v, vsr_buf_t *resolved,
                    vsr_buf_t *err)
 {
-    cfg_diag_t dg = {.out = err, .file = name ? name : "<string>"};
-    cfg_diag_t quiet = {.out = NULL, .file = "active"};
+    const char *file = name ? name : "<string>";
     vsr_pool_t pool;
     vsr_pool_init(&pool);
-    cfg_node_t *root = NULL, *act = NULL;
-    cfg_diag_t parse = {.out = NULL, .file = dg.file};
+    cfg_node_t *root = NULL;
+    cfg_diag_t parse = {.out = NULL, .file = file};
     if (vsr__cfg_parse_yaml(&pool, &parse, doc ? doc : "", doc ? len : 0, &root) != VSR_OK || root == NULL ||
         parse.n_errors > 0) {
         vsr_pool_free(&pool);
         return VSR_OK; /* the loader reports it */
     }
-    if (v->active && (vsr__cfg_parse_yaml(&pool, &quiet, v->active, v->active_len, &act) != VSR_OK || quiet.n_errors))
-        act = NULL;
-    vet_t t = {v, &dg, &pool, 0};
-    char path[CFG_MAX_PATH] = "";
-    walk(&t, root, act, path, sizeof(path), 0);
-    int rc = dg.n_errors ? VSR_ERR_INVALID : VSR_OK;
-    if (rc == VSR_OK && t.replaced && vsr__cfg_canonical_node(resolved, root) != VSR_OK) {
+    int replaced = 0;
+    int rc = vet_tree(file, &pool, root, v, &replaced, err);
+    if (rc == VSR_OK && replaced && vsr__cfg_canonical_node(resolved, root) != VSR_OK) {
+        cfg_diag_t dg = {.out = err, .file = file};
         vsr__cfg_error(&dg, root->line, root->col, "the document cannot be rendered canonically");
         rc = VSR_ERR_INVALID;
     }

@@ -151,27 +151,84 @@ int vsr__cfg_canonical_node(vsr_buf_t *b, const cfg_node_t *n)
     return emit(b, n, 0);
 }
 
+/* The canonical form of a parsed tree; dg already counts (and has reported)
+ * the parse's errors. */
+static int canonical_tree(cfg_diag_t *dg, int parsed, const cfg_node_t *root, vsr_buf_t *out)
+{
+    int rc = parsed ? VSR_OK : VSR_ERR_INVALID;
+    if (rc == VSR_OK && root == NULL && dg->n_errors == 0)
+        vsr__cfg_error(dg, 1, 1, "the document is empty");
+    if (rc == VSR_OK && (dg->n_errors > 0 || root == NULL))
+        rc = VSR_ERR_INVALID;
+    if (rc == VSR_OK && root->weight > 10u * 1000 * 1000) {
+        vsr__cfg_error(dg, root->line, root->col, "the document expands to too many nodes");
+        rc = VSR_ERR_INVALID;
+    }
+    if (rc == VSR_OK && emit(out, root, 0) != VSR_OK) {
+        vsr__cfg_error(dg, root->line, root->col, "the document cannot be rendered canonically");
+        rc = VSR_ERR_INVALID;
+    }
+    return rc;
+}
+
 int vsr_config_canonical(const char *name, const char *doc, size_t len, vsr_buf_t *out, vsr_buf_t *err)
 {
     cfg_diag_t dg = {.out = err, .file = name ? name : "<string>"};
     vsr_pool_t pool;
     vsr_pool_init(&pool);
     cfg_node_t *root = NULL;
-    int rc = vsr__cfg_parse_yaml(&pool, &dg, doc ? doc : "", doc ? len : 0, &root);
-    if (rc == VSR_OK && root == NULL && dg.n_errors == 0)
-        vsr__cfg_error(&dg, 1, 1, "the document is empty");
-    if (rc == VSR_OK && (dg.n_errors > 0 || root == NULL))
-        rc = VSR_ERR_INVALID;
-    if (rc == VSR_OK && root->weight > 10u * 1000 * 1000) {
-        vsr__cfg_error(&dg, root->line, root->col, "the document expands to too many nodes");
-        rc = VSR_ERR_INVALID;
-    }
-    if (rc == VSR_OK && emit(out, root, 0) != VSR_OK) {
-        vsr__cfg_error(&dg, root->line, root->col, "the document cannot be rendered canonically");
-        rc = VSR_ERR_INVALID;
-    }
+    int parsed = vsr__cfg_parse_yaml(&pool, &dg, doc ? doc : "", doc ? len : 0, &root) == VSR_OK;
+    int rc = canonical_tree(&dg, parsed, root, out);
     vsr_pool_free(&pool);
     return rc;
+}
+
+/* ---- the parsed document ------------------------------------------------------ */
+
+vsr_config_doc_t *vsr_config_doc_parse(const char *name, const char *doc, size_t len)
+{
+    vsr_config_doc_t *d = vsr_calloc(1, sizeof(*d));
+    vsr_pool_init(&d->pool);
+    vsr_buf_init(&d->parse_err, 0);
+    const char *file = name ? name : "<string>";
+    d->name = vsr_pool_strndup(&d->pool, file, strlen(file));
+    d->dg.out = &d->parse_err;
+    d->dg.file = d->name;
+    d->parsed = vsr__cfg_parse_yaml(&d->pool, &d->dg, doc ? doc : "", doc ? len : 0, &d->root) == VSR_OK;
+    d->dg.out = NULL;
+    return d;
+}
+
+/* A diagnostic sink that continues the parse's: its messages are written
+ * to err first and its error count carries on. */
+static cfg_diag_t doc_diag(const vsr_config_doc_t *d, vsr_buf_t *err)
+{
+    cfg_diag_t dg = d->dg;
+    dg.out = err;
+    if (err != NULL && d->parse_err.len > 0)
+        vsr_buf_append(err, d->parse_err.data, d->parse_err.len);
+    return dg;
+}
+
+int vsr_config_doc_canonical(const vsr_config_doc_t *d, vsr_buf_t *out, vsr_buf_t *err)
+{
+    cfg_diag_t dg = doc_diag(d, err);
+    return canonical_tree(&dg, d->parsed, d->root, out);
+}
+
+int vsr_config_doc_load(const vsr_config_doc_t *d, vsr_config_t **out, vsr_buf_t *err)
+{
+    cfg_diag_t dg = doc_diag(d, err);
+    return vsr__cfg_load_tree(&dg, d->parsed, d->root, d->name, out, NULL, NULL);
+}
+
+void vsr_config_doc_free(vsr_config_doc_t *d)
+{
+    if (d == NULL)
+        return;
+    vsr_buf_free(&d->parse_err);
+    vsr_pool_free(&d->pool);
+    vsr_free(d);
 }
 
 void vsr_config_hash(const char *data, size_t len, char out[VSR_CONFIG_HASH_LEN])

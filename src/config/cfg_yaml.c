@@ -14,6 +14,7 @@
  * so unclosed nesting ("{a: " repeated) would cost time quadratic in the
  * document's size; parsing stops at the first collection past the bound.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <yaml.h>
@@ -523,8 +524,16 @@ static void report_parser_error(builder_t *b, const yaml_parser_t *p, const char
         vsr__cfg_error(b->dg, line, col, "%s", problem);
 }
 
+static atomic_ulong parse_runs;
+
+unsigned long vsr_config_parse_runs(void)
+{
+    return atomic_load(&parse_runs);
+}
+
 int vsr__cfg_parse_yaml(vsr_pool_t *pool, cfg_diag_t *dg, const char *data, size_t len, cfg_node_t **root)
 {
+    atomic_fetch_add(&parse_runs, 1);
     builder_t b;
     memset(&b, 0, sizeof(b));
     b.pool = pool;

@@ -1835,41 +1835,38 @@ static void note_unsupported(vsr_buf_t *b, const char *file, const cfg_decoder_t
                        d->unimpl_at[i].col, d->unimpl[i]);
 }
 
-static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err,
-                vsr_buf_t *warnings, vsr_buf_t *unsupported)
+int vsr__cfg_load_tree(cfg_diag_t *dg, int parsed, const cfg_node_t *root, const char *path, vsr_config_t **out,
+                       vsr_buf_t *warnings, vsr_buf_t *unsupported)
 {
-    cfg_diag_t dg = {.out = err, .file = file};
-    vsr_pool_t tree_pool;
-    vsr_pool_init(&tree_pool);
+    const char *file = dg->file;
+    *out = NULL;
     config_box_t *box = vsr_calloc(1, sizeof(*box));
     vsr_pool_init(&box->pool);
-    cfg_decoder_t d = {.pool = &box->pool, .dg = &dg, .user = box};
+    cfg_decoder_t d = {.pool = &box->pool, .dg = dg, .user = box};
     init_modules(&d, box);
 
-    cfg_node_t *root = NULL;
-    if (vsr__cfg_parse_yaml(&tree_pool, &dg, yaml ? yaml : "", yaml ? len : 0, &root) == VSR_OK) {
-        if (dg.ignored_line > 0)
+    if (parsed) {
+        if (dg->ignored_line > 0)
             vsr__cfg_warn(&d,
                           "%s:%u:%u: a second YAML document starts here: it and anything after it are ignored, "
                           "as the reference ignores them (it reads only the first document)",
-                          file, dg.ignored_line, dg.ignored_col);
+                          file, dg->ignored_line, dg->ignored_col);
         if (root == NULL)
-            vsr__cfg_error(&dg, 1, 1, "the document is empty");
+            vsr__cfg_error(dg, 1, 1, "the document is empty");
         else if (root->kind == CFG_NODE_SCALAR && root->type == CFG_NULL)
-            vsr__cfg_error(&dg, root->line, root->col, "the document is empty");
+            vsr__cfg_error(dg, root->line, root->col, "the document is empty");
         else
             vsr__cfg_decode_object(&d, &document_spec, root, &box->conf, 0);
-        if (dg.n_errors == 0 && root != NULL)
+        if (dg->n_errors == 0 && root != NULL)
             hash_signals(&box->conf, root);
     }
-    vsr_pool_free(&tree_pool);
     vsr_free(d.marks);
 
     for (size_t i = 0; warnings != NULL && i < d.n_warnings; i++)
         note_warning(warnings, file, d.warnings[i]);
     if (unsupported != NULL)
         note_unsupported(unsupported, file, &d);
-    if (dg.n_errors > 0) {
+    if (dg->n_errors > 0) {
         vsr_free(d.unimpl);
         vsr_free(d.unimpl_at);
         vsr_free(d.warnings);
@@ -1901,6 +1898,19 @@ static int load(const char *file, const char *path, const char *yaml, size_t len
     vsr_free(d.unimpl_at);
     *out = c;
     return VSR_OK;
+}
+
+static int load(const char *file, const char *path, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err,
+                vsr_buf_t *warnings, vsr_buf_t *unsupported)
+{
+    cfg_diag_t dg = {.out = err, .file = file};
+    vsr_pool_t tree_pool;
+    vsr_pool_init(&tree_pool);
+    cfg_node_t *root = NULL;
+    int parsed = vsr__cfg_parse_yaml(&tree_pool, &dg, yaml ? yaml : "", yaml ? len : 0, &root) == VSR_OK;
+    int rc = vsr__cfg_load_tree(&dg, parsed, root, path, out, warnings, unsupported);
+    vsr_pool_free(&tree_pool);
+    return rc;
 }
 
 int vsr_config_load_string(const char *name, const char *yaml, size_t len, vsr_config_t **out, vsr_buf_t *err)

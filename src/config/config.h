@@ -51,11 +51,30 @@ typedef struct {
 /* The largest circuit-breaker threshold a model may set. */
 #define VSR_MAX_CIRCUIT_LIMIT 1000000u
 
+/* retry_on tokens (ref §5.3), compiled at load into
+ * vsr_reliability_conf_t.retry_on_mask: the request path reads the mask and
+ * never the string. */
+enum {
+    VSR_RETRY_5XX = 1u << 0,
+    VSR_RETRY_GATEWAY_ERROR = 1u << 1,   /* 502, 503, 504 */
+    VSR_RETRY_RESET = 1u << 2,
+    VSR_RETRY_RESET_BEFORE_REQUEST = 1u << 3,
+    VSR_RETRY_CONNECT_FAILURE = 1u << 4,
+    VSR_RETRY_REFUSED_STREAM = 1u << 5,
+    VSR_RETRY_RETRIABLE_4XX = 1u << 6,   /* 409 */
+    VSR_RETRY_RETRIABLE_STATUS_CODES = 1u << 7,
+    VSR_RETRY_ENVOY_RATELIMITED = 1u << 8,
+};
+
 /* providers.models[].reliability and routing.decisions[].reliability (ref §1.5/§1.6) */
 typedef struct {
     char *lb_policy;                 /* "round_robin" (default) | "least_request" */
     uint32_t retry_count;            int has_retry_count;      /* 0..5 */
     char *retry_on;                  /* comma tokens, validated against ref §5.3 */
+    uint32_t retry_on_mask;          /* retry_on as VSR_RETRY_* bits (compiled) */
+    int least_request;               /* lb_policy is least_request (compiled) */
+    int compiled;                    /* set by the loader: retry_on_mask and least_request are valid, and requests
+                                      * read them rather than the strings */
     uint32_t *retriable_status_codes; size_t n_retriable_status_codes; /* 100..599 */
     uint64_t per_try_timeout_ms;     int has_per_try_timeout;
     uint64_t total_timeout_ms;       int has_total_timeout;    /* 0 disables */
@@ -1003,6 +1022,7 @@ typedef struct {
     char *name;
     char *description;
     char *param_size;
+    double param_size_value; int has_param_size_value; /* param_size read at load (vsr_config_param_size), when it reads */
     double quality_score; int has_quality_score; /* quality_score, in [0,1] (escalation by automix) */
     uint64_t context_window_size;  /* tokens; 0 = unknown (context_compression's auto budget) */
     vsr_strlist_conf_t loras;      /* loras[].name: LoRA adapters served by the model of the same name */
@@ -1406,5 +1426,33 @@ typedef struct {
  * stand for or an *_env value is not allowed. */
 int vsr_config_vet(const char *name, const char *doc, size_t len, const vsr_config_vet_t *v, vsr_buf_t *resolved,
                    vsr_buf_t *err);
+
+/* A model card's param_size ("8B", "120M", "1.5k", "7", " 2T ") → the
+ * number of parameters: digits with an optional fraction, then an optional
+ * k, M, B or T (any case); surrounding blanks are allowed, 32 bytes at most.
+ * VSR_OK, or VSR_ERR_INVALID (*out untouched). */
+int vsr_config_param_size(const char *s, double *out);
+
+/* ---- one parse per document ----
+ * An activation parses the submitted bytes once into their YAML tree;
+ * vetting, the canonical form and the loader all read that tree, with the
+ * messages (and NAME:LINE:COL) the string functions above give. */
+typedef struct vsr_config_doc vsr_config_doc_t;
+
+/* Parses doc (NAME in messages): never NULL.  Syntax errors are kept and
+ * reported by vsr_config_doc_canonical and vsr_config_doc_load. */
+vsr_config_doc_t *vsr_config_doc_parse(const char *name, const char *doc, size_t len);
+/* vsr_config_vet on the tree: a placeholder is replaced in the tree itself
+ * (nothing is rendered or parsed again); the active document is parsed only
+ * when the tree holds a placeholder.  A document that did not parse is left
+ * to the next steps (VSR_OK). */
+int vsr_config_doc_vet(vsr_config_doc_t *d, const vsr_config_vet_t *v, vsr_buf_t *err);
+/* vsr_config_canonical of the tree (of the vetted tree once vetted). */
+int vsr_config_doc_canonical(const vsr_config_doc_t *d, vsr_buf_t *out, vsr_buf_t *err);
+/* vsr_config_load_string of the tree. */
+int vsr_config_doc_load(const vsr_config_doc_t *d, vsr_config_t **out, vsr_buf_t *err);
+void vsr_config_doc_free(vsr_config_doc_t *d);
+/* How many times this process has run the YAML parser (tests). */
+unsigned long vsr_config_parse_runs(void);
 
 #endif /* VSR_CONFIG_H */

@@ -126,7 +126,9 @@ typedef struct {
  * optional suffix k/K (1e3), m/M (1e6), b/B (1e9), t/T (1e12): "8B" → 8e9,
  * "120M" → 1.2e8, "1.5k" → 1500, "70b" → 7e10, "7" → 7.  Surrounding blanks
  * are ignored.  VSR_OK, or VSR_ERR_INVALID (empty, other suffix, junk,
- * more than 32 bytes). */
+ * more than 32 bytes).
+ * The loader reads each card's once (param_size_value), with the same code:
+ * this is vsr_config_param_size. */
 int vsr__algo_parse_param_size(const char *s, double *out);
 
 /* Writes to out[0..n) the candidate indices in the order they are tried.

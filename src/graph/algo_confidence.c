@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "algo.h"
+#include "config/config.h"
 
 int vsr__algo_confidence_method(vsr_slice_t name)
 {
@@ -83,44 +84,7 @@ int vsr__algo_order_parse(vsr_slice_t name)
 
 int vsr__algo_parse_param_size(const char *s, double *out)
 {
-    if (!s)
-        return VSR_ERR_INVALID;
-    vsr_slice_t t = vsr_slice_cstr(s);
-    if (t.len > 32)
-        return VSR_ERR_INVALID;
-    t = vsr_slice_trim(t);
-    /* Checked by hand (strtod alone would take signs, exponents, hex, inf),
-     * then converted by strtod for a correctly rounded value. */
-    char num[33];
-    size_t i = 0;
-    while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9')
-        i++;
-    if (i == 0)
-        return VSR_ERR_INVALID;
-    if (i < t.len && t.p[i] == '.') {
-        size_t f = ++i;
-        while (i < t.len && t.p[i] >= '0' && t.p[i] <= '9')
-            i++;
-        if (i == f)
-            return VSR_ERR_INVALID;
-    }
-    memcpy(num, t.p, i);
-    num[i] = '\0';
-    double mult = 1;
-    if (i < t.len) {
-        switch (t.p[i]) {
-        case 'k': case 'K': mult = 1e3; break;
-        case 'm': case 'M': mult = 1e6; break;
-        case 'b': case 'B': mult = 1e9; break;
-        case 't': case 'T': mult = 1e12; break;
-        default: return VSR_ERR_INVALID;
-        }
-        i++;
-    }
-    if (i != t.len)
-        return VSR_ERR_INVALID;
-    *out = strtod(num, NULL) * mult;
-    return VSR_OK;
+    return vsr_config_param_size(s, out);
 }
 
 void vsr__algo_escalation_order(int order, const vsr_algo_candidate_t *c, size_t n, double tradeoff, size_t *out)

@@ -248,10 +248,7 @@ static int tpl_confidence(vsr_graph_run_t *r, const char **why)
     for (size_t i = 0; i < t->n; i++) {
         const ref_t *ref = &r->refs[i];
         const vsr_model_card_conf_t *card = card_of(r, ref);
-        double ps;
-        cand[i].param_size = card && card->param_size && vsr__algo_parse_param_size(card->param_size, &ps) == VSR_OK
-                                 ? ps
-                                 : NAN;
+        cand[i].param_size = card && card->has_param_size_value ? card->param_size_value : NAN;
         cand[i].prompt_per_1m = ref->model->has_prompt_per_1m ? ref->model->prompt_per_1m : NAN;
         cand[i].quality_score = card && card->has_quality_score ? card->quality_score : NAN;
     }

@@ -94,7 +94,9 @@ void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *l)
     if (l->has_retry_count)
         p->retry_count = l->retry_count;
 
-    if (l->retry_on) {
+    if (l->compiled) {
+        p->retry_on |= l->retry_on_mask;
+    } else if (l->retry_on) { /* not from the loader */
         uint32_t mask = 0;
         if (vsr__retry_on_parse(l->retry_on, &mask) == VSR_OK)
             p->retry_on |= mask;
@@ -128,7 +130,7 @@ void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *l)
         p->budget_percent = DEFAULT_BUDGET_PERCENT;
 
     if (l->lb_policy)
-        p->least_request = strcmp(l->lb_policy, "least_request") == 0;
+        p->least_request = l->compiled ? l->least_request : strcmp(l->lb_policy, "least_request") == 0;
 
     /* The reference compiles a model's retry policy, default tokens
      * included, before a decision's tokens are added to it. */

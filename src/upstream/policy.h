@@ -25,17 +25,7 @@ uint64_t vsr__rng_below(vsr_rng_t *r, uint64_t n);
 
 /* ---- the effective policy of one call (ref §1.5, §1.6, §5.3) ---- */
 
-enum {
-    VSR_RETRY_5XX = 1u << 0,
-    VSR_RETRY_GATEWAY_ERROR = 1u << 1,   /* 502, 503, 504 */
-    VSR_RETRY_RESET = 1u << 2,
-    VSR_RETRY_RESET_BEFORE_REQUEST = 1u << 3,
-    VSR_RETRY_CONNECT_FAILURE = 1u << 4,
-    VSR_RETRY_REFUSED_STREAM = 1u << 5,
-    VSR_RETRY_RETRIABLE_4XX = 1u << 6,   /* 409 */
-    VSR_RETRY_RETRIABLE_STATUS_CODES = 1u << 7,
-    VSR_RETRY_ENVOY_RATELIMITED = 1u << 8,
-};
+/* VSR_RETRY_* (config.h): the retry_on bits. */
 
 #define VSR_POLICY_MAX_CODES 32
 
@@ -72,7 +62,10 @@ void vsr__policy_init(vsr_policy_t *p, uint64_t listener_timeout_ms);
  *   connect-failure,refused-stream, and later layers' tokens add to it (as
  *   the reference compiles a model's retry policy before a decision's
  *   override is added).
- * - an invalid retry_on string (the config rejects those) adds nothing. */
+ * - retry_on and lb_policy come from the layer's retry_on_mask and
+ *   least_request, compiled by the loader; a layer built by hand
+ *   (compiled 0) has its strings read here, and an invalid retry_on (the
+ *   config rejects those) adds nothing. */
 void vsr__policy_merge(vsr_policy_t *p, const vsr_reliability_conf_t *layer);
 /* Merges the decision's layer, as above, then: a decision that gives
  * retry_on without retry_count, over a model with no retries, gets one retry

@@ -2942,6 +2942,31 @@ static void test_header_mutation_drops_reliability_headers(void **state)
     expect_errors(doc, "t.yaml:11:1: unknown key \"bogus\"\n");
 }
 
+/* A card's param_size is read once, at load: the graph's candidates take the
+ * number.  One that does not read is kept as written, with no number. */
+static void test_param_size_read_at_load(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok("version: v0.3\n"
+                              "listeners: [{name: l1, port: 18899}]\n"
+                              "providers: {models: [{name: a, backend_refs: [{endpoint: '127.0.0.1:1'}]}]}\n"
+                              "routing:\n"
+                              "  modelCards:\n"
+                              "    - {name: a, param_size: ' 1.5k '}\n"
+                              "    - {name: b, param_size: 70b}\n"
+                              "    - {name: c, param_size: huge}\n"
+                              "    - {name: d}\n");
+    assert_int_equal(c->n_model_cards, 4);
+    assert_int_equal(c->model_cards[0].has_param_size_value, 1);
+    assert_true(c->model_cards[0].param_size_value == 1500.0);
+    assert_int_equal(c->model_cards[1].has_param_size_value, 1);
+    assert_true(c->model_cards[1].param_size_value == 7e10);
+    assert_string_equal(c->model_cards[2].param_size, "huge");
+    assert_int_equal(c->model_cards[2].has_param_size_value, 0);
+    assert_int_equal(c->model_cards[3].has_param_size_value, 0);
+    vsr_config_free(c);
+}
+
 /* ---- reliability and fallback ---------------------------------------------------------- */
 
 static void test_reliability_errors(void **state)
@@ -4394,6 +4419,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_example),
+        cmocka_unit_test(test_param_size_read_at_load),
         cmocka_unit_test(test_reference_example_verbatim),
         cmocka_unit_test(test_corpus),
         cmocka_unit_test(test_full_fixture),

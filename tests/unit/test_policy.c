@@ -170,6 +170,53 @@ static void test_merge_add(void **state)
     }
 }
 
+/* retry_on is compiled when the document is loaded: the request path merges
+ * the mask and never reads the string again. */
+static void test_retry_on_compiled_at_load(void **state)
+{
+    (void)state;
+    static const char doc[] = "version: v0.3\n"
+                              "listeners: [{name: l1, address: 127.0.0.1, port: 18899}]\n"
+                              "providers:\n"
+                              "  models:\n"
+                              "    - name: m\n"
+                              "      backend_refs: [{endpoint: '127.0.0.1:1'}]\n"
+                              "      reliability: {retry_count: 2, retry_on: ' 5xx , reset,retriable-4xx', lb_policy: least_request}\n";
+    vsr_config_t *c = NULL;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    assert_int_equal(vsr_config_load_string("t.yaml", doc, sizeof(doc) - 1, &c, &err), VSR_OK);
+    vsr_buf_free(&err);
+    vsr_reliability_conf_t r = c->models[0].reliability;
+    assert_int_equal(r.compiled, 1);
+    assert_int_equal(r.least_request, 1);
+    assert_int_equal(r.retry_on_mask, VSR_RETRY_5XX | VSR_RETRY_RESET | VSR_RETRY_RETRIABLE_4XX);
+    assert_string_equal(r.retry_on, "5xx,reset,retriable-4xx");
+    r.retry_on = "bogus"; /* never read once compiled */
+    r.lb_policy = "round_robin";
+    vsr_policy_t p;
+    vsr__policy_init(&p, 1000);
+    vsr__policy_merge(&p, &r);
+    assert_int_equal(p.retry_on, VSR_RETRY_5XX | VSR_RETRY_RESET | VSR_RETRY_RETRIABLE_4XX);
+    assert_int_equal(p.retry_count, 2);
+    assert_int_equal(p.least_request, 1);
+    vsr_config_free(c);
+
+    /* an invalid token is a load error at the value's LINE:COL */
+    static const char bad[] = "version: v0.3\n"
+                              "listeners: [{name: l1, address: 127.0.0.1, port: 18899}]\n"
+                              "providers:\n"
+                              "  models:\n"
+                              "    - name: m\n"
+                              "      backend_refs: [{endpoint: '127.0.0.1:1'}]\n"
+                              "      reliability: {retry_on: '5xx,timeout'}\n";
+    vsr_buf_init(&err, 0);
+    assert_int_equal(vsr_config_load_string("t.yaml", bad, sizeof(bad) - 1, &c, &err), VSR_ERR_INVALID);
+    assert_null(c);
+    assert_non_null(strstr(err.data, "t.yaml:7:31: unknown retry_on token \"timeout\""));
+    vsr_buf_free(&err);
+}
+
 static void test_merge_default_retry_on(void **state)
 {
     (void)state;
@@ -1173,6 +1220,7 @@ int main(void)
         cmocka_unit_test(test_merge_replace),
         cmocka_unit_test(test_merge_add),
         cmocka_unit_test(test_merge_default_retry_on),
+        cmocka_unit_test(test_retry_on_compiled_at_load),
         cmocka_unit_test(test_merge_decision_retry_count),
         cmocka_unit_test(test_merge_backoff),
         cmocka_unit_test(test_merge_budget),

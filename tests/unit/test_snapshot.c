@@ -471,6 +471,63 @@ static void test_admin_placeholders_and_env(void **state)
     vsr_admin_free(a);
 }
 
+/* An activation parses the submitted document once: vetting, the canonical
+ * form and the loader read one tree.  The active document is parsed only
+ * when a placeholder asks for its secrets. */
+static void test_admin_parses_once(void **state)
+{
+    (void)state;
+    host_t h;
+    vsr_admin_t *a = new_admin(&h);
+    vsr_admin_result_t r;
+    unsigned long before = vsr_config_parse_runs();
+    assert_int_equal(vsr_admin_apply(a, "f", DOC, strlen(DOC), "file", 0, &r), VSR_OK);
+    assert_int_equal(vsr_config_parse_runs() - before, 1);
+    vsr_admin_result_free(&r);
+
+    /* with a version active: still one */
+    char *v2 = with("name: large", "name: huge");
+    before = vsr_config_parse_runs();
+    assert_int_equal(vsr_admin_apply(a, "f", v2, strlen(v2), "api", 0, &r), VSR_OK);
+    assert_int_equal(vsr_config_parse_runs() - before, 1);
+    assert_int_equal(r.version, 2);
+    vsr_admin_result_free(&r);
+
+    /* refused by the loader, with its LINE:COL: one */
+    char *dup = with("name: large", "name: small");
+    before = vsr_config_parse_runs();
+    assert_int_equal(vsr_admin_apply(a, "put", dup, strlen(dup), "api", 0, &r), VSR_ERR_INVALID);
+    assert_int_equal(vsr_config_parse_runs() - before, 1);
+    assert_non_null(strstr(r.errors.data, "put:8:13: "));
+    vsr_admin_result_free(&r);
+
+    /* a syntax error: one, reported once */
+    before = vsr_config_parse_runs();
+    assert_int_equal(vsr_admin_apply(a, "put", "a: [", 4, "api", 0, &r), VSR_ERR_INVALID);
+    assert_int_equal(vsr_config_parse_runs() - before, 1);
+    assert_string_equal(r.code, "invalid_document");
+    const char *first = strstr(r.errors.data, "put:");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "put:"));
+    vsr_admin_result_free(&r);
+
+    /* a placeholder: the document, then the active one for its secret */
+    assert_int_equal(vsr_admin_apply(a, "f", DOC, strlen(DOC), "file", 0, &r), VSR_OK);
+    vsr_admin_result_free(&r);
+    char *back = with("api_key: sk-live", "api_key: '<redacted>'");
+    before = vsr_config_parse_runs();
+    assert_int_equal(vsr_admin_apply(a, "put", back, strlen(back), "api", VSR_ADMIN_FORCE, &r), VSR_OK);
+    assert_int_equal(vsr_config_parse_runs() - before, 2);
+    vsr_admin_result_free(&r);
+    assert_string_equal(vsr_engine_config(h.active)->models[1].backends[0].api_key, "sk-live");
+
+    free(v2);
+    free(dup);
+    free(back);
+    vsr_engine_unref(h.active);
+    vsr_admin_free(a);
+}
+
 static void test_admin_access(void **state)
 {
     (void)state;
@@ -726,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_admin_ack_nack_rollback),
         cmocka_unit_test(test_admin_api),
         cmocka_unit_test(test_admin_placeholders_and_env),
+        cmocka_unit_test(test_admin_parses_once),
         cmocka_unit_test(test_admin_access),
         cmocka_unit_test(test_admin_submit_and_close),
         cmocka_unit_test(test_upstream_reuse_by_identity),
