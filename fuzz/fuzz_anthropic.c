@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "proto/anthropic.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "proto/anthropic.h"
+#include "proto/completions.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "proto/responses.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,6 +8,9 @@
 #include <time.h>
 
 #include "plugins/plugins.h"
+#include "proto/anthropic.h"
+#include "proto/completions.h"
+#include "proto/responses.h"
 
 /* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
  * `model` field alone, like a passthrough */

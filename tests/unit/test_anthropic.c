@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "json/json.h"
+#include "proto/anthropic.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

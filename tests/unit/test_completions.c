@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "json/json.h"
+#include "proto/anthropic.h"
+#include "proto/completions.h"
 
 /* needle in the buffer's bytes (a buffer is not NUL-terminated by contract) */
 static int has(const vsr_buf_t *b, const char *needle)

@@ -2,7 +2,7 @@
  * incremental.  A line wholly inside the fed bytes is processed in place; only
  * a line split across feeds is gathered in _line.  The data of an event
  * accumulates in _data (it spans lines). */
-#include "http/http.h"
+#include "proto/sse.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

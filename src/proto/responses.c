@@ -1,5 +1,5 @@
 /*
- * responses.c — OpenAI Responses API <-> chat completions.  See json.h
+ * responses.c — OpenAI Responses API <-> chat completions.  See proto/responses.h
  * ("Responses API") for the contracts.
  *
  * Every translation parses its input once (vsr_json_parse under the codec's
@@ -53,14 +53,16 @@
  * completed; usage prompt / completion / total tokens (and cached /
  * reasoning details) → input / output / total tokens.  Item ids derive
  * from the response id: "resp_X" → "msg_X_<index>", "fc_X_<index>".
- * Streams: text, refusal and tool-call deltas map to the events in json.h
+ * Streams: text, refusal and tool-call deltas map to the events in proto/responses.h
  * (a message's text and refusal parts are numbered in the order they
  * start); logprobs and choices other than 0 are dropped.
  */
-#include "json/json.h"
+#include "proto/responses.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+
+#include "json/json.h"
 
 /* ---- output ---------------------------------------------------------- */
 

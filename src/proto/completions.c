@@ -21,10 +21,13 @@
  * JSON is dropped.  Events are read whole, whatever the cut
  * of the input.
  */
-#include "json/json.h"
+#include "proto/completions.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+
+#include "json/json.h"
+#include "proto/anthropic.h"
 
 typedef struct {
     vsr_json_t j;

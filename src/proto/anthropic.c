@@ -1,5 +1,5 @@
 /*
- * anthropic.c — Anthropic Messages <-> OpenAI chat completions.  See json.h
+ * anthropic.c — Anthropic Messages <-> OpenAI chat completions.  See proto/anthropic.h
  * ("Anthropic Messages") for the contracts.
  *
  * Every translation parses its input once (vsr_json_parse, under the
@@ -47,10 +47,12 @@
  * tool_use → tool_calls, refusal → content_filter; prompt_tokens counts the
  * cache read and write tokens too.
  */
-#include "json/json.h"
+#include "proto/anthropic.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+
+#include "json/json.h"
 
 /* ---- output ---------------------------------------------------------- */
 
