@@ -1394,13 +1394,16 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
 }
 
 /* ---- streams ------------------------------------------------------------------
- * SSE framing (WHATWG): lines end in LF, CR or CRLF (a CRLF cut between two
- * chunks is one ending: `cr` remembers the CR); "data:" lines of one event
- * are joined with LF; "event:" sets the name; ":" lines are comments; an
- * empty line dispatches.  A partial event at the end of the stream is
- * dropped.  Each event's data is parsed as one JSON document. */
+ * SSE framing is proto/sse.h's (WHATWG: lines end in LF, CR or CRLF, "data:"
+ * lines of one event joined with LF, an empty line dispatches, a partial
+ * event at the end of the stream is dropped).  Each event's data is parsed
+ * as one JSON document; its name, id and retry are not used (the payload's
+ * "type" says it all). */
 
 enum { ST_START = 0, ST_OPEN, ST_DONE, ST_FAILED };
+
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
+static const vsr_sse_callbacks_t sse_cb = {on_event};
 
 void vsr_anthropic_stream_init(vsr_anthropic_stream_t *s, vsr_anthropic_dir_t dir, const vsr_anthropic_limits_t *lim,
                                uint64_t created, int include_usage)
@@ -1410,18 +1413,14 @@ void vsr_anthropic_stream_init(vsr_anthropic_stream_t *s, vsr_anthropic_dir_t di
     limits_fill(&s->lim, lim);
     s->created = created;
     s->include_usage = include_usage;
-    vsr_buf_init(&s->line, s->lim.max_event);
-    vsr_buf_init(&s->data, s->lim.max_event);
-    vsr_buf_init(&s->event, 64);
     s->cur_tool = -1;
     s->max_tool = -1;
+    vsr_sse_init(&s->sse, s->lim.max_event, &sse_cb, s);
 }
 
 void vsr_anthropic_stream_free(vsr_anthropic_stream_t *s)
 {
-    vsr_buf_free(&s->line);
-    vsr_buf_free(&s->data);
-    vsr_buf_free(&s->event);
+    vsr_sse_free(&s->sse);
 }
 
 /* Writes an error event in the output's format and fails the stream. */
@@ -1753,10 +1752,10 @@ static int event_to_chat(vsr_anthropic_stream_t *s, cx_t *c)
     return VSR_OK; /* ping and event types added later */
 }
 
-/* One complete event: its data in s->data. */
-static int dispatch(vsr_anthropic_stream_t *s, vsr_buf_t *out)
+/* One complete event's data. */
+static int dispatch(vsr_anthropic_stream_t *s, vsr_slice_t data, vsr_buf_t *out)
 {
-    vsr_slice_t d = vsr_slice_trim(vsr_buf_slice(&s->data));
+    vsr_slice_t d = vsr_slice_trim(data);
     while (d.len && (d.p[d.len - 1] == '\n' || d.p[d.len - 1] == '\r'))
         d.len--;
     while (d.len && (d.p[0] == '\n' || d.p[0] == '\r'))
@@ -1788,65 +1787,35 @@ static int dispatch(vsr_anthropic_stream_t *s, vsr_buf_t *out)
     return rc;
 }
 
-static int on_line(vsr_anthropic_stream_t *s, vsr_buf_t *out)
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
 {
-    vsr_slice_t l = vsr_buf_slice(&s->line);
-    int rc = VSR_OK;
-    if (l.len == 0) {
-        rc = dispatch(s, out);
-        vsr_buf_reset(&s->data);
-        vsr_buf_reset(&s->event);
-    } else if (l.p[0] != ':') {
-        const char *colon = memchr(l.p, ':', l.len);
-        vsr_slice_t field = colon ? vsr_slice(l.p, (size_t)(colon - l.p)) : l;
-        vsr_slice_t value = colon ? vsr_slice(colon + 1, l.len - (size_t)(colon + 1 - l.p)) : VSR_SLICE_NULL;
-        if (value.len && value.p[0] == ' ')
-            value.p++, value.len--;
-        if (vsr_slice_eq_cstr(field, "data")) {
-            if ((s->data.len && vsr_buf_append(&s->data, "\n", 1) != VSR_OK) ||
-                vsr_buf_append_slice(&s->data, value) != VSR_OK) {
-                w_t w = {out, VSR_OK};
-                rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-                if (w.rc != VSR_OK)
-                    rc = w.rc;
-            }
-        }
-        /* "event", "id", "retry": the payload's "type" says it all */
-    }
-    vsr_buf_reset(&s->line);
+    (void)type, (void)id;
+    vsr_anthropic_stream_t *s = ud;
+    if (s->state == ST_DONE || s->state == ST_FAILED)
+        return VSR_OK; /* what follows the end is ignored */
+    int rc = dispatch(s, data, s->out);
+    if (rc != VSR_OK)
+        s->cb_rc = rc;
     return rc;
 }
 
 int vsr_anthropic_stream_feed(vsr_anthropic_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
-    size_t i = 0;
-    while (i < n) {
-        if (s->state == ST_FAILED)
-            return VSR_ERR_INVALID;
-        if (s->state == ST_DONE)
-            return VSR_OK; /* what follows the end is ignored */
-        if (s->cr) {
-            s->cr = 0;
-            if (p[i] == '\n') {
-                i++;
-                continue;
-            }
-        }
-        size_t k = i;
-        while (k < n && p[k] != '\n' && p[k] != '\r')
-            k++;
-        if (vsr_buf_append(&s->line, p + i, k - i) != VSR_OK) {
-            w_t w = {out, VSR_OK};
-            int rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-            return w.rc != VSR_OK ? w.rc : rc;
-        }
-        if (k == n)
-            break;
-        s->cr = p[k] == '\r';
-        i = k + 1;
-        int rc = on_line(s, out);
-        if (rc != VSR_OK)
-            return rc;
+    if (s->state == ST_FAILED)
+        return VSR_ERR_INVALID;
+    if (s->state == ST_DONE)
+        return VSR_OK; /* what follows the end is ignored */
+    s->out = out;
+    int rc = vsr_sse_feed(&s->sse, p, n);
+    s->out = NULL;
+    if (rc != VSR_OK && s->cb_rc != VSR_OK)
+        return s->cb_rc; /* an event failed the stream */
+    if (s->state == ST_DONE)
+        return VSR_OK;
+    if (rc != VSR_OK) { /* a line or an event past max_event */
+        w_t w = {out, VSR_OK};
+        rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
+        return w.rc != VSR_OK ? w.rc : rc;
     }
     return s->state == ST_FAILED ? VSR_ERR_INVALID : VSR_OK;
 }

@@ -5,6 +5,7 @@
 #define VSR_PROTO_ANTHROPIC_H
 
 #include "base/base.h"
+#include "proto/sse.h"
 
 /* ==== Anthropic Messages ===================================================
  * The codec between Anthropic's Messages API (POST /v1/messages) and OpenAI
@@ -107,8 +108,9 @@ typedef struct {
     vsr_anthropic_limits_t lim;
     uint64_t created;
     int include_usage;
-    vsr_buf_t line, data, event; /* pending line; the current event's data and name */
-    int cr;                      /* the last byte was a CR (a following LF belongs to it) */
+    vsr_sse_parser_t sse;        /* private: the event framing */
+    vsr_buf_t *out;              /* private: feed's out, during the call */
+    int cb_rc;                   /* private: an event's failure, for feed */
     int state;                   /* private */
     int block_open, block_tool;  /* private: the open content block */
     uint32_t next_block;         /* private: index of the next Anthropic block */

@@ -190,15 +190,19 @@ int vsr_completions_response_from_chat(const char *body, size_t len, vsr_buf_t *
     return c.rc;
 }
 
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
+static const vsr_sse_callbacks_t sse_cb = {on_event};
+
 void vsr_completions_stream_init(vsr_completions_stream_t *s)
 {
-    vsr_buf_init(&s->pend, VSR_ANTHROPIC_MAX_EVENT);
+    vsr_sse_init(&s->sse, VSR_ANTHROPIC_MAX_EVENT, &sse_cb, s);
+    s->out = NULL;
     s->failed = 0;
 }
 
 void vsr_completions_stream_free(vsr_completions_stream_t *s)
 {
-    vsr_buf_free(&s->pend);
+    vsr_sse_free(&s->sse);
 }
 
 /* One event's data (a chunk, [DONE], an error) in the client's form. */
@@ -238,38 +242,29 @@ static int event(const char *p, size_t n, vsr_buf_t *out)
     return c.rc;
 }
 
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
+{
+    (void)type, (void)id;
+    vsr_completions_stream_t *s = ud;
+    if (event(data.p, data.len, s->out) == VSR_OK)
+        return VSR_OK;
+    s->failed = 1; /* out's cap */
+    return VSR_ERR_TOO_BIG;
+}
+
+/* The events are framed by proto/sse.h. */
 int vsr_completions_stream_feed(vsr_completions_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
     if (s->failed)
         return VSR_ERR_INVALID;
-    if (n && vsr_buf_append(&s->pend, p, n) != VSR_OK) {
-        s->failed = 1;
-        vsr_buf_reset(&s->pend);
-        return vsr_buf_append_cstr(out, "data: {\"error\":{\"message\":\"an event of the upstream's stream is too "
-                                        "large\",\"type\":\"server_error\",\"code\":\"upstream_protocol_error\"}}\n\n");
-    }
-    size_t used = 0;
-    for (;;) {
-        const char *b = s->pend.data + used;
-        size_t left = s->pend.len - used;
-        const char *end = NULL;
-        for (size_t i = 0; i + 1 < left && !end; i++)
-            if (b[i] == '\n' && b[i + 1] == '\n')
-                end = b + i;
-        if (end == NULL)
-            break;
-        /* the event's data lines, joined (vsr's own chat streams write one) */
-        vsr_slice_t rest = vsr_slice(b, (size_t)(end - b));
-        while (rest.p) {
-            vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
-            if (vsr_slice_starts_with(line, VSR_SLICE_LIT("data:")) && event(line.p + 5, line.len - 5, out) != VSR_OK)
-                return VSR_ERR_TOO_BIG;
-        }
-        used += (size_t)(end - b) + 2;
-    }
-    if (used) {
-        memmove(s->pend.data, s->pend.data + used, s->pend.len - used);
-        s->pend.len -= used;
-    }
-    return VSR_OK;
+    s->out = out;
+    int rc = vsr_sse_feed(&s->sse, p, n);
+    s->out = NULL;
+    if (rc == VSR_OK)
+        return VSR_OK;
+    if (s->failed)
+        return VSR_ERR_TOO_BIG; /* out's cap, writing an event */
+    s->failed = 1;             /* a line or an event past the bound */
+    return vsr_buf_append_cstr(out, "data: {\"error\":{\"message\":\"an event of the upstream's stream is too "
+                                    "large\",\"type\":\"server_error\",\"code\":\"upstream_protocol_error\"}}\n\n");
 }

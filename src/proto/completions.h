@@ -5,6 +5,7 @@
 #define VSR_PROTO_COMPLETIONS_H
 
 #include "base/base.h"
+#include "proto/sse.h"
 
 /* ==== Completions ==========================================================
  * OpenAI's Completions API (POST /v1/completions) <-> chat completions, for
@@ -21,10 +22,11 @@ int vsr_completions_request_to_chat(const char *body, size_t len, vsr_buf_t *out
 int vsr_completions_response_from_chat(const char *body, size_t len, vsr_buf_t *out);
 
 /* chat.completion.chunk SSE bytes, in chunks of any size → text_completion
- * chunk SSE bytes.  An event over VSR_ANTHROPIC_MAX_EVENT bytes ends the
- * stream with an error event; later bytes are ignored. */
+ * chunk SSE bytes.  A line or an event over VSR_ANTHROPIC_MAX_EVENT bytes
+ * ends the stream with an error event; later bytes are ignored. */
 typedef struct {
-    vsr_buf_t pend; /* an event's bytes not yet whole */
+    vsr_sse_parser_t sse; /* private: the event framing */
+    vsr_buf_t *out;       /* private: feed's out, during the call */
     int failed;
 } vsr_completions_stream_t;
 

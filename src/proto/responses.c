@@ -1690,12 +1690,15 @@ int vsr_responses_response_from_chat(const char *body, size_t len, const vsr_res
 }
 
 /* ---- streams ------------------------------------------------------------------ *
- * SSE framing as in anthropic.c: lines end in LF, CR or CRLF; "data:" lines
- * accumulate, an empty line dispatches; a partial event at the end is
- * dropped.  Each event's data is one JSON document or [DONE]. */
+ * SSE framing is proto/sse.h's, as in anthropic.c: lines end in LF, CR or
+ * CRLF; "data:" lines accumulate, an empty line dispatches; a partial event
+ * at the end is dropped.  Each event's data is one JSON document or [DONE]. */
 
 enum { ST_START = 0, ST_OPEN, ST_DONE, ST_FAILED };
 enum { OPEN_NONE = 0, OPEN_MSG, OPEN_CALL };
+
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
+static const vsr_sse_callbacks_t sse_cb = {on_event};
 
 void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_meta_t *meta,
                                const vsr_responses_limits_t *lim)
@@ -1703,8 +1706,7 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
     memset(s, 0, sizeof(*s));
     limits_fill(&s->lim, lim);
     size_t mo = s->lim.max_output;
-    vsr_buf_init(&s->line, s->lim.max_event);
-    vsr_buf_init(&s->data, s->lim.max_event);
+    vsr_sse_init(&s->sse, s->lim.max_event, &sse_cb, s);
     vsr_buf_init(&s->id, 0);
     vsr_buf_init(&s->model, 0);
     vsr_buf_init(&s->echo, 0);
@@ -1734,7 +1736,8 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
 
 void vsr_responses_stream_free(vsr_responses_stream_t *s)
 {
-    vsr_buf_t *all[] = {&s->line, &s->data, &s->id, &s->model, &s->echo, &s->conv_in, &s->text, &s->args,
+    vsr_sse_free(&s->sse);
+    vsr_buf_t *all[] = {&s->id, &s->model, &s->echo, &s->conv_in, &s->text, &s->args,
                         &s->call_id, &s->call_name, &s->items, &s->calls, &s->turn_text, &s->refusal, &s->turn_refusal, &s->final, &s->conv};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         vsr_buf_free(all[i]);
@@ -2162,9 +2165,9 @@ static int chunk(vsr_responses_stream_t *s, cx_t *c)
     return VSR_OK;
 }
 
-static int dispatch(vsr_responses_stream_t *s, vsr_buf_t *out)
+static int dispatch(vsr_responses_stream_t *s, vsr_slice_t data, vsr_buf_t *out)
 {
-    vsr_slice_t d = vsr_slice_trim(vsr_buf_slice(&s->data));
+    vsr_slice_t d = vsr_slice_trim(data);
     while (d.len && (d.p[d.len - 1] == '\n' || d.p[d.len - 1] == '\r'))
         d.len--;
     while (d.len && (d.p[0] == '\n' || d.p[0] == '\r'))
@@ -2203,65 +2206,37 @@ static int dispatch(vsr_responses_stream_t *s, vsr_buf_t *out)
     return rc;
 }
 
-static int on_line(vsr_responses_stream_t *s, vsr_buf_t *out)
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
 {
-    vsr_slice_t l = vsr_buf_slice(&s->line);
-    int rc = VSR_OK;
-    if (l.len == 0) {
-        rc = dispatch(s, out);
-        vsr_buf_reset(&s->data);
-    } else if (l.p[0] != ':') {
-        const char *colon = memchr(l.p, ':', l.len);
-        vsr_slice_t field = colon ? vsr_slice(l.p, (size_t)(colon - l.p)) : l;
-        vsr_slice_t value = colon ? vsr_slice(colon + 1, l.len - (size_t)(colon + 1 - l.p)) : VSR_SLICE_NULL;
-        if (value.len && value.p[0] == ' ')
-            value.p++, value.len--;
-        if (vsr_slice_eq_cstr(field, "data")) {
-            if ((s->data.len && vsr_buf_append(&s->data, "\n", 1) != VSR_OK) ||
-                vsr_buf_append_slice(&s->data, value) != VSR_OK) {
-                w_t w = {out, VSR_OK};
-                rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-                if (w.rc != VSR_OK)
-                    rc = w.rc;
-            }
-        }
-    }
-    vsr_buf_reset(&s->line);
+    (void)type, (void)id;
+    vsr_responses_stream_t *s = ud;
+    if (s->state == ST_DONE || s->state == ST_FAILED)
+        return VSR_OK; /* what follows the end is ignored */
+    int rc = dispatch(s, data, s->out);
+    if (rc != VSR_OK)
+        s->cb_rc = rc;
     return rc;
 }
 
 int vsr_responses_stream_feed(vsr_responses_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
-    size_t i = 0;
-    while (i < n) {
-        if (s->state == ST_FAILED)
-            return VSR_ERR_INVALID;
-        if (s->state == ST_DONE)
-            return VSR_OK; /* what follows the end is ignored */
-        if (s->cr) {
-            s->cr = 0;
-            if (p[i] == '\n') {
-                i++;
-                continue;
-            }
-        }
-        size_t k = i;
-        while (k < n && p[k] != '\n' && p[k] != '\r')
-            k++;
-        if (vsr_buf_append(&s->line, p + i, k - i) != VSR_OK) {
-            w_t w = {out, VSR_OK};
-            int rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-            if (w.rc != VSR_OK)
-                s->state = ST_FAILED;
-            return w.rc != VSR_OK ? w.rc : rc;
-        }
-        if (k == n)
-            break;
-        s->cr = p[k] == '\r';
-        i = k + 1;
-        int rc = on_line(s, out);
-        if (rc != VSR_OK)
-            return rc;
+    if (s->state == ST_FAILED)
+        return VSR_ERR_INVALID;
+    if (s->state == ST_DONE)
+        return VSR_OK; /* what follows the end is ignored */
+    s->out = out;
+    int rc = vsr_sse_feed(&s->sse, p, n);
+    s->out = NULL;
+    if (rc != VSR_OK && s->cb_rc != VSR_OK)
+        return s->cb_rc; /* an event failed the stream */
+    if (s->state == ST_DONE)
+        return VSR_OK;
+    if (rc != VSR_OK) { /* a line or an event past max_event */
+        w_t w = {out, VSR_OK};
+        rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
+        if (w.rc != VSR_OK)
+            s->state = ST_FAILED;
+        return w.rc != VSR_OK ? w.rc : rc;
     }
     return s->state == ST_FAILED ? VSR_ERR_INVALID : VSR_OK;
 }

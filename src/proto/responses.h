@@ -5,6 +5,7 @@
 #define VSR_PROTO_RESPONSES_H
 
 #include "base/base.h"
+#include "proto/sse.h"
 
 /* ==== Responses API ========================================================
  * The codec between OpenAI's Responses API (POST /v1/responses) and chat
@@ -144,8 +145,9 @@ int vsr_responses_error_from_chat(int status, const char *body, size_t len, vsr_
  * assistant's turn, each at most max_output bytes (plus the copied meta). */
 typedef struct {
     vsr_responses_limits_t lim;
-    vsr_buf_t line, data;           /* private: the pending line; the current event's data */
-    int cr;                         /* private: the last byte was a CR */
+    vsr_sse_parser_t sse;           /* private: the event framing */
+    vsr_buf_t *out;                 /* private: feed's out, during the call */
+    int cb_rc;                      /* private: an event's failure, for feed */
     int state;                      /* private */
     uint64_t seq;                   /* private: the next sequence_number */
     uint64_t created_at;

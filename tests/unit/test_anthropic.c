@@ -622,7 +622,7 @@ static void test_stream_to_messages_hostile(void **state)
     for (int i = 0; i < 10000 && last == VSR_OK; i++)
         last = vsr_anthropic_stream_feed(&s, "x", 1, &b);
     assert_int_equal(last, VSR_ERR_TOO_BIG);
-    assert_true(s.line.alloc <= 256);
+    assert_true(s.sse._line.alloc <= 256);
     assert_int_equal(vsr_anthropic_stream_feed(&s, "\n\n", 2, &b), VSR_ERR_INVALID);
     assert_true(memmem(b.data, b.len, "larger than the limit", 21) != NULL);
     vsr_anthropic_stream_free(&s);
