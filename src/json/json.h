@@ -86,6 +86,32 @@ static inline int vsr_json_object_get(const vsr_json_t *j, uint32_t obj, const c
 int vsr_json_string(const vsr_json_t *j, uint32_t t, vsr_pool_t *pool, vsr_slice_t *out);
 /* True when string token t equals s after unescaping (no allocation). */
 int vsr_json_string_eq(const vsr_json_t *j, uint32_t t, vsr_slice_t s);
+/* Reading members the way the format codecs (proto/) do: token 0 is the
+ * root, never a member's value, so 0 stands for "absent".
+ * vsr_json_member: the value of member key of object t, or 0 (absent, t not
+ * an object, or t past the tokens).  vsr_json_is: t is present and of type.
+ * vsr_json_absent: t is absent or null.  vsr_json_str_is: t is a string
+ * equal to s after unescaping. */
+static inline uint32_t vsr_json_member(const vsr_json_t *j, uint32_t t, const char *key)
+{
+    uint32_t v;
+    if (t >= j->ntoks || vsr_json_object_get(j, t, key, &v) != VSR_OK)
+        return 0;
+    return v;
+}
+static inline int vsr_json_is(const vsr_json_t *j, uint32_t t, vsr_json_type_t type)
+{
+    return t != 0 && vsr_json_type(j, t) == type;
+}
+static inline int vsr_json_absent(const vsr_json_t *j, uint32_t t)
+{
+    return t == 0 || vsr_json_type(j, t) == VSR_JSON_NULL;
+}
+static inline int vsr_json_str_is(const vsr_json_t *j, uint32_t t, const char *s)
+{
+    return vsr_json_is(j, t, VSR_JSON_STRING) && vsr_json_string_eq(j, t, vsr_slice_cstr(s));
+}
+
 /* Duplicate member names.  RFC 8259 §4 says names SHOULD be unique and
  * leaves duplicates to the implementation (Go keeps the last, others the
  * first); I-JSON (RFC 7493 §2.3) says MUST.  A proxy that reads one copy

@@ -53,6 +53,7 @@
 #include <stdio.h>
 
 #include "json/json.h"
+#include "proto/proto-int.h"
 
 /* ---- output ---------------------------------------------------------- */
 
@@ -219,25 +220,6 @@ static int item(cx_t *c)
         return fail(c, VSR_ERR_TOO_BIG, "request_too_large", "body: more than %u messages, blocks and tools",
                     c->lim.max_items);
     return VSR_OK;
-}
-
-/* The value of member key of object t, or 0 (the root, never a value). */
-static uint32_t get(const cx_t *c, uint32_t t, const char *key)
-{
-    uint32_t v;
-    if (t >= c->j.ntoks || vsr_json_object_get(&c->j, t, key, &v) != VSR_OK)
-        return 0;
-    return v;
-}
-
-static int is(const cx_t *c, uint32_t t, vsr_json_type_t type)
-{
-    return t != 0 && vsr_json_type(&c->j, t) == type;
-}
-
-static int str_is(const cx_t *c, uint32_t t, const char *s)
-{
-    return is(c, t, VSR_JSON_STRING) && vsr_json_string_eq(&c->j, t, vsr_slice_cstr(s));
 }
 
 static void raw(cx_t *c, uint32_t t)

@@ -27,6 +27,7 @@
 #include <stdio.h>
 
 #include "json/json.h"
+#include "proto/proto-int.h"
 #include "proto/anthropic.h"
 
 typedef struct {
@@ -41,24 +42,6 @@ static void put(cm_t *c, const char *p, size_t n)
         c->rc = vsr_buf_append(c->out, p, n);
 }
 #define PUT(c, lit) put((c), "" lit, sizeof(lit) - 1)
-
-static uint32_t get(const cm_t *c, uint32_t t, const char *key)
-{
-    uint32_t v;
-    if (t >= c->j.ntoks || vsr_json_object_get(&c->j, t, key, &v) != VSR_OK)
-        return 0;
-    return v;
-}
-
-static int is(const cm_t *c, uint32_t t, vsr_json_type_t type)
-{
-    return t != 0 && vsr_json_type(&c->j, t) == type;
-}
-
-static int absent(const cm_t *c, uint32_t t)
-{
-    return t == 0 || vsr_json_type(&c->j, t) == VSR_JSON_NULL;
-}
 
 static void raw(cm_t *c, uint32_t t)
 {

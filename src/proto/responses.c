@@ -63,6 +63,7 @@
 #include <stdio.h>
 
 #include "json/json.h"
+#include "proto/proto-int.h"
 
 /* ---- output ---------------------------------------------------------- */
 
@@ -301,35 +302,9 @@ static int item(cx_t *c)
     return VSR_OK;
 }
 
-static uint32_t get(const cx_t *c, uint32_t t, const char *key)
-{
-    uint32_t v;
-    if (t == 0 && c->j.ntoks == 0)
-        return 0;
-    if (t >= c->j.ntoks || vsr_json_object_get(&c->j, t, key, &v) != VSR_OK)
-        return 0;
-    return v;
-}
-
-static int is(const cx_t *c, uint32_t t, vsr_json_type_t type)
-{
-    return t != 0 && vsr_json_type(&c->j, t) == type;
-}
-
-/* Absent or null. */
-static int none(const cx_t *c, uint32_t t)
-{
-    return t == 0 || vsr_json_type(&c->j, t) == VSR_JSON_NULL;
-}
-
 static int is_bool(const cx_t *c, uint32_t t)
 {
     return is(c, t, VSR_JSON_TRUE) || is(c, t, VSR_JSON_FALSE);
-}
-
-static int str_is(const cx_t *c, uint32_t t, const char *s)
-{
-    return is(c, t, VSR_JSON_STRING) && vsr_json_string_eq(&c->j, t, vsr_slice_cstr(s));
 }
 
 static void raw(cx_t *c, uint32_t t)
@@ -459,15 +434,15 @@ static int check_info(cx_t *c, vsr_responses_info_t *info)
     memset(info, 0, sizeof(*info));
     info->store = 1;
     uint32_t stream = get(c, 0, "stream"), store = get(c, 0, "store"), prev = get(c, 0, "previous_response_id");
-    if (!none(c, stream) && !is_bool(c, stream))
+    if (!absent(c, stream) && !is_bool(c, stream))
         return bad(c, "stream", "Invalid type for 'stream': expected a boolean, but got %s instead.",
                    type_name(c, stream));
-    if (!none(c, store) && !is_bool(c, store))
+    if (!absent(c, store) && !is_bool(c, store))
         return bad(c, "store", "Invalid type for 'store': expected a boolean, but got %s instead.",
                    type_name(c, store));
     info->stream = is(c, stream, VSR_JSON_TRUE);
     info->store = !is(c, store, VSR_JSON_FALSE);
-    if (!none(c, prev)) {
+    if (!absent(c, prev)) {
         vsr_slice_t s;
         if (!is(c, prev, VSR_JSON_STRING))
             return bad(c, "previous_response_id",
@@ -603,8 +578,8 @@ static int in_message(in_t *in, uint32_t m, uint32_t i)
                 if (!user)
                     return bad(c, path(c, "%s.type", pw), "Image content is only supported in user messages.");
                 uint32_t url = get(c, p, "image_url"), detail = get(c, p, "detail");
-                if (none(c, url)) {
-                    if (!none(c, get(c, p, "file_id")))
+                if (absent(c, url)) {
+                    if (!absent(c, get(c, p, "file_id")))
                         return bad(c, path(c, "%s.file_id", pw), "Images by file_id are not supported here; "
                                                                  "give an image_url.");
                     return bad(c, path(c, "%s.image_url", pw), "Missing required parameter: '%s.image_url'.", pw);
@@ -613,7 +588,7 @@ static int in_message(in_t *in, uint32_t m, uint32_t i)
                     return bad(c, path(c, "%s.image_url", pw),
                                "Invalid type for '%s.image_url': expected a string, but got %s instead.", pw,
                                type_name(c, url));
-                if (!none(c, detail) && !str_is(c, detail, "auto") && !str_is(c, detail, "low") &&
+                if (!absent(c, detail) && !str_is(c, detail, "auto") && !str_is(c, detail, "low") &&
                     !str_is(c, detail, "high"))
                     return bad(c, path(c, "%s.detail", pw),
                                "Invalid value for '%s.detail'. Supported values are: 'low', 'high', and 'auto'.", pw);
@@ -854,7 +829,7 @@ static int in_items(in_t *in, uint32_t input)
                                                    "instead.", i, type_name(c, m));
         uint32_t type = get(c, m, "type");
         int rc;
-        if (none(c, type) || str_is(c, type, "message")) {
+        if (absent(c, type) || str_is(c, type, "message")) {
             rc = in_message(in, m, i);
         } else if (str_is(c, type, "function_call")) {
             rc = in_function_call(in, m, i);
@@ -881,7 +856,7 @@ static int in_items(in_t *in, uint32_t input)
 static int number_param(cx_t *c, const char *name, double lo, double hi)
 {
     uint32_t t = get(c, 0, name);
-    if (none(c, t))
+    if (absent(c, t))
         return VSR_OK;
     double d;
     if (!is(c, t, VSR_JSON_NUMBER) || vsr_json_number(&c->j, t, &d) != VSR_OK)
@@ -893,7 +868,7 @@ static int number_param(cx_t *c, const char *name, double lo, double hi)
 
 static int check_tools(cx_t *c, uint32_t tools)
 {
-    if (none(c, tools))
+    if (absent(c, tools))
         return VSR_OK;
     if (!is(c, tools, VSR_JSON_ARRAY))
         return bad(c, "tools", "Invalid type for 'tools': expected an array, but got %s instead.", type_name(c, tools));
@@ -918,13 +893,13 @@ static int check_tools(cx_t *c, uint32_t tools)
         if (check_string_field(c, t, "name", where, 1) != VSR_OK)
             return VSR_ERR_INVALID;
         uint32_t desc = get(c, t, "description"), params = get(c, t, "parameters"), strict = get(c, t, "strict");
-        if (!none(c, desc) && !is(c, desc, VSR_JSON_STRING))
+        if (!absent(c, desc) && !is(c, desc, VSR_JSON_STRING))
             return bad(c, path(c, "%s.description", where), "Invalid type for '%s.description': expected a string.",
                        where);
-        if (!none(c, params) && !is(c, params, VSR_JSON_OBJECT))
+        if (!absent(c, params) && !is(c, params, VSR_JSON_OBJECT))
             return bad(c, path(c, "%s.parameters", where), "Invalid type for '%s.parameters': expected an object.",
                        where);
-        if (!none(c, strict) && !is_bool(c, strict))
+        if (!absent(c, strict) && !is_bool(c, strict))
             return bad(c, path(c, "%s.strict", where), "Invalid type for '%s.strict': expected a boolean.", where);
     }
     return VSR_OK;
@@ -941,15 +916,15 @@ static void write_tools(cx_t *c, uint32_t tools)
             PUT(w, ",");
         PUT(w, "{\"type\":\"function\",\"function\":{\"name\":");
         raw(c, get(c, t, "name"));
-        if (!none(c, desc)) {
+        if (!absent(c, desc)) {
             PUT(w, ",\"description\":");
             raw(c, desc);
         }
-        if (!none(c, params)) {
+        if (!absent(c, params)) {
             PUT(w, ",\"parameters\":");
             raw(c, params);
         }
-        if (!none(c, strict)) {
+        if (!absent(c, strict)) {
             PUT(w, ",\"strict\":");
             raw(c, strict);
         }
@@ -962,7 +937,7 @@ static void write_tools(cx_t *c, uint32_t tools)
 static int tool_choice(cx_t *c, uint32_t tc, int write)
 {
     w_t *w = &c->w;
-    if (none(c, tc))
+    if (absent(c, tc))
         return VSR_OK;
     if (str_is(c, tc, "auto") || str_is(c, tc, "none") || str_is(c, tc, "required")) {
         if (write) {
@@ -994,7 +969,7 @@ static int tool_choice(cx_t *c, uint32_t tc, int write)
 
 static int check_text(cx_t *c, uint32_t text)
 {
-    if (none(c, text))
+    if (absent(c, text))
         return VSR_OK;
     if (!is(c, text, VSR_JSON_OBJECT))
         return bad(c, "text", "Invalid type for 'text': expected an object, but got %s instead.", type_name(c, text));
@@ -1004,7 +979,7 @@ static int check_text(cx_t *c, uint32_t text)
             return bad(c, path(c, "text.%s", quote(c, k)), "Unknown parameter: 'text.%s'.", quote(c, k));
     }
     uint32_t f = get(c, text, "format");
-    if (none(c, f))
+    if (absent(c, f))
         return VSR_OK;
     uint32_t type = get(c, f, "type");
     if (!is(c, f, VSR_JSON_OBJECT) || !is(c, type, VSR_JSON_STRING))
@@ -1021,7 +996,7 @@ static int check_text(cx_t *c, uint32_t text)
         return bad(c, "text.format.schema", "Missing required parameter: 'text.format.schema'.");
     if (check_string_field(c, f, "description", "text.format", 0) != VSR_OK)
         return VSR_ERR_INVALID;
-    if (!none(c, strict) && !is_bool(c, strict))
+    if (!absent(c, strict) && !is_bool(c, strict))
         return bad(c, "text.format.strict", "Invalid type for 'text.format.strict': expected a boolean.");
     return VSR_OK;
 }
@@ -1053,13 +1028,13 @@ static void write_text_format(cx_t *c, uint32_t text)
 
 static int check_reasoning(cx_t *c, uint32_t r)
 {
-    if (none(c, r))
+    if (absent(c, r))
         return VSR_OK;
     if (!is(c, r, VSR_JSON_OBJECT))
         return bad(c, "reasoning", "Invalid type for 'reasoning': expected an object, but got %s instead.",
                    type_name(c, r));
     uint32_t e = get(c, r, "effort");
-    if (!none(c, e) && !str_is(c, e, "minimal") && !str_is(c, e, "low") && !str_is(c, e, "medium") &&
+    if (!absent(c, e) && !str_is(c, e, "minimal") && !str_is(c, e, "low") && !str_is(c, e, "medium") &&
         !str_is(c, e, "high") && !str_is(c, e, "none"))
         return bad(c, "reasoning.effort", "Invalid value for 'reasoning.effort'. Supported values are: 'none', "
                                           "'minimal', 'low', 'medium', and 'high'.");
@@ -1089,7 +1064,7 @@ static int check_params(cx_t *c)
         for (size_t n = 0; n < sizeof(REFUSED) / sizeof(REFUSED[0]); n++) {
             if (!str_is(c, k, REFUSED[n]))
                 continue;
-            if (none(c, k + 1))
+            if (absent(c, k + 1))
                 goto next; /* null is its default */
             return bad(c, REFUSED[n], "The '%s' parameter is not supported here.", REFUSED[n]);
         }
@@ -1100,12 +1075,12 @@ static int check_params(cx_t *c)
     next:;
     }
     uint32_t bg = get(c, 0, "background"), trunc = get(c, 0, "truncation");
-    if (!none(c, bg) && !is_bool(c, bg))
+    if (!absent(c, bg) && !is_bool(c, bg))
         return bad(c, "background", "Invalid type for 'background': expected a boolean, but got %s instead.",
                    type_name(c, bg));
     if (is(c, bg, VSR_JSON_TRUE))
         return bad(c, "background", "Background responses are not supported here.");
-    if (!none(c, trunc) && !str_is(c, trunc, "disabled")) {
+    if (!absent(c, trunc) && !str_is(c, trunc, "disabled")) {
         if (str_is(c, trunc, "auto"))
             return bad(c, "truncation", "truncation 'auto' is not supported here: the backend would drop input "
                                         "without saying so.");
@@ -1117,14 +1092,14 @@ static int check_params(cx_t *c)
     if (!is(c, model, VSR_JSON_STRING))
         return bad(c, "model", "Invalid type for 'model': expected a string, but got %s instead.", type_name(c, model));
     uint32_t input = get(c, 0, "input");
-    if (none(c, input))
+    if (absent(c, input))
         return bad(c, "input", "Missing required parameter: 'input'.");
     uint32_t instr = get(c, 0, "instructions");
-    if (!none(c, instr) && !is(c, instr, VSR_JSON_STRING))
+    if (!absent(c, instr) && !is(c, instr, VSR_JSON_STRING))
         return bad(c, "instructions", "Invalid type for 'instructions': expected a string, but got %s instead.",
                    type_name(c, instr));
     uint32_t mot = get(c, 0, "max_output_tokens");
-    if (!none(c, mot)) {
+    if (!absent(c, mot)) {
         int64_t v = int_of(c, mot);
         if (!is(c, mot, VSR_JSON_NUMBER) || v < 0)
             return bad(c, "max_output_tokens", "Invalid type for 'max_output_tokens': expected an integer.");
@@ -1133,9 +1108,9 @@ static int check_params(cx_t *c)
                                                "value >= 16, but got %lld instead.", (long long)v);
     }
     uint32_t ptc = get(c, 0, "parallel_tool_calls"), meta = get(c, 0, "metadata"), user = get(c, 0, "user");
-    if (!none(c, ptc) && !is_bool(c, ptc))
+    if (!absent(c, ptc) && !is_bool(c, ptc))
         return bad(c, "parallel_tool_calls", "Invalid type for 'parallel_tool_calls': expected a boolean.");
-    if (!none(c, meta)) {
+    if (!absent(c, meta)) {
         if (!is(c, meta, VSR_JSON_OBJECT))
             return bad(c, "metadata", "Invalid type for 'metadata': expected an object, but got %s instead.",
                        type_name(c, meta));
@@ -1147,10 +1122,10 @@ static int check_params(cx_t *c)
                 return bad(c, path(c, "metadata.%s", quote(c, mk)), "Invalid type for 'metadata.%s': expected a "
                                                                     "string.", quote(c, mk));
     }
-    if (!none(c, user) && !is(c, user, VSR_JSON_STRING))
+    if (!absent(c, user) && !is(c, user, VSR_JSON_STRING))
         return bad(c, "user", "Invalid type for 'user': expected a string, but got %s instead.", type_name(c, user));
     uint32_t include = get(c, 0, "include");
-    if (!none(c, include) && !is(c, include, VSR_JSON_ARRAY))
+    if (!absent(c, include) && !is(c, include, VSR_JSON_ARRAY))
         return bad(c, "include", "Invalid type for 'include': expected an array, but got %s instead.",
                    type_name(c, include));
     if (number_param(c, "temperature", 0, 2) != VSR_OK || number_param(c, "top_p", 0, 1) != VSR_OK)
@@ -1191,7 +1166,7 @@ static void write_echo(cx_t *c, vsr_buf_t *b)
     do {                                         \
         uint32_t v_ = get(c, 0, key);            \
         PUT(&c->w, "\"" key "\":");              \
-        if (!none(c, v_))                        \
+        if (!absent(c, v_))                        \
             put_compact(&c->w, vsr_json_raw(&c->j, v_)); \
         else                                     \
             PUT(&c->w, dflt);                    \
@@ -1296,21 +1271,21 @@ static int to_chat(cx_t *c, const char *prior, size_t prior_len, const vsr_respo
             raw(c, ptc);
         }
         uint32_t mot = get(c, 0, "max_output_tokens");
-        if (!none(c, mot)) {
+        if (!absent(c, mot)) {
             PUT(w, ",\"max_tokens\":");
             raw(c, mot);
         }
         static const char *const NUMS[] = {"temperature", "top_p"};
         for (size_t k = 0; k < 2; k++) {
             uint32_t v = get(c, 0, NUMS[k]);
-            if (!none(c, v)) {
+            if (!absent(c, v)) {
                 PUT(w, ",\"");
                 put(w, NUMS[k], strlen(NUMS[k]));
                 PUT(w, "\":");
                 raw(c, v);
             }
         }
-        if (!none(c, text))
+        if (!absent(c, text))
             write_text_format(c, text);
         uint32_t effort = get(c, reasoning, "effort");
         if (is(c, effort, VSR_JSON_STRING)) {
