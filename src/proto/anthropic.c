@@ -1375,6 +1375,19 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
     return cx_close(&c, rc);
 }
 
+int vsr_anthropic_api_format(const char *api_format)
+{
+    return api_format != NULL && strcmp(api_format, "anthropic") == 0;
+}
+
+int vsr_anthropic_answer_to_chat(int status, const char *body, size_t len, uint64_t created, vsr_buf_t *out,
+                                 vsr_anthropic_error_t *err)
+{
+    if (status >= 200 && status < 300)
+        return vsr_anthropic_response_to_chat(body, len, NULL, created, out, err);
+    return vsr_anthropic_error_to_chat(status, body, len, out);
+}
+
 /* ---- streams ------------------------------------------------------------------
  * SSE framing is proto/sse.h's (WHATWG: lines end in LF, CR or CRLF, "data:"
  * lines of one event joined with LF, an empty line dispatches, a partial

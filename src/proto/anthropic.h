@@ -80,6 +80,18 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
  * (type: the Anthropic error type; code: the status). */
 int vsr_anthropic_error_to_chat(int status, const char *body, size_t len, vsr_buf_t *out);
 
+/* ---- a model that speaks Messages ----
+ * The provider side every caller shares (the routing session's upstream
+ * call, a request graph's hop): whether a model's api_format is the
+ * Messages API, and its backend's whole answer in chat form. */
+/* api_format "anthropic" (NULL: the model speaks chat). */
+int vsr_anthropic_api_format(const char *api_format);
+/* A Messages backend's answer → chat: a 2xx message by
+ * vsr_anthropic_response_to_chat (default limits, `created`), any other
+ * status's error by vsr_anthropic_error_to_chat.  Their returns. */
+int vsr_anthropic_answer_to_chat(int status, const char *body, size_t len, uint64_t created, vsr_buf_t *out,
+                                 vsr_anthropic_error_t *err);
+
 /* Streams.  A translator is fed the upstream's SSE bytes in chunks of any
  * size and appends the translated SSE bytes to out; the output depends only
  * on the bytes, never on where the chunks were cut.  Memory: one pending line
