@@ -229,10 +229,16 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
 {
     (void)type, (void)id;
     vsr_completions_stream_t *s = ud;
-    if (event(data.p, data.len, s->out) == VSR_OK)
-        return VSR_OK;
-    s->failed = 1; /* out's cap */
-    return VSR_ERR_TOO_BIG;
+    /* each data line on its own (vsr's own chat streams write one) */
+    vsr_slice_t rest = data;
+    while (rest.p) {
+        vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
+        if (event(line.p, line.len, s->out) != VSR_OK) {
+            s->failed = 1; /* out's cap */
+            return VSR_ERR_TOO_BIG;
+        }
+    }
+    return VSR_OK;
 }
 
 /* The events are framed by proto/sse.h. */

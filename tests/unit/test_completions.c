@@ -170,6 +170,19 @@ static void test_stream_framing(void **state)
         vsr_buf_free(&out);
     }
     vsr_buf_free(&in);
+    /* each data line of an event is read on its own, as vsr did when it cut
+     * events itself: an empty one adds nothing, two chunks give two */
+    vsr_completions_stream_t s;
+    vsr_completions_stream_init(&s);
+    vsr_buf_t out;
+    vsr_buf_init(&out, 1 << 20);
+    const char *two = "data\ndata: {\"error\":{\"message\":\"x\"}}\ndata: {\"error\":{\"message\":\"y\"}}\n\n";
+    const char *want = "data: {\"error\":{\"message\":\"x\"}}\n\ndata: {\"error\":{\"message\":\"y\"}}\n\n";
+    assert_int_equal(vsr_completions_stream_feed(&s, two, strlen(two), &out), VSR_OK);
+    assert_int_equal(out.len, strlen(want));
+    assert_memory_equal(out.data, want, out.len);
+    vsr_completions_stream_free(&s);
+    vsr_buf_free(&out);
 }
 
 int main(void)
