@@ -65,30 +65,7 @@
 #include "json/json.h"
 #include "proto/proto-int.h"
 
-/* ---- output ---------------------------------------------------------- */
-
-typedef struct {
-    vsr_buf_t *b;
-    int rc;
-} w_t;
-
-static void put(w_t *w, const char *p, size_t n)
-{
-    if (w->rc == VSR_OK && n > 0)
-        w->rc = vsr_buf_append(w->b, p, n);
-}
-#define PUT(w, lit) put((w), "" lit, sizeof(lit) - 1)
-
-static void put_slice(w_t *w, vsr_slice_t s)
-{
-    put(w, s.p, s.len);
-}
-
-static void put_str(w_t *w, vsr_slice_t s)
-{
-    if (w->rc == VSR_OK)
-        w->rc = vsr_buf_append_json_string(w->b, s);
-}
+/* ---- output (the writer is proto-int.h's) ------------------------------ */
 
 /* Valid JSON text without the whitespace between its tokens: what goes
  * into an SSE data line must hold no line break. */
@@ -115,12 +92,6 @@ static void put_compact(w_t *w, vsr_slice_t s)
         }
     }
     put(w, s.p + run, s.len - run);
-}
-
-static void put_u64(w_t *w, uint64_t v)
-{
-    char tmp[VSR_U64_DIGITS];
-    put(w, tmp, vsr_fmt_u64(tmp, v, 0));
 }
 
 /* ---- a parsed input --------------------------------------------------- */
@@ -307,34 +278,9 @@ static int is_bool(const cx_t *c, uint32_t t)
     return is(c, t, VSR_JSON_TRUE) || is(c, t, VSR_JSON_FALSE);
 }
 
-static void raw(cx_t *c, uint32_t t)
-{
-    put_slice(&c->w, vsr_json_raw(&c->j, t));
-}
-
-static vsr_slice_t inner(const cx_t *c, uint32_t t)
-{
-    vsr_slice_t r = vsr_json_raw(&c->j, t);
-    return vsr_slice(r.p + 1, r.len - 2);
-}
-
-static uint32_t next_sib(const cx_t *c, uint32_t t)
-{
-    return c->j.toks[t].next;
-}
-
 static uint32_t count(const cx_t *c, uint32_t t)
 {
     return c->j.toks[t].count;
-}
-
-static int64_t int_of(const cx_t *c, uint32_t t)
-{
-    double d;
-    if (!is(c, t, VSR_JSON_NUMBER) || vsr_json_number(&c->j, t, &d) != VSR_OK || !(d >= 0) || d > 9.0e15 ||
-        d != (double)(int64_t)d)
-        return -1;
-    return (int64_t)d;
 }
 
 static uint64_t count_of(const cx_t *c, uint32_t t)
