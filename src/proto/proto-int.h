@@ -74,4 +74,37 @@ static inline int64_t int_value(const vsr_json_t *j, uint32_t t)
 }
 #define int_of(c, t) int_value(&(c)->j, (t))
 
+/* ---- inputs and error messages ---- */
+/* JSON is UTF-8 (RFC 8259 §8.1): what a translation writes must be too, so
+ * each stray byte of an input that is not becomes U+FFFD (it can only be
+ * inside a string, or the parse fails as it would have); *body and *len then
+ * name the repaired copy, in pool. */
+static inline void utf8_repair_in(vsr_pool_t *pool, const char **body, size_t *len)
+{
+    if (vsr_utf8_valid(vsr_slice(*body, *len)))
+        return;
+    char *fixed = vsr_pool_alloc(pool, 3 * *len + 1);
+    *len = vsr_utf8_repair(*body, *len, fixed);
+    *body = fixed;
+}
+
+/* String token t quoted in an error message: valid UTF-8, at most 40 bytes,
+ * in pool, its control bytes, '"' and the bytes of also (NULL: none) made
+ * '?'; "?" when t is not a string. */
+static inline const char *client_quote(const vsr_json_t *j, uint32_t t, vsr_pool_t *pool, const char *also)
+{
+    vsr_slice_t s = VSR_SLICE_NULL;
+    if (vsr_json_type(j, t) != VSR_JSON_STRING || vsr_json_string(j, t, pool, &s) != VSR_OK)
+        return "?";
+    vsr_buf_t b;
+    vsr_buf_init(&b, 64);
+    vsr_json_append_client_text(&b, s, 40);
+    char *r = vsr_pool_strndup(pool, b.data ? b.data : "", b.len);
+    vsr_buf_free(&b);
+    for (char *q = r; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == '"' || (also && strchr(also, *q)))
+            *q = '?';
+    return r;
+}
+
 #endif /* VSR_PROTO_INT_H */

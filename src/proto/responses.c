@@ -190,21 +190,10 @@ static const char *path(cx_t *c, const char *fmt, ...)
     return vsr_pool_strndup(&c->pool, tmp, strlen(tmp));
 }
 
-/* A client string for an error message: valid UTF-8, at most 40 bytes. */
+/* A client string for an error message (proto-int.h). */
 static const char *quote(cx_t *c, uint32_t t)
 {
-    vsr_slice_t s = VSR_SLICE_NULL;
-    if (vsr_json_type(&c->j, t) != VSR_JSON_STRING || vsr_json_string(&c->j, t, &c->pool, &s) != VSR_OK)
-        return "?";
-    vsr_buf_t b;
-    vsr_buf_init(&b, 64);
-    vsr_json_append_client_text(&b, s, 40);
-    char *r = vsr_pool_strndup(&c->pool, b.data ? b.data : "", b.len);
-    vsr_buf_free(&b);
-    for (char *q = r; *q; q++)
-        if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\'')
-            *q = '?';
-    return r;
+    return client_quote(&c->j, t, &c->pool, "'");
 }
 
 static const char *type_name(const cx_t *c, uint32_t t)
@@ -234,14 +223,8 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_responses_li
     vsr_pool_init(&c->pool);
     if (len > c->lim.max_input)
         return big(c, NULL, "Request body is larger than %zu bytes.", c->lim.max_input);
-    if (repair && !vsr_utf8_valid(vsr_slice(body, len))) {
-        /* JSON is UTF-8 (RFC 8259 §8.1): what the translation writes must be
-         * too, so each stray byte becomes U+FFFD (it can only be inside a
-         * string, or the parse fails as it would have) */
-        char *fixed = vsr_pool_alloc(&c->pool, 3 * len + 1);
-        len = vsr_utf8_repair(body, len, fixed);
-        body = fixed;
-    }
+    if (repair)
+        utf8_repair_in(&c->pool, &body, &len);
     vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
     int rc = vsr_json_parse(&c->j, body, len, &jl);
     if (rc == VSR_ERR_TOO_BIG)
