@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "proto/anthropic.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -108,7 +109,7 @@ static void stream_run(vsr_anthropic_dir_t dir, const char *p, size_t n, size_t 
         vsr_anthropic_stream_feed(&s, p + cut1, cut2 - cut1, out);
         vsr_anthropic_stream_feed(&s, p + cut2, n - cut2, out);
     }
-    CHECK(s.line.len <= 4096 && s.data.len <= 4096);
+    CHECK(s.sse._line.len <= 4096 && s.sse._data.len <= 4096 + 1); /* +1: the LF of the last data line */
     *rc_out = vsr_anthropic_stream_finish(&s, out);
     vsr_anthropic_stream_free(&s);
 }

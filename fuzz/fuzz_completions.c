@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "proto/anthropic.h"
+#include "proto/completions.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -68,7 +70,7 @@ static void stream_run(const char *p, size_t n, size_t step, vsr_buf_t *out)
     vsr_buf_reset(out);
     for (size_t i = 0; i < n; i += step)
         vsr_completions_stream_feed(&s, p + i, n - i < step ? n - i : step, out);
-    CHECK(s.pend.len <= VSR_ANTHROPIC_MAX_EVENT);
+    CHECK(s.sse._line.len <= VSR_ANTHROPIC_MAX_EVENT && s.sse._data.len <= VSR_ANTHROPIC_MAX_EVENT + 1);
     vsr_completions_stream_free(&s);
 }
 

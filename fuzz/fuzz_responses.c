@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "proto/responses.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -87,7 +88,7 @@ static void stream_run(const vsr_responses_meta_t *m, const char *p, size_t n, s
         vsr_responses_stream_feed(&s, p + cut1, cut2 - cut1, out);
         vsr_responses_stream_feed(&s, p + cut2, n - cut2, out);
     }
-    CHECK(s.line.len <= 4096 && s.data.len <= 4096 && s.text.len <= 8192 && s.args.len <= 8192);
+    CHECK(s.sse._line.len <= 4096 && s.sse._data.len <= 4096 + 1 && s.text.len <= 8192 && s.args.len <= 8192);
     *rc_out = vsr_responses_stream_finish(&s, out);
     CHECK(*rc_out == VSR_OK || *rc_out == VSR_ERR_INVALID || *rc_out == VSR_ERR_TOO_BIG);
     if (final) {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http.h"
+#include "proto/sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Enforces the module rules of DESIGN.md §3 by reading #include lines:
 - each module is included only through its public header src/<m>/<m>.h
-  (other headers are private to their module);
+  (other headers are private to their module), except proto/, whose codecs
+  each have their own public header (PUBLIC_HEADERS);
+- proto/ (provider and client formats, sans-IO) includes base and json
+  only: no transport, no routing; routing, gateway, graph and extproc may
+  include it;
 - routing, signals, decision, plugins, graph and upstream include nothing
   from gateway/ or extproc/, and no libuv, Envoy or gRPC header in routing's
   transport-agnostic core (routing, signals, decision, plugins);
@@ -20,23 +24,26 @@ ALLOWED = {
     "base": set(),
     "json": {"base"},
     "http": {"base"},
+    "proto": {"base", "json"},
     "config": {"base", "json", "http"},
     "signals": {"base", "json", "http", "config", "runtime"},
     "decision": {"base", "json", "http", "config", "signals"},
     "plugins": {"base", "json", "http", "config"},
-    "graph": {"base", "json", "http", "config", "routing"},
-    "routing": {"base", "json", "http", "config", "signals", "decision", "plugins", "graph"},
+    "graph": {"base", "json", "http", "config", "routing", "proto"},
+    "routing": {"base", "json", "http", "config", "signals", "decision", "plugins", "graph", "proto"},
     "upstream": {"base", "json", "http", "config"},
     "runtime": {"base", "json", "http", "models"},
     "models": {"base"},
     "obs": {"base"},
     "store": {"base"},
     "admin": {"base", "json", "http", "config", "routing"},
-    "gateway": {"base", "json", "http", "config", "routing", "upstream", "obs", "admin", "store", "extproc"},
-    "extproc": {"base", "json", "http", "config", "routing", "upstream", "obs"},
+    "gateway": {"base", "json", "http", "config", "routing", "upstream", "obs", "admin", "store", "extproc", "proto"},
+    "extproc": {"base", "json", "http", "config", "routing", "upstream", "obs", "proto"},
     "cmd": None,  # the composition root may include everything
 }
-TRANSPORT_FREE = {"routing", "signals", "decision", "plugins"}
+TRANSPORT_FREE = {"routing", "signals", "decision", "plugins", "proto"}
+# modules with more than one public header: proto's codecs, one header each
+PUBLIC_HEADERS = {"proto": {"sse.h", "anthropic.h", "responses.h", "completions.h"}}
 FORBIDDEN_SYSTEM = re.compile(r"^(uv\.h|uv/|nghttp2|grpc|envoy|protobuf-c)")
 
 inc_re = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
@@ -64,7 +71,7 @@ for f in sorted(SRC.glob("*/*")):
         if target == mod:
             continue
         deps.setdefault(mod, set()).add(target)
-        if header != f"{target}.h":
+        if header != f"{target}.h" and header not in PUBLIC_HEADERS.get(target, ()):
             errors.append(f"{f.relative_to(ROOT)}: includes {path}, a private header of {target}/")
         if (target == "gateway" and mod != "cmd") or (target == "extproc" and mod not in ("cmd", "gateway")):
             errors.append(f"{f.relative_to(ROOT)}: only cmd/ may include {target}/")

@@ -78,9 +78,7 @@ static void hop_on_complete(void *ud)
         vsr_buf_reset(&h->xbody);
         vsr_anthropic_error_t err;
         const char *p = h->body.data ? h->body.data : "";
-        int rc = h->status >= 200 && h->status < 300
-                     ? vsr_anthropic_response_to_chat(p, h->body.len, NULL, (uint64_t)time(NULL), &h->xbody, &err)
-                     : vsr_anthropic_error_to_chat(h->status, p, h->body.len, &h->xbody);
+        int rc = vsr_anthropic_answer_to_chat(h->status, p, h->body.len, (uint64_t)time(NULL), &h->xbody, &err);
         if (rc != VSR_OK) /* not a Messages answer: the hop failed */
             h->done(h->done_ud, VSR_ERR, h->status, vsr_slice(NULL, 0), attempts(h));
         else
@@ -127,7 +125,7 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
     }
     h->piece = call->body;
     vsr_buf_init(&h->xbody, (size_t)h->max);
-    h->messages = call->path.p == NULL && call->model->api_format && strcmp(call->model->api_format, "anthropic") == 0;
+    h->messages = call->path.p == NULL && vsr_anthropic_api_format(call->model->api_format);
     if (h->messages) {
         vsr_anthropic_error_t err;
         if (vsr_anthropic_request_from_chat(call->body.p, call->body.len, NULL, &h->xbody, &err) != VSR_OK) {

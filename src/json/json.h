@@ -86,6 +86,32 @@ static inline int vsr_json_object_get(const vsr_json_t *j, uint32_t obj, const c
 int vsr_json_string(const vsr_json_t *j, uint32_t t, vsr_pool_t *pool, vsr_slice_t *out);
 /* True when string token t equals s after unescaping (no allocation). */
 int vsr_json_string_eq(const vsr_json_t *j, uint32_t t, vsr_slice_t s);
+/* Reading members the way the format codecs (proto/) do: token 0 is the
+ * root, never a member's value, so 0 stands for "absent".
+ * vsr_json_member: the value of member key of object t, or 0 (absent, t not
+ * an object, or t past the tokens).  vsr_json_is: t is present and of type.
+ * vsr_json_absent: t is absent or null.  vsr_json_str_is: t is a string
+ * equal to s after unescaping. */
+static inline uint32_t vsr_json_member(const vsr_json_t *j, uint32_t t, const char *key)
+{
+    uint32_t v;
+    if (t >= j->ntoks || vsr_json_object_get(j, t, key, &v) != VSR_OK)
+        return 0;
+    return v;
+}
+static inline int vsr_json_is(const vsr_json_t *j, uint32_t t, vsr_json_type_t type)
+{
+    return t != 0 && vsr_json_type(j, t) == type;
+}
+static inline int vsr_json_absent(const vsr_json_t *j, uint32_t t)
+{
+    return t == 0 || vsr_json_type(j, t) == VSR_JSON_NULL;
+}
+static inline int vsr_json_str_is(const vsr_json_t *j, uint32_t t, const char *s)
+{
+    return vsr_json_is(j, t, VSR_JSON_STRING) && vsr_json_string_eq(j, t, vsr_slice_cstr(s));
+}
+
 /* Duplicate member names.  RFC 8259 §4 says names SHOULD be unique and
  * leaves duplicates to the implementation (Go keeps the last, others the
  * first); I-JSON (RFC 7493 §2.3) says MUST.  A proxy that reads one copy
@@ -226,320 +252,5 @@ typedef struct {
  * arrays, responses items) are listed at the top of chatview.c. */
 int vsr_chat_view_build(const vsr_json_t *j, vsr_api_kind_t api, vsr_pool_t *pool, vsr_chat_view_t *out,
                         const char **why);
-
-/* ==== Anthropic Messages ===================================================
- * The codec between Anthropic's Messages API (POST /v1/messages) and OpenAI
- * chat completions, both directions: pure (no I/O, no clock, no globals),
- * single-threaded per object, linear in its input.  Bodies are given as bytes
- * and parsed here under the limits below; output is appended to a caller's
- * vsr_buf_t, whose cap bounds it (VSR_ERR_TOO_BIG past it).  What maps to
- * what, and what is dropped, is listed at the top of anthropic.c.
- *
- * Errors of a translation fill a vsr_anthropic_error_t: an Anthropic error
- * type ("invalid_request_error", "request_too_large", "api_error") and a
- * message naming the field and why ("max_tokens: Field required",
- * "messages.1.role: Input should be 'user' or 'assistant'"). */
-#define VSR_ANTHROPIC_MAX_INPUT (16u << 20)      /* bytes of one body */
-#define VSR_ANTHROPIC_MAX_DEPTH 64u              /* JSON nesting */
-#define VSR_ANTHROPIC_MAX_ITEMS 4096u            /* messages + blocks + tools + tool calls */
-#define VSR_ANTHROPIC_MAX_EVENT (1u << 20)       /* bytes of one SSE line / event */
-#define VSR_ANTHROPIC_DEFAULT_MAX_TOKENS 4096u   /* egress, when the chat request has none */
-
-typedef struct {
-    size_t max_input;            /* 0 → VSR_ANTHROPIC_MAX_INPUT */
-    uint32_t max_depth;          /* 0 → VSR_ANTHROPIC_MAX_DEPTH */
-    uint32_t max_items;          /* 0 → VSR_ANTHROPIC_MAX_ITEMS */
-    size_t max_event;            /* streams: 0 → VSR_ANTHROPIC_MAX_EVENT */
-    uint32_t default_max_tokens; /* egress: 0 → VSR_ANTHROPIC_DEFAULT_MAX_TOKENS */
-    int count_tokens;            /* ingress: a count_tokens body (max_tokens neither required nor copied) */
-    int lenient;                 /* ingress: what has no chat form (document blocks, server tools ...) is left
-                                  * out, not refused; on VSR_OK err->message names the first such thing
-                                  * (empty when nothing was left out) and err->type is NULL */
-} vsr_anthropic_limits_t;
-
-typedef struct {
-    const char *type;  /* static: Anthropic error type */
-    char message[256]; /* NUL-terminated; client text in it is cut and made valid UTF-8 */
-} vsr_anthropic_error_t;
-
-/* Ingress: an Anthropic Messages request → an OpenAI chat request (model
- * kept).  lim may be NULL.  VSR_OK; VSR_ERR_INVALID (err: invalid_request_error,
- * what Anthropic itself would reject or what has no chat form);
- * VSR_ERR_TOO_BIG (err: request_too_large: the body, its nesting, its item
- * count, or out's cap).  On error out may hold a partial body. */
-int vsr_anthropic_request_to_chat(const char *body, size_t len, const vsr_anthropic_limits_t *lim, vsr_buf_t *out,
-                                  vsr_anthropic_error_t *err);
-/* Ingress answer: an OpenAI chat.completion → an Anthropic message (choice
- * 0).  VSR_OK, VSR_ERR_INVALID (not a chat.completion; err api_error) or
- * VSR_ERR_TOO_BIG. */
-int vsr_anthropic_response_from_chat(const char *body, size_t len, const vsr_anthropic_limits_t *lim, vsr_buf_t *out,
-                                     vsr_anthropic_error_t *err);
-/* The Anthropic error type for an HTTP status (400 invalid_request_error,
- * 401 authentication_error, 403 permission_error, 404 not_found_error, 413
- * request_too_large, 429 rate_limit_error, 529 overloaded_error, other 5xx
- * api_error, other 4xx invalid_request_error).  Static string. */
-const char *vsr_anthropic_error_type(int status);
-/* Appends {"type":"error","error":{"type":type,"message":message}}. */
-int vsr_anthropic_error_body(vsr_buf_t *out, const char *type, vsr_slice_t message);
-/* An OpenAI error body (any bytes) answered with `status` → an Anthropic
- * error body: error.message kept when there is one, else a message naming
- * the status; the type from the status.  VSR_OK or VSR_ERR_TOO_BIG. */
-int vsr_anthropic_error_from_chat(int status, const char *body, size_t len, vsr_buf_t *out);
-
-/* Egress: an OpenAI chat request → an Anthropic Messages request for a
- * backend whose api_format is anthropic.  VSR_OK, VSR_ERR_INVALID (err:
- * invalid_request_error, e.g. n > 1) or VSR_ERR_TOO_BIG. */
-int vsr_anthropic_request_from_chat(const char *body, size_t len, const vsr_anthropic_limits_t *lim, vsr_buf_t *out,
-                                    vsr_anthropic_error_t *err);
-/* Egress answer: an Anthropic message → an OpenAI chat.completion with the
- * given `created` (seconds; the codec reads no clock).  VSR_OK,
- * VSR_ERR_INVALID (err api_error) or VSR_ERR_TOO_BIG. */
-int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthropic_limits_t *lim, uint64_t created,
-                                   vsr_buf_t *out, vsr_anthropic_error_t *err);
-/* An Anthropic error body → an OpenAI one {"error":{"message","type","code"}}
- * (type: the Anthropic error type; code: the status). */
-int vsr_anthropic_error_to_chat(int status, const char *body, size_t len, vsr_buf_t *out);
-
-/* Streams.  A translator is fed the upstream's SSE bytes in chunks of any
- * size and appends the translated SSE bytes to out; the output depends only
- * on the bytes, never on where the chunks were cut.  Memory: one pending line
- * and one pending event, each at most max_event bytes.
- *  TO_MESSAGES: OpenAI chat.completion.chunk SSE → Anthropic events
- *   (message_start, content_block_start/delta/stop, message_delta with
- *   stop_reason and usage, message_stop; an upstream error → an error event).
- *  TO_CHAT: Anthropic events → chat.completion.chunk SSE ending in
- *   data: [DONE] (with a usage chunk before it when include_usage).
- * vsr_anthropic_stream_feed returns VSR_OK, or VSR_ERR_INVALID /
- * VSR_ERR_TOO_BIG once the stream has failed (an event too long, a payload
- * that is not JSON, interleaved tool calls): an error event has then been
- * written and every later byte is ignored.  vsr_anthropic_stream_finish is
- * called when the upstream stream ends: a stream that ended properly gets
- * nothing more; one that ended early gets its open block closed and an
- * error event (api_error, "upstream stream ended before its end") instead of
- * a proper ending, so a client never takes a cut answer for a whole one —
- * except that a stream that sent its finish (finish_reason; message_delta's
- * stop_reason) but not its end marker ([DONE]; message_stop) is ended
- * normally.  VSR_OK, or VSR_ERR_INVALID when it ended early (VSR_ERR_TOO_BIG
- * when out's cap is hit, here or in feed: the stream has then failed). */
-typedef enum { VSR_ANTHROPIC_TO_MESSAGES = 1, VSR_ANTHROPIC_TO_CHAT } vsr_anthropic_dir_t;
-
-typedef struct {
-    vsr_anthropic_dir_t dir;
-    vsr_anthropic_limits_t lim;
-    uint64_t created;
-    int include_usage;
-    vsr_buf_t line, data, event; /* pending line; the current event's data and name */
-    int cr;                      /* the last byte was a CR (a following LF belongs to it) */
-    int state;                   /* private */
-    int block_open, block_tool;  /* private: the open content block */
-    uint32_t next_block;         /* private: index of the next Anthropic block */
-    int64_t cur_tool, max_tool;  /* private: OpenAI tool-call indices */
-    const char *stop_reason;     /* private */
-    uint64_t in_tokens, out_tokens;
-    char id[128], model[256];
-    size_t id_len, model_len;
-} vsr_anthropic_stream_t;
-
-/* created and include_usage matter only TO_CHAT.  lim may be NULL. */
-void vsr_anthropic_stream_init(vsr_anthropic_stream_t *s, vsr_anthropic_dir_t dir, const vsr_anthropic_limits_t *lim,
-                               uint64_t created, int include_usage);
-int vsr_anthropic_stream_feed(vsr_anthropic_stream_t *s, const char *p, size_t n, vsr_buf_t *out);
-int vsr_anthropic_stream_finish(vsr_anthropic_stream_t *s, vsr_buf_t *out);
-void vsr_anthropic_stream_free(vsr_anthropic_stream_t *s);
-
-/* ==== Responses API ========================================================
- * The codec between OpenAI's Responses API (POST /v1/responses) and chat
- * completions: pure (no I/O, no clock, no randomness, no globals), single-
- * threaded per object, linear in its input.  Bodies are parsed here under
- * the limits below; output is appended to caller buffers, whose caps bound
- * it (VSR_ERR_TOO_BIG past them).  What maps to what, what is dropped and
- * what is refused is listed at the top of responses.c.
- *
- * The caller owns ids, clocks and the store: it reads the request's
- * previous_response_id (vsr_responses_request_info), fetches that
- * response's conversation (a JSON array of chat messages, as this codec
- * wrote it), passes it to vsr_responses_request_to_chat, and after the
- * answer keeps the conversation the answer side returns (prior turns, this
- * request's input, the assistant's turn) for the next previous_response_id.
- *
- * Errors fill a vsr_responses_error_t: the HTTP status to answer (400,
- * 413; 502 for a chat answer the codec cannot read; 500 for a stored
- * conversation that is not a JSON array), an OpenAI error type,
- * the parameter at fault ("input[2].content[0].type", "" for none) and a
- * message in OpenAI's words ("Missing required parameter: 'model'."). */
-#define VSR_RESPONSES_MAX_INPUT (16u << 20)  /* bytes of one body */
-#define VSR_RESPONSES_MAX_DEPTH 64u          /* JSON nesting */
-#define VSR_RESPONSES_MAX_ITEMS 4096u        /* input items + parts + tools; output items */
-#define VSR_RESPONSES_MAX_EVENT (1u << 20)   /* streams: bytes of one SSE line / event */
-#define VSR_RESPONSES_MAX_OUTPUT (16u << 20) /* streams: bytes kept of the answer (text, arguments, items) */
-
-typedef struct {
-    size_t max_input;  /* 0 → VSR_RESPONSES_MAX_INPUT */
-    uint32_t max_depth; /* 0 → VSR_RESPONSES_MAX_DEPTH */
-    uint32_t max_items; /* 0 → VSR_RESPONSES_MAX_ITEMS */
-    size_t max_event;  /* 0 → VSR_RESPONSES_MAX_EVENT */
-    size_t max_output; /* 0 → VSR_RESPONSES_MAX_OUTPUT */
-} vsr_responses_limits_t;
-
-typedef struct {
-    int status;        /* HTTP status to answer with */
-    const char *type;  /* static: "invalid_request_error", "server_error" */
-    char param[96];    /* NUL-terminated; "" when no single parameter is at fault */
-    char message[256]; /* NUL-terminated; client text in it is cut and made valid UTF-8 */
-} vsr_responses_error_t;
-
-/* What the caller needs of a request before translating it. */
-typedef struct {
-    int stream;                      /* "stream": true */
-    int store;                       /* "store", default true */
-    char previous_response_id[128];  /* NUL-terminated; "" when absent or null */
-} vsr_responses_info_t;
-
-/* Reads stream, store and previous_response_id (checking their types and
- * that the id fits).  VSR_OK, VSR_ERR_INVALID or VSR_ERR_TOO_BIG (err). */
-int vsr_responses_request_info(const char *body, size_t len, const vsr_responses_limits_t *lim,
-                               vsr_responses_info_t *info, vsr_responses_error_t *err);
-
-/* Outputs of a request translation.  chat is required; the others may be
- * NULL when not wanted.
- *  chat:  the chat completions body;
- *  items: this request's input items, normalised (a JSON array: every
- *         message has type "message" and content parts; string input is one
- *         user message), for GET /v1/responses/{id}/input_items;
- *  conv:  the conversation so far as chat messages (a JSON array: prior,
- *         then this input; instructions are not part of it, as a
- *         continued response does not inherit them);
- *  echo:  a JSON object of the request fields a Response object repeats
- *         (instructions, max_output_tokens, metadata, parallel_tool_calls,
- *         previous_response_id, reasoning, store, temperature, text,
- *         tool_choice, tools, top_p, truncation, user), defaults filled in,
- *         without whitespace between tokens (one SSE line); pass it back in
- *         vsr_responses_meta_t. */
-typedef struct {
-    vsr_buf_t *chat, *items, *conv, *echo;
-} vsr_responses_out_t;
-
-/* A Responses request (+ the stored conversation of its previous response,
- * a JSON array of chat messages; prior NULL or prior_len 0 for none) → the
- * outputs above.  lim may be NULL.  VSR_OK; VSR_ERR_INVALID (status 400:
- * what OpenAI refuses, unknown parameters, and what has no chat form, e.g.
- * built-in tools); VSR_ERR_TOO_BIG (413: the body, its nesting, its item
- * count, or an output's cap).  On error the outputs may hold partial text. */
-int vsr_responses_request_to_chat(const char *body, size_t len, const char *prior, size_t prior_len,
-                                  const vsr_responses_limits_t *lim, const vsr_responses_out_t *out,
-                                  vsr_responses_error_t *err);
-
-/* What a Response object carries besides the chat answer.  All borrowed. */
-typedef struct {
-    vsr_slice_t id;      /* "resp_..." (the caller's); item ids derive from it */
-    uint64_t created_at; /* seconds */
-    vsr_slice_t model;   /* used when the chat answer names none */
-    vsr_slice_t echo;    /* vsr_responses_out_t.echo; empty → no echo fields */
-    vsr_slice_t conv;    /* vsr_responses_out_t.conv; empty → [] */
-} vsr_responses_meta_t;
-
-/* A chat.completion → a Response object (choice 0) into out, and when conv
- * is not NULL the conversation after it (meta->conv plus the assistant's
- * turn as a chat message).  finish_reason length → status "incomplete",
- * incomplete_details.reason "max_output_tokens" (content_filter →
- * "content_filter"); tool_calls → function_call items.  VSR_OK,
- * VSR_ERR_INVALID (502: not a chat.completion) or VSR_ERR_TOO_BIG. */
-int vsr_responses_response_from_chat(const char *body, size_t len, const vsr_responses_meta_t *meta,
-                                     const vsr_responses_limits_t *lim, vsr_buf_t *out, vsr_buf_t *conv,
-                                     vsr_responses_error_t *err);
-
-/* {"error":{"message":..,"type":..,"param":..|null,"code":null}} for err. */
-int vsr_responses_error_body(vsr_buf_t *out, const vsr_responses_error_t *err);
-/* A chat error body (any bytes) answered with `status` → a Responses error
- * body for the same status: message, type, param and code kept when they
- * are there (code as a string), else a message naming the status and the
- * type from it.  VSR_OK or VSR_ERR_TOO_BIG. */
-int vsr_responses_error_from_chat(int status, const char *body, size_t len, vsr_buf_t *out);
-
-/* Streams: chat.completion.chunk SSE bytes, in chunks of any size → the
- * Responses events (`event: <type>\ndata: {...}\n\n`, sequence_number 0,
- * 1, 2 ...): response.created, response.in_progress, then per output item
- * output_item.added, (messages) content_part.added, output_text.delta...
- * (refusal.delta... in a refusal part), output_text.done (refusal.done),
- * content_part.done, (function calls)
- * function_call_arguments.delta..., function_call_arguments.done, then
- * output_item.done; and at the end response.completed (or
- * response.incomplete, as OpenAI sends for status "incomplete") carrying the
- * whole Response object.  The output depends only on the bytes, never on
- * where the chunks were cut.
- *
- * vsr_responses_stream_feed returns VSR_OK, or VSR_ERR_INVALID /
- * VSR_ERR_TOO_BIG once the stream has failed (an upstream error event, an
- * event too long, a payload that is not JSON, interleaved tool calls, the
- * answer past max_output): a response.failed event (status "failed",
- * error {code, message}) has then been written and every later byte is
- * ignored.  vsr_responses_stream_finish is called when the upstream stream
- * ends: a stream that sent its finish_reason ends normally (with or without
- * [DONE]); one that did not fails ("upstream stream ended before its end").
- * After finish (or a failure) `final` holds the whole Response object and
- * `conv` the conversation after it (meta->conv plus the assistant's turn;
- * empty when the stream failed), for the store.
- *
- * Memory: one pending line and one event's data, each at most max_event
- * bytes; the answer's text, its arguments, its finished items and the
- * assistant's turn, each at most max_output bytes (plus the copied meta). */
-typedef struct {
-    vsr_responses_limits_t lim;
-    vsr_buf_t line, data;           /* private: the pending line; the current event's data */
-    int cr;                         /* private: the last byte was a CR */
-    int state;                      /* private */
-    uint64_t seq;                   /* private: the next sequence_number */
-    uint64_t created_at;
-    vsr_buf_t id, model, echo, conv_in; /* private: copies of meta */
-    vsr_buf_t text;                 /* private: the open message's text (raw JSON string body) */
-    vsr_buf_t args;                 /* private: the open call's arguments (raw JSON string body) */
-    vsr_buf_t call_id, call_name;   /* private: the open call's (raw JSON strings) */
-    vsr_buf_t items;                /* private: finished output items, comma-separated */
-    vsr_buf_t calls;                /* private: finished chat tool_calls, comma-separated */
-    vsr_buf_t turn_text;            /* private: the message text, for the conversation */
-    vsr_buf_t refusal, turn_refusal; /* private: the open message's refusal; all of it, for the conversation */
-    int text_part, refusal_part;    /* private: content_index of the open message's parts, -1 none */
-    int open;                       /* private: 0 none, 1 message, 2 function call */
-    uint32_t n_items;               /* private: output items so far */
-    int64_t cur_tool;               /* private: the open call's chat index */
-    const char *finish;             /* private: the finish_reason seen, static */
-    int have_usage;
-    uint64_t in_tokens, out_tokens, total_tokens, cached_tokens, reasoning_tokens;
-    vsr_buf_t final;                /* after finish: the Response object */
-    vsr_buf_t conv;                 /* after finish: the conversation */
-} vsr_responses_stream_t;
-
-/* Copies what it needs of meta.  lim may be NULL. */
-void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_meta_t *meta,
-                               const vsr_responses_limits_t *lim);
-int vsr_responses_stream_feed(vsr_responses_stream_t *s, const char *p, size_t n, vsr_buf_t *out);
-int vsr_responses_stream_finish(vsr_responses_stream_t *s, vsr_buf_t *out);
-void vsr_responses_stream_free(vsr_responses_stream_t *s);
-
-/* ==== Completions ==========================================================
- * OpenAI's Completions API (POST /v1/completions) <-> chat completions, for
- * a model that does not serve Completions itself (api_format anthropic:
- * composed with the Messages codec).  Pure, linear in the input; what maps
- * to what is listed at the top of completions.c. */
-
-/* A completions request → a chat request (model kept).  VSR_OK, or
- * VSR_ERR_INVALID with err (NUL-terminated, err_len bytes at most) naming
- * the field that has no chat form. */
-int vsr_completions_request_to_chat(const char *body, size_t len, vsr_buf_t *out, char *err, size_t err_len);
-/* A chat.completion → a text_completion (choice 0).  VSR_OK, VSR_ERR_INVALID
- * (not a chat.completion) or VSR_ERR_TOO_BIG (out's cap). */
-int vsr_completions_response_from_chat(const char *body, size_t len, vsr_buf_t *out);
-
-/* chat.completion.chunk SSE bytes, in chunks of any size → text_completion
- * chunk SSE bytes.  An event over VSR_ANTHROPIC_MAX_EVENT bytes ends the
- * stream with an error event; later bytes are ignored. */
-typedef struct {
-    vsr_buf_t pend; /* an event's bytes not yet whole */
-    int failed;
-} vsr_completions_stream_t;
-
-void vsr_completions_stream_init(vsr_completions_stream_t *s);
-int vsr_completions_stream_feed(vsr_completions_stream_t *s, const char *p, size_t n, vsr_buf_t *out);
-void vsr_completions_stream_free(vsr_completions_stream_t *s);
 
 #endif /* VSR_JSON_H */

@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "http/http.h"
-
 /* The exact key covers the whole request, less what is known not to change
  * the answer: every member of the body but these (`model` is hashed as the
  * model asked for, before routing), and every header field the client sent

@@ -15,6 +15,8 @@
 
 #include <stdio.h>
 
+#include "proto/anthropic.h"
+
 #define RG_HEAD (64u << 10)
 #define RG_TAIL (64u << 10)
 #define RG_CARRY (1u << 20)

@@ -6,6 +6,7 @@
 
 #include "decision/decision.h"
 #include "http/http.h"
+#include "proto/sse.h"
 #include "routing/routing.h"
 #include "signals/signals.h"
 

@@ -8,6 +8,9 @@
 #include <time.h>
 
 #include "plugins/plugins.h"
+#include "proto/anthropic.h"
+#include "proto/completions.h"
+#include "proto/responses.h"
 
 /* EP_SURFACE: the other inference surfaces (embeddings, ...), routed by their
  * `model` field alone, like a passthrough */
@@ -145,7 +148,7 @@ static vsr_slice_t answer_for_responses(vsr_session_t *s, int *status, vsr_slice
 
 static int anthropic_model(const vsr_model_conf_t *m)
 {
-    return m && m->api_format && strcmp(m->api_format, "anthropic") == 0;
+    return m && vsr_anthropic_api_format(m->api_format);
 }
 
 /* ---- small helpers ---- */
@@ -2721,9 +2724,7 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
         rc = VSR_OK;
         if (s->to_chat) { /* a Messages answer: its chat form first */
             vsr_buf_reset(&s->mid);
-            rc = status >= 200 && status < 300
-                     ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->mid, &err)
-                     : vsr_anthropic_error_to_chat(status, p, n, &s->mid);
+            rc = vsr_anthropic_answer_to_chat(status, p, n, (uint64_t)time(NULL), &s->mid, &err);
             p = s->mid.data ? s->mid.data : "";
             n = s->mid.len;
         }
@@ -2742,12 +2743,12 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
         rc = vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->mid, &err);
         if (rc == VSR_OK && (rc = vsr_completions_response_from_chat(s->mid.data, s->mid.len, &s->out)) != VSR_OK)
             snprintf(err.message, sizeof(err.message), "its chat form has no completion form");
-    } else if (status >= 200 && status < 300)
-        rc = s->to_chat ? vsr_anthropic_response_to_chat(p, n, NULL, (uint64_t)time(NULL), &s->out, &err)
-                        : vsr_anthropic_response_from_chat(p, n, NULL, &s->out, &err);
+    } else if (s->to_chat)
+        rc = vsr_anthropic_answer_to_chat(status, p, n, (uint64_t)time(NULL), &s->out, &err);
+    else if (status >= 200 && status < 300)
+        rc = vsr_anthropic_response_from_chat(p, n, NULL, &s->out, &err);
     else
-        rc = s->to_chat ? vsr_anthropic_error_to_chat(status, p, n, &s->out)
-                        : vsr_anthropic_error_from_chat(status, p, n, &s->out);
+        rc = vsr_anthropic_error_from_chat(status, p, n, &s->out);
     if (rc != VSR_OK) {
         /* the backend's bytes are not what its protocol says: a bad gateway, said in the client's shape */
         vsr_buf_reset(&s->out);

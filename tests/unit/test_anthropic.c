@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "json/json.h"
+#include "proto/anthropic.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -402,6 +403,31 @@ static void test_egress_request(void **state)
                VSR_ERR_INVALID, ire, "messages.0.tool_call_id: Field required");
 }
 
+/* A model that speaks Messages: its api_format, and its whole answer in
+ * chat form by status (a message under 2xx, an error body otherwise). */
+static void test_messages_model(void **state)
+{
+    (void)state;
+    assert_true(vsr_anthropic_api_format("anthropic"));
+    assert_false(vsr_anthropic_api_format("openai"));
+    assert_false(vsr_anthropic_api_format(NULL));
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_anthropic_error_t err;
+    const char *msg = "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"c\",\"content\":["
+                      "{\"type\":\"text\",\"text\":\"hi\"}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":1,"
+                      "\"output_tokens\":1}}";
+    assert_int_equal(vsr_anthropic_answer_to_chat(200, msg, strlen(msg), 7, &b, &err), VSR_OK);
+    assert_true(memmem(b.data, b.len, "\"object\":\"chat.completion\",\"created\":7,", 38) != NULL);
+    vsr_buf_reset(&b);
+    const char *ae = "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}";
+    assert_int_equal(vsr_anthropic_answer_to_chat(529, ae, strlen(ae), 7, &b, &err), VSR_OK);
+    assert_memory_equal(b.data, "{\"error\":{\"message\":\"Overloaded\",\"type\":\"overloaded_error\",\"code\":529}}", b.len);
+    vsr_buf_reset(&b); /* an error body under 200 is no message */
+    assert_int_equal(vsr_anthropic_answer_to_chat(200, ae, strlen(ae), 7, &b, &err), VSR_ERR_INVALID);
+    vsr_buf_free(&b);
+}
+
 static void test_response_to_chat(void **state)
 {
     (void)state;
@@ -621,7 +647,7 @@ static void test_stream_to_messages_hostile(void **state)
     for (int i = 0; i < 10000 && last == VSR_OK; i++)
         last = vsr_anthropic_stream_feed(&s, "x", 1, &b);
     assert_int_equal(last, VSR_ERR_TOO_BIG);
-    assert_true(s.line.alloc <= 256);
+    assert_true(s.sse._line.alloc <= 256);
     assert_int_equal(vsr_anthropic_stream_feed(&s, "\n\n", 2, &b), VSR_ERR_INVALID);
     assert_true(memmem(b.data, b.len, "larger than the limit", 21) != NULL);
     vsr_anthropic_stream_free(&s);
@@ -725,6 +751,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingress_simple),
+        cmocka_unit_test(test_messages_model),
         cmocka_unit_test(test_ingress_count_tokens),
         cmocka_unit_test(test_ingress_lenient),
         cmocka_unit_test(test_ingress_full),

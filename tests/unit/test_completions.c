@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "json/json.h"
+#include "proto/anthropic.h"
+#include "proto/completions.h"
 
 /* needle in the buffer's bytes (a buffer is not NUL-terminated by contract) */
 static int has(const vsr_buf_t *b, const char *needle)
@@ -145,12 +146,52 @@ static void test_stream(void **state)
     vsr_buf_free(&out);
 }
 
+/* The framing is proto/sse.h's: CRLF line ends (one cut between CR and LF
+ * too) and a comment line give the same events. */
+static void test_stream_framing(void **state)
+{
+    (void)state;
+    vsr_buf_t in;
+    vsr_buf_init(&in, 0);
+    assert_int_equal(vsr_buf_append_cstr(&in, ": keep-alive\r\n\r\n"), VSR_OK);
+    for (const char *p = STREAM_IN; *p; p++)
+        assert_int_equal(*p == '\n' ? vsr_buf_append_cstr(&in, "\r\n") : vsr_buf_append(&in, p, 1), VSR_OK);
+    for (size_t step = 1; step <= in.len; step += in.len - 1) { /* byte by byte, then whole */
+        vsr_completions_stream_t s;
+        vsr_completions_stream_init(&s);
+        vsr_buf_t out;
+        vsr_buf_init(&out, 1 << 20);
+        for (size_t i = 0; i < in.len; i += step)
+            assert_int_equal(vsr_completions_stream_feed(&s, in.data + i, in.len - i < step ? in.len - i : step, &out),
+                             VSR_OK);
+        assert_int_equal(out.len, sizeof(STREAM_OUT) - 1);
+        assert_memory_equal(out.data, STREAM_OUT, out.len);
+        vsr_completions_stream_free(&s);
+        vsr_buf_free(&out);
+    }
+    vsr_buf_free(&in);
+    /* each data line of an event is read on its own, as vsr did when it cut
+     * events itself: an empty one adds nothing, two chunks give two */
+    vsr_completions_stream_t s;
+    vsr_completions_stream_init(&s);
+    vsr_buf_t out;
+    vsr_buf_init(&out, 1 << 20);
+    const char *two = "data\ndata: {\"error\":{\"message\":\"x\"}}\ndata: {\"error\":{\"message\":\"y\"}}\n\n";
+    const char *want = "data: {\"error\":{\"message\":\"x\"}}\n\ndata: {\"error\":{\"message\":\"y\"}}\n\n";
+    assert_int_equal(vsr_completions_stream_feed(&s, two, strlen(two), &out), VSR_OK);
+    assert_int_equal(out.len, strlen(want));
+    assert_memory_equal(out.data, want, out.len);
+    vsr_completions_stream_free(&s);
+    vsr_buf_free(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request),
         cmocka_unit_test(test_response),
         cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_stream_framing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

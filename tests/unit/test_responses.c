@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "json/json.h"
+#include "proto/responses.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "http/http.h"
+#include "proto/sse.h"
 
 typedef struct {
     vsr_buf_t out; /* "type|id|data\n" per event */

@@ -1,8 +1,10 @@
 /* sse.c — server-sent events: the WHATWG event stream interpretation,
- * incremental.  A line wholly inside the fed bytes is processed in place; only
- * a line split across feeds is gathered in _line.  The data of an event
- * accumulates in _data (it spans lines). */
-#include "http/http.h"
+ * incremental; the one SSE parser of the tree (the gateway, routing and the
+ * stream codecs of this module all frame through it).  A line wholly inside
+ * the fed bytes is processed in place; only a line split across feeds is
+ * gathered in _line.  The data of an event accumulates in _data (it spans
+ * lines). */
+#include "proto/sse.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

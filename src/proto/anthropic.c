@@ -1,5 +1,5 @@
 /*
- * anthropic.c — Anthropic Messages <-> OpenAI chat completions.  See json.h
+ * anthropic.c — Anthropic Messages <-> OpenAI chat completions.  See proto/anthropic.h
  * ("Anthropic Messages") for the contracts.
  *
  * Every translation parses its input once (vsr_json_parse, under the
@@ -47,42 +47,13 @@
  * tool_use → tool_calls, refusal → content_filter; prompt_tokens counts the
  * cache read and write tokens too.
  */
-#include "json/json.h"
+#include "proto/anthropic.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-/* ---- output ---------------------------------------------------------- */
-
-typedef struct {
-    vsr_buf_t *b;
-    int rc;
-} w_t;
-
-static void put(w_t *w, const char *p, size_t n)
-{
-    if (w->rc == VSR_OK && n > 0)
-        w->rc = vsr_buf_append(w->b, p, n);
-}
-/* lit must be a string literal ("" lit refuses anything else) */
-#define PUT(w, lit) put((w), "" lit, sizeof(lit) - 1)
-
-static void put_slice(w_t *w, vsr_slice_t s)
-{
-    put(w, s.p, s.len);
-}
-
-static void put_str(w_t *w, vsr_slice_t s)
-{
-    if (w->rc == VSR_OK)
-        w->rc = vsr_buf_append_json_string(w->b, s);
-}
-
-static void put_u64(w_t *w, uint64_t v)
-{
-    char tmp[VSR_U64_DIGITS];
-    put(w, tmp, vsr_fmt_u64(tmp, v, 0));
-}
+#include "json/json.h"
+#include "proto/proto-int.h"
 
 /* ---- a parsed input --------------------------------------------------- */
 
@@ -145,21 +116,10 @@ static int no_chat_form(cx_t *c, const char *fmt, ...)
     return VSR_ERR_INVALID;
 }
 
-/* A client string for an error message: valid UTF-8, at most 40 bytes. */
+/* A client string for an error message (proto-int.h). */
 static const char *quote(cx_t *c, uint32_t t)
 {
-    vsr_slice_t s = VSR_SLICE_NULL;
-    if (vsr_json_type(&c->j, t) != VSR_JSON_STRING || vsr_json_string(&c->j, t, &c->pool, &s) != VSR_OK)
-        return "?";
-    vsr_buf_t b;
-    vsr_buf_init(&b, 64);
-    vsr_json_append_client_text(&b, s, 40);
-    char *r = vsr_pool_strndup(&c->pool, b.data ? b.data : "", b.len);
-    vsr_buf_free(&b);
-    for (char *q = r; *q; q++)
-        if ((unsigned char)*q < 0x20 || *q == '"')
-            *q = '?';
-    return r;
+    return client_quote(&c->j, t, &c->pool, NULL);
 }
 
 /* repair: input that is not UTF-8 is translated with U+FFFD for each stray
@@ -179,14 +139,8 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_anthropic_li
         c->j.toks = NULL;
         return fail(c, VSR_ERR_TOO_BIG, "request_too_large", "body: larger than %zu bytes", c->lim.max_input);
     }
-    if (repair && !vsr_utf8_valid(vsr_slice(body, len))) {
-        /* JSON is UTF-8 (RFC 8259 §8.1): what the translation writes must be
-         * too, so each stray byte becomes U+FFFD (it can only be inside a
-         * string, or the parse fails as it would have) */
-        char *fixed = vsr_pool_alloc(&c->pool, 3 * len + 1);
-        len = vsr_utf8_repair(body, len, fixed);
-        body = fixed;
-    }
+    if (repair)
+        utf8_repair_in(&c->pool, &body, &len);
     vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
     int rc = vsr_json_parse(&c->j, body, len, &jl);
     if (rc == VSR_ERR_TOO_BIG)
@@ -219,55 +173,9 @@ static int item(cx_t *c)
     return VSR_OK;
 }
 
-/* The value of member key of object t, or 0 (the root, never a value). */
-static uint32_t get(const cx_t *c, uint32_t t, const char *key)
-{
-    uint32_t v;
-    if (t >= c->j.ntoks || vsr_json_object_get(&c->j, t, key, &v) != VSR_OK)
-        return 0;
-    return v;
-}
-
-static int is(const cx_t *c, uint32_t t, vsr_json_type_t type)
-{
-    return t != 0 && vsr_json_type(&c->j, t) == type;
-}
-
-static int str_is(const cx_t *c, uint32_t t, const char *s)
-{
-    return is(c, t, VSR_JSON_STRING) && vsr_json_string_eq(&c->j, t, vsr_slice_cstr(s));
-}
-
-static void raw(cx_t *c, uint32_t t)
-{
-    put_slice(&c->w, vsr_json_raw(&c->j, t));
-}
-
-/* The raw body of a string token, without its quotes. */
-static vsr_slice_t inner(const cx_t *c, uint32_t t)
-{
-    vsr_slice_t r = vsr_json_raw(&c->j, t);
-    return vsr_slice(r.p + 1, r.len - 2);
-}
-
 static uint32_t first_child(uint32_t t)
 {
     return t + 1;
-}
-
-static uint32_t next_sib(const cx_t *c, uint32_t t)
-{
-    return c->j.toks[t].next;
-}
-
-/* A non-negative integer value, or -1. */
-static int64_t int_of(const cx_t *c, uint32_t t)
-{
-    double d;
-    if (!is(c, t, VSR_JSON_NUMBER) || vsr_json_number(&c->j, t, &d) != VSR_OK || !(d >= 0) || d > 9.0e15 ||
-        d != (double)(int64_t)d)
-        return -1;
-    return (int64_t)d;
 }
 
 static uint64_t count_of(const cx_t *c, uint32_t t)
@@ -1391,14 +1299,30 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
     return cx_close(&c, rc);
 }
 
+int vsr_anthropic_api_format(const char *api_format)
+{
+    return api_format != NULL && strcmp(api_format, "anthropic") == 0;
+}
+
+int vsr_anthropic_answer_to_chat(int status, const char *body, size_t len, uint64_t created, vsr_buf_t *out,
+                                 vsr_anthropic_error_t *err)
+{
+    if (status >= 200 && status < 300)
+        return vsr_anthropic_response_to_chat(body, len, NULL, created, out, err);
+    return vsr_anthropic_error_to_chat(status, body, len, out);
+}
+
 /* ---- streams ------------------------------------------------------------------
- * SSE framing (WHATWG): lines end in LF, CR or CRLF (a CRLF cut between two
- * chunks is one ending: `cr` remembers the CR); "data:" lines of one event
- * are joined with LF; "event:" sets the name; ":" lines are comments; an
- * empty line dispatches.  A partial event at the end of the stream is
- * dropped.  Each event's data is parsed as one JSON document. */
+ * SSE framing is proto/sse.h's (WHATWG: lines end in LF, CR or CRLF, "data:"
+ * lines of one event joined with LF, an empty line dispatches, a partial
+ * event at the end of the stream is dropped).  Each event's data is parsed
+ * as one JSON document; its name, id and retry are not used (the payload's
+ * "type" says it all). */
 
 enum { ST_START = 0, ST_OPEN, ST_DONE, ST_FAILED };
+
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
+static const vsr_sse_callbacks_t sse_cb = {on_event};
 
 void vsr_anthropic_stream_init(vsr_anthropic_stream_t *s, vsr_anthropic_dir_t dir, const vsr_anthropic_limits_t *lim,
                                uint64_t created, int include_usage)
@@ -1408,18 +1332,14 @@ void vsr_anthropic_stream_init(vsr_anthropic_stream_t *s, vsr_anthropic_dir_t di
     limits_fill(&s->lim, lim);
     s->created = created;
     s->include_usage = include_usage;
-    vsr_buf_init(&s->line, s->lim.max_event);
-    vsr_buf_init(&s->data, s->lim.max_event);
-    vsr_buf_init(&s->event, 64);
     s->cur_tool = -1;
     s->max_tool = -1;
+    vsr_sse_init(&s->sse, s->lim.max_event, &sse_cb, s);
 }
 
 void vsr_anthropic_stream_free(vsr_anthropic_stream_t *s)
 {
-    vsr_buf_free(&s->line);
-    vsr_buf_free(&s->data);
-    vsr_buf_free(&s->event);
+    vsr_sse_free(&s->sse);
 }
 
 /* Writes an error event in the output's format and fails the stream. */
@@ -1751,10 +1671,10 @@ static int event_to_chat(vsr_anthropic_stream_t *s, cx_t *c)
     return VSR_OK; /* ping and event types added later */
 }
 
-/* One complete event: its data in s->data. */
-static int dispatch(vsr_anthropic_stream_t *s, vsr_buf_t *out)
+/* One complete event's data. */
+static int dispatch(vsr_anthropic_stream_t *s, vsr_slice_t data, vsr_buf_t *out)
 {
-    vsr_slice_t d = vsr_slice_trim(vsr_buf_slice(&s->data));
+    vsr_slice_t d = vsr_slice_trim(data);
     while (d.len && (d.p[d.len - 1] == '\n' || d.p[d.len - 1] == '\r'))
         d.len--;
     while (d.len && (d.p[0] == '\n' || d.p[0] == '\r'))
@@ -1786,65 +1706,35 @@ static int dispatch(vsr_anthropic_stream_t *s, vsr_buf_t *out)
     return rc;
 }
 
-static int on_line(vsr_anthropic_stream_t *s, vsr_buf_t *out)
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
 {
-    vsr_slice_t l = vsr_buf_slice(&s->line);
-    int rc = VSR_OK;
-    if (l.len == 0) {
-        rc = dispatch(s, out);
-        vsr_buf_reset(&s->data);
-        vsr_buf_reset(&s->event);
-    } else if (l.p[0] != ':') {
-        const char *colon = memchr(l.p, ':', l.len);
-        vsr_slice_t field = colon ? vsr_slice(l.p, (size_t)(colon - l.p)) : l;
-        vsr_slice_t value = colon ? vsr_slice(colon + 1, l.len - (size_t)(colon + 1 - l.p)) : VSR_SLICE_NULL;
-        if (value.len && value.p[0] == ' ')
-            value.p++, value.len--;
-        if (vsr_slice_eq_cstr(field, "data")) {
-            if ((s->data.len && vsr_buf_append(&s->data, "\n", 1) != VSR_OK) ||
-                vsr_buf_append_slice(&s->data, value) != VSR_OK) {
-                w_t w = {out, VSR_OK};
-                rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-                if (w.rc != VSR_OK)
-                    rc = w.rc;
-            }
-        }
-        /* "event", "id", "retry": the payload's "type" says it all */
-    }
-    vsr_buf_reset(&s->line);
+    (void)type, (void)id;
+    vsr_anthropic_stream_t *s = ud;
+    if (s->state == ST_DONE || s->state == ST_FAILED)
+        return VSR_OK; /* what follows the end is ignored */
+    int rc = dispatch(s, data, s->out);
+    if (rc != VSR_OK)
+        s->cb_rc = rc;
     return rc;
 }
 
 int vsr_anthropic_stream_feed(vsr_anthropic_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
-    size_t i = 0;
-    while (i < n) {
-        if (s->state == ST_FAILED)
-            return VSR_ERR_INVALID;
-        if (s->state == ST_DONE)
-            return VSR_OK; /* what follows the end is ignored */
-        if (s->cr) {
-            s->cr = 0;
-            if (p[i] == '\n') {
-                i++;
-                continue;
-            }
-        }
-        size_t k = i;
-        while (k < n && p[k] != '\n' && p[k] != '\r')
-            k++;
-        if (vsr_buf_append(&s->line, p + i, k - i) != VSR_OK) {
-            w_t w = {out, VSR_OK};
-            int rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-            return w.rc != VSR_OK ? w.rc : rc;
-        }
-        if (k == n)
-            break;
-        s->cr = p[k] == '\r';
-        i = k + 1;
-        int rc = on_line(s, out);
-        if (rc != VSR_OK)
-            return rc;
+    if (s->state == ST_FAILED)
+        return VSR_ERR_INVALID;
+    if (s->state == ST_DONE)
+        return VSR_OK; /* what follows the end is ignored */
+    s->out = out;
+    int rc = vsr_sse_feed(&s->sse, p, n);
+    s->out = NULL;
+    if (rc != VSR_OK && s->cb_rc != VSR_OK)
+        return s->cb_rc; /* an event failed the stream */
+    if (s->state == ST_DONE)
+        return VSR_OK;
+    if (rc != VSR_OK) { /* a line or an event past max_event */
+        w_t w = {out, VSR_OK};
+        rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
+        return w.rc != VSR_OK ? w.rc : rc;
     }
     return s->state == ST_FAILED ? VSR_ERR_INVALID : VSR_OK;
 }

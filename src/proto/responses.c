@@ -1,5 +1,5 @@
 /*
- * responses.c — OpenAI Responses API <-> chat completions.  See json.h
+ * responses.c — OpenAI Responses API <-> chat completions.  See proto/responses.h
  * ("Responses API") for the contracts.
  *
  * Every translation parses its input once (vsr_json_parse under the codec's
@@ -53,39 +53,19 @@
  * completed; usage prompt / completion / total tokens (and cached /
  * reasoning details) → input / output / total tokens.  Item ids derive
  * from the response id: "resp_X" → "msg_X_<index>", "fc_X_<index>".
- * Streams: text, refusal and tool-call deltas map to the events in json.h
+ * Streams: text, refusal and tool-call deltas map to the events in proto/responses.h
  * (a message's text and refusal parts are numbered in the order they
  * start); logprobs and choices other than 0 are dropped.
  */
-#include "json/json.h"
+#include "proto/responses.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
-/* ---- output ---------------------------------------------------------- */
+#include "json/json.h"
+#include "proto/proto-int.h"
 
-typedef struct {
-    vsr_buf_t *b;
-    int rc;
-} w_t;
-
-static void put(w_t *w, const char *p, size_t n)
-{
-    if (w->rc == VSR_OK && n > 0)
-        w->rc = vsr_buf_append(w->b, p, n);
-}
-#define PUT(w, lit) put((w), "" lit, sizeof(lit) - 1)
-
-static void put_slice(w_t *w, vsr_slice_t s)
-{
-    put(w, s.p, s.len);
-}
-
-static void put_str(w_t *w, vsr_slice_t s)
-{
-    if (w->rc == VSR_OK)
-        w->rc = vsr_buf_append_json_string(w->b, s);
-}
+/* ---- output (the writer is proto-int.h's) ------------------------------ */
 
 /* Valid JSON text without the whitespace between its tokens: what goes
  * into an SSE data line must hold no line break. */
@@ -112,12 +92,6 @@ static void put_compact(w_t *w, vsr_slice_t s)
         }
     }
     put(w, s.p + run, s.len - run);
-}
-
-static void put_u64(w_t *w, uint64_t v)
-{
-    char tmp[VSR_U64_DIGITS];
-    put(w, tmp, vsr_fmt_u64(tmp, v, 0));
 }
 
 /* ---- a parsed input --------------------------------------------------- */
@@ -216,21 +190,10 @@ static const char *path(cx_t *c, const char *fmt, ...)
     return vsr_pool_strndup(&c->pool, tmp, strlen(tmp));
 }
 
-/* A client string for an error message: valid UTF-8, at most 40 bytes. */
+/* A client string for an error message (proto-int.h). */
 static const char *quote(cx_t *c, uint32_t t)
 {
-    vsr_slice_t s = VSR_SLICE_NULL;
-    if (vsr_json_type(&c->j, t) != VSR_JSON_STRING || vsr_json_string(&c->j, t, &c->pool, &s) != VSR_OK)
-        return "?";
-    vsr_buf_t b;
-    vsr_buf_init(&b, 64);
-    vsr_json_append_client_text(&b, s, 40);
-    char *r = vsr_pool_strndup(&c->pool, b.data ? b.data : "", b.len);
-    vsr_buf_free(&b);
-    for (char *q = r; *q; q++)
-        if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\'')
-            *q = '?';
-    return r;
+    return client_quote(&c->j, t, &c->pool, "'");
 }
 
 static const char *type_name(const cx_t *c, uint32_t t)
@@ -260,14 +223,8 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_responses_li
     vsr_pool_init(&c->pool);
     if (len > c->lim.max_input)
         return big(c, NULL, "Request body is larger than %zu bytes.", c->lim.max_input);
-    if (repair && !vsr_utf8_valid(vsr_slice(body, len))) {
-        /* JSON is UTF-8 (RFC 8259 §8.1): what the translation writes must be
-         * too, so each stray byte becomes U+FFFD (it can only be inside a
-         * string, or the parse fails as it would have) */
-        char *fixed = vsr_pool_alloc(&c->pool, 3 * len + 1);
-        len = vsr_utf8_repair(body, len, fixed);
-        body = fixed;
-    }
+    if (repair)
+        utf8_repair_in(&c->pool, &body, &len);
     vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
     int rc = vsr_json_parse(&c->j, body, len, &jl);
     if (rc == VSR_ERR_TOO_BIG)
@@ -299,65 +256,14 @@ static int item(cx_t *c)
     return VSR_OK;
 }
 
-static uint32_t get(const cx_t *c, uint32_t t, const char *key)
-{
-    uint32_t v;
-    if (t == 0 && c->j.ntoks == 0)
-        return 0;
-    if (t >= c->j.ntoks || vsr_json_object_get(&c->j, t, key, &v) != VSR_OK)
-        return 0;
-    return v;
-}
-
-static int is(const cx_t *c, uint32_t t, vsr_json_type_t type)
-{
-    return t != 0 && vsr_json_type(&c->j, t) == type;
-}
-
-/* Absent or null. */
-static int none(const cx_t *c, uint32_t t)
-{
-    return t == 0 || vsr_json_type(&c->j, t) == VSR_JSON_NULL;
-}
-
 static int is_bool(const cx_t *c, uint32_t t)
 {
     return is(c, t, VSR_JSON_TRUE) || is(c, t, VSR_JSON_FALSE);
 }
 
-static int str_is(const cx_t *c, uint32_t t, const char *s)
-{
-    return is(c, t, VSR_JSON_STRING) && vsr_json_string_eq(&c->j, t, vsr_slice_cstr(s));
-}
-
-static void raw(cx_t *c, uint32_t t)
-{
-    put_slice(&c->w, vsr_json_raw(&c->j, t));
-}
-
-static vsr_slice_t inner(const cx_t *c, uint32_t t)
-{
-    vsr_slice_t r = vsr_json_raw(&c->j, t);
-    return vsr_slice(r.p + 1, r.len - 2);
-}
-
-static uint32_t next_sib(const cx_t *c, uint32_t t)
-{
-    return c->j.toks[t].next;
-}
-
 static uint32_t count(const cx_t *c, uint32_t t)
 {
     return c->j.toks[t].count;
-}
-
-static int64_t int_of(const cx_t *c, uint32_t t)
-{
-    double d;
-    if (!is(c, t, VSR_JSON_NUMBER) || vsr_json_number(&c->j, t, &d) != VSR_OK || !(d >= 0) || d > 9.0e15 ||
-        d != (double)(int64_t)d)
-        return -1;
-    return (int64_t)d;
 }
 
 static uint64_t count_of(const cx_t *c, uint32_t t)
@@ -457,15 +363,15 @@ static int check_info(cx_t *c, vsr_responses_info_t *info)
     memset(info, 0, sizeof(*info));
     info->store = 1;
     uint32_t stream = get(c, 0, "stream"), store = get(c, 0, "store"), prev = get(c, 0, "previous_response_id");
-    if (!none(c, stream) && !is_bool(c, stream))
+    if (!absent(c, stream) && !is_bool(c, stream))
         return bad(c, "stream", "Invalid type for 'stream': expected a boolean, but got %s instead.",
                    type_name(c, stream));
-    if (!none(c, store) && !is_bool(c, store))
+    if (!absent(c, store) && !is_bool(c, store))
         return bad(c, "store", "Invalid type for 'store': expected a boolean, but got %s instead.",
                    type_name(c, store));
     info->stream = is(c, stream, VSR_JSON_TRUE);
     info->store = !is(c, store, VSR_JSON_FALSE);
-    if (!none(c, prev)) {
+    if (!absent(c, prev)) {
         vsr_slice_t s;
         if (!is(c, prev, VSR_JSON_STRING))
             return bad(c, "previous_response_id",
@@ -601,8 +507,8 @@ static int in_message(in_t *in, uint32_t m, uint32_t i)
                 if (!user)
                     return bad(c, path(c, "%s.type", pw), "Image content is only supported in user messages.");
                 uint32_t url = get(c, p, "image_url"), detail = get(c, p, "detail");
-                if (none(c, url)) {
-                    if (!none(c, get(c, p, "file_id")))
+                if (absent(c, url)) {
+                    if (!absent(c, get(c, p, "file_id")))
                         return bad(c, path(c, "%s.file_id", pw), "Images by file_id are not supported here; "
                                                                  "give an image_url.");
                     return bad(c, path(c, "%s.image_url", pw), "Missing required parameter: '%s.image_url'.", pw);
@@ -611,7 +517,7 @@ static int in_message(in_t *in, uint32_t m, uint32_t i)
                     return bad(c, path(c, "%s.image_url", pw),
                                "Invalid type for '%s.image_url': expected a string, but got %s instead.", pw,
                                type_name(c, url));
-                if (!none(c, detail) && !str_is(c, detail, "auto") && !str_is(c, detail, "low") &&
+                if (!absent(c, detail) && !str_is(c, detail, "auto") && !str_is(c, detail, "low") &&
                     !str_is(c, detail, "high"))
                     return bad(c, path(c, "%s.detail", pw),
                                "Invalid value for '%s.detail'. Supported values are: 'low', 'high', and 'auto'.", pw);
@@ -852,7 +758,7 @@ static int in_items(in_t *in, uint32_t input)
                                                    "instead.", i, type_name(c, m));
         uint32_t type = get(c, m, "type");
         int rc;
-        if (none(c, type) || str_is(c, type, "message")) {
+        if (absent(c, type) || str_is(c, type, "message")) {
             rc = in_message(in, m, i);
         } else if (str_is(c, type, "function_call")) {
             rc = in_function_call(in, m, i);
@@ -879,7 +785,7 @@ static int in_items(in_t *in, uint32_t input)
 static int number_param(cx_t *c, const char *name, double lo, double hi)
 {
     uint32_t t = get(c, 0, name);
-    if (none(c, t))
+    if (absent(c, t))
         return VSR_OK;
     double d;
     if (!is(c, t, VSR_JSON_NUMBER) || vsr_json_number(&c->j, t, &d) != VSR_OK)
@@ -891,7 +797,7 @@ static int number_param(cx_t *c, const char *name, double lo, double hi)
 
 static int check_tools(cx_t *c, uint32_t tools)
 {
-    if (none(c, tools))
+    if (absent(c, tools))
         return VSR_OK;
     if (!is(c, tools, VSR_JSON_ARRAY))
         return bad(c, "tools", "Invalid type for 'tools': expected an array, but got %s instead.", type_name(c, tools));
@@ -916,13 +822,13 @@ static int check_tools(cx_t *c, uint32_t tools)
         if (check_string_field(c, t, "name", where, 1) != VSR_OK)
             return VSR_ERR_INVALID;
         uint32_t desc = get(c, t, "description"), params = get(c, t, "parameters"), strict = get(c, t, "strict");
-        if (!none(c, desc) && !is(c, desc, VSR_JSON_STRING))
+        if (!absent(c, desc) && !is(c, desc, VSR_JSON_STRING))
             return bad(c, path(c, "%s.description", where), "Invalid type for '%s.description': expected a string.",
                        where);
-        if (!none(c, params) && !is(c, params, VSR_JSON_OBJECT))
+        if (!absent(c, params) && !is(c, params, VSR_JSON_OBJECT))
             return bad(c, path(c, "%s.parameters", where), "Invalid type for '%s.parameters': expected an object.",
                        where);
-        if (!none(c, strict) && !is_bool(c, strict))
+        if (!absent(c, strict) && !is_bool(c, strict))
             return bad(c, path(c, "%s.strict", where), "Invalid type for '%s.strict': expected a boolean.", where);
     }
     return VSR_OK;
@@ -939,15 +845,15 @@ static void write_tools(cx_t *c, uint32_t tools)
             PUT(w, ",");
         PUT(w, "{\"type\":\"function\",\"function\":{\"name\":");
         raw(c, get(c, t, "name"));
-        if (!none(c, desc)) {
+        if (!absent(c, desc)) {
             PUT(w, ",\"description\":");
             raw(c, desc);
         }
-        if (!none(c, params)) {
+        if (!absent(c, params)) {
             PUT(w, ",\"parameters\":");
             raw(c, params);
         }
-        if (!none(c, strict)) {
+        if (!absent(c, strict)) {
             PUT(w, ",\"strict\":");
             raw(c, strict);
         }
@@ -960,7 +866,7 @@ static void write_tools(cx_t *c, uint32_t tools)
 static int tool_choice(cx_t *c, uint32_t tc, int write)
 {
     w_t *w = &c->w;
-    if (none(c, tc))
+    if (absent(c, tc))
         return VSR_OK;
     if (str_is(c, tc, "auto") || str_is(c, tc, "none") || str_is(c, tc, "required")) {
         if (write) {
@@ -992,7 +898,7 @@ static int tool_choice(cx_t *c, uint32_t tc, int write)
 
 static int check_text(cx_t *c, uint32_t text)
 {
-    if (none(c, text))
+    if (absent(c, text))
         return VSR_OK;
     if (!is(c, text, VSR_JSON_OBJECT))
         return bad(c, "text", "Invalid type for 'text': expected an object, but got %s instead.", type_name(c, text));
@@ -1002,7 +908,7 @@ static int check_text(cx_t *c, uint32_t text)
             return bad(c, path(c, "text.%s", quote(c, k)), "Unknown parameter: 'text.%s'.", quote(c, k));
     }
     uint32_t f = get(c, text, "format");
-    if (none(c, f))
+    if (absent(c, f))
         return VSR_OK;
     uint32_t type = get(c, f, "type");
     if (!is(c, f, VSR_JSON_OBJECT) || !is(c, type, VSR_JSON_STRING))
@@ -1019,7 +925,7 @@ static int check_text(cx_t *c, uint32_t text)
         return bad(c, "text.format.schema", "Missing required parameter: 'text.format.schema'.");
     if (check_string_field(c, f, "description", "text.format", 0) != VSR_OK)
         return VSR_ERR_INVALID;
-    if (!none(c, strict) && !is_bool(c, strict))
+    if (!absent(c, strict) && !is_bool(c, strict))
         return bad(c, "text.format.strict", "Invalid type for 'text.format.strict': expected a boolean.");
     return VSR_OK;
 }
@@ -1051,13 +957,13 @@ static void write_text_format(cx_t *c, uint32_t text)
 
 static int check_reasoning(cx_t *c, uint32_t r)
 {
-    if (none(c, r))
+    if (absent(c, r))
         return VSR_OK;
     if (!is(c, r, VSR_JSON_OBJECT))
         return bad(c, "reasoning", "Invalid type for 'reasoning': expected an object, but got %s instead.",
                    type_name(c, r));
     uint32_t e = get(c, r, "effort");
-    if (!none(c, e) && !str_is(c, e, "minimal") && !str_is(c, e, "low") && !str_is(c, e, "medium") &&
+    if (!absent(c, e) && !str_is(c, e, "minimal") && !str_is(c, e, "low") && !str_is(c, e, "medium") &&
         !str_is(c, e, "high") && !str_is(c, e, "none"))
         return bad(c, "reasoning.effort", "Invalid value for 'reasoning.effort'. Supported values are: 'none', "
                                           "'minimal', 'low', 'medium', and 'high'.");
@@ -1087,7 +993,7 @@ static int check_params(cx_t *c)
         for (size_t n = 0; n < sizeof(REFUSED) / sizeof(REFUSED[0]); n++) {
             if (!str_is(c, k, REFUSED[n]))
                 continue;
-            if (none(c, k + 1))
+            if (absent(c, k + 1))
                 goto next; /* null is its default */
             return bad(c, REFUSED[n], "The '%s' parameter is not supported here.", REFUSED[n]);
         }
@@ -1098,12 +1004,12 @@ static int check_params(cx_t *c)
     next:;
     }
     uint32_t bg = get(c, 0, "background"), trunc = get(c, 0, "truncation");
-    if (!none(c, bg) && !is_bool(c, bg))
+    if (!absent(c, bg) && !is_bool(c, bg))
         return bad(c, "background", "Invalid type for 'background': expected a boolean, but got %s instead.",
                    type_name(c, bg));
     if (is(c, bg, VSR_JSON_TRUE))
         return bad(c, "background", "Background responses are not supported here.");
-    if (!none(c, trunc) && !str_is(c, trunc, "disabled")) {
+    if (!absent(c, trunc) && !str_is(c, trunc, "disabled")) {
         if (str_is(c, trunc, "auto"))
             return bad(c, "truncation", "truncation 'auto' is not supported here: the backend would drop input "
                                         "without saying so.");
@@ -1115,14 +1021,14 @@ static int check_params(cx_t *c)
     if (!is(c, model, VSR_JSON_STRING))
         return bad(c, "model", "Invalid type for 'model': expected a string, but got %s instead.", type_name(c, model));
     uint32_t input = get(c, 0, "input");
-    if (none(c, input))
+    if (absent(c, input))
         return bad(c, "input", "Missing required parameter: 'input'.");
     uint32_t instr = get(c, 0, "instructions");
-    if (!none(c, instr) && !is(c, instr, VSR_JSON_STRING))
+    if (!absent(c, instr) && !is(c, instr, VSR_JSON_STRING))
         return bad(c, "instructions", "Invalid type for 'instructions': expected a string, but got %s instead.",
                    type_name(c, instr));
     uint32_t mot = get(c, 0, "max_output_tokens");
-    if (!none(c, mot)) {
+    if (!absent(c, mot)) {
         int64_t v = int_of(c, mot);
         if (!is(c, mot, VSR_JSON_NUMBER) || v < 0)
             return bad(c, "max_output_tokens", "Invalid type for 'max_output_tokens': expected an integer.");
@@ -1131,9 +1037,9 @@ static int check_params(cx_t *c)
                                                "value >= 16, but got %lld instead.", (long long)v);
     }
     uint32_t ptc = get(c, 0, "parallel_tool_calls"), meta = get(c, 0, "metadata"), user = get(c, 0, "user");
-    if (!none(c, ptc) && !is_bool(c, ptc))
+    if (!absent(c, ptc) && !is_bool(c, ptc))
         return bad(c, "parallel_tool_calls", "Invalid type for 'parallel_tool_calls': expected a boolean.");
-    if (!none(c, meta)) {
+    if (!absent(c, meta)) {
         if (!is(c, meta, VSR_JSON_OBJECT))
             return bad(c, "metadata", "Invalid type for 'metadata': expected an object, but got %s instead.",
                        type_name(c, meta));
@@ -1145,10 +1051,10 @@ static int check_params(cx_t *c)
                 return bad(c, path(c, "metadata.%s", quote(c, mk)), "Invalid type for 'metadata.%s': expected a "
                                                                     "string.", quote(c, mk));
     }
-    if (!none(c, user) && !is(c, user, VSR_JSON_STRING))
+    if (!absent(c, user) && !is(c, user, VSR_JSON_STRING))
         return bad(c, "user", "Invalid type for 'user': expected a string, but got %s instead.", type_name(c, user));
     uint32_t include = get(c, 0, "include");
-    if (!none(c, include) && !is(c, include, VSR_JSON_ARRAY))
+    if (!absent(c, include) && !is(c, include, VSR_JSON_ARRAY))
         return bad(c, "include", "Invalid type for 'include': expected an array, but got %s instead.",
                    type_name(c, include));
     if (number_param(c, "temperature", 0, 2) != VSR_OK || number_param(c, "top_p", 0, 1) != VSR_OK)
@@ -1189,7 +1095,7 @@ static void write_echo(cx_t *c, vsr_buf_t *b)
     do {                                         \
         uint32_t v_ = get(c, 0, key);            \
         PUT(&c->w, "\"" key "\":");              \
-        if (!none(c, v_))                        \
+        if (!absent(c, v_))                        \
             put_compact(&c->w, vsr_json_raw(&c->j, v_)); \
         else                                     \
             PUT(&c->w, dflt);                    \
@@ -1294,21 +1200,21 @@ static int to_chat(cx_t *c, const char *prior, size_t prior_len, const vsr_respo
             raw(c, ptc);
         }
         uint32_t mot = get(c, 0, "max_output_tokens");
-        if (!none(c, mot)) {
+        if (!absent(c, mot)) {
             PUT(w, ",\"max_tokens\":");
             raw(c, mot);
         }
         static const char *const NUMS[] = {"temperature", "top_p"};
         for (size_t k = 0; k < 2; k++) {
             uint32_t v = get(c, 0, NUMS[k]);
-            if (!none(c, v)) {
+            if (!absent(c, v)) {
                 PUT(w, ",\"");
                 put(w, NUMS[k], strlen(NUMS[k]));
                 PUT(w, "\":");
                 raw(c, v);
             }
         }
-        if (!none(c, text))
+        if (!absent(c, text))
             write_text_format(c, text);
         uint32_t effort = get(c, reasoning, "effort");
         if (is(c, effort, VSR_JSON_STRING)) {
@@ -1688,12 +1594,15 @@ int vsr_responses_response_from_chat(const char *body, size_t len, const vsr_res
 }
 
 /* ---- streams ------------------------------------------------------------------ *
- * SSE framing as in anthropic.c: lines end in LF, CR or CRLF; "data:" lines
- * accumulate, an empty line dispatches; a partial event at the end is
- * dropped.  Each event's data is one JSON document or [DONE]. */
+ * SSE framing is proto/sse.h's, as in anthropic.c: lines end in LF, CR or
+ * CRLF; "data:" lines accumulate, an empty line dispatches; a partial event
+ * at the end is dropped.  Each event's data is one JSON document or [DONE]. */
 
 enum { ST_START = 0, ST_OPEN, ST_DONE, ST_FAILED };
 enum { OPEN_NONE = 0, OPEN_MSG, OPEN_CALL };
+
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
+static const vsr_sse_callbacks_t sse_cb = {on_event};
 
 void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_meta_t *meta,
                                const vsr_responses_limits_t *lim)
@@ -1701,8 +1610,7 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
     memset(s, 0, sizeof(*s));
     limits_fill(&s->lim, lim);
     size_t mo = s->lim.max_output;
-    vsr_buf_init(&s->line, s->lim.max_event);
-    vsr_buf_init(&s->data, s->lim.max_event);
+    vsr_sse_init(&s->sse, s->lim.max_event, &sse_cb, s);
     vsr_buf_init(&s->id, 0);
     vsr_buf_init(&s->model, 0);
     vsr_buf_init(&s->echo, 0);
@@ -1732,7 +1640,8 @@ void vsr_responses_stream_init(vsr_responses_stream_t *s, const vsr_responses_me
 
 void vsr_responses_stream_free(vsr_responses_stream_t *s)
 {
-    vsr_buf_t *all[] = {&s->line, &s->data, &s->id, &s->model, &s->echo, &s->conv_in, &s->text, &s->args,
+    vsr_sse_free(&s->sse);
+    vsr_buf_t *all[] = {&s->id, &s->model, &s->echo, &s->conv_in, &s->text, &s->args,
                         &s->call_id, &s->call_name, &s->items, &s->calls, &s->turn_text, &s->refusal, &s->turn_refusal, &s->final, &s->conv};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         vsr_buf_free(all[i]);
@@ -2160,9 +2069,9 @@ static int chunk(vsr_responses_stream_t *s, cx_t *c)
     return VSR_OK;
 }
 
-static int dispatch(vsr_responses_stream_t *s, vsr_buf_t *out)
+static int dispatch(vsr_responses_stream_t *s, vsr_slice_t data, vsr_buf_t *out)
 {
-    vsr_slice_t d = vsr_slice_trim(vsr_buf_slice(&s->data));
+    vsr_slice_t d = vsr_slice_trim(data);
     while (d.len && (d.p[d.len - 1] == '\n' || d.p[d.len - 1] == '\r'))
         d.len--;
     while (d.len && (d.p[0] == '\n' || d.p[0] == '\r'))
@@ -2201,65 +2110,37 @@ static int dispatch(vsr_responses_stream_t *s, vsr_buf_t *out)
     return rc;
 }
 
-static int on_line(vsr_responses_stream_t *s, vsr_buf_t *out)
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
 {
-    vsr_slice_t l = vsr_buf_slice(&s->line);
-    int rc = VSR_OK;
-    if (l.len == 0) {
-        rc = dispatch(s, out);
-        vsr_buf_reset(&s->data);
-    } else if (l.p[0] != ':') {
-        const char *colon = memchr(l.p, ':', l.len);
-        vsr_slice_t field = colon ? vsr_slice(l.p, (size_t)(colon - l.p)) : l;
-        vsr_slice_t value = colon ? vsr_slice(colon + 1, l.len - (size_t)(colon + 1 - l.p)) : VSR_SLICE_NULL;
-        if (value.len && value.p[0] == ' ')
-            value.p++, value.len--;
-        if (vsr_slice_eq_cstr(field, "data")) {
-            if ((s->data.len && vsr_buf_append(&s->data, "\n", 1) != VSR_OK) ||
-                vsr_buf_append_slice(&s->data, value) != VSR_OK) {
-                w_t w = {out, VSR_OK};
-                rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-                if (w.rc != VSR_OK)
-                    rc = w.rc;
-            }
-        }
-    }
-    vsr_buf_reset(&s->line);
+    (void)type, (void)id;
+    vsr_responses_stream_t *s = ud;
+    if (s->state == ST_DONE || s->state == ST_FAILED)
+        return VSR_OK; /* what follows the end is ignored */
+    int rc = dispatch(s, data, s->out);
+    if (rc != VSR_OK)
+        s->cb_rc = rc;
     return rc;
 }
 
 int vsr_responses_stream_feed(vsr_responses_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
-    size_t i = 0;
-    while (i < n) {
-        if (s->state == ST_FAILED)
-            return VSR_ERR_INVALID;
-        if (s->state == ST_DONE)
-            return VSR_OK; /* what follows the end is ignored */
-        if (s->cr) {
-            s->cr = 0;
-            if (p[i] == '\n') {
-                i++;
-                continue;
-            }
-        }
-        size_t k = i;
-        while (k < n && p[k] != '\n' && p[k] != '\r')
-            k++;
-        if (vsr_buf_append(&s->line, p + i, k - i) != VSR_OK) {
-            w_t w = {out, VSR_OK};
-            int rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-            if (w.rc != VSR_OK)
-                s->state = ST_FAILED;
-            return w.rc != VSR_OK ? w.rc : rc;
-        }
-        if (k == n)
-            break;
-        s->cr = p[k] == '\r';
-        i = k + 1;
-        int rc = on_line(s, out);
-        if (rc != VSR_OK)
-            return rc;
+    if (s->state == ST_FAILED)
+        return VSR_ERR_INVALID;
+    if (s->state == ST_DONE)
+        return VSR_OK; /* what follows the end is ignored */
+    s->out = out;
+    int rc = vsr_sse_feed(&s->sse, p, n);
+    s->out = NULL;
+    if (rc != VSR_OK && s->cb_rc != VSR_OK)
+        return s->cb_rc; /* an event failed the stream */
+    if (s->state == ST_DONE)
+        return VSR_OK;
+    if (rc != VSR_OK) { /* a line or an event past max_event */
+        w_t w = {out, VSR_OK};
+        rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
+        if (w.rc != VSR_OK)
+            s->state = ST_FAILED;
+        return w.rc != VSR_OK ? w.rc : rc;
     }
     return s->state == ST_FAILED ? VSR_ERR_INVALID : VSR_OK;
 }

@@ -21,47 +21,19 @@
  * JSON is dropped.  Events are read whole, whatever the cut
  * of the input.
  */
-#include "json/json.h"
+#include "proto/completions.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "json/json.h"
+#include "proto/proto-int.h"
+#include "proto/anthropic.h"
+
 typedef struct {
     vsr_json_t j;
-    vsr_buf_t *out;
-    int rc;
+    w_t w;
 } cm_t;
-
-static void put(cm_t *c, const char *p, size_t n)
-{
-    if (c->rc == VSR_OK && n)
-        c->rc = vsr_buf_append(c->out, p, n);
-}
-#define PUT(c, lit) put((c), "" lit, sizeof(lit) - 1)
-
-static uint32_t get(const cm_t *c, uint32_t t, const char *key)
-{
-    uint32_t v;
-    if (t >= c->j.ntoks || vsr_json_object_get(&c->j, t, key, &v) != VSR_OK)
-        return 0;
-    return v;
-}
-
-static int is(const cm_t *c, uint32_t t, vsr_json_type_t type)
-{
-    return t != 0 && vsr_json_type(&c->j, t) == type;
-}
-
-static int absent(const cm_t *c, uint32_t t)
-{
-    return t == 0 || vsr_json_type(&c->j, t) == VSR_JSON_NULL;
-}
-
-static void raw(cm_t *c, uint32_t t)
-{
-    vsr_slice_t r = vsr_json_raw(&c->j, t);
-    put(c, r.p, r.len);
-}
 
 static int refuse(char *err, size_t err_len, const char *fmt, ...) VSR_PRINTF(3, 4);
 static int refuse(char *err, size_t err_len, const char *fmt, ...)
@@ -75,7 +47,7 @@ static int refuse(char *err, size_t err_len, const char *fmt, ...)
 
 int vsr_completions_request_to_chat(const char *body, size_t len, vsr_buf_t *out, char *err, size_t err_len)
 {
-    cm_t c = {.out = out, .rc = VSR_OK};
+    cm_t c = {.w = {out, VSR_OK}};
     int rc = vsr_json_parse(&c.j, body, len, NULL);
     if (rc != VSR_OK || vsr_json_type(&c.j, 0) != VSR_JSON_OBJECT) {
         vsr_json_free(&c.j);
@@ -102,25 +74,25 @@ int vsr_completions_request_to_chat(const char *body, size_t len, vsr_buf_t *out
         vsr_json_free(&c.j);
         return VSR_ERR_INVALID;
     }
-    PUT(&c, "{\"model\":");
+    PUT(&c.w, "{\"model\":");
     raw(&c, model);
-    PUT(&c, ",\"messages\":[{\"role\":\"user\",\"content\":");
+    PUT(&c.w, ",\"messages\":[{\"role\":\"user\",\"content\":");
     raw(&c, prompt);
-    PUT(&c, "}]");
+    PUT(&c.w, "}]");
     static const char *const COPIED[] = {"max_tokens", "temperature", "top_p", "stop", "stream", "stream_options",
                                          "n", "user", "seed", "presence_penalty", "frequency_penalty", "logit_bias"};
     for (size_t i = 0; i < VSR_ARRAY_LEN(COPIED); i++) {
         uint32_t t = get(&c, 0, COPIED[i]);
         if (absent(&c, t))
             continue;
-        PUT(&c, ",\"");
-        put(&c, COPIED[i], strlen(COPIED[i]));
-        PUT(&c, "\":");
+        PUT(&c.w, ",\"");
+        put(&c.w, COPIED[i], strlen(COPIED[i]));
+        PUT(&c.w, "\":");
         raw(&c, t);
     }
-    PUT(&c, "}");
+    PUT(&c.w, "}");
     vsr_json_free(&c.j);
-    if (c.rc != VSR_OK)
+    if (c.w.rc != VSR_OK)
         return refuse(err, err_len, "the translated body is larger than its limit");
     return VSR_OK;
 }
@@ -133,17 +105,17 @@ static int choice(cm_t *c, uint32_t ch, const char *part, int chunk)
     int has_text = is(c, text, VSR_JSON_STRING) && c->j.toks[text].end - c->j.toks[text].start > 2;
     if (chunk && !has_text && absent(c, fr))
         return 0;
-    PUT(c, "{\"index\":0,\"text\":");
+    PUT(&c->w, "{\"index\":0,\"text\":");
     if (is(c, text, VSR_JSON_STRING))
         raw(c, text);
     else
-        PUT(c, "\"\"");
-    PUT(c, ",\"logprobs\":null,\"finish_reason\":");
+        PUT(&c->w, "\"\"");
+    PUT(&c->w, ",\"logprobs\":null,\"finish_reason\":");
     if (absent(c, fr))
-        PUT(c, "null");
+        PUT(&c->w, "null");
     else
         raw(c, fr);
-    PUT(c, "}");
+    PUT(&c->w, "}");
     return 1;
 }
 
@@ -151,21 +123,21 @@ static int choice(cm_t *c, uint32_t ch, const char *part, int chunk)
 static void head(cm_t *c)
 {
     static const char *const KEYS[] = {"id", "created", "model"};
-    PUT(c, "{\"object\":\"text_completion\"");
+    PUT(&c->w, "{\"object\":\"text_completion\"");
     for (size_t i = 0; i < VSR_ARRAY_LEN(KEYS); i++) {
         uint32_t t = get(c, 0, KEYS[i]);
         if (absent(c, t))
             continue;
-        PUT(c, ",\"");
-        put(c, KEYS[i], strlen(KEYS[i]));
-        PUT(c, "\":");
+        PUT(&c->w, ",\"");
+        put(&c->w, KEYS[i], strlen(KEYS[i]));
+        PUT(&c->w, "\":");
         raw(c, t);
     }
 }
 
 int vsr_completions_response_from_chat(const char *body, size_t len, vsr_buf_t *out)
 {
-    cm_t c = {.out = out, .rc = VSR_OK};
+    cm_t c = {.w = {out, VSR_OK}};
     int rc = vsr_json_parse(&c.j, body, len, NULL);
     uint32_t choices = rc == VSR_OK ? get(&c, 0, "choices") : 0;
     if (rc != VSR_OK || vsr_json_type(&c.j, 0) != VSR_JSON_OBJECT || !is(&c, choices, VSR_JSON_ARRAY) ||
@@ -174,28 +146,32 @@ int vsr_completions_response_from_chat(const char *body, size_t len, vsr_buf_t *
         return VSR_ERR_INVALID;
     }
     head(&c);
-    PUT(&c, ",\"choices\":[");
+    PUT(&c.w, ",\"choices\":[");
     choice(&c, choices + 1, "message", 0);
-    PUT(&c, "]");
+    PUT(&c.w, "]");
     uint32_t usage = get(&c, 0, "usage");
     if (!absent(&c, usage)) {
-        PUT(&c, ",\"usage\":");
+        PUT(&c.w, ",\"usage\":");
         raw(&c, usage);
     }
-    PUT(&c, "}");
+    PUT(&c.w, "}");
     vsr_json_free(&c.j);
-    return c.rc;
+    return c.w.rc;
 }
+
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
+static const vsr_sse_callbacks_t sse_cb = {on_event};
 
 void vsr_completions_stream_init(vsr_completions_stream_t *s)
 {
-    vsr_buf_init(&s->pend, VSR_ANTHROPIC_MAX_EVENT);
+    vsr_sse_init(&s->sse, VSR_ANTHROPIC_MAX_EVENT, &sse_cb, s);
+    s->out = NULL;
     s->failed = 0;
 }
 
 void vsr_completions_stream_free(vsr_completions_stream_t *s)
 {
-    vsr_buf_free(&s->pend);
+    vsr_sse_free(&s->sse);
 }
 
 /* One event's data (a chunk, [DONE], an error) in the client's form. */
@@ -204,69 +180,66 @@ static int event(const char *p, size_t n, vsr_buf_t *out)
     vsr_slice_t data = vsr_slice_trim(vsr_slice(p, n));
     if (vsr_slice_eq_cstr(data, "[DONE]"))
         return vsr_buf_append_cstr(out, "data: [DONE]\n\n");
-    cm_t c = {.out = out, .rc = VSR_OK};
+    cm_t c = {.w = {out, VSR_OK}};
     uint32_t choices = 0;
     int object = vsr_json_parse(&c.j, data.p, data.len, NULL) == VSR_OK && vsr_json_type(&c.j, 0) == VSR_JSON_OBJECT;
     if (!object || !is(&c, choices = get(&c, 0, "choices"), VSR_JSON_ARRAY)) {
         vsr_json_free(&c.j);
         if (object) { /* an error event: as it is */
-            PUT(&c, "data: ");
-            put(&c, data.p, data.len);
-            PUT(&c, "\n\n");
+            PUT(&c.w, "data: ");
+            put(&c.w, data.p, data.len);
+            PUT(&c.w, "\n\n");
         }
-        return c.rc; /* not JSON: nothing a client could read */
+        return c.w.rc; /* not JSON: nothing a client could read */
     }
     uint32_t usage = get(&c, 0, "usage");
     size_t mark = out->len;
-    PUT(&c, "data: ");
+    PUT(&c.w, "data: ");
     head(&c);
-    PUT(&c, ",\"choices\":[");
+    PUT(&c.w, ",\"choices\":[");
     int said = c.j.toks[choices].count > 0 && is(&c, choices + 1, VSR_JSON_OBJECT) && choice(&c, choices + 1, "delta", 1);
-    PUT(&c, "]");
+    PUT(&c.w, "]");
     if (!absent(&c, usage)) {
-        PUT(&c, ",\"usage\":");
+        PUT(&c.w, ",\"usage\":");
         raw(&c, usage);
         said = 1;
     }
-    PUT(&c, "}\n\n");
+    PUT(&c.w, "}\n\n");
     if (!said)
         out->len = mark; /* nothing for the client: no event */
     vsr_json_free(&c.j);
-    return c.rc;
+    return c.w.rc;
 }
 
+static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id)
+{
+    (void)type, (void)id;
+    vsr_completions_stream_t *s = ud;
+    /* each data line on its own (vsr's own chat streams write one) */
+    vsr_slice_t rest = data;
+    while (rest.p) {
+        vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
+        if (event(line.p, line.len, s->out) != VSR_OK) {
+            s->failed = 1; /* out's cap */
+            return VSR_ERR_TOO_BIG;
+        }
+    }
+    return VSR_OK;
+}
+
+/* The events are framed by proto/sse.h. */
 int vsr_completions_stream_feed(vsr_completions_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
     if (s->failed)
         return VSR_ERR_INVALID;
-    if (n && vsr_buf_append(&s->pend, p, n) != VSR_OK) {
-        s->failed = 1;
-        vsr_buf_reset(&s->pend);
-        return vsr_buf_append_cstr(out, "data: {\"error\":{\"message\":\"an event of the upstream's stream is too "
-                                        "large\",\"type\":\"server_error\",\"code\":\"upstream_protocol_error\"}}\n\n");
-    }
-    size_t used = 0;
-    for (;;) {
-        const char *b = s->pend.data + used;
-        size_t left = s->pend.len - used;
-        const char *end = NULL;
-        for (size_t i = 0; i + 1 < left && !end; i++)
-            if (b[i] == '\n' && b[i + 1] == '\n')
-                end = b + i;
-        if (end == NULL)
-            break;
-        /* the event's data lines, joined (vsr's own chat streams write one) */
-        vsr_slice_t rest = vsr_slice(b, (size_t)(end - b));
-        while (rest.p) {
-            vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
-            if (vsr_slice_starts_with(line, VSR_SLICE_LIT("data:")) && event(line.p + 5, line.len - 5, out) != VSR_OK)
-                return VSR_ERR_TOO_BIG;
-        }
-        used += (size_t)(end - b) + 2;
-    }
-    if (used) {
-        memmove(s->pend.data, s->pend.data + used, s->pend.len - used);
-        s->pend.len -= used;
-    }
-    return VSR_OK;
+    s->out = out;
+    int rc = vsr_sse_feed(&s->sse, p, n);
+    s->out = NULL;
+    if (rc == VSR_OK)
+        return VSR_OK;
+    if (s->failed)
+        return VSR_ERR_TOO_BIG; /* out's cap, writing an event */
+    s->failed = 1;             /* a line or an event past the bound */
+    return vsr_buf_append_cstr(out, "data: {\"error\":{\"message\":\"an event of the upstream's stream is too "
+                                    "large\",\"type\":\"server_error\",\"code\":\"upstream_protocol_error\"}}\n\n");
 }
