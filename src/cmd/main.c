@@ -35,6 +35,7 @@
 #include "runtime/runtime.h"
 #include "envoy.h"
 #include "signals/signals.h"
+#include "store/store.h"
 #include "upstream/upstream.h"
 
 #define VSR_VERSION "0.1.0"
@@ -1360,9 +1361,13 @@ static int cmd_serve(int argc, char **argv)
     vsr_admin_close(sv.admin);
     vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
     unsigned left = vsr_admin_wait(sv.admin, 10000);
+    /* a management call that held the last reference to a router replay
+     * store has just closed it: its writer ends its connection first */
+    if (left == 0 && vsr_replay_wait_writers(6000) > 0)
+        left = 1;
     if (left > 0) {
         /* exit handlers would unload what those threads are inside */
-        vsr_log_warn("vsr", "stopped with %u configuration change(s) still compiling; they are abandoned", left);
+        vsr_log_warn("vsr", "stopped with management calls or store writers still running; they are abandoned");
         _exit(rc);
     }
     runtime_cleanup(&sv.rt); /* the child is gone */

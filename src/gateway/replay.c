@@ -26,6 +26,7 @@
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static vsr_replay_store_t *g_store;
+static int g_closed; /* the gateway is gone: no store is opened again (see vsr__gateway_replay_free) */
 static char g_sig[2400];
 /* vsr_router_replay_records_total{backend, result}: since the process started */
 static _Atomic uint64_t g_counts[3][3];
@@ -82,6 +83,10 @@ static vsr_replay_store_t *acquire(const vsr_config_t *cfg)
     signature(cfg, sig, sizeof(sig));
     vsr_replay_store_t *old = NULL, *st;
     pthread_mutex_lock(&g_mu);
+    if (g_closed) { /* the process is ending: a call still running (management) opens no store */
+        pthread_mutex_unlock(&g_mu);
+        return NULL;
+    }
     if (g_store == NULL || strcmp(sig, g_sig) != 0) {
         old = g_store;
         vsr_replay_config_t rc;
@@ -264,6 +269,9 @@ static void handle(void *ud, vsr_engine_t *active, const vsr_admin_request_t *re
 
 void vsr__gateway_replay_init(vsr_gateway_t *gw)
 {
+    pthread_mutex_lock(&g_mu);
+    g_closed = 0;
+    pthread_mutex_unlock(&g_mu);
     if (gw->opts.admin)
         vsr_admin_set_extra(gw->opts.admin, vsr__gateway_replay_owns, handle, NULL);
 }
@@ -275,6 +283,7 @@ void vsr__gateway_replay_free(vsr_gateway_t *gw)
     vsr_replay_store_t *st = g_store;
     g_store = NULL;
     g_sig[0] = 0;
+    g_closed = 1;
     pthread_mutex_unlock(&g_mu);
     vsr_replay_unref(st);
     /* the process is ending: let the writers close their connections (a
