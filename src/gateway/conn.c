@@ -12,7 +12,7 @@
  * from the upstream's receive buffers, and a client that reads slowly pauses
  * the upstream read (high/low watermarks), so memory stays bounded.
  */
-#include "gateway/gateway-int.h"
+#include "gateway/request-int.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,9 +27,6 @@
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
 #define PARSER_POOL 64              /* request parsers a worker keeps for its connections' next requests */
-#define HELD_BUFS 16                /* relayed body pieces' buffers held for one write (HTTP/1.x) */
-
-typedef struct admin_job_s admin_job_t;
 
 struct conn_s {
     uv_tcp_t tcp;
@@ -68,75 +65,6 @@ struct conn_s {
     struct fin_watch_s *fin;       /* reads stopped at PENDING_MAX: the client's FIN is watched (fin_watch) */
 };
 
-struct request_s {
-    conn_t *c;
-    h2_stream_t *st;               /* an HTTP/2 stream's request; NULL over HTTP/1.x */
-    vsr_pool_t pool;
-    vsr_engine_t *eng;             /* the configuration version pinned from the first byte to the finish */
-    admin_job_t *admin_job;        /* a management API call running off the loop */
-    vsr_session_t *sess;
-    vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
-    vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
-    size_t n_hdrs;
-    vsr_buf_t body;
-    vsr_json_t json;
-    int has_json;
-    int keep_alive;
-    int is_head;
-    /* upstream */
-    vsr_upstream_call_t *call;
-    vsr_http_header_t *fwd;
-    size_t n_fwd;
-    size_t n_fwd_checked;          /* ... the first ones from the parsed head (vsr_http_write_checked_header) */
-    vsr_slice_t pieces[3];
-    size_t n_pieces;
-    vsr_upstream_report_t report;
-    /* evidence for the access log and metrics */
-    double start_wall;
-    uint64_t start_us;
-    int resp_status;
-    const char *flags;             /* Envoy-style response flags */
-    uint64_t bytes_sent;
-    unsigned finished : 1;
-    /* cross-model fallback (ref §1.7): the policy in force, its one deadline, attempts so far */
-    vsr_fallback_conf_t fb;
-    uint64_t fb_deadline_ms;
-    unsigned fb_attempts;
-    unsigned first_skipped : 1;    /* the routing's choice was skipped (its circuit open): never called */
-    vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
-    unsigned id_made : 1;          /* request_id is one vsr made for the backend */
-    const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
-    unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
-    char *held_head;               /* the response head, held to go out with the first body bytes */
-    size_t held_len;
-    /* RELAY over HTTP/1.x: the body pieces relayed since the last write,
-     * held until the backend read that brought them is over (on_read_end),
-     * or the connection's next write, so the pieces of one read go out in
-     * one write; the posted flush is the backstop */
-    struct wop_s *held_op;         /* the write that carries them; the other pieces' ops chained to it */
-    uv_buf_t held_bufs[HELD_BUFS];
-    unsigned n_held_bufs;
-    unsigned resp_chunked : 1;
-    unsigned resp_no_body : 1;
-    /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
-     * whole body come from the session; BUFFER holds the head until then */
-    unsigned body_mode : 2;
-    unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
-    unsigned observe : 1;          /* RELAY, and the session keeps a copy of the body (the response cache) */
-    /* the response body phase's end waits on the session's ports (the
-     * answer's scan): 1 its effect is to come (STREAM, BUFFER), 2 the body
-     * has ended (RELAY) and only the finish waits */
-    unsigned resp_wait : 2;
-    int held_status;
-    vsr_http_header_t *held_fields;
-    size_t n_held_fields;
-    unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
-    req_trace_t trace;
-    stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
-    vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
-    vsr_buf_t preview_out;         /* ... and its answer */
-};
-
 /* A management API call running on a thread of admin/'s (vsr_admin_submit).
  * Two owners, counted in refs under mu: the thread until it has answered,
  * and this worker until `async` has closed.  A request that goes first
@@ -166,7 +94,6 @@ typedef struct wop_s {
 static void conn_close(conn_t *c);
 static void conn_handle_closed(conn_t *c);
 static void conn_process(conn_t *c);
-static void request_finish(request_t *req);
 static void admin_job_abandon(admin_job_t *job);
 static void conn_post(conn_t *c);
 static void conn_unpost(conn_t *c);
@@ -479,8 +406,6 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
 
 /* ---- local replies ---- */
 
-static vsr_slice_t request_id(request_t *req);
-
 /* A local reply on an HTTP/2 stream: the same fields, no framing ones.
  * extra_headers are this file's own "name: value\r\n" lines. */
 static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
@@ -491,7 +416,7 @@ static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t 
     char ver[24];
     f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
     if (req->head)
-        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), vsr__request_id(req)};
     if (req->eng)
         f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                      vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
@@ -542,7 +467,7 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
         vsr_engine_unref(e);
     }
     if (req && req->head)
-        vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
+        vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), vsr__request_id(req));
     if (replay_id)
         vsr_http_write_header(&b, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id));
     if (extra_headers)
@@ -607,7 +532,7 @@ static void req_error(request_t *req, int status, const char *msg)
 {
     reply_error(req, status, "invalid_request_error", NULL, vsr_slice_cstr(msg),
                 "x-vsr-response-path: error\r\n", req->is_head, !req->keep_alive);
-    request_finish(req);
+    vsr__request_finish(req);
 }
 
 /* ---- request lifecycle ---- */
@@ -617,6 +542,8 @@ static request_t *request_new(conn_t *c)
     _Static_assert(sizeof(request_t) <= VSR_BLOCK_MAX, "a request is one block");
     request_t *req = vsr_block_calloc(sizeof(*req));
     req->c = c;
+    req->w = c->w;
+    req->l = c->l;
     req->start_wall = vsr_wall_time();
     req->start_us = vsr_now_us();
     req->eng = vsr__gateway_pin(c->w->gw);
@@ -642,7 +569,7 @@ static vsr_slice_t header_value(const request_t *req, const char *name)
 
 /* The request's id: the client's x-request-id when it sent one, else a
  * UUIDv4 made once (the one the backend gets, the log's and the client's). */
-static vsr_slice_t request_id(request_t *req)
+vsr_slice_t vsr__request_id(request_t *req)
 {
     if (req->request_id.len == 0) {
         req->request_id = header_value(req, "x-request-id");
@@ -775,7 +702,7 @@ static void request_account(request_t *req)
         .bytes_sent = req->bytes_sent,
         .duration_ms = (vsr_now_us() - req->start_us) / 1000,
         .upstream_host = kept ? vsr_slice_cstr(rep->attempts[kept - 1].backend->authority) : VSR_SLICE_NULL,
-        .request_id = request_id(req),
+        .request_id = vsr__request_id(req),
         .user_agent = header_value(req, "user-agent"),
         .recipe = slice_or_empty(ev ? ev->recipe : NULL),
         .decision = decision,
@@ -839,7 +766,7 @@ static void request_free(request_t *req)
 }
 
 /* The response has been handed to the socket: the next request may start. */
-static void request_finish(request_t *req)
+void vsr__request_finish(request_t *req)
 {
     conn_t *c = req->c;
     req->finished = 1;
@@ -992,7 +919,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     }
     size_t n_backend = h->fields_checked ? nf : 0; /* the backend's own fields, checked by the parser */
     if (!effect_names(eff, VSR_SLICE_LIT("x-request-id"))) /* the request's own, as the backend got it */
-        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
+        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), vsr__request_id(req)};
     for (size_t i = 0; eff && i < eff->n_set; i++)
         if (!protected_name(eff->set[i].name))
             f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
@@ -1236,21 +1163,21 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
 
 /* The end of the answer: the session's last effect (STREAM, BUFFER; NULL
  * for RELAY) goes out, then the stream's end. */
-static void response_end(request_t *req, const vsr_effect_t *eff)
+void vsr__proxy_response_end(request_t *req, const vsr_effect_t *eff)
 {
     conn_t *c = req->c;
     if (req->body_mode != VSR_BODY_RELAY) {
         if (req->body_mode == VSR_BODY_BUFFER) {
             send_buffered(req, eff);
             if (req->st || !c->closing)
-                request_finish(req);
+                vsr__request_finish(req);
             return;
         }
         send_translated(req, eff);
     }
     if (req->st) {
         vsr__h2_end(req->st);
-        request_finish(req);
+        vsr__request_finish(req);
         return;
     }
     if (req->resp_chunked || req->held_head || req->held_op) {
@@ -1267,7 +1194,7 @@ static void response_end(request_t *req, const vsr_effect_t *eff)
         }
     }
     if (!c->closing)
-        request_finish(req);
+        vsr__request_finish(req);
 }
 
 static void up_on_complete(void *ud)
@@ -1302,7 +1229,7 @@ static void up_on_complete(void *ud)
             return;
         }
     }
-    response_end(req, eff);
+    vsr__proxy_response_end(req, eff);
 }
 
 static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, int retried)
@@ -1333,14 +1260,14 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
         req->body_mode = VSR_BODY_RELAY;
         if (req->st) {
             vsr__h2_end(req->st);
-            request_finish(req);
+            vsr__request_finish(req);
             return;
         }
         wop_t *op = wop_get(c);
         uv_buf_t last = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
         conn_write(c, op, &last, 1);
         if (!c->closing)
-            request_finish(req);
+            vsr__request_finish(req);
         return;
     }
     if (req->head_sent) {
@@ -1373,7 +1300,7 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     reply_error(req, status, "server_error", NULL, vsr_slice_cstr(msg),
                 err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
                 !req->keep_alive);
-    request_finish(req);
+    vsr__request_finish(req);
 }
 
 /* The pieces of one backend read go out in one write. */
@@ -1494,13 +1421,13 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
         vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (eff->n_resp_headers + 1));
         for (size_t i = 0; i < eff->n_resp_headers; i++)
             f[i] = (vsr_http_header_t){eff->resp_headers[i].name, eff->resp_headers[i].value};
-        f[eff->n_resp_headers] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
+        f[eff->n_resp_headers] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), vsr__request_id(req)};
         vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers + 1,
                                .content_length = (int64_t)eff->resp_body.len};
         if (!req->is_head)
             req->bytes_sent += eff->resp_body.len;
         vsr__h2_respond(req->st, &rh, eff->resp_body.p, req->is_head ? 0 : eff->resp_body.len, 0);
-        request_finish(req);
+        vsr__request_finish(req);
         return;
     }
     vsr_buf_t b;
@@ -1508,7 +1435,7 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
     for (size_t i = 0; i < eff->n_resp_headers; i++)
         vsr_http_write_header(&b, eff->resp_headers[i].name, eff->resp_headers[i].value);
-    vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
+    vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), vsr__request_id(req));
     vsr_http_write_header_u64(&b, "content-length", eff->resp_body.len);
     if (!req->keep_alive)
         vsr_buf_append_cstr(&b, "connection: close\r\n");
@@ -1518,7 +1445,7 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     conn_write_buf(req->c, &b);
     if (!req->keep_alive)
         req->c->close_after_write = 1;
-    request_finish(req);
+    vsr__request_finish(req);
 }
 
 /* The configuration endpoints: admin/ answers, this only carries.  The
@@ -1579,7 +1506,7 @@ static void admin_done(uv_async_t *a)
     req->eng = vsr__gateway_pin(req->c->w->gw);
     reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body), job->resp.headers.data,
           req->is_head, !req->keep_alive);
-    request_finish(req);
+    vsr__request_finish(req);
 }
 
 /* A copy of s in b (reserved in full beforehand, so earlier slices stay valid). */
@@ -1623,7 +1550,7 @@ static int handle_admin(request_t *req)
                     rc == VSR_ERR_TOO_BIG ? VSR_SLICE_LIT("too many management calls are in progress")
                                           : VSR_SLICE_LIT("cannot run the request now"),
                     "retry-after: 1\r\n", req->is_head, !req->keep_alive);
-        request_finish(req);
+        vsr__request_finish(req);
         return 1;
     }
     req->admin_job = job;
@@ -1651,109 +1578,9 @@ static int management_refused(request_t *req)
         return 0;
     reply(req, r.status, r.content_type, vsr_buf_slice(&r.body), r.headers.data, req->is_head, !req->keep_alive);
     vsr_admin_response_free(&r);
-    request_finish(req);
+    vsr__request_finish(req);
     return 1;
 }
-
-/* ---- the routing core's ports (vsr_ports_t): a session's waits run on this worker ---- */
-
-static void routed(request_t *req, const vsr_effect_t *eff);
-
-static void *port_runtime_call(void *ud, const vsr_runtime_bundle_t *b, uint64_t deadline_ms, vsr_runtime_done_fn done,
-                               void *done_ud)
-{
-    request_t *req = ud;
-    return vsr__gateway_runtime_call(req->c->w, b, deadline_ms, done, done_ud);
-}
-
-static void port_runtime_cancel(void *ud, void *handle)
-{
-    request_t *req = ud;
-    vsr__gateway_runtime_cancel(req->c->w, handle);
-}
-
-static void *port_model_call(void *ud, const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
-                             void *done_ud)
-{
-    request_t *req = ud;
-    return vsr__gateway_model_call(req->c->w, req->c->l->conf->timeout_ms, request_id(req), call, deadline_ms, done,
-                                   done_ud);
-}
-
-static void port_model_cancel(void *ud, void *handle)
-{
-    VSR_UNUSED(ud);
-    vsr__gateway_model_cancel(handle);
-}
-
-static void response_end(request_t *req, const vsr_effect_t *eff);
-
-/* A phase that waited is over: the request goes on from the port's
- * callback — the request body phase's routing, or the response body's end. */
-static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
-{
-    VSR_UNUSED(s);
-    request_t *req = ud;
-    conn_t *c = req->c;
-    int h2 = req->st != NULL;
-    int wait = req->resp_wait;
-    req->resp_wait = 0;
-    if (wait == 2) {
-        if (h2)
-            vsr__h2_end(req->st);
-        if (h2 || !c->closing)
-            request_finish(req);
-    } else if (wait == 1) {
-        response_end(req, eff);
-    } else {
-        routed(req, eff);
-    }
-    if (h2)
-        vsr__conn_flush_soon(c); /* not from a read: nothing else flushes the stream's frames */
-}
-
-static void *port_cache_lookup(void *ud, const vsr_cache_query_t *q, vsr_cache_done_fn done, void *done_ud)
-{
-    request_t *req = ud;
-    return vsr__gateway_cache_lookup(req->c->w, vsr_engine_config(req->eng), q, done, done_ud);
-}
-
-static void port_cache_cancel(void *ud, void *handle)
-{
-    request_t *req = ud;
-    vsr__gateway_cache_cancel(req->c->w, handle);
-}
-
-static void port_cache_store(void *ud, const vsr_cache_query_t *q, vsr_slice_t value)
-{
-    request_t *req = ud;
-    vsr__gateway_cache_store(req->c->w, vsr_engine_config(req->eng), q, value);
-}
-
-static void port_cache_delete(void *ud, const vsr_cache_query_t *q)
-{
-    request_t *req = ud;
-    vsr__gateway_cache_delete(req->c->w, vsr_engine_config(req->eng), q);
-}
-
-static void port_replay_store(void *ud, const vsr_replay_record_t *r)
-{
-    request_t *req = ud;
-    vsr__gateway_replay_put(vsr_engine_config(req->eng), r);
-}
-
-static const vsr_ports_t gw_ports = {
-    .runtime_call = port_runtime_call,
-    .runtime_cancel = port_runtime_cancel,
-    .cache_lookup = port_cache_lookup,
-    .cache_cancel = port_cache_cancel,
-    .cache_store = port_cache_store,
-    .cache_delete = port_cache_delete,
-    .replay_store = port_replay_store,
-    .model_call = port_model_call,
-    .model_cancel = port_model_cancel,
-    .resume = port_resume,
-};
 
 /* What bounds a request's waits: its start plus the listener's timeout. */
 static uint64_t request_deadline(const request_t *req)
@@ -1768,7 +1595,7 @@ static void preview_done(void *ud, int status)
     int h2 = req->st != NULL, waited = req->preview != NULL;
     req->preview = NULL;
     reply(req, status, "application/json", vsr_buf_slice(&req->preview_out), NULL, req->is_head, !req->keep_alive);
-    request_finish(req);
+    vsr__request_finish(req);
     if (h2 && waited)
         vsr__conn_flush_soon(c);
 }
@@ -1782,7 +1609,7 @@ static void handle_management(request_t *req, vsr_slice_t path)
         if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
             reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
                         "allow: POST\r\n", req->is_head, !req->keep_alive);
-            request_finish(req);
+            vsr__request_finish(req);
             return;
         }
         vsr_json_t *j = &req->json;
@@ -1809,7 +1636,7 @@ static void handle_management(request_t *req, vsr_slice_t path)
         int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
         /* the same path as a request's body phase: it may wait on the runtime (preview_done) */
         vsr_buf_init(&req->preview_out, 0);
-        int status = vsr_engine_preview_wait(req->eng, model, text, trace, &req->preview_out, &gw_ports, req,
+        int status = vsr_engine_preview_wait(req->eng, model, text, trace, &req->preview_out, &vsr__gateway_ports, req,
                                              request_deadline(req), preview_done, req, &req->preview);
         if (status != VSR_AGAIN)
             preview_done(req, status);
@@ -1898,7 +1725,7 @@ static void reply_unauthorized(request_t *req, int auth, int close)
                   : VSR_SLICE_LIT("{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
                                   "\"Unauthorized: missing or invalid API key\"}}"),
               "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, close);
-        request_finish(req);
+        vsr__request_finish(req);
         return;
     }
     reply(req, 401, "application/json",
@@ -1908,7 +1735,7 @@ static void reply_unauthorized(request_t *req, int auth, int close)
               : VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
                               "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
           "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, close);
-    request_finish(req);
+    vsr__request_finish(req);
 }
 
 static void dispatch(request_t *req)
@@ -1938,7 +1765,7 @@ static void dispatch(request_t *req)
     if (vsr_slice_eq_cstr(path, "/health") && get_like) {
         reply(req, 200, "application/json", VSR_SLICE_LIT("{\"status\":\"ok\"}"), NULL, req->is_head,
               !req->keep_alive);
-        request_finish(req);
+        vsr__request_finish(req);
         return;
     }
     if (vsr_slice_eq_cstr(path, "/ready") && get_like) {
@@ -1962,7 +1789,7 @@ static void dispatch(request_t *req)
                   NULL, req->is_head, !req->keep_alive);
         }
         vsr_buf_free(&un);
-        request_finish(req);
+        vsr__request_finish(req);
         return;
     }
     if (c->l->management) {
@@ -1988,7 +1815,7 @@ static void dispatch(request_t *req)
             vsr_metrics_render(gw->opts.metrics, &out);
             reply(req, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
             vsr_buf_free(&out);
-            request_finish(req);
+            vsr__request_finish(req);
         } else {
             req_error(req, 404, "endpoint not found");
         }
@@ -2019,8 +1846,8 @@ static void dispatch(request_t *req)
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
     vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .api_key = key,
-                               .ports = &gw_ports, .ports_ud = req, .deadline_ms = request_deadline(req),
-                               .request_id = request_id(req), .owner = vsr_slice_cstr(owner)};
+                               .ports = &vsr__gateway_ports, .ports_ud = req, .deadline_ms = request_deadline(req),
+                               .request_id = vsr__request_id(req), .owner = vsr_slice_cstr(owner)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
     if (eff->status) {
@@ -2029,11 +1856,11 @@ static void dispatch(request_t *req)
     }
     eff = vsr_session_request_body(req->sess, req->body.data, req->body.len);
     if (!eff->pending)
-        routed(req, eff); /* else the worker serves others until port_resume */
+        vsr__request_routed(req, eff); /* else the worker serves others until port_resume */
 }
 
 /* The body phase's effect is in: an answer, or the upstream call. */
-static void routed(request_t *req, const vsr_effect_t *eff)
+void vsr__request_routed(request_t *req, const vsr_effect_t *eff)
 {
     if (eff->status) {
         reply_effect(req, eff);
@@ -2049,7 +1876,7 @@ static void routed(request_t *req, const vsr_effect_t *eff)
         if (eff == NULL) {
             reply_error(req, 503, "server_error", "circuit_open",
                         VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head, !req->keep_alive);
-            request_finish(req);
+            vsr__request_finish(req);
             return;
         }
     }
@@ -2971,7 +2798,7 @@ void vsr__request_reject(request_t *req, int status)
                                   : VSR_SLICE_LIT("malformed HTTP request"),
                     NULL, req->is_head, 0);
     }
-    request_finish(req);
+    vsr__request_finish(req);
 }
 
 void vsr__request_reset(request_t *req)
@@ -3113,6 +2940,11 @@ void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len)
     op->rb = rb;
     uv_buf_t ub = uv_buf_init(rb->data, (unsigned)len);
     conn_write(c, op, &ub, 1);
+}
+
+int vsr__conn_closing(const conn_t *c)
+{
+    return c->closing;
 }
 
 size_t vsr__conn_queued(const conn_t *c)

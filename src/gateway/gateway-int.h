@@ -263,6 +263,7 @@ void vsr__conn_end(conn_t *c, int graceful); /* the session is over: close (afte
 /* vsr__h2_flush() again in `ms` at the latest (a flush_soon comes first). */
 void vsr__conn_flush_after(conn_t *c, uint64_t ms);
 vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c); /* the worker's shard */
+int vsr__conn_closing(const conn_t *c);                  /* closing: nothing more goes out */
 
 /* h2.c */
 h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc);

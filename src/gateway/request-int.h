@@ -1,0 +1,104 @@
+/*
+ * request-int.h — the request layer's own view, private to the files that
+ * serve a request: request.c (its lifecycle and dispatch), proxy.c (plan
+ * execution, fallback, the response relay), local.c (the endpoints vsr
+ * answers itself) and ports.c (the routing core's ports).  The connection
+ * (conn.c) does not include it: it reaches a request only through the
+ * vsr__request_* functions of gateway-int.h, and a request writes only
+ * through vsr__conn_*.
+ */
+#ifndef VSR_GATEWAY_REQUEST_INT_H
+#define VSR_GATEWAY_REQUEST_INT_H
+
+#include "gateway/gateway-int.h"
+
+#define HELD_BUFS 16                /* relayed body pieces' buffers held for one write (HTTP/1.x) */
+
+typedef struct admin_job_s admin_job_t;
+
+struct request_s {
+    conn_t *c;
+    worker_t *w;                   /* the connection's worker and listener */
+    listener_t *l;
+    h2_stream_t *st;               /* an HTTP/2 stream's request; NULL over HTTP/1.x */
+    vsr_pool_t pool;
+    vsr_engine_t *eng;             /* the configuration version pinned from the first byte to the finish */
+    admin_job_t *admin_job;        /* a management API call running off the loop */
+    vsr_session_t *sess;
+    vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
+    vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
+    size_t n_hdrs;
+    vsr_buf_t body;
+    vsr_json_t json;
+    int has_json;
+    int keep_alive;
+    int is_head;
+    /* upstream */
+    vsr_upstream_call_t *call;
+    vsr_http_header_t *fwd;
+    size_t n_fwd;
+    size_t n_fwd_checked;          /* ... the first ones from the parsed head (vsr_http_write_checked_header) */
+    vsr_slice_t pieces[3];
+    size_t n_pieces;
+    vsr_upstream_report_t report;
+    /* evidence for the access log and metrics */
+    double start_wall;
+    uint64_t start_us;
+    int resp_status;
+    const char *flags;             /* Envoy-style response flags */
+    uint64_t bytes_sent;
+    unsigned finished : 1;
+    /* cross-model fallback (ref §1.7): the policy in force, its one deadline, attempts so far */
+    vsr_fallback_conf_t fb;
+    uint64_t fb_deadline_ms;
+    unsigned fb_attempts;
+    unsigned first_skipped : 1;    /* the routing's choice was skipped (its circuit open): never called */
+    vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
+    unsigned id_made : 1;          /* request_id is one vsr made for the backend */
+    const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
+    unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
+    char *held_head;               /* the response head, held to go out with the first body bytes */
+    size_t held_len;
+    /* RELAY over HTTP/1.x: the body pieces relayed since the last write,
+     * held until the backend read that brought them is over (on_read_end),
+     * or the connection's next write, so the pieces of one read go out in
+     * one write; the posted flush is the backstop */
+    struct wop_s *held_op;         /* the write that carries them; the other pieces' ops chained to it */
+    uv_buf_t held_bufs[HELD_BUFS];
+    unsigned n_held_bufs;
+    unsigned resp_chunked : 1;
+    unsigned resp_no_body : 1;
+    /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
+     * whole body come from the session; BUFFER holds the head until then */
+    unsigned body_mode : 2;
+    unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
+    unsigned observe : 1;          /* RELAY, and the session keeps a copy of the body (the response cache) */
+    /* the response body phase's end waits on the session's ports (the
+     * answer's scan): 1 its effect is to come (STREAM, BUFFER), 2 the body
+     * has ended (RELAY) and only the finish waits */
+    unsigned resp_wait : 2;
+    int held_status;
+    vsr_http_header_t *held_fields;
+    size_t n_held_fields;
+    unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
+    req_trace_t trace;
+    stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
+    vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
+    vsr_buf_t preview_out;         /* ... and its answer */
+};
+
+/* request.c */
+vsr_slice_t vsr__request_id(request_t *req);
+/* The response has been handed to the transport: the request is over. */
+void vsr__request_finish(request_t *req);
+/* The body phase's effect is in: an answer, or the upstream call. */
+void vsr__request_routed(request_t *req, const vsr_effect_t *eff);
+
+/* proxy.c */
+/* The end of the answer: the session's last effect (STREAM, BUFFER; NULL for RELAY), then the stream's end. */
+void vsr__proxy_response_end(request_t *req, const vsr_effect_t *eff);
+
+/* ports.c: the ports every request lends its session (ports_ud: the request) */
+extern const vsr_ports_t vsr__gateway_ports;
+
+#endif
