@@ -65,21 +65,6 @@ struct conn_s {
     struct fin_watch_s *fin;       /* reads stopped at PENDING_MAX: the client's FIN is watched (fin_watch) */
 };
 
-/* A management API call running on a thread of admin/'s (vsr_admin_submit).
- * Two owners, counted in refs under mu: the thread until it has answered,
- * and this worker until `async` has closed.  A request that goes first
- * (request_free) closes `async` at once, so neither its loop nor a drain
- * ever waits for the call. */
-struct admin_job_s {
-    uv_async_t async;              /* the answer is in: wakes the worker */
-    pthread_mutex_t mu;            /* guards req and refs */
-    int refs;
-    request_t *req;                /* NULL once the request is gone */
-    vsr_admin_request_t ar;        /* slices of `copy`: the request may go while the call runs */
-    vsr_buf_t copy;
-    vsr_admin_response_t resp;
-};
-
 typedef struct wop_s {
     uv_write_t w;
     struct wop_s *next_free;
@@ -94,7 +79,6 @@ typedef struct wop_s {
 static void conn_close(conn_t *c);
 static void conn_handle_closed(conn_t *c);
 static void conn_process(conn_t *c);
-static void admin_job_abandon(admin_job_t *job);
 static void conn_post(conn_t *c);
 static void conn_unpost(conn_t *c);
 
@@ -485,7 +469,7 @@ static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, v
     }
 }
 
-static void reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
+void vsr__request_reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
                   int is_head, int close)
 {
     reply_on(req->c, req, status, ctype, body, extra_headers, is_head, close);
@@ -522,15 +506,15 @@ static void reply_error_on(conn_t *c, request_t *req, int status, const char *ty
                    extra_headers, is_head, close);
 }
 
-static void reply_error(request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
+void vsr__request_reply_error(request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
                         const char *extra_headers, int is_head, int close)
 {
     reply_error_on(req->c, req, status, type, code, msg, extra_headers, is_head, close);
 }
 
-static void req_error(request_t *req, int status, const char *msg)
+void vsr__request_error(request_t *req, int status, const char *msg)
 {
-    reply_error(req, status, "invalid_request_error", NULL, vsr_slice_cstr(msg),
+    vsr__request_reply_error(req, status, "invalid_request_error", NULL, vsr_slice_cstr(msg),
                 "x-vsr-response-path: error\r\n", req->is_head, !req->keep_alive);
     vsr__request_finish(req);
 }
@@ -746,7 +730,7 @@ static void request_account(request_t *req)
 static void request_free(request_t *req)
 {
     if (req->admin_job)
-        admin_job_abandon(req->admin_job); /* its answer has nobody to go to */
+        vsr__local_abandon(req->admin_job); /* its answer has nobody to go to */
     vsr_free(req->held_head); /* never written: the response was abandoned */
     if (req->held_op)
         wop_put(req->c->w, req->held_op); /* ... and so were these pieces */
@@ -1297,7 +1281,7 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
                  retried ? "retried and the latest " : "", vsr_upstream_error_reason(err));
     }
     vsr_log_debug("gateway", "upstream failed: %s (%s)", msg, detail ? detail : "");
-    reply_error(req, status, "server_error", NULL, vsr_slice_cstr(msg),
+    vsr__request_reply_error(req, status, "server_error", NULL, vsr_slice_cstr(msg),
                 err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
                 !req->keep_alive);
     vsr__request_finish(req);
@@ -1448,201 +1432,10 @@ static void reply_effect(request_t *req, const vsr_effect_t *eff)
     vsr__request_finish(req);
 }
 
-/* The configuration endpoints: admin/ answers, this only carries.  The
- * call runs on a thread of admin/'s (admin_job_t), because compiling and
- * warming a document (host names are resolved) must not stall the worker's
- * other connections; the request stays pinned meanwhile. */
-
-static void admin_job_unref(admin_job_t *job)
-{
-    pthread_mutex_lock(&job->mu);
-    int last = --job->refs == 0;
-    pthread_mutex_unlock(&job->mu);
-    if (!last)
-        return;
-    vsr_admin_response_free(&job->resp);
-    vsr_buf_free(&job->copy);
-    pthread_mutex_destroy(&job->mu);
-    vsr_free(job);
-}
-
-static void admin_job_closed(uv_handle_t *h)
-{
-    admin_job_unref(h->data);
-}
-
-/* On admin/'s thread, once answered. */
-static void admin_answered(void *ud)
-{
-    admin_job_t *job = ud;
-    pthread_mutex_lock(&job->mu);
-    if (job->req != NULL)
-        uv_async_send(&job->async); /* under mu: the worker cannot be closing it */
-    pthread_mutex_unlock(&job->mu);
-    admin_job_unref(job);
-}
-
-static void admin_job_abandon(admin_job_t *job)
-{
-    pthread_mutex_lock(&job->mu);
-    job->req = NULL;
-    pthread_mutex_unlock(&job->mu);
-    uv_close((uv_handle_t *)&job->async, admin_job_closed);
-}
-
-static void admin_done(uv_async_t *a)
-{
-    admin_job_t *job = a->data;
-    pthread_mutex_lock(&job->mu);
-    request_t *req = job->req;
-    job->req = NULL;
-    pthread_mutex_unlock(&job->mu);
-    uv_close((uv_handle_t *)&job->async, admin_job_closed);
-    if (req == NULL)
-        return;
-    req->admin_job = NULL;
-    /* the answer names the version active once it was handled */
-    vsr_engine_unref(req->eng);
-    req->eng = vsr__gateway_pin(req->c->w->gw);
-    reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body), job->resp.headers.data,
-          req->is_head, !req->keep_alive);
-    vsr__request_finish(req);
-}
-
-/* A copy of s in b (reserved in full beforehand, so earlier slices stay valid). */
-static vsr_slice_t keep(vsr_buf_t *b, vsr_slice_t s)
-{
-    size_t off = b->len;
-    vsr_buf_append_slice(b, s);
-    return vsr_slice(b->data + off, s.len);
-}
-
-static int handle_admin(request_t *req)
-{
-    vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL || !(vsr_admin_owns(req->head->target) || vsr__gateway_replay_owns(req->head->target)))
-        return 0;
-    admin_job_t *job = vsr_calloc(1, sizeof(*job));
-    pthread_mutex_init(&job->mu, NULL);
-    job->req = req;
-    vsr_slice_t ctype = VSR_SLICE_NULL, if_match = VSR_SLICE_NULL;
-    vsr_http_head_get(req->head, "content-type", &ctype);
-    job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &if_match);
-    vsr_buf_init(&job->copy, 0);
-    vsr_buf_reserve(&job->copy, req->head->method.len + req->head->target.len + ctype.len + if_match.len +
-                                    req->body.len + 1);
-    job->ar.method = keep(&job->copy, req->head->method);
-    job->ar.target = keep(&job->copy, req->head->target);
-    job->ar.content_type = keep(&job->copy, ctype);
-    job->ar.if_match = keep(&job->copy, if_match);
-    vsr_slice_t body = keep(&job->copy, vsr_buf_slice(&req->body));
-    job->ar.body = body.p;
-    job->ar.body_len = body.len;
-    uv_async_init(&req->c->w->loop, &job->async, admin_done);
-    job->async.data = job;
-    job->refs = 2;
-    int rc = vsr_admin_submit(admin, &job->ar, &job->resp, admin_answered, job);
-    if (rc != VSR_OK) {
-        job->refs = 1; /* no thread: only the handle's */
-        job->req = NULL;
-        uv_close((uv_handle_t *)&job->async, admin_job_closed);
-        reply_error(req, 503, "server_error", rc == VSR_ERR_TOO_BIG ? "busy" : "unavailable",
-                    rc == VSR_ERR_TOO_BIG ? VSR_SLICE_LIT("too many management calls are in progress")
-                                          : VSR_SLICE_LIT("cannot run the request now"),
-                    "retry-after: 1\r\n", req->is_head, !req->keep_alive);
-        vsr__request_finish(req);
-        return 1;
-    }
-    req->admin_job = job;
-    return 1;
-}
-
-/* Every request on the management listener, probes included, passes
- * admin/'s access check first (token, Host, Origin).  1 when refused (and
- * answered). */
-static int management_refused(request_t *req)
-{
-    vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL)
-        return 0;
-    vsr_admin_access_t acc = {VSR_SLICE_NULL, VSR_SLICE_NULL, VSR_SLICE_NULL};
-    vsr_slice_t v;
-    if (vsr_http_head_get(req->head, "authorization", &v))
-        acc.authorization = v.p ? v : VSR_SLICE_LIT("");
-    if (vsr_http_head_get(req->head, "host", &v))
-        acc.host = v.p ? v : VSR_SLICE_LIT("");
-    if (vsr_http_head_get(req->head, "origin", &v))
-        acc.origin = v.p ? v : VSR_SLICE_LIT("");
-    vsr_admin_response_t r;
-    if (vsr_admin_check_access(admin, &acc, &r))
-        return 0;
-    reply(req, r.status, r.content_type, vsr_buf_slice(&r.body), r.headers.data, req->is_head, !req->keep_alive);
-    vsr_admin_response_free(&r);
-    vsr__request_finish(req);
-    return 1;
-}
-
 /* What bounds a request's waits: its start plus the listener's timeout. */
-static uint64_t request_deadline(const request_t *req)
+uint64_t vsr__request_deadline(const request_t *req)
 {
     return req->start_us / 1000 + req->c->l->conf->timeout_ms;
-}
-
-static void preview_done(void *ud, int status)
-{
-    request_t *req = ud;
-    conn_t *c = req->c;
-    int h2 = req->st != NULL, waited = req->preview != NULL;
-    req->preview = NULL;
-    reply(req, status, "application/json", vsr_buf_slice(&req->preview_out), NULL, req->is_head, !req->keep_alive);
-    vsr__request_finish(req);
-    if (h2 && waited)
-        vsr__conn_flush_soon(c);
-}
-
-/* The management listener: probes, the configuration API and the routing preview. */
-static void handle_management(request_t *req, vsr_slice_t path)
-{
-    if (handle_admin(req))
-        return;
-    if (vsr_slice_eq_cstr(path, "/api/v1/routing/preview")) {
-        if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
-            reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
-                        "allow: POST\r\n", req->is_head, !req->keep_alive);
-            vsr__request_finish(req);
-            return;
-        }
-        vsr_json_t *j = &req->json;
-        req->has_json = 1;
-        uint32_t mt, tt;
-        vsr_slice_t model = VSR_SLICE_NULL, text = VSR_SLICE_NULL;
-        if (vsr_json_parse(j, req->body.data ? req->body.data : "", req->body.len, NULL) != VSR_OK ||
-            vsr_json_type(j, 0) != VSR_JSON_OBJECT) {
-            req_error(req, 400, "malformed JSON body");
-            return;
-        }
-        if (vsr_json_object_get(j, 0, "model", &mt) == VSR_OK && vsr_json_type(j, mt) == VSR_JSON_STRING)
-            vsr_json_string(j, mt, &req->pool, &model);
-        if (vsr_json_object_get(j, 0, "text", &tt) != VSR_OK || vsr_json_type(j, tt) != VSR_JSON_STRING) {
-            req_error(req, 400, "text field is required");
-            return;
-        }
-        vsr_json_string(j, tt, &req->pool, &text);
-        const vsr_config_t *cfg = vsr_engine_config(req->eng);
-        if (model.len == 0)
-            model = vsr_slice_cstr(cfg->auto_model_names.n ? cfg->auto_model_names.items[0] : "");
-        vsr_slice_t q = VSR_SLICE_NULL;
-        vsr_slice_split(req->head->target, '?', &q);
-        int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
-        /* the same path as a request's body phase: it may wait on the runtime (preview_done) */
-        vsr_buf_init(&req->preview_out, 0);
-        int status = vsr_engine_preview_wait(req->eng, model, text, trace, &req->preview_out, &vsr__gateway_ports, req,
-                                             request_deadline(req), preview_done, req, &req->preview);
-        if (status != VSR_AGAIN)
-            preview_done(req, status);
-        return;
-    }
-    req_error(req, 404, "endpoint not found");
 }
 
 static int upgrade_h2c(request_t *req);
@@ -1667,7 +1460,7 @@ static int normalize_target(request_t *req)
     if (rc != VSR_OK) {
         char msg[96];
         snprintf(msg, sizeof(msg), "invalid request path: %s", why ? why : "malformed");
-        req_error(req, 400, msg);
+        vsr__request_error(req, 400, msg);
         return 0;
     }
     h->target = vsr_slice(out, len);
@@ -1718,7 +1511,7 @@ static void reply_unauthorized(request_t *req, int auth, int close)
                                                                             : "invalid_api_key");
     if (messages_target(req->head->target)) {
         /* an Anthropic client reads Anthropic's error shape */
-        reply(req, 401, "application/json",
+        vsr__request_reply(req, 401, "application/json",
               auth == VSR__AUTH_CONFLICT
                   ? VSR_SLICE_LIT("{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
                                   "\"Unauthorized: the request carries more than one API key\"}}")
@@ -1728,7 +1521,7 @@ static void reply_unauthorized(request_t *req, int auth, int close)
         vsr__request_finish(req);
         return;
     }
-    reply(req, 401, "application/json",
+    vsr__request_reply(req, 401, "application/json",
           auth == VSR__AUTH_CONFLICT
               ? VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: the request carries more than one API key\","
                               "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}")
@@ -1758,69 +1551,8 @@ static void dispatch(request_t *req)
     vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
     while (path.len > 1 && path.p[path.len - 1] == '/')
         path.len--;
-    int get_like = vsr_slice_eq_cstr(h->method, "GET") || req->is_head;
-    if (c->l->management && management_refused(req))
-        return;
-
-    if (vsr_slice_eq_cstr(path, "/health") && get_like) {
-        reply(req, 200, "application/json", VSR_SLICE_LIT("{\"status\":\"ok\"}"), NULL, req->is_head,
-              !req->keep_alive);
-        vsr__request_finish(req);
-        return;
-    }
-    if (vsr_slice_eq_cstr(path, "/ready") && get_like) {
-        int ready = atomic_load(&c->w->gw->ready);
-        int rt_ready = vsr__gateway_runtime_ready(c->w->gw);
-        /* an endpoint whose host has not resolved yet cannot be served: not ready, and which */
-        vsr_buf_t un;
-        vsr_buf_init(&un, 0);
-        vsr_buf_append_cstr(&un, "{\"status\":\"not ready\",\"reason\":\"backend hosts not resolved yet\",\"unresolved\":[");
-        size_t n_un = ready ? vsr_upstream_unresolved(vsr_engine_part(req->eng), &un, 16) : 0; /* the first 16 */
-        if (ready && !rt_ready) {
-            reply(req, 503, "application/json",
-                  VSR_SLICE_LIT("{\"status\":\"not ready\",\"reason\":\"model runtime not ready\"}"), NULL,
-                  req->is_head, !req->keep_alive);
-        } else if (n_un > 0) {
-            vsr_buf_printf(&un, "],\"unresolved_count\":%zu}", n_un);
-            reply(req, 503, "application/json", vsr_buf_slice(&un), NULL, req->is_head, !req->keep_alive);
-        } else {
-            reply(req, ready ? 200 : 503, "application/json",
-                  ready ? VSR_SLICE_LIT("{\"status\":\"ready\"}") : VSR_SLICE_LIT("{\"status\":\"not ready\"}"),
-                  NULL, req->is_head, !req->keep_alive);
-        }
-        vsr_buf_free(&un);
-        vsr__request_finish(req);
-        return;
-    }
-    if (c->l->management) {
-        handle_management(req, path);
-        return;
-    }
-    if (c->l->metrics) {
-        if (vsr_slice_eq_cstr(path, "/metrics") && get_like) {
-            vsr_gateway_t *gw = c->w->gw;
-            const vsr_config_t *cfg = vsr_engine_config(req->eng);
-            vsr_upstream_shared_t *shared = vsr_engine_part(req->eng);
-            for (size_t i = 0; shared && i < cfg->n_models; i++) {
-                for (size_t j = 0; j < cfg->models[i].n_backends; j++) {
-                    int healthy, ejected;
-                    vsr_upstream_endpoint_state(shared, i, j, &healthy, &ejected);
-                    vsr_metrics_set_endpoint_health(gw->opts.metrics, vsr_slice_cstr(cfg->models[i].name),
-                                                    vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
-                }
-            }
-            vsr__gateway_replay_metrics(gw->opts.metrics);
-            vsr_buf_t out;
-            vsr_buf_init(&out, 0);
-            vsr_metrics_render(gw->opts.metrics, &out);
-            reply(req, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
-            vsr_buf_free(&out);
-            vsr__request_finish(req);
-        } else {
-            req_error(req, 404, "endpoint not found");
-        }
-        return;
-    }
+    if (vsr__local_serve(req, path))
+        return; /* an endpoint vsr answers itself */
     /* api_keys and models change live: the request's version has them */
     const vsr_config_t *cfg = vsr_engine_config(req->eng);
     const vsr_listener_conf_t *lc = live_listener(req);
@@ -1846,7 +1578,7 @@ static void dispatch(request_t *req)
     }
     vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
     vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .api_key = key,
-                               .ports = &vsr__gateway_ports, .ports_ud = req, .deadline_ms = request_deadline(req),
+                               .ports = &vsr__gateway_ports, .ports_ud = req, .deadline_ms = vsr__request_deadline(req),
                                .request_id = vsr__request_id(req), .owner = vsr_slice_cstr(owner)};
     req->sess = vsr_session_open(req->eng, &opts);
     const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
@@ -1874,7 +1606,7 @@ void vsr__request_routed(request_t *req, const vsr_effect_t *eff)
         req->first_skipped = 1;
         eff = vsr_session_fallback(req->sess, breaker_allows, req);
         if (eff == NULL) {
-            reply_error(req, 503, "server_error", "circuit_open",
+            vsr__request_reply_error(req, 503, "server_error", "circuit_open",
                         VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head, !req->keep_alive);
             vsr__request_finish(req);
             return;
@@ -2790,10 +2522,10 @@ int vsr__request_early_auth(request_t *req)
 void vsr__request_reject(request_t *req, int status)
 {
     if (status == 413) {
-        reply_error(req, 413, "invalid_request_error", "request_too_large",
+        vsr__request_reply_error(req, 413, "invalid_request_error", "request_too_large",
                     VSR_SLICE_LIT("The request body is too large."), NULL, req->is_head, 0);
     } else {
-        reply_error(req, status, "invalid_request_error", NULL,
+        vsr__request_reply_error(req, status, "invalid_request_error", NULL,
                     status == 431 ? VSR_SLICE_LIT("request header fields too large")
                                   : VSR_SLICE_LIT("malformed HTTP request"),
                     NULL, req->is_head, 0);

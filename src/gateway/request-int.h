@@ -93,10 +93,30 @@ vsr_slice_t vsr__request_id(request_t *req);
 void vsr__request_finish(request_t *req);
 /* The body phase's effect is in: an answer, or the upstream call. */
 void vsr__request_routed(request_t *req, const vsr_effect_t *eff);
+/* What bounds a request's waits: its start plus the listener's timeout. */
+uint64_t vsr__request_deadline(const request_t *req);
+/* Local replies: the body as given (reply) or an API error (reply_error:
+ * OpenAI's shape, Anthropic's on /v1/messages), with the request's id and
+ * version; extra_headers: "name: value\r\n" lines; close: the connection
+ * closes after it (HTTP/1.x). */
+void vsr__request_reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
+                        int is_head, int close);
+void vsr__request_reply_error(request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
+                              const char *extra_headers, int is_head, int close);
+/* A client error (invalid_request_error), then the request is finished. */
+void vsr__request_error(request_t *req, int status, const char *msg);
 
 /* proxy.c */
 /* The end of the answer: the session's last effect (STREAM, BUFFER; NULL for RELAY), then the stream's end. */
 void vsr__proxy_response_end(request_t *req, const vsr_effect_t *eff);
+
+/* local.c */
+/* The endpoints vsr answers itself (path: the target's path, its trailing
+ * '/'s aside): 1 when the request is answered or being answered, 0 when it
+ * goes on to routing. */
+int vsr__local_serve(request_t *req, vsr_slice_t path);
+/* The request is gone before its management call answered: the answer is dropped. */
+void vsr__local_abandon(admin_job_t *job);
 
 /* ports.c: the ports every request lends its session (ports_ud: the request) */
 extern const vsr_ports_t vsr__gateway_ports;
