@@ -251,6 +251,10 @@ int vsr__request_early_auth(request_t *req);
 void vsr__request_reject(request_t *req, int status); /* 400, 413 or 431: an error reply, then done */
 void vsr__request_reset(request_t *req);  /* the stream is gone: the request ends, its upstream call cancelled */
 void vsr__request_resume(request_t *req); /* its queue drained: read the upstream again */
+/* conn.c's side of the same (HTTP/1.x): 1 when an upstream call was there to pause or resume */
+int vsr__request_pause(request_t *req);
+int vsr__request_unpause(request_t *req);
+void vsr__request_sent(request_t *req, uint64_t n); /* n more bytes of its response went to the transport */
 /* conn.c, for h2.c: the connection */
 void vsr__conn_send(conn_t *c, vsr_buf_t *b); /* takes b's memory */
 void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len); /* takes the reference */
@@ -264,6 +268,28 @@ void vsr__conn_end(conn_t *c, int graceful); /* the session is over: close (afte
 void vsr__conn_flush_after(conn_t *c, uint64_t ms);
 vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c); /* the worker's shard */
 int vsr__conn_closing(const conn_t *c);                  /* closing: nothing more goes out */
+/* An HTTP/1.x response, as the request layer relays it.  A head is held
+ * (its memory taken) to go out with the first body bytes or the end, or
+ * from the posted flush once the current callback is over; take_head
+ * appends it to b instead, which then goes out in its place. */
+void vsr__conn_hold_head(conn_t *c, vsr_buf_t *b);
+int vsr__conn_head_held(const conn_t *c);
+void vsr__conn_take_head(conn_t *c, vsr_buf_t *b);
+/* A relayed body piece (a slice of owner's buffer, referenced until
+ * written), chunk-framed when chunked; the pieces of one backend read go
+ * out in one write, at vsr__conn_read_end at the latest. */
+void vsr__conn_relay(conn_t *c, const char *p, size_t n, vsr_rbuf_t *owner, int chunked);
+/* The body's end: the held head, the last chunk when chunked; coalesce:
+ * with the held pieces, in one write. */
+void vsr__conn_relay_end(conn_t *c, int chunked, int coalesce);
+void vsr__conn_read_end(conn_t *c, const request_t *req); /* req's backend read is over */
+/* Past the high mark: the call's read pauses and the client's stall timer
+ * runs (1); it resumes from the writes' completion (vsr__request_resume). */
+int vsr__conn_backpressure(conn_t *c, vsr_upstream_call_t *call);
+void vsr__conn_abort(conn_t *c); /* the response is cut: what is held goes out, then the connection closes */
+/* The reply being written is the connection's last (linger_now: lingering
+ * starts at once when everything is written already). */
+void vsr__conn_close_after_write(conn_t *c, int linger_now);
 
 /* h2.c */
 h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc);

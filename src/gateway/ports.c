@@ -82,7 +82,7 @@ static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
     } else if (wait == 1) {
         vsr__proxy_response_end(req, eff);
     } else {
-        vsr__request_routed(req, eff);
+        vsr__proxy_routed(req, eff);
     }
     if (h2)
         vsr__conn_flush_soon(c); /* not from a read: nothing else flushes the stream's frames */

@@ -12,8 +12,6 @@
 
 #include "gateway/gateway-int.h"
 
-#define HELD_BUFS 16                /* relayed body pieces' buffers held for one write (HTTP/1.x) */
-
 typedef struct admin_job_s admin_job_t;
 
 struct request_s {
@@ -57,15 +55,6 @@ struct request_s {
     unsigned id_made : 1;          /* request_id is one vsr made for the backend */
     const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
     unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
-    char *held_head;               /* the response head, held to go out with the first body bytes */
-    size_t held_len;
-    /* RELAY over HTTP/1.x: the body pieces relayed since the last write,
-     * held until the backend read that brought them is over (on_read_end),
-     * or the connection's next write, so the pieces of one read go out in
-     * one write; the posted flush is the backstop */
-    struct wop_s *held_op;         /* the write that carries them; the other pieces' ops chained to it */
-    uv_buf_t held_bufs[HELD_BUFS];
-    unsigned n_held_bufs;
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
     /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
@@ -91,8 +80,6 @@ struct request_s {
 vsr_slice_t vsr__request_id(request_t *req);
 /* The response has been handed to the transport: the request is over. */
 void vsr__request_finish(request_t *req);
-/* The body phase's effect is in: an answer, or the upstream call. */
-void vsr__request_routed(request_t *req, const vsr_effect_t *eff);
 /* What bounds a request's waits: its start plus the listener's timeout. */
 uint64_t vsr__request_deadline(const request_t *req);
 /* Local replies: the body as given (reply) or an API error (reply_error:
@@ -106,7 +93,24 @@ void vsr__request_reply_error(request_t *req, int status, const char *type, cons
 /* A client error (invalid_request_error), then the request is finished. */
 void vsr__request_error(request_t *req, int status, const char *msg);
 
+/* The models a call went to, in order (the session's list without a first
+ * choice skipped for its open circuit). */
+const vsr_model_conf_t *const *vsr__request_models_called(const request_t *req, size_t *n);
+/* Attempts made by model m (those past the report's array count for the last model called). */
+unsigned vsr__request_attempts_of(const request_t *req, const vsr_model_conf_t *m);
+/* The request ends (answered or not: the access log says which) and its memory goes. */
+void vsr__request_free(request_t *req);
+
+static inline vsr_slice_t vsr__slice_or_empty(const char *s)
+{
+    return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
+}
+
 /* proxy.c */
+/* The body phase's effect is in: an answer, or the upstream call. */
+void vsr__proxy_routed(request_t *req, const vsr_effect_t *eff);
+/* An immediate answer from the routing core (eff->status). */
+void vsr__proxy_reply_effect(request_t *req, const vsr_effect_t *eff);
 /* The end of the answer: the session's last effect (STREAM, BUFFER; NULL for RELAY), then the stream's end. */
 void vsr__proxy_response_end(request_t *req, const vsr_effect_t *eff);
 
