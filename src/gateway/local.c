@@ -81,8 +81,8 @@ static void admin_done(uv_async_t *a)
     /* the answer names the version active once it was handled */
     vsr_engine_unref(req->eng);
     req->eng = vsr__gateway_pin(req->w->gw);
-    vsr__request_reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body), job->resp.headers.data,
-          req->is_head, !req->keep_alive);
+    vsr__request_reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body),
+                       job->resp.headers.data, req->is_head, !req->keep_alive);
     vsr__request_finish(req);
 }
 
@@ -124,13 +124,14 @@ static int handle_admin(request_t *req)
         job->req = NULL;
         uv_close((uv_handle_t *)&job->async, admin_job_closed);
         vsr__request_reply_error(req, 503, "server_error", rc == VSR_ERR_TOO_BIG ? "busy" : "unavailable",
-                    rc == VSR_ERR_TOO_BIG ? VSR_SLICE_LIT("too many management calls are in progress")
-                                          : VSR_SLICE_LIT("cannot run the request now"),
-                    "retry-after: 1\r\n", req->is_head, !req->keep_alive);
+                                 rc == VSR_ERR_TOO_BIG ? VSR_SLICE_LIT("too many management calls are in progress")
+                                                       : VSR_SLICE_LIT("cannot run the request now"),
+                                 "retry-after: 1\r\n", req->is_head, !req->keep_alive);
         vsr__request_finish(req);
         return 1;
     }
     req->admin_job = job;
+    vsr__request_enter(req, RQ_OFFLOOP);
     return 1;
 }
 
@@ -153,7 +154,8 @@ static int management_refused(request_t *req)
     vsr_admin_response_t r;
     if (vsr_admin_check_access(admin, &acc, &r))
         return 0;
-    vsr__request_reply(req, r.status, r.content_type, vsr_buf_slice(&r.body), r.headers.data, req->is_head, !req->keep_alive);
+    vsr__request_reply(req, r.status, r.content_type, vsr_buf_slice(&r.body), r.headers.data, req->is_head,
+                       !req->keep_alive);
     vsr_admin_response_free(&r);
     vsr__request_finish(req);
     return 1;
@@ -165,7 +167,8 @@ static void preview_done(void *ud, int status)
     conn_t *c = req->c;
     int h2 = req->st != NULL, waited = req->preview != NULL;
     req->preview = NULL;
-    vsr__request_reply(req, status, "application/json", vsr_buf_slice(&req->preview_out), NULL, req->is_head, !req->keep_alive);
+    vsr__request_reply(req, status, "application/json", vsr_buf_slice(&req->preview_out), NULL, req->is_head,
+                       !req->keep_alive);
     vsr__request_finish(req);
     if (h2 && waited)
         vsr__conn_flush_soon(c);
@@ -176,7 +179,7 @@ static void serve_preview(request_t *req)
 {
     if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
         vsr__request_reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
-                    "allow: POST\r\n", req->is_head, !req->keep_alive);
+                                 "allow: POST\r\n", req->is_head, !req->keep_alive);
         vsr__request_finish(req);
         return;
     }
@@ -204,6 +207,7 @@ static void serve_preview(request_t *req)
     int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
     /* the same path as a request's body phase: it may wait on the runtime (preview_done) */
     vsr_buf_init(&req->preview_out, 0);
+    vsr__request_enter(req, RQ_OFFLOOP);
     int status = vsr_engine_preview_wait(req->eng, model, text, trace, &req->preview_out, &vsr__gateway_ports, req,
                                          vsr__request_deadline(req), preview_done, req, &req->preview);
     if (status != VSR_AGAIN)
@@ -244,7 +248,8 @@ static void serve_ready(request_t *req)
         vsr__request_reply(req, 503, "application/json", vsr_buf_slice(&un), NULL, req->is_head, !req->keep_alive);
     } else {
         vsr__request_reply(req, ready ? 200 : 503, "application/json",
-                           ready ? VSR_SLICE_LIT("{\"status\":\"ready\"}") : VSR_SLICE_LIT("{\"status\":\"not ready\"}"),
+                           ready ? VSR_SLICE_LIT("{\"status\":\"ready\"}")
+                                 : VSR_SLICE_LIT("{\"status\":\"not ready\"}"),
                            NULL, req->is_head, !req->keep_alive);
     }
     vsr_buf_free(&un);

@@ -72,14 +72,13 @@ static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
     request_t *req = ud;
     conn_t *c = req->c;
     int h2 = req->st != NULL;
-    int wait = req->resp_wait;
-    req->resp_wait = 0;
-    if (wait == 2) {
+    unsigned state = req->state;
+    if (state == RQ_RESP_FINISH) {
         if (h2)
             vsr__h2_end(req->st);
         if (h2 || !vsr__conn_closing(c))
             vsr__request_finish(req);
-    } else if (wait == 1) {
+    } else if (state == RQ_RESP_EFFECT) {
         vsr__proxy_response_end(req, eff);
     } else {
         vsr__proxy_routed(req, eff);

@@ -38,7 +38,7 @@ static int fb_listed(const request_t *req, int status)
  * out (the failed one is cancelled). */
 static int try_fallback(request_t *req)
 {
-    if (req->sess == NULL || !req->fb.enabled || req->head_sent)
+    if (req->sess == NULL || !req->fb.enabled || vsr__request_head_sent(req))
         return 0;
     if (req->fb_attempts >= req->fb.max_attempts)
         return 0;
@@ -164,7 +164,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             vsr_buf_free(&path);
         }
     }
-    req->head_sent = 1;
+    vsr__request_enter(req, RQ_RESPONDING);
     int no_body = req->is_head || !h->has_body;
     /* 204 never has a content-length (RFC 9110 §8.6); a 304's is optional and
      * describes a body that is not there: neither is relayed */
@@ -373,7 +373,7 @@ static void up_on_complete(void *ud)
         if (eff->pending) {
             /* the client has the whole answer; the request ends when the session has looked at it */
             req->body_mode = VSR_BODY_RELAY;
-            req->resp_wait = 2;
+            vsr__request_enter(req, RQ_RESP_FINISH);
             if (req->st)
                 return; /* the stream's end waits (ending it would close it under the request) */
             vsr__conn_relay_end(c, req->resp_chunked, 0);
@@ -384,7 +384,7 @@ static void up_on_complete(void *ud)
     if (req->body_mode != VSR_BODY_RELAY) {
         eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
         if (eff->pending) {
-            req->resp_wait = 1; /* port_resume goes on */
+            vsr__request_enter(req, RQ_RESP_EFFECT); /* port_resume goes on */
             return;
         }
     }
@@ -400,17 +400,17 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     req->flags = flags[err];
     if (err == VSR_UPSTREAM_E_OVERFLOW && req->sess)
         vsr_metrics_overflow(req->w->metrics, vsr__slice_or_empty(vsr_session_evidence(req->sess)->selected_model));
-    if (req->sess && req->fb.enabled && !req->head_sent) /* every failed candidate, the last one too */
+    if (req->sess && req->fb.enabled && !vsr__request_head_sent(req)) /* every failed candidate, the last one too */
         vsr_upstream_breaker_record(req->w->up, vsr_session_plan(req->sess)->model, &req->fb, 0);
     /* connection failures, resets, protocol errors, timeouts and overflow are
      * all retryable classes for fallback; the local reply is the last resort */
-    if (req->head_sent && req->body_mode == VSR_BODY_BUFFER) {
-        req->head_sent = 0; /* held, never sent: the client gets an answer of its own */
+    if (vsr__request_head_sent(req) && req->body_mode == VSR_BODY_BUFFER) {
+        vsr__request_enter(req, RQ_UPSTREAM); /* held, never sent: the client gets an answer of its own */
         req->body_mode = VSR_BODY_RELAY;
     }
-    if (!req->head_sent && try_fallback(req))
+    if (!vsr__request_head_sent(req) && try_fallback(req))
         return;
-    if (req->head_sent && req->body_mode == VSR_BODY_STREAM && (req->st || req->resp_chunked)) {
+    if (vsr__request_head_sent(req) && req->body_mode == VSR_BODY_STREAM && (req->st || req->resp_chunked)) {
         /* a translated stream ends in its protocol's error event (the
          * translator says the answer was cut), then ends as a stream */
         vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
@@ -427,7 +427,7 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
             vsr__request_finish(req);
         return;
     }
-    if (req->head_sent) {
+    if (vsr__request_head_sent(req)) {
         /* Bytes already reached the client: end the stream visibly (no
          * terminating chunk, no second status) by dropping the connection. */
         vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
@@ -453,8 +453,8 @@ static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, 
     }
     vsr_log_debug("gateway", "upstream failed: %s (%s)", msg, detail ? detail : "");
     vsr__request_reply_error(req, status, "server_error", NULL, vsr_slice_cstr(msg),
-                err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
-                !req->keep_alive);
+                             err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
+                             !req->keep_alive);
     vsr__request_finish(req);
 }
 
@@ -480,6 +480,7 @@ static void trace_attempt_headers(void *ud, unsigned index, vsr_buf_t *head)
  * x-request-id when there is none, and the body or its replacement. */
 static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *eff)
 {
+    vsr__request_enter(req, RQ_UPSTREAM);
     const vsr_http_head_t *h = req->head;
     req->n_fwd = 0;
     req->fwd = vsr_pool_alloc(&req->pool, sizeof(vsr_http_header_t) * (req->n_hdrs + (eff ? eff->n_set : 0) + 1));
@@ -619,7 +620,8 @@ void vsr__proxy_routed(request_t *req, const vsr_effect_t *eff)
         eff = vsr_session_fallback(req->sess, breaker_allows, req);
         if (eff == NULL) {
             vsr__request_reply_error(req, 503, "server_error", "circuit_open",
-                        VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head, !req->keep_alive);
+                                     VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head,
+                                     !req->keep_alive);
             vsr__request_finish(req);
             return;
         }

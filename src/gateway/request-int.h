@@ -14,6 +14,19 @@
 
 typedef struct admin_job_s admin_job_t;
 
+/* A request's phase: request.c's header has the states and their transitions. */
+typedef enum {
+    RQ_RECEIVING,
+    RQ_ROUTING,
+    RQ_OFFLOOP,
+    RQ_UPSTREAM,
+    RQ_RESPONDING,
+    RQ_RESP_EFFECT,
+    RQ_RESP_FINISH,
+    RQ_DONE,
+    RQ_N_STATES
+} rq_state_t;
+
 struct request_s {
     conn_t *c;
     worker_t *w;                   /* the connection's worker and listener */
@@ -31,6 +44,7 @@ struct request_s {
     int has_json;
     int keep_alive;
     int is_head;
+    unsigned state;                /* rq_state_t: its phase */
     /* upstream */
     vsr_upstream_call_t *call;
     vsr_http_header_t *fwd;
@@ -45,7 +59,6 @@ struct request_s {
     int resp_status;
     const char *flags;             /* Envoy-style response flags */
     uint64_t bytes_sent;
-    unsigned finished : 1;
     /* cross-model fallback (ref §1.7): the policy in force, its one deadline, attempts so far */
     vsr_fallback_conf_t fb;
     uint64_t fb_deadline_ms;
@@ -54,7 +67,6 @@ struct request_s {
     vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
     unsigned id_made : 1;          /* request_id is one vsr made for the backend */
     const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
-    unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
     /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
@@ -62,10 +74,6 @@ struct request_s {
     unsigned body_mode : 2;
     unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
     unsigned observe : 1;          /* RELAY, and the session keeps a copy of the body (the response cache) */
-    /* the response body phase's end waits on the session's ports (the
-     * answer's scan): 1 its effect is to come (STREAM, BUFFER), 2 the body
-     * has ended (RELAY) and only the finish waits */
-    unsigned resp_wait : 2;
     int held_status;
     vsr_http_header_t *held_fields;
     size_t n_held_fields;
@@ -77,6 +85,15 @@ struct request_s {
 };
 
 /* request.c */
+/* 1 when a request may go from one state to the other (request.c's table). */
+int vsr__request_can_move(rq_state_t from, rq_state_t to);
+/* The request enters a state: a move the table does not allow is a bug. */
+void vsr__request_enter(request_t *req, rq_state_t to);
+/* The response head is committed: no fallback, no second status. */
+static inline int vsr__request_head_sent(const request_t *req)
+{
+    return req->state >= RQ_RESPONDING && req->state != RQ_DONE;
+}
 vsr_slice_t vsr__request_id(request_t *req);
 /* The response has been handed to the transport: the request is over. */
 void vsr__request_finish(request_t *req);
