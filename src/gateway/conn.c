@@ -1,5 +1,11 @@
 /*
- * conn.c — one client connection and the requests on it.
+ * conn.c — one client connection: accept and close, reads, writes, its
+ * timers, the HTTP/1.x parser and the switch to HTTP/2 (prior knowledge,
+ * ALPN, Upgrade: h2c).  What a request is and how it is answered is the
+ * request layer's (request.c, proxy.c, local.c): the connection reaches it
+ * through its parser callbacks (vsr__request_open, _body, _dispatch) and the
+ * few vsr__request_* calls of gateway-int.h, and the request layer writes
+ * only through this file's vsr__conn_* functions.
  *
  * Requests on a connection are answered strictly in order: when a request's
  * head and body are in, the parser is paused and any pipelined bytes wait in
@@ -9,8 +15,9 @@
  * bodies are buffered (bounded by the listener's body limit) because
  * routing needs the whole JSON document.
  * Responses stream: upstream body bytes are written to the client straight
- * from the upstream's receive buffers, and a client that reads slowly pauses
- * the upstream read (high/low watermarks), so memory stays bounded.
+ * from the upstream's receive buffers (vsr__conn_relay), and a client that
+ * reads slowly pauses the upstream read (high/low watermarks), so memory
+ * stays bounded.
  */
 #include "gateway/gateway-int.h"
 
@@ -25,11 +32,9 @@
 #define PENDING_MAX (1024 * 1024)   /* pipelined bytes held while a request is in flight */
 #define WQ_HIGH (1024 * 1024)       /* pause the upstream above this many queued bytes */
 #define WQ_LOW (256 * 1024)         /* ... and resume below this */
+#define HELD_BUFS 16                /* relayed body pieces' buffers held for one write (HTTP/1.x) */
 #define LINGER_MS 5000              /* how long unread input is drained after a final reply */
 #define PARSER_POOL 64              /* request parsers a worker keeps for its connections' next requests */
-#define HELD_BUFS 16                /* relayed body pieces' buffers held for one write (HTTP/1.x) */
-
-typedef struct admin_job_s admin_job_t;
 
 struct conn_s {
     uv_tcp_t tcp;
@@ -66,90 +71,16 @@ struct conn_s {
     vsr_tls_t *tls;                /* a TLS listener's: between the socket and the protocol */
     h2_sess_t *h2;                 /* the connection speaks HTTP/2: every request is a stream of it */
     struct fin_watch_s *fin;       /* reads stopped at PENDING_MAX: the client's FIN is watched (fin_watch) */
-};
-
-struct request_s {
-    conn_t *c;
-    h2_stream_t *st;               /* an HTTP/2 stream's request; NULL over HTTP/1.x */
-    vsr_pool_t pool;
-    vsr_engine_t *eng;             /* the configuration version pinned from the first byte to the finish */
-    admin_job_t *admin_job;        /* a management API call running off the loop */
-    vsr_session_t *sess;
-    vsr_http_head_t *head;         /* the parser's head: valid until the parser resumes */
-    vsr_header_t *hdrs;            /* the head's fields that passed ingress hygiene */
-    size_t n_hdrs;
-    vsr_buf_t body;
-    vsr_json_t json;
-    int has_json;
-    int keep_alive;
-    int is_head;
-    /* upstream */
-    vsr_upstream_call_t *call;
-    vsr_http_header_t *fwd;
-    size_t n_fwd;
-    size_t n_fwd_checked;          /* ... the first ones from the parsed head (vsr_http_write_checked_header) */
-    vsr_slice_t pieces[3];
-    size_t n_pieces;
-    vsr_upstream_report_t report;
-    /* evidence for the access log and metrics */
-    double start_wall;
-    uint64_t start_us;
-    int resp_status;
-    const char *flags;             /* Envoy-style response flags */
-    uint64_t bytes_sent;
-    unsigned finished : 1;
-    /* cross-model fallback (ref §1.7): the policy in force, its one deadline, attempts so far */
-    vsr_fallback_conf_t fb;
-    uint64_t fb_deadline_ms;
-    unsigned fb_attempts;
-    unsigned first_skipped : 1;    /* the routing's choice was skipped (its circuit open): never called */
-    vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
-    unsigned id_made : 1;          /* request_id is one vsr made for the backend */
-    const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
-    unsigned head_sent : 1;        /* the response head is committed (written, or held below) */
-    char *held_head;               /* the response head, held to go out with the first body bytes */
+    /* HTTP/1.x: the response head, held to go out with the first body bytes */
+    char *held_head;
     size_t held_len;
-    /* RELAY over HTTP/1.x: the body pieces relayed since the last write,
-     * held until the backend read that brought them is over (on_read_end),
-     * or the connection's next write, so the pieces of one read go out in
-     * one write; the posted flush is the backstop */
+    /* ... and the relayed body pieces since the last write, held until the
+     * backend read that brought them is over (vsr__conn_read_end), or the
+     * connection's next write, so the pieces of one read go out in one
+     * write; the posted flush is the backstop */
     struct wop_s *held_op;         /* the write that carries them; the other pieces' ops chained to it */
     uv_buf_t held_bufs[HELD_BUFS];
     unsigned n_held_bufs;
-    unsigned resp_chunked : 1;
-    unsigned resp_no_body : 1;
-    /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's
-     * whole body come from the session; BUFFER holds the head until then */
-    unsigned body_mode : 2;
-    unsigned usage_of_output : 1;  /* the event stream's usage is read from what is sent, not what came */
-    unsigned observe : 1;          /* RELAY, and the session keeps a copy of the body (the response cache) */
-    /* the response body phase's end waits on the session's ports (the
-     * answer's scan): 1 its effect is to come (STREAM, BUFFER), 2 the body
-     * has ended (RELAY) and only the finish waits */
-    unsigned resp_wait : 2;
-    int held_status;
-    vsr_http_header_t *held_fields;
-    size_t n_held_fields;
-    unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
-    req_trace_t trace;
-    stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
-    vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
-    vsr_buf_t preview_out;         /* ... and its answer */
-};
-
-/* A management API call running on a thread of admin/'s (vsr_admin_submit).
- * Two owners, counted in refs under mu: the thread until it has answered,
- * and this worker until `async` has closed.  A request that goes first
- * (request_free) closes `async` at once, so neither its loop nor a drain
- * ever waits for the call. */
-struct admin_job_s {
-    uv_async_t async;              /* the answer is in: wakes the worker */
-    pthread_mutex_t mu;            /* guards req and refs */
-    int refs;
-    request_t *req;                /* NULL once the request is gone */
-    vsr_admin_request_t ar;        /* slices of `copy`: the request may go while the call runs */
-    vsr_buf_t copy;
-    vsr_admin_response_t resp;
 };
 
 typedef struct wop_s {
@@ -166,8 +97,6 @@ typedef struct wop_s {
 static void conn_close(conn_t *c);
 static void conn_handle_closed(conn_t *c);
 static void conn_process(conn_t *c);
-static void request_finish(request_t *req);
-static void admin_job_abandon(admin_job_t *job);
 static void conn_post(conn_t *c);
 static void conn_unpost(conn_t *c);
 
@@ -305,9 +234,9 @@ static void write_cb(uv_write_t *uw, int status)
         conn_close(c); /* the client went away: cancels the upstream call */
         return;
     }
-    if (c->req && c->req->call && c->wq_bytes < WQ_LOW) {
+    if (c->req && c->wq_bytes < WQ_LOW && vsr__request_in_call(c->req)) {
         stall_clear(c);
-        vsr_upstream_call_resume(c->req->call);
+        vsr__request_resume(c->req);
     }
     if (c->h2 && c->wq_bytes < WQ_LOW)
         vsr__h2_flush(c->h2);
@@ -406,12 +335,12 @@ static void held_flush(conn_t *c);
 
 static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
 {
-    if (c->req && c->req->held_op)
+    if (c->held_op)
         held_flush(c); /* the held pieces go first */
     for (unsigned i = 0; i < n; i++)
         op->bytes += bufs[i].len;
     if (c->req)
-        c->req->bytes_sent += op->bytes;
+        vsr__request_sent(c->req, op->bytes);
     if (c->tls && !c->closing && !c->doomed) {
         /* encrypted now: the plaintext's buffers are released at once */
         for (unsigned i = 0; i < n; i++)
@@ -435,14 +364,13 @@ static void conn_write(conn_t *c, wop_t *op, uv_buf_t *bufs, unsigned n)
 /* Writes the relayed body pieces held for c's request, in one write. */
 static void held_flush(conn_t *c)
 {
-    request_t *req = c->req;
-    wop_t *op = req->held_op;
+    wop_t *op = c->held_op;
     uv_buf_t bufs[HELD_BUFS];
-    unsigned n = req->n_held_bufs;
-    memcpy(bufs, req->held_bufs, n * sizeof *bufs);
-    req->held_op = NULL;
-    req->n_held_bufs = 0;
-    if (req->held_head == NULL)
+    unsigned n = c->n_held_bufs;
+    memcpy(bufs, c->held_bufs, n * sizeof *bufs);
+    c->held_op = NULL;
+    c->n_held_bufs = 0;
+    if (c->held_head == NULL)
         conn_unpost(c); /* nothing is held now */
     conn_write(c, op, bufs, n);
 }
@@ -451,19 +379,43 @@ static void held_flush(conn_t *c)
  * read that brought it is over (up_on_read_end), the connection writes
  * anything else, or, as a backstop, the posted flush: the pieces that follow
  * meanwhile go out in the same write. */
-static void held_add(conn_t *c, request_t *req, wop_t *op, const uv_buf_t *bufs, unsigned n)
+static void held_add(conn_t *c, wop_t *op, const uv_buf_t *bufs, unsigned n)
 {
-    if (req->n_held_bufs + n > HELD_BUFS)
+    if (c->n_held_bufs + n > HELD_BUFS)
         held_flush(c);
-    if (req->held_op) {
-        op->chain = req->held_op->chain;
-        req->held_op->chain = op;
+    if (c->held_op) {
+        op->chain = c->held_op->chain;
+        c->held_op->chain = op;
     } else {
-        req->held_op = op;
+        c->held_op = op;
     }
-    memcpy(req->held_bufs + req->n_held_bufs, bufs, n * sizeof *bufs);
-    req->n_held_bufs += n;
+    memcpy(c->held_bufs + c->n_held_bufs, bufs, n * sizeof *bufs);
+    c->n_held_bufs += n;
     conn_post(c);
+}
+
+/* What a request held and never wrote: its response was abandoned. */
+static void held_drop(conn_t *c)
+{
+    vsr_free(c->held_head);
+    c->held_head = NULL;
+    if (c->held_op)
+        wop_put(c->w, c->held_op);
+    c->held_op = NULL;
+    c->n_held_bufs = 0;
+}
+
+/* Takes the held response head into a write: the write frees it when done. */
+static size_t take_held_head(conn_t *c, wop_t *op, uv_buf_t *buf)
+{
+    if (c->held_head == NULL)
+        return 0;
+    if (!c->h2)
+        conn_unpost(c);
+    op->heap = c->held_head;
+    *buf = uv_buf_init(c->held_head, (unsigned)c->held_len);
+    c->held_head = NULL;
+    return 1;
 }
 
 /* Writes a buffer whose memory passes to the write (freed when written). */
@@ -477,1606 +429,20 @@ static void conn_write_buf(conn_t *c, vsr_buf_t *b)
     conn_write(c, op, &ub, 1);
 }
 
-/* ---- local replies ---- */
-
-static vsr_slice_t request_id(request_t *req);
-
-/* A local reply on an HTTP/2 stream: the same fields, no framing ones.
- * extra_headers are this file's own "name: value\r\n" lines. */
-static void reply_h2(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
-                     int is_head, const char *replay_id)
-{
-    vsr_http_header_t f[8];
-    size_t n = 0;
-    char ver[24];
-    f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("content-type"), vsr_slice_cstr(ctype)};
-    if (req->head)
-        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
-    if (req->eng)
-        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
-                                     vsr_slice(ver, (size_t)snprintf(ver, sizeof(ver), "%llu",
-                                                                     (unsigned long long)vsr_engine_version(req->eng)))};
-    if (replay_id)
-        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id)};
-    vsr_slice_t rest = extra_headers ? vsr_slice_cstr(extra_headers) : VSR_SLICE_NULL;
-    while (rest.len > 2 && n < VSR_ARRAY_LEN(f)) {
-        vsr_slice_t line = vsr_slice_split(rest, '\n', &rest);
-        vsr_slice_t value;
-        vsr_slice_t name = vsr_slice_split(line, ':', &value);
-        value = vsr_slice_trim(value);
-        if (value.len && value.p[value.len - 1] == '\r')
-            value.len--;
-        f[n++] = (vsr_http_header_t){name, value};
-    }
-    vsr__resp_head_t rh = {.status = status, .fields = f, .n_fields = n, .content_length = (int64_t)body.len};
-    if (!is_head)
-        req->bytes_sent += body.len;
-    vsr__h2_respond(req->st, &rh, is_head ? NULL : body.p, is_head ? 0 : body.len, 0);
-}
-
-static void reply_on(conn_t *c, request_t *req, int status, const char *ctype, vsr_slice_t body,
-                     const char *extra_headers, int is_head, int close)
-{
-    if (req) {
-        req->resp_status = status;
-        if (req->flags == NULL)
-            req->flags = "LR"; /* a local reply */
-    }
-    /* a router_replay record of the request takes this answer, and names itself */
-    const char *replay_id = req ? vsr_session_local_reply(req->sess, status, body) : NULL;
-    if (req && req->st) {
-        reply_h2(req, status, ctype, body, extra_headers, is_head, replay_id);
-        return;
-    }
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    vsr_http_write_status_line(&b, status, VSR_SLICE_NULL);
-    vsr_buf_printf(&b, "content-type: %s\r\ncontent-length: %zu\r\n", ctype, body.len);
-    if (req == NULL)
-        req = c->req;
-    if (req && req->eng) {
-        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(req->eng));
-    } else { /* a codec error before any request: the version in force */
-        vsr_engine_t *e = vsr__gateway_pin(c->w->gw);
-        vsr_buf_printf(&b, "x-vsr-config-version: %llu\r\n", (unsigned long long)vsr_engine_version(e));
-        vsr_engine_unref(e);
-    }
-    if (req && req->head)
-        vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
-    if (replay_id)
-        vsr_http_write_header(&b, VSR_SLICE_LIT("x-vsr-replay-id"), vsr_slice_cstr(replay_id));
-    if (extra_headers)
-        vsr_buf_append_cstr(&b, extra_headers);
-    if (close)
-        vsr_buf_append_cstr(&b, "connection: close\r\n");
-    vsr_http_write_end_head(&b);
-    if (!is_head)
-        vsr_buf_append_slice(&b, body);
-    conn_write_buf(c, &b);
-    if (close) {
-        c->close_after_write = 1;
-        if (c->wq_bytes == 0 && !c->doomed)
-            conn_linger(c); /* written at once: no write_cb will see the flag */
-    }
-}
-
-static void reply(request_t *req, int status, const char *ctype, vsr_slice_t body, const char *extra_headers,
-                  int is_head, int close)
-{
-    reply_on(req->c, req, status, ctype, body, extra_headers, is_head, close);
-}
-
-/* Anthropic's API: /v1/messages and every path under it (the query aside). */
-static int messages_target(vsr_slice_t target)
-{
-    vsr_slice_t path = vsr_slice_split(target, '?', NULL);
-    return vsr_slice_eq_cstr(path, "/v1/messages") || vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/messages/"));
-}
-
-/* An OpenAI-style error: {"error":{"message":M,"type":T,"code":C}} where C
- * is the string `code` when given, else null (OpenAI's convention: a code is
- * a string or null, never a number); Anthropic's shape on /v1/messages paths,
- * before routing has looked at the request too (`messages`). */
-static void reply_error_as(conn_t *c, request_t *req, int messages, int status, const char *type, const char *code,
-                           vsr_slice_t msg, const char *extra_headers, int is_head, int close)
-{
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    if ((req == NULL || req->sess == NULL) && messages)
-        vsr_anthropic_error_body(&b, vsr_anthropic_error_type(status), msg);
-    else
-        vsr_session_error_body(req ? req->sess : NULL, status, type, code, msg, &b); /* Anthropic's for /v1/messages */
-    reply_on(c, req, status, "application/json", vsr_buf_slice(&b), extra_headers, is_head, close);
-    vsr_buf_free(&b);
-}
-
-static void reply_error_on(conn_t *c, request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
-                           const char *extra_headers, int is_head, int close)
-{
-    reply_error_as(c, req, req && req->head && messages_target(req->head->target), status, type, code, msg,
-                   extra_headers, is_head, close);
-}
-
-static void reply_error(request_t *req, int status, const char *type, const char *code, vsr_slice_t msg,
-                        const char *extra_headers, int is_head, int close)
-{
-    reply_error_on(req->c, req, status, type, code, msg, extra_headers, is_head, close);
-}
-
-static void req_error(request_t *req, int status, const char *msg)
-{
-    reply_error(req, status, "invalid_request_error", NULL, vsr_slice_cstr(msg),
-                "x-vsr-response-path: error\r\n", req->is_head, !req->keep_alive);
-    request_finish(req);
-}
-
-/* ---- request lifecycle ---- */
-
-static request_t *request_new(conn_t *c)
-{
-    _Static_assert(sizeof(request_t) <= VSR_BLOCK_MAX, "a request is one block");
-    request_t *req = vsr_block_calloc(sizeof(*req));
-    req->c = c;
-    req->start_wall = vsr_wall_time();
-    req->start_us = vsr_now_us();
-    req->eng = vsr__gateway_pin(c->w->gw);
-    if (!c->l->metrics) /* scrapes are not requests: they would count themselves */
-        vsr_metrics_active_requests(c->w->metrics, 1);
-    vsr_pool_init(&req->pool);
-    vsr_buf_init(&req->body, c->l->conf->max_body_bytes);
-    return req;
-}
-
-static vsr_slice_t slice_or_empty(const char *s)
-{
-    return s ? vsr_slice_cstr(s) : VSR_SLICE_NULL;
-}
-
-static vsr_slice_t header_value(const request_t *req, const char *name)
-{
-    vsr_slice_t v = VSR_SLICE_NULL;
-    if (req->head)
-        vsr_http_head_get(req->head, name, &v);
-    return v;
-}
-
-/* The request's id: the client's x-request-id when it sent one, else a
- * UUIDv4 made once (the one the backend gets, the log's and the client's). */
-static vsr_slice_t request_id(request_t *req)
-{
-    if (req->request_id.len == 0) {
-        req->request_id = header_value(req, "x-request-id");
-        if (req->request_id.len == 0) {
-            char *id = vsr_pool_alloc(&req->pool, 37);
-            vsr_uuid4(id);
-            req->request_id = vsr_slice(id, 36);
-            req->id_made = 1; /* the one the backend gets too */
-        }
-    }
-    return req->request_id;
-}
-
-/* The models a call went to, in order (the session's list without a first
- * choice skipped for its open circuit). */
-static const vsr_model_conf_t *const *models_called(const request_t *req, size_t *n)
-{
-    size_t n_tried = 0;
-    const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
-    if (tried && req->first_skipped && n_tried > 0) {
-        tried++;
-        n_tried--;
-    }
-    *n = n_tried;
-    return tried;
-}
-
-/* Attempts made by model m (those past the report's array are the latest
- * ones: they count for the last model called). */
-static unsigned attempts_of(const request_t *req, const vsr_model_conf_t *m)
-{
-    const vsr_upstream_report_t *rep = &req->report;
-    unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS), n = 0;
-    for (unsigned i = 0; i < kept; i++)
-        n += rep->attempts[i].model == m;
-    if (rep->n_attempts > kept && kept && rep->attempts[kept - 1].model == m)
-        n += rep->n_attempts - kept;
-    return n;
-}
-
-/* The request is over, one way or another: one access-log line, metrics. */
-static void request_account(request_t *req)
-{
-    conn_t *c = req->c;
-    worker_t *w = c->w;
-    const vsr_evidence_t *ev = req->sess ? vsr_session_evidence(req->sess) : NULL;
-    double total = (double)(vsr_now_us() - req->start_us) / 1e6;
-    if (!req->finished && req->flags == NULL)
-        req->flags = "DC"; /* the client went away first */
-    vsr_slice_t model = slice_or_empty(ev ? ev->selected_model : NULL);
-    vsr_slice_t decision = slice_or_empty(ev ? ev->decision : NULL);
-    const vsr_upstream_report_t *rep = &req->report;
-    unsigned kept = VSR_MIN(rep->n_attempts, VSR_UPSTREAM_MAX_ATTEMPTS);
-    double upstream = 0;
-    unsigned retries_kept = 0;
-    for (unsigned i = 0; i < kept; i++) {
-        const vsr_upstream_attempt_t *a = &rep->attempts[i];
-        static const char *err_outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "timeout",
-                                            "reset", "overflow"};
-        const char *outcome = a->error ? err_outcome[a->error] : a->status >= 500 ? "5xx" : a->status >= 400 ? "4xx" : "ok";
-        vsr_slice_t am = a->model ? vsr_slice_cstr(a->model->name) : model; /* the model it was sent to */
-        vsr_metrics_attempt(w->metrics, am, outcome);
-        if (a->retry && retries_kept < rep->retries) {
-            vsr_metrics_retry(w->metrics, am);
-            retries_kept++;
-        }
-        upstream += (double)a->duration_ms / 1000.0;
-    }
-    for (unsigned i = retries_kept; i < rep->retries; i++) /* past the array: the latest model's */
-        vsr_metrics_retry(w->metrics, kept && rep->attempts[kept - 1].model
-                                          ? vsr_slice_cstr(rep->attempts[kept - 1].model->name)
-                                          : model);
-    if (req->usage && req->usage->has_usage)
-        vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
-    if (ev && ev->looper) /* a request graph's calls (its streamed final hop is an attempt above) */
-        for (size_t i = 0; i < ev->looper->n_records; i++) {
-            const vsr_graph_call_record_t *rec = &ev->looper->records[i];
-            vsr_metrics_looper_call(w->metrics, ev->looper->algorithm, rec->node, vsr_slice_cstr(rec->model),
-                                    rec->status == VSR_OK, (double)rec->ms / 1000.0);
-        }
-    if (ev && ev->tools_selection)
-        vsr_metrics_tool_selection(w->metrics, ev->tools_selection == 1 ? "semantic" : "unavailable");
-    /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
-    if (!c->l->metrics) {
-        vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,
-                            ev && ev->routing_us ? (double)ev->routing_us / 1e6 : -1, kept ? upstream : -1);
-        for (size_t i = 0; ev && i < ev->n_family_times; i++)
-            vsr_metrics_signal_family(w->metrics, vsr_slice_cstr(ev->family_times[i].family),
-                                      (double)ev->family_times[i].us / 1e6);
-        vsr_metrics_active_requests(w->metrics, -1);
-        if (ev && ev->response_guard)
-            vsr_metrics_response_guard(w->metrics, ev->response_guard);
-        if (ev) {
-            vsr_metrics_remote_classifier(w->metrics, "ok", ev->remote_ok);
-            vsr_metrics_remote_classifier(w->metrics, "failed", ev->remote_failed);
-            vsr_metrics_remote_classifier(w->metrics, "invalid", ev->remote_invalid);
-        }
-    }
-    if (req->trace.on) {
-        req_trace_end_t te = {req->start_wall, req->start_us, req->head ? req->head->method : VSR_SLICE_NULL,
-                              req->head ? req->head->target : VSR_SLICE_NULL, req->resp_status, req->flags,
-                              header_value(req, "x-request-id"), ev, vsr_engine_version(req->eng), rep};
-        vsr__trace_end(&req->trace, w->gw->opts.tracer, &te);
-    }
-
-    vsr_access_log_t *log = w->gw->opts.access_log;
-    if (log == NULL || req->head == NULL)
-        return;
-    char fallback[512] = "";
-    const char *fam_names[VSR_EVIDENCE_MAX_FAMILIES];
-    uint64_t fam_us[VSR_EVIDENCE_MAX_FAMILIES];
-    size_t n_fam = ev ? VSR_MIN(ev->n_family_times, (size_t)VSR_EVIDENCE_MAX_FAMILIES) : 0;
-    for (size_t i = 0; i < n_fam; i++) {
-        fam_names[i] = ev->family_times[i].family;
-        fam_us[i] = ev->family_times[i].us;
-    }
-    size_t n_called = 0, n_tried = 0;
-    const vsr_model_conf_t *const *called = models_called(req, &n_called);
-    const vsr_model_conf_t *const *tried = req->sess ? vsr_session_tried(req->sess, &n_tried) : NULL;
-    for (size_t i = 0, off = 0; n_called > 1 && i < n_called && off < sizeof(fallback) - 1; i++)
-        off += (size_t)snprintf(fallback + off, sizeof(fallback) - off, "%s%s", i ? "," : "", called[i]->name);
-    vsr_access_entry_t e = {
-        .start_time = req->start_wall,
-        .method = req->head->method,
-        .path = req->head->target,
-        .protocol = req->st ? VSR_SLICE_LIT("HTTP/2") : req->head->version_minor ? VSR_SLICE_LIT("HTTP/1.1") : VSR_SLICE_LIT("HTTP/1.0"),
-        .status = req->resp_status,
-        .response_flags = vsr_slice_cstr(req->flags ? req->flags : "-"),
-        .bytes_received = req->body.len,
-        .bytes_sent = req->bytes_sent,
-        .duration_ms = (vsr_now_us() - req->start_us) / 1000,
-        .upstream_host = kept ? vsr_slice_cstr(rep->attempts[kept - 1].backend->authority) : VSR_SLICE_NULL,
-        .request_id = request_id(req),
-        .user_agent = header_value(req, "user-agent"),
-        .recipe = slice_or_empty(ev ? ev->recipe : NULL),
-        .decision = decision,
-        .selected_model = n_tried ? vsr_slice_cstr(tried[0]->name) : model, /* the routing's choice */
-        .served_model = req->served ? vsr_slice_cstr(req->served->name) : VSR_SLICE_NULL,
-        .fallback_path = vsr_slice_cstr(fallback),
-        .attempts = rep->n_attempts,
-        .config_version = vsr_engine_version(req->eng),
-        .routing_ms = ev ? (double)ev->routing_us / 1000.0 : 0,
-        .family_names = fam_names,
-        .family_us = fam_us,
-        .n_families = n_fam,
-        .streamed = req->usage != NULL,
-        .stream_events = req->usage ? req->usage->parser.events : 0,
-        .has_usage = req->usage && req->usage->has_usage,
-        .prompt_tokens = req->usage ? req->usage->prompt_tokens : 0,
-        .completion_tokens = req->usage ? req->usage->completion_tokens : 0,
-    };
-    if (ev && ev->cache_hit >= 0)
-        e.cache = ev->cache_hit ? VSR_SLICE_LIT("hit") : VSR_SLICE_LIT("miss");
-    if (ev && ev->response_guard)
-        e.response_guard = vsr_slice_cstr(ev->response_guard);
-    if (req->sess) {
-        int client_a = vsr_session_client_anthropic(req->sess);
-        int up_a = req->served && req->served->api_format && strcmp(req->served->api_format, "anthropic") == 0;
-        if (client_a != up_a && req->served) {
-            e.client_protocol = client_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
-            e.upstream_protocol = up_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
-        }
-    }
-    if (ev && ev->looper) {
-        e.looper_algorithm = ev->looper->algorithm;
-        e.looper_calls = ev->looper->iterations;
-        e.looper_models = vsr_slice_cstr(ev->looper->models_used);
-        e.looper_prompt_tokens = ev->looper->prompt_tokens;
-        e.looper_completion_tokens = ev->looper->completion_tokens;
-    }
-    vsr_access_log_write(log, &e);
-}
-
-static void request_free(request_t *req)
-{
-    if (req->admin_job)
-        admin_job_abandon(req->admin_job); /* its answer has nobody to go to */
-    vsr_free(req->held_head); /* never written: the response was abandoned */
-    if (req->held_op)
-        wop_put(req->c->w, req->held_op); /* ... and so were these pieces */
-    request_account(req);
-    vsr__usage_free(req->usage);
-    if (req->call)
-        vsr_upstream_call_cancel(req->call);
-    vsr_preview_cancel(req->preview); /* the client is gone: so is the runtime call it waits on */
-    vsr_buf_free(&req->preview_out);
-    if (req->has_json)
-        vsr_json_free(&req->json);
-    vsr_session_finish(req->sess); /* ... and the session's, likewise */
-    vsr_engine_unref(req->eng); /* the version may drain now */
-    vsr_buf_free(&req->body);
-    vsr_pool_free(&req->pool);
-    vsr_block_free(req);
-}
-
-/* The response has been handed to the socket: the next request may start. */
-static void request_finish(request_t *req)
-{
-    conn_t *c = req->c;
-    req->finished = 1;
-    if (req->st) {
-        /* an HTTP/2 stream: the connection goes on with its other streams */
-        vsr__h2_detach(req->st);
-        vsr__gateway_drain_poke(c->w);
-        request_free(req);
-        return;
-    }
-    if (req->held_op && c->req == req)
-        held_flush(c); /* "handed to the socket": the held pieces too */
-    int keep = req->keep_alive && !c->close_after_write && !c->w->draining && !c->peer_eof;
-    vsr__gateway_drain_poke(c->w);
-    c->req = NULL;
-    c->busy = 0;
-    request_free(req);
-    if (!keep) {
-        c->close_after_write = 1;
-        if (c->wq_bytes == 0)
-            conn_linger(c);
-        return;
-    }
-    conn_process(c);
-}
-
-/* ---- proxying ---- */
-
-static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *eff);
-
-static int breaker_allows(void *ud, const vsr_model_conf_t *m)
-{
-    request_t *req = ud;
-    return vsr_upstream_breaker_allow(req->c->w->up, m, &req->fb);
-}
-
-static int fb_listed(const request_t *req, int status)
-{
-    for (size_t i = 0; i < req->fb.n_retryable_status_codes; i++)
-        if ((int)req->fb.retryable_status_codes[i] == status)
-            return 1;
-    return 0;
-}
-
-/* The one fallback authority of a request: after a failed candidate (a
- * retryable status, or a failure before any response head), and before any
- * byte reached the client, the gates of ref §1.7 in order — policy enabled,
- * outcome retryable (decided by the caller), nothing sent yet, attempts
- * below max_attempts, the total deadline not passed — then the decision's
- * next candidate whose circuit is not open.  Returns 1 when a new call went
- * out (the failed one is cancelled). */
-static int try_fallback(request_t *req)
-{
-    if (req->sess == NULL || !req->fb.enabled || req->head_sent)
-        return 0;
-    if (req->fb_attempts >= req->fb.max_attempts)
-        return 0;
-    if (req->fb_deadline_ms && vsr_now_ms() >= req->fb_deadline_ms)
-        return 0;
-    const vsr_model_conf_t *failed = vsr_session_plan(req->sess)->model;
-    const vsr_effect_t *eff = vsr_session_fallback(req->sess, breaker_allows, req);
-    if (eff == NULL)
-        return 0;
-    vsr_metrics_fallback(req->c->w->metrics, vsr_slice_cstr(failed->name),
-                         vsr_slice_cstr(vsr_session_plan(req->sess)->model->name));
-    req->flags = NULL; /* the next candidate's outcome is the one that counts */
-    if (req->call) {
-        vsr_upstream_call_cancel(req->call);
-        req->call = NULL;
-    }
-    proxy(req, vsr_session_plan(req->sess), eff);
-    return 1;
-}
-
-/* True when a field of this name is one an effect may not touch (Envoy's rules). */
-static int protected_name(vsr_slice_t name)
-{
-    switch (name.len) {
-    case 4:
-        return vsr_slice_case_eq_cstr(name, "host");
-    case 7:
-        return vsr_slice_case_eq_cstr(name, ":method") || vsr_slice_case_eq_cstr(name, ":scheme");
-    case 10:
-        if (vsr_slice_case_eq_cstr(name, ":authority"))
-            return 1;
-        break;
-    }
-    return name.len >= 8 && (name.p[0] | 0x20) == 'x' && vsr_slice_case_eq_cstr(vsr_slice(name.p, 8), "x-envoy-");
-}
-
-/* A field the effect removes or sets (sets replace every field of the name). */
-static int effect_names(const vsr_effect_t *eff, vsr_slice_t name)
-{
-    if (eff == NULL)
-        return 0;
-    for (size_t i = 0; i < eff->n_remove; i++)
-        if (vsr_slice_case_eq(name, eff->remove[i]) && !protected_name(eff->remove[i]))
-            return 1;
-    for (size_t i = 0; i < eff->n_set; i++)
-        if (vsr_slice_case_eq(name, eff->set[i].name) && !protected_name(eff->set[i].name))
-            return 1;
-    return 0;
-}
-
-static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h)
-{
-    vsr_header_t *out = vsr_pool_alloc(pool, sizeof(*out) * (h->num_headers + 1));
-    for (size_t i = 0; i < h->num_headers; i++) {
-        out[i].name = h->headers[i].name;
-        out[i].value = h->headers[i].value;
-    }
-    return out;
-}
-
-
-static void up_on_head(void *ud, const vsr_http_head_t *h)
-{
-    request_t *req = ud;
-    conn_t *c = req->c;
-    if (req->sess && req->fb.enabled) {
-        /* the circuit of the model that answered, whether or not a next
-         * candidate follows: client errors are not its failures */
-        vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb,
-                                    !(h->status >= 500 || fb_listed(req, h->status)));
-        if (fb_listed(req, h->status) && try_fallback(req))
-            return; /* the next candidate answers instead */
-    }
-    req->served = req->sess ? vsr_session_plan(req->sess)->model : NULL;
-    const vsr_effect_t *eff = NULL;
-    req->resp_status = h->status;
-    if (req->sess)
-        eff = vsr_session_response_headers(req->sess, h->status, to_route_headers(&req->pool, h), h->num_headers);
-    vsr_slice_t ctype;
-    if (req->sess && vsr_http_head_get(h, "content-type", &ctype) &&
-        vsr_slice_starts_with(ctype, VSR_SLICE_LIT("text/event-stream"))) {
-        vsr_metrics_ttfb(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model),
-                         (double)(vsr_now_us() - req->start_us) / 1e6);
-        if (req->usage == NULL && !req->is_head)
-            req->usage = vsr__usage_new();
-    }
-    /* the fields that go to the client, whatever the transport */
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 4));
-    size_t nf = 0;
-    for (size_t i = 0; i < h->num_headers; i++) {
-        vsr_slice_t name = h->headers[i].name;
-        if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
-            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id"))
-            continue;
-        f[nf++] = h->headers[i];
-    }
-    size_t n_backend = h->fields_checked ? nf : 0; /* the backend's own fields, checked by the parser */
-    if (!effect_names(eff, VSR_SLICE_LIT("x-request-id"))) /* the request's own, as the backend got it */
-        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
-    for (size_t i = 0; eff && i < eff->n_set; i++)
-        if (!protected_name(eff->set[i].name))
-            f[nf++] = (vsr_http_header_t){eff->set[i].name, eff->set[i].value};
-    if (!effect_names(eff, VSR_SLICE_LIT("x-vsr-config-version"))) { /* the default route's answers too */
-        char *v = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
-        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
-                                      vsr_slice(v, vsr_fmt_u64(v, vsr_engine_version(req->eng), 0))};
-    }
-    if (req->sess) {
-        char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
-        /* the attempts of the model that answered; the fallback path names
-         * the models called (not one skipped for its open circuit) */
-        f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-upstream-attempts"),
-                                      vsr_slice(n, vsr_fmt_u64(n, attempts_of(req, req->served), 0))};
-        size_t n_tried;
-        const vsr_model_conf_t *const *tried = models_called(req, &n_tried);
-        if (n_tried > 1) {
-            vsr_buf_t path;
-            vsr_buf_init(&path, 0);
-            for (size_t i = 0; i < n_tried; i++)
-                vsr_buf_printf(&path, "%s%s", i ? "," : "", tried[i]->name);
-            f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-fallback-path"),
-                                          vsr_pool_dup_slice(&req->pool, vsr_buf_slice(&path))};
-            vsr_buf_free(&path);
-        }
-    }
-    req->head_sent = 1;
-    int no_body = req->is_head || !h->has_body;
-    /* 204 never has a content-length (RFC 9110 §8.6); a 304's is optional and
-     * describes a body that is not there: neither is relayed */
-    int no_length = h->status == 204 || h->status == 304;
-    req->body_mode = eff && !no_body ? eff->body_mode : VSR_BODY_RELAY;
-    req->observe = eff && !no_body && eff->observe && req->body_mode == VSR_BODY_RELAY;
-    /* a translated stream is framed here: the upstream's length is not its length */
-    int chunked = h->chunked || req->body_mode == VSR_BODY_STREAM;
-    req->usage_of_output = req->body_mode == VSR_BODY_STREAM && req->served && req->served->api_format &&
-                           strcmp(req->served->api_format, "anthropic") == 0;
-    if (req->body_mode == VSR_BODY_BUFFER) {
-        /* the answer is translated whole: its head goes out with it */
-        req->held_status = h->status;
-        req->held_fields = f;
-        req->n_held_fields = nf;
-        return;
-    }
-    if (req->st) {
-        vsr__resp_head_t rh = {.status = h->status, .fields = f, .n_fields = nf,
-                               .content_length = chunked || no_length ? -1 : h->content_length};
-        if (!req->is_head && !h->has_body && h->content_length < 0 && h->status != 204 && h->status != 304)
-            rh.content_length = 0;
-        req->resp_no_body = no_body;
-        /* ends the stream at once when no body follows */
-        vsr__h2_respond(req->st, &rh, NULL, 0, !no_body);
-        return;
-    }
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    size_t room = 96 + h->reason.len; /* status line, framing, the end */
-    for (size_t i = 0; i < nf; i++)
-        room += f[i].name.len + f[i].value.len + 4;
-    vsr_buf_reserve(&b, room); /* one allocation for the whole head */
-    vsr_http_write_status_line(&b, h->status, h->reason.len ? h->reason : VSR_SLICE_NULL);
-    for (size_t i = 0; i < nf; i++)
-        (i < n_backend ? vsr_http_write_checked_header : vsr_http_write_header)(&b, f[i].name, f[i].value);
-    if (req->is_head) {
-        if (h->content_length >= 0 && !no_length)
-            vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
-        req->resp_no_body = 1;
-    } else if (!h->has_body) {
-        if (h->content_length >= 0 && !no_length)
-            vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
-        else if (h->status != 204 && h->status != 304)
-            vsr_buf_append_cstr(&b, "content-length: 0\r\n");
-        req->resp_no_body = 1;
-    } else if (h->content_length >= 0 && !chunked) {
-        vsr_http_write_header_u64(&b, "content-length", (uint64_t)h->content_length);
-    } else if (req->head->version_minor >= 1) {
-        vsr_buf_append_cstr(&b, "transfer-encoding: chunked\r\n");
-        req->resp_chunked = 1;
-    } else {
-        req->keep_alive = 0; /* an HTTP/1.0 client reads to the close */
-    }
-    if (!req->keep_alive)
-        vsr_buf_append_cstr(&b, "connection: close\r\n");
-    vsr_http_write_end_head(&b);
-    /* held: it goes out with body bytes or the end that arrive in the same
-     * read (one write), or else from a zero timer once this callback is over
-     * (conn_post): the client has the head when the backend has sent it,
-     * even when the body is slow to follow */
-    req->held_head = b.data;
-    req->held_len = b.len;
-    conn_post(c);
-}
-
-/* Takes the held response head into a write: the write frees it when done. */
-static size_t take_held_head(request_t *req, wop_t *op, uv_buf_t *buf)
-{
-    if (req->held_head == NULL)
-        return 0;
-    conn_t *c = req->c;
-    if (!c->h2)
-        conn_unpost(c);
-    op->heap = req->held_head;
-    *buf = uv_buf_init(req->held_head, (unsigned)req->held_len);
-    req->held_head = NULL;
-    return 1;
-}
-
-/* Sends the session's bytes of a translated answer (copied: the session
- * reuses its buffer), with the held head when it is still held. */
-static void send_translated(request_t *req, const vsr_effect_t *eff)
-{
-    conn_t *c = req->c;
-    if (req->usage && req->usage_of_output)
-        for (size_t i = 0; i < eff->n_body; i++)
-            vsr__usage_feed(req->usage, eff->body[i].p, eff->body[i].len);
-    if (req->st) {
-        for (size_t i = 0; i < eff->n_body; i++)
-            vsr__h2_body(req->st, eff->body[i].p, eff->body[i].len);
-        req->bytes_sent += eff->body_len;
-        return;
-    }
-    if (eff->body_len == 0 && req->held_head == NULL)
-        return;
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    if (req->held_head) {
-        conn_unpost(c);
-        vsr_buf_append(&b, req->held_head, req->held_len);
-        vsr_free(req->held_head);
-        req->held_head = NULL;
-    }
-    if (eff->body_len) {
-        char hl[24];
-        if (req->resp_chunked)
-            vsr_buf_append(&b, hl, vsr_http_chunk_head(hl, (size_t)eff->body_len));
-        for (size_t i = 0; i < eff->n_body; i++)
-            vsr_buf_append_slice(&b, eff->body[i]);
-        if (req->resp_chunked)
-            vsr_buf_append(&b, VSR_HTTP_CRLF, 2);
-    }
-    conn_write_buf(c, &b);
-}
-
-/* BUFFER: the whole translated answer, with the head held for it. */
-static void send_buffered(request_t *req, const vsr_effect_t *eff)
-{
-    int status = eff->status ? eff->status : req->held_status;
-    req->resp_status = status;
-    size_t nf = 0;
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (req->n_held_fields + eff->n_resp_headers + 1));
-    for (size_t i = 0; i < req->n_held_fields; i++) {
-        int replaced = 0;
-        for (size_t k = 0; k < eff->n_resp_headers && !replaced; k++)
-            replaced = vsr_slice_case_eq(req->held_fields[i].name, eff->resp_headers[k].name);
-        if (!replaced)
-            f[nf++] = req->held_fields[i];
-    }
-    for (size_t k = 0; k < eff->n_resp_headers; k++)
-        f[nf++] = (vsr_http_header_t){eff->resp_headers[k].name, eff->resp_headers[k].value};
-    vsr_buf_t body;
-    vsr_buf_init(&body, 0);
-    for (size_t i = 0; i < eff->n_body; i++)
-        vsr_buf_append_slice(&body, eff->body[i]);
-    if (req->st) {
-        vsr__resp_head_t rh = {.status = status, .fields = f, .n_fields = nf, .content_length = (int64_t)body.len};
-        req->bytes_sent += body.len;
-        vsr__h2_respond(req->st, &rh, body.data, body.len, 0);
-        vsr_buf_free(&body);
-        return;
-    }
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    vsr_http_write_status_line(&b, status, VSR_SLICE_NULL);
-    for (size_t i = 0; i < nf; i++)
-        vsr_http_write_header(&b, f[i].name, f[i].value);
-    vsr_http_write_header_u64(&b, "content-length", body.len);
-    if (!req->keep_alive)
-        vsr_buf_append_cstr(&b, "connection: close\r\n");
-    vsr_http_write_end_head(&b);
-    vsr_buf_append(&b, body.data ? body.data : "", body.len);
-    vsr_buf_free(&body);
-    conn_write_buf(req->c, &b);
-    if (!req->keep_alive)
-        req->c->close_after_write = 1;
-}
-
-static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
-{
-    request_t *req = ud;
-    conn_t *c = req->c;
-    if (req->resp_no_body)
-        return;
-    if (req->body_mode != VSR_BODY_RELAY) {
-        const vsr_effect_t *eff = vsr_session_response_body(req->sess, p, n, 0);
-        if (req->usage && !req->usage_of_output)
-            vsr__usage_feed(req->usage, p, n);
-        if (req->body_mode == VSR_BODY_STREAM) {
-            send_translated(req, eff);
-            if (req->call && req->st && vsr__h2_queued(req->st) > VSR__H2_QUEUE_HIGH)
-                vsr_upstream_call_pause(req->call);
-            else if (req->call && !req->st && !c->closing && c->wq_bytes > WQ_HIGH) {
-                vsr_upstream_call_pause(req->call);
-                stall_arm(c);
-            }
-        }
-        return;
-    }
-    if (req->observe)
-        vsr_session_response_body(req->sess, p, n, 0);
-    if (req->usage)
-        vsr__usage_feed(req->usage, p, n);
-    if (req->st) {
-        vsr__h2_body(req->st, p, n);
-        req->bytes_sent += n;
-        if (req->call && vsr__h2_queued(req->st) > VSR__H2_QUEUE_HIGH)
-            vsr_upstream_call_pause(req->call);
-        return;
-    }
-    wop_t *op = wop_get(c);
-    op->rb = owner;
-    vsr_rbuf_ref(owner);
-    uv_buf_t bufs[4];
-    size_t nb = take_held_head(req, op, &bufs[0]);
-    if (req->resp_chunked) {
-        size_t hl = vsr_http_chunk_head(op->chunk, n);
-        bufs[nb++] = uv_buf_init(op->chunk, (unsigned)hl);
-        bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
-        bufs[nb++] = uv_buf_init((char *)VSR_HTTP_CRLF, 2);
-    } else {
-        bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
-    }
-    if (c->closing || c->doomed)
-        conn_write(c, op, bufs, (unsigned)nb);
-    else
-        held_add(c, req, op, bufs, (unsigned)nb);
-    if (!c->closing && req->call && c->wq_bytes > WQ_HIGH) {
-        vsr_upstream_call_pause(req->call);
-        stall_arm(c);
-    }
-}
-
-/* The end of the answer: the session's last effect (STREAM, BUFFER; NULL
- * for RELAY) goes out, then the stream's end. */
-static void response_end(request_t *req, const vsr_effect_t *eff)
-{
-    conn_t *c = req->c;
-    if (req->body_mode != VSR_BODY_RELAY) {
-        if (req->body_mode == VSR_BODY_BUFFER) {
-            send_buffered(req, eff);
-            if (req->st || !c->closing)
-                request_finish(req);
-            return;
-        }
-        send_translated(req, eff);
-    }
-    if (req->st) {
-        vsr__h2_end(req->st);
-        request_finish(req);
-        return;
-    }
-    if (req->resp_chunked || req->held_head || req->held_op) {
-        wop_t *op = wop_get(c);
-        uv_buf_t bufs[2];
-        size_t nb = take_held_head(req, op, &bufs[0]);
-        if (req->resp_chunked)
-            bufs[nb++] = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
-        if (req->held_op && !c->closing && !c->doomed) {
-            held_add(c, req, op, bufs, (unsigned)nb); /* the end goes out with the last pieces */
-            held_flush(c);
-        } else {
-            conn_write(c, op, bufs, (unsigned)nb);
-        }
-    }
-    if (!c->closing)
-        request_finish(req);
-}
-
-static void up_on_complete(void *ud)
-{
-    request_t *req = ud;
-    conn_t *c = req->c;
-    req->call = NULL;
-    if (req->observe) {
-        const vsr_effect_t *eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
-        if (eff->pending) {
-            /* the client has the whole answer; the request ends when the session has looked at it */
-            req->body_mode = VSR_BODY_RELAY;
-            req->resp_wait = 2;
-            if (req->st)
-                return; /* the stream's end waits (ending it would close it under the request) */
-            if (req->resp_chunked || req->held_head) {
-                wop_t *op = wop_get(c);
-                uv_buf_t bufs[2];
-                size_t nb = take_held_head(req, op, &bufs[0]);
-                if (req->resp_chunked)
-                    bufs[nb++] = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
-                conn_write(c, op, bufs, (unsigned)nb);
-            }
-            return;
-        }
-    }
-    const vsr_effect_t *eff = NULL;
-    if (req->body_mode != VSR_BODY_RELAY) {
-        eff = vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_END);
-        if (eff->pending) {
-            req->resp_wait = 1; /* port_resume goes on */
-            return;
-        }
-    }
-    response_end(req, eff);
-}
-
-static void up_on_error(void *ud, vsr_upstream_error_t err, const char *detail, int retried)
-{
-    request_t *req = ud;
-    conn_t *c = req->c;
-    req->call = NULL;
-    static const char *flags[] = {"-", "UF", "UC", "UPE", "UT", "UT", "UC", "UO"};
-    req->flags = flags[err];
-    if (err == VSR_UPSTREAM_E_OVERFLOW && req->sess)
-        vsr_metrics_overflow(c->w->metrics, slice_or_empty(vsr_session_evidence(req->sess)->selected_model));
-    if (req->sess && req->fb.enabled && !req->head_sent) /* every failed candidate, the last one too */
-        vsr_upstream_breaker_record(c->w->up, vsr_session_plan(req->sess)->model, &req->fb, 0);
-    /* connection failures, resets, protocol errors, timeouts and overflow are
-     * all retryable classes for fallback; the local reply is the last resort */
-    if (req->head_sent && req->body_mode == VSR_BODY_BUFFER) {
-        req->head_sent = 0; /* held, never sent: the client gets an answer of its own */
-        req->body_mode = VSR_BODY_RELAY;
-    }
-    if (!req->head_sent && try_fallback(req))
-        return;
-    if (req->head_sent && req->body_mode == VSR_BODY_STREAM && (req->st || req->resp_chunked)) {
-        /* a translated stream ends in its protocol's error event (the
-         * translator says the answer was cut), then ends as a stream */
-        vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
-                      detail ? detail : "");
-        send_translated(req, vsr_session_response_body(req->sess, NULL, 0, VSR_BODY_CUT));
-        req->body_mode = VSR_BODY_RELAY;
-        if (req->st) {
-            vsr__h2_end(req->st);
-            request_finish(req);
-            return;
-        }
-        wop_t *op = wop_get(c);
-        uv_buf_t last = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
-        conn_write(c, op, &last, 1);
-        if (!c->closing)
-            request_finish(req);
-        return;
-    }
-    if (req->head_sent) {
-        /* Bytes already reached the client: end the stream visibly (no
-         * terminating chunk, no second status) by dropping the connection. */
-        vsr_log_debug("gateway", "upstream failed mid-response: %s (%s)", vsr_upstream_error_reason(err),
-                      detail ? detail : "");
-        if (req->st) {
-            /* over HTTP/2 only this stream ends: RST_STREAM, its siblings go on */
-            vsr__h2_reset(req->st);
-            vsr__h2_detach(req->st);
-            request_free(req);
-            return;
-        }
-        if (req->held_op)
-            held_flush(c); /* what came before the failure goes out first */
-        conn_close(c);
-        return;
-    }
-    char msg[256];
-    int status = 503;
-    if (err == VSR_UPSTREAM_E_TIMEOUT) {
-        status = 504;
-        snprintf(msg, sizeof(msg), "upstream request timeout");
-    } else {
-        snprintf(msg, sizeof(msg), "upstream connect error or disconnect/reset before headers. %sreset reason: %s",
-                 retried ? "retried and the latest " : "", vsr_upstream_error_reason(err));
-    }
-    vsr_log_debug("gateway", "upstream failed: %s (%s)", msg, detail ? detail : "");
-    reply_error(req, status, "server_error", NULL, vsr_slice_cstr(msg),
-                err == VSR_UPSTREAM_E_OVERFLOW ? "x-envoy-overloaded: true\r\n" : NULL, req->is_head,
-                !req->keep_alive);
-    request_finish(req);
-}
-
-/* The pieces of one backend read go out in one write. */
-static void up_on_read_end(void *ud)
-{
-    request_t *req = ud;
-    if (req->held_op && !req->st && req->c->req == req)
-        held_flush(req->c);
-}
-
-static const vsr_upstream_callbacks_t up_callbacks = {up_on_head, up_on_body, up_on_complete, up_on_error,
-                                                      up_on_read_end};
-
-static void trace_attempt_headers(void *ud, unsigned index, vsr_buf_t *head)
-{
-    vsr__trace_attempt_headers(&((request_t *)ud)->trace, index, head);
-}
-
-/* Sends the request as the routing core planned it: the client's fields
- * minus hop-by-hop ones, host and content-length (the upstream writes its
- * own), with the effect's removals and then its sets applied, an
- * x-request-id when there is none, and the body or its replacement. */
-static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *eff)
-{
-    const vsr_http_head_t *h = req->head;
-    req->n_fwd = 0;
-    req->fwd = vsr_pool_alloc(&req->pool, sizeof(vsr_http_header_t) * (req->n_hdrs + (eff ? eff->n_set : 0) + 1));
-    int has_id = 0;
-    for (size_t i = 0; i < req->n_hdrs; i++) {
-        vsr_slice_t name = req->hdrs[i].name;
-        if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "host") ||
-            vsr_slice_case_eq_cstr(name, "content-length") || vsr_slice_case_eq_cstr(name, "expect") ||
-            effect_names(eff, name) || vsr__trace_owns(&req->trace, name))
-            continue;
-        if (vsr_slice_case_eq_cstr(name, "x-request-id")) {
-            has_id = 1;
-            req->request_id = req->hdrs[i].value;
-        }
-        req->fwd[req->n_fwd].name = name;
-        req->fwd[req->n_fwd].value = req->hdrs[i].value;
-        req->n_fwd++;
-    }
-    req->n_fwd_checked = h->fields_checked ? req->n_fwd : 0; /* the client's own fields, as parsed */
-    for (size_t i = 0; eff && i < eff->n_set; i++) {
-        if (protected_name(eff->set[i].name))
-            continue;
-        if (vsr_slice_case_eq_cstr(eff->set[i].name, "x-request-id")) {
-            has_id = 1;
-            req->request_id = eff->set[i].value;
-        }
-        req->fwd[req->n_fwd].name = eff->set[i].name;
-        req->fwd[req->n_fwd].value = eff->set[i].value;
-        req->n_fwd++;
-    }
-    if (!has_id) {
-        if (!req->id_made) { /* vsr's own, the same for every fallback candidate */
-            char *id = vsr_pool_alloc(&req->pool, 37);
-            vsr_uuid4(id);
-            req->request_id = vsr_slice(id, 36);
-            req->id_made = 1;
-        }
-        req->fwd[req->n_fwd].name = VSR_SLICE_LIT("x-request-id");
-        req->fwd[req->n_fwd].value = req->request_id;
-        req->n_fwd++;
-    }
-    const vsr_slice_t *body = NULL;
-    size_t n_body = 0;
-    vsr_slice_t whole = vsr_buf_slice(&req->body);
-    if (eff && eff->body_replaced) {
-        body = eff->body;
-        n_body = eff->n_body;
-    } else if (whole.len > 0) {
-        body = &whole;
-        n_body = 1;
-        req->pieces[0] = whole;
-        body = req->pieces;
-    }
-
-    uint64_t budget = req->c->l->conf->timeout_ms;
-    uint64_t cap = 0;
-    if (req->sess && req->fb.enabled) {
-        /* each candidate's attempt: min(per_attempt_timeout, what is left of total_timeout) */
-        uint64_t now = vsr_now_ms();
-        if (req->fb_attempts == 0 && req->fb.total_timeout_ms)
-            req->fb_deadline_ms = now + req->fb.total_timeout_ms;
-        cap = req->fb.per_attempt_timeout_ms;
-        if (req->fb_deadline_ms)
-            cap = VSR_MIN(cap ? cap : UINT64_MAX, req->fb_deadline_ms > now ? req->fb_deadline_ms - now : 1);
-    }
-    req->fb_attempts++;
-    vsr_upstream_request_t ur = {
-        .method = h->method,
-        .path = eff && eff->path.len ? eff->path : h->target, /* a translated body goes to its protocol's path */
-        .rewrite_prefix = plan->rewrite_prefix,
-        .headers = req->fwd,
-        .n_headers = req->n_fwd,
-        .n_checked_headers = req->n_fwd_checked,
-        .body = body,
-        .n_body = n_body,
-        .send_length = h->has_body || vsr_slice_eq_cstr(h->method, "POST") || vsr_slice_eq_cstr(h->method, "PUT"),
-        .head_request = req->is_head,
-        .with_credentials = plan->rewrite_prefix,
-        .listener_timeout_ms = budget,
-        .override = plan->reliability,
-        .report = &req->report,
-        .max_total_ms = cap,
-        .attempt_headers = req->trace.on ? trace_attempt_headers : NULL,
-    };
-    req->call = vsr_upstream_call_start(req->c->w->up, plan->model, &ur, &up_callbacks, req);
-}
-
-/* An immediate answer from the routing core. */
-static void reply_effect(request_t *req, const vsr_effect_t *eff)
-{
-    req->resp_status = eff->status;
-    req->flags = "LR";
-    if (req->st) {
-        vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (eff->n_resp_headers + 1));
-        for (size_t i = 0; i < eff->n_resp_headers; i++)
-            f[i] = (vsr_http_header_t){eff->resp_headers[i].name, eff->resp_headers[i].value};
-        f[eff->n_resp_headers] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), request_id(req)};
-        vsr__resp_head_t rh = {.status = eff->status, .fields = f, .n_fields = eff->n_resp_headers + 1,
-                               .content_length = (int64_t)eff->resp_body.len};
-        if (!req->is_head)
-            req->bytes_sent += eff->resp_body.len;
-        vsr__h2_respond(req->st, &rh, eff->resp_body.p, req->is_head ? 0 : eff->resp_body.len, 0);
-        request_finish(req);
-        return;
-    }
-    vsr_buf_t b;
-    vsr_buf_init(&b, 0);
-    vsr_http_write_status_line(&b, eff->status, VSR_SLICE_NULL);
-    for (size_t i = 0; i < eff->n_resp_headers; i++)
-        vsr_http_write_header(&b, eff->resp_headers[i].name, eff->resp_headers[i].value);
-    vsr_http_write_header(&b, VSR_SLICE_LIT("x-request-id"), request_id(req));
-    vsr_http_write_header_u64(&b, "content-length", eff->resp_body.len);
-    if (!req->keep_alive)
-        vsr_buf_append_cstr(&b, "connection: close\r\n");
-    vsr_http_write_end_head(&b);
-    if (!req->is_head)
-        vsr_buf_append_slice(&b, eff->resp_body);
-    conn_write_buf(req->c, &b);
-    if (!req->keep_alive)
-        req->c->close_after_write = 1;
-    request_finish(req);
-}
-
-/* The configuration endpoints: admin/ answers, this only carries.  The
- * call runs on a thread of admin/'s (admin_job_t), because compiling and
- * warming a document (host names are resolved) must not stall the worker's
- * other connections; the request stays pinned meanwhile. */
-
-static void admin_job_unref(admin_job_t *job)
-{
-    pthread_mutex_lock(&job->mu);
-    int last = --job->refs == 0;
-    pthread_mutex_unlock(&job->mu);
-    if (!last)
-        return;
-    vsr_admin_response_free(&job->resp);
-    vsr_buf_free(&job->copy);
-    pthread_mutex_destroy(&job->mu);
-    vsr_free(job);
-}
-
-static void admin_job_closed(uv_handle_t *h)
-{
-    admin_job_unref(h->data);
-}
-
-/* On admin/'s thread, once answered. */
-static void admin_answered(void *ud)
-{
-    admin_job_t *job = ud;
-    pthread_mutex_lock(&job->mu);
-    if (job->req != NULL)
-        uv_async_send(&job->async); /* under mu: the worker cannot be closing it */
-    pthread_mutex_unlock(&job->mu);
-    admin_job_unref(job);
-}
-
-static void admin_job_abandon(admin_job_t *job)
-{
-    pthread_mutex_lock(&job->mu);
-    job->req = NULL;
-    pthread_mutex_unlock(&job->mu);
-    uv_close((uv_handle_t *)&job->async, admin_job_closed);
-}
-
-static void admin_done(uv_async_t *a)
-{
-    admin_job_t *job = a->data;
-    pthread_mutex_lock(&job->mu);
-    request_t *req = job->req;
-    job->req = NULL;
-    pthread_mutex_unlock(&job->mu);
-    uv_close((uv_handle_t *)&job->async, admin_job_closed);
-    if (req == NULL)
-        return;
-    req->admin_job = NULL;
-    /* the answer names the version active once it was handled */
-    vsr_engine_unref(req->eng);
-    req->eng = vsr__gateway_pin(req->c->w->gw);
-    reply(req, job->resp.status, job->resp.content_type, vsr_buf_slice(&job->resp.body), job->resp.headers.data,
-          req->is_head, !req->keep_alive);
-    request_finish(req);
-}
-
-/* A copy of s in b (reserved in full beforehand, so earlier slices stay valid). */
-static vsr_slice_t keep(vsr_buf_t *b, vsr_slice_t s)
-{
-    size_t off = b->len;
-    vsr_buf_append_slice(b, s);
-    return vsr_slice(b->data + off, s.len);
-}
-
-static int handle_admin(request_t *req)
-{
-    vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL || !(vsr_admin_owns(req->head->target) || vsr__gateway_replay_owns(req->head->target)))
-        return 0;
-    admin_job_t *job = vsr_calloc(1, sizeof(*job));
-    pthread_mutex_init(&job->mu, NULL);
-    job->req = req;
-    vsr_slice_t ctype = VSR_SLICE_NULL, if_match = VSR_SLICE_NULL;
-    vsr_http_head_get(req->head, "content-type", &ctype);
-    job->ar.has_if_match = vsr_http_head_get(req->head, "if-match", &if_match);
-    vsr_buf_init(&job->copy, 0);
-    vsr_buf_reserve(&job->copy, req->head->method.len + req->head->target.len + ctype.len + if_match.len +
-                                    req->body.len + 1);
-    job->ar.method = keep(&job->copy, req->head->method);
-    job->ar.target = keep(&job->copy, req->head->target);
-    job->ar.content_type = keep(&job->copy, ctype);
-    job->ar.if_match = keep(&job->copy, if_match);
-    vsr_slice_t body = keep(&job->copy, vsr_buf_slice(&req->body));
-    job->ar.body = body.p;
-    job->ar.body_len = body.len;
-    uv_async_init(&req->c->w->loop, &job->async, admin_done);
-    job->async.data = job;
-    job->refs = 2;
-    int rc = vsr_admin_submit(admin, &job->ar, &job->resp, admin_answered, job);
-    if (rc != VSR_OK) {
-        job->refs = 1; /* no thread: only the handle's */
-        job->req = NULL;
-        uv_close((uv_handle_t *)&job->async, admin_job_closed);
-        reply_error(req, 503, "server_error", rc == VSR_ERR_TOO_BIG ? "busy" : "unavailable",
-                    rc == VSR_ERR_TOO_BIG ? VSR_SLICE_LIT("too many management calls are in progress")
-                                          : VSR_SLICE_LIT("cannot run the request now"),
-                    "retry-after: 1\r\n", req->is_head, !req->keep_alive);
-        request_finish(req);
-        return 1;
-    }
-    req->admin_job = job;
-    return 1;
-}
-
-/* Every request on the management listener, probes included, passes
- * admin/'s access check first (token, Host, Origin).  1 when refused (and
- * answered). */
-static int management_refused(request_t *req)
-{
-    vsr_admin_t *admin = req->c->w->gw->opts.admin;
-    if (admin == NULL)
-        return 0;
-    vsr_admin_access_t acc = {VSR_SLICE_NULL, VSR_SLICE_NULL, VSR_SLICE_NULL};
-    vsr_slice_t v;
-    if (vsr_http_head_get(req->head, "authorization", &v))
-        acc.authorization = v.p ? v : VSR_SLICE_LIT("");
-    if (vsr_http_head_get(req->head, "host", &v))
-        acc.host = v.p ? v : VSR_SLICE_LIT("");
-    if (vsr_http_head_get(req->head, "origin", &v))
-        acc.origin = v.p ? v : VSR_SLICE_LIT("");
-    vsr_admin_response_t r;
-    if (vsr_admin_check_access(admin, &acc, &r))
-        return 0;
-    reply(req, r.status, r.content_type, vsr_buf_slice(&r.body), r.headers.data, req->is_head, !req->keep_alive);
-    vsr_admin_response_free(&r);
-    request_finish(req);
-    return 1;
-}
-
-/* ---- the routing core's ports (vsr_ports_t): a session's waits run on this worker ---- */
-
-static void routed(request_t *req, const vsr_effect_t *eff);
-
-static void *port_runtime_call(void *ud, const vsr_runtime_bundle_t *b, uint64_t deadline_ms, vsr_runtime_done_fn done,
-                               void *done_ud)
-{
-    request_t *req = ud;
-    return vsr__gateway_runtime_call(req->c->w, b, deadline_ms, done, done_ud);
-}
-
-static void port_runtime_cancel(void *ud, void *handle)
-{
-    request_t *req = ud;
-    vsr__gateway_runtime_cancel(req->c->w, handle);
-}
-
-static void *port_model_call(void *ud, const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
-                             void *done_ud)
-{
-    request_t *req = ud;
-    return vsr__gateway_model_call(req->c->w, req->c->l->conf->timeout_ms, request_id(req), call, deadline_ms, done,
-                                   done_ud);
-}
-
-static void port_model_cancel(void *ud, void *handle)
-{
-    VSR_UNUSED(ud);
-    vsr__gateway_model_cancel(handle);
-}
-
-static void response_end(request_t *req, const vsr_effect_t *eff);
-
-/* A phase that waited is over: the request goes on from the port's
- * callback — the request body phase's routing, or the response body's end. */
-static void port_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
-{
-    VSR_UNUSED(s);
-    request_t *req = ud;
-    conn_t *c = req->c;
-    int h2 = req->st != NULL;
-    int wait = req->resp_wait;
-    req->resp_wait = 0;
-    if (wait == 2) {
-        if (h2)
-            vsr__h2_end(req->st);
-        if (h2 || !c->closing)
-            request_finish(req);
-    } else if (wait == 1) {
-        response_end(req, eff);
-    } else {
-        routed(req, eff);
-    }
-    if (h2)
-        vsr__conn_flush_soon(c); /* not from a read: nothing else flushes the stream's frames */
-}
-
-static void *port_cache_lookup(void *ud, const vsr_cache_query_t *q, vsr_cache_done_fn done, void *done_ud)
-{
-    request_t *req = ud;
-    return vsr__gateway_cache_lookup(req->c->w, vsr_engine_config(req->eng), q, done, done_ud);
-}
-
-static void port_cache_cancel(void *ud, void *handle)
-{
-    request_t *req = ud;
-    vsr__gateway_cache_cancel(req->c->w, handle);
-}
-
-static void port_cache_store(void *ud, const vsr_cache_query_t *q, vsr_slice_t value)
-{
-    request_t *req = ud;
-    vsr__gateway_cache_store(req->c->w, vsr_engine_config(req->eng), q, value);
-}
-
-static void port_cache_delete(void *ud, const vsr_cache_query_t *q)
-{
-    request_t *req = ud;
-    vsr__gateway_cache_delete(req->c->w, vsr_engine_config(req->eng), q);
-}
-
-static void port_replay_store(void *ud, const vsr_replay_record_t *r)
-{
-    request_t *req = ud;
-    vsr__gateway_replay_put(vsr_engine_config(req->eng), r);
-}
-
-static const vsr_ports_t gw_ports = {
-    .runtime_call = port_runtime_call,
-    .runtime_cancel = port_runtime_cancel,
-    .cache_lookup = port_cache_lookup,
-    .cache_cancel = port_cache_cancel,
-    .cache_store = port_cache_store,
-    .cache_delete = port_cache_delete,
-    .replay_store = port_replay_store,
-    .model_call = port_model_call,
-    .model_cancel = port_model_cancel,
-    .resume = port_resume,
-};
-
-/* What bounds a request's waits: its start plus the listener's timeout. */
-static uint64_t request_deadline(const request_t *req)
-{
-    return req->start_us / 1000 + req->c->l->conf->timeout_ms;
-}
-
-static void preview_done(void *ud, int status)
-{
-    request_t *req = ud;
-    conn_t *c = req->c;
-    int h2 = req->st != NULL, waited = req->preview != NULL;
-    req->preview = NULL;
-    reply(req, status, "application/json", vsr_buf_slice(&req->preview_out), NULL, req->is_head, !req->keep_alive);
-    request_finish(req);
-    if (h2 && waited)
-        vsr__conn_flush_soon(c);
-}
-
-/* The management listener: probes, the configuration API and the routing preview. */
-static void handle_management(request_t *req, vsr_slice_t path)
-{
-    if (handle_admin(req))
-        return;
-    if (vsr_slice_eq_cstr(path, "/api/v1/routing/preview")) {
-        if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
-            reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
-                        "allow: POST\r\n", req->is_head, !req->keep_alive);
-            request_finish(req);
-            return;
-        }
-        vsr_json_t *j = &req->json;
-        req->has_json = 1;
-        uint32_t mt, tt;
-        vsr_slice_t model = VSR_SLICE_NULL, text = VSR_SLICE_NULL;
-        if (vsr_json_parse(j, req->body.data ? req->body.data : "", req->body.len, NULL) != VSR_OK ||
-            vsr_json_type(j, 0) != VSR_JSON_OBJECT) {
-            req_error(req, 400, "malformed JSON body");
-            return;
-        }
-        if (vsr_json_object_get(j, 0, "model", &mt) == VSR_OK && vsr_json_type(j, mt) == VSR_JSON_STRING)
-            vsr_json_string(j, mt, &req->pool, &model);
-        if (vsr_json_object_get(j, 0, "text", &tt) != VSR_OK || vsr_json_type(j, tt) != VSR_JSON_STRING) {
-            req_error(req, 400, "text field is required");
-            return;
-        }
-        vsr_json_string(j, tt, &req->pool, &text);
-        const vsr_config_t *cfg = vsr_engine_config(req->eng);
-        if (model.len == 0)
-            model = vsr_slice_cstr(cfg->auto_model_names.n ? cfg->auto_model_names.items[0] : "");
-        vsr_slice_t q = VSR_SLICE_NULL;
-        vsr_slice_split(req->head->target, '?', &q);
-        int trace = q.p && (vsr_slice_eq_cstr(q, "trace=true") || vsr_slice_starts_with(q, VSR_SLICE_LIT("trace=true&")));
-        /* the same path as a request's body phase: it may wait on the runtime (preview_done) */
-        vsr_buf_init(&req->preview_out, 0);
-        int status = vsr_engine_preview_wait(req->eng, model, text, trace, &req->preview_out, &gw_ports, req,
-                                             request_deadline(req), preview_done, req, &req->preview);
-        if (status != VSR_AGAIN)
-            preview_done(req, status);
-        return;
-    }
-    req_error(req, 404, "endpoint not found");
-}
-
-static int upgrade_h2c(request_t *req);
-
-/* The request-target as routing and the backend see it, normalised once
- * (vsr_http_normalize_target); an absolute-form authority replaces Host.
- * 0 when it cannot be normalised safely: answered 400.  An encoded '/' is
- * refused but in `/v1/models/{id}` (the OpenAI SDK encodes "org/model"),
- * which vsr answers itself. */
-static int normalize_target(request_t *req)
-{
-    vsr_http_head_t *h = req->head;
-    char *out = vsr_pool_alloc(&req->pool, h->target.len + 1);
-    size_t len = 0;
-    vsr_slice_t auth;
-    const char *why = NULL;
-    int rc = vsr_http_normalize_target(h->target, out, h->target.len + 1, &len, &auth, &why);
-    /* an encoded separator only where vsr answers itself and forwards nothing: a model id */
-    if (rc == VSR_DECLINED && vsr_slice_starts_with(vsr_slice(out, len), VSR_SLICE_LIT("/v1/models/")) &&
-        memchr(out + 11, '/', len - 11) == NULL)
-        rc = VSR_OK;
-    if (rc != VSR_OK) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "invalid request path: %s", why ? why : "malformed");
-        req_error(req, 400, msg);
-        return 0;
-    }
-    h->target = vsr_slice(out, len);
-    if (auth.p) {
-        size_t i = 0;
-        while (i < h->num_headers && !vsr_slice_case_eq_cstr(h->headers[i].name, "host"))
-            i++;
-        if (i == h->num_headers && i < VSR_HTTP_MAX_HEADERS)
-            h->headers[h->num_headers++].name = VSR_SLICE_LIT("host");
-        if (i < h->num_headers)
-            h->headers[i].value = auth;
-    }
-    return 1;
-}
-
-/* The listener settings that change live (api_keys, models): the request's version has them. */
-static const vsr_listener_conf_t *live_listener(const request_t *req)
-{
-    const listener_t *l = req->c->l;
-    const vsr_config_t *cfg = vsr_engine_config(req->eng);
-    return l->index >= 0 && (size_t)l->index < cfg->n_listeners ? &cfg->listeners[l->index] : l->conf;
-}
-
-static int is_probe(const vsr_http_head_t *h)
-{
-    vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
-    while (path.len > 1 && path.p[path.len - 1] == '/')
-        path.len--;
-    return (vsr_slice_eq_cstr(path, "/health") || vsr_slice_eq_cstr(path, "/ready")) &&
-           (vsr_slice_eq_cstr(h->method, "GET") || vsr_slice_eq_cstr(h->method, "HEAD"));
-}
-
-/* The key check on the head alone, for a request with a body still to come:
- * a client without the key never makes vsr read (or buffer) its body.
- * VSR__AUTH_OK when the body may be read. */
-static int early_auth(const request_t *req)
-{
-    const listener_t *l = req->c->l;
-    if (l->management || l->metrics || is_probe(req->head))
-        return VSR__AUTH_OK;
-    return vsr__ingress_auth(live_listener(req), req->head, NULL);
-}
-
-/* 401: a missing or wrong key, or several different ones (`auth` says which). */
-static void reply_unauthorized(request_t *req, int auth, int close)
-{
-    vsr_metrics_edge_refusal(req->c->w->metrics, auth == VSR__AUTH_CONFLICT ? "conflicting_api_keys"
-                                                                            : "invalid_api_key");
-    if (messages_target(req->head->target)) {
-        /* an Anthropic client reads Anthropic's error shape */
-        reply(req, 401, "application/json",
-              auth == VSR__AUTH_CONFLICT
-                  ? VSR_SLICE_LIT("{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
-                                  "\"Unauthorized: the request carries more than one API key\"}}")
-                  : VSR_SLICE_LIT("{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":"
-                                  "\"Unauthorized: missing or invalid API key\"}}"),
-              "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, close);
-        request_finish(req);
-        return;
-    }
-    reply(req, 401, "application/json",
-          auth == VSR__AUTH_CONFLICT
-              ? VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: the request carries more than one API key\","
-                              "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}")
-              : VSR_SLICE_LIT("{\"error\":{\"message\":\"Unauthorized: missing or invalid API key\","
-                              "\"type\":\"authentication_error\",\"code\":\"invalid_api_key\"}}"),
-          "www-authenticate: Bearer realm=\"vllm-semantic-router\"\r\n", req->is_head, close);
-    request_finish(req);
-}
-
-static void dispatch(request_t *req)
-{
-    conn_t *c = req->c;
-    const vsr_http_head_t *h = req->head;
-    if (req->unauth) {
-        /* refused on its head: the body was never read; over HTTP/1.1 the
-         * connection closes (lingering, so the client reads the 401) */
-        req->keep_alive = 0;
-        reply_unauthorized(req, req->unauth, 1);
-        return;
-    }
-    if (!req->st && h->upgrade && upgrade_h2c(req))
-        return; /* answered as stream 1 of the new HTTP/2 session */
-    if (c->w->draining)
-        req->keep_alive = 0; /* while draining, every reply closes its connection */
-    if (!normalize_target(req))
-        return;
-    vsr_slice_t path = vsr_slice_split(h->target, '?', NULL);
-    while (path.len > 1 && path.p[path.len - 1] == '/')
-        path.len--;
-    int get_like = vsr_slice_eq_cstr(h->method, "GET") || req->is_head;
-    if (c->l->management && management_refused(req))
-        return;
-
-    if (vsr_slice_eq_cstr(path, "/health") && get_like) {
-        reply(req, 200, "application/json", VSR_SLICE_LIT("{\"status\":\"ok\"}"), NULL, req->is_head,
-              !req->keep_alive);
-        request_finish(req);
-        return;
-    }
-    if (vsr_slice_eq_cstr(path, "/ready") && get_like) {
-        int ready = atomic_load(&c->w->gw->ready);
-        int rt_ready = vsr__gateway_runtime_ready(c->w->gw);
-        /* an endpoint whose host has not resolved yet cannot be served: not ready, and which */
-        vsr_buf_t un;
-        vsr_buf_init(&un, 0);
-        vsr_buf_append_cstr(&un, "{\"status\":\"not ready\",\"reason\":\"backend hosts not resolved yet\",\"unresolved\":[");
-        size_t n_un = ready ? vsr_upstream_unresolved(vsr_engine_part(req->eng), &un, 16) : 0; /* the first 16 */
-        if (ready && !rt_ready) {
-            reply(req, 503, "application/json",
-                  VSR_SLICE_LIT("{\"status\":\"not ready\",\"reason\":\"model runtime not ready\"}"), NULL,
-                  req->is_head, !req->keep_alive);
-        } else if (n_un > 0) {
-            vsr_buf_printf(&un, "],\"unresolved_count\":%zu}", n_un);
-            reply(req, 503, "application/json", vsr_buf_slice(&un), NULL, req->is_head, !req->keep_alive);
-        } else {
-            reply(req, ready ? 200 : 503, "application/json",
-                  ready ? VSR_SLICE_LIT("{\"status\":\"ready\"}") : VSR_SLICE_LIT("{\"status\":\"not ready\"}"),
-                  NULL, req->is_head, !req->keep_alive);
-        }
-        vsr_buf_free(&un);
-        request_finish(req);
-        return;
-    }
-    if (c->l->management) {
-        handle_management(req, path);
-        return;
-    }
-    if (c->l->metrics) {
-        if (vsr_slice_eq_cstr(path, "/metrics") && get_like) {
-            vsr_gateway_t *gw = c->w->gw;
-            const vsr_config_t *cfg = vsr_engine_config(req->eng);
-            vsr_upstream_shared_t *shared = vsr_engine_part(req->eng);
-            for (size_t i = 0; shared && i < cfg->n_models; i++) {
-                for (size_t j = 0; j < cfg->models[i].n_backends; j++) {
-                    int healthy, ejected;
-                    vsr_upstream_endpoint_state(shared, i, j, &healthy, &ejected);
-                    vsr_metrics_set_endpoint_health(gw->opts.metrics, vsr_slice_cstr(cfg->models[i].name),
-                                                    vsr_slice_cstr(cfg->models[i].backends[j].name), healthy, ejected);
-                }
-            }
-            vsr__gateway_replay_metrics(gw->opts.metrics);
-            vsr_buf_t out;
-            vsr_buf_init(&out, 0);
-            vsr_metrics_render(gw->opts.metrics, &out);
-            reply(req, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
-            vsr_buf_free(&out);
-            request_finish(req);
-        } else {
-            req_error(req, 404, "endpoint not found");
-        }
-        return;
-    }
-    /* api_keys and models change live: the request's version has them */
-    const vsr_config_t *cfg = vsr_engine_config(req->eng);
-    const vsr_listener_conf_t *lc = live_listener(req);
-    vsr_slice_t key;
-    int auth = vsr__ingress_auth(lc, h, &key);
-    if (auth != VSR__AUTH_OK) {
-        reply_unauthorized(req, auth, !req->keep_alive);
-        return;
-    }
-    /* what this client stores is its key's, and only its key's (only the
-     * Responses API stores: other requests skip the digest) */
-    char *owner = vsr_pool_alloc(&req->pool, VSR_SESSION_MAX_OWNER + 1);
-    vsr__ingress_owner(vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/responses")) ? key : VSR_SLICE_NULL, owner);
-
-    /* ingress hygiene: what a client may not send never reaches routing or a backend */
-    req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 1));
-    for (size_t i = 0; i < h->num_headers; i++) {
-        if (vsr__ingress_drop(lc, cfg, c->identity_trusted, h->headers[i].name))
-            continue;
-        req->hdrs[req->n_hdrs].name = h->headers[i].name;
-        req->hdrs[req->n_hdrs].value = h->headers[i].value;
-        req->n_hdrs++;
-    }
-    vsr__trace_begin(&req->trace, c->w->gw->opts.tracer, h);
-    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = c->identity_trusted, .api_key = key,
-                               .ports = &gw_ports, .ports_ud = req, .deadline_ms = request_deadline(req),
-                               .request_id = request_id(req), .owner = vsr_slice_cstr(owner)};
-    req->sess = vsr_session_open(req->eng, &opts);
-    const vsr_effect_t *eff = vsr_session_request_headers(req->sess, h->method, h->target, req->hdrs, req->n_hdrs);
-    if (eff->status) {
-        reply_effect(req, eff);
-        return;
-    }
-    eff = vsr_session_request_body(req->sess, req->body.data, req->body.len);
-    if (!eff->pending)
-        routed(req, eff); /* else the worker serves others until port_resume */
-}
-
-/* The body phase's effect is in: an answer, or the upstream call. */
-static void routed(request_t *req, const vsr_effect_t *eff)
-{
-    if (eff->status) {
-        reply_effect(req, eff);
-        return;
-    }
-    /* a first choice whose circuit is open is skipped like any candidate (ref §1.7) */
-    /* fallback is the decision's: passthrough and default-route requests have none */
-    if (vsr_session_evidence(req->sess)->decision)
-        vsr_session_fallback_policy(req->sess, &req->fb);
-    if (req->fb.enabled && !breaker_allows(req, vsr_session_plan(req->sess)->model)) {
-        req->first_skipped = 1;
-        eff = vsr_session_fallback(req->sess, breaker_allows, req);
-        if (eff == NULL) {
-            reply_error(req, 503, "server_error", "circuit_open",
-                        VSR_SLICE_LIT("every candidate model's circuit is open"), NULL, req->is_head, !req->keep_alive);
-            request_finish(req);
-            return;
-        }
-    }
-    proxy(req, vsr_session_plan(req->sess), eff);
-}
-
 /* ---- parsing the client's bytes ---- */
 
 static int on_req_head(void *ud, vsr_http_head_t *head)
 {
     conn_t *c = ud;
-    request_t *req = request_new(c);
+    request_t *req = vsr__request_open(c, NULL, head);
     c->req = req;
-    req->head = head;
-    req->keep_alive = head->keep_alive;
-    req->is_head = vsr_slice_eq_cstr(head->method, "HEAD");
-    if (head->has_body) {
-        int auth = early_auth(req);
-        if (auth != VSR__AUTH_OK) {
-            /* no 100 Continue, no body: answered as it stands, then closed */
-            req->unauth = (unsigned)auth;
-            c->busy = 1;
-            return VSR_PAUSED;
-        }
+    if (head->has_body && !vsr__request_check_key(req)) {
+        /* no 100 Continue, no body: answered as it stands, then closed */
+        c->busy = 1;
+        return VSR_PAUSED;
     }
     if (head->content_length > 0)
-        vsr_buf_reserve(&req->body, (size_t)head->content_length);
+        vsr__request_reserve(req, (size_t)head->content_length);
     if (head->expect_continue && head->has_body && head->version_minor >= 1) {
         wop_t *op = wop_get(c);
         uv_buf_t ub = uv_buf_init((char *)"HTTP/1.1 100 Continue\r\n\r\n", 25);
@@ -2088,9 +454,7 @@ static int on_req_head(void *ud, vsr_http_head_t *head)
 static int on_req_body(void *ud, const char *p, size_t n)
 {
     conn_t *c = ud;
-    if (vsr_buf_append(&c->req->body, p, n) != VSR_OK)
-        return VSR_ERR_TOO_BIG; /* the parser's max_body catches this first */
-    return VSR_OK;
+    return vsr__request_body(c->req, p, n); /* the parser's max_body catches a body too big first */
 }
 
 static int on_req_complete(void *ud)
@@ -2150,15 +514,12 @@ static void parse_error(conn_t *c)
     vsr_http_parser_t *p = c->parser;
     int status = p->error_status ? p->error_status : 400;
     if (c->req) {
-        c->req->resp_status = status;
-        c->req->flags = "LR";
-        c->req->finished = 1;
-        request_free(c->req);
+        vsr__request_abort(c->req, status);
         c->req = NULL;
     }
     if (status == 413) { /* the head is whole: its target says which API */
-        reply_error_as(c, NULL, messages_target(p->head.target), 413, "invalid_request_error", "request_too_large",
-                       VSR_SLICE_LIT("The request body is too large."), NULL, 0, 1);
+        vsr__request_codec_error(c, 413, "request_too_large", VSR_SLICE_LIT("The request body is too large."),
+                                 p->head.target);
         return;
     }
     char msg[160];
@@ -2168,7 +529,7 @@ static void parse_error(conn_t *c)
              : status == 505 ? "HTTP version not supported"
                              : "malformed HTTP request",
              p->error_msg ? p->error_msg : "invalid");
-    reply_error_on(c, NULL, status, "invalid_request_error", NULL, vsr_slice_cstr(msg), NULL, 0, 1);
+    vsr__request_codec_error(c, status, NULL, vsr_slice_cstr(msg), VSR_SLICE_NULL);
 }
 
 /* Feeds bytes to the parser until they run out or a request is complete;
@@ -2297,16 +658,13 @@ static void recv_timeout(conn_t *c)
     const char *phase = c->req ? "body" : "header";
     vsr_metrics_client_timeout(c->w->metrics, phase);
     if (c->req) {
-        c->req->resp_status = 408;
-        c->req->flags = "LR";
-        c->req->finished = 1;
-        request_free(c->req);
+        vsr__request_abort(c->req, 408);
         c->req = NULL;
     }
-    reply_error_on(c, NULL, 408, "invalid_request_error", "request_timeout",
-                   c->body_start_ms ? VSR_SLICE_LIT("the request body was not received in time")
-                                    : VSR_SLICE_LIT("the request head was not received in time"),
-                   NULL, 0, 1);
+    vsr__request_codec_error(c, 408, "request_timeout",
+                             c->body_start_ms ? VSR_SLICE_LIT("the request body was not received in time")
+                                              : VSR_SLICE_LIT("the request head was not received in time"),
+                             VSR_SLICE_NULL);
 }
 
 static void idle_timer_cb(uv_timer_t *t)
@@ -2380,7 +738,7 @@ static void conn_answer(conn_t *c)
     c->deadline_armed = 0;
     c->stalled = 0;
     ctimer_stop(c);
-    dispatch(c->req);
+    vsr__request_dispatch(c->req);
 }
 
 static void process_soon_cb(uv_timer_t *t)
@@ -2604,11 +962,10 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == UV_EOF && c->busy && c->req && !c->h2 && c->req->resp_wait == 2) {
+    if (nread == UV_EOF && c->busy && c->req && !c->h2 && vsr__request_peer_left(c->req)) {
         /* the client has the whole answer and only the session's look at it
          * is pending: the request ends answered, then the connection closes */
         c->peer_eof = 1;
-        c->req->keep_alive = 0;
         set_reading(c, 0);
         return;
     }
@@ -2665,9 +1022,10 @@ static void conn_close(conn_t *c)
         return;
     c->closing = 1;
     if (c->req) {
-        request_free(c->req);
+        vsr__request_reset(c->req); /* not finished: the access log says DC */
         c->req = NULL;
     }
+    held_drop(c); /* never written: the response was abandoned */
     if (c->h2)
         vsr__h2_close(c->h2); /* its streams' requests end, their upstream calls cancelled */
     if (c->prev)
@@ -2867,17 +1225,16 @@ void vsr__gateway_goaway_all(worker_t *w)
             vsr__h2_goaway(c->h2);
 }
 
-/* ---- the HTTP/2 session's side of the request layer and the connection ---- */
+/* ---- the request layer's side of the connection ---- */
 
 /* `Upgrade: h2c` on a request that is complete (its body is in): 101, then
  * the response comes as stream 1 of the new session.  0 when the request is
  * answered over HTTP/1.1 instead (ignoring Upgrade is always allowed). */
-static int upgrade_h2c(request_t *req)
+int vsr__conn_upgrade_h2c(conn_t *c, request_t *req, const vsr_http_head_t *head, int is_head)
 {
-    conn_t *c = req->c;
     vsr_slice_t up, settings;
-    if (c->tls || c->h2 || c->w->draining || req->head->version_minor < 1 ||
-        !vsr_http_head_get(req->head, "upgrade", &up) || !vsr_http_head_get(req->head, "http2-settings", &settings))
+    if (c->tls || c->h2 || c->w->draining || head->version_minor < 1 ||
+        !vsr_http_head_get(head, "upgrade", &up) || !vsr_http_head_get(head, "http2-settings", &settings))
         return 0;
     int h2c = 0;
     while (up.len && !h2c) {
@@ -2892,7 +1249,7 @@ static int upgrade_h2c(request_t *req)
     h2_stream_t *st = NULL;
     if (s == NULL)
         return 0;
-    if (vsr__h2_upgrade(s, settings, req, req->is_head, &st) != VSR_OK) {
+    if (vsr__h2_upgrade(s, settings, req, is_head, &st) != VSR_OK) {
         vsr__h2_free(s);
         return 0;
     }
@@ -2905,12 +1262,9 @@ static int upgrade_h2c(request_t *req)
     c->h2 = s;
     c->req = NULL;
     c->busy = 0;
-    req->st = st;
-    req->bytes_sent = 0;
-    req->keep_alive = 1;
     ctimer_set(c, T_IDLE, c->l->conf->timeout_ms); /* idle as HTTP/2 from now on */
     set_reading(c, 1);
-    dispatch(req);
+    vsr__request_upgraded(req, st);
     if (c->pending.len && !c->closing) {
         /* the client's preface may already be here */
         vsr_buf_t held = c->pending;
@@ -2923,66 +1277,38 @@ static int upgrade_h2c(request_t *req)
     return 1;
 }
 
-request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head)
+void vsr__conn_request_done(conn_t *c, request_t *req, int keep_alive)
 {
-    request_t *req = request_new(c);
-    req->st = st;
-    req->head = head;
-    req->keep_alive = 1;
-    req->is_head = vsr_slice_eq_cstr(head->method, "HEAD");
-    return req;
-}
-
-int vsr__request_body(request_t *req, const char *p, size_t n)
-{
-    return vsr_buf_append(&req->body, p, n) == VSR_OK ? VSR_OK : VSR_ERR_TOO_BIG;
-}
-
-uint64_t vsr__request_body_len(const request_t *req)
-{
-    return req->body.len;
-}
-
-void vsr__request_dispatch(request_t *req)
-{
-    dispatch(req);
-}
-
-int vsr__request_early_auth(request_t *req)
-{
-    int auth = early_auth(req);
-    req->unauth = (unsigned)auth;
-    if (auth != VSR__AUTH_OK)
-        return 0;
-    const vsr_http_head_t *head = req->head;
-    if (head->content_length > 0 && (uint64_t)head->content_length <= req->c->l->conf->max_body_bytes)
-        vsr_buf_reserve(&req->body, (size_t)head->content_length); /* only for a client with the key */
-    return 1;
-}
-
-void vsr__request_reject(request_t *req, int status)
-{
-    if (status == 413) {
-        reply_error(req, 413, "invalid_request_error", "request_too_large",
-                    VSR_SLICE_LIT("The request body is too large."), NULL, req->is_head, 0);
-    } else {
-        reply_error(req, status, "invalid_request_error", NULL,
-                    status == 431 ? VSR_SLICE_LIT("request header fields too large")
-                                  : VSR_SLICE_LIT("malformed HTTP request"),
-                    NULL, req->is_head, 0);
+    if (c->held_op && c->req == req)
+        held_flush(c); /* "handed to the socket": the held pieces too */
+    int keep = keep_alive && !c->close_after_write && !c->w->draining && !c->peer_eof;
+    vsr__gateway_drain_poke(c->w);
+    c->req = NULL;
+    c->busy = 0;
+    vsr__request_reset(req); /* finished: its access log line says how */
+    held_drop(c); /* a head never written */
+    if (!keep) {
+        c->close_after_write = 1;
+        if (c->wq_bytes == 0)
+            conn_linger(c);
+        return;
     }
-    request_finish(req);
+    conn_process(c);
 }
 
-void vsr__request_reset(request_t *req)
+worker_t *vsr__conn_worker(const conn_t *c)
 {
-    request_free(req); /* not finished: the access log says DC */
+    return c->w;
 }
 
-void vsr__request_resume(request_t *req)
+listener_t *vsr__conn_listener(const conn_t *c)
 {
-    if (req->call)
-        vsr_upstream_call_resume(req->call);
+    return c->l;
+}
+
+int vsr__conn_identity_trusted(const conn_t *c)
+{
+    return c->identity_trusted;
 }
 
 void vsr__conn_send(conn_t *c, vsr_buf_t *b)
@@ -2998,17 +1324,15 @@ static void conn_flush(conn_t *c)
         return;
     if (c->h2) {
         vsr__h2_flush(c->h2);
-    } else if (c->req && c->req->held_op) {
+    } else if (c->held_op) {
         held_flush(c);
-    } else if (c->req && c->req->held_head) {
+    } else if (c->held_head) {
         wop_t *op = wop_get(c);
         uv_buf_t ub;
-        take_held_head(c->req, op, &ub);
+        take_held_head(c, op, &ub);
         conn_write(c, op, &ub, 1);
-        if (c->req->call && c->wq_bytes > WQ_HIGH) {
-            vsr_upstream_call_pause(c->req->call);
+        if (c->wq_bytes > WQ_HIGH && c->req && vsr__request_pause(c->req))
             stall_arm(c);
-        }
     }
 }
 
@@ -3115,6 +1439,11 @@ void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len)
     conn_write(c, op, &ub, 1);
 }
 
+int vsr__conn_closing(const conn_t *c)
+{
+    return c->closing;
+}
+
 size_t vsr__conn_queued(const conn_t *c)
 {
     return c->wq_bytes;
@@ -3131,4 +1460,97 @@ void vsr__conn_end(conn_t *c, int graceful)
     c->close_after_write = 1;
     if (c->wq_bytes == 0)
         conn_linger(c);
+}
+
+/* ---- the response relay's writes (HTTP/1.x) ---- */
+
+void vsr__conn_hold_head(conn_t *c, vsr_buf_t *b)
+{
+    c->held_head = b->data;
+    c->held_len = b->len;
+    b->data = NULL;
+    b->len = b->alloc = 0;
+    conn_post(c);
+}
+
+int vsr__conn_head_held(const conn_t *c)
+{
+    return c->held_head != NULL;
+}
+
+void vsr__conn_take_head(conn_t *c, vsr_buf_t *b)
+{
+    if (c->held_head == NULL)
+        return;
+    conn_unpost(c);
+    vsr_buf_append(b, c->held_head, c->held_len);
+    vsr_free(c->held_head);
+    c->held_head = NULL;
+}
+
+void vsr__conn_relay(conn_t *c, const char *p, size_t n, vsr_rbuf_t *owner, int chunked)
+{
+    wop_t *op = wop_get(c);
+    op->rb = owner;
+    vsr_rbuf_ref(owner);
+    uv_buf_t bufs[4];
+    size_t nb = take_held_head(c, op, &bufs[0]);
+    if (chunked) {
+        size_t hl = vsr_http_chunk_head(op->chunk, n);
+        bufs[nb++] = uv_buf_init(op->chunk, (unsigned)hl);
+        bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
+        bufs[nb++] = uv_buf_init((char *)VSR_HTTP_CRLF, 2);
+    } else {
+        bufs[nb++] = uv_buf_init((char *)p, (unsigned)n);
+    }
+    if (c->closing || c->doomed)
+        conn_write(c, op, bufs, (unsigned)nb);
+    else
+        held_add(c, op, bufs, (unsigned)nb);
+}
+
+void vsr__conn_relay_end(conn_t *c, int chunked, int coalesce)
+{
+    if (!chunked && c->held_head == NULL && !(coalesce && c->held_op))
+        return;
+    wop_t *op = wop_get(c);
+    uv_buf_t bufs[2];
+    size_t nb = take_held_head(c, op, &bufs[0]);
+    if (chunked)
+        bufs[nb++] = uv_buf_init((char *)VSR_HTTP_LAST_CHUNK, 5);
+    if (coalesce && c->held_op && !c->closing && !c->doomed) {
+        held_add(c, op, bufs, (unsigned)nb); /* the end goes out with the last pieces */
+        held_flush(c);
+    } else {
+        conn_write(c, op, bufs, (unsigned)nb);
+    }
+}
+
+void vsr__conn_read_end(conn_t *c, const request_t *req)
+{
+    if (c->held_op && c->req == req)
+        held_flush(c);
+}
+
+int vsr__conn_backpressure(conn_t *c, vsr_upstream_call_t *call)
+{
+    if (call == NULL || c->closing || c->wq_bytes <= WQ_HIGH)
+        return 0;
+    vsr_upstream_call_pause(call);
+    stall_arm(c);
+    return 1;
+}
+
+void vsr__conn_abort(conn_t *c)
+{
+    if (c->held_op)
+        held_flush(c);
+    conn_close(c);
+}
+
+void vsr__conn_close_after_write(conn_t *c, int linger_now)
+{
+    c->close_after_write = 1;
+    if (linger_now && c->wq_bytes == 0 && !c->doomed)
+        conn_linger(c); /* written at once: no write_cb will see the flag */
 }

@@ -227,8 +227,8 @@ void vsr__gateway_worker_cleanup(worker_t *w);
 void vsr__gateway_goaway_all(worker_t *w);
 
 /* ---- transports ----
- * The request layer (conn.c) answers through the transport its request
- * came on: HTTP/1.1 (conn.c itself) or an HTTP/2 stream (h2.c).  A response
+ * The request layer (request.c, proxy.c, local.c) answers through the
+ * transport its request came on: HTTP/1.1 (conn.c) or an HTTP/2 stream (h2.c).  A response
  * head is given as the request layer decided it, without framing fields:
  * the transport adds its own (HTTP/1.1: content-length or chunked,
  * connection; HTTP/2: :status and content-length). */
@@ -244,7 +244,7 @@ typedef struct {
 #define VSR__H2_QUEUE_HIGH (1024 * 1024)
 #define VSR__H2_QUEUE_LOW (256 * 1024)
 
-/* conn.c, for h2.c: the request layer */
+/* request.c, for conn.c and h2.c: the request layer */
 request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head); /* head: until the request ends */
 int vsr__request_body(request_t *req, const char *p, size_t n); /* VSR_ERR_TOO_BIG past the body limit */
 uint64_t vsr__request_body_len(const request_t *req);
@@ -254,8 +254,28 @@ void vsr__request_dispatch(request_t *req);
 int vsr__request_early_auth(request_t *req);
 void vsr__request_reject(request_t *req, int status); /* 400, 413 or 431: an error reply, then done */
 void vsr__request_reset(request_t *req);  /* the stream is gone: the request ends, its upstream call cancelled */
+/* request.c, for conn.c (HTTP/1.x): the key check on a head whose body is to come (1: read
+ * it; 0: dispatch answers 401), and the body's room once it may be read. */
+int vsr__request_check_key(request_t *req);
+void vsr__request_reserve(request_t *req, size_t n);
+/* `Upgrade: h2c` was taken: the request is stream st's, answered over HTTP/2. */
+void vsr__request_upgraded(request_t *req, h2_stream_t *st);
+/* The request is refused before dispatch (a codec error, a deadline): it
+ * ends with status (LR) and goes; the connection answers it. */
+void vsr__request_abort(request_t *req, int status);
+/* The connection's own error reply, no request in flight: closes after it
+ * (target: the head's, when there is one, for the API's error shape). */
+void vsr__request_codec_error(conn_t *c, int status, const char *code, vsr_slice_t msg, vsr_slice_t target);
+/* The client half-closed: 1 when its request has its whole answer and only
+ * the session's look at it is pending (it then ends, not kept alive). */
+int vsr__request_peer_left(request_t *req);
 void vsr__request_resume(request_t *req); /* its queue drained: read the upstream again */
-/* conn.c, for h2.c: the connection */
+/* ... the connection's side of the same (HTTP/1.x): an upstream call is in
+ * flight; pause: its read pauses (1 when there was one) */
+int vsr__request_in_call(const request_t *req);
+int vsr__request_pause(request_t *req);
+void vsr__request_sent(request_t *req, uint64_t n); /* n more bytes of its response went to the transport */
+/* conn.c, for h2.c and the request layer: the connection */
 void vsr__conn_send(conn_t *c, vsr_buf_t *b); /* takes b's memory */
 void vsr__conn_send_rbuf(conn_t *c, vsr_rbuf_t *rb, size_t len); /* takes the reference */
 size_t vsr__conn_queued(const conn_t *c);
@@ -267,6 +287,40 @@ void vsr__conn_end(conn_t *c, int graceful); /* the session is over: close (afte
 /* vsr__h2_flush() again in `ms` at the latest (a flush_soon comes first). */
 void vsr__conn_flush_after(conn_t *c, uint64_t ms);
 vsr_metrics_shard_t *vsr__conn_metrics(const conn_t *c); /* the worker's shard */
+int vsr__conn_closing(const conn_t *c);                  /* closing: nothing more goes out */
+worker_t *vsr__conn_worker(const conn_t *c);
+listener_t *vsr__conn_listener(const conn_t *c);
+int vsr__conn_identity_trusted(const conn_t *c); /* identity headers from this peer are trusted */
+/* `Upgrade: h2c` on a complete HTTP/1.1 request: 1 when the connection
+ * switched (101 sent; the request goes on as stream 1, vsr__request_upgraded),
+ * 0 when it is answered over HTTP/1.1. */
+int vsr__conn_upgrade_h2c(conn_t *c, request_t *req, const vsr_http_head_t *head, int is_head);
+/* An HTTP/1.x request is finished: the held pieces go out, the request is
+ * freed (vsr__request_reset), and the next one is taken, or the connection
+ * closes when it is not kept alive. */
+void vsr__conn_request_done(conn_t *c, request_t *req, int keep_alive);
+/* An HTTP/1.x response, as the request layer relays it.  A head is held
+ * (its memory taken) to go out with the first body bytes or the end, or
+ * from the posted flush once the current callback is over; take_head
+ * appends it to b instead, which then goes out in its place. */
+void vsr__conn_hold_head(conn_t *c, vsr_buf_t *b);
+int vsr__conn_head_held(const conn_t *c);
+void vsr__conn_take_head(conn_t *c, vsr_buf_t *b);
+/* A relayed body piece (a slice of owner's buffer, referenced until
+ * written), chunk-framed when chunked; the pieces of one backend read go
+ * out in one write, at vsr__conn_read_end at the latest. */
+void vsr__conn_relay(conn_t *c, const char *p, size_t n, vsr_rbuf_t *owner, int chunked);
+/* The body's end: the held head, the last chunk when chunked; coalesce:
+ * with the held pieces, in one write. */
+void vsr__conn_relay_end(conn_t *c, int chunked, int coalesce);
+void vsr__conn_read_end(conn_t *c, const request_t *req); /* req's backend read is over */
+/* Past the high mark: the call's read pauses and the client's stall timer
+ * runs (1); it resumes from the writes' completion (vsr__request_resume). */
+int vsr__conn_backpressure(conn_t *c, vsr_upstream_call_t *call);
+void vsr__conn_abort(conn_t *c); /* the response is cut: what is held goes out, then the connection closes */
+/* The reply being written is the connection's last (linger_now: lingering
+ * starts at once when everything is written already). */
+void vsr__conn_close_after_write(conn_t *c, int linger_now);
 
 /* h2.c */
 h2_sess_t *vsr__h2_new(conn_t *c, const vsr_listener_conf_t *lc);
