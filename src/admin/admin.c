@@ -13,6 +13,7 @@
 #include "admin/admin-int.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -140,6 +141,10 @@ int vsr__admin_spawn(vsr_admin_t *a, void *(*fn)(void *), void *arg)
 
 void vsr__admin_thread_end(vsr_admin_t *a)
 {
+    /* what OpenSSL keeps for this thread (a replay read's libpq connect, the
+     * document's hash) goes now, before vsr_admin_wait can return and the
+     * exit clean OpenSSL up under a thread-exit destructor */
+    OPENSSL_thread_stop();
     pthread_mutex_lock(&a->live_mu);
     a->live--;
     pthread_cond_broadcast(&a->live_cv);

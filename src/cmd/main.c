@@ -17,6 +17,7 @@
 #include <errno.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <openssl/rand.h>
 #endif
 #include <signal.h>
 #include <stdio.h>
@@ -1167,6 +1168,10 @@ static int cmd_serve(int argc, char **argv)
                        .maddr = "127.0.0.1", .mport = 9190, .xaddr = "127.0.0.1", .xport = 50051};
     int given[N_SERVE_FLAGS] = {0};
     int rc = 0;
+    /* OpenSSL's shared random generator is made here, on this thread, before
+     * any other starts: libpq (a replay writer's connect) would otherwise
+     * make it on its own thread, racing the exit's cleanup */
+    (void)RAND_status();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -568,6 +569,10 @@ static void *writer_main(void *arg)
     }
     pthread_mutex_unlock(&st->mu);
     store_free(st); /* the last reference is gone: the writer closes the store, nobody waits for it */
+    /* libpq's connect made OpenSSL state for this thread: free it now, not
+     * in a thread-exit destructor that may run after vsr_replay_wait_writers
+     * has let the process's exit clean OpenSSL up */
+    OPENSSL_thread_stop();
     writers_add(-1);
     return NULL;
 }

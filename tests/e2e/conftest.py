@@ -214,10 +214,19 @@ def vsr(tmp_path):
         return v
 
     yield start
-    for proc in started:
-        if proc.p.poll() is None:
+    # every process is stopped before any is judged: a failed check must not leave the others running
+    stopped = [proc for proc in started if proc.p.poll() is None]
+    errors = []
+    for proc in stopped:
+        try:
             proc.stop()
+        except AssertionError as e:
+            errors.append(e)
+    for proc in stopped:
+        if proc.rc is not None:
             proc.assert_clean_exit()
+    if errors:
+        raise errors[0]
 
 
 @pytest.fixture
