@@ -292,8 +292,7 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
 static void check_model_refs(cfg_decoder_t *d, config_box_t *box)
 {
     vsr_config_t *c = &box->conf;
-    if (c->n_models == 0)
-        return;
+    /* with no provider models too: a default model or a modelRef then names nothing */
     for (size_t i = 0; i < c->n_models; i++)
         if (c->models[i].name == NULL)
             return;

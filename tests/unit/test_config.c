@@ -1325,6 +1325,10 @@ static void test_missing_required(void **state)
     c = load_ok(HEAD LISTENERS "providers: {models: []}\nglobal: {router: {config_source: kubernetes}}\n");
     assert_int_equal(c->n_models, 0);
     vsr_config_free(c);
+    /* with no models, a default model or a modelRef still names nothing */
+    expect_errors(HEAD LISTENERS "providers: {defaults: {model: m}}\n",
+                  "t.yaml:5:31: default model \"m\" is not defined in providers.models (nor as a LoRA in "
+                  "routing.modelCards)\n");
 }
 
 static void test_unknown_keys(void **state)
