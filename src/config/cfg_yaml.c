@@ -21,6 +21,8 @@
 
 #include "config/cfg_internal.h"
 
+#define CFG_MAX_KEY_BYTES 256
+
 /* Sum of the (expanded) sizes of everything aliases refer to.  Generous for
  * a hand-written config, tiny next to what exponential aliasing produces. */
 #define CFG_ALIAS_BUDGET 100000u
@@ -371,13 +373,20 @@ static int keyref_cmp(const void *pa, const void *pb)
 /* Sorting instead of pairwise comparison keeps a huge mapping O(n log n). */
 static void check_duplicate_keys(builder_t *b, const cfg_node_t *map)
 {
-    if (map->n < 2)
+    if (map->n == 0)
         return;
     keyref_t *refs = vsr_malloc(map->n * sizeof(*refs));
     size_t n = 0;
     for (size_t i = 0; i < map->n; i++)
-        if (map->items[2 * i]->kind == CFG_NODE_SCALAR)
-            refs[n++] = (keyref_t){map->items[2 * i], i};
+        if (map->items[2 * i]->kind == CFG_NODE_SCALAR) {
+            const cfg_node_t *k = map->items[2 * i];
+            /* no key of the schema comes near; the canonical form's JSON key
+             * (escapes added) must stay under YAML's 1024-character limit
+             * on an implicit key, or it would not parse back */
+            if (k->len > CFG_MAX_KEY_BYTES)
+                vsr__cfg_error(b->dg, k->line, k->col, "a key longer than %d bytes", CFG_MAX_KEY_BYTES);
+            refs[n++] = (keyref_t){k, i};
+        }
     qsort(refs, n, sizeof(*refs), keyref_cmp);
     for (size_t i = 1; i < n; i++) {
         const cfg_node_t *first = refs[i - 1].key, *k = refs[i].key;

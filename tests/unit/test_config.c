@@ -1388,6 +1388,13 @@ static void test_default_model_checks(void **state)
 static void test_duplicates(void **state)
 {
     expect_errors(HEAD HEAD LISTENERS PROVIDERS, "t.yaml:2:1: duplicate key \"version\" (first at 1:1)\n");
+    /* a key no schema has: its canonical form would not parse back (YAML's implicit-key limit) */
+    {
+        char doc[1024];
+        snprintf(doc, sizeof(doc), HEAD "k%0300d: 1\n", 7);
+        expect_errors(doc, "t.yaml:2:1: a key longer than 256 bytes\n"
+                           "t.yaml:2:1: unknown key \"k000000000000000000000000000000000000000000000000000000000000000...\"\n");
+    }
     /* duplicates are found in unimplemented subtrees too */
     expect_errors(HEAD LISTENERS PROVIDERS "routing:\n"
                                            "  strategy: priority\n"
