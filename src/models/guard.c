@@ -516,7 +516,8 @@ int vsr_guard_lr_load_mem(const char *data, size_t len, vsr_guard_lr_t **out)
         if (m->seen[ix])
             goto out;
         m->seen[ix] = 1;
-        int arc = vocab_add(m, voc.text + voc.e[i].off, voc.e[i].len, ix);
+        /* an empty vocabulary text leaves voc.text NULL: its only term is "" */
+        int arc = vocab_add(m, voc.text ? voc.text + voc.e[i].off : "", voc.e[i].len, ix);
         if (arc != VSR_OK) {
             rc = arc;
             goto out;
