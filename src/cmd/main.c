@@ -6,6 +6,7 @@
  *   vsr config validate FILE
  *   vsr config print FILE [--redact]
  *   vsr config migrate FILE [-o OUT]
+ *   vsr eval --prompt TEXT [--json] [--endpoint URL | --config FILE]   (docs/cli.md)
  *   vsr runtime serve --socket PATH | --listen ADDR:PORT [...]   (docs/runtime.md)
  *   vsr version
  *
@@ -35,6 +36,7 @@
 #include "routing/routing.h"
 #include "runtime/runtime.h"
 #include "envoy.h"
+#include "eval.h"
 #include "signals/signals.h"
 #include "store/store.h"
 #include "upstream/upstream.h"
@@ -99,15 +101,20 @@ static const char envoy_help[] =
     "  envoy render     the Envoy bootstrap for FILE in extproc mode (standard output): its listeners, one route\n"
     "                   per model on x-selected-model, the clusters, the ext_proc filter pointing at vsr\n"
     "                   (--extproc, default 127.0.0.1:50051); exit 2 when FILE cannot serve in extproc mode\n";
+static const char eval_synopsis[] = "       vsr eval --prompt TEXT [--model NAME] [--json] [--endpoint URL | --config FILE]\n";
+static const char eval_help[] =
+    "  eval             what the router decides for one prompt: the signals that fired with their\n"
+    "                   confidences, the decision and the model, from a running vsr's routing preview\n"
+    "                   (--endpoint, default http://127.0.0.1:8080) or offline (--config); --json for JSON\n";
 static const char exit_help[] =
     "\nexit codes: 0 success, 1 runtime failure, 2 invalid configuration, 3 an address is already\n"
     "in use by another process, 64 usage error\n";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "%s%s%s%s       vsr version\n\n%s%s%s  runtime serve    the model runtime (docs/runtime.md)\n%s",
-            serve_synopsis, config_synopsis, envoy_synopsis, runtime_synopsis, serve_help, config_help, envoy_help,
-            exit_help);
+    fprintf(f, "%s%s%s%s%s       vsr version\n\n%s%s%s%s  runtime serve    the model runtime (docs/runtime.md)\n%s",
+            serve_synopsis, config_synopsis, envoy_synopsis, eval_synopsis, runtime_synopsis, serve_help, config_help,
+            envoy_help, eval_help, exit_help);
 }
 
 /* ADDRESS:PORT (a non-empty address, a port 1..65535) into addr and *port;
@@ -1728,6 +1735,8 @@ int main(int argc, char **argv)
         return cmd_runtime(argc - 1, argv + 1);
     if (strcmp(cmd, "envoy") == 0)
         return cmd_envoy(argc - 1, argv + 1);
+    if (strcmp(cmd, "eval") == 0)
+        return vsr_cmd_eval(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vsr %s\n", VSR_VERSION);
         return 0;
