@@ -10,10 +10,13 @@
 typedef struct admin_watch_s admin_watch_t;
 typedef struct vsr_admin_k8s_s vsr_admin_k8s_t;
 
+typedef struct admin_auth_s admin_auth_t;
+
 struct vsr_admin_s {
     vsr_admin_hooks_t hooks;
     int audit_fd;                  /* -1: no audit log */
     char *token;                   /* the management API's bearer token; NULL = none */
+    admin_auth_t *auth;            /* management_api.auth mode bearer (admin_auth.c); NULL = disabled */
     atomic_int refs;               /* the owner's and one per job thread */
     atomic_uint jobs;              /* management calls on their threads now */
     atomic_int watch_busy;         /* a thread is applying the file ... */
@@ -39,6 +42,16 @@ struct vsr_admin_s {
     void (*extra_handle)(void *ud, vsr_engine_t *active, const vsr_admin_request_t *req, vsr_admin_response_t *resp);
     void *extra_ud;
 };
+
+/* management_api.auth mode bearer (admin_auth.c).  vsr__admin_authorize:
+ * 1 when the request may go on, else 0 with r filled (401 or 403). */
+int vsr__admin_authorize(const vsr_admin_t *a, const vsr_admin_access_t *req, vsr_admin_response_t *r);
+void vsr__admin_auth_free(admin_auth_t *auth);
+/* The token of "authorization: Bearer TOKEN" (scheme case-insensitive, white
+ * space trimmed); p NULL when the value has no such form (admin_http.c). */
+vsr_slice_t vsr__admin_bearer(vsr_slice_t authorization);
+/* r filled with a JSON error answer (admin_http.c). */
+void vsr__admin_refuse(vsr_admin_response_t *r, int status, const char *type, const char *code, const char *msg);
 
 /* Drops a reference; the last one frees the admin. */
 void vsr__admin_unref(vsr_admin_t *a);

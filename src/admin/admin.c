@@ -80,6 +80,7 @@ void vsr__admin_unref(vsr_admin_t *a)
         memset(a->token, 0, strlen(a->token));
         vsr_free(a->token);
     }
+    vsr__admin_auth_free(a->auth);
     pthread_mutex_destroy(&a->mu);
     pthread_mutex_destroy(&a->state_mu);
     pthread_mutex_destroy(&a->hook_mu);

@@ -55,6 +55,16 @@ vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_
 /* The management API's bearer token (copied; NULL = none), for
  * vsr_admin_check_access.  Before the management listener starts. */
 void vsr_admin_set_token(vsr_admin_t *a, const char *token);
+/* management_api.auth of cfg (docs/security.md#management-api-roles): with
+ * mode bearer, each tokens[] entry's value is read from its environment
+ * variable now and bound to its role; the roles' permissions are copied.
+ * The token of vsr_admin_set_token, when there is one, has the admin role.
+ * Mode disabled: nothing changes.  Before the management listener starts.
+ * VSR_OK, or VSR_ERR_INVALID with a line in err (a variable that is unset,
+ * empty or not a usable token; never its value). */
+int vsr_admin_set_auth(vsr_admin_t *a, const vsr_config_t *cfg, vsr_buf_t *err);
+/* 1 when vsr_admin_set_auth found at least one token. */
+int vsr_admin_has_auth_tokens(const vsr_admin_t *a);
 /* From now on no hook runs (a call still in progress is answered
  * "unavailable" instead of activating): call it before whatever the hooks
  * reach goes away.  Idempotent; any thread. */
@@ -165,6 +175,8 @@ typedef struct {
     vsr_slice_t authorization; /* p NULL: absent (likewise below) */
     vsr_slice_t host;
     vsr_slice_t origin;
+    vsr_slice_t method;        /* with auth mode bearer: the route's permission comes from these two */
+    vsr_slice_t target;
 } vsr_admin_access_t;
 
 /* 1: go on.  0: refused, resp filled (free it with vsr_admin_response_free).

@@ -501,13 +501,21 @@ static int loopback_authority(vsr_slice_t a, unsigned port)
     return vsr_admin_loopback(lit);
 }
 
-static void refuse(vsr_admin_response_t *r, int status, const char *type, const char *code, const char *msg)
+void vsr__admin_refuse(vsr_admin_response_t *r, int status, const char *type, const char *code, const char *msg)
 {
     memset(r, 0, sizeof(*r));
     vsr_buf_init(&r->headers, 0);
     vsr_buf_init(&r->body, 0);
     r->content_type = "application/json";
     json_error(r, status, type, code, msg);
+}
+
+vsr_slice_t vsr__admin_bearer(vsr_slice_t authorization)
+{
+    vsr_slice_t v = vsr_slice_trim(authorization);
+    int ok = authorization.p != NULL && v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") &&
+             (v.p[6] == ' ' || v.p[6] == '\t');
+    return ok ? vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7)) : VSR_SLICE_NULL;
 }
 
 int vsr_admin_check_access(vsr_admin_t *a, const vsr_admin_access_t *req, vsr_admin_response_t *r)
@@ -519,27 +527,26 @@ int vsr_admin_check_access(vsr_admin_t *a, const vsr_admin_access_t *req, vsr_ad
     vsr_engine_unref(e);
     if (loopback) {
         if (req->host.p != NULL && !loopback_authority(vsr_slice_trim(req->host), port)) {
-            refuse(r, 403, "permission_error", "forbidden_host",
+            vsr__admin_refuse(r, 403, "permission_error", "forbidden_host",
                    "the management API answers only to a loopback host name or address with its port");
             return 0;
         }
         vsr_slice_t o = vsr_slice_trim(req->origin);
         if (req->origin.p != NULL &&
             !(vsr_slice_starts_with(o, VSR_SLICE_LIT("http://")) && loopback_authority(vsr_slice(o.p + 7, o.len - 7), port))) {
-            refuse(r, 403, "permission_error", "forbidden_origin",
+            vsr__admin_refuse(r, 403, "permission_error", "forbidden_origin",
                    "the management API does not answer requests from other origins");
             return 0;
         }
     }
+    if (a->auth)
+        return vsr__admin_authorize(a, req, r);
     if (a->token == NULL)
         return 1;
-    vsr_slice_t v = vsr_slice_trim(req->authorization);
-    int ok = req->authorization.p != NULL && v.len > 7 && vsr_slice_case_eq_cstr(vsr_slice(v.p, 6), "bearer") &&
-             (v.p[6] == ' ' || v.p[6] == '\t');
-    vsr_slice_t got = ok ? vsr_slice_trim(vsr_slice(v.p + 7, v.len - 7)) : VSR_SLICE_NULL;
-    ok = vsr_secret_eq(got, vsr_slice_cstr(a->token)) && a->token[0] && ok;
+    vsr_slice_t got = vsr__admin_bearer(req->authorization);
+    int ok = got.p != NULL && vsr_secret_eq(got, vsr_slice_cstr(a->token)) && a->token[0];
     if (!ok) {
-        refuse(r, 401, "authentication_error", "invalid_management_token",
+        vsr__admin_refuse(r, 401, "authentication_error", "invalid_management_token",
                "the management API needs authorization: Bearer <management token>");
         vsr_buf_append_cstr(&r->headers, "www-authenticate: Bearer realm=\"vsr-management\"\r\n");
         return 0;

@@ -1259,10 +1259,14 @@ static int cmd_serve(int argc, char **argv)
     /* the management API: a token when one is named; one is required off loopback */
     int bad_token = 0;
     char *token = cfg->management_enabled ? management_token(token_file, token_env, cfg, &bad_token, &err) : NULL;
-    if (!bad_token && cfg->management_enabled && token == NULL && !vsr_admin_loopback(cfg->management_address)) {
+    /* management_api.auth: its tokens from their variables, now */
+    if (!bad_token && cfg->management_enabled && vsr_admin_set_auth(sv.admin, cfg, &err) != VSR_OK)
+        bad_token = 1;
+    if (!bad_token && cfg->management_enabled && token == NULL && !vsr_admin_has_auth_tokens(sv.admin) &&
+        !vsr_admin_loopback(cfg->management_address)) {
         vsr_buf_printf(&err, "global.services.management_api: bind_address %s is not a loopback address: the "
                              "management API needs a token there (--management-token-file, --management-token-env, "
-                             "token_file or token_env)\n", cfg->management_address);
+                             "token_file, token_env or auth.tokens)\n", cfg->management_address);
         bad_token = 1;
     }
     if (bad_token) {

@@ -424,6 +424,11 @@ extern const cfg_spec_t vsr__cfg_scoped_fallback_spec;      /* recipe and decisi
 extern const cfg_spec_t vsr__cfg_routing_spec;              /* the top-level routing block */
 extern const cfg_spec_t vsr__cfg_recipe_spec;               /* recipes[] */
 extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
+extern const cfg_spec_t vsr__cfg_management_auth_spec;      /* global.services.management_api.auth (cfg_management.c) */
+/* An environment variable's name ([A-Za-z_][A-Za-z0-9_]*) into the char * at f->offset. */
+int vsr__cfg_env_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* 1 when a and b have the same management_api.auth (mode, tokens, roles). */
+int vsr__cfg_management_auth_eq(const vsr_config_t *a, const vsr_config_t *b);
 
 /* global.integrations.tools, tool_selection, tools.semantic_selection (cfg_tools.c) */
 extern const cfg_spec_t vsr__cfg_tools_integration_spec;

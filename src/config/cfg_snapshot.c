@@ -367,6 +367,11 @@ int vsr_config_restart_required(const vsr_config_t *run, const vsr_config_t *nex
                             "it needs a restart\n");
         n++;
     }
+    if (!vsr__cfg_management_auth_eq(run, next)) {
+        /* the tokens are read at start; and a document sent through the API must not widen its own access */
+        vsr_buf_printf(why, "global.services.management_api.auth changed; it needs a restart\n");
+        n++;
+    }
     /* the tracer is built once at start: its exporter thread owns these */
     if (run->tracing_enabled != next->tracing_enabled || !str_eq(run->tracing_endpoint, next->tracing_endpoint) ||
         run->tracing_grpc != next->tracing_grpc || run->tracing_grpc_tls != next->tracing_grpc_tls ||

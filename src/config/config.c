@@ -158,7 +158,7 @@ static int decode_extra_headers(cfg_decoder_t *d, const cfg_field_t *f, const cf
     return rc;
 }
 
-static int decode_env_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+int vsr__cfg_env_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     const char *s = vsr__cfg_get_string(d, f, val);
     if (s == NULL)
@@ -205,7 +205,7 @@ static const cfg_field_t backend_fields[] = {
     {.key = "auth_prefix", .decode = vsr__cfg_header_text, .flags = CFG_HAS, .offset = BE_OFF(auth_prefix),
      .has_offset = BE_OFF(has_auth_prefix)},
     {.key = "api_key", .decode = vsr__cfg_header_text, .offset = BE_OFF(api_key)},
-    {.key = "api_key_env", .decode = decode_env_name, .offset = BE_OFF(api_key_env)},
+    {.key = "api_key_env", .decode = vsr__cfg_env_name, .offset = BE_OFF(api_key_env)},
     {.key = "extra_headers", .decode = decode_extra_headers, .flags = CFG_NULL_OK},
     {.key = "api_version", .decode = vsr__cfg_string, .offset = BE_OFF(api_version)},
     {.key = "chat_path", .decode = decode_chat_path, .offset = BE_OFF(chat_path)},
@@ -878,20 +878,6 @@ static int decode_management_address(cfg_decoder_t *d, const cfg_field_t *f, con
     return 0;
 }
 
-/* Authentication of the management API: only "disabled" (the reference's
- * default) is available, and then the API must stay on loopback. */
-static int decode_management_auth(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
-{
-    if (vsr__cfg_is_empty(val))
-        return 0;
-    const cfg_node_t *mode = vsr__cfg_map_get(val, "mode");
-    if (val->kind == CFG_NODE_MAP && val->n == 1 && mode != NULL && mode->kind == CFG_NODE_SCALAR &&
-        mode->type == CFG_STR && strcmp(mode->str, "disabled") == 0)
-        return 0;
-    vsr__cfg_node_error(d, d->key ? d->key : val, "%s is not supported yet (only mode: disabled)", d->path);
-    return -1;
-}
-
 static const cfg_field_t management_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = CONF_OFF(management_enabled),
      .has_offset = BOX_OFF(has_management_enabled)},
@@ -899,12 +885,12 @@ static const cfg_field_t management_fields[] = {
     {.key = "port", .decode = vsr__cfg_uint, .offset = CONF_OFF(management_port), .size = sizeof(uint16_t), .min = 1,
      .max = 65535},
     {.key = "remote_exposure", .decode = vsr__cfg_bool, .offset = BOX_OFF(management_remote_exposure)},
-    {.key = "auth", .decode = decode_management_auth},
+    {.key = "auth", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_management_auth_spec},
     /* vsr's own: the document size bound and the API's bearer token */
     {.key = "max_document_bytes", .decode = vsr__cfg_uint, .offset = CONF_OFF(management_max_document_bytes),
      .size = sizeof(uint64_t), .min = 1024, .max = VSR_CONFIG_MAX_DOCUMENT_BYTES},
     {.key = "token_file", .decode = vsr__cfg_string, .offset = CONF_OFF(management_token_file)},
-    {.key = "token_env", .decode = decode_env_name, .offset = CONF_OFF(management_token_env)},
+    {.key = "token_env", .decode = vsr__cfg_env_name, .offset = CONF_OFF(management_token_env)},
 };
 
 static void finish_management(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,

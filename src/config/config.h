@@ -48,6 +48,18 @@ typedef struct {
     size_t n;
 } vsr_strlist_conf_t;
 
+/* management_api.auth.tokens[]: a bearer token's environment variable and its role. */
+typedef struct {
+    char *env;
+    char *role;
+} vsr_management_token_conf_t;
+
+/* management_api.auth.roles: a role and the permissions it grants ("*": all). */
+typedef struct {
+    char *name;
+    vsr_strlist_conf_t permissions;
+} vsr_management_role_conf_t;
+
 /* The largest circuit-breaker threshold a model may set. */
 #define VSR_MAX_CIRCUIT_LIMIT 1000000u
 
@@ -1182,6 +1194,14 @@ typedef struct {
                                           * VSR_CONFIG_DEFAULT_MAX_DOCUMENT_BYTES */
     char *management_token_file;         /* management_api.token_file (vsr): the bearer token's file, NULL = none */
     char *management_token_env;          /* management_api.token_env (vsr): ... or its environment variable */
+    /* management_api.auth (docs/security.md#management-api-roles): mode bearer (1) or disabled (0, default);
+     * each token read from an environment variable at start and bound to a role; the roles' permissions
+     * (absent: the built-in viewer, operator and admin) */
+    int management_auth_bearer;
+    vsr_management_token_conf_t *management_auth_tokens;
+    size_t n_management_auth_tokens;
+    vsr_management_role_conf_t *management_auth_roles;
+    size_t n_management_auth_roles;
     int response_api_enabled;            /* services.response_api.enabled, default false */
     /* services.response_api: where stored Response objects live (store_backend memory | redis) */
     struct {

@@ -143,7 +143,7 @@ static int management_refused(request_t *req)
     vsr_admin_t *admin = req->w->gw->opts.admin;
     if (admin == NULL)
         return 0;
-    vsr_admin_access_t acc = {VSR_SLICE_NULL, VSR_SLICE_NULL, VSR_SLICE_NULL};
+    vsr_admin_access_t acc = {VSR_SLICE_NULL, VSR_SLICE_NULL, VSR_SLICE_NULL, req->head->method, req->head->target};
     vsr_slice_t v;
     if (vsr_http_head_get(req->head, "authorization", &v))
         acc.authorization = v.p ? v : VSR_SLICE_LIT("");

@@ -562,7 +562,8 @@ static void test_admin_access(void **state)
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         vsr_admin_access_t acc = {rows[i].auth ? vsr_slice_cstr(rows[i].auth) : VSR_SLICE_NULL,
                                   rows[i].host ? vsr_slice_cstr(rows[i].host) : VSR_SLICE_NULL,
-                                  rows[i].origin ? vsr_slice_cstr(rows[i].origin) : VSR_SLICE_NULL};
+                                  rows[i].origin ? vsr_slice_cstr(rows[i].origin) : VSR_SLICE_NULL,
+                                  VSR_SLICE_LIT("GET"), VSR_SLICE_LIT("/api/v1/config")};
         vsr_admin_response_t r;
         int ok = vsr_admin_check_access(a, &acc, &r);
         if (ok != (rows[i].status == 0) || (!ok && r.status != rows[i].status))
