@@ -424,6 +424,7 @@ extern const cfg_spec_t vsr__cfg_scoped_fallback_spec;      /* recipe and decisi
 extern const cfg_spec_t vsr__cfg_routing_spec;              /* the top-level routing block */
 extern const cfg_spec_t vsr__cfg_recipe_spec;               /* recipes[] */
 extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
+extern const cfg_spec_t vsr__cfg_cc_controls_spec;          /* context_compression.request_controls (cfg_compression.c) */
 extern const cfg_spec_t vsr__cfg_management_auth_spec;      /* global.services.management_api.auth (cfg_management.c) */
 /* An environment variable's name ([A-Za-z_][A-Za-z0-9_]*) into the char * at f->offset. */
 int vsr__cfg_env_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);

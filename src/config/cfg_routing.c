@@ -711,7 +711,8 @@ static const cfg_spec_t request_params_spec = {
 /* ---- keys of v0.3 that vsr cannot honour yet ---- */
 
 /* Absent, null, empty, or a block that says enabled: false is fine; anything
- * else is refused at its node ("<plugin>: <key> is not supported yet"). */
+ * else is refused at its node ("<plugin>: <key> is not supported yet", then
+ * f->arg, a reason, when set). */
 static int decode_not_yet(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     if (vsr__cfg_is_empty(val))
@@ -724,7 +725,8 @@ static int decode_not_yet(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
             return 0;
     }
     const vsr_plugin_conf_t *p = obj;
-    vsr__cfg_node_error(d, val, "%s: %s is not supported yet", p->type ? p->type : "plugin", f->key);
+    vsr__cfg_node_error(d, val, "%s: %s is not supported yet%s", p->type ? p->type : "plugin", f->key,
+                        f->arg ? (const char *)f->arg : "");
     return -1;
 }
 
@@ -974,10 +976,13 @@ static const cfg_field_t context_compression_fields[] = {
     {.key = "targets", .decode = decode_cc_targets},
     {.key = "scoring", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &cc_scoring_spec},
     {.key = "failure_mode", .decode = vsr__cfg_choice, .offset = CC_OFF(fail_closed), .choices = cc_failure_modes},
-    /* a store of the cut text for later recovery, and the client's
-     * x-vsr-compression-control header: not built */
-    {.key = "recovery", .decode = decode_not_yet},
-    {.key = "request_controls", .decode = decode_not_yet},
+    /* the reference stores each cut passage (Redis/Valkey or its response
+     * cache), offers the model a tool to ask for it back and, when the
+     * answer calls that tool, makes a follow-up upstream call with it */
+    {.key = "recovery", .decode = decode_not_yet,
+     .arg = " (it needs a recovery tool offered to the model, a store of the cut passages and a follow-up upstream "
+            "call when the model asks for one; vsr makes the one upstream call and keeps no cut text)"},
+    {.key = "request_controls", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_cc_controls_spec},
 };
 
 static void init_context_compression(cfg_decoder_t *d, void *obj)

@@ -712,7 +712,15 @@ typedef struct {
     int reserve_auto;              /* also when absent: the request's max_completion_tokens / max_tokens */
     uint8_t targets[VSR_CC_MAX_TARGETS]; size_t n_targets; /* default [tool_results, history] */
     int fail_closed;               /* failure_mode: fail_open (0, default) | fail_closed (1) */
+    /* request_controls: the client's directives in one header (plugins.md#context_compression) */
+    int controls;                  /* request_controls.enabled, default false */
+    char *control_header;          /* request_controls.header; NULL: x-vsr-compression-control */
+    unsigned allowed;              /* request_controls.allowed: VSR_CC_CTL_* bits; none when absent (as the reference) */
+    uint64_t max_target_tokens;    /* request_controls.max_target_tokens: a target directive's cap; 0 = none */
 } vsr_plugin_context_compression_conf_t;
+
+/* The request_controls directives of context_compression. */
+enum { VSR_CC_CTL_BYPASS = 1u << 0, VSR_CC_CTL_TARGET = 1u << 1 };
 
 /* response_cache (ref §2): lookup before the call, store after a complete,
  * successful answer.  Modes: exact (a hash of the request), semantic (the

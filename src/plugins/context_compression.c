@@ -348,6 +348,41 @@ static int is_candidate(const vsr_chat_view_t *chat, size_t i, vsr_cc_target_t t
     return m->role == VSR_ROLE_USER || m->role == VSR_ROLE_ASSISTANT;
 }
 
+/* request_controls (the reference's): the control header's value, lower
+ * case, is a comma-separated list of directives, each "name" or
+ * "name=value"; one the configuration does not allow is ignored.  bypass:
+ * no compression for this request.  target=N (N > 0): the budget's target is
+ * N tokens instead, at most max_target_tokens when that is set.  *target is
+ * left as it is when no target directive counts. */
+static void read_controls(const vsr_plugin_context_compression_conf_t *cc, const vsr_plugin_ctx_t *ctx, int *bypass,
+                          uint64_t *target)
+{
+    vsr_slice_t v;
+    if (!cc->controls || ctx->request_header == NULL ||
+        !ctx->request_header(ctx->request_header_ud,
+                             cc->control_header ? cc->control_header : "x-vsr-compression-control", &v))
+        return;
+    while (v.len > 0) {
+        vsr_slice_t item = vsr_slice_trim(vsr_slice_split(v, ',', &v));
+        vsr_slice_t value = VSR_SLICE_NULL;
+        vsr_slice_t name = vsr_slice_trim(vsr_slice_split(item, '=', &value));
+        if (vsr_slice_case_eq_cstr(name, "bypass") && (cc->allowed & VSR_CC_CTL_BYPASS)) {
+            *bypass = 1;
+        } else if (vsr_slice_case_eq_cstr(name, "target") && (cc->allowed & VSR_CC_CTL_TARGET) && value.p) {
+            value = vsr_slice_trim(value);
+            size_t i = value.len && value.p[0] == '+' ? 1 : 0; /* Go's Atoi takes a sign */
+            uint64_t n = 0;
+            int ok = i < value.len;
+            for (; ok && i < value.len; i++) {
+                ok = value.p[i] >= '0' && value.p[i] <= '9' && n <= (UINT64_MAX - 9) / 10;
+                n = n * 10 + (uint64_t)(value.p[i] - '0');
+            }
+            if (ok && n > 0)
+                *target = cc->max_target_tokens && n > cc->max_target_tokens ? cc->max_target_tokens : n;
+        }
+    }
+}
+
 int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why)
 {
     const vsr_plugin_context_compression_conf_t *cc = &conf->u.context_compression;
@@ -355,6 +390,13 @@ int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_p
     const vsr_json_t *j = ctx->json;
     if (chat == NULL || chat->api != VSR_API_CHAT || chat->messages_tok == 0 || j == NULL)
         return VSR_OK;
+    int bypass = 0;
+    uint64_t target_tokens = 0; /* 0: the configuration's */
+    read_controls(cc, ctx, &bypass, &target_tokens);
+    if (bypass) {
+        ctx->compression_bypassed = 1;
+        return VSR_OK;
+    }
     uint64_t bytes = estimate_bytes(chat);
     uint64_t before = tokens_of(bytes);
     ctx->compression_applied = 1;
@@ -369,12 +411,13 @@ int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_p
     if (before <= trigger)
         return VSR_OK;
     uint64_t budget;
-    if (cc->target_auto)
+    uint64_t target = target_tokens ? target_tokens : cc->target_tokens; /* a client's target is explicit */
+    if (cc->target_auto && target_tokens == 0)
         budget = available;
     else if (cc->reserve_auto)
-        budget = cc->target_tokens;
+        budget = target;
     else
-        budget = cc->target_tokens > cc->reserve_output_tokens ? cc->target_tokens - cc->reserve_output_tokens : 0;
+        budget = target > cc->reserve_output_tokens ? target - cc->reserve_output_tokens : 0;
     uint64_t budget_bytes = budget > UINT64_MAX / 4 ? UINT64_MAX : budget * 4;
     if (bytes <= budget_bytes)
         return VSR_OK;

@@ -51,6 +51,10 @@ typedef struct {
     const vsr_tool_scores_t *tool_scores; /* NULL: none gathered (a semantic plugin then fails open) */
     const vsr_decision_conf_t *_decision; /* private: the decision being run */
     uint64_t context_window;         /* the selected model's context_window_size (its model card); 0: unknown */
+    /* the client's request headers (what ingress kept), for a plugin's own
+     * control header: 1 with *value when a field is named name (any case) */
+    int (*request_header)(void *ud, const char *name, vsr_slice_t *value);
+    void *request_header_ud;
     /* out */
     vsr_json_edits_t *edits;         /* body edits (the engine adds its own, e.g. the model rewrite) */
     vsr_plugin_header_t *set_headers; size_t n_set_headers, cap_set_headers; /* upstream request: set/overwrite */
@@ -77,6 +81,7 @@ typedef struct {
      * after (after == before when the request was under trigger_tokens or
      * nothing could be cut), and how many message contents were cut */
     int compression_applied;
+    int compression_bypassed;        /* request_controls: the client's bypass directive skipped it */
     uint64_t compression_tokens_before, compression_tokens_after;
     size_t compression_messages;
 } vsr_plugin_ctx_t;

@@ -161,6 +161,17 @@ static const vsr_header_t *find_header(const vsr_header_t *h, size_t n, const ch
     return NULL;
 }
 
+/* vsr_plugin_ctx_t.request_header: the session's request headers. */
+static int plugin_request_header(void *ud, const char *name, vsr_slice_t *value)
+{
+    const vsr_session_t *s = ud;
+    const vsr_header_t *h = find_header(s->headers, s->n_headers, name);
+    if (h == NULL)
+        return 0;
+    *value = h->value;
+    return 1;
+}
+
 static vsr_slice_t pool_printf(vsr_pool_t *pool, const char *fmt, ...) VSR_PRINTF(2, 3);
 static vsr_slice_t pool_printf(vsr_pool_t *pool, const char *fmt, ...)
 {
@@ -1306,6 +1317,8 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.stream = s->chat.stream;
     pc.tools_db = cfg->tools.db.n ? &cfg->tools.db : NULL;
     pc.tool_scores = s->ts_asked ? &s->ts : NULL;
+    pc.request_header = plugin_request_header;
+    pc.request_header_ud = s;
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;

@@ -2741,10 +2741,12 @@ static void test_plugin_tools_compression(void **state)
          "t.yaml:14:116: failure_mode must be \"fail_open\" or \"fail_closed\", got \"retry\"\n"},
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
                     "recovery: {enabled: true, store: memory}}}"),
-         "t.yaml:14:112: context_compression: recovery is not supported yet\n"},
+         "t.yaml:14:112: context_compression: recovery is not supported yet (it needs a recovery tool offered to "
+         "the model, a store of the cut passages and a follow-up upstream call when the model asks for one; vsr "
+         "makes the one upstream call and keeps no cut text)\n"},
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5}, "
-                    "request_controls: {enabled: true}}}"),
-         "t.yaml:14:120: context_compression: request_controls is not supported yet\n"},
+                    "request_controls: {enabled: true, allowed: [skip]}}}"),
+         "t.yaml:14:146: allowed must be \"bypass\" or \"target\", got \"skip\"\n"},
         {PLUGIN_DOC("{type: context_compression, configuration: {budget: {trigger_tokens: 9, target_tokens: 5, "
                     "max: 3}}}"),
          "t.yaml:14:101: unknown key \"max\"\n"},
