@@ -764,7 +764,8 @@ int vsr__cfg_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
 {
     if (vsr__cfg_deep_empty(val))
         return 0;
-    vsr__cfg_node_error(d, d->key ? d->key : val, "%s is not supported yet", d->path);
+    vsr__cfg_node_error(d, d->key ? d->key : val, "%s is not supported yet%s", d->path,
+                        f->arg ? (const char *)f->arg : "");
     return -1;
 }
 

@@ -296,7 +296,7 @@ void vsr__cfg_check_unique_marked(cfg_decoder_t *d, const char *what, const char
 
 /* A known v0.3 block that vsr does not implement: accepted while it
  * configures nothing (null, [], {}, or mappings of those), otherwise
- * "<path> is not supported yet" at its key. */
+ * "<path> is not supported yet" at its key, then f->arg (a reason) when set. */
 int vsr__cfg_unsupported(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 int vsr__cfg_deep_empty(const cfg_node_t *v);
 
@@ -424,6 +424,12 @@ extern const cfg_spec_t vsr__cfg_scoped_fallback_spec;      /* recipe and decisi
 extern const cfg_spec_t vsr__cfg_routing_spec;              /* the top-level routing block */
 extern const cfg_spec_t vsr__cfg_recipe_spec;               /* recipes[] */
 extern const cfg_spec_t vsr__cfg_entrypoint_spec;           /* entrypoints[] */
+extern const cfg_spec_t vsr__cfg_model_ref_spec;            /* decisions[].modelRefs[] (cfg_routing.c) */
+/* decisions[].candidateIterations and .action, and what they add to the
+ * decision's modelRefs once the decision is decoded (cfg_decision.c) */
+int vsr__cfg_decode_candidate_iterations(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+int vsr__cfg_decode_decision_action(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+void vsr__cfg_finish_decision_extras(cfg_decoder_t *d, const cfg_node_t *map, vsr_decision_conf_t *dc);
 extern const cfg_spec_t vsr__cfg_cc_controls_spec;          /* context_compression.request_controls (cfg_compression.c) */
 extern const cfg_spec_t vsr__cfg_management_auth_spec;      /* global.services.management_api.auth (cfg_management.c) */
 /* An environment variable's name ([A-Za-z_][A-Za-z0-9_]*) into the char * at f->offset. */

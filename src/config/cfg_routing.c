@@ -412,7 +412,7 @@ static void finish_model_ref(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
         vsr__cfg_record_unimplemented(d, "reasoning_effort");
 }
 
-static const cfg_spec_t model_ref_spec = {
+const cfg_spec_t vsr__cfg_model_ref_spec = {
     .size = sizeof(vsr_model_ref_conf_t),
     .fields = model_ref_fields,
     .n_fields = VSR_ARRAY_LEN(model_ref_fields),
@@ -1405,8 +1405,8 @@ static const cfg_field_t decision_fields[] = {
     {.key = "tier", .decode = vsr__cfg_int, .offset = DEC_OFF(tier), .min = 0, .max = INT64_MAX},
     {.key = "rules", .decode = decode_rules, .flags = CFG_NULL_OK},
     {.key = "modelRefs", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DEC_OFF(model_refs),
-     .count_offset = DEC_OFF(n_model_refs), .spec = &model_ref_spec},
-    {.key = "candidateIterations", .decode = vsr__cfg_unsupported},
+     .count_offset = DEC_OFF(n_model_refs), .spec = &vsr__cfg_model_ref_spec},
+    {.key = "candidateIterations", .decode = vsr__cfg_decode_candidate_iterations, .flags = CFG_NULL_OK},
     {.key = "algorithm", .decode = vsr__cfg_decode_algorithm, .flags = CFG_NULL_OK},
     {.key = "plugins", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DEC_OFF(plugins),
      .count_offset = DEC_OFF(n_plugins), .spec = &plugin_spec},
@@ -1414,7 +1414,7 @@ static const cfg_field_t decision_fields[] = {
      .spec = &vsr__cfg_decision_reliability_spec, .has_offset = DEC_OFF(has_reliability)},
     {.key = "fallback", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = DEC_OFF(fallback),
      .spec = &vsr__cfg_scoped_fallback_spec},
-    {.key = "action", .decode = vsr__cfg_unsupported},
+    {.key = "action", .decode = vsr__cfg_decode_decision_action, .flags = CFG_NULL_OK},
     {.key = "output_contract", .flags = CFG_UNIMPLEMENTED},
     {.key = "output_contract_spec", .flags = CFG_UNIMPLEMENTED},
     {.key = "annotations", .flags = CFG_UNIMPLEMENTED},
@@ -1422,10 +1422,17 @@ static const cfg_field_t decision_fields[] = {
     {.key = "emits", .decode = decode_emits, .flags = CFG_NULL_OK},
 };
 
+static void finish_decision(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                            size_t index)
+{
+    vsr__cfg_finish_decision_extras(d, map, obj); /* candidateIterations, action (cfg_decision.c) */
+}
+
 static const cfg_spec_t decision_spec = {
     .size = sizeof(vsr_decision_conf_t),
     .fields = decision_fields,
     .n_fields = VSR_ARRAY_LEN(decision_fields),
+    .finish = finish_decision,
 };
 
 /* ==== recipes ========================================================================== */
@@ -1564,6 +1571,12 @@ static int decode_recipe_model_cards(cfg_decoder_t *d, const cfg_field_t *f, con
     return -1;
 }
 
+/* Keys a newer reference schema lists with no fields and no behaviour in its
+ * code: vsr will not guess one (docs/configuration.md#not-supported-yet). */
+#define NO_MEANING                                                                                                    \
+    " (the reference names this key in its newest schema but defines no fields or behaviour for it; vsr does not " \
+    "guess one)"
+
 #define ROUTING_COMMON_FIELDS                                                                                         \
     {.key = "strategy", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = RC_OFF(strategy_confidence),          \
      .choices = strategies, .has_offset = RC_OFF(has_strategy)},                                                       \
@@ -1574,8 +1587,8 @@ static int decode_recipe_model_cards(cfg_decoder_t *d, const cfg_field_t *f, con
          .count_offset = RC_OFF(n_decisions), .spec = &decision_spec},                                                 \
         {.key = "fallback", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = RC_OFF(fallback),              \
          .spec = &vsr__cfg_scoped_fallback_spec},                                                                      \
-        {.key = "data_policy", .decode = vsr__cfg_unsupported},                                                         \
-        {.key = "candidate_requirements", .decode = vsr__cfg_unsupported}
+        {.key = "data_policy", .decode = vsr__cfg_unsupported, .arg = NO_MEANING},                                      \
+        {.key = "candidate_requirements", .decode = vsr__cfg_unsupported, .arg = NO_MEANING}
 
 static const cfg_field_t routing_fields[] = {
     ROUTING_COMMON_FIELDS,
@@ -1639,8 +1652,7 @@ static const cfg_field_t entrypoint_fields[] = {
     {.key = "model_names", .decode = vsr__cfg_strlist, .flags = CFG_REQUIRED | CFG_NONEMPTY,
      .offset = EP_OFF(model_names)},
     {.key = "recipe", .decode = vsr__cfg_string, .offset = EP_OFF(recipe)},
-    /* newest: conditional rules (path/header matches) choosing a recipe */
-    {.key = "rules", .decode = vsr__cfg_unsupported},
+    {.key = "rules", .decode = vsr__cfg_unsupported, .arg = NO_MEANING},
 };
 
 static void finish_entrypoint(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,

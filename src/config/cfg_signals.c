@@ -386,7 +386,12 @@ static int decode_conversation_source(cfg_decoder_t *d, const cfg_field_t *f, co
     if (s == NULL)
         return -1;
     if (strcmp(s, "flow_tool_state") == 0) {
-        vsr__cfg_node_error(d, val, "conversation source type \"flow_tool_state\" is not supported yet");
+        /* the name points at the router flow's pending tool state (a tool_call_id "flowtool_<state>__..."
+         * of the reference's workflows), which its conversation signal does not read either */
+        vsr__cfg_node_error(d, val, "conversation source type \"flow_tool_state\" is not supported yet (the "
+                                    "reference's conversation signal defines no such source; the name points at "
+                                    "the pending tool state of its router-flow workflows, which hand tool calls "
+                                    "back to the client, and vsr's workflows never do)");
         return -1;
     }
     cfg_field_t choice = *f;

@@ -1022,6 +1022,14 @@ typedef struct {
     } u;
 } vsr_algo_conf_t;
 
+/* decisions[].candidateIterations[] */
+typedef struct {
+    char *variable;
+    int source_models;             /* source: models (1) | decision.candidates (0); -1 while invalid */
+    vsr_model_ref_conf_t *models; size_t n_models;
+    int emits_model;               /* an output {type: model, value: <variable>} */
+} vsr_candidate_iteration_conf_t;
+
 typedef struct {
     char *name;                    /* unique per recipe */
     char *description;
@@ -1036,6 +1044,10 @@ typedef struct {
     vsr_reliability_conf_t reliability; int has_reliability;
     vsr_fallback_conf_t fallback;
     vsr_retention_conf_t retention; /* emits: [{kind: retention, retention: {...}}] */
+    /* candidateIterations (the reference's FOR ... IN metadata): checked as the reference checks them; an
+     * iteration over `models` whose output is its variable adds those models to model_refs (cfg_decision.c) */
+    vsr_candidate_iteration_conf_t *candidate_iterations; size_t n_candidate_iterations;
+    char *action_destination;      /* action {type: route, destination}: the model the decision routes to */
 } vsr_decision_conf_t;
 
 typedef struct {

@@ -1962,6 +1962,8 @@ static void test_kb_signals(void **state)
     vsr_config_free(c2);
 }
 
+#define NO_MEANING " (the reference names this key in its newest schema but defines no fields or behaviour for it; vsr does not guess one)"
+
 static void test_capability_errors(void **state)
 {
     static const struct {
@@ -1993,22 +1995,26 @@ static void test_capability_errors(void **state)
          "      plugins: [{type: semantic-cache, configuration: {mode: fuzzy}}]\n",
          "t.yaml:13:62: mode must be \"semantic\", \"exact\" or \"exact_then_semantic\", got \"fuzzy\"\n"},
         {"routing: {data_policy: {allowed_regions: [eu]}}\n",
-         "t.yaml:10:11: routing.data_policy is not supported yet\n"},
+         "t.yaml:10:11: routing.data_policy is not supported yet" NO_MEANING "\n"},
         {"routing: {candidate_requirements: {capabilities: [vision]}}\n",
-         "t.yaml:10:11: routing.candidate_requirements is not supported yet\n"},
-        {"routing: {decisions: [{name: d, candidateIterations: [{var: x, models: [m]}]}]}\n",
-         "t.yaml:10:33: routing.decisions[].candidateIterations is not supported yet\n"},
+         "t.yaml:10:11: routing.candidate_requirements is not supported yet" NO_MEANING "\n"},
+        /* candidateIterations are decoded (cfg_decision.c): the reference's fields */
+        {"routing: {decisions: [{name: d, candidateIterations: [{variable: x, source: all}]}]}\n",
+         "t.yaml:10:77: source must be \"decision.candidates\" or \"models\", got \"all\"\n"},
+        /* action routes to its destination, a model that must exist (cfg_decision.c) */
         {"routing: {decisions: [{name: d, action: {type: route, destination: x}}]}\n",
-         "t.yaml:10:33: routing.decisions[].action is not supported yet\n"},
+         "t.yaml:10:68: model \"x\" is not defined in providers.models (nor as a LoRA in routing.modelCards)\n"},
         {"routing: {decisions: [{name: d, rules: {type: safety, name: e}}]}\n",
          "t.yaml:10:47: condition type \"safety\" is not supported yet\n"},
         {"routing:\n"
          "  signals:\n"
          "    conversation:\n"
          "      - {name: c, feature: {type: exists, source: {type: flow_tool_state}}}\n",
-         "t.yaml:13:58: conversation source type \"flow_tool_state\" is not supported yet\n"},
+         "t.yaml:13:58: conversation source type \"flow_tool_state\" is not supported yet (the reference's "
+         "conversation signal defines no such source; the name points at the pending tool state of its router-flow "
+         "workflows, which hand tool calls back to the client, and vsr's workflows never do)\n"},
         {"entrypoints: [{model_names: [x], rules: [{name: r, recipe: default}]}]\n",
-         "t.yaml:10:34: entrypoints[].rules is not supported yet\n"},
+         "t.yaml:10:34: entrypoints[].rules is not supported yet" NO_MEANING "\n"},
         {"global: {services: {authz: {providers: [{type: opa}]}}}\n",
          "t.yaml:10:29: global.services.authz.providers is not supported yet\n"},
         {"global: {services: {ratelimit: {providers: [{type: local-limiter}]}}}\n",
