@@ -818,12 +818,28 @@ static const cfg_spec_t reask_spec = {
 
 /* ---- domains, jailbreak, pii (the runtime's classifiers) ---- */
 
+#define MS_OFF(m) offsetof(vsr_model_score_conf_t, m)
+static const cfg_field_t model_score_fields[] = {
+    {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = MS_OFF(model)},
+    {.key = "score", .decode = vsr__cfg_double, .flags = CFG_REQUIRED, .offset = MS_OFF(score), .dmin = -1e300,
+     .dmax = 1e300},
+    {.key = "use_reasoning", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = MS_OFF(use_reasoning),
+     .has_offset = MS_OFF(has_use_reasoning)},
+};
+
+static const cfg_spec_t model_score_spec = {
+    .size = sizeof(vsr_model_score_conf_t),
+    .fields = model_score_fields,
+    .n_fields = VSR_ARRAY_LEN(model_score_fields),
+};
+
 #define DOM_OFF(m) offsetof(vsr_sig_domain_conf_t, m)
 static const cfg_field_t domain_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = DOM_OFF(name)},
     {.key = "description", .decode = vsr__cfg_string, .flags = CFG_NULL_OK, .offset = DOM_OFF(description)},
     {.key = "mmlu_categories", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = DOM_OFF(categories)},
-    {.key = "model_scores", .flags = CFG_UNIMPLEMENTED},
+    {.key = "model_scores", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DOM_OFF(model_scores),
+     .count_offset = DOM_OFF(n_model_scores), .spec = &model_score_spec},
     {.key = "system_prompt", .decode = vsr__cfg_accept_text,
      .inert = "deprecated by the reference: a decision's system_prompt plugin carries the prompt; this one is not applied"},
 };

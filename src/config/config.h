@@ -219,15 +219,21 @@ typedef struct {
     int has_predicate;
 } vsr_sig_metadata_conf_t;
 
-/* routing.signals.events[]: event facts carried in the request's metadata
- * (members event_type, severity, action_code); every non-empty list must
- * hold the request's value. */
+/* routing.signals.events[] (docs/signals.md "Events"): event words in the
+ * routing text.  Each configured group (event_types, severities,
+ * action_codes, temporal) is one criterion, met when any of its entries
+ * stands in the text as a whole word (case-insensitive); the signal matches
+ * when one criterion is met, confidence 0.5 + 0.5 x met / configured. */
 typedef struct {
     char *name;
     vsr_strlist_conf_t event_types;
     vsr_strlist_conf_t severities;
     vsr_strlist_conf_t action_codes;
+    int temporal;                  /* the fixed urgency words count as a criterion */
 } vsr_sig_event_conf_t;
+/* A severity's level: 0 critical, 1 high, 2 medium, 3 low (trimmed,
+ * case-insensitive); -1 for any other text, which never matches. */
+int vsr_event_severity_level(const char *s);
 /* The soft-match floor when enable_soft_matching is on and
  * min_score_threshold is absent. */
 #define VSR_EMB_DEFAULT_MIN_SCORE 0.5
@@ -359,9 +365,19 @@ typedef enum {
 /* routing.signals.domains[] (ref §1.9): the built-in domain classifier's
  * top class (MMLU-Pro categories); a signal matches when its name or one of
  * its mmlu_categories is the predicted class. */
+/* domains[].model_scores[]: the static selector's score of a candidate
+ * model while the domain is the decision's matched one (docs/signals.md
+ * "Model scores"). */
+typedef struct {
+    char *model;                   /* a modelRef's model (or LoRA) name as written */
+    double score;
+    int use_reasoning;             int has_use_reasoning; /* carried, not read (as the reference) */
+} vsr_model_score_conf_t;
+
 typedef struct {
     char *name;
     vsr_strlist_conf_t categories; /* mmlu_categories */
+    vsr_model_score_conf_t *model_scores; size_t n_model_scores;
     char *description;             /* extra evidence: its similarity to the text; a domain naming no MMLU-Pro
                                     * category matches on it (docs/signals.md) */
 } vsr_sig_domain_conf_t;

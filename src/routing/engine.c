@@ -340,6 +340,10 @@ static void route_select(route_ctx_t *rc)
     vsr_projections_run_init(rs->proj, &rc->proj, rc->pool, rc->memo, rc->known);
     rc->results = vsr_pool_alloc(rc->pool, sizeof(vsr_decision_result_t) * (rs->conf->n_decisions + 1));
     rc->selected = vsr_decision_select(rs->conf, leaf_cb, rc, rc->results);
+    /* the static selector: which modelRef answers (docs/signals.md "Model scores") */
+    rc->model_ref = rc->selected >= 0 ? vsr_static_select(rs->conf, rc->results[rc->selected].decision, leaf_cb, rc,
+                                                          &rc->choice)
+                                      : 0;
 }
 
 uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud)

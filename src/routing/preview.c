@@ -105,7 +105,8 @@ static void preview_write(vsr_preview_t *p)
     const char *selected = NULL;
     const char *status = "default";
     if (d && d->n_model_refs) {
-        selected = d->model_refs[0].lora_name ? d->model_refs[0].lora_name : d->model_refs[0].model;
+        const vsr_model_ref_conf_t *ref = &d->model_refs[rc->model_ref];
+        selected = ref->lora_name ? ref->lora_name : ref->model;
         status = "matched";
     } else if (cfg->default_model) {
         selected = cfg->default_lora ? cfg->default_lora : cfg->default_model;

@@ -1260,7 +1260,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
                 s->ev.confidence = rc->results[rc->selected].confidence;
                 s->ev.algorithm = decision->algorithm ? decision->algorithm : "static";
                 if (decision->n_model_refs > 0) {
-                    const vsr_model_ref_conf_t *ref = &decision->model_refs[0];
+                    const vsr_model_ref_conf_t *ref = &decision->model_refs[rc->model_ref];
                     model = vsr_config_find_model(cfg, vsr_slice_cstr(ref->model));
                     if (ref->lora_name)
                         lora = ref->lora_name;

@@ -56,6 +56,9 @@ uint64_t vsr__hash_runes(const uint32_t *r, size_t n);
 /* text as a JSON string (quoted, escaped, valid UTF-8) of at most max_runes
  * runes (head, middle and tail thirds of a longer one), from pool. */
 vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes);
+/* The same text as it is (not quoted): text itself when it is valid UTF-8
+ * of at most max_runes runes, else a copy from pool. */
+vsr_slice_t vsr__text_window(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes);
 
 /* ---- remote classifiers (remote.c; docs/signals.md "Bring a bigger model") ----
  * A family's remote classifier as its compiled signals keep it (copied from

@@ -5,9 +5,9 @@
  * recipe's decisions reference).
  *
  * Types: keyword (methods exact/regex/fuzzy/ngram/bm25), context, structure,
- * conversation, language, authz (role_bindings), metadata and event (the
- * request body's "metadata" object); and embedding, model-backed
- * (see "model-backed signals" below).  Rule-based signals yield
+ * conversation, language, authz (role_bindings), metadata (the request
+ * body's "metadata" object), event (event words in the routing text); and
+ * embedding, model-backed (see "model-backed signals" below).  Rule-based signals yield
  * confidence 1.0 when they match (language: the detector's confidence;
  * structure with a predicate: the reference's sigmoid of the distance to the
  * bound, 0.5..1).  docs/signals.md has the exact semantics of each type.
@@ -59,7 +59,7 @@ typedef struct {
     const char *label;             /* classifiers: the winning label (the compiled signals' storage), else NULL */
 } vsr_signal_result_t;
 
-/* metadata and events signals read the body's "metadata" object; one
+/* metadata signals read the body's "metadata" object; one
  * larger than this many bytes or JSON tokens counts as absent. */
 #define VSR_SIGNALS_MAX_METADATA_BYTES 16384
 #define VSR_SIGNALS_MAX_METADATA_TOKENS 1024
