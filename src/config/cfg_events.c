@@ -1,6 +1,7 @@
 /*
- * cfg_events.c — routing.signals.metadata[] and routing.signals.events[]
- * (ref §1.9): request-metadata facts, no model.
+ * cfg_events.c — routing.signals.metadata[], routing.signals.events[] and
+ * routing.signals.input_modality[] (ref §1.9): facts of the request that
+ * need no model.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -124,6 +125,25 @@ const cfg_spec_t vsr__cfg_event_spec = {
     .fields = event_fields,
     .n_fields = VSR_ARRAY_LEN(event_fields),
     .finish = finish_event,
+};
+
+/* ---- input_modality ---- */
+
+static const char *const modalities[] = {"text", "image", "audio", "video", NULL}; /* = VSR_MODALITY_* */
+
+#define IM_OFF(m) offsetof(vsr_sig_input_modality_conf_t, m)
+
+static const cfg_field_t input_modality_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = IM_OFF(name)},
+    {.key = "modality", .decode = vsr__cfg_choice, .flags = CFG_REQUIRED, .offset = IM_OFF(modality),
+     .choices = modalities},
+    {.key = "description", .decode = vsr__cfg_accept_text},
+};
+
+const cfg_spec_t vsr__cfg_input_modality_spec = {
+    .size = sizeof(vsr_sig_input_modality_conf_t),
+    .fields = input_modality_fields,
+    .n_fields = VSR_ARRAY_LEN(input_modality_fields),
 };
 
 int vsr_event_severity_level(const char *s)

@@ -44,7 +44,7 @@ static const family_t families[] = {
     {"kb", "kb", 1, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 1, 1},
     {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
-    {"input_modality", "input_modality", 0, 1},
+    {"input_modality", "input_modality", 1, 0},
     /* outputs of routing.projections */
     {NULL, "projection", 1, 0},
 };
@@ -1309,6 +1309,7 @@ static const family_table_t family_tables[] = {
     {"pii", &pii_spec, SIG_OFF(pii), SIG_OFF(n_pii)},
     {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
+    {"input_modality", &vsr__cfg_input_modality_spec, SIG_OFF(input_modality), SIG_OFF(n_input_modality)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
     {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
     {"fact_check", &fact_check_spec, SIG_OFF(fact_check), SIG_OFF(n_fact_check)},

@@ -231,6 +231,13 @@ typedef struct {
     vsr_strlist_conf_t action_codes;
     int temporal;                  /* the fixed urgency words count as a criterion */
 } vsr_sig_event_conf_t;
+/* routing.signals.input_modality[] (docs/signals.md "Input modality"): the
+ * user messages' content parts of one modality; matches when there is one. */
+typedef struct {
+    char *name;
+    int modality;                  /* VSR_MODALITY_TEXT | IMAGE | AUDIO | VIDEO (json.h) */
+} vsr_sig_input_modality_conf_t;
+
 /* A severity's level: 0 critical, 1 high, 2 medium, 3 low (trimmed,
  * case-insensitive); -1 for any other text, which never matches. */
 int vsr_event_severity_level(const char *s);
@@ -495,6 +502,7 @@ typedef struct {
     vsr_sig_classifier_conf_t *classifiers;     size_t n_classifiers; /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
+    vsr_sig_input_modality_conf_t *input_modality; size_t n_input_modality;
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
     /* other model-backed families (safety, hallucination, input_modality):
      * not supported yet (capability check at load). */

@@ -2371,7 +2371,9 @@ static void add_family_headers(vsr_session_t *s, hlist_t *h)
             if (!dup)
                 vsr_buf_printf(&b, "%s%s", b.len ? "," : "", s->ev.signals[k].name);
         }
-        hl_add(&s->pool, h, pool_printf(&s->pool, "x-vsr-matched-%s", fam),
+        /* the reference's header for input_modality is x-vsr-matched-input-modality */
+        hl_add(&s->pool, h,
+               pool_printf(&s->pool, "x-vsr-matched-%s", strcmp(fam, "input_modality") == 0 ? "input-modality" : fam),
                vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)));
         vsr_buf_free(&b);
     }

@@ -235,6 +235,10 @@ int vsr__event_compile(vsr_signals_t *s, const void *conf, const char *path, voi
 vsr_signal_result_t vsr__event_eval(vsr__ctx_t *c, const void *state);
 void vsr__event_free(void *state);
 
+int vsr__input_modality_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__input_modality_eval(vsr__ctx_t *c, const void *state);
+void vsr__input_modality_free(void *state);
+
 int vsr__context_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__context_eval(vsr__ctx_t *c, const void *state);
 void vsr__context_free(void *state);

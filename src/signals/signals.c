@@ -26,6 +26,7 @@ _Static_assert(offsetof(vsr_sig_jailbreak_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_pii_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_input_modality_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_exemplar_conf_t, name) == 0, "name first");
@@ -65,6 +66,9 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL, NO_POLICY},
     {"event", "event", "events", FAMILY(events, n_events, vsr_sig_event_conf_t),
      vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL, NO_POLICY},
+    {"input_modality", "input_modality", "input_modality",
+     FAMILY(input_modality, n_input_modality, vsr_sig_input_modality_conf_t), vsr__input_modality_compile,
+     vsr__input_modality_eval, vsr__input_modality_free, NULL, NULL, NULL, NO_POLICY},
     {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
      vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL, NO_POLICY},
