@@ -43,7 +43,7 @@ static const family_t families[] = {
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 1, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 1, 1},
-    {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
+    {"safety", "safety", 1, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 1, 0},
     /* outputs of routing.projections */
     {NULL, "projection", 1, 0},
@@ -1310,6 +1310,7 @@ static const family_table_t family_tables[] = {
     {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
     {"input_modality", &vsr__cfg_input_modality_spec, SIG_OFF(input_modality), SIG_OFF(n_input_modality)},
+    {"safety", &vsr__cfg_safety_spec, SIG_OFF(safety), SIG_OFF(n_safety)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
     {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
     {"fact_check", &fact_check_spec, SIG_OFF(fact_check), SIG_OFF(n_fact_check)},

@@ -326,6 +326,28 @@ typedef struct {
                                     * llm_model_name, else the family's: domain, jailbreak, pii) */
 } vsr_remote_cls_conf_t;
 
+/* routing.signals.safety[] (docs/signals.md "Safety"): risk = the summed
+ * probability of unsafe_labels from one classification of the routing text,
+ * by a remote classifier (`model`: a global.model_catalog.external[] entry,
+ * http_classify) or the built-in prompt guard (no model: labels safe and
+ * unsafe); matches when risk >= threshold and, with a hazard stage, the
+ * largest probability among hazard.categories >= hazard.threshold (read
+ * from the same answer). */
+#define VSR_SAFETY_DEFAULT_HAZARD_THRESHOLD 0.5
+#define VSR_SAFETY_MAX_LABELS 64
+typedef struct {
+    char *name;
+    char *model;                   /* NULL: the built-in prompt guard */
+    vsr_strlist_conf_t labels;     /* default [safe, unsafe] */
+    vsr_strlist_conf_t unsafe_labels; /* default [unsafe]; each one of labels */
+    double threshold;              /* required, 0..1 */
+    int has_hazard;
+    char *hazard_model;            /* NULL or the same as model */
+    vsr_strlist_conf_t hazard_labels, hazard_categories; /* categories: each one of hazard_labels */
+    double hazard_threshold;       /* default VSR_SAFETY_DEFAULT_HAZARD_THRESHOLD */
+    vsr_remote_cls_conf_t remote;  /* model's classifier, resolved at load */
+} vsr_sig_safety_conf_t;
+
 /* routing.signals.classifiers[] (ref §1.9).  type local: a labelled bank
  * of example texts, inline (labels: [{name, examples: [...]}]) or read at
  * load from model_path, a JSONL file of {"text": T, "label": L} lines
@@ -503,6 +525,7 @@ typedef struct {
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
     vsr_sig_input_modality_conf_t *input_modality; size_t n_input_modality;
+    vsr_sig_safety_conf_t *safety;              size_t n_safety;      /* model-backed (or a remote classifier) */
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
     /* other model-backed families (safety, hallucination, input_modality):
      * not supported yet (capability check at load). */

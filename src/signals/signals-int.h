@@ -239,6 +239,13 @@ int vsr__input_modality_compile(vsr_signals_t *s, const void *conf, const char *
 vsr_signal_result_t vsr__input_modality_eval(vsr__ctx_t *c, const void *state);
 void vsr__input_modality_free(void *state);
 
+/* safety.c: a remote classifier's or the prompt guard's answer (docs/signals.md "Safety") */
+int vsr__safety_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__safety_eval(vsr__ctx_t *c, const void *state);
+void vsr__safety_free(void *state);
+int vsr__safety_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__safety_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+
 int vsr__context_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__context_eval(vsr__ctx_t *c, const void *state);
 void vsr__context_free(void *state);

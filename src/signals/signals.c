@@ -27,6 +27,7 @@ _Static_assert(offsetof(vsr_sig_pii_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_input_modality_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_safety_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_exemplar_conf_t, name) == 0, "name first");
@@ -69,6 +70,8 @@ static const vsr__sig_type_t sig_types[] = {
     {"input_modality", "input_modality", "input_modality",
      FAMILY(input_modality, n_input_modality, vsr_sig_input_modality_conf_t), vsr__input_modality_compile,
      vsr__input_modality_eval, vsr__input_modality_free, NULL, NULL, NULL, NO_POLICY},
+    {"safety", "safety", "safety", FAMILY(safety, n_safety, vsr_sig_safety_conf_t), vsr__safety_compile,
+     vsr__safety_eval, vsr__safety_free, vsr__safety_task, vsr__safety_consume, NULL, NO_POLICY},
     {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
      vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL, NO_POLICY},
@@ -651,6 +654,12 @@ int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf)
             (off == offsetof(vsr_signals_conf_t, n_jailbreak) && m->guard_remote.protocol) ||
             (off == offsetof(vsr_signals_conf_t, n_pii) && m->pii_remote.protocol))
             continue;
+        if (off == offsetof(vsr_signals_conf_t, n_safety)) { /* a rule with a model asks its classifier */
+            for (size_t i = 0; i < conf->n_safety; i++)
+                if (conf->safety[i].model == NULL)
+                    return 1;
+            continue;
+        }
         if (off != offsetof(vsr_signals_conf_t, n_classifiers))
             return 1;
         for (size_t i = 0; i < conf->n_classifiers; i++) /* an llm classifier asks a provider model instead */
