@@ -3,7 +3,10 @@
 p50/p99 of the client's wall time per recipe, against a keyword-signal recipe measured in the same run
 (requests interleaved, so a noisy machine slows every recipe alike).
 
-usage: bench/signal_families.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N]
+usage: bench/signal_families.py [--vsr build/vsr] [--fakellm build/fakellm] [--requests N] [--text-bytes B]
+
+--text-bytes B repeats the prompt to about B bytes (events then read its 2,048-rune window; the remote
+classifiers get their bounded share of it).
 
 Recipes (entrypoints: the request's model names the recipe), each routing the same body (a text part and an
 image part) to model `coder`:
@@ -120,8 +123,8 @@ def wait_port(port, timeout=15):
 
 
 class Conn:
-    def __init__(self, port, model):
-        content = [{"type": "text", "text": TEXT},
+    def __init__(self, port, model, text):
+        content = [{"type": "text", "text": text},
                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
         body = json.dumps({"model": model, "messages": [{"role": "user", "content": content}]}).encode()
         self.req = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
@@ -159,6 +162,7 @@ def main():
     ap.add_argument("--vsr", default="build/vsr")
     ap.add_argument("--fakellm", default="build/fakellm")
     ap.add_argument("--requests", type=int, default=2000, help="requests per recipe")
+    ap.add_argument("--text-bytes", type=int, default=0, help="the prompt repeated to about this many bytes")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="vsrsf", dir="/tmp")
     dom = Classifier([{"label": "computer science", "score": 0.85}, {"label": "other", "score": 0.15}])
@@ -176,7 +180,8 @@ def main():
                                        "--metrics-listen", "off", "--config-watch", "off"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_port(port)
-        conns = {r: Conn(port, r) for r in RECIPES}
+        text = TEXT if a.text_bytes <= len(TEXT) else " ".join([TEXT] * (a.text_bytes // (len(TEXT) + 1)))
+        conns = {r: Conn(port, r, text) for r in RECIPES}
         for _ in range(200):  # warm-up
             for r in RECIPES:
                 conns[r].call()
@@ -190,7 +195,7 @@ def main():
         for p in procs:
             p.wait(20)
     base50, base99 = pct(t["kw"], 50), pct(t["kw"], 99)
-    print(f"requests={a.requests} per recipe, 1 client; baseline kw (one keyword signal) p50={base50:.3f} ms "
+    print(f"requests={a.requests} per recipe, 1 client, prompt {max(len(TEXT), a.text_bytes)} bytes; baseline kw (one keyword signal) p50={base50:.3f} ms "
           f"p99={base99:.3f} ms")
     for r in RECIPES[1:]:
         p50, p99 = pct(t[r], 50), pct(t[r], 99)
