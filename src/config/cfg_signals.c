@@ -45,6 +45,8 @@ static const family_t families[] = {
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 1, 1},
     {"safety", "safety", 1, 1},           {"hallucination", "hallucination", 0, 1},
     {"input_modality", "input_modality", 1, 0},
+    /* a later reference doc's name for events (unverified: its schema and code say events) */
+    {"event_context", "event", 1, 0},
     /* outputs of routing.projections */
     {NULL, "projection", 1, 0},
 };
@@ -1309,6 +1311,7 @@ static const family_table_t family_tables[] = {
     {"pii", &pii_spec, SIG_OFF(pii), SIG_OFF(n_pii)},
     {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
+    {"event_context", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
     {"input_modality", &vsr__cfg_input_modality_spec, SIG_OFF(input_modality), SIG_OFF(n_input_modality)},
     {"safety", &vsr__cfg_safety_spec, SIG_OFF(safety), SIG_OFF(n_safety)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
@@ -1388,6 +1391,14 @@ int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
         }
         if (v->kind == CFG_NODE_SCALAR && v->type == CFG_NULL)
             continue;
+        if (strcmp(fam->family, "event_context") == 0) {
+            if (vsr__cfg_map_get(val, "events") != NULL) {
+                vsr__cfg_node_error(d, k, "event_context and events are one family: write its signals under events");
+                continue;
+            }
+            vsr__cfg_warn(d, "routing.signals.event_context is read as routing.signals.events (an unverified alias "
+                             "of the reference's docs)");
+        }
         const family_table_t *t = family_table(fam->family);
         cfg_field_t lf = {.key = fam->family, .spec = t->spec, .offset = t->offset, .count_offset = t->count_offset};
         size_t saved = vsr__cfg_path_push(d, fam->family);

@@ -201,12 +201,31 @@ static void test_config_errors(void **state)
                  "an events signal needs event_types, severities, action_codes or temporal: true\n");
     expect_error(HEAD "routing:\n  signals:\n    events: [{name: e, severities: [high], temporal: {within: 1h}}]\n",
                  "expected");
+    expect_error(HEAD "routing:\n  signals:\n    events: [{name: e, temporal: true}]\n"
+                      "    event_context: [{name: f, temporal: true}]\n",
+                 "t.yaml:8:5: event_context and events are one family: write its signals under events\n");
     expect_error(HEAD "routing:\n  signals:\n    metadata: [{name: m, key: k, predicate: {}}]\n",
                  "t.yaml:7:45: a metadata predicate needs equals, in, exists, gt, gte, lt or lte\n");
     expect_error(HEAD "routing:\n  signals:\n    metadata: [{name: m}]\n", "missing required key \"key\"");
     expect_error(HEAD "routing:\n  signals:\n    metadata: [{name: m, key: k}]\n"
                       "  decisions: [{name: d, rules: {type: metadata, name: nope}, modelRefs: [{model: m}]}]\n",
                  "metadata signal \"nope\" is not declared in routing.signals.metadata");
+}
+
+/* event_context: the reference docs' other name for events */
+static void test_event_context_alias(void **state)
+{
+    (void)state;
+    static const char doc[] = HEAD "routing:\n  signals:\n    event_context: [{name: e, temporal: true}]\n"
+                                   "  decisions: [{name: d, rules: {type: event, name: e}, modelRefs: [{model: m}]}]\n";
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    vsr_config_t *c = NULL;
+    assert_int_equal(vsr_config_load_string("t.yaml", doc, strlen(doc), &c, &err), VSR_OK);
+    assert_int_equal(c->recipes[0].signals.n_events, 1);
+    assert_true(c->recipes[0].signals.events[0].temporal);
+    vsr_config_free(c);
+    vsr_buf_free(&err);
 }
 
 int main(void)
@@ -216,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_metadata_bounded),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_event_context_alias),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
