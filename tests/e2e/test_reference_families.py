@@ -44,7 +44,13 @@ routing:
       - {{name: has_image, modality: image, description: a picture to look at}}
       - {{name: has_audio, modality: audio}}
       - {{name: has_text, modality: text}}
+  projections:
+    scores:
+      - {{name: images, method: weighted_sum, inputs: [{{type: input_modality, name: has_image, weight: 1, value_source: raw}}]}}
+    mappings:
+      - {{name: image_count, source: images, method: threshold_bands, outputs: [{{name: album, gte: 2}}]}}
   decisions:
+    - {{name: album, priority: 30, rules: {{type: projection, name: album}}, modelRefs: [{{model: vision-model}}]}}
     - {{name: vision, priority: 20, rules: {{type: input_modality, name: has_image}}, modelRefs: [{{model: vision-model}}]}}
     - {{name: audio, priority: 10, rules: {{type: input_modality, name: has_audio}}, modelRefs: [{{model: audio-model}}]}}
     - {{name: text, priority: 1, rules: {{type: input_modality, name: has_text}}, modelRefs: [{{model: text-model}}]}}
@@ -73,6 +79,9 @@ def test_input_modality_routes_on_user_content_parts(vsr, fakellm):
                                 {"role": "user", "content": [aud]}])
     assert r.headers["x-vsr-selected-decision"] == "audio"
     assert r.headers["x-vsr-matched-input-modality"] == "has_audio"
+    # the signal's value is the count: two images reach the projection's band
+    r = chat(v, [img, {"type": "text", "text": "compare these"}, img])
+    assert r.headers["x-vsr-selected-decision"] == "album"
     # without x-vsr-debug no matched-* header
     r = chat(v, [img], headers={})
     assert r.headers["x-vsr-selected-model"] == "vision-model"
