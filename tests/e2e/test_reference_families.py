@@ -3,10 +3,12 @@ x-vsr-matched-input-modality), domains[].model_scores with the static selector (
 the modelRef), and safety through a remote classifier (POST /classify {"inputs": T} -> [{label, score}]) and
 through the built-in prompt guard (x-vsr-matched-safety).  The domain and safety classifiers are stand-in
 servers (remote_classifier.py) on ephemeral ports, so every decision below can only come from their answers."""
+import subprocess
+
 import httpx
 import pytest
 
-from conftest import free_port
+from conftest import ENV, GUARD_MODEL, USE_MODEL, VSR_BIN, free_port, require
 from remote_classifier import RemoteClassifier
 
 DBG = {"x-vsr-debug": "true"}
@@ -88,12 +90,15 @@ def test_input_modality_routes_on_user_content_parts(vsr, fakellm):
     assert "x-vsr-matched-input-modality" not in r.headers
 
 
-def test_input_modality_rejects_an_unknown_modality(vsr, tmp_path):
-    import subprocess
-    from conftest import VSR_BIN
+def validate(path):
+    return subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True, env=ENV,
+                          timeout=30)
+
+
+def test_input_modality_rejects_an_unknown_modality(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text(MODALITY_DOC.format(port=free_port(), be="127.0.0.1:1").replace("modality: audio", "modality: smell"))
-    out = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True, timeout=30)
+    out = validate(p)
     assert out.returncode != 0
     assert "modality" in out.stderr and "smell" in out.stderr, out.stderr
 
@@ -299,24 +304,21 @@ def test_safety_unknown_fails_the_request_when_asked(vsr, fakellm, safety_cls):
 
 
 def test_safety_load_errors(tmp_path):
-    import subprocess
-    from conftest import VSR_BIN
-
-    def validate(text):
+    def check(text):
         p = tmp_path / "s.yaml"
         p.write_text(text)
-        return subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True, timeout=30)
+        return validate(p)
 
     base = SAFETY_DOC.format(port=free_port(), be="127.0.0.1:1", cls=1, on_unknown="no_match")
-    out = validate(base.replace("unsafe_labels: [unsafe, violent]", "unsafe_labels: [unsafe, toxic]"))
+    out = check(base.replace("unsafe_labels: [unsafe, violent]", "unsafe_labels: [unsafe, toxic]"))
     assert out.returncode != 0 and 'unsafe label "toxic" is not one of labels' in out.stderr, out.stderr
-    out = validate(base.replace("model: vela-safety\n        labels", "model: nowhere\n        labels"))
+    out = check(base.replace("model: vela-safety\n        labels", "model: nowhere\n        labels"))
     assert out.returncode != 0 and '"nowhere" is not declared in global.model_catalog.external' in out.stderr, out.stderr
-    out = validate(base.replace("hazard: {labels", "hazard: {model: other-head, labels"))
+    out = check(base.replace("hazard: {labels", "hazard: {model: other-head, labels"))
     assert out.returncode != 0 and "hazard.model" in out.stderr and "not supported yet" in out.stderr, out.stderr
-    out = validate(base.replace("        model: vela-safety\n        unsafe_labels: [unsafe]\n", "        unsafe_labels: [unsafe]\n"))
+    out = check(base.replace("        model: vela-safety\n        unsafe_labels: [unsafe]\n", "        unsafe_labels: [unsafe]\n"))
     assert out.returncode != 0 and "built-in hazard model is not supported yet" in out.stderr, out.stderr
-    out = validate(base.replace("        threshold: 0.6\n", ""))
+    out = check(base.replace("        threshold: 0.6\n", ""))
     assert out.returncode != 0 and 'missing required key "threshold"' in out.stderr, out.stderr
 
 
@@ -346,7 +348,6 @@ global:
 
 def test_safety_with_the_built_in_prompt_guard(vsr, fakellm):
     """No model: the built-in prompt guard answers, its jailbreak score read as the label "unsafe"."""
-    from conftest import GUARD_MODEL, USE_MODEL, require
     require([USE_MODEL, GUARD_MODEL])
     be = fakellm("be")
     port = free_port()
