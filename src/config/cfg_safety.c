@@ -27,9 +27,26 @@ static int decode_model(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t
     return 0;
 }
 
+/* hazard.model: another classifier for the hazard stage (the rule's own
+ * model when absent or the same name) */
+static int decode_hazard_model(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_sig_safety_conf_t *c = obj;
+    if (vsr__cfg_string(d, f, val, obj) != 0)
+        return -1;
+    if (c->hazard_model == NULL || c->hazard_model[0] == '\0') {
+        c->hazard_model = NULL;
+        return 0;
+    }
+    c->hazard_remote.model = c->hazard_model;
+    c->hazard_remote.protocol = VSR_REMOTE_HTTP_CLASSIFY;
+    vsr__cfg_mark(d, &c->hazard_remote.protocol, val);
+    return 0;
+}
+
 #define HZ_OFF(m) offsetof(vsr_sig_safety_conf_t, m)
 static const cfg_field_t hazard_fields[] = {
-    {.key = "model", .decode = vsr__cfg_string, .flags = CFG_NULL_OK, .offset = HZ_OFF(hazard_model)},
+    {.key = "model", .decode = decode_hazard_model, .flags = CFG_NULL_OK, .offset = HZ_OFF(hazard_model)},
     {.key = "labels", .decode = vsr__cfg_strlist, .flags = CFG_REQUIRED | CFG_NONEMPTY, .offset = HZ_OFF(hazard_labels)},
     {.key = "categories", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = HZ_OFF(hazard_categories)},
     {.key = "threshold", .decode = vsr__cfg_double, .offset = HZ_OFF(hazard_threshold), .dmin = 0, .dmax = 1},
@@ -122,14 +139,13 @@ static void finish_safety(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     if (!c->has_hazard)
         return;
     const cfg_node_t *hz = vsr__cfg_map_get(map, "hazard");
-    if (c->model == NULL)
+    if (c->hazard_model && c->model && strcmp(c->hazard_model, c->model) == 0) { /* one classifier, one answer */
+        c->hazard_model = NULL;
+        memset(&c->hazard_remote, 0, sizeof(c->hazard_remote));
+    }
+    if (c->model == NULL && c->hazard_model == NULL)
         vsr__cfg_node_error(d, hz, "hazard: the built-in hazard model is not supported yet (vsr's built-in safety "
-                                   "model is the prompt guard, which has no hazard head); name a model");
-    else if (c->hazard_model && c->hazard_model[0] && strcmp(c->hazard_model, c->model) != 0)
-        vsr__cfg_node_error(d, hz, "hazard.model %s other than the rule's model is not supported yet (vsr reads "
-                                   "the hazard categories from the one answer of model %s)",
-                            vsr__cfg_quote(d->pool, c->hazard_model, strlen(c->hazard_model)),
-                            vsr__cfg_quote(d->pool, c->model, strlen(c->model)));
+                                   "model is the prompt guard, which has no hazard head); name a hazard.model");
     for (size_t i = 0; i < c->hazard_categories.n; i++)
         if (!in_list(&c->hazard_labels, c->hazard_categories.items[i]))
             vsr__cfg_node_error(d, hz, "hazard category %s is not one of hazard.labels",

@@ -332,7 +332,7 @@ typedef struct {
  * http_classify) or the built-in prompt guard (no model: labels safe and
  * unsafe); matches when risk >= threshold and, with a hazard stage, the
  * largest probability among hazard.categories >= hazard.threshold (read
- * from the same answer). */
+ * from the same answer, or asked of hazard.model in parallel). */
 #define VSR_SAFETY_DEFAULT_HAZARD_THRESHOLD 0.5
 #define VSR_SAFETY_MAX_LABELS 64
 typedef struct {
@@ -342,10 +342,11 @@ typedef struct {
     vsr_strlist_conf_t unsafe_labels; /* default [unsafe]; each one of labels */
     double threshold;              /* required, 0..1 */
     int has_hazard;
-    char *hazard_model;            /* NULL or the same as model */
+    char *hazard_model;            /* NULL (the rule's model answers both stages) or another classifier */
     vsr_strlist_conf_t hazard_labels, hazard_categories; /* categories: each one of hazard_labels */
     double hazard_threshold;       /* default VSR_SAFETY_DEFAULT_HAZARD_THRESHOLD */
     vsr_remote_cls_conf_t remote;  /* model's classifier, resolved at load */
+    vsr_remote_cls_conf_t hazard_remote; /* hazard_model's, when it is another one */
 } vsr_sig_safety_conf_t;
 
 /* routing.signals.classifiers[] (ref §1.9).  type local: a labelled bank

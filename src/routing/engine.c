@@ -149,6 +149,10 @@ vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *p
         /* a partition's winner is chosen among all its members */
         for (size_t k = 0; k < rs->n_referenced; k++)
             vsr_projections_partners(rs->proj, rs->referenced[k], add_referenced, rs);
+        /* a signal's companion (a safety hazard stage) is computed with it */
+        for (size_t k = 0; k < rs->n_referenced; k++)
+            if (vsr_signals_companion(rs->signals, rs->referenced[k]) >= 0)
+                add_referenced(rs, vsr_signals_companion(rs->signals, rs->referenced[k]));
         if (rs->n_leaves > 1)
             qsort(rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp);
         for (size_t k = 0; k < rs->n_referenced; k++)
@@ -326,6 +330,7 @@ static const char *fails_request(const route_ctx_t *rc, const vsr_rule_conf_t *r
 static void route_select(route_ctx_t *rc)
 {
     recipe_state_t *rs = rc->rs;
+    vsr_signals_combine(rs->signals, rc->memo, rc->memo_done, rc->unknown);
     for (size_t d = 0; (rc->n_tasks || rc->n_unknown_now) && d < rs->conf->n_decisions && !rc->fail_request; d++) {
         const vsr_rule_conf_t *r = rs->conf->decisions[d].rules;
         if (r && r->on_unknown_fail && (rc->fail_signal = fails_request(rc, r)) != NULL)

@@ -10,7 +10,9 @@
  *   matched = risk >= threshold, and with a hazard stage the largest score
  *             among hazard.categories (never summed) >= hazard.threshold,
  *             read from the same answer (one naming no hazard label is
- *             unusable when the binary stage matched)
+ *             unusable when the binary stage matched), or with a
+ *             hazard.model of its own from a hidden companion signal that
+ *             asks it in parallel (vsr_signals_combine joins the two)
  * confidence = value = risk (confidence 0 when not matched).
  */
 #include <strings.h>
@@ -25,7 +27,9 @@ typedef struct {
     char **labels, **unsafe, **hz_labels, **hz_cats;
     size_t n_labels, n_unsafe, n_hz_labels, n_hz_cats;
     double threshold, hz_threshold;
-    int hazard;
+    int hazard;            /* the hazard stage is read from this signal's own answer */
+    int separate;          /* the hazard stage is its companion's (hazard.model): vsr_signals_combine applies it */
+    int stage;             /* a companion: its answer is the hazard head's; value = the largest category score */
 } safety_t;
 
 static char **copy(const vsr_strlist_conf_t *l, size_t *n)
@@ -65,13 +69,18 @@ int vsr__safety_compile(vsr_signals_t *s, const void *conf, const char *path, vo
         vsr_buf_printf(err, "%s: model %s is not a usable classifier\n", path, c->model);
         return VSR_ERR_INVALID;
     }
+    if (c->has_hazard && c->hazard_model && (c->hazard_remote.protocol == 0 || c->hazard_remote.runtime_model == NULL)) {
+        vsr_buf_printf(err, "%s: hazard.model %s is not a usable classifier\n", path, c->hazard_model);
+        return VSR_ERR_INVALID;
+    }
     safety_t *k = vsr_calloc(1, sizeof(*k));
     if (c->model)
         vsr__remote_init(&k->remote, &c->remote, SAFETY_MAX_RUNES, "safety");
     k->labels = copy(&c->labels, &k->n_labels);
     k->unsafe = copy(&c->unsafe_labels, &k->n_unsafe);
     k->threshold = c->threshold;
-    k->hazard = c->has_hazard;
+    k->separate = c->has_hazard && c->hazard_model != NULL;
+    k->hazard = c->has_hazard && !k->separate;
     if (c->has_hazard) {
         k->hz_labels = copy(&c->hazard_labels, &k->n_hz_labels);
         k->hz_cats = copy(&c->hazard_categories, &k->n_hz_cats);
@@ -79,6 +88,25 @@ int vsr__safety_compile(vsr_signals_t *s, const void *conf, const char *path, vo
     }
     *state = k;
     return VSR_OK;
+}
+
+void *vsr__safety_hazard_compile(const vsr_sig_safety_conf_t *c)
+{
+    if (!c->has_hazard || c->hazard_model == NULL || c->hazard_remote.protocol == 0)
+        return NULL;
+    safety_t *k = vsr_calloc(1, sizeof(*k));
+    vsr__remote_init(&k->remote, &c->hazard_remote, SAFETY_MAX_RUNES, "safety");
+    k->stage = 1;
+    k->hz_labels = copy(&c->hazard_labels, &k->n_hz_labels);
+    k->hz_cats = copy(&c->hazard_categories, &k->n_hz_cats);
+    k->hz_threshold = c->hazard_threshold;
+    return k;
+}
+
+double vsr__safety_hazard_threshold(const void *state)
+{
+    const safety_t *k = state;
+    return k->separate ? k->hz_threshold : -1;
 }
 
 vsr_signal_result_t vsr__safety_eval(vsr__ctx_t *c, const void *state)
@@ -145,13 +173,13 @@ int vsr__safety_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vs
                         vsr_json_string(&j, lt, pool, &label) != VSR_OK ||
                         vsr_json_object_get(&j, t, "score", &st) != VSR_OK || vsr_json_number(&j, st, &p) != VSR_OK)
                         continue;
-                    if (find(k->labels, k->n_labels, label))
+                    if (find(k->labels, k->n_labels, label) || (k->stage && find(k->hz_labels, k->n_hz_labels, label)))
                         known = 1;
                     if (find(k->unsafe, k->n_unsafe, label))
                         risk += p;
-                    if (k->hazard && find(k->hz_cats, k->n_hz_cats, label) && p > hz)
+                    if ((k->hazard || k->stage) && find(k->hz_cats, k->n_hz_cats, label) && p > hz)
                         hz = p;
-                    if (k->hazard && hz < 0 && find(k->hz_labels, k->n_hz_labels, label))
+                    if ((k->hazard || k->stage) && hz < 0 && find(k->hz_labels, k->n_hz_labels, label))
                         hz = 0; /* the head answered; no category scored yet */
                 }
                 rc = VSR_OK;
@@ -166,6 +194,12 @@ int vsr__safety_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vs
     }
     if (!known)
         return VSR_ERR_INVALID; /* an answer about other labels: the classification failed */
+    if (k->stage) { /* a hazard head's answer: never a match of its own, its signal reads the score */
+        out->matched = 0;
+        out->confidence = 0;
+        out->value = hz < 0 ? 0 : hz;
+        return VSR_OK;
+    }
     risk = VSR_MIN(1.0, risk);
     out->value = risk;
     out->matched = risk >= k->threshold;

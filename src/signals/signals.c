@@ -306,7 +306,9 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
         total += *(const size_t *)((const char *)conf + sig_types[t].count_off);
     /* room for one role signal per binding (see add_roles) and three levels per complexity signal */
-    s->sigs = vsr_calloc(total + 2 * conf->n_complexity + conf->n_role_bindings + conf->n_ext + 1, sizeof(*s->sigs));
+    /* ... and one companion per safety signal (a hazard stage on a classifier of its own) */
+    s->sigs = vsr_calloc(total + 2 * conf->n_complexity + conf->n_role_bindings + conf->n_ext + conf->n_safety + 1,
+                         sizeof(*s->sigs));
 
     int failed = 0;
     char path[256];
@@ -353,6 +355,17 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             sig->state = state;
             if (ty->on_error_off != NO_POLICY) /* the family's policy in global.model_catalog.modules */
                 sig->on_error = *(const vsr_on_error_t *)((const char *)&conf->modules + ty->on_error_off);
+            void *hz = ty->compile == vsr__safety_compile ? vsr__safety_hazard_compile(c) : NULL;
+            if (hz) {
+                sig->companion = (int)s->n + 1;
+                vsr__sig_t *h = &s->sigs[s->n++];
+                h->type = ty;
+                size_t n = strlen(name) + sizeof(":hazard");
+                h->name = vsr_malloc(n);
+                snprintf(h->name, n, "%s:hazard", name);
+                h->state = hz;
+                h->hidden = 1;
+            }
         }
     }
     s->modules = NULL;
@@ -420,10 +433,35 @@ int vsr_signals_find(const vsr_signals_t *s, const char *cond_type, const char *
     if (!s || !cond_type || !name)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
-        if (strcmp(s->sigs[i].type->cond_type, cond_type) == 0 && strcmp(s->sigs[i].name, name) == 0)
+        if (!s->sigs[i].hidden && strcmp(s->sigs[i].type->cond_type, cond_type) == 0 &&
+            strcmp(s->sigs[i].name, name) == 0)
             return (int)i;
     }
     return -1;
+}
+
+int vsr_signals_companion(const vsr_signals_t *s, int i)
+{
+    VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
+    return s->sigs[i].companion - 1;
+}
+
+void vsr_signals_combine(const vsr_signals_t *s, vsr_signal_result_t *memo, const unsigned char *done,
+                         unsigned char *unknown)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        int j = s->sigs[i].companion - 1;
+        if (j < 0 || !done[i] || unknown[i] || !memo[i].matched)
+            continue;
+        if (!done[j] || unknown[j]) { /* the hazard stage could not be computed: the signal is unknown */
+            memset(&memo[i], 0, sizeof(memo[i]));
+            unknown[i] = 1;
+            continue;
+        }
+        memo[i].matched = memo[j].value >= vsr__safety_hazard_threshold(s->sigs[i].state);
+        if (!memo[i].matched)
+            memo[i].confidence = 0;
+    }
 }
 
 const char *vsr_signals_name(const vsr_signals_t *s, int i)

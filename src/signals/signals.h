@@ -147,6 +147,16 @@ int vsr_signals_guard_score(vsr_slice_t result, vsr_pool_t *pool, double *score)
  * hold a partial text. */
 int vsr_signals_remote_answer(vsr_slice_t answer, int entities, int distribution, vsr_pool_t *pool, vsr_buf_t *out,
                               const char **why);
+/* A signal computed with signal i whenever i is (a safety rule's hazard
+ * stage on a classifier of its own; no rule names it): its index, or -1. */
+int vsr_signals_companion(const vsr_signals_t *s, int i);
+/* Joins companions into their signals once a request's tasks are settled
+ * (memo, done and unknown as the routing core keeps them, one entry per
+ * signal): a matched safety signal keeps its match only when its hazard
+ * stage's score reaches hazard.threshold, and is unknown when that stage
+ * could not be computed. */
+void vsr_signals_combine(const vsr_signals_t *s, vsr_signal_result_t *memo, const unsigned char *done,
+                         unsigned char *unknown);
 /* The on_error policy of signal i's family (VSR_ON_ERROR_DEFAULT: none). */
 vsr_on_error_t vsr_signals_on_error(const vsr_signals_t *s, int i);
 

@@ -315,11 +315,74 @@ def test_safety_load_errors(tmp_path):
     out = check(base.replace("model: vela-safety\n        labels", "model: nowhere\n        labels"))
     assert out.returncode != 0 and '"nowhere" is not declared in global.model_catalog.external' in out.stderr, out.stderr
     out = check(base.replace("hazard: {labels", "hazard: {model: other-head, labels"))
-    assert out.returncode != 0 and "hazard.model" in out.stderr and "not supported yet" in out.stderr, out.stderr
+    assert out.returncode != 0 and 'hazard.model: model "other-head" is not declared' in out.stderr, out.stderr
     out = check(base.replace("        model: vela-safety\n        unsafe_labels: [unsafe]\n", "        unsafe_labels: [unsafe]\n"))
     assert out.returncode != 0 and "built-in hazard model is not supported yet" in out.stderr, out.stderr
     out = check(base.replace("        threshold: 0.6\n", ""))
     assert out.returncode != 0 and 'missing required key "threshold"' in out.stderr, out.stderr
+
+
+def hazard_answer(path, body):
+    text = body["inputs"]
+    if "broken" in text:
+        return 500, {"error": "down"}, 0
+    if "knife" in text:
+        return 200, [{"label": "weapons", "score": 0.92}, {"label": "self_harm", "score": 0.4}], 0
+    return 200, [{"label": "weapons", "score": 0.1}, {"label": "self_harm", "score": 0.05}], 0
+
+
+SPLIT_DOC = """version: v0.3
+listeners: [{{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}]
+providers:
+  defaults: {{model: general}}
+  models:
+    - {{name: general, backend_refs: [{{endpoint: "{be}"}}]}}
+    - {{name: hazard-model, backend_refs: [{{endpoint: "{be}"}}]}}
+routing:
+  signals:
+    safety:
+      - name: weapons
+        model: vela-safety
+        threshold: 0.5
+        hazard: {{model: vela-hazard, labels: [weapons, self_harm], categories: [weapons], threshold: 0.8}}
+  decisions:
+    - name: hazard
+      rules: {{type: safety, name: weapons, on_unknown: fail_request}}
+      modelRefs: [{{model: hazard-model}}]
+global:
+  model_catalog:
+    external:
+      - {{name: vela-safety, model_role: classification, llm_endpoint: {{address: 127.0.0.1, port: {cls}}}}}
+      - {{name: vela-hazard, model_role: classification, llm_endpoint: {{address: 127.0.0.1, port: {hz}}}}}
+"""
+
+
+def test_safety_hazard_stage_on_its_own_classifier(vsr, fakellm, safety_cls):
+    """hazard.model names another classifier: both are asked at once, the hazard head's largest category
+    score decides a binary match; a failed hazard call makes the signal unknown."""
+    hz = RemoteClassifier(hazard_answer)
+    try:
+        be = fakellm("be")
+        port = free_port()
+        v = vsr(SPLIT_DOC.format(port=port, be=be.endpoint, cls=safety_cls.port, hz=hz.port), port=port, workers=1)
+        # binary: unsafe 0.5 >= 0.5; hazard head: weapons 0.92 >= 0.8
+        r = chat(v, "a weapon, a knife")
+        assert r.headers["x-vsr-selected-decision"] == "hazard"
+        assert r.headers["x-vsr-matched-safety"] == "weapons"
+        assert r.headers["x-vsr-selected-confidence"] == "0.5000"
+        # binary matches, the hazard head does not reach 0.8
+        r = chat(v, "a weapon of words")
+        assert "x-vsr-selected-decision" not in r.headers
+        assert "x-vsr-matched-safety" not in r.headers
+        # the binary stage does not match: the hazard answer does not matter
+        r = chat(v, "a knife for bread")
+        assert "x-vsr-selected-decision" not in r.headers
+        assert {q["body"]["inputs"] for q in hz.requests} >= {"a weapon, a knife", "a knife for bread"}
+        # the hazard head fails while the binary stage matched: unknown, and on_unknown fails the request
+        r = v.post_chat({"model": "auto", "messages": [{"role": "user", "content": "a weapon, broken"}]})
+        assert r.status_code == 503, r.text
+    finally:
+        hz.close()
 
 
 BUILTIN_DOC = """version: v0.3
