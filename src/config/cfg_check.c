@@ -140,6 +140,10 @@ static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const mod
 {
     /* an llm classifier asks a provider model, or as in the reference a global.model_catalog.external[]
      * entry, through its backends */
+    for (size_t i = 0; i < r->signals.n_safety; i++) { /* a safety rule's models */
+        resolve_remote(d, c, &r->signals.safety[i].remote, "safety", "safety model");
+        resolve_remote(d, c, &r->signals.safety[i].hazard_remote, "safety", "safety hazard.model");
+    }
     for (size_t i = 0; i < r->signals.n_classifiers; i++) {
         resolve_remote(d, c, &r->signals.classifiers[i].remote, "classifier", "classifier backend");
         char *const *m = &r->signals.classifiers[i].model;

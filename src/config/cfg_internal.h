@@ -500,6 +500,8 @@ void vsr__cfg_looper_defaults(vsr_looper_integration_conf_t *l);
 /* routing.signals.metadata[] and .events[] (cfg_events.c) */
 extern const cfg_spec_t vsr__cfg_metadata_spec;
 extern const cfg_spec_t vsr__cfg_event_spec;
+extern const cfg_spec_t vsr__cfg_safety_spec;
+extern const cfg_spec_t vsr__cfg_input_modality_spec;
 void vsr__cfg_check_projections(cfg_decoder_t *d, const vsr_recipe_conf_t *r, const char *where);
 
 /* The fallback defaults of ref §1.7 into *out (every has_ flag set). */

@@ -43,8 +43,10 @@ static const family_t families[] = {
     {"jailbreak", "jailbreak", 1, 1},     {"pii", "pii", 1, 1},
     {"kb", "kb", 1, 1},                   {"events", "event", 1, 0},
     {"metadata", "metadata", 1, 0},       {"classifiers", "classifier", 1, 1},
-    {"safety", "safety", 0, 1},           {"hallucination", "hallucination", 0, 1},
-    {"input_modality", "input_modality", 0, 1},
+    {"safety", "safety", 1, 1},           {"hallucination", "hallucination", 0, 1},
+    {"input_modality", "input_modality", 1, 0},
+    /* a later reference doc's name for events (unverified: its schema and code say events) */
+    {"event_context", "event", 1, 0},
     /* outputs of routing.projections */
     {NULL, "projection", 1, 0},
 };
@@ -823,12 +825,28 @@ static const cfg_spec_t reask_spec = {
 
 /* ---- domains, jailbreak, pii (the runtime's classifiers) ---- */
 
+#define MS_OFF(m) offsetof(vsr_model_score_conf_t, m)
+static const cfg_field_t model_score_fields[] = {
+    {.key = "model", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = MS_OFF(model)},
+    {.key = "score", .decode = vsr__cfg_double, .flags = CFG_REQUIRED, .offset = MS_OFF(score), .dmin = -1e300,
+     .dmax = 1e300},
+    {.key = "use_reasoning", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = MS_OFF(use_reasoning),
+     .has_offset = MS_OFF(has_use_reasoning)},
+};
+
+static const cfg_spec_t model_score_spec = {
+    .size = sizeof(vsr_model_score_conf_t),
+    .fields = model_score_fields,
+    .n_fields = VSR_ARRAY_LEN(model_score_fields),
+};
+
 #define DOM_OFF(m) offsetof(vsr_sig_domain_conf_t, m)
 static const cfg_field_t domain_fields[] = {
     {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = DOM_OFF(name)},
     {.key = "description", .decode = vsr__cfg_string, .flags = CFG_NULL_OK, .offset = DOM_OFF(description)},
     {.key = "mmlu_categories", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = DOM_OFF(categories)},
-    {.key = "model_scores", .flags = CFG_UNIMPLEMENTED},
+    {.key = "model_scores", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = DOM_OFF(model_scores),
+     .count_offset = DOM_OFF(n_model_scores), .spec = &model_score_spec},
     {.key = "system_prompt", .decode = vsr__cfg_accept_text,
      .inert = "deprecated by the reference: a decision's system_prompt plugin carries the prompt; this one is not applied"},
 };
@@ -1298,6 +1316,9 @@ static const family_table_t family_tables[] = {
     {"pii", &pii_spec, SIG_OFF(pii), SIG_OFF(n_pii)},
     {"metadata", &vsr__cfg_metadata_spec, SIG_OFF(metadata), SIG_OFF(n_metadata)},
     {"events", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
+    {"event_context", &vsr__cfg_event_spec, SIG_OFF(events), SIG_OFF(n_events)},
+    {"input_modality", &vsr__cfg_input_modality_spec, SIG_OFF(input_modality), SIG_OFF(n_input_modality)},
+    {"safety", &vsr__cfg_safety_spec, SIG_OFF(safety), SIG_OFF(n_safety)},
     {"preferences", &preference_spec, SIG_OFF(preferences), SIG_OFF(n_preferences)},
     {"reasks", &reask_spec, SIG_OFF(reasks), SIG_OFF(n_reasks)},
     {"fact_check", &fact_check_spec, SIG_OFF(fact_check), SIG_OFF(n_fact_check)},
@@ -1375,6 +1396,14 @@ int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
         }
         if (v->kind == CFG_NODE_SCALAR && v->type == CFG_NULL)
             continue;
+        if (strcmp(fam->family, "event_context") == 0) {
+            if (vsr__cfg_map_get(val, "events") != NULL) {
+                vsr__cfg_node_error(d, k, "event_context and events are one family: write its signals under events");
+                continue;
+            }
+            vsr__cfg_warn(d, "routing.signals.event_context is read as routing.signals.events (an unverified alias "
+                             "of the reference's docs)");
+        }
         const family_table_t *t = family_table(fam->family);
         cfg_field_t lf = {.key = fam->family, .spec = t->spec, .offset = t->offset, .count_offset = t->count_offset};
         size_t saved = vsr__cfg_path_push(d, fam->family);

@@ -231,15 +231,28 @@ typedef struct {
     int has_predicate;
 } vsr_sig_metadata_conf_t;
 
-/* routing.signals.events[]: event facts carried in the request's metadata
- * (members event_type, severity, action_code); every non-empty list must
- * hold the request's value. */
+/* routing.signals.events[] (docs/signals.md "Events"): event words in the
+ * routing text.  Each configured group (event_types, severities,
+ * action_codes, temporal) is one criterion, met when any of its entries
+ * stands in the text as a whole word (case-insensitive); the signal matches
+ * when one criterion is met, confidence 0.5 + 0.5 x met / configured. */
 typedef struct {
     char *name;
     vsr_strlist_conf_t event_types;
     vsr_strlist_conf_t severities;
     vsr_strlist_conf_t action_codes;
+    int temporal;                  /* the fixed urgency words count as a criterion */
 } vsr_sig_event_conf_t;
+/* routing.signals.input_modality[] (docs/signals.md "Input modality"): the
+ * user messages' content parts of one modality; matches when there is one. */
+typedef struct {
+    char *name;
+    int modality;                  /* VSR_MODALITY_TEXT | IMAGE | AUDIO | VIDEO (json.h) */
+} vsr_sig_input_modality_conf_t;
+
+/* A severity's level: 0 critical, 1 high, 2 medium, 3 low (trimmed,
+ * case-insensitive); -1 for any other text, which never matches. */
+int vsr_event_severity_level(const char *s);
 /* The soft-match floor when enable_soft_matching is on and
  * min_score_threshold is absent. */
 #define VSR_EMB_DEFAULT_MIN_SCORE 0.5
@@ -325,6 +338,29 @@ typedef struct {
                                     * llm_model_name, else the family's: domain, jailbreak, pii) */
 } vsr_remote_cls_conf_t;
 
+/* routing.signals.safety[] (docs/signals.md "Safety"): risk = the summed
+ * probability of unsafe_labels from one classification of the routing text,
+ * by a remote classifier (`model`: a global.model_catalog.external[] entry,
+ * http_classify) or the built-in prompt guard (no model: labels safe and
+ * unsafe); matches when risk >= threshold and, with a hazard stage, the
+ * largest probability among hazard.categories >= hazard.threshold (read
+ * from the same answer, or asked of hazard.model in parallel). */
+#define VSR_SAFETY_DEFAULT_HAZARD_THRESHOLD 0.5
+#define VSR_SAFETY_MAX_LABELS 64
+typedef struct {
+    char *name;
+    char *model;                   /* NULL: the built-in prompt guard */
+    vsr_strlist_conf_t labels;     /* default [safe, unsafe] */
+    vsr_strlist_conf_t unsafe_labels; /* default [unsafe]; each one of labels */
+    double threshold;              /* required, 0..1 */
+    int has_hazard;
+    char *hazard_model;            /* NULL (the rule's model answers both stages) or another classifier */
+    vsr_strlist_conf_t hazard_labels, hazard_categories; /* categories: each one of hazard_labels */
+    double hazard_threshold;       /* default VSR_SAFETY_DEFAULT_HAZARD_THRESHOLD */
+    vsr_remote_cls_conf_t remote;  /* model's classifier, resolved at load */
+    vsr_remote_cls_conf_t hazard_remote; /* hazard_model's, when it is another one */
+} vsr_sig_safety_conf_t;
+
 /* routing.signals.classifiers[] (ref §1.9).  type local: a labelled bank
  * of example texts, inline (labels: [{name, examples: [...]}]) or read at
  * load from model_path, a JSONL file of {"text": T, "label": L} lines
@@ -371,9 +407,19 @@ typedef enum {
 /* routing.signals.domains[] (ref §1.9): the built-in domain classifier's
  * top class (MMLU-Pro categories); a signal matches when its name or one of
  * its mmlu_categories is the predicted class. */
+/* domains[].model_scores[]: the static selector's score of a candidate
+ * model while the domain is the decision's matched one (docs/signals.md
+ * "Model scores"). */
+typedef struct {
+    char *model;                   /* a modelRef's model (or LoRA) name as written */
+    double score;
+    int use_reasoning;             int has_use_reasoning; /* carried, not read (as the reference) */
+} vsr_model_score_conf_t;
+
 typedef struct {
     char *name;
     vsr_strlist_conf_t categories; /* mmlu_categories */
+    vsr_model_score_conf_t *model_scores; size_t n_model_scores;
     char *description;             /* extra evidence: its similarity to the text; a domain naming no MMLU-Pro
                                     * category matches on it (docs/signals.md) */
 } vsr_sig_domain_conf_t;
@@ -491,6 +537,8 @@ typedef struct {
     vsr_sig_classifier_conf_t *classifiers;     size_t n_classifiers; /* model-backed */
     vsr_sig_metadata_conf_t *metadata;          size_t n_metadata;
     vsr_sig_event_conf_t *events;               size_t n_events;
+    vsr_sig_input_modality_conf_t *input_modality; size_t n_input_modality;
+    vsr_sig_safety_conf_t *safety;              size_t n_safety;      /* model-backed (or a remote classifier) */
     vsr_modules_conf_t modules;                 /* from global.model_catalog.modules */
     /* other model-backed families (safety, hallucination, input_modality):
      * not supported yet (capability check at load). */

@@ -48,6 +48,26 @@ typedef struct {
 int vsr_decision_select(const vsr_recipe_conf_t *recipe, vsr_rule_leaf_fn leaf, void *ud,
                         vsr_decision_result_t *results);
 
+/* ---- the static selector (docs/signals.md "Model scores") ----
+ * Which of a selected decision's modelRefs answers when its algorithm is
+ * static (or absent): with the scores of the matched domain (the first
+ * domain condition of the decision's rules that matched; else a domain
+ * named as the decision) every candidate gets its model_scores entry, 1.0
+ * when unlisted; the highest wins, the earlier on a tie, and a best score
+ * of exactly 1.0 gives the first modelRef (the reference's
+ * use_first_candidate).  Without scores, or for another algorithm: the
+ * first modelRef (0).  leaf evaluates the rules' leaves, as for
+ * vsr_decision_select.  out (may be NULL) says which domain's scores
+ * decided and the winner's score. */
+#define VSR_STATIC_UNLISTED_SCORE 1.0
+typedef struct {
+    const char *domain;            /* the domain whose model_scores decided, NULL when none did */
+    double score;                  /* the chosen candidate's score */
+    int scored;
+} vsr_static_choice_t;
+size_t vsr_static_select(const vsr_recipe_conf_t *recipe, const vsr_decision_conf_t *d, vsr_rule_leaf_fn leaf,
+                         void *ud, vsr_static_choice_t *out);
+
 /* ---- projections (routing.projections, ref §1.10): derived signals computed
  * after the signals and before the decisions.
  *

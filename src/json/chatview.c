@@ -12,7 +12,7 @@
  *  - Content arrays: a part contributes text when its "type" is absent,
  *    "text", "input_text" or "output_text" and its "text" is a non-empty
  *    string; texts are joined with "\n".  "image_url" / "input_image" parts
- *    set has_image.  Content that is neither a string nor an array (null,
+ *    set has_image.  Parts are counted by modality (n_parts).  Content that is neither a string nor an array (null,
  *    absent, a number...) gives empty text.
  *  - tool_choice: a string is taken as is; an object (the named-function
  *    form, which forces a call) reads as "required".
@@ -62,6 +62,12 @@ static int part_type_is(const vsr_json_t *j, uint32_t type_tok, const char *name
     return vsr_json_string_eq(j, type_tok, vsr_slice_cstr(name));
 }
 
+static void count_part(vsr_chat_message_t *m, int modality)
+{
+    if (m->n_parts[modality] < UINT16_MAX)
+        m->n_parts[modality]++;
+}
+
 /* Text of a content array: its text parts joined with "\n".  A single part
  * stays zero-copy when it has no escapes. */
 static void parts_text(const vsr_json_t *j, uint32_t arr, vsr_pool_t *pool, vsr_chat_message_t *m)
@@ -79,6 +85,17 @@ static void parts_text(const vsr_json_t *j, uint32_t arr, vsr_pool_t *pool, vsr_
         int has_type = get(j, c, "type", &type_tok);
         if (has_type && (part_type_is(j, type_tok, "image_url") || part_type_is(j, type_tok, "input_image"))) {
             m->has_image = 1;
+            count_part(m, VSR_MODALITY_IMAGE);
+            continue;
+        }
+        int media = !has_type ? -1 : part_type_is(j, type_tok, "image") ? VSR_MODALITY_IMAGE
+                                   : part_type_is(j, type_tok, "input_audio") || part_type_is(j, type_tok, "audio_url")
+                                       ? VSR_MODALITY_AUDIO
+                                   : part_type_is(j, type_tok, "video_url") || part_type_is(j, type_tok, "input_video")
+                                       ? VSR_MODALITY_VIDEO
+                                       : -1;
+        if (media >= 0) {
+            count_part(m, media);
             continue;
         }
         if (has_type && !part_type_is(j, type_tok, "text") && !part_type_is(j, type_tok, "input_text") &&
@@ -90,6 +107,7 @@ static void parts_text(const vsr_json_t *j, uint32_t arr, vsr_pool_t *pool, vsr_
         vsr_json_string(j, text_tok, pool, &s);
         if (s.len == 0)
             continue;
+        count_part(m, VSR_MODALITY_TEXT);
         if (nparts == 1) {
             /* A second part: from here on collect them all.  At most one
              * slice per element, so n bounds the array. */
@@ -127,8 +145,11 @@ static void content_text(const vsr_json_t *j, uint32_t content, vsr_pool_t *pool
     m->text = VSR_SLICE_NULL;
     if (content == 0)
         return;
-    if (is_type(j, content, VSR_JSON_STRING))
+    if (is_type(j, content, VSR_JSON_STRING)) {
         vsr_json_string(j, content, pool, &m->text);
+        if (m->text.len > 0)
+            count_part(m, VSR_MODALITY_TEXT);
+    }
     else if (is_type(j, content, VSR_JSON_ARRAY))
         parts_text(j, content, pool, m);
 }

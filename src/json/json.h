@@ -225,7 +225,11 @@ typedef struct {
     vsr_slice_t text;         /* unescaped text (zero copy when possible; else in the pool) */
     unsigned has_image : 1;   /* an image_url / input_image part */
     unsigned has_tool_calls : 1; /* assistant "tool_calls" non-empty */
+    /* content parts by modality (VSR_MODALITY_*; saturating): a non-empty string content or text part is text;
+     * image_url, input_image, image: image; input_audio, audio_url: audio; video_url, input_video: video */
+    uint16_t n_parts[4];
 } vsr_chat_message_t;
+enum { VSR_MODALITY_TEXT = 0, VSR_MODALITY_IMAGE, VSR_MODALITY_AUDIO, VSR_MODALITY_VIDEO };
 
 typedef enum { VSR_API_CHAT = 0, VSR_API_COMPLETIONS, VSR_API_RESPONSES } vsr_api_kind_t;
 

@@ -149,6 +149,10 @@ vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *p
         /* a partition's winner is chosen among all its members */
         for (size_t k = 0; k < rs->n_referenced; k++)
             vsr_projections_partners(rs->proj, rs->referenced[k], add_referenced, rs);
+        /* a signal's companion (a safety hazard stage) is computed with it */
+        for (size_t k = 0; k < rs->n_referenced; k++)
+            if (vsr_signals_companion(rs->signals, rs->referenced[k]) >= 0)
+                add_referenced(rs, vsr_signals_companion(rs->signals, rs->referenced[k]));
         if (rs->n_leaves > 1)
             qsort(rs->leaves, rs->n_leaves, sizeof(leaf_map_t), leaf_cmp);
         for (size_t k = 0; k < rs->n_referenced; k++)
@@ -326,6 +330,7 @@ static const char *fails_request(const route_ctx_t *rc, const vsr_rule_conf_t *r
 static void route_select(route_ctx_t *rc)
 {
     recipe_state_t *rs = rc->rs;
+    vsr_signals_combine(rs->signals, rc->memo, rc->memo_done, rc->unknown);
     for (size_t d = 0; (rc->n_tasks || rc->n_unknown_now) && d < rs->conf->n_decisions && !rc->fail_request; d++) {
         const vsr_rule_conf_t *r = rs->conf->decisions[d].rules;
         if (r && r->on_unknown_fail && (rc->fail_signal = fails_request(rc, r)) != NULL)
@@ -340,6 +345,10 @@ static void route_select(route_ctx_t *rc)
     vsr_projections_run_init(rs->proj, &rc->proj, rc->pool, rc->memo, rc->known);
     rc->results = vsr_pool_alloc(rc->pool, sizeof(vsr_decision_result_t) * (rs->conf->n_decisions + 1));
     rc->selected = vsr_decision_select(rs->conf, leaf_cb, rc, rc->results);
+    /* the static selector: which modelRef answers (docs/signals.md "Model scores") */
+    rc->model_ref = rc->selected >= 0 ? vsr_static_select(rs->conf, rc->results[rc->selected].decision, leaf_cb, rc,
+                                                          &rc->choice)
+                                      : 0;
 }
 
 uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud)

@@ -105,7 +105,8 @@ static void preview_write(vsr_preview_t *p)
     const char *selected = NULL;
     const char *status = "default";
     if (d && d->n_model_refs) {
-        selected = d->model_refs[0].lora_name ? d->model_refs[0].lora_name : d->model_refs[0].model;
+        const vsr_model_ref_conf_t *ref = &d->model_refs[rc->model_ref];
+        selected = ref->lora_name ? ref->lora_name : ref->model;
         status = "matched";
     } else if (cfg->default_model) {
         selected = cfg->default_lora ? cfg->default_lora : cfg->default_model;
@@ -122,6 +123,11 @@ static void preview_write(vsr_preview_t *p)
         vsr_buf_append_cstr(out, ",\"decision_result\":{");
         append_kv_str(out, "decision_name", d->name, 0);
         append_kv_str(out, "algorithm", d->algorithm ? d->algorithm : "static", 1);
+        if (rc->choice.scored) { /* the static selector's scores decided the modelRef */
+            vsr_buf_append_cstr(out, ",\"model_score\":{");
+            append_kv_str(out, "domain", rc->choice.domain, 0);
+            vsr_buf_printf(out, ",\"score\":%.4f}", rc->choice.score);
+        }
         vsr_buf_printf(out, ",\"confidence\":%.4f,\"plugins\":[", rc->results[rc->selected].confidence);
         int first = 1;
         for (size_t i = 0; i < d->n_plugins; i++) {

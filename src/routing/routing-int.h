@@ -82,6 +82,8 @@ struct route_ctx_s {
     unsigned char *known;    /* per signal: computed (memo_done and not unknown), for projections */
     vsr_projections_run_t proj;
     int selected;
+    size_t model_ref;        /* the selected decision's modelRef that answers (vsr_static_select) */
+    vsr_static_choice_t choice;
     int fail_request;        /* a decision's rules.on_unknown: fail_request met an unknown signal */
     const char *fail_signal; /* ... that signal's name */
     /* waiting (vsr__route_start) */

@@ -1271,7 +1271,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
                 s->ev.confidence = rc->results[rc->selected].confidence;
                 s->ev.algorithm = decision->algorithm ? decision->algorithm : "static";
                 if (decision->n_model_refs > 0) {
-                    const vsr_model_ref_conf_t *ref = &decision->model_refs[0];
+                    const vsr_model_ref_conf_t *ref = &decision->model_refs[rc->model_ref];
                     model = vsr_config_find_model(cfg, vsr_slice_cstr(ref->model));
                     if (ref->lora_name)
                         lora = ref->lora_name;
@@ -2384,7 +2384,9 @@ static void add_family_headers(vsr_session_t *s, hlist_t *h)
             if (!dup)
                 vsr_buf_printf(&b, "%s%s", b.len ? "," : "", s->ev.signals[k].name);
         }
-        hl_add(&s->pool, h, pool_printf(&s->pool, "x-vsr-matched-%s", fam),
+        /* the reference's header for input_modality is x-vsr-matched-input-modality */
+        hl_add(&s->pool, h,
+               pool_printf(&s->pool, "x-vsr-matched-%s", strcmp(fam, "input_modality") == 0 ? "input-modality" : fam),
                vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)));
         vsr_buf_free(&b);
     }

@@ -1,6 +1,6 @@
-/* metadata.c — metadata and events signals: facts from the request's
- * metadata, the body's top-level "metadata" object (the OpenAI request
- * field).  Headers are not read.  A metadata object larger than
+/* metadata.c — the metadata signal: a fact from the request's metadata,
+ * the body's top-level "metadata" object (the OpenAI request field).
+ * Headers are not read.  A metadata object larger than
  * VSR_SIGNALS_MAX_METADATA_BYTES, or of more than
  * VSR_SIGNALS_MAX_METADATA_TOKENS JSON tokens, counts as absent.
  *
@@ -8,10 +8,7 @@
  * is present (and not null); with one every bound given must hold: equals
  * (text; numbers by value), in (one of), exists, gt/gte/lt/lte (the value
  * read as a number; a value that is no number fails them).
- * events: members event_type, severity and action_code; every non-empty
- * list of the signal must hold the request's value (exact text).
- * Confidence 1.0 on a match; the value is the member's number (metadata)
- * or 1/0. */
+ * Confidence 1.0 on a match; the value is the member's number, or 1/0. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -159,68 +156,5 @@ vsr_signal_result_t vsr__metadata_eval(vsr__ctx_t *c, const void *state)
     r.confidence = ok ? 1.0 : 0.0;
     if (isnan(x))
         r.value = ok ? 1.0 : 0.0;
-    return r;
-}
-
-/* ---- events ---- */
-
-typedef struct {
-    char **lists[3];
-    size_t n[3];
-} ev_t;
-
-static const char *const event_keys[3] = {"event_type", "severity", "action_code"};
-
-int vsr__event_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err)
-{
-    const vsr_sig_event_conf_t *ec = conf;
-    VSR_UNUSED(s);
-    VSR_UNUSED(path);
-    VSR_UNUSED(err);
-    ev_t *e = vsr_calloc(1, sizeof(*e));
-    const vsr_strlist_conf_t *l[3] = {&ec->event_types, &ec->severities, &ec->action_codes};
-    for (int k = 0; k < 3; k++) {
-        e->lists[k] = copy_list(l[k]);
-        e->n[k] = l[k]->n;
-    }
-    *state = e;
-    return VSR_OK;
-}
-
-void vsr__event_free(void *state)
-{
-    ev_t *e = state;
-    if (e == NULL)
-        return;
-    for (int k = 0; k < 3; k++)
-        free_list(e->lists[k], e->n[k]);
-    vsr_free(e);
-}
-
-vsr_signal_result_t vsr__event_eval(vsr__ctx_t *c, const void *state)
-{
-    const ev_t *e = state;
-    vsr_signal_result_t r = {0};
-    vsr_json_t j;
-    if (!parse_metadata(c, &j))
-        return r;
-    int ok = 1;
-    for (int k = 0; k < 3 && ok; k++) {
-        if (e->n[k] == 0)
-            continue;
-        vsr_slice_t val;
-        int is_number = 0;
-        if (!member_text(c, &j, event_keys[k], &val, &is_number)) {
-            ok = 0;
-            break;
-        }
-        size_t i = 0;
-        while (i < e->n[k] && !vsr_slice_eq_cstr(val, e->lists[k][i]))
-            i++;
-        ok = i < e->n[k];
-    }
-    vsr_json_free(&j);
-    r.matched = ok;
-    r.confidence = r.value = ok ? 1.0 : 0.0;
     return r;
 }

@@ -56,6 +56,9 @@ uint64_t vsr__hash_runes(const uint32_t *r, size_t n);
 /* text as a JSON string (quoted, escaped, valid UTF-8) of at most max_runes
  * runes (head, middle and tail thirds of a longer one), from pool. */
 vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes);
+/* The same text as it is (not quoted): text itself when it is valid UTF-8
+ * of at most max_runes runes, else a copy from pool. */
+vsr_slice_t vsr__text_window(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes);
 
 /* ---- remote classifiers (remote.c; docs/signals.md "Bring a bigger model") ----
  * A family's remote classifier as its compiled signals keep it (copied from
@@ -125,6 +128,8 @@ typedef struct {
                          * outlive the configuration they were compiled from) */
     void *state;
     vsr_on_error_t on_error; /* the family's policy for this signal */
+    int companion;      /* 1 + the index of a hidden signal computed with this one (a safety hazard stage), or 0 */
+    int hidden;         /* a companion: no rule names it (vsr_signals_find skips it) */
 } vsr__sig_t;
 
 struct vsr_signals_s {
@@ -231,6 +236,22 @@ void vsr__metadata_free(void *state);
 int vsr__event_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__event_eval(vsr__ctx_t *c, const void *state);
 void vsr__event_free(void *state);
+
+int vsr__input_modality_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__input_modality_eval(vsr__ctx_t *c, const void *state);
+void vsr__input_modality_free(void *state);
+
+/* safety.c: a remote classifier's or the prompt guard's answer (docs/signals.md "Safety") */
+int vsr__safety_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
+vsr_signal_result_t vsr__safety_eval(vsr__ctx_t *c, const void *state);
+void vsr__safety_free(void *state);
+int vsr__safety_task(vsr__ctx_t *c, const void *state, vsr_signal_task_t *out);
+int vsr__safety_consume(vsr__ctx_t *c, const void *state, vsr_slice_t result, vsr_signal_result_t *out);
+/* A rule with a hazard.model of its own: the state of its companion signal
+ * (the hazard head's call; value = the largest category score), else NULL;
+ * and the hazard threshold the rule's combine step applies (-1: none). */
+void *vsr__safety_hazard_compile(const vsr_sig_safety_conf_t *c);
+double vsr__safety_hazard_threshold(const void *state);
 
 int vsr__context_compile(vsr_signals_t *s, const void *conf, const char *path, void **state, vsr_buf_t *err);
 vsr_signal_result_t vsr__context_eval(vsr__ctx_t *c, const void *state);

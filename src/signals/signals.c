@@ -26,6 +26,8 @@ _Static_assert(offsetof(vsr_sig_jailbreak_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_pii_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_metadata_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_event_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_input_modality_conf_t, name) == 0, "name first");
+_Static_assert(offsetof(vsr_sig_safety_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_preference_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_reask_conf_t, name) == 0, "name first");
 _Static_assert(offsetof(vsr_sig_exemplar_conf_t, name) == 0, "name first");
@@ -65,6 +67,11 @@ static const vsr__sig_type_t sig_types[] = {
      vsr__metadata_compile, vsr__metadata_eval, vsr__metadata_free, NULL, NULL, NULL, NO_POLICY},
     {"event", "event", "events", FAMILY(events, n_events, vsr_sig_event_conf_t),
      vsr__event_compile, vsr__event_eval, vsr__event_free, NULL, NULL, NULL, NO_POLICY},
+    {"input_modality", "input_modality", "input_modality",
+     FAMILY(input_modality, n_input_modality, vsr_sig_input_modality_conf_t), vsr__input_modality_compile,
+     vsr__input_modality_eval, vsr__input_modality_free, NULL, NULL, NULL, NO_POLICY},
+    {"safety", "safety", "safety", FAMILY(safety, n_safety, vsr_sig_safety_conf_t), vsr__safety_compile,
+     vsr__safety_eval, vsr__safety_free, vsr__safety_task, vsr__safety_consume, NULL, NO_POLICY},
     {"preference", "preferences", "preferences", FAMILY(preferences, n_preferences, vsr_sig_preference_conf_t),
      vsr__preference_compile, vsr__embedding_eval, vsr__embedding_free, vsr__embedding_task, vsr__embedding_consume,
      NULL, NO_POLICY},
@@ -299,7 +306,9 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
     for (size_t t = 0; t < VSR_ARRAY_LEN(sig_types); t++)
         total += *(const size_t *)((const char *)conf + sig_types[t].count_off);
     /* room for one role signal per binding (see add_roles) and three levels per complexity signal */
-    s->sigs = vsr_calloc(total + 2 * conf->n_complexity + conf->n_role_bindings + conf->n_ext + 1, sizeof(*s->sigs));
+    /* ... and one companion per safety signal (a hazard stage on a classifier of its own) */
+    s->sigs = vsr_calloc(total + 2 * conf->n_complexity + conf->n_role_bindings + conf->n_ext + conf->n_safety + 1,
+                         sizeof(*s->sigs));
 
     int failed = 0;
     char path[256];
@@ -346,6 +355,17 @@ vsr_signals_t *vsr_signals_compile(const vsr_recipe_conf_t *recipe, vsr_buf_t *e
             sig->state = state;
             if (ty->on_error_off != NO_POLICY) /* the family's policy in global.model_catalog.modules */
                 sig->on_error = *(const vsr_on_error_t *)((const char *)&conf->modules + ty->on_error_off);
+            void *hz = ty->compile == vsr__safety_compile ? vsr__safety_hazard_compile(c) : NULL;
+            if (hz) {
+                sig->companion = (int)s->n + 1;
+                vsr__sig_t *h = &s->sigs[s->n++];
+                h->type = ty;
+                size_t n = strlen(name) + sizeof(":hazard");
+                h->name = vsr_malloc(n);
+                snprintf(h->name, n, "%s:hazard", name);
+                h->state = hz;
+                h->hidden = 1;
+            }
         }
     }
     s->modules = NULL;
@@ -413,10 +433,35 @@ int vsr_signals_find(const vsr_signals_t *s, const char *cond_type, const char *
     if (!s || !cond_type || !name)
         return -1;
     for (size_t i = 0; i < s->n; i++) {
-        if (strcmp(s->sigs[i].type->cond_type, cond_type) == 0 && strcmp(s->sigs[i].name, name) == 0)
+        if (!s->sigs[i].hidden && strcmp(s->sigs[i].type->cond_type, cond_type) == 0 &&
+            strcmp(s->sigs[i].name, name) == 0)
             return (int)i;
     }
     return -1;
+}
+
+int vsr_signals_companion(const vsr_signals_t *s, int i)
+{
+    VSR_BUG_ON(!s || i < 0 || (size_t)i >= s->n);
+    return s->sigs[i].companion - 1;
+}
+
+void vsr_signals_combine(const vsr_signals_t *s, vsr_signal_result_t *memo, const unsigned char *done,
+                         unsigned char *unknown)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        int j = s->sigs[i].companion - 1;
+        if (j < 0 || !done[i] || unknown[i] || !memo[i].matched)
+            continue;
+        if (!done[j] || unknown[j]) { /* the hazard stage could not be computed: the signal is unknown */
+            memset(&memo[i], 0, sizeof(memo[i]));
+            unknown[i] = 1;
+            continue;
+        }
+        memo[i].matched = memo[j].value >= vsr__safety_hazard_threshold(s->sigs[i].state);
+        if (!memo[i].matched)
+            memo[i].confidence = 0;
+    }
 }
 
 const char *vsr_signals_name(const vsr_signals_t *s, int i)
@@ -647,6 +692,12 @@ int vsr_signals_conf_model_backed(const vsr_signals_conf_t *conf)
             (off == offsetof(vsr_signals_conf_t, n_jailbreak) && m->guard_remote.protocol) ||
             (off == offsetof(vsr_signals_conf_t, n_pii) && m->pii_remote.protocol))
             continue;
+        if (off == offsetof(vsr_signals_conf_t, n_safety)) { /* a rule with a model asks its classifier */
+            for (size_t i = 0; i < conf->n_safety; i++)
+                if (conf->safety[i].model == NULL)
+                    return 1;
+            continue;
+        }
         if (off != offsetof(vsr_signals_conf_t, n_classifiers))
             return 1;
         for (size_t i = 0; i < conf->n_classifiers; i++) /* an llm classifier asks a provider model instead */

@@ -5,9 +5,9 @@
  * recipe's decisions reference).
  *
  * Types: keyword (methods exact/regex/fuzzy/ngram/bm25), context, structure,
- * conversation, language, authz (role_bindings), metadata and event (the
- * request body's "metadata" object); and embedding, model-backed
- * (see "model-backed signals" below).  Rule-based signals yield
+ * conversation, language, authz (role_bindings), metadata (the request
+ * body's "metadata" object), event (event words in the routing text); and
+ * embedding, model-backed (see "model-backed signals" below).  Rule-based signals yield
  * confidence 1.0 when they match (language: the detector's confidence;
  * structure with a predicate: the reference's sigmoid of the distance to the
  * bound, 0.5..1).  docs/signals.md has the exact semantics of each type.
@@ -59,7 +59,7 @@ typedef struct {
     const char *label;             /* classifiers: the winning label (the compiled signals' storage), else NULL */
 } vsr_signal_result_t;
 
-/* metadata and events signals read the body's "metadata" object; one
+/* metadata signals read the body's "metadata" object; one
  * larger than this many bytes or JSON tokens counts as absent. */
 #define VSR_SIGNALS_MAX_METADATA_BYTES 16384
 #define VSR_SIGNALS_MAX_METADATA_TOKENS 1024
@@ -147,6 +147,16 @@ int vsr_signals_guard_score(vsr_slice_t result, vsr_pool_t *pool, double *score)
  * hold a partial text. */
 int vsr_signals_remote_answer(vsr_slice_t answer, int entities, int distribution, vsr_pool_t *pool, vsr_buf_t *out,
                               const char **why);
+/* A signal computed with signal i whenever i is (a safety rule's hazard
+ * stage on a classifier of its own; no rule names it): its index, or -1. */
+int vsr_signals_companion(const vsr_signals_t *s, int i);
+/* Joins companions into their signals once a request's tasks are settled
+ * (memo, done and unknown as the routing core keeps them, one entry per
+ * signal): a matched safety signal keeps its match only when its hazard
+ * stage's score reaches hazard.threshold, and is unknown when that stage
+ * could not be computed. */
+void vsr_signals_combine(const vsr_signals_t *s, vsr_signal_result_t *memo, const unsigned char *done,
+                         unsigned char *unknown);
 /* The on_error policy of signal i's family (VSR_ON_ERROR_DEFAULT: none). */
 vsr_on_error_t vsr_signals_on_error(const vsr_signals_t *s, int i);
 

@@ -251,11 +251,16 @@ static void append_runes(vsr_buf_t *b, const char *s, size_t len, size_t from, s
     }
 }
 
-vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes)
+vsr_slice_t vsr__text_window(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes)
 {
     size_t runes = 0;
-    for (size_t pos = 0, adv; pos < text.len; pos += adv, runes++)
+    int valid = 1;
+    for (size_t pos = 0, adv; pos < text.len; pos += adv, runes++) {
         vsr__utf8_decode(text.p + pos, text.len - pos, &adv);
+        valid &= (unsigned char)text.p[pos] < 0x80 || adv > 1; /* an invalid byte decodes alone */
+    }
+    if (valid && runes <= max_runes)
+        return text;
     vsr_buf_t t;
     vsr_buf_init(&t, 0);
     if (runes <= max_runes) {
@@ -268,11 +273,17 @@ vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes)
         vsr_buf_append_cstr(&t, VSR__OMISSION);
         append_runes(&t, text.p, text.len, runes - (max_runes - 2 * third), runes);
     }
+    vsr_slice_t out = vsr_pool_dup_slice(pool, vsr_buf_slice(&t));
+    vsr_buf_free(&t);
+    return out;
+}
+
+vsr_slice_t vsr__text_json(vsr_pool_t *pool, vsr_slice_t text, size_t max_runes)
+{
     vsr_buf_t q;
     vsr_buf_init(&q, 0);
-    vsr_buf_append_json_string(&q, vsr_buf_slice(&t));
+    vsr_buf_append_json_string(&q, vsr__text_window(pool, text, max_runes));
     vsr_slice_t out = vsr_pool_dup_slice(pool, vsr_buf_slice(&q));
-    vsr_buf_free(&t);
     vsr_buf_free(&q);
     return out;
 }

@@ -70,15 +70,31 @@ def test_metadata_and_events_route(vsr, fakellm):
     std, prem = fakellm("std"), fakellm("prem")
     v = serve(vsr, "metadata-events.yaml", [std, prem])
     dbg = {"x-vsr-debug": "true"}
-    r = ask(v, "summarise the incident", dbg, metadata={"event_type": "outage", "severity": "critical"})
+    # events read the prompt: one of two criteria met (event_types) gives 0.5 + 0.5 * 1/2
+    r = ask(v, "summarise the incident", dbg)
     assert r.headers["x-vsr-selected-decision"] == "incident_response"
     assert r.headers["x-vsr-matched-event"] == "sev1_incident"
+    assert r.headers["x-vsr-selected-confidence"] == "0.7500"
     assert r.headers["x-fakellm-backend"] == "prem"
+    r = ask(v, "Critical OUTAGE in eu-west", dbg)
+    assert r.headers["x-vsr-selected-confidence"] == "1.0000"
+    # the metadata object is not what events read
+    r = ask(v, "hello", dbg, metadata={"event_type": "outage", "severity": "critical"})
+    assert "x-vsr-selected-decision" not in r.headers
+    # temporal: the urgency words, "time sensitive" with any rune between the words
+    r = ask(v, "this is time-sensitive, please hurry", dbg)
+    assert r.headers["x-vsr-selected-decision"] == "urgent"
+    assert r.headers["x-vsr-matched-event"] == "urgent_ops"
+    assert r.headers["x-vsr-selected-confidence"] == "0.7500"
+    r = ask(v, "rollback the deploy right now", dbg)
+    assert r.headers["x-vsr-selected-confidence"] == "1.0000"
+    r = ask(v, "nowhere urgently", dbg)  # whole words only
+    assert "x-vsr-selected-decision" not in r.headers
     r = ask(v, "hello", dbg, metadata={"tier": "gold"})
     assert r.headers["x-vsr-selected-decision"] == "gold"
     assert r.headers["x-vsr-matched-metadata"] == "gold_tenant"
-    # not critical, not gold: the default model
-    r = ask(v, "hello", dbg, metadata={"event_type": "outage", "severity": "minor", "tier": "silver"})
+    # not gold, no event words: the default model
+    r = ask(v, "hello", dbg, metadata={"tier": "silver"})
     assert "x-vsr-selected-decision" not in r.headers
     assert r.headers["x-fakellm-backend"] == "std"
     r = ask(v, "hello", dbg)

@@ -1974,8 +1974,7 @@ static void test_capability_errors(void **state)
          "  signals:\n"
          "    safety:\n"
          "      - {name: e, description: x}\n",
-         "t.yaml:12:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
-         "runtime)\n"},
+         "t.yaml:13:9: missing required key \"threshold\"\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
@@ -2005,7 +2004,7 @@ static void test_capability_errors(void **state)
         {"routing: {decisions: [{name: d, action: {type: route, destination: x}}]}\n",
          "t.yaml:10:68: model \"x\" is not defined in providers.models (nor as a LoRA in routing.modelCards)\n"},
         {"routing: {decisions: [{name: d, rules: {type: safety, name: e}}]}\n",
-         "t.yaml:10:47: condition type \"safety\" is not supported yet\n"},
+         "t.yaml:10:40: safety signal \"e\" is not declared in routing.signals.safety\n"},
         {"routing:\n"
          "  signals:\n"
          "    conversation:\n"
@@ -3331,8 +3330,7 @@ static void test_routing_errors_all_reported(void **state)
                   "      plugins: [{type: memory}]\n"
                   "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
                   "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
-                  "t.yaml:13:5: signal family \"safety\" is not supported yet (model-backed signals need the model "
-                  "runtime)\n"
+                  "t.yaml:13:14: missing required key \"threshold\"\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
                   "t.yaml:19:25: algorithm type \"router_dc\" is not supported yet\n"
                   "t.yaml:20:24: plugin \"memory\" is not supported yet (it needs a memory store and a model that "
@@ -4355,7 +4353,7 @@ static void test_graph_predicates(void **state)
                   "t.yaml:15:76: unknown condition type \"keywrd\"\n");
     expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: safety, name: x}}, "
                            "then: {call: {}}}}}}"),
-                  "t.yaml:15:76: condition type \"safety\" is not supported yet\n");
+                  "t.yaml:15:90: safety signal \"x\" is not declared in routing.signals.safety\n");
     expect_errors(ALGO_DOC("{type: graph, graph: {root: {branch: {if: {signal: {type: classifier, name: x}}, "
                            "then: {call: {}}}}}}"),
                   "t.yaml:15:94: classifier signal \"x\" is not declared in routing.signals.classifiers\n");
