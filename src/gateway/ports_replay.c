@@ -1,5 +1,5 @@
 /*
- * replay.c — router replay records: the replay_store port (routing.h) and
+ * ports_replay.c — router replay records: the replay_store port (routing.h) and
  * the management API's /api/v1/router_replay endpoints.
  *
  * One store for the process (store.h, vsr_replay_*), opened from

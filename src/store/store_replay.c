@@ -1,5 +1,5 @@
 /*
- * replay.c — the router_replay plugin's record store (store.h, "router
+ * store_replay.c — the router_replay plugin's record store (store.h, "router
  * replay records"): memory (one list under a mutex), redis or postgres (a
  * writer thread with a bounded queue; reads on a connection of their own).
  */
