@@ -1,6 +1,6 @@
 /*
  * fuzz_h2_upstream.c — arbitrary bytes as an HTTP/2 backend's side of the
- * connection carrying one vsr call: the real upstream (upstream.c + h2.c)
+ * connection carrying one vsr call: the real upstream (upstream.c + h2_client.c)
  * on a libuv loop, against an in-process listener that writes the input
  * and closes.  Whatever the bytes, the call must end exactly once (head at
  * most once, then complete or error) and leak nothing.

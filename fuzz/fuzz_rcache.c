@@ -1,6 +1,6 @@
 /*
  * fuzz_rcache.c — the response cache's readers of backend bytes
- * (src/routing/rcache.c) over arbitrary input: an answer put into its stored
+ * (src/routing/resp_cache.c) over arbitrary input: an answer put into its stored
  * form (JSON, or an event stream put together), a stored value read back,
  * and a stored completion replayed as an event stream; plus the embedding
  * reader of a runtime result.

@@ -1,6 +1,6 @@
 /*
  * fuzz_rguard.c — the response_jailbreak plugin's readers of answer bytes
- * (src/routing/rguard.c) over arbitrary input: a chat.completion's text, a
+ * (src/routing/resp_guard.c) over arbitrary input: a chat.completion's text, a
  * chat stream's deltas, and the client stream's terminal held back, in
  * pieces cut where the input says.
  *

@@ -1,4 +1,4 @@
-/* fuzz_router_replay.c — a router replay record (src/routing/replay.c) built
+/* fuzz_router_replay.c — a router replay record (src/routing/resp_replay.c) built
  * from arbitrary bytes: the client's body (also read as the request for the
  * tool trace), the answer in arbitrary chunks, any bounds.  Beyond "no crash,
  * no leak": the record and its summary are always valid JSON, and no body

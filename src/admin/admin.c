@@ -34,6 +34,11 @@ void vsr__admin_rfc3339(double t, char out[64])
              tm.tm_hour, tm.tm_min, tm.tm_sec, ms < 0 ? 0 : ms > 999 ? 999 : ms);
 }
 
+static unsigned admin_exit_wait(void *arg, uint64_t timeout_ms)
+{
+    return vsr_admin_wait(arg, timeout_ms);
+}
+
 vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_t *opts, vsr_buf_t *err)
 {
     int fd = -1;
@@ -61,6 +66,9 @@ vsr_admin_t *vsr_admin_new(const vsr_admin_hooks_t *hooks, const vsr_admin_opts_
     pthread_cond_init(&a->live_cv, &ca);
     pthread_condattr_destroy(&ca);
     vsr_config_history_init(&a->hist);
+    /* the process's end waits for the calls still running (base.h) */
+    if (vsr_exit_wait_add("management call(s)", admin_exit_wait, a) != VSR_OK)
+        vsr_log_warn("admin", "the exit list is full: management calls are not waited for at exit");
     return a;
 }
 
@@ -94,6 +102,7 @@ void vsr_admin_free(vsr_admin_t *a)
     if (a == NULL)
         return;
     vsr_admin_close(a);
+    vsr_exit_wait_remove(admin_exit_wait, a);
     vsr__admin_unref(a);
 }
 

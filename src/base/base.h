@@ -329,6 +329,24 @@ void vsr_random_bytes(void *out, size_t n);
 /* Writes a random RFC 4122 version-4 UUID (36 chars + NUL) into out: 122
  * bits of vsr_random_bytes, so one id tells nothing about the next. */
 void vsr_uuid4(char out[37]);
+/* ---- what the process waits for at exit (exit_wait.c) --------------------
+ * Threads that must end before exit() runs its handlers (which would unload
+ * OpenSSL or libpq under them) are listed here by whoever starts them: one
+ * entry per kind, with the function that waits for them.  The composition
+ * root waits once for the whole list, in the order it was added to, within
+ * one bound.  At most VSR_EXIT_WAITS_MAX entries; any thread. */
+#define VSR_EXIT_WAITS_MAX 16
+/* Waits up to timeout_ms (0: only looks) and returns how many are still running. */
+typedef unsigned (*vsr_exit_wait_fn)(void *arg, uint64_t timeout_ms);
+/* `what` names them in the log (static text).  VSR_OK, or VSR_ERR_TOO_BIG
+ * when the list is full. */
+int vsr_exit_wait_add(const char *what, vsr_exit_wait_fn fn, void *arg);
+void vsr_exit_wait_remove(vsr_exit_wait_fn fn, void *arg); /* the entry of (fn, arg), if any */
+/* Runs the waits in order, each within what is left of timeout_ms; stops at
+ * the first that leaves some running and returns their number, its `what`
+ * in *busy (when busy is not NULL).  0: everything listed has ended. */
+unsigned vsr_exit_wait_all(uint64_t timeout_ms, const char **busy);
+
 /* ---- blocking sockets, for the threads that own one (exporters, clients
  * off the event loops) ---- */
 /* Waits until fd has one of events (POLLIN, POLLOUT) or deadline_ms passes

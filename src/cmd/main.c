@@ -43,6 +43,9 @@
 
 #define VSR_VERSION "0.1.0"
 #define DEFAULT_CONFIG "config/config.yaml"
+/* how long the end waits, in all, for the threads on the exit list (base.h):
+ * 10 s for the management calls and 6 s more for the router replay writers */
+#define EXIT_WAIT_MS 16000
 
 enum { EXIT_RUNTIME = 1, EXIT_CONFIG = 2, EXIT_IN_USE = 3, EXIT_USAGE = 64 };
 
@@ -1376,14 +1379,14 @@ static int cmd_serve(int argc, char **argv)
     uv_loop_close(loop);
     vsr_admin_close(sv.admin);
     vsr_admin_k8s_stop(sv.admin); /* its threads see the admin closed */
-    unsigned left = vsr_admin_wait(sv.admin, 10000);
-    /* a management call that held the last reference to a router replay
-     * store has just closed it: its writer ends its connection first */
-    if (left == 0 && vsr_replay_wait_writers(6000) > 0)
-        left = 1;
+    /* the threads on the exit list (base.h): management calls, then the
+     * router replay stores' writers (a call that held a store's last
+     * reference has just closed it: its writer ends its connection first) */
+    const char *busy = NULL;
+    unsigned left = vsr_exit_wait_all(EXIT_WAIT_MS, &busy);
     if (left > 0) {
         /* exit handlers would unload what those threads are inside */
-        vsr_log_warn("vsr", "stopped with management calls or store writers still running; they are abandoned");
+        vsr_log_warn("vsr", "stopped with %u %s still running; they are abandoned", left, busy);
         _exit(rc);
     }
     runtime_cleanup(&sv.rt); /* the child is gone */

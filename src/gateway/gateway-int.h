@@ -79,7 +79,7 @@ struct worker_s {
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
     void *rt_port;               /* the worker's runtime port (vsr_gateway_runtime_t.open), or NULL */
-    vsr_store_t *rc_store[2];    /* the redis stores (rcache.c): the response cache's, the Responses API's */
+    vsr_store_t *rc_store[2];    /* the redis stores (ports_cache.c): the response cache's, the Responses API's */
     char rc_sig[2][1024];        /* ... opened from these settings */
 };
 
@@ -108,7 +108,7 @@ struct vsr_gateway_s {
     atomic_uint n_drained;
     void (*on_drained)(void *ud);
     void *drained_ud;
-    /* the response cache's memory store, one for every worker (rcache.c):
+    /* the response cache's memory store, one for every worker (ports_cache.c):
      * its calls complete synchronously, each under rc_mu (recursive: a
      * lookup's callback may call the store again) */
     pthread_mutex_t rc_mu;
@@ -193,7 +193,7 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
                               void *done_ud);
 void vsr__gateway_model_cancel(void *handle);
 
-/* The response cache port (rcache.c); cfg: the request's version. */
+/* The response cache port (ports_cache.c); cfg: the request's version. */
 typedef struct vsr__rc_lookup_s vsr__rc_lookup_t;
 void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_cache_done_fn done,
                                 void *done_ud);
@@ -201,7 +201,7 @@ void vsr__gateway_cache_cancel(worker_t *w, void *handle);
 void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value);
 void vsr__gateway_cache_delete(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q);
 void vsr__gateway_cache_close(worker_t *w);
-/* replay.c: router replay records (the replay_store port, the management endpoints) */
+/* ports_replay.c: router replay records (the replay_store port, the management endpoints) */
 void vsr__gateway_replay_init(vsr_gateway_t *gw);
 void vsr__gateway_replay_free(vsr_gateway_t *gw);
 void vsr__gateway_replay_put(const vsr_config_t *cfg, const vsr_replay_record_t *r);

@@ -125,7 +125,7 @@ size_t vsr__route_family_times(const route_ctx_t *rc, vsr_family_time_t *out, si
 void vsr__route_cancel(route_ctx_t *rc);
 uint64_t vsr__ports_now(const vsr_ports_t *p, void *ud);
 
-/* ---- response_cache (rcache.c) ---- */
+/* ---- response_cache (resp_cache.c) ---- */
 /* The exact key of a chat request (its body parsed as j; headers as they
  * reach the session): "sha256:<hex>" of the model asked for, the partition,
  * the scope, every body member but model/stream/stream_options/user (by
@@ -145,7 +145,7 @@ int vsr__rc_replay_sse(vsr_slice_t json, int include_usage, vsr_buf_t *out);
 int vsr__rc_read_embedding(vsr_slice_t result, float *v, size_t dim);
 
 
-/* ---- response_jailbreak (rguard.c) ---- */
+/* ---- response_jailbreak (resp_guard.c) ---- */
 /* x-vsr-response-warnings codes (the session's one bitmask; written in this order) */
 #define VSR__WARN_HALLUCINATION 1u
 #define VSR__WARN_UNVERIFIED_FACTUAL 2u
@@ -170,7 +170,7 @@ typedef struct {
     double score;
     vsr_sse_parser_t sp;
     int sp_open;
-    vsr_buf_t head, tail;    /* the answer's text (see rguard.c) */
+    vsr_buf_t head, tail;    /* the answer's text (see resp_guard.c) */
     vsr_buf_t carry;         /* client bytes held back: a partial event, or the terminal and what follows */
     vsr_buf_t kept;          /* the Responses store's record, kept until the verdict */
     int has_kept;
@@ -197,7 +197,7 @@ void vsr__rg_release(vsr__rguard_t *g, vsr_buf_t *out);
 void vsr__rg_blocked_event(vsr__rguard_t *g, vsr_slice_t msg, vsr_slice_t resp_id, uint64_t seq, vsr_buf_t *out);
 /* "hallucination,unverified_factual,response_jailbreak" subset, from pool; empty when none. */
 vsr_slice_t vsr__rg_warnings(unsigned bits, vsr_pool_t *pool);
-/* ---- router_replay (replay.c) ---- */
+/* ---- router_replay (resp_replay.c) ---- */
 typedef struct vsr__replay_s vsr__replay_t;
 /* The decision's enabled router_replay plugin (NULL: none, or
  * global.services.router_replay.enabled is false). */

@@ -119,7 +119,7 @@ struct vsr_session_s {
     int rs_open;
     const char *r_body;             /* the client's body, while the previous response is fetched */
     size_t r_len;
-    /* the router_replay plugin's record (replay.c), NULL when the decision has none */
+    /* the router_replay plugin's record (resp_replay.c), NULL when the decision has none */
     vsr__replay_t *rp;
     int rp_ended;               /* the record has the answer's end */
     vsr_slice_t rq_method, rq_path; /* the client's, for the record */
@@ -135,7 +135,7 @@ struct vsr_session_s {
     const vsr_model_conf_t *d_model;
     const char *d_lora;
     int d_graph;
-    /* response_jailbreak: the answer's scan (rguard.c; the wait is port_wait's) */
+    /* response_jailbreak: the answer's scan (resp_guard.c; the wait is port_wait's) */
     vsr__rguard_t rg;
 };
 
@@ -330,7 +330,7 @@ static vsr_slice_t answer_for_messages(vsr_session_t *s, int *status, vsr_slice_
     return out;
 }
 
-/* ---- router_replay hooks (replay.c keeps the record) ---- */
+/* ---- router_replay hooks (resp_replay.c keeps the record) ---- */
 
 static void replay_begin(vsr_session_t *s, const vsr_decision_conf_t *d)
 {

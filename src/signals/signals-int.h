@@ -14,7 +14,7 @@
 
 #define VSR__NO_PAT UINT32_MAX
 
-/* ---- Unicode (text.c) ----------------------------------------------------
+/* ---- Unicode (unicode.c) ----------------------------------------------------
  * Classification and case mapping follow the C.UTF-8 locale's tables (the
  * same letters/digits and simple lower-case mapping as Go's unicode package
  * for practical purposes); without that locale only ASCII is classified. */

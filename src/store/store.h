@@ -269,7 +269,8 @@ vsr_replay_store_t *vsr_replay_ref(vsr_replay_store_t *st);
 void vsr_replay_unref(vsr_replay_store_t *st);
 /* At the process's end: waits at most timeout_ms for the writer threads of
  * closed stores to finish (their command in flight, closing their
- * connection).  The number still running. */
+ * connection).  The number still running.  The first writer started puts
+ * this on the process's exit list (base.h). */
 unsigned vsr_replay_wait_writers(uint64_t timeout_ms);
 /* Keeps one record (copied): id 1..128 bytes, ts_ms its wall-clock time (the
  * list's order).  VSR_OK (stored, or queued for redis), or an error when it

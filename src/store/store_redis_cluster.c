@@ -17,7 +17,7 @@
  * reply: a miss) and is not tried again for the retry interval, while the
  * map is asked again.
  *
- * The blocking client (replay.c) keeps every key of its store in one slot
+ * The blocking client (store_replay.c) keeps every key of its store in one slot
  * (a hash tag in its prefix) and connects to that slot's node.
  */
 #include <arpa/inet.h>

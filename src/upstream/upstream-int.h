@@ -91,10 +91,10 @@ void vsr__upstream_cluster_ref(shared_cluster_t *sc);
 dns_set_t *vsr__dns_start(vsr_upstream_shared_t *sh, uv_loop_t *loop); /* NULL when no host is a name */
 void vsr__dns_stop(dns_set_t *set); /* on the loop's thread; accepts NULL; memory goes with the last callback */
 
-/* ---- HTTP/2 to backends (h2.c) ----
+/* ---- HTTP/2 to backends (h2_client.c) ----
  * A pool per worker and endpoint of connections that each multiplex many
  * calls' attempts as streams.  upstream.c keeps everything that decides
- * (policy, timeouts, retries, evidence); h2.c moves one attempt's request
+ * (policy, timeouts, retries, evidence); h2_client.c moves one attempt's request
  * and response over a stream and reports back through the vsr__call_h2_*
  * functions below.  Loop thread only. */
 typedef struct vsr_h2_pool_s vsr_h2_pool_t;

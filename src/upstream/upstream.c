@@ -31,7 +31,7 @@ typedef struct {
     uconn_t *idle;                       /* LIFO: the most recently used connection is the warmest */
     unsigned n_idle;
     uconn_t *connecting;                 /* connects whose call was cancelled (through next_idle): pooled when done */
-    vsr_h2_pool_t *h2;                   /* protocol h2: the HTTP/2 connections (h2.c) */
+    vsr_h2_pool_t *h2;                   /* protocol h2: the HTTP/2 connections (h2_client.c) */
 } endpoint_t;
 
 typedef struct cluster_s cluster_t;
@@ -1795,7 +1795,7 @@ const char *vsr_upstream_breaker_state(vsr_upstream_t *up, const vsr_model_conf_
     }
 }
 
-/* ---- HTTP/2 attempts: the stream is h2.c's, the decisions stay here ----
+/* ---- HTTP/2 attempts: the stream is h2_client.c's, the decisions stay here ----
  * The call's own timer (idle during an attempt otherwise) serves the
  * stream's deadlines: connecting, then first byte / per try, then idle. */
 

@@ -176,6 +176,35 @@ providers:
     return text
 
 
+def signal_doc(port, backend, models, rest, timeout="30s"):
+    """The scaffolding the signal families' tests share: a v0.3 document with
+    one listener on `port` (its `timeout`) and a provider model for each name
+    in `models` on `backend`, the first one the default (an entry that starts
+    with "{" is a model written out in full), followed by `rest` (the routing
+    and global blocks) as given."""
+    first = models[0]
+    lines = ["version: v0.3",
+             "listeners:",
+             f"  - {{name: l, address: 127.0.0.1, port: {port}, timeout: {timeout}}}",
+             "providers:",
+             f"  defaults: {{model: {first}}}",
+             "  models:"]
+    for m in models:
+        lines.append(f"    - {m}" if m.startswith("{") else f'    - {{name: {m}, backend_refs: [{{endpoint: "{backend}"}}]}}')
+    return "\n".join(lines) + "\n" + rest
+
+
+def debug_chat(v, messages, timeout=60):
+    """One chat request to `v` with model "auto" and x-vsr-debug (so the
+    decision's evidence comes back in headers); `messages` is the list, or
+    one user turn's text."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    with httpx.Client(base_url=v.url, timeout=timeout) as c:
+        return c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
+                      json={"model": "auto", "messages": messages})
+
+
 class Vsr:
     def __init__(self, proc, port, config_path):
         self.proc, self.port, self.config_path = proc, port, config_path

@@ -12,7 +12,7 @@ import subprocess
 
 import httpx
 
-from conftest import ENV, USE_MODEL, VSR_BIN, free_port, require
+from conftest import ENV, USE_MODEL, VSR_BIN, debug_chat, free_port, require, signal_doc
 
 MODEL = USE_MODEL
 
@@ -29,19 +29,7 @@ BANK = [
 
 
 def doc(port, backend, admin):
-    return f"""version: v0.3
-listeners:
-  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
-providers:
-  defaults: {{model: general}}
-  models:
-    - {{name: general, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: chef, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: coach, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: coder, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: support, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: judge, backend_refs: [{{endpoint: "{backend}"}}]}}
-routing:
+    return signal_doc(port, backend, ["general", "chef", "coach", "coder", "support", "judge"], f"""routing:
   signals:
     classifiers:
       - name: topic
@@ -89,13 +77,11 @@ global:
   model_catalog:
     runtime:
       model: {MODEL}
-"""
+""")
 
 
 def chat(v, text):
-    with httpx.Client(base_url=v.url, timeout=60) as c:
-        r = c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
-                   json={"model": "auto", "messages": [{"role": "user", "content": text}]})
+    r = debug_chat(v, text)
     assert r.status_code == 200, r.text
     return r.headers["x-vsr-selected-model"]
 
@@ -147,17 +133,7 @@ routing:
         p.stderr
 
 
-LLM_DOC = """version: v0.3
-listeners:
-  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
-providers:
-  defaults: {{model: general}}
-  models:
-    - {{name: general, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: happy, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: grumpy, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: sentiment, provider_model_id: sentiment-v1, backend_refs: [{{endpoint: "{judge}"}}]}}
-routing:
+LLM_DOC = """routing:
   signals:
     classifiers:
       - {{name: mood, type: llm, model: sentiment, labels: [positive, negative], instructions: "Judge the tone.",
@@ -179,7 +155,9 @@ def test_llm_classifier_asks_its_model(vsr, fakellm):
     be = fakellm("be")
     judge = fakellm("judge", args=["--text", "negative"])
     port, admin = free_port(), free_port()
-    v = vsr(LLM_DOC.format(port=port, backend=be.endpoint, judge=judge.endpoint, admin=admin), workers=1, port=port)
+    judge_model = f'{{name: sentiment, provider_model_id: sentiment-v1, backend_refs: [{{endpoint: "{judge.endpoint}"}}]}}'
+    text = signal_doc(port, be.endpoint, ["general", "happy", "grumpy", judge_model], LLM_DOC.format(admin=admin))
+    v = vsr(text, workers=1, port=port)
     with httpx.Client(base_url=v.url, timeout=30) as c:
         r = c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
                    json={"model": "auto", "messages": [{"role": "user", "content": "this is awful"}]})

@@ -5,26 +5,15 @@ route to their decisions.  Without the model the routing test skips, and
 fails under CI=1.  And a name that is not a label is refused at its place."""
 import subprocess
 
-import httpx
 import pytest
 
-from conftest import ENV, USE_MODEL, VSR_BIN, free_port, require
+from conftest import ENV, USE_MODEL, VSR_BIN, debug_chat, free_port, require, signal_doc
 
 MODEL = USE_MODEL
 
 
 def doc(port, backend):
-    return f"""version: v0.3
-listeners:
-  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 30s}}
-providers:
-  defaults: {{model: general}}
-  models:
-    - {{name: general, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: checker, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: fixer, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: painter, backend_refs: [{{endpoint: "{backend}"}}]}}
-routing:
+    return signal_doc(port, backend, ["general", "checker", "fixer", "painter"], f"""routing:
   signals:
     fact_check:
       - {{name: needs_fact_check, description: "factual questions"}}
@@ -52,13 +41,11 @@ global:
     runtime:
       model: {MODEL}
       timeout: 60s   # the first request embeds the banks: seconds under the sanitizers on a loaded machine
-"""
+""")
 
 
 def chat(v, messages):
-    with httpx.Client(base_url=v.url, timeout=60) as c:
-        r = c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
-                   json={"model": "auto", "messages": messages})
+    r = debug_chat(v, messages)
     assert r.status_code == 200, r.text
     return r.headers["x-vsr-selected-model"]
 

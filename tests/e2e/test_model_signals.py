@@ -11,7 +11,7 @@ import tempfile
 import httpx
 import pytest
 
-from conftest import GUARD_MODEL, Proc, USE_MODEL, VSR_BIN, free_port, require, wait_until
+from conftest import GUARD_MODEL, Proc, USE_MODEL, VSR_BIN, debug_chat, free_port, require, signal_doc, wait_until
 
 MODEL = USE_MODEL
 GUARD = GUARD_MODEL
@@ -22,18 +22,7 @@ def need_models():
 
 
 def doc(port, backend, runtime, modules="", mport=None):
-    return f"""version: v0.3
-listeners:
-  - {{name: l, address: 127.0.0.1, port: {port}, timeout: 60s}}
-providers:
-  defaults: {{model: general}}
-  models:
-    - {{name: general, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: mathy, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: coder, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: guarded, backend_refs: [{{endpoint: "{backend}"}}]}}
-    - {{name: private, backend_refs: [{{endpoint: "{backend}"}}]}}
-routing:
+    return signal_doc(port, backend, ["general", "mathy", "coder", "guarded", "private"], f"""routing:
   signals:
     domains:
       - {{name: math, description: "Mathematics"}}
@@ -65,13 +54,11 @@ global:
   model_catalog:
 {modules}    runtime:
 {runtime}
-"""
+""", timeout="60s")
 
 
 def chat(v, text, timeout=60):
-    with httpx.Client(base_url=v.url, timeout=timeout) as c:
-        return c.post("/v1/chat/completions", headers={"x-vsr-debug": "true"},
-                      json={"model": "auto", "messages": [{"role": "user", "content": text}]})
+    return debug_chat(v, text, timeout=timeout)
 
 
 CASES = [

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "admin/admin.h"
+#include "base/base.h"
 
 #define DOC(tag)                                                                                                     \
     "version: v0.3\n"                                                                                                \
@@ -85,9 +86,16 @@ static void test_the_end_waits_for_a_call_in_progress(void **state)
 
     vsr_admin_close(a);
     assert_int_equal(vsr_admin_wait(a, 20), 1); /* still warming: counted, not waited out */
+    /* the admin is on the process's exit list: the end's one wait sees it */
+    const char *busy = NULL;
+    assert_int_equal(vsr_exit_wait_all(20, &busy), 1);
+    assert_non_null(busy);
+    assert_string_equal(busy, "management call(s)");
     assert_int_equal(atomic_load(&answered), 0);
     atomic_store(&release, 1);
-    assert_int_equal(vsr_admin_wait(a, 30000), 0);
+    assert_int_equal(vsr_exit_wait_all(30000, &busy), 0);
+    assert_null(busy);
+    assert_int_equal(vsr_admin_wait(a, 0), 0);
     /* the thread has ended: its answer was given before */
     assert_int_equal(atomic_load(&warmed), 2);
     assert_int_equal(atomic_load(&answered), 1);

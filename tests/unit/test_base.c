@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -494,6 +495,92 @@ static void test_rbuf(void **state)
     vsr_rbuf_trim_cache();
 }
 
+/* ---- the exit list ---- */
+
+typedef struct {
+    unsigned running;      /* what the wait reports still running */
+    uint64_t sleep_ms;     /* it waits this long, at most its timeout */
+    int calls;
+    uint64_t last_timeout; /* the timeout it was given last */
+    int order;             /* when it was called, among the waits of one run */
+} fake_wait_t;
+
+static int wait_seq;
+
+static unsigned fake_wait(void *arg, uint64_t timeout_ms)
+{
+    fake_wait_t *w = arg;
+    w->calls++;
+    w->last_timeout = timeout_ms;
+    w->order = ++wait_seq;
+    uint64_t ms = w->sleep_ms < timeout_ms ? w->sleep_ms : timeout_ms;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    return w->running;
+}
+
+static void test_exit_waits_in_order_within_one_bound(void **state)
+{
+    (void)state;
+    /* a's threads end after 150 ms; b's never do */
+    fake_wait_t a = {.sleep_ms = 150}, b = {.running = 2, .sleep_ms = 10000}, c = {0};
+    assert_int_equal(vsr_exit_wait_add("a", fake_wait, &a), VSR_OK);
+    assert_int_equal(vsr_exit_wait_add("b", fake_wait, &b), VSR_OK);
+    assert_int_equal(vsr_exit_wait_add("c", fake_wait, &c), VSR_OK);
+
+    /* b never ends: its count and name come back, c is not waited for, and
+     * the whole run stays within its one bound (b gets what a left of it) */
+    wait_seq = 0;
+    const char *busy = NULL;
+    uint64_t t0 = vsr_now_ms();
+    assert_int_equal(vsr_exit_wait_all(250, &busy), 2);
+    uint64_t took = vsr_now_ms() - t0;
+    assert_true(took >= 240 && took < 1000);
+    assert_string_equal(busy, "b");
+    assert_int_equal(a.order, 1);
+    assert_int_equal(b.order, 2);
+    assert_int_equal(c.calls, 0);
+    assert_int_equal(a.last_timeout, 250);
+    assert_true(b.last_timeout <= 100);
+
+    /* b ends: every wait runs, each given what is left of the one bound */
+    b.running = 0;
+    a.sleep_ms = b.sleep_ms = 0;
+    wait_seq = 0;
+    assert_int_equal(vsr_exit_wait_all(5000, &busy), 0);
+    assert_null(busy);
+    assert_int_equal(c.order, 3);
+    assert_true(c.last_timeout <= 5000 && c.last_timeout >= 4000);
+
+    /* a removed entry is no longer waited for */
+    vsr_exit_wait_remove(fake_wait, &b);
+    b.running = 1;
+    b.calls = 0;
+    assert_int_equal(vsr_exit_wait_all(100, NULL), 0);
+    assert_int_equal(b.calls, 0);
+    vsr_exit_wait_remove(fake_wait, &a);
+    vsr_exit_wait_remove(fake_wait, &c);
+    vsr_exit_wait_remove(fake_wait, &c); /* twice: nothing */
+}
+
+static void test_exit_list_is_bounded(void **state)
+{
+    (void)state;
+    fake_wait_t w[VSR_EXIT_WAITS_MAX + 1];
+    memset(w, 0, sizeof(w));
+    for (size_t i = 0; i < VSR_EXIT_WAITS_MAX; i++)
+        assert_int_equal(vsr_exit_wait_add("w", fake_wait, &w[i]), VSR_OK);
+    assert_int_equal(vsr_exit_wait_add("w", fake_wait, &w[VSR_EXIT_WAITS_MAX]), VSR_ERR_TOO_BIG);
+    assert_int_equal(vsr_exit_wait_all(100, NULL), 0);
+    for (size_t i = 0; i < VSR_EXIT_WAITS_MAX; i++)
+        assert_int_equal(w[i].calls, 1);
+    assert_int_equal(w[VSR_EXIT_WAITS_MAX].calls, 0);
+    for (size_t i = 0; i < VSR_EXIT_WAITS_MAX; i++)
+        vsr_exit_wait_remove(fake_wait, &w[i]);
+    assert_int_equal(vsr_exit_wait_add("w", fake_wait, &w[0]), VSR_OK); /* room again */
+    vsr_exit_wait_remove(fake_wait, &w[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_pool), cmocka_unit_test(test_pool_chunk_cache),     cmocka_unit_test(test_durations), cmocka_unit_test(test_uuid),
         cmocka_unit_test(test_uuid_unpredictable), cmocka_unit_test(test_random_after_fork),
         cmocka_unit_test(test_rbuf),     cmocka_unit_test(test_fmt_u64), cmocka_unit_test(test_fmt_fixed4), cmocka_unit_test(test_find),
+        cmocka_unit_test(test_exit_waits_in_order_within_one_bound), cmocka_unit_test(test_exit_list_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /*
- * h2.c — HTTP/2 to backends over nghttp2 (client side): per-worker,
+ * h2_client.c — HTTP/2 to backends over nghttp2 (client side): per-worker,
  * per-endpoint pools of connections, each multiplexing many attempts as
  * streams.
  *

@@ -1,4 +1,4 @@
-/* head.c — lookups over a parsed message head. */
+/* head_lookup.c — lookups over a parsed message head. */
 #include "http/http.h"
 
 int vsr_http_head_get(const vsr_http_head_t *h, const char *name, vsr_slice_t *value)

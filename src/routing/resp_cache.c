@@ -1,5 +1,5 @@
 /*
- * rcache.c — the response_cache plugin's pure parts (ref §2): the exact key
+ * resp_cache.c — the response_cache plugin's pure parts (ref §2): the exact key
  * of a request, the stored form of an answer, and a stored answer replayed
  * as the client asked for it.  The waits (the embedding, the store) are the
  * session's, through its ports.

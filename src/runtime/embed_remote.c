@@ -1,5 +1,5 @@
 /*
- * remote.c — the remote embedder: POST <base>/embeddings to an
+ * embed_remote.c — the remote embedder: POST <base>/embeddings to an
  * OpenAI-compatible server (vLLM, TEI, OpenAI), blocking, from a compute
  * thread.  Plain HTTP/1.1, one connection per call (Connection: close),
  * every step bounded by the call's timeout; the response body by 64 MiB.

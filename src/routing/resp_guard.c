@@ -1,5 +1,5 @@
 /*
- * rguard.c — the response_jailbreak plugin's pure parts (ref §2): the
+ * resp_guard.c — the response_jailbreak plugin's pure parts (ref §2): the
  * answer's text put together (a chat.completion, or a chat stream's deltas),
  * the client stream's terminal event held back until the verdict, and what
  * replaces it when the answer is blocked.  The wait on the prompt guard is

@@ -1,5 +1,5 @@
 /*
- * pool.c — the runtime's compute pool: N threads over one bounded FIFO.
+ * compute_pool.c — the runtime's compute pool: N threads over one bounded FIFO.
  * An item whose deadline has passed when a thread takes it is not run
  * (expired = 1).  Finished items go back to the loop through one uv_async.
  * A thread that takes a batchable item takes waiting items of its key

@@ -1,4 +1,4 @@
-/* text.c — UTF-8 and Unicode helpers for the text signals. */
+/* unicode.c — UTF-8 and Unicode helpers for the text signals. */
 #include <locale.h>
 #include <pthread.h>
 #include <strings.h>

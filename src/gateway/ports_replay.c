@@ -1,5 +1,5 @@
 /*
- * replay.c — router replay records: the replay_store port (routing.h) and
+ * ports_replay.c — router replay records: the replay_store port (routing.h) and
  * the management API's /api/v1/router_replay endpoints.
  *
  * One store for the process (store.h, vsr_replay_*), opened from
@@ -285,11 +285,8 @@ void vsr__gateway_replay_free(vsr_gateway_t *gw)
     g_sig[0] = 0;
     g_closed = 1;
     pthread_mutex_unlock(&g_mu);
+    /* the writer closes its connection on its own thread (a statement in
+     * flight is bounded by the store's timeouts); the process's end waits
+     * for it on the exit list (base.h), so exit() does not cut it off */
     vsr_replay_unref(st);
-    /* the process is ending: let the writers close their connections (a
-     * statement in flight is bounded by the store's timeouts) rather than
-     * be cut off mid-close by exit() */
-    unsigned left = vsr_replay_wait_writers(6000);
-    if (left)
-        vsr_log_warn("gateway", "router replay: %u store writer(s) still busy at exit", left);
 }

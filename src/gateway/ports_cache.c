@@ -1,5 +1,5 @@
 /*
- * rcache.c — the worker's side of the response cache port (routing.h,
+ * ports_cache.c — the worker's side of the response cache port (routing.h,
  * vsr_ports_t.cache_*): the worker's store (store/store.h), opened on first
  * use from global.stores.response_cache of the version the request runs,
  * and opened anew when a later version changes that block.  The memory

@@ -1,5 +1,5 @@
 /*
- * replay.c — the router_replay plugin (ref §2): a record of one request and
+ * resp_replay.c — the router_replay plugin (ref §2): a record of one request and
  * its answer, started when the decision is made and written once through
  * the replay_store port when the answer ended (or the session did).
  *

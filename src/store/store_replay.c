@@ -1,5 +1,5 @@
 /*
- * replay.c — the router_replay plugin's record store (store.h, "router
+ * store_replay.c — the router_replay plugin's record store (store.h, "router
  * replay records"): memory (one list under a mutex), redis or postgres (a
  * writer thread with a bounded queue; reads on a connection of their own).
  */
@@ -65,8 +65,25 @@ static pthread_mutex_t g_writers_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_writers_cv = PTHREAD_COND_INITIALIZER;
 static unsigned g_writers;
 
+static unsigned writers_exit_wait(void *arg, uint64_t timeout_ms)
+{
+    VSR_UNUSED(arg);
+    return vsr_replay_wait_writers(timeout_ms);
+}
+
+/* on the process's exit list (base.h) from the first writer on */
+static pthread_once_t g_writers_listed = PTHREAD_ONCE_INIT;
+
+static void writers_list(void)
+{
+    if (vsr_exit_wait_add("router replay store writer(s)", writers_exit_wait, NULL) != VSR_OK)
+        vsr_log_warn("store", "router replay: the exit list is full: the writers are not waited for at exit");
+}
+
 static void writers_add(int d)
 {
+    if (d > 0)
+        pthread_once(&g_writers_listed, writers_list);
     pthread_mutex_lock(&g_writers_mu);
     g_writers += (unsigned)d;
     if (g_writers == 0)
