@@ -383,7 +383,7 @@ static void request_account(request_t *req)
         e.response_guard = vsr_slice_cstr(ev->response_guard);
     if (req->sess) {
         int client_a = vsr_session_client_anthropic(req->sess);
-        int up_a = req->served && req->served->api_format && strcmp(req->served->api_format, "anthropic") == 0;
+        int up_a = req->served && req->served->messages_api;
         if (client_a != up_a && req->served) {
             e.client_protocol = client_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
             e.upstream_protocol = up_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");

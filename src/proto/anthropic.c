@@ -1299,11 +1299,6 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
     return cx_close(&c, rc);
 }
 
-int vsr_anthropic_api_format(const char *api_format)
-{
-    return api_format != NULL && strcmp(api_format, "anthropic") == 0;
-}
-
 int vsr_anthropic_answer_to_chat(int status, const char *body, size_t len, uint64_t created, vsr_buf_t *out,
                                  vsr_anthropic_error_t *err)
 {
