@@ -74,7 +74,7 @@ struct worker_s {
     uv_prepare_t clock_prepare;  /* the worker's cached clock is read anew before it waits for I/O ... */
     uv_check_t clock_check;      /* ... and after each round of callbacks (vsr_clock_tick) */
     conn_t *posted, *posting;    /* ... posted since its last run, and those of the run in progress */
-    int reserve_fd;              /* a descriptor given up when accept fails for want of one (conn.c) */
+    int reserve_fd;              /* a descriptor given up when accept fails for want of one (accept.c) */
     uint64_t accept_log_ms;      /* failed accepts are logged once per interval ... */
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
@@ -212,11 +212,16 @@ void vsr__gateway_cache_free(vsr_gateway_t *gw);
 /* /ready: 1 when the gateway serves and the runtime (when one is lent) is ready. */
 int vsr__gateway_runtime_ready(const vsr_gateway_t *gw);
 
-/* conn.c */
+/* accept.c: a listener's admission of connections, its back-off */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);
 void vsr__gateway_accept_backoff_cb(uv_timer_t *t); /* a listener's back-off is over */
 /* The worker's reserve descriptor: opened when it is missing (-1 stays when it cannot be). */
 void vsr__gateway_reserve_fd(worker_t *w);
+
+/* conn.c */
+void vsr__conn_accept(listener_t *l); /* the listener's next connection starts */
+/* Out of descriptors: the oldest idle connection, else the newest, closes (1), or none is open (0). */
+int vsr__conn_shed(worker_t *w);
 void vsr__gateway_close_all(worker_t *w);
 /* 1 while some connection of the worker has a request or a reply in flight */
 int vsr__gateway_busy(worker_t *w);
