@@ -399,6 +399,7 @@ static void check_config(const vsr_config_t *c)
         check(m->api_format != NULL &&
                   (strcmp(m->api_format, "openai") == 0 || strcmp(m->api_format, "anthropic") == 0),
               "api_format");
+        check(m->messages_api == (strcmp(m->api_format, "anthropic") == 0), "api_format compiled");
         check(vsr_config_find_model(c, vsr_slice_cstr(m->name)) != NULL, "find_model");
         check(m->n_backends >= 1 || m->backends == NULL, "backends"); /* 0: a gateway-routed model */
         check(!m->has_reliability || (m->reliability.retry_count <= 5 && m->reliability.max_ejection_percent <= 100),

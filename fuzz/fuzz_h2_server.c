@@ -83,9 +83,9 @@ int vsr__request_body(request_t *req, const char *p, size_t n)
     return vsr_buf_append(&req->body, p, n) == VSR_OK ? VSR_OK : VSR_ERR_TOO_BIG;
 }
 
-uint64_t vsr__request_body_len(const request_t *req)
+int vsr__request_body_whole(const request_t *req)
 {
-    return req->body.len;
+    return req->head->content_length < 0 || req->body.len == (uint64_t)req->head->content_length;
 }
 
 static void answer(request_t *req, int status)
@@ -117,10 +117,20 @@ void vsr__request_dispatch(request_t *req)
     answer(req, 200);
 }
 
-/* a request with a body and a key that is not good enough: byte 0's top bit */
-int vsr__request_early_auth(request_t *req)
+/* request.c's verdict on a head; a request with a body and a key that is
+ * not good enough: byte 0's top bit */
+int vsr__request_admit(request_t *req, int transport_status, int has_body)
 {
-    return !(req->c->mode & 128);
+    const vsr_http_head_t *h = req->head;
+    if (h->target.len == 0)
+        return 400;
+    if (transport_status)
+        return transport_status;
+    if (h->content_length > 0 && (uint64_t)h->content_length > req->c->lc.max_body_bytes)
+        return 413;
+    if (has_body && (req->c->mode & 128))
+        return 401;
+    return 0;
 }
 
 void vsr__request_reject(request_t *req, int status)
@@ -129,6 +139,14 @@ void vsr__request_reject(request_t *req, int status)
     check(!req->dispatched, "rejected after dispatch");
     req->dispatched = 1;
     answer(req, status);
+}
+
+void vsr__request_refuse(request_t *req, int status)
+{
+    if (status == 401)
+        vsr__request_dispatch(req);
+    else
+        vsr__request_reject(req, status);
 }
 
 void vsr__request_reset(request_t *req)

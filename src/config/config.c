@@ -414,7 +414,8 @@ static void finish_model(cfg_decoder_t *d, const cfg_node_t *map, void *obj, con
         m->provider_model_id = vsr__cfg_strdup(d, m->name);
     if (m->api_format == NULL)
         m->api_format = vsr__cfg_strdup(d, "openai");
-    if (strcmp(m->api_format, "anthropic") == 0)
+    m->messages_api = strcmp(m->api_format, "anthropic") == 0;
+    if (m->messages_api)
         for (size_t i = 0; i < m->n_backends; i++)
             anthropic_backend(d, &m->backends[i]);
     const cfg_node_t *name = vsr__cfg_map_get(map, "name");

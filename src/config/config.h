@@ -1177,6 +1177,7 @@ typedef struct {
     vsr_backend_conf_t *backends;
     size_t n_backends;         /* 0: no backend_refs (a gateway-routed model): requests routed to it get 503 */
     char *api_format;          /* "openai" (default) or "anthropic" (Messages: the request and its answer are translated) */
+    unsigned messages_api : 1; /* api_format "anthropic", compiled at load: what a request reads, never the string */
     vsr_reliability_conf_t reliability; int has_reliability;
     /* pricing (ref §1.4): per million tokens; escalation by cost/automix reads prompt_per_1m */
     int has_pricing;

@@ -1,7 +1,32 @@
 /*
  * stream.c — one ext_proc Process stream through one routing session (see
  * extproc.h): messages deframed and decoded, each phase called, its effect
- * folded into the answer, the answer encoded and framed, in order.
+ * folded into the answer, the answer encoded and framed, in order.  The
+ * transport below it (HTTP/2, gRPC framing) is the caller's (vsr_xp_io_t).
+ *
+ * The stream's phase is one state:
+ *
+ *   REQ_HEADERS  waiting for the first message (the request headers)
+ *   REQ_BODY     the request headers are answered; the body is next
+ *   ROUTED       the request phases are over: response messages next
+ *   RESP_BODY    the response headers are answered; body chunks next
+ *   DONE         an immediate answer was given: later messages are answered
+ *                unchanged
+ *   FINISHED     the call's status is given (OK, or an error): nothing more
+ *
+ * Transitions (xp_moves; anything else is a bug, caught by VSR_ASSERT):
+ *
+ *   REQ_HEADERS -> REQ_BODY | ROUTED (no body: both phases in one answer)
+ *                  | DONE (an immediate answer)
+ *   REQ_BODY    -> ROUTED | DONE
+ *   ROUTED      -> RESP_BODY
+ *   RESP_BODY   -> DONE (a response phase changed the status)
+ *   any but FINISHED -> FINISHED
+ *
+ * A phase waiting on the ports (pending) is no state of its own: the stream
+ * stays where it is, messages queue, and the phase's end moves it on.  What
+ * is not the stream's phase stays a flag: cancelled (the caller's side),
+ * ended (Envoy closed its side), observability.
  */
 #include <stdio.h>
 
@@ -9,12 +34,31 @@
 #include "extproc/extproc.h"
 
 typedef enum {
-    ST_REQ_HEADERS = 0, /* waiting for the first message */
-    ST_REQ_BODY,        /* request headers answered; the body is next */
-    ST_ROUTED,          /* the request phases are over: response messages next */
-    ST_RESP_BODY,       /* response headers answered */
-    ST_DONE,            /* an immediate answer was given: nothing more is expected */
+    ST_REQ_HEADERS = 0,
+    ST_REQ_BODY,
+    ST_ROUTED,
+    ST_RESP_BODY,
+    ST_DONE,
+    ST_FINISHED,
+    ST_N_STATES
 } state_t;
+
+/* The legal moves: xp_moves[from] has bit `to`. */
+#define ST_BIT(s) (1u << (s))
+static const unsigned xp_moves[ST_N_STATES] = {
+    [ST_REQ_HEADERS] = ST_BIT(ST_REQ_BODY) | ST_BIT(ST_ROUTED) | ST_BIT(ST_DONE) | ST_BIT(ST_FINISHED),
+    [ST_REQ_BODY] = ST_BIT(ST_ROUTED) | ST_BIT(ST_DONE) | ST_BIT(ST_FINISHED),
+    [ST_ROUTED] = ST_BIT(ST_RESP_BODY) | ST_BIT(ST_FINISHED),
+    [ST_RESP_BODY] = ST_BIT(ST_DONE) | ST_BIT(ST_FINISHED),
+    [ST_DONE] = ST_BIT(ST_FINISHED),
+    [ST_FINISHED] = 0,
+};
+
+/* 1 when a stream may go from one state to the other. */
+static inline int xp_can_move(state_t from, state_t to)
+{
+    return (unsigned)from < ST_N_STATES && (unsigned)to < ST_N_STATES && (xp_moves[from] & ST_BIT(to)) != 0;
+}
 
 /* An answer under construction: what one or two phase effects ask for,
  * copied (a phase's effect is valid only until the session's next call). */
@@ -49,8 +93,8 @@ struct vsr_xp_stream_s {
     vsr_grpc_deframer_t df;
     vsr_pool_t req_pool;           /* the request's headers and body: the session borrows them until finish */
     vsr_pool_t msg_pool;           /* one response message at a time */
-    state_t state;
-    int finished, cancelled, ended, observability;
+    state_t state;                 /* its phase (the table above) */
+    int cancelled, ended, observability;
     /* the phase that waits, and what its answer is for */
     int pending;
     vsr_xp_kind_t pending_kind;
@@ -151,13 +195,25 @@ static void ans_fold(ans_t *a, const vsr_effect_t *eff, int upstream_status)
     }
 }
 
+/* The stream enters a state: a move the table does not allow is a bug. */
+static void enter(vsr_xp_stream_t *st, state_t to)
+{
+    VSR_ASSERT(xp_can_move(st->state, to));
+    st->state = to;
+}
+
+static int finished(const vsr_xp_stream_t *st)
+{
+    return st->state == ST_FINISHED;
+}
+
 /* ---- output ---- */
 
 static void finish(vsr_xp_stream_t *st, int grpc_status, const char *msg)
 {
-    if (st->finished)
+    if (finished(st))
         return;
-    st->finished = 1;
+    enter(st, ST_FINISHED);
     st->info.answered = grpc_status == VSR_GRPC_OK;
     if (!st->cancelled)
         st->io.finish(st->io.ud, grpc_status, msg);
@@ -176,7 +232,7 @@ static void send_answer(vsr_xp_stream_t *st, vsr_xp_kind_t kind, const vsr_xp_mo
         eff.resp_headers = a->resp;
         eff.n_resp_headers = a->n_resp;
         eff.resp_body = piece;
-        st->state = ST_DONE;
+        enter(st, ST_DONE);
     } else {
         eff.remove = a->rm;
         eff.n_remove = a->n_rm;
@@ -264,7 +320,7 @@ static void phase_done(vsr_xp_stream_t *st, const vsr_effect_t *eff)
     case VSR_XP_REQUEST_BODY:
         ans_fold(&st->ans, eff, 0);
         if (st->state != ST_DONE && !st->ans.status)
-            st->state = ST_ROUTED;
+            enter(st, ST_ROUTED);
         send_answer(st, kind, NULL);
         break;
     case VSR_XP_RESPONSE_HEADERS: /* the body's end of a response without a body */
@@ -317,9 +373,10 @@ static void on_request_headers(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
     vsr_header_t *h = plain_headers(m, &st->req_pool, &n);
     const vsr_effect_t *eff = vsr_session_request_headers(st->sess, method, path, h, n);
     if (eff->status || !m->end_of_stream) {
-        st->state = eff->status ? ST_DONE : ST_REQ_BODY;
+        if (!eff->status)
+            enter(st, ST_REQ_BODY);
         ans_fold(&st->ans, eff, 0);
-        send_answer(st, VSR_XP_REQUEST_HEADERS, NULL);
+        send_answer(st, VSR_XP_REQUEST_HEADERS, NULL); /* an immediate answer: DONE */
         return;
     }
     /* no body follows: the body phase runs now, and one answer carries both */
@@ -354,7 +411,7 @@ static void on_response_headers(vsr_xp_stream_t *st, const vsr_xp_message_t *m)
     const vsr_effect_t *eff = vsr_session_response_headers(st->sess, (int)status, h, n);
     st->body_mode = m->end_of_stream ? VSR_BODY_RELAY : eff->body_mode;
     st->observe = eff->observe;
-    st->state = ST_RESP_BODY;
+    enter(st, ST_RESP_BODY);
     ans_fold(&st->ans, eff, st->resp_status);
     if (eff->body_mode != VSR_BODY_RELAY)
         ans_remove(&st->ans, VSR_SLICE_LIT("content-length")); /* the body is written anew */
@@ -454,7 +511,7 @@ static void process(vsr_xp_stream_t *st, const uint8_t *p, size_t n)
 /* Messages queued behind a phase that waited, in order, until one waits again. */
 static void drain(vsr_xp_stream_t *st)
 {
-    while (!st->pending && !st->finished && st->q_head) {
+    while (!st->pending && !finished(st) && st->q_head) {
         queued_t *q = st->q_head;
         st->q_head = q->next;
         if (!st->q_head)
@@ -463,14 +520,14 @@ static void drain(vsr_xp_stream_t *st)
         process(st, q->bytes, q->len);
         vsr_free(q);
     }
-    if (!st->pending && !st->finished && st->ended && !st->q_head)
+    if (!st->pending && !finished(st) && st->ended && !st->q_head)
         finish(st, VSR_GRPC_OK, NULL);
 }
 
 static int on_msg(void *ud, const uint8_t *msg, size_t len, int *grpc_status)
 {
     vsr_xp_stream_t *st = ud;
-    if (st->finished)
+    if (finished(st))
         return VSR_ERR;
     if (st->pending || st->q_head) {
         if (st->queued + len > st->max_queued) {
@@ -487,7 +544,7 @@ static int on_msg(void *ud, const uint8_t *msg, size_t len, int *grpc_status)
         return 0;
     }
     process(st, msg, len);
-    return st->finished ? VSR_ERR : 0;
+    return finished(st) ? VSR_ERR : 0;
 }
 
 /* ---- ports: the caller's, with resume here ---- */
@@ -552,7 +609,7 @@ static void p_resume(void *ud, vsr_session_t *s, const vsr_effect_t *eff)
 {
     VSR_UNUSED(s);
     vsr_xp_stream_t *st = ud;
-    if (st->cancelled || st->finished)
+    if (st->cancelled || finished(st))
         return;
     phase_done(st, eff);
     drain(st);
@@ -602,18 +659,18 @@ vsr_xp_stream_t *vsr_xp_stream_open(vsr_engine_t *e, const vsr_xp_stream_opts_t 
 
 int vsr_xp_stream_data(vsr_xp_stream_t *st, const uint8_t *p, size_t n)
 {
-    if (st->finished || st->cancelled)
+    if (finished(st) || st->cancelled)
         return VSR_ERR;
     int gs = VSR_GRPC_INTERNAL;
     int rc = vsr__grpc_deframe(&st->df, p, n, on_msg, st, &gs);
-    if (rc != VSR_OK && !st->finished)
+    if (rc != VSR_OK && !finished(st))
         finish(st, gs, rc == VSR_ERR_TOO_BIG ? "a message over the size limit" : "bad gRPC framing");
-    return st->finished ? VSR_ERR : VSR_OK;
+    return finished(st) ? VSR_ERR : VSR_OK;
 }
 
 void vsr_xp_stream_end(vsr_xp_stream_t *st)
 {
-    if (st->finished || st->cancelled)
+    if (finished(st) || st->cancelled)
         return;
     st->ended = 1;
     if (!vsr__grpc_deframer_idle(&st->df)) {
@@ -657,7 +714,7 @@ vsr_session_t *vsr_xp_stream_session(const vsr_xp_stream_t *st)
 
 int vsr_xp_stream_finished(const vsr_xp_stream_t *st)
 {
-    return st->finished;
+    return finished(st);
 }
 
 void vsr_xp_stream_info(const vsr_xp_stream_t *st, vsr_xp_info_t *out)

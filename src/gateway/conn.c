@@ -1,7 +1,7 @@
 /*
- * conn.c — one client connection: accept and close, reads, writes, its
- * timers, the HTTP/1.x parser and the switch to HTTP/2 (prior knowledge,
- * ALPN, Upgrade: h2c).  What a request is and how it is answered is the
+ * conn.c — one client connection: its start (once accept.c has admitted
+ * it) and close, reads, writes, its timers, the HTTP/1.x parser and the
+ * switch to HTTP/2 (prior knowledge, ALPN, Upgrade: h2c).  What a request is and how it is answered is the
  * request layer's (request.c, proxy.c, local.c): the connection reaches it
  * through its parser callbacks (vsr__request_open, _body, _dispatch) and the
  * few vsr__request_* calls of gateway-int.h, and the request layer writes
@@ -21,10 +21,7 @@
  */
 #include "gateway/gateway-int.h"
 
-#include <fcntl.h>
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -1046,116 +1043,28 @@ static void conn_close(conn_t *c)
         uv_close((uv_handle_t *)c->flush_timer, conn_close_cb);
 }
 
-static void reject_close_cb(uv_handle_t *h)
+/* Out of descriptors: one of the worker's connections is given up for the
+ * next accept — the oldest idle one (the newest may be the client that just
+ * got in), else the newest.  1 when one was closed (its descriptor now, its
+ * memory in the close callback). */
+int vsr__conn_shed(worker_t *w)
 {
-    vsr_free(h);
+    conn_t *victim = NULL;
+    for (conn_t *c = w->conns; c; c = c->next)
+        if (!c->closing && !c->req && !c->busy && !(c->h2 && vsr__h2_active(c->h2)))
+            victim = c;
+    if (victim == NULL)
+        victim = w->conns;
+    if (victim == NULL)
+        return 0;
+    conn_close(victim);
+    return 1;
 }
 
-#define ACCEPT_BACKOFF_MS 200      /* a listener stops accepting this long after a failed accept */
-#define ACCEPT_LOG_INTERVAL_MS 5000 /* failed accepts are logged at most this often per worker */
-
-void vsr__gateway_reserve_fd(worker_t *w)
-{
-    if (w->reserve_fd < 0)
-        w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
-/* Out of descriptors, libuv retries accept() at once, in a loop that only a
- * successful accept or an empty backlog ends; its own spare descriptor is
- * one per loop and another worker's thread can take it between its close
- * and its accept.  So a descriptor is given up here — the worker's reserve,
- * else one of its idle connections, else its newest one — for the next
- * accept to succeed; the listener backs off, and the connection accepted
- * meanwhile is held (not taken with uv_accept, so libuv stops polling the
- * listener) until the back-off timer takes it. */
-static void accept_failed(listener_t *l, int status)
+/* A connection accepted (accept.c has admitted it): the connection starts. */
+void vsr__conn_accept(listener_t *l)
 {
     worker_t *w = l->w;
-    const char *reason = status == UV_EMFILE ? "emfile" : status == UV_ENFILE ? "enfile" : "other";
-    vsr_metrics_accept_error(w->metrics, reason);
-    uint64_t now = vsr_now_ms();
-    w->accept_unlogged++;
-    if (w->accept_log_ms == 0 || now - w->accept_log_ms >= ACCEPT_LOG_INTERVAL_MS) {
-        vsr_log_warn("gateway", "worker %u, listener %s: accept failed %u time(s): %s; backing off %d ms", w->id,
-                     l->conf->name, w->accept_unlogged, uv_strerror(status), ACCEPT_BACKOFF_MS);
-        w->accept_log_ms = now;
-        w->accept_unlogged = 0;
-    }
-    if (!l->paused) {
-        l->paused = 1;
-        uv_timer_start(&l->backoff, vsr__gateway_accept_backoff_cb, ACCEPT_BACKOFF_MS, 0);
-    }
-    if (status == UV_EMFILE || status == UV_ENFILE) {
-        if (w->reserve_fd >= 0) {
-            close(w->reserve_fd);
-            w->reserve_fd = -1;
-            return;
-        }
-        conn_t *victim = NULL; /* the oldest idle one: the newest may be the client that just got in */
-        for (conn_t *c = w->conns; c; c = c->next)
-            if (!c->closing && !c->req && !c->busy && !(c->h2 && vsr__h2_active(c->h2)))
-                victim = c;
-        if (victim == NULL)
-            victim = w->conns;
-        if (victim) {
-            conn_close(victim); /* its descriptor is closed now, its memory in the close callback */
-            return;
-        }
-    }
-    /* nothing of ours to give up (another thread frees one), or an error a
-     * descriptor does not cure: libuv calls again at once, so each call
-     * costs a millisecond rather than a spinning core */
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-}
-
-void vsr__gateway_accept_backoff_cb(uv_timer_t *t)
-{
-    listener_t *l = t->data;
-    worker_t *w = l->w;
-    l->paused = 0;
-    vsr__gateway_reserve_fd(w);
-    if (!l->held)
-        return; /* libuv still polls the listener */
-    l->held = 0;
-    if (w->reserve_fd < 0) {
-        /* still out of descriptors: the held connection is refused, which
-         * frees one for the reserve; uv_accept lets libuv poll again */
-        uv_tcp_t *tcp = vsr_malloc(sizeof(*tcp));
-        uv_tcp_init(&w->loop, tcp);
-        if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)tcp) == 0)
-            uv_tcp_close_reset(tcp, reject_close_cb);
-        else
-            uv_close((uv_handle_t *)tcp, reject_close_cb);
-        vsr__gateway_reserve_fd(w);
-        return;
-    }
-    vsr__gateway_on_connection((uv_stream_t *)&l->tcp, 0);
-}
-
-void vsr__gateway_on_connection(uv_stream_t *server, int status)
-{
-    listener_t *l = server->data;
-    worker_t *w = l->w;
-    if (status < 0) {
-        accept_failed(l, status);
-        return;
-    }
-    if (l->paused) {
-        l->held = 1; /* taken when the back-off ends: until then libuv stops polling this listener */
-        return;
-    }
-    if (atomic_fetch_add(l->active, 1) >= l->conf->max_connections) {
-        /* over the limit: refuse this one without touching the others */
-        atomic_fetch_sub(l->active, 1);
-        uv_tcp_t *t = vsr_malloc(sizeof(*t));
-        uv_tcp_init(&w->loop, t);
-        if (uv_accept(server, (uv_stream_t *)t) == 0)
-            uv_tcp_close_reset(t, reject_close_cb);
-        else
-            uv_close((uv_handle_t *)t, reject_close_cb);
-        return;
-    }
     conn_t *c = vsr_calloc(1, sizeof(*c));
     c->w = w;
     c->l = l;
@@ -1168,7 +1077,7 @@ void vsr__gateway_on_connection(uv_stream_t *server, int status)
     if (w->conns)
         w->conns->prev = c;
     w->conns = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+    if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&c->tcp) != 0) {
         conn_close(c);
         return;
     }

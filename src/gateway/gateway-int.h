@@ -74,7 +74,7 @@ struct worker_s {
     uv_prepare_t clock_prepare;  /* the worker's cached clock is read anew before it waits for I/O ... */
     uv_check_t clock_check;      /* ... and after each round of callbacks (vsr_clock_tick) */
     conn_t *posted, *posting;    /* ... posted since its last run, and those of the run in progress */
-    int reserve_fd;              /* a descriptor given up when accept fails for want of one (conn.c) */
+    int reserve_fd;              /* a descriptor given up when accept fails for want of one (accept.c) */
     uint64_t accept_log_ms;      /* failed accepts are logged once per interval ... */
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
@@ -212,11 +212,16 @@ void vsr__gateway_cache_free(vsr_gateway_t *gw);
 /* /ready: 1 when the gateway serves and the runtime (when one is lent) is ready. */
 int vsr__gateway_runtime_ready(const vsr_gateway_t *gw);
 
-/* conn.c */
+/* accept.c: a listener's admission of connections, its back-off */
 void vsr__gateway_on_connection(uv_stream_t *server, int status);
 void vsr__gateway_accept_backoff_cb(uv_timer_t *t); /* a listener's back-off is over */
 /* The worker's reserve descriptor: opened when it is missing (-1 stays when it cannot be). */
 void vsr__gateway_reserve_fd(worker_t *w);
+
+/* conn.c */
+void vsr__conn_accept(listener_t *l); /* the listener's next connection starts */
+/* Out of descriptors: the oldest idle connection, else the newest, closes (1), or none is open (0). */
+int vsr__conn_shed(worker_t *w);
 void vsr__gateway_close_all(worker_t *w);
 /* 1 while some connection of the worker has a request or a reply in flight */
 int vsr__gateway_busy(worker_t *w);
@@ -247,12 +252,20 @@ typedef struct {
 /* request.c, for conn.c and h2.c: the request layer */
 request_t *vsr__request_open(conn_t *c, h2_stream_t *st, vsr_http_head_t *head); /* head: until the request ends */
 int vsr__request_body(request_t *req, const char *p, size_t n); /* VSR_ERR_TOO_BIG past the body limit */
-uint64_t vsr__request_body_len(const request_t *req);
 void vsr__request_dispatch(request_t *req);
-/* The key check on the head of a request whose body is still to come: 1 when
- * the body may be read; 0 when it must not (dispatch then answers 401 at once). */
-int vsr__request_early_auth(request_t *req);
 void vsr__request_reject(request_t *req, int status); /* 400, 413 or 431: an error reply, then done */
+/* A transport with a request's whole head but none of its body (an HTTP/2
+ * stream's HEADERS): the status to refuse it with before its body, or 0 when
+ * the body may be read — 400 without a target (a tunnel), else the
+ * transport's own verdict on the head (transport_status: 431, 400), else 413
+ * for a declared length over the listener's body limit, else 401 when a body
+ * is to come (has_body) and the key check fails. */
+int vsr__request_admit(request_t *req, int transport_status, int has_body);
+/* Refused on its head (vsr__request_admit's status): 401 is the key check's
+ * answer, any other an error reply; then done. */
+void vsr__request_refuse(request_t *req, int status);
+/* The body's end came: 1 when it is as long as the head declared (or declared none). */
+int vsr__request_body_whole(const request_t *req);
 void vsr__request_reset(request_t *req);  /* the stream is gone: the request ends, its upstream call cancelled */
 /* request.c, for conn.c (HTTP/1.x): the key check on a head whose body is to come (1: read
  * it; 0: dispatch answers 401), and the body's room once it may be read. */

@@ -3,6 +3,14 @@
  * (prior knowledge, `Upgrade: h2c`, or ALPN "h2" over TLS), each stream one
  * request of the same request layer as HTTP/1.1 (conn.c).
  *
+ * This file keeps the transport: frames, flow control, a stream's queue,
+ * the limits on header blocks and resets.  What a request is stays the
+ * request layer's (request.c's phase machine): the verdict on a head before
+ * its body (vsr__request_admit: no target, a declared length over the limit,
+ * the key check), the refusal (vsr__request_refuse), whether a body is whole
+ * (vsr__request_body_whole), dispatch and the answer.  An ext_proc
+ * listener's streams are Process calls instead (xp.c, extproc/).
+ *
  * Sans-IO on both sides: conn.c hands the session the bytes it read
  * (plaintext, below TLS when there is TLS) and the session gives back the
  * bytes to write through vsr__conn_send().  nghttp2 is never called from
@@ -416,14 +424,9 @@ static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
             vsr__xp_call_end(st->xp);
         return;
     }
-    if (h->target.len == 0)
-        st->reject = 400; /* CONNECT (no :path): vsr is no tunnel */
     st->req = vsr__request_open(s->c, st, h);
     s->n_requests++;
-    if (!st->reject && h->content_length > 0 && (uint64_t)h->content_length > s->lc->max_body_bytes)
-        st->reject = 413;
-    if (!st->reject && !end_stream && !vsr__request_early_auth(st->req))
-        st->reject = 401; /* no key: the body is never read */
+    st->reject = vsr__request_admit(st->req, st->reject, !end_stream); /* the request layer's verdict */
     if (st->reject) {
         st->dispatched = 1;
         /* a client without the key is refused the body that follows past a
@@ -431,10 +434,7 @@ static void start_request(h2_sess_t *s, h2_stream_t *st, int end_stream)
          * 8.1 fails a stream reset after its response); a client with the
          * key may send (and vsr drops) the rest of a body over a limit */
         st->rst_after = !end_stream && st->reject == 401;
-        if (st->reject == 401)
-            vsr__request_dispatch(st->req); /* the request layer's 401 */
-        else
-            vsr__request_reject(st->req, st->reject);
+        vsr__request_refuse(st->req, st->reject);
         return;
     }
     if (end_stream)
@@ -477,7 +477,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *ud)
         return 0;
     }
     if (end && st->req && !st->dispatched) {
-        if (st->head.content_length >= 0 && vsr__request_body_len(st->req) != (uint64_t)st->head.content_length) {
+        if (!vsr__request_body_whole(st->req)) {
             st->dispatched = 1;
             vsr__request_reject(st->req, 400); /* RFC 9113 §8.1.1: malformed */
         } else {

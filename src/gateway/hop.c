@@ -125,7 +125,7 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
     }
     h->piece = call->body;
     vsr_buf_init(&h->xbody, (size_t)h->max);
-    h->messages = call->path.p == NULL && vsr_anthropic_api_format(call->model->api_format);
+    h->messages = call->path.p == NULL && call->model->messages_api;
     if (h->messages) {
         vsr_anthropic_error_t err;
         if (vsr_anthropic_request_from_chat(call->body.p, call->body.len, NULL, &h->xbody, &err) != VSR_OK) {

@@ -173,8 +173,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     req->observe = eff && !no_body && eff->observe && req->body_mode == VSR_BODY_RELAY;
     /* a translated stream is framed here: the upstream's length is not its length */
     int chunked = h->chunked || req->body_mode == VSR_BODY_STREAM;
-    req->usage_of_output = req->body_mode == VSR_BODY_STREAM && req->served && req->served->api_format &&
-                           strcmp(req->served->api_format, "anthropic") == 0;
+    req->usage_of_output = req->body_mode == VSR_BODY_STREAM && req->served && req->served->messages_api;
     if (req->body_mode == VSR_BODY_BUFFER) {
         /* the answer is translated whole: its head goes out with it */
         req->held_status = h->status;

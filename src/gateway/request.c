@@ -383,7 +383,7 @@ static void request_account(request_t *req)
         e.response_guard = vsr_slice_cstr(ev->response_guard);
     if (req->sess) {
         int client_a = vsr_session_client_anthropic(req->sess);
-        int up_a = req->served && req->served->api_format && strcmp(req->served->api_format, "anthropic") == 0;
+        int up_a = req->served && req->served->messages_api;
         if (client_a != up_a && req->served) {
             e.client_protocol = client_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
             e.upstream_protocol = up_a ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai");
@@ -605,11 +605,6 @@ int vsr__request_body(request_t *req, const char *p, size_t n)
     return vsr_buf_append(&req->body, p, n) == VSR_OK ? VSR_OK : VSR_ERR_TOO_BIG;
 }
 
-uint64_t vsr__request_body_len(const request_t *req)
-{
-    return req->body.len;
-}
-
 void vsr__request_dispatch(request_t *req)
 {
     vsr__request_enter(req, RQ_ROUTING);
@@ -658,7 +653,11 @@ int vsr__request_peer_left(request_t *req)
     return 1;
 }
 
-int vsr__request_early_auth(request_t *req)
+
+/* The key check on the head of a request whose body is still to come: 1 when
+ * the body may be read (room for a declared length is made); 0 when it must
+ * not (dispatch then answers 401 at once). */
+static int early_auth_reserve(request_t *req)
 {
     if (!vsr__request_check_key(req))
         return 0;
@@ -666,6 +665,33 @@ int vsr__request_early_auth(request_t *req)
     if (head->content_length > 0 && (uint64_t)head->content_length <= req->l->conf->max_body_bytes)
         vsr_buf_reserve(&req->body, (size_t)head->content_length); /* only for a client with the key */
     return 1;
+}
+
+int vsr__request_admit(request_t *req, int transport_status, int has_body)
+{
+    const vsr_http_head_t *h = req->head;
+    if (h->target.len == 0)
+        return 400; /* CONNECT (no :path): vsr is no tunnel */
+    if (transport_status)
+        return transport_status;
+    if (h->content_length > 0 && (uint64_t)h->content_length > req->l->conf->max_body_bytes)
+        return 413;
+    if (has_body && !early_auth_reserve(req))
+        return 401; /* no key: the body is never read */
+    return 0;
+}
+
+void vsr__request_refuse(request_t *req, int status)
+{
+    if (status == 401)
+        vsr__request_dispatch(req); /* the key check's 401, in the shape of the request's API */
+    else
+        vsr__request_reject(req, status);
+}
+
+int vsr__request_body_whole(const request_t *req)
+{
+    return req->head->content_length < 0 || req->body.len == (uint64_t)req->head->content_length;
 }
 
 void vsr__request_reject(request_t *req, int status)

@@ -69,18 +69,7 @@ typedef struct {
 
 static void limits_fill(vsr_anthropic_limits_t *l, const vsr_anthropic_limits_t *in)
 {
-    if (in)
-        *l = *in;
-    else
-        memset(l, 0, sizeof(*l));
-    if (l->max_input == 0)
-        l->max_input = VSR_ANTHROPIC_MAX_INPUT;
-    if (l->max_depth == 0)
-        l->max_depth = VSR_ANTHROPIC_MAX_DEPTH;
-    if (l->max_items == 0)
-        l->max_items = VSR_ANTHROPIC_MAX_ITEMS;
-    if (l->max_event == 0)
-        l->max_event = VSR_ANTHROPIC_MAX_EVENT;
+    LIMITS_FILL(l, in, VSR_ANTHROPIC);
     if (l->default_max_tokens == 0)
         l->default_max_tokens = VSR_ANTHROPIC_DEFAULT_MAX_TOKENS;
 }
@@ -139,21 +128,21 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_anthropic_li
         c->j.toks = NULL;
         return fail(c, VSR_ERR_TOO_BIG, "request_too_large", "body: larger than %zu bytes", c->lim.max_input);
     }
-    if (repair)
-        utf8_repair_in(&c->pool, &body, &len);
-    vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
-    int rc = vsr_json_parse(&c->j, body, len, &jl);
-    if (rc == VSR_ERR_TOO_BIG)
-        return fail(c, rc, "request_too_large", "body: nested deeper than %u levels", c->lim.max_depth);
-    if (rc != VSR_OK)
+    uint32_t dup = 0;
+    switch (doc_parse(&c->j, &c->pool, body, len, c->lim.max_depth, repair, &dup)) {
+    case DOC_OK:
+        return VSR_OK;
+    case DOC_DEEP:
+        return fail(c, VSR_ERR_TOO_BIG, "request_too_large", "body: nested deeper than %u levels", c->lim.max_depth);
+    case DOC_MALFORMED:
         return BAD(c, "body: malformed JSON (%s at byte %zu)", c->j.err_msg ? c->j.err_msg : "invalid",
                    c->j.err_offset);
-    if (vsr_json_type(&c->j, 0) != VSR_JSON_OBJECT)
+    case DOC_NOT_OBJECT:
         return BAD(c, "body: Input should be a JSON object");
-    uint32_t dup;
-    if (vsr_json_find_duplicate_key(&c->j, &dup))
-        return BAD(c, "body: duplicate member %s", quote(c, dup));
-    return VSR_OK;
+    case DOC_DUPLICATE:
+        break;
+    }
+    return BAD(c, "body: duplicate member %s", quote(c, dup));
 }
 
 static int cx_close(cx_t *c, int rc)
@@ -1299,11 +1288,6 @@ int vsr_anthropic_response_to_chat(const char *body, size_t len, const vsr_anthr
     return cx_close(&c, rc);
 }
 
-int vsr_anthropic_api_format(const char *api_format)
-{
-    return api_format != NULL && strcmp(api_format, "anthropic") == 0;
-}
-
 int vsr_anthropic_answer_to_chat(int status, const char *body, size_t len, uint64_t created, vsr_buf_t *out,
                                  vsr_anthropic_error_t *err)
 {
@@ -1318,8 +1302,6 @@ int vsr_anthropic_answer_to_chat(int status, const char *body, size_t len, uint6
  * event at the end of the stream is dropped).  Each event's data is parsed
  * as one JSON document; its name, id and retry are not used (the payload's
  * "type" says it all). */
-
-enum { ST_START = 0, ST_OPEN, ST_DONE, ST_FAILED };
 
 static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
 static const vsr_sse_callbacks_t sse_cb = {on_event};
@@ -1343,8 +1325,9 @@ void vsr_anthropic_stream_free(vsr_anthropic_stream_t *s)
 }
 
 /* Writes an error event in the output's format and fails the stream. */
-static int stream_fail(vsr_anthropic_stream_t *s, w_t *w, int rc, const char *message)
+static int stream_fail(void *ud, w_t *w, int rc, const char *message)
 {
+    vsr_anthropic_stream_t *s = ud;
     if (s->dir == VSR_ANTHROPIC_TO_MESSAGES) {
         if (s->block_open) {
             PUT(w, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":");
@@ -1672,13 +1655,10 @@ static int event_to_chat(vsr_anthropic_stream_t *s, cx_t *c)
 }
 
 /* One complete event's data. */
-static int dispatch(vsr_anthropic_stream_t *s, vsr_slice_t data, vsr_buf_t *out)
+static int dispatch(void *ud, vsr_slice_t data, vsr_buf_t *out)
 {
-    vsr_slice_t d = vsr_slice_trim(data);
-    while (d.len && (d.p[d.len - 1] == '\n' || d.p[d.len - 1] == '\r'))
-        d.len--;
-    while (d.len && (d.p[0] == '\n' || d.p[0] == '\r'))
-        d.p++, d.len--;
+    vsr_anthropic_stream_t *s = ud;
+    vsr_slice_t d = event_data(data);
     w_t w = {out, VSR_OK};
     if (d.len == 0)
         return VSR_OK;
@@ -1710,49 +1690,26 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
 {
     (void)type, (void)id;
     vsr_anthropic_stream_t *s = ud;
-    if (s->state == ST_DONE || s->state == ST_FAILED)
-        return VSR_OK; /* what follows the end is ignored */
-    int rc = dispatch(s, data, s->out);
-    if (rc != VSR_OK)
-        s->cb_rc = rc;
-    return rc;
+    return stream_event(STREAM_CORE(s, stream_fail), data, dispatch);
 }
 
 int vsr_anthropic_stream_feed(vsr_anthropic_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
-    if (s->state == ST_FAILED)
-        return VSR_ERR_INVALID;
-    if (s->state == ST_DONE)
-        return VSR_OK; /* what follows the end is ignored */
-    s->out = out;
-    int rc = vsr_sse_feed(&s->sse, p, n);
-    s->out = NULL;
-    if (rc != VSR_OK && s->cb_rc != VSR_OK)
-        return s->cb_rc; /* an event failed the stream */
-    if (s->state == ST_DONE)
-        return VSR_OK;
-    if (rc != VSR_OK) { /* a line or an event past max_event */
-        w_t w = {out, VSR_OK};
-        rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-        return w.rc != VSR_OK ? w.rc : rc;
-    }
-    return s->state == ST_FAILED ? VSR_ERR_INVALID : VSR_OK;
+    return stream_feed(STREAM_CORE(s, stream_fail), p, n, out);
+}
+
+/* The upstream's end was seen (its stop reason): the output's last events. */
+static int stream_end(void *ud, w_t *w)
+{
+    vsr_anthropic_stream_t *s = ud;
+    if (s->dir == VSR_ANTHROPIC_TO_MESSAGES)
+        ev_end(s, w);
+    else
+        chat_end(s, w);
+    return w->rc;
 }
 
 int vsr_anthropic_stream_finish(vsr_anthropic_stream_t *s, vsr_buf_t *out)
 {
-    if (s->state == ST_DONE)
-        return VSR_OK;
-    if (s->state == ST_FAILED)
-        return VSR_ERR_INVALID;
-    w_t w = {out, VSR_OK};
-    if (s->stop_reason != NULL) {
-        if (s->dir == VSR_ANTHROPIC_TO_MESSAGES)
-            ev_end(s, &w);
-        else
-            chat_end(s, &w);
-        return w.rc;
-    }
-    int rc = stream_fail(s, &w, VSR_ERR_INVALID, "upstream stream ended before its end");
-    return w.rc != VSR_OK ? w.rc : rc;
+    return stream_finish(STREAM_CORE(s, stream_fail), out, s->stop_reason != NULL, stream_end);
 }

@@ -82,10 +82,9 @@ int vsr_anthropic_error_to_chat(int status, const char *body, size_t len, vsr_bu
 
 /* ---- a model that speaks Messages ----
  * The provider side every caller shares (the routing session's upstream
- * call, a request graph's hop): whether a model's api_format is the
- * Messages API, and its backend's whole answer in chat form. */
-/* api_format "anthropic" (NULL: the model speaks chat). */
-int vsr_anthropic_api_format(const char *api_format);
+ * call, a request graph's hop): its backend's whole answer in chat form.
+ * Whether a model speaks Messages is its configuration's messages_api,
+ * compiled from api_format at load. */
 /* A Messages backend's answer → chat: a 2xx message by
  * vsr_anthropic_response_to_chat (default limits, `created`), any other
  * status's error by vsr_anthropic_error_to_chat.  Their returns. */

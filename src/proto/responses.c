@@ -108,18 +108,7 @@ typedef struct {
 
 static void limits_fill(vsr_responses_limits_t *l, const vsr_responses_limits_t *in)
 {
-    if (in)
-        *l = *in;
-    else
-        memset(l, 0, sizeof(*l));
-    if (l->max_input == 0)
-        l->max_input = VSR_RESPONSES_MAX_INPUT;
-    if (l->max_depth == 0)
-        l->max_depth = VSR_RESPONSES_MAX_DEPTH;
-    if (l->max_items == 0)
-        l->max_items = VSR_RESPONSES_MAX_ITEMS;
-    if (l->max_event == 0)
-        l->max_event = VSR_RESPONSES_MAX_EVENT;
+    LIMITS_FILL(l, in, VSR_RESPONSES);
     if (l->max_output == 0)
         l->max_output = VSR_RESPONSES_MAX_OUTPUT;
 }
@@ -223,21 +212,21 @@ static int cx_open(cx_t *c, const char *body, size_t len, const vsr_responses_li
     vsr_pool_init(&c->pool);
     if (len > c->lim.max_input)
         return big(c, NULL, "Request body is larger than %zu bytes.", c->lim.max_input);
-    if (repair)
-        utf8_repair_in(&c->pool, &body, &len);
-    vsr_json_limits_t jl = {.max_depth = c->lim.max_depth, .max_tokens = 0};
-    int rc = vsr_json_parse(&c->j, body, len, &jl);
-    if (rc == VSR_ERR_TOO_BIG)
+    uint32_t dup = 0;
+    switch (doc_parse(&c->j, &c->pool, body, len, c->lim.max_depth, repair, &dup)) {
+    case DOC_OK:
+        return VSR_OK;
+    case DOC_DEEP:
         return big(c, NULL, "Request body is nested deeper than %u levels.", c->lim.max_depth);
-    if (rc != VSR_OK)
+    case DOC_MALFORMED:
         return bad(c, NULL, "We could not parse the JSON body of your request (%s at byte %zu).",
                    c->j.err_msg ? c->j.err_msg : "invalid", c->j.err_offset);
-    if (vsr_json_type(&c->j, 0) != VSR_JSON_OBJECT)
+    case DOC_NOT_OBJECT:
         return bad(c, NULL, "The request body must be a JSON object.");
-    uint32_t dup;
-    if (vsr_json_find_duplicate_key(&c->j, &dup))
-        return bad(c, NULL, "Duplicate parameter: '%s'.", quote(c, dup));
-    return VSR_OK;
+    case DOC_DUPLICATE:
+        break;
+    }
+    return bad(c, NULL, "Duplicate parameter: '%s'.", quote(c, dup));
 }
 
 static int cx_close(cx_t *c, int rc)
@@ -1598,7 +1587,6 @@ int vsr_responses_response_from_chat(const char *body, size_t len, const vsr_res
  * CRLF; "data:" lines accumulate, an empty line dispatches; a partial event
  * at the end is dropped.  Each event's data is one JSON document or [DONE]. */
 
-enum { ST_START = 0, ST_OPEN, ST_DONE, ST_FAILED };
 enum { OPEN_NONE = 0, OPEN_MSG, OPEN_CALL };
 
 static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id);
@@ -1703,8 +1691,9 @@ static void ev_start(vsr_responses_stream_t *s, w_t *w)
 }
 
 /* Fails the stream: response.failed with the items finished so far. */
-static int stream_fail(vsr_responses_stream_t *s, w_t *w, int rc, const char *message)
+static int stream_fail(void *ud, w_t *w, int rc, const char *message)
 {
+    vsr_responses_stream_t *s = ud;
     if (s->state == ST_START && w->rc == VSR_OK)
         ev_start(s, w);
     vsr_buf_reset(&s->final);
@@ -2069,13 +2058,10 @@ static int chunk(vsr_responses_stream_t *s, cx_t *c)
     return VSR_OK;
 }
 
-static int dispatch(vsr_responses_stream_t *s, vsr_slice_t data, vsr_buf_t *out)
+static int dispatch(void *ud, vsr_slice_t data, vsr_buf_t *out)
 {
-    vsr_slice_t d = vsr_slice_trim(data);
-    while (d.len && (d.p[d.len - 1] == '\n' || d.p[d.len - 1] == '\r'))
-        d.len--;
-    while (d.len && (d.p[0] == '\n' || d.p[0] == '\r'))
-        d.p++, d.len--;
+    vsr_responses_stream_t *s = ud;
+    vsr_slice_t d = event_data(data);
     w_t w = {out, VSR_OK};
     if (d.len == 0)
         return VSR_OK;
@@ -2114,54 +2100,28 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
 {
     (void)type, (void)id;
     vsr_responses_stream_t *s = ud;
-    if (s->state == ST_DONE || s->state == ST_FAILED)
-        return VSR_OK; /* what follows the end is ignored */
-    int rc = dispatch(s, data, s->out);
-    if (rc != VSR_OK)
-        s->cb_rc = rc;
-    return rc;
+    return stream_event(STREAM_CORE(s, stream_fail), data, dispatch);
 }
 
 int vsr_responses_stream_feed(vsr_responses_stream_t *s, const char *p, size_t n, vsr_buf_t *out)
 {
-    if (s->state == ST_FAILED)
-        return VSR_ERR_INVALID;
-    if (s->state == ST_DONE)
-        return VSR_OK; /* what follows the end is ignored */
-    s->out = out;
-    int rc = vsr_sse_feed(&s->sse, p, n);
-    s->out = NULL;
-    if (rc != VSR_OK && s->cb_rc != VSR_OK)
-        return s->cb_rc; /* an event failed the stream */
-    if (s->state == ST_DONE)
-        return VSR_OK;
-    if (rc != VSR_OK) { /* a line or an event past max_event */
-        w_t w = {out, VSR_OK};
-        rc = stream_fail(s, &w, VSR_ERR_TOO_BIG, "upstream sent an event larger than the limit");
-        if (w.rc != VSR_OK)
-            s->state = ST_FAILED;
-        return w.rc != VSR_OK ? w.rc : rc;
+    return stream_feed(STREAM_CORE(s, stream_fail), p, n, out);
+}
+
+/* The upstream's end was seen (its finish reason): the closing events, or
+ * response.failed past the output limit (VSR_ERR_TOO_BIG). */
+static int stream_end_seen(void *ud, w_t *w)
+{
+    vsr_responses_stream_t *s = ud;
+    stream_end(s, w);
+    if (w->rc != VSR_OK) {
+        s->state = ST_FAILED;
+        return w->rc;
     }
-    return s->state == ST_FAILED ? VSR_ERR_INVALID : VSR_OK;
+    return s->state == ST_DONE ? VSR_OK : VSR_ERR_TOO_BIG;
 }
 
 int vsr_responses_stream_finish(vsr_responses_stream_t *s, vsr_buf_t *out)
 {
-    if (s->state == ST_DONE)
-        return VSR_OK;
-    if (s->state == ST_FAILED)
-        return VSR_ERR_INVALID;
-    w_t w = {out, VSR_OK};
-    if (s->finish != NULL) {
-        stream_end(s, &w);
-        if (w.rc != VSR_OK)
-            s->state = ST_FAILED;
-        if (w.rc != VSR_OK)
-            return w.rc;
-        return s->state == ST_DONE ? VSR_OK : VSR_ERR_TOO_BIG;
-    }
-    int rc = stream_fail(s, &w, VSR_ERR_INVALID, "upstream stream ended before its end");
-    if (w.rc != VSR_OK)
-        s->state = ST_FAILED;
-    return w.rc != VSR_OK ? w.rc : rc;
+    return stream_finish(STREAM_CORE(s, stream_fail), out, s->finish != NULL, stream_end_seen);
 }

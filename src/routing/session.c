@@ -148,7 +148,7 @@ static vsr_slice_t answer_for_responses(vsr_session_t *s, int *status, vsr_slice
 
 static int anthropic_model(const vsr_model_conf_t *m)
 {
-    return m && vsr_anthropic_api_format(m->api_format);
+    return m && m->messages_api;
 }
 
 /* ---- small helpers ---- */

@@ -403,14 +403,11 @@ static void test_egress_request(void **state)
                VSR_ERR_INVALID, ire, "messages.0.tool_call_id: Field required");
 }
 
-/* A model that speaks Messages: its api_format, and its whole answer in
- * chat form by status (a message under 2xx, an error body otherwise). */
+/* A model that speaks Messages: its whole answer in chat form by status (a
+ * message under 2xx, an error body otherwise). */
 static void test_messages_model(void **state)
 {
     (void)state;
-    assert_true(vsr_anthropic_api_format("anthropic"));
-    assert_false(vsr_anthropic_api_format("openai"));
-    assert_false(vsr_anthropic_api_format(NULL));
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_anthropic_error_t err;

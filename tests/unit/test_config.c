@@ -358,12 +358,14 @@ static void test_reference_example_verbatim(void **state)
         const vsr_model_conf_t *m = vsr_config_find_model(c, VSR_SLICE_LIT("claude-compatible"));
         assert_non_null(m);
         assert_string_equal(m->api_format, "anthropic");
+        assert_true(m->messages_api); /* compiled at load: no request compares the string */
         assert_string_equal(m->backends[0].auth_header, "x-api-key");
         assert_true(m->backends[0].has_auth_prefix && m->backends[0].auth_prefix == NULL);
         assert_int_equal(m->backends[0].n_extra_headers, 1);
         assert_string_equal(m->backends[0].extra_headers[0].name, "anthropic-version");
         assert_string_equal(m->backends[0].extra_headers[0].value, "2023-06-01");
         assert_string_equal(vsr_config_find_model(c, VSR_SLICE_LIT("general-large"))->api_format, "openai");
+        assert_false(vsr_config_find_model(c, VSR_SLICE_LIT("general-large"))->messages_api);
         vsr_config_free(c);
         vsr_buf_free(&err);
     }
@@ -506,6 +508,7 @@ static void test_full_fixture(void **state)
     assert_string_equal(b->extra_headers[1].value, "");
     m = &c->models[1];
     assert_string_equal(m->api_format, "openai"); /* the default */
+    assert_false(m->messages_api);
     assert_int_equal(m->has_reliability, 0);
     assert_string_equal(m->backends[0].path_prefix, "/openai/v1");
 

@@ -6,8 +6,9 @@
  * RECEIVING, no response before an upstream call), a request walked through
  * the phases of a routed answer with fallback, the "head committed" reading
  * of the states that fallback and the error path rely on, the client's
- * half-close while only the session's look at the answer is pending, and an
- * illegal move stopping a debug build. */
+ * half-close while only the session's look at the answer is pending, the
+ * verdict on a head before its body that HTTP/2 asks for, and an illegal move
+ * stopping a debug build. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,6 +133,64 @@ static void test_peer_left(void **state)
     }
 }
 
+/* The verdict on a head before its body (an HTTP/2 stream's HEADERS), in
+ * its order: no target (a tunnel) first, then the transport's own, then a
+ * declared length over the body limit; with no body to come, no key check
+ * (which is dispatch's, on the whole request). */
+static void test_admit(void **state)
+{
+    (void)state;
+    vsr_listener_conf_t lc;
+    memset(&lc, 0, sizeof(lc));
+    lc.max_body_bytes = 100;
+    listener_t l;
+    memset(&l, 0, sizeof(l));
+    l.conf = &lc;
+    vsr_http_head_t h;
+    memset(&h, 0, sizeof(h));
+    request_t req;
+    memset(&req, 0, sizeof(req));
+    req.l = &l;
+    req.head = &h;
+    h.content_length = 1000;
+    assert_int_equal(vsr__request_admit(&req, 431, 0), 400); /* CONNECT: no target */
+    h.target = VSR_SLICE_LIT("/v1/chat/completions");
+    assert_int_equal(vsr__request_admit(&req, 431, 0), 431); /* the transport's verdict comes next */
+    assert_int_equal(vsr__request_admit(&req, 400, 0), 400);
+    assert_int_equal(vsr__request_admit(&req, 0, 0), 413);   /* a declared length over the limit */
+    h.content_length = 100;
+    assert_int_equal(vsr__request_admit(&req, 0, 0), 0);     /* at the limit */
+    h.content_length = -1;
+    assert_int_equal(vsr__request_admit(&req, 0, 0), 0);     /* none declared */
+    assert_int_equal(req.unauth, 0);                          /* no body to come: no key check yet */
+}
+
+/* The body's end: as long as the head declared, or none declared. */
+static void test_body_whole(void **state)
+{
+    (void)state;
+    vsr_http_head_t h;
+    memset(&h, 0, sizeof(h));
+    request_t req;
+    memset(&req, 0, sizeof(req));
+    req.head = &h;
+    vsr_buf_init(&req.body, 0);
+    h.content_length = -1;
+    assert_true(vsr__request_body_whole(&req));
+    h.content_length = 5;
+    assert_false(vsr__request_body_whole(&req));
+    vsr_buf_append(&req.body, "abcd", 4);
+    assert_false(vsr__request_body_whole(&req));
+    vsr_buf_append(&req.body, "e", 1);
+    assert_true(vsr__request_body_whole(&req));
+    vsr_buf_append(&req.body, "f", 1);
+    assert_false(vsr__request_body_whole(&req)); /* longer than declared is malformed too */
+    h.content_length = 0;
+    vsr_buf_reset(&req.body);
+    assert_true(vsr__request_body_whole(&req));
+    vsr_buf_free(&req.body);
+}
+
 /* An illegal move is a bug: a debug build stops there (VSR_ASSERT). */
 static void test_illegal_enter_stops(void **state)
 {
@@ -166,6 +225,8 @@ int main(void)
         cmocka_unit_test(test_walk),
         cmocka_unit_test(test_head_sent),
         cmocka_unit_test(test_peer_left),
+        cmocka_unit_test(test_admit),
+        cmocka_unit_test(test_body_whole),
         cmocka_unit_test(test_illegal_enter_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
