@@ -282,6 +282,7 @@ typedef struct {
     int revalidate;            /* lookup for x-vsr-cache-control no-cache (counted as op="revalidate", never a hit) */
     uint64_t ttl_ms;           /* store */
     int responses;             /* 1: the Responses API's store (global.services.response_api), not the cache */
+    int memory;                /* 1: the memory plugin's store (global.stores.memory): exact keys only */
 } vsr_cache_query_t;
 
 /* status VSR_OK with the stored value (borrowed during the call) and its

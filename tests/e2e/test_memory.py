@@ -1,0 +1,194 @@
+"""The memory plugin end to end: a user's earlier turn injected, as the
+reference words it, into a later request of the same user and never into
+another user's; the skip rules (x-disable-router-memory, greetings,
+disabled_routes); the in-memory store and a real redis-server (started here
+on a free loopback port) shared by two vsr instances; Milvus refused."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import USE_MODEL, config_yaml, echo, free_port, model_yaml, require, wait_until
+
+PRE = "The following is relevant context from previous conversations with the user:\n\n"
+POST = "\nUse this context to personalize your response when relevant. Do not repeat it verbatim unless asked."
+
+FACT = "Please remember that my dog is called Biscuit and he is a beagle."
+ANSWER = "Noted: your beagle is called Biscuit."
+
+
+def document(port, be, store="      backend: memory\n", plugin="", listener_extra="    api_keys: [key-alice, key-bob]\n"):
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
+    routing = f"""
+routing:
+  decisions:
+    - name: everything
+      priority: 1
+      rules: {{operator: AND, conditions: []}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: memory
+          configuration:
+            enabled: true
+            auto_store: true
+            similarity_threshold: 0.3
+{plugin}"""
+    glob = (f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      timeout: 30s\n"
+            "  stores:\n    memory:\n      enabled: true\n" + store)
+    return cfg.replace("\nglobal:", routing + "global:", 1) + glob
+
+
+def start(vsr, fakellm, **kw):
+    require([USE_MODEL], what="embedding model")
+    be = fakellm("a")
+    port = free_port()
+    v = vsr(document(port, be, **kw), port=port)
+    v.be = be
+    return v
+
+
+def ask(v, key, text, answer="I'm sorry, I do not know that yet.", headers=None, system=None):
+    msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    h = {"x-vsr-debug": "true", **({"authorization": f"Bearer {key}"} if key else {}), **(headers or {})}
+    body = {"model": "auto", "messages": msgs, "fakellm": {"text": answer}}
+    with v.client() as c:
+        r = c.post("/v1/chat/completions", json=body, headers=h)
+    assert r.status_code == 200, r.text
+    return r
+
+
+def sent(r):
+    """The messages the backend received."""
+    return json.loads(echo(r)["body"])["messages"]
+
+
+def injected(r):
+    """The memory messages the backend received."""
+    return [m for m in sent(r) if m["role"] == "user" and str(m["content"]).startswith(PRE)]
+
+
+def remembered(v, key, text):
+    """Asks until the memory written after the previous answer is readable (the write is not awaited)."""
+    out = {}
+
+    def got():
+        out["r"] = ask(v, key, text)
+        return out["r"].headers.get("x-vsr-memory") == "used"
+    wait_until(got, timeout=10, what="the memory to be readable")
+    return out["r"]
+
+
+def test_previous_turn_is_injected_for_the_same_user_only(vsr, fakellm):
+    v = start(vsr, fakellm)
+    first = ask(v, "key-alice", FACT, answer=ANSWER)
+    assert first.headers["x-vsr-memory"] == "missing"
+    assert injected(first) == []
+    r = remembered(v, "key-alice", "What is the name of my dog?")
+    assert r.headers["x-vsr-memory-injected"] == "1"
+    msgs = sent(r)
+    # one user message, first (no system message), with the reference's exact text
+    assert msgs[0] == {"role": "user", "content": PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST}
+    assert msgs[-1]["content"] == "What is the name of my dog?"
+    # another key: never alice's memories, not even for the very same question
+    other = ask(v, "key-bob", "What is the name of my dog?")
+    assert other.headers["x-vsr-memory"] == "missing"
+    assert injected(other) == []
+
+
+def test_memory_goes_after_the_last_system_message(vsr, fakellm):
+    v = start(vsr, fakellm)
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    r = ask(v, "key-alice", "What breed is my dog?", system="Be brief.")
+    msgs = sent(r)
+    assert msgs[0] == {"role": "system", "content": "Be brief."}
+    assert msgs[1]["role"] == "user" and msgs[1]["content"].startswith(PRE)
+    assert msgs[2]["content"] == "What breed is my dog?"
+
+
+def test_skip_rules(vsr, fakellm):
+    v = start(vsr, fakellm)
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    off = ask(v, "key-alice", "What is the name of my dog?", headers={"x-disable-router-memory": "true"})
+    assert off.headers["x-vsr-memory"] == "skipped:header" and injected(off) == []
+    hi = ask(v, "key-alice", "Hello!")
+    assert hi.headers["x-vsr-memory"] == "skipped" and injected(hi) == []
+    # a greeting is not stored either (nor a refusal, the default answer here): still one memory
+    r = ask(v, "key-alice", "What is the name of my dog?")
+    assert r.headers["x-vsr-memory-injected"] == "1"
+
+
+def test_no_user_no_memory(vsr, fakellm):
+    v = start(vsr, fakellm, listener_extra="")
+    r = ask(v, None, FACT, answer=ANSWER)
+    assert r.headers["x-vsr-memory"] == "skipped:no_user"
+
+
+def test_disabled_route(vsr, fakellm):
+    v = start(vsr, fakellm, store="      backend: memory\n      disabled_routes: [/v1/chat/completions]\n")
+    r = ask(v, "key-alice", FACT, answer=ANSWER)
+    assert r.headers["x-vsr-memory"] == "skipped:route"
+
+
+def test_max_memories_per_user_prunes_the_oldest(vsr, fakellm):
+    v = start(vsr, fakellm, store="      backend: memory\n      quality_scoring: {max_memories_per_user: 1}\n")
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    ask(v, "key-alice", "Please remember that my cat is called Pixel and she is grey.", answer="Noted: Pixel.")
+
+    def only_cat():
+        r = ask(v, "key-alice", "What are my pets called?")
+        m = injected(r)
+        return len(m) == 1 and "Pixel" in m[0]["content"] and "Biscuit" not in m[0]["content"]
+    wait_until(only_cat, timeout=10, what="the newest memory to replace the oldest")
+
+
+@pytest.fixture
+def redis(tmp_path):
+    require(commands=["redis-server"], what="redis-server")
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            import socket
+            s = socket.create_connection(("127.0.0.1", port), timeout=0.5)
+            s.sendall(b"PING\r\n")
+            ok = s.recv(16).startswith(b"+PONG")
+            s.close()
+            return ok
+        except OSError:
+            return False
+    wait_until(up, what="redis-server")
+    p.port = port
+    yield p
+    if p.poll() is None:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def test_valkey_store_is_shared_by_replicas(vsr, fakellm, redis):
+    store = f"      backend: valkey\n      valkey: {{host: 127.0.0.1, port: {redis.port}, collection_prefix: 'vsrmem:'}}\n"
+    a = start(vsr, fakellm, store=store)
+    b = start(vsr, fakellm, store=store)
+    ask(a, "key-alice", FACT, answer=ANSWER)
+    r = remembered(b, "key-alice", "What is the name of my dog?")  # the other replica
+    assert injected(r)[0]["content"] == PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST
+    assert ask(b, "key-bob", "What is the name of my dog?").headers["x-vsr-memory"] == "missing"
+    keys = subprocess.run(["redis-cli", "-p", str(redis.port), "--scan", "--pattern", "vsrmem:*"],
+                          capture_output=True, text=True, timeout=10).stdout.split()
+    assert len(keys) == 1 and "key-alice" not in keys[0]  # the key holds a hash of the credential, never it
+
+
+def test_milvus_backend_is_refused(vsr, fakellm, tmp_path):
+    be = fakellm("a")
+    text = document(free_port(), be, store="      backend: milvus\n")
+    path = tmp_path / "milvus.yaml"
+    path.write_text(text)
+    from conftest import VSR_BIN
+    r = subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert 'global.stores.memory.backend "milvus" is not supported yet' in r.stdout + r.stderr
