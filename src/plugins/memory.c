@@ -17,6 +17,7 @@
  */
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
 
@@ -86,31 +87,42 @@ static const char *const refusal_res[] = {
     "^i[[:space:]]+can'?t[[:space:]]+(help|assist|provide)[[:space:]]+with[[:space:]]+that",
 };
 
-/* 1 when text (at most max bytes, else 0) matches one of the patterns */
-static int matches_any(vsr_slice_t text, const char *const *res, size_t n, size_t max)
+/* The fixed lists, compiled once for the process (they never change). */
+#define N_FIXED (VSR_ARRAY_LEN(greeting_res) + VSR_ARRAY_LEN(low_entropy_res) + VSR_ARRAY_LEN(refusal_res))
+static regex_t fixed[N_FIXED];
+static int fixed_ok[N_FIXED];
+static pthread_once_t fixed_once = PTHREAD_ONCE_INIT;
+
+static void compile_fixed(void)
+{
+    size_t k = 0;
+    const char *const *lists[3] = {greeting_res, low_entropy_res, refusal_res};
+    size_t lens[3] = {VSR_ARRAY_LEN(greeting_res), VSR_ARRAY_LEN(low_entropy_res), VSR_ARRAY_LEN(refusal_res)};
+    for (size_t l = 0; l < 3; l++)
+        for (size_t i = 0; i < lens[l]; i++, k++)
+            fixed_ok[k] = regcomp(&fixed[k], lists[l][i], REG_EXTENDED | REG_ICASE | REG_NOSUB) == 0;
+}
+
+/* 1 when text (at most max bytes, else 0) matches one of the n fixed patterns from index first */
+static int matches_any(vsr_slice_t text, size_t first, size_t n, size_t max)
 {
     if (text.len > max)
         return 0;
+    pthread_once(&fixed_once, compile_fixed);
     char buf[512];
     size_t len = VSR_MIN(text.len, sizeof(buf) - 1);
     if (len)
         memcpy(buf, text.p, len);
     buf[len] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        regex_t re;
-        if (regcomp(&re, res[i], REG_EXTENDED | REG_ICASE | REG_NOSUB) != 0)
-            continue;
-        int hit = regexec(&re, buf, 0, NULL, 0) == 0;
-        regfree(&re);
-        if (hit)
+    for (size_t i = first; i < first + n; i++)
+        if (fixed_ok[i] && regexec(&fixed[i], buf, 0, NULL, 0) == 0)
             return 1;
-    }
     return 0;
 }
 
 int vsr_memory_is_greeting(vsr_slice_t query)
 {
-    return matches_any(vsr_slice_trim(query), greeting_res, VSR_ARRAY_LEN(greeting_res), 25);
+    return matches_any(vsr_slice_trim(query), 0, VSR_ARRAY_LEN(greeting_res), 25);
 }
 
 int vsr_memory_should_search(const vsr_chat_view_t *chat)
@@ -559,9 +571,10 @@ static int low_entropy(vsr_slice_t user, vsr_slice_t answer)
     answer = vsr_slice_trim(answer);
     if (user.len + answer.len < 30)
         return 1;
-    if (user.len && matches_any(user, low_entropy_res, VSR_ARRAY_LEN(low_entropy_res), 64))
+    if (user.len && matches_any(user, VSR_ARRAY_LEN(greeting_res), VSR_ARRAY_LEN(low_entropy_res), 64))
         return 1;
-    return answer.len && matches_any(vsr_slice(answer.p, VSR_MIN(answer.len, 200u)), refusal_res,
+    return answer.len && matches_any(vsr_slice(answer.p, VSR_MIN(answer.len, 200u)),
+                                     VSR_ARRAY_LEN(greeting_res) + VSR_ARRAY_LEN(low_entropy_res),
                                      VSR_ARRAY_LEN(refusal_res), 200);
 }
 
