@@ -144,6 +144,53 @@ def test_max_memories_per_user_prunes_the_oldest(vsr, fakellm):
     wait_until(only_cat, timeout=10, what="the newest memory to replace the oldest")
 
 
+def test_trusted_user_header_is_the_user(vsr, fakellm):
+    """Behind a trusted proxy the user is x-authz-user-id (one key may serve many users)."""
+    v = start(vsr, fakellm, listener_extra="    api_keys: [key-alice, key-bob]\n    identity:\n      trust_headers: true\n")
+    alice = {"x-authz-user-id": "alice"}
+    ask(v, "key-alice", FACT, answer=ANSWER, headers=alice)
+    out = {}
+
+    def got():
+        out["r"] = ask(v, "key-bob", "What is the name of my dog?", headers=alice)  # the header, not the key
+        return out["r"].headers["x-vsr-memory"] == "used"
+    wait_until(got, timeout=10, what="alice's memory")
+    assert injected(out["r"])[0]["content"] == PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST
+    for other in ({"x-authz-user-id": "bob"}, {"x-authz-user-id": "Alice"}, {}):
+        r = ask(v, "key-alice", "What is the name of my dog?", headers=other)
+        assert r.headers["x-vsr-memory"] == "missing" and injected(r) == [], other
+
+
+def test_untrusted_user_header_names_nobody(vsr, fakellm):
+    """Without trust the header is dropped at ingress: a client cannot claim another user's memories."""
+    v = start(vsr, fakellm, listener_extra="    identity:\n      trust_headers: false\n")
+    r = ask(v, None, FACT, answer=ANSWER, headers={"x-authz-user-id": "alice"})
+    assert r.headers["x-vsr-memory"] == "skipped:no_user"
+
+
+def test_disabled_model(vsr, fakellm):
+    v = start(vsr, fakellm, store="      backend: memory\n      disabled_models: [auto]\n")
+    assert ask(v, "key-alice", FACT, answer=ANSWER).headers["x-vsr-memory"] == "skipped:model"
+
+
+def test_streamed_answer_is_stored(vsr, fakellm):
+    v = start(vsr, fakellm)
+    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": FACT}],
+            "fakellm": {"text": ANSWER}}
+    with v.client() as c:
+        r = c.post("/v1/chat/completions", json=body, headers={"authorization": "Bearer key-alice"})
+    assert r.status_code == 200 and "[DONE]" in r.text
+    r = remembered(v, "key-alice", "What is the name of my dog?")
+    assert injected(r)[0]["content"] == PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST
+
+
+def test_store_down_fails_open(vsr, fakellm):
+    dead = free_port()  # nothing listens there
+    v = start(vsr, fakellm, store=f"      backend: valkey\n      valkey: {{host: 127.0.0.1, port: {dead}}}\n")
+    r = ask(v, "key-alice", FACT, answer=ANSWER)
+    assert r.headers["x-vsr-memory"] == "unavailable" and injected(r) == []
+
+
 @pytest.fixture
 def redis(tmp_path):
     require(commands=["redis-server"], what="redis-server")
