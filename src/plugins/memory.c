@@ -314,35 +314,57 @@ static double trigram(vsr_slice_t a, vsr_slice_t b)
     return uni ? (double)inter / (double)uni : 0;
 }
 
-/* BM25 of the query's words in each candidate (k1 1.2, b 0.75, over the candidates) */
+static uint64_t word_hash(const char *w)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *w; w++)
+        h = (h ^ (unsigned char)*w) * 1099511628211ull;
+    return h;
+}
+
+#define BM25_TERMS 64u /* distinct query words scored */
+
+/* BM25 of the query's words (the first BM25_TERMS distinct ones) in each
+ * candidate (k1 1.2, b 0.75, over the candidates): one pass over each
+ * text, words compared by a 64-bit hash */
 static void bm25(const vsr_memory_set_t *set, cand_t *c, size_t n, vsr_slice_t query, double *out, vsr_pool_t *pool)
 {
-    char (*q)[64] = vsr_pool_alloc(pool, MAX_WORDS * 64);
     char (*w)[64] = vsr_pool_alloc(pool, MAX_WORDS * 64);
-    size_t nq = words(query, q);
+    size_t nw = words(query, w), nq = 0;
+    uint64_t q[BM25_TERMS];
+    for (size_t i = 0; i < nw && nq < BM25_TERMS; i++) {
+        uint64_t h = word_hash(w[i]);
+        int seen = 0;
+        for (size_t k = 0; k < nq && !seen; k++)
+            seen = q[k] == h;
+        if (!seen)
+            q[nq++] = h;
+    }
+    uint32_t *tf = vsr_pool_alloc(pool, (n * nq + 1) * sizeof(uint32_t));
     size_t *len = vsr_pool_alloc(pool, (n + 1) * sizeof(size_t));
+    memset(tf, 0, (n * nq + 1) * sizeof(uint32_t));
     double avg = 0;
-    for (size_t i = 0; i < n; i++)
-        avg += (double)(len[i] = words(set->items[c[i].idx].text, w));
-    avg = n ? avg / (double)n : 1;
-    for (size_t i = 0; i < n; i++)
-        out[i] = 0;
-    for (size_t t = 0; t < nq; t++) {
-        if (has_word(q, t, q[t]))
-            continue;
-        size_t df = 0;
-        double *tf = vsr_pool_alloc(pool, (n + 1) * sizeof(double));
-        for (size_t i = 0; i < n; i++) {
-            size_t nw = words(set->items[c[i].idx].text, w), f = 0;
-            for (size_t k = 0; k < nw; k++)
-                f += strcmp(w[k], q[t]) == 0;
-            tf[i] = (double)f;
-            df += f > 0;
+    for (size_t i = 0; i < n; i++) {
+        len[i] = words(set->items[c[i].idx].text, w);
+        avg += (double)len[i];
+        for (size_t k = 0; k < len[i]; k++) {
+            uint64_t h = word_hash(w[k]);
+            for (size_t j = 0; j < nq; j++)
+                tf[i * nq + j] += q[j] == h;
         }
-        double idf = log(1 + ((double)n - (double)df + 0.5) / ((double)df + 0.5));
+        out[i] = 0;
+    }
+    avg = n && avg > 0 ? avg / (double)n : 1;
+    for (size_t j = 0; j < nq; j++) {
+        size_t df = 0;
         for (size_t i = 0; i < n; i++)
-            if (tf[i] > 0)
-                out[i] += idf * tf[i] * 2.2 / (tf[i] + 1.2 * (0.25 + 0.75 * (double)len[i] / (avg > 0 ? avg : 1)));
+            df += tf[i * nq + j] > 0;
+        double idf = log(1 + ((double)n - (double)df + 0.5) / ((double)df + 0.5));
+        for (size_t i = 0; i < n; i++) {
+            double f = tf[i * nq + j];
+            if (f > 0)
+                out[i] += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * (double)len[i] / avg));
+        }
     }
 }
 

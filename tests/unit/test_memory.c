@@ -104,6 +104,39 @@ static void test_select(void **state)
     vsr_pool_free(&pool);
 }
 
+/* hybrid_search: among equally similar memories, the one sharing the query's words wins (weighted and rrf) */
+static void test_hybrid(void **state)
+{
+    (void)state;
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    vsr_memory_item_t items[3] = {item("apples and oranges", E0, 0, 0.5f), item("pears and plums", E0, 0, 0.5f),
+                                  item("the dog is called Biscuit", E0, 0, 0.5f)};
+    vsr_memory_set_t s = {.dim = DIM, .n = 3, .items = items};
+    vsr_plugin_memory_conf_t m = {.enabled = 1, .retrieval_limit = 1, .has_retrieval_limit = 1};
+    m.reflection.noop = m.reflection.has_algorithm = 1;
+    vsr_slice_t *out;
+    assert_int_equal(vsr_memory_select(&cfg, &m, &s, E0, DIM, VSR_SLICE_LIT("Biscuit the dog"), 0, &pool, &out), 1);
+    assert_true(vsr_slice_eq_cstr(out[0], "apples and oranges")); /* vector only: a tie, the first */
+    m.hybrid_search = m.has_hybrid_search = 1;
+    assert_int_equal(vsr_memory_select(&cfg, &m, &s, E0, DIM, VSR_SLICE_LIT("Biscuit the dog"), 0, &pool, &out), 1);
+    assert_true(vsr_slice_eq_cstr(out[0], "the dog is called Biscuit"));
+    /* rrf: vector ranks apples, dog, pears; BM25 ranks dog, pears ("the"), apples: dog has the best sum */
+    static const float P[DIM] = {0.65f, 0.76f, 0, 0};
+    vsr_memory_item_t r[3] = {item("apples and oranges", E0, 0, 0.5f), item("the dog is called Biscuit", E01, 0, 0.5f),
+                              item("the pears and plums", P, 0, 0.5f)};
+    vsr_memory_set_t rs = {.dim = DIM, .n = 3, .items = r};
+    m.hybrid_rrf = m.has_hybrid_mode = 1;
+    assert_int_equal(vsr_memory_select(&cfg, &m, &rs, E0, DIM, VSR_SLICE_LIT("Biscuit the dog"), 0, &pool, &out), 1);
+    assert_true(vsr_slice_eq_cstr(out[0], "the dog is called Biscuit"));
+    m.hybrid_search = 0; /* vector only */
+    assert_int_equal(vsr_memory_select(&cfg, &m, &rs, E0, DIM, VSR_SLICE_LIT("Biscuit the dog"), 0, &pool, &out), 1);
+    assert_true(vsr_slice_eq_cstr(out[0], "apples and oranges"));
+    vsr_pool_free(&pool);
+}
+
 static void test_greetings(void **state)
 {
     (void)state;
@@ -185,6 +218,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec),
         cmocka_unit_test(test_select),
+        cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_greetings),
         cmocka_unit_test(test_remember),
     };
