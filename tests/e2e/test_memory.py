@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from conftest import USE_MODEL, config_yaml, echo, free_port, model_yaml, require, wait_until
+from test_extproc import pb, run_chat, serve_extproc  # noqa: F401 (pb is a fixture)
 
 PRE = "The following is relevant context from previous conversations with the user:\n\n"
 POST = "\nUse this context to personalize your response when relevant. Do not repeat it verbatim unless asked."
@@ -239,3 +240,31 @@ def test_milvus_backend_is_refused(vsr, fakellm, tmp_path):
     r = subprocess.run([VSR_BIN, "config", "validate", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert 'global.stores.memory.backend "milvus" is not supported yet' in r.stdout + r.stderr
+
+
+def test_extproc_user_is_envoys_authz_header(vsr, fakellm, pb):  # noqa: F811
+    """Behind Envoy (ext_proc) the user is the x-authz-user-id Envoy's authorization filter sets, when the
+    listener trusts identity; the client's key never reaches vsr there."""
+    require([USE_MODEL], what="embedding model")
+    be = fakellm("a")
+    port = free_port()
+    doc = document(port, be, listener_extra="    identity:\n      trust_headers: true\n")
+    v = serve_extproc(vsr, doc, port)
+
+    def chat(user, text, answer):
+        body = {"model": "auto", "messages": [{"role": "user", "content": text}], "fakellm": {"text": answer}}
+        status, headers, out, upstream = run_chat(pb, v, be, body,
+                                                  extra=[("x-authz-user-id", user), ("x-vsr-debug", "true")])
+        assert status == 200, out
+        return headers, upstream, out
+    chat("alice", FACT, ANSWER)
+    out = {}
+
+    def got():
+        out["r"] = chat("alice", "What is the name of my dog?", "I'm sorry, I do not know that yet.")
+        return out["r"][0].get("x-vsr-memory") == "used"
+    wait_until(got, timeout=15, what="alice's memory over ext_proc")
+    sent_msgs = json.loads(json.loads(out["r"][2])["fakellm"]["request"]["body"])["messages"]
+    assert sent_msgs[0] == {"role": "user", "content": PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST}
+    h, _, _ = chat("bob", "What is the name of my dog?", "I'm sorry, I do not know that yet.")
+    assert h["x-vsr-memory"] == "missing"
