@@ -298,9 +298,7 @@ static void put_done(void *ud, int status, const vsr_store_hit_t *hit)
 static void mem_put_done(void *ud, int status, const vsr_store_hit_t *hit)
 {
     VSR_UNUSED(hit);
-    if (status != VSR_OK)
-        vsr_log_debug("gateway", "memory store: a user's memories could not be written (%d)", status);
-    VSR_UNUSED(ud);
+    vsr_metrics_memory(((worker_t *)ud)->metrics, "write", status == VSR_OK ? "stored" : "error");
 }
 
 void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value)
@@ -310,7 +308,9 @@ void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_ca
         pthread_mutex_lock(&w->gw->rc_mu);
     vsr_store_t *st = worker_store(w, cfg, which);
     /* fire and forget: the worker outlives the operation, the request need not */
-    if (st == NULL)
+    if (st == NULL && q->memory)
+        vsr_metrics_memory(w->metrics, "write", "error");
+    else if (st == NULL)
         vsr_metrics_cache(w->metrics, "store", "error");
     else if (q->memory)
         vsr_store_put(st, q->key, value, q->ttl_ms, NULL, q->scope, q->partition, mem_put_done, w, NULL);

@@ -159,6 +159,7 @@ typedef struct {
      * open (no similarities: the runtime down, a failed task, the deadline);
      * the tools added from the database; the names kept or added (pool) */
     int tools_selection;
+    const char *memory;            /* the memory plugin: used, missing, skipped, unavailable; NULL: none ran */
     size_t tools_added;
     vsr_slice_t tools_selected;
     int compression_applied;

@@ -1320,6 +1320,8 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.tools_db = cfg->tools.db.n ? &cfg->tools.db : NULL;
     pc.tool_scores = s->ts_asked ? &s->ts : NULL;
     pc.memories = &s->mem_hits;
+    if (s->mem_state) /* the metric's result: skipped whatever the reason */
+        s->ev.memory = strncmp(s->mem_state, "skipped", 7) == 0 ? "skipped" : s->mem_state;
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;

@@ -6,6 +6,8 @@ on a free loopback port) shared by two vsr instances; Milvus refused."""
 import json
 import subprocess
 
+import httpx
+
 import pytest
 
 from conftest import USE_MODEL, config_yaml, echo, free_port, model_yaml, require, wait_until
@@ -94,6 +96,16 @@ def test_previous_turn_is_injected_for_the_same_user_only(vsr, fakellm):
     other = ask(v, "key-bob", "What is the name of my dog?")
     assert other.headers["x-vsr-memory"] == "missing"
     assert injected(other) == []
+    assert metric(v, "request", "used") >= 1 and metric(v, "request", "missing") >= 2
+    assert metric(v, "write", "stored") >= 1 and metric(v, "write", "error") == 0
+
+
+def metric(v, op, result):
+    text = httpx.get(v.metrics_url, timeout=5).text
+    for line in text.splitlines():
+        if line.startswith("vsr_memory_total{") and f'op="{op}"' in line and f'result="{result}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def test_memory_goes_after_the_last_system_message(vsr, fakellm):
@@ -190,6 +202,7 @@ def test_store_down_fails_open(vsr, fakellm):
     v = start(vsr, fakellm, store=f"      backend: valkey\n      valkey: {{host: 127.0.0.1, port: {dead}}}\n")
     r = ask(v, "key-alice", FACT, answer=ANSWER)
     assert r.headers["x-vsr-memory"] == "unavailable" and injected(r) == []
+    assert metric(v, "request", "unavailable") == 1
 
 
 @pytest.fixture
