@@ -175,7 +175,7 @@ int vsr_memory_decode(vsr_slice_t v, vsr_pool_t *pool, vsr_memory_set_t *out)
             return VSR_ERR_INVALID;
         items[i].created_ms = lo | hi << 32;
         items[i].importance = imp;
-        items[i].text = vsr_pool_dup_slice(pool, vsr_slice((const char *)p, tl));
+        items[i].text = vsr_slice((const char *)p, tl); /* into v: no second copy of the set */
         p += tl;
         float *vec = vsr_pool_alloc(pool, (size_t)dim * sizeof(float));
         memcpy(vec, p, (size_t)dim * 4);

@@ -143,7 +143,9 @@ const char *vsr_memory_skip(const vsr_config_t *cfg, const vsr_plugin_memory_con
 /* 0 when the request carries tools or tool results, or its user turn is a greeting. */
 int vsr_memory_should_search(const vsr_chat_view_t *chat);
 int vsr_memory_is_greeting(vsr_slice_t query);
-/* VSR_OK, or VSR_ERR_INVALID (out empty) for bytes not in the stored form. */
+/* VSR_OK, or VSR_ERR_INVALID for bytes not in the stored form.  The texts
+ * point into v (keep it while the set is used); the vectors are copied
+ * into the pool (aligned). */
 int vsr_memory_decode(vsr_slice_t v, vsr_pool_t *pool, vsr_memory_set_t *out);
 void vsr_memory_encode(const vsr_memory_set_t *s, vsr_buf_t *out);
 /* The memories to inject, best first, in *out (pool); how many. */
