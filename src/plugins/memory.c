@@ -137,6 +137,27 @@ int vsr_memory_should_search(const vsr_chat_view_t *chat)
     return !vsr_memory_is_greeting(chat->messages[chat->last_user].text);
 }
 
+static const char *const pronouns[] = {"my", "i", "me", "mine", "i'm", "i've", "i'll", "i'd", "myself"};
+
+int vsr_memory_personal(vsr_slice_t query)
+{
+    vsr_slice_t rest = query;
+    while (rest.len) {
+        size_t i = 0;
+        while (i < rest.len && !(isalnum((unsigned char)rest.p[i]) || rest.p[i] == '\''))
+            i++;
+        size_t start = i;
+        while (i < rest.len && (isalnum((unsigned char)rest.p[i]) || rest.p[i] == '\''))
+            i++;
+        vsr_slice_t w = vsr_slice(rest.p + start, i - start);
+        for (size_t k = 0; w.len && k < VSR_ARRAY_LEN(pronouns); k++)
+            if (vsr_slice_case_eq_cstr(w, pronouns[k]))
+                return 1;
+        rest = vsr_slice(rest.p + i, rest.len - i);
+    }
+    return 0;
+}
+
 /* ---- the stored set ---- */
 
 static void put32(vsr_buf_t *b, uint32_t v)

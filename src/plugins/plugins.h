@@ -143,6 +143,9 @@ const char *vsr_memory_skip(const vsr_config_t *cfg, const vsr_plugin_memory_con
 /* 0 when the request carries tools or tool results, or its user turn is a greeting. */
 int vsr_memory_should_search(const vsr_chat_view_t *chat);
 int vsr_memory_is_greeting(vsr_slice_t query);
+/* 1 when the query says my, I, me, mine, I'm, I've, I'll, I'd or myself (a
+ * request the fact_check signal found needs_fact_check is searched only then) */
+int vsr_memory_personal(vsr_slice_t query);
 /* VSR_OK, or VSR_ERR_INVALID for bytes not in the stored form.  The texts
  * point into v (keep it while the set is used); the vectors are copied
  * into the pool (aligned). */

@@ -1638,6 +1638,11 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
     /* the key names the user only through a hash: users never share one, whatever they send */
     snprintf(s->mem_key, sizeof(s->mem_key), "%c:%s", kind, h + 7);
     s->mem_search = vsr_memory_should_search(&s->chat);
+    /* a question of fact is searched only when it is about the user */
+    for (size_t i = 0; s->mem_search && i < s->ev.n_signals; i++)
+        if (strcmp(s->ev.signals[i].family, "fact_check") == 0 && s->ev.signals[i].name &&
+            strcmp(s->ev.signals[i].name, "needs_fact_check") == 0)
+            s->mem_search = vsr_memory_personal(s->chat.messages[s->chat.last_user].text);
     s->mem_store = m->has_auto_store ? m->auto_store : cfg->mem_store.auto_store;
     if (!s->mem_search && !s->mem_store) {
         s->mem_state = "skipped";

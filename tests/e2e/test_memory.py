@@ -20,11 +20,12 @@ FACT = "Please remember that my dog is called Biscuit and he is a beagle."
 ANSWER = "Noted: your beagle is called Biscuit."
 
 
-def document(port, be, store="      backend: memory\n", plugin="", listener_extra="    api_keys: [key-alice, key-bob]\n"):
+def document(port, be, store="      backend: memory\n", plugin="", listener_extra="    api_keys: [key-alice, key-bob]\n",
+             signals=""):
     cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
     routing = f"""
 routing:
-  decisions:
+{signals}  decisions:
     - name: everything
       priority: 1
       rules: {{operator: AND, conditions: []}}
@@ -281,3 +282,22 @@ def test_extproc_user_is_envoys_authz_header(vsr, fakellm, pb):  # noqa: F811
     assert sent_msgs[0] == {"role": "user", "content": PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST}
     h, _, _ = chat("bob", "What is the name of my dog?", "I'm sorry, I do not know that yet.")
     assert h["x-vsr-memory"] == "missing"
+
+
+def test_fact_question_searched_only_when_personal(vsr, fakellm):
+    """The reference's gate: a request the fact_check signal finds needs_fact_check is searched only when it
+    speaks of the user (my, I, me, ...)."""
+    signals = ("  signals:\n    fact_check: [{name: needs_fact_check}]\n")
+    v = start(vsr, fakellm, signals=signals, plugin="""    - name: facts
+      priority: 0
+      rules: {operator: AND, conditions: [{type: fact_check, name: needs_fact_check}]}
+      modelRefs: [{model: m1}]
+""")
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    r = ask(v, "key-alice", "When did the Roman Empire fall and who was its last emperor?")
+    assert "needs_fact_check" in r.headers.get("x-vsr-matched-fact_check", ""), r.headers
+    assert r.headers["x-vsr-memory"] == "skipped"
+    r = ask(v, "key-alice", "When did the Roman Empire fall and who was its last emperor? I need it for my essay.")
+    assert "needs_fact_check" in r.headers.get("x-vsr-matched-fact_check", ""), r.headers
+    assert r.headers["x-vsr-memory"] in ("used", "missing")  # searched (nothing about Rome is remembered)

@@ -146,6 +146,11 @@ static void test_greetings(void **state)
     assert_true(vsr_memory_is_greeting(VSR_SLICE_LIT("what's up?")));
     assert_false(vsr_memory_is_greeting(VSR_SLICE_LIT("hello, what is my dog called?")));
     assert_false(vsr_memory_is_greeting(VSR_SLICE_LIT("okay okay okay okay okay okay")));
+    assert_true(vsr_memory_personal(VSR_SLICE_LIT("What did I say about the budget?")));
+    assert_true(vsr_memory_personal(VSR_SLICE_LIT("where is MY car")));
+    assert_true(vsr_memory_personal(VSR_SLICE_LIT("I've moved; remind me")));
+    assert_false(vsr_memory_personal(VSR_SLICE_LIT("What is the capital of France?")));
+    assert_false(vsr_memory_personal(VSR_SLICE_LIT("mystery of the island")));
 }
 
 static void chat_of(vsr_pool_t *pool, const char *src, vsr_json_t *j, vsr_chat_view_t *chat)
