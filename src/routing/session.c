@@ -1676,6 +1676,8 @@ static void mem_keep(vsr_session_t *s)
 {
     if (!s->mem_store || s->mem_vec == NULL || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
         return;
+    if (s->rg.on && s->rg.result == VSR__RG_FLAGGED)
+        return; /* the guard found a jailbreak in the answer: not a memory (a blocked one never gets here) */
     s->mem_store = 0;
     vsr_buf_t v;
     vsr_buf_init(&v, RC_MAX_VALUE + 64);
