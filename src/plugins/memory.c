@@ -667,8 +667,9 @@ int vsr_memory_remember(const vsr_config_t *cfg, const vsr_memory_set_t *old, co
     size_t n_old = same_dim ? old->n : 0;
     vsr_memory_set_t s = {.dim = dim, .turns = (same_dim ? old->turns : 0) + 1};
     s.items = vsr_pool_alloc(pool, (n_old + 3) * sizeof(vsr_memory_item_t));
+    double prune = cfg->mem_store.prune_threshold;
     for (size_t i = 0; i < n_old; i++)
-        if (!(cfg->mem_store.prune_threshold > 0 && strength(cfg, &old->items[i], now_ms) < cfg->mem_store.prune_threshold))
+        if (!(prune > 0 && strength(cfg, &old->items[i], now_ms) < prune))
             s.items[s.n++] = old->items[i];
     float *vec = vsr_pool_alloc(pool, dim * sizeof(float));
     memcpy(vec, q, dim * sizeof(float));

@@ -173,8 +173,8 @@ static void test_remember(void **state)
     vsr_buf_init(&b, 0);
     chat_of(&pool, "{\"messages\":[{\"role\":\"user\",\"content\":\"My dog is called Biscuit.\"}]}", &j, &chat);
     /* the Q/A pair, <think> removed */
-    assert_int_equal(vsr_memory_remember(&cfg, &empty, E0, DIM, &chat, VSR_SLICE_LIT("<think>hm</think> Noted, Biscuit."),
-                                         5000, &pool, &b), 1);
+    vsr_slice_t said = VSR_SLICE_LIT("<think>hm</think> Noted, Biscuit.");
+    assert_int_equal(vsr_memory_remember(&cfg, &empty, E0, DIM, &chat, said, 5000, &pool, &b), 1);
     assert_int_equal(vsr_memory_decode(vsr_buf_slice(&b), &pool, &o), VSR_OK);
     assert_int_equal(o.n, 1);
     assert_true(vsr_slice_eq_cstr(o.items[0].text, "Q: My dog is called Biscuit.\nA: Noted, Biscuit."));
@@ -213,6 +213,15 @@ static void test_remember(void **state)
     assert_int_equal(o.n, 2);
     assert_true(vsr_slice_eq_cstr(o.items[0].text, "old chunk"));
     assert_true(o.items[1].importance == 0.7f);
+    /* prune_threshold: weaker memories go on a write whatever the count */
+    cfg.mem_store.max_memories_per_user = 0;
+    cfg.mem_store.prune_threshold = 0.6;
+    vsr_buf_reset(&b);
+    assert_int_equal(vsr_memory_remember(&cfg, &full, E0, DIM, &chat, VSR_SLICE_LIT("the third answer"), 5000, &pool,
+                                         &b), 1);
+    assert_int_equal(vsr_memory_decode(vsr_buf_slice(&b), &pool, &o), VSR_OK);
+    assert_int_equal(o.n, 3); /* old chunk (0.7), the new pair and chunk; the old pair (0.5) went */
+    assert_true(vsr_slice_eq_cstr(o.items[0].text, "old chunk"));
     vsr_json_free(&j);
     vsr_buf_free(&b);
     vsr_pool_free(&pool);
