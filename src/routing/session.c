@@ -1606,8 +1606,9 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
     const vsr_config_t *cfg = s->e->cfg;
     const vsr_ports_t *ports = s->opts.ports;
     const vsr_plugin_memory_conf_t *m = vsr_memory_conf(s->p_decision);
-    if (m == NULL || s->ep != EP_CHAT || s->chat.last_user < 0)
-        return NULL;
+    if (m == NULL || s->ep != EP_CHAT || s->chat.last_user < 0 ||
+        vsr_slice_trim(s->chat.messages[s->chat.last_user].text).len == 0)
+        return NULL; /* no text to find memories by (an image-only turn) */
     const vsr_header_t *off = find_header(s->headers, s->n_headers, "x-disable-router-memory");
     const char *skip = vsr_memory_skip(cfg, m, s->rq_path, s->name,
                                        off ? off->value : VSR_SLICE_NULL);
