@@ -529,7 +529,8 @@ static int rt_ready(void *ud)
 
 /* 1 when a recipe declares model-backed signals, or a decision a response
  * cache that looks up by meaning (the request's embedding), a
- * response_jailbreak plugin, or a tool plugin that selects by similarity. */
+ * response_jailbreak plugin, a memory plugin, or a tool plugin that selects
+ * by similarity. */
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++) {
@@ -543,6 +544,8 @@ static int needs_runtime(const vsr_config_t *cfg)
                     return 1;
                 if (pl->kind == VSR_PLUGIN_RESPONSE_JAILBREAK && pl->enabled)
                     return 1; /* the answer goes to the prompt guard */
+                if (pl->kind == VSR_PLUGIN_MEMORY && pl->enabled)
+                    return 1; /* memories are found by the query's embedding */
                 if (pl->enabled && (pl->kind == VSR_PLUGIN_TOOL_SELECTION ||
                                     (pl->kind == VSR_PLUGIN_TOOLS && pl->u.tools.semantic &&
                                      pl->u.tools.mode == VSR_TOOLS_FILTERED)))

@@ -440,6 +440,8 @@ int vsr__cfg_management_auth_eq(const vsr_config_t *a, const vsr_config_t *b);
 /* global.integrations.tools, tool_selection, tools.semantic_selection (cfg_tools.c) */
 extern const cfg_spec_t vsr__cfg_tools_integration_spec;
 extern const cfg_spec_t vsr__cfg_tool_selection_spec;
+extern const cfg_spec_t vsr__cfg_memory_plugin_spec; /* cfg_memory.c */
+extern const cfg_spec_t vsr__cfg_memory_store_spec;
 int vsr__cfg_tools_semantic(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* The tool plugins' unset fields from global.integrations.tools; mode add
  * without a tools database is an error at the plugin. */

@@ -437,7 +437,7 @@ static const struct {
     {"fast_response", VSR_PLUGIN_FAST_RESPONSE},
     {"request_params", VSR_PLUGIN_REQUEST_PARAMS},
     {"response_cache", VSR_PLUGIN_RESPONSE_CACHE},
-    {"memory", 0},
+    {"memory", VSR_PLUGIN_MEMORY},
     {"rag", 0},
     {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
     {"tools", VSR_PLUGIN_TOOLS},
@@ -1245,7 +1245,6 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
         static const struct {
             const char *type, *why;
         } reasons[] = {
-            {"memory", "it needs a memory store and a model that extracts memories"},
             {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
             {"image_gen", "it needs an image generation backend"},
             {"hallucination", "it needs a hallucination detector model the runtime does not have"},
@@ -1272,6 +1271,7 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_RESPONSE_JAILBREAK ? &response_jailbreak_spec
                              : p->kind == VSR_PLUGIN_ROUTER_REPLAY   ? &router_replay_spec
                              : p->kind == VSR_PLUGIN_TOOL_SELECTION  ? &vsr__cfg_tool_selection_spec
+                             : p->kind == VSR_PLUGIN_MEMORY          ? &vsr__cfg_memory_plugin_spec
                                                                      : &request_params_spec;
     /* fast_response without configuration: the reference's router finds no
      * configuration for it and answers nothing (its validator asks for one;

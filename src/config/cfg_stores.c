@@ -460,7 +460,7 @@ static const cfg_field_t stores_fields[] = {
     {.key = "response_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec},
     {.key = "semantic_cache", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &rc_store_spec,
      .alias_of = "response_cache", .deprecated = "the reference renamed it global.stores.response_cache"},
-    UNIMPLEMENTED("memory"),
+    {.key = "memory", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &vsr__cfg_memory_store_spec},
     UNIMPLEMENTED("vector_store"),
 };
 

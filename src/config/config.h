@@ -637,7 +637,7 @@ typedef struct {
 typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
     VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
-    VSR_PLUGIN_ROUTER_REPLAY, VSR_PLUGIN_TOOL_SELECTION,
+    VSR_PLUGIN_ROUTER_REPLAY, VSR_PLUGIN_TOOL_SELECTION, VSR_PLUGIN_MEMORY,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -832,6 +832,34 @@ typedef struct {
     uint64_t max_tool_trace_steps; /* default 32: ... and in calls */
 } vsr_plugin_router_replay_conf_t;
 
+#define VSR_MEMORY_DEFAULT_MAX_PER_USER 200u /* memories kept per user when quality_scoring does not say */
+#define VSR_MEMORY_MAX_PER_USER 500u         /* max_memories_per_user at most */
+#define VSR_MEMORY_MAX_LIMIT 50u             /* retrieval_limit at most */
+
+/* memory (ref §2.1): the reflection gate over retrieved memories.  Each
+ * field is tri-state: a plugin's overrides global.stores.memory.reflection's,
+ * which overrides the defaults in brackets. */
+typedef struct {
+    int enabled;                   int has_enabled;           /* [true] */
+    int noop;                      int has_algorithm;         /* algorithm noop: no gate [heuristic] */
+    uint64_t max_inject_tokens;    int has_max_inject_tokens; /* [2048] */
+    uint64_t recency_decay_days;   int has_recency_decay_days; /* the half-life [30] */
+    double dedup_threshold;        int has_dedup_threshold;   /* word Jaccard [0.90] */
+    vsr_strlist_conf_t block_patterns; int has_block_patterns; /* POSIX extended regexes, case-insensitive */
+} vsr_memory_reflection_conf_t;
+
+/* memory (ref §2.1): per-user memories retrieved and injected before the
+ * call, and the turn stored after the answer (docs/plugins.md). */
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    uint32_t retrieval_limit;      int has_retrieval_limit;   /* [global default_retrieval_limit, 5] */
+    double similarity_threshold;   int has_similarity_threshold; /* [global default_similarity_threshold, 0.6] */
+    int auto_store;                int has_auto_store;        /* [global auto_store] */
+    int hybrid_search;             int has_hybrid_search;     /* [global hybrid_search] */
+    int hybrid_rrf;                int has_hybrid_mode;       /* hybrid_mode rrf (1) | weighted (0) */
+    vsr_memory_reflection_conf_t reflection;
+} vsr_plugin_memory_conf_t;
+
 typedef struct {
     vsr_plugin_kind_t kind;
     char *type;                    /* the catalogue type, aliases normalised (semantic-cache -> response_cache) */
@@ -847,6 +875,7 @@ typedef struct {
         vsr_plugin_response_jailbreak_conf_t response_jailbreak;
         vsr_plugin_router_replay_conf_t router_replay;
         vsr_plugin_tool_selection_conf_t tool_selection;
+        vsr_plugin_memory_conf_t memory;
     } u;
 } vsr_plugin_conf_t;
 
@@ -1318,6 +1347,27 @@ typedef struct {
         int redis_cluster;
         vsr_strlist_conf_t redis_cluster_addresses;
     } rc_store;
+    /* global.stores.memory: where memory plugins keep each user's memories
+     * (backend memory, the default in vsr, or valkey / redis); 0 = the
+     * default in brackets */
+    struct {
+        int enabled;                     /* [false]; a memory plugin's enabled overrides it */
+        int redis;                       /* backend valkey | redis (1); memory (0) */
+        int auto_store;                  /* [false] */
+        vsr_strlist_conf_t disabled_routes, disabled_models; /* exact :path / request model */
+        uint64_t default_retrieval_limit;  /* [5] */
+        double default_similarity_threshold; int has_default_similarity_threshold; /* [0.6] */
+        int hybrid_search, hybrid_rrf;
+        uint64_t max_memories_per_user;  /* quality_scoring.max_memories_per_user [VSR_MEMORY_DEFAULT_MAX_PER_USER] */
+        uint64_t initial_strength_days;  /* quality_scoring.initial_strength_days [30] */
+        double prune_threshold;          /* quality_scoring.prune_threshold: weaker memories go on a write [0] */
+        vsr_memory_reflection_conf_t reflection;
+        char *redis_host;                /* valkey.host [localhost] */
+        uint64_t redis_port, redis_db;   /* valkey.port [6379], valkey.database [0] */
+        char *redis_password;
+        char *redis_key_prefix;          /* valkey.collection_prefix [mem:] */
+        uint64_t redis_timeout_ms;       /* valkey.timeout (seconds in the document) [250 ms] */
+    } mem_store;
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */
     int authz_fail_open;

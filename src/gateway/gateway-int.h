@@ -79,8 +79,8 @@ struct worker_s {
     unsigned accept_unlogged;    /* ... with the count since */
     unsigned process_depth;      /* conn.c: nested request starts on this worker's stack */
     void *rt_port;               /* the worker's runtime port (vsr_gateway_runtime_t.open), or NULL */
-    vsr_store_t *rc_store[2];    /* the redis stores (ports_cache.c): the response cache's, the Responses API's */
-    char rc_sig[2][1024];        /* ... opened from these settings */
+    vsr_store_t *rc_store[3];    /* the redis stores (ports_cache.c): the response cache's, the Responses API's, memory's */
+    char rc_sig[3][1024];        /* ... opened from these settings */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
@@ -112,8 +112,8 @@ struct vsr_gateway_s {
      * its calls complete synchronously, each under rc_mu (recursive: a
      * lookup's callback may call the store again) */
     pthread_mutex_t rc_mu;
-    vsr_store_t *rc_mem[2];      /* the response cache's, the Responses API's */
-    char rc_mem_sig[2][1024];
+    vsr_store_t *rc_mem[3];      /* the response cache's, the Responses API's, memory's */
+    char rc_mem_sig[3][1024];
 };
 
 /* tracing.c: one request's W3C trace context and, at its end, its spans */

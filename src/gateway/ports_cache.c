@@ -50,6 +50,14 @@ static int rc_eviction(const vsr_config_t *cfg)
     return cfg->rc_store.redis ? VSR_STORE_EVICT_LRU : VSR_STORE_EVICT_FIFO;
 }
 
+static const vsr_strlist_conf_t no_cluster;
+
+/* 0 the response cache, 1 the Responses API's store, 2 memory's */
+static int which_store(const vsr_cache_query_t *q)
+{
+    return q->memory ? 2 : q->responses != 0;
+}
+
 static settings_t settings(const vsr_config_t *cfg, int which)
 {
     if (which == 0)
@@ -57,6 +65,18 @@ static settings_t settings(const vsr_config_t *cfg, int which)
                             cfg->rc_store.ttl_seconds, cfg->rc_store.redis_db, cfg->rc_store.redis_timeout_ms,
                             cfg->rc_store.redis_address, cfg->rc_store.redis_password, cfg->rc_store.redis_key_prefix,
                             rc_eviction(cfg), cfg->rc_store.redis_cluster, &cfg->rc_store.redis_cluster_addresses};
+    if (which == 2) {
+        /* memory: one entry per user (its whole bounded set), never expiring; the host's name as an address */
+        static __thread char addr[300];
+        snprintf(addr, sizeof(addr), "%s:%llu", cfg->mem_store.redis_host ? cfg->mem_store.redis_host : "localhost",
+                 (unsigned long long)(cfg->mem_store.redis_port ? cfg->mem_store.redis_port : 6379));
+        return (settings_t){cfg->mem_store.redis, 100000, (uint64_t)256 << 20, 10ull * 365 * 86400,
+                            cfg->mem_store.redis_db,
+                            cfg->mem_store.redis_timeout_ms ? cfg->mem_store.redis_timeout_ms : 250, addr,
+                            cfg->mem_store.redis_password,
+                            cfg->mem_store.redis_key_prefix ? cfg->mem_store.redis_key_prefix : "mem:",
+                            VSR_STORE_EVICT_LRU, 0, &no_cluster};
+    }
     return (settings_t){cfg->resp_store.redis, cfg->resp_store.max_responses, (uint64_t)256 << 20,
                         cfg->resp_store.ttl_seconds, cfg->resp_store.redis_db, cfg->resp_store.redis_timeout_ms,
                         cfg->resp_store.redis_address, cfg->resp_store.redis_password,
@@ -106,14 +126,14 @@ void vsr__gateway_cache_init(vsr_gateway_t *gw)
 
 void vsr__gateway_cache_free(vsr_gateway_t *gw)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         vsr_store_close(gw->rc_mem[i]); /* no handles: the memory backend frees at once */
         gw->rc_mem[i] = NULL;
     }
     pthread_mutex_destroy(&gw->rc_mu);
 }
 
-static const char *const store_names[2] = {"response cache store", "Responses API store"};
+static const char *const store_names[3] = {"response cache store", "Responses API store", "memory store"};
 
 /* A memory store, under rc_mu (held by the caller). */
 static vsr_store_t *shared_store(vsr_gateway_t *gw, int which, const settings_t *c, const char *sig)
@@ -160,12 +180,16 @@ static vsr_store_t *worker_store(worker_t *w, const vsr_config_t *cfg, int which
 
 static int is_shared(const vsr_config_t *cfg, int which)
 {
+    if (which == 2)
+        return !cfg->mem_store.redis;
     return which ? !cfg->resp_store.redis : !cfg->rc_store.redis;
 }
 
 static void lookup_finish(vsr__rc_lookup_t *l, int status, const vsr_store_hit_t *hit)
 {
-    if (status == VSR_OK)
+    if (l->metric_op == NULL)
+        ; /* memory's store: the plugin counts its own outcome */
+    else if (status == VSR_OK)
         vsr_metrics_cache(l->w->metrics, l->metric_op, "hit");
     else if (status == VSR_ERR_NOT_FOUND)
         vsr_metrics_cache(l->w->metrics, l->metric_op, "miss");
@@ -206,7 +230,7 @@ static void get_done(void *ud, int status, const vsr_store_hit_t *hit)
 void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_cache_done_fn done,
                                 void *done_ud)
 {
-    int which = q->responses != 0, shared = is_shared(cfg, which);
+    int which = which_store(q), shared = is_shared(cfg, which);
     if (shared)
         pthread_mutex_lock(&w->gw->rc_mu);
     vsr_store_t *st = worker_store(w, cfg, which);
@@ -214,7 +238,8 @@ void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_
         (!q->exact && q->embedding == NULL)) {
         if (shared)
             pthread_mutex_unlock(&w->gw->rc_mu);
-        vsr_metrics_cache(w->metrics, q->revalidate ? "revalidate" : "lookup", "error");
+        if (!q->memory)
+            vsr_metrics_cache(w->metrics, q->revalidate ? "revalidate" : "lookup", "error");
         done(done_ud, VSR_ERR_IO, VSR_SLICE_NULL, 0);
         return NULL;
     }
@@ -224,7 +249,7 @@ void *vsr__gateway_cache_lookup(worker_t *w, const vsr_config_t *cfg, const vsr_
     l->done = done;
     l->done_ud = done_ud;
     l->threshold = (float)q->threshold;
-    l->metric_op = q->revalidate ? "revalidate" : "lookup";
+    l->metric_op = q->memory ? NULL : q->revalidate ? "revalidate" : "lookup";
     if (q->scope.len)
         memcpy(l->scope, q->scope.p, q->scope.len);
     l->scope_len = q->scope.len;
@@ -270,15 +295,25 @@ static void put_done(void *ud, int status, const vsr_store_hit_t *hit)
     vsr_metrics_cache(w->metrics, "store", status == VSR_OK ? "stored" : status == VSR_ERR_TOO_BIG ? "skipped" : "error");
 }
 
+static void mem_put_done(void *ud, int status, const vsr_store_hit_t *hit)
+{
+    VSR_UNUSED(hit);
+    vsr_metrics_memory(((worker_t *)ud)->metrics, "write", status == VSR_OK ? "stored" : "error");
+}
+
 void vsr__gateway_cache_store(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q, vsr_slice_t value)
 {
-    int which = q->responses != 0, shared = is_shared(cfg, which);
+    int which = which_store(q), shared = is_shared(cfg, which);
     if (shared)
         pthread_mutex_lock(&w->gw->rc_mu);
     vsr_store_t *st = worker_store(w, cfg, which);
     /* fire and forget: the worker outlives the operation, the request need not */
-    if (st == NULL)
+    if (st == NULL && q->memory)
+        vsr_metrics_memory(w->metrics, "write", "error");
+    else if (st == NULL)
         vsr_metrics_cache(w->metrics, "store", "error");
+    else if (q->memory)
+        vsr_store_put(st, q->key, value, q->ttl_ms, NULL, q->scope, q->partition, mem_put_done, w, NULL);
     else if (vsr_store_put(st, q->key, value, q->ttl_ms, q->embedding, q->scope, q->partition, put_done, w, NULL) ==
              VSR_ERR_INVALID)
         vsr_metrics_cache(w->metrics, "store", "skipped");
@@ -295,7 +330,7 @@ static void del_done(void *ud, int status, const vsr_store_hit_t *hit)
 
 void vsr__gateway_cache_delete(worker_t *w, const vsr_config_t *cfg, const vsr_cache_query_t *q)
 {
-    int which = q->responses != 0, shared = is_shared(cfg, which);
+    int which = which_store(q), shared = is_shared(cfg, which);
     if (shared)
         pthread_mutex_lock(&w->gw->rc_mu);
     vsr_store_t *st = worker_store(w, cfg, which);
@@ -307,7 +342,7 @@ void vsr__gateway_cache_delete(worker_t *w, const vsr_config_t *cfg, const vsr_c
 
 void vsr__gateway_cache_close(worker_t *w)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         vsr_store_close(w->rc_store[i]);
         w->rc_store[i] = NULL;
     }

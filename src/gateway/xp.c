@@ -180,6 +180,9 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
     vsr_xp_stream_opts_t o = {0};
     o.session.ports = &xp_ports;
     o.session.ports_ud = x;
+    /* Envoy's identity fields (x-authz-user-id, set by its authorization
+     * filter) count as the listener's identity settings say for this peer */
+    o.session.identity_trusted = vsr__conn_identity_trusted(c);
     /* the session's waits end by the listener's timeout, or by Envoy's
      * grpc-timeout when it sets a shorter one */
     uint64_t budget = lc->timeout_ms, gt;

@@ -88,7 +88,7 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
        F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
-       F_TOOLSEL, F_REMOTE_CLS, F_COUNT };
+       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -141,6 +141,10 @@ static const family_t families[F_COUNT] = {
                   "Answers scanned by the response_jailbreak plugin, by result (pass, flagged, blocked, error: the "
                   "scan failed or came late and the answer went out unchanged).",
                   NULL, 1, {"result"}},
+    [F_MEMORY] = {"vsr_memory_total",
+                  "The memory plugin, by operation and result: request (used, missing, skipped, unavailable) and "
+                  "write (stored, error).",
+                  NULL, 2, {"op", "result"}},
     [F_TOOLSEL] = {"vsr_tool_selection_total",
                    "Requests whose tool plugins selected by similarity, by result (semantic: on similarities; "
                    "unavailable: the runtime gave none and the tools went as sent).",
@@ -642,6 +646,14 @@ void vsr_metrics_remote_classifier(vsr_metrics_shard_t *s, const char *result, u
     if (s == NULL || n == 0)
         return;
     add_u64(&series_get(s, F_REMOTE_CLS, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL)->v[0], n);
+}
+
+void vsr_metrics_memory(vsr_metrics_shard_t *s, const char *op, const char *result)
+{
+    if (s == NULL || result == NULL)
+        return;
+    count1(s, F_MEMORY, intern_sh(s, D_OUTCOME, vsr_slice_cstr(op)), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)),
+           NULL);
 }
 
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)

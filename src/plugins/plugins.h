@@ -38,6 +38,12 @@ typedef struct {
 #define VSR_TOOLS_MAX_SCORED 128u /* request tools scored at most */
 #define VSR_TOOLS_TEXT_MAX 1024u  /* bytes of one tool's text sent to be embedded */
 
+/* The memories the session selected for the memory plugin to inject (memory.c), best first. */
+typedef struct {
+    const vsr_slice_t *texts;
+    size_t n;
+} vsr_memory_hits_t;
+
 typedef enum { VSR_TOOLSEL_NONE = 0, VSR_TOOLSEL_SEMANTIC, VSR_TOOLSEL_UNAVAILABLE } vsr_toolsel_state_t;
 
 /* Where a plugin reads the request and writes its changes. */
@@ -49,6 +55,7 @@ typedef struct {
     vsr_pool_t *pool;                /* everything a plugin allocates */
     const vsr_tools_db_t *tools_db;  /* global.integrations.tools' database (NULL: none) */
     const vsr_tool_scores_t *tool_scores; /* NULL: none gathered (a semantic plugin then fails open) */
+    const vsr_memory_hits_t *memories; /* NULL or none: the memory plugin injects nothing */
     const vsr_decision_conf_t *_decision; /* private: the decision being run */
     uint64_t context_window;         /* the selected model's context_window_size (its model card); 0: unknown */
     /* the client's request headers (what ingress kept), for a plugin's own
@@ -84,6 +91,7 @@ typedef struct {
     int compression_bypassed;        /* request_controls: the client's bypass directive skipped it */
     uint64_t compression_tokens_before, compression_tokens_after;
     size_t compression_messages;
+    size_t memory_injected;          /* memories the memory plugin injected */
 } vsr_plugin_ctx_t;
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,
@@ -106,5 +114,57 @@ int vsr_plugins_tool_texts(const vsr_decision_conf_t *decision, const vsr_plugin
  * with the immediate response and call no model) or VSR_ERR_INVALID when the
  * body cannot be edited as the plugin needs (message in *why). */
 int vsr_plugins_run_request(const vsr_decision_conf_t *decision, vsr_plugin_ctx_t *ctx, const char **why);
+
+/* ---- memory (memory.c): what the session needs around the plugin ----
+ * A user's set of memories as the store keeps it (encode/decode), ranked
+ * against a query (select: threshold, limit, hybrid rerank, reflection
+ * gate), and the set after a turn (remember: the Q/A pair and, every third
+ * user turn, the last five turns; pruned to max_memories_per_user).  A
+ * memory's vector is the embedding of the user turn that made it. */
+#define VSR_MEMORY_MAX_TEXT 4096u /* bytes of one memory's text */
+#define VSR_MEMORY_MAX_DIM 4096u  /* floats in a memory's vector */
+
+typedef struct {
+    uint64_t created_ms;   /* wall clock */
+    float importance;      /* 0.5 a Q/A pair, 0.7 a session chunk */
+    vsr_slice_t text;
+    const float *vec;      /* dim floats, unit length */
+} vsr_memory_item_t;
+
+typedef struct {
+    size_t dim, n;
+    uint32_t turns;        /* turns stored so far */
+    vsr_memory_item_t *items; /* oldest first */
+} vsr_memory_set_t;
+
+extern const char vsr_memory_preamble[], vsr_memory_postamble[];
+
+/* The decision's memory plugin (enabled or not), NULL when it has none. */
+const vsr_plugin_memory_conf_t *vsr_memory_conf(const vsr_decision_conf_t *d);
+/* Why the plugin does not run for this request ("disabled", "header",
+ * "route", "model"), NULL when it does.  disable: x-disable-router-memory. */
+const char *vsr_memory_skip(const vsr_config_t *cfg, const vsr_plugin_memory_conf_t *m, vsr_slice_t path,
+                            vsr_slice_t model, vsr_slice_t disable);
+/* 0 when the request carries tools or tool results, or its user turn is a greeting. */
+int vsr_memory_should_search(const vsr_chat_view_t *chat);
+int vsr_memory_is_greeting(vsr_slice_t query);
+/* 1 when the query says my, I, me, mine, I'm, I've, I'll, I'd or myself (a
+ * request the fact_check signal found needs_fact_check is searched only then) */
+int vsr_memory_personal(vsr_slice_t query);
+/* VSR_OK, or VSR_ERR_INVALID for bytes not in the stored form.  The texts
+ * point into v (keep it while the set is used); the vectors are copied
+ * into the pool (aligned). */
+int vsr_memory_decode(vsr_slice_t v, vsr_pool_t *pool, vsr_memory_set_t *out);
+void vsr_memory_encode(const vsr_memory_set_t *s, vsr_buf_t *out);
+/* The memories to inject, best first, in *out (pool); how many. */
+size_t vsr_memory_select(const vsr_config_t *cfg, const vsr_plugin_memory_conf_t *m, const vsr_memory_set_t *set,
+                         const float *q, size_t dim, vsr_slice_t query, uint64_t now_ms, vsr_pool_t *pool,
+                         vsr_slice_t **out);
+/* The injected message's text. */
+vsr_slice_t vsr_memory_context(vsr_pool_t *pool, const vsr_slice_t *texts, size_t n);
+/* 1 with the user's new set in out when the turn changes it, else 0. */
+int vsr_memory_remember(const vsr_config_t *cfg, const vsr_memory_set_t *old, const float *q, size_t dim,
+                        const vsr_chat_view_t *chat, vsr_slice_t answer, uint64_t now_ms, vsr_pool_t *pool,
+                        vsr_buf_t *out);
 
 #endif /* VSR_PLUGINS_H */

@@ -159,6 +159,7 @@ typedef struct {
      * open (no similarities: the runtime down, a failed task, the deadline);
      * the tools added from the database; the names kept or added (pool) */
     int tools_selection;
+    const char *memory;            /* the memory plugin: used, missing, skipped, unavailable; NULL: none ran */
     size_t tools_added;
     vsr_slice_t tools_selected;
     int compression_applied;
@@ -282,6 +283,7 @@ typedef struct {
     int revalidate;            /* lookup for x-vsr-cache-control no-cache (counted as op="revalidate", never a hit) */
     uint64_t ttl_ms;           /* store */
     int responses;             /* 1: the Responses API's store (global.services.response_api), not the cache */
+    int memory;                /* 1: the memory plugin's store (global.stores.memory): exact keys only */
 } vsr_cache_query_t;
 
 /* status VSR_OK with the stored value (borrowed during the call) and its

@@ -135,6 +135,18 @@ struct vsr_session_s {
     const vsr_model_conf_t *d_model;
     const char *d_lora;
     int d_graph;
+    /* the memory plugin (memory_start): the user's key, the query's
+     * embedding, the set read and the memories handed to the plugin, and
+     * whether the answer is kept as a memory */
+    const vsr_plugin_memory_conf_t *mem;
+    char mem_key[80];
+    float *mem_vec;
+    vsr_cache_query_t mem_q;
+    vsr_memory_set_t mem_set;
+    vsr_memory_hits_t mem_hits;
+    int mem_search, mem_store;
+    size_t mem_injected;
+    const char *mem_state;          /* x-vsr-memory: used, missing, skipped[:why], unavailable */
     /* response_jailbreak: the answer's scan (resp_guard.c; the wait is port_wait's) */
     vsr__rguard_t rg;
 };
@@ -839,6 +851,7 @@ static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_
                                         const char *lora);
 static const vsr_effect_t *body_plugins(vsr_session_t *s);
 static const vsr_effect_t *tools_start(vsr_session_t *s);
+static const vsr_effect_t *memory_then_plugins(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
                                         size_t len, uint64_t t0);
 static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t len, uint64_t t0);
@@ -1295,7 +1308,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     const vsr_effect_t *waiting = tools_start(s);
     if (waiting)
         return waiting; /* the tools' similarities first */
-    return body_plugins(s);
+    return memory_then_plugins(s);
 }
 
 /* The body phase once the decision is made and what its plugins need is
@@ -1319,6 +1332,9 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.tool_scores = s->ts_asked ? &s->ts : NULL;
     pc.request_header = plugin_request_header;
     pc.request_header_ud = s;
+    pc.memories = &s->mem_hits;
+    if (s->mem_state) /* the metric's result: skipped whatever the reason */
+        s->ev.memory = strncmp(s->mem_state, "skipped", 7) == 0 ? "skipped" : s->mem_state;
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;
@@ -1337,6 +1353,7 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
         s->ev.compression_tokens_before = pc.compression_tokens_before;
         s->ev.compression_tokens_after = pc.compression_tokens_after;
         s->ev.compression_messages = pc.compression_messages;
+        s->mem_injected = pc.memory_injected;
         if (pc.imm_status) {
             vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
             size_t n_extra = 0;
@@ -1398,7 +1415,7 @@ static uint64_t rc_now(vsr_session_t *s);
 
 static const vsr_effect_t *tools_ready(vsr_session_t *s)
 {
-    return body_plugins(s);
+    return memory_then_plugins(s);
 }
 
 /* embeddings[k]: dim finite numbers, scaled to unit length; VSR_OK or VSR_ERR_INVALID. */
@@ -1532,6 +1549,182 @@ static const vsr_effect_t *tools_start(vsr_session_t *s)
     s->ts_deadline = deadline;
     port_wait_begin(s, 1, tools_ready);
     return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, tools_embed_done, s));
+}
+
+/* ---- the memory plugin's store (memory.c has the rest) ----
+ * Before the plugins: the user (a trusted x-authz-user-id, else the API key
+ * the listener checked), the query's embedding from the runtime, then the
+ * user's set from global.stores.memory (one bounded value per user); the
+ * selected memories go to the plugin (pc.memories).  After a complete,
+ * successful answer (rc_keep), the user's new set is written back.  Every
+ * failure fails open: the request goes on without memories. */
+
+static uint64_t wall_ms(void);
+static const vsr_effect_t *mem_after_lookup(vsr_session_t *s);
+
+static void mem_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
+{
+    vsr_session_t *s = ud;
+    int ok = 0;
+    if (rc_now(s) > s->ts_deadline)
+        status = VSR_ERR; /* late: as if unanswered */
+    float *v = vsr_pool_alloc(&s->pool, VSR_CACHE_DIM * sizeof(float));
+    for (size_t i = 0; status == VSR_OK && i < n && !ok; i++)
+        ok = results[i].id && strcmp(results[i].id, "mem") == 0 && results[i].status == VSR_OK &&
+             vsr__rc_read_embedding(results[i].result, v, VSR_CACHE_DIM) == VSR_OK;
+    if (ok)
+        s->mem_vec = v;
+    port_wait_done(s);
+}
+
+static const vsr_effect_t *mem_lookup_step(vsr_session_t *s)
+{
+    if (s->mem_vec == NULL) {
+        s->mem_state = "unavailable";
+        s->mem_store = 0;
+        return body_plugins(s);
+    }
+    port_wait_begin(s, 2, mem_after_lookup);
+    s->mem_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->mem_key), .exact = 1, .memory = 1};
+    return port_wait_end(s, s->opts.ports->cache_lookup(s->opts.ports_ud, &s->mem_q, store_done, s));
+}
+
+static const vsr_effect_t *mem_after_lookup(vsr_session_t *s)
+{
+    if (s->rc_status == VSR_OK && vsr_memory_decode(s->rc_value, &s->pool, &s->mem_set) != VSR_OK)
+        memset(&s->mem_set, 0, sizeof(s->mem_set)); /* not a set: read as none, replaced by the next write */
+    else if (s->rc_status != VSR_OK && s->rc_status != VSR_ERR_NOT_FOUND) {
+        s->mem_state = "unavailable";
+        s->mem_store = 0; /* the set could not be read: writing would lose it */
+        return body_plugins(s);
+    }
+    s->rc_status = 0;
+    s->rc_value = VSR_SLICE_NULL;
+    if (!s->mem_search) {
+        s->mem_state = "skipped";
+        return body_plugins(s);
+    }
+    vsr_slice_t *texts;
+    size_t n = vsr_memory_select(s->e->cfg, s->mem, &s->mem_set, s->mem_vec, VSR_CACHE_DIM,
+                                 s->chat.messages[s->chat.last_user].text, wall_ms(), &s->pool, &texts);
+    s->mem_hits = (vsr_memory_hits_t){texts, n};
+    s->mem_state = n ? "used" : "missing";
+    return body_plugins(s);
+}
+
+/* NULL when the decision's memory plugin has nothing to do for this
+ * request (body_plugins goes on), else the pending effect or the phase's. */
+static const vsr_effect_t *memory_start(vsr_session_t *s)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_ports_t *ports = s->opts.ports;
+    const vsr_plugin_memory_conf_t *m = vsr_memory_conf(s->p_decision);
+    if (m == NULL || s->ep != EP_CHAT || s->chat.last_user < 0 ||
+        vsr_slice_trim(s->chat.messages[s->chat.last_user].text).len == 0)
+        return NULL; /* no text to find memories by (an image-only turn) */
+    const vsr_header_t *off = find_header(s->headers, s->n_headers, "x-disable-router-memory");
+    const char *skip = vsr_memory_skip(cfg, m, s->rq_path, s->name,
+                                       off ? off->value : VSR_SLICE_NULL);
+    char h[VSR_CONFIG_HASH_LEN];
+    char kind = 0;
+    vsr_signal_input_t in = {0};
+    identity(s, &in);
+    if (skip == NULL && in.identity_present && in.user_id.len) {
+        vsr_config_hash(in.user_id.p, in.user_id.len, h);
+        kind = 'u';
+    } else if (skip == NULL && s->opts.api_key.len) {
+        vsr_config_hash(s->opts.api_key.p, s->opts.api_key.len, h);
+        kind = 'k';
+    } else if (skip == NULL) {
+        skip = "no_user";
+    }
+    if (skip) {
+        char *st = vsr_pool_alloc(&s->pool, 48);
+        snprintf(st, 48, "skipped:%s", skip);
+        s->mem_state = st;
+        return NULL;
+    }
+    if (ports == NULL || ports->cache_lookup == NULL || ports->cache_store == NULL || ports->runtime_call == NULL) {
+        s->mem_state = "unavailable";
+        return NULL;
+    }
+    s->mem = m;
+    /* the key names the user only through a hash: users never share one, whatever they send */
+    snprintf(s->mem_key, sizeof(s->mem_key), "%c:%s", kind, h + 7);
+    s->mem_search = vsr_memory_should_search(&s->chat);
+    /* a question of fact is searched only when it is about the user */
+    for (size_t i = 0; s->mem_search && i < s->ev.n_signals; i++)
+        if (strcmp(s->ev.signals[i].family, "fact_check") == 0 && s->ev.signals[i].name &&
+            strcmp(s->ev.signals[i].name, "needs_fact_check") == 0)
+            s->mem_search = vsr_memory_personal(s->chat.messages[s->chat.last_user].text);
+    s->mem_store = m->has_auto_store ? m->auto_store : cfg->mem_store.auto_store;
+    if (!s->mem_search && !s->mem_store) {
+        s->mem_state = "skipped";
+        return NULL;
+    }
+    vsr_buf_t b, text;
+    vsr_buf_init(&b, 0);
+    vsr_buf_init(&text, 0);
+    vsr_json_append_client_text(&text, s->chat.messages[s->chat.last_user].text, 16384); /* the model reads less */
+    vsr_buf_append_cstr(&b, "{\"input\":[");
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&text));
+    vsr_buf_append_cstr(&b, "]}");
+    vsr_buf_free(&text);
+    vsr_runtime_task_t task = {"mem", "embed", vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b))};
+    vsr_buf_free(&b);
+    vsr_runtime_bundle_t bundle = {&task, 1};
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
+    s->ts_deadline = deadline;
+    port_wait_begin(s, 1, mem_lookup_step);
+    return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, mem_embed_done, s));
+}
+
+static const vsr_effect_t *memory_then_plugins(vsr_session_t *s)
+{
+    const vsr_effect_t *waiting = memory_start(s);
+    return waiting ? waiting : body_plugins(s);
+}
+
+/* The answer, complete and successful: the user's set with this turn. */
+static void mem_keep(vsr_session_t *s)
+{
+    if (!s->mem_store || s->mem_vec == NULL || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
+        return;
+    if (s->rg.on && s->rg.result == VSR__RG_FLAGGED)
+        return; /* the guard found a jailbreak in the answer: not a memory (a blocked one never gets here) */
+    s->mem_store = 0;
+    vsr_buf_t v;
+    vsr_buf_init(&v, RC_MAX_VALUE + 64);
+    uint64_t stored;
+    vsr_slice_t json;
+    vsr_json_t j;
+    uint32_t c, msg, content;
+    vsr_slice_t answer = VSR_SLICE_NULL;
+    int parsed = 0;
+    if (vsr__rc_stored_form(s->rc_acc.data, s->rc_acc.len, s->rc_sse, wall_ms(), &v) == VSR_OK &&
+        vsr__rc_parse_stored(vsr_buf_slice(&v), &stored, &json) == VSR_OK &&
+        vsr_json_parse(&j, json.p, json.len, NULL) == VSR_OK) {
+        parsed = 1;
+        if (vsr_json_object_get(&j, 0, "choices", &c) == VSR_OK && vsr_json_type(&j, c) == VSR_JSON_ARRAY &&
+            j.toks[c].count > 0 && vsr_json_object_get(&j, c + 1, "message", &msg) == VSR_OK &&
+            vsr_json_type(&j, msg) == VSR_JSON_OBJECT &&
+            vsr_json_object_get(&j, msg, "content", &content) == VSR_OK &&
+            vsr_json_type(&j, content) == VSR_JSON_STRING) {
+            vsr_slice_t t;
+            if (vsr_json_string(&j, content, &s->pool, &t) == VSR_OK)
+                answer = vsr_pool_dup_slice(&s->pool, t); /* out of v, which is reused below */
+        }
+    }
+    if (parsed)
+        vsr_json_free(&j);
+    vsr_buf_reset(&v);
+    if (vsr_memory_remember(s->e->cfg, &s->mem_set, s->mem_vec, VSR_CACHE_DIM, &s->chat, answer, wall_ms(), &s->pool,
+                            &v)) {
+        vsr_cache_query_t q = {.key = vsr_slice_cstr(s->mem_key), .exact = 1, .memory = 1,
+                               .ttl_ms = 10ull * 365 * 86400 * 1000};
+        s->opts.ports->cache_store(s->opts.ports_ud, &q, vsr_buf_slice(&v));
+    }
+    vsr_buf_free(&v);
 }
 
 /* POST /v1/messages/count_tokens, once the decision is made: the count of
@@ -1809,10 +2002,13 @@ static const vsr_effect_t *rc_after_lookup(vsr_session_t *s)
 }
 
 /* The answer, complete: kept when it is one to keep. */
+static void mem_keep(vsr_session_t *s);
+
 static void rc_keep(vsr_session_t *s)
 {
     if (s->rg.on && !s->rg.result)
         return; /* kept once the scan lets it through */
+    mem_keep(s);
     if (!s->rc_store || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
         return;
     vsr_buf_t v;
@@ -1825,7 +2021,7 @@ static void rc_keep(vsr_session_t *s)
 
 static void rc_feed(vsr_session_t *s, const char *p, size_t n)
 {
-    if (s->rc_store && !s->rc_over && n && vsr_buf_append(&s->rc_acc, p, n) != VSR_OK)
+    if ((s->rc_store || s->mem_store) && !s->rc_over && n && vsr_buf_append(&s->rc_acc, p, n) != VSR_OK)
         s->rc_over = 1;
 }
 
@@ -2632,7 +2828,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
     s->eff.body_mode = s->body_mode;
     vsr_buf_reset(&s->rc_acc);
     s->rc_over = 0;
-    if (s->rc_store && status == 200) {
+    if ((s->rc_store || s->mem_store) && status == 200) {
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
         /* the chat side's bytes: the translated ones for a Messages backend */
         s->rc_sse = ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
@@ -2675,6 +2871,10 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                    pool_printf(&s->pool, "%llu", (unsigned long long)s->ev.context_tokens));
             if (s->ev.injected_system_prompt)
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-injected-system-prompt"), VSR_SLICE_LIT("true"));
+            if (s->mem_state) {
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-memory"), vsr_slice_cstr(s->mem_state));
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-memory-injected"), pool_u64(&s->pool, s->mem_injected, 0));
+            }
             if (s->ev.tools_applied) {
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-before"), pool_u64(&s->pool, s->ev.tools_before, 0));
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-tools-after"), pool_u64(&s->pool, s->ev.tools_after, 0));

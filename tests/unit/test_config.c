@@ -2156,7 +2156,9 @@ static void test_capability_absent_is_fine(void **state)
     static const char *const types[] = {"rag", "memory", "image_gen", "tool_selection"};
     assert_int_equal(d->plugins[3].kind, VSR_PLUGIN_TOOL_SELECTION); /* implemented: decoded, switched off */
     assert_int_equal(d->plugins[3].enabled, 0);
-    for (size_t i = 0; i < 3; i++) {
+    assert_int_equal(d->plugins[1].kind, VSR_PLUGIN_MEMORY); /* implemented: decoded, switched off */
+    assert_int_equal(d->plugins[1].enabled, 0);
+    for (size_t i = 0; i < 3; i += 2) {
         assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
         assert_int_equal(d->plugins[i].enabled, 0);
         assert_string_equal(d->plugins[i].type, types[i]);
@@ -3330,14 +3332,13 @@ static void test_routing_errors_all_reported(void **state)
                   "      rules: {type: keyword, name: missing}\n"
                   "      modelRefs: [{model: ghost}]\n"
                   "      algorithm: {type: router_dc}\n"
-                  "      plugins: [{type: memory}]\n"
+                  "      plugins: [{type: mmeory}]\n"
                   "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
                   "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
                   "t.yaml:13:14: missing required key \"threshold\"\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
                   "t.yaml:19:25: algorithm type \"router_dc\" is not supported yet\n"
-                  "t.yaml:20:24: plugin \"memory\" is not supported yet (it needs a memory store and a model that "
-                  "extracts memories)\n"
+                  "t.yaml:20:24: unknown plugin type \"mmeory\"\n"
                   "t.yaml:17:14: keyword signal \"missing\" is not declared in routing.signals.keywords\n"
                   "t.yaml:18:27: model \"ghost\" is not defined in providers.models (nor as a LoRA in "
                   "routing.modelCards)\n"
