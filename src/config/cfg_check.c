@@ -672,6 +672,7 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
     check_management(d, box);
     check_externals(d, box);
     vsr__cfg_tools_resolve(d, box);
+    vsr__cfg_hallucination_resolve(d, box);
     vsr__cfg_resolve_projection_inputs(d, box);
 
     /* recipes[0] is the top-level block; the rest in document order.  Done

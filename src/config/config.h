@@ -448,6 +448,13 @@ typedef struct {
     size_t n_kbs;
 } vsr_modules_conf_t;
 
+/* routing.signals.hallucination[] (ref §1.3): a response-stage signal (the
+ * answer checked by the hallucination detector); a decision may not read it. */
+typedef struct {
+    char *name;
+    int use_nli;                   /* accepted; the reference retired its NLI explainer */
+} vsr_sig_hallucination_conf_t;
+
 /* A signal of a family registered at run time (vsr_signals_register_family):
  * the document decoder never fills these; code that registers a family
  * declares its signals here. */
@@ -483,6 +490,8 @@ typedef struct {
     /* other model-backed families (safety, hallucination, input_modality):
      * not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
+    /* response-stage: declared for the hallucination plugin, never read by a decision */
+    vsr_sig_hallucination_conf_t *hallucination; size_t n_hallucination;
 } vsr_signals_conf_t;
 
 /* ---- projections (routing.projections, ref §1.10) ---- */
@@ -578,6 +587,7 @@ typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
     VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
     VSR_PLUGIN_ROUTER_REPLAY, VSR_PLUGIN_TOOL_SELECTION,
+    VSR_PLUGIN_HALLUCINATION, VSR_PLUGIN_SHADOW_DISPATCH,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -764,6 +774,33 @@ typedef struct {
     uint64_t max_tool_trace_steps; /* default 32: ... and in calls */
 } vsr_plugin_router_replay_conf_t;
 
+/* hallucination (ref §2.3, cfg_hallucination.c): the answer checked against
+ * the request's grounding context by the detector of
+ * global.model_catalog.modules.hallucination_mitigation; what a finding does. */
+typedef enum { VSR_HAL_HEADER = 0, VSR_HAL_BODY, VSR_HAL_NONE } vsr_hal_action_t;
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    int action;                    /* hallucination_action: vsr_hal_action_t, default header */
+    int unverified_action;         /* unverified_factual_action: vsr_hal_action_t, default header */
+    int include_details;           /* include_hallucination_details: the body warning names the spans */
+} vsr_plugin_hallucination_conf_t;
+
+/* shadow_dispatch (ref §3, cfg_hallucination.c): a copy of the request to
+ * another model, its answer read and dropped. */
+#define VSR_SHADOW_MAX_FORWARD 16
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    char *model;                   /* a providers.models[] name (required when enabled) */
+    double sample_rate;            /* 0..1, default 1 */
+    uint32_t max_concurrency;      /* default 2: copies in flight per worker; more are dropped (counted) */
+    uint32_t max_queue_depth;      /* default 8: accepted; vsr queues nothing (a copy past the bound is dropped) */
+    uint64_t timeout_ms;           /* timeout_seconds, default 30 s */
+    uint64_t max_response_bytes;   /* default 1 MiB: a longer shadow answer fails the copy */
+    uint32_t max_retries;          /* 0..3, default 0 */
+    vsr_strlist_conf_t forward_headers; /* client headers copied (never credentials) */
+} vsr_plugin_shadow_dispatch_conf_t;
+
 typedef struct {
     vsr_plugin_kind_t kind;
     char *type;                    /* the catalogue type, aliases normalised (semantic-cache -> response_cache) */
@@ -779,6 +816,8 @@ typedef struct {
         vsr_plugin_response_jailbreak_conf_t response_jailbreak;
         vsr_plugin_router_replay_conf_t router_replay;
         vsr_plugin_tool_selection_conf_t tool_selection;
+        vsr_plugin_hallucination_conf_t hallucination;
+        vsr_plugin_shadow_dispatch_conf_t shadow_dispatch;
     } u;
 } vsr_plugin_conf_t;
 
@@ -1142,6 +1181,23 @@ typedef struct {
 #define VSR_LOOPER_DEFAULT_TIMEOUT_MS (120u * 1000u)
 #define VSR_LOOPER_DEFAULT_MAX_RESPONSE_BYTES (32ull * 1024 * 1024)
 
+/* global.model_catalog.modules.hallucination_mitigation (ref §2.3): the
+ * detector the hallucination plugin calls.  backend endpoint: an
+ * OpenAI-compatible chat completions server (its URL, model_id) carried by
+ * the upstream layer as a model of one backend; candle (the reference's
+ * local token classifier) is a model vsr does not have: checks then fail open. */
+#define VSR_HAL_DEFAULT_TIMEOUT_MS 10000u
+#define VSR_HAL_MAX_RESPONSE ((uint64_t)1 << 20)
+typedef struct {
+    int enabled;                   /* enabled (default false) */
+    int endpoint;                  /* detector.backend: endpoint (1) | candle (0, default) */
+    char *url;                     /* detector.endpoint: http(s)://host[:port][/prefix]; POST {url}/chat/completions */
+    char *model_id;                /* detector.model_id (required with backend endpoint) */
+    int include_explanation;       /* detector.include_explanation */
+    vsr_backend_conf_t backend;    /* from url */
+    vsr_model_conf_t model;        /* name "hallucination-detector", backends = &backend */
+} vsr_hallucination_module_conf_t;
+
 typedef struct {
     char *path;            /* the file it was read from (a string's: the name given, else "<string>") */
     char *version;         /* "v0.3" */
@@ -1262,6 +1318,7 @@ typedef struct {
     vsr_modules_conf_t modules;          /* global.model_catalog.modules */
     vsr_looper_integration_conf_t looper; /* global.integrations.looper */
     vsr_tools_integration_conf_t tools;   /* global.integrations.tools */
+    vsr_hallucination_module_conf_t hallucination; /* global.model_catalog.modules.hallucination_mitigation */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */
