@@ -152,7 +152,7 @@ static void finish_module(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     else if (m->endpoint && m->model_id == NULL)
         vsr__cfg_node_error(d, det ? det : map, "hallucination detector: backend endpoint needs model_id");
     if (m->url && m->model_id) {
-        m->model.name = vsr__cfg_strdup(d, "hallucination-detector");
+        m->model.name = vsr__cfg_strdup(d, VSR_HAL_DETECTOR_NAME);
         m->model.provider_model_id = m->model_id;
         m->model.backends = &m->backend;
         m->model.n_backends = 1;
@@ -307,8 +307,37 @@ static void resolve_recipe(cfg_decoder_t *d, config_box_t *box, const vsr_recipe
     }
 }
 
+/* The detector joins global.model_catalog.external[] (under a name no
+ * document can write: it has a dot), so that the upstream layer opens its
+ * pool with the others and carries its calls. */
+static void add_detector(cfg_decoder_t *d, vsr_config_t *c)
+{
+    vsr_hallucination_module_conf_t *m = &c->hallucination;
+    if (m->model.n_backends == 0)
+        return;
+    vsr_external_conf_t *v = vsr_pool_alloc(d->pool, (c->n_externals + 1) * sizeof(*v));
+    if (c->n_externals)
+        memcpy(v, c->externals, c->n_externals * sizeof(*v));
+    vsr_external_conf_t *e = &v[c->n_externals];
+    memset(e, 0, sizeof(*e));
+    e->name = vsr__cfg_strdup(d, VSR_HAL_DETECTOR_NAME);
+    e->model_name = m->model_id;
+    e->timeout_ms = VSR_HAL_DEFAULT_TIMEOUT_MS;
+    e->max_request_bytes = VSR_EXTERNAL_DEFAULT_MAX_REQUEST;
+    e->max_response_bytes = VSR_HAL_MAX_RESPONSE;
+    e->backend = m->backend;
+    e->model = m->model;
+    e->model.name = e->name;
+    c->externals = v;
+    c->n_externals++;
+    for (size_t i = 0; i < c->n_externals; i++) /* the array moved: each model's one backend with it */
+        if (c->externals[i].model.n_backends)
+            c->externals[i].model.backends = &c->externals[i].backend;
+}
+
 void vsr__cfg_hallucination_resolve(cfg_decoder_t *d, config_box_t *box)
 {
+    add_detector(d, &box->conf);
     resolve_recipe(d, box, &box->routing);
     for (size_t i = 0; i < box->n_recipe_list; i++)
         resolve_recipe(d, box, &box->recipe_list[i]);

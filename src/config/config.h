@@ -1188,6 +1188,7 @@ typedef struct {
  * local token classifier) is a model vsr does not have: checks then fail open. */
 #define VSR_HAL_DEFAULT_TIMEOUT_MS 10000u
 #define VSR_HAL_MAX_RESPONSE ((uint64_t)1 << 20)
+#define VSR_HAL_DETECTOR_NAME "hallucination_mitigation.detector" /* its global.model_catalog.external[] entry */
 typedef struct {
     int enabled;                   /* enabled (default false) */
     int endpoint;                  /* detector.backend: endpoint (1) | candle (0, default) */
@@ -1195,7 +1196,8 @@ typedef struct {
     char *model_id;                /* detector.model_id (required with backend endpoint) */
     int include_explanation;       /* detector.include_explanation */
     vsr_backend_conf_t backend;    /* from url */
-    vsr_model_conf_t model;        /* name "hallucination-detector", backends = &backend */
+    vsr_model_conf_t model;        /* as loaded; the one the router calls is the external[] entry
+                                    * VSR_HAL_DETECTOR_NAME (vsr_config_find_external) */
 } vsr_hallucination_module_conf_t;
 
 typedef struct {

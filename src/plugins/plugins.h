@@ -79,6 +79,10 @@ typedef struct {
     int compression_applied;
     uint64_t compression_tokens_before, compression_tokens_after;
     size_t compression_messages;
+    /* the documents a retrieval plugin (rag) injected, as it injected them:
+     * the hallucination check's grounding context (else the request's tool
+     * results are) */
+    vsr_slice_t rag_context;
 } vsr_plugin_ctx_t;
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,
