@@ -797,7 +797,6 @@ typedef struct {
     uint32_t max_queue_depth;      /* default 8: accepted; vsr queues nothing (a copy past the bound is dropped) */
     uint64_t timeout_ms;           /* timeout_seconds, default 30 s */
     uint64_t max_response_bytes;   /* default 1 MiB: a longer shadow answer fails the copy */
-    uint32_t max_retries;          /* 0..3, default 0 */
     vsr_strlist_conf_t forward_headers; /* client headers copied (never credentials) */
 } vsr_plugin_shadow_dispatch_conf_t;
 

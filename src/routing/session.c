@@ -2349,6 +2349,20 @@ void vsr_session_fallback_policy(const vsr_session_t *s, vsr_fallback_conf_t *ou
     vsr_config_effective_fallback(s->e->cfg, s->recipe, s->decision, out);
 }
 
+const vsr_model_conf_t *vsr_session_shadow(const vsr_session_t *s, const vsr_plugin_shadow_dispatch_conf_t **conf)
+{
+    if (s == NULL || s->decision == NULL || s->answered || s->plan.kind != VSR_PLAN_CALL)
+        return NULL;
+    for (size_t i = 0; i < s->decision->n_plugins; i++) {
+        const vsr_plugin_conf_t *p = &s->decision->plugins[i];
+        if (p->kind == VSR_PLUGIN_SHADOW_DISPATCH && p->enabled && p->u.shadow_dispatch.model) {
+            *conf = &p->u.shadow_dispatch;
+            return vsr_config_find_model(s->e->cfg, vsr_slice_cstr(p->u.shadow_dispatch.model));
+        }
+    }
+    return NULL;
+}
+
 const vsr_model_conf_t *const *vsr_session_tried(const vsr_session_t *s, size_t *n)
 {
     *n = s->n_tried;
@@ -2579,6 +2593,7 @@ static void hc_begin(vsr_session_t *s, int status, const vsr_header_t *headers, 
     const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
     if (ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"))) {
         g->result = VSR__HC_STREAMING;
+        s->ev.hallucination = vsr__hc_result_names[g->result];
         if (s->ev.debug)
             hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-hallucination-check"), VSR_SLICE_LIT("not_enforced_streaming"));
         return;
@@ -2659,6 +2674,7 @@ static const vsr_effect_t *hc_then(vsr_session_t *s)
     vsr__hcheck_t *g = &s->hc;
     const vsr_plugin_hallucination_conf_t *c = g->conf;
     vsr_slice_t warning = VSR_SLICE_NULL;
+    s->ev.hallucination = vsr__hc_result_names[g->result];
     if (g->result == VSR__HC_DETECTED) {
         if (c->action == VSR_HAL_HEADER)
             s->ev.response_warnings |= VSR__WARN_HALLUCINATION;

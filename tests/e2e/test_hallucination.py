@@ -13,6 +13,7 @@ import json
 import re
 import subprocess
 
+import httpx
 import pytest
 
 from conftest import ENV, USE_MODEL, VSR_BIN, free_port, require, sse_events
@@ -212,6 +213,9 @@ def test_skip_rules(stack):
     assert content(r) == HALLUCINATED + " DETECTOR_DOWN."
     assert r.headers["x-vsr-hallucination-check"] == "evaluation_failed"
     assert "x-vsr-response-warnings" not in r.headers
+    m = httpx.get(stack.metrics_url, timeout=5).text
+    assert 'vsr_hallucination_checks_total{result="evaluation_failed"} 1' in m, m
+    assert 'vsr_hallucination_checks_total{result="not_enforced_streaming"} 1' in m, m
 
 
 def test_a_decision_may_not_read_the_response_stage_signal(tmp_path):
