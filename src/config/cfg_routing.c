@@ -1246,8 +1246,13 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
         } reasons[] = {
             {"memory", "it needs a memory store and a model that extracts memories"},
             {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
-            {"image_gen", "it needs an image generation backend"},
         };
+        if (strcmp(p->type, "image_gen") == 0) { /* the reference removed it; its own words */
+            vsr__cfg_node_error(d, type, "plugin \"image_gen\" is unsupported: the image_gen route plugin was removed; "
+                                         "use the Responses-API hosted image_generation tool with a vllm-omni "
+                                         "modality route");
+            return;
+        }
         const char *why = NULL;
         for (size_t i = 0; i < VSR_ARRAY_LEN(reasons) && !why; i++)
             if (strcmp(reasons[i].type, p->type) == 0)

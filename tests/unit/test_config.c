@@ -1990,6 +1990,14 @@ static void test_capability_errors(void **state)
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
+         "      plugins:\n"
+         "        - type: image_gen\n"
+         "          configuration: {enabled: true, backend: openai}\n",
+         "t.yaml:14:17: plugin \"image_gen\" is unsupported: the image_gen route plugin was removed; use the "
+         "Responses-API hosted image_generation tool with a vllm-omni modality route\n"},
+        {"routing:\n"
+         "  decisions:\n"
+         "    - name: d\n"
          "      plugins: [{type: semantic-cache, configuration: {mode: fuzzy}}]\n",
          "t.yaml:13:62: mode must be \"semantic\", \"exact\" or \"exact_then_semantic\", got \"fuzzy\"\n"},
         {"routing: {data_policy: {allowed_regions: [eu]}}\n",
@@ -2157,6 +2165,53 @@ static void test_capability_absent_is_fine(void **state)
     vsr_config_free(c);
 }
 
+
+/* hallucination and shadow_dispatch: keys, defaults, the detector as an external model */
+static void test_hallucination_and_shadow(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals:\n"
+                              "    keywords: [{name: k, keywords: [x]}]\n"
+                              "    hallucination: [{name: grounded, description: g, use_nli: true}]\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins:\n"
+                              "        - {type: hallucination, configuration: {enabled: true, hallucination_action: body,\n"
+                              "                                               unverified_factual_action: none}}\n"
+                              "        - {type: shadow_dispatch, configuration: {enabled: true, model: m}}\n"
+                              "global:\n"
+                              "  model_catalog:\n"
+                              "    modules:\n"
+                              "      hallucination_mitigation:\n"
+                              "        enabled: true\n"
+                              "        detector: {backend: endpoint, endpoint: \"http://127.0.0.1:9/v1\", model_id: judge}\n");
+    const vsr_recipe_conf_t *r = &c->recipes[0];
+    assert_int_equal(r->signals.n_hallucination, 1);
+    assert_string_equal(r->signals.hallucination[0].name, "grounded");
+    const vsr_plugin_conf_t *p = r->decisions[0].plugins;
+    assert_int_equal(p[0].kind, VSR_PLUGIN_HALLUCINATION);
+    assert_int_equal(p[0].u.hallucination.action, VSR_HAL_BODY);
+    assert_int_equal(p[0].u.hallucination.unverified_action, VSR_HAL_NONE);
+    assert_int_equal(p[0].u.hallucination.include_details, 0);
+    assert_int_equal(p[1].kind, VSR_PLUGIN_SHADOW_DISPATCH);
+    const vsr_plugin_shadow_dispatch_conf_t *s = &p[1].u.shadow_dispatch;
+    assert_string_equal(s->model, "m");
+    assert_true(s->sample_rate == 1.0);
+    assert_int_equal(s->max_concurrency, 2);
+    assert_int_equal(s->timeout_ms, 30000);
+    assert_int_equal(s->max_response_bytes, 1048576);
+    const vsr_external_conf_t *e = vsr_config_find_external(c, VSR_SLICE_LIT(VSR_HAL_DETECTOR_NAME));
+    assert_non_null(e);
+    assert_string_equal(e->model.provider_model_id, "judge");
+    assert_ptr_equal(e->model.backends, &e->backend);
+    assert_string_equal(e->backend.host, "127.0.0.1");
+    assert_int_equal(e->backend.port, 9);
+    assert_string_equal(e->backend.path_prefix, "/v1");
+    vsr_config_free(c);
+}
 
 /* router_replay: the plugin's keys and defaults; global.services.router_replay */
 static void test_router_replay(void **state)
@@ -4473,6 +4528,7 @@ int main(void)
         cmocka_unit_test(test_classifier_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_router_replay),
+        cmocka_unit_test(test_hallucination_and_shadow),
         cmocka_unit_test(test_router_replay_errors),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_config_source),
