@@ -650,8 +650,20 @@ typedef struct {
     double similarity_threshold;   /* add: default global.integrations.tools.similarity_threshold */
     double relevance_threshold;    /* filter: default global.integrations.tools.similarity_threshold */
     uint32_t preserve_count;       /* filter: default 1 */
-    int fallback_to_empty;         /* = global.integrations.tools.fallback_to_empty */
-    int has_top_k, has_similarity_threshold, has_relevance_threshold, has_preserve_count;
+    int fallback_to_empty;         /* the plugin's, else global.integrations.tools.fallback_to_empty */
+    int has_top_k, has_similarity_threshold, has_relevance_threshold, has_preserve_count, has_fallback_to_empty;
+    /* advanced_filtering (mode add, retrieval_strategy weighted): the candidates at or above
+     * similarity_threshold (the candidate_pool_size most similar; 0: all) pass allow/block and the
+     * category filter, then rank by (w_embed * similarity + w_lexical * lexical + w_tag * tag +
+     * w_name * name + w_category * category) / the weights' sum (tool_rank.c) */
+    int advanced;                  /* advanced_filtering.enabled */
+    uint32_t candidate_pool_size;
+    uint32_t min_lexical_overlap;  /* distinct query words a tool's name, description or category must share */
+    double min_combined_score;
+    double w_embed, w_lexical, w_tag, w_name, w_category; /* none set: embed 1, the others 0 */
+    int use_category_filter;       /* only tools of the matched domain's category (if any is) */
+    double category_confidence_threshold; /* the domain signal's confidence the category needs */
+    vsr_strlist_conf_t af_allow, af_block; /* advanced_filtering.allow_tools / block_tools (case-insensitive) */
 } vsr_plugin_tool_selection_conf_t;
 
 /* The tools database (global.integrations.tools.tools_db_path): a JSON
@@ -663,6 +675,7 @@ typedef struct {
 #define VSR_TOOLS_MAX_SELECT 64u  /* top_k at most */
 typedef struct {
     char *name;                    /* tool.function.name (unique in the file) */
+    char *description;             /* the entry's description, else the function's */
     char *text;                    /* what is embedded: "name: description" (the entry's description, else the
                                     * function's), then the category and the tags */
     char *category;                /* NULL = none */

@@ -83,6 +83,10 @@ typedef struct {
      * the hallucination check's grounding context (else the request's tool
      * results are) */
     vsr_slice_t rag_context;
+    /* in: the matched domain signal's name and confidence (tool_selection's
+     * advanced_filtering category); empty when no domain matched */
+    vsr_slice_t category;
+    double category_confidence;
 } vsr_plugin_ctx_t;
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,

@@ -1312,6 +1312,11 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.stream = s->chat.stream;
     pc.tools_db = cfg->tools.db.n ? &cfg->tools.db : NULL;
     pc.tool_scores = s->ts_asked ? &s->ts : NULL;
+    for (size_t i = 0; i < s->ev.n_signals && pc.category.len == 0; i++)
+        if (strcmp(s->ev.signals[i].family, "domain") == 0) {
+            pc.category = vsr_slice_cstr(s->ev.signals[i].name);
+            pc.category_confidence = s->ev.signals[i].confidence;
+        }
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;

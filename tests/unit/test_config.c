@@ -2213,6 +2213,52 @@ static void test_hallucination_and_shadow(void **state)
     vsr_config_free(c);
 }
 
+/* tool_selection: advanced_filtering, the plugin's fallback_to_empty, the reference's filter default */
+static void test_tool_selection_advanced_keys(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals: {keywords: [{name: k, keywords: [x]}]}\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins:\n"
+                              "        - type: tool_selection\n"
+                              "          configuration:\n"
+                              "            mode: filter\n"
+                              "            fallback_to_empty: true\n"
+                              "            advanced_filtering:\n"
+                              "              enabled: true\n"
+                              "              retrieval_strategy: weighted\n"
+                              "              candidate_pool_size: 20\n"
+                              "              min_lexical_overlap: 1\n"
+                              "              min_combined_score: 0.1\n"
+                              "              weights: {lexical: 0.5, name: 0.25}\n"
+                              "              use_category_filter: true\n"
+                              "              category_confidence_threshold: 0.6\n"
+                              "              block_tools: [shell]\n");
+    const vsr_plugin_tool_selection_conf_t *t = &c->recipes[0].decisions[0].plugins[0].u.tool_selection;
+    assert_true(t->fallback_to_empty);
+    assert_true(t->relevance_threshold == 0.25);
+    assert_true(t->advanced);
+    assert_int_equal(t->candidate_pool_size, 20);
+    assert_int_equal(t->min_lexical_overlap, 1);
+    assert_true(t->min_combined_score == 0.1);
+    assert_true(t->w_embed == 0 && t->w_lexical == 0.5 && t->w_name == 0.25);
+    assert_true(t->use_category_filter && t->category_confidence_threshold == 0.6);
+    assert_int_equal(t->af_block.n, 1);
+    vsr_config_free(c);
+    expect_errors(DOC "routing:\n"
+                      "  decisions:\n"
+                      "    - name: d\n"
+                      "      plugins:\n"
+                      "        - {type: tool_selection, configuration: {mode: filter, advanced_filtering: "
+                      "{retrieval_strategy: hybrid_history}}}\n",
+                  "t.yaml:14:105: tool_selection: advanced_filtering.retrieval_strategy hybrid_history is not "
+                  "supported yet (use weighted)\n");
+}
+
 /* router_replay: the plugin's keys and defaults; global.services.router_replay */
 static void test_router_replay(void **state)
 {
@@ -4529,6 +4575,7 @@ int main(void)
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_router_replay),
         cmocka_unit_test(test_hallucination_and_shadow),
+        cmocka_unit_test(test_tool_selection_advanced_keys),
         cmocka_unit_test(test_router_replay_errors),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_config_source),
