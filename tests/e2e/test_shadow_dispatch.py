@@ -113,6 +113,31 @@ def test_sample_rate_zero_sends_nothing(vsr, fakellm, shadow):
     assert shadow.requests == []
 
 
+def test_extproc_refuses_what_it_cannot_send(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("""version: v0.3
+providers:
+  models:
+    - {name: m, backend_refs: [{endpoint: "127.0.0.1:9"}]}
+    - {name: s, backend_refs: [{endpoint: "127.0.0.1:9"}]}
+routing:
+  decisions:
+    - name: d
+      rules: {operator: AND, conditions: []}
+      modelRefs: [{model: m}]
+      plugins:
+        - type: shadow_dispatch
+          configuration: {enabled: true, model: s}
+""")
+    ok = subprocess.run([VSR_BIN, "config", "validate", str(path)], env=ENV, capture_output=True, text=True,
+                        timeout=30)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    p = subprocess.run([VSR_BIN, "config", "validate", str(path), "--gateway", "extproc"], env=ENV,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert 'decision "d": shadow_dispatch: vsr sends shadow copies only with --gateway standalone' in p.stderr
+
+
 @pytest.mark.parametrize("header", ["authorization", "Cookie", "x-api-key", "x-user-openai-key", ":authority"])
 def test_credentials_are_never_forwarded(tmp_path, header):
     path = tmp_path / "c.yaml"
