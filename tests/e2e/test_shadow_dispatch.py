@@ -105,6 +105,15 @@ def test_max_concurrency_drops_and_counts(vsr, fakellm, shadow):
     wait_until(lambda: metric(v, "ok") == 2, timeout=15, what="the second copy's end")
 
 
+def test_a_stop_with_a_copy_in_flight_is_clean(vsr, fakellm, shadow):
+    v = start(vsr, fakellm, shadow)
+    r, _ = ask(v, "shadowme")
+    assert r.status_code == 200
+    wait_until(lambda: len(shadow.requests) == 1, timeout=10, what="the copy at the shadow")
+    v.proc.stop()  # the copy is still out (the shadow answers after SHADOW_DELAY)
+    v.proc.assert_clean_exit()
+
+
 def test_sample_rate_zero_sends_nothing(vsr, fakellm, shadow):
     v = start(vsr, fakellm, shadow, extra=", sample_rate: 0")
     r, _ = ask(v, "shadowme")
