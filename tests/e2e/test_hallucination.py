@@ -40,13 +40,14 @@ def detector_answer(path, body):
     context, answer = m.group(2), m.group(3)
     if "DETECTOR_DOWN" in answer:
         return 500, {"error": "down"}, 0
+    delay = 3 if "SLOW_DETECTOR" in answer else 0
     spans = [{"text": s, "category": "unsupported_addition", "subcategory": "claim"}
              for s in re.findall(r"[^.]+\.", answer) if s.strip() not in context]
     spans = [dict(sp, text=sp["text"].strip()) for sp in spans]
     verdict = json.dumps({"hallucinated_spans": spans})
     return 200, {"id": "d", "object": "chat.completion",
                  "choices": [{"index": 0, "message": {"role": "assistant", "content": verdict},
-                              "finish_reason": "stop"}]}, 0
+                              "finish_reason": "stop"}]}, delay
 
 
 @pytest.fixture
@@ -235,6 +236,24 @@ def test_skip_rules(stack):
     m = httpx.get(stack.metrics_url, timeout=5).text
     assert 'vsr_hallucination_checks_total{result="evaluation_failed"} 1' in m, m
     assert 'vsr_hallucination_checks_total{result="not_enforced_streaming"} 1' in m, m
+
+
+def test_a_client_that_leaves_while_the_detector_runs(stack):
+    ask(stack, "zqheader", GROUNDED)  # warm: the fact_check bank is embedded once
+    body = {"model": "auto", "messages": [
+        {"role": "user", "content": f"{QUESTION} zqheader"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": CONTEXT}]}
+    with pytest.raises(httpx.TimeoutException):
+        with stack.client(timeout=1.0) as c:
+            c.post("/v1/chat/completions", json=body, headers={"x-fakellm-text": "SLOW_DETECTOR answer."})
+    assert "SLOW_DETECTOR" in stack.detector.requests[-1]["body"]["messages"][1]["content"]  # it was waiting on it
+    # the wait was dropped with the client; the next request is served as usual
+    r = ask(stack, "zqheader", HALLUCINATED)
+    assert r.headers["x-vsr-response-warnings"] == "hallucination"
+    stack.proc.stop()
+    stack.proc.assert_clean_exit()
 
 
 def test_a_decision_may_not_read_the_response_stage_signal(tmp_path):
