@@ -676,6 +676,7 @@ void vsr__cfg_check_document(cfg_decoder_t *d, config_box_t *box)
     check_management(d, box);
     check_externals(d, box);
     vsr__cfg_tools_resolve(d, box);
+    vsr__cfg_hallucination_resolve(d, box);
     vsr__cfg_resolve_projection_inputs(d, box);
 
     /* recipes[0] is the top-level block; the rest in document order.  Done
@@ -699,6 +700,16 @@ size_t vsr_config_check_extproc(const vsr_config_t *c, vsr_buf_t *err)
         const vsr_recipe_conf_t *rc = &c->recipes[i];
         for (size_t j = 0; j < rc->n_decisions; j++) {
             const vsr_decision_conf_t *d = &rc->decisions[j];
+            for (size_t k = 0; k < d->n_plugins; k++) {
+                if (d->plugins[k].kind != VSR_PLUGIN_SHADOW_DISPATCH || !d->plugins[k].enabled)
+                    continue;
+                n++;
+                vsr_buf_printf(err,
+                               "%s%s%sdecision \"%s\": shadow_dispatch: vsr sends shadow copies only with "
+                               "--gateway standalone (in --gateway extproc Envoy sends the request upstream)\n",
+                               strcmp(rc->name, "default") ? "recipe \"" : "", strcmp(rc->name, "default") ? rc->name : "",
+                               strcmp(rc->name, "default") ? "\": " : "", d->name);
+            }
             if (!d->has_reliability)
                 continue;
             const vsr_reliability_conf_t *r = &d->reliability;

@@ -277,7 +277,9 @@ static void finish_signal(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     vsr_gpred_conf_t *p = obj;
     if (p->signal_type != NULL) {
         int status = vsr__cfg_condition_type(p->signal_type);
-        if (status < 0)
+        if (vsr__cfg_condition_refusal(p->signal_type))
+            vsr__cfg_node_error(d, seen[0], "%s", vsr__cfg_condition_refusal(p->signal_type));
+        else if (status < 0)
             vsr__cfg_node_error(d, seen[0], "unknown condition type %s", q(d, p->signal_type));
         else if (status == 0)
             vsr__cfg_node_error(d, seen[0], "condition type \"%s\" is not supported yet", p->signal_type);

@@ -447,6 +447,17 @@ int vsr__cfg_tools_semantic(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
  * without a tools database is an error at the plugin. */
 void vsr__cfg_tools_resolve(cfg_decoder_t *d, config_box_t *box);
 
+/* The answer-side families (cfg_hallucination.c): routing.signals.hallucination[]
+ * into s; the plugins' specs; the detector block; the checks that need the
+ * whole document (shadow models, a plugin without a detector). */
+int vsr__cfg_hallucination_signals(cfg_decoder_t *d, const cfg_node_t *val, vsr_signals_conf_t *s);
+extern const cfg_spec_t vsr__cfg_hallucination_plugin_spec;
+extern const cfg_spec_t vsr__cfg_shadow_dispatch_spec;
+extern const cfg_spec_t vsr__cfg_hallucination_module_spec;
+void vsr__cfg_hallucination_resolve(cfg_decoder_t *d, config_box_t *box);
+/* Why a decision may not read condition type `type` (NULL: it may). */
+const char *vsr__cfg_condition_refusal(const char *type);
+
 /* routing.signals (cfg_signals.c): decodes the family map into the
  * vsr_signals_conf_t at obj + f->offset. */
 int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);

@@ -181,6 +181,10 @@ static int decode_rule(cfg_decoder_t *d, const cfg_node_t *n, vsr_rule_conf_t *o
         if (t == NULL)
             return -1;
         int status = vsr__cfg_condition_type(t);
+        if (vsr__cfg_condition_refusal(t)) {
+            vsr__cfg_node_error(d, type, "%s", vsr__cfg_condition_refusal(t));
+            return -1;
+        }
         if (status < 0) {
             vsr__cfg_node_error(d, type, "unknown condition type %s", vsr__cfg_quote(d->pool, t, type->len));
             return -1;
@@ -442,11 +446,11 @@ static const struct {
     {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
     {"tools", VSR_PLUGIN_TOOLS},
     {"tool_selection", VSR_PLUGIN_TOOL_SELECTION},
-    {"hallucination", 0},
+    {"hallucination", VSR_PLUGIN_HALLUCINATION},
     {"response_jailbreak", VSR_PLUGIN_RESPONSE_JAILBREAK},
     {"router_replay", VSR_PLUGIN_ROUTER_REPLAY},
     {"image_gen", 0},
-    {"shadow_dispatch", 0},
+    {"shadow_dispatch", VSR_PLUGIN_SHADOW_DISPATCH},
 };
 
 static const struct {
@@ -1246,10 +1250,13 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             const char *type, *why;
         } reasons[] = {
             {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
-            {"image_gen", "it needs an image generation backend"},
-            {"hallucination", "it needs a hallucination detector model the runtime does not have"},
-            {"shadow_dispatch", "shadow calls are not built yet"},
         };
+        if (strcmp(p->type, "image_gen") == 0) { /* the reference removed it; its own words */
+            vsr__cfg_node_error(d, type, "plugin \"image_gen\" is unsupported: the image_gen route plugin was removed; "
+                                         "use the Responses-API hosted image_generation tool with a vllm-omni "
+                                         "modality route");
+            return;
+        }
         const char *why = NULL;
         for (size_t i = 0; i < VSR_ARRAY_LEN(reasons) && !why; i++)
             if (strcmp(reasons[i].type, p->type) == 0)
@@ -1272,6 +1279,8 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
                              : p->kind == VSR_PLUGIN_ROUTER_REPLAY   ? &router_replay_spec
                              : p->kind == VSR_PLUGIN_TOOL_SELECTION  ? &vsr__cfg_tool_selection_spec
                              : p->kind == VSR_PLUGIN_MEMORY          ? &vsr__cfg_memory_plugin_spec
+                             : p->kind == VSR_PLUGIN_HALLUCINATION   ? &vsr__cfg_hallucination_plugin_spec
+                             : p->kind == VSR_PLUGIN_SHADOW_DISPATCH ? &vsr__cfg_shadow_dispatch_spec
                                                                      : &request_params_spec;
     /* fast_response without configuration: the reference's router finds no
      * configuration for it and answers nothing (its validator asks for one;

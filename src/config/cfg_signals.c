@@ -1388,6 +1388,10 @@ int vsr__cfg_decode_signals(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
             vsr__cfg_node_error(d, k, "unknown signal family %s", vsr__cfg_quote(d->pool, k->str, k->len));
             continue;
         }
+        if (strcmp(fam->family, "hallucination") == 0) { /* response-stage (cfg_hallucination.c) */
+            vsr__cfg_hallucination_signals(d, v, s);
+            continue;
+        }
         if (!fam->implemented) {
             if (!vsr__cfg_deep_empty(v))
                 vsr__cfg_node_error(d, k, "signal family \"%s\" is not supported yet%s", fam->family,

@@ -157,6 +157,7 @@ static int db_entry(db_ctx_t *c, const vsr_json_t *j, uint32_t e, vsr_pool_t *po
         return -1;
     t->name = vsr_pool_strndup(pool, name.p, name.len);
     t->category = cat.len ? vsr_pool_strndup(pool, cat.p, cat.len) : NULL;
+    t->description = vsr_pool_strndup(pool, desc.p ? desc.p : "", desc.len);
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_buf_printf(&b, "%s: ", t->name);
@@ -408,6 +409,69 @@ int vsr__cfg_tools_semantic(cfg_decoder_t *d, const cfg_field_t *f, const cfg_no
 #define TSEL(m) offsetof(vsr_plugin_conf_t, u.tool_selection.m)
 
 static const char *const toolsel_modes[] = {"add", "filter", NULL};
+#define TOOLSEL_DEFAULT_RELEVANCE 0.25 /* mode filter's relevance_threshold (ref: req_tool_selection_plugin.go) */
+
+/* advanced_filtering (ref: tools/relevance.go): the weighted re-ranking of mode add */
+static int decode_retrieval_strategy(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(obj);
+    const char *s = vsr__cfg_get_string(d, f, val);
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "weighted") == 0 || s[0] == '\0')
+        return 0;
+    if (strcmp(s, "hybrid_history") == 0)
+        vsr__cfg_node_error(d, val, "tool_selection: advanced_filtering.retrieval_strategy hybrid_history is not "
+                                    "supported yet (use weighted)");
+    else
+        vsr__cfg_node_error(d, val, "retrieval_strategy must be \"weighted\" or \"hybrid_history\", got %s",
+                            vsr__cfg_quote(d->pool, s, val->len));
+    return -1;
+}
+
+#define TW(k, m) {.key = (k), .decode = vsr__cfg_double, .offset = TSEL(m), .dmin = 0, .dmax = 1000}
+static const cfg_field_t weights_fields[] = {
+    TW("embed", w_embed), TW("lexical", w_lexical), TW("tag", w_tag), TW("name", w_name), TW("category", w_category),
+};
+static void init_weights(cfg_decoder_t *d, void *obj)
+{
+    VSR_UNUSED(d);
+    vsr_plugin_tool_selection_conf_t *t = &((vsr_plugin_conf_t *)obj)->u.tool_selection;
+    t->w_embed = 0; /* a block given: the unset weights are 0 (the reference's) */
+}
+static const cfg_spec_t weights_spec = {.size = sizeof(vsr_plugin_conf_t), .fields = weights_fields,
+                                        .n_fields = VSR_ARRAY_LEN(weights_fields), .init = init_weights};
+
+static const cfg_field_t advanced_fields[] = {
+    {.key = "enabled", .decode = vsr__cfg_bool, .offset = TSEL(advanced)},
+    {.key = "retrieval_strategy", .decode = decode_retrieval_strategy},
+    {.key = "candidate_pool_size", .decode = vsr__cfg_uint, .offset = TSEL(candidate_pool_size),
+     .size = sizeof(uint32_t), .min = 0, .max = VSR_TOOLS_DB_MAX_TOOLS},
+    {.key = "min_lexical_overlap", .decode = vsr__cfg_uint, .offset = TSEL(min_lexical_overlap),
+     .size = sizeof(uint32_t), .min = 0, .max = 1024},
+    {.key = "min_combined_score", .decode = vsr__cfg_double, .offset = TSEL(min_combined_score), .dmin = 0,
+     .dmax = 1},
+    {.key = "weights", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &weights_spec},
+    {.key = "use_category_filter", .decode = vsr__cfg_bool, .offset = TSEL(use_category_filter)},
+    {.key = "category_confidence_threshold", .decode = vsr__cfg_double, .offset = TSEL(category_confidence_threshold),
+     .dmin = 0, .dmax = 1},
+    {.key = "allow_tools", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = TSEL(af_allow)},
+    {.key = "block_tools", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = TSEL(af_block)},
+    {.key = "hybrid_history", .flags = CFG_UNIMPLEMENTED},
+};
+static void finish_advanced(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                            size_t index)
+{
+    VSR_UNUSED(d);
+    VSR_UNUSED(map);
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    vsr_plugin_tool_selection_conf_t *t = &((vsr_plugin_conf_t *)obj)->u.tool_selection;
+    if (t->w_embed == 0 && t->w_lexical == 0 && t->w_tag == 0 && t->w_name == 0 && t->w_category == 0)
+        t->w_embed = 1; /* none set (or all 0): similarity alone, as the reference */
+}
+static const cfg_spec_t advanced_spec = {.size = sizeof(vsr_plugin_conf_t), .fields = advanced_fields,
+                                         .n_fields = VSR_ARRAY_LEN(advanced_fields), .finish = finish_advanced};
 
 static const cfg_field_t tool_selection_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = offsetof(vsr_plugin_conf_t, enabled)},
@@ -420,11 +484,11 @@ static const cfg_field_t tool_selection_fields[] = {
      .dmin = 0, .dmax = 1, .has_offset = TSEL(has_relevance_threshold)},
     {.key = "preserve_count", .decode = vsr__cfg_uint, .flags = CFG_HAS, .offset = TSEL(preserve_count),
      .size = sizeof(uint32_t), .min = 0, .max = 1024, .has_offset = TSEL(has_preserve_count)},
-    /* category and tag filters of the reference: accepted, recorded as not implemented */
-    {.key = "advanced_filtering", .flags = CFG_UNIMPLEMENTED},
+    {.key = "advanced_filtering", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &advanced_spec},
     /* a database of the plugin's own: the global one (integrations.tools) serves every plugin today */
     {.key = "tools_db_path", .flags = CFG_UNIMPLEMENTED},
-    {.key = "fallback_to_empty", .flags = CFG_UNIMPLEMENTED},
+    {.key = "fallback_to_empty", .decode = vsr__cfg_bool, .flags = CFG_HAS, .offset = TSEL(fallback_to_empty),
+     .has_offset = TSEL(has_fallback_to_empty)},
     {.key = "strategy", .decode = vsr__cfg_accept_text,
      .inert = "vsr has one selection strategy: similarity to the routing text"},
 };
@@ -493,10 +557,11 @@ static void resolve_recipe(cfg_decoder_t *d, const vsr_tools_integration_conf_t 
                 if (!t->has_similarity_threshold)
                     t->similarity_threshold = thr;
                 if (!t->has_relevance_threshold)
-                    t->relevance_threshold = thr;
+                    t->relevance_threshold = TOOLSEL_DEFAULT_RELEVANCE; /* the reference's own, not the global */
                 if (!t->has_preserve_count)
                     t->preserve_count = 1;
-                t->fallback_to_empty = g->fallback_to_empty;
+                if (!t->has_fallback_to_empty)
+                    t->fallback_to_empty = g->fallback_to_empty;
                 const cfg_mark_t *at = vsr__cfg_mark_find(d, t);
                 if (t->enabled && t->mode == VSR_TOOLSEL_ADD && g->db.n == 0 && !g->db_missing && at) {
                     const char *why = !g->present || g->tools_db_path == NULL

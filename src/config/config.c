@@ -1325,6 +1325,8 @@ static void init_modules(cfg_decoder_t *d, void *obj)
 static const cfg_field_t modules_fields[] = {
     {.key = "prompt_guard", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &prompt_guard_spec},
     {.key = "classifier", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &classifier_module_spec},
+    {.key = "hallucination_mitigation", .decode = vsr__cfg_object, .flags = CFG_NULL_OK,
+     .offset = CONF_OFF(hallucination), .spec = &vsr__cfg_hallucination_module_spec},
 };
 static const cfg_spec_t modules_spec = {
     .size = sizeof(config_box_t), .fields = modules_fields, .n_fields = VSR_ARRAY_LEN(modules_fields),

@@ -506,6 +506,13 @@ typedef struct {
     size_t n_kbs;
 } vsr_modules_conf_t;
 
+/* routing.signals.hallucination[] (ref §1.3): a response-stage signal (the
+ * answer checked by the hallucination detector); a decision may not read it. */
+typedef struct {
+    char *name;
+    int use_nli;                   /* accepted; the reference retired its NLI explainer */
+} vsr_sig_hallucination_conf_t;
+
 /* A signal of a family registered at run time (vsr_signals_register_family):
  * the document decoder never fills these; code that registers a family
  * declares its signals here. */
@@ -543,6 +550,8 @@ typedef struct {
     /* other model-backed families (safety, hallucination, input_modality):
      * not supported yet (capability check at load). */
     vsr_sig_ext_conf_t *ext;                    size_t n_ext;
+    /* response-stage: declared for the hallucination plugin, never read by a decision */
+    vsr_sig_hallucination_conf_t *hallucination; size_t n_hallucination;
 } vsr_signals_conf_t;
 
 /* ---- projections (routing.projections, ref §1.10) ---- */
@@ -638,6 +647,7 @@ typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
     VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
     VSR_PLUGIN_ROUTER_REPLAY, VSR_PLUGIN_TOOL_SELECTION, VSR_PLUGIN_MEMORY,
+    VSR_PLUGIN_HALLUCINATION, VSR_PLUGIN_SHADOW_DISPATCH,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -700,8 +710,20 @@ typedef struct {
     double similarity_threshold;   /* add: default global.integrations.tools.similarity_threshold */
     double relevance_threshold;    /* filter: default global.integrations.tools.similarity_threshold */
     uint32_t preserve_count;       /* filter: default 1 */
-    int fallback_to_empty;         /* = global.integrations.tools.fallback_to_empty */
-    int has_top_k, has_similarity_threshold, has_relevance_threshold, has_preserve_count;
+    int fallback_to_empty;         /* the plugin's, else global.integrations.tools.fallback_to_empty */
+    int has_top_k, has_similarity_threshold, has_relevance_threshold, has_preserve_count, has_fallback_to_empty;
+    /* advanced_filtering (mode add, retrieval_strategy weighted): the candidates at or above
+     * similarity_threshold (the candidate_pool_size most similar; 0: all) pass allow/block and the
+     * category filter, then rank by (w_embed * similarity + w_lexical * lexical + w_tag * tag +
+     * w_name * name + w_category * category) / the weights' sum (tool_rank.c) */
+    int advanced;                  /* advanced_filtering.enabled */
+    uint32_t candidate_pool_size;
+    uint32_t min_lexical_overlap;  /* distinct query words a tool's name, description or category must share */
+    double min_combined_score;
+    double w_embed, w_lexical, w_tag, w_name, w_category; /* none set: embed 1, the others 0 */
+    int use_category_filter;       /* only tools of the matched domain's category (if any is) */
+    double category_confidence_threshold; /* the domain signal's confidence the category needs */
+    vsr_strlist_conf_t af_allow, af_block; /* advanced_filtering.allow_tools / block_tools (case-insensitive) */
 } vsr_plugin_tool_selection_conf_t;
 
 /* The tools database (global.integrations.tools.tools_db_path): a JSON
@@ -713,6 +735,7 @@ typedef struct {
 #define VSR_TOOLS_MAX_SELECT 64u  /* top_k at most */
 typedef struct {
     char *name;                    /* tool.function.name (unique in the file) */
+    char *description;             /* the entry's description, else the function's */
     char *text;                    /* what is embedded: "name: description" (the entry's description, else the
                                     * function's), then the category and the tags */
     char *category;                /* NULL = none */
@@ -859,6 +882,31 @@ typedef struct {
     int hybrid_rrf;                int has_hybrid_mode;       /* hybrid_mode rrf (1) | weighted (0) */
     vsr_memory_reflection_conf_t reflection;
 } vsr_plugin_memory_conf_t;
+/* hallucination (ref §2.3, cfg_hallucination.c): the answer checked against
+ * the request's grounding context by the detector of
+ * global.model_catalog.modules.hallucination_mitigation; what a finding does. */
+typedef enum { VSR_HAL_HEADER = 0, VSR_HAL_BODY, VSR_HAL_NONE } vsr_hal_action_t;
+
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    int action;                    /* hallucination_action: vsr_hal_action_t, default header */
+    int unverified_action;         /* unverified_factual_action: vsr_hal_action_t, default header */
+    int include_details;           /* include_hallucination_details: the body warning names the spans */
+} vsr_plugin_hallucination_conf_t;
+
+/* shadow_dispatch (ref §3, cfg_hallucination.c): a copy of the request to
+ * another model, its answer read and dropped. */
+#define VSR_SHADOW_MAX_FORWARD 16
+typedef struct {
+    int enabled;                   /* = the entry's enabled */
+    char *model;                   /* a providers.models[] name (required when enabled) */
+    double sample_rate;            /* 0..1, default 1 */
+    uint32_t max_concurrency;      /* default 2: copies in flight per worker; more are dropped (counted) */
+    uint32_t max_queue_depth;      /* default 8: accepted; vsr queues nothing (a copy past the bound is dropped) */
+    uint64_t timeout_ms;           /* timeout_seconds, default 30 s */
+    uint64_t max_response_bytes;   /* default 1 MiB: a longer shadow answer fails the copy */
+    vsr_strlist_conf_t forward_headers; /* client headers copied (never credentials) */
+} vsr_plugin_shadow_dispatch_conf_t;
 
 typedef struct {
     vsr_plugin_kind_t kind;
@@ -876,6 +924,8 @@ typedef struct {
         vsr_plugin_router_replay_conf_t router_replay;
         vsr_plugin_tool_selection_conf_t tool_selection;
         vsr_plugin_memory_conf_t memory;
+        vsr_plugin_hallucination_conf_t hallucination;
+        vsr_plugin_shadow_dispatch_conf_t shadow_dispatch;
     } u;
 } vsr_plugin_conf_t;
 
@@ -1252,6 +1302,25 @@ typedef struct {
 #define VSR_LOOPER_DEFAULT_TIMEOUT_MS (120u * 1000u)
 #define VSR_LOOPER_DEFAULT_MAX_RESPONSE_BYTES (32ull * 1024 * 1024)
 
+/* global.model_catalog.modules.hallucination_mitigation (ref §2.3): the
+ * detector the hallucination plugin calls.  backend endpoint: an
+ * OpenAI-compatible chat completions server (its URL, model_id) carried by
+ * the upstream layer as a model of one backend; candle (the reference's
+ * local token classifier) is a model vsr does not have: checks then fail open. */
+#define VSR_HAL_DEFAULT_TIMEOUT_MS 10000u
+#define VSR_HAL_MAX_RESPONSE ((uint64_t)1 << 20)
+#define VSR_HAL_DETECTOR_NAME "hallucination_mitigation.detector" /* its global.model_catalog.external[] entry */
+typedef struct {
+    int enabled;                   /* enabled (default false) */
+    int endpoint;                  /* detector.backend: endpoint (1) | candle (0, default) */
+    char *url;                     /* detector.endpoint: http(s)://host[:port][/prefix]; POST {url}/chat/completions */
+    char *model_id;                /* detector.model_id (required with backend endpoint) */
+    int include_explanation;       /* detector.include_explanation */
+    vsr_backend_conf_t backend;    /* from url */
+    vsr_model_conf_t model;        /* as loaded; the one the router calls is the external[] entry
+                                    * VSR_HAL_DETECTOR_NAME (vsr_config_find_external) */
+} vsr_hallucination_module_conf_t;
+
 typedef struct {
     char *path;            /* the file it was read from (a string's: the name given, else "<string>") */
     char *version;         /* "v0.3" */
@@ -1401,6 +1470,7 @@ typedef struct {
     vsr_modules_conf_t modules;          /* global.model_catalog.modules */
     vsr_looper_integration_conf_t looper; /* global.integrations.looper */
     vsr_tools_integration_conf_t tools;   /* global.integrations.tools */
+    vsr_hallucination_module_conf_t hallucination; /* global.model_catalog.modules.hallucination_mitigation */
 
     /* dotted key paths present in the document that vsr accepts but does not
      * implement yet, in document order, each once (e.g. "routing", "listeners[].api_keys") */

@@ -81,6 +81,7 @@ struct worker_s {
     void *rt_port;               /* the worker's runtime port (vsr_gateway_runtime_t.open), or NULL */
     vsr_store_t *rc_store[3];    /* the redis stores (ports_cache.c): the response cache's, the Responses API's, memory's */
     char rc_sig[3][1024];        /* ... opened from these settings */
+    unsigned shadow_in_flight;   /* shadow_dispatch copies in flight (shadow.c) */
 };
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
@@ -192,6 +193,9 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
                               const vsr_graph_call_t *call, uint64_t deadline_ms, vsr_graph_call_done_fn done,
                               void *done_ud);
 void vsr__gateway_model_cancel(void *handle);
+/* shadow.c: the shadow_dispatch copy of a request being proxied (its
+ * upstream path and body pieces), when its decision has the plugin */
+void vsr__shadow_start(request_t *req, vsr_slice_t path, const vsr_slice_t *body, size_t n_body);
 
 /* The response cache port (ports_cache.c); cfg: the request's version. */
 typedef struct vsr__rc_lookup_s vsr__rc_lookup_t;

@@ -30,7 +30,7 @@ typedef struct {
     vsr_graph_call_done_fn done;
     void *done_ud;
     vsr_upstream_report_t report;
-    vsr_http_header_t hdrs[4];
+    vsr_http_header_t hdrs[4 + VSR_GRAPH_MAX_EXTRA_HEADERS];
     vsr_slice_t piece;
     char request_id[64];
 } hop_t;
@@ -123,6 +123,8 @@ void *vsr__gateway_model_call(worker_t *w, uint64_t listener_timeout_ms, vsr_sli
         memcpy(h->request_id, request_id.p, request_id.len);
         h->hdrs[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-request-id"), vsr_slice(h->request_id, request_id.len)};
     }
+    for (size_t i = 0; i < call->n_extra_headers && i < VSR_GRAPH_MAX_EXTRA_HEADERS; i++)
+        h->hdrs[n++] = (vsr_http_header_t){call->extra_headers[2 * i], call->extra_headers[2 * i + 1]};
     h->piece = call->body;
     vsr_buf_init(&h->xbody, (size_t)h->max);
     h->messages = call->path.p == NULL && call->model->messages_api;

@@ -564,6 +564,8 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
         .max_total_ms = cap,
         .attempt_headers = req->trace.on ? trace_attempt_headers : NULL,
     };
+    if (req->sess && req->fb_attempts == 1) /* the first candidate's request: one copy, whatever fallbacks follow */
+        vsr__shadow_start(req, ur.path, body, n_body);
     req->call = vsr_upstream_call_start(req->w->up, plan->model, &ur, &up_callbacks, req);
 }
 

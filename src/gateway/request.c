@@ -320,6 +320,8 @@ static void request_account(request_t *req)
         vsr_metrics_active_requests(w->metrics, -1);
         if (ev && ev->response_guard)
             vsr_metrics_response_guard(w->metrics, ev->response_guard);
+        if (ev && ev->hallucination)
+            vsr_metrics_hallucination(w->metrics, ev->hallucination);
         if (ev) {
             vsr_metrics_remote_classifier(w->metrics, "ok", ev->remote_ok);
             vsr_metrics_remote_classifier(w->metrics, "failed", ev->remote_failed);

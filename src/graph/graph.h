@@ -45,7 +45,12 @@ typedef struct {
     uint64_t max_response_bytes;   /* a longer response fails the call (VSR_ERR_TOO_BIG) */
     vsr_slice_t path;              /* the request path as is (a remote classifier's "/classify"), sent without
                                     * translation; NULL slice: the model's chat path */
+    const vsr_slice_t *extra_headers; /* name, value, name, value ...: 2 * n_extra_headers slices sent as well
+                                    * (a shadow copy's forward_headers), borrowed until done */
+    size_t n_extra_headers;        /* at most VSR_GRAPH_MAX_EXTRA_HEADERS (more are not sent) */
 } vsr_graph_call_t;
+
+#define VSR_GRAPH_MAX_EXTRA_HEADERS 16
 
 /* The end of a call: status VSR_OK with the upstream's HTTP status and body
  * (borrowed for the duration of the callback), or an error before or while

@@ -88,7 +88,7 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
        F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
-       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_COUNT };
+       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_HALLU, F_SHADOW, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -155,6 +155,16 @@ static const family_t families[F_COUNT] = {
                       "invalid: an answer that is not the contract's). Failed and invalid calls leave their signals "
                       "unknown.",
                       NULL, 1, {"result"}},
+    [F_HALLU] = {"vsr_hallucination_checks_total",
+                 "Answers the hallucination plugin looked at, by result (detected, not_detected, "
+                 "context_unavailable: no grounding context, unverified_factual_action applied; evaluation_failed: "
+                 "the detector failed and the answer went out unchanged; not_enforced_streaming).",
+                 NULL, 1, {"result"}},
+    [F_SHADOW] = {"vsr_shadow_dispatch_total",
+                  "Copies of requests for shadow models (shadow_dispatch), by shadow model and result (ok: a 2xx "
+                  "answer, read and dropped; failed: an error, a non-2xx status or an answer over max_response_bytes; "
+                  "dropped: max_concurrency copies were in flight; sampled_out: not drawn by sample_rate).",
+                  NULL, 2, {"model", "result"}},
     [F_LOOPER_DUR] = {"vsr_looper_call_duration_seconds",
                       "Duration of request-graph calls, by algorithm and the node that made them (panel, judge, ...).",
                       &dur_hist, 2, {"algorithm", "node"}},
@@ -654,6 +664,18 @@ void vsr_metrics_memory(vsr_metrics_shard_t *s, const char *op, const char *resu
         return;
     count1(s, F_MEMORY, intern_sh(s, D_OUTCOME, vsr_slice_cstr(op)), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)),
            NULL);
+}
+
+void vsr_metrics_hallucination(vsr_metrics_shard_t *s, const char *result)
+{
+    if (s != NULL && result != NULL)
+        count1(s, F_HALLU, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL);
+}
+
+void vsr_metrics_shadow(vsr_metrics_shard_t *s, vsr_slice_t model, const char *result)
+{
+    if (s != NULL)
+        count1(s, F_SHADOW, intern_sh(s, D_MODEL, model), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL);
 }
 
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)

@@ -270,6 +270,12 @@ void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result);
 /* vsr_remote_classifier_calls_total{result}: n calls of remote classifiers
  * by routing signals; result ok | failed | invalid. */
 void vsr_metrics_remote_classifier(vsr_metrics_shard_t *s, const char *result, unsigned n);
+/* vsr_hallucination_checks_total{result}: the hallucination plugin's look
+ * at an answer (result: vsr__hc_result_names). */
+void vsr_metrics_hallucination(vsr_metrics_shard_t *s, const char *result);
+/* vsr_shadow_dispatch_total{model, result}: a shadow copy; result ok |
+ * failed | dropped | sampled_out. */
+void vsr_metrics_shadow(vsr_metrics_shard_t *s, vsr_slice_t model, const char *result);
 /* vsr_tool_selection_total{result}: semantic | unavailable (fail open). */
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result);
 /* vsr_memory_total{op, result}: the memory plugin; op request (result used,

@@ -92,6 +92,14 @@ typedef struct {
     uint64_t compression_tokens_before, compression_tokens_after;
     size_t compression_messages;
     size_t memory_injected;          /* memories the memory plugin injected */
+    /* the documents a retrieval plugin (rag) injected, as it injected them:
+     * the hallucination check's grounding context (else the request's tool
+     * results are) */
+    vsr_slice_t rag_context;
+    /* in: the matched domain signal's name and confidence (tool_selection's
+     * advanced_filtering category); empty when no domain matched */
+    vsr_slice_t category;
+    double category_confidence;
 } vsr_plugin_ctx_t;
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,

@@ -54,5 +54,12 @@ void vsr__tools_select(vsr_plugin_ctx_t *ctx, const double *score, size_t n_scor
 int vsr__tools_apply_drop(vsr_plugin_ctx_t *ctx, uint32_t tools, const uint8_t *drop, const vsr_slice_t *names,
                           const char **why);
 void vsr__tools_note_selected(vsr_plugin_ctx_t *ctx, vsr_slice_t name);
+/* tool_selection's advanced_filtering (tool_rank.c): order[0..m) (database
+ * indices, most similar first) filtered and re-ranked in place by the
+ * weighted score; returns how many remain.  query: the routing text;
+ * category: the matched domain's (empty: none). */
+size_t vsr__tools_rank_advanced(const vsr_plugin_tool_selection_conf_t *tc, const vsr_tools_db_t *db,
+                                const double *sims, size_t *order, size_t m, vsr_slice_t query, vsr_slice_t category,
+                                vsr_pool_t *pool);
 
 #endif /* VSR_PLUGINS_INT_H */

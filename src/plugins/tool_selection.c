@@ -145,6 +145,13 @@ static int add_mode(const vsr_plugin_tool_selection_conf_t *tc, vsr_plugin_ctx_t
         }
         order[k] = i;
     }
+    if (tc->advanced) {
+        const vsr_chat_view_t *cv = ctx->chat;
+        vsr_slice_t query = cv->last_user >= 0 ? cv->messages[cv->last_user].text : VSR_SLICE_NULL;
+        vsr_slice_t cat = ctx->category_confidence >= tc->category_confidence_threshold ? ctx->category
+                                                                                         : VSR_SLICE_NULL;
+        m = vsr__tools_rank_advanced(tc, db, sc->db, order, m, query, cat, ctx->pool);
+    }
     m = VSR_MIN(m, (size_t)tc->top_k);
     if (m == 0)
         return VSR_OK;

@@ -145,6 +145,16 @@ vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *p
         for (size_t d = 0; d < rs->conf->n_decisions; d++) {
             collect_leaves(rs, rs->conf->decisions[d].rules);
             vsr_graph_implied_budget(cfg, &rs->conf->decisions[d], &rs->implied[d]);
+            /* the hallucination plugin checks an answer when the fact_check signal
+             * needs_fact_check matched: computed whether a rule reads it or not */
+            const vsr_decision_conf_t *dc = &rs->conf->decisions[d];
+            for (size_t k = 0; k < dc->n_plugins; k++) {
+                int idx = dc->plugins[k].kind == VSR_PLUGIN_HALLUCINATION && dc->plugins[k].enabled
+                              ? vsr_signals_find(rs->signals, "fact_check", "needs_fact_check")
+                              : -1;
+                if (idx >= 0)
+                    add_referenced(rs, idx);
+            }
         }
         /* a partition's winner is chosen among all its members */
         for (size_t k = 0; k < rs->n_referenced; k++)

@@ -55,6 +55,8 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     case VSR_PLUGIN_ROUTER_REPLAY: return "router_replay";
     case VSR_PLUGIN_TOOL_SELECTION: return "tool_selection";
     case VSR_PLUGIN_MEMORY: return "memory";
+    case VSR_PLUGIN_HALLUCINATION: return "hallucination";
+    case VSR_PLUGIN_SHADOW_DISPATCH: return "shadow_dispatch";
     case VSR_PLUGIN_UNSUPPORTED: break;
     }
     return "unsupported";

@@ -197,6 +197,53 @@ void vsr__rg_release(vsr__rguard_t *g, vsr_buf_t *out);
 void vsr__rg_blocked_event(vsr__rguard_t *g, vsr_slice_t msg, vsr_slice_t resp_id, uint64_t seq, vsr_buf_t *out);
 /* "hallucination,unverified_factual,response_jailbreak" subset, from pool; empty when none. */
 vsr_slice_t vsr__rg_warnings(unsigned bits, vsr_pool_t *pool);
+/* ---- hallucination (hcheck.c) ---- */
+/* the check's outcome (x-vsr-hallucination-check names it) */
+enum {
+    VSR__HC_NONE = 0, VSR__HC_DETECTED, VSR__HC_NOT_DETECTED, VSR__HC_CONTEXT_UNAVAILABLE, VSR__HC_FAILED,
+    VSR__HC_STREAMING,
+};
+extern const char *const vsr__hc_result_names[];
+#define VSR__HC_MAX_SPANS 16
+#define VSR__HC_UNVERIFIED_TEXT                                                                                     \
+    "[Unverified Response] This response contains factual claims that could not be verified due to missing "      \
+    "context."
+
+typedef struct {
+    vsr_slice_t text;        /* a substring of the answer */
+} vsr__hc_span_t;
+
+typedef struct {
+    const vsr_plugin_hallucination_conf_t *conf;
+    int on;                  /* this answer waits for the check (BUFFER) */
+    int result;              /* VSR__HC_* */
+    int unverified;          /* fact-check needed, no grounding context */
+    vsr_slice_t context;     /* the grounding context (pool) */
+    vsr_slice_t answer;      /* the answer's first choice content (pool) */
+    vsr__hc_span_t spans[VSR__HC_MAX_SPANS];
+    size_t n_spans;
+    vsr_effect_t final;      /* the body phase's end, as it stands before the check */
+    uint64_t deadline_ms;
+} vsr__hcheck_t;
+
+/* The grounding context: what the rag plugin injected, else every role
+ * "tool" message's text joined with "\n\n" (bounded; from pool). */
+vsr_slice_t vsr__hc_context(const vsr_chat_view_t *chat, vsr_slice_t rag_context, vsr_pool_t *pool);
+/* The detector's chat completions request (the reference's prompt and strict schema). */
+void vsr__hc_request(vsr_buf_t *out, const char *model_id, int explain, vsr_slice_t context, vsr_slice_t question,
+                     vsr_slice_t answer);
+/* The detector's answer: VSR_OK with the valid spans (*n may be 0: nothing
+ * unsupported), or VSR_ERR_INVALID (not the schema, or every span invalid). */
+int vsr__hc_parse(vsr_slice_t body, vsr_slice_t answer, vsr_pool_t *pool, vsr__hc_span_t *spans, size_t *n);
+/* A chat.completion's first choice's content (from pool; empty when none). */
+vsr_slice_t vsr__hc_answer(const char *body, size_t len, vsr_pool_t *pool);
+/* The body warning, with the spans when details (from pool or static). */
+vsr_slice_t vsr__hc_warning(int details, const vsr__hc_span_t *spans, size_t n, vsr_pool_t *pool);
+/* out = the chat.completion body with warning + "\n\n" before every choice's
+ * string content (body may be out's own bytes).  VSR_ERR_INVALID when it is
+ * not a chat.completion (out untouched). */
+int vsr__hc_prepend(const char *body, size_t len, vsr_slice_t warning, vsr_pool_t *pool, vsr_buf_t *out);
+
 /* ---- router_replay (resp_replay.c) ---- */
 typedef struct vsr__replay_s vsr__replay_t;
 /* The decision's enabled router_replay plugin (NULL: none, or

@@ -181,6 +181,10 @@ typedef struct {
     const char *response_guard;
     double response_guard_score;
     unsigned response_warnings;
+    /* hallucination: what the plugin made of the answer (detected,
+     * not_detected, context_unavailable, evaluation_failed,
+     * not_enforced_streaming), NULL when it did not look */
+    const char *hallucination;
 } vsr_evidence_t;
 
 /* ---- engine ---- */
@@ -475,6 +479,9 @@ const vsr_effect_t *vsr_session_fallback(vsr_session_t *s, int (*allow)(void *ud
 void vsr_session_fallback_policy(const vsr_session_t *s, vsr_fallback_conf_t *out);
 /* The models tried so far, in order. */
 const vsr_model_conf_t *const *vsr_session_tried(const vsr_session_t *s, size_t *n);
+/* The selected decision's enabled shadow_dispatch plugin (*conf) and its
+ * shadow model, when the request is routed to a model (a call); else NULL. */
+const vsr_model_conf_t *vsr_session_shadow(const vsr_session_t *s, const vsr_plugin_shadow_dispatch_conf_t **conf);
 
 const vsr_plan_t *vsr_session_plan(const vsr_session_t *s);
 const vsr_evidence_t *vsr_session_evidence(const vsr_session_t *s);

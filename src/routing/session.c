@@ -149,6 +149,10 @@ struct vsr_session_s {
     const char *mem_state;          /* x-vsr-memory: used, missing, skipped[:why], unavailable */
     /* response_jailbreak: the answer's scan (resp_guard.c; the wait is port_wait's) */
     vsr__rguard_t rg;
+    /* hallucination: the answer's check (hcheck.c; the wait is port_wait's, kind 3) */
+    vsr__hcheck_t hc;
+    vsr_slice_t hc_chat;            /* the answer's chat-side bytes while the detector runs */
+    vsr_slice_t rag_context;        /* what the rag plugin retrieved and injected (the check's grounding) */
 };
 
 /* Bytes of one answer kept for the response cache (a longer one is not stored). */
@@ -491,6 +495,8 @@ void vsr_session_cancel(vsr_session_t *s)
             s->opts.ports->runtime_cancel(s->opts.ports_ud, s->rc_handle);
         else if (s->rc_waiting == 2 && s->opts.ports->cache_cancel)
             s->opts.ports->cache_cancel(s->opts.ports_ud, s->rc_handle);
+        else if (s->rc_waiting == 3 && s->opts.ports->model_cancel)
+            s->opts.ports->model_cancel(s->opts.ports_ud, s->rc_handle);
         s->rc_handle = NULL;
     }
     if (s->rc_waiting) {
@@ -1335,6 +1341,11 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.memories = &s->mem_hits;
     if (s->mem_state) /* the metric's result: skipped whatever the reason */
         s->ev.memory = strncmp(s->mem_state, "skipped", 7) == 0 ? "skipped" : s->mem_state;
+    for (size_t i = 0; i < s->ev.n_signals && pc.category.len == 0; i++)
+        if (strcmp(s->ev.signals[i].family, "domain") == 0) {
+            pc.category = vsr_slice_cstr(s->ev.signals[i].name);
+            pc.category_confidence = s->ev.signals[i].confidence;
+        }
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;
@@ -1354,6 +1365,7 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
         s->ev.compression_tokens_after = pc.compression_tokens_after;
         s->ev.compression_messages = pc.compression_messages;
         s->mem_injected = pc.memory_injected;
+        s->rag_context = pc.rag_context;
         if (pc.imm_status) {
             vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
             size_t n_extra = 0;
@@ -2551,6 +2563,20 @@ void vsr_session_fallback_policy(const vsr_session_t *s, vsr_fallback_conf_t *ou
     vsr_config_effective_fallback(s->e->cfg, s->recipe, s->decision, out);
 }
 
+const vsr_model_conf_t *vsr_session_shadow(const vsr_session_t *s, const vsr_plugin_shadow_dispatch_conf_t **conf)
+{
+    if (s == NULL || s->decision == NULL || s->answered || s->plan.kind != VSR_PLAN_CALL)
+        return NULL;
+    for (size_t i = 0; i < s->decision->n_plugins; i++) {
+        const vsr_plugin_conf_t *p = &s->decision->plugins[i];
+        if (p->kind == VSR_PLUGIN_SHADOW_DISPATCH && p->enabled && p->u.shadow_dispatch.model) {
+            *conf = &p->u.shadow_dispatch;
+            return vsr_config_find_model(s->e->cfg, vsr_slice_cstr(p->u.shadow_dispatch.model));
+        }
+    }
+    return NULL;
+}
+
 const vsr_model_conf_t *const *vsr_session_tried(const vsr_session_t *s, size_t *n)
 {
     *n = s->n_tried;
@@ -2751,6 +2777,166 @@ static const vsr_effect_t *rg_then(vsr_session_t *s)
     return &s->eff;
 }
 
+/* ---- hallucination (ref §2.3): the answer checked against the request's grounding context ---- */
+
+static const vsr_plugin_hallucination_conf_t *hc_conf_of(const vsr_decision_conf_t *d)
+{
+    for (size_t i = 0; d && i < d->n_plugins; i++)
+        if (d->plugins[i].kind == VSR_PLUGIN_HALLUCINATION && d->plugins[i].enabled)
+            return &d->plugins[i].u.hallucination;
+    return NULL;
+}
+
+/* The preconditions (the reference's): the decision's plugin, a 2xx chat
+ * answer, and the fact_check signal needs_fact_check matched.  A JSON
+ * answer is then held whole (BUFFER) for the check; a stream is not
+ * enforced (its bytes are gone before a verdict could change them). */
+static void hc_begin(vsr_session_t *s, int status, const vsr_header_t *headers, size_t n_headers, hlist_t *h)
+{
+    vsr__hcheck_t *g = &s->hc;
+    memset(g, 0, sizeof(*g));
+    const vsr_plugin_hallucination_conf_t *c = hc_conf_of(s->decision);
+    const vsr_ports_t *ports = s->opts.ports;
+    if (c == NULL || s->ep != EP_CHAT || status < 200 || status >= 300 || ports == NULL || ports->resume == NULL)
+        return;
+    int needed = 0;
+    for (size_t i = 0; i < s->ev.n_signals && !needed; i++)
+        needed = strcmp(s->ev.signals[i].family, "fact_check") == 0 &&
+                 strcmp(s->ev.signals[i].name, "needs_fact_check") == 0;
+    if (!needed)
+        return;
+    g->conf = c;
+    const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+    if (ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"))) {
+        g->result = VSR__HC_STREAMING;
+        s->ev.hallucination = vsr__hc_result_names[g->result];
+        if (s->ev.debug)
+            hl_add(&s->pool, h, VSR_SLICE_LIT("x-vsr-hallucination-check"), VSR_SLICE_LIT("not_enforced_streaming"));
+        return;
+    }
+    g->context = vsr__hc_context(&s->chat, s->rag_context, &s->pool);
+    g->unverified = g->context.len == 0;
+    g->on = 1;
+    if (s->body_mode == VSR_BODY_RELAY) {
+        s->body_mode = VSR_BODY_BUFFER;
+        s->rg.own_buffer = 1; /* held for the check only: the answer as it came */
+    }
+}
+
+static const vsr_effect_t *hc_then(vsr_session_t *s);
+static void replay_capture(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream, const vsr_effect_t *eff);
+
+static const vsr_effect_t *hc_then_captured(vsr_session_t *s)
+{
+    const vsr_effect_t *eff = hc_then(s);
+    if (!eff->pending)
+        replay_capture(s, NULL, 0, VSR_BODY_END, eff);
+    return eff;
+}
+
+static void hc_done(void *ud, int status, int http_status, vsr_slice_t body, unsigned attempts)
+{
+    VSR_UNUSED(attempts);
+    vsr_session_t *s = ud;
+    vsr__hcheck_t *g = &s->hc;
+    g->result = VSR__HC_FAILED; /* detector errors never block: the answer goes on unchecked */
+    if (status == VSR_OK && http_status == 200 && rc_now(s) <= g->deadline_ms &&
+        vsr__hc_parse(body, g->answer, &s->pool, g->spans, &g->n_spans) == VSR_OK)
+        g->result = g->n_spans ? VSR__HC_DETECTED : VSR__HC_NOT_DETECTED;
+    if (g->result == VSR__HC_FAILED)
+        vsr_log_debug("routing", "hallucination: the detector failed (status %d, HTTP %d); the answer goes out "
+                                 "unchecked", status, http_status);
+    port_wait_done(s);
+}
+
+/* The end of a held answer: no grounding context (unverified), or the
+ * detector asked; the phase's effect (eff) waits for the verdict. */
+static const vsr_effect_t *hc_run(vsr_session_t *s, const vsr_effect_t *eff)
+{
+    vsr__hcheck_t *g = &s->hc;
+    g->final = *eff;
+    if (g->unverified) {
+        g->result = VSR__HC_CONTEXT_UNAVAILABLE;
+        return hc_then_captured(s);
+    }
+    g->answer = vsr__hc_answer(s->hc_chat.p, s->hc_chat.len, &s->pool);
+    const vsr_external_conf_t *det = vsr_config_find_external(s->e->cfg, VSR_SLICE_LIT(VSR_HAL_DETECTOR_NAME));
+    if (g->answer.len == 0 || det == NULL || s->opts.ports->model_call == NULL) {
+        g->result = VSR__HC_FAILED; /* nothing to verify, or no detector to ask */
+        return hc_then_captured(s);
+    }
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_slice_t question = s->chat.last_user >= 0 ? s->chat.messages[s->chat.last_user].text : VSR_SLICE_NULL;
+    vsr__hc_request(&b, det->model_name, s->e->cfg->hallucination.include_explanation, g->context, question,
+                    g->answer);
+    vsr_graph_call_t call = {.model = &det->model, .body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)),
+                             .iteration = 1, .max_response_bytes = det->max_response_bytes};
+    vsr_buf_free(&b);
+    uint64_t now = rc_now(s);
+    uint64_t deadline = now + det->timeout_ms;
+    if (s->opts.deadline_ms && s->opts.deadline_ms < deadline)
+        deadline = s->opts.deadline_ms > now ? s->opts.deadline_ms : now;
+    g->deadline_ms = deadline;
+    port_wait_begin(s, 3, hc_then_captured);
+    return port_wait_end(s, s->opts.ports->model_call(s->opts.ports_ud, &call, deadline, hc_done, s));
+}
+
+/* The verdict is in: the actions (header: a warning code; body: a warning
+ * before every choice's content; none: recorded only), then the
+ * response_jailbreak scan when the decision has one, else the headers. */
+static const vsr_effect_t *hc_then(vsr_session_t *s)
+{
+    vsr__hcheck_t *g = &s->hc;
+    const vsr_plugin_hallucination_conf_t *c = g->conf;
+    vsr_slice_t warning = VSR_SLICE_NULL;
+    s->ev.hallucination = vsr__hc_result_names[g->result];
+    if (g->result == VSR__HC_DETECTED) {
+        if (c->action == VSR_HAL_HEADER)
+            s->ev.response_warnings |= VSR__WARN_HALLUCINATION;
+        else if (c->action == VSR_HAL_BODY)
+            warning = vsr__hc_warning(c->include_details, g->spans, g->n_spans, &s->pool);
+    } else if (g->unverified) {
+        if (c->unverified_action == VSR_HAL_HEADER)
+            s->ev.response_warnings |= VSR__WARN_UNVERIFIED_FACTUAL;
+        else if (c->unverified_action == VSR_HAL_BODY)
+            warning = VSR_SLICE_LIT(VSR__HC_UNVERIFIED_TEXT);
+    }
+    if (s->rg.on) /* before the body changes: the scan reads the model's words */
+        vsr__rg_feed_json(&s->rg, s->hc_chat.p, s->hc_chat.len);
+    s->eff = g->final;
+    if (warning.len && !s->anthropic_in && !s->responses_in) /* a chat.completion client's answer */
+        vsr__hc_prepend(s->out.data, s->out.len, warning, &s->pool, &s->out);
+    body_out(s);
+    hlist_t h = {0};
+    for (size_t i = 0; i < g->final.n_resp_headers; i++)
+        hl_add(&s->pool, &h, g->final.resp_headers[i].name, g->final.resp_headers[i].value);
+    if (s->ev.debug) {
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-hallucination-check"), vsr_slice_cstr(vsr__hc_result_names[g->result]));
+        const vsr_signals_conf_t *sg = s->recipe ? &s->recipe->signals : NULL;
+        if (g->result == VSR__HC_DETECTED && sg && sg->n_hallucination) {
+            vsr_buf_t b;
+            vsr_buf_init(&b, 0);
+            for (size_t i = 0; i < sg->n_hallucination; i++)
+                vsr_buf_printf(&b, "%s%s", i ? "," : "", sg->hallucination[i].name);
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-matched-hallucination"),
+                   vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)));
+            vsr_buf_free(&b);
+        }
+    }
+    s->eff.resp_headers = h.v;
+    s->eff.n_resp_headers = h.n;
+    if (s->rg.on)
+        return rg_scan(s, &s->eff); /* its verdict adds the warnings header, all codes in their order */
+    vsr_slice_t w = vsr__rg_warnings(s->ev.response_warnings, &s->pool);
+    if (w.len) {
+        hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-response-warnings"), w);
+        s->eff.resp_headers = h.v;
+        s->eff.n_resp_headers = h.n;
+    }
+    return &s->eff;
+}
+
 const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, const vsr_header_t *headers,
                                                  size_t n_headers)
 {
@@ -2825,6 +3011,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                up_messages ? VSR_SLICE_LIT("anthropic") : VSR_SLICE_LIT("openai"));
     }
     rg_begin(s, status, headers, n_headers);
+    hc_begin(s, status, headers, n_headers, &h);
     s->eff.body_mode = s->body_mode;
     vsr_buf_reset(&s->rc_acc);
     s->rc_over = 0;
@@ -2992,6 +3179,10 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
         if (end_of_stream == VSR_BODY_END && eff->status == 200) {
             rc_feed(s, chat_p, chat_n);
             rc_keep(s);
+        }
+        if (end_of_stream == VSR_BODY_END && s->hc.on && eff->status >= 200 && eff->status < 300) {
+            s->hc_chat = vsr_slice(chat_p, chat_n);
+            return hc_run(s, eff);
         }
         if (end_of_stream == VSR_BODY_END && s->rg.on && eff->status >= 200 && eff->status < 300) {
             vsr__rg_feed_json(&s->rg, chat_p, chat_n);

@@ -1994,6 +1994,14 @@ static void test_capability_errors(void **state)
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
+         "      plugins:\n"
+         "        - type: image_gen\n"
+         "          configuration: {enabled: true, backend: openai}\n",
+         "t.yaml:14:17: plugin \"image_gen\" is unsupported: the image_gen route plugin was removed; use the "
+         "Responses-API hosted image_generation tool with a vllm-omni modality route\n"},
+        {"routing:\n"
+         "  decisions:\n"
+         "    - name: d\n"
          "      plugins: [{type: semantic-cache, configuration: {mode: fuzzy}}]\n",
          "t.yaml:13:62: mode must be \"semantic\", \"exact\" or \"exact_then_semantic\", got \"fuzzy\"\n"},
         {"routing: {data_policy: {allowed_regions: [eu]}}\n",
@@ -2102,7 +2110,8 @@ static void test_classifier_families(void **state)
         pii_model |= strcmp(c->unimplemented[i], "global.model_catalog.modules.classifier.pii_model") == 0;
         halu |= strcmp(c->unimplemented[i], "global.model_catalog.modules.hallucination_mitigation") == 0;
     }
-    assert_true(model_id && pii_model && halu);
+    assert_true(model_id && pii_model && !halu);
+    assert_true(c->hallucination.enabled); /* the detector's block is read (its local model is not there) */
     char hash[sizeof(c->recipes[0].signals_hash)];
     memcpy(hash, c->recipes[0].signals_hash, sizeof(hash));
     vsr_config_free(c);
@@ -2167,6 +2176,99 @@ static void test_capability_absent_is_fine(void **state)
     vsr_config_free(c);
 }
 
+
+/* hallucination and shadow_dispatch: keys, defaults, the detector as an external model */
+static void test_hallucination_and_shadow(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals:\n"
+                              "    keywords: [{name: k, keywords: [x]}]\n"
+                              "    hallucination: [{name: grounded, description: g, use_nli: true}]\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins:\n"
+                              "        - {type: hallucination, configuration: {enabled: true, hallucination_action: body,\n"
+                              "                                               unverified_factual_action: none}}\n"
+                              "        - {type: shadow_dispatch, configuration: {enabled: true, model: m}}\n"
+                              "global:\n"
+                              "  model_catalog:\n"
+                              "    modules:\n"
+                              "      hallucination_mitigation:\n"
+                              "        enabled: true\n"
+                              "        detector: {backend: endpoint, endpoint: \"http://127.0.0.1:9/v1\", model_id: judge}\n");
+    const vsr_recipe_conf_t *r = &c->recipes[0];
+    assert_int_equal(r->signals.n_hallucination, 1);
+    assert_string_equal(r->signals.hallucination[0].name, "grounded");
+    const vsr_plugin_conf_t *p = r->decisions[0].plugins;
+    assert_int_equal(p[0].kind, VSR_PLUGIN_HALLUCINATION);
+    assert_int_equal(p[0].u.hallucination.action, VSR_HAL_BODY);
+    assert_int_equal(p[0].u.hallucination.unverified_action, VSR_HAL_NONE);
+    assert_int_equal(p[0].u.hallucination.include_details, 0);
+    assert_int_equal(p[1].kind, VSR_PLUGIN_SHADOW_DISPATCH);
+    const vsr_plugin_shadow_dispatch_conf_t *s = &p[1].u.shadow_dispatch;
+    assert_string_equal(s->model, "m");
+    assert_true(s->sample_rate == 1.0);
+    assert_int_equal(s->max_concurrency, 2);
+    assert_int_equal(s->timeout_ms, 30000);
+    assert_int_equal(s->max_response_bytes, 1048576);
+    const vsr_external_conf_t *e = vsr_config_find_external(c, VSR_SLICE_LIT(VSR_HAL_DETECTOR_NAME));
+    assert_non_null(e);
+    assert_string_equal(e->model.provider_model_id, "judge");
+    assert_ptr_equal(e->model.backends, &e->backend);
+    assert_string_equal(e->backend.host, "127.0.0.1");
+    assert_int_equal(e->backend.port, 9);
+    assert_string_equal(e->backend.path_prefix, "/v1");
+    vsr_config_free(c);
+}
+
+/* tool_selection: advanced_filtering, the plugin's fallback_to_empty, the reference's filter default */
+static void test_tool_selection_advanced_keys(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(DOC
+                              "routing:\n"
+                              "  signals: {keywords: [{name: k, keywords: [x]}]}\n"
+                              "  decisions:\n"
+                              "    - name: d\n"
+                              "      rules: {type: keyword, name: k}\n"
+                              "      plugins:\n"
+                              "        - type: tool_selection\n"
+                              "          configuration:\n"
+                              "            mode: filter\n"
+                              "            fallback_to_empty: true\n"
+                              "            advanced_filtering:\n"
+                              "              enabled: true\n"
+                              "              retrieval_strategy: weighted\n"
+                              "              candidate_pool_size: 20\n"
+                              "              min_lexical_overlap: 1\n"
+                              "              min_combined_score: 0.1\n"
+                              "              weights: {lexical: 0.5, name: 0.25}\n"
+                              "              use_category_filter: true\n"
+                              "              category_confidence_threshold: 0.6\n"
+                              "              block_tools: [shell]\n");
+    const vsr_plugin_tool_selection_conf_t *t = &c->recipes[0].decisions[0].plugins[0].u.tool_selection;
+    assert_true(t->fallback_to_empty);
+    assert_true(t->relevance_threshold == 0.25);
+    assert_true(t->advanced);
+    assert_int_equal(t->candidate_pool_size, 20);
+    assert_int_equal(t->min_lexical_overlap, 1);
+    assert_true(t->min_combined_score == 0.1);
+    assert_true(t->w_embed == 0 && t->w_lexical == 0.5 && t->w_name == 0.25);
+    assert_true(t->use_category_filter && t->category_confidence_threshold == 0.6);
+    assert_int_equal(t->af_block.n, 1);
+    vsr_config_free(c);
+    expect_errors(DOC "routing:\n"
+                      "  decisions:\n"
+                      "    - name: d\n"
+                      "      plugins:\n"
+                      "        - {type: tool_selection, configuration: {mode: filter, advanced_filtering: "
+                      "{retrieval_strategy: hybrid_history}}}\n",
+                  "t.yaml:14:105: tool_selection: advanced_filtering.retrieval_strategy hybrid_history is not "
+                  "supported yet (use weighted)\n");
+}
 
 /* router_replay: the plugin's keys and defaults; global.services.router_replay */
 static void test_router_replay(void **state)
@@ -4483,6 +4585,8 @@ int main(void)
         cmocka_unit_test(test_classifier_signals),
         cmocka_unit_test(test_capability_absent_is_fine),
         cmocka_unit_test(test_router_replay),
+        cmocka_unit_test(test_hallucination_and_shadow),
+        cmocka_unit_test(test_tool_selection_advanced_keys),
         cmocka_unit_test(test_router_replay_errors),
         cmocka_unit_test(test_classifier_families),
         cmocka_unit_test(test_config_source),

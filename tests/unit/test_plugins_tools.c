@@ -987,6 +987,88 @@ static void test_tool_selection_filter_and_add(void **state)
     fx_close(&f);
 }
 
+/* advanced_filtering: allow/block, the category filter, the weighted score, min_lexical_overlap */
+static void test_tool_selection_advanced(void **state)
+{
+    (void)state;
+    fx_t f;
+    static char *tags_w[] = {(char *)"forecast", (char *)"paris"};
+    static vsr_tool_entry_t entries[] = {
+        {.name = (char *)"city_weather", .description = (char *)"current weather for a city", .category = (char *)"weather",
+         .tags = {tags_w, 2}, .json = VSR_SLICE_LIT(STOOL("city_weather", "db"))},
+        {.name = (char *)"search_web", .description = (char *)"search the web", .category = (char *)"search",
+         .json = VSR_SLICE_LIT(STOOL("search_web", "db"))},
+        {.name = (char *)"stock_quote", .description = (char *)"price of a stock", .category = (char *)"finance",
+         .json = VSR_SLICE_LIT(STOOL("stock_quote", "db"))},
+        {.name = (char *)"shell", .description = (char *)"run in Paris weather", .category = (char *)"weather",
+         .json = VSR_SLICE_LIT(STOOL("shell", "db"))},
+    };
+    vsr_tools_db_t db = {entries, 4};
+    /* by similarity alone: stock_quote, search_web, city_weather */
+    static const double dbs[] = {0.5, 0.7, 0.9, 0.6};
+    vsr_tool_scores_t sa = {.ok = 1, .db = dbs, .n_db = 4};
+    vsr_plugin_conf_t p;
+    memset(&p, 0, sizeof(p));
+    p.kind = VSR_PLUGIN_TOOL_SELECTION;
+    p.enabled = 1;
+    vsr_plugin_tool_selection_conf_t *t = &p.u.tool_selection;
+    t->enabled = 1;
+    t->mode = VSR_TOOLSEL_ADD;
+    t->top_k = 2;
+    t->similarity_threshold = 0.3;
+    t->advanced = 1;
+    t->w_embed = 1;
+    t->w_lexical = 2; /* "weather in Paris?": city_weather shares "weather", shell "in", "paris", "weather" */
+    static char *blocked[] = {(char *)"Shell"};
+    t->af_block = (vsr_strlist_conf_t){blocked, 1};
+    const char *body = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"weather in Paris?\"}]}";
+    fx_open(&f, body, VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    f.ctx.tool_scores = &sa;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    /* city_weather (1*0.5 + 2*1/3)/3 = 0.389 > stock_quote 0.9/3 = 0.3 > search_web 0.7/3 */
+    assert_string_equal(out_string(&f, "tools.#0.function.name"), "city_weather");
+    assert_string_equal(out_string(&f, "tools.#1.function.name"), "stock_quote");
+    assert_null(out_string(&f, "tools.#2.function.name"));
+    fx_close(&f);
+    /* min_lexical_overlap 1: only tools sharing a word with the query */
+    t->min_lexical_overlap = 1;
+    fx_open(&f, body, VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    f.ctx.tool_scores = &sa;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#0.function.name"), "city_weather");
+    assert_null(out_string(&f, "tools.#1.function.name"));
+    fx_close(&f);
+    /* the category filter: the matched domain's tools only */
+    t->min_lexical_overlap = 0;
+    t->w_lexical = 0;
+    t->use_category_filter = 1;
+    t->category_confidence_threshold = 0.5;
+    fx_open(&f, body, VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    f.ctx.tool_scores = &sa;
+    f.ctx.category = VSR_SLICE_LIT("Finance");
+    f.ctx.category_confidence = 0.8;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#0.function.name"), "stock_quote");
+    assert_null(out_string(&f, "tools.#1.function.name"));
+    fx_close(&f);
+    /* ... not when the domain's confidence is under category_confidence_threshold */
+    fx_open(&f, body, VSR_API_CHAT);
+    f.ctx.tools_db = &db;
+    f.ctx.tool_scores = &sa;
+    f.ctx.category = VSR_SLICE_LIT("finance");
+    f.ctx.category_confidence = 0.4;
+    assert_int_equal(fx_run(&f, &p, 1), VSR_OK);
+    fx_apply(&f);
+    assert_string_equal(out_string(&f, "tools.#1.function.name"), "search_web");
+    fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -998,6 +1080,7 @@ int main(void)
         cmocka_unit_test(test_tools_filtered_all_removed),
         cmocka_unit_test(test_tools_filtered_tool_choice),
         cmocka_unit_test(test_tools_skipped),
+        cmocka_unit_test(test_tool_selection_advanced),
         cmocka_unit_test(test_compression_long_conversation),
         cmocka_unit_test(test_compression_under_trigger),
         cmocka_unit_test(test_compression_auto),
