@@ -150,7 +150,7 @@ struct vsr_session_s {
     /* response_jailbreak: the answer's scan (resp_guard.c; the wait is port_wait's) */
     vsr__rguard_t rg;
     /* hallucination: the answer's check (hcheck.c; the wait is port_wait's, kind 3) */
-    vsr__hcheck_t hc;
+    vsr__hcheck_t *hc;             /* hallucination check (heap: made by hc_begin for a decision with the plugin) */
     vsr_slice_t hc_chat;            /* the answer's chat-side bytes while the detector runs */
     vsr_slice_t rag_context;        /* what the rag plugin retrieved and injected (the check's grounding) */
 };
@@ -537,6 +537,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->r_echo);
     vsr_buf_free(&s->r_prior);
     vsr__rg_free(&s->rg);
+    free(s->hc);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
     vsr_block_free(s);
@@ -2793,9 +2794,13 @@ static const vsr_plugin_hallucination_conf_t *hc_conf_of(const vsr_decision_conf
  * enforced (its bytes are gone before a verdict could change them). */
 static void hc_begin(vsr_session_t *s, int status, const vsr_header_t *headers, size_t n_headers, hlist_t *h)
 {
-    vsr__hcheck_t *g = &s->hc;
-    memset(g, 0, sizeof(*g));
     const vsr_plugin_hallucination_conf_t *c = hc_conf_of(s->decision);
+    if (c == NULL && s->hc == NULL)
+        return;
+    if (s->hc == NULL)
+        s->hc = vsr_calloc(1, sizeof(*s->hc));
+    vsr__hcheck_t *g = s->hc;
+    memset(g, 0, sizeof(*g));
     const vsr_ports_t *ports = s->opts.ports;
     if (c == NULL || s->ep != EP_CHAT || status < 200 || status >= 300 || ports == NULL || ports->resume == NULL)
         return;
@@ -2838,7 +2843,7 @@ static void hc_done(void *ud, int status, int http_status, vsr_slice_t body, uns
 {
     VSR_UNUSED(attempts);
     vsr_session_t *s = ud;
-    vsr__hcheck_t *g = &s->hc;
+    vsr__hcheck_t *g = s->hc;
     g->result = VSR__HC_FAILED; /* detector errors never block: the answer goes on unchecked */
     if (status == VSR_OK && http_status == 200 && rc_now(s) <= g->deadline_ms &&
         vsr__hc_parse(body, g->answer, &s->pool, g->spans, &g->n_spans) == VSR_OK)
@@ -2853,7 +2858,7 @@ static void hc_done(void *ud, int status, int http_status, vsr_slice_t body, uns
  * detector asked; the phase's effect (eff) waits for the verdict. */
 static const vsr_effect_t *hc_run(vsr_session_t *s, const vsr_effect_t *eff)
 {
-    vsr__hcheck_t *g = &s->hc;
+    vsr__hcheck_t *g = s->hc;
     g->final = *eff;
     if (g->unverified) {
         g->result = VSR__HC_CONTEXT_UNAVAILABLE;
@@ -2887,7 +2892,7 @@ static const vsr_effect_t *hc_run(vsr_session_t *s, const vsr_effect_t *eff)
  * response_jailbreak scan when the decision has one, else the headers. */
 static const vsr_effect_t *hc_then(vsr_session_t *s)
 {
-    vsr__hcheck_t *g = &s->hc;
+    vsr__hcheck_t *g = s->hc;
     const vsr_plugin_hallucination_conf_t *c = g->conf;
     vsr_slice_t warning = VSR_SLICE_NULL;
     s->ev.hallucination = vsr__hc_result_names[g->result];
@@ -3180,7 +3185,7 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
             rc_feed(s, chat_p, chat_n);
             rc_keep(s);
         }
-        if (end_of_stream == VSR_BODY_END && s->hc.on && eff->status >= 200 && eff->status < 300) {
+        if (end_of_stream == VSR_BODY_END && s->hc && s->hc->on && eff->status >= 200 && eff->status < 300) {
             s->hc_chat = vsr_slice(chat_p, chat_n);
             return hc_run(s, eff);
         }
