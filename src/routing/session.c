@@ -537,7 +537,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->r_echo);
     vsr_buf_free(&s->r_prior);
     vsr__rg_free(&s->rg);
-    free(s->hc);
+    vsr_free(s->hc);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
     vsr_block_free(s);
