@@ -438,7 +438,7 @@ static const struct {
     {"request_params", VSR_PLUGIN_REQUEST_PARAMS},
     {"response_cache", VSR_PLUGIN_RESPONSE_CACHE},
     {"memory", 0},
-    {"rag", 0},
+    {"rag", VSR_PLUGIN_RAG},
     {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
     {"tools", VSR_PLUGIN_TOOLS},
     {"tool_selection", VSR_PLUGIN_TOOL_SELECTION},
@@ -1241,7 +1241,6 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             const char *type, *why;
         } reasons[] = {
             {"memory", "it needs a memory store and a model that extracts memories"},
-            {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
             {"image_gen", "it needs an image generation backend"},
             {"hallucination", "it needs a hallucination detector model the runtime does not have"},
             {"shadow_dispatch", "shadow calls are not built yet"},
@@ -1282,6 +1281,12 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};
     if (no_conf)
         conf = &empty;
+    if (p->kind == VSR_PLUGIN_RAG) { /* cfg_rag.c */
+        size_t at = vsr__cfg_path_push(d, "configuration");
+        vsr__cfg_rag_decode(d, conf, p);
+        vsr__cfg_path_pop(d, at);
+        return;
+    }
     if (p->kind == VSR_PLUGIN_ROUTER_REPLAY) {
         vsr_plugin_router_replay_conf_t *rr = &p->u.router_replay;
         rr->max_records = 1000;

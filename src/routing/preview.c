@@ -54,6 +54,7 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     case VSR_PLUGIN_RESPONSE_JAILBREAK: return "response_jailbreak";
     case VSR_PLUGIN_ROUTER_REPLAY: return "router_replay";
     case VSR_PLUGIN_TOOL_SELECTION: return "tool_selection";
+    case VSR_PLUGIN_RAG: return "rag";
     case VSR_PLUGIN_UNSUPPORTED: break;
     }
     return "unsupported";
