@@ -10,6 +10,7 @@
  * are refused as not supported yet.
  */
 #include <stdio.h>
+#include <strings.h>
 
 #include "config/cfg_internal.h"
 
@@ -236,6 +237,21 @@ static int backend_model(cfg_decoder_t *d, const cfg_node_t *at, vsr_rag_backend
     be->resolved_api_key = be->api_key;
     be->extra_headers = b->headers;
     be->n_extra_headers = b->n_headers;
+    if (b->kind == VSR_RAG_MCP) {
+        /* streamable HTTP: the server may answer JSON or an event stream, and requires both in Accept */
+        int has_accept = 0;
+        for (size_t i = 0; i < b->n_headers; i++)
+            has_accept |= strcasecmp(b->headers[i].name, "accept") == 0;
+        if (!has_accept) {
+            vsr_kv_conf_t *h = vsr_pool_alloc(d->pool, (b->n_headers + 1) * sizeof(*h));
+            if (b->n_headers)
+                memcpy(h, b->headers, b->n_headers * sizeof(*h));
+            h[b->n_headers] = (vsr_kv_conf_t){vsr__cfg_strdup(d, "accept"),
+                                              vsr__cfg_strdup(d, "application/json, text/event-stream")};
+            be->extra_headers = h;
+            be->n_extra_headers = b->n_headers + 1;
+        }
+    }
     be->authority = vsr__cfg_authority(d->pool, u.hp.host, u.hp.ipv6, be->port, be->tls);
     if (b->kind == VSR_RAG_OPENAI) {
         /* the reference's client: the base URL without a trailing /v1, then /v1/vector_stores/ID/search */

@@ -137,6 +137,11 @@ struct vsr_session_s {
     int d_graph;
     /* response_jailbreak: the answer's scan (rguard.c; the wait is port_wait's) */
     vsr__rguard_t rg;
+    /* the rag plugin's retrieval (rag.c; the wait is port_wait's, kind 3), asked before the plugins run */
+    int rag_asked;
+    vsr_rag_result_t rag_res;
+    vsr__rag_vars_t rag_vars;
+    vsr_slice_t rag_context;        /* what the plugin injected (pool): the hallucination check's grounding */
 };
 
 /* Bytes of one answer kept for the response cache (a longer one is not stored). */
@@ -468,6 +473,8 @@ void vsr_session_cancel(vsr_session_t *s)
             s->opts.ports->runtime_cancel(s->opts.ports_ud, s->rc_handle);
         else if (s->rc_waiting == 2 && s->opts.ports->cache_cancel)
             s->opts.ports->cache_cancel(s->opts.ports_ud, s->rc_handle);
+        else if (s->rc_waiting == 3)
+            vsr__rag_cancel(s->rc_handle);
         s->rc_handle = NULL;
     }
     if (s->rc_waiting) {
@@ -827,6 +834,7 @@ static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_
                                         const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
                                         const char *lora);
 static const vsr_effect_t *body_plugins(vsr_session_t *s);
+static const vsr_effect_t *rag_then_plugins(vsr_session_t *s);
 static const vsr_effect_t *tools_start(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
                                         size_t len, uint64_t t0);
@@ -1284,7 +1292,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     const vsr_effect_t *waiting = tools_start(s);
     if (waiting)
         return waiting; /* the tools' similarities first */
-    return body_plugins(s);
+    return rag_then_plugins(s);
 }
 
 /* The body phase once the decision is made and what its plugins need is
@@ -1306,6 +1314,8 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
     pc.stream = s->chat.stream;
     pc.tools_db = cfg->tools.db.n ? &cfg->tools.db : NULL;
     pc.tool_scores = s->ts_asked ? &s->ts : NULL;
+    pc.rag = s->rag_asked ? &s->rag_res : NULL;
+    pc.request_id = s->opts.request_id;
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;
@@ -1324,6 +1334,9 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
         s->ev.compression_tokens_before = pc.compression_tokens_before;
         s->ev.compression_tokens_after = pc.compression_tokens_after;
         s->ev.compression_messages = pc.compression_messages;
+        s->ev.rag = pc.rag_outcome;
+        s->ev.rag_backend = pc.rag_outcome && s->rag_res.backend ? s->rag_res.backend : NULL;
+        s->rag_context = pc.rag_context;
         if (pc.imm_status) {
             vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
             size_t n_extra = 0;
@@ -1336,8 +1349,8 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
                 extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
             extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
             s->ev.routing_us = vsr_now_us_exact() - t0;
-            return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body, VSR_PATH_FAST_RESPONSE, extra,
-                             n_extra);
+            return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body,
+                             pc.imm_status >= 500 ? VSR_PATH_ERROR : VSR_PATH_FAST_RESPONSE, extra, n_extra);
         }
     }
 
@@ -1385,7 +1398,58 @@ static uint64_t rc_now(vsr_session_t *s);
 
 static const vsr_effect_t *tools_ready(vsr_session_t *s)
 {
-    return body_plugins(s);
+    return rag_then_plugins(s);
+}
+
+/* ---- the rag plugin's retrieval (rag.c): the backends are asked before the plugins run ---- */
+
+static void rag_done(void *ud)
+{
+    port_wait_done(ud);
+}
+
+vsr_slice_t vsr__session_rag_context(const vsr_session_t *s)
+{
+    return s->rag_context;
+}
+
+/* The decision's first enabled rag plugin retrieves for the current user
+ * message (a chat request); then the plugins run. */
+static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
+{
+    const vsr_decision_conf_t *d = s->p_decision;
+    const vsr_plugin_rag_conf_t *conf = NULL;
+    for (size_t i = 0; d && i < d->n_plugins && conf == NULL; i++)
+        if (d->plugins[i].kind == VSR_PLUGIN_RAG && d->plugins[i].enabled && d->plugins[i].u.rag)
+            conf = d->plugins[i].u.rag;
+    vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
+                                               : VSR_SLICE_NULL;
+    if (conf == NULL || s->ep != EP_CHAT || query.len == 0 || s->rag_asked)
+        return body_plugins(s);
+    s->rag_asked = 1;
+    /* what an mcp tool's arguments may name */
+    vsr_buf_t dom, kw;
+    vsr_buf_init(&dom, 4096);
+    vsr_buf_init(&kw, 4096);
+    for (size_t i = 0; i < s->ev.n_signals; i++) {
+        vsr_buf_t *b = strcmp(s->ev.signals[i].family, "domain") == 0     ? &dom
+                       : strcmp(s->ev.signals[i].family, "keyword") == 0 ? &kw
+                                                                          : NULL;
+        if (b && b->len + strlen(s->ev.signals[i].name) + 1 < b->cap) {
+            if (b->len)
+                vsr_buf_append(b, ",", 1);
+            vsr_buf_append_cstr(b, s->ev.signals[i].name);
+        }
+    }
+    s->rag_vars.decision = vsr_slice_cstr(d->name);
+    s->rag_vars.domains = keep_buf(s, &dom);
+    s->rag_vars.keywords = keep_buf(s, &kw);
+    vsr_buf_free(&dom);
+    vsr_buf_free(&kw);
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
+    port_wait_begin(s, 3, body_plugins);
+    return port_wait_end(s, vsr__rag_start(&s->pool, conf, query, &s->rag_vars, s->opts.ports, s->opts.ports_ud,
+                                           deadline, &s->rag_res, rag_done, s));
 }
 
 /* embeddings[k]: dim finite numbers, scaled to unit length; VSR_OK or VSR_ERR_INVALID. */
@@ -2679,6 +2743,11 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                        pool_u64(&s->pool, s->ev.compression_tokens_after, 0));
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-compression-messages"),
                        pool_u64(&s->pool, s->ev.compression_messages, 0));
+            }
+            if (s->ev.rag) {
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-rag"), vsr_slice_cstr(s->ev.rag));
+                if (s->ev.rag_backend)
+                    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-rag-backend"), vsr_slice_cstr(s->ev.rag_backend));
             }
             if (s->decision)
                 add_retention_headers(s, &h, &s->decision->retention);

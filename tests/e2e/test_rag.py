@@ -1,0 +1,317 @@
+"""The rag plugin (docs/plugins.md "rag"): the decision's backend is asked with the current user message before
+the request goes upstream, and what it finds is injected (tool_role or system_prompt) into the body fakellm
+echoes.  The backends are rag_server.py's stand-ins (Elasticsearch, OpenAI vector store, MCP streamable HTTP,
+custom) on ephemeral ports."""
+import json
+import subprocess
+
+import pytest
+
+from conftest import VSR_BIN, config_yaml, echo, free_port, model_yaml
+from rag_server import RagServer
+
+DOCS = ["Paris is the capital of France.", "The Seine flows through Paris."]
+JOINED = DOCS[0] + "\n\n---\n\n" + DOCS[1]
+
+
+def routing(srv, dead):
+    return f"""
+routing:
+  signals:
+    keywords:
+      - {{name: elastic, operator: OR, keywords: ["elastic"]}}
+      - {{name: vectors, operator: OR, keywords: ["vectors"]}}
+      - {{name: mcptool, operator: OR, keywords: ["mcptool"]}}
+      - {{name: hybrid, operator: OR, keywords: ["hybrid"]}}
+      - {{name: parallel, operator: OR, keywords: ["parallel"]}}
+      - {{name: cached, operator: OR, keywords: ["cached"]}}
+      - {{name: skipfail, operator: OR, keywords: ["skipfail"]}}
+      - {{name: custom, operator: OR, keywords: ["customfmt"]}}
+  decisions:
+    - name: rag_es
+      priority: 80
+      rules: {{operator: OR, conditions: [{{type: keyword, name: elastic}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            enabled: true
+            backend: external_api
+            top_k: 3
+            on_failure: block
+            backend_config:
+              endpoint: "{srv}/docs/_search"
+              request_format: elasticsearch
+              api_key: sekrit
+              headers: {{X-Tenant: t1}}
+    - name: rag_openai
+      priority: 70
+      rules: {{operator: OR, conditions: [{{type: keyword, name: vectors}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: openai
+            injection_mode: system_prompt
+            max_context_length: 20
+            backend_config: {{vector_store_id: vs_1, base_url: "{srv}/v1", api_key: k2, max_num_results: 4}}
+    - name: rag_mcp
+      priority: 60
+      rules: {{operator: OR, conditions: [{{type: keyword, name: mcptool}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: mcp
+            on_failure: warn
+            backend_config:
+              endpoint: "{srv}/mcp"
+              server_name: docs
+              tool_name: search_docs
+              tool_arguments: {{query: "${{user_content}}", decision: "${{decision_name}}", limit: 2}}
+    - name: rag_hybrid
+      priority: 50
+      rules: {{operator: OR, conditions: [{{type: keyword, name: hybrid}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: hybrid
+            on_failure: block
+            backend_config:
+              primary: external_api
+              primary_config: {{endpoint: "{dead}/docs/_search", request_format: elasticsearch, timeout_seconds: 2}}
+              fallback: openai
+              fallback_config: {{vector_store_id: vs_2, base_url: "{srv}"}}
+    - name: rag_parallel
+      priority: 45
+      rules: {{operator: OR, conditions: [{{type: keyword, name: parallel}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: hybrid
+            backend_config:
+              primary: mcp
+              primary_config: {{endpoint: "{srv}/mcp", tool_name: search_docs}}
+              fallback: external_api
+              fallback_config: {{endpoint: "{srv}/docs/_search", request_format: elasticsearch}}
+              strategy: parallel
+    - name: rag_cached
+      priority: 40
+      rules: {{operator: OR, conditions: [{{type: keyword, name: cached}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            cache_results: true
+            cache_ttl_seconds: 60
+            backend_config: {{endpoint: "{srv}/docs/_search", request_format: elasticsearch}}
+    - name: rag_skip
+      priority: 30
+      rules: {{operator: OR, conditions: [{{type: keyword, name: skipfail}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            backend_config: {{endpoint: "{dead}/docs/_search", request_format: elasticsearch, timeout_seconds: 2}}
+    - name: rag_custom
+      priority: 20
+      rules: {{operator: OR, conditions: [{{type: keyword, name: custom}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            top_k: 7
+            similarity_threshold: 0.5
+            backend_config:
+              endpoint: "{srv}/search"
+              request_format: custom
+              request_template: '{{"q": "{{{{.Query}}}}", "k": {{{{.TopK}}}}, "min": ${{threshold}}}}'
+"""
+
+
+@pytest.fixture
+def rag(vsr, fakellm):
+    srv = RagServer(DOCS)
+    a = fakellm("a")
+    port = free_port()
+    dead = f"http://127.0.0.1:{free_port()}"
+    cfg = config_yaml(port, [model_yaml("m1", [a.endpoint])], default="m1") + routing(srv.url, dead)
+    v = vsr(cfg, port=port)
+    v.srv = srv
+    v.fake = a
+    yield v
+    srv.close()
+
+
+def chat(v, messages, debug=True):
+    return v.post_chat({"model": "auto", "messages": messages}, headers={"x-vsr-debug": "true"} if debug else {})
+
+
+def sent(r):
+    assert r.status_code == 200, r.text
+    return json.loads(echo(r)["body"])
+
+
+def test_tool_role_after_last_user_message_elasticsearch(rag):
+    msgs = [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "hi"},
+            {"role": "user", "content": "elastic: what is the capital of France?"}]
+    r = chat(rag, msgs)
+    assert r.headers["x-vsr-selected-decision"] == "rag_es"
+    assert r.headers["x-vsr-rag"] == "injected"
+    assert r.headers["x-vsr-rag-backend"] == "external_api"
+    got = sent(r)["messages"]
+    assert got[:4] == msgs
+    call, tool = got[4], got[5]
+    assert len(got) == 6
+    # the tool message answers a tool call, so that providers that check the pairing accept it
+    assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == "rag_retrieval"
+    assert tool == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": JOINED}
+    assert tool["tool_call_id"].startswith("rag_")
+    # the Elasticsearch request: the current user message, top_k as size, the credentials and headers
+    req = rag.srv.requests[-1]
+    assert req["path"] == "/docs/_search"
+    assert req["body"] == {"query": {"match": {"content": "elastic: what is the capital of France?"}}, "size": 3}
+    assert req["headers"]["authorization"] == "Bearer sekrit"
+    assert req["headers"]["x-tenant"] == "t1"
+
+
+def test_tool_role_goes_after_the_last_user_message_not_at_the_end(rag):
+    msgs = [{"role": "user", "content": "elastic: first"},
+            {"role": "assistant", "content": "answer"},
+            {"role": "user", "content": "elastic: second"},
+            {"role": "assistant", "content": "prefill"}]
+    got = sent(chat(rag, msgs))["messages"]
+    assert [m["role"] for m in got] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert got[4]["content"] == JOINED and got[5] == msgs[3]
+    assert rag.srv.requests[-1]["body"]["query"]["match"]["content"] == "elastic: second"
+
+
+def test_system_prompt_openai_vector_store_truncated(rag):
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "vectors: where is Paris?"}]
+    r = chat(rag, msgs)
+    assert r.headers["x-vsr-rag"] == "injected" and r.headers["x-vsr-rag-backend"] == "openai"
+    got = sent(r)["messages"]
+    assert len(got) == 2
+    # max_context_length 20 runes, then "..."
+    assert got[0] == {"role": "system",
+                      "content": "Context from knowledge base:\n\n" + JOINED[:20] + "...\n\nBe brief."}
+    req = rag.srv.requests[-1]
+    assert req["path"] == "/v1/vector_stores/vs_1/search"
+    assert req["body"] == {"query": "vectors: where is Paris?", "max_num_results": 4}
+    assert req["headers"]["authorization"] == "Bearer k2"
+
+
+def test_system_prompt_without_a_system_message_inserts_one_first(rag):
+    got = sent(chat(rag, [{"role": "user", "content": "vectors: hi"}]))["messages"]
+    assert got[0] == {"role": "system", "content": "Context from knowledge base:\n\n" + JOINED[:20] + "...\n\n"}
+    assert got[1] == {"role": "user", "content": "vectors: hi"}
+
+
+@pytest.mark.parametrize("sse", [False, True])
+def test_mcp_tool_call_over_streamable_http(rag, sse):
+    rag.srv.mcp_sse = sse
+    r = chat(rag, [{"role": "user", "content": 'mcptool: say "hi"'}])
+    assert r.headers["x-vsr-rag"] == "injected" and r.headers["x-vsr-rag-backend"] == "mcp"
+    assert sent(r)["messages"][-1]["content"] == JOINED
+    req = rag.srv.requests[-1]
+    assert req["path"] == "/mcp"
+    assert req["body"] == {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "search_docs",
+                                      "arguments": {"query": 'mcptool: say "hi"', "decision": "rag_mcp", "limit": 2}}}
+    assert "text/event-stream" in req["headers"]["accept"] and "application/json" in req["headers"]["accept"]
+
+
+def test_on_failure_block_answers_503_and_calls_no_model(rag):
+    rag.srv.status = 500
+    before = rag.fake.stats()["requests"]
+    r = chat(rag, [{"role": "user", "content": "elastic: anything"}])
+    assert r.status_code == 503, r.text
+    msg = r.json()["error"]["message"]
+    assert msg.startswith("RAG retrieval failed: ") and "status 500" in msg, msg
+    assert rag.fake.stats()["requests"] == before
+
+
+def test_on_failure_warn_and_skip_go_on_without_context(rag):
+    rag.srv.status = 502
+    r = chat(rag, [{"role": "user", "content": "mcptool: anything"}])
+    assert r.headers["x-vsr-rag"] == "failed"
+    assert sent(r)["messages"] == [{"role": "user", "content": "mcptool: anything"}]
+    r = chat(rag, [{"role": "user", "content": "skipfail: anything"}])   # nobody listens there
+    assert r.headers["x-vsr-rag"] == "failed"
+    assert sent(r)["messages"] == [{"role": "user", "content": "skipfail: anything"}]
+
+
+def test_hybrid_sequential_falls_back_when_primary_fails(rag):
+    r = chat(rag, [{"role": "user", "content": "hybrid: where?"}])
+    assert r.headers["x-vsr-rag"] == "injected" and r.headers["x-vsr-rag-backend"] == "openai"
+    assert sent(r)["messages"][-1]["content"] == JOINED
+    assert rag.srv.requests[-1]["path"] == "/v1/vector_stores/vs_2/search"
+
+
+def test_hybrid_parallel_asks_both_and_prefers_primary(rag):
+    r = chat(rag, [{"role": "user", "content": "parallel: where?"}])
+    assert r.headers["x-vsr-rag-backend"] == "mcp"
+    assert sorted(q["path"] for q in rag.srv.requests) == ["/docs/_search", "/mcp"]
+
+
+def test_result_cache_answers_the_same_query_without_the_backend(rag):
+    msgs = [{"role": "user", "content": "cached: the same question"}]
+    r1 = chat(rag, msgs)
+    assert r1.headers["x-vsr-rag"] == "injected"
+    n = len(rag.srv.requests)
+    rag.srv.docs = ["changed"]
+    r2 = chat(rag, msgs)
+    assert r2.headers["x-vsr-rag"] == "cached"
+    assert len(rag.srv.requests) == n
+    assert sent(r2)["messages"][-1]["content"] == JOINED
+    # another question is another entry
+    r3 = chat(rag, [{"role": "user", "content": "cached: another question"}])
+    assert r3.headers["x-vsr-rag"] == "injected" and sent(r3)["messages"][-1]["content"] == "changed"
+
+
+def test_custom_template_escapes_the_query(rag):
+    r = chat(rag, [{"role": "user", "content": 'customfmt: a "quoted" {{.TopK}} word'}])
+    assert r.headers["x-vsr-rag"] == "injected"
+    body = rag.srv.requests[-1]["body"]   # the server parsed it: the quotes did not break the JSON
+    assert body == {"q": 'customfmt: a "quoted" {{.TopK}} word', "k": 7, "min": 0.5}
+
+
+def test_no_injection_without_debug_headers_still_injects(rag):
+    r = chat(rag, [{"role": "user", "content": "elastic: q"}], debug=False)
+    assert "x-vsr-rag" not in r.headers
+    assert sent(r)["messages"][-1]["content"] == JOINED
+
+
+@pytest.mark.parametrize("backend,config,needle", [
+    ("milvus", "{collection: docs}", "backend milvus is not supported yet"),
+    ("qdrant", "{collection: docs}", "backend qdrant is not supported yet"),
+    ("vectorstore", "{vector_store_id: vs_1}", "backend vectorstore is not supported yet"),
+    ("mcp", "{server_name: docs, tool_name: search}", "mcp needs endpoint"),
+    ("external_api", "{endpoint: 'http://127.0.0.1:9/x', request_format: custom}", "needs a request_template"),
+])
+def test_refused_backends(tmp_path, backend, config, needle):
+    doc = config_yaml(free_port(), [model_yaml("m1", ["127.0.0.1:9"])], default="m1") + f"""
+routing:
+  signals:
+    keywords: [{{name: k, operator: OR, keywords: ["x"]}}]
+  decisions:
+    - name: d
+      priority: 1
+      rules: {{operator: OR, conditions: [{{type: keyword, name: k}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration: {{backend: {backend}, backend_config: {config}}}
+"""
+    p = tmp_path / "c.yaml"
+    p.write_text(doc)
+    out = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True)
+    assert out.returncode != 0
+    assert needle in out.stdout + out.stderr, out.stdout + out.stderr
