@@ -175,7 +175,8 @@ static const cfg_spec_t openai_spec = {.size = sizeof(vsr_rag_backend_conf_t),
 
 static const cfg_field_t rag_fields[] = {
     {.key = "enabled", .decode = vsr__cfg_bool, .offset = RAG_OFF(enabled)},
-    {.key = "backend", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = RAG_OFF(backend_name),
+    /* required when enabled (finish_rag) */
+    {.key = "backend", .decode = vsr__cfg_string, .offset = RAG_OFF(backend_name),
      .choices = rag_backends},
     {.key = "similarity_threshold", .decode = vsr__cfg_double, .offset = RAG_OFF(similarity_threshold), .dmin = 0,
      .dmax = 1},
@@ -341,8 +342,15 @@ static void finish_rag(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const
 {
     VSR_UNUSED(index);
     vsr_plugin_rag_conf_t *r = obj;
-    if (r->backend_name == NULL)
-        return; /* reported */
+    if (r->backend_name == NULL) {
+        /* a block switched off needs no backend (the reference's documents write them) */
+        if (r->enabled && vsr__cfg_seen(&rag_spec, seen, "backend") == NULL)
+            vsr__cfg_node_error(d, map, "rag: missing required key \"backend\" (milvus, qdrant, external_api, mcp, "
+                                        "openai, vectorstore or hybrid)");
+        return;
+    }
+    if (!r->enabled)
+        return; /* switched off: its backend is neither checked nor called */
     const cfg_node_t *bc = vsr__cfg_seen(&rag_spec, seen, "backend_config");
     const cfg_node_t *bn = vsr__cfg_seen(&rag_spec, seen, "backend");
     size_t saved = vsr__cfg_path_push(d, "backend_config");
