@@ -1426,6 +1426,15 @@ static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
                                                : VSR_SLICE_NULL;
     if (conf == NULL || s->ep != EP_CHAT || query.len == 0 || s->rag_asked)
         return body_plugins(s);
+    if (conf->has_min_confidence) {
+        /* the reference compares it with the fact-check confidence: 1.0 once a fact_check signal matched */
+        double fc = 0;
+        for (size_t i = 0; i < s->ev.n_signals && fc == 0; i++)
+            if (strcmp(s->ev.signals[i].family, "fact_check") == 0)
+                fc = 1.0;
+        if (fc < conf->min_confidence_threshold)
+            return body_plugins(s);
+    }
     s->rag_asked = 1;
     /* what an mcp tool's arguments may name */
     vsr_buf_t dom, kw;

@@ -27,6 +27,8 @@ routing:
       - {{name: cached, operator: OR, keywords: ["cached"]}}
       - {{name: skipfail, operator: OR, keywords: ["skipfail"]}}
       - {{name: custom, operator: OR, keywords: ["customfmt"]}}
+      - {{name: gated, operator: OR, keywords: ["gated"]}}
+      - {{name: small, operator: OR, keywords: ["smallbound"]}}
   decisions:
     - name: rag_es
       priority: 80
@@ -131,6 +133,26 @@ routing:
               endpoint: "{srv}/search"
               request_format: custom
               request_template: '{{"q": "{{{{.Query}}}}", "k": {{{{.TopK}}}}, "min": ${{threshold}}}}'
+    - name: rag_gated
+      priority: 15
+      rules: {{operator: OR, conditions: [{{type: keyword, name: gated}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            min_confidence_threshold: 0.5
+            backend_config: {{endpoint: "{srv}/docs/_search", request_format: elasticsearch}}
+    - name: rag_small
+      priority: 10
+      rules: {{operator: OR, conditions: [{{type: keyword, name: small}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            on_failure: block
+            backend_config: {{endpoint: "{srv}/docs/_search", request_format: elasticsearch, max_response_bytes: 2048}}
 """
 
 
@@ -283,7 +305,22 @@ def test_custom_template_escapes_the_query(rag):
     assert body == {"q": 'customfmt: a "quoted" {{.TopK}} word', "k": 7, "min": 0.5}
 
 
-def test_no_injection_without_debug_headers_still_injects(rag):
+def test_min_confidence_threshold_needs_a_fact_check_signal(rag):
+    r = chat(rag, [{"role": "user", "content": "gated: q"}])
+    assert r.headers["x-vsr-selected-decision"] == "rag_gated"
+    assert "x-vsr-rag" not in r.headers and rag.srv.requests == []
+    assert sent(r)["messages"] == [{"role": "user", "content": "gated: q"}]
+
+
+def test_an_answer_over_max_response_bytes_fails_the_retrieval(rag):
+    rag.srv.docs = ["x" * 4096]
+    r = chat(rag, [{"role": "user", "content": "smallbound: q"}])
+    assert r.status_code == 503 and "over max_response_bytes" in r.json()["error"]["message"], r.text
+    rag.srv.docs = ["short"]
+    assert sent(chat(rag, [{"role": "user", "content": "smallbound: q"}]))["messages"][-1]["content"] == "short"
+
+
+def test_without_debug_no_rag_headers_but_the_context_is_injected(rag):
     r = chat(rag, [{"role": "user", "content": "elastic: q"}], debug=False)
     assert "x-vsr-rag" not in r.headers
     assert sent(r)["messages"][-1]["content"] == JOINED
