@@ -1171,6 +1171,17 @@ typedef struct vsr_plugin_rag_conf_s {
     char scope[VSR_CONFIG_HASH_LEN]; /* the result cache's key prefix: a hash of the backends' settings */
 } vsr_plugin_rag_conf_t;
 
+/* 1 when a backend of r searches by the query's embedding (external_api pinecone or weaviate). */
+static inline int vsr_rag_conf_embeds(const vsr_plugin_rag_conf_t *r)
+{
+    const vsr_rag_backend_conf_t *b[2] = {&r->primary, r->has_fallback ? &r->fallback : NULL};
+    for (int i = 0; i < 2; i++)
+        if (b[i] && b[i]->kind == VSR_RAG_EXTERNAL_API &&
+            (b[i]->format == VSR_RAG_FMT_PINECONE || b[i]->format == VSR_RAG_FMT_WEAVIATE))
+            return 1;
+    return 0;
+}
+
 /* global.integrations.looper (ref §1.13, §3.1): standalone runs the graphs in
  * process, so endpoint, retry_count, headers and grpc_max_msg_size_mb are
  * accepted and unused; timeout and max_response_bytes are in force. */

@@ -604,6 +604,9 @@ static void embed_done(void *ud, int status, const vsr_runtime_result_t *res, si
         vsr_json_free(&j);
     }
     if (vec == NULL) {
+        vsr_log_debug("routing", "rag: embedding failed: status %d, %zu results, first %.*s", status, n,
+                      n && res[0].result.p ? (int)(res[0].result.len < 300 ? res[0].result.len : 300) : 0,
+                      n && res[0].result.p ? res[0].result.p : "");
         leg_fail(l, "external_api: failed to generate embedding");
         leg_over(l);
         return;

@@ -8,6 +8,9 @@ loopback port that answers in the shape of the path it is called on,
     POST /mcp                                MCP streamable HTTP, JSON-RPC tools/call
                                                             -> {"jsonrpc":"2.0","id":1,"result":{"content":[...]}}
                                                                as JSON, or as one SSE event when `mcp_sse`
+    POST /query                              Pinecone {"vector":E,"topK":K,...} -> {"matches":[{"metadata":{"text":...}}]}
+    POST /v1/graphql                         Weaviate {"query":"{ Get { Document(nearVector: ...) ... } }"}
+                                                            -> {"data":{"Get":{"Document":[{"content":...}]}}}
     POST anything else                       custom: {"results":[{"content":...}]}
 
 Every request is recorded (path, lower-cased headers, JSON body).  `docs` are the texts it finds (all of them,
@@ -81,6 +84,11 @@ class RagServer:
                               "attributes": {}, "content": [{"type": "text", "text": d}]}
                              for i, d in enumerate(self.docs)],
                     "has_more": False, "next_page": None}
+        if path == "/query":
+            return {"matches": [{"id": str(i), "score": 0.9, "metadata": {"text": d}} for i, d in enumerate(self.docs)]}
+        if path == "/v1/graphql":
+            return {"data": {"Get": {"Document": [{"content": d, "_additional": {"distance": 0.1}}
+                                                  for d in self.docs]}}}
         if path.startswith("/mcp"):
             return {"jsonrpc": "2.0", "id": body.get("id"),
                     "result": {"content": [{"type": "text", "text": d} for d in self.docs], "isError": False}}

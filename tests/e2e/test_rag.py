@@ -352,3 +352,56 @@ routing:
     out = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True)
     assert out.returncode != 0
     assert needle in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+def test_pinecone_and_weaviate_send_the_query_embedding(vsr, fakellm):
+    """pinecone and weaviate search by vector: the runtime (its hash embedder here) embeds the query first."""
+    srv = RagServer(DOCS)
+    try:
+        a = fakellm("a")
+        port = free_port()
+        cfg = config_yaml(port, [model_yaml("m1", [a.endpoint])], default="m1",
+                          global_extra="  model_catalog:\n    runtime:\n      embedder: hash\n") + f"""
+routing:
+  signals:
+    keywords:
+      - {{name: pc, operator: OR, keywords: ["pine"]}}
+      - {{name: wv, operator: OR, keywords: ["weav"]}}
+  decisions:
+    - name: pine
+      priority: 2
+      rules: {{operator: OR, conditions: [{{type: keyword, name: pc}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            top_k: 4
+            on_failure: block
+            backend_config: {{endpoint: "{srv.url}/query", request_format: pinecone, api_key: pk, auth_header: Api-Key}}
+    - name: weav
+      priority: 1
+      rules: {{operator: OR, conditions: [{{type: keyword, name: wv}}]}}
+      modelRefs: [{{model: m1}}]
+      plugins:
+        - type: rag
+          configuration:
+            backend: external_api
+            on_failure: block
+            backend_config: {{endpoint: "{srv.url}/v1/graphql", request_format: weaviate}}
+"""
+        v = vsr(cfg, port=port)
+        r = chat(v, [{"role": "user", "content": "pine: where is the Seine"}])
+        assert r.headers.get("x-vsr-rag") == "injected", r.text
+        assert sent(r)["messages"][-1]["content"] == JOINED
+        body = srv.requests[-1]["body"]
+        assert body["topK"] == 4 and body["includeMetadata"] is True and body["filter"] == {}
+        assert len(body["vector"]) == 512 and all(isinstance(x, (int, float)) for x in body["vector"])
+        assert any(x != 0 for x in body["vector"])
+        assert srv.requests[-1]["headers"]["api-key"] == "Bearer pk"
+        r = chat(v, [{"role": "user", "content": "weav: where is the Seine"}])
+        assert sent(r)["messages"][-1]["content"] == JOINED
+        q = srv.requests[-1]["body"]["query"]
+        assert q.startswith("{ Get { Document(nearVector: {vector: [") and "} limit: 5) { content" in q, q
+    finally:
+        srv.close()
