@@ -34,6 +34,9 @@ class RagServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # the head and the body in one write, sent at once: no delayed-ACK stall on keep-alive connections
+            wbufsize = 1 << 16
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
