@@ -405,3 +405,15 @@ routing:
         assert q.startswith("{ Get { Document(nearVector: {vector: [") and "} limit: 5) { content" in q, q
     finally:
         srv.close()
+
+
+def test_a_client_that_leaves_during_retrieval(rag):
+    """The retrieval is cancelled with the request: vsr goes on serving (and exits clean, which the fixture checks)."""
+    import httpx
+    rag.srv.delay = 1.5
+    with pytest.raises(httpx.TimeoutException):
+        with rag.client(timeout=0.3) as c:
+            c.post("/v1/chat/completions", json={"model": "auto",
+                                                 "messages": [{"role": "user", "content": "elastic: slow"}]})
+    rag.srv.delay = 0
+    assert sent(chat(rag, [{"role": "user", "content": "elastic: fast"}]))["messages"][-1]["content"] == JOINED
