@@ -88,7 +88,7 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
        F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
-       F_TOOLSEL, F_REMOTE_CLS, F_COUNT };
+       F_TOOLSEL, F_REMOTE_CLS, F_RAG, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -151,6 +151,10 @@ static const family_t families[F_COUNT] = {
                       "invalid: an answer that is not the contract's). Failed and invalid calls leave their signals "
                       "unknown.",
                       NULL, 1, {"result"}},
+    [F_RAG] = {"vsr_rag_retrievals_total",
+               "Requests whose rag plugin retrieved, by backend (external_api, openai, mcp) and result (injected, "
+               "cached, empty: nothing found, failed: went on without context, blocked: answered 503).",
+               NULL, 2, {"backend", "result"}},
     [F_LOOPER_DUR] = {"vsr_looper_call_duration_seconds",
                       "Duration of request-graph calls, by algorithm and the node that made them (panel, judge, ...).",
                       &dur_hist, 2, {"algorithm", "node"}},
@@ -642,6 +646,14 @@ void vsr_metrics_remote_classifier(vsr_metrics_shard_t *s, const char *result, u
     if (s == NULL || n == 0)
         return;
     add_u64(&series_get(s, F_REMOTE_CLS, intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL, NULL)->v[0], n);
+}
+
+void vsr_metrics_rag(vsr_metrics_shard_t *s, const char *backend, const char *result)
+{
+    if (s == NULL || backend == NULL || result == NULL)
+        return;
+    count1(s, F_RAG, intern_sh(s, D_OUTCOME, vsr_slice_cstr(backend)), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)),
+           NULL);
 }
 
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)

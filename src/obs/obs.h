@@ -272,6 +272,9 @@ void vsr_metrics_response_guard(vsr_metrics_shard_t *s, const char *result);
 void vsr_metrics_remote_classifier(vsr_metrics_shard_t *s, const char *result, unsigned n);
 /* vsr_tool_selection_total{result}: semantic | unavailable (fail open). */
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result);
+/* vsr_rag_retrievals_total{backend,result}: the rag plugin's retrieval;
+ * result injected | cached | empty | failed | blocked. */
+void vsr_metrics_rag(vsr_metrics_shard_t *s, const char *backend, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
 

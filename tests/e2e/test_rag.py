@@ -296,6 +296,10 @@ def test_result_cache_answers_the_same_query_without_the_backend(rag):
     # another question is another entry
     r3 = chat(rag, [{"role": "user", "content": "cached: another question"}])
     assert r3.headers["x-vsr-rag"] == "injected" and sent(r3)["messages"][-1]["content"] == "changed"
+    import httpx
+    m = httpx.get(rag.metrics_url, timeout=5).text
+    assert 'vsr_rag_retrievals_total{backend="external_api",result="injected"} 2' in m, m
+    assert 'vsr_rag_retrievals_total{backend="external_api",result="cached"} 1' in m, m
 
 
 def test_custom_template_escapes_the_query(rag):
