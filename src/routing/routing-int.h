@@ -6,6 +6,7 @@
 
 #include "decision/decision.h"
 #include "http/http.h"
+#include "plugins/plugins.h"
 #include "proto/sse.h"
 #include "routing/routing.h"
 #include "signals/signals.h"
@@ -217,7 +218,6 @@ void vsr__replay_write(vsr__replay_t *r, const vsr_evidence_t *ev, const vsr_jso
 void vsr__replay_free(vsr__replay_t *r);
 
 /* ---- the rag plugin's retrieval (rag.c) ---- */
-#include "plugins/plugins.h"
 typedef struct vsr__rag_s vsr__rag_t;
 /* What an mcp backend's tool_arguments may name (borrowed until the retrieval ends). */
 typedef struct {
