@@ -162,7 +162,8 @@ def rag(vsr, fakellm):
     a = fakellm("a")
     port = free_port()
     dead = f"http://127.0.0.1:{free_port()}"
-    cfg = config_yaml(port, [model_yaml("m1", [a.endpoint])], default="m1") + routing(srv.url, dead)
+    cfg = config_yaml(port, [model_yaml("m1", [a.endpoint])], default="m1",
+                      global_extra="    response_api:\n      enabled: true\n") + routing(srv.url, dead)
     v = vsr(cfg, port=port)
     v.srv = srv
     v.fake = a
@@ -421,3 +422,15 @@ def test_a_client_that_leaves_during_retrieval(rag):
                                                  "messages": [{"role": "user", "content": "elastic: slow"}]})
     rag.srv.delay = 0
     assert sent(chat(rag, [{"role": "user", "content": "elastic: fast"}]))["messages"][-1]["content"] == JOINED
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/messages", {"model": "auto", "max_tokens": 16, "messages": [{"role": "user", "content": "elastic: via messages"}]}),
+    ("/v1/responses", {"model": "auto", "input": "elastic: via responses"}),
+])
+def test_messages_and_responses_clients_retrieve_too(rag, path, body):
+    with rag.client() as c:
+        r = c.post(path, json=body, headers={"x-vsr-debug": "true"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-vsr-rag"] == "injected"
+    assert rag.srv.requests[-1]["body"]["query"]["match"]["content"].startswith("elastic: via")
