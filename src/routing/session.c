@@ -92,7 +92,7 @@ struct vsr_session_s {
     /* the response cache (response_cache plugin) */
     const vsr_plugin_response_cache_conf_t *rc_conf;
     int rc_lookup, rc_store;        /* this request looks up / stores */
-    int rc_waiting;                 /* 1: the embedding, 2: the store's lookup */
+    int rc_waiting;                 /* 1: the embedding, 2: the store's lookup, 3: the rag retrieval */
     int rc_calling, rc_answered;    /* a port answered before its call returned */
     const vsr_effect_t *(*rc_then)(vsr_session_t *s); /* what the phase goes on with once it has */
     void *rc_handle;
@@ -238,7 +238,8 @@ static void reset_effect(vsr_session_t *s)
 }
 
 /* ---- one wait on a port of the response cache or the Responses store ----
- * (rc_waiting: 1 the runtime's embedding, 2 the store).  A port may answer
+ * (rc_waiting: 1 the runtime's embedding, 2 the store, 3 the rag plugin's
+ * retrieval).  A port may answer
  * before its call returns; either way the phase goes on with `then`. */
 static void port_wait_begin(vsr_session_t *s, int kind, const vsr_effect_t *(*then)(vsr_session_t *s))
 {
@@ -1350,7 +1351,9 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
             extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
             s->ev.routing_us = vsr_now_us_exact() - t0;
             return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body,
-                             pc.imm_status >= 500 ? VSR_PATH_ERROR : VSR_PATH_FAST_RESPONSE, extra, n_extra);
+                             pc.rag_outcome && strcmp(pc.rag_outcome, "blocked") == 0 ? VSR_PATH_ERROR
+                                                                                      : VSR_PATH_FAST_RESPONSE,
+                             extra, n_extra);
         }
     }
 
