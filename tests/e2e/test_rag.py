@@ -436,3 +436,21 @@ def test_messages_and_responses_clients_retrieve_too(rag, path, body):
     assert r.status_code == 200, r.text
     assert r.headers["x-vsr-rag"] == "injected"
     assert rag.srv.requests[-1]["body"]["query"]["match"]["content"].startswith("elastic: via")
+
+
+def test_a_reload_moves_the_retrieval_to_the_new_endpoint(rag):
+    """The backend's endpoint is a cluster of the snapshot: a new document's endpoint is called after a reload."""
+    from conftest import wait_until
+    other = RagServer(["from the other index"])
+    try:
+        text = rag.config_path.read_text()
+        rag.config_path.write_text(text.replace(f'"{rag.srv.url}/docs/_search"\n', f'"{other.url}/docs/_search"\n', 1))
+
+        def moved():
+            r = chat(rag, [{"role": "user", "content": "elastic: after the reload"}])
+            return r.status_code == 200 and int(r.headers["x-vsr-config-version"]) >= 2 and \
+                sent(r)["messages"][-1]["content"] == "from the other index"
+        wait_until(moved, timeout=15, what="the reload to move the retrieval")
+        assert other.requests and other.requests[-1]["path"] == "/docs/_search"
+    finally:
+        other.close()
