@@ -162,6 +162,17 @@ static void check_plugin(const vsr_plugin_conf_t *p)
         check(rr->max_tool_trace_bytes <= 1u << 20 && rr->max_tool_trace_steps <= 1024, "router_replay tool trace");
         break;
     }
+    case VSR_PLUGIN_RAG: {
+        const vsr_plugin_rag_conf_t *r = p->u.rag;
+        check(r != NULL && p->enabled == r->enabled, "rag enabled");
+        check(r->top_k >= 1 && r->max_context_length >= 1 && r->cache_ttl_ms >= 1000, "rag bounds");
+        check(!r->enabled || (r->primary.kind >= VSR_RAG_EXTERNAL_API && r->primary.kind <= VSR_RAG_OPENAI &&
+                              r->primary.model.n_backends == 1 && r->primary.path && r->primary.path[0] == '/' &&
+                              r->primary.max_response_bytes >= 1024 && r->primary.timeout_ms >= 1000),
+              "rag backend");
+        check(!r->has_fallback || r->fallback.model.n_backends == 1, "rag fallback");
+        break;
+    }
     case VSR_PLUGIN_UNSUPPORTED:
         check(!p->enabled, "an unsupported plugin is kept only when disabled");
         break;

@@ -529,8 +529,8 @@ static int rt_ready(void *ud)
 
 /* 1 when a recipe declares model-backed signals, or a decision a response
  * cache that looks up by meaning (the request's embedding), a
- * response_jailbreak plugin, a memory plugin, or a tool plugin that selects
- * by similarity. */
+ * response_jailbreak plugin, a memory plugin, a tool plugin that selects by
+ * similarity, or a rag plugin that searches by vector. */
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++) {
@@ -550,6 +550,8 @@ static int needs_runtime(const vsr_config_t *cfg)
                                     (pl->kind == VSR_PLUGIN_TOOLS && pl->u.tools.semantic &&
                                      pl->u.tools.mode == VSR_TOOLS_FILTERED)))
                     return 1;
+                if (pl->kind == VSR_PLUGIN_RAG && pl->enabled && vsr_rag_conf_embeds(pl->u.rag))
+                    return 1; /* pinecone and weaviate search by the query's embedding */
             }
     }
     return 0;

@@ -442,6 +442,8 @@ extern const cfg_spec_t vsr__cfg_tools_integration_spec;
 extern const cfg_spec_t vsr__cfg_tool_selection_spec;
 extern const cfg_spec_t vsr__cfg_memory_plugin_spec; /* cfg_memory.c */
 extern const cfg_spec_t vsr__cfg_memory_store_spec;
+/* The rag plugin's configuration into p->u.rag (cfg_rag.c). */
+void vsr__cfg_rag_decode(cfg_decoder_t *d, const cfg_node_t *conf, vsr_plugin_conf_t *p);
 int vsr__cfg_tools_semantic(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* The tool plugins' unset fields from global.integrations.tools; mode add
  * without a tools database is an error at the plugin. */

@@ -442,7 +442,7 @@ static const struct {
     {"request_params", VSR_PLUGIN_REQUEST_PARAMS},
     {"response_cache", VSR_PLUGIN_RESPONSE_CACHE},
     {"memory", VSR_PLUGIN_MEMORY},
-    {"rag", 0},
+    {"rag", VSR_PLUGIN_RAG},
     {"context_compression", VSR_PLUGIN_CONTEXT_COMPRESSION},
     {"tools", VSR_PLUGIN_TOOLS},
     {"tool_selection", VSR_PLUGIN_TOOL_SELECTION},
@@ -1246,27 +1246,16 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
             p->enabled = 0;
             return;
         }
-        static const struct {
-            const char *type, *why;
-        } reasons[] = {
-            {"rag", "it needs a retrieval backend (vector store, external API or MCP)"},
-        };
         if (strcmp(p->type, "image_gen") == 0) { /* the reference removed it; its own words */
             vsr__cfg_node_error(d, type, "plugin \"image_gen\" is unsupported: the image_gen route plugin was removed; "
                                          "use the Responses-API hosted image_generation tool with a vllm-omni "
                                          "modality route");
             return;
         }
-        const char *why = NULL;
-        for (size_t i = 0; i < VSR_ARRAY_LEN(reasons) && !why; i++)
-            if (strcmp(reasons[i].type, p->type) == 0)
-                why = reasons[i].why;
         if (strcmp(type->str, p->type) != 0)
-            vsr__cfg_node_error(d, type, "plugin \"%s\" (%s) is not supported yet%s%s%s", type->str, p->type,
-                                why ? " (" : "", why ? why : "", why ? ")" : "");
+            vsr__cfg_node_error(d, type, "plugin \"%s\" (%s) is not supported yet", type->str, p->type);
         else
-            vsr__cfg_node_error(d, type, "plugin \"%s\" is not supported yet%s%s%s", p->type, why ? " (" : "",
-                                why ? why : "", why ? ")" : "");
+            vsr__cfg_node_error(d, type, "plugin \"%s\" is not supported yet", p->type);
         return;
     }
     const cfg_spec_t *spec = p->kind == VSR_PLUGIN_SYSTEM_PROMPT     ? &system_prompt_spec
@@ -1296,6 +1285,12 @@ static void finish_plugin(cfg_decoder_t *d, const cfg_node_t *map, void *obj, co
     cfg_node_t empty = {.kind = CFG_NODE_MAP, .line = map->line, .col = map->col, .str = ""};
     if (no_conf)
         conf = &empty;
+    if (p->kind == VSR_PLUGIN_RAG) { /* cfg_rag.c */
+        size_t at = vsr__cfg_path_push(d, "configuration");
+        vsr__cfg_rag_decode(d, conf, p);
+        vsr__cfg_path_pop(d, at);
+        return;
+    }
     if (p->kind == VSR_PLUGIN_ROUTER_REPLAY) {
         vsr_plugin_router_replay_conf_t *rr = &p->u.router_replay;
         rr->max_records = 1000;

@@ -647,7 +647,7 @@ typedef enum {
     VSR_PLUGIN_SYSTEM_PROMPT = 1, VSR_PLUGIN_HEADER_MUTATION, VSR_PLUGIN_FAST_RESPONSE, VSR_PLUGIN_REQUEST_PARAMS,
     VSR_PLUGIN_TOOLS, VSR_PLUGIN_CONTEXT_COMPRESSION, VSR_PLUGIN_RESPONSE_CACHE, VSR_PLUGIN_RESPONSE_JAILBREAK,
     VSR_PLUGIN_ROUTER_REPLAY, VSR_PLUGIN_TOOL_SELECTION, VSR_PLUGIN_MEMORY,
-    VSR_PLUGIN_HALLUCINATION, VSR_PLUGIN_SHADOW_DISPATCH,
+    VSR_PLUGIN_HALLUCINATION, VSR_PLUGIN_SHADOW_DISPATCH, VSR_PLUGIN_RAG,
     /* a catalogue type vsr does not implement, kept only because its entry
      * says configuration.enabled: false (enabled is then always 0; the
      * configuration is not decoded) */
@@ -926,6 +926,7 @@ typedef struct {
         vsr_plugin_memory_conf_t memory;
         vsr_plugin_hallucination_conf_t hallucination;
         vsr_plugin_shadow_dispatch_conf_t shadow_dispatch;
+        struct vsr_plugin_rag_conf_s *rag; /* rag: defined below (it holds its backends' model entries) */
     } u;
 } vsr_plugin_conf_t;
 
@@ -1283,6 +1284,63 @@ typedef struct {
     vsr_model_conf_t model;    /* name, provider_model_id = model_name, backends = &backend */
 } vsr_external_conf_t;
 
+/* One retrieval backend of the rag plugin (ref §2.2, docs/plugins.md "rag"):
+ * an HTTP endpoint called through the upstream layer as a model of one
+ * backend (its pool, deadline and response bound). */
+typedef enum { VSR_RAG_EXTERNAL_API = 1, VSR_RAG_MCP, VSR_RAG_OPENAI } vsr_rag_backend_kind_t;
+typedef enum { VSR_RAG_FMT_PINECONE = 0, VSR_RAG_FMT_WEAVIATE, VSR_RAG_FMT_ELASTICSEARCH, VSR_RAG_FMT_CUSTOM } vsr_rag_format_t;
+#define VSR_RAG_DEFAULT_MAX_RESPONSE ((uint64_t)4 << 20) /* external_api's max_response_bytes default */
+#define VSR_RAG_DEFAULT_TIMEOUT_MS 30000                 /* the reference's HTTP client timeout */
+#define VSR_RAG_MCP_DEFAULT_TIMEOUT_MS 10000
+typedef struct {
+    int kind;                      /* vsr_rag_backend_kind_t */
+    int format;                    /* external_api: request_format (vsr_rag_format_t) */
+    char *endpoint;                /* external_api / mcp: the URL as written; openai: base_url */
+    char *path;                    /* the request path on the endpoint ("/" when none) */
+    char *request_template;        /* external_api custom */
+    char *server_name, *tool_name; /* mcp */
+    char *tool_arguments;          /* mcp: the arguments object as JSON text, placeholders unexpanded */
+    char *vector_store_id;         /* openai */
+    uint32_t max_num_results;      /* openai: default 20 */
+    char *filter;                  /* openai: the filters object as JSON text, NULL = none */
+    uint64_t timeout_ms;
+    uint64_t max_response_bytes;
+    vsr_kv_conf_t *headers; size_t n_headers; /* external_api headers (the backend's extra_headers) */
+    vsr_backend_conf_t backend;
+    vsr_model_conf_t model;        /* name "rag:<decision>", backends = &backend */
+} vsr_rag_backend_conf_t;
+
+typedef enum { VSR_RAG_TOOL_ROLE = 0, VSR_RAG_SYSTEM_PROMPT } vsr_rag_injection_t;
+typedef enum { VSR_RAG_SKIP = 0, VSR_RAG_WARN, VSR_RAG_BLOCK } vsr_rag_on_failure_t;
+
+typedef struct vsr_plugin_rag_conf_s {
+    int enabled;                   /* = the entry's enabled */
+    const char *backend_name;      /* the backend as written: external_api | mcp | openai | hybrid */
+    vsr_rag_backend_conf_t primary;
+    vsr_rag_backend_conf_t fallback; int has_fallback; /* hybrid */
+    int hybrid, parallel;          /* hybrid: strategy sequential (0, default) | parallel (1) */
+    double similarity_threshold;   /* default 0.7 */
+    uint32_t top_k;                /* default 5 */
+    uint64_t max_context_length;   /* runes, default 10000 */
+    int injection_mode;            /* vsr_rag_injection_t */
+    int on_failure;                /* vsr_rag_on_failure_t */
+    int cache_results;
+    uint64_t cache_ttl_ms;         /* cache_ttl_seconds; default 3600 s */
+    double min_confidence_threshold; int has_min_confidence;
+    char scope[VSR_CONFIG_HASH_LEN]; /* the result cache's key prefix: a hash of the backends' settings */
+} vsr_plugin_rag_conf_t;
+
+/* 1 when a backend of r searches by the query's embedding (external_api pinecone or weaviate). */
+static inline int vsr_rag_conf_embeds(const vsr_plugin_rag_conf_t *r)
+{
+    const vsr_rag_backend_conf_t *b[2] = {&r->primary, r->has_fallback ? &r->fallback : NULL};
+    for (int i = 0; i < 2; i++)
+        if (b[i] && b[i]->kind == VSR_RAG_EXTERNAL_API &&
+            (b[i]->format == VSR_RAG_FMT_PINECONE || b[i]->format == VSR_RAG_FMT_WEAVIATE))
+            return 1;
+    return 0;
+}
+
 /* global.integrations.looper (ref §1.13, §3.1): standalone runs the graphs in
  * process, so endpoint, retry_count, headers and grpc_max_msg_size_mb are
  * accepted and unused; timeout and max_response_bytes are in force. */
@@ -1336,6 +1394,10 @@ typedef struct {
      * routed to; each is a model of one backend for the upstream layer, after the provider models */
     vsr_external_conf_t *externals;
     size_t n_externals;
+    /* endpoints plugins call for themselves (the rag plugin's backends): models of one backend each, after
+     * the external models in the upstream layer; they point into the plugins' configurations */
+    const vsr_model_conf_t **plugin_models;
+    size_t n_plugin_models;
 
     /* routing: recipes[0] is "default" (the top-level `routing` block, present
      * even when the block is absent), then recipes[] in document order. */

@@ -310,6 +310,8 @@ static void request_account(request_t *req)
         vsr_metrics_tool_selection(w->metrics, ev->tools_selection == 1 ? "semantic" : "unavailable");
     if (ev && ev->memory)
         vsr_metrics_memory(w->metrics, "request", ev->memory);
+    if (ev && ev->rag)
+        vsr_metrics_rag(w->metrics, ev->rag_backend ? ev->rag_backend : "none", ev->rag);
     /* -1: not observed (no routing, no upstream attempt) — not a zero-length one */
     if (!req->l->metrics) {
         vsr_metrics_request(w->metrics, req->resp_status, model, decision, total,

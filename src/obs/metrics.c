@@ -88,7 +88,7 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
        F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
-       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_HALLU, F_SHADOW, F_COUNT };
+       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_HALLU, F_SHADOW, F_RAG, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -165,6 +165,10 @@ static const family_t families[F_COUNT] = {
                   "answer, read and dropped; failed: an error, a non-2xx status or an answer over max_response_bytes; "
                   "dropped: max_concurrency copies were in flight; sampled_out: not drawn by sample_rate).",
                   NULL, 2, {"model", "result"}},
+    [F_RAG] = {"vsr_rag_retrievals_total",
+               "Requests whose rag plugin retrieved, by backend (external_api, openai, mcp) and result (injected, "
+               "cached, empty: nothing found, failed: went on without context, blocked: answered 503).",
+               NULL, 2, {"backend", "result"}},
     [F_LOOPER_DUR] = {"vsr_looper_call_duration_seconds",
                       "Duration of request-graph calls, by algorithm and the node that made them (panel, judge, ...).",
                       &dur_hist, 2, {"algorithm", "node"}},
@@ -676,6 +680,14 @@ void vsr_metrics_shadow(vsr_metrics_shard_t *s, vsr_slice_t model, const char *r
 {
     if (s != NULL)
         count1(s, F_SHADOW, intern_sh(s, D_MODEL, model), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)), NULL);
+}
+
+void vsr_metrics_rag(vsr_metrics_shard_t *s, const char *backend, const char *result)
+{
+    if (s == NULL || backend == NULL || result == NULL)
+        return;
+    count1(s, F_RAG, intern_sh(s, D_OUTCOME, vsr_slice_cstr(backend)), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)),
+           NULL);
 }
 
 void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result)

@@ -281,6 +281,9 @@ void vsr_metrics_tool_selection(vsr_metrics_shard_t *s, const char *result);
 /* vsr_memory_total{op, result}: the memory plugin; op request (result used,
  * missing, skipped, unavailable) or write (stored, error). */
 void vsr_metrics_memory(vsr_metrics_shard_t *s, const char *op, const char *result);
+/* vsr_rag_retrievals_total{backend,result}: the rag plugin's retrieval;
+ * result injected | cached | empty | failed | blocked. */
+void vsr_metrics_rag(vsr_metrics_shard_t *s, const char *backend, const char *result);
 void vsr_metrics_connections(vsr_metrics_shard_t *s, int delta);
 void vsr_metrics_active_requests(vsr_metrics_shard_t *s, int delta);
 

@@ -23,6 +23,7 @@ static const struct {
     {VSR_PLUGIN_TOOL_SELECTION, "tool_selection", vsr__plugin_tool_selection_request},
     {VSR_PLUGIN_CONTEXT_COMPRESSION, "context_compression", vsr__plugin_context_compression_request},
     {VSR_PLUGIN_MEMORY, "memory", vsr__plugin_memory_request},
+    {VSR_PLUGIN_RAG, "rag", vsr__plugin_rag_request},
 };
 
 void vsr_plugin_ctx_init(vsr_plugin_ctx_t *ctx, const vsr_json_t *json, const vsr_chat_view_t *chat,

@@ -6,7 +6,8 @@
  * an immediate response.  Nothing is re-serialised.
  *
  * Implemented: system_prompt, header_mutation, fast_response, request_params,
- * tools, tool_selection, context_compression.
+ * tools, tool_selection, context_compression, rag (its retrieval runs in the
+ * session, see vsr_rag_result_t).
  *
  * The tool plugins' semantic parts (tools.semantic_selection, tool_selection)
  * compare tools with the routing text by embedding.  The plugin layer has no
@@ -46,6 +47,19 @@ typedef struct {
 
 typedef enum { VSR_TOOLSEL_NONE = 0, VSR_TOOLSEL_SEMANTIC, VSR_TOOLSEL_UNAVAILABLE } vsr_toolsel_state_t;
 
+/* The rag plugin's retrieval: the session calls the backends (routing's
+ * rag.c, through its ports) before the plugins run, and the plugin injects
+ * what came back (or blocks, per on_failure). */
+typedef enum { VSR_RAG_NONE = 0, VSR_RAG_OK, VSR_RAG_FAILED } vsr_rag_status_t;
+typedef struct {
+    int status;                /* vsr_rag_status_t; OK with an empty context: the backends found nothing */
+    vsr_slice_t context;       /* what the backends answered (pool), hits joined by "\n\n---\n\n" */
+    vsr_slice_t error;         /* FAILED: why (pool), for on_failure block's 503 */
+    int cached;                /* answered from the result cache */
+    const char *backend;       /* the backend that answered: external_api | mcp | openai */
+    uint64_t latency_ms;
+} vsr_rag_result_t;
+
 /* Where a plugin reads the request and writes its changes. */
 typedef struct {
     /* in */
@@ -62,6 +76,8 @@ typedef struct {
      * control header: 1 with *value when a field is named name (any case) */
     int (*request_header)(void *ud, const char *name, vsr_slice_t *value);
     void *request_header_ud;
+    const vsr_rag_result_t *rag;     /* the rag plugin's retrieval, NULL when none ran */
+    vsr_slice_t request_id;          /* the request's id (the rag tool message's tool_call_id) */
     /* out */
     vsr_json_edits_t *edits;         /* body edits (the engine adds its own, e.g. the model rewrite) */
     vsr_plugin_header_t *set_headers; size_t n_set_headers, cap_set_headers; /* upstream request: set/overwrite */
@@ -96,6 +112,7 @@ typedef struct {
      * the hallucination check's grounding context (else the request's tool
      * results are) */
     vsr_slice_t rag_context;
+    const char *rag_outcome;         /* x-vsr-rag: injected | cached | empty | failed | blocked; NULL: not run */
     /* in: the matched domain signal's name and confidence (tool_selection's
      * advanced_filtering category); empty when no domain matched */
     vsr_slice_t category;

@@ -21,6 +21,7 @@ int vsr__plugin_tools_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *c
 int vsr__plugin_tool_selection_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 int vsr__plugin_context_compression_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 int vsr__plugin_memory_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
+int vsr__plugin_rag_request(const vsr_plugin_conf_t *conf, vsr_plugin_ctx_t *ctx, const char **why);
 
 /* Copies the bytes of b into the pool (b is left untouched). */
 vsr_slice_t vsr__plugin_keep(vsr_plugin_ctx_t *ctx, const vsr_buf_t *b);

@@ -57,6 +57,7 @@ static const char *plugin_name(vsr_plugin_kind_t k)
     case VSR_PLUGIN_MEMORY: return "memory";
     case VSR_PLUGIN_HALLUCINATION: return "hallucination";
     case VSR_PLUGIN_SHADOW_DISPATCH: return "shadow_dispatch";
+    case VSR_PLUGIN_RAG: return "rag";
     case VSR_PLUGIN_UNSUPPORTED: break;
     }
     return "unsupported";

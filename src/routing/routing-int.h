@@ -6,6 +6,7 @@
 
 #include "decision/decision.h"
 #include "http/http.h"
+#include "plugins/plugins.h"
 #include "proto/sse.h"
 #include "routing/routing.h"
 #include "signals/signals.h"
@@ -264,5 +265,27 @@ void vsr__replay_end(vsr__replay_t *r, int status, vsr_response_path_t path, int
 void vsr__replay_write(vsr__replay_t *r, const vsr_evidence_t *ev, const vsr_json_t *req, uint64_t latency_us,
                        const vsr_ports_t *ports, void *ud);
 void vsr__replay_free(vsr__replay_t *r);
+
+/* ---- the rag plugin's retrieval (rag.c) ---- */
+typedef struct vsr__rag_s vsr__rag_t;
+/* What an mcp backend's tool_arguments may name (borrowed until the retrieval ends). */
+typedef struct {
+    vsr_slice_t decision, domains, keywords; /* the decision; matched domains and keywords, comma-separated */
+} vsr__rag_vars_t;
+/* Retrieves conf's context for query (borrowed until done), in pool, through
+ * ports (model_call; runtime_call for an embedding), by deadline.  out is
+ * filled before done(done_ud) runs, exactly once: from here (then NULL is
+ * returned: a cache hit, or a backend that failed at once) or later (the
+ * handle for vsr__rag_cancel is returned). */
+void *vsr__rag_start(vsr_pool_t *pool, const vsr_plugin_rag_conf_t *conf, vsr_slice_t query,
+                     const vsr__rag_vars_t *vars, const vsr_ports_t *ports, void *ports_ud, uint64_t deadline,
+                     vsr_rag_result_t *out, void (*done)(void *ud), void *done_ud);
+/* Cancels what is in flight; done is never called then. */
+void vsr__rag_cancel(void *handle);
+/* Empties the result cache (tests). */
+void vsr__rag_cache_clear(void);
+/* The context the rag plugin injected into the request (empty when none):
+ * the grounding of the hallucination check, valid until finish. */
+vsr_slice_t vsr__session_rag_context(const vsr_session_t *s);
 
 #endif

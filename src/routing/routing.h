@@ -165,6 +165,8 @@ typedef struct {
     int compression_applied;
     uint64_t compression_tokens_before, compression_tokens_after;
     size_t compression_messages;   /* messages whose content was cut */
+    /* the rag plugin: injected | cached | empty | failed | blocked (NULL: not run), and the backend asked */
+    const char *rag, *rag_backend;
     int debug;                     /* the client sent x-vsr-debug: true */
     unsigned fallbacks;            /* candidates tried after the first */
     /* the decision's request graph (a Looper algorithm), NULL when none ran:

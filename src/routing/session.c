@@ -92,7 +92,7 @@ struct vsr_session_s {
     /* the response cache (response_cache plugin) */
     const vsr_plugin_response_cache_conf_t *rc_conf;
     int rc_lookup, rc_store;        /* this request looks up / stores */
-    int rc_waiting;                 /* 1: the embedding, 2: the store's lookup */
+    int rc_waiting;                 /* 1: the embedding, 2: the store's lookup, 3: a model call, 4: the rag retrieval */
     int rc_calling, rc_answered;    /* a port answered before its call returned */
     const vsr_effect_t *(*rc_then)(vsr_session_t *s); /* what the phase goes on with once it has */
     void *rc_handle;
@@ -152,7 +152,11 @@ struct vsr_session_s {
     /* hallucination: the answer's check (hcheck.c; the wait is port_wait's, kind 3) */
     vsr__hcheck_t *hc;             /* hallucination check (heap: made by hc_begin for a decision with the plugin) */
     vsr_slice_t hc_chat;            /* the answer's chat-side bytes while the detector runs */
-    vsr_slice_t rag_context;        /* what the rag plugin retrieved and injected (the check's grounding) */
+    /* the rag plugin's retrieval (rag.c; the wait is port_wait's, kind 4), asked before the plugins run */
+    int rag_asked;
+    vsr_rag_result_t rag_res;
+    vsr__rag_vars_t rag_vars;
+    vsr_slice_t rag_context;        /* what the plugin injected (pool): the hallucination check's grounding */
 };
 
 /* Bytes of one answer kept for the response cache (a longer one is not stored). */
@@ -260,7 +264,8 @@ static void reset_effect(vsr_session_t *s)
 }
 
 /* ---- one wait on a port of the response cache or the Responses store ----
- * (rc_waiting: 1 the runtime's embedding, 2 the store).  A port may answer
+ * (rc_waiting: 1 the runtime's embedding, 2 the store, 3 a model call
+ * (the hallucination detector), 4 the rag plugin's retrieval).  A port may answer
  * before its call returns; either way the phase goes on with `then`. */
 static void port_wait_begin(vsr_session_t *s, int kind, const vsr_effect_t *(*then)(vsr_session_t *s))
 {
@@ -497,6 +502,8 @@ void vsr_session_cancel(vsr_session_t *s)
             s->opts.ports->cache_cancel(s->opts.ports_ud, s->rc_handle);
         else if (s->rc_waiting == 3 && s->opts.ports->model_cancel)
             s->opts.ports->model_cancel(s->opts.ports_ud, s->rc_handle);
+        else if (s->rc_waiting == 4)
+            vsr__rag_cancel(s->rc_handle);
         s->rc_handle = NULL;
     }
     if (s->rc_waiting) {
@@ -857,6 +864,7 @@ static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_
                                         const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
                                         const char *lora);
 static const vsr_effect_t *body_plugins(vsr_session_t *s);
+static const vsr_effect_t *rag_then_plugins(vsr_session_t *s);
 static const vsr_effect_t *tools_start(vsr_session_t *s);
 static const vsr_effect_t *memory_then_plugins(vsr_session_t *s);
 static const vsr_effect_t *surface_body(vsr_session_t *s, vsr_slice_t name, uint32_t mt, const char *body,
@@ -1347,6 +1355,8 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
             pc.category = vsr_slice_cstr(s->ev.signals[i].name);
             pc.category_confidence = s->ev.signals[i].confidence;
         }
+    pc.rag = s->rag_asked ? &s->rag_res : NULL;
+    pc.request_id = s->opts.request_id;
     for (size_t i = 0; model && i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model->name) == 0)
             pc.context_window = cfg->model_cards[i].context_window_size;
@@ -1366,6 +1376,8 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
         s->ev.compression_tokens_after = pc.compression_tokens_after;
         s->ev.compression_messages = pc.compression_messages;
         s->mem_injected = pc.memory_injected;
+        s->ev.rag = pc.rag_outcome;
+        s->ev.rag_backend = pc.rag_outcome && s->rag_res.backend ? s->rag_res.backend : NULL;
         s->rag_context = pc.rag_context;
         if (pc.imm_status) {
             vsr_header_t extra[VSR_ARRAY_LEN(pc.imm_headers) + 2];
@@ -1379,8 +1391,10 @@ static const vsr_effect_t *body_plugins(vsr_session_t *s)
                 extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-recipe"), vsr_slice_cstr(s->ev.recipe)};
             extra[n_extra++] = (vsr_header_t){VSR_SLICE_LIT("x-vsr-selected-decision"), vsr_slice_cstr(decision->name)};
             s->ev.routing_us = vsr_now_us_exact() - t0;
-            return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body, VSR_PATH_FAST_RESPONSE, extra,
-                             n_extra);
+            return immediate(s, pc.imm_status, pc.imm_content_type, pc.imm_body,
+                             pc.rag_outcome && strcmp(pc.rag_outcome, "blocked") == 0 ? VSR_PATH_ERROR
+                                                                                      : VSR_PATH_FAST_RESPONSE,
+                             extra, n_extra);
         }
     }
 
@@ -1429,6 +1443,66 @@ static uint64_t rc_now(vsr_session_t *s);
 static const vsr_effect_t *tools_ready(vsr_session_t *s)
 {
     return memory_then_plugins(s);
+}
+
+/* ---- the rag plugin's retrieval (rag.c): the backends are asked before the plugins run ---- */
+
+static void rag_done(void *ud)
+{
+    port_wait_done(ud);
+}
+
+vsr_slice_t vsr__session_rag_context(const vsr_session_t *s)
+{
+    return s->rag_context;
+}
+
+/* The decision's first enabled rag plugin retrieves for the current user
+ * message (a chat request); then the plugins run. */
+static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
+{
+    const vsr_decision_conf_t *d = s->p_decision;
+    const vsr_plugin_rag_conf_t *conf = NULL;
+    for (size_t i = 0; d && i < d->n_plugins && conf == NULL; i++)
+        if (d->plugins[i].kind == VSR_PLUGIN_RAG && d->plugins[i].enabled && d->plugins[i].u.rag)
+            conf = d->plugins[i].u.rag;
+    vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
+                                               : VSR_SLICE_NULL;
+    if (conf == NULL || s->ep != EP_CHAT || query.len == 0 || s->rag_asked)
+        return body_plugins(s);
+    if (conf->has_min_confidence) {
+        /* the reference compares it with the fact-check confidence: 1.0 once a fact_check signal matched */
+        double fc = 0;
+        for (size_t i = 0; i < s->ev.n_signals && fc == 0; i++)
+            if (strcmp(s->ev.signals[i].family, "fact_check") == 0)
+                fc = 1.0;
+        if (fc < conf->min_confidence_threshold)
+            return body_plugins(s);
+    }
+    s->rag_asked = 1;
+    /* what an mcp tool's arguments may name */
+    vsr_buf_t dom, kw;
+    vsr_buf_init(&dom, 4096);
+    vsr_buf_init(&kw, 4096);
+    for (size_t i = 0; i < s->ev.n_signals; i++) {
+        vsr_buf_t *b = strcmp(s->ev.signals[i].family, "domain") == 0     ? &dom
+                       : strcmp(s->ev.signals[i].family, "keyword") == 0 ? &kw
+                                                                          : NULL;
+        if (b && b->len + strlen(s->ev.signals[i].name) + 1 < b->cap) {
+            if (b->len)
+                vsr_buf_append(b, ",", 1);
+            vsr_buf_append_cstr(b, s->ev.signals[i].name);
+        }
+    }
+    s->rag_vars.decision = vsr_slice_cstr(d->name);
+    s->rag_vars.domains = keep_buf(s, &dom);
+    s->rag_vars.keywords = keep_buf(s, &kw);
+    vsr_buf_free(&dom);
+    vsr_buf_free(&kw);
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
+    port_wait_begin(s, 4, body_plugins);
+    return port_wait_end(s, vsr__rag_start(&s->pool, conf, query, &s->rag_vars, s->opts.ports, s->opts.ports_ud,
+                                           deadline, &s->rag_res, rag_done, s));
 }
 
 /* embeddings[k]: dim finite numbers, scaled to unit length; VSR_OK or VSR_ERR_INVALID. */
@@ -1595,7 +1669,7 @@ static const vsr_effect_t *mem_lookup_step(vsr_session_t *s)
     if (s->mem_vec == NULL) {
         s->mem_state = "unavailable";
         s->mem_store = 0;
-        return body_plugins(s);
+        return rag_then_plugins(s);
     }
     port_wait_begin(s, 2, mem_after_lookup);
     s->mem_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->mem_key), .exact = 1, .memory = 1};
@@ -1609,20 +1683,20 @@ static const vsr_effect_t *mem_after_lookup(vsr_session_t *s)
     else if (s->rc_status != VSR_OK && s->rc_status != VSR_ERR_NOT_FOUND) {
         s->mem_state = "unavailable";
         s->mem_store = 0; /* the set could not be read: writing would lose it */
-        return body_plugins(s);
+        return rag_then_plugins(s);
     }
     s->rc_status = 0;
     s->rc_value = VSR_SLICE_NULL;
     if (!s->mem_search) {
         s->mem_state = "skipped";
-        return body_plugins(s);
+        return rag_then_plugins(s);
     }
     vsr_slice_t *texts;
     size_t n = vsr_memory_select(s->e->cfg, s->mem, &s->mem_set, s->mem_vec, VSR_CACHE_DIM,
                                  s->chat.messages[s->chat.last_user].text, wall_ms(), &s->pool, &texts);
     s->mem_hits = (vsr_memory_hits_t){texts, n};
     s->mem_state = n ? "used" : "missing";
-    return body_plugins(s);
+    return rag_then_plugins(s);
 }
 
 /* NULL when the decision's memory plugin has nothing to do for this
@@ -1695,7 +1769,7 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
 static const vsr_effect_t *memory_then_plugins(vsr_session_t *s)
 {
     const vsr_effect_t *waiting = memory_start(s);
-    return waiting ? waiting : body_plugins(s);
+    return waiting ? waiting : rag_then_plugins(s);
 }
 
 /* The answer, complete and successful: the user's set with this turn. */
@@ -3086,6 +3160,11 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                        pool_u64(&s->pool, s->ev.compression_tokens_after, 0));
                 hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-compression-messages"),
                        pool_u64(&s->pool, s->ev.compression_messages, 0));
+            }
+            if (s->ev.rag) {
+                hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-rag"), vsr_slice_cstr(s->ev.rag));
+                if (s->ev.rag_backend)
+                    hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-rag-backend"), vsr_slice_cstr(s->ev.rag_backend));
             }
             if (s->decision)
                 add_retention_headers(s, &h, &s->decision->retention);

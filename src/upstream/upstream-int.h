@@ -66,10 +66,14 @@ int vsr__upstream_identity_eq(const shared_cluster_t *sc, const vsr_model_conf_t
  * when no live configuration has that identity. */
 shared_cluster_t *vsr__upstream_registry_find(const vsr_model_conf_t *m);
 /* The model of a version's cluster i: the provider models, then the
- * external models (global.model_catalog.external[]). */
+ * external models (global.model_catalog.external[]), then the plugins'
+ * endpoints (cfg->plugin_models). */
 static inline const vsr_model_conf_t *vsr__upstream_cluster_model(const vsr_config_t *cfg, size_t i)
 {
-    return i < cfg->n_models ? &cfg->models[i] : &cfg->externals[i - cfg->n_models].model;
+    if (i < cfg->n_models)
+        return &cfg->models[i];
+    i -= cfg->n_models;
+    return i < cfg->n_externals ? &cfg->externals[i].model : cfg->plugin_models[i - cfg->n_externals];
 }
 void vsr__upstream_cluster_unref(shared_cluster_t *sc);
 

@@ -404,12 +404,12 @@ vsr_upstream_shared_t *vsr_upstream_shared_new(const vsr_config_t *cfg, vsr_buf_
     sh->cfg = cfg;
     /* the provider models, then the external models (remote classifiers) the router calls itself:
      * clusters[i] is models[i] for i < n_models */
-    size_t total = cfg->n_models + cfg->n_externals;
+    size_t total = cfg->n_models + cfg->n_externals + cfg->n_plugin_models;
     sh->clusters = vsr_calloc(total ? total : 1, sizeof(shared_cluster_t *));
     int ok = 1;
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; ok && i < total; i++) {
-        const vsr_model_conf_t *m = i < cfg->n_models ? &cfg->models[i] : &cfg->externals[i - cfg->n_models].model;
+        const vsr_model_conf_t *m = vsr__upstream_cluster_model(cfg, i);
         uint64_t h = vsr__upstream_identity_hash(m);
         shared_cluster_t *sc = reg_lookup(m, h);
         if (sc) {

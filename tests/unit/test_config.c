@@ -1988,9 +1988,9 @@ static void test_capability_errors(void **state)
          "    - name: d\n"
          "      plugins:\n"
          "        - type: rag\n"
-         "          configuration: {enabled: true, top_k: 3}\n",
-         "t.yaml:14:17: plugin \"rag\" is not supported yet (it needs a retrieval backend (vector store, external API "
-         "or MCP))\n"},
+         "          configuration: {enabled: true, backend: milvus, top_k: 3}\n",
+         "t.yaml:15:51: rag: backend milvus is not supported yet (use external_api, openai or mcp in front of the "
+         "store)\n"},
         {"routing:\n"
          "  decisions:\n"
          "    - name: d\n"
@@ -2167,7 +2167,9 @@ static void test_capability_absent_is_fine(void **state)
     assert_int_equal(d->plugins[3].enabled, 0);
     assert_int_equal(d->plugins[1].kind, VSR_PLUGIN_MEMORY); /* implemented: decoded, switched off */
     assert_int_equal(d->plugins[1].enabled, 0);
-    for (size_t i = 0; i < 3; i += 2) {
+    assert_int_equal(d->plugins[0].kind, VSR_PLUGIN_RAG); /* implemented: decoded, switched off, no backend needed */
+    assert_int_equal(d->plugins[0].enabled, 0);
+    for (size_t i = 2; i < 3; i++) {
         assert_int_equal(d->plugins[i].kind, VSR_PLUGIN_UNSUPPORTED);
         assert_int_equal(d->plugins[i].enabled, 0);
         assert_string_equal(d->plugins[i].type, types[i]);
