@@ -104,9 +104,16 @@ static void preview_write(vsr_preview_t *p)
     const vsr_decision_conf_t *d = rc->selected >= 0 ? rc->results[rc->selected].decision : NULL;
     const char *selected = NULL;
     const char *status = "default";
+    const vsr_selection_t *sel = NULL;
+    if (d && vsr__select_is_selector(d) && !rc->fail_request) {
+        const vsr_model_stats_t *st = rc->ports && rc->ports->model_stats ? rc->ports->model_stats(rc->ports_ud)
+                                                                          : NULL;
+        vsr__select_run(cfg, d, st, &p->pool, &sel);
+    }
     if (d && d->n_model_refs) {
-        selected = d->model_refs[0].lora_name ? d->model_refs[0].lora_name : d->model_refs[0].model;
-        status = "matched";
+        const vsr_model_ref_conf_t *ref = &d->model_refs[sel && sel->chosen > 0 ? sel->chosen : 0];
+        selected = ref->lora_name ? ref->lora_name : ref->model;
+        status = sel && sel->chosen < 0 ? "selection_failed" : "matched";
     } else if (cfg->default_model) {
         selected = cfg->default_lora ? cfg->default_lora : cfg->default_model;
     } else {
@@ -122,7 +129,13 @@ static void preview_write(vsr_preview_t *p)
         vsr_buf_append_cstr(out, ",\"decision_result\":{");
         append_kv_str(out, "decision_name", d->name, 0);
         append_kv_str(out, "algorithm", d->algorithm ? d->algorithm : "static", 1);
-        vsr_buf_printf(out, ",\"confidence\":%.4f,\"plugins\":[", rc->results[rc->selected].confidence);
+        vsr_buf_printf(out, ",\"confidence\":%.4f,", rc->results[rc->selected].confidence);
+        if (sel) {
+            vsr_buf_append_cstr(out, "\"selection\":");
+            vsr__selection_json(out, sel);
+            vsr_buf_append_cstr(out, ",");
+        }
+        vsr_buf_append_cstr(out, "\"plugins\":[");
         int first = 1;
         for (size_t i = 0; i < d->n_plugins; i++) {
             if (!d->plugins[i].enabled)
