@@ -89,6 +89,14 @@ typedef struct {
     uint32_t consecutive_5xx;        int has_consecutive_5xx;
     uint64_t base_ejection_time_ms;  int has_base_ejection_time; /* 30s */
     uint32_t max_ejection_percent;   int has_max_ejection_percent; /* 0..100, 50 */
+    /* vsr's own: ejection on time to first byte (the response head) — an
+     * endpoint whose ttft_ejection_percentile over ttft_ejection_window
+     * (at least ttft_ejection_min_samples) exceeds ttft_ejection_threshold
+     * is ejected as by consecutive_5xx (base_ejection_time, max_ejection_percent) */
+    uint64_t ttft_ejection_threshold_ms; int has_ttft_ejection_threshold; /* absent: off */
+    uint32_t ttft_ejection_percentile; int has_ttft_ejection_percentile;  /* 1..100, 95 */
+    uint64_t ttft_ejection_window_ms; int has_ttft_ejection_window;      /* 30s */
+    uint32_t ttft_ejection_min_samples; int has_ttft_ejection_min_samples; /* 10 */
     char *health_check_path;         /* must start with '/' */
     uint64_t health_check_interval_ms; int has_health_check_interval; /* 10s */
     uint64_t health_check_timeout_ms;  int has_health_check_timeout;  /* 2s */
