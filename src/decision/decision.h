@@ -156,6 +156,7 @@ typedef struct {
     unsigned char scored[VSR_SELECT_MAX_CANDIDATES];  /* 1: scores[i] is the candidate's score */
     const char *dropped[VSR_SELECT_MAX_CANDIDATES];   /* why a candidate was left out (static text), or NULL */
     const char *warning;               /* static text: the first candidate was taken without ranking */
+    int probe;                         /* latency_aware: chosen is a candidate without statistics, tried */
     const char *error;                 /* static text, with chosen -1 */
 } vsr_select_result_t;
 
@@ -163,6 +164,8 @@ typedef struct {
  * scored by mean(tpot / min tpot, ttft / min ttft); the lowest wins (the
  * first of equals).  No percentile asked, no candidate with data, or fewer
  * than minimum_candidates with data: the first candidate, with a warning.
+ * Before ranking, a candidate without data and with nothing in flight is
+ * chosen as a probe (probe set, nothing scored).
  * n is at most VSR_SELECT_MAX_CANDIDATES and at least 1. */
 void vsr_select_latency_aware(const vsr_algo_latency_conf_t *c, uint32_t minimum_candidates,
                               const vsr_select_input_t *in, size_t n, vsr_select_result_t *out);

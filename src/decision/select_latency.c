@@ -46,6 +46,15 @@ void vsr_select_latency_aware(const vsr_algo_latency_conf_t *c, uint32_t minimum
         take_first(out, "latency_aware: no latency statistics for any candidate yet; the first candidate");
         return;
     }
+    /* vsr: a candidate without statistics and with no request in flight is
+     * tried (one at a time), or nothing would ever measure it */
+    for (size_t i = 0; i < n; i++)
+        if (out->dropped[i] && in[i].inflight <= 0) {
+            out->chosen = (int)i;
+            out->score = 0;
+            out->probe = 1;
+            return;
+        }
     if (with_data < (minimum_candidates ? minimum_candidates : 1)) {
         take_first(out, "latency_aware: fewer candidates with latency statistics than minimum_candidates; "
                         "the first candidate");

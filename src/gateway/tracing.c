@@ -198,6 +198,7 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
         if (sel->chosen >= 0)
             a[k++] = attr_s("vsr.selected_model", cs(sel->models[sel->chosen]));
         a[k++] = attr_n("vsr.candidates", (int64_t)sel->n);
+        a[k++] = attr_n("vsr.probe", sel->probe);
         if (sel->warning)
             a[k++] = attr_s("vsr.warning", cs(sel->warning));
         s->attrs = a;

@@ -291,6 +291,15 @@ int vsr_model_stats_percentile(const vsr_model_stats_t *m, vsr_slice_t model, vs
     return 1;
 }
 
+int64_t vsr_model_stats_inflight_now(const vsr_model_stats_t *m, vsr_slice_t model)
+{
+    const slot_t *s = find((vsr_model_stats_t *)m, model, 0);
+    int64_t n = 0;
+    for (unsigned i = 0; s && i < m->n_shards; i++)
+        n += LOAD(s->shards[i].inflight);
+    return n < 0 ? 0 : n;
+}
+
 int vsr_model_stats_view(const vsr_model_stats_t *m, vsr_slice_t model, vsr_model_stats_view_t *v)
 {
     memset(v, 0, sizeof(*v));

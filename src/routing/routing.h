@@ -169,6 +169,8 @@ void vsr_model_stats_observe(vsr_model_stats_t *m, unsigned shard, vsr_slice_t m
  * reference's rule before a percentile means anything). */
 int vsr_model_stats_percentile(const vsr_model_stats_t *m, vsr_slice_t model, vsr_mstat_t which, unsigned pct,
                                double *ms);
+/* Requests in flight to the model now, all shards (0 when never seen). */
+int64_t vsr_model_stats_inflight_now(const vsr_model_stats_t *m, vsr_slice_t model);
 /* Everything about one model: 0 when it was never seen. */
 int vsr_model_stats_view(const vsr_model_stats_t *m, vsr_slice_t model, vsr_model_stats_view_t *v);
 uint64_t vsr_model_stats_window_ms(const vsr_model_stats_t *m);
@@ -188,6 +190,7 @@ typedef struct {
     const char *const *dropped;        /* n: why left out, or NULL */
     int chosen;                        /* index, -1 when the selector failed */
     const char *warning;               /* the first candidate was taken: why */
+    int probe;                         /* chosen has no statistics yet: tried to get some */
     uint64_t start_us, end_us;         /* monotonic, for the trace span */
 } vsr_selection_t;
 

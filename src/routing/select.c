@@ -30,9 +30,7 @@ static void gather(const vsr_config_t *cfg, const vsr_model_stats_t *st, const c
             in->has_ttft = vsr_model_stats_percentile(st, name, VSR_MSTAT_TTFT, ttft_pct, &in->ttft_ms);
         if (tpot_pct)
             in->has_tpot = vsr_model_stats_percentile(st, name, VSR_MSTAT_TPOT, tpot_pct, &in->tpot_ms);
-        vsr_model_stats_view_t v;
-        if (vsr_model_stats_view(st, name, &v))
-            in->inflight = (double)v.inflight;
+        in->inflight = (double)vsr_model_stats_inflight_now(st, name);
     }
     const vsr_model_conf_t *m = vsr_config_find_model(cfg, name);
     if (m && m->has_prompt_per_1m && m->prompt_per_1m > 0) { /* the reference reads prompt pricing only */
@@ -87,7 +85,7 @@ int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const
         dropped[i] = r.dropped[i];
     }
     *sel = (vsr_selection_t){.algorithm = d->algorithm, .n = n, .models = models, .scores = scores,
-                             .scored = scored, .dropped = dropped, .chosen = r.chosen, .warning = r.warning,
+                             .scored = scored, .dropped = dropped, .chosen = r.chosen, .warning = r.warning, .probe = r.probe,
                              .start_us = t0};
     int fail = a->on_error && strcmp(a->on_error, "fail") == 0;
     if (r.chosen < 0 && !fail) { /* the reference's rule: the first candidate */
@@ -111,7 +109,7 @@ void vsr__selection_json(vsr_buf_t *b, const vsr_selection_t *sel)
         vsr_buf_append_json_string(b, vsr_slice_cstr(sel->models[sel->chosen]));
     else
         vsr_buf_append_cstr(b, "null");
-    vsr_buf_append_cstr(b, ",\"warning\":");
+    vsr_buf_printf(b, ",\"probe\":%s,\"warning\":", sel->probe ? "true" : "false");
     if (sel->warning)
         vsr_buf_append_json_string(b, vsr_slice_cstr(sel->warning));
     else

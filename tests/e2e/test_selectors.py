@@ -152,11 +152,19 @@ def test_multi_factor_cheapest_when_every_candidate_is_over_the_slo(selector):
     assert "cheapest" in r.headers["x-vsr-selection-warning"]
 
 
+def test_latency_aware_tries_a_candidate_without_statistics(selector):
+    v = selector(["m-slow", "m-mid", "m-fast"], LATENCY)
+    for _ in range(3):  # only m-slow has statistics
+        chat(v, body={"model": "m-slow", "messages": ASK["messages"]})
+    got = [chat(v).headers["x-vsr-selected-model"] for _ in range(4)]
+    assert got[:2] == ["m-mid", "m-fast"]  # each tried once, then ranked
+    assert got[2:] == ["m-fast", "m-fast"]
+
+
 def test_minimum_candidates(selector):
-    v = selector(["m-slow", "m-fast"], {"type": "latency_aware", "minimum_candidates": 2,
-                                        "latency_aware": {"ttft_percentile": 50}})
-    for _ in range(3):  # only m-fast has statistics
-        chat(v, body={"model": "m-fast", "messages": ASK["messages"]})
+    v = selector(["m-slow", "m-mid", "m-fast"], {"type": "multi_factor", "minimum_candidates": 3,
+                                                 "multi_factor": {"slo": {"max_ttft_ms": 300}}})
+    warm(v, n=3)  # m-slow is over the SLO: two candidates left
     r = chat(v)
     assert r.headers["x-vsr-selected-model"] == "m-slow"
     assert "minimum_candidates" in r.headers["x-vsr-selection-warning"]

@@ -55,6 +55,8 @@ static void test_model_stats(void **state)
     vsr_model_stats_inflight(p, 3, a, 1);
     vsr_model_stats_view(p, a, &view);
     assert_int_equal(view.inflight, 2);
+    assert_int_equal(vsr_model_stats_inflight_now(p, a), 2);
+    assert_int_equal(vsr_model_stats_inflight_now(p, VSR_SLICE_LIT("nobody")), 0);
     /* the window moves on: one window later the samples still count, two later they are gone */
     fake_now += 1000;
     assert_int_equal(vsr_model_stats_percentile(p, a, VSR_MSTAT_TTFT, 50, &v), 1);

@@ -52,10 +52,16 @@ static void test_latency_aware(void **state)
     assert_float_equal(r.scores[1], 1.5, 1e-9);
     assert_float_equal(r.scores[2], 1.5, 1e-9);
     assert_int_equal(r.chosen, 1);
-    /* a candidate without data is left out, not ranked */
+    /* a candidate without data and nothing in flight is tried */
     in[1].has_tpot = 0;
     vsr_select_latency_aware(&both, 0, in, 3, &r);
+    assert_int_equal(r.chosen, 1);
+    assert_true(r.probe);
+    /* one in flight already: it is left out, not ranked */
+    in[1].inflight = 1;
+    vsr_select_latency_aware(&both, 0, in, 3, &r);
     assert_int_equal(r.chosen, 2);
+    assert_false(r.probe);
     assert_false(r.scored[1]);
     assert_non_null(r.dropped[1]);
     /* minimum_candidates: two with data are fewer than three */
