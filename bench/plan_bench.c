@@ -9,7 +9,11 @@
  * exact key of a chat request (a system prompt, three turns, sampling
  * fields, eight client header fields): ns per key.
  *
- *   build/plan_bench [iterations] [english|cachekey]   (that row only)
+ * With `selectors`: the decision time of each single-call selector (static,
+ * latency_aware, multi_factor) over 3 and 8 candidates with live statistics:
+ * p50 and p99 ns of the selector alone and of a whole request phase.
+ *
+ *   build/plan_bench [iterations] [english|cachekey|selectors]   (that row only)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +196,125 @@ static void run_cache_key(int iters)
     vsr_json_free(&j);
 }
 
+/* ---- selectors ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static vsr_model_stats_t *bench_stats;
+static const vsr_model_stats_t *bench_model_stats(void *ud)
+{
+    (void)ud;
+    return bench_stats;
+}
+
+static void pcts(double *v, int n, double *p50, double *p99)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    *p50 = v[n / 2];
+    *p99 = v[(int)((double)n * 0.99)];
+}
+
+static void run_selector(const char *algo, int n_models, int iters)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_buf_append_cstr(&b, "version: v0.3\nlisteners:\n  - {name: l, address: 127.0.0.1, port: 18000}\n"
+                            "providers:\n  defaults: {model: m0}\n  models:\n");
+    for (int m = 0; m < n_models; m++)
+        vsr_buf_printf(&b, "    - {name: m%d, backend_refs: [{endpoint: '127.0.0.1:1'}], "
+                           "pricing: {prompt_per_1m: %d.5, completion_per_1m: %d}}\n", m, n_models - m, m + 1);
+    vsr_buf_append_cstr(&b, "routing:\n  modelCards:\n");
+    for (int m = 0; m < n_models; m++)
+        vsr_buf_printf(&b, "    - {name: m%d, quality_score: 0.%d}\n", m, m + 1);
+    vsr_buf_append_cstr(&b, "  decisions:\n    - name: pick\n      modelRefs: [");
+    for (int m = 0; m < n_models; m++)
+        vsr_buf_printf(&b, "%s{model: m%d}", m ? ", " : "", m);
+    vsr_buf_printf(&b, "]\n      algorithm: %s\n", algo);
+    vsr_config_t *cfg = NULL;
+    vsr_buf_t err;
+    vsr_buf_init(&err, 0);
+    if (vsr_config_load_string("bench.yaml", b.data, b.len, &cfg, &err) != VSR_OK) {
+        fprintf(stderr, "%s", err.data);
+        exit(1);
+    }
+    vsr_engine_t *e = vsr_engine_new(cfg, 1, &err);
+    /* a full window of samples for each model: 1000 TTFTs and TPOTs */
+    bench_stats = vsr_model_stats_new(4, 0);
+    for (int m = 0; m < n_models; m++) {
+        char name[16];
+        int nl = snprintf(name, sizeof(name), "m%d", m);
+        for (int i = 0; i < 1000; i++) {
+            vsr_model_obs_t o = {.ttft_ms = 20.0 * (m + 1) + i % 50, .tpot_ms = 5.0 + m + (i % 7), .latency_ms = 900};
+            vsr_model_stats_observe(bench_stats, (unsigned)i % 4, vsr_slice(name, (size_t)nl), &o);
+        }
+    }
+    const vsr_decision_conf_t *d = &cfg->recipes[0].decisions[0];
+    double *v = malloc(sizeof(double) * (size_t)iters);
+    double sel50 = 0, sel99 = 0;
+    vsr_pool_t pool;
+    if (vsr__select_is_selector(d)) {
+        for (int i = 0; i < iters; i++) {
+            vsr_pool_init(&pool);
+            const vsr_selection_t *sel;
+            double t0 = now_ns();
+            vsr__select_run(cfg, d, bench_stats, &pool, &sel);
+            v[i] = now_ns() - t0;
+            vsr_pool_free(&pool);
+        }
+        pcts(v, iters, &sel50, &sel99);
+    }
+    static const vsr_ports_t ports = {.model_stats = bench_model_stats};
+    vsr_session_opts_t o = {.listener = &cfg->listeners[0], .ports = &ports};
+    static const char body[] = "{\"model\":\"auto\",\"messages\":[{\"role\":\"user\",\"content\":\"pick a model\"}]}";
+    const char *chosen = "-";
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_ns();
+        vsr_session_t *s = vsr_session_open(e, &o);
+        vsr_session_request_headers(s, VSR_SLICE_LIT("POST"), VSR_SLICE_LIT("/v1/chat/completions"), NULL, 0);
+        vsr_session_request_body(s, body, sizeof(body) - 1);
+        v[i] = now_ns() - t0;
+        chosen = vsr_session_evidence(s)->selected_model;
+        vsr_session_finish(s);
+    }
+    double req50, req99;
+    pcts(v, iters, &req50, &req99);
+    char label[32], sp50[16] = "-", sp99[16] = "-";
+    snprintf(label, sizeof(label), "%s", algo + strlen("{type: "));
+    label[strcspn(label, ",}")] = '\0';
+    if (vsr__select_is_selector(d)) {
+        snprintf(sp50, sizeof(sp50), "%.0f", sel50);
+        snprintf(sp99, sizeof(sp99), "%.0f", sel99);
+    }
+    printf("| %-13s | %d | %7s | %7s | %7.0f | %7.0f | %s |\n", label, n_models, sp50, sp99, req50, req99,
+           chosen ? chosen : "-");
+    free(v);
+    vsr_model_stats_free(bench_stats);
+    vsr_engine_unref(e);
+    vsr_config_free(cfg);
+    vsr_buf_free(&err);
+    vsr_buf_free(&b);
+}
+
+static void run_selectors(int iters)
+{
+    static const char *const algos[] = {
+        "{type: static}",
+        "{type: latency_aware, latency_aware: {ttft_percentile: 95, tpot_percentile: 90}}",
+        "{type: multi_factor, multi_factor: {slo: {max_ttft_ms: 120}}}",
+    };
+    printf("latency_aware: ttft_percentile 95, tpot_percentile 90; multi_factor: default weights, "
+           "slo.max_ttft_ms 120; 1000 samples a model\n");
+    printf("| algorithm | candidates | selector p50 ns | p99 ns | request phase p50 ns | p99 ns | chosen |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (size_t a = 0; a < VSR_ARRAY_LEN(algos); a++)
+        for (int n = 3; n <= 8; n += 5)
+            run_selector(algos[a], n, iters);
+}
+
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 20000;
@@ -199,6 +322,10 @@ int main(int argc, char **argv)
     printf("plan_bench: 20 keyword signals, 10 decisions, %d iterations\n", iters);
     if (argc > 2 && strcmp(argv[2], "cachekey") == 0) {
         run_cache_key(iters * 10);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "selectors") == 0) {
+        run_selectors(iters);
         return 0;
     }
     for (int kw = 10; kw <= 1000; kw *= 10) {

@@ -302,7 +302,8 @@ static void check_graph(const vsr_config_t *c, const vsr_decision_conf_t *d)
 
 static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
 {
-    static const char *const names[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows", "graph"};
+    static const char *const names[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows", "graph",
+                                        "latency_aware", "multi_factor"};
     const vsr_algo_conf_t *a = &d->algo;
     check((unsigned)a->kind < VSR_ARRAY_LEN(names), "algorithm kind");
     check(d->algorithm == NULL ? a->kind == VSR_ALGO_STATIC : strcmp(d->algorithm, names[a->kind]) == 0,
@@ -324,6 +325,17 @@ static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
     case VSR_ALGO_RATINGS:
         check(a->u.ratings.max_concurrent <= 256, "ratings max_concurrent");
         break;
+    case VSR_ALGO_LATENCY_AWARE:
+        check(a->u.latency_aware.tpot_percentile <= 100 && a->u.latency_aware.ttft_percentile <= 100, "percentiles");
+        break;
+    case VSR_ALGO_MULTI_FACTOR: {
+        const vsr_algo_multi_factor_conf_t *x = &a->u.multi_factor;
+        double sum = x->w_quality + x->w_latency + x->w_cost + x->w_load;
+        check(sum > 0.999 && sum < 1.001, "multi_factor weights normalised");
+        check(x->latency_percentile >= 1 && x->latency_percentile <= 100 && x->on_no_candidates != NULL,
+              "multi_factor defaults");
+        break;
+    }
     case VSR_ALGO_REMOM: {
         const vsr_algo_remom_conf_t *x = &a->u.remom;
         check(x->n_breadth_schedule >= 1 && x->n_breadth_schedule <= 16, "breadth rounds");

@@ -236,6 +236,8 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
     case VSR_ALGO_STATIC:
     case VSR_ALGO_CONFIDENCE:
     case VSR_ALGO_RATINGS:
+    case VSR_ALGO_LATENCY_AWARE:
+    case VSR_ALGO_MULTI_FACTOR:
         break;
     case VSR_ALGO_REMOM:
         check_algo_model(d, ix, dec, &a->u.remom.synthesis_model, "algorithm.remom.synthesis_model");
@@ -288,7 +290,8 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
     }
     /* ref §3.1: confidence and ratings need a choice; with one modelRef the
      * request goes to it as with static */
-    if ((a->kind == VSR_ALGO_CONFIDENCE || a->kind == VSR_ALGO_RATINGS) && dec->n_model_refs < 2 && dec->name)
+    if ((a->kind == VSR_ALGO_CONFIDENCE || a->kind == VSR_ALGO_RATINGS || a->kind == VSR_ALGO_LATENCY_AWARE ||
+         a->kind == VSR_ALGO_MULTI_FACTOR) && dec->n_model_refs < 2 && dec->name)
         vsr__cfg_warn(d, "decision %s: algorithm %s needs more than one modelRef; its first modelRef answers alone",
                       q(d, dec->name), dec->algorithm);
 }

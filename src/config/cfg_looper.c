@@ -476,6 +476,102 @@ static const cfg_spec_t workflows_spec = {.size = sizeof(vsr_algo_workflows_conf
                                           .n_fields = VSR_ARRAY_LEN(workflows_fields),
                                           .finish = finish_workflows};
 
+/* ---- latency_aware, multi_factor (ref §3.8: single-call selectors) ------------------- */
+
+#define LA(m) offsetof(vsr_algo_latency_conf_t, m)
+static const cfg_field_t latency_fields[] = {
+    UINT_FIELD("tpot_percentile", vsr_algo_latency_conf_t, tpot_percentile, 1, 100),
+    UINT_FIELD("ttft_percentile", vsr_algo_latency_conf_t, ttft_percentile, 1, 100),
+    {.key = "description", .decode = vsr__cfg_string, .offset = LA(description)},
+};
+static const cfg_spec_t latency_spec = {
+    .size = sizeof(vsr_algo_latency_conf_t), .fields = latency_fields, .n_fields = VSR_ARRAY_LEN(latency_fields)};
+
+#define MF(m) offsetof(vsr_algo_multi_factor_conf_t, m)
+#define MF_DOUBLE(k, m, hi) {.key = (k), .decode = vsr__cfg_double, .offset = MF(m), .dmin = 0, .dmax = (hi)}
+static const char *const mf_factors[] = {"quality", "latency", "cost", "load", NULL};
+static const char *const mf_no_candidates[] = {"cheapest", "first", "fail", NULL};
+static const char *const mf_strategies[] = {"weighted", "lexicographic", NULL};
+static const char *const mf_quality_indexes[] = {"model_cards", NULL};
+static const char *const mf_on_missing[] = {"zero", "neutral", "exclude", NULL};
+
+static const cfg_field_t mf_weight_fields[] = {
+    MF_DOUBLE("quality", w_quality, 1e6), MF_DOUBLE("latency", w_latency, 1e6),
+    MF_DOUBLE("cost", w_cost, 1e6),       MF_DOUBLE("load", w_load, 1e6),
+};
+static const cfg_spec_t mf_weights_spec = {.size = sizeof(vsr_algo_multi_factor_conf_t),
+                                           .fields = mf_weight_fields,
+                                           .n_fields = VSR_ARRAY_LEN(mf_weight_fields)};
+static const cfg_field_t mf_slo_fields[] = {
+    MF_DOUBLE("max_ttft_ms", max_ttft_ms, 1e9),
+    MF_DOUBLE("max_tpot_ms", max_tpot_ms, 1e9),
+    MF_DOUBLE("max_cost_per_1m", max_cost_per_1m, 1e9),
+    UINT_FIELD("max_inflight", vsr_algo_multi_factor_conf_t, max_inflight, 0, 1000000000),
+};
+static const cfg_spec_t mf_slo_spec = {
+    .size = sizeof(vsr_algo_multi_factor_conf_t), .fields = mf_slo_fields, .n_fields = VSR_ARRAY_LEN(mf_slo_fields)};
+static const cfg_field_t mf_priority_fields[] = {
+    {.key = "factor", .decode = vsr__cfg_string, .flags = CFG_REQUIRED,
+     .offset = offsetof(vsr_algo_priority_conf_t, factor), .choices = mf_factors},
+    {.key = "tolerance", .decode = vsr__cfg_double, .offset = offsetof(vsr_algo_priority_conf_t, tolerance),
+     .dmin = 0, .dmax = 1},
+};
+static const cfg_spec_t mf_priority_spec = {.size = sizeof(vsr_algo_priority_conf_t),
+                                            .fields = mf_priority_fields,
+                                            .n_fields = VSR_ARRAY_LEN(mf_priority_fields)};
+static const cfg_field_t mf_objective_fields[] = {
+    {.key = "strategy", .decode = vsr__cfg_string, .offset = MF(strategy), .choices = mf_strategies},
+    {.key = "priorities", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = MF(priorities),
+     .count_offset = MF(n_priorities), .spec = &mf_priority_spec},
+};
+static const cfg_spec_t mf_objective_spec = {.size = sizeof(vsr_algo_multi_factor_conf_t),
+                                             .fields = mf_objective_fields,
+                                             .n_fields = VSR_ARRAY_LEN(mf_objective_fields)};
+static const cfg_field_t mf_quality_fields[] = {
+    {.key = "index", .decode = vsr__cfg_string, .offset = MF(quality_index), .choices = mf_quality_indexes},
+    {.key = "min_score", .decode = vsr__cfg_double, .flags = CFG_HAS, .offset = MF(min_score),
+     .has_offset = MF(has_min_score), .dmin = 0, .dmax = 1},
+    MF_DOUBLE("min_coverage", min_coverage, 1),
+    {.key = "on_missing", .decode = vsr__cfg_string, .offset = MF(on_missing), .choices = mf_on_missing},
+};
+static const cfg_spec_t mf_quality_spec = {.size = sizeof(vsr_algo_multi_factor_conf_t),
+                                           .fields = mf_quality_fields,
+                                           .n_fields = VSR_ARRAY_LEN(mf_quality_fields)};
+
+static const cfg_field_t multi_factor_fields[] = {
+    {.key = "weights", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &mf_weights_spec},
+    {.key = "slo", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &mf_slo_spec},
+    UINT_FIELD("latency_percentile", vsr_algo_multi_factor_conf_t, latency_percentile, 1, 100),
+    {.key = "on_no_candidates", .decode = vsr__cfg_string, .offset = MF(on_no_candidates),
+     .choices = mf_no_candidates},
+    {.key = "objective", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &mf_objective_spec},
+    {.key = "quality", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &mf_quality_spec},
+};
+
+/* The reference's NewMultiFactorSelector: negative weights are refused at
+ * load here (the reference clamps them to 0), the rest normalised to sum 1;
+ * none set: 0.25 each. */
+static void finish_multi_factor(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                                size_t index)
+{
+    (void)d, (void)map, (void)seen, (void)index;
+    vsr_algo_multi_factor_conf_t *m = obj;
+    double sum = m->w_quality + m->w_latency + m->w_cost + m->w_load;
+    if (sum <= 0) {
+        m->w_quality = m->w_latency = m->w_cost = m->w_load = 0.25;
+        return;
+    }
+    m->w_quality /= sum;
+    m->w_latency /= sum;
+    m->w_cost /= sum;
+    m->w_load /= sum;
+}
+
+static const cfg_spec_t multi_factor_spec = {.size = sizeof(vsr_algo_multi_factor_conf_t),
+                                             .fields = multi_factor_fields,
+                                             .n_fields = VSR_ARRAY_LEN(multi_factor_fields),
+                                             .finish = finish_multi_factor};
+
 /* ---- the algorithm block ------------------------------------------------------------- */
 
 /* ref §1.11 (the newest catalogue): the type, its own config block, and its
@@ -493,9 +589,11 @@ static const struct {
     {"hybrid", "hybrid", -1, NULL, 0},
     {"kmeans", NULL, -1, NULL, 0},
     {"knn", NULL, -1, NULL, 0},
-    {"latency_aware", "latency_aware", -1, NULL, 0},
+    {"latency_aware", "latency_aware", VSR_ALGO_LATENCY_AWARE, &latency_spec,
+     offsetof(vsr_algo_conf_t, u.latency_aware)},
     {"mlp", NULL, -1, NULL, 0},
-    {"multi_factor", "multi_factor", -1, NULL, 0},
+    {"multi_factor", "multi_factor", VSR_ALGO_MULTI_FACTOR, &multi_factor_spec,
+     offsetof(vsr_algo_conf_t, u.multi_factor)},
     {"ratings", "ratings", VSR_ALGO_RATINGS, &ratings_spec, offsetof(vsr_algo_conf_t, u.ratings)},
     {"remom", "remom", VSR_ALGO_REMOM, &remom_spec, offsetof(vsr_algo_conf_t, u.remom)},
     {"router_dc", "router_dc", -1, NULL, 0},
@@ -571,10 +669,16 @@ static int decode_on_error(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
     return vsr__cfg_string(d, f, val, obj);
 }
 
+static int is_selector(vsr_algo_kind_t k)
+{
+    return k == VSR_ALGO_LATENCY_AWARE || k == VSR_ALGO_MULTI_FACTOR;
+}
+
+/* budget: a selector, like static, makes one call */
 static int decode_budget(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     vsr_algo_conf_t *a = obj;
-    if (a->kind == VSR_ALGO_STATIC) {
+    if (a->kind == VSR_ALGO_STATIC || is_selector(a->kind)) {
         if (!vsr__cfg_is_empty(val))
             record_this(d, f);
         return 0;
@@ -582,11 +686,24 @@ static int decode_budget(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
     return vsr__cfg_object(d, f, val, obj);
 }
 
+/* minimum_candidates: read by the selectors; the other kinds do not rank */
+static int decode_minimum_candidates(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    vsr_algo_conf_t *a = obj;
+    if (!is_selector(a->kind)) {
+        record_this(d, f);
+        return 0;
+    }
+    return vsr__cfg_uint(d, f, val, obj);
+}
+
 static const char *const algo_on_error_choices[] = {"skip", "fail", "fallback", NULL};
 
 #define BLOCK(k) {.key = (k), .decode = decode_block}
 static const cfg_field_t algorithm_fields[] = {
     {.key = "type", .decode = decode_known, .flags = CFG_REQUIRED},
+    {.key = "minimum_candidates", .decode = decode_minimum_candidates,
+     .offset = offsetof(vsr_algo_conf_t, minimum_candidates), .size = sizeof(uint32_t), .min = 1, .max = 1000},
     {.key = "on_error", .decode = decode_on_error, .offset = offsetof(vsr_algo_conf_t, on_error),
      .choices = algo_on_error_choices},
     {.key = "budget", .decode = decode_budget, .flags = CFG_NULL_OK, .offset = offsetof(vsr_algo_conf_t, budget),
@@ -644,7 +761,17 @@ static void init_algorithm(cfg_decoder_t *d, void *obj)
         break;
     }
     case VSR_ALGO_GRAPH:
+    case VSR_ALGO_LATENCY_AWARE:
         break;
+    case VSR_ALGO_MULTI_FACTOR: {
+        vsr_algo_multi_factor_conf_t *m = &a->u.multi_factor;
+        m->latency_percentile = 95;
+        m->on_no_candidates = vsr__cfg_strdup(d, "cheapest");
+        m->strategy = vsr__cfg_strdup(d, "weighted");
+        m->quality_index = vsr__cfg_strdup(d, "model_cards");
+        m->on_missing = vsr__cfg_strdup(d, "zero");
+        break;
+    }
     }
 }
 
@@ -678,7 +805,9 @@ static void finish_algorithm(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
     case VSR_ALGO_REMOM: a->u.remom.on_error_fail = fail; break;
     case VSR_ALGO_FUSION: a->u.fusion.on_error_fail = fail; break;
     case VSR_ALGO_WORKFLOWS: a->u.workflows.on_error_fail = fail; break;
-    case VSR_ALGO_GRAPH: break;
+    case VSR_ALGO_GRAPH:
+    case VSR_ALGO_LATENCY_AWARE:
+    case VSR_ALGO_MULTI_FACTOR: break; /* a selector reads algorithm.on_error itself */
     }
 }
 

@@ -101,6 +101,14 @@ typedef struct {
     uint32_t consecutive_5xx;        int has_consecutive_5xx;
     uint64_t base_ejection_time_ms;  int has_base_ejection_time; /* 30s */
     uint32_t max_ejection_percent;   int has_max_ejection_percent; /* 0..100, 50 */
+    /* vsr's own: ejection on time to first byte (the response head) — an
+     * endpoint whose ttft_ejection_percentile over ttft_ejection_window
+     * (at least ttft_ejection_min_samples) exceeds ttft_ejection_threshold
+     * is ejected as by consecutive_5xx (base_ejection_time, max_ejection_percent) */
+    uint64_t ttft_ejection_threshold_ms; int has_ttft_ejection_threshold; /* absent: off */
+    uint32_t ttft_ejection_percentile; int has_ttft_ejection_percentile;  /* 1..100, 95 */
+    uint64_t ttft_ejection_window_ms; int has_ttft_ejection_window;      /* 30s */
+    uint32_t ttft_ejection_min_samples; int has_ttft_ejection_min_samples; /* 10 */
     char *health_check_path;         /* must start with '/' */
     uint64_t health_check_interval_ms; int has_health_check_interval; /* 10s */
     uint64_t health_check_timeout_ms;  int has_health_check_timeout;  /* 2s */
@@ -954,7 +962,9 @@ typedef enum {
     VSR_ALGO_REMOM,
     VSR_ALGO_FUSION,
     VSR_ALGO_WORKFLOWS,
-    VSR_ALGO_GRAPH                 /* type: graph (a vsr extension): algorithm.graph */
+    VSR_ALGO_GRAPH,                /* type: graph (a vsr extension): algorithm.graph */
+    VSR_ALGO_LATENCY_AWARE,        /* single-call selectors (ref §3.8): pick one candidate */
+    VSR_ALGO_MULTI_FACTOR
 } vsr_algo_kind_t;
 
 /* algorithm.budget: every physical model exchange (retries included) counts
@@ -1135,8 +1145,42 @@ typedef struct {
     vsr_gsub_conf_t *subgraphs; size_t n_subgraphs; /* algorithm.graph.subgraphs: {name: node} */
 } vsr_graph_conf_t;
 
+/* algorithm.latency_aware (ref §3.8): the lowest TPOT / TTFT percentile
+ * among the candidates, from live statistics.  0 = unset; both unset: the
+ * first candidate (the reference's rule). */
+typedef struct {
+    uint32_t tpot_percentile, ttft_percentile; /* 1..100 */
+    char *description;
+} vsr_algo_latency_conf_t;
+
+/* algorithm.multi_factor.objective.priorities[] */
+typedef struct {
+    char *factor;                  /* quality | latency | cost | load */
+    double tolerance;              /* [0,1] of the factor's normalised score, default 0 */
+} vsr_algo_priority_conf_t;
+
+/* algorithm.multi_factor (ref §3.8): weighted quality/latency/cost/load over
+ * the candidates that pass the SLO ceilings.  Weights are normalised at load
+ * (all unset or all 0: 0.25 each). */
+typedef struct {
+    double w_quality, w_latency, w_cost, w_load;
+    double max_ttft_ms, max_tpot_ms, max_cost_per_1m; /* 0 = no ceiling */
+    uint64_t max_inflight;                             /* 0 = no ceiling */
+    uint32_t latency_percentile;   /* default 95 */
+    char *on_no_candidates;        /* cheapest (default) | first | fail */
+    char *strategy;                /* objective.strategy: weighted (default) | lexicographic */
+    vsr_algo_priority_conf_t *priorities; size_t n_priorities;
+    char *quality_index;           /* quality.index: model_cards (default: modelCards[].quality_score) */
+    double min_score; int has_min_score; /* quality.min_score: a candidate below it is dropped */
+    double min_coverage;           /* quality.min_coverage: share of candidates with a score for the
+                                    * quality factor to count (default 0) */
+    char *on_missing;              /* quality.on_missing: zero (default: the reference's 0) | neutral (0.5) | exclude */
+} vsr_algo_multi_factor_conf_t;
+
 typedef struct {
     vsr_algo_kind_t kind;
+    uint32_t minimum_candidates;  /* a selector ranks only when at least this many candidates have live
+                                   * statistics (0 = 1); fewer: the first candidate, with a warning */
     char *on_error;               /* algorithm.on_error: NULL | skip | fail | fallback; for a Looper kind the
                                    * default of its block's on_error when the block does not set one */
     vsr_algo_budget_conf_t budget;
@@ -1147,6 +1191,8 @@ typedef struct {
         vsr_algo_fusion_conf_t fusion;
         vsr_algo_workflows_conf_t workflows;
         vsr_graph_conf_t graph;
+        vsr_algo_latency_conf_t latency_aware;
+        vsr_algo_multi_factor_conf_t multi_factor;
     } u;
 } vsr_algo_conf_t;
 

@@ -151,4 +151,51 @@ void vsr_projections_describe(const vsr_projections_t *p, const vsr_projections_
  * comma-separated; returns how many. */
 size_t vsr_projections_matched_names(const vsr_projections_t *p, const vsr_projections_run_t *run, vsr_buf_t *b);
 
+/* ---- single-call selectors (ref §3.8): pick one of a decision's candidates ----
+ *
+ * Pure functions over what the caller gathered for each candidate (its live
+ * statistics at the percentile the selector asks for, its price and quality
+ * score), so a fixture decides them exactly.  The caller applies the result:
+ * chosen < 0 is a selector failure (algorithm.on_error decides); a warning
+ * names why the first candidate was taken without ranking. */
+#define VSR_SELECT_MAX_CANDIDATES 64
+
+typedef struct {
+    const char *model;                 /* the modelRef's model (borrowed) */
+    double ttft_ms, tpot_ms;           /* at the selector's percentile, when has_* */
+    int has_ttft, has_tpot;
+    double inflight;                   /* requests in flight to the model now */
+    double cost_per_1m; int has_cost;  /* providers.models[].pricing.prompt_per_1m (> 0) */
+    double quality; int has_quality;   /* modelCards[].quality_score */
+} vsr_select_input_t;
+
+typedef struct {
+    int chosen;                        /* index into the candidates; -1: the selector failed */
+    double score;                      /* the chosen one's */
+    double scores[VSR_SELECT_MAX_CANDIDATES];
+    unsigned char scored[VSR_SELECT_MAX_CANDIDATES];  /* 1: scores[i] is the candidate's score */
+    const char *dropped[VSR_SELECT_MAX_CANDIDATES];   /* why a candidate was left out (static text), or NULL */
+    const char *warning;               /* static text: the first candidate was taken without ranking */
+    int probe;                         /* latency_aware: chosen is a candidate without statistics, tried */
+    const char *error;                 /* static text, with chosen -1 */
+} vsr_select_result_t;
+
+/* latency_aware: the candidates with data for every percentile asked,
+ * scored by mean(tpot / min tpot, ttft / min ttft); the lowest wins (the
+ * first of equals).  No percentile asked, no candidate with data, or fewer
+ * than minimum_candidates with data: the first candidate, with a warning.
+ * Before ranking, a candidate without data and with nothing in flight is
+ * chosen as a probe (probe set, nothing scored).
+ * n is at most VSR_SELECT_MAX_CANDIDATES and at least 1. */
+void vsr_select_latency_aware(const vsr_algo_latency_conf_t *c, uint32_t minimum_candidates,
+                              const vsr_select_input_t *in, size_t n, vsr_select_result_t *out);
+/* multi_factor: the SLO ceilings and quality.min_score / on_missing drop
+ * candidates; the rest are scored w_q*quality + w_l*(1-latency) + w_c*(1-cost)
+ * + w_L*(1-load), each min-max normalised over them (latency: TPOT, else TTFT),
+ * the highest wins; objective.strategy lexicographic first keeps, factor by
+ * factor of objective.priorities, the candidates within the tolerance of
+ * the best.  None left: on_no_candidates (cheapest, first, fail). */
+void vsr_select_multi_factor(const vsr_algo_multi_factor_conf_t *c, uint32_t minimum_candidates,
+                             const vsr_select_input_t *in, size_t n, vsr_select_result_t *out);
+
 #endif /* VSR_DECISION_H */

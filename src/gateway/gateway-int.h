@@ -97,6 +97,7 @@ struct vsr_gateway_s {
     vsr_gateway_opts_t opts;
     worker_t **workers;
     unsigned n_workers;
+    vsr_model_stats_t *model_stats; /* live per-model statistics: each worker writes its shard */
     atomic_uint *listener_active; /* per listener */
     vsr_tls_ctx_t **listener_tls; /* per configured listener: its TLS context, or NULL */
     atomic_int ready;

@@ -399,6 +399,7 @@ static void gateway_free(vsr_gateway_t *gw)
     vsr__gateway_replay_free(gw);
     vsr_free(gw->listener_active);
     vsr_free(gw->workers);
+    vsr_model_stats_free(gw->model_stats);
     vsr_free(gw);
 }
 
@@ -506,6 +507,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
     vsr__gateway_replay_init(gw);
     gw->current = vsr_engine_ref(engine);
     gw->n_workers = workers;
+    gw->model_stats = vsr_model_stats_new(workers, 0);
     gw->mgmt = (vsr_listener_conf_t){
         .name = (char *)"management",
         .address = vsr_strdup(cfg->management_address ? cfg->management_address : "127.0.0.1"),

@@ -274,8 +274,20 @@ static void serve_metrics(request_t *req)
     vsr_buf_t out;
     vsr_buf_init(&out, 0);
     vsr_metrics_render(gw->opts.metrics, &out);
+    vsr_model_stats_render(gw->model_stats, &out);
     vsr__request_reply(req, 200, "text/plain; version=0.0.4", vsr_buf_slice(&out), NULL, req->is_head,
                        !req->keep_alive);
+    vsr_buf_free(&out);
+    vsr__request_finish(req);
+}
+
+/* GET /api/v1/models/stats: the live per-model statistics the selectors read. */
+static void serve_model_stats(request_t *req)
+{
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    vsr_model_stats_json(req->w->gw->model_stats, &out);
+    vsr__request_reply(req, 200, "application/json", vsr_buf_slice(&out), NULL, req->is_head, !req->keep_alive);
     vsr_buf_free(&out);
     vsr__request_finish(req);
 }
@@ -302,6 +314,7 @@ static const local_path_t local_paths[] = {
     {"/ready", ON_ANY, 1, 1, serve_ready},
     {"/metrics", ON_METRICS, 1, 0, serve_metrics},
     {"/api/v1/routing/preview", ON_MANAGEMENT, 0, 0, serve_preview}, /* POST; another method is told 405 */
+    {"/api/v1/models/stats", ON_MANAGEMENT, 1, 1, serve_model_stats},
 };
 
 static const local_path_t *local_find(const request_t *req, vsr_slice_t path, unsigned on, int probe)

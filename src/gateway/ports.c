@@ -117,6 +117,12 @@ static void port_replay_store(void *ud, const vsr_replay_record_t *r)
     vsr__gateway_replay_put(vsr_engine_config(req->eng), r);
 }
 
+static const vsr_model_stats_t *port_model_stats(void *ud)
+{
+    request_t *req = ud;
+    return req->w->gw->model_stats;
+}
+
 const vsr_ports_t vsr__gateway_ports = {
     .runtime_call = port_runtime_call,
     .runtime_cancel = port_runtime_cancel,
@@ -128,4 +134,5 @@ const vsr_ports_t vsr__gateway_ports = {
     .model_call = port_model_call,
     .model_cancel = port_model_cancel,
     .resume = port_resume,
+    .model_stats = port_model_stats,
 };

@@ -113,6 +113,7 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             return; /* the next candidate answers instead */
     }
     req->served = req->sess ? vsr_session_plan(req->sess)->model : NULL;
+    req->ms_head_us = vsr_now_us();
     const vsr_effect_t *eff = NULL;
     req->resp_status = h->status;
     if (req->sess)
@@ -566,6 +567,15 @@ static void proxy(request_t *req, const vsr_plan_t *plan, const vsr_effect_t *ef
     };
     if (req->sess && req->fb_attempts == 1) /* the first candidate's request: one copy, whatever fallbacks follow */
         vsr__shadow_start(req, ur.path, body, n_body);
+    if (req->sess && req->ms_model != plan->model) { /* in flight: the model this call goes to */
+        vsr_model_stats_t *ms = req->w->gw->model_stats;
+        if (req->ms_model)
+            vsr_model_stats_inflight(ms, req->w->id, vsr_slice_cstr(req->ms_model->name), -1);
+        vsr_model_stats_inflight(ms, req->w->id, vsr_slice_cstr(plan->model->name), 1);
+        req->ms_model = plan->model;
+    }
+    req->ms_sent_us = vsr_now_us();
+    req->ms_head_us = 0;
     req->call = vsr_upstream_call_start(req->w->up, plan->model, &ur, &up_callbacks, req);
 }
 

@@ -67,6 +67,8 @@ struct request_s {
     vsr_slice_t request_id;        /* the x-request-id the backend got (or would): the client's, else vsr's */
     unsigned id_made : 1;          /* request_id is one vsr made for the backend */
     const vsr_model_conf_t *served; /* the model whose response head was relayed; NULL when none */
+    const vsr_model_conf_t *ms_model; /* the model counted in flight for this request (model_stats) */
+    uint64_t ms_sent_us, ms_head_us;  /* its call went out, its response head came (monotonic µs) */
     unsigned resp_chunked : 1;
     unsigned resp_no_body : 1;
     /* a translated answer (vsr_body_mode_t): STREAM's chunks and BUFFER's

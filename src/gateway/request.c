@@ -267,6 +267,40 @@ unsigned vsr__request_attempts_of(const request_t *req, const vsr_model_conf_t *
     return n;
 }
 
+/* The live statistics of the model the request went to last: out of
+ * flight, and what its call took.  TTFT is the time to its response head
+ * (an event stream's head comes with its first event); TPOT, of a stream,
+ * the time after it over the completion tokens (usage, else the events
+ * relayed) less one; cost from the model's pricing and the usage. */
+static void account_model_stats(request_t *req)
+{
+    const vsr_model_conf_t *m = req->ms_model;
+    if (m == NULL)
+        return;
+    vsr_model_stats_t *ms = req->w->gw->model_stats;
+    vsr_slice_t name = vsr_slice_cstr(m->name);
+    vsr_model_stats_inflight(ms, req->w->id, name, -1);
+    uint64_t now = vsr_now_us();
+    vsr_model_obs_t o = {.ttft_ms = -1, .tpot_ms = -1, .latency_ms = (double)(now - req->ms_sent_us) / 1000.0};
+    int answered = req->served == m && req->ms_head_us != 0;
+    o.error = !answered || req->resp_status >= 500 || req->resp_status == 429;
+    if (answered)
+        o.ttft_ms = (double)(req->ms_head_us - req->ms_sent_us) / 1000.0;
+    if (answered && req->usage) {
+        uint64_t tokens = req->usage->has_usage ? req->usage->completion_tokens : req->usage->parser.events;
+        if (tokens > 1 && req->state == RQ_DONE)
+            o.tpot_ms = (double)(now - req->ms_head_us) / 1000.0 / (double)(tokens - 1);
+        if (req->usage->has_usage) {
+            o.prompt_tokens = req->usage->prompt_tokens;
+            o.completion_tokens = req->usage->completion_tokens;
+            o.cost = ((double)o.prompt_tokens * m->prompt_per_1m + (double)o.completion_tokens * m->completion_per_1m) /
+                     1e6;
+        }
+    }
+    vsr_model_stats_observe(ms, req->w->id, name, &o);
+    req->ms_model = NULL;
+}
+
 /* The request is over, one way or another: one access-log line, metrics. */
 static void request_account(request_t *req)
 {
@@ -300,6 +334,7 @@ static void request_account(request_t *req)
                                           : model);
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
+    account_model_stats(req);
     if (ev && ev->looper) /* a request graph's calls (its streamed final hop is an attempt above) */
         for (size_t i = 0; i < ev->looper->n_records; i++) {
             const vsr_graph_call_record_t *rec = &ev->looper->records[i];

@@ -109,7 +109,7 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
         return;
     static const char *outcome[] = {"ok", "connect_failure", "reset", "protocol", "timeout", "idle_timeout",
                                     "aborted", "overflow"};
-    enum { MAX_SPANS = 3 + VSR_UPSTREAM_MAX_ATTEMPTS + VSR_GRAPH_MAX_RECORDS, MAX_ATTRS = 8 };
+    enum { MAX_SPANS = 4 + VSR_UPSTREAM_MAX_ATTEMPTS + VSR_GRAPH_MAX_RECORDS, MAX_ATTRS = 8 };
     vsr_span_t spans[MAX_SPANS];
     vsr_span_attr_t attrs[MAX_SPANS][MAX_ATTRS];
     size_t n = 0;
@@ -179,6 +179,28 @@ void vsr__trace_end(const req_trace_t *t, vsr_tracer_t *tracer, const req_trace_
                                           : e->ev->runtime_status == VSR_ERR_TOO_BIG ? "late_or_refused"
                                           : e->ev->runtime_status == 1              ? "unanswered"
                                                                                     : "error"));
+        s->attrs = a;
+        s->n_attrs = k;
+    }
+
+    /* a single-call selector's choice among the decision's candidates */
+    if (e->ev && e->ev->selection) {
+        const vsr_selection_t *sel = e->ev->selection;
+        vsr_span_t *s = &spans[n];
+        a = attrs[n++];
+        k = 0;
+        child_span(s, t, "vsr.selection", VSR_SPAN_INTERNAL);
+        vsr_trace_new_span_id(s->span_id);
+        s->start_ns = wall_ns(e, sel->start_us);
+        s->end_ns = wall_ns(e, sel->end_us);
+        s->status = sel->chosen < 0 ? VSR_SPAN_ERROR : VSR_SPAN_UNSET;
+        a[k++] = attr_s("vsr.algorithm", cs(sel->algorithm));
+        if (sel->chosen >= 0)
+            a[k++] = attr_s("vsr.selected_model", cs(sel->models[sel->chosen]));
+        a[k++] = attr_n("vsr.candidates", (int64_t)sel->n);
+        a[k++] = attr_n("vsr.probe", sel->probe);
+        if (sel->warning)
+            a[k++] = attr_s("vsr.warning", cs(sel->warning));
         s->attrs = a;
         s->n_attrs = k;
     }

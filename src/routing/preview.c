@@ -108,10 +108,16 @@ static void preview_write(vsr_preview_t *p)
     const vsr_decision_conf_t *d = rc->selected >= 0 ? rc->results[rc->selected].decision : NULL;
     const char *selected = NULL;
     const char *status = "default";
+    const vsr_selection_t *sel = NULL;
+    if (d && vsr__select_is_selector(d) && !rc->fail_request) {
+        const vsr_model_stats_t *st = rc->ports && rc->ports->model_stats ? rc->ports->model_stats(rc->ports_ud)
+                                                                          : NULL;
+        vsr__select_run(cfg, d, st, &p->pool, &sel);
+    }
     if (d && d->n_model_refs) {
-        const vsr_model_ref_conf_t *ref = &d->model_refs[rc->model_ref];
+        const vsr_model_ref_conf_t *ref = &d->model_refs[sel && sel->chosen >= 0 ? (size_t)sel->chosen : rc->model_ref];
         selected = ref->lora_name ? ref->lora_name : ref->model;
-        status = "matched";
+        status = sel && sel->chosen < 0 ? "selection_failed" : "matched";
     } else if (cfg->default_model) {
         selected = cfg->default_lora ? cfg->default_lora : cfg->default_model;
     } else {
@@ -132,7 +138,13 @@ static void preview_write(vsr_preview_t *p)
             append_kv_str(out, "domain", rc->choice.domain, 0);
             vsr_buf_printf(out, ",\"score\":%.4f}", rc->choice.score);
         }
-        vsr_buf_printf(out, ",\"confidence\":%.4f,\"plugins\":[", rc->results[rc->selected].confidence);
+        vsr_buf_printf(out, ",\"confidence\":%.4f,", rc->results[rc->selected].confidence);
+        if (sel) {
+            vsr_buf_append_cstr(out, "\"selection\":");
+            vsr__selection_json(out, sel);
+            vsr_buf_append_cstr(out, ",");
+        }
+        vsr_buf_append_cstr(out, "\"plugins\":[");
         int first = 1;
         for (size_t i = 0; i < d->n_plugins; i++) {
             if (!d->plugins[i].enabled)

@@ -287,5 +287,15 @@ void vsr__rag_cache_clear(void);
 /* The context the rag plugin injected into the request (empty when none):
  * the grounding of the hallucination check, valid until finish. */
 vsr_slice_t vsr__session_rag_context(const vsr_session_t *s);
+/* select.c: a decision's single-call selector */
+int vsr__select_is_selector(const vsr_decision_conf_t *d);
+/* The index of the modelRef chosen, or -1 when the selector failed and
+ * algorithm.on_error is fail; *out (from pool) says what it saw. */
+int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const vsr_model_stats_t *st,
+                    vsr_pool_t *pool, const vsr_selection_t **out);
+/* The selection as a JSON object (the preview's "selection"). */
+void vsr__selection_json(vsr_buf_t *b, const vsr_selection_t *sel);
+/* "model=score,..." of the scored candidates (x-vsr-selection-scores). */
+const char *vsr__selection_scores(vsr_pool_t *pool, const vsr_selection_t *sel);
 
 #endif

@@ -122,6 +122,78 @@ typedef struct {
 } vsr_family_time_t;
 #define VSR_EVIDENCE_MAX_FAMILIES 32 /* families timed per request (there are fewer) */
 
+/* ---- live per-model statistics (model_stats.c) ----
+ *
+ * What the selectors read, /metrics renders and the management API lists:
+ * per model, windowed TTFT, TPOT and total latency (log-spaced histograms
+ * of the last one to two windows), requests in flight, the window's
+ * requests and failures, and the tokens and cost observed since start.
+ * Each worker writes its own shard (shard = its index), readers merge them;
+ * every function is thread-safe.  Models are keyed by name: at most
+ * VSR_MODEL_STATS_MAX_MODELS names of at most VSR_MODEL_STATS_MAX_NAME
+ * bytes; others are not recorded. */
+typedef struct vsr_model_stats_s vsr_model_stats_t;
+#define VSR_MODEL_STATS_MAX_MODELS 256
+#define VSR_MODEL_STATS_MAX_NAME 256
+#define VSR_MODEL_STATS_WINDOW_MS 60000
+
+typedef enum { VSR_MSTAT_TTFT = 0, VSR_MSTAT_TPOT, VSR_MSTAT_LATENCY, VSR_MSTAT_N } vsr_mstat_t;
+
+/* One finished request, as the model that served it saw it; a negative time is not observed. */
+typedef struct {
+    double ttft_ms, tpot_ms, latency_ms;
+    int error;                         /* a failure: no answer, or a 5xx / 429 */
+    uint64_t prompt_tokens, completion_tokens;
+    double cost;                       /* from providers.models[].pricing, in its currency */
+} vsr_model_obs_t;
+
+typedef struct {
+    int64_t inflight;
+    uint64_t window_requests, window_errors;
+    uint64_t requests, errors, prompt_tokens, completion_tokens;
+    double cost;
+    uint64_t n[VSR_MSTAT_N];           /* samples in the window */
+    double pct_ms[VSR_MSTAT_N][3];     /* p50, p95, p99 (-1: no sample) */
+} vsr_model_stats_view_t;
+
+/* window_ms 0 = VSR_MODEL_STATS_WINDOW_MS; n_shards 0 = 1. */
+vsr_model_stats_t *vsr_model_stats_new(unsigned n_shards, uint64_t window_ms);
+void vsr_model_stats_free(vsr_model_stats_t *m);   /* NULL is a no-op */
+/* Tests: the clock windows are counted on (NULL: vsr_now_ms). */
+void vsr_model_stats_set_clock(vsr_model_stats_t *m, uint64_t (*now_ms)(void));
+/* Writers (shard's own thread only); m NULL is a no-op. */
+void vsr_model_stats_inflight(vsr_model_stats_t *m, unsigned shard, vsr_slice_t model, int delta);
+void vsr_model_stats_observe(vsr_model_stats_t *m, unsigned shard, vsr_slice_t model, const vsr_model_obs_t *o);
+/* The pct-th percentile (1..100) of a statistic in the window, in ms: 1,
+ * or 0 when the window holds no sample.  Under 3 samples: their mean (the
+ * reference's rule before a percentile means anything). */
+int vsr_model_stats_percentile(const vsr_model_stats_t *m, vsr_slice_t model, vsr_mstat_t which, unsigned pct,
+                               double *ms);
+/* Requests in flight to the model now, all shards (0 when never seen). */
+int64_t vsr_model_stats_inflight_now(const vsr_model_stats_t *m, vsr_slice_t model);
+/* Everything about one model: 0 when it was never seen. */
+int vsr_model_stats_view(const vsr_model_stats_t *m, vsr_slice_t model, vsr_model_stats_view_t *v);
+uint64_t vsr_model_stats_window_ms(const vsr_model_stats_t *m);
+size_t vsr_model_stats_names(const vsr_model_stats_t *m, const char **names, size_t cap);
+/* Prometheus text (vsr_model_*), appended to out; m NULL appends nothing. */
+void vsr_model_stats_render(const vsr_model_stats_t *m, vsr_buf_t *out);
+/* The management API's JSON: {"window_seconds":..,"models":[{...}]}. */
+void vsr_model_stats_json(const vsr_model_stats_t *m, vsr_buf_t *out);
+
+/* A selector's choice, for the evidence, the preview and the trace. */
+typedef struct {
+    const char *algorithm;             /* "latency_aware" | "multi_factor" */
+    size_t n;                          /* candidates (the decision's modelRefs, at most 64) */
+    const char *const *models;         /* n */
+    const double *scores;              /* n */
+    const unsigned char *scored;       /* n: 1 when scores[i] counts */
+    const char *const *dropped;        /* n: why left out, or NULL */
+    int chosen;                        /* index, -1 when the selector failed */
+    const char *warning;               /* the first candidate was taken: why */
+    int probe;                         /* chosen has no statistics yet: tried to get some */
+    uint64_t start_us, end_us;         /* monotonic, for the trace span */
+} vsr_selection_t;
+
 typedef enum {
     VSR_PATH_NONE = 0, VSR_PATH_UPSTREAM, VSR_PATH_FAST_RESPONSE, VSR_PATH_ERROR, VSR_PATH_LOOPER, VSR_PATH_CACHE,
 } vsr_response_path_t;
@@ -187,6 +259,9 @@ typedef struct {
      * not_detected, context_unavailable, evaluation_failed,
      * not_enforced_streaming), NULL when it did not look */
     const char *hallucination;
+    /* a single-call selector's choice (latency_aware, multi_factor), NULL
+     * when none ran; valid until finish */
+    const vsr_selection_t *selection;
 } vsr_evidence_t;
 
 /* ---- engine ---- */
@@ -333,6 +408,9 @@ typedef struct {
     void (*replay_store)(void *ud, const vsr_replay_record_t *r);
     /* The clock of deadlines, in ms; NULL = vsr_now_ms(). */
     uint64_t (*now_ms)(void *ud);
+    /* The live per-model statistics the selectors read (NULL, or NULL
+     * returned: none; a selector then takes the first candidate). */
+    const vsr_model_stats_t *(*model_stats)(void *ud);
     /* A pending phase is over (the request body phase, or the response
      * body phase's end: the adapter knows which one it waits on): eff is
      * its final effect (never pending), valid until the next phase call or

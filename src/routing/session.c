@@ -1298,8 +1298,19 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
                 s->ev.decision = decision->name;
                 s->ev.confidence = rc->results[rc->selected].confidence;
                 s->ev.algorithm = decision->algorithm ? decision->algorithm : "static";
+                size_t pick = rc->model_ref; /* static: the first modelRef or the best model_scores */
+                if (vsr__select_is_selector(decision)) {
+                    const vsr_ports_t *p = s->opts.ports;
+                    const vsr_model_stats_t *st = p && p->model_stats ? p->model_stats(s->opts.ports_ud) : NULL;
+                    int k = vsr__select_run(cfg, decision, st, &s->pool, &s->ev.selection);
+                    if (k < 0)
+                        return error_reply(s, 503, "server_error", "selection_failed",
+                                           pool_printf(&s->pool, "decision \"%.200s\": %s (algorithm.on_error: fail)",
+                                                       decision->name, s->ev.selection->warning));
+                    pick = (size_t)k;
+                }
                 if (decision->n_model_refs > 0) {
-                    const vsr_model_ref_conf_t *ref = &decision->model_refs[rc->model_ref];
+                    const vsr_model_ref_conf_t *ref = &decision->model_refs[pick];
                     model = vsr_config_find_model(cfg, vsr_slice_cstr(ref->model));
                     if (ref->lora_name)
                         lora = ref->lora_name;
@@ -3131,6 +3142,11 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
                    pool_fixed4(&s->pool, s->ev.confidence));
             hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selected-algorithm"), vsr_slice_cstr(s->ev.algorithm));
         }
+        if (s->ev.selection && s->ev.selection->warning)
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selection-warning"), vsr_slice_cstr(s->ev.selection->warning));
+        if (s->ev.debug && s->ev.selection)
+            hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-selection-scores"),
+                   vsr_slice_cstr(vsr__selection_scores(&s->pool, s->ev.selection)));
         if (s->ev.debug && s->ev.decision_evaluated) {
             add_family_headers(s, &h);
             hl_add(&s->pool, &h, VSR_SLICE_LIT("x-vsr-context-token-count"),

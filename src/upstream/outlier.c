@@ -27,6 +27,9 @@ void vsr__endpoint_state_init(vsr_endpoint_state_t *e)
     atomic_init(&e->hc_failures, 0);
     atomic_init(&e->healthy, 1);
     atomic_init(&e->unresolved, 0);
+    atomic_init(&e->ttft_window, 0);
+    atomic_init(&e->ttft_n, 0);
+    atomic_init(&e->ttft_over, 0);
 }
 
 int vsr__outlier_ejected(vsr_endpoint_state_t *ep, uint64_t now_ms)
@@ -44,24 +47,11 @@ int vsr__outlier_ejected(vsr_endpoint_state_t *ep, uint64_t now_ms)
     return 0;
 }
 
-int vsr__outlier_record(vsr_endpoint_state_t *ep, int is_5xx, const vsr_reliability_conf_t *rel,
-                        vsr_endpoint_state_t *const *eps, size_t n, uint64_t now_ms)
+/* Ejects ep unless that puts more than max_ejection_percent of the
+ * cluster out; the ejection time grows with the times ejected (Envoy's). */
+static int eject(vsr_endpoint_state_t *ep, const vsr_reliability_conf_t *rel, vsr_endpoint_state_t *const *eps,
+                 size_t n, uint64_t now_ms)
 {
-    if (!rel || !rel->has_consecutive_5xx || rel->consecutive_5xx == 0)
-        return 0;
-    int ejected_now = vsr__outlier_ejected(ep, now_ms);
-    if (!is_5xx) {
-        atomic_store(&ep->consecutive_5xx, 0);
-        return 0;
-    }
-    if (atomic_fetch_add(&ep->consecutive_5xx, 1) + 1 < rel->consecutive_5xx)
-        return 0;
-    /* Only the thread that takes the count back to 0 may act on it. */
-    if (atomic_exchange(&ep->consecutive_5xx, 0) < rel->consecutive_5xx)
-        return 0;
-    if (ejected_now || n <= 1)
-        return 0;
-
     uint64_t percent = rel->has_max_ejection_percent ? rel->max_ejection_percent : DEFAULT_MAX_EJECTION_PERCENT;
     uint64_t ejected = 0;
     for (size_t i = 0; i < n; i++)
@@ -88,6 +78,64 @@ int vsr__outlier_record(vsr_endpoint_state_t *ep, int is_5xx, const vsr_reliabil
     if (!atomic_compare_exchange_strong(&ep->ejected_until_ms, &expected, now_ms + duration))
         return 0; /* another thread ejected it first */
     atomic_store(&ep->times_ejected, (unsigned)times);
+    return 1;
+}
+
+int vsr__outlier_record(vsr_endpoint_state_t *ep, int is_5xx, const vsr_reliability_conf_t *rel,
+                        vsr_endpoint_state_t *const *eps, size_t n, uint64_t now_ms)
+{
+    if (!rel || !rel->has_consecutive_5xx || rel->consecutive_5xx == 0)
+        return 0;
+    int ejected_now = vsr__outlier_ejected(ep, now_ms);
+    if (!is_5xx) {
+        atomic_store(&ep->consecutive_5xx, 0);
+        return 0;
+    }
+    if (atomic_fetch_add(&ep->consecutive_5xx, 1) + 1 < rel->consecutive_5xx)
+        return 0;
+    /* Only the thread that takes the count back to 0 may act on it. */
+    if (atomic_exchange(&ep->consecutive_5xx, 0) < rel->consecutive_5xx)
+        return 0;
+    if (ejected_now || n <= 1)
+        return 0;
+    return eject(ep, rel, eps, n, now_ms);
+}
+
+#define DEFAULT_TTFT_PERCENTILE 95
+#define DEFAULT_TTFT_WINDOW_MS 30000
+#define DEFAULT_TTFT_MIN_SAMPLES 10
+
+int vsr__outlier_ttft(vsr_endpoint_state_t *ep, uint64_t ttft_ms, const vsr_reliability_conf_t *rel,
+                      vsr_endpoint_state_t *const *eps, size_t n, uint64_t now_ms)
+{
+    if (!rel || !rel->has_ttft_ejection_threshold || rel->ttft_ejection_threshold_ms == 0)
+        return 0;
+    uint64_t window = rel->has_ttft_ejection_window && rel->ttft_ejection_window_ms ? rel->ttft_ejection_window_ms
+                                                                                      : DEFAULT_TTFT_WINDOW_MS;
+    unsigned long long w = now_ms / window + 1, seen = atomic_load(&ep->ttft_window);
+    if (seen != w && atomic_compare_exchange_strong(&ep->ttft_window, &seen, w)) {
+        /* a new window; a sample another worker adds meanwhile may land in either */
+        atomic_store(&ep->ttft_n, 0);
+        atomic_store(&ep->ttft_over, 0);
+    }
+    unsigned over = ttft_ms > rel->ttft_ejection_threshold_ms;
+    if (over)
+        atomic_fetch_add(&ep->ttft_over, 1);
+    unsigned count = atomic_fetch_add(&ep->ttft_n, 1) + 1;
+    uint32_t min = rel->has_ttft_ejection_min_samples ? rel->ttft_ejection_min_samples : DEFAULT_TTFT_MIN_SAMPLES;
+    if (!over || count < min || vsr__outlier_ejected(ep, now_ms) || n <= 1)
+        return 0;
+    /* the nearest-rank percentile is above the threshold when fewer samples
+     * than its rank are at or below it */
+    uint32_t pct = rel->has_ttft_ejection_percentile ? rel->ttft_ejection_percentile : DEFAULT_TTFT_PERCENTILE;
+    uint64_t rank = ((uint64_t)pct * count + 99) / 100;
+    unsigned above = atomic_load(&ep->ttft_over);
+    if (above > count || (uint64_t)(count - above) >= rank)
+        return 0;
+    if (!eject(ep, rel, eps, n, now_ms))
+        return 0;
+    atomic_store(&ep->ttft_n, 0); /* it comes back with a clean window */
+    atomic_store(&ep->ttft_over, 0);
     return 1;
 }
 

@@ -137,6 +137,10 @@ typedef struct {
     atomic_uint hc_failures;        /* consecutive failed health checks */
     atomic_int healthy;             /* 1 until 3 failed checks; back after 1 success */
     atomic_int unresolved;          /* its host name has not resolved yet: never picked (dns.c) */
+    /* TTFT ejection: the current window's times to first byte, counted by
+     * every worker: how many, and how many above the threshold */
+    atomic_ullong ttft_window;      /* the window number the counts belong to (0: none yet) */
+    atomic_uint ttft_n, ttft_over;
 } vsr_endpoint_state_t;
 
 void vsr__endpoint_state_init(vsr_endpoint_state_t *e);
@@ -159,6 +163,16 @@ void vsr__endpoint_state_init(vsr_endpoint_state_t *e);
  * are counted but do not eject it again. */
 int vsr__outlier_record(vsr_endpoint_state_t *ep, int is_5xx, const vsr_reliability_conf_t *rel,
                         vsr_endpoint_state_t *const *eps, size_t n, uint64_t now_ms);
+/* One response head's time to first byte (a vsr extension of the reliability
+ * block, off unless ttft_ejection_threshold is set): counted in ep's
+ * current window of ttft_ejection_window (30 s; a new window starts from
+ * zero); once the window holds ttft_ejection_min_samples (10) and its
+ * ttft_ejection_percentile-th (95, nearest rank) time exceeds the
+ * threshold, ep is ejected exactly as by consecutive_5xx (same multiplier,
+ * base_ejection_time, max_ejection_percent, never the last endpoint) and
+ * its window starts again.  Returns 1 when this call ejected it. */
+int vsr__outlier_ttft(vsr_endpoint_state_t *ep, uint64_t ttft_ms, const vsr_reliability_conf_t *rel,
+                      vsr_endpoint_state_t *const *eps, size_t n, uint64_t now_ms);
 /* True while ep is ejected at now_ms (an expired ejection clears itself). */
 int vsr__outlier_ejected(vsr_endpoint_state_t *ep, uint64_t now_ms);
 

@@ -1621,6 +1621,14 @@ static void head_accepted(vsr_upstream_call_t *call, const vsr_http_head_t *head
         vsr_log_info("upstream", "model %s endpoint %s (%s:%u) ejected: %u consecutive 5xx", call->model->name,
                      CALL_BACKEND(call)->name, CALL_BACKEND(call)->host, (unsigned)CALL_BACKEND(call)->port,
                      (unsigned)rel->consecutive_5xx);
+    uint64_t now = vsr_now_ms();
+    if (rel && vsr__outlier_ttft(call->ep->state, now - call->attempt_start_ms, rel, call->cl->states,
+                                 call->cl->n_eps, now))
+        vsr_log_info("upstream", "model %s endpoint %s (%s:%u) ejected: time to first byte p%u above %llums",
+                     call->model->name, CALL_BACKEND(call)->name, CALL_BACKEND(call)->host,
+                     (unsigned)CALL_BACKEND(call)->port,
+                     (unsigned)(rel->has_ttft_ejection_percentile ? rel->ttft_ejection_percentile : 95),
+                     (unsigned long long)rel->ttft_ejection_threshold_ms);
     record_attempt(call, head->status, 0);
     call->got_head = 1;
 }

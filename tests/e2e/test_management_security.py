@@ -260,6 +260,7 @@ def test_token_guards_every_management_endpoint(vsr, fakellm, tmp_path):
         assert httpx.get(url + "/health", headers=bad, timeout=10).status_code == 401
         assert httpx.get(url + "/ready", headers=bad, timeout=10).status_code == 401
         assert httpx.post(url + "/api/v1/routing/preview", json=preview, headers=bad, timeout=10).status_code == 401
+        assert httpx.get(url + "/api/v1/models/stats", headers=bad, timeout=10).status_code == 401
         r = httpx.put(url + "/api/v1/config", content=b"version: v0.3\n", headers=bad, timeout=10)
         assert r.status_code == 401
         assert r.json()["error"]["type"] == "authentication_error" and TOKEN not in r.text
@@ -267,6 +268,7 @@ def test_token_guards_every_management_endpoint(vsr, fakellm, tmp_path):
     assert v.api.get("/api/v1/config").status_code == 200
     assert v.api.get("/health").status_code == 200 and v.api.get("/ready").status_code == 200
     assert v.api.post("/api/v1/routing/preview", json=preview).status_code == 200
+    assert v.api.get("/api/v1/models/stats").status_code == 200
     assert v.api.put(doc(v.port, v.mport, v.backend, tag="two")).status_code == 200
     # the traffic listener's probes need no management token
     assert httpx.get(v.url + "/health", timeout=10).status_code == 200

@@ -207,6 +207,37 @@ def test_outlier_ejection_and_return(rstack):
     assert bad
 
 
+def test_ttft_ejection_and_return(rstack):
+    """A slow endpoint (every head 300 ms late) is ejected once its p90 time
+    to first byte over the window passes 150 ms; the fast one then takes
+    everything until the ejection ends."""
+    v = rstack({"ttft_ejection_threshold": "150ms", "ttft_ejection_percentile": 90, "ttft_ejection_window": "30s",
+                "ttft_ejection_min_samples": 3, "base_ejection_time": "2s", "max_ejection_percent": 50},
+               n_backends=2, backend_args=[("--delay-ms", "300"), ()])
+    slow, fast = (b.name for b in v.backends)
+
+    def served(n):
+        with httpx.Client(base_url=v.url, timeout=10) as c:   # one connection: one worker's round robin
+            return [c.post("/v1/chat/completions", json={"model": "m", "messages": []}).headers["x-fakellm-backend"]
+                    for _ in range(n)]
+
+    first = served(8)
+    assert first.count(slow) == 3          # its third slow head fills the window: ejected
+    assert first[-2:] == [fast, fast]
+    assert served(6) == [fast] * 6
+    time.sleep(2.3)                        # the ejection ends
+    assert slow in served(4)               # back in rotation, with a clean window
+
+
+def test_ttft_ejection_is_off_without_a_threshold(rstack):
+    v = rstack({"base_ejection_time": "2s", "max_ejection_percent": 50}, n_backends=2,
+               backend_args=[("--delay-ms", "300"), ()])
+    with httpx.Client(base_url=v.url, timeout=10) as c:
+        got = [c.post("/v1/chat/completions", json={"model": "m", "messages": []}).headers["x-fakellm-backend"]
+               for _ in range(8)]
+    assert got.count(v.backends[0].name) == 4
+
+
 def test_health_check_down_and_up(vsr, fakellm):
     a, b = fakellm("hc-a"), fakellm("hc-b")
     port = free_port()

@@ -674,6 +674,38 @@ static void test_outlier_eject_and_return(void **state)
     assert_int_equal(atomic_load(&c.st[1].consecutive_5xx), 0);
 }
 
+/* TTFT ejection: the nearest-rank percentile of the window against the threshold */
+static void test_outlier_ttft(void **state)
+{
+    (void)state;
+    cluster_t c;
+    cluster_init(&c, 2);
+    vsr_reliability_conf_t rel = rel_none();
+    uint64_t t = 100000;
+    /* off without a threshold */
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(vsr__outlier_ttft(c.eps[0], 5000, &rel, c.eps, c.n, t), 0);
+    rel.has_ttft_ejection_threshold = 1, rel.ttft_ejection_threshold_ms = 100;
+    rel.has_ttft_ejection_min_samples = 1, rel.ttft_ejection_min_samples = 10;
+    rel.has_ttft_ejection_percentile = 1, rel.ttft_ejection_percentile = 90;
+    rel.has_ttft_ejection_window = 1, rel.ttft_ejection_window_ms = 1000;
+    t = 200000; /* a new window: the samples above are gone */
+    /* 9 fast, then slow ones: p90 of 10 is rank 9 (fast), of 11 rank 10 (slow) */
+    for (int i = 0; i < 9; i++)
+        assert_int_equal(vsr__outlier_ttft(c.eps[0], 50, &rel, c.eps, c.n, t), 0);
+    assert_int_equal(vsr__outlier_ttft(c.eps[0], 500, &rel, c.eps, c.n, t), 0);
+    assert_int_equal(vsr__outlier_ttft(c.eps[0], 500, &rel, c.eps, c.n, t), 1);
+    assert_true(vsr__outlier_ejected(c.eps[0], t));
+    assert_int_equal(atomic_load(&c.st[0].ttft_n), 0); /* a clean window */
+    /* the other endpoint: never both out at 50% */
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(vsr__outlier_ttft(c.eps[1], 500, &rel, c.eps, c.n, t), 0);
+    /* a window that ends before min_samples forgets its samples */
+    for (int i = 0; i < 9; i++)
+        vsr__outlier_ttft(c.eps[1], 500, &rel, c.eps, c.n, t + 40000);
+    assert_int_equal(vsr__outlier_ttft(c.eps[1], 500, &rel, c.eps, c.n, t + 41000), 0);
+}
+
 static void test_outlier_decay(void **state)
 {
     (void)state;
@@ -1230,6 +1262,7 @@ int main(void)
         cmocka_unit_test(test_retry_after),
         cmocka_unit_test(test_outlier_eject_and_return),
         cmocka_unit_test(test_outlier_decay),
+        cmocka_unit_test(test_outlier_ttft),
         cmocka_unit_test(test_outlier_max_percent),
         cmocka_unit_test(test_outlier_disabled),
         cmocka_unit_test(test_health),

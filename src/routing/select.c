@@ -1,0 +1,146 @@
+/*
+ * select.c — runs a decision's single-call selector (latency_aware,
+ * multi_factor): gathers each candidate's live statistics, price and
+ * quality, asks decision/'s selector, and keeps what it saw for the
+ * evidence, the preview and the trace.
+ *
+ * The reference's failure rule: a selector that fails answers with the
+ * first candidate and a warning, unless algorithm.on_error is fail.
+ */
+#include "routing/routing-int.h"
+
+#include <string.h>
+
+static const vsr_model_card_conf_t *card_of(const vsr_config_t *cfg, const char *model)
+{
+    for (size_t i = 0; i < cfg->n_model_cards; i++)
+        if (strcmp(cfg->model_cards[i].name, model) == 0)
+            return &cfg->model_cards[i];
+    return NULL;
+}
+
+static void gather(const vsr_config_t *cfg, const vsr_model_stats_t *st, const char *model, unsigned ttft_pct,
+                   unsigned tpot_pct, vsr_select_input_t *in)
+{
+    memset(in, 0, sizeof(*in));
+    in->model = model;
+    vsr_slice_t name = vsr_slice_cstr(model);
+    if (st) {
+        if (ttft_pct)
+            in->has_ttft = vsr_model_stats_percentile(st, name, VSR_MSTAT_TTFT, ttft_pct, &in->ttft_ms);
+        if (tpot_pct)
+            in->has_tpot = vsr_model_stats_percentile(st, name, VSR_MSTAT_TPOT, tpot_pct, &in->tpot_ms);
+        in->inflight = (double)vsr_model_stats_inflight_now(st, name);
+    }
+    const vsr_model_conf_t *m = vsr_config_find_model(cfg, name);
+    if (m && m->has_prompt_per_1m && m->prompt_per_1m > 0) { /* the reference reads prompt pricing only */
+        in->cost_per_1m = m->prompt_per_1m;
+        in->has_cost = 1;
+    }
+    const vsr_model_card_conf_t *c = card_of(cfg, model);
+    if (c && c->has_quality_score && c->quality_score > 0) {
+        in->quality = c->quality_score;
+        in->has_quality = 1;
+    }
+}
+
+int vsr__select_is_selector(const vsr_decision_conf_t *d)
+{
+    return d && d->n_model_refs > 0 &&
+           (d->algo.kind == VSR_ALGO_LATENCY_AWARE || d->algo.kind == VSR_ALGO_MULTI_FACTOR);
+}
+
+int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const vsr_model_stats_t *st,
+                    vsr_pool_t *pool, const vsr_selection_t **out)
+{
+    VSR_BUG_ON(!vsr__select_is_selector(d));
+    uint64_t t0 = vsr_now_us();
+    size_t n = VSR_MIN(d->n_model_refs, (size_t)VSR_SELECT_MAX_CANDIDATES);
+    vsr_select_input_t in[VSR_SELECT_MAX_CANDIDATES];
+    const vsr_algo_conf_t *a = &d->algo;
+    unsigned ttft_pct = 0, tpot_pct = 0;
+    if (a->kind == VSR_ALGO_LATENCY_AWARE) {
+        ttft_pct = a->u.latency_aware.ttft_percentile;
+        tpot_pct = a->u.latency_aware.tpot_percentile;
+    } else {
+        ttft_pct = tpot_pct = a->u.multi_factor.latency_percentile;
+    }
+    for (size_t i = 0; i < n; i++)
+        gather(cfg, st, d->model_refs[i].model, ttft_pct, tpot_pct, &in[i]);
+    vsr_select_result_t r;
+    if (a->kind == VSR_ALGO_LATENCY_AWARE)
+        vsr_select_latency_aware(&a->u.latency_aware, a->minimum_candidates, in, n, &r);
+    else
+        vsr_select_multi_factor(&a->u.multi_factor, a->minimum_candidates, in, n, &r);
+
+    vsr_selection_t *sel = vsr_pool_alloc(pool, sizeof(*sel));
+    const char **models = vsr_pool_alloc(pool, n * sizeof(*models));
+    double *scores = vsr_pool_alloc(pool, n * sizeof(*scores));
+    unsigned char *scored = vsr_pool_alloc(pool, n);
+    const char **dropped = vsr_pool_alloc(pool, n * sizeof(*dropped));
+    for (size_t i = 0; i < n; i++) {
+        models[i] = d->model_refs[i].model;
+        scores[i] = r.scores[i];
+        scored[i] = r.scored[i];
+        dropped[i] = r.dropped[i];
+    }
+    *sel = (vsr_selection_t){.algorithm = d->algorithm, .n = n, .models = models, .scores = scores,
+                             .scored = scored, .dropped = dropped, .chosen = r.chosen, .warning = r.warning, .probe = r.probe,
+                             .start_us = t0};
+    int fail = a->on_error && strcmp(a->on_error, "fail") == 0;
+    if (r.chosen < 0 && !fail) { /* the reference's rule: the first candidate */
+        sel->chosen = 0;
+        sel->warning = "the selector failed (every candidate excluded by the SLO, on_no_candidates: fail); "
+                       "the first candidate";
+    } else if (r.chosen < 0) {
+        sel->warning = r.error;
+    }
+    sel->end_us = vsr_now_us();
+    *out = sel;
+    return sel->chosen;
+}
+
+void vsr__selection_json(vsr_buf_t *b, const vsr_selection_t *sel)
+{
+    vsr_buf_append_cstr(b, "{\"algorithm\":");
+    vsr_buf_append_json_string(b, vsr_slice_cstr(sel->algorithm));
+    vsr_buf_append_cstr(b, ",\"selected_model\":");
+    if (sel->chosen >= 0)
+        vsr_buf_append_json_string(b, vsr_slice_cstr(sel->models[sel->chosen]));
+    else
+        vsr_buf_append_cstr(b, "null");
+    vsr_buf_printf(b, ",\"probe\":%s,\"warning\":", sel->probe ? "true" : "false");
+    if (sel->warning)
+        vsr_buf_append_json_string(b, vsr_slice_cstr(sel->warning));
+    else
+        vsr_buf_append_cstr(b, "null");
+    vsr_buf_append_cstr(b, ",\"candidates\":[");
+    for (size_t i = 0; i < sel->n; i++) {
+        vsr_buf_append_cstr(b, i ? ",{\"model\":" : "{\"model\":");
+        vsr_buf_append_json_string(b, vsr_slice_cstr(sel->models[i]));
+        if (sel->scored[i])
+            vsr_buf_printf(b, ",\"score\":%.6f", sel->scores[i]);
+        else
+            vsr_buf_append_cstr(b, ",\"score\":null");
+        if (sel->dropped[i]) {
+            vsr_buf_append_cstr(b, ",\"excluded\":");
+            vsr_buf_append_json_string(b, vsr_slice_cstr(sel->dropped[i]));
+        }
+        vsr_buf_append_cstr(b, "}");
+    }
+    vsr_buf_append_cstr(b, "]}");
+}
+
+const char *vsr__selection_scores(vsr_pool_t *pool, const vsr_selection_t *sel)
+{
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    for (size_t i = 0; i < sel->n; i++) {
+        if (!sel->scored[i])
+            continue;
+        vsr_buf_printf(&b, "%s%s=%.4f", b.len ? "," : "", sel->models[i], sel->scores[i]);
+    }
+    const char *s = vsr_pool_strndup(pool, b.data ? b.data : "", b.len);
+    vsr_buf_free(&b);
+    return s;
+}
