@@ -266,7 +266,7 @@ void vsr__replay_write(vsr__replay_t *r, const vsr_evidence_t *ev, const vsr_jso
                        const vsr_ports_t *ports, void *ud);
 void vsr__replay_free(vsr__replay_t *r);
 
-/* ---- the rag plugin's retrieval (rag.c) ---- */
+/* ---- the rag plugin's retrieval (rag_retrieve.c) ---- */
 typedef struct vsr__rag_s vsr__rag_t;
 /* What an mcp backend's tool_arguments may name (borrowed until the retrieval ends). */
 typedef struct {

@@ -152,7 +152,7 @@ struct vsr_session_s {
     /* hallucination: the answer's check (hcheck.c; the wait is port_wait's, kind 3) */
     vsr__hcheck_t *hc;             /* hallucination check (heap: made by hc_begin for a decision with the plugin) */
     vsr_slice_t hc_chat;            /* the answer's chat-side bytes while the detector runs */
-    /* the rag plugin's retrieval (rag.c; the wait is port_wait's, kind 4), asked before the plugins run */
+    /* the rag plugin's retrieval (rag_retrieve.c; the wait is port_wait's, kind 4), asked before the plugins run */
     int rag_asked;
     vsr_rag_result_t rag_res;
     vsr__rag_vars_t rag_vars;
@@ -1456,7 +1456,7 @@ static const vsr_effect_t *tools_ready(vsr_session_t *s)
     return memory_then_plugins(s);
 }
 
-/* ---- the rag plugin's retrieval (rag.c): the backends are asked before the plugins run ---- */
+/* ---- the rag plugin's retrieval (rag_retrieve.c): the backends are asked before the plugins run ---- */
 
 static void rag_done(void *ud)
 {

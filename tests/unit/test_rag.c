@@ -1,4 +1,4 @@
-/* test_rag.c — the rag plugin's retrieval (src/routing/rag.c) with fake
+/* test_rag.c — the rag plugin's retrieval (src/routing/rag_retrieve.c) with fake
  * ports: an answer at once or later, a hybrid's sequential fallback and
  * parallel preference, a late answer, a cancelled retrieval (done never
  * comes, nothing leaks), the result cache (hit, TTL, scope per plugin). */

@@ -1,5 +1,5 @@
 /*
- * rag.c — the rag plugin's retrieval (ref §2.2, docs/plugins.md "rag"): the
+ * rag_retrieve.c — the rag plugin's retrieval (ref §2.2, docs/plugins.md "rag"): the
  * query (the current user message) sent to the decision's backend through
  * the session's ports, its answer read into one context text, and the
  * in-process result cache.
