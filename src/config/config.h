@@ -1081,6 +1081,16 @@ typedef struct {
     const vsr_recipe_conf_t *resolved;
 } vsr_entrypoint_conf_t;
 
+/* An api_keys entry with identity (docs/tenancy.md).  Only the key's
+ * SHA-256 is kept: the secret itself never stays in the snapshot. */
+typedef struct {
+    char *name;                /* a label for logs; NULL = none */
+    char *user;                /* the authenticated user the key stands for; NULL = none */
+    char *groups;              /* its groups, comma-separated as x-authz-user-groups carries them; NULL = none */
+    unsigned char sha256[32];  /* SHA-256 of the key */
+    int64_t expires;           /* Unix seconds after which the key is refused; 0 = never */
+} vsr_api_key_conf_t;
+
 typedef struct {
     char *name;               /* required, unique */
     char *address;            /* default "0.0.0.0" */
@@ -1092,7 +1102,9 @@ typedef struct {
     uint32_t max_headers;     /* vsr extension `max_headers`: request header fields (→ 431), default 100 */
     uint64_t header_timeout_ms; /* vsr extension `header_timeout`: a request head's deadline (→ 408), default 10s */
     uint64_t body_timeout_ms;   /* vsr extension `body_timeout`: a request body's deadline (→ 408), default 60s */
-    vsr_strlist_conf_t api_keys;       /* empty = no authentication */
+    vsr_strlist_conf_t api_keys;       /* the list-of-strings form; both empty = no authentication */
+    vsr_api_key_conf_t *key_entries;   /* api_keys entries with identity ({key | key_env | key_sha256, ...}) */
+    size_t n_key_entries;
     vsr_strlist_conf_t models;         /* allow-list of request `model` values; empty = any */
     char *tls_cert_file;               /* tls.cert_file; NULL = plain HTTP */
     char *tls_key_file;                /* tls.key_file */

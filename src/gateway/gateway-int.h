@@ -172,6 +172,11 @@ enum { VSR__AUTH_OK = 0, VSR__AUTH_BAD = 1, VSR__AUTH_CONFLICT = 2 };
 /* On OK, *presented (when not NULL) is the key checked (a slice of the
  * head), empty when the listener needs none. */
 int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented);
+/* The listener checks keys (api_keys strings or entries). */
+int vsr__ingress_has_keys(const vsr_listener_conf_t *l);
+/* The api_keys entry a checked key matched (its user and groups), or NULL:
+ * a key of the list-of-strings form, or an expired entry. */
+const vsr_api_key_conf_t *vsr__ingress_key_entry(const vsr_listener_conf_t *l, vsr_slice_t key);
 /* The owner of what a client stores (vsr_session_opts_t.owner) from its
  * checked key: 64 hex digits of SHA-256 over a domain prefix and the key, so
  * the key itself is never stored; "" for no key (the shared owner). */

@@ -342,6 +342,8 @@ static void listener_copy(vsr_listener_conf_t *dst, const vsr_listener_conf_t *s
     dst->tls_cert_file = dup_or_null(src->tls_cert_file);
     dst->tls_key_file = dup_or_null(src->tls_key_file);
     memset(&dst->api_keys, 0, sizeof(dst->api_keys));
+    dst->key_entries = NULL;
+    dst->n_key_entries = 0;
     memset(&dst->models, 0, sizeof(dst->models));
     dst->identity_trusted_peers.items = vsr_calloc(src->identity_trusted_peers.n + 1, sizeof(char *));
     for (size_t i = 0; i < src->identity_trusted_peers.n; i++)

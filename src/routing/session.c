@@ -1689,8 +1689,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
         s->rc_lookup = 0; /* nothing to protect */
     vsr_slice_t scope = VSR_SLICE_NULL;
     int scope_kind = rc->has_scope ? rc->scope
-                     : s->opts.listener && s->opts.listener->api_keys.n ? VSR_RC_SCOPE_API_KEY
-                                                                         : VSR_RC_SCOPE_GLOBAL;
+                     : s->opts.listener && (s->opts.listener->api_keys.n || s->opts.listener->n_key_entries)
+                         ? VSR_RC_SCOPE_API_KEY
+                         : VSR_RC_SCOPE_GLOBAL;
     if (scope_kind == VSR_RC_SCOPE_USER) {
         vsr_signal_input_t in = {0};
         identity(s, &in);
