@@ -850,9 +850,8 @@ static const cfg_spec_t authz_spec = {
 };
 
 static const cfg_field_t ratelimit_fields[] = {
-    UNIMPLEMENTED("fail_open"),
-    /* limits that vsr would not enforce: refused rather than ignored */
-    {.key = "providers", .decode = vsr__cfg_unsupported},
+    {.key = "fail_open", .decode = vsr__cfg_bool, .offset = CONF_OFF(ratelimit_fail_open)},
+    {.key = "providers", .decode = vsr__cfg_ratelimit_providers, .flags = CFG_NULL_OK}, /* cfg_ratelimit.c */
 };
 
 static const cfg_spec_t ratelimit_spec = {

@@ -1081,6 +1081,16 @@ typedef struct {
     const vsr_recipe_conf_t *resolved;
 } vsr_entrypoint_conf_t;
 
+/* A global.services.ratelimit local-limiter rule.  match fields: NULL =
+ * any request; "*" = any value, one bucket per value; else that value. */
+typedef struct {
+    char *name;                 /* unique among the rules */
+    char *match_user, *match_group, *match_model;
+    uint64_t requests_per_unit; /* 0 = no request limit */
+    uint64_t tokens_per_unit;   /* prompt + completion tokens; 0 = no token limit */
+    uint32_t unit_s;            /* second, minute, hour, day: the window, in seconds */
+} vsr_ratelimit_rule_conf_t;
+
 /* An api_keys entry with identity (docs/tenancy.md).  Only the key's
  * SHA-256 is kept: the secret itself never stays in the snapshot. */
 typedef struct {
@@ -1284,6 +1294,10 @@ typedef struct {
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */
     int authz_fail_open;
+    /* services.ratelimit (docs/tenancy.md): the local limiter's rules */
+    int ratelimit_fail_open;
+    vsr_ratelimit_rule_conf_t *ratelimit_rules; /* every local-limiter provider's rules, in document order */
+    size_t n_ratelimit_rules;
     /* services.observability.tracing */
     int tracing_enabled;                 /* enabled, default false */
     char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON), or

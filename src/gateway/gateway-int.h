@@ -85,6 +85,30 @@ struct worker_s {
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
 
+/* ratelimit.c: the local limiter (docs/tenancy.md), one for the process */
+typedef struct vsr__ratelimit_s vsr__ratelimit_t;
+typedef struct {
+    vsr_slice_t user;   /* the request's identity (trusted, or its key's); empty = none */
+    vsr_slice_t groups; /* comma-separated */
+    vsr_slice_t model;  /* the model the request goes to */
+} vsr__rl_subject_t;
+typedef struct {
+    const char *rule;   /* the rule the headers report (the refusing one), NULL when none matched */
+    uint64_t limit_requests, remaining_requests, limit_tokens, remaining_tokens;
+    uint64_t reset_s;   /* seconds until that rule's window ends */
+} vsr__rl_verdict_t;
+enum { VSR__RL_ADMIT = 0, VSR__RL_LIMITED = 1, VSR__RL_ERROR = 2 };
+vsr__ratelimit_t *vsr__ratelimit_new(void);
+void vsr__ratelimit_free(vsr__ratelimit_t *rl); /* NULL is a no-op */
+/* Checks every rule of cfg that matches s and, when all have room, counts
+ * the request in each: ADMIT, LIMITED (v says by which rule) or ERROR (the
+ * check could not be made: the table is full; fail_open decides). */
+int vsr__ratelimit_admit(vsr__ratelimit_t *rl, const vsr_config_t *cfg, const vsr__rl_subject_t *s, uint64_t now_s,
+                         vsr__rl_verdict_t *v);
+/* Adds an answered request's tokens to its token rules' buckets. */
+void vsr__ratelimit_charge(vsr__ratelimit_t *rl, const vsr_config_t *cfg, const vsr__rl_subject_t *s, uint64_t now_s,
+                           uint64_t tokens);
+
 struct vsr_gateway_s {
     vsr_listener_conf_t *listeners; /* copies of the first version's listeners (restart-only settings) */
     size_t n_listeners;
@@ -114,6 +138,7 @@ struct vsr_gateway_s {
     pthread_mutex_t rc_mu;
     vsr_store_t *rc_mem[2];      /* the response cache's, the Responses API's */
     char rc_mem_sig[2][1024];
+    vsr__ratelimit_t *ratelimit; /* the local limiter's buckets, for every worker */
 };
 
 /* tracing.c: one request's W3C trace context and, at its end, its spans */

@@ -605,12 +605,77 @@ void vsr__proxy_reply_effect(request_t *req, const vsr_effect_t *eff)
 }
 
 /* The body phase's effect is in: an answer, or the upstream call. */
+static vsr_slice_t routed_header(const request_t *req, const char *name)
+{
+    for (size_t i = 0; i < req->n_hdrs; i++)
+        if (vsr_slice_case_eq_cstr(req->hdrs[i].name, name))
+            return vsr_slice_trim(req->hdrs[i].value);
+    return VSR_SLICE_NULL;
+}
+
+/* global.services.ratelimit: 1 when the request was answered (429, or 503
+ * when the check could not be made and fail_open is false). */
+static int rate_limited(request_t *req)
+{
+    const vsr_config_t *cfg = vsr_engine_config(req->eng);
+    if (cfg->n_ratelimit_rules == 0)
+        return 0;
+    /* identity fields left in the routed request are trusted ones, or the key's (ingress removed the rest) */
+    vsr__rl_subject_t *s = &req->rl_subject;
+    s->user = routed_header(req, cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id");
+    s->groups = routed_header(req, cfg->authz_user_groups_header ? cfg->authz_user_groups_header
+                                                                 : "x-authz-user-groups");
+    const vsr_plan_t *plan = vsr_session_plan(req->sess);
+    s->model = plan && plan->model ? vsr_slice_cstr(plan->model->name)
+                                   : vsr__slice_or_empty(vsr_session_evidence(req->sess)->selected_model);
+    vsr__rl_verdict_t v;
+    int r = vsr__ratelimit_admit(req->w->gw->ratelimit, cfg, s, (uint64_t)vsr_wall_time(), &v);
+    if (r == VSR__RL_ADMIT) {
+        req->rl_counted = 1;
+        return 0;
+    }
+    if (r == VSR__RL_ERROR) {
+        vsr_metrics_ratelimit(req->w->metrics, v.rule, cfg->ratelimit_fail_open ? "error_open" : "error_closed");
+        if (cfg->ratelimit_fail_open)
+            return 0;
+        vsr__request_reply_error(req, 503, "server_error", "rate_limit_unavailable",
+                                 VSR_SLICE_LIT("the rate limit check could not be made"),
+                                 "x-vsr-response-path: error\r\n", req->is_head, !req->keep_alive);
+        vsr__request_finish(req);
+        return 1;
+    }
+    vsr_metrics_ratelimit(req->w->metrics, v.rule, "limited");
+    char hdrs[512], msg[256];
+    uint64_t retry = v.reset_s ? v.reset_s : 1;
+    int n = snprintf(hdrs, sizeof(hdrs), "retry-after: %llu\r\nx-vsr-response-path: rate_limited\r\n",
+                     (unsigned long long)retry);
+    if (v.limit_requests)
+        n += snprintf(hdrs + n, sizeof(hdrs) - (size_t)n,
+                      "x-ratelimit-limit-requests: %llu\r\nx-ratelimit-remaining-requests: %llu\r\n"
+                      "x-ratelimit-reset-requests: %llus\r\n",
+                      (unsigned long long)v.limit_requests, (unsigned long long)v.remaining_requests,
+                      (unsigned long long)v.reset_s);
+    if (v.limit_tokens)
+        snprintf(hdrs + n, sizeof(hdrs) - (size_t)n,
+                 "x-ratelimit-limit-tokens: %llu\r\nx-ratelimit-remaining-tokens: %llu\r\n"
+                 "x-ratelimit-reset-tokens: %llus\r\n",
+                 (unsigned long long)v.limit_tokens, (unsigned long long)v.remaining_tokens,
+                 (unsigned long long)v.reset_s);
+    snprintf(msg, sizeof(msg), "Rate limit reached (rule %s): try again in %llus", v.rule, (unsigned long long)retry);
+    vsr__request_reply_error(req, 429, "rate_limit_error", "rate_limit_exceeded", vsr_slice_cstr(msg), hdrs,
+                             req->is_head, !req->keep_alive);
+    vsr__request_finish(req);
+    return 1;
+}
+
 void vsr__proxy_routed(request_t *req, const vsr_effect_t *eff)
 {
     if (eff->status) {
         vsr__proxy_reply_effect(req, eff);
         return;
     }
+    if (rate_limited(req))
+        return;
     /* a first choice whose circuit is open is skipped like any candidate (ref §1.7) */
     /* fallback is the decision's: passthrough and default-route requests have none */
     if (vsr_session_evidence(req->sess)->decision)

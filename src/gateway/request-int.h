@@ -80,6 +80,8 @@ struct request_s {
     unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
+    vsr__rl_subject_t rl_subject;  /* whom the rate limiter counted this request for */
+    unsigned rl_counted : 1;       /* ... its tokens are charged when it is over */
     vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
     vsr_buf_t preview_out;         /* ... and its answer */
 };

@@ -300,6 +300,9 @@ static void request_account(request_t *req)
                                           : model);
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
+    if (req->rl_counted && req->usage && req->usage->has_usage)
+        vsr__ratelimit_charge(w->gw->ratelimit, vsr_engine_config(req->eng), &req->rl_subject,
+                              (uint64_t)vsr_wall_time(), req->usage->prompt_tokens + req->usage->completion_tokens);
     if (ev && ev->looper) /* a request graph's calls (its streamed final hop is an attempt above) */
         for (size_t i = 0; i < ev->looper->n_records; i++) {
             const vsr_graph_call_record_t *rec = &ev->looper->records[i];

@@ -1,0 +1,144 @@
+/*
+ * cfg_ratelimit.c — global.services.ratelimit.providers (ref:
+ * RateLimitConfig): {type, address, domain, rules[{name, match{user, group,
+ * model}, requests_per_unit, tokens_per_unit, unit}]}.  The rules of every
+ * local-limiter provider become the config's ratelimit_rules; an
+ * envoy-ratelimit provider is refused (vsr would not enforce it).
+ */
+#include "config/cfg_internal.h"
+
+enum { RL_LOCAL = 0, RL_ENVOY = 1 };
+static const char *const rl_types[] = {"local-limiter", "envoy-ratelimit", NULL};
+static const char *const rl_units[] = {"second", "minute", "hour", "day", NULL};
+static const uint32_t rl_unit_s[] = {1, 60, 3600, 86400};
+
+typedef struct {
+    char *user, *group, *model;
+} rl_match_t;
+
+typedef struct {
+    char *name;
+    rl_match_t match;
+    uint64_t requests, tokens;
+    int unit, has_unit;
+} rl_rule_t;
+
+typedef struct {
+    int type;
+    char *address, *domain;
+    rl_rule_t *rules;
+    size_t n_rules;
+} rl_provider_t;
+
+static const cfg_field_t match_fields[] = {
+    {.key = "user", .decode = vsr__cfg_string, .offset = offsetof(rl_match_t, user)},
+    {.key = "group", .decode = vsr__cfg_string, .offset = offsetof(rl_match_t, group)},
+    {.key = "model", .decode = vsr__cfg_string, .offset = offsetof(rl_match_t, model)},
+};
+
+static const cfg_spec_t match_spec = {
+    .size = sizeof(rl_match_t),
+    .fields = match_fields,
+    .n_fields = VSR_ARRAY_LEN(match_fields),
+};
+
+static void rule_finish(cfg_decoder_t *d, const cfg_node_t *map, void *obj, const cfg_node_t *const *seen,
+                        size_t index)
+{
+    VSR_UNUSED(seen);
+    VSR_UNUSED(index);
+    const rl_rule_t *r = obj;
+    if (r->requests == 0 && r->tokens == 0)
+        vsr__cfg_node_error(d, map, "a rate limit rule needs requests_per_unit or tokens_per_unit");
+    if (!r->has_unit)
+        vsr__cfg_node_error(d, map, "a rate limit rule needs a unit (second, minute, hour or day)");
+}
+
+static const cfg_field_t rule_fields[] = {
+    {.key = "name", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(rl_rule_t, name)},
+    {.key = "match", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .offset = offsetof(rl_rule_t, match),
+     .spec = &match_spec},
+    {.key = "requests_per_unit", .decode = vsr__cfg_uint, .offset = offsetof(rl_rule_t, requests),
+     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
+    {.key = "tokens_per_unit", .decode = vsr__cfg_uint, .offset = offsetof(rl_rule_t, tokens),
+     .size = sizeof(uint64_t), .min = 1, .max = INT64_MAX},
+    {.key = "unit", .decode = vsr__cfg_choice, .flags = CFG_HAS, .offset = offsetof(rl_rule_t, unit),
+     .has_offset = offsetof(rl_rule_t, has_unit), .choices = rl_units},
+};
+
+static const cfg_spec_t rule_spec = {
+    .size = sizeof(rl_rule_t),
+    .fields = rule_fields,
+    .n_fields = VSR_ARRAY_LEN(rule_fields),
+    .finish = rule_finish,
+};
+
+static const cfg_field_t provider_fields[] = {
+    {.key = "type", .decode = vsr__cfg_choice, .flags = CFG_REQUIRED, .offset = offsetof(rl_provider_t, type),
+     .choices = rl_types},
+    {.key = "address", .decode = vsr__cfg_string, .offset = offsetof(rl_provider_t, address)},
+    {.key = "domain", .decode = vsr__cfg_string, .offset = offsetof(rl_provider_t, domain)},
+    {.key = "rules", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(rl_provider_t, rules),
+     .count_offset = offsetof(rl_provider_t, n_rules), .spec = &rule_spec},
+};
+
+static const cfg_spec_t provider_spec = {
+    .size = sizeof(rl_provider_t),
+    .fields = provider_fields,
+    .n_fields = VSR_ARRAY_LEN(provider_fields),
+};
+
+int vsr__cfg_ratelimit_providers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(f);
+    vsr_config_t *c = &((config_box_t *)obj)->conf;
+    if (val->kind != CFG_NODE_SEQ) {
+        vsr__cfg_node_error(d, val, "expected a list of rate limit providers, got %s", vsr__cfg_node_what(val));
+        return -1;
+    }
+    int rc = 0;
+    size_t saved = vsr__cfg_path_push(d, "[]");
+    for (size_t i = 0; i < val->n; i++) {
+        rl_provider_t p = {0};
+        if (vsr__cfg_decode_object(d, &provider_spec, val->items[i], &p, i) != 0) {
+            rc = -1;
+            continue;
+        }
+        if (p.type == RL_ENVOY) {
+            vsr__cfg_node_error(d, val->items[i],
+                                "type envoy-ratelimit is not supported yet: vsr would not enforce it "
+                                "(use type local-limiter)");
+            rc = -1;
+            continue;
+        }
+        if (p.n_rules == 0) {
+            vsr__cfg_node_error(d, val->items[i], "a local-limiter provider needs rules");
+            rc = -1;
+            continue;
+        }
+        vsr_ratelimit_rule_conf_t *all =
+            vsr_pool_alloc(d->pool, (c->n_ratelimit_rules + p.n_rules) * sizeof(vsr_ratelimit_rule_conf_t));
+        if (c->n_ratelimit_rules)
+            memcpy(all, c->ratelimit_rules, c->n_ratelimit_rules * sizeof(*all));
+        for (size_t j = 0; j < p.n_rules; j++) {
+            const rl_rule_t *r = &p.rules[j];
+            for (size_t k = 0; k < c->n_ratelimit_rules; k++)
+                if (strcmp(all[k].name, r->name) == 0) {
+                    vsr__cfg_node_error(d, val->items[i], "rate limit rule name %s is used twice", r->name);
+                    rc = -1;
+                }
+            all[c->n_ratelimit_rules++] = (vsr_ratelimit_rule_conf_t){
+                .name = r->name,
+                .match_user = r->match.user,
+                .match_group = r->match.group,
+                .match_model = r->match.model,
+                .requests_per_unit = r->requests,
+                .tokens_per_unit = r->tokens,
+                .unit_s = rl_unit_s[r->unit],
+            };
+        }
+        c->ratelimit_rules = all;
+    }
+    vsr__cfg_path_pop(d, saved);
+    return rc;
+}
