@@ -24,11 +24,29 @@ typedef struct {
 } rl_rule_t;
 
 typedef struct {
+    char *address;
+    uint64_t timeout_ms;
+} rl_redis_t;
+
+typedef struct {
     int type;
     char *address, *domain;
     rl_rule_t *rules;
     size_t n_rules;
+    rl_redis_t redis;
+    int has_redis;
 } rl_provider_t;
+
+static const cfg_field_t redis_fields[] = {
+    {.key = "address", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = offsetof(rl_redis_t, address)},
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = offsetof(rl_redis_t, timeout_ms)},
+};
+
+static const cfg_spec_t redis_spec = {
+    .size = sizeof(rl_redis_t),
+    .fields = redis_fields,
+    .n_fields = VSR_ARRAY_LEN(redis_fields),
+};
 
 static const cfg_field_t match_fields[] = {
     {.key = "user", .decode = vsr__cfg_string, .offset = offsetof(rl_match_t, user)},
@@ -80,6 +98,9 @@ static const cfg_field_t provider_fields[] = {
     {.key = "domain", .decode = vsr__cfg_string, .offset = offsetof(rl_provider_t, domain)},
     {.key = "rules", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(rl_provider_t, rules),
      .count_offset = offsetof(rl_provider_t, n_rules), .spec = &rule_spec},
+    /* vsr extension: the buckets live in Redis, shared by every replica */
+    {.key = "redis", .decode = vsr__cfg_object, .flags = CFG_NULL_OK | CFG_HAS, .offset = offsetof(rl_provider_t, redis),
+     .has_offset = offsetof(rl_provider_t, has_redis), .spec = &redis_spec},
 };
 
 static const cfg_spec_t provider_spec = {
@@ -116,6 +137,25 @@ int vsr__cfg_ratelimit_providers(cfg_decoder_t *d, const cfg_field_t *f, const c
             rc = -1;
             continue;
         }
+        if (p.has_redis) {
+            const char *colon = strrchr(p.redis.address, ':');
+            if (colon == NULL || colon == p.redis.address || colon[1] == '\0') {
+                vsr__cfg_node_error(d, val->items[i], "redis.address must be host:port, got %s", p.redis.address);
+                rc = -1;
+                continue;
+            }
+            char *host = vsr__cfg_strdup(d, p.redis.address);
+            host[colon - p.redis.address] = '\0';
+            if (c->ratelimit_redis_host &&
+                (strcmp(c->ratelimit_redis_host, host) != 0 || strcmp(c->ratelimit_redis_port, colon + 1) != 0)) {
+                vsr__cfg_node_error(d, val->items[i], "every local-limiter provider with redis must name the same address");
+                rc = -1;
+                continue;
+            }
+            c->ratelimit_redis_host = host;
+            c->ratelimit_redis_port = vsr__cfg_strdup(d, colon + 1);
+            c->ratelimit_redis_timeout_ms = p.redis.timeout_ms ? p.redis.timeout_ms : 50;
+        }
         vsr_ratelimit_rule_conf_t *all =
             vsr_pool_alloc(d->pool, (c->n_ratelimit_rules + p.n_rules) * sizeof(vsr_ratelimit_rule_conf_t));
         if (c->n_ratelimit_rules)
@@ -135,6 +175,7 @@ int vsr__cfg_ratelimit_providers(cfg_decoder_t *d, const cfg_field_t *f, const c
                 .requests_per_unit = r->requests,
                 .tokens_per_unit = r->tokens,
                 .unit_s = rl_unit_s[r->unit],
+                .shared = p.has_redis,
             };
         }
         c->ratelimit_rules = all;

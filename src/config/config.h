@@ -1089,6 +1089,7 @@ typedef struct {
     uint64_t requests_per_unit; /* 0 = no request limit */
     uint64_t tokens_per_unit;   /* prompt + completion tokens; 0 = no token limit */
     uint32_t unit_s;            /* second, minute, hour, day: the window, in seconds */
+    int shared;                 /* its provider has `redis`: the buckets live there, shared by replicas */
 } vsr_ratelimit_rule_conf_t;
 
 /* An api_keys entry with identity (docs/tenancy.md).  Only the key's
@@ -1298,6 +1299,8 @@ typedef struct {
     int ratelimit_fail_open;
     vsr_ratelimit_rule_conf_t *ratelimit_rules; /* every local-limiter provider's rules, in document order */
     size_t n_ratelimit_rules;
+    char *ratelimit_redis_host, *ratelimit_redis_port; /* providers[].redis.address (vsr extension); NULL = none */
+    uint64_t ratelimit_redis_timeout_ms;               /* providers[].redis.timeout: a check's bound, default 50ms */
     /* services.observability.tracing */
     int tracing_enabled;                 /* enabled, default false */
     char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON), or

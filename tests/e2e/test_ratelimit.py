@@ -1,6 +1,7 @@
 """global.services.ratelimit: the local limiter's rules, 429s in the client's protocol, metrics by rule."""
 import subprocess
 
+
 import httpx
 
 from conftest import VSR_BIN, config_yaml, free_port, model_yaml
@@ -118,3 +119,84 @@ def test_ratelimit_document_errors(tmp_path):
         r = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0, providers
         assert why in r.stdout + r.stderr, (providers, r.stdout + r.stderr)
+
+
+# ---- buckets shared through Redis (vsr extension) ---------------------------------------
+
+from test_response_cache import redis  # noqa: E402,F401  (a real redis-server on loopback)
+
+
+def shared(vsr, fakellm, address, fail_open="false", limit=5, timeout="100ms"):
+    return limited(vsr, fakellm, f"""            - name: shared-user
+              match: {{user: "*"}}
+              requests_per_unit: {limit}
+              unit: day
+          redis: {{address: "{address}", timeout: {timeout}}}
+""", fail_open)
+
+
+def test_two_replicas_share_one_limit_through_redis(vsr, fakellm, redis):
+    a = shared(vsr, fakellm, f"127.0.0.1:{redis.port}")
+    b = shared(vsr, fakellm, f"127.0.0.1:{redis.port}")
+    codes = [chat(v, "k-alice").status_code for v in (a, b, a, b, a)]
+    assert codes == [200] * 5
+    r = chat(b, "k-alice")                        # the sixth, on either replica, is over the shared limit
+    assert r.status_code == 429
+    assert r.headers["x-ratelimit-limit-requests"] == "5"
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
+    assert chat(a, "k-alice").status_code == 429
+    assert chat(a, "k-bob").status_code == 200
+    # Redis forgets the script (a restart, SCRIPT FLUSH): EVALSHA's NOSCRIPT falls back to EVAL
+    subprocess.run(["redis-cli", "-p", str(redis.port), "script", "flush"], check=True, capture_output=True)
+    assert chat(b, "k-bob").status_code == 200
+    assert chat(a, "k-alice").status_code == 429
+
+
+def fire(v, n):
+    import time
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        out.append((chat(v, "k-carol").status_code, time.monotonic() - t0))
+    return out
+
+
+def test_redis_killed_mid_load_fail_open(vsr, fakellm, redis):
+    v = shared(vsr, fakellm, f"127.0.0.1:{redis.port}", fail_open="true", limit=1000)
+    assert {c for c, _ in fire(v, 5)} == {200}
+    redis.kill()
+    redis.wait(timeout=10)
+    got = fire(v, 10)
+    assert {c for c, _ in got} == {200}           # admitted without the check
+    m = httpx.get(v.metrics_url).text
+    assert 'vsr_ratelimit_total{rule="shared-user",result="error_open"} 10' in m
+
+
+def test_redis_killed_mid_load_fail_closed(vsr, fakellm, redis):
+    v = shared(vsr, fakellm, f"127.0.0.1:{redis.port}", limit=1000)
+    assert {c for c, _ in fire(v, 5)} == {200}
+    redis.kill()
+    redis.wait(timeout=10)
+    got = fire(v, 5)
+    assert {c for c, _ in got} == {503}
+    r = chat(v, "k-carol")
+    assert r.json()["error"]["code"] == "rate_limit_unavailable"
+    m = httpx.get(v.metrics_url).text
+    assert 'vsr_ratelimit_total{rule="shared-user",result="error_closed"} 6' in m
+
+
+def test_a_hung_redis_bounds_the_check(vsr, fakellm):
+    import socket
+    import time
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(64)                               # accepts (the kernel does), never answers
+    try:
+        v = shared(vsr, fakellm, f"127.0.0.1:{hung.getsockname()[1]}", timeout="200ms")
+        t0 = time.monotonic()
+        r = chat(v, "k-carol")
+        took = time.monotonic() - t0
+        assert r.status_code == 503
+        assert 0.15 <= took < 2.0, took            # waited for its bound, and not much longer
+    finally:
+        hung.close()
