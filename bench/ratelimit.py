@@ -12,8 +12,9 @@ through Redis hold it, and what a check adds to a request's latency.
    script, the key and the count are the same for a minute).
 2. Latency: one vsr at a time, no limiter / a local rule / a Redis-backed
    rule (limits never reached), one keep-alive client sending BENCH_N
-   requests in sequence, in interleaved rounds (BENCH_ROUNDS).  Prints p50 and
-   p99 per variant and the ratio to no limiter of the same round.
+   requests in sequence, in interleaved rounds (BENCH_ROUNDS).  Prints the
+   median over the rounds of each variant's p50 and p99, and their ratio to
+   no limiter's (a busy machine spoils single rounds; the median survives).
 
 Environment: BUILD (default build), the BENCH_* above."""
 import http.client
@@ -175,12 +176,12 @@ def latency(st, be_port, rport):
             conn.close()
             lat.sort()
             res[name].append((lat[len(lat) // 2], lat[int(len(lat) * 0.99)]))
-    print(f"latency: {N} sequential requests per variant and round, {ROUNDS} interleaved rounds (µs)")
-    base50 = statistics.mean(p50 for p50, _ in res["none"])
-    base99 = statistics.mean(p99 for _, p99 in res["none"])
+    print(f"latency: {N} sequential requests per variant and round, {ROUNDS} interleaved rounds, median over rounds (µs)")
+    base50 = statistics.median(p50 for p50, _ in res["none"])
+    base99 = statistics.median(p99 for _, p99 in res["none"])
     for name, _ in variants:
-        p50 = statistics.mean(a for a, _ in res[name])
-        p99 = statistics.mean(b for _, b in res[name])
+        p50 = statistics.median(a for a, _ in res[name])
+        p99 = statistics.median(b for _, b in res[name])
         print(f"  {name:6s} p50 {p50:8.0f}  p99 {p99:8.0f}   ratio to none: p50 {p50 / base50:.3f}  "
               f"p99 {p99 / base99:.3f}   (+{p50 - base50:.0f} / +{p99 - base99:.0f} µs)")
 
