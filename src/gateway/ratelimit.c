@@ -274,6 +274,8 @@ static long resp_parse(const char *p, size_t n, int64_t *ints, size_t *n_ints, s
     case '$':
         if (v < 0)
             return (long)line;
+        if (v > RL_REPLY_MAX)
+            return -1; /* never the script's reply */
         return n >= line + (size_t)v + 2 ? (long)(line + (size_t)v + 2) : 0;
     case '*': {
         size_t off = line;
