@@ -98,6 +98,7 @@ typedef struct {
     uint64_t reset_s;   /* seconds until that rule's window ends */
 } vsr__rl_verdict_t;
 enum { VSR__RL_ADMIT = 0, VSR__RL_LIMITED = 1, VSR__RL_ERROR = 2 };
+#define VSR__RL_BODY_MAX (1u << 20) /* a non-streamed answer kept for its usage (token rules), at most */
 vsr__ratelimit_t *vsr__ratelimit_new(void);
 void vsr__ratelimit_free(vsr__ratelimit_t *rl); /* NULL is a no-op */
 /* Checks every rule of cfg that matches s and, when all have room, counts
@@ -184,6 +185,9 @@ typedef struct {
 stream_usage_t *vsr__usage_new(void);
 void vsr__usage_feed(stream_usage_t *u, const char *p, size_t n);
 void vsr__usage_free(stream_usage_t *u); /* NULL is a no-op */
+/* The token counts of a whole JSON answer's usage (chat, completions,
+ * Responses or Anthropic names): 1 when it has them. */
+int vsr__usage_of_json(const char *p, size_t n, uint64_t *prompt, uint64_t *completion);
 
 /* ingress.c: a client field that must not pass the edge */
 int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name);

@@ -311,6 +311,8 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     conn_t *c = req->c;
     if (req->resp_no_body)
         return;
+    if (req->rl_tokens && req->usage == NULL && req->rl_body.len + n <= req->rl_body.cap)
+        vsr_buf_append(&req->rl_body, p, n); /* for its usage; a longer answer is not charged */
     if (req->body_mode != VSR_BODY_RELAY) {
         const vsr_effect_t *eff = vsr_session_response_body(req->sess, p, n, 0);
         if (req->usage && !req->usage_of_output)
@@ -632,6 +634,9 @@ static int rate_limited(request_t *req)
     int r = vsr__ratelimit_admit(req->w->gw->ratelimit, cfg, s, (uint64_t)vsr_wall_time(), &v);
     if (r == VSR__RL_ADMIT) {
         req->rl_counted = 1;
+        for (size_t i = 0; i < cfg->n_ratelimit_rules && !req->rl_tokens; i++)
+            req->rl_tokens = cfg->ratelimit_rules[i].tokens_per_unit > 0;
+        vsr_buf_init(&req->rl_body, VSR__RL_BODY_MAX);
         return 0;
     }
     if (r == VSR__RL_ERROR) {

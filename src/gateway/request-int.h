@@ -82,6 +82,8 @@ struct request_s {
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
     vsr__rl_subject_t rl_subject;  /* whom the rate limiter counted this request for */
     unsigned rl_counted : 1;       /* ... its tokens are charged when it is over */
+    unsigned rl_tokens : 1;        /* a token rule applies: a non-streamed answer is kept for its usage */
+    vsr_buf_t rl_body;             /* ... that answer, at most VSR__RL_BODY_MAX bytes (past it, not charged) */
     vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
     vsr_buf_t preview_out;         /* ... and its answer */
 };

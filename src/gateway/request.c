@@ -300,9 +300,19 @@ static void request_account(request_t *req)
                                           : model);
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
-    if (req->rl_counted && req->usage && req->usage->has_usage)
-        vsr__ratelimit_charge(w->gw->ratelimit, vsr_engine_config(req->eng), &req->rl_subject,
-                              (uint64_t)vsr_wall_time(), req->usage->prompt_tokens + req->usage->completion_tokens);
+    if (req->rl_counted) { /* a streamed answer's usage, else a whole JSON answer's */
+        uint64_t pt = 0, ct = 0;
+        int has = req->usage && req->usage->has_usage;
+        if (has) {
+            pt = req->usage->prompt_tokens;
+            ct = req->usage->completion_tokens;
+        } else if (req->rl_body.len) {
+            has = vsr__usage_of_json(req->rl_body.data, req->rl_body.len, &pt, &ct);
+        }
+        if (has)
+            vsr__ratelimit_charge(w->gw->ratelimit, vsr_engine_config(req->eng), &req->rl_subject,
+                                  (uint64_t)vsr_wall_time(), pt + ct);
+    }
     if (ev && ev->looper) /* a request graph's calls (its streamed final hop is an attempt above) */
         for (size_t i = 0; i < ev->looper->n_records; i++) {
             const vsr_graph_call_record_t *rec = &ev->looper->records[i];
@@ -408,6 +418,7 @@ void vsr__request_free(request_t *req)
         vsr__local_abandon(req->admin_job); /* its answer has nobody to go to */
     request_account(req);
     vsr__usage_free(req->usage);
+    vsr_buf_free(&req->rl_body);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
     vsr_preview_cancel(req->preview); /* the client is gone: so is the runtime call it waits on */

@@ -102,6 +102,24 @@ def test_streamed_tokens_count(vsr, fakellm):
     assert chat(v, "k-bob").status_code == 200
 
 
+def test_non_streamed_tokens_count(vsr, fakellm):
+    v = limited(vsr, fakellm, """            - name: tokens
+              match: {user: "*"}
+              tokens_per_unit: 5
+              unit: day
+""")
+    r = chat(v, "k-alice")
+    assert r.status_code == 200 and r.json()["usage"]["total_tokens"] >= 5
+    r = chat(v, "k-alice")
+    assert r.status_code == 429
+    assert r.headers["x-ratelimit-remaining-tokens"] == "0"
+    # Anthropic's answer names them input_tokens / output_tokens
+    r = httpx.post(v.url + "/v1/messages", timeout=30, headers={"x-api-key": "k-bob"},
+                   json={"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hello there"}]})
+    assert r.status_code == 200
+    assert chat(v, "k-bob").status_code == 429
+
+
 def test_ratelimit_document_errors(tmp_path):
     base = """    ratelimit:
       providers:
