@@ -100,6 +100,8 @@ static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h
 }
 
 
+static size_t limit_fields(request_t *req, vsr_http_header_t *f);
+
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
     request_t *req = ud;
@@ -126,12 +128,15 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             req->usage = vsr__usage_new();
     }
     /* the fields that go to the client, whatever the transport */
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 4));
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 10));
     size_t nf = 0;
+    int own_limits = req->rl_counted && req->rl_verdict.rule; /* vsr's limits replace the backend's */
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
-            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id"))
+            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id") ||
+            (own_limits && vsr_slice_starts_with(vsr_slice(name.p, VSR_MIN(name.len, 12)),
+                                                 VSR_SLICE_LIT("x-ratelimit-"))))
             continue;
         f[nf++] = h->headers[i];
     }
@@ -146,6 +151,8 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                       vsr_slice(v, vsr_fmt_u64(v, vsr_engine_version(req->eng), 0))};
     }
+    if (own_limits)
+        nf += limit_fields(req, f + nf);
     if (req->sess) {
         char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
         /* the attempts of the model that answered; the fallback path names
@@ -607,6 +614,35 @@ void vsr__proxy_reply_effect(request_t *req, const vsr_effect_t *eff)
 }
 
 /* The body phase's effect is in: an answer, or the upstream call. */
+static vsr_slice_t pool_u64_slice(request_t *req, uint64_t v, const char *suffix)
+{
+    char *s = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS + 2);
+    size_t n = vsr_fmt_u64(s, v, 0);
+    for (; *suffix; suffix++)
+        s[n++] = *suffix;
+    return vsr_slice(s, n);
+}
+
+/* An admitted answer's x-ratelimit-* (OpenAI's names): the room its tightest rule had left; returns how many (<= 6). */
+static size_t limit_fields(request_t *req, vsr_http_header_t *f)
+{
+    const vsr__rl_verdict_t *v = &req->rl_verdict;
+    size_t n = 0;
+    if (v->limit_requests) {
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-limit-requests"), pool_u64_slice(req, v->limit_requests, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-remaining-requests"),
+                                     pool_u64_slice(req, v->remaining_requests, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-reset-requests"), pool_u64_slice(req, v->reset_s, "s")};
+    }
+    if (v->limit_tokens) {
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-limit-tokens"), pool_u64_slice(req, v->limit_tokens, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-remaining-tokens"),
+                                     pool_u64_slice(req, v->remaining_tokens, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-reset-tokens"), pool_u64_slice(req, v->reset_s, "s")};
+    }
+    return n;
+}
+
 static vsr_slice_t routed_header(const request_t *req, const char *name)
 {
     for (size_t i = 0; i < req->n_hdrs; i++)
@@ -634,6 +670,7 @@ static int rate_limited(request_t *req)
     int r = vsr__ratelimit_admit(req->w->gw->ratelimit, cfg, s, (uint64_t)vsr_wall_time(), &v);
     if (r == VSR__RL_ADMIT) {
         req->rl_counted = 1;
+        req->rl_verdict = v;
         for (size_t i = 0; i < cfg->n_ratelimit_rules && !req->rl_tokens; i++)
             req->rl_tokens = cfg->ratelimit_rules[i].tokens_per_unit > 0;
         vsr_buf_init(&req->rl_body, VSR__RL_BODY_MAX);

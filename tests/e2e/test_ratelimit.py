@@ -41,6 +41,10 @@ def test_per_user_request_limit_refuses_with_openai_headers(vsr, fakellm):
     for i in range(3):
         r = chat(v, "k-alice")
         assert r.status_code == 200, (i, r.text)
+        # admitted answers carry the room left, in OpenAI's names
+        assert r.headers["x-ratelimit-limit-requests"] == "3"
+        assert r.headers["x-ratelimit-remaining-requests"] == str(2 - i)
+        assert r.headers["x-ratelimit-reset-requests"].endswith("s")
     r = chat(v, "k-alice")
     assert r.status_code == 429
     assert r.json()["error"]["type"] == "rate_limit_error"
@@ -156,8 +160,9 @@ def shared(vsr, fakellm, address, fail_open="false", limit=5, timeout="100ms"):
 def test_two_replicas_share_one_limit_through_redis(vsr, fakellm, redis):
     a = shared(vsr, fakellm, f"127.0.0.1:{redis.port}")
     b = shared(vsr, fakellm, f"127.0.0.1:{redis.port}")
-    codes = [chat(v, "k-alice").status_code for v in (a, b, a, b, a)]
-    assert codes == [200] * 5
+    got = [chat(v, "k-alice") for v in (a, b, a, b, a)]
+    assert [r.status_code for r in got] == [200] * 5
+    assert [r.headers["x-ratelimit-remaining-requests"] for r in got] == ["4", "3", "2", "1", "0"]
     r = chat(b, "k-alice")                        # the sixth, on either replica, is over the shared limit
     assert r.status_code == 429
     assert r.headers["x-ratelimit-limit-requests"] == "5"
