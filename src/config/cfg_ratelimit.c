@@ -2,9 +2,12 @@
  * cfg_ratelimit.c — global.services.ratelimit.providers (ref:
  * RateLimitConfig): {type, address, domain, rules[{name, match{user, group,
  * model}, requests_per_unit, tokens_per_unit, unit}]}.  The rules of every
- * local-limiter provider become the config's ratelimit_rules; an
- * envoy-ratelimit provider is refused (vsr would not enforce it).
+ * local-limiter provider become the config's ratelimit_rules; one
+ * envoy-ratelimit provider (address host:port, domain) names Envoy's rate
+ * limit service.
  */
+#include <stdlib.h>
+
 #include "config/cfg_internal.h"
 
 enum { RL_LOCAL = 0, RL_ENVOY = 1 };
@@ -35,6 +38,7 @@ typedef struct {
     size_t n_rules;
     rl_redis_t redis;
     int has_redis;
+    uint64_t timeout_ms;
 } rl_provider_t;
 
 static const cfg_field_t redis_fields[] = {
@@ -96,6 +100,8 @@ static const cfg_field_t provider_fields[] = {
      .choices = rl_types},
     {.key = "address", .decode = vsr__cfg_string, .offset = offsetof(rl_provider_t, address)},
     {.key = "domain", .decode = vsr__cfg_string, .offset = offsetof(rl_provider_t, domain)},
+    /* vsr extension: an envoy-ratelimit check's bound */
+    {.key = "timeout", .decode = vsr__cfg_duration_ms, .offset = offsetof(rl_provider_t, timeout_ms)},
     {.key = "rules", .decode = vsr__cfg_list, .flags = CFG_NULL_OK, .offset = offsetof(rl_provider_t, rules),
      .count_offset = offsetof(rl_provider_t, n_rules), .spec = &rule_spec},
     /* vsr extension: the buckets live in Redis, shared by every replica */
@@ -126,10 +132,23 @@ int vsr__cfg_ratelimit_providers(cfg_decoder_t *d, const cfg_field_t *f, const c
             continue;
         }
         if (p.type == RL_ENVOY) {
-            vsr__cfg_node_error(d, val->items[i],
-                                "type envoy-ratelimit is not supported yet: vsr would not enforce it "
-                                "(use type local-limiter)");
-            rc = -1;
+            const char *colon = p.address ? strrchr(p.address, ':') : NULL;
+            long port = colon ? strtol(colon + 1, NULL, 10) : 0;
+            if (colon == NULL || colon == p.address || port < 1 || port > 65535 || p.domain == NULL) {
+                vsr__cfg_node_error(d, val->items[i], "an envoy-ratelimit provider needs address (host:port) and domain");
+                rc = -1;
+                continue;
+            }
+            if (c->ratelimit_envoy_host) {
+                vsr__cfg_node_error(d, val->items[i], "only one envoy-ratelimit provider is supported");
+                rc = -1;
+                continue;
+            }
+            c->ratelimit_envoy_host = vsr__cfg_strdup(d, p.address);
+            c->ratelimit_envoy_host[colon - p.address] = '\0';
+            c->ratelimit_envoy_port = (uint16_t)port;
+            c->ratelimit_envoy_domain = p.domain;
+            c->ratelimit_envoy_timeout_ms = p.timeout_ms ? p.timeout_ms : 100;
             continue;
         }
         if (p.n_rules == 0) {

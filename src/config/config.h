@@ -1301,6 +1301,11 @@ typedef struct {
     size_t n_ratelimit_rules;
     char *ratelimit_redis_host, *ratelimit_redis_port; /* providers[].redis.address (vsr extension); NULL = none */
     uint64_t ratelimit_redis_timeout_ms;               /* providers[].redis.timeout: a check's bound, default 50ms */
+    /* an envoy-ratelimit provider: Envoy's rate limit service (gRPC ShouldRateLimit); host NULL = none */
+    char *ratelimit_envoy_host;
+    uint16_t ratelimit_envoy_port;
+    char *ratelimit_envoy_domain;
+    uint64_t ratelimit_envoy_timeout_ms;               /* providers[].timeout (vsr extension), default 100ms */
     /* services.observability.tracing */
     int tracing_enabled;                 /* enabled, default false */
     char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON), or

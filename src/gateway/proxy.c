@@ -656,7 +656,7 @@ static vsr_slice_t routed_header(const request_t *req, const char *name)
 static int rate_limited(request_t *req)
 {
     const vsr_config_t *cfg = vsr_engine_config(req->eng);
-    if (cfg->n_ratelimit_rules == 0)
+    if (cfg->n_ratelimit_rules == 0 && cfg->ratelimit_envoy_host == NULL)
         return 0;
     /* identity fields left in the routed request are trusted ones, or the key's (ingress removed the rest) */
     vsr__rl_subject_t *s = &req->rl_subject;

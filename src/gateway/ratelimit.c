@@ -49,6 +49,10 @@ typedef struct {
 struct vsr__ratelimit_s {
     pthread_mutex_t mu;
     rl_bucket_t *slots;
+    pthread_mutex_t grpc_mu;  /* the idle clients of Envoy's rate limit service (one thread each while in use) */
+    vsr_grpc_client_t *grpc[RL_POOL];
+    size_t n_grpc;
+    char grpc_addr[300];
     pthread_mutex_t pool_mu; /* the idle Redis connections */
     int pool[RL_POOL];
     size_t n_pool;
@@ -93,6 +97,7 @@ vsr__ratelimit_t *vsr__ratelimit_new(void)
     vsr__ratelimit_t *rl = vsr_calloc(1, sizeof(*rl));
     pthread_mutex_init(&rl->mu, NULL);
     pthread_mutex_init(&rl->pool_mu, NULL);
+    pthread_mutex_init(&rl->grpc_mu, NULL);
     rl->slots = vsr_calloc(RL_SLOTS, sizeof(rl_bucket_t));
     pthread_once(&script_once, script_sha_init);
     return rl;
@@ -105,6 +110,9 @@ void vsr__ratelimit_free(vsr__ratelimit_t *rl)
     for (size_t i = 0; i < rl->n_pool; i++)
         close(rl->pool[i]);
     pthread_mutex_destroy(&rl->pool_mu);
+    for (size_t i = 0; i < rl->n_grpc; i++)
+        vsr_grpc_client_free(rl->grpc[i]);
+    pthread_mutex_destroy(&rl->grpc_mu);
     pthread_mutex_destroy(&rl->mu);
     vsr_free(rl->slots);
     vsr_free(rl);
@@ -448,10 +456,196 @@ static size_t shared_matches(const vsr_config_t *cfg, const vsr__rl_subject_t *s
     return n;
 }
 
+/* ---- Envoy's rate limit service: envoy.service.ratelimit.v3 over gRPC ---- */
+
+static void pb_varint(vsr_buf_t *b, uint64_t v)
+{
+    uint8_t s[10];
+    size_t n = 0;
+    do {
+        s[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    vsr_buf_append(b, s, n);
+}
+
+static void pb_bytes(vsr_buf_t *b, unsigned field, const void *p, size_t n)
+{
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, n);
+    vsr_buf_append(b, p, n);
+}
+
+static void pb_entry(vsr_buf_t *d, const char *key, vsr_slice_t value)
+{
+    vsr_buf_t e;
+    vsr_buf_init(&e, 0);
+    pb_bytes(&e, 1, key, strlen(key));
+    pb_bytes(&e, 2, value.p, value.len);
+    pb_bytes(d, 1, e.data, e.len);
+    vsr_buf_free(&e);
+}
+
+/* Reads one field at *p (< end): its number, wire type and varint value or
+ * bytes; 0, or -1 when malformed. */
+static int pb_next(const uint8_t **p, const uint8_t *end, unsigned *field, uint64_t *v, vsr_slice_t *bytes)
+{
+    uint64_t key = 0, x = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t *out = pass ? &x : &key;
+        *out = 0;
+        for (unsigned shift = 0;; shift += 7) {
+            if (*p >= end || shift > 63)
+                return -1;
+            uint8_t c = *(*p)++;
+            *out |= (uint64_t)(c & 0x7f) << shift;
+            if (!(c & 0x80))
+                break;
+        }
+        if (pass == 0 && (key & 7) != 0 && (key & 7) != 2)
+            return -1; /* none of these messages has fixed-width fields */
+    }
+    *field = (unsigned)(key >> 3);
+    *v = x;
+    if ((key & 7) == 2) {
+        if (x > (uint64_t)(end - *p))
+            return -1;
+        *bytes = vsr_slice((const char *)*p, (size_t)x);
+        *p += x;
+    }
+    return 0;
+}
+
+/* A DescriptorStatus: code, current_limit.requests_per_unit, limit_remaining, duration_until_reset.seconds. */
+static int pb_status(vsr_slice_t s, uint64_t *code, uint64_t *limit, uint64_t *remaining, uint64_t *reset)
+{
+    const uint8_t *p = (const uint8_t *)s.p, *end = p + s.len;
+    while (p < end) {
+        unsigned f;
+        uint64_t v;
+        vsr_slice_t b = VSR_SLICE_NULL;
+        if (pb_next(&p, end, &f, &v, &b) != 0)
+            return -1;
+        if (f == 1)
+            *code = v;
+        else if (f == 3)
+            *remaining = v;
+        else if (f == 2 || f == 4) {
+            const uint8_t *q = (const uint8_t *)b.p, *qe = q + b.len;
+            while (q < qe) {
+                unsigned g;
+                uint64_t w;
+                vsr_slice_t c;
+                if (pb_next(&q, qe, &g, &w, &c) != 0)
+                    return -1;
+                if (g == 1)
+                    *(f == 2 ? limit : reset) = w; /* RateLimit.requests_per_unit, Duration.seconds */
+            }
+        }
+    }
+    return 0;
+}
+
+static vsr_grpc_client_t *grpc_take(vsr__ratelimit_t *rl, const vsr_config_t *cfg)
+{
+    char addr[sizeof(rl->grpc_addr)];
+    snprintf(addr, sizeof(addr), "%s:%u", cfg->ratelimit_envoy_host, cfg->ratelimit_envoy_port);
+    vsr_grpc_client_t *c = NULL;
+    pthread_mutex_lock(&rl->grpc_mu);
+    if (strcmp(addr, rl->grpc_addr) != 0) {
+        for (size_t i = 0; i < rl->n_grpc; i++)
+            vsr_grpc_client_free(rl->grpc[i]);
+        rl->n_grpc = 0;
+        snprintf(rl->grpc_addr, sizeof(rl->grpc_addr), "%s", addr);
+    }
+    if (rl->n_grpc)
+        c = rl->grpc[--rl->n_grpc];
+    pthread_mutex_unlock(&rl->grpc_mu);
+    return c ? c : vsr_grpc_client_new(cfg->ratelimit_envoy_host, cfg->ratelimit_envoy_port, 0, NULL);
+}
+
+static void grpc_give(vsr__ratelimit_t *rl, vsr_grpc_client_t *c)
+{
+    pthread_mutex_lock(&rl->grpc_mu);
+    if (rl->n_grpc < RL_POOL) {
+        rl->grpc[rl->n_grpc++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&rl->grpc_mu);
+    vsr_grpc_client_free(c);
+}
+
+/* ShouldRateLimit with one descriptor: entries user, group (the first), model, those the request has. */
+static int envoy_check(vsr__ratelimit_t *rl, const vsr_config_t *cfg, const vsr__rl_subject_t *s,
+                       vsr__rl_verdict_t *v)
+{
+    vsr_buf_t d, msg;
+    vsr_buf_init(&d, 0);
+    vsr_buf_init(&msg, 0);
+    vsr_slice_t group = vsr_slice_trim(vsr_slice_split(s->groups, ',', NULL));
+    if (s->user.len)
+        pb_entry(&d, "user", s->user);
+    if (group.len)
+        pb_entry(&d, "group", group);
+    if (s->model.len)
+        pb_entry(&d, "model", s->model);
+    pb_bytes(&msg, 1, cfg->ratelimit_envoy_domain, strlen(cfg->ratelimit_envoy_domain));
+    pb_bytes(&msg, 2, d.data ? d.data : "", d.len);
+    pb_varint(&msg, 3 << 3 | 0); /* hits_addend: 1 */
+    pb_varint(&msg, 1);
+    exact_clock(1);
+    int verdict = VSR__RL_ERROR;
+    vsr_grpc_client_t *c = grpc_take(rl, cfg);
+    vsr_grpc_client_result_t res;
+    if (c && vsr_grpc_client_call(c, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", msg.data,
+                                  msg.len, vsr_now_ms() + cfg->ratelimit_envoy_timeout_ms, &res) == VSR_OK &&
+        res.http_status == 200 && res.grpc_status == 0) {
+        const uint8_t *p = res.answer, *end = p + res.answer_len;
+        uint64_t overall = 0, code = 0, limit = 0, remaining = 0, reset = 0;
+        int ok = 1, have = 0;
+        while (ok && p < end) {
+            unsigned f;
+            uint64_t x;
+            vsr_slice_t b = VSR_SLICE_NULL;
+            if (pb_next(&p, end, &f, &x, &b) != 0) {
+                ok = 0;
+            } else if (f == 1) {
+                overall = x;
+            } else if (f == 2 && (!have || code != 2)) { /* the first status over its limit, else the first */
+                code = limit = remaining = reset = 0;
+                ok = pb_status(b, &code, &limit, &remaining, &reset) == 0;
+                have = 1;
+            }
+        }
+        if (ok && (overall == 1 || overall == 2)) {
+            v->rule = "envoy-ratelimit";
+            v->limit_requests = limit;
+            v->remaining_requests = remaining;
+            v->reset_s = reset;
+            verdict = overall == 2 ? VSR__RL_LIMITED : VSR__RL_ADMIT;
+        }
+        grpc_give(rl, c);
+    } else {
+        vsr_grpc_client_free(c); /* a failed call's connection is not kept */
+    }
+    exact_clock(0);
+    if (verdict == VSR__RL_ERROR)
+        v->rule = "envoy-ratelimit";
+    vsr_buf_free(&d);
+    vsr_buf_free(&msg);
+    return verdict;
+}
+
 int vsr__ratelimit_admit(vsr__ratelimit_t *rl, const vsr_config_t *cfg, const vsr__rl_subject_t *s, uint64_t now_s,
                          vsr__rl_verdict_t *v)
 {
     memset(v, 0, sizeof(*v));
+    if (cfg->ratelimit_envoy_host) {
+        int r = envoy_check(rl, cfg, s, v);
+        if (r != VSR__RL_ADMIT || cfg->n_ratelimit_rules == 0)
+            return r;
+        memset(v, 0, sizeof(*v)); /* the local rules' room is what the answer reports */
+    }
     if (cfg->n_ratelimit_rules == 0)
         return VSR__RL_ADMIT;
     if (cfg->ratelimit_redis_host) {

@@ -129,7 +129,7 @@ def test_ratelimit_document_errors(tmp_path):
       providers:
 """
     for providers, why in (
-            ("        - {type: envoy-ratelimit, address: 127.0.0.1:8081, domain: d}\n", "envoy-ratelimit"),
+            ("        - {type: envoy-ratelimit, address: 127.0.0.1}\n", "needs address (host:port) and domain"),
             ("        - {type: local-limiter}\n", "needs rules"),
             ("        - {type: local-limiter, rules: [{name: a, requests_per_unit: 1}]}\n", "needs a unit"),
             ("        - {type: local-limiter, rules: [{name: a, unit: day}]}\n", "requests_per_unit or tokens"),
@@ -223,3 +223,134 @@ def test_a_hung_redis_bounds_the_check(vsr, fakellm):
         assert 0.15 <= took < 2.0, took            # waited for its bound, and not much longer
     finally:
         hung.close()
+
+
+# ---- Envoy's rate limit service (a stand-in speaking envoy.service.ratelimit.v3 over gRPC) ----
+
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def _fields(b):
+    i, out = 0, []
+    while i < len(b):
+        key, i = _varint(b, i)
+        if key & 7 == 0:
+            v, i = _varint(b, i)
+        else:
+            n, i = _varint(b, i)
+            v, i = bytes(b[i:i + n]), i + n
+        out.append((key >> 3, v))
+    return out
+
+
+def _enc_varint(v):
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _len(field, payload):
+    return _enc_varint(field << 3 | 2) + _enc_varint(len(payload)) + payload
+
+
+def _int(field, v):
+    return _enc_varint(field << 3) + _enc_varint(v)
+
+
+class RateLimitService:
+    """Counts hits per (domain, descriptor entries); over `limit` answers OVER_LIMIT."""
+
+    def __init__(self, limit, delay=0.0):
+        import grpc  # python3-grpcio (scripts/setup-deps)
+        from concurrent import futures
+        self.limit, self.delay, self.seen, self.hits = limit, delay, [], {}
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handler = grpc.method_handlers_generic_handler("envoy.service.ratelimit.v3.RateLimitService", {
+            "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(self.call)})
+        self.server.add_generic_rpc_handlers((handler,))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def call(self, request, context):
+        import time
+        time.sleep(self.delay)
+        f = _fields(request)
+        domain = dict(f)[1].decode()
+        entries = tuple((dict(_fields(e))[1].decode(), dict(_fields(e))[2].decode())
+                        for _, d in f if _ == 2 for n, e in _fields(d) if n == 1)
+        hits = dict(f).get(3, 1)
+        self.seen.append((domain, entries, hits))
+        k = (domain, entries)
+        self.hits[k] = self.hits.get(k, 0) + hits
+        over = self.hits[k] > self.limit
+        status = (_int(1, 2 if over else 1) + _len(2, _int(1, self.limit) + _int(2, 2)) +
+                  _int(3, max(0, self.limit - self.hits[k])) + _len(4, _int(1, 42)))
+        return _int(1, 2 if over else 1) + _len(2, status)
+
+    def stop(self):
+        self.server.stop(0)
+
+
+def envoy_limited(vsr, fakellm, address, fail_open="false", timeout=""):
+    be = fakellm()
+    port = free_port()
+    rl = f"""    ratelimit:
+      fail_open: {fail_open}
+      providers:
+        - type: envoy-ratelimit
+          address: "{address}"
+          domain: llm
+{timeout}"""
+    cfg = config_yaml(port, [model_yaml("m", [be.endpoint])], default="m", listener_extra=KEYS, global_extra=rl)
+    return vsr(cfg, port=port)
+
+
+def test_envoy_rate_limit_service(vsr, fakellm):
+    svc = RateLimitService(limit=2)
+    try:
+        v = envoy_limited(vsr, fakellm, f"127.0.0.1:{svc.port}")
+        r = chat(v, "k-alice")
+        assert r.status_code == 200
+        assert r.headers["x-ratelimit-limit-requests"] == "2" and r.headers["x-ratelimit-remaining-requests"] == "1"
+        assert chat(v, "k-alice").status_code == 200
+        r = chat(v, "k-alice")
+        assert r.status_code == 429
+        assert r.json()["error"]["type"] == "rate_limit_error"
+        assert r.headers["retry-after"] == "42" and r.headers["x-ratelimit-remaining-requests"] == "0"
+        assert chat(v, "k-carol").status_code == 200           # another descriptor
+        assert svc.seen[0] == ("llm", (("user", "alice"), ("group", "team-a"), ("model", "m")), 1)
+        m = httpx.get(v.metrics_url).text
+        assert 'vsr_ratelimit_total{rule="envoy-ratelimit",result="limited"} 1' in m
+    finally:
+        svc.stop()
+
+
+def test_envoy_rate_limit_service_down_or_slow(vsr, fakellm):
+    import time
+    dead = free_port()                                        # nothing listens there
+    v = envoy_limited(vsr, fakellm, f"127.0.0.1:{dead}", fail_open="true")
+    assert chat(v, "k-alice").status_code == 200
+    v = envoy_limited(vsr, fakellm, f"127.0.0.1:{dead}")
+    r = chat(v, "k-alice")
+    assert r.status_code == 503 and r.json()["error"]["code"] == "rate_limit_unavailable"
+    svc = RateLimitService(limit=100, delay=2.0)              # answers after the check's bound
+    try:
+        v = envoy_limited(vsr, fakellm, f"127.0.0.1:{svc.port}", timeout="          timeout: 200ms\n")
+        t0 = time.monotonic()
+        r = chat(v, "k-alice")
+        took = time.monotonic() - t0
+        assert r.status_code == 503
+        assert 0.15 <= took < 1.5, took
+    finally:
+        svc.stop()

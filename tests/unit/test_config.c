@@ -2017,8 +2017,7 @@ static void test_capability_errors(void **state)
         {"global: {services: {authz: {providers: [{type: opa}]}}}\n",
          "t.yaml:10:29: global.services.authz.providers is not supported yet\n"},
         {"global: {services: {ratelimit: {providers: [{type: envoy-ratelimit, address: a, domain: d}]}}}\n",
-         "t.yaml:10:45: type envoy-ratelimit is not supported yet: vsr would not enforce it (use type "
-         "local-limiter)\n"},
+         "t.yaml:10:45: an envoy-ratelimit provider needs address (host:port) and domain\n"},
         /* the auth block is decoded (bearer mode and roles are built): a token is an {env, role} mapping */
         {"global: {services: {management_api: {auth: {mode: bearer, tokens: [t]}}}}\n",
          "t.yaml:10:68: expected a mapping, got a string\n"},
