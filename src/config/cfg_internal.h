@@ -255,6 +255,10 @@ int vsr__cfg_duration_ms(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
 int vsr__cfg_object(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);   /* f->spec at obj+offset */
 int vsr__cfg_list(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);     /* array of f->spec + count */
 int vsr__cfg_strlist(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);  /* vsr_strlist_conf_t */
+/* global.services.ratelimit.providers (cfg_ratelimit.c); obj is the config_box_t */
+int vsr__cfg_ratelimit_providers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* listeners[].api_keys: strings and entries with identity (cfg_tenancy.c); obj is the listener */
+int vsr__cfg_api_keys(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* A list of HTTP status codes (100..599): uint32_t * at offset, size_t count at count_offset. */
 int vsr__cfg_status_codes(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 /* Free text with no effect (descriptions): any string, checked, not stored. */

@@ -671,8 +671,7 @@ static const cfg_field_t listener_fields[] = {
      .size = sizeof(uint32_t), .min = 1, .max = UINT32_MAX},
     {.key = "header_timeout", .decode = vsr__cfg_duration_ms, .offset = offsetof(vsr_listener_conf_t, header_timeout_ms)},
     {.key = "body_timeout", .decode = vsr__cfg_duration_ms, .offset = offsetof(vsr_listener_conf_t, body_timeout_ms)},
-    {.key = "api_keys", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK,
-     .offset = offsetof(vsr_listener_conf_t, api_keys)},
+    {.key = "api_keys", .decode = vsr__cfg_api_keys, .flags = CFG_NULL_OK}, /* strings, or entries with identity */
     {.key = "models", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = offsetof(vsr_listener_conf_t, models)},
     {.key = "tls", .decode = decode_tls, .flags = CFG_NULL_OK, .spec = &tls_spec},
     {.key = "identity", .decode = vsr__cfg_object, .flags = CFG_NULL_OK, .spec = &identity_spec},
@@ -852,9 +851,8 @@ static const cfg_spec_t authz_spec = {
 };
 
 static const cfg_field_t ratelimit_fields[] = {
-    UNIMPLEMENTED("fail_open"),
-    /* limits that vsr would not enforce: refused rather than ignored */
-    {.key = "providers", .decode = vsr__cfg_unsupported},
+    {.key = "fail_open", .decode = vsr__cfg_bool, .offset = CONF_OFF(ratelimit_fail_open)},
+    {.key = "providers", .decode = vsr__cfg_ratelimit_providers, .flags = CFG_NULL_OK}, /* cfg_ratelimit.c */
 };
 
 static const cfg_spec_t ratelimit_spec = {

@@ -1255,6 +1255,27 @@ typedef struct {
     const vsr_recipe_conf_t *resolved;
 } vsr_entrypoint_conf_t;
 
+/* A global.services.ratelimit local-limiter rule.  match fields: NULL =
+ * any request; "*" = any value, one bucket per value; else that value. */
+typedef struct {
+    char *name;                 /* unique among the rules */
+    char *match_user, *match_group, *match_model;
+    uint64_t requests_per_unit; /* 0 = no request limit */
+    uint64_t tokens_per_unit;   /* prompt + completion tokens; 0 = no token limit */
+    uint32_t unit_s;            /* second, minute, hour, day: the window, in seconds */
+    int shared;                 /* its provider has `redis`: the buckets live there, shared by replicas */
+} vsr_ratelimit_rule_conf_t;
+
+/* An api_keys entry with identity (docs/tenancy.md).  Only the key's
+ * SHA-256 is kept: the secret itself never stays in the snapshot. */
+typedef struct {
+    char *name;                /* a label for logs; NULL = none */
+    char *user;                /* the authenticated user the key stands for; NULL = none */
+    char *groups;              /* its groups, comma-separated as x-authz-user-groups carries them; NULL = none */
+    unsigned char sha256[32];  /* SHA-256 of the key */
+    int64_t expires;           /* Unix seconds after which the key is refused; 0 = never */
+} vsr_api_key_conf_t;
+
 typedef struct {
     char *name;               /* required, unique */
     char *address;            /* default "0.0.0.0" */
@@ -1266,7 +1287,9 @@ typedef struct {
     uint32_t max_headers;     /* vsr extension `max_headers`: request header fields (→ 431), default 100 */
     uint64_t header_timeout_ms; /* vsr extension `header_timeout`: a request head's deadline (→ 408), default 10s */
     uint64_t body_timeout_ms;   /* vsr extension `body_timeout`: a request body's deadline (→ 408), default 60s */
-    vsr_strlist_conf_t api_keys;       /* empty = no authentication */
+    vsr_strlist_conf_t api_keys;       /* the list-of-strings form; both empty = no authentication */
+    vsr_api_key_conf_t *key_entries;   /* api_keys entries with identity ({key | key_env | key_sha256, ...}) */
+    size_t n_key_entries;
     vsr_strlist_conf_t models;         /* allow-list of request `model` values; empty = any */
     char *tls_cert_file;               /* tls.cert_file; NULL = plain HTTP */
     char *tls_key_file;                /* tls.key_file */
@@ -1548,6 +1571,17 @@ typedef struct {
     char *authz_user_id_header;          /* default x-authz-user-id */
     char *authz_user_groups_header;      /* default x-authz-user-groups */
     int authz_fail_open;
+    /* services.ratelimit (docs/tenancy.md): the local limiter's rules */
+    int ratelimit_fail_open;
+    vsr_ratelimit_rule_conf_t *ratelimit_rules; /* every local-limiter provider's rules, in document order */
+    size_t n_ratelimit_rules;
+    char *ratelimit_redis_host, *ratelimit_redis_port; /* providers[].redis.address (vsr extension); NULL = none */
+    uint64_t ratelimit_redis_timeout_ms;               /* providers[].redis.timeout: a check's bound, default 50ms */
+    /* an envoy-ratelimit provider: Envoy's rate limit service (gRPC ShouldRateLimit); host NULL = none */
+    char *ratelimit_envoy_host;
+    uint16_t ratelimit_envoy_port;
+    char *ratelimit_envoy_domain;
+    uint64_t ratelimit_envoy_timeout_ms;               /* providers[].timeout (vsr extension), default 100ms */
     /* services.observability.tracing */
     int tracing_enabled;                 /* enabled, default false */
     char *tracing_endpoint;              /* exporter.endpoint: http://host[:port][/path] (OTLP/HTTP JSON), or

@@ -86,6 +86,31 @@ struct worker_s {
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
 
+/* ratelimit.c: the local limiter (docs/tenancy.md), one for the process */
+typedef struct vsr__ratelimit_s vsr__ratelimit_t;
+typedef struct {
+    vsr_slice_t user;   /* the request's identity (trusted, or its key's); empty = none */
+    vsr_slice_t groups; /* comma-separated */
+    vsr_slice_t model;  /* the model the request goes to */
+} vsr__rl_subject_t;
+typedef struct {
+    const char *rule;   /* the rule the headers report (the refusing one), NULL when none matched */
+    uint64_t limit_requests, remaining_requests, limit_tokens, remaining_tokens;
+    uint64_t reset_s;   /* seconds until that rule's window ends */
+} vsr__rl_verdict_t;
+enum { VSR__RL_ADMIT = 0, VSR__RL_LIMITED = 1, VSR__RL_ERROR = 2 };
+#define VSR__RL_BODY_MAX (1u << 20) /* a non-streamed answer kept for its usage (token rules), at most */
+vsr__ratelimit_t *vsr__ratelimit_new(void);
+void vsr__ratelimit_free(vsr__ratelimit_t *rl); /* NULL is a no-op */
+/* Checks every rule of cfg that matches s and, when all have room, counts
+ * the request in each: ADMIT, LIMITED (v says by which rule) or ERROR (the
+ * check could not be made: the table is full; fail_open decides). */
+int vsr__ratelimit_admit(vsr__ratelimit_t *rl, const vsr_config_t *cfg, const vsr__rl_subject_t *s, uint64_t now_s,
+                         vsr__rl_verdict_t *v);
+/* Adds an answered request's tokens to its token rules' buckets. */
+void vsr__ratelimit_charge(vsr__ratelimit_t *rl, const vsr_config_t *cfg, const vsr__rl_subject_t *s, uint64_t now_s,
+                           uint64_t tokens);
+
 struct vsr_gateway_s {
     vsr_listener_conf_t *listeners; /* copies of the first version's listeners (restart-only settings) */
     size_t n_listeners;
@@ -116,6 +141,7 @@ struct vsr_gateway_s {
     pthread_mutex_t rc_mu;
     vsr_store_t *rc_mem[3];      /* the response cache's, the Responses API's, memory's */
     char rc_mem_sig[3][1024];
+    vsr__ratelimit_t *ratelimit; /* the local limiter's buckets, for every worker */
 };
 
 /* tracing.c: one request's W3C trace context and, at its end, its spans */
@@ -161,6 +187,9 @@ typedef struct {
 stream_usage_t *vsr__usage_new(void);
 void vsr__usage_feed(stream_usage_t *u, const char *p, size_t n);
 void vsr__usage_free(stream_usage_t *u); /* NULL is a no-op */
+/* The token counts of a whole JSON answer's usage (chat, completions,
+ * Responses or Anthropic names): 1 when it has them. */
+int vsr__usage_of_json(const char *p, size_t n, uint64_t *prompt, uint64_t *completion);
 
 /* ingress.c: a client field that must not pass the edge */
 int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int identity_trusted, vsr_slice_t name);
@@ -174,6 +203,11 @@ enum { VSR__AUTH_OK = 0, VSR__AUTH_BAD = 1, VSR__AUTH_CONFLICT = 2 };
 /* On OK, *presented (when not NULL) is the key checked (a slice of the
  * head), empty when the listener needs none. */
 int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented);
+/* The listener checks keys (api_keys strings or entries). */
+int vsr__ingress_has_keys(const vsr_listener_conf_t *l);
+/* The api_keys entry a checked key matched (its user and groups), or NULL:
+ * a key of the list-of-strings form, or an expired entry. */
+const vsr_api_key_conf_t *vsr__ingress_key_entry(const vsr_listener_conf_t *l, vsr_slice_t key);
 /* The owner of what a client stores (vsr_session_opts_t.owner) from its
  * checked key: 64 hex digits of SHA-256 over a domain prefix and the key, so
  * the key itself is never stored; "" for no key (the shared owner). */

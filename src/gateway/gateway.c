@@ -342,6 +342,8 @@ static void listener_copy(vsr_listener_conf_t *dst, const vsr_listener_conf_t *s
     dst->tls_cert_file = dup_or_null(src->tls_cert_file);
     dst->tls_key_file = dup_or_null(src->tls_key_file);
     memset(&dst->api_keys, 0, sizeof(dst->api_keys));
+    dst->key_entries = NULL;
+    dst->n_key_entries = 0;
     memset(&dst->models, 0, sizeof(dst->models));
     dst->identity_trusted_peers.items = vsr_calloc(src->identity_trusted_peers.n + 1, sizeof(char *));
     for (size_t i = 0; i < src->identity_trusted_peers.n; i++)
@@ -396,6 +398,7 @@ static void gateway_free(vsr_gateway_t *gw)
     pthread_mutex_destroy(&gw->mu);
     pthread_cond_destroy(&gw->cv);
     vsr__gateway_cache_free(gw);
+    vsr__ratelimit_free(gw->ratelimit);
     vsr__gateway_replay_free(gw);
     vsr_free(gw->listener_active);
     vsr_free(gw->workers);
@@ -504,6 +507,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
     gw->management_enabled = cfg->management_enabled;
     pthread_mutex_init(&gw->snap_mu, NULL);
     vsr__gateway_cache_init(gw);
+    gw->ratelimit = vsr__ratelimit_new();
     vsr__gateway_replay_init(gw);
     gw->current = vsr_engine_ref(engine);
     gw->n_workers = workers;

@@ -15,10 +15,12 @@
 #include "gateway/gateway-int.h"
 
 #include <arpa/inet.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <time.h>
 
 static const char *const envoy_control[] = {
     "x-envoy-internal",
@@ -61,11 +63,39 @@ static int in_list(vsr_slice_t name, const char *const *list, size_t n)
     return 0;
 }
 
+int vsr__ingress_has_keys(const vsr_listener_conf_t *l)
+{
+    return l->api_keys.n > 0 || l->n_key_entries > 0;
+}
+
+/* The entry whose key SHA-256 names, or NULL; an expired entry never matches.
+ * Every entry is compared, whatever matched (CRYPTO_memcmp: constant time). */
+static const vsr_api_key_conf_t *entry_match(const vsr_listener_conf_t *l, vsr_slice_t key)
+{
+    if (l->n_key_entries == 0 || key.len == 0)
+        return NULL;
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)key.p, key.len, md);
+    const vsr_api_key_conf_t *hit = NULL;
+    for (size_t i = 0; i < l->n_key_entries; i++)
+        if (CRYPTO_memcmp(md, l->key_entries[i].sha256, sizeof(md)) == 0 && hit == NULL)
+            hit = &l->key_entries[i];
+    if (hit && hit->expires && (int64_t)time(NULL) >= hit->expires)
+        return NULL;
+    return hit;
+}
+
+const vsr_api_key_conf_t *vsr__ingress_key_entry(const vsr_listener_conf_t *l, vsr_slice_t key)
+{
+    return entry_match(l, key);
+}
+
 static int key_ok(const vsr_listener_conf_t *l, vsr_slice_t key)
 {
     int ok = 0;
     for (size_t i = 0; i < l->api_keys.n; i++)
         ok |= vsr_secret_eq(key, vsr_slice_cstr(l->api_keys.items[i])); /* every key is compared, whatever matched */
+    ok |= entry_match(l, key) != NULL;
     return ok && key.len > 0;
 }
 
@@ -85,7 +115,7 @@ int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vs
 {
     if (presented)
         *presented = VSR_SLICE_NULL;
-    if (l->api_keys.n == 0)
+    if (!vsr__ingress_has_keys(l))
         return VSR__AUTH_OK;
     /* one credential per request: every authorization / api-key / x-api-key field must
      * carry the same key, so one request tries one key, never a list */
@@ -198,7 +228,7 @@ int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int
         return in_list(name, envoy_control, VSR_ARRAY_LEN(envoy_control));
     if (name.len > 6 && vsr_slice_case_eq_cstr(vsr_slice(name.p, 6), "x-vsr-"))
         return !in_list(name, vsr_client, VSR_ARRAY_LEN(vsr_client));
-    if (l->api_keys.n && (vsr_slice_case_eq_cstr(name, "authorization") || vsr_slice_case_eq_cstr(name, "api-key")))
+    if (vsr__ingress_has_keys(l) && (vsr_slice_case_eq_cstr(name, "authorization") || vsr_slice_case_eq_cstr(name, "api-key")))
         return 1; /* the client's key was checked: it goes no further */
     if (vsr_slice_case_eq_cstr(name, "proxy-authorization") || vsr_slice_case_eq_cstr(name, "x-api-key"))
         return 1; /* a credential meant for a proxy, or for another API's gateway: never a backend's business */

@@ -100,6 +100,8 @@ static vsr_header_t *to_route_headers(vsr_pool_t *pool, const vsr_http_head_t *h
 }
 
 
+static size_t limit_fields(request_t *req, vsr_http_header_t *f);
+
 static void up_on_head(void *ud, const vsr_http_head_t *h)
 {
     request_t *req = ud;
@@ -127,12 +129,15 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
             req->usage = vsr__usage_new();
     }
     /* the fields that go to the client, whatever the transport */
-    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 4));
+    vsr_http_header_t *f = vsr_pool_alloc(&req->pool, sizeof(*f) * (h->num_headers + (eff ? eff->n_set : 0) + 10));
     size_t nf = 0;
+    int own_limits = req->rl_counted && req->rl_verdict.rule; /* vsr's limits replace the backend's */
     for (size_t i = 0; i < h->num_headers; i++) {
         vsr_slice_t name = h->headers[i].name;
         if (vsr_http_is_hop_by_hop(h, name) || vsr_slice_case_eq_cstr(name, "content-length") ||
-            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id"))
+            effect_names(eff, name) || vsr_slice_case_eq_cstr(name, "x-request-id") ||
+            (own_limits && vsr_slice_starts_with(vsr_slice(name.p, VSR_MIN(name.len, 12)),
+                                                 VSR_SLICE_LIT("x-ratelimit-"))))
             continue;
         f[nf++] = h->headers[i];
     }
@@ -147,6 +152,8 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
         f[nf++] = (vsr_http_header_t){VSR_SLICE_LIT("x-vsr-config-version"),
                                       vsr_slice(v, vsr_fmt_u64(v, vsr_engine_version(req->eng), 0))};
     }
+    if (own_limits)
+        nf += limit_fields(req, f + nf);
     if (req->sess) {
         char *n = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS);
         /* the attempts of the model that answered; the fallback path names
@@ -311,6 +318,8 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
     conn_t *c = req->c;
     if (req->resp_no_body)
         return;
+    if (req->rl_tokens && req->usage == NULL && req->rl_body.len + n <= req->rl_body.cap)
+        vsr_buf_append(&req->rl_body, p, n); /* for its usage; a longer answer is not charged */
     if (req->body_mode != VSR_BODY_RELAY) {
         const vsr_effect_t *eff = vsr_session_response_body(req->sess, p, n, 0);
         if (req->usage && !req->usage_of_output)
@@ -616,12 +625,110 @@ void vsr__proxy_reply_effect(request_t *req, const vsr_effect_t *eff)
 }
 
 /* The body phase's effect is in: an answer, or the upstream call. */
+static vsr_slice_t pool_u64_slice(request_t *req, uint64_t v, const char *suffix)
+{
+    char *s = vsr_pool_alloc(&req->pool, VSR_U64_DIGITS + 2);
+    size_t n = vsr_fmt_u64(s, v, 0);
+    for (; *suffix; suffix++)
+        s[n++] = *suffix;
+    return vsr_slice(s, n);
+}
+
+/* An admitted answer's x-ratelimit-* (OpenAI's names): the room its tightest rule had left; returns how many (<= 6). */
+static size_t limit_fields(request_t *req, vsr_http_header_t *f)
+{
+    const vsr__rl_verdict_t *v = &req->rl_verdict;
+    size_t n = 0;
+    if (v->limit_requests) {
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-limit-requests"), pool_u64_slice(req, v->limit_requests, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-remaining-requests"),
+                                     pool_u64_slice(req, v->remaining_requests, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-reset-requests"), pool_u64_slice(req, v->reset_s, "s")};
+    }
+    if (v->limit_tokens) {
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-limit-tokens"), pool_u64_slice(req, v->limit_tokens, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-remaining-tokens"),
+                                     pool_u64_slice(req, v->remaining_tokens, "")};
+        f[n++] = (vsr_http_header_t){VSR_SLICE_LIT("x-ratelimit-reset-tokens"), pool_u64_slice(req, v->reset_s, "s")};
+    }
+    return n;
+}
+
+static vsr_slice_t routed_header(const request_t *req, const char *name)
+{
+    for (size_t i = 0; i < req->n_hdrs; i++)
+        if (vsr_slice_case_eq_cstr(req->hdrs[i].name, name))
+            return vsr_slice_trim(req->hdrs[i].value);
+    return VSR_SLICE_NULL;
+}
+
+/* global.services.ratelimit: 1 when the request was answered (429, or 503
+ * when the check could not be made and fail_open is false). */
+static int rate_limited(request_t *req)
+{
+    const vsr_config_t *cfg = vsr_engine_config(req->eng);
+    if (cfg->n_ratelimit_rules == 0 && cfg->ratelimit_envoy_host == NULL)
+        return 0;
+    /* identity fields left in the routed request are trusted ones, or the key's (ingress removed the rest) */
+    vsr__rl_subject_t *s = &req->rl_subject;
+    s->user = routed_header(req, cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id");
+    s->groups = routed_header(req, cfg->authz_user_groups_header ? cfg->authz_user_groups_header
+                                                                 : "x-authz-user-groups");
+    const vsr_plan_t *plan = vsr_session_plan(req->sess);
+    s->model = plan && plan->model ? vsr_slice_cstr(plan->model->name)
+                                   : vsr__slice_or_empty(vsr_session_evidence(req->sess)->selected_model);
+    vsr__rl_verdict_t v;
+    int r = vsr__ratelimit_admit(req->w->gw->ratelimit, cfg, s, (uint64_t)vsr_wall_time(), &v);
+    if (r == VSR__RL_ADMIT) {
+        req->rl_counted = 1;
+        req->rl_verdict = v;
+        for (size_t i = 0; i < cfg->n_ratelimit_rules && !req->rl_tokens; i++)
+            req->rl_tokens = cfg->ratelimit_rules[i].tokens_per_unit > 0;
+        vsr_buf_init(&req->rl_body, VSR__RL_BODY_MAX);
+        return 0;
+    }
+    if (r == VSR__RL_ERROR) {
+        vsr_metrics_ratelimit(req->w->metrics, v.rule, cfg->ratelimit_fail_open ? "error_open" : "error_closed");
+        if (cfg->ratelimit_fail_open)
+            return 0;
+        vsr__request_reply_error(req, 503, "server_error", "rate_limit_unavailable",
+                                 VSR_SLICE_LIT("the rate limit check could not be made"),
+                                 "x-vsr-response-path: error\r\n", req->is_head, !req->keep_alive);
+        vsr__request_finish(req);
+        return 1;
+    }
+    vsr_metrics_ratelimit(req->w->metrics, v.rule, "limited");
+    char hdrs[512], msg[256];
+    uint64_t retry = v.reset_s ? v.reset_s : 1;
+    int n = snprintf(hdrs, sizeof(hdrs), "retry-after: %llu\r\nx-vsr-response-path: rate_limited\r\n",
+                     (unsigned long long)retry);
+    if (v.limit_requests)
+        n += snprintf(hdrs + n, sizeof(hdrs) - (size_t)n,
+                      "x-ratelimit-limit-requests: %llu\r\nx-ratelimit-remaining-requests: %llu\r\n"
+                      "x-ratelimit-reset-requests: %llus\r\n",
+                      (unsigned long long)v.limit_requests, (unsigned long long)v.remaining_requests,
+                      (unsigned long long)v.reset_s);
+    if (v.limit_tokens)
+        snprintf(hdrs + n, sizeof(hdrs) - (size_t)n,
+                 "x-ratelimit-limit-tokens: %llu\r\nx-ratelimit-remaining-tokens: %llu\r\n"
+                 "x-ratelimit-reset-tokens: %llus\r\n",
+                 (unsigned long long)v.limit_tokens, (unsigned long long)v.remaining_tokens,
+                 (unsigned long long)v.reset_s);
+    snprintf(msg, sizeof(msg), "Rate limit reached (rule %s): try again in %llus", v.rule, (unsigned long long)retry);
+    vsr__request_reply_error(req, 429, "rate_limit_error", "rate_limit_exceeded", vsr_slice_cstr(msg), hdrs,
+                             req->is_head, !req->keep_alive);
+    vsr__request_finish(req);
+    return 1;
+}
+
 void vsr__proxy_routed(request_t *req, const vsr_effect_t *eff)
 {
     if (eff->status) {
         vsr__proxy_reply_effect(req, eff);
         return;
     }
+    if (rate_limited(req))
+        return;
     /* a first choice whose circuit is open is skipped like any candidate (ref §1.7) */
     /* fallback is the decision's: passthrough and default-route requests have none */
     if (vsr_session_evidence(req->sess)->decision)

@@ -82,6 +82,11 @@ struct request_s {
     unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
+    vsr__rl_subject_t rl_subject;  /* whom the rate limiter counted this request for */
+    vsr__rl_verdict_t rl_verdict;  /* ... and the room its tightest rule had left: the answer's x-ratelimit-* */
+    unsigned rl_counted : 1;       /* ... its tokens are charged when it is over */
+    unsigned rl_tokens : 1;        /* a token rule applies: a non-streamed answer is kept for its usage */
+    vsr_buf_t rl_body;             /* ... that answer, at most VSR__RL_BODY_MAX bytes (past it, not charged) */
     vsr_preview_t *preview;        /* a routing preview waiting on the runtime */
     vsr_buf_t preview_out;         /* ... and its answer */
 };

@@ -335,6 +335,19 @@ static void request_account(request_t *req)
     if (req->usage && req->usage->has_usage)
         vsr_metrics_tokens(w->metrics, model, req->usage->prompt_tokens, req->usage->completion_tokens);
     account_model_stats(req);
+    if (req->rl_counted) { /* a streamed answer's usage, else a whole JSON answer's */
+        uint64_t pt = 0, ct = 0;
+        int has = req->usage && req->usage->has_usage;
+        if (has) {
+            pt = req->usage->prompt_tokens;
+            ct = req->usage->completion_tokens;
+        } else if (req->rl_body.len) {
+            has = vsr__usage_of_json(req->rl_body.data, req->rl_body.len, &pt, &ct);
+        }
+        if (has)
+            vsr__ratelimit_charge(w->gw->ratelimit, vsr_engine_config(req->eng), &req->rl_subject,
+                                  (uint64_t)vsr_wall_time(), pt + ct);
+    }
     if (ev && ev->looper) /* a request graph's calls (its streamed final hop is an attempt above) */
         for (size_t i = 0; i < ev->looper->n_records; i++) {
             const vsr_graph_call_record_t *rec = &ev->looper->records[i];
@@ -446,6 +459,7 @@ void vsr__request_free(request_t *req)
         vsr__local_abandon(req->admin_job); /* its answer has nobody to go to */
     request_account(req);
     vsr__usage_free(req->usage);
+    vsr_buf_free(&req->rl_body);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
     vsr_preview_cancel(req->preview); /* the client is gone: so is the runtime call it waits on */
@@ -606,17 +620,33 @@ static void dispatch(request_t *req)
     char *owner = vsr_pool_alloc(&req->pool, VSR_SESSION_MAX_OWNER + 1);
     vsr__ingress_owner(vsr_slice_starts_with(path, VSR_SLICE_LIT("/v1/responses")) ? key : VSR_SLICE_NULL, owner);
 
+    /* a key with identity names the user and groups: the client's own identity fields never count then */
+    const vsr_api_key_conf_t *ke = vsr__ingress_key_entry(lc, key);
+    int key_identity = ke && (ke->user || ke->groups);
+    int identity_trusted = !key_identity && vsr__conn_identity_trusted(c);
+
     /* ingress hygiene: what a client may not send never reaches routing or a backend */
-    req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 1));
+    req->hdrs = vsr_pool_alloc(&req->pool, sizeof(vsr_header_t) * (h->num_headers + 3));
     for (size_t i = 0; i < h->num_headers; i++) {
-        if (vsr__ingress_drop(lc, cfg, vsr__conn_identity_trusted(c), h->headers[i].name))
+        if (vsr__ingress_drop(lc, cfg, identity_trusted, h->headers[i].name))
             continue;
         req->hdrs[req->n_hdrs].name = h->headers[i].name;
         req->hdrs[req->n_hdrs].value = h->headers[i].value;
         req->n_hdrs++;
     }
+    if (key_identity) {
+        if (ke->user)
+            req->hdrs[req->n_hdrs++] = (vsr_header_t){
+                vsr_slice_cstr(cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id"),
+                vsr_slice_cstr(ke->user)};
+        if (ke->groups)
+            req->hdrs[req->n_hdrs++] = (vsr_header_t){
+                vsr_slice_cstr(cfg->authz_user_groups_header ? cfg->authz_user_groups_header : "x-authz-user-groups"),
+                vsr_slice_cstr(ke->groups)};
+        identity_trusted = 1; /* vsr set these fields itself */
+    }
     vsr__trace_begin(&req->trace, req->w->gw->opts.tracer, h);
-    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = vsr__conn_identity_trusted(c), .api_key = key,
+    vsr_session_opts_t opts = {.listener = lc, .identity_trusted = identity_trusted, .api_key = key,
                                .ports = &vsr__gateway_ports, .ports_ud = req, .deadline_ms = vsr__request_deadline(req),
                                .request_id = vsr__request_id(req), .owner = vsr_slice_cstr(owner)};
     req->sess = vsr_session_open(req->eng, &opts);

@@ -48,6 +48,19 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
 
 static const vsr_sse_callbacks_t usage_cbs = {on_event};
 
+int vsr__usage_of_json(const char *p, size_t n, uint64_t *prompt, uint64_t *completion)
+{
+    vsr_json_t j;
+    int ok = 0;
+    uint32_t usage;
+    if (vsr_json_parse(&j, p, n, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, 0, "usage", &usage) == VSR_OK && vsr_json_type(&j, usage) == VSR_JSON_OBJECT)
+        ok = read_count(&j, usage, "prompt_tokens", "input_tokens", prompt) &&
+             read_count(&j, usage, "completion_tokens", "output_tokens", completion);
+    vsr_json_free(&j);
+    return ok;
+}
+
 stream_usage_t *vsr__usage_new(void)
 {
     stream_usage_t *u = vsr_calloc(1, sizeof(*u));

@@ -88,7 +88,7 @@ static const hist_spec_t family_hist = {VSR_ARRAY_LEN(family_bounds), family_bou
 /* The families whose series live in the shards' tables, in render order. */
 enum { F_REQUESTS, F_REQ_DUR, F_UP_DUR, F_TTFB, F_ATTEMPTS, F_RETRIES, F_FALLBACKS, F_OVERFLOW, F_TOKENS, F_ACCEPT_ERR,
        F_CLIENT_TIMEOUT, F_EDGE, F_LOOPER_CALLS, F_LOOPER_DUR, F_SIG_FAMILY, F_CACHE, F_RGUARD,
-       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_HALLU, F_SHADOW, F_RAG, F_COUNT };
+       F_TOOLSEL, F_REMOTE_CLS, F_MEMORY, F_HALLU, F_SHADOW, F_RAG, F_RATELIMIT, F_COUNT };
 
 typedef struct {
     const char *name;
@@ -137,6 +137,10 @@ static const family_t families[F_COUNT] = {
                  "Response cache operations, by operation (lookup, store) and result (hit, miss, stored, error, "
                  "skipped).",
                  NULL, 2, {"op", "result"}},
+    [F_RATELIMIT] = {"vsr_ratelimit_total",
+                     "Requests refused by a rate limit rule (limited), and checks that could not be made, admitted "
+                     "or refused by fail_open (error_open, error_closed), by rule.",
+                     NULL, 2, {"rule", "result"}},
     [F_RGUARD] = {"vsr_response_guard_total",
                   "Answers scanned by the response_jailbreak plugin, by result (pass, flagged, blocked, error: the "
                   "scan failed or came late and the answer went out unchanged).",
@@ -638,6 +642,14 @@ void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason)
     if (s == NULL)
         return;
     count1(s, F_EDGE, intern_sh(s, D_OUTCOME, vsr_slice_cstr(reason)), NULL, NULL);
+}
+
+void vsr_metrics_ratelimit(vsr_metrics_shard_t *s, const char *rule, const char *result)
+{
+    if (s == NULL)
+        return;
+    count1(s, F_RATELIMIT, intern_sh(s, D_DECISION, vsr_slice_cstr(rule)), intern_sh(s, D_OUTCOME, vsr_slice_cstr(result)),
+           NULL);
 }
 
 void vsr_metrics_cache(vsr_metrics_shard_t *s, const char *op, const char *result)

@@ -259,6 +259,8 @@ void vsr_metrics_client_timeout(vsr_metrics_shard_t *s, const char *reason);
 /* A client-facing limit refused or cut something (vsr_edge_refusals_total{reason});
  * reason is a fixed string (see docs/observability.md). */
 void vsr_metrics_edge_refusal(vsr_metrics_shard_t *s, const char *reason);
+/* vsr_ratelimit_total{rule, result}: result limited, error_open or error_closed */
+void vsr_metrics_ratelimit(vsr_metrics_shard_t *s, const char *rule, const char *result);
 /* Gauges owned by the shard: add +1 / -1. */
 /* vsr_response_cache_total{op, result}: op lookup | store; result hit,
  * miss, stored, error (the store failed: the request went on), skipped

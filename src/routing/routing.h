@@ -565,6 +565,13 @@ const vsr_model_conf_t *vsr_session_shadow(const vsr_session_t *s, const vsr_plu
 
 const vsr_plan_t *vsr_session_plan(const vsr_session_t *s);
 const vsr_evidence_t *vsr_session_evidence(const vsr_session_t *s);
+/* The request's authenticated identity, as the authz signal family reads it
+ * (docs/tenancy.md): *user and *groups (comma-separated, as
+ * x-authz-user-groups carries them) are slices of the request's headers,
+ * valid until finish; empty when the request has none, or when its identity
+ * fields are not trusted (neither a trusted peer's nor set by vsr from an
+ * API key).  1 when there is a user.  Read after vsr_session_request_headers. */
+int vsr_session_identity(const vsr_session_t *s, vsr_slice_t *user, vsr_slice_t *groups);
 /* Ends the session once: cancels what its ports have in flight (resume is
  * then never called), unpins the engine, frees everything it returned.
  * Allowed from within resume. */

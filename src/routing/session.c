@@ -791,22 +791,15 @@ const vsr_effect_t *vsr_session_request_headers(vsr_session_t *s, vsr_slice_t me
 
 static void identity(vsr_session_t *s, vsr_signal_input_t *in)
 {
-    if (!s->opts.identity_trusted)
-        return;
-    const vsr_config_t *cfg = s->e->cfg;
-    const vsr_header_t *uid = find_header(s->headers, s->n_headers,
-                                          cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id");
-    if (uid == NULL || vsr_slice_trim(uid->value).len == 0)
+    vsr_slice_t user, g;
+    if (!vsr_session_identity(s, &user, &g))
         return;
     in->identity_present = 1;
-    in->user_id = vsr_slice_trim(uid->value);
-    const vsr_header_t *g = find_header(s->headers, s->n_headers,
-                                        cfg->authz_user_groups_header ? cfg->authz_user_groups_header
-                                                                      : "x-authz-user-groups");
-    if (g == NULL)
+    in->user_id = user;
+    if (g.len == 0)
         return;
     slist_t groups = {0};
-    vsr_slice_t rest = g->value;
+    vsr_slice_t rest = g;
     while (rest.p) {
         vsr_slice_t one = vsr_slice_trim(vsr_slice_split(rest, ',', &rest));
         if (one.len)
@@ -814,6 +807,25 @@ static void identity(vsr_session_t *s, vsr_signal_input_t *in)
     }
     in->groups = groups.v;
     in->n_groups = groups.n;
+}
+
+int vsr_session_identity(const vsr_session_t *s, vsr_slice_t *user, vsr_slice_t *groups)
+{
+    *user = *groups = VSR_SLICE_NULL;
+    if (!s->opts.identity_trusted)
+        return 0;
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_header_t *uid = find_header(s->headers, s->n_headers,
+                                          cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id");
+    if (uid == NULL || vsr_slice_trim(uid->value).len == 0)
+        return 0;
+    *user = vsr_slice_trim(uid->value);
+    const vsr_header_t *g = find_header(s->headers, s->n_headers,
+                                        cfg->authz_user_groups_header ? cfg->authz_user_groups_header
+                                                                      : "x-authz-user-groups");
+    if (g)
+        *groups = vsr_slice_trim(g->value);
+    return 1;
 }
 
 static void note_signals(vsr_session_t *s, route_ctx_t *rc)
@@ -1980,8 +1992,9 @@ static const vsr_effect_t *cache_start(vsr_session_t *s)
         s->rc_lookup = 0; /* nothing to protect */
     vsr_slice_t scope = VSR_SLICE_NULL;
     int scope_kind = rc->has_scope ? rc->scope
-                     : s->opts.listener && s->opts.listener->api_keys.n ? VSR_RC_SCOPE_API_KEY
-                                                                         : VSR_RC_SCOPE_GLOBAL;
+                     : s->opts.listener && (s->opts.listener->api_keys.n || s->opts.listener->n_key_entries)
+                         ? VSR_RC_SCOPE_API_KEY
+                         : VSR_RC_SCOPE_GLOBAL;
     if (scope_kind == VSR_RC_SCOPE_USER) {
         vsr_signal_input_t in = {0};
         identity(s, &in);

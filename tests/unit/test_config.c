@@ -943,7 +943,6 @@ static void test_unimplemented_paths(void **state)
         "global.router.strategy",
         "global.router.streamed_body",
         "global.services.observability.metrics",
-        "global.services.ratelimit.fail_open",
         "global.model_catalog.embeddings.semantic.use_cpu",
         "providers.defaults.default_reasoning_effort",
         "providers.defaults.reasoning_families",
@@ -2027,8 +2026,8 @@ static void test_capability_errors(void **state)
          "t.yaml:10:34: entrypoints[].rules is not supported yet" NO_MEANING "\n"},
         {"global: {services: {authz: {providers: [{type: opa}]}}}\n",
          "t.yaml:10:29: global.services.authz.providers is not supported yet\n"},
-        {"global: {services: {ratelimit: {providers: [{type: local-limiter}]}}}\n",
-         "t.yaml:10:33: global.services.ratelimit.providers is not supported yet\n"},
+        {"global: {services: {ratelimit: {providers: [{type: envoy-ratelimit, address: a, domain: d}]}}}\n",
+         "t.yaml:10:45: an envoy-ratelimit provider needs address (host:port) and domain\n"},
         /* the auth block is decoded (bearer mode and roles are built): a token is an {env, role} mapping */
         {"global: {services: {management_api: {auth: {mode: bearer, tokens: [t]}}}}\n",
          "t.yaml:10:68: expected a mapping, got a string\n"},
