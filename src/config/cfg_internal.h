@@ -227,6 +227,9 @@ void vsr__cfg_path_pop(cfg_decoder_t *d, size_t saved);
  * other control bytes; "" allowed): shared by every table that holds headers. */
 int vsr__cfg_header_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
 int vsr__cfg_header_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj);
+/* {Name: value, ...} into a pool array of *n entries (errors name key and value_what) */
+int vsr__cfg_header_map(cfg_decoder_t *d, const char *key, const char *value_what, const cfg_node_t *val,
+                        vsr_kv_conf_t **out, size_t *n);
 
 /* Records "<path>.key" as accepted-but-unimplemented (once). */
 void vsr__cfg_record_unimplemented(cfg_decoder_t *d, const char *key);

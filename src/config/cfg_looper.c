@@ -859,24 +859,7 @@ int vsr__cfg_decode_algorithm(cfg_decoder_t *d, const cfg_field_t *f, const cfg_
 static int decode_looper_headers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     vsr_looper_integration_conf_t *l = obj;
-    if (val->kind != CFG_NODE_MAP) {
-        vsr__cfg_node_error(d, val, "expected a mapping of header names to values, got %s", vsr__cfg_node_what(val));
-        return -1;
-    }
-    l->headers = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(vsr_kv_conf_t)) : NULL;
-    l->n_headers = 0;
-    int rc = 0;
-    cfg_field_t nf = {.key = f->key}, vf = {.key = "a header value"};
-    for (size_t i = 0; i < val->n; i++) {
-        vsr_kv_conf_t kv = {NULL, NULL};
-        if (vsr__cfg_header_name(d, &nf, val->items[2 * i], &kv) != 0 ||
-            vsr__cfg_header_text(d, &vf, val->items[2 * i + 1], &kv.value) != 0) {
-            rc = -1;
-            continue;
-        }
-        l->headers[l->n_headers++] = kv;
-    }
-    return rc;
+    return vsr__cfg_header_map(d, f->key, "a header value", val, &l->headers, &l->n_headers);
 }
 
 /* `*_mb` sizes: whole MiB, 1..max, stored in bytes */

@@ -42,24 +42,7 @@ static int decode_seconds(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node
 static int decode_headers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
 {
     vsr_rag_backend_conf_t *b = obj;
-    if (val->kind != CFG_NODE_MAP) {
-        vsr__cfg_node_error(d, val, "expected a mapping of header names to values, got %s", vsr__cfg_node_what(val));
-        return -1;
-    }
-    b->headers = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(vsr_kv_conf_t)) : NULL;
-    b->n_headers = 0;
-    int rc = 0;
-    cfg_field_t nf = {.key = f->key}, vf = {.key = "a header value"};
-    for (size_t i = 0; i < val->n; i++) {
-        vsr_kv_conf_t kv = {NULL, NULL};
-        if (vsr__cfg_header_name(d, &nf, val->items[2 * i], &kv) != 0 ||
-            vsr__cfg_header_text(d, &vf, val->items[2 * i + 1], &kv.value) != 0) {
-            rc = -1;
-            continue;
-        }
-        b->headers[b->n_headers++] = kv;
-    }
-    return rc;
+    return vsr__cfg_header_map(d, f->key, "a header value", val, &b->headers, &b->n_headers);
 }
 
 /* An object kept as JSON text (mcp tool_arguments, openai filter). */

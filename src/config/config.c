@@ -134,18 +134,20 @@ int vsr__cfg_header_text(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_
     return 0;
 }
 
-/* extra_headers: {Name: value, ...} */
-static int decode_extra_headers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+/* A mapping of header names to values ({Name: value, ...}) into a pool
+ * array: names checked as header names (the error names key), values as
+ * header text (value_what). */
+int vsr__cfg_header_map(cfg_decoder_t *d, const char *key, const char *value_what, const cfg_node_t *val,
+                        vsr_kv_conf_t **out, size_t *n)
 {
-    vsr_backend_conf_t *b = obj;
     if (val->kind != CFG_NODE_MAP) {
         vsr__cfg_node_error(d, val, "expected a mapping of header names to values, got %s", vsr__cfg_node_what(val));
         return -1;
     }
-    b->extra_headers = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(vsr_kv_conf_t)) : NULL;
-    b->n_extra_headers = 0;
+    *out = val->n ? vsr_pool_alloc(d->pool, val->n * sizeof(vsr_kv_conf_t)) : NULL;
+    *n = 0;
     int rc = 0;
-    cfg_field_t nf = {.key = "extra_headers"}, vf = {.key = "an extra header value"};
+    cfg_field_t nf = {.key = key}, vf = {.key = value_what};
     for (size_t i = 0; i < val->n; i++) {
         vsr_kv_conf_t kv = {NULL, NULL};
         if (vsr__cfg_header_name(d, &nf, val->items[2 * i], &kv) != 0 ||
@@ -153,9 +155,18 @@ static int decode_extra_headers(cfg_decoder_t *d, const cfg_field_t *f, const cf
             rc = -1;
             continue;
         }
-        b->extra_headers[b->n_extra_headers++] = kv;
+        (*out)[(*n)++] = kv;
     }
     return rc;
+}
+
+/* extra_headers: {Name: value, ...} */
+static int decode_extra_headers(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
+{
+    VSR_UNUSED(f);
+    vsr_backend_conf_t *b = obj;
+    return vsr__cfg_header_map(d, "extra_headers", "an extra header value", val, &b->extra_headers,
+                               &b->n_extra_headers);
 }
 
 int vsr__cfg_env_name(cfg_decoder_t *d, const cfg_field_t *f, const cfg_node_t *val, void *obj)
