@@ -31,6 +31,7 @@
 #include "admin/admin.h"
 #include "base/base.h"
 #include "config/config.h"
+#include "extproc/extproc.h"
 #include "gateway/gateway.h"
 #include "obs/obs.h"
 #include "routing/routing.h"
@@ -1113,6 +1114,47 @@ static int sf_log_level(serve_args_t *s, const char *v)
 /* Where a serve flag applies; serve_help prints the flags under these groups. */
 typedef enum { SG_GENERAL, SG_MANAGEMENT, SG_METRICS, SG_EXTPROC } serve_group_t;
 
+/* --gateway extproc: the ext_proc listener's Process calls are extproc/'s
+ * streams, lent to the gateway as its stream handler (vsr_gateway_xp_t). */
+static void *xp_open(void *ud, vsr_engine_t *e, const vsr_session_opts_t *session, uint32_t max_message,
+                     const vsr_gateway_xp_io_t *io)
+{
+    VSR_UNUSED(ud);
+    vsr_xp_stream_opts_t o = {.session = *session, .max_message = max_message};
+    vsr_xp_io_t xio = {.send = io->send, .finish = io->finish, .ud = io->ud};
+    return vsr_xp_stream_open(e, &o, &xio);
+}
+
+static void xp_data(void *st, const uint8_t *p, size_t n)
+{
+    vsr_xp_stream_data(st, p, n); /* a failure has finished the call through io */
+}
+
+static void xp_end(void *st)
+{
+    vsr_xp_stream_end(st);
+}
+
+static void xp_free(void *st)
+{
+    vsr_xp_stream_free(st);
+}
+
+static vsr_session_t *xp_session(const void *st)
+{
+    return vsr_xp_stream_session(st);
+}
+
+static void xp_info(const void *st, vsr_gateway_xp_info_t *out)
+{
+    vsr_xp_info_t in;
+    vsr_xp_stream_info(st, &in);
+    *out = (vsr_gateway_xp_info_t){.method = in.method, .path = in.path, .request_id = in.request_id,
+                                   .user_agent = in.user_agent, .status = in.status,
+                                   .request_bytes = in.request_bytes, .response_bytes = in.response_bytes,
+                                   .answered = in.answered};
+}
+
 /* OTLP/gRPC trace export: the tracer's transport is upstream/'s blocking
  * gRPC client, used on the exporter thread only. */
 static vsr_grpc_client_t *otlp_grpc_client(const vsr_config_t *cfg, vsr_buf_t *err)
@@ -1311,6 +1353,7 @@ static int cmd_serve(int argc, char **argv)
     if (extproc) {
         gopts.extproc_address = xaddr;
         gopts.extproc_port = xport;
+        gopts.extproc = (vsr_gateway_xp_t){xp_open, xp_data, xp_end, xp_free, xp_session, xp_info, NULL};
     }
     gopts.metrics_address = maddr;
     gopts.metrics_port = mport;

@@ -34,30 +34,13 @@
 #define VSR_EXTPROC_H
 
 #include "base/base.h"
+#include "http/http.h"
 #include "routing/routing.h"
 
 typedef struct vsr_xp_stream_s vsr_xp_stream_t;
 
-/* gRPC status codes (the ones the adapter answers with). */
-enum {
-    VSR_GRPC_OK = 0,
-    VSR_GRPC_CANCELLED = 1,
-    VSR_GRPC_INVALID_ARGUMENT = 3,
-    VSR_GRPC_DEADLINE_EXCEEDED = 4,
-    VSR_GRPC_RESOURCE_EXHAUSTED = 8,
-    VSR_GRPC_FAILED_PRECONDITION = 9,
-    VSR_GRPC_UNIMPLEMENTED = 12,
-    VSR_GRPC_INTERNAL = 13,
-    VSR_GRPC_UNAVAILABLE = 14,
-};
-
-/* grpc-timeout ("1-8 digits" then H, M, S, m, u or n): VSR_OK with the
- * timeout in ms (rounded up; a timeout over a day is a day), or
- * VSR_ERR_INVALID. */
-int vsr_grpc_timeout_ms(vsr_slice_t v, uint64_t *ms);
-/* grpc-message: percent-encodes what is not printable ASCII (and '%'), at
- * most 1 KiB of the result. */
-void vsr_grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg);
+/* gRPC's status codes and header forms (VSR_GRPC_*, vsr_grpc_timeout_ms,
+ * vsr_grpc_message_encode) are http/'s: both ends of the stream use them. */
 
 typedef struct {
     /* Framed ProcessingResponse bytes for the stream's DATA (borrowed for

@@ -468,6 +468,12 @@ static int ports_clash(const vsr_listener_conf_t *const *ls, size_t n, vsr_buf_t
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,
                                  vsr_buf_t *err)
 {
+    if (opts->extproc_port && (opts->extproc.open == NULL || opts->extproc.data == NULL ||
+                               opts->extproc.end == NULL || opts->extproc.free == NULL ||
+                               opts->extproc.session == NULL || opts->extproc.info == NULL)) {
+        vsr_buf_printf(err, "the ext_proc listener needs its stream handler (vsr_gateway_opts_t.extproc)\n");
+        return NULL;
+    }
     unsigned workers = opts->workers ? opts->workers : uv_available_parallelism();
     vsr_gateway_t *gw = vsr_calloc(1, sizeof(*gw));
     gw->opts = *opts;

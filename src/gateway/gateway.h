@@ -50,6 +50,45 @@ typedef struct {
     void *ud;
 } vsr_gateway_runtime_t;
 
+/* The ext_proc stream handler, as the composition root lends it for
+ * --gateway extproc (the gateway names no extproc type): each Process call
+ * on the ext_proc listener opens one stream.  open routes with engine e
+ * (the stream pins it) under the session's options (ports and their ud are
+ * borrowed: they outlive the stream), taking ProcessingRequest messages of
+ * at most max_message bytes, and answers through io: send gets the framed
+ * answers for the call's DATA, finish the call's end (a VSR_GRPC_* status,
+ * and a message when not OK), once, from the stream's calls or a port's
+ * callback.  data feeds the call's DATA, end says the client closed its
+ * side, free cancels what is still waiting and frees (not from an io
+ * callback).  session and info are read for the access log and metrics
+ * (valid until free).  All run on the worker's thread; open gets ud. */
+typedef struct {
+    void (*send)(void *ud, const char *p, size_t n);
+    void (*finish)(void *ud, int grpc_status, const char *message);
+    void *ud;
+} vsr_gateway_xp_io_t;
+
+/* What the stream saw of its HTTP request (slices valid until free; empty
+ * when not seen). */
+typedef struct {
+    vsr_slice_t method, path, request_id, user_agent;
+    int status;              /* the client's status as vsr answered it; 0 before any */
+    uint64_t request_bytes;  /* the request body */
+    uint64_t response_bytes; /* the response body as vsr answered it */
+    int answered;            /* every message got its answer and the call ended OK */
+} vsr_gateway_xp_info_t;
+
+typedef struct {
+    void *(*open)(void *ud, vsr_engine_t *e, const vsr_session_opts_t *session, uint32_t max_message,
+                  const vsr_gateway_xp_io_t *io);
+    void (*data)(void *stream, const uint8_t *p, size_t n);
+    void (*end)(void *stream);
+    void (*free)(void *stream);
+    vsr_session_t *(*session)(const void *stream);
+    void (*info)(const void *stream, vsr_gateway_xp_info_t *out);
+    void *ud;
+} vsr_gateway_xp_t;
+
 typedef struct {
     unsigned workers;            /* 0 = the number of usable cores */
     vsr_gateway_runtime_t runtime; /* all NULL: no runtime (every runtime call fails at once, VSR_ERR_IO) */
@@ -66,6 +105,7 @@ typedef struct {
      * (Envoy serves those); port 0 = standalone */
     const char *extproc_address; /* NULL = 0.0.0.0 */
     uint16_t extproc_port;
+    vsr_gateway_xp_t extproc;    /* required with extproc_port: the Process calls' stream handler */
 } vsr_gateway_opts_t;
 
 vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, const vsr_gateway_opts_t *opts,

@@ -1,8 +1,10 @@
 /*
  * xp.c — the ext_proc listener's calls: an HTTP/2 stream whose request is
  * gRPC's POST /envoy.service.ext_proc.v3.ExternalProcessor/Process becomes
- * one vsr_xp_stream_t (extproc/extproc.h) with this worker's ports (the
- * runtime, the upstream layer for graph hops, the response cache).  Its
+ * one stream of the handler the composition root lends
+ * (vsr_gateway_opts_t.extproc: extproc/'s Process stream) with this
+ * worker's ports (the runtime, the upstream layer for graph hops, the
+ * response cache).  Its
  * answers are the stream's DATA (after a 200 with content-type
  * application/grpc), and its end the grpc-status trailers.  Anything else
  * on the listener gets gRPC's UNIMPLEMENTED.
@@ -11,8 +13,6 @@
 
 #include <stdio.h>
 
-#include "extproc/extproc.h"
-
 #define XP_PATH "/envoy.service.ext_proc.v3.ExternalProcessor/Process"
 
 struct xp_call_s {
@@ -20,7 +20,7 @@ struct xp_call_s {
     worker_t *w;
     h2_stream_t *st;
     vsr_engine_t *eng;
-    vsr_xp_stream_t *xs;
+    void *xs;                  /* the handler's stream (gw->opts.extproc) */
     int responded, finished;
     uint64_t timeout_ms;       /* the listener's: the session's budget and the longest silence */
     uint64_t active_ms;        /* the last message byte in either direction */
@@ -177,12 +177,12 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
     x->start_wall = vsr_wall_time();
     x->start_us = vsr_now_us();
     vsr_metrics_active_requests(w->metrics, 1);
-    vsr_xp_stream_opts_t o = {0};
-    o.session.ports = &xp_ports;
-    o.session.ports_ud = x;
+    vsr_session_opts_t so = {0};
+    so.ports = &xp_ports;
+    so.ports_ud = x;
     /* Envoy's identity fields (x-authz-user-id, set by its authorization
      * filter) count as the listener's identity settings say for this peer */
-    o.session.identity_trusted = vsr__conn_identity_trusted(c);
+    so.identity_trusted = vsr__conn_identity_trusted(c);
     /* the session's waits end by the listener's timeout, or by Envoy's
      * grpc-timeout when it sets a shorter one */
     uint64_t budget = lc->timeout_ms, gt;
@@ -193,10 +193,11 @@ xp_call_t *vsr__xp_call_open(conn_t *c, worker_t *w, const vsr_listener_conf_t *
         if (gt < budget)
             budget = gt;
     }
-    o.session.deadline_ms = x->active_ms + budget;
-    o.max_message = (uint32_t)VSR_MIN(lc->max_body_bytes + (1u << 20), (uint64_t)UINT32_MAX);
-    vsr_xp_io_t io = {.send = io_send, .finish = io_finish, .ud = x};
-    x->xs = vsr_xp_stream_open(x->eng, &o, &io);
+    so.deadline_ms = x->active_ms + budget;
+    uint32_t max_message = (uint32_t)VSR_MIN(lc->max_body_bytes + (1u << 20), (uint64_t)UINT32_MAX);
+    vsr_gateway_xp_io_t io = {.send = io_send, .finish = io_finish, .ud = x};
+    const vsr_gateway_xp_t *h = &w->gw->opts.extproc;
+    x->xs = h->open(h->ud, x->eng, &so, max_message, &io);
     return x;
 }
 
@@ -204,14 +205,14 @@ void vsr__xp_call_data(xp_call_t *x, const char *p, size_t n)
 {
     if (x->xs && !x->finished) {
         x->active_ms = vsr_now_ms();
-        vsr_xp_stream_data(x->xs, (const uint8_t *)p, n);
+        x->w->gw->opts.extproc.data(x->xs, (const uint8_t *)p, n);
     }
 }
 
 void vsr__xp_call_end(xp_call_t *x)
 {
     if (x->xs && !x->finished)
-        vsr_xp_stream_end(x->xs);
+        x->w->gw->opts.extproc.end(x->xs);
     else if (!x->finished)
         end_rpc(x, VSR_GRPC_OK, NULL);
 }
@@ -249,11 +250,12 @@ static vsr_slice_t or_empty(const char *s)
  * standalone request has (no upstream attempt: Envoy made it). */
 static void account(xp_call_t *x)
 {
-    vsr_xp_info_t in;
-    vsr_xp_stream_info(x->xs, &in);
+    const vsr_gateway_xp_t *h = &x->w->gw->opts.extproc;
+    vsr_gateway_xp_info_t in;
+    h->info(x->xs, &in);
     if (in.method.len == 0)
         return; /* not an HTTP request's stream (refused, or cut before its headers) */
-    const vsr_evidence_t *ev = vsr_session_evidence(vsr_xp_stream_session(x->xs));
+    const vsr_evidence_t *ev = vsr_session_evidence(h->session(x->xs));
     double total = (double)(vsr_now_us() - x->start_us) / 1e6;
     vsr_slice_t model = or_empty(ev->selected_model), decision = or_empty(ev->decision);
     vsr_metrics_request(x->w->metrics, in.status, model, decision, total,
@@ -310,7 +312,8 @@ void vsr__xp_call_free(xp_call_t *x)
         account(x);
         vsr_metrics_active_requests(x->w->metrics, -1);
     }
-    vsr_xp_stream_free(x->xs);
+    if (x->xs)
+        x->w->gw->opts.extproc.free(x->xs);
     vsr_engine_unref(x->eng);
     vsr_free(x);
 }

@@ -2,7 +2,8 @@
  * http — HTTP/1.x codec, ours: a sans-IO parser for requests and responses,
  * resumable at any byte boundary, the writer helpers used by the server
  * (gateway) and the upstream client (server-sent events are framed by
- * proto/sse.h).  Depends on base only.
+ * proto/sse.h), and gRPC's header forms over HTTP/2 (grpc-status codes,
+ * grpc-timeout, grpc-message).  Depends on base only.
  *
  * Strict where request smuggling lives (RFC 9112): Content-Length together
  * with Transfer-Encoding, duplicate or malformed Content-Length, bare LF or
@@ -173,5 +174,27 @@ int vsr_http_write_end_head(vsr_buf_t *b);
 size_t vsr_http_chunk_head(char out[24], size_t n);
 #define VSR_HTTP_CRLF "\r\n"
 #define VSR_HTTP_LAST_CHUNK "0\r\n\r\n"
+
+/* gRPC over HTTP/2: the header forms both of its ends read and write
+ * (grpc_head.c), for the ext_proc listener and the ext_proc adapter alike. */
+/* gRPC status codes (the ones vsr answers with). */
+enum {
+    VSR_GRPC_OK = 0,
+    VSR_GRPC_CANCELLED = 1,
+    VSR_GRPC_INVALID_ARGUMENT = 3,
+    VSR_GRPC_DEADLINE_EXCEEDED = 4,
+    VSR_GRPC_RESOURCE_EXHAUSTED = 8,
+    VSR_GRPC_FAILED_PRECONDITION = 9,
+    VSR_GRPC_UNIMPLEMENTED = 12,
+    VSR_GRPC_INTERNAL = 13,
+    VSR_GRPC_UNAVAILABLE = 14,
+};
+/* grpc-timeout ("1-8 digits" then H, M, S, m, u or n): VSR_OK with the
+ * timeout in ms (rounded up; a timeout over a day is a day), or
+ * VSR_ERR_INVALID. */
+int vsr_grpc_timeout_ms(vsr_slice_t v, uint64_t *ms);
+/* grpc-message: percent-encodes what is not printable ASCII (and '%'), at
+ * most 1 KiB of the result. */
+void vsr_grpc_message_encode(vsr_buf_t *out, vsr_slice_t msg);
 
 #endif /* VSR_HTTP_H */
