@@ -10,6 +10,8 @@ import httpx
 
 import pytest
 
+from rag_server import RagServer
+from remote_classifier import RemoteClassifier
 from conftest import GUARD_MODEL, USE_MODEL, config_yaml, echo, free_port, model_yaml, require, wait_until
 from test_extproc import pb, run_chat, serve_extproc  # noqa: F401 (pb is a fixture)
 
@@ -21,7 +23,7 @@ ANSWER = "Noted: your beagle is called Biscuit."
 
 
 def document(port, be, store="      backend: memory\n", extra="", listener_extra="    api_keys: [key-alice, key-bob]\n",
-             signals=""):
+             signals="", catalog=""):
     cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
     routing = f"""
 routing:
@@ -38,7 +40,7 @@ routing:
             similarity_threshold: 0.3
 {extra}"""
     glob = (f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      guard_model: {GUARD_MODEL}\n"
-            "      timeout: 30s\n"
+            "      timeout: 30s\n" + catalog +
             "  stores:\n    memory:\n      enabled: true\n" + store)
     return cfg.replace("\nglobal:", routing + "global:", 1) + glob
 
@@ -319,3 +321,101 @@ def test_answer_flagged_by_the_guard_is_not_stored(vsr, fakellm):
     assert metric(v, "write", "stored") == 1  # the flagged turn wrote nothing
     r = ask(v, "key-alice", "Please remember what you say next, it matters to me.")  # the flagged turn's own words
     assert all("DAN" not in m["content"] for m in injected(r)), injected(r)
+
+
+# ---- the query's rewrite (external model of role memory_rewrite) ----
+
+REWRITE_PROMPT = "You are a query rewriter for semantic search in a memory database.\n\n"
+ODD = "zq vx 17 plover"  # a query that is nothing like the memory: found only through its rewrite
+
+
+def rewriter_answer(path, body):
+    """Rewrites ODD into the memory's own question (in <think> and quotes, which vsr strips); DOWN gets a 500."""
+    user = body["messages"][1]["content"]
+    if "DOWN" in user:
+        return 500, {"error": "down"}, 0
+    text = '<think>about dogs</think> "What is the name of my dog?"' if ODD in user else user.rsplit("Query: ", 1)[1]
+    return 200, {"id": "r", "object": "chat.completion",
+                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                              "finish_reason": "stop"}]}, 0
+
+
+@pytest.fixture
+def rewriter():
+    r = RemoteClassifier(rewriter_answer)
+    yield r
+    r.close()
+
+
+def catalog(port):
+    return ("    external:\n      - name: rewrite\n        model_role: memory_rewrite\n"
+            "        llm_model_name: rewriter\n        llm_timeout_seconds: 2\n"
+            f"        llm_endpoint: {{address: 127.0.0.1, port: {port}}}\n")
+
+
+def test_query_rewrite_finds_what_the_raw_message_does_not(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    n = len(rewriter.requests)
+    r = ask(v, "key-alice", ODD, system="Be brief.")
+    assert r.headers["x-vsr-memory"] == "used"
+    assert injected(r)[0]["content"] == PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST
+    assert sent(r)[-1]["content"] == ODD  # the rewrite is only the search's query, never the request's
+    (req,) = rewriter.requests[n:]
+    assert req["path"] == "/v1/chat/completions"
+    body = req["body"]
+    assert body["model"] == "rewriter" and body["stream"] is False and body["max_tokens"] == 512
+    assert body["messages"][0]["role"] == "system" and body["messages"][0]["content"].startswith(REWRITE_PROMPT)
+    # the history leaves system messages out and ends with the current turn, as the reference's does
+    assert body["messages"][1] == {"role": "user",
+                                   "content": f"History:\n[user]: {ODD}\n\nQuery: {ODD}\n\nRewritten query:"}
+
+
+def test_query_rewrite_failure_searches_the_raw_message(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    n = len(rewriter.requests)
+    r = ask(v, "key-alice", ODD + " DOWN")  # the rewriter answers 500: the raw message, which finds nothing
+    assert r.headers["x-vsr-memory"] == "missing"
+    assert len(rewriter.requests) == n + 1
+    r = ask(v, "key-alice", "What is the name of my dog? DOWN")  # and the raw message is what is searched
+    assert r.headers["x-vsr-memory"] == "used"
+
+
+def test_greetings_are_not_rewritten(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    ask(v, "key-alice", "hello")
+    assert rewriter.requests == []
+
+
+# ---- the rag plugin's context ----
+
+def rag_extra(srv, mode):
+    return f"""        - type: rag
+          configuration:
+            enabled: true
+            backend: external_api
+            injection_mode: {mode}
+            backend_config: {{endpoint: "{srv.url}/docs/_search", request_format: elasticsearch}}
+"""
+
+
+@pytest.mark.parametrize("mode,searched", [("tool_role", False), ("system_prompt", True)])
+def test_rag_tool_context_skips_the_search(vsr, fakellm, mode, searched):
+    srv = RagServer(["Beagles are scent hounds."])
+    try:
+        v = start(vsr, fakellm, extra=rag_extra(srv, mode))
+        ask(v, "key-alice", FACT, answer=ANSWER)
+        wait_until(lambda: metric(v, "write", "stored") >= 1, timeout=10, what="the memory to be written")
+        for _ in range(3):  # the write is not awaited: a few tries
+            r = ask(v, "key-alice", "What is the name of my dog?")
+            if not searched or r.headers["x-vsr-memory"] == "used":
+                break
+        assert r.headers["x-vsr-rag"] == "injected"
+        # tool_role: the reference's rag marks the request as carrying tool context, and memory is not searched
+        assert r.headers["x-vsr-memory"] == ("used" if searched else "skipped")
+        assert (len(injected(r)) == 1) == searched
+    finally:
+        srv.close()
