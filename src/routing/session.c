@@ -1800,6 +1800,8 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
             strcmp(s->ev.signals[i].name, "needs_fact_check") == 0)
             s->mem_search = vsr_memory_personal(s->chat.messages[s->chat.last_user].text);
     s->mem_store = m->has_auto_store ? m->auto_store : cfg->mem_store.auto_store;
+    if (s->responses_in && s->rinfo.auto_store >= 0)
+        s->mem_store = s->rinfo.auto_store; /* a Responses request's auto_store decides, as in the reference */
     if (s->mem_search && s->rag_asked && s->rag_res.status == VSR_RAG_OK && s->rag_res.context.len &&
         rag_tool_role(s->p_decision))
         s->mem_search = 0; /* the rag plugin's context goes in as a tool message: the reference then skips the search */

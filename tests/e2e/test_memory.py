@@ -23,8 +23,9 @@ ANSWER = "Noted: your beagle is called Biscuit."
 
 
 def document(port, be, store="      backend: memory\n", extra="", listener_extra="    api_keys: [key-alice, key-bob]\n",
-             signals="", catalog=""):
-    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
+             signals="", catalog="", services=""):
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra,
+                      global_extra=services)
     routing = f"""
 routing:
 {signals}  decisions:
@@ -419,3 +420,49 @@ def test_rag_tool_context_skips_the_search(vsr, fakellm, mode, searched):
         assert (len(injected(r)) == 1) == searched
     finally:
         srv.close()
+
+
+# ---- a Responses request's auto_store ----
+
+RESPONSES_ON = "    response_api:\n      enabled: true\n"
+CAT = "Please remember that my cat is called Tom and she is a tabby."
+
+
+def respond(v, key, text, **fields):
+    with v.client() as c:
+        r = c.post("/v1/responses", json={"model": "auto", "input": text, **fields},
+                   headers={"authorization": f"Bearer {key}", "x-vsr-debug": "true"})
+    assert r.status_code == 200, r.text
+    return r
+
+
+def test_responses_auto_store_false_keeps_nothing(vsr, fakellm):
+    v = start(vsr, fakellm, services=RESPONSES_ON)  # the plugin says auto_store: true
+    r = respond(v, "key-alice", CAT, auto_store=False)
+    respond(v, "key-alice", FACT)  # absent: the plugin's auto_store
+    wait_until(lambda: metric(v, "write", "stored") >= 1, timeout=10, what="the memory to be written")
+    r = remembered(v, "key-alice", "What are the names of my pets?")
+    (m,) = injected(r)
+    assert FACT in m["content"] and CAT not in m["content"]
+
+
+def test_responses_auto_store_true_overrides_the_plugin(vsr, fakellm):
+    require([USE_MODEL], what="embedding model")
+    port = free_port()
+    text = document(port, fakellm("a"), services=RESPONSES_ON).replace("auto_store: true", "auto_store: false")
+    v = vsr(text, port=port)
+    respond(v, "key-alice", CAT)  # the plugin's auto_store: false
+    respond(v, "key-alice", FACT, auto_store=True)
+    wait_until(lambda: metric(v, "write", "stored") >= 1, timeout=10, what="the memory to be written")
+    r = remembered(v, "key-alice", "What are the names of my pets?")
+    (m,) = injected(r)
+    assert FACT in m["content"] and CAT not in m["content"]
+    assert metric(v, "write", "stored") == 1
+
+
+def test_responses_auto_store_must_be_a_boolean(vsr, fakellm):
+    v = start(vsr, fakellm, services=RESPONSES_ON)
+    with v.client() as c:
+        r = c.post("/v1/responses", json={"model": "auto", "input": "hi", "auto_store": "yes"},
+                   headers={"authorization": "Bearer key-alice"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "auto_store"
