@@ -1820,6 +1820,10 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
     vsr_buf_t b;
     vsr_buf_init(&b, 0);
     vsr_memory_rewrite_request(&b, rw->model.provider_model_id, &s->chat);
+    if (b.len > rw->max_request_bytes) { /* the entry's bound: the user turn as sent is searched */
+        vsr_buf_free(&b);
+        return mem_embed_step(s);
+    }
     vsr_graph_call_t call = {.model = &rw->model, .body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)),
                              .iteration = 1, .max_response_bytes = rw->max_response_bytes};
     vsr_buf_free(&b);

@@ -348,10 +348,10 @@ def rewriter():
     r.close()
 
 
-def catalog(port):
+def catalog(port, extra=""):
     return ("    external:\n      - name: rewrite\n        model_role: memory_rewrite\n"
             "        llm_model_name: rewriter\n        llm_timeout_seconds: 2\n"
-            f"        llm_endpoint: {{address: 127.0.0.1, port: {port}}}\n")
+            f"        llm_endpoint: {{address: 127.0.0.1, port: {port}}}\n" + extra)
 
 
 def test_query_rewrite_finds_what_the_raw_message_does_not(vsr, fakellm, rewriter):
@@ -383,6 +383,13 @@ def test_query_rewrite_failure_searches_the_raw_message(vsr, fakellm, rewriter):
     assert len(rewriter.requests) == n + 1
     r = ask(v, "key-alice", "What is the name of my dog? DOWN")  # and the raw message is what is searched
     assert r.headers["x-vsr-memory"] == "used"
+
+
+def test_query_rewrite_over_the_request_bound_is_not_sent(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port, "        max_request_bytes: 1024\n"))  # under the prompt
+    r = ask(v, "key-alice", ODD)
+    assert r.headers["x-vsr-memory"] == "missing"
+    assert rewriter.requests == []
 
 
 def test_greetings_are_not_rewritten(vsr, fakellm, rewriter):
