@@ -335,6 +335,8 @@ def rewriter_answer(path, body):
     user = body["messages"][1]["content"]
     if "DOWN" in user:
         return 500, {"error": "down"}, 0
+    if "SLOW" in user:
+        return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "late"}}]}, 3
     text = '<think>about dogs</think> "What is the name of my dog?"' if ODD in user else user.rsplit("Query: ", 1)[1]
     return 200, {"id": "r", "object": "chat.completion",
                  "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
@@ -390,6 +392,17 @@ def test_query_rewrite_over_the_request_bound_is_not_sent(vsr, fakellm, rewriter
     r = ask(v, "key-alice", ODD)
     assert r.headers["x-vsr-memory"] == "missing"
     assert rewriter.requests == []
+
+
+def test_a_client_that_leaves_while_the_query_is_rewritten(vsr, fakellm, rewriter):
+    """The rewrite is cancelled with the request: vsr goes on serving (and exits clean, which the fixture checks)."""
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    with v.client() as c, pytest.raises(httpx.ReadTimeout):
+        c.post("/v1/chat/completions", timeout=0.5, headers={"authorization": "Bearer key-alice"},
+               json={"model": "auto", "messages": [{"role": "user", "content": "SLOW what is my budget?"}]})
+    wait_until(lambda: len(rewriter.requests) == 1, timeout=5, what="the rewrite to be asked")
+    r = ask(v, "key-alice", "What is the name of my dog?")
+    assert r.headers["x-vsr-memory"] == "missing"
 
 
 def test_greetings_are_not_rewritten(vsr, fakellm, rewriter):
