@@ -1483,7 +1483,8 @@ vsr_slice_t vsr__session_rag_context(const vsr_session_t *s)
 }
 
 /* The decision's first enabled rag plugin retrieves for the current user
- * message (a chat request); then the plugins run. */
+ * message (a chat request); then the memory plugin's search (which reads
+ * whether rag context goes in as a tool message), then the plugins run. */
 static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
 {
     const vsr_decision_conf_t *d = s->p_decision;

@@ -2,7 +2,9 @@
 reference words it, into a later request of the same user and never into
 another user's; the skip rules (x-disable-router-memory, greetings,
 disabled_routes); the in-memory store and a real redis-server (started here
-on a free loopback port) shared by two vsr instances; Milvus refused."""
+on a free loopback port) shared by two vsr instances; Milvus refused; the
+query's rewrite by a memory_rewrite model and its fallback; no search when
+rag context goes in as a tool message; a Responses request's auto_store."""
 import json
 import subprocess
 
