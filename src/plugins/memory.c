@@ -725,3 +725,98 @@ int vsr_memory_remember(const vsr_config_t *cfg, const vsr_memory_set_t *old, co
     vsr_memory_encode(&s, out);
     return 1;
 }
+
+/* ---- the query's rewrite (an external model of role memory_rewrite) ---- */
+
+/* The reference's prompt (req_filter_memory_rewrite.go), word for word. */
+static const char rewrite_prompt[] =
+    "You are a query rewriter for semantic search in a memory database.\n\n"
+    "Given conversation history and a user query, rewrite the query to be self-contained\n"
+    "for searching memories. Include relevant context from history if the query references\n"
+    "previous conversation.\n\n"
+    "Do NOT use <think> tags or show your reasoning. Output ONLY the rewritten query.\n\n"
+    "CRITICAL RULES:\n"
+    "- PRESERVE THE QUERY TYPE: If the user is stating a fact, keep it as a statement. If asking a question, keep it "
+    "as a question. NEVER convert statements to questions!\n"
+    "- Use ONLY facts explicitly stated in the history. NEVER invent or hallucinate values!\n"
+    "- If history says \"$10,000\" - use \"$10,000\" (not $1,000,000)\n"
+    "- Keep the rewritten query concise (under 50 words)\n"
+    "- Preserve the user's intent exactly\n"
+    "- Replace vague references (e.g., \"it\", \"that\", \"my budget\") with specific context from history\n"
+    "- Include CONSTRAINTS when relevant (cannot use X, must use Y, excluded, limitations)\n"
+    "- For tech/deployment queries, include any mentioned technologies or platforms\n"
+    "- If the query is already self-contained, return it unchanged\n"
+    "- Return ONLY the rewritten query, no explanation or quotes\n\n"
+    "EXAMPLES:\n"
+    "History: [user]: My project budget is $50,000 and deadline is March 15th\n"
+    "Query: When is the deadline?\n"
+    "Rewritten: When is the deadline for my $50,000 project?\n\n"
+    "History: [user]: I'm building an e-commerce platform\n"
+    "Query: I prefer React for frontend and Go for backend\n"
+    "Rewritten: I prefer React for frontend and Go for backend for my e-commerce platform\n\n"
+    "History: [user]: I prefer React for frontend and Go for backend\n"
+    "Query: What tech should I use?\n"
+    "Rewritten: What tech stack should I use considering my preference for React frontend and Go backend?\n\n"
+    "History: [user]: We cannot use AWS, must deploy on Azure\n"
+    "Query: Where can I deploy?\n"
+    "Rewritten: Where can I deploy my project given I cannot use AWS and must use Azure?\n\n"
+    "History: [user]: Building an e-commerce platform with PostgreSQL database\n"
+    "Query: What database?\n"
+    "Rewritten: What database should I use for my e-commerce platform using PostgreSQL?\n\n"
+    "History: (no relevant context)\n"
+    "Query: What is my budget?\n"
+    "Rewritten: What is my project budget?";
+
+static const char *role_name(vsr_role_t r)
+{
+    switch (r) {
+    case VSR_ROLE_DEVELOPER: return "developer";
+    case VSR_ROLE_USER: return "user";
+    case VSR_ROLE_ASSISTANT: return "assistant";
+    case VSR_ROLE_TOOL: return "tool";
+    default: return NULL;
+    }
+}
+
+void vsr_memory_rewrite_request(vsr_buf_t *out, const char *model, const vsr_chat_view_t *chat)
+{
+    /* the history: the last five messages with text, system ones left out (the current user turn among them) */
+    size_t idx[VSR_MEMORY_REWRITE_HISTORY], n = 0;
+    for (size_t i = chat->n_messages; i-- > 0 && n < VSR_MEMORY_REWRITE_HISTORY;)
+        if (role_name(chat->messages[i].role) && chat->messages[i].text.len)
+            idx[n++] = i;
+    vsr_buf_t u;
+    vsr_buf_init(&u, 0);
+    vsr_buf_append_cstr(&u, "History:\n");
+    if (n == 0)
+        vsr_buf_append_cstr(&u, "(no previous conversation)");
+    for (size_t k = n; k-- > 0;) {
+        const vsr_chat_message_t *m = &chat->messages[idx[k]];
+        vsr_buf_printf(&u, "%s[%s]: ", k + 1 < n ? "\n" : "", role_name(m->role));
+        vsr_buf_append(&u, m->text.p, m->text.len < VSR_MEMORY_MAX_TEXT ? m->text.len : VSR_MEMORY_MAX_TEXT);
+    }
+    vsr_slice_t q = chat->last_user >= 0 ? chat->messages[chat->last_user].text : VSR_SLICE_NULL;
+    vsr_buf_append_cstr(&u, "\n\nQuery: ");
+    vsr_buf_append(&u, q.p, q.len < VSR_MEMORY_MAX_TEXT ? q.len : VSR_MEMORY_MAX_TEXT);
+    vsr_buf_append_cstr(&u, "\n\nRewritten query:");
+    vsr_buf_append_cstr(out, "{\"model\":");
+    vsr_buf_append_json_string(out, vsr_slice_cstr(model ? model : ""));
+    vsr_buf_append_cstr(out, ",\"messages\":[{\"role\":\"system\",\"content\":");
+    vsr_buf_append_json_string(out, vsr_slice_cstr(rewrite_prompt));
+    vsr_buf_append_cstr(out, "},{\"role\":\"user\",\"content\":");
+    vsr_buf_append_json_string(out, vsr_buf_slice(&u));
+    vsr_buf_append_cstr(out, "}],\"max_tokens\":512,\"temperature\":0.1,\"stream\":false}");
+    vsr_buf_free(&u);
+}
+
+vsr_slice_t vsr_memory_rewrite_result(vsr_pool_t *pool, vsr_slice_t content)
+{
+    vsr_slice_t t = strip_think(pool, content);
+    while (t.len && (t.p[0] == '"' || t.p[0] == '\''))
+        t = vsr_slice(t.p + 1, t.len - 1);
+    while (t.len && (t.p[t.len - 1] == '"' || t.p[t.len - 1] == '\''))
+        t.len--;
+    if (t.len > VSR_MEMORY_MAX_TEXT)
+        t.len = VSR_MEMORY_MAX_TEXT; /* a query, not an essay: what is embedded and searched is bounded */
+    return t;
+}

@@ -192,4 +192,13 @@ int vsr_memory_remember(const vsr_config_t *cfg, const vsr_memory_set_t *old, co
                         const vsr_chat_view_t *chat, vsr_slice_t answer, uint64_t now_ms, vsr_pool_t *pool,
                         vsr_buf_t *out);
 
+/* The query's rewrite by the external model of role memory_rewrite (ref
+ * §2.1): its chat request (the reference's prompt, the last
+ * VSR_MEMORY_REWRITE_HISTORY non-system messages and the user turn), and the
+ * query its answer's content makes (<think> blocks, surrounding spaces and
+ * quotes removed; empty: use the raw message). */
+#define VSR_MEMORY_REWRITE_HISTORY 5
+void vsr_memory_rewrite_request(vsr_buf_t *out, const char *model, const vsr_chat_view_t *chat);
+vsr_slice_t vsr_memory_rewrite_result(vsr_pool_t *pool, vsr_slice_t content);
+
 #endif /* VSR_PLUGINS_H */

@@ -352,6 +352,11 @@ static int check_info(cx_t *c, vsr_responses_info_t *info)
     memset(info, 0, sizeof(*info));
     info->store = 1;
     uint32_t stream = get(c, 0, "stream"), store = get(c, 0, "store"), prev = get(c, 0, "previous_response_id");
+    uint32_t auto_store = get(c, 0, "auto_store");
+    if (!absent(c, auto_store) && !is_bool(c, auto_store))
+        return bad(c, "auto_store", "Invalid type for 'auto_store': expected a boolean, but got %s instead.",
+                   type_name(c, auto_store));
+    info->auto_store = absent(c, auto_store) ? -1 : is(c, auto_store, VSR_JSON_TRUE);
     if (!absent(c, stream) && !is_bool(c, stream))
         return bad(c, "stream", "Invalid type for 'stream': expected a boolean, but got %s instead.",
                    type_name(c, stream));
@@ -964,6 +969,7 @@ static int check_reasoning(cx_t *c, uint32_t r)
 static const char *const KNOWN[] = {
     "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "temperature", "top_p",
     "max_output_tokens", "stream", "store", "previous_response_id", "metadata", "text", "reasoning", "user",
+    "auto_store", /* the router's own (the memory plugin's), never sent on */
     /* dropped: */
     "include", "service_tier", "prompt_cache_key", "safety_identifier", "top_logprobs", "stream_options",
     "background", "truncation",

@@ -53,6 +53,7 @@ typedef struct {
     int stream;                      /* "stream": true */
     int store;                       /* "store", default true */
     char previous_response_id[128];  /* NUL-terminated; "" when absent or null */
+    int auto_store;                  /* "auto_store" (the memory plugin's per-request switch): 1, 0, -1 when absent */
 } vsr_responses_info_t;
 
 /* Reads stream, store and previous_response_id (checking their types and

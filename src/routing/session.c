@@ -147,6 +147,8 @@ struct vsr_session_s {
     int mem_search, mem_store;
     size_t mem_injected;
     const char *mem_state;          /* x-vsr-memory: used, missing, skipped[:why], unavailable */
+    vsr_slice_t mem_query;          /* what is embedded and searched: the user turn, or its rewrite */
+    uint64_t mem_rw_deadline;       /* the rewrite's answer is read only before it */
     /* response_jailbreak: the answer's scan (resp_guard.c; the wait is port_wait's) */
     vsr__rguard_t rg;
     /* hallucination: the answer's check (hcheck.c; the wait is port_wait's, kind 3) */
@@ -1346,7 +1348,7 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
     const vsr_effect_t *waiting = tools_start(s);
     if (waiting)
         return waiting; /* the tools' similarities first */
-    return memory_then_plugins(s);
+    return rag_then_plugins(s);
 }
 
 /* The body phase once the decision is made and what its plugins need is
@@ -1465,7 +1467,7 @@ static uint64_t rc_now(vsr_session_t *s);
 
 static const vsr_effect_t *tools_ready(vsr_session_t *s)
 {
-    return memory_then_plugins(s);
+    return rag_then_plugins(s);
 }
 
 /* ---- the rag plugin's retrieval (rag_retrieve.c): the backends are asked before the plugins run ---- */
@@ -1481,7 +1483,8 @@ vsr_slice_t vsr__session_rag_context(const vsr_session_t *s)
 }
 
 /* The decision's first enabled rag plugin retrieves for the current user
- * message (a chat request); then the plugins run. */
+ * message (a chat request); then the memory plugin's search (which reads
+ * whether rag context goes in as a tool message), then the plugins run. */
 static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
 {
     const vsr_decision_conf_t *d = s->p_decision;
@@ -1492,7 +1495,7 @@ static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
     vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
                                                : VSR_SLICE_NULL;
     if (conf == NULL || s->ep != EP_CHAT || query.len == 0 || s->rag_asked)
-        return body_plugins(s);
+        return memory_then_plugins(s);
     if (conf->has_min_confidence) {
         /* the reference compares it with the fact-check confidence: 1.0 once a fact_check signal matched */
         double fc = 0;
@@ -1500,7 +1503,7 @@ static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
             if (strcmp(s->ev.signals[i].family, "fact_check") == 0)
                 fc = 1.0;
         if (fc < conf->min_confidence_threshold)
-            return body_plugins(s);
+            return memory_then_plugins(s);
     }
     s->rag_asked = 1;
     /* what an mcp tool's arguments may name */
@@ -1523,7 +1526,7 @@ static const vsr_effect_t *rag_then_plugins(vsr_session_t *s)
     vsr_buf_free(&dom);
     vsr_buf_free(&kw);
     uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
-    port_wait_begin(s, 4, body_plugins);
+    port_wait_begin(s, 4, memory_then_plugins);
     return port_wait_end(s, vsr__rag_start(&s->pool, conf, query, &s->rag_vars, s->opts.ports, s->opts.ports_ud,
                                            deadline, &s->rag_res, rag_done, s));
 }
@@ -1665,7 +1668,11 @@ static const vsr_effect_t *tools_start(vsr_session_t *s)
  * Before the plugins: the user (a trusted x-authz-user-id, else the API key
  * the listener checked), the query's embedding from the runtime, then the
  * user's set from global.stores.memory (one bounded value per user); the
- * selected memories go to the plugin (pc.memories).  After a complete,
+ * selected memories go to the plugin (pc.memories).  It runs after the rag
+ * plugin's retrieval: context the rag plugin injects as a tool message
+ * means no search, as in the reference.  With an external model of role
+ * memory_rewrite the query is first rewritten by it (model_call); its
+ * failure, or an empty rewrite, leaves the user turn as the query.  After a complete,
  * successful answer (rc_keep), the user's new set is written back.  Every
  * failure fails open: the request goes on without memories. */
 
@@ -1692,7 +1699,7 @@ static const vsr_effect_t *mem_lookup_step(vsr_session_t *s)
     if (s->mem_vec == NULL) {
         s->mem_state = "unavailable";
         s->mem_store = 0;
-        return rag_then_plugins(s);
+        return body_plugins(s);
     }
     port_wait_begin(s, 2, mem_after_lookup);
     s->mem_q = (vsr_cache_query_t){.key = vsr_slice_cstr(s->mem_key), .exact = 1, .memory = 1};
@@ -1706,21 +1713,47 @@ static const vsr_effect_t *mem_after_lookup(vsr_session_t *s)
     else if (s->rc_status != VSR_OK && s->rc_status != VSR_ERR_NOT_FOUND) {
         s->mem_state = "unavailable";
         s->mem_store = 0; /* the set could not be read: writing would lose it */
-        return rag_then_plugins(s);
+        return body_plugins(s);
     }
     s->rc_status = 0;
     s->rc_value = VSR_SLICE_NULL;
     if (!s->mem_search) {
         s->mem_state = "skipped";
-        return rag_then_plugins(s);
+        return body_plugins(s);
     }
     vsr_slice_t *texts;
-    size_t n = vsr_memory_select(s->e->cfg, s->mem, &s->mem_set, s->mem_vec, VSR_CACHE_DIM,
-                                 s->chat.messages[s->chat.last_user].text, wall_ms(), &s->pool, &texts);
+    size_t n = vsr_memory_select(s->e->cfg, s->mem, &s->mem_set, s->mem_vec, VSR_CACHE_DIM, s->mem_query, wall_ms(),
+                                 &s->pool, &texts);
     s->mem_hits = (vsr_memory_hits_t){texts, n};
     s->mem_state = n ? "used" : "missing";
-    return rag_then_plugins(s);
+    return body_plugins(s);
 }
+
+/* 1 when the decision's rag plugin injects its context as a tool message (injection_mode tool_role). */
+static int rag_tool_role(const vsr_decision_conf_t *d)
+{
+    for (size_t i = 0; d && i < d->n_plugins; i++)
+        if (d->plugins[i].kind == VSR_PLUGIN_RAG && d->plugins[i].enabled && d->plugins[i].u.rag)
+            return d->plugins[i].u.rag->injection_mode != VSR_RAG_SYSTEM_PROMPT;
+    return 0;
+}
+
+static void mem_rewrite_done(void *ud, int status, int http_status, vsr_slice_t body, unsigned attempts)
+{
+    VSR_UNUSED(attempts);
+    vsr_session_t *s = ud;
+    vsr_slice_t q = VSR_SLICE_NULL;
+    if (status == VSR_OK && http_status == 200 && rc_now(s) <= s->mem_rw_deadline)
+        q = vsr_memory_rewrite_result(&s->pool, vsr__hc_answer(body.p, body.len, &s->pool));
+    if (q.len)
+        s->mem_query = q;
+    else
+        vsr_log_debug("routing", "memory: the query's rewrite failed (status %d, HTTP %d); the user turn is searched",
+                      status, http_status);
+    port_wait_done(s);
+}
+
+static const vsr_effect_t *mem_embed_step(vsr_session_t *s);
 
 /* NULL when the decision's memory plugin has nothing to do for this
  * request (body_plugins goes on), else the pending effect or the phase's. */
@@ -1768,14 +1801,50 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
             strcmp(s->ev.signals[i].name, "needs_fact_check") == 0)
             s->mem_search = vsr_memory_personal(s->chat.messages[s->chat.last_user].text);
     s->mem_store = m->has_auto_store ? m->auto_store : cfg->mem_store.auto_store;
+    if (s->responses_in && s->rinfo.auto_store >= 0)
+        s->mem_store = s->rinfo.auto_store; /* a Responses request's auto_store decides, as in the reference */
+    if (s->mem_search && s->rag_asked && s->rag_res.status == VSR_RAG_OK && s->rag_res.context.len &&
+        rag_tool_role(s->p_decision))
+        s->mem_search = 0; /* the rag plugin's context goes in as a tool message: the reference then skips the search */
     if (!s->mem_search && !s->mem_store) {
         s->mem_state = "skipped";
         return NULL;
     }
+    s->mem_query = s->chat.messages[s->chat.last_user].text;
+    const vsr_external_conf_t *rw = NULL;
+    for (size_t i = 0; s->mem_search && rw == NULL && i < cfg->n_externals; i++)
+        if (cfg->externals[i].role && strcmp(cfg->externals[i].role, "memory_rewrite") == 0 &&
+            cfg->externals[i].model.n_backends)
+            rw = &cfg->externals[i];
+    if (rw == NULL || ports->model_call == NULL)
+        return mem_embed_step(s);
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    vsr_memory_rewrite_request(&b, rw->model.provider_model_id, &s->chat);
+    if (b.len > rw->max_request_bytes) { /* the entry's bound: the user turn as sent is searched */
+        vsr_buf_free(&b);
+        return mem_embed_step(s);
+    }
+    vsr_graph_call_t call = {.model = &rw->model, .body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)),
+                             .iteration = 1, .max_response_bytes = rw->max_response_bytes};
+    vsr_buf_free(&b);
+    uint64_t now = rc_now(s);
+    uint64_t deadline = now + rw->timeout_ms;
+    if (s->opts.deadline_ms && s->opts.deadline_ms < deadline)
+        deadline = s->opts.deadline_ms > now ? s->opts.deadline_ms : now;
+    s->mem_rw_deadline = deadline;
+    port_wait_begin(s, 3, mem_embed_step);
+    return port_wait_end(s, ports->model_call(s->opts.ports_ud, &call, deadline, mem_rewrite_done, s));
+}
+
+/* The query (the user turn, or its rewrite) to the runtime's embedding model. */
+static const vsr_effect_t *mem_embed_step(vsr_session_t *s)
+{
+    const vsr_ports_t *ports = s->opts.ports;
     vsr_buf_t b, text;
     vsr_buf_init(&b, 0);
     vsr_buf_init(&text, 0);
-    vsr_json_append_client_text(&text, s->chat.messages[s->chat.last_user].text, 16384); /* the model reads less */
+    vsr_json_append_client_text(&text, s->mem_query, 16384); /* the model reads less */
     vsr_buf_append_cstr(&b, "{\"input\":[");
     vsr_buf_append_json_string(&b, vsr_buf_slice(&text));
     vsr_buf_append_cstr(&b, "]}");
@@ -1792,7 +1861,7 @@ static const vsr_effect_t *memory_start(vsr_session_t *s)
 static const vsr_effect_t *memory_then_plugins(vsr_session_t *s)
 {
     const vsr_effect_t *waiting = memory_start(s);
-    return waiting ? waiting : rag_then_plugins(s);
+    return waiting ? waiting : body_plugins(s);
 }
 
 /* The answer, complete and successful: the user's set with this turn. */

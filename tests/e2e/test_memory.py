@@ -2,7 +2,9 @@
 reference words it, into a later request of the same user and never into
 another user's; the skip rules (x-disable-router-memory, greetings,
 disabled_routes); the in-memory store and a real redis-server (started here
-on a free loopback port) shared by two vsr instances; Milvus refused."""
+on a free loopback port) shared by two vsr instances; Milvus refused; the
+query's rewrite by a memory_rewrite model and its fallback; no search when
+rag context goes in as a tool message; a Responses request's auto_store."""
 import json
 import subprocess
 
@@ -10,6 +12,8 @@ import httpx
 
 import pytest
 
+from rag_server import RagServer
+from remote_classifier import RemoteClassifier
 from conftest import GUARD_MODEL, USE_MODEL, config_yaml, echo, free_port, model_yaml, require, wait_until
 from test_extproc import pb, run_chat, serve_extproc  # noqa: F401 (pb is a fixture)
 
@@ -21,8 +25,9 @@ ANSWER = "Noted: your beagle is called Biscuit."
 
 
 def document(port, be, store="      backend: memory\n", extra="", listener_extra="    api_keys: [key-alice, key-bob]\n",
-             signals=""):
-    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra)
+             signals="", catalog="", services=""):
+    cfg = config_yaml(port, [model_yaml("m1", [be.endpoint])], default="m1", listener_extra=listener_extra,
+                      global_extra=services)
     routing = f"""
 routing:
 {signals}  decisions:
@@ -38,7 +43,7 @@ routing:
             similarity_threshold: 0.3
 {extra}"""
     glob = (f"  model_catalog:\n    runtime:\n      model: {USE_MODEL}\n      guard_model: {GUARD_MODEL}\n"
-            "      timeout: 30s\n"
+            "      timeout: 30s\n" + catalog +
             "  stores:\n    memory:\n      enabled: true\n" + store)
     return cfg.replace("\nglobal:", routing + "global:", 1) + glob
 
@@ -319,3 +324,167 @@ def test_answer_flagged_by_the_guard_is_not_stored(vsr, fakellm):
     assert metric(v, "write", "stored") == 1  # the flagged turn wrote nothing
     r = ask(v, "key-alice", "Please remember what you say next, it matters to me.")  # the flagged turn's own words
     assert all("DAN" not in m["content"] for m in injected(r)), injected(r)
+
+
+# ---- the query's rewrite (external model of role memory_rewrite) ----
+
+REWRITE_PROMPT = "You are a query rewriter for semantic search in a memory database.\n\n"
+ODD = "zq vx 17 plover"  # a query that is nothing like the memory: found only through its rewrite
+
+
+def rewriter_answer(path, body):
+    """Rewrites ODD into the memory's own question (in <think> and quotes, which vsr strips); DOWN gets a 500."""
+    user = body["messages"][1]["content"]
+    if "DOWN" in user:
+        return 500, {"error": "down"}, 0
+    if "SLOW" in user:
+        return 200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "late"}}]}, 3
+    text = '<think>about dogs</think> "What is the name of my dog?"' if ODD in user else user.rsplit("Query: ", 1)[1]
+    return 200, {"id": "r", "object": "chat.completion",
+                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                              "finish_reason": "stop"}]}, 0
+
+
+@pytest.fixture
+def rewriter():
+    r = RemoteClassifier(rewriter_answer)
+    yield r
+    r.close()
+
+
+def catalog(port, extra=""):
+    return ("    external:\n      - name: rewrite\n        model_role: memory_rewrite\n"
+            "        llm_model_name: rewriter\n        llm_timeout_seconds: 2\n"
+            f"        llm_endpoint: {{address: 127.0.0.1, port: {port}}}\n" + extra)
+
+
+def test_query_rewrite_finds_what_the_raw_message_does_not(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    n = len(rewriter.requests)
+    r = ask(v, "key-alice", ODD, system="Be brief.")
+    assert r.headers["x-vsr-memory"] == "used"
+    assert injected(r)[0]["content"] == PRE + f"- Q: {FACT}\nA: {ANSWER}\n" + POST
+    assert sent(r)[-1]["content"] == ODD  # the rewrite is only the search's query, never the request's
+    (req,) = rewriter.requests[n:]
+    assert req["path"] == "/v1/chat/completions"
+    body = req["body"]
+    assert body["model"] == "rewriter" and body["stream"] is False and body["max_tokens"] == 512
+    assert body["messages"][0]["role"] == "system" and body["messages"][0]["content"].startswith(REWRITE_PROMPT)
+    # the history leaves system messages out and ends with the current turn, as the reference's does
+    assert body["messages"][1] == {"role": "user",
+                                   "content": f"History:\n[user]: {ODD}\n\nQuery: {ODD}\n\nRewritten query:"}
+
+
+def test_query_rewrite_failure_searches_the_raw_message(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    ask(v, "key-alice", FACT, answer=ANSWER)
+    remembered(v, "key-alice", "What is the name of my dog?")
+    n = len(rewriter.requests)
+    r = ask(v, "key-alice", ODD + " DOWN")  # the rewriter answers 500: the raw message, which finds nothing
+    assert r.headers["x-vsr-memory"] == "missing"
+    assert len(rewriter.requests) == n + 1
+    r = ask(v, "key-alice", "What is the name of my dog? DOWN")  # and the raw message is what is searched
+    assert r.headers["x-vsr-memory"] == "used"
+
+
+def test_query_rewrite_over_the_request_bound_is_not_sent(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port, "        max_request_bytes: 1024\n"))  # under the prompt
+    r = ask(v, "key-alice", ODD)
+    assert r.headers["x-vsr-memory"] == "missing"
+    assert rewriter.requests == []
+
+
+def test_a_client_that_leaves_while_the_query_is_rewritten(vsr, fakellm, rewriter):
+    """The rewrite is cancelled with the request: vsr goes on serving (and exits clean, which the fixture checks)."""
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    with v.client() as c, pytest.raises(httpx.ReadTimeout):
+        c.post("/v1/chat/completions", timeout=0.5, headers={"authorization": "Bearer key-alice"},
+               json={"model": "auto", "messages": [{"role": "user", "content": "SLOW what is my budget?"}]})
+    wait_until(lambda: len(rewriter.requests) == 1, timeout=5, what="the rewrite to be asked")
+    r = ask(v, "key-alice", "What is the name of my dog?")
+    assert r.headers["x-vsr-memory"] == "missing"
+
+
+def test_greetings_are_not_rewritten(vsr, fakellm, rewriter):
+    v = start(vsr, fakellm, catalog=catalog(rewriter.port))
+    ask(v, "key-alice", "hello")
+    assert rewriter.requests == []
+
+
+# ---- the rag plugin's context ----
+
+def rag_extra(srv, mode):
+    return f"""        - type: rag
+          configuration:
+            enabled: true
+            backend: external_api
+            injection_mode: {mode}
+            backend_config: {{endpoint: "{srv.url}/docs/_search", request_format: elasticsearch}}
+"""
+
+
+@pytest.mark.parametrize("mode,searched", [("tool_role", False), ("system_prompt", True)])
+def test_rag_tool_context_skips_the_search(vsr, fakellm, mode, searched):
+    srv = RagServer(["Beagles are scent hounds."])
+    try:
+        v = start(vsr, fakellm, extra=rag_extra(srv, mode))
+        ask(v, "key-alice", FACT, answer=ANSWER)
+        wait_until(lambda: metric(v, "write", "stored") >= 1, timeout=10, what="the memory to be written")
+        for _ in range(3):  # the write is not awaited: a few tries
+            r = ask(v, "key-alice", "What is the name of my dog?")
+            if not searched or r.headers["x-vsr-memory"] == "used":
+                break
+        assert r.headers["x-vsr-rag"] == "injected"
+        # tool_role: the reference's rag marks the request as carrying tool context, and memory is not searched
+        assert r.headers["x-vsr-memory"] == ("used" if searched else "skipped")
+        assert (len(injected(r)) == 1) == searched
+    finally:
+        srv.close()
+
+
+# ---- a Responses request's auto_store ----
+
+RESPONSES_ON = "    response_api:\n      enabled: true\n"
+CAT = "Please remember that my cat is called Tom and she is a tabby."
+
+
+def respond(v, key, text, **fields):
+    with v.client() as c:
+        r = c.post("/v1/responses", json={"model": "auto", "input": text, **fields},
+                   headers={"authorization": f"Bearer {key}", "x-vsr-debug": "true"})
+    assert r.status_code == 200, r.text
+    return r
+
+
+def test_responses_auto_store_false_keeps_nothing(vsr, fakellm):
+    v = start(vsr, fakellm, services=RESPONSES_ON)  # the plugin says auto_store: true
+    r = respond(v, "key-alice", CAT, auto_store=False)
+    respond(v, "key-alice", FACT)  # absent: the plugin's auto_store
+    wait_until(lambda: metric(v, "write", "stored") >= 1, timeout=10, what="the memory to be written")
+    r = remembered(v, "key-alice", "What are the names of my pets?")
+    (m,) = injected(r)
+    assert FACT in m["content"] and CAT not in m["content"]
+
+
+def test_responses_auto_store_true_overrides_the_plugin(vsr, fakellm):
+    require([USE_MODEL], what="embedding model")
+    port = free_port()
+    text = document(port, fakellm("a"), services=RESPONSES_ON).replace("auto_store: true", "auto_store: false")
+    v = vsr(text, port=port)
+    respond(v, "key-alice", CAT)  # the plugin's auto_store: false
+    respond(v, "key-alice", FACT, auto_store=True)
+    wait_until(lambda: metric(v, "write", "stored") >= 1, timeout=10, what="the memory to be written")
+    r = remembered(v, "key-alice", "What are the names of my pets?")
+    (m,) = injected(r)
+    assert FACT in m["content"] and CAT not in m["content"]
+    assert metric(v, "write", "stored") == 1
+
+
+def test_responses_auto_store_must_be_a_boolean(vsr, fakellm):
+    v = start(vsr, fakellm, services=RESPONSES_ON)
+    with v.client() as c:
+        r = c.post("/v1/responses", json={"model": "auto", "input": "hi", "auto_store": "yes"},
+                   headers={"authorization": "Bearer key-alice"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "auto_store"

@@ -227,6 +227,47 @@ static void test_remember(void **state)
     vsr_pool_free(&pool);
 }
 
+/* The rewrite's request: the last five non-system messages with text, the
+ * current turn as the query; its answer: <think>, spaces and quotes gone. */
+static void test_rewrite(void **state)
+{
+    (void)state;
+    vsr_pool_t pool;
+    vsr_pool_init(&pool);
+    vsr_json_t j, r;
+    vsr_chat_view_t chat;
+    vsr_buf_t b;
+    vsr_buf_init(&b, 0);
+    chat_of(&pool,
+            "{\"messages\":[{\"role\":\"system\",\"content\":\"sys\"},{\"role\":\"user\",\"content\":\"u1\"},"
+            "{\"role\":\"assistant\",\"content\":\"a1\"},{\"role\":\"user\",\"content\":\"u2\"},"
+            "{\"role\":\"assistant\",\"content\":\"\"},{\"role\":\"assistant\",\"content\":\"a2\"},"
+            "{\"role\":\"user\",\"content\":\"u3\"},{\"role\":\"user\",\"content\":\"when?\"}]}",
+            &j, &chat);
+    vsr_memory_rewrite_request(&b, "rw", &chat);
+    assert_int_equal(vsr_json_parse(&r, b.data, b.len, NULL), VSR_OK);
+    uint32_t model;
+    vsr_slice_t t;
+    assert_int_equal(vsr_json_object_get(&r, 0, "model", &model), VSR_OK);
+    assert_int_equal(vsr_json_string(&r, model, &pool, &t), VSR_OK);
+    assert_true(vsr_slice_eq_cstr(t, "rw"));
+    vsr_chat_view_t sent;
+    assert_int_equal(vsr_chat_view_build(&r, VSR_API_CHAT, &pool, &sent, NULL), VSR_OK);
+    assert_int_equal(sent.n_messages, 2);
+    assert_int_equal(sent.messages[0].role, VSR_ROLE_SYSTEM);
+    assert_true(vsr_slice_starts_with(sent.messages[0].text, VSR_SLICE_LIT("You are a query rewriter for semantic")));
+    assert_true(vsr_slice_eq_cstr(sent.messages[1].text, "History:\n[assistant]: a1\n[user]: u2\n[assistant]: a2\n[user]: u3\n[user]: "
+                                     "when?\n\nQuery: when?\n\nRewritten query:"));
+    vsr_json_free(&r);
+    vsr_json_free(&j);
+    assert_true(vsr_slice_eq_cstr(vsr_memory_rewrite_result(&pool, VSR_SLICE_LIT("<think>x</think> \"'When is it?'\" ")),
+                                  "When is it?"));
+    assert_int_equal(vsr_memory_rewrite_result(&pool, VSR_SLICE_NULL).len, 0);
+    assert_int_equal(vsr_memory_rewrite_result(&pool, VSR_SLICE_LIT(" \"\" ")).len, 0);
+    vsr_buf_free(&b);
+    vsr_pool_free(&pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_greetings),
         cmocka_unit_test(test_remember),
+        cmocka_unit_test(test_rewrite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
