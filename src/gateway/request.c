@@ -459,6 +459,7 @@ void vsr__request_free(request_t *req)
         vsr__local_abandon(req->admin_job); /* its answer has nobody to go to */
     request_account(req);
     vsr__usage_free(req->usage);
+    vsr__usage_free(req->usage_up);
     vsr_buf_free(&req->rl_body);
     if (req->call)
         vsr_upstream_call_cancel(req->call);

@@ -148,6 +148,31 @@ def test_stream_without_usage_asked_is_charged_and_unchanged(vsr, fakellm):
         assert r.headers["x-ratelimit-remaining-tokens"] == "0"
 
 
+def test_stream_from_messages_backend_without_usage_asked_is_charged(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    rl = """    ratelimit:
+      providers:
+        - type: local-limiter
+          rules:
+            - name: tokens
+              match: {user: "*"}
+              tokens_per_unit: 5
+              unit: day
+"""
+    m = model_yaml("m", [be.endpoint]).replace("      backend_refs:", "      api_format: anthropic\n      backend_refs:", 1)
+    v = vsr(config_yaml(port, [m], default="m", listener_extra=KEYS, global_extra=rl), port=port)
+    with httpx.stream("POST", v.url + "/v1/chat/completions", timeout=30, headers={"authorization": "Bearer k-alice"},
+                      json={"model": "m", "stream": True,
+                            "messages": [{"role": "user", "content": "hello there, a few words"}]}) as r:
+        assert r.status_code == 200
+        body = r.read().decode()
+    assert "chat.completion.chunk" in body and '"usage"' not in body
+    r = chat(v, "k-alice")
+    assert r.status_code == 429
+    assert r.headers["x-ratelimit-remaining-tokens"] == "0"
+
+
 def test_non_streamed_tokens_count(vsr, fakellm):
     v = limited(vsr, fakellm, """            - name: tokens
               match: {user: "*"}
