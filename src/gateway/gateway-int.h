@@ -86,6 +86,24 @@ struct worker_s {
 
 enum { CMD_NONE = 0, CMD_DRAIN = 1, CMD_STOP = 2 };
 
+/* keystore.c: API keys made through the management API, kept hashed (docs/tenancy.md) */
+typedef struct vsr__keystore_s vsr__keystore_t;
+#define VSR__KS_ID_LEN 16     /* hex digits of a key's id */
+#define VSR__KS_SECRET_LEN 71 /* "sk-vsr-" and 64 hex digits */
+vsr__keystore_t *vsr__keystore_new(void);
+void vsr__keystore_free(vsr__keystore_t *ks); /* NULL is a no-op */
+/* VSR_OK, or VSR_ERR_TOO_BIG when the store is full.  Empty slices: not given. */
+int vsr__keystore_create(vsr__keystore_t *ks, vsr_slice_t user, vsr_slice_t groups, vsr_slice_t name,
+                         char id[VSR__KS_ID_LEN + 1], char secret[VSR__KS_SECRET_LEN + 1]);
+/* A new secret for the key (the old one stops working), or VSR_ERR_NOT_FOUND. */
+int vsr__keystore_rotate(vsr__keystore_t *ks, vsr_slice_t id, char secret[VSR__KS_SECRET_LEN + 1]);
+int vsr__keystore_revoke(vsr__keystore_t *ks, vsr_slice_t id); /* VSR_OK or VSR_ERR_NOT_FOUND */
+void vsr__keystore_list_json(vsr__keystore_t *ks, vsr_buf_t *out); /* never a secret nor a digest */
+int vsr__keystore_entry_json(vsr__keystore_t *ks, vsr_slice_t id, vsr_buf_t *out);
+/* 1 when key is a stored one; its user and groups (NULL when none) copied into pool.  ks may be NULL. */
+int vsr__keystore_match(vsr__keystore_t *ks, vsr_slice_t key, vsr_pool_t *pool, const char **user,
+                        const char **groups);
+
 /* ratelimit.c: the local limiter (docs/tenancy.md), one for the process */
 typedef struct vsr__ratelimit_s vsr__ratelimit_t;
 typedef struct {
@@ -123,6 +141,7 @@ struct vsr_gateway_s {
     worker_t **workers;
     unsigned n_workers;
     vsr_model_stats_t *model_stats; /* live per-model statistics: each worker writes its shard */
+    vsr__keystore_t *keystore;      /* the API keys made through the management API */
     atomic_uint *listener_active; /* per listener */
     vsr_tls_ctx_t **listener_tls; /* per configured listener: its TLS context, or NULL */
     atomic_int ready;
@@ -202,7 +221,8 @@ int vsr__ingress_drop(const vsr_listener_conf_t *l, const vsr_config_t *cfg, int
 enum { VSR__AUTH_OK = 0, VSR__AUTH_BAD = 1, VSR__AUTH_CONFLICT = 2 };
 /* On OK, *presented (when not NULL) is the key checked (a slice of the
  * head), empty when the listener needs none. */
-int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented);
+int vsr__ingress_auth(const vsr_listener_conf_t *l, vsr__keystore_t *ks, const vsr_http_head_t *h,
+                      vsr_slice_t *presented);
 /* The listener checks keys (api_keys strings or entries). */
 int vsr__ingress_has_keys(const vsr_listener_conf_t *l);
 /* The api_keys entry a checked key matched (its user and groups), or NULL:

@@ -399,6 +399,7 @@ static void gateway_free(vsr_gateway_t *gw)
     pthread_cond_destroy(&gw->cv);
     vsr__gateway_cache_free(gw);
     vsr__ratelimit_free(gw->ratelimit);
+    vsr__keystore_free(gw->keystore);
     vsr__gateway_replay_free(gw);
     vsr_free(gw->listener_active);
     vsr_free(gw->workers);
@@ -514,6 +515,7 @@ vsr_gateway_t *vsr_gateway_start(const vsr_config_t *cfg, vsr_engine_t *engine, 
     pthread_mutex_init(&gw->snap_mu, NULL);
     vsr__gateway_cache_init(gw);
     gw->ratelimit = vsr__ratelimit_new();
+    gw->keystore = vsr__keystore_new();
     vsr__gateway_replay_init(gw);
     gw->current = vsr_engine_ref(engine);
     gw->n_workers = workers;

@@ -90,12 +90,13 @@ const vsr_api_key_conf_t *vsr__ingress_key_entry(const vsr_listener_conf_t *l, v
     return entry_match(l, key);
 }
 
-static int key_ok(const vsr_listener_conf_t *l, vsr_slice_t key)
+static int key_ok(const vsr_listener_conf_t *l, vsr__keystore_t *ks, vsr_slice_t key)
 {
     int ok = 0;
     for (size_t i = 0; i < l->api_keys.n; i++)
         ok |= vsr_secret_eq(key, vsr_slice_cstr(l->api_keys.items[i])); /* every key is compared, whatever matched */
     ok |= entry_match(l, key) != NULL;
+    ok |= vsr__keystore_match(ks, key, NULL, NULL, NULL);
     return ok && key.len > 0;
 }
 
@@ -111,7 +112,8 @@ static vsr_slice_t presented_key(vsr_slice_t name, vsr_slice_t v)
     return VSR_SLICE_NULL;
 }
 
-int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vsr_slice_t *presented)
+int vsr__ingress_auth(const vsr_listener_conf_t *l, vsr__keystore_t *ks, const vsr_http_head_t *h,
+                      vsr_slice_t *presented)
 {
     if (presented)
         *presented = VSR_SLICE_NULL;
@@ -134,7 +136,7 @@ int vsr__ingress_auth(const vsr_listener_conf_t *l, const vsr_http_head_t *h, vs
     }
     if (seen == 0)
         return VSR__AUTH_BAD;
-    if (!key_ok(l, key))
+    if (!key_ok(l, ks, key))
         return VSR__AUTH_BAD;
     if (presented)
         *presented = key;

@@ -10,6 +10,8 @@
  */
 #include "gateway/request-int.h"
 
+#include <openssl/crypto.h>
+
 /* A management API call running on a thread of admin/'s (vsr_admin_submit).
  * Two owners, counted in refs under mu: the thread until it has answered,
  * and this worker until `async` has closed.  A request that goes first
@@ -292,6 +294,152 @@ static void serve_model_stats(request_t *req)
     vsr__request_finish(req);
 }
 
+/* ---- /api/v1/keys: the key store (docs/tenancy.md) ---- */
+
+/* The request's JSON object body, or NULL after a 400 (an empty body reads as {}). */
+static vsr_json_t *keys_body(request_t *req)
+{
+    vsr_json_t *j = &req->json;
+    req->has_json = 1;
+    const char *p = req->body.len ? req->body.data : "{}";
+    if (vsr_json_parse(j, p, req->body.len ? req->body.len : 2, NULL) != VSR_OK || vsr_json_type(j, 0) != VSR_JSON_OBJECT) {
+        vsr__request_error(req, 400, "malformed JSON body");
+        return NULL;
+    }
+    return j;
+}
+
+/* A string field, or an empty slice when absent or null; -1 after a 400 for another type. */
+static int keys_string(request_t *req, vsr_json_t *j, const char *name, vsr_slice_t *out)
+{
+    uint32_t t;
+    *out = VSR_SLICE_NULL;
+    if (vsr_json_object_get(j, 0, name, &t) != VSR_OK || vsr_json_type(j, t) == VSR_JSON_NULL)
+        return 0;
+    if (vsr_json_type(j, t) != VSR_JSON_STRING || vsr_json_string(j, t, &req->pool, out) != VSR_OK ||
+        out->len > 256 || vsr_find(out->p, out->len, ",", 1) || memchr(out->p, '\0', out->len)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "%s must be a string of at most 256 bytes, without commas", name);
+        vsr__request_error(req, 400, msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void keys_reply(request_t *req, int status, vsr_buf_t *out)
+{
+    vsr__request_reply(req, status, "application/json", vsr_buf_slice(out), "cache-control: no-store\r\n",
+                       req->is_head, !req->keep_alive);
+    vsr_buf_free(out);
+    vsr__request_finish(req);
+}
+
+/* The key's fields with its secret, the one time it is shown. */
+static void keys_secret_reply(request_t *req, int status, vsr_slice_t id, const char *secret)
+{
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    vsr__keystore_entry_json(req->w->gw->keystore, id, &out);
+    if (out.len) {
+        out.len--; /* the entry's closing brace */
+        vsr_buf_printf(&out, ",\"key\":\"%s\"}", secret);
+    }
+    keys_reply(req, status, &out);
+}
+
+/* GET lists the keys (never a secret); POST {user, groups[], name} makes one. */
+static void serve_keys(request_t *req)
+{
+    vsr__keystore_t *ks = req->w->gw->keystore;
+    if (get_like(req)) {
+        vsr_buf_t out;
+        vsr_buf_init(&out, 0);
+        vsr__keystore_list_json(ks, &out);
+        keys_reply(req, 200, &out);
+        return;
+    }
+    if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
+        vsr__request_reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
+                                 "allow: GET, HEAD, POST\r\n", req->is_head, !req->keep_alive);
+        vsr__request_finish(req);
+        return;
+    }
+    vsr_json_t *j = keys_body(req);
+    vsr_slice_t user, name;
+    if (j == NULL || keys_string(req, j, "user", &user) || keys_string(req, j, "name", &name))
+        return;
+    vsr_buf_t groups;
+    vsr_buf_init(&groups, 0);
+    uint32_t gt;
+    if (vsr_json_object_get(j, 0, "groups", &gt) == VSR_OK && vsr_json_type(j, gt) != VSR_JSON_NULL) {
+        int bad = vsr_json_type(j, gt) != VSR_JSON_ARRAY || j->toks[gt].count > 64;
+        for (uint32_t i = 0, k = gt + 1; !bad && i < j->toks[gt].count; i++, k = j->toks[k].next) {
+            vsr_slice_t g;
+            bad = vsr_json_type(j, k) != VSR_JSON_STRING || vsr_json_string(j, k, &req->pool, &g) != VSR_OK ||
+                  g.len == 0 || g.len > 256 || vsr_find(g.p, g.len, ",", 1) || memchr(g.p, '\0', g.len);
+            if (!bad)
+                vsr_buf_printf(&groups, "%s%.*s", i ? "," : "", (int)g.len, g.p);
+        }
+        if (bad) {
+            vsr_buf_free(&groups);
+            vsr__request_error(req, 400, "groups must be a list of at most 64 non-empty strings without commas");
+            return;
+        }
+    }
+    char id[VSR__KS_ID_LEN + 1], secret[VSR__KS_SECRET_LEN + 1];
+    int rc = vsr__keystore_create(ks, user, vsr_buf_slice(&groups), name, id, secret);
+    vsr_buf_free(&groups);
+    if (rc != VSR_OK) {
+        vsr__request_error(req, 507, "the key store is full");
+        return;
+    }
+    keys_secret_reply(req, 201, vsr_slice_cstr(id), secret);
+    OPENSSL_cleanse(secret, sizeof(secret));
+}
+
+/* POST {id}: revoke (the key gets the same 401 as a wrong one from now on) or rotate (a new secret). */
+static void keys_by_id(request_t *req, int rotate)
+{
+    if (!vsr_slice_eq_cstr(req->head->method, "POST")) {
+        vsr__request_reply_error(req, 405, "invalid_request_error", NULL, VSR_SLICE_LIT("method not allowed"),
+                                 "allow: POST\r\n", req->is_head, !req->keep_alive);
+        vsr__request_finish(req);
+        return;
+    }
+    vsr_json_t *j = keys_body(req);
+    vsr_slice_t id;
+    if (j == NULL || keys_string(req, j, "id", &id))
+        return;
+    vsr__keystore_t *ks = req->w->gw->keystore;
+    char secret[VSR__KS_SECRET_LEN + 1];
+    int rc = rotate ? vsr__keystore_rotate(ks, id, secret) : vsr__keystore_revoke(ks, id);
+    if (rc != VSR_OK) {
+        vsr__request_error(req, 404, "no such key");
+        return;
+    }
+    if (rotate) {
+        keys_secret_reply(req, 200, id, secret);
+        OPENSSL_cleanse(secret, sizeof(secret));
+        return;
+    }
+    vsr_buf_t out;
+    vsr_buf_init(&out, 0);
+    vsr_buf_append_cstr(&out, "{\"revoked\":");
+    vsr_buf_append_json_string(&out, id);
+    vsr_buf_append_cstr(&out, "}");
+    keys_reply(req, 200, &out);
+}
+
+static void serve_keys_revoke(request_t *req)
+{
+    keys_by_id(req, 0);
+}
+
+static void serve_keys_rotate(request_t *req)
+{
+    keys_by_id(req, 1);
+}
+
 /* ---- the path table ---- */
 
 enum {
@@ -315,6 +463,9 @@ static const local_path_t local_paths[] = {
     {"/metrics", ON_METRICS, 1, 0, serve_metrics},
     {"/api/v1/routing/preview", ON_MANAGEMENT, 0, 0, serve_preview}, /* POST; another method is told 405 */
     {"/api/v1/models/stats", ON_MANAGEMENT, 1, 1, serve_model_stats},
+    {"/api/v1/keys", ON_MANAGEMENT, 0, 0, serve_keys},
+    {"/api/v1/keys/revoke", ON_MANAGEMENT, 0, 0, serve_keys_revoke}, /* POST */
+    {"/api/v1/keys/rotate", ON_MANAGEMENT, 0, 0, serve_keys_rotate}, /* POST */
 };
 
 static const local_path_t *local_find(const request_t *req, vsr_slice_t path, unsigned on, int probe)

@@ -182,6 +182,8 @@ static void up_on_head(void *ud, const vsr_http_head_t *h)
     /* a translated stream is framed here: the upstream's length is not its length */
     int chunked = h->chunked || req->body_mode == VSR_BODY_STREAM;
     req->usage_of_output = req->body_mode == VSR_BODY_STREAM && req->served && req->served->messages_api;
+    if (req->usage_of_output && req->usage && req->usage_up == NULL) /* the client may not have asked for usage */
+        req->usage_up = vsr__usage_new();
     if (req->body_mode == VSR_BODY_BUFFER) {
         /* the answer is translated whole: its head goes out with it */
         req->held_status = h->status;
@@ -324,6 +326,14 @@ static void up_on_body(void *ud, const char *p, size_t n, vsr_rbuf_t *owner)
         const vsr_effect_t *eff = vsr_session_response_body(req->sess, p, n, 0);
         if (req->usage && !req->usage_of_output)
             vsr__usage_feed(req->usage, p, n);
+        if (req->usage_up) {
+            vsr__usage_feed(req->usage_up, p, n);
+            if (req->usage_up->has_usage) { /* the output's usage chunk, when it has one, says the same */
+                req->usage->prompt_tokens = req->usage_up->prompt_tokens;
+                req->usage->completion_tokens = req->usage_up->completion_tokens;
+                req->usage->has_usage = 1;
+            }
+        }
         if (req->body_mode == VSR_BODY_STREAM) {
             send_translated(req, eff);
             if (req->call && req->st && vsr__h2_queued(req->st) > VSR__H2_QUEUE_HIGH)

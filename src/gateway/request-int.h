@@ -82,6 +82,7 @@ struct request_s {
     unsigned unauth : 2;           /* the key check failed on the head (VSR__AUTH_*): 401 before any body */
     req_trace_t trace;
     stream_usage_t *usage;         /* an event stream's events and usage, read as relayed */
+    stream_usage_t *usage_up;      /* ... and a translated one's usage as the backend sent it (usage_of_output) */
     vsr__rl_subject_t rl_subject;  /* whom the rate limiter counted this request for */
     vsr__rl_verdict_t rl_verdict;  /* ... and the room its tightest rule had left: the answer's x-ratelimit-* */
     unsigned rl_counted : 1;       /* ... its tokens are charged when it is over */

@@ -459,6 +459,7 @@ void vsr__request_free(request_t *req)
         vsr__local_abandon(req->admin_job); /* its answer has nobody to go to */
     request_account(req);
     vsr__usage_free(req->usage);
+    vsr__usage_free(req->usage_up);
     vsr_buf_free(&req->rl_body);
     if (req->call)
         vsr_upstream_call_cancel(req->call);
@@ -554,7 +555,7 @@ static int early_auth(const request_t *req)
     const listener_t *l = req->l;
     if (l->management || l->metrics || is_probe(req->head))
         return VSR__AUTH_OK;
-    return vsr__ingress_auth(live_listener(req), req->head, NULL);
+    return vsr__ingress_auth(live_listener(req), req->w->gw->keystore, req->head, NULL);
 }
 
 /* 401: a missing or wrong key, or several different ones (`auth` says which). */
@@ -610,7 +611,7 @@ static void dispatch(request_t *req)
     const vsr_config_t *cfg = vsr_engine_config(req->eng);
     const vsr_listener_conf_t *lc = live_listener(req);
     vsr_slice_t key;
-    int auth = vsr__ingress_auth(lc, h, &key);
+    int auth = vsr__ingress_auth(lc, req->w->gw->keystore, h, &key);
     if (auth != VSR__AUTH_OK) {
         reply_unauthorized(req, auth, !req->keep_alive);
         return;
@@ -622,7 +623,10 @@ static void dispatch(request_t *req)
 
     /* a key with identity names the user and groups: the client's own identity fields never count then */
     const vsr_api_key_conf_t *ke = vsr__ingress_key_entry(lc, key);
-    int key_identity = ke && (ke->user || ke->groups);
+    const char *key_user = ke ? ke->user : NULL, *key_groups = ke ? ke->groups : NULL;
+    if (ke == NULL && vsr__ingress_has_keys(lc)) /* a stored key's, copied: it may be revoked meanwhile */
+        vsr__keystore_match(req->w->gw->keystore, key, &req->pool, &key_user, &key_groups);
+    int key_identity = key_user || key_groups;
     int identity_trusted = !key_identity && vsr__conn_identity_trusted(c);
 
     /* ingress hygiene: what a client may not send never reaches routing or a backend */
@@ -635,14 +639,14 @@ static void dispatch(request_t *req)
         req->n_hdrs++;
     }
     if (key_identity) {
-        if (ke->user)
+        if (key_user)
             req->hdrs[req->n_hdrs++] = (vsr_header_t){
                 vsr_slice_cstr(cfg->authz_user_id_header ? cfg->authz_user_id_header : "x-authz-user-id"),
-                vsr_slice_cstr(ke->user)};
-        if (ke->groups)
+                vsr_slice_cstr(key_user)};
+        if (key_groups)
             req->hdrs[req->n_hdrs++] = (vsr_header_t){
                 vsr_slice_cstr(cfg->authz_user_groups_header ? cfg->authz_user_groups_header : "x-authz-user-groups"),
-                vsr_slice_cstr(ke->groups)};
+                vsr_slice_cstr(key_groups)};
         identity_trusted = 1; /* vsr set these fields itself */
     }
     vsr__trace_begin(&req->trace, req->w->gw->opts.tracer, h);

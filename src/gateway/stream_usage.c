@@ -2,7 +2,8 @@
  * while relaying it: the number of events, and the token counts of the
  * final usage object (chat and completions: a top-level "usage" with
  * prompt_tokens/completion_tokens; responses: response.usage with
- * input_tokens/output_tokens).  Only events that mention "usage" are
+ * input_tokens/output_tokens; Anthropic's Messages: message_start's
+ * message.usage, then message_delta's usage with output_tokens alone).  Only events that mention "usage" are
  * parsed as JSON; a stream vsr cannot parse is relayed all the same. */
 #include "gateway/gateway-int.h"
 
@@ -30,16 +31,19 @@ static int on_event(void *ud, vsr_slice_t type, vsr_slice_t data, vsr_slice_t id
     if (vsr_json_parse(&j, data.p, data.len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT) {
         uint32_t usage, resp;
         int found = vsr_json_object_get(&j, 0, "usage", &usage) == VSR_OK;
-        if (!found && vsr_json_object_get(&j, 0, "response", &resp) == VSR_OK &&
+        if (!found && ((vsr_json_object_get(&j, 0, "response", &resp) == VSR_OK) ||
+                       vsr_json_object_get(&j, 0, "message", &resp) == VSR_OK) &&
             vsr_json_type(&j, resp) == VSR_JSON_OBJECT)
             found = vsr_json_object_get(&j, resp, "usage", &usage) == VSR_OK;
         uint64_t p = 0, c = 0;
-        if (found && vsr_json_type(&j, usage) == VSR_JSON_OBJECT &&
-            read_count(&j, usage, "prompt_tokens", "input_tokens", &p) &&
-            read_count(&j, usage, "completion_tokens", "output_tokens", &c)) {
-            u->prompt_tokens = p;
-            u->completion_tokens = c;
-            u->has_usage = 1;
+        if (found && vsr_json_type(&j, usage) == VSR_JSON_OBJECT) {
+            int has_p = read_count(&j, usage, "prompt_tokens", "input_tokens", &p);
+            if (read_count(&j, usage, "completion_tokens", "output_tokens", &c) && (has_p || u->has_usage)) {
+                if (has_p) /* message_delta's usage may leave the prompt out: message_start's stands */
+                    u->prompt_tokens = p;
+                u->completion_tokens = c;
+                u->has_usage = 1;
+            }
         }
     }
     vsr_json_free(&j);

@@ -23,6 +23,7 @@ typedef enum {
  * translation, and one chunk's translated output. */
 #define XLATE_MAX_BODY VSR_ANTHROPIC_MAX_INPUT
 #define XLATE_MAX_OUT (64u << 20)
+#define EV_HOLD_MAX (64u << 10) /* bytes of one streamed event held to see whether it is the usage chunk */
 
 struct vsr_session_s {
     vsr_engine_t *e;
@@ -74,6 +75,11 @@ struct vsr_session_s {
     int count_tokens;         /* POST /v1/messages/count_tokens: forwarded to a Messages backend, or estimated */
     const char *no_chat_form; /* what of a Messages request the chat form left out (a chat model refuses it) */
     int include_usage;        /* the chat request asked for a usage chunk (stream_options.include_usage) */
+    int usage_added;          /* vsr asked the backend for the usage chunk the client did not ask for */
+    vsr_buf_t ev_hold;        /* usage_added: the event being read, until it is known not to be that chunk */
+    unsigned ev_strip : 1;    /* this answer is such a stream: its events go through strip_usage_chunk */
+    unsigned ev_pass : 1;     /* the event outgrew ev_hold: passed on as it comes */
+    unsigned ev_bol : 1;      /* the next byte starts a line */
     vsr_buf_t in_body, up_body, scratch;
     const char *aim_error;    /* why the last aim() could not translate the request */
     /* the answer's translation, chosen by the response headers phase */
@@ -476,6 +482,7 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_json_edits_init(&s->edits);
     vsr_buf_init(&s->in_body, XLATE_MAX_OUT);
     vsr_buf_init(&s->up_body, XLATE_MAX_OUT);
+    vsr_buf_init(&s->ev_hold, EV_HOLD_MAX);
     vsr_buf_init(&s->scratch, XLATE_MAX_OUT);
     vsr_buf_init(&s->acc, XLATE_MAX_BODY);
     vsr_buf_init(&s->out, XLATE_MAX_OUT);
@@ -534,6 +541,7 @@ void vsr_session_finish(vsr_session_t *s)
         vsr_completions_stream_free(s->cs);
     vsr_buf_free(&s->in_body);
     vsr_buf_free(&s->up_body);
+    vsr_buf_free(&s->ev_hold);
     vsr_buf_free(&s->scratch);
     vsr_buf_free(&s->acc);
     vsr_buf_free(&s->out);
@@ -2559,6 +2567,31 @@ static int messages_passthrough(vsr_session_t *s, vsr_slice_t id, const vsr_buf_
     return rc;
 }
 
+/* A token rate-limit rule charges a stream by its usage chunk: a chat
+ * client's stream to an OpenAI-format backend that did not ask for one gets
+ * stream_options.include_usage added, and the chunk is taken out of what
+ * the client sees (strip_usage_chunk).  Returns 1 when the edit was added. */
+static int ask_stream_usage(vsr_session_t *s, const vsr_model_conf_t *model)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_json_t *j = &s->json;
+    int tokens = 0;
+    for (size_t i = 0; i < cfg->n_ratelimit_rules && !tokens; i++)
+        tokens = cfg->ratelimit_rules[i].tokens_per_unit > 0;
+    if (!tokens || s->ep != EP_CHAT || s->anthropic_in || s->responses_in || !s->chat.stream || s->include_usage ||
+        anthropic_model(model) || s->final_body.len || s->count_tokens)
+        return 0;
+    uint32_t so, iu;
+    if (vsr_json_object_get(j, 0, "stream_options", &so) != VSR_OK)
+        return vsr_json_edit_insert_member(&s->edits, j, 0,
+                                           VSR_SLICE_LIT("\"stream_options\":{\"include_usage\":true}")) == VSR_OK;
+    if (vsr_json_type(j, so) != VSR_JSON_OBJECT)
+        return vsr_json_edit_replace(&s->edits, j, so, VSR_SLICE_LIT("{\"include_usage\":true}")) == VSR_OK;
+    if (vsr_json_object_get(j, so, "include_usage", &iu) == VSR_OK)
+        return vsr_json_edit_replace(&s->edits, j, iu, VSR_SLICE_LIT("true")) == VSR_OK;
+    return vsr_json_edit_insert_member(&s->edits, j, so, VSR_SLICE_LIT("\"include_usage\":true")) == VSR_OK;
+}
+
 /* Points the request at one candidate model: its id in the body (the
  * client's bytes around it, plus the plugins' edits), x-selected-model, the
  * plan.  Used for the first choice and for every fallback candidate.  With
@@ -2581,6 +2614,7 @@ static int aim(vsr_session_t *s, const vsr_model_conf_t *model, const char *lora
         vsr_json_string_put(lit, id);
         vsr_json_edit_replace(&s->edits, j, mt, vsr_slice(lit, n));
     }
+    s->usage_added = ask_stream_usage(s, model);
     if (s->final_body.len) { /* a request graph's final hop: its own body */
         s->eff.body = &s->final_body;
         s->eff.n_body = 1;
@@ -3184,6 +3218,19 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
     }
     rg_begin(s, status, headers, n_headers);
     hc_begin(s, status, headers, n_headers, &h);
+    s->ev_strip = 0;
+    if (s->usage_added && !up_messages && !client_messages && !s->responses_in && s->body_mode != VSR_BODY_BUFFER &&
+        status >= 200 && status < 300) {
+        const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
+        if (ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"))) {
+            s->body_mode = VSR_BODY_STREAM; /* framed by vsr: the usage chunk leaves the stream */
+            s->to_chat = 0;
+            s->ev_strip = 1;
+            s->ev_pass = 0;
+            s->ev_bol = 1;
+            vsr_buf_reset(&s->ev_hold);
+        }
+    }
     s->eff.body_mode = s->body_mode;
     vsr_buf_reset(&s->rc_acc);
     s->rc_over = 0;
@@ -3346,6 +3393,66 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
     return body_out(s);
 }
 
+/* Whether a held event is the usage chunk: a data line holding an object
+ * with "choices":[] and a "usage" object. */
+static int usage_only_event(const char *p, size_t n)
+{
+    const char *d = p;
+    while (d && (size_t)(d - p) + 5 <= n && memcmp(d, "data:", 5) != 0) {
+        const char *nl = memchr(d, '\n', n - (size_t)(d - p));
+        d = nl ? nl + 1 : NULL;
+    }
+    if (d == NULL || (size_t)(d - p) + 5 > n)
+        return 0;
+    d += 5;
+    const char *end = memchr(d, '\n', n - (size_t)(d - p));
+    size_t len = end ? (size_t)(end - d) : n - (size_t)(d - p);
+    if (vsr_find(d, len, "\"usage\"", 7) == NULL)
+        return 0;
+    vsr_json_t j;
+    uint32_t ch, u;
+    int yes = vsr_json_parse(&j, d, len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+              vsr_json_object_get(&j, 0, "choices", &ch) == VSR_OK && vsr_json_type(&j, ch) == VSR_JSON_ARRAY &&
+              j.toks[ch].count == 0 && vsr_json_object_get(&j, 0, "usage", &u) == VSR_OK &&
+              vsr_json_type(&j, u) == VSR_JSON_OBJECT;
+    vsr_json_free(&j);
+    return yes;
+}
+
+/* A stream whose usage chunk vsr asked for (ask_stream_usage): the events
+ * go to s->out as they came, less that chunk.  Each event is held to its
+ * end (a blank line); one longer than EV_HOLD_MAX is passed on as it comes. */
+static void strip_usage_chunk(vsr_session_t *s, const char *p, size_t n, int end_of_stream)
+{
+    while (n) {
+        const char *nl = memchr(p, '\n', n);
+        size_t k = nl ? (size_t)(nl - p) + 1 : n;
+        /* a blank line ("\n" or "\r\n" at a line's start) ends the event */
+        int blank = nl && s->ev_bol && (k == 1 || (k == 2 && p[0] == '\r'));
+        if (s->ev_pass) {
+            vsr_buf_append(&s->out, p, k);
+        } else if (vsr_buf_append(&s->ev_hold, p, k) != VSR_OK) {
+            vsr_buf_append_slice(&s->out, vsr_buf_slice(&s->ev_hold));
+            vsr_buf_append(&s->out, p, k);
+            vsr_buf_reset(&s->ev_hold);
+            s->ev_pass = 1;
+        }
+        s->ev_bol = nl != NULL;
+        if (blank) {
+            if (!s->ev_pass && !usage_only_event(s->ev_hold.data, s->ev_hold.len))
+                vsr_buf_append_slice(&s->out, vsr_buf_slice(&s->ev_hold));
+            vsr_buf_reset(&s->ev_hold);
+            s->ev_pass = 0;
+        }
+        p += k;
+        n -= k;
+    }
+    if (end_of_stream && s->ev_hold.len) { /* an event the stream did not end */
+        vsr_buf_append_slice(&s->out, vsr_buf_slice(&s->ev_hold));
+        vsr_buf_reset(&s->ev_hold);
+    }
+}
+
 static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, size_t len, int end_of_stream)
 {
     reset_effect(s);
@@ -3395,6 +3502,8 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
                 if (end_of_stream == VSR_BODY_END && s->rs->conv.len)
                     responses_keep(s, vsr_buf_slice(&s->rs->final), vsr_buf_slice(&s->rs->conv));
             }
+        } else if (s->ev_strip) {
+            strip_usage_chunk(s, chunk, len, end_of_stream);
         } else if (s->rg.own_stream) { /* streamed for the scan only: the events as they came */
             if (len)
                 vsr_buf_append(&s->out, chunk, len);

@@ -96,3 +96,74 @@ def test_entry_needs_exactly_one_key(tmp_path):
         r = subprocess.run([VSR_BIN, "config", "validate", str(p)], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0, entry
         assert why in r.stdout + r.stderr, (entry, r.stdout + r.stderr)
+
+
+# ---- keys in the store, managed through the management API ----
+
+def stored(vsr, fakellm):
+    from test_management_roles import AUTH, ENV
+    from test_management_security import Api, doc
+    b = fakellm("a")
+    port, mport = free_port(), free_port()
+    v = vsr(doc(port, mport, b, listener_extra="    api_keys: [plain-key]", mgmt_extra=AUTH), port=port,
+            workers=2, env=ENV)
+    v.viewer, v.operator = Api(mport, ENV["VSR_T_VIEWER"]), Api(mport, ENV["VSR_T_OPERATOR"])
+    v.none = Api(mport)
+    return v
+
+
+def test_stored_key_create_list_use_rotate_revoke(vsr, fakellm):
+    v = stored(vsr, fakellm)
+    r = v.operator.post("/api/v1/keys", json={"user": "erin", "groups": ["premium", "staff"], "name": "erin-ci"})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    key, kid = made["key"], made["id"]
+    assert key.startswith("sk-vsr-") and len(key) == 71 and len(kid) == 16
+    assert made["user"] == "erin" and made["groups"] == "premium,staff" and made["name"] == "erin-ci"
+    assert r.headers["cache-control"] == "no-store"
+    # listed without the secret (nor its digest)
+    listing = v.viewer.get("/api/v1/keys")
+    assert listing.status_code == 200
+    assert [k["id"] for k in listing.json()["data"]] == [kid]
+    assert key not in listing.text and key[7:] not in listing.text
+    assert hashlib.sha256(key.encode()).hexdigest() not in listing.text
+    # the listener accepts it, with its identity
+    r = post(v, key)
+    assert r.status_code == 200, r.text
+    h = echo(r)["headers"]
+    assert h["x-authz-user-id"] == "erin" and h["x-authz-user-groups"] == "premium,staff"
+    assert post(v, "plain-key").status_code == 200
+    # rotate: a new secret, the old one stops working
+    r = v.operator.post("/api/v1/keys/rotate", json={"id": kid})
+    assert r.status_code == 200, r.text
+    key2 = r.json()["key"]
+    assert key2 != key and r.json()["id"] == kid
+    assert post(v, key2).status_code == 200
+    wrong = post(v, "sk-vsr-" + "0" * 64)
+    old = post(v, key)
+    assert old.status_code == wrong.status_code == 401
+    assert old.json() == wrong.json()
+    # revoke: the same 401 as a wrong key, and gone from the list
+    assert v.operator.post("/api/v1/keys/revoke", json={"id": kid}).status_code == 200
+    r = post(v, key2)
+    assert r.status_code == 401 and r.json() == wrong.json()
+    assert v.viewer.get("/api/v1/keys").json()["data"] == []
+    assert v.operator.post("/api/v1/keys/revoke", json={"id": kid}).status_code == 404
+    assert v.operator.post("/api/v1/keys/rotate", json={"id": "nope"}).status_code == 404
+
+
+def test_stored_keys_need_the_management_roles(vsr, fakellm):
+    v = stored(vsr, fakellm)
+    r = v.none.post("/api/v1/keys", json={"user": "x"})
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_management_token"
+    assert v.none.get("/api/v1/keys").status_code == 401
+    r = v.viewer.post("/api/v1/keys", json={"user": "x"})
+    assert r.status_code == 403 and "config.write" in r.json()["error"]["message"]
+    kid = v.operator.post("/api/v1/keys", json={"user": "x"}).json()["id"]
+    assert v.viewer.post("/api/v1/keys/revoke", json={"id": kid}).status_code == 403
+    assert v.viewer.post("/api/v1/keys/rotate", json={"id": kid}).status_code == 403
+    assert len(v.viewer.get("/api/v1/keys").json()["data"]) == 1
+    # malformed requests
+    assert v.operator.post("/api/v1/keys", json={"groups": "premium"}).status_code == 400
+    assert v.operator.post("/api/v1/keys", json={"user": "a,b"}).status_code == 400
+    assert v.operator.post("/api/v1/keys", content=b"{").status_code == 400

@@ -1,4 +1,5 @@
 """global.services.ratelimit: the local limiter's rules, 429s in the client's protocol, metrics by rule."""
+import re
 import subprocess
 
 
@@ -104,6 +105,72 @@ def test_streamed_tokens_count(vsr, fakellm):
     assert r.headers["x-ratelimit-limit-tokens"] == "5"
     assert r.headers["x-ratelimit-remaining-tokens"] == "0"
     assert chat(v, "k-bob").status_code == 200
+
+
+def _events(body):
+    """A stream's events with what changes from call to call (id, created, fakellm's own fields) left out."""
+    body = re.sub(r'"id":"[^"]*"', '"id":""', body)
+    body = re.sub(r'"created":\d+', '"created":0', body)
+    return re.sub(r',"fakellm":\{.*?\}(?=\}\n)', "", body).split("\n\n")
+
+
+def test_stream_without_usage_asked_is_charged_and_unchanged(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    rl = """    ratelimit:
+      providers:
+        - type: local-limiter
+          rules:
+            - name: tokens
+              match: {user: "*"}
+              tokens_per_unit: 5
+              unit: day
+"""
+    v = vsr(config_yaml(port, [model_yaml("m", [be.endpoint])], default="m", listener_extra=KEYS, global_extra=rl),
+            port=port)
+    req = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hello there, a few words"}]}
+    users = ("alice", "bob", "carol")
+    for user, extra in zip(users, ({}, {"stream_options": {"include_usage": False}}, {"stream_options": {}})):
+        direct = httpx.post(be.url + "/v1/chat/completions", timeout=30, json={**req, **extra}).text
+        assert '"usage"' not in direct
+        with httpx.stream("POST", v.url + "/v1/chat/completions", timeout=30,
+                          headers={"authorization": f"Bearer k-{user}"},
+                          json={**req, **extra}) as r:
+            assert r.status_code == 200
+            body = r.read().decode()
+        # vsr asked the backend for the usage chunk: the client sees the stream it asked for, byte for byte
+        assert _events(body) == _events(direct)
+        assert '"usage"' not in body
+    # and the tokens were charged
+    for user in users:
+        r = chat(v, f"k-{user}")
+        assert r.status_code == 429
+        assert r.headers["x-ratelimit-remaining-tokens"] == "0"
+
+
+def test_stream_from_messages_backend_without_usage_asked_is_charged(vsr, fakellm):
+    be = fakellm()
+    port = free_port()
+    rl = """    ratelimit:
+      providers:
+        - type: local-limiter
+          rules:
+            - name: tokens
+              match: {user: "*"}
+              tokens_per_unit: 5
+              unit: day
+"""
+    m = model_yaml("m", [be.endpoint]).replace("      backend_refs:", "      api_format: anthropic\n      backend_refs:", 1)
+    v = vsr(config_yaml(port, [m], default="m", listener_extra=KEYS, global_extra=rl), port=port)
+    with httpx.stream("POST", v.url + "/v1/chat/completions", timeout=30, headers={"authorization": "Bearer k-alice"},
+                      json={"model": "m", "stream": True,
+                            "messages": [{"role": "user", "content": "hello there, a few words"}]}) as r:
+        assert r.status_code == 200
+        body = r.read().decode()
+    assert "chat.completion.chunk" in body and '"usage"' not in body
+    r = chat(v, "k-alice")
+    assert r.status_code == 429
+    assert r.headers["x-ratelimit-remaining-tokens"] == "0"
 
 
 def test_non_streamed_tokens_count(vsr, fakellm):
