@@ -1,6 +1,6 @@
 /*
  * select.c — runs a decision's single-call selector (latency_aware,
- * multi_factor): gathers each candidate's live statistics, price and
+ * multi_factor, router_dc): gathers each candidate's live statistics, price and
  * quality, asks decision/'s selector, and keeps what it saw for the
  * evidence, the preview and the trace.
  *
@@ -11,12 +11,43 @@
 
 #include <string.h>
 
-static const vsr_model_card_conf_t *card_of(const vsr_config_t *cfg, const char *model)
+int vsr__select_card_index(const vsr_config_t *cfg, const char *model)
 {
     for (size_t i = 0; i < cfg->n_model_cards; i++)
         if (strcmp(cfg->model_cards[i].name, model) == 0)
-            return &cfg->model_cards[i];
-    return NULL;
+            return (int)i;
+    return -1;
+}
+
+static const vsr_model_card_conf_t *card_of(const vsr_config_t *cfg, const char *model)
+{
+    int i = vsr__select_card_index(cfg, model);
+    return i >= 0 ? &cfg->model_cards[i] : NULL;
+}
+
+static void append_capabilities(const vsr_model_card_conf_t *card, vsr_buf_t *b)
+{
+    vsr_buf_append_cstr(b, "Capabilities: ");
+    for (size_t i = 0; i < card->capabilities.n; i++) {
+        if (i)
+            vsr_buf_append_cstr(b, ", ");
+        vsr_buf_append_cstr(b, card->capabilities.items[i]);
+    }
+}
+
+void vsr__select_dc_text(const vsr_model_card_conf_t *card, int caps, vsr_buf_t *b)
+{
+    int desc = card->description && *card->description;
+    if (desc)
+        vsr_buf_append_cstr(b, card->description);
+    if (caps && card->capabilities.n) {
+        if (desc)
+            vsr_buf_append_cstr(b, ". ");
+        append_capabilities(card, b);
+    } else if (!desc && card->capabilities.n) {
+        vsr_buf_printf(b, "Model: %s. ", card->name);
+        append_capabilities(card, b);
+    }
 }
 
 static void gather(const vsr_config_t *cfg, const vsr_model_stats_t *st, const char *model, unsigned ttft_pct,
@@ -47,11 +78,24 @@ static void gather(const vsr_config_t *cfg, const vsr_model_stats_t *st, const c
 int vsr__select_is_selector(const vsr_decision_conf_t *d)
 {
     return d && d->n_model_refs > 0 &&
-           (d->algo.kind == VSR_ALGO_LATENCY_AWARE || d->algo.kind == VSR_ALGO_MULTI_FACTOR);
+           (d->algo.kind == VSR_ALGO_LATENCY_AWARE || d->algo.kind == VSR_ALGO_MULTI_FACTOR ||
+            d->algo.kind == VSR_ALGO_ROUTER_DC);
+}
+
+static void run_router_dc(const vsr_algo_conf_t *a, const vsr__select_dc_t *dc, size_t n, vsr_select_result_t *r)
+{
+    static const unsigned char none[VSR_SELECT_MAX_CANDIDATES];
+    static const double zero[VSR_SELECT_MAX_CANDIDATES];
+    if (dc && dc->ok) {
+        vsr_select_router_dc(&a->u.router_dc, a->minimum_candidates, dc->cosine, dc->has, n, r);
+        return;
+    }
+    vsr_select_router_dc(&a->u.router_dc, a->minimum_candidates, zero, none, n, r); /* 1/n each, the first */
+    r->warning = "router_dc: no embedding of the query (the runtime did not answer); the first candidate";
 }
 
 int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const vsr_model_stats_t *st,
-                    vsr_pool_t *pool, const vsr_selection_t **out)
+                    const vsr__select_dc_t *dc, vsr_pool_t *pool, const vsr_selection_t **out)
 {
     VSR_BUG_ON(!vsr__select_is_selector(d));
     uint64_t t0 = vsr_now_us();
@@ -62,7 +106,7 @@ int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const
     if (a->kind == VSR_ALGO_LATENCY_AWARE) {
         ttft_pct = a->u.latency_aware.ttft_percentile;
         tpot_pct = a->u.latency_aware.tpot_percentile;
-    } else {
+    } else if (a->kind == VSR_ALGO_MULTI_FACTOR) {
         ttft_pct = tpot_pct = a->u.multi_factor.latency_percentile;
     }
     for (size_t i = 0; i < n; i++)
@@ -70,8 +114,10 @@ int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const
     vsr_select_result_t r;
     if (a->kind == VSR_ALGO_LATENCY_AWARE)
         vsr_select_latency_aware(&a->u.latency_aware, a->minimum_candidates, in, n, &r);
-    else
+    else if (a->kind == VSR_ALGO_MULTI_FACTOR)
         vsr_select_multi_factor(&a->u.multi_factor, a->minimum_candidates, in, n, &r);
+    else
+        run_router_dc(a, dc, n, &r);
 
     vsr_selection_t *sel = vsr_pool_alloc(pool, sizeof(*sel));
     const char **models = vsr_pool_alloc(pool, n * sizeof(*models));
