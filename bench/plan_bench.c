@@ -263,7 +263,7 @@ static void run_selector(const char *algo, int n_models, int iters)
         cosine[m] = 0.1 + 0.01 * m;
         has[m] = 1;
     }
-    vsr__select_dc_t dc = {.cosine = cosine, .has = has, .n = (size_t)n_models, .ok = 1};
+    vsr__select_aux_t dc = {.cosine = cosine, .has = has, .n = (size_t)n_models, .ok = 1};
     if (vsr__select_is_selector(d)) {
         for (int i = 0; i < iters; i++) {
             vsr_pool_init(&pool);

@@ -259,6 +259,9 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
     case VSR_ALGO_MULTI_FACTOR:
     case VSR_ALGO_ROUTER_DC:
         break;
+    case VSR_ALGO_PROMPT:
+        check_algo_model(d, ix, dec, &a->u.prompt.model, "algorithm.prompt.model");
+        break;
     case VSR_ALGO_REMOM:
         check_algo_model(d, ix, dec, &a->u.remom.synthesis_model, "algorithm.remom.synthesis_model");
         break;
@@ -311,7 +314,8 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
     /* ref §3.1: confidence and ratings need a choice; with one modelRef the
      * request goes to it as with static */
     if ((a->kind == VSR_ALGO_CONFIDENCE || a->kind == VSR_ALGO_RATINGS || a->kind == VSR_ALGO_LATENCY_AWARE ||
-         a->kind == VSR_ALGO_MULTI_FACTOR || a->kind == VSR_ALGO_ROUTER_DC) && dec->n_model_refs < 2 && dec->name)
+         a->kind == VSR_ALGO_MULTI_FACTOR || a->kind == VSR_ALGO_ROUTER_DC ||
+         a->kind == VSR_ALGO_PROMPT) && dec->n_model_refs < 2 && dec->name)
         vsr__cfg_warn(d, "decision %s: algorithm %s needs more than one modelRef; its first modelRef answers alone",
                       q(d, dec->name), dec->algorithm);
 }

@@ -965,7 +965,8 @@ typedef enum {
     VSR_ALGO_GRAPH,                /* type: graph (a vsr extension): algorithm.graph */
     VSR_ALGO_LATENCY_AWARE,        /* single-call selectors (ref §3.8): pick one candidate */
     VSR_ALGO_MULTI_FACTOR,
-    VSR_ALGO_ROUTER_DC
+    VSR_ALGO_ROUTER_DC,
+    VSR_ALGO_PROMPT
 } vsr_algo_kind_t;
 
 /* algorithm.budget: every physical model exchange (retries included) counts
@@ -1189,6 +1190,14 @@ typedef struct {
     int use_capabilities;          /* default 1: "Capabilities: a, b" joins the description text */
 } vsr_algo_router_dc_conf_t;
 
+/* algorithm.prompt (ref §3.8): a model picks one candidate from their
+ * modelCards descriptions. */
+typedef struct {
+    char *model;                   /* required: the provider model asked */
+    char *instructions;            /* required: the system prompt's opening */
+    uint32_t timeout_seconds;      /* 0: the reference's 5 */
+} vsr_algo_prompt_conf_t;
+
 typedef struct {
     vsr_algo_kind_t kind;
     uint32_t minimum_candidates;  /* a selector ranks only when at least this many candidates have live
@@ -1206,6 +1215,7 @@ typedef struct {
         vsr_algo_latency_conf_t latency_aware;
         vsr_algo_multi_factor_conf_t multi_factor;
         vsr_algo_router_dc_conf_t router_dc;
+        vsr_algo_prompt_conf_t prompt;
     } u;
 } vsr_algo_conf_t;
 

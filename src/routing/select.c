@@ -1,6 +1,6 @@
 /*
  * select.c — runs a decision's single-call selector (latency_aware,
- * multi_factor, router_dc): gathers each candidate's live statistics, price and
+ * multi_factor, router_dc, prompt): gathers each candidate's live statistics, price and
  * quality, asks decision/'s selector, and keeps what it saw for the
  * evidence, the preview and the trace.
  *
@@ -35,7 +35,7 @@ static void append_capabilities(const vsr_model_card_conf_t *card, vsr_buf_t *b)
     }
 }
 
-void vsr__select_dc_text(const vsr_model_card_conf_t *card, int caps, vsr_buf_t *b)
+void vsr__select_aux_text(const vsr_model_card_conf_t *card, int caps, vsr_buf_t *b)
 {
     int desc = card->description && *card->description;
     if (desc)
@@ -79,10 +79,67 @@ int vsr__select_is_selector(const vsr_decision_conf_t *d)
 {
     return d && d->n_model_refs > 0 &&
            (d->algo.kind == VSR_ALGO_LATENCY_AWARE || d->algo.kind == VSR_ALGO_MULTI_FACTOR ||
-            d->algo.kind == VSR_ALGO_ROUTER_DC);
+            d->algo.kind == VSR_ALGO_ROUTER_DC || d->algo.kind == VSR_ALGO_PROMPT);
 }
 
-static void run_router_dc(const vsr_algo_conf_t *a, const vsr__select_dc_t *dc, size_t n, vsr_select_result_t *r)
+void vsr__select_prompt_system(const vsr_config_t *cfg, const vsr_decision_conf_t *d, vsr_buf_t *b)
+{
+    vsr_slice_t ins = vsr_slice_trim(vsr_slice_cstr(d->algo.u.prompt.instructions));
+    vsr_buf_append(b, ins.p, ins.len);
+    vsr_buf_append_cstr(b, "\n\nChoose exactly one candidate from this list:\n");
+    size_t n = VSR_MIN(d->n_model_refs, (size_t)VSR_SELECT_MAX_CANDIDATES);
+    for (size_t i = 0; i < n; i++) {
+        vsr_buf_append_cstr(b, "- ");
+        vsr_buf_append_cstr(b, d->model_refs[i].model);
+        const vsr_model_card_conf_t *c = card_of(cfg, d->model_refs[i].model);
+        vsr_slice_t desc = c && c->description ? vsr_slice_trim(vsr_slice_cstr(c->description)) : VSR_SLICE_NULL;
+        if (desc.len) {
+            vsr_buf_append_cstr(b, ": ");
+            vsr_buf_append(b, desc.p, desc.len);
+        }
+        vsr_buf_append_cstr(b, "\n");
+    }
+    vsr_buf_append_cstr(b, "Return only JSON: {\"selected_model\":\"<exact candidate name>\",\"rationale\":\"<short "
+                           "reason>\"}.");
+}
+
+int vsr__select_prompt_parse(const vsr_decision_conf_t *d, vsr_slice_t content, vsr_pool_t *pool, const char **why)
+{
+    content = vsr_slice_trim(content);
+    vsr_json_t j;
+    uint32_t sm, ra;
+    int pick = -1;
+    *why = "prompt: the reply is not a JSON object";
+    if (vsr_json_parse(&j, content.p ? content.p : "", content.len, NULL) != VSR_OK) {
+        vsr_json_free(&j);
+        return -1;
+    }
+    if (vsr_json_type(&j, 0) != VSR_JSON_OBJECT)
+        goto out;
+    *why = "prompt: the reply is not exactly {selected_model, rationale}";
+    if (j.toks[0].count != 2 || vsr_json_object_get(&j, 0, "selected_model", &sm) != VSR_OK ||
+        vsr_json_object_get(&j, 0, "rationale", &ra) != VSR_OK || vsr_json_type(&j, sm) != VSR_JSON_STRING ||
+        vsr_json_type(&j, ra) != VSR_JSON_STRING)
+        goto out;
+    vsr_slice_t model, rationale;
+    int ok = vsr_json_string(&j, sm, pool, &model) == VSR_OK && vsr_json_string(&j, ra, pool, &rationale) == VSR_OK;
+    model = vsr_slice_trim(model);
+    *why = "prompt: selected_model or rationale is empty";
+    if (ok && model.len && vsr_slice_trim(rationale).len) {
+        *why = "prompt: the model chose a model that is not a candidate";
+        size_t n = VSR_MIN(d->n_model_refs, (size_t)VSR_SELECT_MAX_CANDIDATES);
+        for (size_t i = 0; i < n && pick < 0; i++)
+            if (vsr_slice_eq_cstr(model, d->model_refs[i].model))
+                pick = (int)i;
+    }
+out:
+    vsr_json_free(&j);
+    if (pick >= 0)
+        *why = NULL;
+    return pick;
+}
+
+static void run_router_dc(const vsr_algo_conf_t *a, const vsr__select_aux_t *dc, size_t n, vsr_select_result_t *r)
 {
     static const unsigned char none[VSR_SELECT_MAX_CANDIDATES];
     static const double zero[VSR_SELECT_MAX_CANDIDATES];
@@ -94,8 +151,26 @@ static void run_router_dc(const vsr_algo_conf_t *a, const vsr__select_dc_t *dc, 
     r->warning = "router_dc: no embedding of the query (the runtime did not answer); the first candidate";
 }
 
+/* The reference scores the chosen 1.0, the others 0; a failed call or an
+ * answer that names no candidate is a selector failure. */
+static void run_prompt(const vsr__select_aux_t *aux, size_t n, vsr_select_result_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (aux == NULL || aux->prompt_choice < 0 || (size_t)aux->prompt_choice >= n) {
+        r->chosen = -1;
+        r->error = aux && aux->prompt_error ? aux->prompt_error : "prompt: the model was not asked";
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r->scores[i] = (int)i == aux->prompt_choice ? 1.0 : 0.0;
+        r->scored[i] = 1;
+    }
+    r->chosen = aux->prompt_choice;
+    r->score = 1.0;
+}
+
 int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const vsr_model_stats_t *st,
-                    const vsr__select_dc_t *dc, vsr_pool_t *pool, const vsr_selection_t **out)
+                    const vsr__select_aux_t *dc, vsr_pool_t *pool, const vsr_selection_t **out)
 {
     VSR_BUG_ON(!vsr__select_is_selector(d));
     uint64_t t0 = vsr_now_us();
@@ -116,8 +191,10 @@ int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const
         vsr_select_latency_aware(&a->u.latency_aware, a->minimum_candidates, in, n, &r);
     else if (a->kind == VSR_ALGO_MULTI_FACTOR)
         vsr_select_multi_factor(&a->u.multi_factor, a->minimum_candidates, in, n, &r);
-    else
+    else if (a->kind == VSR_ALGO_ROUTER_DC)
         run_router_dc(a, dc, n, &r);
+    else
+        run_prompt(dc, n, &r);
 
     vsr_selection_t *sel = vsr_pool_alloc(pool, sizeof(*sel));
     const char **models = vsr_pool_alloc(pool, n * sizeof(*models));
@@ -136,8 +213,16 @@ int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const
     int fail = a->on_error && strcmp(a->on_error, "fail") == 0;
     if (r.chosen < 0 && !fail) { /* the reference's rule: the first candidate */
         sel->chosen = 0;
-        sel->warning = "the selector failed (every candidate excluded by the SLO, on_no_candidates: fail); "
-                       "the first candidate";
+        if (a->kind == VSR_ALGO_PROMPT) {
+            vsr_buf_t w;
+            vsr_buf_init(&w, 0);
+            vsr_buf_printf(&w, "the selector failed (%s); the first candidate", r.error);
+            sel->warning = vsr_pool_strndup(pool, w.data, w.len);
+            vsr_buf_free(&w);
+        } else {
+            sel->warning = "the selector failed (every candidate excluded by the SLO, on_no_candidates: fail); "
+                           "the first candidate";
+        }
     } else if (r.chosen < 0) {
         sel->warning = r.error;
     }

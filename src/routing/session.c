@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "graph/algo.h"
 #include "plugins/plugins.h"
 #include "proto/anthropic.h"
 #include "proto/completions.h"
@@ -134,7 +135,7 @@ struct vsr_session_s {
     /* router_dc (dc_start): the query's cosine with each candidate's
      * description; the cards whose embedding the task asks for */
     int dc_asked;
-    vsr__select_dc_t dc;
+    vsr__select_aux_t dc;
     double *dc_cos;
     unsigned char *dc_has;
     int32_t *dc_cards;              /* input k+1 of the embed task: that card's description */
@@ -1569,6 +1570,8 @@ static int read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v)
  * alone).  Whatever goes wrong leaves dc.ok 0: the selector then takes the
  * first candidate, with a warning (the reference's rule). */
 
+static const vsr_effect_t *ps_start(vsr_session_t *s, const vsr_decision_conf_t *d);
+
 static void dc_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
 {
     vsr_session_t *s = ud;
@@ -1628,15 +1631,17 @@ static const vsr_effect_t *dc_start(vsr_session_t *s)
     if (!s->res.recipe || !s->routed || s->dc_asked || s->rc.fail_request || s->rc.selected < 0)
         return NULL;
     const vsr_decision_conf_t *d = s->rc.results[s->rc.selected].decision;
-    if (d->algo.kind != VSR_ALGO_ROUTER_DC || !vsr__select_is_selector(d))
+    if (!vsr__select_is_selector(d) || (d->algo.kind != VSR_ALGO_ROUTER_DC && d->algo.kind != VSR_ALGO_PROMPT))
         return NULL;
     s->dc_asked = 1;
+    if (d->algo.kind == VSR_ALGO_PROMPT)
+        return ps_start(s, d);
     size_t n = VSR_MIN(d->n_model_refs, (size_t)VSR_SELECT_MAX_CANDIDATES);
     int caps = d->algo.u.router_dc.use_capabilities;
     s->dc_cos = vsr_pool_alloc(&s->pool, n * sizeof(double));
     s->dc_has = vsr_pool_alloc(&s->pool, n);
     memset(s->dc_has, 0, n);
-    s->dc = (vsr__select_dc_t){.cosine = s->dc_cos, .has = s->dc_has, .ok = 0, .n = n};
+    s->dc = (vsr__select_aux_t){.cosine = s->dc_cos, .has = s->dc_has, .ok = 0, .n = n};
     vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
                                                : VSR_SLICE_NULL;
     const vsr_ports_t *ports = s->opts.ports;
@@ -1660,7 +1665,7 @@ static const vsr_effect_t *dc_start(vsr_session_t *s)
         for (size_t k = 0; k < s->dc_inputs && !queued; k++)
             queued = s->dc_cards[k] == card;
         vsr_buf_reset(&text);
-        vsr__select_dc_text(&cfg->model_cards[card], caps, &text);
+        vsr__select_aux_text(&cfg->model_cards[card], caps, &text);
         if (queued || text.len == 0)
             continue;
         s->dc_cards[s->dc_inputs++] = card;
@@ -1681,7 +1686,75 @@ static const vsr_effect_t *dc_start(vsr_session_t *s)
     return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, dc_embed_done, s));
 }
 
-/* The decision is made: router_dc's embedding when it needs one, then body_decided. */
+/* ---- prompt: a model picks the candidate ----
+ * One chat call to algorithm.prompt.model (the reference's: its system
+ * prompt, the query as the user message, temperature 0, 512 completion
+ * tokens, a JSON object answer) within timeout_seconds (default 5). */
+
+#define VSR_SELECT_PROMPT_MAX_RESPONSE (256u * 1024u)
+
+static void ps_done(void *ud, int status, int http_status, vsr_slice_t body, unsigned attempts)
+{
+    VSR_UNUSED(attempts);
+    vsr_session_t *s = ud;
+    const vsr_decision_conf_t *d = s->rc.results[s->rc.selected].decision;
+    vsr_algo_completion_t c;
+    if (rc_now(s) > s->dc_deadline || (status != VSR_OK && rc_now(s) >= s->dc_deadline))
+        s->dc.prompt_error = "prompt: the model did not answer within timeout_seconds";
+    else if (status != VSR_OK || http_status != 200)
+        s->dc.prompt_error = "prompt: the model call failed";
+    else if (vsr__algo_completion_parse(body.p, body.len, &s->pool, &c) != VSR_OK)
+        s->dc.prompt_error = "prompt: the reply is not a chat completion";
+    else
+        s->dc.prompt_choice = vsr__select_prompt_parse(d, c.content, &s->pool, &s->dc.prompt_error);
+    port_wait_done(s);
+}
+
+static const vsr_effect_t *ps_start(vsr_session_t *s, const vsr_decision_conf_t *d)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_algo_prompt_conf_t *pc = &d->algo.u.prompt;
+    s->dc = (vsr__select_aux_t){.prompt_choice = -1, .prompt_error = "prompt: no user message to choose for"};
+    vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
+                                               : VSR_SLICE_NULL;
+    const vsr_model_conf_t *m = vsr_config_find_model(cfg, vsr_slice_cstr(pc->model));
+    if (query.len == 0)
+        return NULL;
+    if (m == NULL || s->opts.ports == NULL || s->opts.ports->model_call == NULL) {
+        s->dc.prompt_error = "prompt: no way to call the model";
+        return NULL;
+    }
+    vsr_buf_t b, sys, one;
+    vsr_buf_init(&b, 0);
+    vsr_buf_init(&sys, 0);
+    vsr_buf_init(&one, 0);
+    vsr__select_prompt_system(cfg, d, &sys);
+    vsr_buf_append_cstr(&b, "{\"model\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(m->provider_model_id ? m->provider_model_id : m->name));
+    vsr_buf_append_cstr(&b, ",\"messages\":[{\"role\":\"system\",\"content\":");
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&sys));
+    vsr_buf_append_cstr(&b, "},{\"role\":\"user\",\"content\":");
+    vsr_json_append_client_text(&one, query, 16384);
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&one));
+    vsr_buf_append_cstr(&b, "}],\"temperature\":0,\"max_completion_tokens\":512,"
+                            "\"response_format\":{\"type\":\"json_object\"}}");
+    vsr_graph_call_t call = {.model = m, .body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)), .iteration = 1,
+                             .max_response_bytes = VSR_SELECT_PROMPT_MAX_RESPONSE};
+    vsr_buf_free(&b);
+    vsr_buf_free(&sys);
+    vsr_buf_free(&one);
+    uint64_t now = rc_now(s);
+    uint64_t deadline = now + (uint64_t)(pc->timeout_seconds ? pc->timeout_seconds : 5) * 1000;
+    if (s->opts.deadline_ms && s->opts.deadline_ms < deadline)
+        deadline = s->opts.deadline_ms > now ? s->opts.deadline_ms : now;
+    s->dc_deadline = deadline;
+    s->dc.prompt_error = "prompt: the model did not answer";
+    port_wait_begin(s, 3, body_decided);
+    return port_wait_end(s, s->opts.ports->model_call(s->opts.ports_ud, &call, deadline, ps_done, s));
+}
+
+/* The decision is made: what its selector asks of a model (router_dc's
+ * embedding, prompt's choice) when it needs it, then body_decided. */
 static const vsr_effect_t *body_select(vsr_session_t *s)
 {
     const vsr_effect_t *w = dc_start(s);

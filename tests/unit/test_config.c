@@ -3933,6 +3933,27 @@ static void test_router_dc_config(void **state)
                   "t.yaml:15:61: temperature must be between 1e-06 and 1e+06, got 0\n");
 }
 
+/* prompt: model and instructions required, the model a provider model. */
+static void test_prompt_selector_config(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(ALGO_DOC("{type: prompt, prompt: {model: n, instructions: Pick one., "
+                                       "timeout_seconds: 3}}"));
+    const vsr_algo_prompt_conf_t *p = &only_decision(c)->algo.u.prompt;
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_PROMPT);
+    assert_string_equal(p->model, "n");
+    assert_string_equal(p->instructions, "Pick one.");
+    assert_int_equal(p->timeout_seconds, 3);
+    vsr_config_free(c);
+    expect_errors(ALGO_DOC("{type: prompt}"),
+                  "t.yaml:15:18: algorithm type \"prompt\" needs algorithm.prompt (its model and instructions)\n");
+    expect_errors(ALGO_DOC("{type: prompt, prompt: {model: n}}"),
+                  "t.yaml:15:41: missing required key \"instructions\"\n");
+    expect_errors(ALGO_DOC("{type: prompt, prompt: {model: ghost, instructions: x}}"),
+                  "t.yaml:15:49: algorithm.prompt.model \"ghost\" is neither a model of providers.models nor one of "
+                  "the decision's modelRefs\n");
+}
+
 /* Model names in the blocks: a provider model or one of the decision's modelRefs. */
 static void test_looper_model_names(void **state)
 {
@@ -4652,6 +4673,7 @@ int main(void)
         cmocka_unit_test(test_looper_fields),
         cmocka_unit_test(test_looper_errors),
         cmocka_unit_test(test_router_dc_config),
+        cmocka_unit_test(test_prompt_selector_config),
         cmocka_unit_test(test_looper_model_names),
         cmocka_unit_test(test_looper_integration_pricing),
         cmocka_unit_test(test_graph_tree),
