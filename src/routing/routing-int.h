@@ -317,10 +317,11 @@ typedef struct {
 /* prompt: the system prompt (the reference's: the instructions, the
  * candidates with their modelCards descriptions, the answer's JSON form). */
 void vsr__select_prompt_system(const vsr_config_t *cfg, const vsr_decision_conf_t *d, vsr_buf_t *b);
-/* prompt: the candidate the model's reply (message content) names, or -1
- * with *why (static text): the reference's rule, a JSON object of exactly
- * selected_model and rationale, both non-empty, naming a candidate. */
-int vsr__select_prompt_parse(const vsr_decision_conf_t *d, vsr_slice_t content, vsr_pool_t *pool, const char **why);
+/* prompt: the candidate the model's reply (a chat completion body: its
+ * first choice's message content) names, or -1 with *why (static text):
+ * the reference's rule, a JSON object of exactly selected_model and
+ * rationale, both non-empty, naming a candidate. */
+int vsr__select_prompt_parse(const vsr_decision_conf_t *d, vsr_slice_t body, vsr_pool_t *pool, const char **why);
 #define VSR_SELECT_DC_TEXT_MAX 4096u /* bytes of one description text sent to be embedded */
 /* The index of model card `model` in cfg->model_cards, or -1. */
 int vsr__select_card_index(const vsr_config_t *cfg, const char *model);

@@ -103,8 +103,28 @@ void vsr__select_prompt_system(const vsr_config_t *cfg, const vsr_decision_conf_
                            "reason>\"}.");
 }
 
-int vsr__select_prompt_parse(const vsr_decision_conf_t *d, vsr_slice_t content, vsr_pool_t *pool, const char **why)
+/* choices[0].message.content of a chat completion (pool), or VSR_ERR_INVALID. */
+static int completion_content(vsr_slice_t body, vsr_pool_t *pool, vsr_slice_t *out)
 {
+    vsr_json_t j;
+    uint32_t ch, msg, c;
+    int rc = VSR_ERR_INVALID;
+    if (vsr_json_parse(&j, body.p ? body.p : "", body.len, NULL) == VSR_OK && vsr_json_type(&j, 0) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, 0, "choices", &ch) == VSR_OK && vsr_json_type(&j, ch) == VSR_JSON_ARRAY &&
+        j.toks[ch].count > 0 && vsr_json_type(&j, ch + 1) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, ch + 1, "message", &msg) == VSR_OK && vsr_json_type(&j, msg) == VSR_JSON_OBJECT &&
+        vsr_json_object_get(&j, msg, "content", &c) == VSR_OK && vsr_json_type(&j, c) == VSR_JSON_STRING)
+        rc = vsr_json_string(&j, c, pool, out);
+    vsr_json_free(&j);
+    return rc == VSR_OK ? VSR_OK : VSR_ERR_INVALID;
+}
+
+int vsr__select_prompt_parse(const vsr_decision_conf_t *d, vsr_slice_t body, vsr_pool_t *pool, const char **why)
+{
+    vsr_slice_t content;
+    *why = "prompt: the reply is not a chat completion with a message content";
+    if (completion_content(body, pool, &content) != VSR_OK)
+        return -1;
     content = vsr_slice_trim(content);
     vsr_json_t j;
     uint32_t sm, ra;

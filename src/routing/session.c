@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "graph/algo.h"
 #include "plugins/plugins.h"
 #include "proto/anthropic.h"
 #include "proto/completions.h"
@@ -1698,15 +1697,12 @@ static void ps_done(void *ud, int status, int http_status, vsr_slice_t body, uns
     VSR_UNUSED(attempts);
     vsr_session_t *s = ud;
     const vsr_decision_conf_t *d = s->rc.results[s->rc.selected].decision;
-    vsr_algo_completion_t c;
     if (rc_now(s) > s->dc_deadline || (status != VSR_OK && rc_now(s) >= s->dc_deadline))
         s->dc.prompt_error = "prompt: the model did not answer within timeout_seconds";
     else if (status != VSR_OK || http_status != 200)
         s->dc.prompt_error = "prompt: the model call failed";
-    else if (vsr__algo_completion_parse(body.p, body.len, &s->pool, &c) != VSR_OK)
-        s->dc.prompt_error = "prompt: the reply is not a chat completion";
     else
-        s->dc.prompt_choice = vsr__select_prompt_parse(d, c.content, &s->pool, &s->dc.prompt_error);
+        s->dc.prompt_choice = vsr__select_prompt_parse(d, body, &s->pool, &s->dc.prompt_error);
     port_wait_done(s);
 }
 
