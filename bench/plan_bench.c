@@ -256,12 +256,20 @@ static void run_selector(const char *algo, int n_models, int iters)
     double *v = malloc(sizeof(double) * (size_t)iters);
     double sel50 = 0, sel99 = 0;
     vsr_pool_t pool;
+    /* router_dc: fixed similarities, one per candidate (the embeddings are the runtime's cost) */
+    double cosine[VSR_SELECT_MAX_CANDIDATES];
+    unsigned char has[VSR_SELECT_MAX_CANDIDATES];
+    for (int m = 0; m < n_models && m < VSR_SELECT_MAX_CANDIDATES; m++) {
+        cosine[m] = 0.1 + 0.01 * m;
+        has[m] = 1;
+    }
+    vsr__select_aux_t dc = {.cosine = cosine, .has = has, .n = (size_t)n_models, .ok = 1};
     if (vsr__select_is_selector(d)) {
         for (int i = 0; i < iters; i++) {
             vsr_pool_init(&pool);
             const vsr_selection_t *sel;
             double t0 = now_ns();
-            vsr__select_run(cfg, d, bench_stats, &pool, &sel);
+            vsr__select_run(cfg, d, bench_stats, &dc, &pool, &sel);
             v[i] = now_ns() - t0;
             vsr_pool_free(&pool);
         }
@@ -305,6 +313,7 @@ static void run_selectors(int iters)
         "{type: static}",
         "{type: latency_aware, latency_aware: {ttft_percentile: 95, tpot_percentile: 90}}",
         "{type: multi_factor, multi_factor: {slo: {max_ttft_ms: 120}}}",
+        "{type: router_dc}",
     };
     printf("latency_aware: ttft_percentile 95, tpot_percentile 90; multi_factor: default weights, "
            "slo.max_ttft_ms 120; 1000 samples a model\n");

@@ -303,7 +303,7 @@ static void check_graph(const vsr_config_t *c, const vsr_decision_conf_t *d)
 static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
 {
     static const char *const names[] = {"static", "confidence", "ratings", "remom", "fusion", "workflows", "graph",
-                                        "latency_aware", "multi_factor"};
+                                        "latency_aware", "multi_factor", "router_dc", "prompt"};
     const vsr_algo_conf_t *a = &d->algo;
     check((unsigned)a->kind < VSR_ARRAY_LEN(names), "algorithm kind");
     check(d->algorithm == NULL ? a->kind == VSR_ALGO_STATIC : strcmp(d->algorithm, names[a->kind]) == 0,
@@ -324,6 +324,13 @@ static void check_algo(const vsr_config_t *c, const vsr_decision_conf_t *d)
     }
     case VSR_ALGO_RATINGS:
         check(a->u.ratings.max_concurrent <= 256, "ratings max_concurrent");
+        break;
+    case VSR_ALGO_PROMPT:
+        check(a->u.prompt.model != NULL && a->u.prompt.instructions != NULL, "prompt model");
+        break;
+    case VSR_ALGO_ROUTER_DC:
+        check(a->u.router_dc.temperature > 0 && a->u.router_dc.min_similarity >= 0 &&
+                  a->u.router_dc.min_similarity <= 1, "router_dc");
         break;
     case VSR_ALGO_LATENCY_AWARE:
         check(a->u.latency_aware.tpot_percentile <= 100 && a->u.latency_aware.ttft_percentile <= 100, "percentiles");

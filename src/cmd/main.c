@@ -531,14 +531,18 @@ static int rt_ready(void *ud)
 /* 1 when a recipe declares model-backed signals, or a decision a response
  * cache that looks up by meaning (the request's embedding), a
  * response_jailbreak plugin, a memory plugin, a tool plugin that selects by
- * similarity, or a rag plugin that searches by vector. */
+ * similarity, or a rag plugin that searches by vector; or a decision
+ * whose algorithm is router_dc (the query's and the descriptions'
+ * embeddings). */
 static int needs_runtime(const vsr_config_t *cfg)
 {
     for (size_t i = 0; i < cfg->n_recipes; i++) {
         const vsr_recipe_conf_t *r = &cfg->recipes[i];
         if (vsr_signals_conf_model_backed(&r->signals))
             return 1;
-        for (size_t d = 0; d < r->n_decisions; d++)
+        for (size_t d = 0; d < r->n_decisions; d++) {
+            if (r->decisions[d].algo.kind == VSR_ALGO_ROUTER_DC && r->decisions[d].n_model_refs > 0)
+                return 1;
             for (size_t p = 0; p < r->decisions[d].n_plugins; p++) {
                 const vsr_plugin_conf_t *pl = &r->decisions[d].plugins[p];
                 if (pl->kind == VSR_PLUGIN_RESPONSE_CACHE && pl->enabled && pl->u.response_cache.mode != VSR_RC_EXACT)
@@ -554,6 +558,7 @@ static int needs_runtime(const vsr_config_t *cfg)
                 if (pl->kind == VSR_PLUGIN_RAG && pl->enabled && vsr_rag_conf_embeds(pl->u.rag))
                     return 1; /* pinecone and weaviate search by the query's embedding */
             }
+        }
     }
     return 0;
 }

@@ -133,6 +133,24 @@ static void check_default_model(cfg_decoder_t *d, vsr_config_t *c, const model_i
 }
 
 static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_decision_conf_t *dec);
+
+/* router_dc.require_descriptions: every candidate has a modelCards
+ * description or capabilities (the reference refuses the selector at
+ * start otherwise). */
+static void check_router_dc(cfg_decoder_t *d, const vsr_config_t *c, const model_index_t *ix,
+                            const vsr_decision_conf_t *dec)
+{
+    if (dec->algo.kind != VSR_ALGO_ROUTER_DC || !dec->algo.u.router_dc.require_descriptions)
+        return;
+    for (size_t j = 0; j < dec->n_model_refs; j++) {
+        char *const *m = &dec->model_refs[j].model;
+        const vsr_model_card_conf_t *card = *m ? find_card(c, ix, *m) : NULL;
+        if (*m && (card == NULL || ((card->description == NULL || !*card->description) && card->capabilities.n == 0)))
+            vsr__cfg_mark_error(d, vsr__cfg_mark_find(d, m), "decision %s: router_dc.require_descriptions is true "
+                                "but model %s has no modelCards description or capabilities", q(d, dec->name),
+                                q(d, *m));
+    }
+}
 static void resolve_remote(cfg_decoder_t *d, const vsr_config_t *c, vsr_remote_cls_conf_t *r, const char *family,
                            const char *where);
 
@@ -164,6 +182,7 @@ static void check_recipe_refs(cfg_decoder_t *d, const vsr_config_t *c, const mod
             if (r->decisions[i].model_refs[j].model != NULL)
                 check_model_ref(d, c, ix, &r->decisions[i].model_refs[j]);
         check_algo_models(d, ix, &r->decisions[i]);
+        check_router_dc(d, c, ix, &r->decisions[i]);
     }
 }
 
@@ -238,6 +257,10 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
     case VSR_ALGO_RATINGS:
     case VSR_ALGO_LATENCY_AWARE:
     case VSR_ALGO_MULTI_FACTOR:
+    case VSR_ALGO_ROUTER_DC:
+        break;
+    case VSR_ALGO_PROMPT:
+        check_algo_model(d, ix, dec, &a->u.prompt.model, "algorithm.prompt.model");
         break;
     case VSR_ALGO_REMOM:
         check_algo_model(d, ix, dec, &a->u.remom.synthesis_model, "algorithm.remom.synthesis_model");
@@ -291,7 +314,8 @@ static void check_algo_models(cfg_decoder_t *d, const model_index_t *ix, vsr_dec
     /* ref §3.1: confidence and ratings need a choice; with one modelRef the
      * request goes to it as with static */
     if ((a->kind == VSR_ALGO_CONFIDENCE || a->kind == VSR_ALGO_RATINGS || a->kind == VSR_ALGO_LATENCY_AWARE ||
-         a->kind == VSR_ALGO_MULTI_FACTOR) && dec->n_model_refs < 2 && dec->name)
+         a->kind == VSR_ALGO_MULTI_FACTOR || a->kind == VSR_ALGO_ROUTER_DC ||
+         a->kind == VSR_ALGO_PROMPT) && dec->n_model_refs < 2 && dec->name)
         vsr__cfg_warn(d, "decision %s: algorithm %s needs more than one modelRef; its first modelRef answers alone",
                       q(d, dec->name), dec->algorithm);
 }

@@ -572,6 +572,28 @@ static const cfg_spec_t multi_factor_spec = {.size = sizeof(vsr_algo_multi_facto
                                              .n_fields = VSR_ARRAY_LEN(multi_factor_fields),
                                              .finish = finish_multi_factor};
 
+#define DC(m) offsetof(vsr_algo_router_dc_conf_t, m)
+static const cfg_field_t router_dc_fields[] = {
+    {.key = "temperature", .decode = vsr__cfg_double, .offset = DC(temperature), .dmin = 1e-6, .dmax = 1e6},
+    UINT_FIELD("dimension_size", vsr_algo_router_dc_conf_t, dimension_size, 1, 65536),
+    {.key = "min_similarity", .decode = vsr__cfg_double, .offset = DC(min_similarity), .dmin = 0, .dmax = 1},
+    {.key = "use_query_contrastive", .decode = vsr__cfg_bool, .offset = DC(use_query_contrastive)},
+    {.key = "use_model_contrastive", .decode = vsr__cfg_bool, .offset = DC(use_model_contrastive)},
+    {.key = "require_descriptions", .decode = vsr__cfg_bool, .offset = DC(require_descriptions)},
+    {.key = "use_capabilities", .decode = vsr__cfg_bool, .offset = DC(use_capabilities)},
+};
+static const cfg_spec_t router_dc_spec = {
+    .size = sizeof(vsr_algo_router_dc_conf_t), .fields = router_dc_fields, .n_fields = VSR_ARRAY_LEN(router_dc_fields)};
+
+#define PS(m) offsetof(vsr_algo_prompt_conf_t, m)
+static const cfg_field_t prompt_fields[] = {
+    {.key = "model", .decode = decode_model, .flags = CFG_REQUIRED, .offset = PS(model)},
+    {.key = "instructions", .decode = vsr__cfg_string, .flags = CFG_REQUIRED, .offset = PS(instructions)},
+    UINT_FIELD("timeout_seconds", vsr_algo_prompt_conf_t, timeout_seconds, 0, 3600),
+};
+static const cfg_spec_t prompt_spec = {
+    .size = sizeof(vsr_algo_prompt_conf_t), .fields = prompt_fields, .n_fields = VSR_ARRAY_LEN(prompt_fields)};
+
 /* ---- the algorithm block ------------------------------------------------------------- */
 
 /* ref §1.11 (the newest catalogue): the type, its own config block, and its
@@ -596,10 +618,10 @@ static const struct {
      offsetof(vsr_algo_conf_t, u.multi_factor)},
     {"ratings", "ratings", VSR_ALGO_RATINGS, &ratings_spec, offsetof(vsr_algo_conf_t, u.ratings)},
     {"remom", "remom", VSR_ALGO_REMOM, &remom_spec, offsetof(vsr_algo_conf_t, u.remom)},
-    {"router_dc", "router_dc", -1, NULL, 0},
+    {"router_dc", "router_dc", VSR_ALGO_ROUTER_DC, &router_dc_spec, offsetof(vsr_algo_conf_t, u.router_dc)},
     {"svm", NULL, -1, NULL, 0},
     {"workflows", "workflows", VSR_ALGO_WORKFLOWS, &workflows_spec, offsetof(vsr_algo_conf_t, u.workflows)},
-    {"prompt", "prompt", -1, NULL, 0},
+    {"prompt", "prompt", VSR_ALGO_PROMPT, &prompt_spec, offsetof(vsr_algo_conf_t, u.prompt)},
     /* a vsr extension: a request graph written in YAML (cfg_graph.c) */
     {"graph", "graph", VSR_ALGO_GRAPH, &vsr__cfg_graph_spec, offsetof(vsr_algo_conf_t, u.graph)},
 };
@@ -671,7 +693,8 @@ static int decode_on_error(cfg_decoder_t *d, const cfg_field_t *f, const cfg_nod
 
 static int is_selector(vsr_algo_kind_t k)
 {
-    return k == VSR_ALGO_LATENCY_AWARE || k == VSR_ALGO_MULTI_FACTOR;
+    return k == VSR_ALGO_LATENCY_AWARE || k == VSR_ALGO_MULTI_FACTOR || k == VSR_ALGO_ROUTER_DC ||
+           k == VSR_ALGO_PROMPT;
 }
 
 /* budget: a selector, like static, makes one call */
@@ -772,6 +795,17 @@ static void init_algorithm(cfg_decoder_t *d, void *obj)
         m->on_missing = vsr__cfg_strdup(d, "zero");
         break;
     }
+    case VSR_ALGO_PROMPT:
+        break;
+    case VSR_ALGO_ROUTER_DC: { /* the reference's DefaultRouterDCConfig */
+        vsr_algo_router_dc_conf_t *r = &a->u.router_dc;
+        r->temperature = 0.07;
+        r->dimension_size = 768;
+        r->min_similarity = 0.3;
+        r->use_query_contrastive = r->use_model_contrastive = 1;
+        r->use_capabilities = 1;
+        break;
+    }
     }
 }
 
@@ -791,6 +825,8 @@ static void finish_algorithm(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
                                 a->on_error && strcmp(a->on_error, "fallback") != 0 ? a->on_error : NULL);
         return;
     }
+    if (a->kind == VSR_ALGO_PROMPT && a->u.prompt.model == NULL) /* the reference's validator */
+        vsr__cfg_node_error(d, map, "algorithm type \"prompt\" needs algorithm.prompt (its model and instructions)");
     if (a->kind == VSR_ALGO_STATIC || a->on_error == NULL || strcmp(a->on_error, "fallback") == 0)
         return;
     const cfg_node_t *block = vsr__cfg_seen(&s, seen, vsr__cfg_algo_block(a->kind));
@@ -807,7 +843,9 @@ static void finish_algorithm(cfg_decoder_t *d, const cfg_node_t *map, void *obj,
     case VSR_ALGO_WORKFLOWS: a->u.workflows.on_error_fail = fail; break;
     case VSR_ALGO_GRAPH:
     case VSR_ALGO_LATENCY_AWARE:
-    case VSR_ALGO_MULTI_FACTOR: break; /* a selector reads algorithm.on_error itself */
+    case VSR_ALGO_MULTI_FACTOR:
+    case VSR_ALGO_ROUTER_DC:
+    case VSR_ALGO_PROMPT: break; /* a selector reads algorithm.on_error itself */
     }
 }
 

@@ -1535,7 +1535,7 @@ static const cfg_field_t card_fields[] = {
     {.key = "context_window_size", .decode = vsr__cfg_uint, .offset = CARD_OFF(context_window_size),
      .size = sizeof(uint64_t), .min = 0, .max = INT64_MAX},
     {.key = "max_output_tokens", .inert = CARD_INERT},
-    {.key = "capabilities", .inert = CARD_INERT},
+    {.key = "capabilities", .decode = vsr__cfg_strlist, .flags = CFG_NULL_OK, .offset = CARD_OFF(capabilities)},
     {.key = "modalities", .inert = CARD_INERT},
     {.key = "modality", .inert = CARD_INERT},
     {.key = "tags", .inert = CARD_INERT},

@@ -964,7 +964,9 @@ typedef enum {
     VSR_ALGO_WORKFLOWS,
     VSR_ALGO_GRAPH,                /* type: graph (a vsr extension): algorithm.graph */
     VSR_ALGO_LATENCY_AWARE,        /* single-call selectors (ref §3.8): pick one candidate */
-    VSR_ALGO_MULTI_FACTOR
+    VSR_ALGO_MULTI_FACTOR,
+    VSR_ALGO_ROUTER_DC,
+    VSR_ALGO_PROMPT
 } vsr_algo_kind_t;
 
 /* algorithm.budget: every physical model exchange (retries included) counts
@@ -1177,6 +1179,25 @@ typedef struct {
     char *on_missing;              /* quality.on_missing: zero (default: the reference's 0) | neutral (0.5) | exclude */
 } vsr_algo_multi_factor_conf_t;
 
+/* algorithm.router_dc (ref §3.8): the query's embedding against each
+ * candidate's modelCards description (and capabilities). */
+typedef struct {
+    double temperature;            /* default 0.07, > 0 */
+    double min_similarity;         /* default 0.3: a best score below it takes the first candidate */
+    uint32_t dimension_size;       /* default 768; read, the runtime's embedding model decides */
+    int use_query_contrastive, use_model_contrastive; /* default 1; read, as by the reference, not used */
+    int require_descriptions;      /* 1: every candidate needs a description or capabilities */
+    int use_capabilities;          /* default 1: "Capabilities: a, b" joins the description text */
+} vsr_algo_router_dc_conf_t;
+
+/* algorithm.prompt (ref §3.8): a model picks one candidate from their
+ * modelCards descriptions. */
+typedef struct {
+    char *model;                   /* required: the provider model asked */
+    char *instructions;            /* required: the system prompt's opening */
+    uint32_t timeout_seconds;      /* 0: the reference's 5 */
+} vsr_algo_prompt_conf_t;
+
 typedef struct {
     vsr_algo_kind_t kind;
     uint32_t minimum_candidates;  /* a selector ranks only when at least this many candidates have live
@@ -1193,6 +1214,8 @@ typedef struct {
         vsr_graph_conf_t graph;
         vsr_algo_latency_conf_t latency_aware;
         vsr_algo_multi_factor_conf_t multi_factor;
+        vsr_algo_router_dc_conf_t router_dc;
+        vsr_algo_prompt_conf_t prompt;
     } u;
 } vsr_algo_conf_t;
 
@@ -1232,6 +1255,7 @@ typedef struct {
     double quality_score; int has_quality_score; /* quality_score, in [0,1] (escalation by automix) */
     uint64_t context_window_size;  /* tokens; 0 = unknown (context_compression's auto budget) */
     vsr_strlist_conf_t loras;      /* loras[].name: LoRA adapters served by the model of the same name */
+    vsr_strlist_conf_t capabilities; /* the router_dc selector reads them with the description */
 } vsr_model_card_conf_t;
 
 /* A recipe: the top-level `routing` block is the recipe named "default". */

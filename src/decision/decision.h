@@ -197,5 +197,15 @@ void vsr_select_latency_aware(const vsr_algo_latency_conf_t *c, uint32_t minimum
  * the best.  None left: on_no_candidates (cheapest, first, fail). */
 void vsr_select_multi_factor(const vsr_algo_multi_factor_conf_t *c, uint32_t minimum_candidates,
                              const vsr_select_input_t *in, size_t n, vsr_select_result_t *out);
+/* router_dc (the reference's router_dc.go): cosine[i] is the cosine of the
+ * query's embedding and candidate i's description embedding, when has[i]
+ * (none: the candidate's raw score is min_similarity).  Raw score
+ * sigmoid(cosine / temperature); the highest raw score among the embedded
+ * ones wins (the first of equals); the reported scores are the softmax of
+ * the raw scores at the temperature.  No embedded candidate, a best raw
+ * score below min_similarity, or fewer embedded candidates than
+ * minimum_candidates: the first candidate, every score 1/n, a warning. */
+void vsr_select_router_dc(const vsr_algo_router_dc_conf_t *c, uint32_t minimum_candidates, const double *cosine,
+                          const unsigned char *has, size_t n, vsr_select_result_t *out);
 
 #endif /* VSR_DECISION_H */

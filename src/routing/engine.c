@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "decision/decision.h"
 #include "plugins/plugins.h"
@@ -112,10 +113,44 @@ size_t vsr_engine_reused_recipes(const vsr_engine_t *e)
     return e->n_reused;
 }
 
+struct vsr__card_vec_s {
+    size_t dim;
+    float v[];
+};
+
+const float *vsr__engine_card_vec(vsr_engine_t *e, size_t card, int caps, size_t *dim)
+{
+    size_t i = card * 2 + (caps ? 1 : 0);
+    if (i >= e->n_card_vecs)
+        return NULL;
+    struct vsr__card_vec_s *cv = atomic_load_explicit(&e->card_vecs[i], memory_order_acquire);
+    if (cv == NULL)
+        return NULL;
+    *dim = cv->dim;
+    return cv->v;
+}
+
+void vsr__engine_card_vec_put(vsr_engine_t *e, size_t card, int caps, const float *v, size_t dim)
+{
+    size_t i = card * 2 + (caps ? 1 : 0);
+    if (i >= e->n_card_vecs || dim == 0)
+        return;
+    struct vsr__card_vec_s *cv = vsr_malloc(sizeof(*cv) + dim * sizeof(float)), *none = NULL;
+    cv->dim = dim;
+    memcpy(cv->v, v, dim * sizeof(float));
+    if (!atomic_compare_exchange_strong_explicit(&e->card_vecs[i], &none, cv, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        vsr_free(cv); /* another worker kept one first: the same text, the same vector */
+}
+
 vsr_engine_t *vsr_engine_new_from(const vsr_config_t *cfg, const vsr_engine_t *prev, uint64_t version, vsr_buf_t *err)
 {
     vsr_engine_t *e = vsr_calloc(1, sizeof(*e));
     atomic_init(&e->refs, 1);
+    e->n_card_vecs = cfg->n_model_cards * 2;
+    e->card_vecs = vsr_calloc(e->n_card_vecs ? e->n_card_vecs : 1, sizeof(*e->card_vecs));
+    for (size_t i = 0; i < e->n_card_vecs; i++)
+        atomic_init(&e->card_vecs[i], NULL);
     e->cfg = cfg;
     e->version = version;
     e->n_recipes = cfg->n_recipes;
@@ -194,6 +229,9 @@ void vsr_engine_unref(vsr_engine_t *e)
         vsr_free(e->recipes[i].implied);
     }
     vsr_free(e->recipes);
+    for (size_t i = 0; i < e->n_card_vecs; i++)
+        vsr_free(atomic_load(&e->card_vecs[i]));
+    vsr_free(e->card_vecs);
     if (e->part_free)
         e->part_free(e->part);
     vsr_config_free(e->owned_cfg);

@@ -112,7 +112,7 @@ static void preview_write(vsr_preview_t *p)
     if (d && vsr__select_is_selector(d) && !rc->fail_request) {
         const vsr_model_stats_t *st = rc->ports && rc->ports->model_stats ? rc->ports->model_stats(rc->ports_ud)
                                                                           : NULL;
-        vsr__select_run(cfg, d, st, &p->pool, &sel);
+        vsr__select_run(cfg, d, st, NULL, &p->pool, &sel); /* router_dc: no query embedding here */
     }
     if (d && d->n_model_refs) {
         const vsr_model_ref_conf_t *ref = &d->model_refs[sel && sel->chosen >= 0 ? (size_t)sel->chosen : rc->model_ref];

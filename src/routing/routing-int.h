@@ -30,6 +30,8 @@ typedef struct {
     vsr_graph_implied_t *implied; /* per decision (conf->decisions order): its algorithm's implied budget */
 } recipe_state_t;
 
+struct vsr__card_vec_s; /* engine.c */
+
 struct vsr_engine_s {
     atomic_uint refs;
     const vsr_config_t *cfg;
@@ -42,6 +44,10 @@ struct vsr_engine_s {
     recipe_state_t *recipes;
     size_t n_recipes;
     size_t n_reused;    /* recipes whose compiled signals came from the previous version */
+    /* router_dc: each model card's description embedding ([card * 2 + use_capabilities]), computed by
+     * the first request that needs it and kept for the version: at most 2 per card */
+    _Atomic(struct vsr__card_vec_s *) *card_vecs;
+    size_t n_card_vecs;
 };
 
 typedef struct {
@@ -287,12 +293,47 @@ void vsr__rag_cache_clear(void);
 /* The context the rag plugin injected into the request (empty when none):
  * the grounding of the hallucination check, valid until finish. */
 vsr_slice_t vsr__session_rag_context(const vsr_session_t *s);
+/* engine.c: the router_dc description embedding of model card `card`
+ * (use_capabilities `caps`), unit length, or NULL while none is kept;
+ * *dim its length. */
+const float *vsr__engine_card_vec(vsr_engine_t *e, size_t card, int caps, size_t *dim);
+/* Keeps a copy of v (dim floats) unless one is kept already. */
+void vsr__engine_card_vec_put(vsr_engine_t *e, size_t card, int caps, const float *v, size_t dim);
+
 /* select.c: a decision's single-call selector */
 int vsr__select_is_selector(const vsr_decision_conf_t *d);
+/* What a selector that asks a model brings: router_dc's cosine[i] of the
+ * query's embedding and candidate i's description embedding, when has[i]
+ * (ok 0: the query has no embedding); prompt's choice (the candidate's
+ * index, or -1 with prompt_error, static text). */
+typedef struct {
+    const double *cosine;
+    const unsigned char *has;
+    size_t n;                 /* the candidates (at most VSR_SELECT_MAX_CANDIDATES) */
+    int ok;
+    int prompt_choice;
+    const char *prompt_error;
+} vsr__select_aux_t;
+/* prompt: the system prompt (the reference's: the instructions, the
+ * candidates with their modelCards descriptions, the answer's JSON form). */
+void vsr__select_prompt_system(const vsr_config_t *cfg, const vsr_decision_conf_t *d, vsr_buf_t *b);
+/* prompt: the candidate the model's reply (a chat completion body: its
+ * first choice's message content) names, or -1 with *why (static text):
+ * the reference's rule, a JSON object of exactly selected_model and
+ * rationale, both non-empty, naming a candidate. */
+int vsr__select_prompt_parse(const vsr_decision_conf_t *d, vsr_slice_t body, vsr_pool_t *pool, const char **why);
+#define VSR_SELECT_DC_TEXT_MAX 4096u /* bytes of one description text sent to be embedded */
+/* The index of model card `model` in cfg->model_cards, or -1. */
+int vsr__select_card_index(const vsr_config_t *cfg, const char *model);
+/* The text router_dc embeds for a card (the reference's buildDescriptionText:
+ * description, then "Capabilities: a, b" when caps, joined by ". "; no
+ * description: "Model: name" before the capabilities); empty when none. */
+void vsr__select_aux_text(const vsr_model_card_conf_t *card, int caps, vsr_buf_t *b);
 /* The index of the modelRef chosen, or -1 when the selector failed and
- * algorithm.on_error is fail; *out (from pool) says what it saw. */
+ * algorithm.on_error is fail; *out (from pool) says what it saw.  dc:
+ * router_dc's similarities (NULL: none, the first candidate). */
 int vsr__select_run(const vsr_config_t *cfg, const vsr_decision_conf_t *d, const vsr_model_stats_t *st,
-                    vsr_pool_t *pool, const vsr_selection_t **out);
+                    const vsr__select_aux_t *dc, vsr_pool_t *pool, const vsr_selection_t **out);
 /* The selection as a JSON object (the preview's "selection"). */
 void vsr__selection_json(vsr_buf_t *b, const vsr_selection_t *sel);
 /* "model=score,..." of the scored candidates (x-vsr-selection-scores). */

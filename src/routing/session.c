@@ -137,6 +137,15 @@ struct vsr_session_s {
     int32_t *ts_map;                /* input k+1 of the embed task: >= 0 a request tool, < 0 db tool -(i+1) */
     size_t ts_inputs;
     uint64_t ts_deadline;
+    /* router_dc (dc_start): the query's cosine with each candidate's
+     * description; the cards whose embedding the task asks for */
+    int dc_asked;
+    vsr__select_aux_t dc;
+    double *dc_cos;
+    unsigned char *dc_has;
+    int32_t *dc_cards;              /* input k+1 of the embed task: that card's description */
+    size_t dc_inputs;
+    uint64_t dc_deadline;
     /* what the body phase goes on with once the cache has missed */
     const vsr_model_conf_t *d_model;
     const char *d_lora;
@@ -882,6 +891,7 @@ static const vsr_effect_t *untranslatable(vsr_session_t *s, const vsr_model_conf
 static const vsr_effect_t *start_graph(vsr_session_t *s);
 static void route_resumed(route_ctx_t *rc);
 static const vsr_effect_t *body_decided(vsr_session_t *s);
+static const vsr_effect_t *body_select(vsr_session_t *s);
 static const vsr_effect_t *count_tokens(vsr_session_t *s, const vsr_recipe_conf_t *recipe,
                                         const vsr_decision_conf_t *decision, const vsr_model_conf_t *model,
                                         const char *lora);
@@ -1281,7 +1291,7 @@ static const vsr_effect_t *chat_body(vsr_session_t *s, const char *body, size_t 
             s->routed = 1;
         }
     }
-    return body_decided(s);
+    return body_select(s);
 }
 
 /* The model tasks are answered (or failed): the phase goes on, and its
@@ -1291,9 +1301,9 @@ static void route_resumed(route_ctx_t *rc)
     vsr_session_t *s = rc->cont_ud;
     s->pending = 0;
     s->routed = 1;
-    const vsr_effect_t *eff = body_decided(s);
+    const vsr_effect_t *eff = body_select(s);
     if (eff->pending)
-        return; /* a request graph runs: it resumes the phase */
+        return; /* a request graph or router_dc's embedding runs: it resumes the phase */
     s->opts.ports->resume(s->opts.ports_ud, s, eff); /* the session may be gone on return */
 }
 
@@ -1324,7 +1334,8 @@ static const vsr_effect_t *body_decided(vsr_session_t *s)
                 if (vsr__select_is_selector(decision)) {
                     const vsr_ports_t *p = s->opts.ports;
                     const vsr_model_stats_t *st = p && p->model_stats ? p->model_stats(s->opts.ports_ud) : NULL;
-                    int k = vsr__select_run(cfg, decision, st, &s->pool, &s->ev.selection);
+                    int k = vsr__select_run(cfg, decision, st, s->dc_asked ? &s->dc : NULL, &s->pool,
+                                            &s->ev.selection);
                     if (k < 0)
                         return error_reply(s, 503, "server_error", "selection_failed",
                                            pool_printf(&s->pool, "decision \"%.200s\": %s (algorithm.on_error: fail)",
@@ -1560,6 +1571,201 @@ static int read_vec(const vsr_json_t *j, uint32_t arr, size_t dim, float *v)
     for (size_t i = 0; i < dim; i++)
         v[i] *= inv;
     return VSR_OK;
+}
+
+/* ---- router_dc: the query's embedding against the candidates' descriptions ----
+ * One embed task: the last user message, then the description text of
+ * each candidate card the engine keeps no embedding of yet (those are kept
+ * for the configuration version, so a later request sends the query
+ * alone).  Whatever goes wrong leaves dc.ok 0: the selector then takes the
+ * first candidate, with a warning (the reference's rule). */
+
+static const vsr_effect_t *ps_start(vsr_session_t *s, const vsr_decision_conf_t *d);
+
+static void dc_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
+{
+    vsr_session_t *s = ud;
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_decision_conf_t *d = s->rc.results[s->rc.selected].decision;
+    int caps = d->algo.u.router_dc.use_capabilities;
+    if (rc_now(s) > s->dc_deadline)
+        status = VSR_ERR; /* late: as if unanswered */
+    for (size_t i = 0; status == VSR_OK && i < n; i++) {
+        if (results[i].id == NULL || strcmp(results[i].id, "dc") != 0 || results[i].status != VSR_OK)
+            continue;
+        vsr_json_t j;
+        uint32_t arr, dn;
+        double dimv;
+        if (vsr_json_parse(&j, results[i].result.p ? results[i].result.p : "", results[i].result.len, NULL) == VSR_OK &&
+            vsr_json_type(&j, 0) == VSR_JSON_OBJECT && vsr_json_object_get(&j, 0, "dim", &dn) == VSR_OK &&
+            vsr_json_number(&j, dn, &dimv) == VSR_OK && dimv >= 1 && dimv <= 65536 &&
+            vsr_json_object_get(&j, 0, "embeddings", &arr) == VSR_OK && vsr_json_type(&j, arr) == VSR_JSON_ARRAY &&
+            j.toks[arr].count == s->dc_inputs + 1) {
+            size_t dim = (size_t)dimv;
+            float *q = vsr_malloc(dim * sizeof(float) * 2), *v = q + dim;
+            uint32_t t = arr + 1;
+            int ok = read_vec(&j, t, dim, q) == VSR_OK;
+            for (size_t k = 0; ok && k < s->dc_inputs; k++) {
+                t = j.toks[t].next;
+                if (read_vec(&j, t, dim, v) == VSR_OK)
+                    vsr__engine_card_vec_put(s->e, (size_t)s->dc_cards[k], caps, v, dim);
+            }
+            for (size_t c = 0; ok && c < s->dc.n; c++) {
+                int card = vsr__select_card_index(cfg, d->model_refs[c].model);
+                size_t vdim = 0;
+                const float *cv = card >= 0 ? vsr__engine_card_vec(s->e, (size_t)card, caps, &vdim) : NULL;
+                if (cv == NULL || vdim != dim)
+                    continue; /* no description, or another embedding model's: scored min_similarity */
+                double dot = 0;
+                for (size_t x = 0; x < dim; x++)
+                    dot += (double)q[x] * cv[x];
+                s->dc_cos[c] = dot;
+                s->dc_has[c] = 1;
+            }
+            s->dc.ok = ok;
+            vsr_free(q);
+        }
+        vsr_json_free(&j);
+        break;
+    }
+    port_wait_done(s);
+}
+
+/* Asks the runtime for what router_dc needs when the decision made is a
+ * router_dc one; NULL when nothing is asked (the selector then runs
+ * without a query embedding), else the pending effect, or the phase's
+ * effect when the port answered at once. */
+static const vsr_effect_t *dc_start(vsr_session_t *s)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    if (!s->res.recipe || !s->routed || s->dc_asked || s->rc.fail_request || s->rc.selected < 0)
+        return NULL;
+    const vsr_decision_conf_t *d = s->rc.results[s->rc.selected].decision;
+    if (!vsr__select_is_selector(d) || (d->algo.kind != VSR_ALGO_ROUTER_DC && d->algo.kind != VSR_ALGO_PROMPT))
+        return NULL;
+    s->dc_asked = 1;
+    if (d->algo.kind == VSR_ALGO_PROMPT)
+        return ps_start(s, d);
+    size_t n = VSR_MIN(d->n_model_refs, (size_t)VSR_SELECT_MAX_CANDIDATES);
+    int caps = d->algo.u.router_dc.use_capabilities;
+    s->dc_cos = vsr_pool_alloc(&s->pool, n * sizeof(double));
+    s->dc_has = vsr_pool_alloc(&s->pool, n);
+    memset(s->dc_has, 0, n);
+    s->dc = (vsr__select_aux_t){.cosine = s->dc_cos, .has = s->dc_has, .ok = 0, .n = n};
+    vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
+                                               : VSR_SLICE_NULL;
+    const vsr_ports_t *ports = s->opts.ports;
+    if (query.len == 0 || ports == NULL || ports->runtime_call == NULL)
+        return NULL;
+    s->dc_cards = vsr_pool_alloc(&s->pool, n * sizeof(int32_t));
+    s->dc_inputs = 0;
+    vsr_buf_t b, text, one;
+    vsr_buf_init(&b, 0);
+    vsr_buf_init(&text, 0);
+    vsr_buf_init(&one, 0);
+    vsr_buf_append_cstr(&b, "{\"input\":[");
+    vsr_json_append_client_text(&one, query, 16384); /* the model reads less */
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&one));
+    for (size_t c = 0; c < n; c++) {
+        int card = vsr__select_card_index(cfg, d->model_refs[c].model);
+        size_t dim;
+        if (card < 0 || vsr__engine_card_vec(s->e, (size_t)card, caps, &dim) != NULL)
+            continue;
+        int queued = 0;
+        for (size_t k = 0; k < s->dc_inputs && !queued; k++)
+            queued = s->dc_cards[k] == card;
+        vsr_buf_reset(&text);
+        vsr__select_aux_text(&cfg->model_cards[card], caps, &text);
+        if (queued || text.len == 0)
+            continue;
+        s->dc_cards[s->dc_inputs++] = card;
+        vsr_buf_reset(&one);
+        vsr_json_append_client_text(&one, vsr_buf_slice(&text), VSR_SELECT_DC_TEXT_MAX);
+        vsr_buf_append(&b, ",", 1);
+        vsr_buf_append_json_string(&b, vsr_buf_slice(&one));
+    }
+    vsr_buf_free(&one);
+    vsr_buf_free(&text);
+    vsr_buf_append_cstr(&b, "]}");
+    vsr_runtime_task_t task = {"dc", "embed", vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b))};
+    vsr_buf_free(&b);
+    vsr_runtime_bundle_t bundle = {&task, 1};
+    uint64_t deadline = s->opts.deadline_ms ? s->opts.deadline_ms : rc_now(s) + VSR_SESSION_WAIT_DEFAULT_MS;
+    s->dc_deadline = deadline;
+    port_wait_begin(s, 1, body_decided);
+    return port_wait_end(s, ports->runtime_call(s->opts.ports_ud, &bundle, deadline, dc_embed_done, s));
+}
+
+/* ---- prompt: a model picks the candidate ----
+ * One chat call to algorithm.prompt.model (the reference's: its system
+ * prompt, the query as the user message, temperature 0, 512 completion
+ * tokens, a JSON object answer) within timeout_seconds (default 5). */
+
+#define VSR_SELECT_PROMPT_MAX_RESPONSE (256u * 1024u)
+
+static void ps_done(void *ud, int status, int http_status, vsr_slice_t body, unsigned attempts)
+{
+    VSR_UNUSED(attempts);
+    vsr_session_t *s = ud;
+    const vsr_decision_conf_t *d = s->rc.results[s->rc.selected].decision;
+    if (rc_now(s) > s->dc_deadline || (status != VSR_OK && rc_now(s) >= s->dc_deadline))
+        s->dc.prompt_error = "prompt: the model did not answer within timeout_seconds";
+    else if (status != VSR_OK || http_status != 200)
+        s->dc.prompt_error = "prompt: the model call failed";
+    else
+        s->dc.prompt_choice = vsr__select_prompt_parse(d, body, &s->pool, &s->dc.prompt_error);
+    port_wait_done(s);
+}
+
+static const vsr_effect_t *ps_start(vsr_session_t *s, const vsr_decision_conf_t *d)
+{
+    const vsr_config_t *cfg = s->e->cfg;
+    const vsr_algo_prompt_conf_t *pc = &d->algo.u.prompt;
+    s->dc = (vsr__select_aux_t){.prompt_choice = -1, .prompt_error = "prompt: no user message to choose for"};
+    vsr_slice_t query = s->chat.last_user >= 0 ? vsr_slice_trim(s->chat.messages[s->chat.last_user].text)
+                                               : VSR_SLICE_NULL;
+    const vsr_model_conf_t *m = vsr_config_find_model(cfg, vsr_slice_cstr(pc->model));
+    if (query.len == 0)
+        return NULL;
+    if (m == NULL || s->opts.ports == NULL || s->opts.ports->model_call == NULL) {
+        s->dc.prompt_error = "prompt: no way to call the model";
+        return NULL;
+    }
+    vsr_buf_t b, sys, one;
+    vsr_buf_init(&b, 0);
+    vsr_buf_init(&sys, 0);
+    vsr_buf_init(&one, 0);
+    vsr__select_prompt_system(cfg, d, &sys);
+    vsr_buf_append_cstr(&b, "{\"model\":");
+    vsr_buf_append_json_string(&b, vsr_slice_cstr(m->provider_model_id ? m->provider_model_id : m->name));
+    vsr_buf_append_cstr(&b, ",\"messages\":[{\"role\":\"system\",\"content\":");
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&sys));
+    vsr_buf_append_cstr(&b, "},{\"role\":\"user\",\"content\":");
+    vsr_json_append_client_text(&one, query, 16384);
+    vsr_buf_append_json_string(&b, vsr_buf_slice(&one));
+    vsr_buf_append_cstr(&b, "}],\"temperature\":0,\"max_completion_tokens\":512,"
+                            "\"response_format\":{\"type\":\"json_object\"}}");
+    vsr_graph_call_t call = {.model = m, .body = vsr_pool_dup_slice(&s->pool, vsr_buf_slice(&b)), .iteration = 1,
+                             .max_response_bytes = VSR_SELECT_PROMPT_MAX_RESPONSE};
+    vsr_buf_free(&b);
+    vsr_buf_free(&sys);
+    vsr_buf_free(&one);
+    uint64_t now = rc_now(s);
+    uint64_t deadline = now + (uint64_t)(pc->timeout_seconds ? pc->timeout_seconds : 5) * 1000;
+    if (s->opts.deadline_ms && s->opts.deadline_ms < deadline)
+        deadline = s->opts.deadline_ms > now ? s->opts.deadline_ms : now;
+    s->dc_deadline = deadline;
+    s->dc.prompt_error = "prompt: the model did not answer";
+    port_wait_begin(s, 3, body_decided);
+    return port_wait_end(s, s->opts.ports->model_call(s->opts.ports_ud, &call, deadline, ps_done, s));
+}
+
+/* The decision is made: what its selector asks of a model (router_dc's
+ * embedding, prompt's choice) when it needs it, then body_decided. */
+static const vsr_effect_t *body_select(vsr_session_t *s)
+{
+    const vsr_effect_t *w = dc_start(s);
+    return w ? w : body_decided(s);
 }
 
 static void tools_embed_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)

@@ -3434,13 +3434,13 @@ static void test_routing_errors_all_reported(void **state)
                   "      priority: high\n"
                   "      rules: {type: keyword, name: missing}\n"
                   "      modelRefs: [{model: ghost}]\n"
-                  "      algorithm: {type: router_dc}\n"
+                  "      algorithm: {type: svm}\n"
                   "      plugins: [{type: mmeory}]\n"
                   "entrypoints: [{model_names: [m], recipe: nowhere}]\n",
                   "t.yaml:12:51: operator must be \"OR\", \"AND\" or \"NOR\", got \"XOR\"\n"
                   "t.yaml:13:14: missing required key \"threshold\"\n"
                   "t.yaml:16:17: expected an integer, got a string\n"
-                  "t.yaml:19:25: algorithm type \"router_dc\" is not supported yet\n"
+                  "t.yaml:19:25: algorithm type \"svm\" is not supported yet\n"
                   "t.yaml:20:24: unknown plugin type \"mmeory\"\n"
                   "t.yaml:17:14: keyword signal \"missing\" is not declared in routing.signals.keywords\n"
                   "t.yaml:18:27: model \"ghost\" is not defined in providers.models (nor as a LoRA in "
@@ -3894,8 +3894,64 @@ static void test_looper_errors(void **state)
         vsr_buf_free(&err);
     }
     /* the other catalogue types stay refused */
-    expect_errors(ALGO_DOC("{type: router_dc}"), 
-                  "t.yaml:15:25: algorithm type \"router_dc\" is not supported yet\n");
+    expect_errors(ALGO_DOC("{type: svm}"), 
+                  "t.yaml:15:25: algorithm type \"svm\" is not supported yet\n");
+}
+
+/* router_dc: the reference's defaults, its fields, the cards' capabilities,
+ * and require_descriptions refusing a candidate without a description. */
+static void test_router_dc_config(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(ALGO_DOC("{type: router_dc}"));
+    const vsr_algo_router_dc_conf_t *r = &only_decision(c)->algo.u.router_dc;
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_ROUTER_DC);
+    assert_float_equal(r->temperature, 0.07, 1e-12);
+    assert_float_equal(r->min_similarity, 0.3, 1e-12);
+    assert_int_equal(r->dimension_size, 768);
+    assert_true(r->use_capabilities && r->use_query_contrastive && r->use_model_contrastive);
+    assert_false(r->require_descriptions);
+    vsr_config_free(c);
+    c = load_ok(ALGO_DOC("{type: router_dc, minimum_candidates: 2, router_dc: {temperature: 0.5, "
+                         "min_similarity: 0.6, use_capabilities: false}}")
+                "  modelCards:\n"
+                "    - {name: m, description: Code generation, capabilities: [code, math]}\n");
+    r = &only_decision(c)->algo.u.router_dc;
+    assert_float_equal(r->temperature, 0.5, 1e-12);
+    assert_float_equal(r->min_similarity, 0.6, 1e-12);
+    assert_false(r->use_capabilities);
+    assert_int_equal(only_decision(c)->algo.minimum_candidates, 2);
+    assert_int_equal(c->model_cards[0].capabilities.n, 2);
+    assert_string_equal(c->model_cards[0].capabilities.items[1], "math");
+    vsr_config_free(c);
+    expect_errors(ALGO_DOC("{type: router_dc, router_dc: {require_descriptions: true}}")
+                  "  modelCards:\n"
+                  "    - {name: m, capabilities: [code]}\n",
+                  "t.yaml:14:39: decision \"d\": router_dc.require_descriptions is true but model \"n\" has no "
+                  "modelCards description or capabilities\n");
+    expect_errors(ALGO_DOC("{type: router_dc, router_dc: {temperature: 0}}"),
+                  "t.yaml:15:61: temperature must be between 1e-06 and 1e+06, got 0\n");
+}
+
+/* prompt: model and instructions required, the model a provider model. */
+static void test_prompt_selector_config(void **state)
+{
+    (void)state;
+    vsr_config_t *c = load_ok(ALGO_DOC("{type: prompt, prompt: {model: n, instructions: Pick one., "
+                                       "timeout_seconds: 3}}"));
+    const vsr_algo_prompt_conf_t *p = &only_decision(c)->algo.u.prompt;
+    assert_int_equal(only_decision(c)->algo.kind, VSR_ALGO_PROMPT);
+    assert_string_equal(p->model, "n");
+    assert_string_equal(p->instructions, "Pick one.");
+    assert_int_equal(p->timeout_seconds, 3);
+    vsr_config_free(c);
+    expect_errors(ALGO_DOC("{type: prompt}"),
+                  "t.yaml:15:18: algorithm type \"prompt\" needs algorithm.prompt (its model and instructions)\n");
+    expect_errors(ALGO_DOC("{type: prompt, prompt: {model: n}}"),
+                  "t.yaml:15:41: missing required key \"instructions\"\n");
+    expect_errors(ALGO_DOC("{type: prompt, prompt: {model: ghost, instructions: x}}"),
+                  "t.yaml:15:49: algorithm.prompt.model \"ghost\" is neither a model of providers.models nor one of "
+                  "the decision's modelRefs\n");
 }
 
 /* Model names in the blocks: a provider model or one of the decision's modelRefs. */
@@ -4616,6 +4672,8 @@ int main(void)
         cmocka_unit_test(test_looper_defaults),
         cmocka_unit_test(test_looper_fields),
         cmocka_unit_test(test_looper_errors),
+        cmocka_unit_test(test_router_dc_config),
+        cmocka_unit_test(test_prompt_selector_config),
         cmocka_unit_test(test_looper_model_names),
         cmocka_unit_test(test_looper_integration_pricing),
         cmocka_unit_test(test_graph_tree),

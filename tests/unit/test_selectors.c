@@ -1,4 +1,4 @@
-/* test_selectors.c — the single-call selectors (latency_aware,
+/* test_selectors.c — the single-call selectors (latency_aware, router_dc,
  * multi_factor) on fixed candidates: the pick and every score. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,11 +162,54 @@ static void test_multi_factor(void **state)
     assert_int_equal(r.chosen, 0);
 }
 
+static void test_router_dc(void **state)
+{
+    (void)state;
+    vsr_algo_router_dc_conf_t c = {.temperature = 0.07, .min_similarity = 0.3};
+    vsr_select_result_t r;
+    /* sigmoid(cos / 0.07): a 0.806679, b 0.999210; c without an embedding
+     * counts min_similarity; the reported scores are their softmax at 0.07 */
+    double cos[3] = {0.1, 0.5, 0};
+    unsigned char has[3] = {1, 1, 0};
+    vsr_select_router_dc(&c, 0, cos, has, 3, &r);
+    assert_int_equal(r.chosen, 1);
+    assert_null(r.warning);
+    assert_true(r.scored[0] && r.scored[1] && r.scored[2]);
+    assert_float_equal(r.scores[0], 0.060058646, 1e-6);
+    assert_float_equal(r.scores[1], 0.939898199, 1e-6);
+    assert_float_equal(r.scores[2], 4.31555e-05, 1e-8);
+    assert_float_equal(r.score, r.scores[1], 1e-12);
+    assert_non_null(r.dropped[2]);
+    /* minimum_candidates above the embedded count: the first, 1/n each */
+    vsr_select_router_dc(&c, 3, cos, has, 3, &r);
+    assert_int_equal(r.chosen, 0);
+    assert_non_null(r.warning);
+    assert_float_equal(r.scores[1], 1.0 / 3, 1e-12);
+    /* every similarity below min_similarity (opposed directions): the first */
+    double neg[2] = {-0.5, -0.6};
+    unsigned char both[2] = {1, 1};
+    vsr_select_router_dc(&c, 0, neg, both, 2, &r);
+    assert_int_equal(r.chosen, 0);
+    assert_non_null(r.warning);
+    assert_float_equal(r.scores[0], 0.5, 1e-12);
+    /* no embedding at all: the first */
+    unsigned char none[3] = {0, 0, 0};
+    vsr_select_router_dc(&c, 0, cos, none, 3, &r);
+    assert_int_equal(r.chosen, 0);
+    assert_non_null(r.warning);
+    /* the best is the highest raw score, later candidates included */
+    double later[3] = {0.2, 0.1, 0.3};
+    unsigned char all[3] = {1, 1, 1};
+    vsr_select_router_dc(&c, 0, later, all, 3, &r);
+    assert_int_equal(r.chosen, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_latency_aware),
         cmocka_unit_test(test_multi_factor),
+        cmocka_unit_test(test_router_dc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
