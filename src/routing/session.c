@@ -165,7 +165,7 @@ struct vsr_session_s {
     vsr_slice_t mem_query;          /* what is embedded and searched: the user turn, or its rewrite */
     uint64_t mem_rw_deadline;       /* the rewrite's answer is read only before it */
     /* response_jailbreak: the answer's scan (resp_guard.c; the wait is port_wait's) */
-    vsr__rguard_t rg;
+    vsr__rguard_t *rg;                /* response_jailbreak's state, from the session's pool (the session is one block) */
     /* hallucination: the answer's check (hcheck.c; the wait is port_wait's, kind 3) */
     vsr__hcheck_t *hc;             /* hallucination check (heap: made by hc_begin for a decision with the plugin) */
     vsr_slice_t hc_chat;            /* the answer's chat-side bytes while the detector runs */
@@ -501,7 +501,9 @@ vsr_session_t *vsr_session_open(vsr_engine_t *e, const vsr_session_opts_t *opts)
     vsr_buf_init(&s->r_conv, VSR_RESPONSES_MAX_OUTPUT);
     vsr_buf_init(&s->r_echo, VSR_RESPONSES_MAX_OUTPUT);
     vsr_buf_init(&s->r_prior, VSR_RESPONSES_MAX_OUTPUT);
-    vsr__rg_init(&s->rg);
+    s->rg = vsr_pool_alloc(&s->pool, sizeof(*s->rg));
+    memset(s->rg, 0, sizeof(*s->rg));
+    vsr__rg_init(s->rg);
     s->ev.cache_hit = -1;
     return s;
 }
@@ -562,7 +564,7 @@ void vsr_session_finish(vsr_session_t *s)
     vsr_buf_free(&s->r_conv);
     vsr_buf_free(&s->r_echo);
     vsr_buf_free(&s->r_prior);
-    vsr__rg_free(&s->rg);
+    vsr__rg_free(s->rg);
     vsr_free(s->hc);
     vsr_pool_free(&s->pool);
     vsr_engine_unref(s->e);
@@ -1102,10 +1104,10 @@ static void responses_keep(vsr_session_t *s, vsr_slice_t response, vsr_slice_t c
     vsr_buf_append_cstr(&b, ",\"items\":");
     vsr_buf_append_slice(&b, s->r_items.len ? vsr_buf_slice(&s->r_items) : VSR_SLICE_LIT("[]"));
     vsr_buf_append_cstr(&b, "}");
-    if (s->rg.on && !s->rg.result) { /* stored once the scan lets it through */
-        vsr_buf_reset(&s->rg.kept);
-        vsr_buf_append_slice(&s->rg.kept, vsr_buf_slice(&b));
-        s->rg.has_kept = 1;
+    if (s->rg->on && !s->rg->result) { /* stored once the scan lets it through */
+        vsr_buf_reset(&s->rg->kept);
+        vsr_buf_append_slice(&s->rg->kept, vsr_buf_slice(&b));
+        s->rg->has_kept = 1;
         vsr_buf_free(&b);
         return;
     }
@@ -2083,7 +2085,7 @@ static void mem_keep(vsr_session_t *s)
 {
     if (!s->mem_store || s->mem_vec == NULL || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
         return;
-    if (s->rg.on && s->rg.result == VSR__RG_FLAGGED)
+    if (s->rg->on && s->rg->result == VSR__RG_FLAGGED)
         return; /* the guard found a jailbreak in the answer: not a memory (a blocked one never gets here) */
     s->mem_store = 0;
     vsr_buf_t v;
@@ -2400,7 +2402,7 @@ static void mem_keep(vsr_session_t *s);
 
 static void rc_keep(vsr_session_t *s)
 {
-    if (s->rg.on && !s->rg.result)
+    if (s->rg->on && !s->rg->result)
         return; /* kept once the scan lets it through */
     mem_keep(s);
     if (!s->rc_store || s->rc_over || s->resp_status != 200 || s->rc_acc.len == 0)
@@ -3058,7 +3060,7 @@ static const vsr_plugin_response_jailbreak_conf_t *rj_conf_of(const vsr_decision
  * stream's terminal event: STREAM), none only observes. */
 static void rg_begin(vsr_session_t *s, int status, const vsr_header_t *headers, size_t n_headers)
 {
-    vsr__rguard_t *g = &s->rg;
+    vsr__rguard_t *g = s->rg;
     vsr__rg_reset(g);
     const vsr_plugin_response_jailbreak_conf_t *c = rj_conf_of(s->decision);
     const vsr_ports_t *ports = s->opts.ports;
@@ -3087,7 +3089,7 @@ static const vsr_effect_t *rg_then_captured(vsr_session_t *s);
 static void rg_done(void *ud, int status, const vsr_runtime_result_t *results, size_t n)
 {
     vsr_session_t *s = ud;
-    vsr__rguard_t *g = &s->rg;
+    vsr__rguard_t *g = s->rg;
     int ok = 0;
     for (size_t i = 0; status == VSR_OK && i < n && !ok; i++)
         ok = results[i].id && strcmp(results[i].id, "rj") == 0 && results[i].status == VSR_OK &&
@@ -3105,7 +3107,7 @@ static void rg_done(void *ud, int status, const vsr_runtime_result_t *results, s
  * effect (eff, kept) waits for the verdict (rg_then). */
 static const vsr_effect_t *rg_scan(vsr_session_t *s, const vsr_effect_t *eff)
 {
-    vsr__rguard_t *g = &s->rg;
+    vsr__rguard_t *g = s->rg;
     g->final = *eff;
     vsr_slice_t text = vsr__rg_text(g, &s->pool);
     if (text.len == 0) { /* nothing said (tool calls only): nothing to scan, nothing counted */
@@ -3133,7 +3135,7 @@ static const vsr_effect_t *rg_scan(vsr_session_t *s, const vsr_effect_t *eff)
  * error event instead of its terminal one). */
 static const vsr_effect_t *rg_then(vsr_session_t *s)
 {
-    vsr__rguard_t *g = &s->rg;
+    vsr__rguard_t *g = s->rg;
     int blocked = g->result == VSR__RG_BLOCKED;
     s->ev.response_guard = vsr__rg_result_names[g->result];
     s->ev.response_guard_score = g->score;
@@ -3231,7 +3233,7 @@ static void hc_begin(vsr_session_t *s, int status, const vsr_header_t *headers, 
     g->on = 1;
     if (s->body_mode == VSR_BODY_RELAY) {
         s->body_mode = VSR_BODY_BUFFER;
-        s->rg.own_buffer = 1; /* held for the check only: the answer as it came */
+        s->rg->own_buffer = 1; /* held for the check only: the answer as it came */
     }
 }
 
@@ -3314,8 +3316,8 @@ static const vsr_effect_t *hc_then(vsr_session_t *s)
         else if (c->unverified_action == VSR_HAL_BODY)
             warning = VSR_SLICE_LIT(VSR__HC_UNVERIFIED_TEXT);
     }
-    if (s->rg.on) /* before the body changes: the scan reads the model's words */
-        vsr__rg_feed_json(&s->rg, s->hc_chat.p, s->hc_chat.len);
+    if (s->rg->on) /* before the body changes: the scan reads the model's words */
+        vsr__rg_feed_json(s->rg, s->hc_chat.p, s->hc_chat.len);
     s->eff = g->final;
     if (warning.len && !s->anthropic_in && !s->responses_in) /* a chat.completion client's answer */
         vsr__hc_prepend(s->out.data, s->out.len, warning, &s->pool, &s->out);
@@ -3338,7 +3340,7 @@ static const vsr_effect_t *hc_then(vsr_session_t *s)
     }
     s->eff.resp_headers = h.v;
     s->eff.n_resp_headers = h.n;
-    if (s->rg.on)
+    if (s->rg->on)
         return rg_scan(s, &s->eff); /* its verdict adds the warnings header, all codes in their order */
     vsr_slice_t w = vsr__rg_warnings(s->ev.response_warnings, &s->pool);
     if (w.len) {
@@ -3446,7 +3448,7 @@ const vsr_effect_t *vsr_session_response_headers(vsr_session_t *s, int status, c
         s->rc_sse = ct && vsr_slice_starts_with(vsr_slice_trim(ct->value), VSR_SLICE_LIT("text/event-stream"));
         s->eff.observe = s->body_mode == VSR_BODY_RELAY;
     }
-    if (s->rg.on && s->body_mode == VSR_BODY_RELAY)
+    if (s->rg->on && s->body_mode == VSR_BODY_RELAY)
         s->eff.observe = 1; /* action none: scanned on the side */
     if (s->rp) {
         const vsr_header_t *ct = find_header(headers, n_headers, "content-type");
@@ -3548,7 +3550,7 @@ static const vsr_effect_t *translate_whole(vsr_session_t *s)
     size_t n = s->acc.len;
     if (s->acc_over) {
         rc = VSR_ERR_TOO_BIG;
-    } else if (s->rg.own_buffer) { /* held for the scan only: the answer as it came */
+    } else if (s->rg->own_buffer) { /* held for the scan only: the answer as it came */
         vsr_buf_append(&s->out, p, n);
         s->eff.status = status;
         return body_out(s);
@@ -3679,8 +3681,8 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
             s->hc_chat = vsr_slice(chat_p, chat_n);
             return hc_run(s, eff);
         }
-        if (end_of_stream == VSR_BODY_END && s->rg.on && eff->status >= 200 && eff->status < 300) {
-            vsr__rg_feed_json(&s->rg, chat_p, chat_n);
+        if (end_of_stream == VSR_BODY_END && s->rg->on && eff->status >= 200 && eff->status < 300) {
+            vsr__rg_feed_json(s->rg, chat_p, chat_n);
             return rg_scan(s, eff);
         }
         return eff;
@@ -3710,7 +3712,7 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
             }
         } else if (s->ev_strip) {
             strip_usage_chunk(s, chunk, len, end_of_stream);
-        } else if (s->rg.own_stream) { /* streamed for the scan only: the events as they came */
+        } else if (s->rg->own_stream) { /* streamed for the scan only: the events as they came */
             if (len)
                 vsr_buf_append(&s->out, chunk, len);
             if (end_of_stream == VSR_BODY_CUT)
@@ -3731,25 +3733,25 @@ static const vsr_effect_t *response_body(vsr_session_t *s, const char *chunk, si
             chat_n = s->out.len;
         }
         rc_feed(s, chat_p, chat_n);
-        if (s->rg.on)
-            vsr__rg_feed_sse(&s->rg, chat_p, chat_n);
-        vsr__rg_withhold(&s->rg, &s->out, end_of_stream == VSR_BODY_CUT);
+        if (s->rg->on)
+            vsr__rg_feed_sse(s->rg, chat_p, chat_n);
+        vsr__rg_withhold(s->rg, &s->out, end_of_stream == VSR_BODY_CUT);
         if (end_of_stream == VSR_BODY_END)
             rc_keep(s);
-        if (end_of_stream == VSR_BODY_END && s->rg.on)
+        if (end_of_stream == VSR_BODY_END && s->rg->on)
             return rg_scan(s, body_out(s));
         return body_out(s);
     }
     rc_feed(s, chunk, len);
-    if (s->rg.on && s->rg.sse)
-        vsr__rg_feed_sse(&s->rg, chunk, len);
-    else if (s->rg.on && len && vsr_buf_append(&s->acc, chunk, len) != VSR_OK)
+    if (s->rg->on && s->rg->sse)
+        vsr__rg_feed_sse(s->rg, chunk, len);
+    else if (s->rg->on && len && vsr_buf_append(&s->acc, chunk, len) != VSR_OK)
         s->acc_over = 1;
     if (end_of_stream == VSR_BODY_END)
         rc_keep(s);
-    if (end_of_stream == VSR_BODY_END && s->rg.on) {
-        if (!s->rg.sse && !s->acc_over)
-            vsr__rg_feed_json(&s->rg, s->acc.data, s->acc.len);
+    if (end_of_stream == VSR_BODY_END && s->rg->on) {
+        if (!s->rg->sse && !s->acc_over)
+            vsr__rg_feed_json(s->rg, s->acc.data, s->acc.len);
         return rg_scan(s, &s->eff);
     }
     return &s->eff;
